@@ -1,0 +1,214 @@
+// `shardsim describe`: what a model, a cluster and (optionally) a plan amount to: parameters,
+// FLOPs per token, devices, peaks, memory and links, each with its source.
+#include <fstream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/text_table.h"
+#include "core/cluster_json.h"
+#include "core/error.h"
+#include "core/inputs.h"
+#include "core/model_json.h"
+#include "core/model_presets.h"
+#include "core/plan_json.h"
+#include "core/units.h"
+
+namespace shardsim::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kFlopsConvention =
+    "2 FLOPs per multiply-add; matmul = 2 x active matmul parameters (output head included); attention = 2*S*H*(Kqk+Kv) per "
+    "layer over the full context (PaLM, no causal halving); training = 3 x forward, recomputation excluded";
+
+void WriteJsonFile(const std::string& path, const json& value, const std::string& flag) {
+  std::ofstream file(path);
+  if (!file) throw InputError(flag + " " + path, "cannot be written", "", "check the folder exists and is writable");
+  file << value.dump(2) << "\n";
+  if (!file) throw InputError(flag + " " + path, "write failed", "", "check free space");
+}
+
+std::string D(double v) { return FormatCount(v); }
+
+json ModelReport(const ModelSpec& m, int64_t seq_len) {
+  const ParamCounts c = CountParams(m);
+  const FlopsPerToken f = ForwardFlopsPerToken(m, seq_len);
+  json j = {{"name", m.name},
+            {"spec", ModelToJson(m)},
+            {"params_total", c.total},
+            {"params_active", c.active},
+            {"params",
+             {{"embedding", c.embedding},
+              {"head", c.head},
+              {"attention", c.attention},
+              {"dense_mlp", c.dense_mlp},
+              {"routed_experts", c.routed_experts},
+              {"shared_experts", c.shared_experts},
+              {"router", c.router},
+              {"norms", c.norms}}},
+            {"seq_len", seq_len},
+            {"flops_per_token",
+             {{"forward", f.forward()}, {"forward_matmul", f.matmul}, {"forward_attention", f.attention}, {"training", f.training()}}},
+            {"flops_convention", kFlopsConvention}};
+  if (auto preset = FindModelPreset(m.name); preset && preset->spec == m && preset->published_params_total > 0) {
+    j["published"] = {{"params_total", preset->published_params_total},
+                      {"params_active", preset->published_params_active},
+                      {"source", preset->published_source}};
+  }
+  return j;
+}
+
+json ClusterReport(const ClusterSpec& c) {
+  const int64_t devices = DeviceCount(c);
+  json total = json::object();
+  for (const auto& [dtype, peak] : c.chip.peak_flop_per_s) total[dtype] = peak * static_cast<double>(devices);
+  return {{"name", c.name},
+          {"system", c.system},
+          {"spec", ClusterToJson(c)},
+          {"devices", devices},
+          {"shape", DescribeShape(c.topology)},
+          {"chip", c.chip.name},
+          {"peak_flop_per_s", c.chip.peak_flop_per_s},
+          {"peak_flop_per_s_all_devices", total},
+          {"hbm_bytes", c.chip.hbm_bytes},
+          {"hbm_bytes_all_devices", static_cast<double>(c.chip.hbm_bytes) * static_cast<double>(devices)},
+          {"hbm_bandwidth_bytes_per_s", c.chip.hbm_bandwidth_bytes_per_s}};
+}
+
+json PlanReport(const PlanSpec& p) {
+  const PlanShape s = DerivePlanShape(p);
+  return {{"spec", PlanToJson(p)},
+          {"mesh", DescribeMesh(p.mesh)},
+          {"devices", s.devices},
+          {"batch_replicas", s.batch_replicas},
+          {"sequences_per_replica", s.sequences_per_replica},
+          {"num_microbatches", s.num_microbatches},
+          {"tokens_per_step", s.tokens_per_step},
+          {"valid", true}};
+}
+
+void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
+  const ParamCounts c = CountParams(m);
+  const FlopsPerToken f = ForwardFlopsPerToken(m, seq_len);
+  out << "Model " << m.name << (m.moe ? " (mixture of experts)" : " (dense)") << "\n";
+  out << "  shape      " << m.num_layers << " layers, width " << m.hidden_size << ", " << m.num_heads << " heads ("
+      << m.num_kv_heads << " K/V heads, head dim " << m.head_dim << "), " << ToString(m.mlp) << " MLP " << m.ffn_hidden_size
+      << ", vocabulary " << m.vocab_size << ", " << ToString(m.position) << ", " << ToString(m.norm)
+      << (m.tied_embeddings ? ", tied embeddings" : "") << "\n";
+  if (m.moe) {
+    out << "  experts    " << m.moe->num_experts << " routed (top-" << m.moe->top_k << ") + " << m.moe->num_shared_experts
+        << " shared, expert width " << m.moe->expert_ffn_hidden_size << ", " << NumMoeLayers(m) << " of " << m.num_layers
+        << " layers MoE (first " << m.moe->first_dense_layers << " dense)\n";
+  }
+  if (m.mla) {
+    out << "  MLA        q rank " << m.mla->q_lora_rank << ", kv rank " << m.mla->kv_lora_rank << ", qk dims "
+        << m.mla->qk_nope_head_dim << "+" << m.mla->qk_rope_head_dim << " (rope), v dim " << m.mla->v_head_dim << "\n";
+  }
+  out << "  params     total " << D(c.total) << ", active per token " << D(c.active) << "\n";
+  out << "             embedding " << D(c.embedding) << ", attention " << D(c.attention) << ", dense MLP " << D(c.dense_mlp);
+  if (m.moe) out << ", routed experts " << D(c.routed_experts) << ", shared experts " << D(c.shared_experts) << ", router " << D(c.router);
+  out << ", head " << D(c.head) << ", norms " << D(c.norms) << "\n";
+  if (auto preset = FindModelPreset(m.name); preset && preset->spec == m && preset->published_params_total > 0) {
+    out << "  published  total " << D(preset->published_params_total) << ", active " << D(preset->published_params_active)
+        << " (" << preset->published_source << ")\n";
+  }
+  out << "  FLOPs      per token at seq_len " << seq_len << ": forward " << FormatSI(f.forward(), "FLOP") << " (matmul "
+      << FormatSI(f.matmul, "FLOP") << " + attention " << FormatSI(f.attention, "FLOP") << "), training "
+      << FormatSI(f.training(), "FLOP") << "\n";
+  out << "  source     " << (m.source.empty() ? "(none given)" : m.source) << "\n";
+}
+
+void PrintCluster(const ClusterSpec& c, std::ostream& out) {
+  const int64_t devices = DeviceCount(c);
+  out << "Cluster " << c.name << ": " << devices << " x " << c.chip.name << "\n";
+  out << "  topology   " << DescribeShape(c.topology) << "\n";
+  std::string peaks, totals;
+  for (const auto& [dtype, peak] : c.chip.peak_flop_per_s) {
+    peaks += (peaks.empty() ? "" : ", ") + dtype + " " + FormatSI(peak, "FLOP/s");
+    totals += (totals.empty() ? "" : ", ") + dtype + " " + FormatSI(peak * static_cast<double>(devices), "FLOP/s");
+  }
+  out << "  peak       per device " << peaks << "; all devices " << totals << "\n";
+  out << "  memory     " << FormatSI(static_cast<double>(c.chip.hbm_bytes), "B") << " (" << FormatBinaryBytes(static_cast<double>(c.chip.hbm_bytes))
+      << ") per device at " << FormatSI(c.chip.hbm_bandwidth_bytes_per_s, "B/s") << "; "
+      << FormatSI(static_cast<double>(c.chip.hbm_bytes) * static_cast<double>(devices), "B") << " in all\n";
+  out << "  chip source " << c.chip.source << "\n";
+  TextTable links({"link", "per link, one way", "links/device", "latency", "efficiency", "source"});
+  for (const auto& [name, l] : c.links) {
+    char eff[16];
+    std::snprintf(eff, sizeof eff, "%.2f", l.efficiency);
+    links.AddRow({name, FormatSI(l.bandwidth_bytes_per_s, "B/s"), std::to_string(l.links_per_device), FormatSeconds(l.latency_s), eff, l.source});
+  }
+  links.Print(out, "  ");
+  char eff[64];
+  std::snprintf(eff, sizeof eff, "matmul %.2f of peak, HBM %.2f of bandwidth", c.efficiency.matmul, c.efficiency.hbm);
+  out << "  efficiency " << eff << " (" << c.efficiency.source << ")\n";
+}
+
+void PrintPlan(const PlanSpec& p, std::ostream& out) {
+  const PlanShape s = DerivePlanShape(p);
+  out << "Plan: valid for this model and cluster\n";
+  out << "  mesh       " << DescribeMesh(p.mesh) << " = " << s.devices << " devices; order (outer to inner) ";
+  for (size_t i = 0; i < p.mesh_order.size(); ++i) out << (i ? ", " : "") << p.mesh_order[i];
+  out << "\n  batch      " << p.global_batch_size << " sequences x " << p.seq_len << " tokens = " << D(static_cast<double>(s.tokens_per_step))
+      << " tokens per step; " << s.batch_replicas << " replicas x " << s.num_microbatches << " micro-batches of " << p.micro_batch_size << "\n";
+  out << "  schedule   " << ToString(p.pipeline_schedule) << (p.virtual_stages > 1 ? " with " + std::to_string(p.virtual_stages) + " virtual stages" : "")
+      << ", ZeRO stage " << p.zero_stage << ", sequence parallel " << (p.sequence_parallel ? "on" : "off") << ", recompute "
+      << ToString(p.recompute) << ", dtype " << p.dtype << "\n";
+}
+
+}  // namespace
+
+int RunDescribe(const DescribeOptions& o, std::ostream& out) {
+  if (o.model.empty() && o.cluster.empty()) {
+    throw InputError("describe", "nothing to describe", "--model M and/or --cluster C", "e.g. shardsim describe --model llama3-8b --cluster dgx-h100:8");
+  }
+  std::optional<ModelSpec> model;
+  std::optional<ClusterSpec> cluster;
+  std::optional<PlanSpec> plan;
+  if (!o.model.empty()) model = LoadModel(o.model);
+  if (!o.cluster.empty()) cluster = LoadCluster(o.cluster);
+  if (!o.plan.empty() || !o.overrides.empty()) {
+    if (!model || !cluster) {
+      throw InputError(o.plan.empty() ? "--set" : "--plan " + o.plan, "checking a plan needs both --model and --cluster", "",
+                       "add --model M --cluster C");
+    }
+    plan = LoadPlan(o.plan, o.overrides);
+    if (cluster->chip.peak_flop_per_s.count(plan->dtype) == 0) {
+      std::string have;
+      for (const auto& [dtype, peak] : cluster->chip.peak_flop_per_s) have += (have.empty() ? "" : ", ") + dtype;
+      throw InputError((o.plan.empty() ? std::string("plan") : o.plan) + ":/dtype",
+                       "dtype '" + plan->dtype + "' has no peak on " + cluster->chip.name, have, "set dtype to one the chip lists");
+    }
+    ValidatePlan(*plan, *model, DeviceCount(*cluster), cluster->name, o.plan.empty() ? "plan (from --set):" : o.plan + ":");
+  }
+  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : plan ? plan->seq_len : model ? model->max_seq_len : 0;
+
+  if (!model && !o.write_model.empty()) throw InputError("--write-model", "needs --model", "", "add --model M");
+  if (!cluster && !o.write_cluster.empty()) throw InputError("--write-cluster", "needs --cluster", "", "add --cluster C");
+  if (!plan && !o.write_plan.empty()) throw InputError("--write-plan", "needs --plan or --set", "", "add --plan P");
+  if (model && !o.write_model.empty()) WriteJsonFile(o.write_model, ModelToJson(*model), "--write-model");
+  if (cluster && !o.write_cluster.empty()) WriteJsonFile(o.write_cluster, ClusterToJson(*cluster), "--write-cluster");
+  if (plan && !o.write_plan.empty()) WriteJsonFile(o.write_plan, PlanToJson(*plan), "--write-plan");
+
+  if (o.json) {
+    json j = json::object();
+    if (model) j["model"] = ModelReport(*model, seq_len);
+    if (cluster) j["cluster"] = ClusterReport(*cluster);
+    if (plan) j["plan"] = PlanReport(*plan);
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  if (model) PrintModel(*model, seq_len, out);
+  if (model && cluster) out << "\n";
+  if (cluster) PrintCluster(*cluster, out);
+  if (plan) {
+    out << "\n";
+    PrintPlan(*plan, out);
+  }
+  return 0;
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,167 @@
+#include "core/cluster_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/json_input.h"
+
+namespace shardsim {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMaxRate = 1e21;  // FLOP/s or bytes/s: a zettascale chip is a typo
+constexpr int64_t kMaxCount = int64_t{1} << 24;
+
+const std::vector<std::string>& LinkClasses() {
+  static const std::vector<std::string> kClasses = {"ici", "dcn", "nvlink", "infiniband", "shm"};
+  return kClasses;
+}
+
+json ChipToJson(const ChipSpec& c) {
+  return {{"name", c.name},
+          {"peak_flop_per_s", c.peak_flop_per_s},
+          {"hbm_bytes", c.hbm_bytes},
+          {"hbm_bandwidth_bytes_per_s", c.hbm_bandwidth_bytes_per_s},
+          {"source", c.source}};
+}
+
+json TopologyToJson(const TopologySpec& t) {
+  json j = {{"kind", ToString(t.kind)}};
+  switch (t.kind) {
+    case TopologyKind::kTorus:
+      j["dims"] = t.torus_dims;
+      j["wraparound"] = t.wraparound;
+      j["slices"] = t.slices;
+      break;
+    case TopologyKind::kSwitched:
+      j["devices_per_node"] = t.devices_per_node;
+      j["nodes"] = t.nodes;
+      j["fabric"] = t.fabric;
+      j["oversubscription"] = t.oversubscription;
+      break;
+    case TopologyKind::kLocal: j["local_devices"] = t.local_devices; break;
+  }
+  j["source"] = t.source;
+  return j;
+}
+
+TopologySpec TopologyFromJson(JsonReader& r) {
+  TopologySpec t;
+  const std::string kind = r.Enum("kind", {"torus", "switched", "local"});
+  if (kind == "torus") {
+    t.kind = TopologyKind::kTorus;
+    t.torus_dims = r.IntList("dims", 1, kMaxCount);
+    if (r.Has("wraparound")) {
+      const json& wrap = r.Raw("wraparound");
+      if (!wrap.is_array()) r.Fail("wraparound", "expected an array of booleans");
+      for (size_t i = 0; i < wrap.size(); ++i) {
+        if (!wrap[i].is_boolean()) r.Fail("wraparound/" + std::to_string(i), "expected true or false");
+        t.wraparound.push_back(wrap[i].get<bool>());
+      }
+    } else {
+      t.wraparound.assign(t.torus_dims.size(), true);
+    }
+    t.slices = r.IntOr("slices", 1, 1, kMaxCount);
+  } else if (kind == "switched") {
+    t.kind = TopologyKind::kSwitched;
+    t.devices_per_node = r.Int("devices_per_node", 1, kMaxCount);
+    t.nodes = r.Int("nodes", 1, kMaxCount);
+    t.fabric = r.EnumOr("fabric", "fat-tree", {"fat-tree", "rail-optimized"});
+    t.oversubscription = r.NumberOr("oversubscription", 1, 1, 1024);
+  } else {
+    t.kind = TopologyKind::kLocal;
+    t.local_devices = r.Int("local_devices", 1, kMaxCount);
+  }
+  t.source = r.StringOr("source", "");
+  return t;
+}
+
+}  // namespace
+
+ChipSpec ChipFromJson(JsonReader& r) {
+  ChipSpec c;
+  c.name = r.String("name");
+  auto peaks = r.Object("peak_flop_per_s");
+  if (!peaks) r.Fail("peak_flop_per_s", "missing required key 'peak_flop_per_s'", "an object such as {\"bf16\": 9.894e14}");
+  const json& raw = r.Raw("peak_flop_per_s");
+  for (const auto& item : raw.items()) c.peak_flop_per_s[item.key()] = peaks->Number(item.key(), 1, kMaxRate);
+  if (c.peak_flop_per_s.empty()) r.Fail("peak_flop_per_s", "no peak given", "an object such as {\"bf16\": 9.894e14}");
+  c.hbm_bytes = r.Int("hbm_bytes", 1, int64_t{1} << 50);
+  c.hbm_bandwidth_bytes_per_s = r.Number("hbm_bandwidth_bytes_per_s", 1, kMaxRate);
+  c.source = r.StringOr("source", "");
+  return c;
+}
+
+std::map<std::string, LinkSpec> LinksFromJson(JsonReader& r) {
+  std::map<std::string, LinkSpec> links;
+  const json& raw = r.Raw("links");
+  auto classes = r.Object("links");
+  for (const auto& item : raw.items()) {
+    const std::string& name = item.key();
+    (void)classes->Has(name);  // known key if it is a valid class; checked below
+    bool valid = false;
+    for (const std::string& c : LinkClasses()) valid = valid || c == name;
+    if (!valid) classes->Fail(name, "unknown link class '" + name + "'", "ici, dcn, nvlink, infiniband, shm");
+    JsonReader l = *classes->Object(name);
+    LinkSpec s;
+    s.bandwidth_bytes_per_s = l.Number("bandwidth_bytes_per_s", 1, kMaxRate);
+    s.latency_s = l.Number("latency_s", 0, 1);
+    s.links_per_device = l.Int("links_per_device", 1, 1024);
+    s.efficiency = l.Number("efficiency", 1e-3, 1);
+    s.source = l.StringOr("source", "");
+    l.Finish();
+    links[name] = s;
+  }
+  return links;
+}
+
+EfficiencySpec EfficiencyFromJson(JsonReader& r) {
+  EfficiencySpec e;
+  auto eff = r.Object("efficiency");
+  if (!eff) r.Fail("efficiency", "missing required key 'efficiency'", "{\"matmul\": 0.8, \"hbm\": 0.85, \"source\": \"...\"}");
+  e.matmul = eff->Number("matmul", 1e-3, 1);
+  e.hbm = eff->Number("hbm", 1e-3, 1);
+  e.source = eff->StringOr("source", "");
+  eff->Finish();
+  return e;
+}
+
+json ClusterToJson(const ClusterSpec& c) {
+  json links = json::object();
+  for (const auto& [name, l] : c.links) {
+    links[name] = {{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s},
+                   {"latency_s", l.latency_s},
+                   {"links_per_device", l.links_per_device},
+                   {"efficiency", l.efficiency},
+                   {"source", l.source}};
+  }
+  return {{"name", c.name},
+          {"system", c.system},
+          {"chip", ChipToJson(c.chip)},
+          {"topology", TopologyToJson(c.topology)},
+          {"links", links},
+          {"efficiency", {{"matmul", c.efficiency.matmul}, {"hbm", c.efficiency.hbm}, {"source", c.efficiency.source}}}};
+}
+
+ClusterSpec ClusterFromJson(const json& value, const std::string& where) {
+  JsonReader r(value, where);
+  ClusterSpec c;
+  c.name = r.StringOr("name", where);
+  c.system = r.StringOr("system", "custom");
+  auto chip = r.Object("chip");
+  if (!chip) r.Fail("chip", "missing required key 'chip'");
+  c.chip = ChipFromJson(*chip);
+  chip->Finish();
+  auto topology = r.Object("topology");
+  if (!topology) r.Fail("topology", "missing required key 'topology'", "{\"kind\": \"torus\" | \"switched\" | \"local\", ...}");
+  c.topology = TopologyFromJson(*topology);
+  topology->Finish();
+  if (!r.Has("links")) r.Fail("links", "missing required key 'links'");
+  c.links = LinksFromJson(r);
+  c.efficiency = EfficiencyFromJson(r);
+  r.Finish();
+  ValidateCluster(c, where + ":");
+  return c;
+}
+
+}  // namespace shardsim

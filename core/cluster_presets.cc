@@ -1,0 +1,277 @@
+#include "core/cluster_presets.h"
+
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cluster_json.h"
+#include "core/error.h"
+#include "core/hardware_catalog.h"
+#include "core/json_input.h"
+#include "core/suggest.h"
+#include "core/units.h"
+
+namespace shardsim {
+namespace {
+
+using nlohmann::json;
+
+// Shape rules of a torus system, from its catalogue entry.
+struct TorusRules {
+  int64_t rank = 3;
+  int64_t cube_edge = 0;  // >0: slices are sub-cubes or built of whole cubes of this edge
+  int64_t max_axis = 0;   // >0: each axis is a power of two up to this
+  int64_t max_chips = 0;
+  std::string wraparound;  // "full-cubes" or "full-axis"
+  std::string source;
+};
+
+json Catalogue() { return ParseJsonText(std::string(HardwareCatalogText()), "hardware catalogue"); }
+
+std::vector<std::string> SystemNames(const json& catalogue) {
+  std::vector<std::string> names;
+  for (const auto& item : catalogue.at("systems").items()) names.push_back(item.key());
+  return names;
+}
+
+std::string Shape(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+  return s;
+}
+
+std::vector<int64_t> ParseShape(const std::string& size, int64_t rank, const std::string& where, const std::string& system) {
+  std::vector<int64_t> dims;
+  size_t start = 0;
+  while (true) {
+    const size_t x = size.find('x', start);
+    const std::string part = size.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    dims.push_back(ParseInteger(part, where, 1, 1 << 20));
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  if (static_cast<int64_t>(dims.size()) != rank) {
+    const std::string example = rank == 3 ? "8x8x8" : "16x16";
+    throw InputError(where, system + " slices have " + std::to_string(rank) + " axes, got '" + size + "'",
+                     rank == 3 ? "AxBxC" : "AxB", "e.g. " + system + ":" + example);
+  }
+  return dims;
+}
+
+void CheckTorusShape(const std::vector<int64_t>& dims, const TorusRules& rules, const std::string& where,
+                     const std::string& system) {
+  int64_t chips = 1;
+  for (int64_t d : dims) chips *= d;
+  if (chips > rules.max_chips) {
+    throw InputError(where, system + ":" + Shape(dims) + " has " + std::to_string(chips) + " chips, more than the largest slice",
+                     "up to " + std::to_string(rules.max_chips) + " chips per slice", "add slices over DCN with ',slices=N'");
+  }
+  if (rules.cube_edge > 0) {
+    bool beyond_cube = false;
+    for (int64_t d : dims) beyond_cube = beyond_cube || d > rules.cube_edge;
+    for (int64_t d : dims) {
+      const bool ok = beyond_cube ? d % rules.cube_edge == 0 : (d == 1 || d == 2 || d == 4);
+      if (!ok) {
+        throw InputError(where, system + ":" + Shape(dims) + " is not a slice shape: " +
+                                    (beyond_cube ? "slices larger than a cube are built of whole " + std::to_string(rules.cube_edge) + "x" +
+                                                       std::to_string(rules.cube_edge) + "x" + std::to_string(rules.cube_edge) + " cubes"
+                                                 : std::string("axes within a cube are 1, 2 or 4 chips")),
+                         beyond_cube ? "every axis a multiple of " + std::to_string(rules.cube_edge) : "1, 2, 4 per axis",
+                         "e.g. " + system + ":4x4x8");
+      }
+    }
+  }
+  if (rules.max_axis > 0) {
+    for (int64_t d : dims) {
+      if (d > rules.max_axis || (d & (d - 1)) != 0) {
+        throw InputError(where, system + ":" + Shape(dims) + " is not a slice shape", "axes of 1, 2, 4, 8 or 16 chips",
+                         "e.g. " + system + ":16x16");
+      }
+    }
+  }
+}
+
+std::vector<bool> TorusWraparound(const std::vector<int64_t>& dims, const TorusRules& rules) {
+  std::vector<bool> wrap(dims.size(), false);
+  if (rules.wraparound == "full-cubes") {
+    bool whole_cubes = true;
+    for (int64_t d : dims) whole_cubes = whole_cubes && d % rules.cube_edge == 0;
+    wrap.assign(dims.size(), whole_cubes);
+  } else {
+    for (size_t i = 0; i < dims.size(); ++i) wrap[i] = dims[i] == rules.max_axis;
+  }
+  return wrap;
+}
+
+// Options after the size: ",key=value". Returns key -> value, rejecting unknown keys.
+std::map<std::string, std::string> ParseOptions(const std::string& text, const std::vector<std::string>& allowed,
+                                                const std::string& where) {
+  std::map<std::string, std::string> options;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      throw InputError(where, "option '" + item + "' is not key=value", allowed.empty() ? "no options" : JoinNames(allowed),
+                       "e.g. dgx-h100:64,oversubscription=2");
+    }
+    const std::string key = item.substr(0, eq);
+    bool known = false;
+    for (const std::string& a : allowed) known = known || a == key;
+    if (!known) {
+      const std::string suggestion = DidYouMean(key, allowed);
+      throw InputError(where, "unknown option '" + key + "'" + (suggestion.empty() ? "" : "; " + suggestion),
+                       allowed.empty() ? "this system takes no options" : JoinNames(allowed));
+    }
+    options[key] = item.substr(eq + 1);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return options;
+}
+
+std::vector<std::string> OptionsFor(const std::string& kind) {
+  if (kind == "torus") return {"slices"};
+  if (kind == "switched") return {"oversubscription", "fabric"};
+  return {};
+}
+
+TorusRules ReadTorusRules(JsonReader& system) {
+  JsonReader t = *system.Object("torus");
+  TorusRules rules;
+  rules.rank = t.Int("rank", 1, 4);
+  rules.cube_edge = t.IntOr("cube_edge", 0, 0, 64);
+  rules.max_axis = t.IntOr("max_axis", 0, 0, 1024);
+  rules.max_chips = t.Int("max_chips", 1, int64_t{1} << 24);
+  rules.wraparound = t.Enum("wraparound", {"full-cubes", "full-axis"});
+  rules.source = t.String("source");
+  t.Finish();
+  return rules;
+}
+
+}  // namespace
+
+std::vector<SystemInfo> ClusterSystems() {
+  const json catalogue = Catalogue();
+  std::vector<SystemInfo> systems;
+  for (const auto& item : catalogue.at("systems").items()) {
+    const json& s = item.value();
+    SystemInfo info;
+    info.name = item.key();
+    info.description = s.at("description").get<std::string>();
+    const std::string kind = s.at("kind").get<std::string>();
+    info.options = OptionsFor(kind);
+    if (kind == "torus") {
+      const int64_t rank = s.at("torus").at("rank").get<int64_t>();
+      info.size_syntax = rank == 3 ? "AxBxC (chips per axis)" : "AxB (chips per axis)";
+      info.example = info.name + (rank == 3 ? ":8x8x8" : ":16x16");
+    } else if (kind == "switched") {
+      const int64_t per_node = s.at("node").at("devices_per_node").get<int64_t>();
+      info.size_syntax = "N (GPUs, a multiple of " + std::to_string(per_node) + ")";
+      info.example = info.name + ":" + std::to_string(per_node * (per_node >= 72 ? 2 : 8));
+    } else {
+      info.size_syntax = "[N] (CPU cores; default: all of this machine's)";
+      info.example = "local";
+    }
+    systems.push_back(info);
+  }
+  return systems;
+}
+
+bool LooksLikeClusterPreset(const std::string& text) {
+  const std::string head = text.substr(0, text.find_first_of(":,"));
+  for (const std::string& name : SystemNames(Catalogue())) {
+    if (name == head) return true;
+  }
+  return false;
+}
+
+ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where) {
+  const json catalogue = Catalogue();
+  const size_t comma = text.find(',');
+  const std::string head = text.substr(0, comma);
+  const std::string option_text = comma == std::string::npos ? "" : text.substr(comma + 1);
+  const size_t colon = head.find(':');
+  const std::string system = head.substr(0, colon);
+  const std::string size = colon == std::string::npos ? "" : head.substr(colon + 1);
+
+  const std::vector<std::string> names = SystemNames(catalogue);
+  if (!catalogue.at("systems").contains(system)) {
+    const std::string suggestion = DidYouMean(system, names);
+    throw InputError(where, "unknown cluster preset '" + system + "'" + (suggestion.empty() ? "" : "; " + suggestion),
+                     JoinNames(names), "run 'shardsim presets' for the sizes each takes, or give a cluster JSON file");
+  }
+  JsonReader entry(catalogue.at("systems").at(system), "hardware catalogue", "/systems/" + system);
+  const std::string kind = entry.Enum("kind", {"torus", "switched", "local"});
+  (void)entry.String("description");
+  ClusterSpec c;
+  c.name = text;
+  c.system = system;
+  JsonReader chip = *entry.Object("chip");
+  c.chip = ChipFromJson(chip);
+  c.links = LinksFromJson(entry);
+  c.efficiency = EfficiencyFromJson(entry);
+  const std::map<std::string, std::string> options =
+      comma == std::string::npos ? std::map<std::string, std::string>{} : ParseOptions(option_text, OptionsFor(kind), where);
+
+  if (kind == "torus") {
+    const TorusRules rules = ReadTorusRules(entry);
+    if (size.empty()) {
+      throw InputError(where, "'" + system + "' needs a slice shape", rules.rank == 3 ? "AxBxC" : "AxB",
+                       "e.g. " + system + (rules.rank == 3 ? ":8x8x8" : ":16x16"));
+    }
+    c.topology.kind = TopologyKind::kTorus;
+    c.topology.torus_dims = ParseShape(size, rules.rank, where, system);
+    CheckTorusShape(c.topology.torus_dims, rules, where, system);
+    c.topology.wraparound = TorusWraparound(c.topology.torus_dims, rules);
+    c.topology.slices = options.count("slices") ? ParseInteger(options.at("slices"), where + " (slices)", 1, 1024) : 1;
+    c.topology.source = rules.source;
+  } else if (kind == "switched") {
+    JsonReader node = *entry.Object("node");
+    const int64_t per_node = node.Int("devices_per_node", 1, 1024);
+    const std::string valid = "a whole number of " + std::to_string(per_node) + "-GPU nodes: " + std::to_string(per_node) + ", " +
+                              std::to_string(2 * per_node) + ", " + std::to_string(3 * per_node) + ", ...";
+    if (size.empty()) throw InputError(where, "'" + system + "' needs a GPU count", valid, "e.g. " + system + ":" + std::to_string(8 * per_node));
+    const int64_t gpus = ParseInteger(size, where, 1, int64_t{1} << 24);
+    if (gpus % per_node != 0) {
+      const int64_t below = gpus / per_node * per_node;
+      throw InputError(where, system + ":" + size + " is not whole nodes (" + std::to_string(per_node) + " GPUs per node)", valid,
+                       "use " + (below > 0 ? system + ":" + std::to_string(below) + " or " : std::string()) + system + ":" +
+                           std::to_string(below + per_node));
+    }
+    c.topology.kind = TopologyKind::kSwitched;
+    c.topology.devices_per_node = per_node;
+    c.topology.nodes = gpus / per_node;
+    c.topology.fabric = node.Enum("fabric", {"fat-tree", "rail-optimized"});
+    c.topology.oversubscription = node.Number("oversubscription", 1, 1024);
+    c.topology.source = node.String("source");
+    node.Finish();
+    if (options.count("fabric")) {
+      const std::string& fabric = options.at("fabric");
+      if (fabric != "fat-tree" && fabric != "rail-optimized") {
+        throw InputError(where, "unknown fabric '" + fabric + "'", "fat-tree, rail-optimized");
+      }
+      c.topology.fabric = fabric;
+    }
+    if (options.count("oversubscription")) {
+      const std::string& value = options.at("oversubscription");
+      char* end = nullptr;
+      const double ratio = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !(ratio >= 1) || ratio > 1024) {
+        throw InputError(where, "oversubscription '" + value + "' is not a ratio >= 1", "1 (non-blocking) to 1024",
+                         "e.g. oversubscription=2 for 2:1 leaf uplinks");
+      }
+      c.topology.oversubscription = ratio;
+    }
+  } else {
+    c.topology.kind = TopologyKind::kLocal;
+    const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    c.topology.local_devices = size.empty() ? cores : ParseInteger(size, where, 1, 4096);
+    c.topology.source = size.empty() ? "this machine's hardware threads" : "given on the command line";
+  }
+  ValidateCluster(c, where);
+  return c;
+}
+
+}  // namespace shardsim

@@ -1,0 +1,32 @@
+// Cluster presets: `--cluster SYSTEM:SIZE[,key=value...]` strings such as "dgx-h100:64",
+// "tpu-v5p:16x16x16", "tpu-v5e:16x16,slices=4", "dgx-a100:1024,fabric=fat-tree,oversubscription=2"
+// or "local", built from the embedded hardware catalogue.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+
+namespace shardsim {
+
+struct SystemInfo {
+  std::string name;         // "dgx-h100"
+  std::string description;
+  std::string size_syntax;  // "N (GPUs, a multiple of 8)", "AxBxC", ...
+  std::string example;      // "dgx-h100:64"
+  std::vector<std::string> options;  // accepted ",key=value" options
+};
+
+// The systems of the catalogue, in catalogue order.
+std::vector<SystemInfo> ClusterSystems();
+
+// Builds the cluster a preset string names. Throws InputError naming `where` for an unknown
+// system (with suggestions), a missing or malformed size, a size the system does not come in
+// (not whole nodes, not a valid slice shape, too large), or an unknown option.
+ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where);
+
+// True when `text` starts with a known system name (so it is meant as a preset, not a path).
+bool LooksLikeClusterPreset(const std::string& text);
+
+}  // namespace shardsim

@@ -1,0 +1,109 @@
+#include "core/cluster_spec.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "core/suggest.h"
+#include "core/units.h"
+
+namespace shardsim {
+
+int64_t DeviceCount(const ClusterSpec& cluster) {
+  const TopologySpec& t = cluster.topology;
+  switch (t.kind) {
+    case TopologyKind::kTorus: {
+      int64_t chips = t.slices;
+      for (int64_t d : t.torus_dims) chips *= d;
+      return chips;
+    }
+    case TopologyKind::kSwitched: return t.devices_per_node * t.nodes;
+    case TopologyKind::kLocal: return t.local_devices;
+  }
+  return 0;
+}
+
+std::vector<std::string> RequiredLinks(const TopologySpec& topology) {
+  switch (topology.kind) {
+    case TopologyKind::kTorus:
+      return topology.slices > 1 ? std::vector<std::string>{"ici", "dcn"} : std::vector<std::string>{"ici"};
+    case TopologyKind::kSwitched: return {"nvlink", "infiniband"};
+    case TopologyKind::kLocal: return {"shm"};
+  }
+  return {};
+}
+
+std::string ToString(TopologyKind kind) {
+  switch (kind) {
+    case TopologyKind::kTorus: return "torus";
+    case TopologyKind::kSwitched: return "switched";
+    case TopologyKind::kLocal: return "local";
+  }
+  return "switched";
+}
+
+std::string DescribeShape(const TopologySpec& t) {
+  switch (t.kind) {
+    case TopologyKind::kTorus: {
+      std::string shape;
+      for (size_t i = 0; i < t.torus_dims.size(); ++i) shape += (i ? "x" : "") + std::to_string(t.torus_dims[i]);
+      std::string wrap;
+      for (size_t i = 0; i < t.wraparound.size(); ++i) wrap += t.wraparound[i] ? "T" : "M";
+      shape += " torus (axes " + wrap + ": T wraps around, M is a mesh line)";
+      if (t.slices > 1) shape += " x " + std::to_string(t.slices) + " slices over DCN";
+      return shape;
+    }
+    case TopologyKind::kSwitched: {
+      char over[32];
+      std::snprintf(over, sizeof over, "%g", t.oversubscription);
+      return std::to_string(t.nodes) + " nodes x " + std::to_string(t.devices_per_node) + " devices (NVSwitch), " + t.fabric +
+             " InfiniBand, oversubscription " + over + ":1";
+    }
+    case TopologyKind::kLocal: return std::to_string(t.local_devices) + " CPU cores";
+  }
+  return "";
+}
+
+void ValidateCluster(const ClusterSpec& c, const std::string& where) {
+  const TopologySpec& t = c.topology;
+  const std::string tw = where + "/topology";
+  if (t.kind == TopologyKind::kTorus) {
+    if (t.torus_dims.empty() || t.torus_dims.size() > 4) {
+      throw InputError(tw + "/dims", "a torus needs 1 to 4 axes, got " + std::to_string(t.torus_dims.size()), "e.g. [16, 16, 16]");
+    }
+    if (t.wraparound.size() != t.torus_dims.size()) {
+      throw InputError(tw + "/wraparound", "needs one entry per axis (" + std::to_string(t.torus_dims.size()) + ")",
+                       "an array of booleans as long as dims");
+    }
+    if (t.slices < 1) throw InputError(tw + "/slices", "must be positive", "1 or more");
+  } else if (t.kind == TopologyKind::kSwitched) {
+    if (t.devices_per_node < 1) throw InputError(tw + "/devices_per_node", "must be positive", "e.g. 8 or 72");
+    if (t.nodes < 1) throw InputError(tw + "/nodes", "must be positive", "1 or more");
+    if (t.fabric != "fat-tree" && t.fabric != "rail-optimized") {
+      throw InputError(tw + "/fabric", "unknown fabric '" + t.fabric + "'", "fat-tree, rail-optimized");
+    }
+    if (!(t.oversubscription >= 1)) throw InputError(tw + "/oversubscription", "must be at least 1", "1 (non-blocking) or more");
+  } else if (t.local_devices < 1) {
+    throw InputError(tw + "/local_devices", "must be positive", "1 or more");
+  }
+  // Device counts multiply: check they stay sane (no overflow, at most 2^24 devices).
+  int64_t devices = 1;
+  for (int64_t d : t.torus_dims) devices = CheckedMul(devices, d, tw);
+  if (t.kind == TopologyKind::kSwitched) devices = CheckedMul(t.devices_per_node, t.nodes, tw);
+  if (devices > (int64_t{1} << 24) || DeviceCount(c) > (int64_t{1} << 24)) {
+    throw InputError(tw, "more than 16M devices", "up to 16777216 devices", "check the sizes");
+  }
+  if (c.chip.peak_flop_per_s.empty()) {
+    throw InputError(where + "/chip/peak_flop_per_s", "no peak given", "an object such as {\"bf16\": 9.894e14}");
+  }
+  for (const std::string& link : RequiredLinks(t)) {
+    if (!c.links.count(link)) {
+      std::vector<std::string> have;
+      for (const auto& [name, spec] : c.links) have.push_back(name);
+      throw InputError(where + "/links", "a " + ToString(t.kind) + " cluster needs a '" + link + "' link class",
+                       "present: " + (have.empty() ? std::string("none") : JoinNames(have)),
+                       "add \"" + link + "\": {\"bandwidth_bytes_per_s\": ..., \"latency_s\": ..., \"links_per_device\": ..., \"efficiency\": ...}");
+    }
+  }
+}
+
+}  // namespace shardsim

@@ -1,0 +1,90 @@
+// The cluster spec: chips, links and the shape of the network, as plain values. The graph of
+// devices, switches and links is built from it in topologies/. Every peak comes with its source,
+// and every efficiency (the fraction of a peak real kernels and collectives reach) is a named field.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardsim {
+
+struct ChipSpec {
+  std::string name;
+  std::map<std::string, double> peak_flop_per_s;  // dense peak by dtype ("bf16", "fp8", "fp32", ...)
+  int64_t hbm_bytes = 0;                          // device memory capacity
+  double hbm_bandwidth_bytes_per_s = 0;
+  std::string source;
+  bool operator==(const ChipSpec&) const = default;
+};
+
+// One class of link (ICI, DCN, NVLink, InfiniBand, shared memory).
+struct LinkSpec {
+  double bandwidth_bytes_per_s = 0;  // one link, one direction
+  double latency_s = 0;              // per hop
+  int64_t links_per_device = 0;      // links of this class each device has
+  double efficiency = 1;             // fraction of bandwidth collectives reach over it
+  std::string source;
+  bool operator==(const LinkSpec&) const = default;
+};
+
+// Fractions of the chip's peaks that real kernels reach.
+struct EfficiencySpec {
+  double matmul = 1;  // of peak FLOP/s, for large matmuls
+  double hbm = 1;     // of HBM bandwidth, for memory-bound ops
+  std::string source;
+  bool operator==(const EfficiencySpec&) const = default;
+};
+
+enum class TopologyKind {
+  kTorus,     // TPU: N-D torus of chips over ICI, slices joined by DCN
+  kSwitched,  // GPU: NVSwitch domains (nodes) joined by an InfiniBand fabric
+  kLocal,     // this machine's CPU cores over shared memory
+};
+
+struct TopologySpec {
+  TopologyKind kind = TopologyKind::kSwitched;
+  // Torus: chips along each axis (dimension 0 varies fastest in device order), wraparound per
+  // axis, and how many such slices are joined by DCN.
+  std::vector<int64_t> torus_dims;
+  std::vector<bool> wraparound;
+  int64_t slices = 1;
+  // Switched: devices per NVLink/NVSwitch domain, number of domains, and the InfiniBand fabric.
+  int64_t devices_per_node = 0;
+  int64_t nodes = 0;
+  std::string fabric;           // "fat-tree" or "rail-optimized"
+  double oversubscription = 1;  // leaf uplink oversubscription (1 = non-blocking)
+  // Local: CPU cores used as devices.
+  int64_t local_devices = 0;
+  std::string source;
+  bool operator==(const TopologySpec&) const = default;
+};
+
+struct ClusterSpec {
+  std::string name;    // as given: "dgx-h100:64", "tpu-v5p:8x8x8,slices=2", or the file's name
+  std::string system;  // the catalogue entry it came from ("dgx-h100"), or "custom"
+  ChipSpec chip;
+  TopologySpec topology;
+  std::map<std::string, LinkSpec> links;  // by class: "ici", "dcn", "nvlink", "infiniband", "shm"
+  EfficiencySpec efficiency;
+  bool operator==(const ClusterSpec&) const = default;
+};
+
+// Number of devices (chips, GPUs, or CPU cores).
+int64_t DeviceCount(const ClusterSpec& cluster);
+
+// Link classes a topology kind requires ("ici" and, with slices > 1, "dcn"; "nvlink" and
+// "infiniband"; "shm").
+std::vector<std::string> RequiredLinks(const TopologySpec& topology);
+
+std::string ToString(TopologyKind kind);
+
+// "16x16x16" (torus), "8 nodes x 8" (switched), "2 cores" (local).
+std::string DescribeShape(const TopologySpec& topology);
+
+// Checks sizes, fractions and that the required link classes are present; throws InputError
+// naming `where` and the field.
+void ValidateCluster(const ClusterSpec& cluster, const std::string& where);
+
+}  // namespace shardsim

@@ -1,0 +1,70 @@
+#include "core/inputs.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cluster_json.h"
+#include "core/cluster_presets.h"
+#include "core/error.h"
+#include "core/json_input.h"
+#include "core/model_json.h"
+#include "core/model_presets.h"
+#include "core/plan_json.h"
+#include "core/suggest.h"
+
+namespace shardsim {
+namespace {
+
+bool LooksLikePath(const std::string& arg) {
+  return arg.find('/') != std::string::npos || arg.find('.') != std::string::npos || std::filesystem::exists(arg);
+}
+
+// The name an imported HF config gets: its "_name_or_path", else the folder that holds a
+// config.json, else the file's stem.
+std::string HfModelName(const nlohmann::json& config, const std::string& path) {
+  const auto it = config.find("_name_or_path");
+  if (it != config.end() && it->is_string() && !it->get<std::string>().empty()) return it->get<std::string>();
+  const std::filesystem::path p = std::filesystem::absolute(path);
+  if (p.filename() == "config.json" && p.has_parent_path() && !p.parent_path().filename().empty()) {
+    return p.parent_path().filename().string();
+  }
+  return p.stem().string();
+}
+
+}  // namespace
+
+ModelSpec LoadModel(const std::string& arg) {
+  if (arg.empty()) throw InputError("--model", "is empty", "a preset (" + JoinNames(ModelPresetNames()) + ") or a JSON file");
+  if (auto preset = FindModelPreset(arg)) return preset->spec;
+  if (!LooksLikePath(arg)) {
+    const std::string s = DidYouMean(arg, ModelPresetNames());
+    throw InputError("--model", "unknown model preset '" + arg + "'" + (s.empty() ? "" : "; " + s), JoinNames(ModelPresetNames()),
+                     "or give the path of a shardsim model JSON or a Hugging Face config.json");
+  }
+  const nlohmann::json value = ReadJsonFile(arg);
+  if (IsHfConfig(value)) return ModelFromHfConfig(value, arg, HfModelName(value, arg));
+  return ModelFromJson(value, arg);
+}
+
+ClusterSpec LoadCluster(const std::string& arg) {
+  if (arg.empty()) throw InputError("--cluster", "is empty", "a preset such as dgx-h100:64 or a cluster JSON file");
+  if (LooksLikeClusterPreset(arg)) return ParseClusterPreset(arg, "--cluster " + arg);
+  if (std::filesystem::exists(arg) || arg.find('/') != std::string::npos || arg.ends_with(".json")) {
+    return ClusterFromJson(ReadJsonFile(arg), arg);
+  }
+  return ParseClusterPreset(arg, "--cluster " + arg);  // not a file: report it as an unknown preset
+}
+
+PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overrides) {
+  nlohmann::json value = path.empty() ? nlohmann::json::object() : ReadJsonFile(path);
+  if (!value.is_object()) {
+    throw InputError(path + ":/", "expected a JSON object, got " + JsonTypeName(value), "a plan object {\"mesh\": {...}, ...}");
+  }
+  for (const std::string& assignment : overrides) ApplyPlanOverride(value, assignment);
+  const std::string where = path.empty() ? std::string("plan (from --set)") : path;
+  if (path.empty() && !value.contains("mesh")) value["mesh"] = nlohmann::json::object();
+  return PlanFromJson(value, where);
+}
+
+}  // namespace shardsim

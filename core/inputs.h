@@ -1,0 +1,24 @@
+// Resolving what users type after --model, --cluster and --plan: a preset name or a file path,
+// with one clear error when it is neither.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+
+namespace shardsim {
+
+// A preset name (ModelPresetNames()), a shardsim model JSON, or a Hugging Face config.json.
+ModelSpec LoadModel(const std::string& arg);
+
+// A preset string ("dgx-h100:64", "tpu-v5p:8x8x8,slices=2", "local") or a cluster JSON file.
+ClusterSpec LoadCluster(const std::string& arg);
+
+// A plan JSON file (empty `path`: no file, the plan is built from `overrides` alone) with
+// `--set key=value` overrides applied in order.
+PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overrides);
+
+}  // namespace shardsim

@@ -1,0 +1,179 @@
+#include "core/model_spec.h"
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace shardsim {
+namespace {
+
+// Checked arithmetic bound to one message, so every count derived from user sizes either fits
+// in 64 bits or is reported as an error.
+struct Counter {
+  std::string where;
+  int64_t Mul(int64_t a, int64_t b) const { return CheckedMul(a, b, where); }
+  int64_t Mul(int64_t a, int64_t b, int64_t c) const { return Mul(Mul(a, b), c); }
+  int64_t Add(int64_t a, int64_t b) const { return CheckedAdd(a, b, where); }
+};
+
+int64_t NormParams(const ModelSpec& m) { return m.norm == NormKind::kLayerNorm ? 2 * m.hidden_size : m.hidden_size; }
+
+// One MLP of width `width`: GELU has up and down, SwiGLU gate, up and down.
+int64_t MlpParams(const ModelSpec& m, int64_t width, const Counter& c) {
+  const int64_t matrices = m.mlp == MlpKind::kSwiGlu ? 3 : 2;
+  int64_t params = c.Mul(matrices, m.hidden_size, width);
+  if (m.linear_bias) params = c.Add(params, (matrices - 1) * width + m.hidden_size);
+  return params;
+}
+
+int64_t AttentionParams(const ModelSpec& m, const Counter& c) {
+  const int64_t d = m.hidden_size;
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const int64_t qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    int64_t q = 0;
+    if (a.q_lora_rank > 0) {
+      q = c.Add(c.Add(c.Mul(d, a.q_lora_rank), a.q_lora_rank), c.Mul(a.q_lora_rank, m.num_heads, qk_dim));
+    } else {
+      q = c.Mul(d, m.num_heads, qk_dim);
+    }
+    const int64_t kv_down = c.Add(c.Mul(d, a.kv_lora_rank + a.qk_rope_head_dim), a.kv_lora_rank);
+    const int64_t kv_up = c.Mul(a.kv_lora_rank, m.num_heads, a.qk_nope_head_dim + a.v_head_dim);
+    const int64_t out = c.Mul(m.num_heads, a.v_head_dim, d);
+    return c.Add(c.Add(q, kv_down), c.Add(kv_up, out));
+  }
+  const int64_t q_width = c.Mul(m.num_heads, m.head_dim);
+  const int64_t kv_width = c.Mul(m.num_kv_heads, m.head_dim);
+  int64_t params = c.Mul(d, c.Add(c.Mul(2, q_width), c.Mul(2, kv_width)));
+  if (m.linear_bias) params = c.Add(params, q_width + 2 * kv_width + d);
+  if (m.qkv_bias && !m.linear_bias) params = c.Add(params, q_width + 2 * kv_width);
+  return params;
+}
+
+void RequirePositive(int64_t value, const std::string& where, const char* field) {
+  if (value <= 0) {
+    throw InputError(where + "/" + field, std::string(field) + "=" + std::to_string(value) + " must be positive",
+                     "a whole number >= 1");
+  }
+}
+
+}  // namespace
+
+bool IsMoeLayer(const ModelSpec& model, int64_t layer) {
+  if (!model.moe) return false;
+  if (layer < model.moe->first_dense_layers) return false;
+  return (layer - model.moe->first_dense_layers) % model.moe->layer_interval == 0;
+}
+
+int64_t NumMoeLayers(const ModelSpec& model) {
+  int64_t count = 0;
+  for (int64_t layer = 0; layer < model.num_layers; ++layer) count += IsMoeLayer(model, layer) ? 1 : 0;
+  return count;
+}
+
+ParamCounts CountParams(const ModelSpec& m) {
+  const Counter c{"model '" + m.name + "'"};
+  ParamCounts p;
+  p.embedding = c.Mul(m.vocab_size, m.hidden_size);
+  if (m.position == PositionKind::kLearned) p.embedding = c.Add(p.embedding, c.Mul(m.max_seq_len, m.hidden_size));
+  p.head = m.tied_embeddings ? 0 : c.Mul(m.vocab_size, m.hidden_size);
+  p.per_layer_attention = AttentionParams(m, c);
+  p.attention = c.Mul(p.per_layer_attention, m.num_layers);
+  p.norms = c.Add(c.Mul(2 * m.num_layers, NormParams(m)), NormParams(m));
+
+  const int64_t moe_layers = NumMoeLayers(m);
+  const int64_t dense_layers = m.num_layers - moe_layers;
+  p.dense_mlp = c.Mul(dense_layers, MlpParams(m, m.ffn_hidden_size, c));
+  int64_t active_experts = 0;
+  if (m.moe) {
+    const int64_t expert = MlpParams(m, m.moe->expert_ffn_hidden_size, c);
+    p.routed_experts = c.Mul(moe_layers, m.moe->num_experts, expert);
+    p.shared_experts = c.Mul(moe_layers, m.moe->num_shared_experts, expert);
+    p.router = c.Mul(moe_layers, m.hidden_size, m.moe->num_experts);
+    active_experts = c.Mul(moe_layers, m.moe->top_k, expert);
+  }
+  const int64_t shared = c.Add(c.Add(c.Add(p.embedding, p.head), c.Add(p.attention, p.norms)),
+                               c.Add(c.Add(p.dense_mlp, p.shared_experts), p.router));
+  p.total = c.Add(shared, p.routed_experts);
+  p.active = c.Add(shared, active_experts);
+  return p;
+}
+
+FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
+  const ParamCounts p = CountParams(m);
+  FlopsPerToken f;
+  // Every weight that takes part in a matmul costs 2 FLOPs per token; embeddings are lookups,
+  // norms and biases are not matmuls.
+  const int64_t matmul_params = p.active - p.embedding - p.norms;
+  f.matmul = 2.0 * static_cast<double>(matmul_params);
+  if (m.tied_embeddings) f.matmul += 2.0 * static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);
+  const double qk_dim = m.mla ? static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim)
+                              : static_cast<double>(m.head_dim);
+  const double v_dim = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim);
+  f.attention = 2.0 * static_cast<double>(seq_len) * static_cast<double>(m.num_heads) * (qk_dim + v_dim) *
+                static_cast<double>(m.num_layers);
+  return f;
+}
+
+void ValidateModel(const ModelSpec& m, const std::string& where) {
+  RequirePositive(m.num_layers, where, "num_layers");
+  RequirePositive(m.hidden_size, where, "hidden_size");
+  RequirePositive(m.num_heads, where, "num_heads");
+  RequirePositive(m.num_kv_heads, where, "num_kv_heads");
+  RequirePositive(m.head_dim, where, "head_dim");
+  RequirePositive(m.vocab_size, where, "vocab_size");
+  RequirePositive(m.max_seq_len, where, "max_seq_len");
+  if (!m.moe || m.moe->first_dense_layers > 0 || m.moe->layer_interval > 1) {
+    RequirePositive(m.ffn_hidden_size, where, "ffn_hidden_size");
+  }
+  if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0) {
+    throw InputError(where + "/num_kv_heads",
+                     "num_kv_heads=" + std::to_string(m.num_kv_heads) + " must divide num_heads=" +
+                         std::to_string(m.num_heads),
+                     "a divisor of num_heads", "grouped-query attention shares each K/V head among num_heads/num_kv_heads query heads");
+  }
+  if (m.moe) {
+    const MoeSpec& e = *m.moe;
+    const std::string w = where + "/moe";
+    RequirePositive(e.num_experts, w, "num_experts");
+    RequirePositive(e.top_k, w, "top_k");
+    RequirePositive(e.expert_ffn_hidden_size, w, "expert_ffn_hidden_size");
+    RequirePositive(e.layer_interval, w, "layer_interval");
+    if (e.top_k > e.num_experts) {
+      throw InputError(w + "/top_k", "top_k=" + std::to_string(e.top_k) + " exceeds num_experts=" + std::to_string(e.num_experts),
+                       "1 to num_experts");
+    }
+    if (e.num_shared_experts < 0) throw InputError(w + "/num_shared_experts", "must not be negative", "0 or more");
+    if (e.first_dense_layers < 0 || e.first_dense_layers >= m.num_layers) {
+      throw InputError(w + "/first_dense_layers",
+                       "first_dense_layers=" + std::to_string(e.first_dense_layers) + " leaves no MoE layer among num_layers=" +
+                           std::to_string(m.num_layers),
+                       "0 to " + std::to_string(m.num_layers - 1), "drop the moe object for a dense model");
+    }
+  }
+  if (m.mla) {
+    const std::string w = where + "/mla";
+    RequirePositive(m.mla->kv_lora_rank, w, "kv_lora_rank");
+    RequirePositive(m.mla->qk_nope_head_dim, w, "qk_nope_head_dim");
+    RequirePositive(m.mla->qk_rope_head_dim, w, "qk_rope_head_dim");
+    RequirePositive(m.mla->v_head_dim, w, "v_head_dim");
+    if (m.mla->q_lora_rank < 0) throw InputError(w + "/q_lora_rank", "must not be negative", "0 (no query compression) or more");
+  }
+  try {
+    (void)CountParams(m);
+  } catch (const InputError& e) {
+    throw InputError(where, e.problem(), "", "a size field is absurdly large");
+  }
+}
+
+std::string ToString(MlpKind kind) { return kind == MlpKind::kGelu ? "gelu" : "swiglu"; }
+std::string ToString(NormKind kind) { return kind == NormKind::kLayerNorm ? "layernorm" : "rmsnorm"; }
+std::string ToString(PositionKind kind) {
+  switch (kind) {
+    case PositionKind::kRope: return "rope";
+    case PositionKind::kLearned: return "learned";
+    case PositionKind::kNone: return "none";
+  }
+  return "rope";
+}
+
+}  // namespace shardsim

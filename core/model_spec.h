@@ -1,0 +1,106 @@
+// The model spec: a dense or mixture-of-experts decoder-only transformer, as plain values, and
+// what follows from it alone (parameter counts, FLOPs per token). Letters as in docs/domain.md:
+// L layers, D width, H heads, Hkv key/value heads, K head dim, F MLP width, V vocabulary,
+// E experts, k experts per token.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace shardsim {
+
+enum class MlpKind { kGelu, kSwiGlu };             // GELU MLP: 2 matrices; SwiGLU: 3 (gate, up, down)
+enum class NormKind { kLayerNorm, kRmsNorm };      // LayerNorm has a bias vector, RMSNorm does not
+enum class PositionKind { kRope, kLearned, kNone };  // learned adds a [max_seq_len, D] table
+
+// Mixture of experts. Layers [0, first_dense_layers) are dense; after them every
+// `layer_interval`-th layer is MoE (1 = all of them), the others dense.
+struct MoeSpec {
+  int64_t num_experts = 0;             // E routed experts per MoE layer
+  int64_t top_k = 0;                   // k routed experts per token
+  int64_t num_shared_experts = 0;      // always-active experts (DeepSeek), each of expert width
+  int64_t expert_ffn_hidden_size = 0;  // width of one routed (and shared) expert's MLP
+  int64_t first_dense_layers = 0;
+  int64_t layer_interval = 1;
+  bool operator==(const MoeSpec&) const = default;
+};
+
+// DeepSeek multi-head latent attention (DeepSeek-V2 paper, section 2.1). q_lora_rank = 0 means
+// queries are projected directly from the hidden state.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool operator==(const MlaSpec&) const = default;
+};
+
+struct ModelSpec {
+  std::string name;
+  int64_t num_layers = 0;        // L
+  int64_t hidden_size = 0;       // D
+  int64_t num_heads = 0;         // H
+  int64_t num_kv_heads = 0;      // Hkv (GQA when < H; = H for MHA)
+  int64_t head_dim = 0;          // K (usually D / H)
+  int64_t ffn_hidden_size = 0;   // F of dense layers
+  MlpKind mlp = MlpKind::kSwiGlu;
+  NormKind norm = NormKind::kRmsNorm;
+  PositionKind position = PositionKind::kRope;
+  int64_t vocab_size = 0;        // V
+  int64_t max_seq_len = 0;       // positions the model was trained for (size of a learned table)
+  bool tied_embeddings = false;  // output head shares the embedding matrix
+  bool linear_bias = false;      // every linear layer has a bias (GPT-2/3, NeoX)
+  bool qkv_bias = false;         // only the Q, K, V projections have a bias (Qwen2)
+  std::optional<MoeSpec> moe;
+  std::optional<MlaSpec> mla;
+  std::string source;            // where the hyper-parameters come from
+  bool operator==(const ModelSpec&) const = default;
+};
+
+// Checks the spec for positive sizes, consistent head counts (H divisible by Hkv), MoE and MLA
+// fields, and that parameter counts fit in 64 bits. Throws InputError naming `where` + field.
+void ValidateModel(const ModelSpec& model, const std::string& where);
+
+// True when layer `layer` (0-based) is a MoE layer.
+bool IsMoeLayer(const ModelSpec& model, int64_t layer);
+int64_t NumMoeLayers(const ModelSpec& model);
+
+// Parameter counts, in parameters. "active" counts what one token uses: shared weights, the
+// router and k of the E routed experts per MoE layer (embedding and head included, as Mixtral's
+// and DeepSeek-V3's published active counts do).
+struct ParamCounts {
+  int64_t embedding = 0;       // token (+ learned position) embeddings
+  int64_t head = 0;            // output projection (0 when tied)
+  int64_t attention = 0;       // all layers' attention projections, their biases and norms
+  int64_t dense_mlp = 0;       // MLPs of dense layers
+  int64_t routed_experts = 0;  // all routed experts of all MoE layers
+  int64_t shared_experts = 0;
+  int64_t router = 0;
+  int64_t norms = 0;           // per-layer pre-norms and the final norm
+  int64_t total = 0;
+  int64_t active = 0;
+  int64_t per_layer_attention = 0;  // one layer's attention (identical across layers)
+};
+ParamCounts CountParams(const ModelSpec& model);
+
+// Forward FLOPs per token at sequence length `seq_len` (2 FLOPs per multiply-add). `matmul` counts
+// the weight matmuls of the active parameters, output head included (2 per weight); `attention`
+// counts QK^T and AV over the full, non-causal context (PaLM's convention): 2*S*H*(Kqk + Kv) per
+// layer, which is 4*S*D for multi-head attention.
+// Training FLOPs per token are 3x forward (backward = 2x forward).
+struct FlopsPerToken {
+  double matmul = 0;
+  double attention = 0;
+  double forward() const { return matmul + attention; }
+  double training() const { return 3 * forward(); }
+};
+FlopsPerToken ForwardFlopsPerToken(const ModelSpec& model, int64_t seq_len);
+
+// Names for enums, as they appear in JSON.
+std::string ToString(MlpKind kind);
+std::string ToString(NormKind kind);
+std::string ToString(PositionKind kind);
+
+}  // namespace shardsim

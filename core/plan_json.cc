@@ -1,0 +1,129 @@
+#include "core/plan_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/json_input.h"
+#include "core/suggest.h"
+
+namespace shardsim {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxAxis = int64_t{1} << 24;
+constexpr int64_t kMaxBatch = int64_t{1} << 40;
+constexpr int64_t kMaxSeq = int64_t{1} << 30;
+
+std::vector<std::string> TopLevelKeys() {
+  return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
+          "pipeline_schedule", "virtual_stages", "recompute", "dtype", "overlap", "ep_capacity_factor"};
+}
+
+}  // namespace
+
+json PlanToJson(const PlanSpec& p) {
+  json mesh = json::object();
+  for (const std::string& axis : MeshAxisNames()) mesh[axis] = p.mesh.Size(axis);
+  return {{"mesh", mesh},
+          {"mesh_order", p.mesh_order},
+          {"global_batch_size", p.global_batch_size},
+          {"seq_len", p.seq_len},
+          {"micro_batch_size", p.micro_batch_size},
+          {"zero_stage", p.zero_stage},
+          {"sequence_parallel", p.sequence_parallel},
+          {"pipeline_schedule", ToString(p.pipeline_schedule)},
+          {"virtual_stages", p.virtual_stages},
+          {"recompute", ToString(p.recompute)},
+          {"dtype", p.dtype},
+          {"overlap",
+           {{"data", p.overlap.data},
+            {"fsdp", p.overlap.fsdp},
+            {"tensor", p.overlap.tensor},
+            {"context", p.overlap.context},
+            {"pipeline", p.overlap.pipeline},
+            {"expert", p.overlap.expert}}},
+          {"ep_capacity_factor", p.ep_capacity_factor}};
+}
+
+PlanSpec PlanFromJson(const json& value, const std::string& where) {
+  JsonReader r(value, where);
+  PlanSpec p;
+  auto mesh = r.Object("mesh");
+  if (!mesh) r.Fail("mesh", "missing required key 'mesh'", "an object of axis sizes, e.g. {\"data\": 8, \"tensor\": 8}");
+  for (const std::string& axis : MeshAxisNames()) p.mesh.Size(axis) = mesh->IntOr(axis, 1, 1, kMaxAxis);
+  mesh->Finish();
+  if (r.Has("mesh_order")) p.mesh_order = r.StringList("mesh_order");
+  p.global_batch_size = r.Int("global_batch_size", 1, kMaxBatch);
+  p.seq_len = r.Int("seq_len", 1, kMaxSeq);
+  p.micro_batch_size = r.IntOr("micro_batch_size", 1, 1, kMaxBatch);
+  p.zero_stage = r.IntOr("zero_stage", 0, 0, 3);
+  p.sequence_parallel = r.BoolOr("sequence_parallel", false);
+  p.pipeline_schedule = ParsePipelineSchedule(r.EnumOr("pipeline_schedule", "1f1b", PipelineScheduleNames()));
+  p.virtual_stages = r.IntOr("virtual_stages", 1, 1, 1024);
+  p.recompute = ParseRecompute(r.EnumOr("recompute", "none", RecomputeNames()));
+  p.dtype = r.EnumOr("dtype", "bf16", {"bf16", "fp16", "fp8", "fp32"});
+  if (auto overlap = r.Object("overlap")) {
+    p.overlap.data = overlap->BoolOr("data", p.overlap.data);
+    p.overlap.fsdp = overlap->BoolOr("fsdp", p.overlap.fsdp);
+    p.overlap.tensor = overlap->BoolOr("tensor", p.overlap.tensor);
+    p.overlap.context = overlap->BoolOr("context", p.overlap.context);
+    p.overlap.pipeline = overlap->BoolOr("pipeline", p.overlap.pipeline);
+    p.overlap.expert = overlap->BoolOr("expert", p.overlap.expert);
+    overlap->Finish();
+  }
+  p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 0.01, 64);
+  r.Finish();
+  return p;
+}
+
+std::vector<std::string> PlanOverrideKeys() {
+  std::vector<std::string> keys;
+  for (const std::string& key : TopLevelKeys()) {
+    if (key != "mesh" && key != "overlap") keys.push_back(key);
+  }
+  for (const std::string& axis : MeshAxisNames()) keys.push_back("mesh." + axis);
+  for (const std::string& axis : MeshAxisNames()) keys.push_back("overlap." + axis);
+  return keys;
+}
+
+void ApplyPlanOverride(json& plan, const std::string& assignment) {
+  const std::string where = "--set " + assignment;
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw InputError(where, "expected key=value", "keys: " + JoinNames(PlanOverrideKeys()), "e.g. --set mesh.tensor=8");
+  }
+  std::string key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  for (char& c : key) c = c == '/' ? '.' : c;
+  const std::vector<std::string> keys = PlanOverrideKeys();
+  if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+    const std::string s = DidYouMean(key, keys);
+    throw InputError(where, "unknown plan key '" + key + "'" + (s.empty() ? "" : "; " + s), JoinNames(keys));
+  }
+  json value;
+  if (key == "mesh_order") {
+    value = json::array();
+    size_t start = 0;
+    while (true) {
+      const size_t comma = text.find(',', start);
+      value.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  } else {
+    value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) value = text;  // a bare word such as 1f1b or selective
+  }
+  if (!plan.is_object()) plan = json::object();
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos) {
+    plan[key] = value;
+  } else {
+    json& parent = plan[key.substr(0, dot)];
+    if (!parent.is_object()) parent = json::object();
+    parent[key.substr(dot + 1)] = value;
+  }
+}
+
+}  // namespace shardsim

@@ -1,0 +1,97 @@
+// The plan spec: how one training step is sharded (the plan JSON of the CLI docs), its checks
+// against a model and a device count, and `--set key=value` overrides.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model_spec.h"
+
+namespace shardsim {
+
+enum class PipelineSchedule { kGpipe, kOneFOneB, kInterleavedOneFOneB, kZbH1, kDualPipe };
+enum class Recompute { kNone, kSelective, kFull };
+
+// Mesh axes are words; `expert` shards the experts of MoE layers and acts as data parallelism
+// for everything else; `context` is ring attention's axis (not Megatron's sequence parallelism,
+// which lives inside `tensor`).
+struct MeshShape {
+  int64_t data = 1;
+  int64_t fsdp = 1;
+  int64_t tensor = 1;
+  int64_t context = 1;
+  int64_t pipeline = 1;
+  int64_t expert = 1;
+
+  // REQUIRES: axis is one of MeshAxisNames().
+  int64_t Size(std::string_view axis) const;
+  int64_t& Size(std::string_view axis);
+  int64_t Product() const;
+  bool operator==(const MeshShape&) const = default;
+};
+
+// "data", "fsdp", "tensor", "context", "pipeline", "expert".
+const std::vector<std::string>& MeshAxisNames();
+// Outermost (slowest links) to innermost (fastest): pipeline, data, fsdp, expert, context, tensor.
+std::vector<std::string> DefaultMeshOrder();
+
+// Whether each kind of communication is overlapped with compute (framework switches).
+struct OverlapSpec {
+  bool data = true;       // bucketed gradient all-reduce / reduce-scatter under backward
+  bool fsdp = true;       // prefetch parameter all-gathers
+  bool tensor = false;    // async tensor parallelism (decomposed collectives)
+  bool context = true;    // ring attention's K/V transfers under blockwise attention
+  bool pipeline = true;   // point-to-point sends under compute
+  bool expert = false;    // all-to-all under shared-expert compute
+  bool operator==(const OverlapSpec&) const = default;
+};
+
+struct PlanSpec {
+  MeshShape mesh;
+  std::vector<std::string> mesh_order = DefaultMeshOrder();
+  int64_t global_batch_size = 0;  // sequences per step
+  int64_t seq_len = 0;            // tokens per sequence
+  int64_t micro_batch_size = 1;   // sequences per micro-batch per data-parallel replica
+  int64_t zero_stage = 0;         // 0-3 over the data-parallel group
+  bool sequence_parallel = false;
+  PipelineSchedule pipeline_schedule = PipelineSchedule::kOneFOneB;
+  int64_t virtual_stages = 1;     // model chunks per pipeline stage (interleaved 1F1B)
+  Recompute recompute = Recompute::kNone;
+  std::string dtype = "bf16";     // compute dtype; names a key of the chip's peak_flop_per_s
+  OverlapSpec overlap;
+  double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
+  bool operator==(const PlanSpec&) const = default;
+};
+
+// What follows from a plan: replicas, micro-batches and tokens per step.
+struct PlanShape {
+  int64_t devices = 0;
+  int64_t batch_replicas = 0;     // data x fsdp x expert: groups that each see their own sequences
+  int64_t sequences_per_replica = 0;
+  int64_t num_microbatches = 0;   // per replica per step
+  int64_t tokens_per_step = 0;
+};
+PlanShape DerivePlanShape(const PlanSpec& plan);
+
+// Checks the plan on its own (ranges, schedule/virtual-stage consistency, mesh_order) and
+// against the model and the device count: mesh product = devices; tensor divides heads and
+// K/V heads; pipeline x virtual_stages divides layers; expert divides experts (and needs an MoE
+// model); context and sequence parallelism divide the sequence; the global batch divides into
+// replicas and micro-batches. Throws InputError naming `where` + field, the valid values and a
+// hint. `devices_source` names where the device count comes from ("dgx-h100:64").
+void ValidatePlan(const PlanSpec& plan, const ModelSpec& model, int64_t devices, const std::string& devices_source,
+                  const std::string& where);
+
+std::string ToString(PipelineSchedule schedule);
+std::string ToString(Recompute recompute);
+std::vector<std::string> PipelineScheduleNames();
+std::vector<std::string> RecomputeNames();
+PipelineSchedule ParsePipelineSchedule(const std::string& name);  // REQUIRES: a name from the list
+Recompute ParseRecompute(const std::string& name);                // REQUIRES: a name from the list
+
+// "data=8 x tensor=8 x pipeline=16" (axes of size 1 left out; "1 device" for all ones).
+std::string DescribeMesh(const MeshShape& mesh);
+
+}  // namespace shardsim

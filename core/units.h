@@ -1,0 +1,37 @@
+// Units at the edges: parsing sizes users type and formatting quantities for people. Inside the
+// program every quantity is in base units (bytes, seconds, FLOP, bytes/s) and says so in its name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardsim {
+
+// Parses a byte size: a whole number with an optional suffix. K, M, G, T and KiB, MiB, GiB, TiB
+// are powers of 1024 (as nccl-tests' -b/-e); KB, MB, GB, TB are powers of 1000.
+// Throws InputError naming `where` for anything else, zero or negative sizes, or sizes over 1 PiB.
+int64_t ParseByteSize(std::string_view text, const std::string& where);
+
+// Parses "8,1M,1G" into sizes, in order; each element as ParseByteSize.
+std::vector<int64_t> ParseByteSizeList(std::string_view text, const std::string& where);
+
+// Parses a positive whole number in [min, max]; throws InputError naming `where` otherwise.
+int64_t ParseInteger(std::string_view text, const std::string& where, int64_t min, int64_t max);
+
+// "70.55 B" style count with SI-like suffix (K, M, B, T), 4 significant digits.
+std::string FormatCount(double count);
+// "989.4 TFLOP/s", "80 GB", "3.35 TB/s": value with a decimal SI prefix and the unit.
+std::string FormatSI(double value, std::string_view unit);
+// "95 GiB" style binary size.
+std::string FormatBinaryBytes(double bytes);
+// "1.5 us", "2.3 ms", "4.0 s".
+std::string FormatSeconds(double seconds);
+
+// Checked 64-bit arithmetic for counts derived from user input (sizes multiply quickly).
+// Throws InputError(where, "... overflows ...") when the result does not fit in int64.
+int64_t CheckedMul(int64_t a, int64_t b, const std::string& where);
+int64_t CheckedAdd(int64_t a, int64_t b, const std::string& where);
+
+}  // namespace shardsim
