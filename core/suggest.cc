@@ -29,7 +29,9 @@ std::vector<std::string> ClosestNames(std::string_view name, const std::vector<s
   std::vector<std::pair<int, std::string>> scored;
   for (const std::string& candidate : candidates) {
     int distance = EditDistance(lower, candidate);
-    const bool shares_prefix = lower.size() >= 3 && candidate.rfind(lower.substr(0, 3), 0) == 0;
+    // One a prefix of the other ("llama3" for "llama3-8b") counts as close whatever the distance.
+    const bool shares_prefix = std::min(lower.size(), candidate.size()) >= 3 &&
+                               (candidate.rfind(lower, 0) == 0 || lower.rfind(candidate, 0) == 0);
     const int allowed = std::max<int>(2, static_cast<int>(candidate.size()) / 3);
     if (distance <= allowed || shares_prefix) {
       if (shares_prefix) distance = std::min(distance, allowed);
@@ -40,7 +42,7 @@ std::vector<std::string> ClosestNames(std::string_view name, const std::vector<s
                    [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<std::string> out;
   for (const auto& [distance, candidate] : scored) {
-    if (out.size() == max_results) break;
+    if (out.size() == max_results || distance > scored.front().first + 1) break;
     out.push_back(candidate);
   }
   return out;

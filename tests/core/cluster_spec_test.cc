@@ -1,0 +1,108 @@
+#include "core/cluster_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cluster_json.h"
+#include "core/cluster_presets.h"
+#include "core/error.h"
+
+namespace shardsim {
+namespace {
+
+TEST(ClusterPresetsTest, EverySystemExampleBuildsAndRoundTrips) {
+  const auto systems = ClusterSystems();
+  EXPECT_GE(systems.size(), 11u);
+  for (const SystemInfo& s : systems) {
+    const ClusterSpec c = ParseClusterPreset(s.example, "--cluster");
+    EXPECT_GT(DeviceCount(c), 0) << s.example;
+    EXPECT_FALSE(c.chip.source.empty()) << s.example;
+    for (const auto& [name, link] : c.links) EXPECT_FALSE(link.source.empty()) << s.example << " " << name;
+    const ClusterSpec back = ClusterFromJson(nlohmann::json::parse(ClusterToJson(c).dump()), "c.json");
+    EXPECT_EQ(back, c) << s.example;
+  }
+}
+
+TEST(ClusterPresetsTest, GpuNodes) {
+  const ClusterSpec c = ParseClusterPreset("dgx-h100:64", "--cluster");
+  EXPECT_EQ(DeviceCount(c), 64);
+  EXPECT_EQ(c.topology.nodes, 8);
+  EXPECT_EQ(c.topology.devices_per_node, 8);
+  EXPECT_DOUBLE_EQ(c.chip.peak_flop_per_s.at("bf16"), 9.894e14);
+  EXPECT_EQ(c.links.at("nvlink").links_per_device, 18);
+  const ClusterSpec nvl = ParseClusterPreset("gb200-nvl72:144,oversubscription=2,fabric=fat-tree", "--cluster");
+  EXPECT_EQ(nvl.topology.nodes, 2);
+  EXPECT_EQ(nvl.topology.devices_per_node, 72);
+  EXPECT_DOUBLE_EQ(nvl.topology.oversubscription, 2);
+  EXPECT_EQ(nvl.topology.fabric, "fat-tree");
+}
+
+TEST(ClusterPresetsTest, TorusWraparoundFollowsSliceShape) {
+  const ClusterSpec cube = ParseClusterPreset("tpu-v5p:16x16x16", "--cluster");
+  EXPECT_EQ(DeviceCount(cube), 4096);
+  EXPECT_EQ(cube.topology.wraparound, (std::vector<bool>{true, true, true}));
+  const ClusterSpec small = ParseClusterPreset("tpu-v5p:2x2x1", "--cluster");
+  EXPECT_EQ(small.topology.wraparound, (std::vector<bool>{false, false, false}));
+  const ClusterSpec v5e = ParseClusterPreset("tpu-v5e:8x16", "--cluster");
+  EXPECT_EQ(v5e.topology.wraparound, (std::vector<bool>{false, true}));
+  const ClusterSpec multi = ParseClusterPreset("tpu-v5e:16x16,slices=4", "--cluster");
+  EXPECT_EQ(DeviceCount(multi), 1024);
+  EXPECT_TRUE(multi.links.count("dcn"));
+  EXPECT_EQ(DeviceCount(ParseClusterPreset("tpu-v5p:16x16x24", "--cluster")), 6144);
+}
+
+TEST(ClusterPresetsTest, LocalUsesThisMachine) {
+  EXPECT_GE(DeviceCount(ParseClusterPreset("local", "--cluster")), 1);
+  EXPECT_EQ(DeviceCount(ParseClusterPreset("local:4", "--cluster")), 4);
+}
+
+void ExpectRejected(const std::string& text, const std::string& word) {
+  try {
+    ParseClusterPreset(text, "--cluster " + text);
+    ADD_FAILURE() << "accepted " << text;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << text << ": " << e.what();
+  }
+}
+
+TEST(ClusterPresetsTest, BadStringsAreNamed) {
+  ExpectRejected("dgx-h100:1001", "whole nodes");
+  ExpectRejected("dgx-h100:1001", "dgx-h100:1000");
+  ExpectRejected("dgx-h100:12", "dgx-h100:8 or dgx-h100:16");
+  ExpectRejected("gb200-nvl72:100", "whole nodes");
+  ExpectRejected("dgx-h100", "needs a GPU count");
+  ExpectRejected("dgx-h10:8", "dgx-h100");
+  ExpectRejected("dgx-h100:abc", "not a whole number");
+  ExpectRejected("dgx-h100:64,oversub=2", "oversubscription");
+  ExpectRejected("dgx-h100:64,oversubscription=0.5", "ratio");
+  ExpectRejected("dgx-h100:64,", "key=value");
+  ExpectRejected("tpu-v5p:8x8", "3 axes");
+  ExpectRejected("tpu-v5p:6x6x6", "whole 4x4x4 cubes");
+  ExpectRejected("tpu-v5p:3x1x1", "1, 2 or 4");
+  ExpectRejected("tpu-v5p:32x32x32", "largest slice");
+  ExpectRejected("tpu-v5e:32x32", "largest slice");
+  ExpectRejected("tpu-v5e:12x16", "slice shape");
+  ExpectRejected("tpu-v5e:16x16,slices=0", "out of range");
+}
+
+TEST(ClusterJsonTest, MissingLinkClassIsNamed) {
+  nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-h100:16", "--cluster"));
+  j["links"].erase("infiniband");
+  try {
+    ClusterFromJson(j, "c.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "c.json:/links");
+    EXPECT_NE(e.problem().find("infiniband"), std::string::npos);
+  }
+  j = ClusterToJson(ParseClusterPreset("dgx-h100:16", "--cluster"));
+  j["links"]["nvlinc"] = j["links"]["nvlink"];
+  EXPECT_THROW(ClusterFromJson(j, "c.json"), InputError);
+  j = ClusterToJson(ParseClusterPreset("dgx-h100:16", "--cluster"));
+  j["efficiency"]["matmul"] = 1.5;
+  EXPECT_THROW(ClusterFromJson(j, "c.json"), InputError);
+}
+
+}  // namespace
+}  // namespace shardsim

@@ -1,0 +1,91 @@
+#include "core/model_json.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/model_presets.h"
+
+namespace shardsim {
+namespace {
+
+using nlohmann::json;
+
+TEST(ModelJsonTest, EveryPresetRoundTrips) {
+  for (const ModelPreset& p : ModelPresets()) {
+    const json written = ModelToJson(p.spec);
+    const ModelSpec read = ModelFromJson(json::parse(written.dump()), "m.json");
+    EXPECT_EQ(read, p.spec) << p.spec.name;
+    EXPECT_EQ(ModelToJson(read), written) << p.spec.name;
+  }
+}
+
+TEST(ModelJsonTest, DefaultsForOptionalFields) {
+  const json j = {{"name", "m"}, {"num_layers", 2}, {"hidden_size", 64}, {"num_heads", 4}, {"ffn_hidden_size", 128},
+                  {"vocab_size", 50}, {"max_seq_len", 16}};
+  const ModelSpec m = ModelFromJson(j, "m.json");
+  EXPECT_EQ(m.num_kv_heads, 4);
+  EXPECT_EQ(m.head_dim, 16);
+  EXPECT_EQ(m.mlp, MlpKind::kSwiGlu);
+  EXPECT_FALSE(m.moe.has_value());
+}
+
+TEST(ModelJsonTest, ErrorsNameTheField) {
+  json j = ModelToJson(FindModelPreset("llama3-8b")->spec);
+  j["num_layer"] = 3;
+  try {
+    ModelFromJson(j, "m.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "m.json:/num_layer");
+  }
+  j = ModelToJson(FindModelPreset("llama3-8b")->spec);
+  j["moe"] = {{"num_experts", 8}, {"top_k", 2}, {"expert_ffn_hidden_size", 0}};
+  try {
+    ModelFromJson(j, "m.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "m.json:/moe/expert_ffn_hidden_size");
+  }
+}
+
+// Llama-3-8B's published config.json imports to the same model as the preset.
+TEST(HfConfigTest, LlamaMatchesPreset) {
+  const json config = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 4096},
+                       {"intermediate_size", 14336}, {"num_hidden_layers", 32}, {"num_attention_heads", 32},
+                       {"num_key_value_heads", 8}, {"vocab_size", 128256}, {"max_position_embeddings", 8192},
+                       {"tie_word_embeddings", false}, {"rope_theta", 500000.0}, {"hidden_act", "silu"}};
+  ModelSpec imported = ModelFromHfConfig(config, "config.json", "llama3-8b");
+  ModelSpec preset = FindModelPreset("llama3-8b")->spec;
+  imported.source = preset.source;
+  EXPECT_EQ(imported, preset);
+}
+
+TEST(HfConfigTest, DeepSeekV3MatchesPresetCounts) {
+  const json config = {{"model_type", "deepseek_v3"}, {"hidden_size", 7168}, {"intermediate_size", 18432},
+                       {"moe_intermediate_size", 2048}, {"num_hidden_layers", 61}, {"num_attention_heads", 128},
+                       {"num_key_value_heads", 128}, {"n_shared_experts", 1}, {"n_routed_experts", 256},
+                       {"num_experts_per_tok", 8}, {"first_k_dense_replace", 3}, {"moe_layer_freq", 1},
+                       {"q_lora_rank", 1536}, {"kv_lora_rank", 512}, {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64},
+                       {"v_head_dim", 128}, {"vocab_size", 129280}, {"max_position_embeddings", 163840},
+                       {"num_nextn_predict_layers", 1}};
+  const ModelSpec imported = ModelFromHfConfig(config, "config.json", "dsv3");
+  const ParamCounts a = CountParams(imported);
+  const ParamCounts b = CountParams(FindModelPreset("deepseek-v3")->spec);
+  EXPECT_EQ(a.total, b.total);
+  EXPECT_EQ(a.active, b.active);
+}
+
+TEST(HfConfigTest, UnsupportedTypeListsSupported) {
+  try {
+    ModelFromHfConfig({{"model_type", "bert"}}, "config.json", "x");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "config.json:/model_type");
+    EXPECT_NE(e.valid().find("llama"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace shardsim

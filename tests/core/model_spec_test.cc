@@ -1,0 +1,150 @@
+#include "core/model_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/model_presets.h"
+
+namespace shardsim {
+namespace {
+
+// Presets agree with the parameter counts their authors published.
+TEST(ModelPresetsTest, ParamCountsMatchPublished) {
+  int checked = 0;
+  for (const ModelPreset& p : ModelPresets()) {
+    ValidateModel(p.spec, p.spec.name);
+    if (p.published_params_total == 0) continue;
+    const ParamCounts c = CountParams(p.spec);
+    EXPECT_NEAR(static_cast<double>(c.total) / p.published_params_total, 1.0, p.tolerance) << p.spec.name << " total";
+    EXPECT_NEAR(static_cast<double>(c.active) / p.published_params_active, 1.0, p.tolerance) << p.spec.name << " active";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+}
+
+TEST(ModelPresetsTest, TinyModelsAreCpuSized) {
+  for (const char* name : {"tiny-dense", "tiny-moe"}) {
+    const auto preset = FindModelPreset(name);
+    ASSERT_TRUE(preset.has_value()) << name;
+    const ParamCounts c = CountParams(preset->spec);
+    EXPECT_GT(c.total, 1'000'000) << name;
+    EXPECT_LT(c.total, 20'000'000) << name;
+  }
+  EXPECT_FALSE(FindModelPreset("llama3-7b").has_value());
+}
+
+ModelSpec SmallMha() {
+  ModelSpec m;
+  m.name = "small";
+  m.num_layers = 3;
+  m.hidden_size = 64;
+  m.num_heads = 4;
+  m.num_kv_heads = 4;
+  m.head_dim = 16;
+  m.ffn_hidden_size = 160;
+  m.vocab_size = 100;
+  m.max_seq_len = 32;
+  return m;
+}
+
+// Counted by hand from the hyper-parameters: attention 4*D^2, SwiGLU 3*D*F, two RMSNorms per
+// layer plus a final one, untied embedding and head.
+TEST(CountParamsTest, DenseByHand) {
+  const ModelSpec m = SmallMha();
+  const int64_t d = 64, f = 160, v = 100, l = 3;
+  const ParamCounts c = CountParams(m);
+  EXPECT_EQ(c.attention, l * 4 * d * d);
+  EXPECT_EQ(c.dense_mlp, l * 3 * d * f);
+  EXPECT_EQ(c.norms, (2 * l + 1) * d);
+  EXPECT_EQ(c.embedding, v * d);
+  EXPECT_EQ(c.head, v * d);
+  EXPECT_EQ(c.total, l * (4 * d * d + 3 * d * f) + (2 * l + 1) * d + 2 * v * d);
+  EXPECT_EQ(c.active, c.total);
+}
+
+TEST(CountParamsTest, GqaGeluBiasesLearnedPositionsTied) {
+  ModelSpec m = SmallMha();
+  m.num_kv_heads = 2;
+  m.mlp = MlpKind::kGelu;
+  m.norm = NormKind::kLayerNorm;
+  m.position = PositionKind::kLearned;
+  m.tied_embeddings = true;
+  m.linear_bias = true;
+  const int64_t d = 64, f = 160, v = 100, l = 3, s = 32, kv = 2 * 16;
+  const ParamCounts c = CountParams(m);
+  EXPECT_EQ(c.attention, l * (2 * d * d + 2 * d * kv + (d + 2 * kv + d)));
+  EXPECT_EQ(c.dense_mlp, l * (2 * d * f + f + d));
+  EXPECT_EQ(c.norms, (2 * l + 1) * 2 * d);
+  EXPECT_EQ(c.embedding, v * d + s * d);
+  EXPECT_EQ(c.head, 0);
+}
+
+TEST(CountParamsTest, MoeActiveCountsTopK) {
+  ModelSpec m = SmallMha();
+  m.moe = MoeSpec{.num_experts = 8, .top_k = 2, .num_shared_experts = 1, .expert_ffn_hidden_size = 32,
+                  .first_dense_layers = 1, .layer_interval = 1};
+  const int64_t d = 64, f = 160, e = 8, k = 2, fe = 32;
+  const ParamCounts c = CountParams(m);
+  EXPECT_EQ(NumMoeLayers(m), 2);
+  EXPECT_EQ(c.dense_mlp, 3 * d * f);
+  EXPECT_EQ(c.routed_experts, 2 * e * 3 * d * fe);
+  EXPECT_EQ(c.shared_experts, 2 * 3 * d * fe);
+  EXPECT_EQ(c.router, 2 * d * e);
+  EXPECT_EQ(c.total - c.active, 2 * (e - k) * 3 * d * fe);
+}
+
+TEST(CountParamsTest, MoeLayerInterval) {
+  ModelSpec m = SmallMha();
+  m.num_layers = 8;
+  m.moe = MoeSpec{.num_experts = 4, .top_k = 1, .num_shared_experts = 0, .expert_ffn_hidden_size = 32,
+                  .first_dense_layers = 2, .layer_interval = 2};
+  EXPECT_FALSE(IsMoeLayer(m, 1));
+  EXPECT_TRUE(IsMoeLayer(m, 2));
+  EXPECT_FALSE(IsMoeLayer(m, 3));
+  EXPECT_TRUE(IsMoeLayer(m, 4));
+  EXPECT_EQ(NumMoeLayers(m), 3);
+}
+
+// 6N per token for training (N = non-embedding matmul parameters, head included) plus PaLM's
+// attention term 12*L*S*D for multi-head attention.
+TEST(FlopsTest, SixNPlusAttention) {
+  const ModelSpec m = SmallMha();
+  const int64_t d = 64, f = 160, v = 100, l = 3, s = 32;
+  const double n = static_cast<double>(l * (4 * d * d + 3 * d * f) + v * d);
+  const FlopsPerToken flops = ForwardFlopsPerToken(m, s);
+  EXPECT_DOUBLE_EQ(3 * flops.matmul, 6 * n);
+  EXPECT_DOUBLE_EQ(3 * flops.attention, 12.0 * l * s * d);
+  EXPECT_DOUBLE_EQ(flops.training(), 6 * n + 12.0 * l * s * d);
+}
+
+TEST(FlopsTest, TiedHeadStillCostsAMatmul) {
+  ModelSpec tied = SmallMha();
+  tied.tied_embeddings = true;
+  EXPECT_DOUBLE_EQ(ForwardFlopsPerToken(tied, 16).matmul, ForwardFlopsPerToken(SmallMha(), 16).matmul);
+}
+
+TEST(ValidateModelTest, RejectsInconsistentSpecs) {
+  ModelSpec m = SmallMha();
+  m.num_kv_heads = 3;
+  EXPECT_THROW(ValidateModel(m, "m"), InputError);
+  m = SmallMha();
+  m.moe = MoeSpec{.num_experts = 4, .top_k = 5, .num_shared_experts = 0, .expert_ffn_hidden_size = 8,
+                  .first_dense_layers = 0, .layer_interval = 1};
+  EXPECT_THROW(ValidateModel(m, "m"), InputError);
+  m.moe->top_k = 2;
+  m.moe->first_dense_layers = 3;
+  EXPECT_THROW(ValidateModel(m, "m"), InputError);
+  m = SmallMha();
+  m.num_layers = 100000;
+  m.hidden_size = int64_t{1} << 24;
+  m.ffn_hidden_size = int64_t{1} << 24;
+  try {
+    ValidateModel(m, "m.json:");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("overflows"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace shardsim
