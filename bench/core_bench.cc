@@ -24,8 +24,8 @@ BENCHMARK(BM_CountParams);
 
 void BM_ValidatePlan(benchmark::State& state) {
   const ModelSpec model = FindModelPreset("llama3-405b")->spec;
-  const nlohmann::json plan = {{"mesh", {{"data", 128}, {"tensor", 8}, {"pipeline", 16}}}, {"global_batch_size", 2048},
-                               {"seq_len", 8192}, {"pipeline_schedule", "interleaved-1f1b"}, {"virtual_stages", 2}};
+  const nlohmann::json plan = {{"mesh", {{"data", 1024}, {"tensor", 8}, {"pipeline", 2}}}, {"global_batch_size", 2048},
+                               {"seq_len", 8192}, {"pipeline_schedule", "interleaved-1f1b"}, {"virtual_stages", 3}};
   for (auto _ : state) {
     const PlanSpec p = PlanFromJson(plan, "plan.json");
     ValidatePlan(p, model, 16384, "dgx-h100:16384", "plan.json:");

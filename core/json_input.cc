@@ -49,6 +49,14 @@ std::string ReadTextFile(const std::string& path) {
   if (fs::is_directory(status)) {
     throw InputError(path, "is a directory, not a file", "", "name the JSON file inside it");
   }
+  // Devices and pipes could block or never end: specs are regular files of modest size.
+  if (!fs::is_regular_file(status)) {
+    throw InputError(path, "is not a regular file", "a JSON file", "save the spec to a file first");
+  }
+  constexpr uintmax_t kMaxSpecBytes = 64u << 20;
+  if (fs::file_size(path, ec) > kMaxSpecBytes && !ec) {
+    throw InputError(path, "is larger than 64 MiB, too large for a spec file", "a JSON file under 64 MiB");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "cannot be opened for reading", "", "check its permissions");
   std::ostringstream content;

@@ -15,7 +15,7 @@
 namespace shardsim {
 
 // Returns the whole content of `path`. Throws InputError naming `path` when it does not exist,
-// is a directory, cannot be read, or is empty.
+// is a directory or not a regular file, is over 64 MiB, cannot be read, or is empty.
 std::string ReadTextFile(const std::string& path);
 
 // Parses `text` as JSON. Throws InputError "<source>:LINE:COL: ..." on malformed input.
