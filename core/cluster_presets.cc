@@ -233,7 +233,12 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
     const std::string valid = "a whole number of " + std::to_string(per_node) + "-GPU nodes: " + std::to_string(per_node) + ", " +
                               std::to_string(2 * per_node) + ", " + std::to_string(3 * per_node) + ", ...";
     if (size.empty()) throw InputError(where, "'" + system + "' needs a GPU count", valid, "e.g. " + system + ":" + std::to_string(8 * per_node));
-    const int64_t gpus = ParseInteger(size, where, 1, int64_t{1} << 24);
+    int64_t gpus = 0;
+    try {
+      gpus = ParseInteger(size, where, 1, int64_t{1} << 24);
+    } catch (const InputError& e) {
+      throw InputError(e.where(), e.problem(), e.valid(), "the size is a GPU count, e.g. " + system + ":" + std::to_string(8 * per_node));
+    }
     if (gpus % per_node != 0) {
       const int64_t below = gpus / per_node * per_node;
       throw InputError(where, system + ":" + size + " is not whole nodes (" + std::to_string(per_node) + " GPUs per node)", valid,

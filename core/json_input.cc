@@ -127,8 +127,18 @@ const json& JsonReader::Get(std::string_view key) {
 
 const json& JsonReader::Required(std::string_view key) {
   const json& v = Get(key);
-  if (v.is_null()) Fail(key, "missing required key '" + std::string(key) + "'");
-  return v;
+  if (!v.is_null()) return v;
+  // A missing key is often a misspelt one: name the unknown key it was probably meant to be.
+  std::vector<std::string> unknown;
+  for (const auto& item : value_.items()) {
+    if (!known_.count(item.key())) unknown.push_back(item.key());
+  }
+  const std::vector<std::string> close = ClosestNames(key, unknown, 1);
+  if (!close.empty()) {
+    throw InputError(Where(close[0]), "unknown key '" + close[0] + "'; did you mean '" + std::string(key) + "'?",
+                     "", "'" + std::string(key) + "' is required");
+  }
+  Fail(key, "missing required key '" + std::string(key) + "'");
 }
 
 bool JsonReader::Has(std::string_view key) { return !Get(key).is_null(); }

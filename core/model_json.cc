@@ -6,16 +6,7 @@
 
 namespace shardsim {
 namespace {
-
 using nlohmann::json;
-
-constexpr int64_t kMaxLayers = 100000;
-constexpr int64_t kMaxWidth = int64_t{1} << 24;
-constexpr int64_t kMaxHeads = int64_t{1} << 16;
-constexpr int64_t kMaxVocab = int64_t{1} << 26;
-constexpr int64_t kMaxSeq = int64_t{1} << 30;
-constexpr int64_t kMaxExperts = int64_t{1} << 20;
-
 }  // namespace
 
 json ModelToJson(const ModelSpec& m) {
@@ -63,46 +54,46 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
   ModelSpec m;
   m.name = r.String("name");
   if (m.name.empty()) r.Fail("name", "name must not be empty", "a short name such as 'my-7b'");
-  m.num_layers = r.Int("num_layers", 1, kMaxLayers);
-  m.hidden_size = r.Int("hidden_size", 1, kMaxWidth);
-  m.num_heads = r.Int("num_heads", 1, kMaxHeads);
-  m.num_kv_heads = r.IntOr("num_kv_heads", m.num_heads, 1, kMaxHeads);
+  m.num_layers = r.Int("num_layers", 1, kMaxModelLayers);
+  m.hidden_size = r.Int("hidden_size", 1, kMaxModelWidth);
+  m.num_heads = r.Int("num_heads", 1, kMaxModelHeads);
+  m.num_kv_heads = r.IntOr("num_kv_heads", m.num_heads, 1, kMaxModelHeads);
   const int64_t default_head_dim = m.hidden_size % m.num_heads == 0 ? m.hidden_size / m.num_heads : 0;
   if (!r.Has("head_dim") && default_head_dim == 0) {
     r.Fail("head_dim", "hidden_size=" + std::to_string(m.hidden_size) + " is not divisible by num_heads=" +
                            std::to_string(m.num_heads) + ", so head_dim must be given", "a whole number >= 1");
   }
-  m.head_dim = r.IntOr("head_dim", default_head_dim, 1, kMaxHeads);
+  m.head_dim = r.IntOr("head_dim", default_head_dim, 1, kMaxModelHeads);
   m.mlp = r.EnumOr("mlp", "swiglu", {"gelu", "swiglu"}) == "gelu" ? MlpKind::kGelu : MlpKind::kSwiGlu;
   m.norm = r.EnumOr("norm", "rmsnorm", {"layernorm", "rmsnorm"}) == "layernorm" ? NormKind::kLayerNorm : NormKind::kRmsNorm;
   const std::string position = r.EnumOr("position", "rope", {"rope", "learned", "none"});
   m.position = position == "learned" ? PositionKind::kLearned : position == "none" ? PositionKind::kNone : PositionKind::kRope;
-  m.vocab_size = r.Int("vocab_size", 1, kMaxVocab);
-  m.max_seq_len = r.Int("max_seq_len", 1, kMaxSeq);
+  m.vocab_size = r.Int("vocab_size", 1, kMaxModelVocab);
+  m.max_seq_len = r.Int("max_seq_len", 1, kMaxModelSeqLen);
   m.tied_embeddings = r.BoolOr("tied_embeddings", false);
   m.linear_bias = r.BoolOr("linear_bias", false);
   m.qkv_bias = r.BoolOr("qkv_bias", false);
   if (auto moe = r.Object("moe")) {
     MoeSpec e;
-    e.num_experts = moe->Int("num_experts", 1, kMaxExperts);
-    e.top_k = moe->Int("top_k", 1, kMaxExperts);
-    e.num_shared_experts = moe->IntOr("num_shared_experts", 0, 0, kMaxExperts);
-    e.expert_ffn_hidden_size = moe->Int("expert_ffn_hidden_size", 1, kMaxWidth);
-    e.first_dense_layers = moe->IntOr("first_dense_layers", 0, 0, kMaxLayers);
-    e.layer_interval = moe->IntOr("layer_interval", 1, 1, kMaxLayers);
+    e.num_experts = moe->Int("num_experts", 1, kMaxModelExperts);
+    e.top_k = moe->Int("top_k", 1, kMaxModelExperts);
+    e.num_shared_experts = moe->IntOr("num_shared_experts", 0, 0, kMaxModelExperts);
+    e.expert_ffn_hidden_size = moe->Int("expert_ffn_hidden_size", 1, kMaxModelWidth);
+    e.first_dense_layers = moe->IntOr("first_dense_layers", 0, 0, kMaxModelLayers);
+    e.layer_interval = moe->IntOr("layer_interval", 1, 1, kMaxModelLayers);
     moe->Finish();
     m.moe = e;
   }
   // A dense layer needs an MLP width; a model whose every layer is MoE may leave it out.
   const bool all_moe = m.moe && m.moe->first_dense_layers == 0 && m.moe->layer_interval == 1;
-  m.ffn_hidden_size = all_moe ? r.IntOr("ffn_hidden_size", 0, 0, kMaxWidth) : r.Int("ffn_hidden_size", 1, kMaxWidth);
+  m.ffn_hidden_size = all_moe ? r.IntOr("ffn_hidden_size", 0, 0, kMaxModelWidth) : r.Int("ffn_hidden_size", 1, kMaxModelWidth);
   if (auto mla = r.Object("mla")) {
     MlaSpec a;
-    a.q_lora_rank = mla->IntOr("q_lora_rank", 0, 0, kMaxWidth);
-    a.kv_lora_rank = mla->Int("kv_lora_rank", 1, kMaxWidth);
-    a.qk_nope_head_dim = mla->Int("qk_nope_head_dim", 1, kMaxHeads);
-    a.qk_rope_head_dim = mla->Int("qk_rope_head_dim", 1, kMaxHeads);
-    a.v_head_dim = mla->Int("v_head_dim", 1, kMaxHeads);
+    a.q_lora_rank = mla->IntOr("q_lora_rank", 0, 0, kMaxModelWidth);
+    a.kv_lora_rank = mla->Int("kv_lora_rank", 1, kMaxModelWidth);
+    a.qk_nope_head_dim = mla->Int("qk_nope_head_dim", 1, kMaxModelHeads);
+    a.qk_rope_head_dim = mla->Int("qk_rope_head_dim", 1, kMaxModelHeads);
+    a.v_head_dim = mla->Int("v_head_dim", 1, kMaxModelHeads);
     mla->Finish();
     m.mla = a;
   }

@@ -65,9 +65,9 @@ bool IsMoeLayer(const ModelSpec& model, int64_t layer) {
 }
 
 int64_t NumMoeLayers(const ModelSpec& model) {
-  int64_t count = 0;
-  for (int64_t layer = 0; layer < model.num_layers; ++layer) count += IsMoeLayer(model, layer) ? 1 : 0;
-  return count;
+  if (!model.moe || model.num_layers <= model.moe->first_dense_layers) return 0;
+  const int64_t candidates = model.num_layers - model.moe->first_dense_layers;
+  return (candidates + model.moe->layer_interval - 1) / model.moe->layer_interval;
 }
 
 ParamCounts CountParams(const ModelSpec& m) {
@@ -158,10 +158,25 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
     RequirePositive(m.mla->v_head_dim, w, "v_head_dim");
     if (m.mla->q_lora_rank < 0) throw InputError(w + "/q_lora_rank", "must not be negative", "0 (no query compression) or more");
   }
+  const struct {
+    const char* field;
+    int64_t value, max;
+  } limits[] = {{"num_layers", m.num_layers, kMaxModelLayers},     {"hidden_size", m.hidden_size, kMaxModelWidth},
+                {"num_heads", m.num_heads, kMaxModelHeads},        {"head_dim", m.head_dim, kMaxModelHeads},
+                {"ffn_hidden_size", m.ffn_hidden_size, kMaxModelWidth}, {"vocab_size", m.vocab_size, kMaxModelVocab},
+                {"max_seq_len", m.max_seq_len, kMaxModelSeqLen}};
+  for (const auto& l : limits) {
+    if (l.value > l.max) {
+      throw InputError(where + "/" + l.field, std::string(l.field) + "=" + std::to_string(l.value) + " is too large",
+                       "1 to " + std::to_string(l.max), "check for a typo");
+    }
+  }
   try {
     (void)CountParams(m);
   } catch (const InputError& e) {
-    throw InputError(where, e.problem(), "", "a size field is absurdly large");
+    const std::string input = where.ends_with(":") ? where.substr(0, where.size() - 1) : where;
+    throw InputError(input, "the parameter count of model '" + m.name + "' overflows 64 bits", "",
+                     "a size field (layers, widths, experts) is absurdly large");
   }
 }
 

@@ -10,6 +10,15 @@
 
 namespace shardsim {
 
+// Upper bounds on spec fields, shared by every reader: anything larger is a typo, and staying
+// under them keeps per-layer counts in 64 bits (CountParams still checks every product).
+inline constexpr int64_t kMaxModelLayers = 100000;
+inline constexpr int64_t kMaxModelWidth = int64_t{1} << 24;    // hidden, MLP, ranks
+inline constexpr int64_t kMaxModelHeads = int64_t{1} << 16;    // head counts and head dims
+inline constexpr int64_t kMaxModelVocab = int64_t{1} << 26;
+inline constexpr int64_t kMaxModelSeqLen = int64_t{1} << 30;
+inline constexpr int64_t kMaxModelExperts = int64_t{1} << 20;
+
 enum class MlpKind { kGelu, kSwiGlu };             // GELU MLP: 2 matrices; SwiGLU: 3 (gate, up, down)
 enum class NormKind { kLayerNorm, kRmsNorm };      // LayerNorm has a bias vector, RMSNorm does not
 enum class PositionKind { kRope, kLearned, kNone };  // learned adds a [max_seq_len, D] table

@@ -56,6 +56,12 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   if (r.Has("mesh_order")) p.mesh_order = r.StringList("mesh_order");
   p.global_batch_size = r.Int("global_batch_size", 1, kMaxBatch);
   p.seq_len = r.Int("seq_len", 1, kMaxSeq);
+  constexpr int64_t kMaxTokensPerStep = int64_t{1} << 48;  // ~2.8e14 tokens: far past any real step
+  if (p.global_batch_size > kMaxTokensPerStep / p.seq_len) {
+    r.Fail("global_batch_size", "global_batch_size x seq_len = " + std::to_string(p.global_batch_size) + " x " + std::to_string(p.seq_len) +
+                                    " tokens per step is absurdly large",
+           "at most 2^48 tokens per step", "check both fields for a typo");
+  }
   p.micro_batch_size = r.IntOr("micro_batch_size", 1, 1, kMaxBatch);
   p.zero_stage = r.IntOr("zero_stage", 0, 0, 3);
   p.sequence_parallel = r.BoolOr("sequence_parallel", false);

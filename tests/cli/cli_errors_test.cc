@@ -1,0 +1,405 @@
+// Bad input, end to end: every case must exit with status 2 (never a crash, abort or hang) and
+// print exactly one `shardsim: error: ` line that names the input and field, what is valid, and
+// a hint. Each test checks a few key words of that line, not the whole line.
+#include <cctype>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_test_util.h"
+
+namespace shardsim::cli_test {
+namespace {
+
+using nlohmann::json;
+
+// A small, valid LLaMA-style model JSON that tests break one field at a time.
+json SmallModel() {
+  return {{"name", "test-model"}, {"num_layers", 4},         {"hidden_size", 256}, {"num_heads", 8},
+          {"num_kv_heads", 4},    {"ffn_hidden_size", 768}, {"vocab_size", 256},  {"max_seq_len", 1024}};
+}
+
+// A valid plan for 8 devices.
+json SmallPlan() { return {{"mesh", {{"data", 8}}}, {"global_batch_size", 64}, {"seq_len", 4096}}; }
+
+class CliErrorsTest : public CliTest {
+ protected:
+  CliResult DescribeModel(const json& model) { return RunShardsim({"describe", "--model", WriteJson("model.json", model)}); }
+
+  CliResult DescribePlan(const std::string& model, const std::string& cluster, const json& plan) {
+    return RunShardsim({"describe", "--model", model, "--cluster", cluster, "--plan", WriteJson("plan.json", plan)});
+  }
+
+  // The cluster JSON shardsim writes for `preset`.
+  json WrittenCluster(const std::string& preset) {
+    const std::string path = PathOf("written_cluster.json");
+    const CliResult r = RunShardsim({"describe", "--cluster", preset, "--write-cluster", path});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(std::ifstream(path));
+  }
+};
+
+// --- Malformed JSON: the message gives file:LINE:COL of the offending character. ---
+
+TEST_F(CliErrorsTest, MalformedPlanJsonGivesLineAndColumn) {
+  const std::string plan = Write("plan.json",
+                                 "{\n"
+                                 "  \"mesh\": {\"data\": 8},\n"
+                                 "  \"global_batch_size\": 64 ]\n"  // ']' is column 27
+                                 "}\n");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", plan}),
+                           {plan + ":3:27", "malformed JSON"}));
+}
+
+TEST_F(CliErrorsTest, MalformedModelJsonGivesLineAndColumn) {
+  const std::string model = Write("model.json",
+                                  "{\n"
+                                  "  \"name\": \"x\",\n"
+                                  "  \"num_layers\": 32,,\n"  // second ',' is column 20
+                                  "}\n");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", model}), {model + ":3:20", "malformed JSON"}));
+}
+
+TEST_F(CliErrorsTest, MalformedClusterJsonGivesLineAndColumn) {
+  const std::string cluster = Write("cluster.json",
+                                    "{\n"
+                                    "  \"name\": \"mine\",\n"
+                                    "  \"system\": = \"custom\"\n"  // '=' is column 13
+                                    "}\n");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", cluster}), {cluster + ":3:13", "malformed JSON"}));
+}
+
+// --- Unknown keys: named, with the closest valid key suggested. ---
+
+TEST_F(CliErrorsTest, UnknownModelKeySuggestsClosest) {
+  json model = SmallModel();
+  model["tied_embedding"] = true;
+  EXPECT_TRUE(IsInputError(DescribeModel(model), {"/tied_embedding", "unknown key 'tied_embedding'", "'tied_embeddings'"}));
+}
+
+TEST_F(CliErrorsTest, MisspelledRequiredModelKeyIsNamed) {
+  // The typo replaces a required key: the message must still name the unknown key `num_layer`
+  // (not only report `num_layers` as missing) and suggest `num_layers`.
+  json model = SmallModel();
+  model.erase("num_layers");
+  model["num_layer"] = 4;
+  EXPECT_TRUE(IsInputError(DescribeModel(model), {"'num_layer'", "'num_layers'"}));
+}
+
+TEST_F(CliErrorsTest, UnknownClusterKeySuggestsClosest) {
+  json cluster = WrittenCluster("dgx-h100:8");
+  cluster["topology"]["fabrik"] = cluster["topology"]["fabric"];
+  cluster["topology"].erase("fabric");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", WriteJson("cluster.json", cluster)}),
+                           {"/topology/fabrik", "unknown key 'fabrik'", "'fabric'"}));
+}
+
+TEST_F(CliErrorsTest, UnknownPlanMeshAxisSuggestsClosest) {
+  const json plan = {{"mesh", {{"data", 2}, {"tensr", 4}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"/mesh/tensr", "unknown key 'tensr'", "'tensor'"}));
+}
+
+TEST_F(CliErrorsTest, UnknownPlanKeySuggestsClosest) {
+  json plan = SmallPlan();
+  plan["micro_batch"] = 2;
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"unknown key 'micro_batch'", "'micro_batch_size'"}));
+}
+
+// --- Wrong types. ---
+
+TEST_F(CliErrorsTest, StringWhereIntegerExpected) {
+  json model = SmallModel();
+  model["num_layers"] = "4";
+  EXPECT_TRUE(IsInputError(DescribeModel(model), {"/num_layers", "expected an integer", "string"}));
+}
+
+TEST_F(CliErrorsTest, IntegerWhereBoolExpected) {
+  json model = SmallModel();
+  model["tied_embeddings"] = 1;
+  EXPECT_TRUE(IsInputError(DescribeModel(model), {"/tied_embeddings", "true", "false"}));
+}
+
+// --- Zero and negative sizes. ---
+
+TEST_F(CliErrorsTest, ZeroNumLayers) {
+  json model = SmallModel();
+  model["num_layers"] = 0;
+  EXPECT_TRUE(IsInputError(DescribeModel(model), {"/num_layers", "num_layers=0", "positive"}));
+}
+
+TEST_F(CliErrorsTest, NegativeHiddenSize) {
+  json model = SmallModel();
+  model["hidden_size"] = -5;
+  EXPECT_TRUE(IsInputError(DescribeModel(model), {"/hidden_size", "hidden_size=-5", "positive"}));
+}
+
+TEST_F(CliErrorsTest, ZeroMeshAxis) {
+  json plan = SmallPlan();
+  plan["mesh"]["data"] = 0;
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"/mesh/data", "data=0", "positive"}));
+}
+
+// --- Absurd sizes and overflow. ---
+
+TEST_F(CliErrorsTest, HugeFloatHiddenSize) {
+  json model = SmallModel();
+  model["hidden_size"] = 1e30;
+  EXPECT_TRUE(IsInputError(DescribeModel(model), {"/hidden_size", "whole number"}));
+}
+
+TEST_F(CliErrorsTest, NumLayersBeyondUint64) {
+  std::string text = SmallModel().dump();
+  const std::string from = "\"num_layers\":4";
+  text.replace(text.find(from), from.size(), "\"num_layers\":99999999999999999999");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", Write("model.json", text)}), {"/num_layers"}));
+}
+
+TEST_F(CliErrorsTest, ParamCountOverflowsInt64) {
+  // Every field within its own limit, but layers x width^2 is far beyond 2^63.
+  json model = SmallModel();
+  model["num_layers"] = 100000;
+  model["hidden_size"] = 16777216;
+  model["num_heads"] = 65536;
+  model["num_kv_heads"] = 65536;
+  model["ffn_hidden_size"] = 16777216;
+  model["vocab_size"] = 67108864;
+  EXPECT_TRUE(IsInputError(DescribeModel(model), {PathOf("model.json"), "overflows 64 bits", "size field"}));
+}
+
+TEST_F(CliErrorsTest, HfConfigFieldBeyondLimitIsNamed) {
+  const json config = {{"model_type", "llama"},   {"num_hidden_layers", 1 << 30}, {"hidden_size", 1 << 30},
+                       {"num_attention_heads", 1}, {"intermediate_size", 1 << 30}, {"vocab_size", 1 << 30}};
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", WriteJson("huge/config.json", config)}),
+                           {"num_hidden_layers", "too large", "100000"}));
+}
+
+// Every field within its limit, but layers x width x MLP width overflows 64 bits.
+TEST_F(CliErrorsTest, HfConfigParamCountOverflowsInt64) {
+  const json config = {{"model_type", "llama"},   {"num_hidden_layers", 100000}, {"hidden_size", 1 << 24},
+                       {"num_attention_heads", 1}, {"intermediate_size", 1 << 24}, {"vocab_size", 1000}};
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", WriteJson("huge/config.json", config)}), {"overflows 64 bits"}));
+}
+
+// --- Unknown presets, with suggestions. ---
+
+TEST_F(CliErrorsTest, UnknownModelPresetSuggestsClosest) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-7b"}), {"--model", "'llama3-7b'", "did you mean 'llama3-8b'"}));
+}
+
+TEST_F(CliErrorsTest, UnknownClusterPresetSuggestsClosest) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h10:8"}), {"--cluster", "'dgx-h10'", "did you mean 'dgx-h100'"}));
+}
+
+// --- Malformed cluster strings. ---
+
+TEST_F(CliErrorsTest, ClusterNotWholeNodes) {
+  // 999 GPUs is not a whole number of 8-GPU nodes; the nearest sizes are 992 and 1000.
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:999"}), {"whole", "nodes", "992", "1000"}));
+}
+
+TEST_F(CliErrorsTest, ClusterWithoutSize) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100"}), {"--cluster dgx-h100", "GPU count", "dgx-h100:"}));
+}
+
+TEST_F(CliErrorsTest, TorusShapeOfWrongRank) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "tpu-v5p:8x8"}), {"3 axes", "AxBxC", "tpu-v5p:8x8x8"}));
+}
+
+TEST_F(CliErrorsTest, TorusShapeNotASlice) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "tpu-v5p:6x6x6"}), {"not a slice shape", "multiple of 4"}));
+}
+
+TEST_F(CliErrorsTest, TorusSliceTooLarge) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "tpu-v5e:32x32"}), {"1024 chips", "256", "slices="}));
+}
+
+TEST_F(CliErrorsTest, ClusterUnknownOptionSuggestsClosest) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:64,oversub=2"}),
+                           {"unknown option 'oversub'", "'oversubscription'", "fabric"}));
+}
+
+TEST_F(CliErrorsTest, ClusterBadOptionValue) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:64,oversubscription=0.5"}),
+                           {"oversubscription", "0.5", ">= 1"}));
+}
+
+TEST_F(CliErrorsTest, ClusterNonNumericSize) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:abc"}), {"--cluster dgx-h100:abc", "'abc'", "whole number"}));
+}
+
+// --- Plans that do not fit the model or the cluster. ---
+
+TEST_F(CliErrorsTest, MeshProductDiffersFromDeviceCount) {
+  const json plan = {{"mesh", {{"data", 8}, {"tensor", 4}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:64", plan), {"/mesh", "32 devices", "dgx-h100:64 has 64"}));
+}
+
+TEST_F(CliErrorsTest, TensorMustDivideHeads) {
+  const json plan = {{"mesh", {{"data", 8}, {"tensor", 3}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:24", plan), {"/mesh/tensor", "tensor=3", "1, 2, 4, 8"}));
+}
+
+TEST_F(CliErrorsTest, PipelineMustDivideLayers) {
+  const json plan = {{"mesh", {{"data", 8}, {"pipeline", 3}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:24", plan),
+                           {"/mesh/pipeline", "pipeline=3", "num_layers=32", "1, 2, 4, 8, 16, 32"}));
+}
+
+TEST_F(CliErrorsTest, ExpertMustDivideExperts) {
+  const json plan = {{"mesh", {{"data", 8}, {"expert", 3}}}, {"global_batch_size", 48}, {"seq_len", 4096}};
+  EXPECT_TRUE(IsInputError(DescribePlan("mixtral-8x7b", "dgx-h100:24", plan),
+                           {"/mesh/expert", "expert=3", "num_experts=8", "1, 2, 4, 8"}));
+}
+
+TEST_F(CliErrorsTest, ExpertAxisOnDenseModel) {
+  const json plan = {{"mesh", {{"data", 4}, {"expert", 2}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"/mesh/expert", "mixture-of-experts", "dense"}));
+}
+
+TEST_F(CliErrorsTest, InterleavedScheduleNeedsVirtualStages) {
+  const json plan = {{"mesh", {{"data", 2}, {"pipeline", 4}}}, {"global_batch_size", 16}, {"seq_len", 4096},
+                     {"pipeline_schedule", "interleaved-1f1b"}, {"virtual_stages", 1}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"/virtual_stages", "interleaved-1f1b", ">= 2"}));
+}
+
+TEST_F(CliErrorsTest, GlobalBatchNotDivisibleByData) {
+  json plan = SmallPlan();
+  plan["global_batch_size"] = 12;
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan),
+                           {"/global_batch_size", "global_batch_size=12", "multiple of 8"}));
+}
+
+TEST_F(CliErrorsTest, TokensPerStepOverflowIsRejected) {
+  // Each field is within its own limit (batch <= 2^40, seq_len <= 2^30) but batch x seq_len
+  // tokens per step is 2^70: that must be an input error, not a silently wrapped count.
+  const json plan = {{"mesh", {{"data", 8}}}, {"global_batch_size", int64_t{1} << 40}, {"seq_len", int64_t{1} << 30}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"plan.json", "global_batch_size", "absurdly large"}));
+}
+
+TEST_F(CliErrorsTest, PlanNotAnObject) {
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", json::array({1, 2})), {"plan.json", "object"}));
+}
+
+// --- --set overrides. ---
+
+TEST_F(CliErrorsTest, SetUnknownKeySuggestsClosest) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.tensr=2"}),
+                           {"--set mesh.tensr=2", "'mesh.tensr'", "did you mean 'mesh.tensor'"}));
+}
+
+TEST_F(CliErrorsTest, SetValueOfWrongType) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.tensor=abc",
+                                        "--set", "global_batch_size=64", "--set", "seq_len=4096"}),
+                           {"/mesh/tensor", "expected an integer", "abc"}));
+}
+
+TEST_F(CliErrorsTest, SetWithoutEquals) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.tensor"}),
+                           {"--set mesh.tensor", "key=value"}));
+}
+
+// --- Missing companions and unwritable outputs. ---
+
+TEST_F(CliErrorsTest, NothingToDescribe) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe"}), {"nothing to describe", "--model", "--cluster"}));
+}
+
+TEST_F(CliErrorsTest, PlanWithoutCluster) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--set", "mesh.data=8"}), {"--set", "--cluster"}));
+}
+
+TEST_F(CliErrorsTest, WriteModelIntoMissingFolder) {
+  const std::string target = PathOf("no/such/folder/model.json");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--write-model", target}),
+                           {"--write-model", target, "cannot be written"}));
+}
+
+// --- Hugging Face config.json import. ---
+
+TEST_F(CliErrorsTest, HfConfigUnsupportedModelType) {
+  const json config = {{"model_type", "bert"}, {"hidden_size", 768}, {"num_hidden_layers", 12}};
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", WriteJson("bert/config.json", config)}),
+                           {"/model_type", "'bert'", "llama", "gpt_neox"}));
+}
+
+TEST_F(CliErrorsTest, HfConfigMissingRequiredKey) {
+  const json config = {{"model_type", "llama"},        {"num_hidden_layers", 32}, {"num_attention_heads", 32},
+                       {"intermediate_size", 14336}, {"vocab_size", 128256}};
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", WriteJson("llama/config.json", config)}),
+                           {"/hidden_size", "missing", "'hidden_size'"}));
+}
+
+// --- Command-line parsing (CLI11). ---
+
+TEST_F(CliErrorsTest, UnknownSubcommandFlag) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--bogus"}), {"--bogus", "--help"}));
+}
+
+TEST_F(CliErrorsTest, OptionValueOutOfRange) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--seq-len", "0"}), {"--seq-len"}));
+}
+
+TEST_F(CliErrorsTest, NoSubcommand) { EXPECT_TRUE(IsInputError(RunShardsim({}), {"subcommand"})); }
+
+TEST_F(CliErrorsTest, DeviceFileIsRejected) {
+  // /dev/zero never ends: reading it whole would hang or exhaust memory.
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", "/dev/zero"}),
+                           {"/dev/zero", "not a regular file"}));
+}
+
+// --- Missing files, folders and empty files, for each of --model, --cluster and --plan. ---
+
+enum class FileProblem { kMissing, kDirectory, kEmpty };
+
+struct FileCase {
+  std::string flag;  // "--model", "--cluster" or "--plan"
+  FileProblem problem;
+};
+
+class CliFileErrorsTest : public CliTest, public ::testing::WithParamInterface<FileCase> {};
+
+TEST_P(CliFileErrorsTest, ReportsTheFile) {
+  const FileCase& c = GetParam();
+  std::string path, words;
+  switch (c.problem) {
+    case FileProblem::kMissing:
+      path = PathOf("missing.json");
+      words = "not found";
+      break;
+    case FileProblem::kDirectory:
+      Write("folder/inner.json", "{}");
+      path = PathOf("folder");
+      words = "directory";
+      break;
+    case FileProblem::kEmpty:
+      path = Write("empty.json", "");
+      words = "empty";
+      break;
+  }
+  std::vector<std::string> args = {"describe"};
+  if (c.flag != "--model") args.insert(args.end(), {"--model", "llama3-8b"});
+  if (c.flag == "--plan") args.insert(args.end(), {"--cluster", "dgx-h100:8"});
+  args.insert(args.end(), {c.flag, path});
+  EXPECT_TRUE(IsInputError(RunShardsim(args), {path, words}));
+}
+
+std::string FileCaseName(const ::testing::TestParamInfo<FileCase>& info) {
+  const char* problems[] = {"Missing", "Directory", "Empty"};
+  std::string flag = info.param.flag.substr(2);
+  flag[0] = static_cast<char>(std::toupper(flag[0]));
+  return problems[static_cast<int>(info.param.problem)] + flag;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllInputs, CliFileErrorsTest,
+                         ::testing::Values(FileCase{"--model", FileProblem::kMissing}, FileCase{"--model", FileProblem::kDirectory},
+                                           FileCase{"--model", FileProblem::kEmpty}, FileCase{"--cluster", FileProblem::kMissing},
+                                           FileCase{"--cluster", FileProblem::kDirectory}, FileCase{"--cluster", FileProblem::kEmpty},
+                                           FileCase{"--plan", FileProblem::kMissing}, FileCase{"--plan", FileProblem::kDirectory},
+                                           FileCase{"--plan", FileProblem::kEmpty}),
+                         FileCaseName);
+
+}  // namespace
+}  // namespace shardsim::cli_test
