@@ -179,7 +179,7 @@ TEST_F(CliErrorsTest, HfConfigFieldBeyondLimitIsNamed) {
 // Every field within its limit, but layers x width x MLP width overflows 64 bits.
 TEST_F(CliErrorsTest, HfConfigParamCountOverflowsInt64) {
   const json config = {{"model_type", "llama"},   {"num_hidden_layers", 100000}, {"hidden_size", 1 << 24},
-                       {"num_attention_heads", 1}, {"intermediate_size", 1 << 24}, {"vocab_size", 1000}};
+                       {"num_attention_heads", 256}, {"intermediate_size", 1 << 24}, {"vocab_size", 1000}};
   EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", WriteJson("huge/config.json", config)}), {"overflows 64 bits"}));
 }
 
