@@ -58,6 +58,7 @@ int Run(int argc, char** argv) {
   AddInputs(describe_cmd, describe_flags, true, true);
   describe_cmd->add_option("--seq-len", describe.seq_len, "sequence length for FLOPs per token (default: the plan's, else the model's max_seq_len)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  describe_cmd->add_option("--mesh", describe.mesh, "mesh axes, e.g. data=8,tensor=8: show which links each axis uses (a plan's mesh is shown too)");
   describe_cmd->add_option("--write-model", describe.write_model, "write the model as shardsim model JSON to this file");
   describe_cmd->add_option("--write-cluster", describe.write_cluster, "write the cluster as cluster JSON to this file");
   describe_cmd->add_option("--write-plan", describe.write_plan, "write the plan (after --set) as plan JSON to this file");

@@ -19,6 +19,7 @@ struct DescribeOptions {
   std::string cluster;
   std::string plan;
   std::vector<std::string> overrides;  // --set key=value
+  std::string mesh;                    // "data=8,tensor=8": show the links each axis uses
   int64_t seq_len = 0;                 // 0: the plan's, else the model's max_seq_len
   bool json = false;
   std::string write_model;    // write the model as shardsim model JSON to this file

@@ -13,7 +13,9 @@
 #include "core/model_json.h"
 #include "core/model_presets.h"
 #include "core/plan_json.h"
+#include "core/mesh.h"
 #include "core/units.h"
+#include "topologies/mesh_mapping.h"
 
 namespace shardsim::cli {
 namespace {
@@ -147,6 +149,32 @@ void PrintCluster(const ClusterSpec& c, std::ostream& out) {
   out << "  efficiency " << eff << " (" << c.efficiency.source << ")\n";
 }
 
+json AxesReport(const std::vector<topologies::AxisLinks>& axes) {
+  json j = json::array();
+  for (const auto& a : axes) {
+    j.push_back({{"axis", a.axis},
+                 {"size", a.size},
+                 {"path", a.path},
+                 {"max_neighbour_hops", a.max_neighbour_hops},
+                 {"closing_hops", a.closing_hops},
+                 {"bottleneck_bytes_per_s", a.bottleneck_bytes_per_s},
+                 {"pairs_checked", a.pairs_checked}});
+  }
+  return j;
+}
+
+void PrintAxes(const std::vector<topologies::AxisLinks>& axes, const std::string& mesh, std::ostream& out) {
+  out << "Mesh " << mesh << " on the cluster (rank r on device r; innermost axis first)\n";
+  TextTable table({"axis", "size", "route between neighbours", "hops", "ring closes in", "slowest link, one way"});
+  for (const auto& a : axes) {
+    std::string path;
+    for (const std::string& hop : a.path) path += (path.empty() ? "" : " > ") + hop;
+    table.AddRow({a.axis, std::to_string(a.size), path, std::to_string(a.max_neighbour_hops),
+                  std::to_string(a.closing_hops) + (a.closing_hops == 1 ? " hop" : " hops"), FormatSI(a.bottleneck_bytes_per_s, "B/s")});
+  }
+  table.Print(out, "  ");
+}
+
 void PrintPlan(const PlanSpec& p, std::ostream& out) {
   const PlanShape s = DerivePlanShape(p);
   out << "Plan: valid for this model and cluster\n";
@@ -184,6 +212,22 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
     }
     ValidatePlan(*plan, *model, DeviceCount(*cluster), cluster->name, o.plan.empty() ? "plan (from --set):" : o.plan + ":");
   }
+  // Which links each mesh axis uses: from --mesh, else from the plan.
+  std::optional<std::vector<topologies::AxisLinks>> axes;
+  std::string mesh_text;
+  if (!o.mesh.empty() || plan) {
+    if (!cluster) throw InputError("--mesh " + o.mesh, "needs --cluster", "", "add --cluster C");
+    MeshShape shape = plan ? plan->mesh : ParseMeshSpec(o.mesh, "--mesh " + o.mesh);
+    if (!o.mesh.empty() && plan) throw InputError("--mesh " + o.mesh, "give either --mesh or a plan, not both", "", "drop --mesh; the plan's mesh is shown");
+    if (shape.Product() != DeviceCount(*cluster)) {
+      throw InputError("--mesh " + o.mesh, "mesh " + DescribeMesh(shape) + " has " + std::to_string(shape.Product()) + " devices but " +
+                                             cluster->name + " has " + std::to_string(DeviceCount(*cluster)),
+                       "axis sizes whose product is " + std::to_string(DeviceCount(*cluster)), "change an axis so the product matches");
+    }
+    const topologies::Cluster graph(*cluster);
+    axes = topologies::DescribeAxes(graph, LogicalMesh(shape, plan ? plan->mesh_order : DefaultMeshOrder()));
+    mesh_text = DescribeMesh(shape);
+  }
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : plan ? plan->seq_len : model ? model->max_seq_len : 0;
 
   if (!model && !o.write_model.empty()) throw InputError("--write-model", "needs --model", "", "add --model M");
@@ -198,6 +242,7 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
     if (model) j["model"] = ModelReport(*model, seq_len);
     if (cluster) j["cluster"] = ClusterReport(*cluster);
     if (plan) j["plan"] = PlanReport(*plan);
+    if (axes) j["mesh_axes"] = AxesReport(*axes);
     out << j.dump(2) << "\n";
     return 0;
   }
@@ -207,6 +252,10 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
   if (plan) {
     out << "\n";
     PrintPlan(*plan, out);
+  }
+  if (axes) {
+    out << "\n";
+    PrintAxes(*axes, mesh_text, out);
   }
   return 0;
 }

@@ -38,6 +38,7 @@ json TopologyToJson(const TopologySpec& t) {
       j["nodes"] = t.nodes;
       j["fabric"] = t.fabric;
       j["oversubscription"] = t.oversubscription;
+      j["leaf_ports"] = t.leaf_ports;
       break;
     case TopologyKind::kLocal: j["local_devices"] = t.local_devices; break;
   }
@@ -68,6 +69,7 @@ TopologySpec TopologyFromJson(JsonReader& r) {
     t.nodes = r.Int("nodes", 1, kMaxCount);
     t.fabric = r.EnumOr("fabric", "fat-tree", {"fat-tree", "rail-optimized"});
     t.oversubscription = r.NumberOr("oversubscription", 1, 1, 1024);
+    t.leaf_ports = r.IntOr("leaf_ports", 32, 1, 4096);
   } else {
     t.kind = TopologyKind::kLocal;
     t.local_devices = r.Int("local_devices", 1, kMaxCount);

@@ -81,6 +81,7 @@ void ValidateCluster(const ClusterSpec& c, const std::string& where) {
     if (t.fabric != "fat-tree" && t.fabric != "rail-optimized") {
       throw InputError(tw + "/fabric", "unknown fabric '" + t.fabric + "'", "fat-tree, rail-optimized");
     }
+    if (t.leaf_ports < 1) throw InputError(tw + "/leaf_ports", "must be positive", "e.g. 32 (a 64-port switch, half down)");
     if (!(t.oversubscription >= 1)) throw InputError(tw + "/oversubscription", "must be at least 1", "1 (non-blocking) or more");
   } else if (t.local_devices < 1) {
     throw InputError(tw + "/local_devices", "must be positive", "1 or more");

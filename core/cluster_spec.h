@@ -55,6 +55,7 @@ struct TopologySpec {
   int64_t nodes = 0;
   std::string fabric;           // "fat-tree" or "rail-optimized"
   double oversubscription = 1;  // leaf uplink oversubscription (1 = non-blocking)
+  int64_t leaf_ports = 32;      // NICs attached to each leaf switch (its down ports)
   // Local: CPU cores used as devices.
   int64_t local_devices = 0;
   std::string source;

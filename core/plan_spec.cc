@@ -221,6 +221,33 @@ Recompute ParseRecompute(const std::string& name) {
   SHARDSIM_CHECK(false, "unknown recompute " + name);
 }
 
+MeshShape ParseMeshSpec(const std::string& text, const std::string& where) {
+  MeshShape mesh;
+  std::vector<std::string> seen;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      throw InputError(where, "'" + item + "' is not axis=size", "axes " + JoinNames(MeshAxisNames()), "e.g. data=8,tensor=8");
+    }
+    const std::string axis = item.substr(0, eq);
+    if (std::find(MeshAxisNames().begin(), MeshAxisNames().end(), axis) == MeshAxisNames().end()) {
+      const std::string s = DidYouMean(axis, MeshAxisNames());
+      throw InputError(where, "unknown mesh axis '" + axis + "'" + (s.empty() ? "" : "; " + s), JoinNames(MeshAxisNames()));
+    }
+    if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
+      throw InputError(where, "axis '" + axis + "' given twice", "each axis once");
+    }
+    seen.push_back(axis);
+    mesh.Size(axis) = ParseInteger(item.substr(eq + 1), where + " (" + axis + ")", 1, int64_t{1} << 24);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return mesh;
+}
+
 std::string DescribeMesh(const MeshShape& mesh) {
   std::string s;
   for (const std::string& axis : MeshAxisNames()) {

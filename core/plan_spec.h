@@ -91,6 +91,10 @@ std::vector<std::string> RecomputeNames();
 PipelineSchedule ParsePipelineSchedule(const std::string& name);  // REQUIRES: a name from the list
 Recompute ParseRecompute(const std::string& name);                // REQUIRES: a name from the list
 
+// Parses "data=8,tensor=8" (axes left out are 1). Throws InputError naming `where` for an unknown
+// axis (with the closest), a repeated axis, or a size that is not a positive whole number.
+MeshShape ParseMeshSpec(const std::string& text, const std::string& where);
+
 // "data=8 x tensor=8 x pipeline=16" (axes of size 1 left out; "1 device" for all ones).
 std::string DescribeMesh(const MeshShape& mesh);
 

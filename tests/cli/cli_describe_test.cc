@@ -314,5 +314,25 @@ TEST(CliVersionTest, PrintsVersion) {
   EXPECT_EQ(r.out.rfind("shardsim ", 0), 0u) << r.out;
 }
 
+// --mesh places the mesh on the cluster: the innermost axis on NVLink, the outer on InfiniBand.
+TEST(CliMeshAxesTest, DescribeShowsTheLinksOfEachAxis) {
+  json out;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"describe", "--cluster", "dgx-h100:64", "--mesh", "data=8,tensor=8", "--json"}), &out));
+  ASSERT_EQ(out["mesh_axes"].size(), 2u);
+  EXPECT_EQ(out["mesh_axes"][0]["axis"], "tensor");
+  EXPECT_EQ(out["mesh_axes"][0]["path"][0], "nvlink");
+  EXPECT_EQ(out["mesh_axes"][1]["axis"], "data");
+  EXPECT_EQ(out["mesh_axes"][1]["path"][0], "infiniband (nic)");
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"describe", "--cluster", "tpu-v5p:4x4x4", "--mesh", "data=4,fsdp=4,tensor=4", "--json"}), &out));
+  for (const auto& axis : out["mesh_axes"]) EXPECT_EQ(axis["closing_hops"], 1) << axis.dump();
+}
+
+TEST(CliMeshAxesTest, BadMeshesAreInputErrors) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:64", "--mesh", "data=8,tensr=8"}), {"--mesh", "did you mean 'tensor'"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:64", "--mesh", "data=4,tensor=8"}), {"--mesh", "32 devices", "64"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--mesh", "data=8"}), {"--mesh", "needs --cluster"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:64", "--mesh", "data=0,tensor=8"}), {"--mesh", "data"}));
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -1,0 +1,110 @@
+#include "topologies/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include "core/cluster_presets.h"
+
+namespace shardsim::topologies {
+namespace {
+
+Cluster Make(const std::string& preset) { return Cluster(ParseClusterPreset(preset, "--cluster")); }
+
+std::vector<std::string> Classes(const Cluster& c, const std::vector<int64_t>& route) {
+  std::vector<std::string> out;
+  for (int64_t id : route) out.push_back(c.links()[static_cast<size_t>(id)].link_class);
+  return out;
+}
+
+int64_t OutDegree(const Cluster& c, int64_t node) {
+  int64_t n = 0;
+  for (const Link& l : c.links()) n += l.from == node ? 1 : 0;
+  return n;
+}
+
+TEST(TorusTest, WrappedCubeHasSixNeighboursOneHopAway) {
+  const Cluster c = Make("tpu-v5p:4x4x4");
+  ASSERT_EQ(c.num_devices(), 64);
+  for (int64_t chip = 0; chip < 64; ++chip) EXPECT_EQ(OutDegree(c, chip), 6);
+  // 6 links per chip over 6 directions: one 9e10 B/s link each way (scaling book, v5p).
+  EXPECT_DOUBLE_EQ(c.links()[0].bandwidth_bytes_per_s, 9e10);
+  for (int64_t chip = 0; chip < 64; ++chip) {
+    const auto xyz = c.TorusCoordinates(chip);
+    for (int64_t other = 0; other < 64; ++other) {
+      const auto o = c.TorusCoordinates(other);
+      int64_t ring_distance = 0;
+      for (int a = 0; a < 3; ++a) {
+        const int64_t d = std::abs(xyz[a] - o[a]);
+        ring_distance += std::min(d, 4 - d);
+      }
+      EXPECT_EQ(static_cast<int64_t>(c.Route(chip, other).size()), ring_distance) << chip << "->" << other;
+    }
+  }
+}
+
+TEST(TorusTest, RoutesInDimensionOrderAndEndWhereTheyShould) {
+  const Cluster c = Make("tpu-v5p:4x4x4");
+  // (0,0,0) -> (3,2,1): -x once (wraparound), +y twice, +z once.
+  const auto route = c.Route(0, 3 + 2 * 4 + 1 * 16);
+  ASSERT_EQ(route.size(), 4u);
+  EXPECT_NE(c.links()[static_cast<size_t>(route[0])].name.find("-axis0"), std::string::npos);
+  EXPECT_NE(c.links()[static_cast<size_t>(route[1])].name.find("+axis1"), std::string::npos);
+  EXPECT_NE(c.links()[static_cast<size_t>(route[3])].name.find("+axis2"), std::string::npos);
+  int64_t at = 0;
+  for (int64_t id : route) {
+    EXPECT_EQ(c.links()[static_cast<size_t>(id)].from, at);
+    at = c.links()[static_cast<size_t>(id)].to;
+  }
+  EXPECT_EQ(at, 3 + 2 * 4 + 16);
+}
+
+TEST(TorusTest, SubCubeSlicesHaveNoWraparound) {
+  const Cluster c = Make("tpu-v5p:2x4x4");
+  EXPECT_EQ(OutDegree(c, 0), 3);                 // a corner: +x, +y, +z only
+  EXPECT_EQ(c.Route(0, 3 * 2).size(), 3u);       // (0,0,0) -> (0,3,0) walks the line
+  const Cluster v5e = Make("tpu-v5e:8x16");      // axis 1 is a full pod axis: it wraps
+  EXPECT_EQ(v5e.Route(0, 15 * 8).size(), 1u);    // (0,0) -> (0,15) over the wraparound
+  EXPECT_EQ(v5e.Route(0, 7).size(), 7u);         // (0,0) -> (7,0) along a line of 8
+}
+
+TEST(TorusTest, SlicesMeetOverDcn) {
+  const Cluster c = Make("tpu-v5e:16x16,slices=2");
+  EXPECT_EQ(c.num_devices(), 512);
+  EXPECT_EQ(Classes(c, c.Route(0, 256)), (std::vector<std::string>{"dcn", "dcn"}));
+  EXPECT_EQ(Classes(c, c.Route(0, 1)), (std::vector<std::string>{"ici"}));
+  EXPECT_EQ(c.TorusCoordinates(257), (std::vector<int64_t>{1, 0, 1}));
+}
+
+TEST(SwitchedTest, NvlinkInsideANodeInfinibandAcross) {
+  const Cluster c = Make("dgx-h100:64");
+  EXPECT_EQ(Classes(c, c.Route(0, 7)), (std::vector<std::string>{"nvlink", "nvlink"}));
+  // NVLink bundle: 18 links x 25 GB/s one way.
+  EXPECT_DOUBLE_EQ(c.links()[static_cast<size_t>(c.Route(0, 7)[0])].bandwidth_bytes_per_s, 18 * 25e9);
+  // Rail-optimised: GPU 0 of node 0 and of node 1 share the rail-0 leaf.
+  EXPECT_EQ(Classes(c, c.Route(0, 8)), (std::vector<std::string>{"infiniband", "infiniband"}));
+  // Different rails meet through the core.
+  EXPECT_EQ(c.Route(0, 9).size(), 4u);
+}
+
+TEST(SwitchedTest, FatTreeLeavesAndOversubscribedUplinks) {
+  const Cluster c = Make("dgx-h100:64,fabric=fat-tree,oversubscription=2");
+  EXPECT_EQ(c.Route(0, 8).size(), 2u);   // same leaf (32 NICs: nodes 0-3)
+  const auto far = c.Route(0, 32);       // next leaf: nic, uplink, downlink, nic
+  ASSERT_EQ(far.size(), 4u);
+  const Link& uplink = c.links()[static_cast<size_t>(far[1])];
+  EXPECT_NE(uplink.name.find("spine"), std::string::npos);
+  EXPECT_DOUBLE_EQ(uplink.bandwidth_bytes_per_s, 32 * 50e9 / 2);
+}
+
+TEST(SwitchedTest, SingleNodeHasNoFabric) {
+  const Cluster c = Make("dgx-h100:8");
+  for (const Link& l : c.links()) EXPECT_EQ(l.link_class, "nvlink");
+}
+
+TEST(LocalTest, CoresMeetInSharedMemory) {
+  const Cluster c = Make("local:4");
+  EXPECT_EQ(c.num_devices(), 4);
+  EXPECT_EQ(Classes(c, c.Route(1, 3)), (std::vector<std::string>{"shm", "shm"}));
+}
+
+}  // namespace
+}  // namespace shardsim::topologies

@@ -1,0 +1,319 @@
+#include "topologies/cluster.h"
+
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+
+#include "core/error.h"
+
+namespace shardsim::topologies {
+
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+                                    boost::property<boost::edge_index_t, int64_t>>;
+
+struct Cluster::Impl {
+  ClusterSpec spec;
+  std::vector<Node> nodes;
+  std::vector<Link> links;
+  Graph graph;
+  int64_t devices = 0;
+  // Torus: link id leaving each chip along each axis (+ then -), -1 where there is none.
+  std::vector<int64_t> torus_links;
+  std::vector<int64_t> dcn_up, dcn_down;  // per chip, for slices joined over DCN
+  // Dijkstra predecessor edges per source device, bounded in number.
+  mutable std::mutex cache_mutex;
+  mutable std::map<int64_t, std::vector<int64_t>> predecessor_cache;
+
+  int64_t AddNode(NodeKind kind, std::string name) {
+    nodes.push_back({kind, std::move(name)});
+    return static_cast<int64_t>(nodes.size()) - 1;
+  }
+
+  int64_t AddLink(int64_t from, int64_t to, const std::string& link_class, double bandwidth, double latency,
+                  const std::string& label) {
+    const LinkSpec& s = spec.links.at(link_class);
+    const int64_t id = static_cast<int64_t>(links.size());
+    links.push_back({from, to, link_class, bandwidth, latency, s.efficiency,
+                     nodes[static_cast<size_t>(from)].name + " -> " + nodes[static_cast<size_t>(to)].name + " " + label});
+    return id;
+  }
+
+  // Both directions of a link between a and b.
+  void AddDuplex(int64_t a, int64_t b, const std::string& link_class, double bandwidth, double latency,
+                 const std::string& label) {
+    AddLink(a, b, link_class, bandwidth, latency, label);
+    AddLink(b, a, link_class, bandwidth, latency, label);
+  }
+
+  void BuildTorus();
+  void BuildSwitched();
+  void BuildLocal();
+  void BuildGraph();
+  std::vector<int64_t> TorusRoute(int64_t src, int64_t dst) const;
+  std::vector<int64_t> ShortestRoute(int64_t src, int64_t dst) const;
+};
+
+namespace {
+
+std::string CoordinateName(const std::vector<int64_t>& coordinates) {
+  std::string name = "chip(";
+  for (size_t i = 0; i < coordinates.size(); ++i) name += (i ? "," : "") + std::to_string(coordinates[i]);
+  return name + ")";
+}
+
+// Coordinates of chip `index` within a slice, dimension 0 fastest.
+std::vector<int64_t> ChipCoordinates(int64_t index, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> c(dims.size());
+  for (size_t a = 0; a < dims.size(); ++a) {
+    c[a] = index % dims[a];
+    index /= dims[a];
+  }
+  return c;
+}
+
+int64_t ChipIndex(const std::vector<int64_t>& c, const std::vector<int64_t>& dims) {
+  int64_t index = 0;
+  for (size_t a = dims.size(); a-- > 0;) index = index * dims[a] + c[a];
+  return index;
+}
+
+}  // namespace
+
+void Cluster::Impl::BuildTorus() {
+  const TopologySpec& t = spec.topology;
+  const std::vector<int64_t>& dims = t.torus_dims;
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t per_slice = 1;
+  for (int64_t d : dims) per_slice *= d;
+  devices = per_slice * t.slices;
+  for (int64_t s = 0; s < t.slices; ++s) {
+    for (int64_t i = 0; i < per_slice; ++i) {
+      std::vector<int64_t> c = ChipCoordinates(i, dims);
+      if (t.slices > 1) c.push_back(s);
+      AddNode(NodeKind::kDevice, CoordinateName(c));
+    }
+  }
+  const LinkSpec& ici = spec.links.at("ici");
+  // Each chip's ICI links are spread evenly over the axes' two directions.
+  const double links_per_direction = std::max<double>(1.0, static_cast<double>(ici.links_per_device) / (2.0 * rank));
+  torus_links.assign(static_cast<size_t>(devices * 2 * rank), -1);
+  for (int64_t s = 0; s < t.slices; ++s) {
+    for (int64_t i = 0; i < per_slice; ++i) {
+      const int64_t chip = s * per_slice + i;
+      const std::vector<int64_t> c = ChipCoordinates(i, dims);
+      for (int64_t a = 0; a < rank; ++a) {
+        if (dims[a] == 1) continue;
+        for (int dir = 0; dir < 2; ++dir) {
+          std::vector<int64_t> n = c;
+          n[a] += dir == 0 ? 1 : -1;
+          if (n[a] < 0 || n[a] >= dims[a]) {
+            if (!t.wraparound[a] || dims[a] <= 2) continue;  // a 2-ring's neighbour is already linked
+            n[a] = (n[a] + dims[a]) % dims[a];
+          }
+          const int64_t neighbour = s * per_slice + ChipIndex(n, dims);
+          const std::string label = std::string("ici ") + (dir == 0 ? "+" : "-") + "axis" + std::to_string(a);
+          torus_links[static_cast<size_t>((chip * rank + a) * 2 + dir)] =
+              AddLink(chip, neighbour, "ici", ici.bandwidth_bytes_per_s * links_per_direction, ici.latency_s, label);
+        }
+      }
+    }
+  }
+  if (t.slices > 1) {
+    const LinkSpec& dcn = spec.links.at("dcn");
+    const int64_t core = AddNode(NodeKind::kSwitch, "dcn core");
+    dcn_up.resize(static_cast<size_t>(devices));
+    dcn_down.resize(static_cast<size_t>(devices));
+    const double bandwidth = dcn.bandwidth_bytes_per_s * static_cast<double>(dcn.links_per_device);
+    for (int64_t chip = 0; chip < devices; ++chip) {
+      dcn_up[static_cast<size_t>(chip)] = AddLink(chip, core, "dcn", bandwidth, dcn.latency_s / 2, "dcn");
+      dcn_down[static_cast<size_t>(chip)] = AddLink(core, chip, "dcn", bandwidth, dcn.latency_s / 2, "dcn");
+    }
+  }
+}
+
+void Cluster::Impl::BuildSwitched() {
+  const TopologySpec& t = spec.topology;
+  devices = t.devices_per_node * t.nodes;
+  for (int64_t d = 0; d < devices; ++d) AddNode(NodeKind::kDevice, "gpu " + std::to_string(d));
+  const LinkSpec& nvlink = spec.links.at("nvlink");
+  const LinkSpec& ib = spec.links.at("infiniband");
+  const double nvlink_bandwidth = nvlink.bandwidth_bytes_per_s * static_cast<double>(nvlink.links_per_device);
+  for (int64_t n = 0; n < t.nodes; ++n) {
+    const int64_t nvswitch = AddNode(NodeKind::kSwitch, "nvswitch " + std::to_string(n));
+    for (int64_t g = 0; g < t.devices_per_node; ++g) {
+      AddDuplex(n * t.devices_per_node + g, nvswitch, "nvlink", nvlink_bandwidth, nvlink.latency_s / 2, "nvlink");
+    }
+  }
+  if (t.nodes == 1) return;  // one NVSwitch domain: the NICs carry nothing between its GPUs
+  const double nic_bandwidth = ib.bandwidth_bytes_per_s * static_cast<double>(ib.links_per_device);
+  const int64_t core = AddNode(NodeKind::kSwitch, "core");
+  // Leaf of each GPU's NIC.
+  std::vector<int64_t> leaf_of(static_cast<size_t>(devices));
+  std::map<int64_t, int64_t> leaf_node;     // leaf index -> node id
+  std::map<int64_t, int64_t> leaf_members;  // leaf index -> NICs attached
+  for (int64_t d = 0; d < devices; ++d) {
+    int64_t leaf = 0;
+    if (t.fabric == "rail-optimized") {
+      const int64_t rail = d % t.devices_per_node, group = (d / t.devices_per_node) / t.leaf_ports;
+      leaf = group * t.devices_per_node + rail;
+    } else {
+      leaf = d / t.leaf_ports;
+    }
+    if (!leaf_node.count(leaf)) {
+      const std::string name = t.fabric == "rail-optimized"
+                                   ? "leaf " + std::to_string(leaf) + " (rail " + std::to_string(d % t.devices_per_node) + ")"
+                                   : "leaf " + std::to_string(leaf);
+      leaf_node[leaf] = AddNode(NodeKind::kSwitch, name);
+    }
+    leaf_of[static_cast<size_t>(d)] = leaf_node[leaf];
+    ++leaf_members[leaf];
+    AddDuplex(d, leaf_node[leaf], "infiniband", nic_bandwidth, ib.latency_s / 2, "nic");
+  }
+  for (const auto& [leaf, node_id] : leaf_node) {
+    const double uplink = static_cast<double>(leaf_members[leaf]) * nic_bandwidth / t.oversubscription;
+    AddDuplex(node_id, core, "infiniband", uplink, 0.0, "spine");
+  }
+}
+
+void Cluster::Impl::BuildLocal() {
+  devices = spec.topology.local_devices;
+  for (int64_t d = 0; d < devices; ++d) AddNode(NodeKind::kDevice, "core " + std::to_string(d));
+  const LinkSpec& shm = spec.links.at("shm");
+  const int64_t hub = AddNode(NodeKind::kSwitch, "shared memory");
+  for (int64_t d = 0; d < devices; ++d) {
+    AddDuplex(d, hub, "shm", shm.bandwidth_bytes_per_s * static_cast<double>(shm.links_per_device), shm.latency_s / 2, "shm");
+  }
+}
+
+void Cluster::Impl::BuildGraph() {
+  for (size_t i = 0; i < nodes.size(); ++i) boost::add_vertex(graph);
+  for (size_t i = 0; i < links.size(); ++i) {
+    boost::add_edge(static_cast<size_t>(links[i].from), static_cast<size_t>(links[i].to), static_cast<int64_t>(i), graph);
+  }
+}
+
+std::vector<int64_t> Cluster::Impl::TorusRoute(int64_t src, int64_t dst) const {
+  const TopologySpec& t = spec.topology;
+  const std::vector<int64_t>& dims = t.torus_dims;
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t per_slice = 1;
+  for (int64_t d : dims) per_slice *= d;
+  if (src / per_slice != dst / per_slice) {
+    return {dcn_up[static_cast<size_t>(src)], dcn_down[static_cast<size_t>(dst)]};
+  }
+  const int64_t slice_base = src / per_slice * per_slice;
+  std::vector<int64_t> c = ChipCoordinates(src - slice_base, dims);
+  const std::vector<int64_t> target = ChipCoordinates(dst - slice_base, dims);
+  std::vector<int64_t> route;
+  for (int64_t a = 0; a < rank; ++a) {
+    const int64_t forward = ((target[a] - c[a]) % dims[a] + dims[a]) % dims[a];
+    int dir = 0;
+    int64_t steps = 0;
+    if (t.wraparound[a] && dims[a] > 2) {
+      dir = forward <= dims[a] - forward ? 0 : 1;
+      steps = dir == 0 ? forward : dims[a] - forward;
+    } else {
+      dir = target[a] >= c[a] ? 0 : 1;
+      steps = std::abs(target[a] - c[a]);
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t chip = slice_base + ChipIndex(c, dims);
+      const int64_t link = torus_links[static_cast<size_t>((chip * rank + a) * 2 + dir)];
+      SHARDSIM_CHECK(link >= 0, "torus route left the slice");
+      route.push_back(link);
+      c[a] = ((c[a] + (dir == 0 ? 1 : -1)) % dims[a] + dims[a]) % dims[a];
+    }
+  }
+  return route;
+}
+
+std::vector<int64_t> Cluster::Impl::ShortestRoute(int64_t src, int64_t dst) const {
+  std::vector<int64_t> predecessor;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    const auto it = predecessor_cache.find(src);
+    if (it != predecessor_cache.end()) predecessor = it->second;
+  }
+  if (predecessor.empty()) {
+    const size_t n = boost::num_vertices(graph);
+    std::vector<double> distance(n);
+    std::vector<size_t> parent(n);
+    // Latency first; a tiny per-hop term prefers fewer hops among equal-latency paths.
+    const double hop = 1e-15;
+    std::vector<double> weights(links.size());
+    for (size_t i = 0; i < links.size(); ++i) weights[i] = links[i].latency_s + hop;
+    auto weight = boost::make_iterator_property_map(weights.begin(), boost::get(boost::edge_index, graph));
+    predecessor.assign(n, -1);
+    boost::dijkstra_shortest_paths(
+        graph, static_cast<size_t>(src),
+        boost::weight_map(weight)
+            .distance_map(boost::make_iterator_property_map(distance.begin(), boost::get(boost::vertex_index, graph)))
+            .predecessor_map(boost::make_iterator_property_map(parent.begin(), boost::get(boost::vertex_index, graph))));
+    // Keep the edge into each vertex on its shortest path.
+    for (size_t v = 0; v < n; ++v) {
+      if (parent[v] == v) continue;
+      for (auto [e, end] = boost::out_edges(parent[v], graph); e != end; ++e) {
+        if (boost::target(*e, graph) != v) continue;
+        const int64_t id = boost::get(boost::edge_index, graph, *e);
+        const double through = distance[parent[v]] + links[static_cast<size_t>(id)].latency_s + hop;
+        if (std::abs(through - distance[v]) <= 1e-12 * std::max(1.0, distance[v])) {
+          predecessor[v] = id;
+          break;
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (predecessor_cache.size() >= 256) predecessor_cache.clear();
+    predecessor_cache[src] = predecessor;
+  }
+  std::vector<int64_t> route;
+  for (int64_t v = dst; v != src;) {
+    const int64_t id = predecessor[static_cast<size_t>(v)];
+    SHARDSIM_CHECK(id >= 0, "no route between devices " + std::to_string(src) + " and " + std::to_string(dst));
+    route.push_back(id);
+    v = links[static_cast<size_t>(id)].from;
+  }
+  return {route.rbegin(), route.rend()};
+}
+
+Cluster::Cluster(const ClusterSpec& spec) : impl_(std::make_unique<Impl>()) {
+  impl_->spec = spec;
+  switch (spec.topology.kind) {
+    case TopologyKind::kTorus: impl_->BuildTorus(); break;
+    case TopologyKind::kSwitched: impl_->BuildSwitched(); break;
+    case TopologyKind::kLocal: impl_->BuildLocal(); break;
+  }
+  impl_->BuildGraph();
+}
+
+Cluster::~Cluster() = default;
+Cluster::Cluster(Cluster&&) noexcept = default;
+Cluster& Cluster::operator=(Cluster&&) noexcept = default;
+
+const ClusterSpec& Cluster::spec() const { return impl_->spec; }
+int64_t Cluster::num_devices() const { return impl_->devices; }
+int64_t Cluster::num_nodes() const { return static_cast<int64_t>(impl_->nodes.size()); }
+const Node& Cluster::node(int64_t id) const { return impl_->nodes.at(static_cast<size_t>(id)); }
+const std::vector<Link>& Cluster::links() const { return impl_->links; }
+
+std::vector<int64_t> Cluster::Route(int64_t src, int64_t dst) const {
+  SHARDSIM_CHECK(src >= 0 && src < num_devices() && dst >= 0 && dst < num_devices(), "device out of range");
+  if (src == dst) return {};
+  if (impl_->spec.topology.kind == TopologyKind::kTorus) return impl_->TorusRoute(src, dst);
+  return impl_->ShortestRoute(src, dst);
+}
+
+std::vector<int64_t> Cluster::TorusCoordinates(int64_t device) const {
+  const TopologySpec& t = impl_->spec.topology;
+  if (t.kind != TopologyKind::kTorus) return {};
+  int64_t per_slice = 1;
+  for (int64_t d : t.torus_dims) per_slice *= d;
+  std::vector<int64_t> c = ChipCoordinates(device % per_slice, t.torus_dims);
+  if (t.slices > 1) c.push_back(device / per_slice);
+  return c;
+}
+
+}  // namespace shardsim::topologies
