@@ -63,20 +63,24 @@ int Run(int argc, char** argv) {
   describe_cmd->add_option("--write-cluster", describe.write_cluster, "write the cluster as cluster JSON to this file");
   describe_cmd->add_option("--write-plan", describe.write_plan, "write the plan (after --set) as plan JSON to this file");
 
+  CollectiveOptions collective;
+  CLI::App* collective_cmd = app.add_subcommand("collective", "time a collective over a group of devices, swept over sizes, like nccl-tests");
+  collective_cmd->add_option("--cluster", collective.cluster, "cluster: SYSTEM:SIZE[,key=value] or a cluster JSON");
+  collective_cmd->add_option("--op", collective.op, "all-gather, reduce-scatter, all-reduce, all-to-all, broadcast or permute");
+  collective_cmd->add_option("--bytes", collective.bytes, "sizes, e.g. 8,1M,1G (K, M, G, T: x1024; KB, MB, GB: x1000)");
+  collective_cmd->add_option("--devices", collective.devices, "the group: the first N devices in the cluster's device order")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  collective_cmd->add_option("--mesh", collective.mesh, "the group(s): a mesh over all devices, e.g. data=8,tensor=8 ...");
+  collective_cmd->add_option("--axes", collective.axes, "... and the axes each group runs along, e.g. tensor or data,fsdp");
+  collective_cmd->add_option("--algorithm", collective.algorithm, "auto (default), ring, bidirectional-ring, torus, hierarchical, tree, nvls, direct");
+  collective_cmd->add_option("--engine", collective.engine, "analytic (default) or des (SimGrid, every group at once)");
+  collective_cmd->add_flag("--json", collective.json, "print one JSON object on stdout");
+
   // The rest of the interface (docs: CLI), filled in as the engines land.
   InputFlags planned_flags;
   bool planned_selected = false;
-  std::string op, bytes, mesh, axes, algorithm, engine, trace, hostfile, report, out_file, exporter;
-  int64_t devices = 0, top = 5, steps = 10, global_batch_tokens = 0, seq_len = 0;
-  CLI::App* collective = Planned(app, "collective", "time a collective over a group of devices, like nccl-tests", planned_flags, planned_selected);
-  AddInputs(collective, planned_flags, true, false);
-  collective->add_option("--op", op, "all-gather, reduce-scatter, all-reduce, all-to-all, broadcast or permute");
-  collective->add_option("--bytes", bytes, "sizes, e.g. 8,1M,1G");
-  collective->add_option("--devices", devices, "the first N devices");
-  collective->add_option("--mesh", mesh, "mesh spec");
-  collective->add_option("--axes", axes, "mesh axes of the group");
-  collective->add_option("--algorithm", algorithm, "ring, torus, hierarchical, tree, nvls, direct or auto");
-  collective->add_option("--engine", engine, "analytic or des");
+  std::string trace, hostfile, report, out_file, exporter;
+  int64_t top = 5, steps = 10, global_batch_tokens = 0, seq_len = 0;
   CLI::App* estimate = Planned(app, "estimate", "analytic prediction of one training step", planned_flags, planned_selected);
   AddInputs(estimate, planned_flags, true, true);
   CLI::App* simulate = Planned(app, "simulate", "discrete-event (SimGrid) prediction of one training step", planned_flags, planned_selected);
@@ -113,6 +117,7 @@ int Run(int argc, char** argv) {
 
   try {
     if (presets_cmd->parsed()) return RunPresets(presets, std::cout);
+    if (collective_cmd->parsed()) return RunCollective(collective, std::cout);
     if (describe_cmd->parsed()) {
       describe.model = describe_flags.model;
       describe.cluster = describe_flags.cluster;
@@ -123,7 +128,7 @@ int Run(int argc, char** argv) {
     }
     for (CLI::App* sub : app.get_subcommands()) {
       std::cerr << "shardsim: error: '" << sub->get_name()
-                << "' is not available yet in this version; working now: presets, describe\n";
+                << "' is not available yet in this version; working now: presets, describe, collective\n";
     }
     return kInternalFailure;
   } catch (const InputError& e) {

@@ -28,4 +28,17 @@ struct DescribeOptions {
 };
 int RunDescribe(const DescribeOptions& options, std::ostream& out);
 
+struct CollectiveOptions {
+  std::string cluster;
+  std::string op;
+  std::string bytes;      // "8,1M,1G"
+  int64_t devices = 0;    // the first N devices ...
+  std::string mesh;       // ... or the group(s) along `axes` of this mesh
+  std::string axes;       // "tensor" or "data,fsdp"
+  std::string algorithm = "auto";
+  std::string engine = "analytic";
+  bool json = false;
+};
+int RunCollective(const CollectiveOptions& options, std::ostream& out);
+
 }  // namespace shardsim::cli

@@ -39,6 +39,7 @@ json TopologyToJson(const TopologySpec& t) {
       j["fabric"] = t.fabric;
       j["oversubscription"] = t.oversubscription;
       j["leaf_ports"] = t.leaf_ports;
+      j["nvls"] = t.nvls;
       break;
     case TopologyKind::kLocal: j["local_devices"] = t.local_devices; break;
   }
@@ -70,6 +71,7 @@ TopologySpec TopologyFromJson(JsonReader& r) {
     t.fabric = r.EnumOr("fabric", "fat-tree", {"fat-tree", "rail-optimized"});
     t.oversubscription = r.NumberOr("oversubscription", 1, 1, 1024);
     t.leaf_ports = r.IntOr("leaf_ports", 32, 1, 4096);
+    t.nvls = r.BoolOr("nvls", false);
   } else {
     t.kind = TopologyKind::kLocal;
     t.local_devices = r.Int("local_devices", 1, kMaxCount);

@@ -251,6 +251,7 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
     c.topology.fabric = node.Enum("fabric", {"fat-tree", "rail-optimized"});
     c.topology.oversubscription = node.Number("oversubscription", 1, 1024);
     c.topology.leaf_ports = node.Int("leaf_ports", 1, 4096);
+    c.topology.nvls = node.Bool("nvls");
     c.topology.source = node.String("source");
     node.Finish();
     if (options.count("fabric")) {

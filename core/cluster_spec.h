@@ -56,6 +56,7 @@ struct TopologySpec {
   std::string fabric;           // "fat-tree" or "rail-optimized"
   double oversubscription = 1;  // leaf uplink oversubscription (1 = non-blocking)
   int64_t leaf_ports = 32;      // NICs attached to each leaf switch (its down ports)
+  bool nvls = false;            // the NVSwitch reduces and multicasts in the switch (NVLink SHARP)
   // Local: CPU cores used as devices.
   int64_t local_devices = 0;
   std::string source;

@@ -2,7 +2,6 @@
 
 #include <limits>
 #include <map>
-#include <mutex>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
@@ -23,9 +22,7 @@ struct Cluster::Impl {
   // Torus: link id leaving each chip along each axis (+ then -), -1 where there is none.
   std::vector<int64_t> torus_links;
   std::vector<int64_t> dcn_up, dcn_down;  // per chip, for slices joined over DCN
-  // Dijkstra predecessor edges per source device, bounded in number.
-  mutable std::mutex cache_mutex;
-  mutable std::map<int64_t, std::vector<int64_t>> predecessor_cache;
+  std::vector<double> weights;  // per link: latency, plus a tiny per-hop term (fewest hops on ties)
 
   int64_t AddNode(NodeKind kind, std::string name) {
     nodes.push_back({kind, std::move(name)});
@@ -190,6 +187,9 @@ void Cluster::Impl::BuildLocal() {
 
 void Cluster::Impl::BuildGraph() {
   for (size_t i = 0; i < nodes.size(); ++i) boost::add_vertex(graph);
+  constexpr double kHopTieBreak_s = 1e-15;  // far below any real latency: only breaks ties
+  weights.resize(links.size());
+  for (size_t i = 0; i < links.size(); ++i) weights[i] = links[i].latency_s + kHopTieBreak_s;
   for (size_t i = 0; i < links.size(); ++i) {
     boost::add_edge(static_cast<size_t>(links[i].from), static_cast<size_t>(links[i].to), static_cast<int64_t>(i), graph);
   }
@@ -230,51 +230,47 @@ std::vector<int64_t> Cluster::Impl::TorusRoute(int64_t src, int64_t dst) const {
   return route;
 }
 
-std::vector<int64_t> Cluster::Impl::ShortestRoute(int64_t src, int64_t dst) const {
-  std::vector<int64_t> predecessor;
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    const auto it = predecessor_cache.find(src);
-    if (it != predecessor_cache.end()) predecessor = it->second;
+namespace {
+
+// Ends a Dijkstra search as soon as the target is settled (boost's documented way to stop early).
+struct TargetSettled {};
+class StopAtTarget : public boost::default_dijkstra_visitor {
+ public:
+  explicit StopAtTarget(size_t target) : target_(target) {}
+  void examine_vertex(size_t v, const Graph&) const {
+    if (v == target_) throw TargetSettled{};
   }
-  if (predecessor.empty()) {
-    const size_t n = boost::num_vertices(graph);
-    std::vector<double> distance(n);
-    std::vector<size_t> parent(n);
-    // Latency first; a tiny per-hop term prefers fewer hops among equal-latency paths.
-    const double hop = 1e-15;
-    std::vector<double> weights(links.size());
-    for (size_t i = 0; i < links.size(); ++i) weights[i] = links[i].latency_s + hop;
-    auto weight = boost::make_iterator_property_map(weights.begin(), boost::get(boost::edge_index, graph));
-    predecessor.assign(n, -1);
-    boost::dijkstra_shortest_paths(
-        graph, static_cast<size_t>(src),
-        boost::weight_map(weight)
-            .distance_map(boost::make_iterator_property_map(distance.begin(), boost::get(boost::vertex_index, graph)))
-            .predecessor_map(boost::make_iterator_property_map(parent.begin(), boost::get(boost::vertex_index, graph))));
-    // Keep the edge into each vertex on its shortest path.
-    for (size_t v = 0; v < n; ++v) {
-      if (parent[v] == v) continue;
-      for (auto [e, end] = boost::out_edges(parent[v], graph); e != end; ++e) {
-        if (boost::target(*e, graph) != v) continue;
-        const int64_t id = boost::get(boost::edge_index, graph, *e);
-        const double through = distance[parent[v]] + links[static_cast<size_t>(id)].latency_s + hop;
-        if (std::abs(through - distance[v]) <= 1e-12 * std::max(1.0, distance[v])) {
-          predecessor[v] = id;
-          break;
-        }
-      }
-    }
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    if (predecessor_cache.size() >= 256) predecessor_cache.clear();
-    predecessor_cache[src] = predecessor;
+
+ private:
+  size_t target_;
+};
+
+}  // namespace
+
+std::vector<int64_t> Cluster::Impl::ShortestRoute(int64_t src, int64_t dst) const {
+  const size_t n = boost::num_vertices(graph);
+  std::vector<double> distance(n);
+  std::vector<size_t> parent(n);
+  auto index = boost::get(boost::vertex_index, graph);
+  try {
+    boost::dijkstra_shortest_paths(graph, static_cast<size_t>(src),
+                                   boost::weight_map(boost::make_iterator_property_map(weights.begin(), boost::get(boost::edge_index, graph)))
+                                       .distance_map(boost::make_iterator_property_map(distance.begin(), index))
+                                       .predecessor_map(boost::make_iterator_property_map(parent.begin(), index))
+                                       .visitor(StopAtTarget(static_cast<size_t>(dst))));
+  } catch (const TargetSettled&) {
   }
   std::vector<int64_t> route;
-  for (int64_t v = dst; v != src;) {
-    const int64_t id = predecessor[static_cast<size_t>(v)];
-    SHARDSIM_CHECK(id >= 0, "no route between devices " + std::to_string(src) + " and " + std::to_string(dst));
-    route.push_back(id);
-    v = links[static_cast<size_t>(id)].from;
+  for (size_t v = static_cast<size_t>(dst); v != static_cast<size_t>(src);) {
+    SHARDSIM_CHECK(parent[v] != v, "no route between devices " + std::to_string(src) + " and " + std::to_string(dst));
+    int64_t best = -1;
+    for (auto [e, end] = boost::out_edges(parent[v], graph); e != end; ++e) {
+      if (boost::target(*e, graph) != v) continue;
+      const int64_t id = boost::get(boost::edge_index, graph, *e);
+      if (best < 0 || weights[static_cast<size_t>(id)] < weights[static_cast<size_t>(best)]) best = id;
+    }
+    route.push_back(best);
+    v = parent[v];
   }
   return {route.rbegin(), route.rend()};
 }

@@ -1,0 +1,45 @@
+// Collectives: the operations, the algorithms that implement them, and the group of devices one
+// runs over. Sizes follow nccl-tests: `bytes` is the all-reduce / broadcast buffer, the
+// all-gather output, the reduce-scatter input, the all-to-all per-rank send buffer, and the
+// bytes each rank sends in a permute.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "topologies/cluster.h"
+
+namespace shardsim::sim {
+
+enum class CollectiveOp { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kBroadcast, kPermute };
+
+enum class Algorithm {
+  kAuto,               // the fastest applicable one (as NCCL's tuner would pick)
+  kRing,               // one ring in group order
+  kBidirectionalRing,  // two rings in opposite directions, half the data each
+  kTorus,              // a bidirectional ring per physical torus axis, axes in parallel phases
+  kHierarchical,       // inside each NVSwitch node, then across nodes, then inside again
+  kTree,               // NCCL's double binary tree (broadcast: one binary tree), pipelined
+  kNvls,               // in-switch reduction and multicast (NVLink SHARP)
+  kDirect,             // every pair at once (all-to-all, permute)
+};
+
+std::string ToString(CollectiveOp op);
+std::string ToString(Algorithm algorithm);
+std::vector<std::string> CollectiveOpNames();
+std::vector<std::string> AlgorithmNames();  // includes "auto"
+// Throw InputError naming `where` (with the closest name) for unknown names.
+CollectiveOp ParseCollectiveOp(const std::string& name, const std::string& where);
+Algorithm ParseAlgorithm(const std::string& name, const std::string& where);
+
+// nccl-tests' bus bandwidth factor: busbw = algbw x factor (2(N-1)/N for all-reduce; (N-1)/N
+// for all-gather, reduce-scatter and all-to-all; 1 for broadcast and permute).
+double BusBandwidthFactor(CollectiveOp op, int64_t group_size);
+
+// The devices of one group, in the order the group's ranks have.
+struct DeviceGroup {
+  std::vector<int64_t> devices;
+};
+
+}  // namespace shardsim::sim

@@ -1,0 +1,54 @@
+// The analytic (alpha-beta) cost of a collective schedule on the links its flows really use:
+// per step, the latency of its slowest route plus the bytes of its most loaded link over that
+// link's bandwidth x efficiency. Routing happens once per schedule; a cost is then O(steps).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/collective_schedule.h"
+
+namespace shardsim::sim {
+
+struct StepProfile {
+  double latency_s = 0;         // slowest route of the step: sum of its links' latencies
+  double seconds_per_byte = 0;  // time per byte of `bytes` on the step's most loaded link
+  int64_t bottleneck_link = -1; // that link's id in Cluster::links()
+};
+
+struct CollectiveEstimate {
+  double time_s = 0;
+  int64_t chunks = 1;  // pipeline chunks chosen for pipelined steps (1 when none)
+};
+
+class CollectiveModel {
+ public:
+  // Routes every flow of `schedule` over `cluster`. REQUIRES: the schedule's members index into
+  // `group`. `cluster` must outlive the model.
+  CollectiveModel(const topologies::Cluster& cluster, const DeviceGroup& group, Schedule schedule);
+
+  // Time for `bytes` (nccl-tests size). Pipelined steps use the chunk count that minimises the
+  // time (powers of two up to 2^20), as a tuned implementation would.
+  CollectiveEstimate Cost(double bytes) const;
+  // Time with a given chunk count.
+  double CostWithChunks(double bytes, int64_t chunks) const;
+
+  const Schedule& schedule() const { return schedule_; }
+  const std::vector<StepProfile>& profiles() const { return profiles_; }
+
+ private:
+  Schedule schedule_;
+  std::vector<StepProfile> profiles_;
+  bool pipelined_ = false;
+};
+
+// The model for `algorithm` (or, with kAuto, one model per applicable algorithm). Throws
+// InputError(where, ...) naming why when a requested algorithm cannot run on the group.
+std::vector<CollectiveModel> BuildCollectiveModels(const topologies::Cluster& cluster, const DeviceGroup& group,
+                                                   CollectiveOp op, Algorithm algorithm, const std::string& where);
+
+// The fastest of `models` for `bytes`: its index and estimate.
+std::pair<size_t, CollectiveEstimate> Fastest(const std::vector<CollectiveModel>& models, double bytes);
+
+}  // namespace shardsim::sim

@@ -1,0 +1,366 @@
+#include "sim/collective_schedule.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace shardsim::sim {
+namespace {
+
+using topologies::Cluster;
+
+int32_t Mod(int64_t a, int64_t n) { return static_cast<int32_t>(((a % n) + n) % n); }
+
+// Ring neighbours i -> i + direction over members `order`, each flow carrying `fraction`.
+void AddRing(const std::vector<int32_t>& order, int direction, double fraction, std::vector<Flow>& flows) {
+  const int64_t n = static_cast<int64_t>(order.size());
+  if (n < 2) return;
+  for (int64_t i = 0; i < n; ++i) flows.push_back({order[static_cast<size_t>(i)], order[static_cast<size_t>(Mod(i + direction, n))], fraction});
+}
+
+std::vector<int32_t> Iota(int64_t n) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+// Rounds a ring of n members needs: N-1 for all-gather / reduce-scatter, 2(N-1) for all-reduce.
+int64_t RingRounds(CollectiveOp op, int64_t n) { return op == CollectiveOp::kAllReduce ? 2 * (n - 1) : n - 1; }
+
+Schedule Ring(CollectiveOp op, int64_t n, bool bidirectional) {
+  Schedule s{op, bidirectional ? Algorithm::kBidirectionalRing : Algorithm::kRing, n, {}, ""};
+  Step step;
+  step.rounds = RingRounds(op, n);
+  const std::vector<int32_t> order = Iota(n);
+  if (bidirectional) {
+    AddRing(order, +1, 0.5 / static_cast<double>(n), step.flows);
+    AddRing(order, -1, 0.5 / static_cast<double>(n), step.flows);
+  } else {
+    AddRing(order, +1, 1.0 / static_cast<double>(n), step.flows);
+  }
+  s.steps.push_back(step);
+  s.description = std::string(bidirectional ? "bidirectional ring" : "ring") + " over " + std::to_string(n) + " devices in group order";
+  return s;
+}
+
+// --- torus: the group must be a box of the torus; one bidirectional ring per box axis. ---
+
+struct TorusBox {
+  std::vector<int64_t> extent;           // members along each coordinate (1 where the box is flat)
+  std::vector<int32_t> member_at;        // box-local coordinates (axis 0 fastest) -> member
+  std::vector<std::vector<int64_t>> local;  // member -> box-local coordinates
+  std::vector<size_t> axes;              // coordinates with extent > 1
+};
+
+std::optional<TorusBox> FindBox(const Cluster& cluster, const DeviceGroup& group, std::string* why_not) {
+  if (cluster.spec().topology.kind != TopologyKind::kTorus) {
+    *why_not = "the cluster is not a torus";
+    return std::nullopt;
+  }
+  const size_t n = group.devices.size();
+  std::vector<std::vector<int64_t>> coords(n);
+  for (size_t i = 0; i < n; ++i) coords[i] = cluster.TorusCoordinates(group.devices[i]);
+  const size_t rank = coords[0].size();
+  std::vector<int64_t> full = cluster.spec().topology.torus_dims;
+  if (cluster.spec().topology.slices > 1) full.push_back(cluster.spec().topology.slices);
+  TorusBox box;
+  std::vector<int64_t> low(rank);
+  for (size_t a = 0; a < rank; ++a) {
+    std::vector<int64_t> values;
+    for (const auto& c : coords) values.push_back(c[a]);
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    const int64_t m = static_cast<int64_t>(values.size());
+    if (values.back() - values.front() + 1 != m) {
+      *why_not = "the group's chips are not contiguous along torus axis " + std::to_string(a);
+      return std::nullopt;
+    }
+    box.extent.push_back(m);
+    low[a] = values.front();
+    if (m > 1) box.axes.push_back(a);
+  }
+  int64_t volume = 1;
+  for (int64_t e : box.extent) volume *= e;
+  if (volume != static_cast<int64_t>(n)) {
+    *why_not = "the group is not a box of the torus (" + std::to_string(n) + " chips in a " + std::to_string(volume) + "-chip bounding box)";
+    return std::nullopt;
+  }
+  box.member_at.assign(static_cast<size_t>(volume), -1);
+  box.local.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t index = 0;
+    for (size_t a = rank; a-- > 0;) {
+      box.local[i].insert(box.local[i].begin(), coords[i][a] - low[a]);
+      index = index * box.extent[a] + (coords[i][a] - low[a]);
+    }
+    box.member_at[static_cast<size_t>(index)] = static_cast<int32_t>(i);
+  }
+  (void)full;
+  return box;
+}
+
+int32_t Neighbour(const TorusBox& box, int32_t member, size_t axis, int direction) {
+  std::vector<int64_t> c = box.local[static_cast<size_t>(member)];
+  c[axis] = Mod(c[axis] + direction, box.extent[axis]);
+  int64_t index = 0;
+  for (size_t a = c.size(); a-- > 0;) index = index * box.extent[a] + c[a];
+  return box.member_at[static_cast<size_t>(index)];
+}
+
+// One phase: part j (of k) runs a bidirectional ring along `axis_of[j]`, each direction carrying
+// `fraction[j]` per round. Parts on shorter axes finish first, so the phase is split into steps
+// by how many parts are still running.
+void AppendTorusPhase(const TorusBox& box, const std::vector<size_t>& axis_of, const std::vector<double>& fraction,
+                      std::vector<Step>& steps) {
+  std::vector<int64_t> rounds_of(axis_of.size());
+  for (size_t j = 0; j < axis_of.size(); ++j) rounds_of[j] = box.extent[axis_of[j]] - 1;
+  std::vector<int64_t> ends = rounds_of;
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  int64_t done = 0;
+  for (int64_t end : ends) {
+    Step step;
+    step.rounds = end - done;
+    for (size_t j = 0; j < axis_of.size(); ++j) {
+      if (rounds_of[j] < end) continue;
+      for (int32_t m = 0; m < static_cast<int32_t>(box.local.size()); ++m) {
+        step.flows.push_back({m, Neighbour(box, m, axis_of[j], +1), fraction[j]});
+        step.flows.push_back({m, Neighbour(box, m, axis_of[j], -1), fraction[j]});
+      }
+    }
+    steps.push_back(std::move(step));
+    done = end;
+  }
+}
+
+// Scaling book: all-gather over k axes at once splits the data into k parts, part j visiting the
+// axes in the order rotated by j, so every axis's links are busy in every phase.
+Schedule Torus(CollectiveOp op, const TorusBox& box) {
+  const int64_t n = static_cast<int64_t>(box.local.size());
+  const size_t k = box.axes.size();
+  Schedule s{op, Algorithm::kTorus, n, {}, ""};
+  auto axis = [&](size_t part, size_t phase) { return box.axes[(part + phase) % k]; };
+  // Reduce-scatter: part j holds 1/k of the data; each phase divides it by the axis's extent.
+  if (op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllReduce) {
+    std::vector<double> data(k, 1.0 / static_cast<double>(k));
+    for (size_t p = 0; p < k; ++p) {
+      std::vector<size_t> axis_of(k);
+      std::vector<double> fraction(k);
+      for (size_t j = 0; j < k; ++j) {
+        axis_of[j] = axis(j, p);
+        const double m = static_cast<double>(box.extent[axis_of[j]]);
+        fraction[j] = data[j] / m / 2;
+        data[j] /= m;
+      }
+      AppendTorusPhase(box, axis_of, fraction, s.steps);
+    }
+  }
+  // All-gather: part j starts from 1/(kN) per chip and multiplies by each axis's extent; after a
+  // reduce-scatter it visits the axes in reverse order.
+  if (op == CollectiveOp::kAllGather || op == CollectiveOp::kAllReduce) {
+    std::vector<double> block(k, 1.0 / static_cast<double>(k) / static_cast<double>(n));
+    for (size_t p = 0; p < k; ++p) {
+      std::vector<size_t> axis_of(k);
+      std::vector<double> fraction(k);
+      for (size_t j = 0; j < k; ++j) {
+        axis_of[j] = op == CollectiveOp::kAllReduce ? axis(j, k - 1 - p) : axis(j, p);
+        fraction[j] = block[j] / 2;
+        block[j] *= static_cast<double>(box.extent[axis_of[j]]);
+      }
+      AppendTorusPhase(box, axis_of, fraction, s.steps);
+    }
+  }
+  std::string shape;
+  for (size_t a : box.axes) shape += (shape.empty() ? "" : "x") + std::to_string(box.extent[a]);
+  s.description = "bidirectional ring per torus axis (" + shape + "), " + std::to_string(k) + " axes in parallel phases";
+  return s;
+}
+
+// --- hierarchical: inside each node, then across nodes (one ring per local index), then inside.
+
+std::optional<Schedule> Hierarchical(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, std::string* why_not) {
+  const TopologySpec& t = cluster.spec().topology;
+  if (t.kind != TopologyKind::kSwitched) {
+    *why_not = "the cluster has no NVSwitch nodes";
+    return std::nullopt;
+  }
+  std::map<int64_t, std::vector<int32_t>> by_node;
+  for (size_t i = 0; i < group.devices.size(); ++i) by_node[group.devices[i] / t.devices_per_node].push_back(static_cast<int32_t>(i));
+  const int64_t nodes = static_cast<int64_t>(by_node.size());
+  const int64_t local = static_cast<int64_t>(by_node.begin()->second.size());
+  if (nodes < 2 || local < 2) {
+    *why_not = nodes < 2 ? "the group lies inside one node" : "the group has one device per node";
+    return std::nullopt;
+  }
+  for (const auto& [node, members] : by_node) {
+    if (static_cast<int64_t>(members.size()) != local) {
+      *why_not = "nodes hold different numbers of the group's devices";
+      return std::nullopt;
+    }
+  }
+  const int64_t n = nodes * local;
+  const double g = static_cast<double>(local), m = static_cast<double>(nodes);
+  auto inside = [&](double fraction, int64_t rounds) {
+    Step step;
+    step.rounds = rounds;
+    for (const auto& [node, members] : by_node) AddRing(members, +1, fraction, step.flows);
+    return step;
+  };
+  auto across = [&](double fraction, int64_t rounds) {
+    Step step;
+    step.rounds = rounds;
+    for (int64_t l = 0; l < local; ++l) {
+      std::vector<int32_t> rail;
+      for (const auto& [node, members] : by_node) rail.push_back(members[static_cast<size_t>(l)]);
+      AddRing(rail, +1, fraction, step.flows);
+    }
+    return step;
+  };
+  Schedule s{op, Algorithm::kHierarchical, n, {}, ""};
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      s.steps = {inside(1 / g, local - 1), across(1 / g / m, 2 * (nodes - 1)), inside(1 / g, local - 1)};
+      break;
+    case CollectiveOp::kReduceScatter: s.steps = {inside(1 / g, local - 1), across(1 / g / m, nodes - 1)}; break;
+    case CollectiveOp::kAllGather: s.steps = {across(1 / g / m, nodes - 1), inside(1 / g, local - 1)}; break;
+    default: *why_not = "hierarchical runs all-reduce, all-gather and reduce-scatter"; return std::nullopt;
+  }
+  s.description = "ring inside each of " + std::to_string(nodes) + " nodes (" + std::to_string(local) +
+                  " devices), ring across nodes per local index";
+  return s;
+}
+
+// --- trees (NCCL's double binary tree): heap-ordered binary tree over the members, and its mirror.
+
+int64_t TreeDepth(int64_t n) {
+  int64_t depth = 0;
+  while ((int64_t{1} << (depth + 1)) - 1 < n) ++depth;
+  return depth;
+}
+
+void AddTreeEdges(int64_t n, bool mirrored, bool upward, double fraction, std::vector<Flow>& flows) {
+  for (int64_t i = 1; i < n; ++i) {
+    int64_t child = i, parent = (i - 1) / 2;
+    if (mirrored) {
+      child = n - 1 - child;
+      parent = n - 1 - parent;
+    }
+    flows.push_back(upward ? Flow{static_cast<int32_t>(child), static_cast<int32_t>(parent), fraction}
+                           : Flow{static_cast<int32_t>(parent), static_cast<int32_t>(child), fraction});
+  }
+}
+
+Schedule Tree(CollectiveOp op, int64_t n) {
+  Schedule s{op, Algorithm::kTree, n, {}, ""};
+  const int64_t depth = std::max<int64_t>(1, TreeDepth(n));
+  if (op == CollectiveOp::kAllReduce) {
+    Step up{{}, depth, true}, down{{}, depth, true};
+    AddTreeEdges(n, false, true, 0.5, up.flows);
+    AddTreeEdges(n, true, true, 0.5, up.flows);
+    AddTreeEdges(n, false, false, 0.5, down.flows);
+    AddTreeEdges(n, true, false, 0.5, down.flows);
+    s.steps = {up, down};
+    s.description = "double binary tree (depth " + std::to_string(depth) + "), reduce then broadcast, pipelined in chunks";
+  } else {
+    Step down{{}, depth, true};
+    AddTreeEdges(n, false, false, 1.0, down.flows);
+    s.steps = {down};
+    s.description = "binary tree from member 0 (depth " + std::to_string(depth) + "), pipelined in chunks";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<Algorithm> AlgorithmsFor(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      return {Algorithm::kRing, Algorithm::kBidirectionalRing, Algorithm::kTorus, Algorithm::kHierarchical, Algorithm::kTree,
+              Algorithm::kNvls};
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter:
+      return {Algorithm::kRing, Algorithm::kBidirectionalRing, Algorithm::kTorus, Algorithm::kHierarchical};
+    case CollectiveOp::kAllToAll:
+    case CollectiveOp::kPermute: return {Algorithm::kDirect};
+    case CollectiveOp::kBroadcast: return {Algorithm::kRing, Algorithm::kTree};
+  }
+  return {};
+}
+
+std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm,
+                                      std::string* why_not) {
+  SHARDSIM_CHECK(!group.devices.empty(), "empty group");
+  const std::vector<Algorithm> valid = AlgorithmsFor(op);
+  if (std::find(valid.begin(), valid.end(), algorithm) == valid.end()) {
+    std::string names;
+    for (Algorithm a : valid) names += (names.empty() ? "" : ", ") + ToString(a);
+    *why_not = ToString(op) + " runs with " + names;
+    return std::nullopt;
+  }
+  const int64_t n = static_cast<int64_t>(group.devices.size());
+  switch (algorithm) {
+    case Algorithm::kRing:
+      if (op == CollectiveOp::kBroadcast) {
+        Schedule s{op, algorithm, n, {}, "chain from member 0, pipelined in chunks"};
+        Step chain{{}, std::max<int64_t>(1, n - 1), true};
+        for (int64_t i = 0; i + 1 < n; ++i) chain.flows.push_back({static_cast<int32_t>(i), static_cast<int32_t>(i + 1), 1.0});
+        s.steps.push_back(chain);
+        return s;
+      }
+      return Ring(op, n, false);
+    case Algorithm::kBidirectionalRing: return Ring(op, n, true);
+    case Algorithm::kTorus: {
+      auto box = FindBox(cluster, group, why_not);
+      if (!box) return std::nullopt;
+      return Torus(op, *box);
+    }
+    case Algorithm::kHierarchical: return Hierarchical(cluster, group, op, why_not);
+    case Algorithm::kTree: return Tree(op, n);
+    case Algorithm::kNvls: {
+      const TopologySpec& t = cluster.spec().topology;
+      if (t.kind != TopologyKind::kSwitched || !t.nvls) {
+        *why_not = "this cluster's NVSwitch has no in-switch reduction";
+        return std::nullopt;
+      }
+      const int64_t node = group.devices[0] / t.devices_per_node;
+      for (int64_t d : group.devices) {
+        if (d / t.devices_per_node != node) {
+          *why_not = "the group spans several NVSwitch nodes";
+          return std::nullopt;
+        }
+      }
+      // Each GPU sends its V bytes into the switch, which reduces them, and receives the V-byte
+      // result by multicast: V up and V down every GPU's NVLinks. The flows i -> i+1 through
+      // the switch load exactly those links.
+      Schedule s{op, algorithm, n, {}, "in-switch reduction and multicast (NVLS) over " + std::to_string(n) + " GPUs"};
+      Step step;
+      AddRing(Iota(n), +1, 1.0, step.flows);
+      s.steps.push_back(step);
+      return s;
+    }
+    case Algorithm::kDirect: {
+      Schedule s{op, algorithm, n, {}, ""};
+      Step step;
+      if (op == CollectiveOp::kAllToAll) {
+        for (int32_t i = 0; i < n; ++i) {
+          for (int32_t j = 0; j < n; ++j) {
+            if (i != j) step.flows.push_back({i, j, 1.0 / static_cast<double>(n)});
+          }
+        }
+        s.description = "every pair at once (" + std::to_string(n * (n - 1)) + " flows)";
+      } else {
+        AddRing(Iota(n), +1, 1.0, step.flows);
+        s.description = "each member sends to the next one";
+      }
+      s.steps.push_back(step);
+      return s;
+    }
+    case Algorithm::kAuto: break;
+  }
+  SHARDSIM_CHECK(false, "BuildSchedule needs a concrete algorithm");
+  return std::nullopt;
+}
+
+}  // namespace shardsim::sim

@@ -1,0 +1,48 @@
+// A collective algorithm as a schedule of steps: the one description the analytic model and the
+// discrete-event engine both read, so they can only differ by contention.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/collective.h"
+
+namespace shardsim::sim {
+
+// Group member `src` sends `fraction` x bytes to member `dst` (per chunk when the step is
+// pipelined). Members are indices into DeviceGroup::devices.
+struct Flow {
+  int32_t src = 0;
+  int32_t dst = 0;
+  double fraction = 0;
+};
+
+// Flows that run at once, for `rounds` identical rounds back to back (a ring's N-1 steps). A
+// pipelined step sends its data in K chunks: rounds + K - 1 rounds of fraction / K each.
+struct Step {
+  std::vector<Flow> flows;
+  int64_t rounds = 1;
+  bool pipelined = false;
+};
+
+struct Schedule {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  Algorithm algorithm = Algorithm::kRing;
+  int64_t group_size = 0;
+  std::vector<Step> steps;
+  std::string description;  // "bidirectional ring over 16 devices", ...
+};
+
+// The algorithms that implement `op`, in the order `auto` tries them.
+std::vector<Algorithm> AlgorithmsFor(CollectiveOp op);
+
+// Builds the schedule of `algorithm` (not kAuto) for `op` over `group` on `cluster`, or nullopt
+// with `*why_not` saying why it cannot run there (for example "the group is not a box of the
+// torus", "no in-switch reduction on this NVSwitch"). REQUIRES: the group is non-empty, its
+// devices distinct and in range.
+std::optional<Schedule> BuildSchedule(const topologies::Cluster& cluster, const DeviceGroup& group, CollectiveOp op,
+                                      Algorithm algorithm, std::string* why_not);
+
+}  // namespace shardsim::sim

@@ -1,0 +1,220 @@
+#include "sim/des_collective.h"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <simgrid/s4u.hpp>
+
+namespace shardsim::sim {
+namespace {
+
+namespace sg4 = simgrid::s4u;
+
+// One step of one request, resolved to devices for every group, with flows sorted by source.
+struct ResolvedStep {
+  std::vector<int64_t> src, dst;
+  std::vector<uint64_t> bytes;               // rounds x the per-round bytes (folded)
+  std::unordered_map<int64_t, std::pair<size_t, size_t>> by_source;  // device -> [begin, end)
+  std::unordered_map<int64_t, int64_t> incoming;                     // device -> flows it receives
+  double sleep_s = 0;                        // (rounds - 1) x the step's slowest route latency
+};
+
+std::vector<std::vector<ResolvedStep>> Resolve(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups,
+                                               const std::vector<DesRequest>& requests, DesReport& report) {
+  std::vector<std::vector<ResolvedStep>> resolved;
+  for (const DesRequest& request : requests) {
+    std::vector<ResolvedStep> steps;
+    std::map<int64_t, std::pair<double, std::set<size_t>>> load;  // link -> busy seconds, groups
+    for (const Step& step : request.schedule->steps) {
+      ResolvedStep r;
+      const int64_t k = step.pipelined ? request.chunks : 1;
+      const int64_t rounds = step.rounds + k - 1;
+      if (step.flows.empty() || step.rounds == 0) {
+        steps.push_back(r);
+        continue;
+      }
+      std::vector<std::tuple<int64_t, int64_t, uint64_t>> flows;
+      double latency = 0;
+      for (size_t g = 0; g < groups.size(); ++g) {
+        for (const Flow& f : step.flows) {
+          const int64_t src = groups[g].devices[static_cast<size_t>(f.src)];
+          const int64_t dst = groups[g].devices[static_cast<size_t>(f.dst)];
+          const double bytes = f.fraction * request.bytes / static_cast<double>(k) * static_cast<double>(rounds);
+          flows.emplace_back(src, dst, static_cast<uint64_t>(std::max(1.0, std::llround(bytes) * 1.0)));
+          double route_latency = 0;
+          for (int64_t id : cluster.Route(src, dst)) {
+            const topologies::Link& link = cluster.links()[static_cast<size_t>(id)];
+            route_latency += link.latency_s;
+            auto& [busy, users] = load[id];
+            busy += bytes / (link.bandwidth_bytes_per_s * link.efficiency);
+            users.insert(g);
+          }
+          latency = std::max(latency, route_latency);
+        }
+      }
+      std::sort(flows.begin(), flows.end());
+      for (const auto& [src, dst, bytes] : flows) {
+        if (!r.by_source.count(src)) r.by_source[src] = {r.src.size(), r.src.size()};
+        r.by_source[src].second = r.src.size() + 1;
+        r.src.push_back(src);
+        r.dst.push_back(dst);
+        r.bytes.push_back(bytes);
+        ++r.incoming[dst];
+      }
+      r.sleep_s = static_cast<double>(rounds - 1) * latency;
+      report.messages += static_cast<int64_t>(flows.size());
+      steps.push_back(std::move(r));
+    }
+    std::vector<LinkLoad> busiest;
+    for (const auto& [id, entry] : load) busiest.push_back({id, entry.first, static_cast<int64_t>(entry.second.size())});
+    std::sort(busiest.begin(), busiest.end(), [](const LinkLoad& a, const LinkLoad& b) {
+      return a.busy_s != b.busy_s ? a.busy_s > b.busy_s : a.link < b.link;
+    });
+    if (busiest.size() > 5) busiest.resize(5);
+    report.busiest_links.push_back(busiest);
+    resolved.push_back(std::move(steps));
+  }
+  return resolved;
+}
+
+// Runs the simulation in this (child) process and writes "wall_s rss_bytes time_0 time_1 ...".
+void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups,
+               const std::vector<std::vector<ResolvedStep>>& requests, int fd) {
+  std::vector<std::string> args = {"shardsim-des", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                                   "--cfg=network/TCP-gamma:0", "--log=root.thres:critical"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  int argc = static_cast<int>(argv.size());
+  sg4::Engine engine(&argc, argv.data());
+  sg4::NetZone* zone = sg4::create_full_zone("cluster");
+
+  std::vector<int64_t> participants;
+  for (const DeviceGroup& g : groups) participants.insert(participants.end(), g.devices.begin(), g.devices.end());
+  std::sort(participants.begin(), participants.end());
+  participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
+  std::unordered_map<int64_t, sg4::Host*> host;
+  for (int64_t d : participants) host[d] = zone->create_host("d" + std::to_string(d), 1e9);
+  std::unordered_map<int64_t, sg4::Link*> links;
+  std::set<std::pair<int64_t, int64_t>> routed;
+  for (const auto& steps : requests) {
+    for (const ResolvedStep& step : steps) {
+      for (size_t i = 0; i < step.src.size(); ++i) {
+        if (!routed.insert({step.src[i], step.dst[i]}).second) continue;
+        std::vector<sg4::LinkInRoute> route;
+        for (int64_t id : cluster.Route(step.src[i], step.dst[i])) {
+          auto it = links.find(id);
+          if (it == links.end()) {
+            const topologies::Link& l = cluster.links()[static_cast<size_t>(id)];
+            sg4::Link* link = zone->create_link("l" + std::to_string(id), l.bandwidth_bytes_per_s * l.efficiency)->set_latency(l.latency_s);
+            link->seal();
+            it = links.emplace(id, link).first;
+          }
+          route.emplace_back(it->second);
+        }
+        zone->add_route(host[step.src[i]]->get_netpoint(), host[step.dst[i]]->get_netpoint(), nullptr, nullptr, route, false);
+      }
+    }
+  }
+  zone->seal();
+
+  // One actor per device. A step waits for the device's own incoming flows (dataflow, as a
+  // ring does), not for the whole machine; requests are separated by a barrier.
+  std::vector<double> start(requests.size(), 0), end(requests.size(), 0);
+  sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(participants.size()));
+  static int payload = 0;
+  for (size_t p = 0; p < participants.size(); ++p) {
+    const int64_t device = participants[p];
+    sg4::Actor::create("a" + std::to_string(device), host[device], [&, device, p] {
+      for (size_t r = 0; r < requests.size(); ++r) {
+        barrier->wait();
+        if (p == 0) start[r] = sg4::Engine::get_clock();
+        for (size_t s = 0; s < requests[r].size(); ++s) {
+          const ResolvedStep& step = requests[r][s];
+          if (step.src.empty()) continue;
+          const auto in = step.incoming.find(device);
+          const auto out = step.by_source.find(device);
+          if (in == step.incoming.end() && out == step.by_source.end()) continue;
+          if (step.sleep_s > 0) sg4::this_actor::sleep_for(step.sleep_s);
+          const std::string suffix = "/" + std::to_string(r) + "/" + std::to_string(s);
+          std::vector<sg4::CommPtr> comms;
+          if (out != step.by_source.end()) {
+            for (size_t i = out->second.first; i < out->second.second; ++i) {
+              comms.push_back(sg4::Mailbox::by_name("m" + std::to_string(step.dst[i]) + suffix)->put_async(&payload, step.bytes[i]));
+            }
+          }
+          std::vector<int*> received(in == step.incoming.end() ? 0 : static_cast<size_t>(in->second));
+          sg4::Mailbox* mine = sg4::Mailbox::by_name("m" + std::to_string(device) + suffix);
+          for (int*& slot : received) comms.push_back(mine->get_async<int>(&slot));
+          sg4::Comm::wait_all(comms);
+        }
+        end[r] = std::max(end[r], sg4::Engine::get_clock());
+      }
+    });
+  }
+  const auto wall_start = std::chrono::steady_clock::now();
+  engine.run();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::ostringstream message;
+  message.precision(17);
+  message << wall << " " << static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  for (size_t r = 0; r < requests.size(); ++r) message << " " << end[r] - start[r];
+  message << "\n";
+  const std::string text = message.str();
+  if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) _exit(3);
+}
+
+}  // namespace
+
+DesReport SimulateCollectives(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups,
+                              const std::vector<DesRequest>& requests) {
+  DesReport report;
+  report.folded = "each step's identical rounds run as one transfer of rounds x the bytes after (rounds - 1) latencies";
+  const auto resolved = Resolve(cluster, groups, requests, report);
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) throw std::runtime_error("cannot create a pipe for the simulation");
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t child = fork();
+  if (child < 0) throw std::runtime_error("cannot fork the simulation process");
+  if (child == 0) {
+    close(pipe_fds[0]);
+    try {
+      RunEngine(cluster, groups, resolved, pipe_fds[1]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "shardsim: SimGrid failed: %s\n", e.what());
+      _exit(2);
+    }
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t got; (got = read(pipe_fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<size_t>(got));
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty()) {
+    throw std::runtime_error("the SimGrid simulation process failed (status " + std::to_string(status) + ")");
+  }
+  std::istringstream in(text);
+  in >> report.wall_s >> report.peak_rss_bytes;
+  report.times_s.resize(requests.size());
+  for (double& t : report.times_s) in >> t;
+  return report;
+}
+
+}  // namespace shardsim::sim

@@ -1,0 +1,44 @@
+// The discrete-event engine for collectives: the same schedules as the analytic model, run as
+// flows over the routed links on SimGrid (S4U, CM02 flow model), with every group of the mesh
+// axis running at once so shared links slow each other. No SimGrid type leaves sim/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/collective_schedule.h"
+
+namespace shardsim::sim {
+
+struct DesRequest {
+  const Schedule* schedule = nullptr;  // REQUIRES: outlives the call
+  double bytes = 0;
+  int64_t chunks = 1;  // pipeline chunks for pipelined steps
+};
+
+struct LinkLoad {
+  int64_t link = -1;    // id in Cluster::links()
+  double busy_s = 0;    // bytes it carries over all groups / (bandwidth x efficiency)
+  int64_t groups = 0;   // how many groups' flows cross it (more than 1: contention)
+};
+
+struct DesReport {
+  std::vector<double> times_s;                      // per request, simulated
+  std::vector<std::vector<LinkLoad>> busiest_links;  // per request, the five busiest links
+  int64_t messages = 0;                             // transfers simulated
+  double wall_s = 0;                                // wall time of the simulation
+  int64_t peak_rss_bytes = 0;                       // peak memory of the simulating process
+  std::string folded;                               // what the engine folded, in words
+};
+
+// Runs each request in turn (all `groups` at once, each executing the schedule on its own
+// devices; the schedule's member indices map through each group's device list) and returns the
+// simulated times. The simulation runs in a child process (SimGrid allows one engine per
+// process), so this can be called repeatedly. Throws std::runtime_error if the child fails.
+// Each step's identical rounds are folded into one transfer of rounds x the bytes after
+// (rounds - 1) step latencies: exact when every round sees the same sharing.
+DesReport SimulateCollectives(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups,
+                              const std::vector<DesRequest>& requests);
+
+}  // namespace shardsim::sim
