@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -89,6 +90,33 @@ std::vector<std::vector<ResolvedStep>> Resolve(const topologies::Cluster& cluste
   return resolved;
 }
 
+// A reusable barrier over `parties` actors whose cost per round is O(parties): a counter under a
+// mutex and one notify_all (SimGrid 3.32's s4u::Barrier costs O(parties) per wait, O(parties^2)
+// per round, which dominated runs on thousands of devices).
+class RoundBarrier {
+ public:
+  explicit RoundBarrier(int64_t parties)
+      : parties_(parties), mutex_(sg4::Mutex::create()), released_(sg4::ConditionVariable::create()) {}
+  void Wait() {
+    std::unique_lock<sg4::Mutex> lock(*mutex_);
+    const int64_t round = round_;
+    if (++arrived_ == parties_) {
+      arrived_ = 0;
+      ++round_;
+      released_->notify_all();
+      return;
+    }
+    while (round_ == round) released_->wait(lock);
+  }
+
+ private:
+  int64_t parties_;
+  int64_t arrived_ = 0;
+  int64_t round_ = 0;
+  sg4::MutexPtr mutex_;
+  sg4::ConditionVariablePtr released_;
+};
+
 // Runs the simulation in this (child) process and writes "wall_s rss_bytes time_0 time_1 ...".
 void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups,
                const std::vector<std::vector<ResolvedStep>>& requests, int fd) {
@@ -129,23 +157,22 @@ void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup
   }
   zone->seal();
 
-  // One actor per device. A step waits for the device's own incoming flows (dataflow, as a
-  // ring does), not for the whole machine; requests are separated by a barrier.
+  // One actor per device. Steps are synchronous, as in the analytic model: every device finishes
+  // step s (its sends and its receives) before any starts step s + 1.
   std::vector<double> start(requests.size(), 0), end(requests.size(), 0);
-  sg4::BarrierPtr barrier = sg4::Barrier::create(static_cast<unsigned>(participants.size()));
+  RoundBarrier barrier(static_cast<int64_t>(participants.size()));
   static int payload = 0;
   for (size_t p = 0; p < participants.size(); ++p) {
     const int64_t device = participants[p];
     sg4::Actor::create("a" + std::to_string(device), host[device], [&, device, p] {
       for (size_t r = 0; r < requests.size(); ++r) {
-        barrier->wait();
+        barrier.Wait();
         if (p == 0) start[r] = sg4::Engine::get_clock();
         for (size_t s = 0; s < requests[r].size(); ++s) {
           const ResolvedStep& step = requests[r][s];
           if (step.src.empty()) continue;
           const auto in = step.incoming.find(device);
           const auto out = step.by_source.find(device);
-          if (in == step.incoming.end() && out == step.by_source.end()) continue;
           if (step.sleep_s > 0) sg4::this_actor::sleep_for(step.sleep_s);
           const std::string suffix = "/" + std::to_string(r) + "/" + std::to_string(s);
           std::vector<sg4::CommPtr> comms;
@@ -158,6 +185,7 @@ void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup
           sg4::Mailbox* mine = sg4::Mailbox::by_name("m" + std::to_string(device) + suffix);
           for (int*& slot : received) comms.push_back(mine->get_async<int>(&slot));
           sg4::Comm::wait_all(comms);
+          barrier.Wait();
         }
         end[r] = std::max(end[r], sg4::Engine::get_clock());
       }

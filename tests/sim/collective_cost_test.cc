@@ -1,0 +1,111 @@
+// Known answers: the scaling book's closed forms on TPU tori and nccl-tests' figures on NVSwitch.
+#include "sim/collective_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "tests/sim/collective_test_util.h"
+
+namespace shardsim::sim {
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+// v5p ICI from the catalogue: 9e10 B/s per link one way, efficiency 0.9, 1 us per hop.
+const double kIci = 9e10 * 0.9;
+const double kHop = 1e-6;
+
+TEST(TorusClosedFormTest, BidirectionalRingAllGatherOverOneAxis) {
+  const auto cluster = MakeCluster("tpu-v5p:16x16x16");
+  const DeviceGroup x_axis = FirstDevices(16);  // dimension 0 varies fastest: one wrapped ring
+  const double n = 16;
+  const double expected = (n - 1) / n * kGiB / (2 * kIci) + (n - 1) * kHop;  // ~ V / bidirectional link bandwidth
+  EXPECT_NEAR(Seconds(cluster, x_axis, CollectiveOp::kAllGather, Algorithm::kBidirectionalRing, kGiB) / expected, 1.0, 1e-6);
+  EXPECT_NEAR(Seconds(cluster, x_axis, CollectiveOp::kAllGather, Algorithm::kTorus, kGiB) / expected, 1.0, 1e-6);
+}
+
+TEST(TorusClosedFormTest, TwoAxesAtOnceHalveTheTime) {
+  const auto cluster = MakeCluster("tpu-v5p:16x16x16");
+  const double one = Seconds(cluster, FirstDevices(16), CollectiveOp::kAllGather, Algorithm::kTorus, kGiB);
+  const double two = Seconds(cluster, FirstDevices(256), CollectiveOp::kAllGather, Algorithm::kTorus, kGiB);
+  // Bandwidth terms: (255/256) V / (4W) against (15/16) V / (2W); latency 30 hops against 15.
+  const double expected = 255.0 / 256 * kGiB / (4 * kIci) + 30 * kHop;
+  EXPECT_NEAR(two / expected, 1.0, 1e-6);
+  EXPECT_NEAR(two / one, 0.5, 0.04);  // (255/256) / (15/16) / 2 = 0.53
+  const double three = Seconds(cluster, FirstDevices(4096), CollectiveOp::kAllGather, Algorithm::kTorus, kGiB);
+  EXPECT_NEAR(three / one, 1.0 / 3, 0.04);
+}
+
+TEST(TorusClosedFormTest, AllReduceIsTwiceAllGather) {
+  const auto cluster = MakeCluster("tpu-v5p:8x8x8");
+  for (int64_t n : {8, 64, 512}) {
+    const double ag = Seconds(cluster, FirstDevices(n), CollectiveOp::kAllGather, Algorithm::kTorus, kGiB);
+    const double rs = Seconds(cluster, FirstDevices(n), CollectiveOp::kReduceScatter, Algorithm::kTorus, kGiB);
+    const double ar = Seconds(cluster, FirstDevices(n), CollectiveOp::kAllReduce, Algorithm::kTorus, kGiB);
+    EXPECT_NEAR(rs / ag, 1.0, 1e-9) << n;
+    EXPECT_NEAR(ar / ag, 2.0, 1e-9) << n;
+  }
+}
+
+TEST(TorusClosedFormTest, SmallMessagesAreLatencyBound) {
+  const auto cluster = MakeCluster("tpu-v5p:16x16x16");
+  const double t = Seconds(cluster, FirstDevices(16), CollectiveOp::kAllGather, Algorithm::kTorus, 8);
+  EXPECT_NEAR(t / (15 * kHop), 1.0, 1e-3);
+}
+
+TEST(TorusClosedFormTest, AxesWithoutWraparoundCostMore) {
+  // x has 4 chips in both; 4x4x4 is a whole cube (wraps), 4x4x2 is not (a line of 4).
+  const double ring = Seconds(MakeCluster("tpu-v5p:4x4x4"), FirstDevices(4), CollectiveOp::kAllGather, Algorithm::kBidirectionalRing, kGiB);
+  const double line = Seconds(MakeCluster("tpu-v5p:4x4x2"), FirstDevices(4), CollectiveOp::kAllGather, Algorithm::kBidirectionalRing, kGiB);
+  EXPECT_GT(line / ring, 1.9);  // the ring's closing flow runs back along the line, sharing its links
+}
+
+TEST(NvswitchTest, RingAllReduceBusBandwidthIsNvlinkTimesEfficiency) {
+  const auto cluster = MakeCluster("dgx-h100:8");
+  const double t = Seconds(cluster, FirstDevices(8), CollectiveOp::kAllReduce, Algorithm::kRing, kGiB);
+  const double busbw = kGiB / t * BusBandwidthFactor(CollectiveOp::kAllReduce, 8);
+  EXPECT_NEAR(busbw / (18 * 25e9 * 0.8), 1.0, 0.01);
+}
+
+TEST(NvswitchTest, HierarchicalBeatsFlatRingAcrossNodes) {
+  const auto cluster = MakeCluster("dgx-h100:64");
+  const double flat = Seconds(cluster, FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kRing, kGiB);
+  const double hierarchical = Seconds(cluster, FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kHierarchical, kGiB);
+  EXPECT_LT(hierarchical, flat / 2);
+  const auto models = BuildCollectiveModels(cluster, FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kAuto, "test");
+  EXPECT_EQ(models[Fastest(models, kGiB).first].schedule().algorithm, Algorithm::kHierarchical);
+}
+
+TEST(NvswitchTest, NvlsBeatsRingWhereTheSwitchHasIt) {
+  const auto h100 = MakeCluster("dgx-h100:8");
+  const double ring = Seconds(h100, FirstDevices(8), CollectiveOp::kAllReduce, Algorithm::kRing, kGiB);
+  const double nvls = Seconds(h100, FirstDevices(8), CollectiveOp::kAllReduce, Algorithm::kNvls, kGiB);
+  EXPECT_LT(nvls, ring);
+  EXPECT_NEAR(nvls / (kGiB / (18 * 25e9 * 0.8)), 1.0, 0.01);  // V up and V down each GPU's NVLinks
+  EXPECT_THROW(Seconds(MakeCluster("dgx-a100:8"), FirstDevices(8), CollectiveOp::kAllReduce, Algorithm::kNvls, kGiB), InputError);
+}
+
+TEST(TreeTest, TreeWinsSmallRingWinsLarge) {
+  const auto cluster = MakeCluster("dgx-h100:1024");
+  const auto models = BuildCollectiveModels(cluster, FirstDevices(1024), CollectiveOp::kAllReduce, Algorithm::kAuto, "test");
+  EXPECT_EQ(models[Fastest(models, 1024).first].schedule().algorithm, Algorithm::kTree);
+  EXPECT_NE(models[Fastest(models, 4 * kGiB).first].schedule().algorithm, Algorithm::kTree);
+}
+
+TEST(AllToAllTest, SwitchAllToAllIsNicBound) {
+  // nccl-tests: on a switch, all-to-all moves (N-1)/N of the buffer through each GPU's NIC.
+  const auto cluster = MakeCluster("dgx-h100:64");
+  DeviceGroup rail;  // one GPU per node: everything crosses InfiniBand
+  for (int64_t node = 0; node < 8; ++node) rail.devices.push_back(node * 8);
+  const double t = Seconds(cluster, rail, CollectiveOp::kAllToAll, Algorithm::kDirect, kGiB);
+  EXPECT_NEAR(t / (7.0 / 8 * kGiB / (50e9 * 0.9) + 5e-6), 1.0, 1e-6);
+}
+
+TEST(CollectiveModelTest, BusBandwidthFactorsFollowNcclTests) {
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(CollectiveOp::kAllReduce, 8), 1.75);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(CollectiveOp::kAllGather, 8), 0.875);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(CollectiveOp::kBroadcast, 8), 1.0);
+}
+
+}  // namespace
+}  // namespace shardsim::sim

@@ -1,0 +1,79 @@
+// Invariants of the schedules: each algorithm moves the bytes its operation needs.
+#include "sim/collective_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/sim/collective_test_util.h"
+
+namespace shardsim::sim {
+namespace {
+
+// Bytes (as a fraction of the buffer) each member sends, summed over rounds (1 chunk).
+std::vector<double> SentPerMember(const Schedule& s) {
+  std::vector<double> sent(static_cast<size_t>(s.group_size), 0);
+  for (const Step& step : s.steps) {
+    for (const Flow& f : step.flows) sent[static_cast<size_t>(f.src)] += f.fraction * static_cast<double>(step.rounds);
+  }
+  return sent;
+}
+
+Schedule Build(const topologies::Cluster& cluster, int64_t n, CollectiveOp op, Algorithm algorithm) {
+  std::string why;
+  auto s = BuildSchedule(cluster, FirstDevices(n), op, algorithm, &why);
+  EXPECT_TRUE(s.has_value()) << why;
+  return s.value_or(Schedule{});
+}
+
+// Ring-based all-gather and reduce-scatter send (N-1)/N of the buffer from every member;
+// all-reduce twice that (the bandwidth-optimal amount).
+TEST(ScheduleTest, RingAndTorusSendTheOptimalBytes) {
+  const auto torus = MakeCluster("tpu-v5p:4x4x4");
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kBidirectionalRing, Algorithm::kTorus}) {
+    for (int64_t n : {4, 16, 64}) {
+      const double n_d = static_cast<double>(n);
+      for (const auto& [op, factor] : {std::pair{CollectiveOp::kAllGather, 1.0}, std::pair{CollectiveOp::kReduceScatter, 1.0},
+                                       std::pair{CollectiveOp::kAllReduce, 2.0}}) {
+        for (double sent : SentPerMember(Build(torus, n, op, a))) {
+          EXPECT_NEAR(sent, factor * (n_d - 1) / n_d, 1e-12) << ToString(a) << " " << ToString(op) << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(ScheduleTest, FlowsStayInsideTheGroupAndNeverLoop) {
+  const auto gpus = MakeCluster("dgx-h100:64");
+  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kAllReduce, CollectiveOp::kAllToAll,
+                          CollectiveOp::kBroadcast, CollectiveOp::kPermute}) {
+    for (Algorithm a : AlgorithmsFor(op)) {
+      std::string why;
+      const auto s = BuildSchedule(gpus, FirstDevices(16), op, a, &why);
+      if (!s) continue;
+      for (const Step& step : s->steps) {
+        for (const Flow& f : step.flows) {
+          EXPECT_GE(f.src, 0);
+          EXPECT_LT(f.dst, 16);
+          EXPECT_NE(f.src, f.dst) << ToString(op) << " " << ToString(a);
+          EXPECT_GT(f.fraction, 0);
+        }
+      }
+    }
+  }
+}
+
+TEST(ScheduleTest, TorusNeedsABoxHierarchicalNeedsNodes) {
+  std::string why;
+  const auto torus = MakeCluster("tpu-v5p:4x4x4");
+  DeviceGroup scattered{{0, 5, 10}};
+  EXPECT_FALSE(BuildSchedule(torus, scattered, CollectiveOp::kAllGather, Algorithm::kTorus, &why));
+  EXPECT_NE(why.find("box"), std::string::npos) << why;
+  EXPECT_FALSE(BuildSchedule(torus, FirstDevices(8), CollectiveOp::kAllGather, Algorithm::kHierarchical, &why));
+  const auto gpus = MakeCluster("dgx-h100:16");
+  EXPECT_FALSE(BuildSchedule(gpus, FirstDevices(8), CollectiveOp::kAllReduce, Algorithm::kHierarchical, &why));
+  EXPECT_NE(why.find("one node"), std::string::npos) << why;
+  EXPECT_FALSE(BuildSchedule(gpus, FirstDevices(16), CollectiveOp::kAllReduce, Algorithm::kNvls, &why));
+  EXPECT_FALSE(BuildSchedule(gpus, FirstDevices(16), CollectiveOp::kAllToAll, Algorithm::kRing, &why));
+}
+
+}  // namespace
+}  // namespace shardsim::sim
