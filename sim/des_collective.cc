@@ -122,6 +122,10 @@ void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup
                const std::vector<std::vector<ResolvedStep>>& requests, int fd) {
   std::vector<std::string> args = {"shardsim-des", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
                                    "--cfg=network/TCP-gamma:0", "--log=root.thres:critical"};
+#ifdef SHARDSIM_SANITIZE
+  // AddressSanitizer cannot follow SimGrid's hand-made stack switches; system threads it can.
+  args.push_back("--cfg=contexts/factory:thread");
+#endif
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   int argc = static_cast<int>(argv.size());
