@@ -10,6 +10,7 @@
 #include "core/inputs.h"
 #include "core/mesh.h"
 #include "core/suggest.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "sim/collective_cost.h"
 #include "sim/des_collective.h"
@@ -24,18 +25,6 @@ struct Groups {
   std::vector<sim::DeviceGroup> all;  // every group that runs at once (the DES simulates them all)
   std::string description;
 };
-
-std::vector<std::string> SplitAxes(const std::string& text) {
-  std::vector<std::string> axes;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    axes.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return axes;
-}
 
 Groups ResolveGroups(const CollectiveOptions& o, const topologies::Cluster& cluster) {
   const int64_t devices = cluster.num_devices();
@@ -65,7 +54,7 @@ Groups ResolveGroups(const CollectiveOptions& o, const topologies::Cluster& clus
                                            cluster.spec().name + " has " + std::to_string(devices),
                      "axis sizes whose product is " + std::to_string(devices), "change an axis so the product matches");
   }
-  const std::vector<std::string> axes = SplitAxes(o.axes);
+  const std::vector<std::string> axes = Split(o.axes, ',');
   std::vector<std::string> in_mesh;
   for (const std::string& a : MeshAxisNames()) {
     if (shape.Size(a) > 1) in_mesh.push_back(a);

@@ -9,6 +9,7 @@
 #include "core/hardware_catalog.h"
 #include "core/json_input.h"
 #include "core/suggest.h"
+#include "core/text.h"
 #include "core/units.h"
 
 namespace shardsim {
@@ -42,14 +43,7 @@ std::string Shape(const std::vector<int64_t>& dims) {
 
 std::vector<int64_t> ParseShape(const std::string& size, int64_t rank, const std::string& where, const std::string& system) {
   std::vector<int64_t> dims;
-  size_t start = 0;
-  while (true) {
-    const size_t x = size.find('x', start);
-    const std::string part = size.substr(start, x == std::string::npos ? std::string::npos : x - start);
-    dims.push_back(ParseInteger(part, where, 1, 1 << 20));
-    if (x == std::string::npos) break;
-    start = x + 1;
-  }
+  for (const std::string& part : Split(size, 'x')) dims.push_back(ParseInteger(part, where, 1, 1 << 20));
   if (static_cast<int64_t>(dims.size()) != rank) {
     const std::string example = rank == 3 ? "8x8x8" : "16x16";
     throw InputError(where, system + " slices have " + std::to_string(rank) + " axes, got '" + size + "'",
@@ -107,10 +101,7 @@ std::vector<bool> TorusWraparound(const std::vector<int64_t>& dims, const TorusR
 std::map<std::string, std::string> ParseOptions(const std::string& text, const std::vector<std::string>& allowed,
                                                 const std::string& where) {
   std::map<std::string, std::string> options;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& item : Split(text, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
       throw InputError(where, "option '" + item + "' is not key=value", allowed.empty() ? "no options" : JoinNames(allowed),
@@ -125,8 +116,6 @@ std::map<std::string, std::string> ParseOptions(const std::string& text, const s
                        allowed.empty() ? "this system takes no options" : JoinNames(allowed));
     }
     options[key] = item.substr(eq + 1);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return options;
 }

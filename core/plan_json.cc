@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/json_input.h"
 #include "core/suggest.h"
+#include "core/text.h"
 
 namespace shardsim {
 namespace {
@@ -109,14 +110,7 @@ void ApplyPlanOverride(json& plan, const std::string& assignment) {
   }
   json value;
   if (key == "mesh_order") {
-    value = json::array();
-    size_t start = 0;
-    while (true) {
-      const size_t comma = text.find(',', start);
-      value.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+    value = Split(text, ',');
   } else {
     value = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (value.is_discarded()) value = text;  // a bare word such as 1f1b or selective

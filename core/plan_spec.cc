@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/suggest.h"
+#include "core/text.h"
 #include "core/units.h"
 
 namespace shardsim {
@@ -224,10 +225,7 @@ Recompute ParseRecompute(const std::string& name) {
 MeshShape ParseMeshSpec(const std::string& text, const std::string& where) {
   MeshShape mesh;
   std::vector<std::string> seen;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& item : Split(text, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos) {
       throw InputError(where, "'" + item + "' is not axis=size", "axes " + JoinNames(MeshAxisNames()), "e.g. data=8,tensor=8");
@@ -242,8 +240,6 @@ MeshShape ParseMeshSpec(const std::string& text, const std::string& where) {
     }
     seen.push_back(axis);
     mesh.Size(axis) = ParseInteger(item.substr(eq + 1), where + " (" + axis + ")", 1, int64_t{1} << 24);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return mesh;
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace shardsim {
 namespace {
@@ -92,13 +93,7 @@ int64_t ParseByteSize(std::string_view raw, const std::string& where) {
 
 std::vector<int64_t> ParseByteSizeList(std::string_view text, const std::string& where) {
   std::vector<int64_t> sizes;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    sizes.push_back(ParseByteSize(text.substr(start, comma - start), where));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
+  for (const std::string& part : Split(text, ',')) sizes.push_back(ParseByteSize(part, where));
   return sizes;
 }
 

@@ -10,6 +10,16 @@
 namespace shardsim::sim {
 namespace {
 
+// Every group along `axis` of a data x tensor mesh, as device groups (rank r on device r).
+std::vector<DeviceGroup> AxisGroups(int64_t data, int64_t tensor, const std::string& axis) {
+  MeshShape shape;
+  shape.data = data;
+  shape.tensor = tensor;
+  std::vector<DeviceGroup> groups;
+  for (const auto& ranks : LogicalMesh(shape, DefaultMeshOrder()).Groups({axis})) groups.push_back({ranks});
+  return groups;
+}
+
 struct Case {
   std::string cluster;
   int64_t devices;
@@ -54,12 +64,7 @@ TEST(DesAgreementTest, MatchesAnalyticWithin2PercentForEveryAlgorithm) {
 // Every tensor group of a mesh runs at once on disjoint NVSwitch nodes: still no contention.
 TEST(DesAgreementTest, DisjointGroupsDoNotSlowEachOther) {
   const auto cluster = MakeCluster("dgx-h100:64");
-  MeshShape shape;
-  shape.data = 8;
-  shape.tensor = 8;
-  const LogicalMesh mesh(shape, DefaultMeshOrder());
-  std::vector<DeviceGroup> groups;
-  for (const auto& ranks : mesh.Groups({"tensor"})) groups.push_back({ranks});
+  const std::vector<DeviceGroup> groups = AxisGroups(8, 8, "tensor");
   const CollectiveModel model = Model(cluster, groups[0], CollectiveOp::kAllReduce, Algorithm::kRing);
   const double bytes = 64.0 * 1048576;
   const DesReport des = SimulateCollectives(cluster, groups, {{&model.schedule(), bytes, 1}});
@@ -74,12 +79,7 @@ TEST(DesContentionTest, OversubscribedSpineDoublesAllToAll) {
   std::vector<std::string> busiest;
   for (const std::string oversubscription : {"1", "2"}) {
     const auto cluster = MakeCluster("dgx-h100:512,fabric=fat-tree,oversubscription=" + oversubscription);
-    MeshShape shape;
-    shape.data = 64;
-    shape.tensor = 8;
-    const LogicalMesh mesh(shape, DefaultMeshOrder());
-    std::vector<DeviceGroup> groups;
-    for (const auto& ranks : mesh.Groups({"data"})) groups.push_back({ranks});
+    const std::vector<DeviceGroup> groups = AxisGroups(64, 8, "data");
     const CollectiveModel model = Model(cluster, groups[0], CollectiveOp::kAllToAll, Algorithm::kDirect);
     const DesReport des = SimulateCollectives(cluster, groups, {{&model.schedule(), 256.0 * 1048576, 1}});
     times.push_back(des.times_s[0]);
