@@ -40,6 +40,7 @@ json TopologyToJson(const TopologySpec& t) {
       j["oversubscription"] = t.oversubscription;
       j["leaf_ports"] = t.leaf_ports;
       j["nvls"] = t.nvls;
+      j["sharp"] = t.sharp;
       break;
     case TopologyKind::kLocal: j["local_devices"] = t.local_devices; break;
   }
@@ -72,6 +73,7 @@ TopologySpec TopologyFromJson(JsonReader& r) {
     t.oversubscription = r.NumberOr("oversubscription", 1, 1, 1024);
     t.leaf_ports = r.IntOr("leaf_ports", 32, 1, 4096);
     t.nvls = r.BoolOr("nvls", false);
+    t.sharp = r.BoolOr("sharp", false);
   } else {
     t.kind = TopologyKind::kLocal;
     t.local_devices = r.Int("local_devices", 1, kMaxCount);

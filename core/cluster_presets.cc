@@ -122,7 +122,7 @@ std::map<std::string, std::string> ParseOptions(const std::string& text, const s
 
 std::vector<std::string> OptionsFor(const std::string& kind) {
   if (kind == "torus") return {"slices"};
-  if (kind == "switched") return {"oversubscription", "fabric"};
+  if (kind == "switched") return {"oversubscription", "fabric", "sharp"};
   return {};
 }
 
@@ -241,6 +241,7 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
     c.topology.oversubscription = node.Number("oversubscription", 1, 1024);
     c.topology.leaf_ports = node.Int("leaf_ports", 1, 4096);
     c.topology.nvls = node.Bool("nvls");
+    c.topology.sharp = node.Bool("sharp");
     c.topology.source = node.String("source");
     node.Finish();
     if (options.count("fabric")) {
@@ -249,6 +250,11 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
         throw InputError(where, "unknown fabric '" + fabric + "'", "fat-tree, rail-optimized");
       }
       c.topology.fabric = fabric;
+    }
+    if (options.count("sharp")) {
+      const std::string& value = options.at("sharp");
+      if (value != "true" && value != "false") throw InputError(where, "sharp '" + value + "' is not true or false", "true, false");
+      c.topology.sharp = value == "true";
     }
     if (options.count("oversubscription")) {
       const std::string& value = options.at("oversubscription");

@@ -57,6 +57,7 @@ struct TopologySpec {
   double oversubscription = 1;  // leaf uplink oversubscription (1 = non-blocking)
   int64_t leaf_ports = 32;      // NICs attached to each leaf switch (its down ports)
   bool nvls = false;            // the NVSwitch reduces and multicasts in the switch (NVLink SHARP)
+  bool sharp = false;           // the InfiniBand switches reduce in the network (SHARP)
   // Local: CPU cores used as devices.
   int64_t local_devices = 0;
   std::string source;

@@ -22,7 +22,7 @@ std::vector<std::string> CollectiveOpNames() {
 }
 
 std::vector<std::string> AlgorithmNames() {
-  return {"auto", "ring", "bidirectional-ring", "torus", "hierarchical", "tree", "nvls", "direct"};
+  return {"auto", "ring", "bidirectional-ring", "torus", "hierarchical", "tree", "nvls", "sharp", "direct"};
 }
 
 std::string ToString(CollectiveOp op) { return CollectiveOpNames()[static_cast<size_t>(op)]; }

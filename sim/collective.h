@@ -21,7 +21,8 @@ enum class Algorithm {
   kTorus,              // a bidirectional ring per physical torus axis, axes in parallel phases
   kHierarchical,       // inside each NVSwitch node, then across nodes, then inside again
   kTree,               // NCCL's double binary tree (broadcast: one binary tree), pipelined
-  kNvls,               // in-switch reduction and multicast (NVLink SHARP)
+  kNvls,               // in-switch reduction and multicast (NVLink SHARP), inside one node
+  kSharp,              // hierarchical, with the across-node all-reduce done in the InfiniBand switches
   kDirect,             // every pair at once (all-to-all, permute)
 };
 

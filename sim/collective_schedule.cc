@@ -180,7 +180,8 @@ Schedule Torus(CollectiveOp op, const TorusBox& box) {
 
 // --- hierarchical: inside each node, then across nodes (one ring per local index), then inside.
 
-std::optional<Schedule> Hierarchical(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, std::string* why_not) {
+std::optional<Schedule> Hierarchical(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, bool in_network,
+                                     std::string* why_not) {
   const TopologySpec& t = cluster.spec().topology;
   if (t.kind != TopologyKind::kSwitched) {
     *why_not = "the cluster has no NVSwitch nodes";
@@ -218,7 +219,18 @@ std::optional<Schedule> Hierarchical(const Cluster& cluster, const DeviceGroup& 
     }
     return step;
   };
-  Schedule s{op, Algorithm::kHierarchical, n, {}, ""};
+  Schedule s{op, in_network ? Algorithm::kSharp : Algorithm::kHierarchical, n, {}, ""};
+  if (in_network) {
+    if (!t.sharp) {
+      *why_not = "this cluster's InfiniBand does not reduce in the network (add ,sharp=true where it does)";
+      return std::nullopt;
+    }
+    // SHARP: each GPU sends its V/G shard into the switches and gets the reduced shard back: V/G
+    // out of and into every NIC, as the flows to the next node's GPU of the same index load them.
+    s.steps = {inside(1 / g, local - 1), across(1 / g, 1), inside(1 / g, local - 1)};
+    s.description = "ring inside each of " + std::to_string(nodes) + " nodes, in-network reduction (SHARP) across nodes";
+    return s;
+  }
   switch (op) {
     case CollectiveOp::kAllReduce:
       s.steps = {inside(1 / g, local - 1), across(1 / g / m, 2 * (nodes - 1)), inside(1 / g, local - 1)};
@@ -278,7 +290,7 @@ std::vector<Algorithm> AlgorithmsFor(CollectiveOp op) {
   switch (op) {
     case CollectiveOp::kAllReduce:
       return {Algorithm::kRing, Algorithm::kBidirectionalRing, Algorithm::kTorus, Algorithm::kHierarchical, Algorithm::kTree,
-              Algorithm::kNvls};
+              Algorithm::kNvls, Algorithm::kSharp};
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
       return {Algorithm::kRing, Algorithm::kBidirectionalRing, Algorithm::kTorus, Algorithm::kHierarchical};
@@ -316,7 +328,8 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
       if (!box) return std::nullopt;
       return Torus(op, *box);
     }
-    case Algorithm::kHierarchical: return Hierarchical(cluster, group, op, why_not);
+    case Algorithm::kHierarchical: return Hierarchical(cluster, group, op, false, why_not);
+    case Algorithm::kSharp: return Hierarchical(cluster, group, op, true, why_not);
     case Algorithm::kTree: return Tree(op, n);
     case Algorithm::kNvls: {
       const TopologySpec& t = cluster.spec().topology;

@@ -36,6 +36,10 @@ TEST(ClusterPresetsTest, GpuNodes) {
   EXPECT_EQ(nvl.topology.devices_per_node, 72);
   EXPECT_DOUBLE_EQ(nvl.topology.oversubscription, 2);
   EXPECT_EQ(nvl.topology.fabric, "fat-tree");
+  EXPECT_TRUE(nvl.topology.nvls);
+  EXPECT_FALSE(nvl.topology.sharp);
+  EXPECT_TRUE(ParseClusterPreset("dgx-h100:16,sharp=true", "--cluster").topology.sharp);
+  EXPECT_FALSE(ParseClusterPreset("dgx-a100:16", "--cluster").topology.nvls);
 }
 
 TEST(ClusterPresetsTest, TorusWraparoundFollowsSliceShape) {
@@ -77,6 +81,7 @@ TEST(ClusterPresetsTest, BadStringsAreNamed) {
   ExpectRejected("dgx-h100:64,oversub=2", "oversubscription");
   ExpectRejected("dgx-h100:64,oversubscription=0.5", "ratio");
   ExpectRejected("dgx-h100:64,", "key=value");
+  ExpectRejected("dgx-h100:64,sharp=yes", "true or false");
   ExpectRejected("tpu-v5p:8x8", "3 axes");
   ExpectRejected("tpu-v5p:6x6x6", "whole 4x4x4 cubes");
   ExpectRejected("tpu-v5p:3x1x1", "1, 2 or 4");

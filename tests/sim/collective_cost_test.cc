@@ -85,6 +85,17 @@ TEST(NvswitchTest, NvlsBeatsRingWhereTheSwitchHasIt) {
   EXPECT_THROW(Seconds(MakeCluster("dgx-a100:8"), FirstDevices(8), CollectiveOp::kAllReduce, Algorithm::kNvls, kGiB), InputError);
 }
 
+TEST(NvswitchTest, SharpHalvesTheAcrossNodeTrafficWhereEnabled) {
+  const auto plain = MakeCluster("dgx-h100:64");
+  const auto sharp = MakeCluster("dgx-h100:64,sharp=true");
+  EXPECT_THROW(Seconds(plain, FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kSharp, kGiB), InputError);
+  const double hierarchical = Seconds(sharp, FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kHierarchical, kGiB);
+  const double in_network = Seconds(sharp, FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kSharp, kGiB);
+  // Inside: 2 x (7/8) V / 360 GB/s; across: ring 2 x (7/8) (V/8) / 45 GB/s, SHARP (V/8) / 45 GB/s.
+  const double inside = 2 * 7.0 / 8 * kGiB / 360e9;
+  EXPECT_NEAR((hierarchical - inside) / (in_network - inside), 2 * 7.0 / 8, 0.01);
+}
+
 TEST(TreeTest, TreeWinsSmallRingWinsLarge) {
   const auto cluster = MakeCluster("dgx-h100:1024");
   const auto models = BuildCollectiveModels(cluster, FirstDevices(1024), CollectiveOp::kAllReduce, Algorithm::kAuto, "test");
