@@ -91,9 +91,12 @@ TEST(NvswitchTest, SharpHalvesTheAcrossNodeTrafficWhereEnabled) {
   EXPECT_THROW(Seconds(plain, FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kSharp, kGiB), InputError);
   const double hierarchical = Seconds(sharp, FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kHierarchical, kGiB);
   const double in_network = Seconds(sharp, FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kSharp, kGiB);
-  // Inside: 2 x (7/8) V / 360 GB/s; across: ring 2 x (7/8) (V/8) / 45 GB/s, SHARP (V/8) / 45 GB/s.
-  const double inside = 2 * 7.0 / 8 * kGiB / 360e9;
-  EXPECT_NEAR((hierarchical - inside) / (in_network - inside), 2 * 7.0 / 8, 0.01);
+  // Inside (reduce-scatter, then all-gather): 2 x 7 rounds of 1 us + 2 x (7/8) V / 360 GB/s.
+  // Across, per local index: a ring all-reduce of V/8 over 8 nodes, 14 rounds of 5 us +
+  // 2 x (7/8) (V/8) / 45 GB/s; SHARP sends V/8 once up and down each NIC: 5 us + (V/8) / 45 GB/s.
+  const double inside = 14e-6 + 2 * 7.0 / 8 * kGiB / 360e9;
+  EXPECT_NEAR(hierarchical / (inside + 14 * 5e-6 + 2 * 7.0 / 8 * kGiB / 8 / 45e9), 1.0, 1e-6);
+  EXPECT_NEAR(in_network / (inside + 5e-6 + kGiB / 8 / 45e9), 1.0, 1e-6);
 }
 
 TEST(TreeTest, TreeWinsSmallRingWinsLarge) {
