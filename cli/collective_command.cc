@@ -38,6 +38,7 @@ Groups ResolveGroups(const CollectiveOptions& o, const topologies::Cluster& clus
                                                                       std::to_string(devices) + " devices)",
                        "1 to " + std::to_string(devices), "use a larger cluster or fewer devices");
     }
+    if (o.devices < 2) throw InputError("--devices 1", "a group of one device has nothing to communicate", "2 to " + std::to_string(devices));
     sim::DeviceGroup g;
     for (int64_t d = 0; d < o.devices; ++d) g.devices.push_back(d);
     groups.all.push_back(g);
@@ -59,7 +60,11 @@ Groups ResolveGroups(const CollectiveOptions& o, const topologies::Cluster& clus
   for (const std::string& a : MeshAxisNames()) {
     if (shape.Size(a) > 1) in_mesh.push_back(a);
   }
-  for (const std::string& axis : axes) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const std::string& axis = axes[i];
+    if (std::find(axes.begin(), axes.begin() + static_cast<std::ptrdiff_t>(i), axis) != axes.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw InputError("--axes " + o.axes, "axis '" + axis + "' is listed twice", "each axis once", "e.g. --axes data,fsdp");
+    }
     if (std::find(in_mesh.begin(), in_mesh.end(), axis) == in_mesh.end()) {
       const std::string s = DidYouMean(axis, in_mesh);
       throw InputError("--axes " + o.axes, "axis '" + axis + "' is not in the mesh" + (s.empty() ? "" : "; " + s), JoinNames(in_mesh),
@@ -122,24 +127,28 @@ int RunCollective(const CollectiveOptions& o, std::ostream& out) {
   const std::vector<int64_t> sizes = ParseByteSizeList(o.bytes, "--bytes");
   const topologies::Cluster cluster(LoadCluster(o.cluster));
   const Groups groups = ResolveGroups(o, cluster);
-  const sim::DeviceGroup& group = groups.all.front();
-  const int64_t n = static_cast<int64_t>(group.devices.size());
-  const std::vector<sim::CollectiveModel> models = sim::BuildCollectiveModels(cluster, group, op, algorithm, "--algorithm");
+  const int64_t n = static_cast<int64_t>(groups.all.front().devices.size());
+  const sim::GroupCollective collective(cluster, groups.all, op, algorithm, "--algorithm");
 
   struct Row {
     int64_t bytes;
     double time_s;
     double analytic_s;
-    size_t model;
-    int64_t chunks;
+    sim::GroupCollective::Choice choice;
   };
   std::vector<Row> rows;
   std::vector<sim::DesRequest> requests;
   for (int64_t bytes : sizes) {
-    const auto [index, estimate] = sim::Fastest(models, static_cast<double>(bytes));
-    rows.push_back({bytes, estimate.time_s, estimate.time_s, index, estimate.chunks});
-    requests.push_back({&models[index].schedule(), static_cast<double>(bytes), estimate.chunks});
+    const sim::GroupCollective::Choice choice = collective.Fastest(static_cast<double>(bytes));
+    rows.push_back({bytes, choice.estimate.time_s, choice.estimate.time_s, choice});
+    sim::DesRequest request{{}, static_cast<double>(bytes), choice.estimate.chunks};
+    for (const sim::Schedule& s : collective.candidates()[choice.candidate].schedules) request.schedules.push_back(&s);
+    requests.push_back(std::move(request));
   }
+  auto algorithm_of = [&](const Row& r) { return collective.candidates()[r.choice.candidate].algorithm; };
+  auto description_of = [&](const Row& r) {
+    return collective.candidates()[r.choice.candidate].schedules[r.choice.slowest_group].description;
+  };
   std::optional<sim::DesReport> des;
   if (o.engine == "des") {
     des = sim::SimulateCollectives(cluster, groups.all, requests);
@@ -155,13 +164,21 @@ int RunCollective(const CollectiveOptions& o, std::ostream& out) {
                   {"time_s", r.time_s},
                   {"algbw_bytes_per_s", algbw},
                   {"busbw_bytes_per_s", algbw * factor},
-                  {"algorithm", sim::ToString(models[r.model].schedule().algorithm)},
-                  {"chunks", r.chunks}};
+                  {"algorithm", sim::ToString(algorithm_of(r))},
+                  {"chunks", r.choice.estimate.chunks},
+                  {"slowest_group", r.choice.slowest_group}};
       if (des) row["analytic_time_s"] = r.analytic_s;
       results.push_back(row);
     }
-    json j = {{"cluster", cluster.spec().name}, {"op", sim::ToString(op)}, {"engine", o.engine}, {"group_size", n},
-              {"groups", groups.all.size()},    {"group", groups.description}, {"busbw_factor", factor}, {"results", results}};
+    json j = {{"cluster", cluster.spec().name},
+              {"op", sim::ToString(op)},
+              {"engine", o.engine},
+              {"group_size", n},
+              {"groups", groups.all.size()},
+              {"groups_modelled", collective.candidates().front().modelled.size()},
+              {"group", groups.description},
+              {"busbw_factor", factor},
+              {"results", results}};
     if (des) j["des"] = DesJson(*des, cluster);
     out << j.dump(2) << "\n";
     return 0;
@@ -169,16 +186,27 @@ int RunCollective(const CollectiveOptions& o, std::ostream& out) {
   out << "# shardsim collective: " << sim::ToString(op) << " over " << groups.description << " of " << cluster.spec().name << " ("
       << n << " devices per group), engine " << o.engine << "\n";
   out << "# busbw = algbw x " << factor << " (nccl-tests); link bandwidths x efficiency from the cluster spec\n";
-  TextTable table({"size", "bytes", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm"});
+  std::vector<std::string> header = {"size", "bytes", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm"};
+  if (des) header.insert(header.begin() + 3, "analytic");
+  TextTable table(header);
+  std::vector<std::string> descriptions;
   for (const Row& r : rows) {
     const double algbw = r.time_s > 0 ? static_cast<double>(r.bytes) / r.time_s : 0;
-    std::string name = sim::ToString(models[r.model].schedule().algorithm);
-    if (r.chunks > 1) name += " (" + std::to_string(r.chunks) + " chunks)";
-    table.AddRow({FormatBinaryBytes(static_cast<double>(r.bytes)), std::to_string(r.bytes), FormatSeconds(r.time_s), Rate(algbw),
-                  Rate(algbw * factor), name});
+    std::string name = sim::ToString(algorithm_of(r));
+    if (r.choice.estimate.chunks > 1) name += " (" + std::to_string(r.choice.estimate.chunks) + " chunks)";
+    std::vector<std::string> row = {FormatBinaryBytes(static_cast<double>(r.bytes)), std::to_string(r.bytes), FormatSeconds(r.time_s),
+                                    Rate(algbw), Rate(algbw * factor), name};
+    if (des) row.insert(row.begin() + 3, FormatSeconds(r.analytic_s));
+    table.AddRow(row);
+    const std::string d = sim::ToString(algorithm_of(r)) + ": " + description_of(r);
+    if (std::find(descriptions.begin(), descriptions.end(), d) == descriptions.end()) descriptions.push_back(d);
   }
   table.Print(out);
-  out << "# " << models[rows.back().model].schedule().description << "\n";
+  for (const std::string& d : descriptions) out << "# " << d << "\n";
+  if (groups.all.size() > 1) {
+    out << "# analytic: the slowest of " << collective.candidates().front().modelled.size() << " modelled groups (of "
+        << groups.all.size() << ")\n";
+  }
   if (des) PrintDes(*des, cluster, out);
   return 0;
 }

@@ -30,6 +30,9 @@ int64_t LogicalMesh::Coordinate(int64_t rank, std::string_view axis) const {
 }
 
 std::vector<int64_t> LogicalMesh::Group(int64_t rank, const std::vector<std::string>& axes) const {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    for (size_t j = i + 1; j < axes.size(); ++j) SHARDSIM_CHECK(axes[i] != axes[j], "axis listed twice: " + axes[i]);
+  }
   int64_t base = rank;
   for (const std::string& axis : axes) base -= Coordinate(rank, axis) * Stride(axis);
   std::vector<int64_t> group = {base};

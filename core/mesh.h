@@ -28,7 +28,7 @@ class LogicalMesh {
   // Position of `rank` along `axis`, in [0, AxisSize(axis)).
   int64_t Coordinate(int64_t rank, std::string_view axis) const;
   // The ranks that share every coordinate with `rank` except along `axes`, in increasing order
-  // of their position along `axes` (the first listed axis slowest).
+  // of their position along `axes` (the first listed axis slowest). REQUIRES: distinct axes.
   std::vector<int64_t> Group(int64_t rank, const std::vector<std::string>& axes) const;
   // Every group along `axes`: a partition of all ranks, each group ordered as Group().
   std::vector<std::vector<int64_t>> Groups(const std::vector<std::string>& axes) const;

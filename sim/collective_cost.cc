@@ -1,6 +1,7 @@
 #include "sim/collective_cost.h"
 
 #include <limits>
+#include <map>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -14,14 +15,21 @@ CollectiveModel::CollectiveModel(const topologies::Cluster& cluster, const Devic
     pipelined_ = pipelined_ || step.pipelined;
     StepProfile profile;
     std::unordered_map<int64_t, double> load;  // link id -> fraction of `bytes` it carries
-    for (const Flow& flow : step.flows) {
-      const auto route = cluster.Route(group.devices[static_cast<size_t>(flow.src)], group.devices[static_cast<size_t>(flow.dst)]);
-      double latency = 0;
-      for (int64_t id : route) {
-        latency += links[static_cast<size_t>(id)].latency_s;
-        load[id] += flow.fraction;
+    // Route the step's flows source by source: one search per source, however many it feeds.
+    std::map<int32_t, std::vector<const Flow*>> by_source;
+    for (const Flow& flow : step.flows) by_source[flow.src].push_back(&flow);
+    for (const auto& [src, flows] : by_source) {
+      std::vector<int64_t> dsts;
+      for (const Flow* f : flows) dsts.push_back(group.devices[static_cast<size_t>(f->dst)]);
+      const auto routes = cluster.RoutesFrom(group.devices[static_cast<size_t>(src)], dsts);
+      for (size_t i = 0; i < flows.size(); ++i) {
+        double latency = 0;
+        for (int64_t id : routes[i]) {
+          latency += links[static_cast<size_t>(id)].latency_s;
+          load[id] += flows[i]->fraction;
+        }
+        profile.latency_s = std::max(profile.latency_s, latency);
       }
-      profile.latency_s = std::max(profile.latency_s, latency);
     }
     for (const auto& [id, fraction] : load) {
       const topologies::Link& link = links[static_cast<size_t>(id)];
@@ -83,6 +91,69 @@ std::vector<CollectiveModel> BuildCollectiveModels(const topologies::Cluster& cl
   }
   SHARDSIM_CHECK(!models.empty(), "no algorithm for " + ToString(op));
   return models;
+}
+
+GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups, CollectiveOp op,
+                                 Algorithm algorithm, const std::string& where, size_t max_modelled_groups)
+    : group_count_(groups.size()) {
+  SHARDSIM_CHECK(!groups.empty(), "no groups");
+  if (groups[0].devices.size() < 2) {
+    throw InputError(where, "a group of one device has nothing to communicate", "groups of 2 or more devices",
+                     "use more devices or an axis of size > 1");
+  }
+  std::vector<size_t> modelled;
+  const size_t step = std::max<size_t>(1, (groups.size() + max_modelled_groups - 1) / max_modelled_groups);
+  for (size_t g = 0; g < groups.size(); g += step) modelled.push_back(g);
+  if (modelled.back() != groups.size() - 1) modelled.push_back(groups.size() - 1);
+
+  const std::vector<Algorithm> wanted = algorithm == Algorithm::kAuto ? AlgorithmsFor(op) : std::vector<Algorithm>{algorithm};
+  std::string first_reason;
+  for (Algorithm a : wanted) {
+    Candidate candidate{a, {}, modelled, {}};
+    std::string why_not;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      auto schedule = BuildSchedule(cluster, groups[g], op, a, &why_not);
+      if (!schedule) {
+        if (groups.size() > 1) why_not = "group " + std::to_string(g) + " of " + std::to_string(groups.size()) + ": " + why_not;
+        break;
+      }
+      candidate.schedules.push_back(std::move(*schedule));
+    }
+    if (candidate.schedules.size() != groups.size()) {
+      if (first_reason.empty()) first_reason = why_not;
+      continue;
+    }
+    for (size_t g : modelled) candidate.models.emplace_back(cluster, groups[g], candidate.schedules[g]);
+    candidates_.push_back(std::move(candidate));
+  }
+  if (candidates_.empty()) {
+    std::string valid;
+    for (Algorithm a : AlgorithmsFor(op)) {
+      bool runs_everywhere = true;
+      for (size_t g = 0; g < groups.size() && runs_everywhere; ++g) {
+        std::string unused;
+        runs_everywhere = BuildSchedule(cluster, groups[g], op, a, &unused).has_value();
+      }
+      if (runs_everywhere) valid += ", " + ToString(a);
+    }
+    throw InputError(where, "algorithm '" + ToString(algorithm) + "' cannot run " + ToString(op) + " here: " + first_reason,
+                     "auto" + valid, "use --algorithm auto to pick the fastest that can");
+  }
+}
+
+GroupCollective::Choice GroupCollective::Fastest(double bytes) const {
+  Choice best;
+  best.estimate.time_s = std::numeric_limits<double>::infinity();
+  for (size_t c = 0; c < candidates_.size(); ++c) {
+    const Candidate& candidate = candidates_[c];
+    Choice slowest{c, {-1.0, 1}, 0};
+    for (size_t m = 0; m < candidate.models.size(); ++m) {
+      const CollectiveEstimate e = candidate.models[m].Cost(bytes);
+      if (e.time_s > slowest.estimate.time_s) slowest = {c, e, candidate.modelled[m]};
+    }
+    if (slowest.estimate.time_s < best.estimate.time_s) best = slowest;
+  }
+  return best;
 }
 
 std::pair<size_t, CollectiveEstimate> Fastest(const std::vector<CollectiveModel>& models, double bytes) {

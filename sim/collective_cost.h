@@ -51,4 +51,37 @@ std::vector<CollectiveModel> BuildCollectiveModels(const topologies::Cluster& cl
 // The fastest of `models` for `bytes`: its index and estimate.
 std::pair<size_t, CollectiveEstimate> Fastest(const std::vector<CollectiveModel>& models, double bytes);
 
+// A collective over a mesh axis runs on all the axis's groups at once. This holds, for each
+// algorithm that can run on every group (or the one requested), its schedule per group and its
+// analytic model on up to `max_modelled_groups` groups spread evenly (routing every group of a
+// large mesh would cost more than it tells); an algorithm's time is its slowest modelled group.
+class GroupCollective {
+ public:
+  // Throws InputError(where, ...) when the requested algorithm cannot run on some group, or when
+  // a group has a single device (nothing to communicate).
+  GroupCollective(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups, CollectiveOp op,
+                  Algorithm algorithm, const std::string& where, size_t max_modelled_groups = 64);
+
+  struct Choice {
+    size_t candidate = 0;      // index into candidates()
+    CollectiveEstimate estimate;
+    size_t slowest_group = 0;  // index into groups
+  };
+  // The algorithm whose slowest group is fastest for `bytes`.
+  Choice Fastest(double bytes) const;
+
+  struct Candidate {
+    Algorithm algorithm;
+    std::vector<Schedule> schedules;          // one per group
+    std::vector<size_t> modelled;             // groups with a model, in order
+    std::vector<CollectiveModel> models;      // their models
+  };
+  const std::vector<Candidate>& candidates() const { return candidates_; }
+  size_t group_count() const { return group_count_; }
+
+ private:
+  std::vector<Candidate> candidates_;
+  size_t group_count_ = 0;
+};
+
 }  // namespace shardsim::sim

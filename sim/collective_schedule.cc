@@ -344,12 +344,13 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
           return std::nullopt;
         }
       }
-      // Each GPU sends its V bytes into the switch, which reduces them, and receives the V-byte
-      // result by multicast: V up and V down every GPU's NVLinks. The flows i -> i+1 through
-      // the switch load exactly those links.
+      // NVLS: each GPU reduces its 1/N slice in the switch (the switch reads every GPU's copy of
+      // it: V out of each GPU in all, V/N back in) and multicasts the reduced slice (V/N out, V in
+      // from all slices): V (N+1)/N each way over every GPU's NVLinks, so busbw = 2(N-1)/(N+1)
+      // x the link bandwidth (nccl-tests). The flows i -> i+1 through the switch load exactly that.
       Schedule s{op, algorithm, n, {}, "in-switch reduction and multicast (NVLS) over " + std::to_string(n) + " GPUs"};
       Step step;
-      AddRing(Iota(n), +1, 1.0, step.flows);
+      AddRing(Iota(n), +1, static_cast<double>(n + 1) / static_cast<double>(n), step.flows);
       s.steps.push_back(step);
       return s;
     }

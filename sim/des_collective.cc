@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,13 +34,42 @@ struct ResolvedStep {
   double sleep_s = 0;                        // (rounds - 1) x the step's slowest route latency
 };
 
+// Routes of every (source, destination) pair the simulation uses, found one source at a time.
+class RouteTable {
+ public:
+  explicit RouteTable(const topologies::Cluster& cluster) : cluster_(cluster) {}
+  // Routes every pair of `pairs` not yet known.
+  void Add(const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+    std::map<int64_t, std::vector<int64_t>> missing;
+    for (const auto& [src, dst] : pairs) {
+      if (!routes_.count(Key(src, dst))) missing[src].push_back(dst);
+    }
+    for (auto& [src, dsts] : missing) {
+      std::sort(dsts.begin(), dsts.end());
+      dsts.erase(std::unique(dsts.begin(), dsts.end()), dsts.end());
+      auto found = cluster_.RoutesFrom(src, dsts);
+      for (size_t i = 0; i < dsts.size(); ++i) routes_[Key(src, dsts[i])] = std::move(found[i]);
+    }
+  }
+  const std::vector<int64_t>& Get(int64_t src, int64_t dst) const { return routes_.at(Key(src, dst)); }
+
+ private:
+  uint64_t Key(int64_t src, int64_t dst) const {
+    return static_cast<uint64_t>(src) * static_cast<uint64_t>(cluster_.num_devices()) + static_cast<uint64_t>(dst);
+  }
+  const topologies::Cluster& cluster_;
+  std::unordered_map<uint64_t, std::vector<int64_t>> routes_;
+};
+
 std::vector<std::vector<ResolvedStep>> Resolve(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups,
-                                               const std::vector<DesRequest>& requests, DesReport& report) {
+                                               const std::vector<DesRequest>& requests, RouteTable& table, DesReport& report) {
   std::vector<std::vector<ResolvedStep>> resolved;
   for (const DesRequest& request : requests) {
     std::vector<ResolvedStep> steps;
     std::map<int64_t, std::pair<double, std::set<size_t>>> load;  // link -> busy seconds, groups
-    for (const Step& step : request.schedule->steps) {
+    const size_t step_count = request.schedules.front()->steps.size();
+    for (size_t s = 0; s < step_count; ++s) {
+      const Step& step = request.schedules.front()->steps[s];
       ResolvedStep r;
       const int64_t k = step.pipelined ? request.chunks : 1;
       const int64_t rounds = step.rounds + k - 1;
@@ -47,15 +78,23 @@ std::vector<std::vector<ResolvedStep>> Resolve(const topologies::Cluster& cluste
         continue;
       }
       std::vector<std::tuple<int64_t, int64_t, uint64_t>> flows;
+      std::vector<std::pair<int64_t, int64_t>> pairs;
+      for (size_t g = 0; g < groups.size(); ++g) {
+        for (const Flow& f : request.schedules[g]->steps[s].flows) {
+          pairs.emplace_back(groups[g].devices[static_cast<size_t>(f.src)], groups[g].devices[static_cast<size_t>(f.dst)]);
+        }
+      }
+      table.Add(pairs);
       double latency = 0;
       for (size_t g = 0; g < groups.size(); ++g) {
-        for (const Flow& f : step.flows) {
+        const Step& group_step = request.schedules[g]->steps[s];
+        for (const Flow& f : group_step.flows) {
           const int64_t src = groups[g].devices[static_cast<size_t>(f.src)];
           const int64_t dst = groups[g].devices[static_cast<size_t>(f.dst)];
           const double bytes = f.fraction * request.bytes / static_cast<double>(k) * static_cast<double>(rounds);
           flows.emplace_back(src, dst, static_cast<uint64_t>(std::max(1.0, std::llround(bytes) * 1.0)));
           double route_latency = 0;
-          for (int64_t id : cluster.Route(src, dst)) {
+          for (int64_t id : table.Get(src, dst)) {
             const topologies::Link& link = cluster.links()[static_cast<size_t>(id)];
             route_latency += link.latency_s;
             auto& [busy, users] = load[id];
@@ -118,7 +157,7 @@ class RoundBarrier {
 };
 
 // Runs the simulation in this (child) process and writes "wall_s rss_bytes time_0 time_1 ...".
-void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups,
+void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups, const RouteTable& table,
                const std::vector<std::vector<ResolvedStep>>& requests, int fd) {
   std::vector<std::string> args = {"shardsim-des", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
                                    "--cfg=network/TCP-gamma:0", "--log=root.thres:critical"};
@@ -145,7 +184,7 @@ void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup
       for (size_t i = 0; i < step.src.size(); ++i) {
         if (!routed.insert({step.src[i], step.dst[i]}).second) continue;
         std::vector<sg4::LinkInRoute> route;
-        for (int64_t id : cluster.Route(step.src[i], step.dst[i])) {
+        for (int64_t id : table.Get(step.src[i], step.dst[i])) {
           auto it = links.find(id);
           if (it == links.end()) {
             const topologies::Link& l = cluster.links()[static_cast<size_t>(id)];
@@ -215,7 +254,8 @@ DesReport SimulateCollectives(const topologies::Cluster& cluster, const std::vec
                               const std::vector<DesRequest>& requests) {
   DesReport report;
   report.folded = "each step's identical rounds run as one transfer of rounds x the bytes after (rounds - 1) latencies";
-  const auto resolved = Resolve(cluster, groups, requests, report);
+  RouteTable table(cluster);
+  const auto resolved = Resolve(cluster, groups, requests, table, report);
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) throw std::runtime_error("cannot create a pipe for the simulation");
   std::cout.flush();
@@ -225,7 +265,7 @@ DesReport SimulateCollectives(const topologies::Cluster& cluster, const std::vec
   if (child == 0) {
     close(pipe_fds[0]);
     try {
-      RunEngine(cluster, groups, resolved, pipe_fds[1]);
+      RunEngine(cluster, groups, table, resolved, pipe_fds[1]);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "shardsim: SimGrid failed: %s\n", e.what());
       _exit(2);
@@ -235,17 +275,31 @@ DesReport SimulateCollectives(const topologies::Cluster& cluster, const std::vec
   close(pipe_fds[1]);
   std::string text;
   char buffer[4096];
-  for (ssize_t got; (got = read(pipe_fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<size_t>(got));
+  while (true) {
+    const ssize_t got = read(pipe_fds[0], buffer, sizeof buffer);
+    if (got > 0) {
+      text.append(buffer, static_cast<size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
   close(pipe_fds[0]);
   int status = 0;
-  waitpid(child, &status, 0);
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) {
+    throw std::runtime_error(std::string("the SimGrid simulation process was killed by signal ") + strsignal(WTERMSIG(status)));
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty()) {
-    throw std::runtime_error("the SimGrid simulation process failed (status " + std::to_string(status) + ")");
+    throw std::runtime_error("the SimGrid simulation process failed (exit status " + std::to_string(WEXITSTATUS(status)) + ")");
   }
   std::istringstream in(text);
   in >> report.wall_s >> report.peak_rss_bytes;
   report.times_s.resize(requests.size());
-  for (double& t : report.times_s) in >> t;
+  for (double& t : report.times_s) {
+    in >> t;
+    if (!in || !(t >= 0)) throw std::runtime_error("the SimGrid simulation returned no time for a request");
+  }
   return report;
 }
 

@@ -12,7 +12,7 @@
 namespace shardsim::sim {
 
 struct DesRequest {
-  const Schedule* schedule = nullptr;  // REQUIRES: outlives the call
+  std::vector<const Schedule*> schedules;  // one per group; REQUIRES: they outlive the call
   double bytes = 0;
   int64_t chunks = 1;  // pipeline chunks for pipelined steps
 };
@@ -32,9 +32,8 @@ struct DesReport {
   std::string folded;                               // what the engine folded, in words
 };
 
-// Runs each request in turn (all `groups` at once, each executing the schedule on its own
-// devices; the schedule's member indices map through each group's device list) and returns the
-// simulated times. The simulation runs in a child process (SimGrid allows one engine per
+// Runs each request in turn (all `groups` at once, group g executing schedules[g] on its own
+// devices; member indices map through the group's device list) and returns the simulated times. The simulation runs in a child process (SimGrid allows one engine per
 // process), so this can be called repeatedly. Throws std::runtime_error if the child fails.
 // Each step's identical rounds are folded into one transfer of rounds x the bytes after
 // (rounds - 1) step latencies: exact when every round sees the same sharing.

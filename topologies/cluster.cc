@@ -50,7 +50,7 @@ struct Cluster::Impl {
   void BuildLocal();
   void BuildGraph();
   std::vector<int64_t> TorusRoute(int64_t src, int64_t dst) const;
-  std::vector<int64_t> ShortestRoute(int64_t src, int64_t dst) const;
+  std::vector<std::vector<int64_t>> ShortestRoutes(int64_t src, const std::vector<int64_t>& dsts) const;
 };
 
 namespace {
@@ -213,7 +213,9 @@ std::vector<int64_t> Cluster::Impl::TorusRoute(int64_t src, int64_t dst) const {
     int dir = 0;
     int64_t steps = 0;
     if (t.wraparound[a] && dims[a] > 2) {
-      dir = forward <= dims[a] - forward ? 0 : 1;
+      // Half-way round, both ways are equally short: alternate by the source's position so
+      // the + and - links share that traffic.
+      dir = forward < dims[a] - forward ? 0 : forward > dims[a] - forward ? 1 : static_cast<int>(c[a] % 2);
       steps = dir == 0 ? forward : dims[a] - forward;
     } else {
       dir = target[a] >= c[a] ? 0 : 1;
@@ -232,47 +234,65 @@ std::vector<int64_t> Cluster::Impl::TorusRoute(int64_t src, int64_t dst) const {
 
 namespace {
 
-// Ends a Dijkstra search as soon as the target is settled (boost's documented way to stop early).
-struct TargetSettled {};
-class StopAtTarget : public boost::default_dijkstra_visitor {
+// Ends a Dijkstra search once every target is settled (boost's documented way to stop early).
+struct TargetsSettled {};
+class StopAtTargets : public boost::default_dijkstra_visitor {
  public:
-  explicit StopAtTarget(size_t target) : target_(target) {}
-  void examine_vertex(size_t v, const Graph&) const {
-    if (v == target_) throw TargetSettled{};
+  StopAtTargets(std::vector<char>* pending, size_t count) : pending_(pending), remaining_(count) {}
+  void examine_vertex(size_t v, const Graph&) {
+    if ((*pending_)[v]) {
+      (*pending_)[v] = 0;
+      if (--remaining_ == 0) throw TargetsSettled{};
+    }
   }
 
  private:
-  size_t target_;
+  std::vector<char>* pending_;
+  size_t remaining_;
 };
 
 }  // namespace
 
-std::vector<int64_t> Cluster::Impl::ShortestRoute(int64_t src, int64_t dst) const {
+std::vector<std::vector<int64_t>> Cluster::Impl::ShortestRoutes(int64_t src, const std::vector<int64_t>& dsts) const {
   const size_t n = boost::num_vertices(graph);
   std::vector<double> distance(n);
   std::vector<size_t> parent(n);
-  auto index = boost::get(boost::vertex_index, graph);
-  try {
-    boost::dijkstra_shortest_paths(graph, static_cast<size_t>(src),
-                                   boost::weight_map(boost::make_iterator_property_map(weights.begin(), boost::get(boost::edge_index, graph)))
-                                       .distance_map(boost::make_iterator_property_map(distance.begin(), index))
-                                       .predecessor_map(boost::make_iterator_property_map(parent.begin(), index))
-                                       .visitor(StopAtTarget(static_cast<size_t>(dst))));
-  } catch (const TargetSettled&) {
-  }
-  std::vector<int64_t> route;
-  for (size_t v = static_cast<size_t>(dst); v != static_cast<size_t>(src);) {
-    SHARDSIM_CHECK(parent[v] != v, "no route between devices " + std::to_string(src) + " and " + std::to_string(dst));
-    int64_t best = -1;
-    for (auto [e, end] = boost::out_edges(parent[v], graph); e != end; ++e) {
-      if (boost::target(*e, graph) != v) continue;
-      const int64_t id = boost::get(boost::edge_index, graph, *e);
-      if (best < 0 || weights[static_cast<size_t>(id)] < weights[static_cast<size_t>(best)]) best = id;
+  std::vector<char> pending(n, 0);
+  size_t count = 0;
+  for (int64_t d : dsts) {
+    if (d != src && !pending[static_cast<size_t>(d)]) {
+      pending[static_cast<size_t>(d)] = 1;
+      ++count;
     }
-    route.push_back(best);
-    v = parent[v];
   }
-  return {route.rbegin(), route.rend()};
+  if (count > 0) {
+    auto index = boost::get(boost::vertex_index, graph);
+    try {
+      boost::dijkstra_shortest_paths(graph, static_cast<size_t>(src),
+                                     boost::weight_map(boost::make_iterator_property_map(weights.begin(), boost::get(boost::edge_index, graph)))
+                                         .distance_map(boost::make_iterator_property_map(distance.begin(), index))
+                                         .predecessor_map(boost::make_iterator_property_map(parent.begin(), index))
+                                         .visitor(StopAtTargets(&pending, count)));
+    } catch (const TargetsSettled&) {
+    }
+  }
+  std::vector<std::vector<int64_t>> routes;
+  for (int64_t dst : dsts) {
+    std::vector<int64_t> route;
+    for (size_t v = static_cast<size_t>(dst); v != static_cast<size_t>(src);) {
+      SHARDSIM_CHECK(parent[v] != v, "no route between devices " + std::to_string(src) + " and " + std::to_string(dst));
+      int64_t best = -1;
+      for (auto [e, end] = boost::out_edges(parent[v], graph); e != end; ++e) {
+        if (boost::target(*e, graph) != v) continue;
+        const int64_t id = boost::get(boost::edge_index, graph, *e);
+        if (best < 0 || weights[static_cast<size_t>(id)] < weights[static_cast<size_t>(best)]) best = id;
+      }
+      route.push_back(best);
+      v = parent[v];
+    }
+    routes.emplace_back(route.rbegin(), route.rend());
+  }
+  return routes;
 }
 
 Cluster::Cluster(const ClusterSpec& spec) : impl_(std::make_unique<Impl>()) {
@@ -299,7 +319,18 @@ std::vector<int64_t> Cluster::Route(int64_t src, int64_t dst) const {
   SHARDSIM_CHECK(src >= 0 && src < num_devices() && dst >= 0 && dst < num_devices(), "device out of range");
   if (src == dst) return {};
   if (impl_->spec.topology.kind == TopologyKind::kTorus) return impl_->TorusRoute(src, dst);
-  return impl_->ShortestRoute(src, dst);
+  return std::move(impl_->ShortestRoutes(src, {dst}).front());
+}
+
+std::vector<std::vector<int64_t>> Cluster::RoutesFrom(int64_t src, const std::vector<int64_t>& dsts) const {
+  for (int64_t d : dsts) SHARDSIM_CHECK(d >= 0 && d < num_devices(), "device out of range");
+  SHARDSIM_CHECK(src >= 0 && src < num_devices(), "device out of range");
+  if (impl_->spec.topology.kind == TopologyKind::kTorus) {
+    std::vector<std::vector<int64_t>> routes;
+    for (int64_t d : dsts) routes.push_back(d == src ? std::vector<int64_t>{} : impl_->TorusRoute(src, d));
+    return routes;
+  }
+  return impl_->ShortestRoutes(src, dsts);
 }
 
 std::vector<int64_t> Cluster::TorusCoordinates(int64_t device) const {

@@ -57,10 +57,14 @@ class Cluster {
   const std::vector<Link>& links() const;
 
   // Link ids from device `src` to device `dst`, in order; empty when src == dst.
-  // Tori route in dimension order (axis 0 first, the shorter way round where it wraps);
+  // Tori route in dimension order (axis 0 first, the shorter way round where it wraps; half-way
+  // round, + from even coordinates and - from odd ones);
   // elsewhere the lowest-latency path (Dijkstra over link latencies, fewest hops on ties).
   // REQUIRES: 0 <= src, dst < num_devices(). Thread-safe.
   std::vector<int64_t> Route(int64_t src, int64_t dst) const;
+  // Route(src, d) for every d of `dsts`, from one search (much cheaper than one call each when a
+  // device talks to many others, as in an all-to-all).
+  std::vector<std::vector<int64_t>> RoutesFrom(int64_t src, const std::vector<int64_t>& dsts) const;
 
   // Torus coordinates of a device (empty on other topologies); the last entry is the slice
   // when there are several.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 
@@ -19,9 +20,11 @@ std::vector<int64_t> SamplePairs(int64_t pairs, int64_t max_pairs) {
     return chosen;
   }
   for (int64_t p = 0; p < max_pairs / 2; ++p) chosen.push_back(p);
-  std::mt19937_64 random(pairs);
+  std::mt19937_64 random(static_cast<uint64_t>(pairs));
   std::uniform_int_distribution<int64_t> pick(max_pairs / 2, pairs - 1);
-  while (static_cast<int64_t>(chosen.size()) < max_pairs) chosen.push_back(pick(random));
+  std::set<int64_t> drawn;
+  while (static_cast<int64_t>(drawn.size()) < max_pairs - max_pairs / 2) drawn.insert(pick(random));
+  chosen.insert(chosen.end(), drawn.begin(), drawn.end());
   return chosen;
 }
 
@@ -50,7 +53,11 @@ std::vector<AxisLinks> DescribeAxes(const Cluster& cluster, const LogicalMesh& m
       }
     }
     info.max_neighbour_hops = static_cast<int64_t>(longest.size());
-    info.closing_hops = static_cast<int64_t>(cluster.Route(DeviceOfRank(mesh, group.back()), DeviceOfRank(mesh, group.front())).size());
+    const std::vector<int64_t> closing = cluster.Route(DeviceOfRank(mesh, group.back()), DeviceOfRank(mesh, group.front()));
+    info.closing_hops = static_cast<int64_t>(closing.size());
+    for (int64_t id : closing) {
+      info.bottleneck_bytes_per_s = std::min(info.bottleneck_bytes_per_s, cluster.links()[static_cast<size_t>(id)].bandwidth_bytes_per_s);
+    }
     for (int64_t id : longest) {
       const Link& link = cluster.links()[static_cast<size_t>(id)];
       const std::string label = link.name.substr(link.name.rfind(' ') + 1);

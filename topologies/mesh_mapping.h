@@ -26,7 +26,7 @@ struct AxisLinks {
   std::vector<std::string> path;  // the longest neighbour route, as "class (label)" per hop
   int64_t max_neighbour_hops = 0;
   int64_t closing_hops = 0;       // hops from the last member back to the first (a ring's last step)
-  double bottleneck_bytes_per_s = 0;  // slowest link on any neighbour route, one direction
+  double bottleneck_bytes_per_s = 0;  // slowest link on the neighbour and closing routes, one way
   int64_t pairs_checked = 0;          // neighbour pairs routed (all, or an even sample of them)
 };
 

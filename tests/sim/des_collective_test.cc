@@ -50,7 +50,7 @@ TEST(DesAgreementTest, MatchesAnalyticWithin2PercentForEveryAlgorithm) {
     std::vector<double> analytic;
     for (double bytes : {4096.0, 256.0 * 1048576}) {
       const CollectiveEstimate e = model.Cost(bytes);
-      requests.push_back({&model.schedule(), bytes, e.chunks});
+      requests.push_back({{&model.schedule()}, bytes, e.chunks});
       analytic.push_back(e.time_s);
     }
     const DesReport des = SimulateCollectives(cluster, {group}, requests);
@@ -65,10 +65,12 @@ TEST(DesAgreementTest, MatchesAnalyticWithin2PercentForEveryAlgorithm) {
 TEST(DesAgreementTest, DisjointGroupsDoNotSlowEachOther) {
   const auto cluster = MakeCluster("dgx-h100:64");
   const std::vector<DeviceGroup> groups = AxisGroups(8, 8, "tensor");
-  const CollectiveModel model = Model(cluster, groups[0], CollectiveOp::kAllReduce, Algorithm::kRing);
+  const GroupCollective collective(cluster, groups, CollectiveOp::kAllReduce, Algorithm::kRing, "test");
   const double bytes = 64.0 * 1048576;
-  const DesReport des = SimulateCollectives(cluster, groups, {{&model.schedule(), bytes, 1}});
-  EXPECT_NEAR(des.times_s[0] / model.Cost(bytes).time_s, 1.0, 0.02);
+  DesRequest request{{}, bytes, 1};
+  for (const Schedule& s : collective.candidates()[0].schedules) request.schedules.push_back(&s);
+  const DesReport des = SimulateCollectives(cluster, groups, {request});
+  EXPECT_NEAR(des.times_s[0] / collective.Fastest(bytes).estimate.time_s, 1.0, 0.02);
   EXPECT_EQ(des.busiest_links[0][0].groups, 1);
 }
 
@@ -80,8 +82,11 @@ TEST(DesContentionTest, OversubscribedSpineDoublesAllToAll) {
   for (const std::string oversubscription : {"1", "2"}) {
     const auto cluster = MakeCluster("dgx-h100:512,fabric=fat-tree,oversubscription=" + oversubscription);
     const std::vector<DeviceGroup> groups = AxisGroups(64, 8, "data");
-    const CollectiveModel model = Model(cluster, groups[0], CollectiveOp::kAllToAll, Algorithm::kDirect);
-    const DesReport des = SimulateCollectives(cluster, groups, {{&model.schedule(), 256.0 * 1048576, 1}});
+    const GroupCollective collective(cluster, groups, CollectiveOp::kAllToAll, Algorithm::kDirect, "test");
+    DesRequest request{{}, 256.0 * 1048576, 1};
+    for (const Schedule& s : collective.candidates()[0].schedules) request.schedules.push_back(&s);
+    const DesReport des = SimulateCollectives(cluster, groups, {request});
+    const CollectiveModel& model = collective.candidates()[0].models[0];
     times.push_back(des.times_s[0]);
     busiest.push_back(cluster.links()[static_cast<size_t>(des.busiest_links[0][0].link)].name);
     if (oversubscription == "2") {
