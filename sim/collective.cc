@@ -17,15 +17,10 @@ Enum ParseName(const std::string& name, const std::string& where, const std::vec
 
 }  // namespace
 
-std::vector<std::string> CollectiveOpNames() {
-  return {"all-gather", "reduce-scatter", "all-reduce", "all-to-all", "broadcast", "permute"};
-}
-
 std::vector<std::string> AlgorithmNames() {
   return {"auto", "ring", "bidirectional-ring", "torus", "hierarchical", "tree", "nvls", "sharp", "direct"};
 }
 
-std::string ToString(CollectiveOp op) { return CollectiveOpNames()[static_cast<size_t>(op)]; }
 std::string ToString(Algorithm algorithm) { return AlgorithmNames()[static_cast<size_t>(algorithm)]; }
 
 CollectiveOp ParseCollectiveOp(const std::string& name, const std::string& where) {

@@ -8,11 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "core/collective_op.h"
 #include "topologies/cluster.h"
 
 namespace shardsim::sim {
 
-enum class CollectiveOp { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kBroadcast, kPermute };
+using shardsim::CollectiveOp;
+using shardsim::CollectiveOpNames;
+using shardsim::ToString;
 
 enum class Algorithm {
   kAuto,               // the fastest applicable one (as NCCL's tuner would pick)
@@ -26,9 +29,7 @@ enum class Algorithm {
   kDirect,             // every pair at once (all-to-all, permute)
 };
 
-std::string ToString(CollectiveOp op);
 std::string ToString(Algorithm algorithm);
-std::vector<std::string> CollectiveOpNames();
 std::vector<std::string> AlgorithmNames();  // includes "auto"
 // Throw InputError naming `where` (with the closest name) for unknown names.
 CollectiveOp ParseCollectiveOp(const std::string& name, const std::string& where);
