@@ -41,4 +41,12 @@ struct CollectiveOptions {
 };
 int RunCollective(const CollectiveOptions& options, std::ostream& out);
 
+struct EstimateOptions {
+  std::string model, cluster, plan;
+  std::vector<std::string> overrides;
+  bool json = false;
+  bool dump_program = false;  // print the StepProgram instead of the estimate
+};
+int RunEstimate(const EstimateOptions& options, std::ostream& out);
+
 }  // namespace shardsim::cli

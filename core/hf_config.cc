@@ -53,6 +53,7 @@ ModelSpec Gpt2(JsonReader& r, const std::string& name) {
   m.norm = NormKind::kLayerNorm;
   m.position = PositionKind::kLearned;
   m.linear_bias = true;
+  m.dropout = r.NumberOr("attn_pdrop", 0.1, 0, 1) > 0;
   return m;
 }
 

@@ -26,6 +26,7 @@ json ModelToJson(const ModelSpec& m) {
   j["tied_embeddings"] = m.tied_embeddings;
   j["linear_bias"] = m.linear_bias;
   j["qkv_bias"] = m.qkv_bias;
+  j["dropout"] = m.dropout;
   if (m.moe) {
     j["moe"] = {{"num_experts", m.moe->num_experts},
                 {"top_k", m.moe->top_k},
@@ -73,6 +74,7 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
   m.tied_embeddings = r.BoolOr("tied_embeddings", false);
   m.linear_bias = r.BoolOr("linear_bias", false);
   m.qkv_bias = r.BoolOr("qkv_bias", false);
+  m.dropout = r.BoolOr("dropout", false);
   if (auto moe = r.Object("moe")) {
     MoeSpec e;
     e.num_experts = moe->Int("num_experts", 1, kMaxModelExperts);

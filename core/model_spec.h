@@ -62,6 +62,7 @@ struct ModelSpec {
   bool tied_embeddings = false;  // output head shares the embedding matrix
   bool linear_bias = false;      // every linear layer has a bias (GPT-2/3, NeoX)
   bool qkv_bias = false;         // only the Q, K, V projections have a bias (Qwen2)
+  bool dropout = false;          // dropout after softmax, attention output and MLP (Megatron GPT)
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
   std::string source;            // where the hyper-parameters come from

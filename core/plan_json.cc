@@ -18,7 +18,8 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "recompute", "dtype", "overlap", "ep_capacity_factor"};
+          "pipeline_schedule", "virtual_stages", "recompute", "dtype", "overlap", "ep_capacity_factor",
+          "flash_attention"};
 }
 
 }  // namespace
@@ -44,7 +45,8 @@ json PlanToJson(const PlanSpec& p) {
             {"context", p.overlap.context},
             {"pipeline", p.overlap.pipeline},
             {"expert", p.overlap.expert}}},
-          {"ep_capacity_factor", p.ep_capacity_factor}};
+          {"ep_capacity_factor", p.ep_capacity_factor},
+          {"flash_attention", p.flash_attention}};
 }
 
 PlanSpec PlanFromJson(const json& value, const std::string& where) {
@@ -80,6 +82,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     overlap->Finish();
   }
   p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 0.01, 64);
+  p.flash_attention = r.BoolOr("flash_attention", true);
   r.Finish();
   return p;
 }

@@ -62,6 +62,7 @@ struct PlanSpec {
   std::string dtype = "bf16";     // compute dtype; names a key of the chip's peak_flop_per_s
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
+  bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
   bool operator==(const PlanSpec&) const = default;
 };
 

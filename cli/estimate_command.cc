@@ -1,0 +1,110 @@
+// `shardsim estimate`: the analytic prediction of one training step for a model, cluster and
+// plan: step time, tokens/s, MFU and HFU, memory per device, and where the time goes.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/text_table.h"
+#include "core/error.h"
+#include "core/inputs.h"
+#include "core/plan_json.h"
+#include "core/units.h"
+#include "sim/estimate.h"
+#include "strategies/build_step.h"
+
+namespace shardsim::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string Percent(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f%%", 100 * x);
+  return buffer;
+}
+
+json MemoryJson(const strategies::MemoryBreakdown& b) {
+  return {{"params", b.params}, {"grads", b.grads}, {"optimizer", b.optimizer}, {"activations", b.activations}, {"buffers", b.buffers}};
+}
+
+}  // namespace
+
+int RunEstimate(const EstimateOptions& o, std::ostream& out) {
+  if (o.model.empty() || o.cluster.empty()) throw InputError("estimate", "needs --model and --cluster", "", "e.g. --model llama3-8b --cluster dgx-h100:8");
+  if (o.plan.empty() && o.overrides.empty()) throw InputError("estimate", "needs a plan", "--plan FILE and/or --set key=value", "see examples/*.plan.json");
+  const ModelSpec model = LoadModel(o.model);
+  const ClusterSpec cluster = LoadCluster(o.cluster);
+  const PlanSpec plan = LoadPlan(o.plan, o.overrides);
+  const std::string where = o.plan.empty() ? std::string("plan (from --set)") : o.plan;
+  if (cluster.chip.peak_flop_per_s.count(plan.dtype) == 0) {
+    throw InputError(where + ":/dtype", "dtype '" + plan.dtype + "' has no peak on " + cluster.chip.name, "", "set dtype to one the chip lists");
+  }
+  ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, where + ":");
+  const strategies::StepProgram program = strategies::BuildStep(model, plan);
+  if (o.dump_program) {
+    out << strategies::DumpProgram(program);
+    return 0;
+  }
+  const topologies::Cluster graph(cluster);
+  sim::AxisCollectives collectives(graph, plan);
+  const sim::StepReport r = sim::Estimate(program, cluster, collectives);
+  const strategies::MemoryBreakdown& peak = r.memory.peak;
+
+  if (o.json) {
+    json exposed = json::object();
+    for (const auto& [key, seconds] : r.exposed_comm_s) exposed[key] = seconds;
+    json j = {{"engine", "analytic"},
+              {"model", model.name},
+              {"cluster", cluster.name},
+              {"plan", PlanToJson(plan)},
+              {"step_time_s", r.step_time_s},
+              {"tokens_per_s", r.tokens_per_s},
+              {"mfu", r.mfu},
+              {"hfu", r.hfu},
+              {"model_flops_per_step", r.model_flops_per_step},
+              {"hardware_flops_per_step", r.hardware_flops_per_step},
+              {"peak_flop_per_s", r.peak_flop_per_s},
+              {"fits", r.fits},
+              {"memory",
+               {{"peak_bytes_per_device", peak.total()},
+                {"hbm_bytes", r.hbm_bytes},
+                {"peak_stage", r.memory.peak_stage},
+                {"params", peak.params},
+                {"grads", peak.grads},
+                {"optimizer", peak.optimizer},
+                {"activations", peak.activations},
+                {"buffers", peak.buffers}}},
+              {"breakdown", {{"compute_s", r.compute_s}, {"exposed_comm_s", exposed}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage}}},
+              {"stage_time_s", r.stage_time_s},
+              {"why", r.why}};
+    (void)MemoryJson;
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  const PlanShape shape = DerivePlanShape(plan);
+  out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ", "
+      << ToString(plan.pipeline_schedule) << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO "
+      << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "") << "\n";
+  out << "  step        " << FormatSeconds(r.step_time_s) << " for " << FormatCount(static_cast<double>(shape.tokens_per_step)) << " tokens ("
+      << shape.num_microbatches << " micro-batches of " << plan.micro_batch_size << " per replica): " << FormatCount(r.tokens_per_s)
+      << " tokens/s\n";
+  out << "  utilisation MFU " << Percent(r.mfu) << ", HFU " << Percent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
+      << plan.dtype << " peak per device (cluster spec); matmuls at " << cluster.efficiency.matmul << " of peak, HBM at "
+      << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
+  out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
+      << FormatSeconds(r.bubble_s);
+  for (const auto& [key, seconds] : r.exposed_comm_s) {
+    if (seconds > 0) out << ", exposed " << key << " " << FormatSeconds(seconds);
+  }
+  out << "\n  limited by  " << r.why << "\n";
+  out << "  memory      " << FormatBinaryBytes(peak.total()) << " per device on stage " << r.memory.peak_stage << " of "
+      << FormatBinaryBytes(r.hbm_bytes) << " HBM: " << (r.fits ? "fits" : "DOES NOT FIT") << "\n";
+  TextTable table({"params", "grads", "optimizer", "activations", "buffers"});
+  table.AddRow({FormatBinaryBytes(peak.params), FormatBinaryBytes(peak.grads), FormatBinaryBytes(peak.optimizer),
+                FormatBinaryBytes(peak.activations), FormatBinaryBytes(peak.buffers)});
+  table.Print(out, "              ");
+  return 0;
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,237 @@
+#include "sim/estimate.h"
+
+#include <algorithm>
+#include <array>
+
+#include "core/error.h"
+#include "core/mesh.h"
+
+namespace shardsim::sim {
+namespace {
+
+using strategies::ComputeKind;
+using strategies::LayerProgram;
+using strategies::Op;
+using strategies::Phase;
+using strategies::StepProgram;
+using strategies::Stream;
+
+std::string Key(const std::vector<std::string>& axes) {
+  std::string key;
+  for (const std::string& a : axes) key += (key.empty() ? "" : ",") + a;
+  return key;
+}
+
+// The cost of one layer's work on one micro-batch in one phase.
+struct PhaseCost {
+  double compute_s = 0;
+  double total_s = 0;
+  double flops = 0;
+  std::map<std::string, double> exposed_s;  // by "stream collective"
+};
+
+struct Roofline {
+  double peak_flop_per_s;
+  double matmul_efficiency;
+  double hbm_bytes_per_s;  // x efficiency
+  double Seconds(const Op& op) const {
+    const double memory = op.bytes / hbm_bytes_per_s;
+    if (op.kind == ComputeKind::kMatmul || op.kind == ComputeKind::kAttention) {
+      return std::max(op.flops / (peak_flop_per_s * matmul_efficiency), memory);
+    }
+    return memory;
+  }
+};
+
+PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roofline, AxisCollectives& collectives) {
+  PhaseCost cost;
+  double overlapped = 0;
+  std::map<std::string, double> overlapped_by_key;
+  for (const Op& op : layer.ops) {
+    if (op.phase != phase) continue;
+    if (!op.is_comm()) {
+      cost.compute_s += roofline.Seconds(op);
+      cost.flops += op.flops;
+      continue;
+    }
+    const double seconds = collectives.Seconds(op.collective, op.axes, op.comm_bytes);
+    const std::string key = strategies::ToString(op.stream) + " " + ToString(op.collective);
+    if (op.overlapped) {
+      overlapped += seconds;
+      overlapped_by_key[key] += seconds;
+    } else {
+      cost.exposed_s[key] += seconds;
+    }
+  }
+  // Overlapped collectives hide under the phase's compute; what sticks out is exposed, shared
+  // among them in proportion.
+  const double sticking_out = std::max(0.0, overlapped - cost.compute_s);
+  for (const auto& [key, seconds] : overlapped_by_key) cost.exposed_s[key] += sticking_out * seconds / overlapped;
+  cost.total_s = cost.compute_s;
+  for (const auto& [key, seconds] : cost.exposed_s) cost.total_s += seconds;
+  return cost;
+}
+
+void Add(PhaseCost& into, const PhaseCost& cost, double times) {
+  into.compute_s += cost.compute_s * times;
+  into.total_s += cost.total_s * times;
+  into.flops += cost.flops * times;
+  for (const auto& [key, seconds] : cost.exposed_s) into.exposed_s[key] += seconds * times;
+}
+
+int PhaseIndex(Phase phase) { return phase == Phase::kForward ? 0 : phase == Phase::kBackwardInput ? 1 : 2; }
+
+}  // namespace
+
+AxisCollectives::AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan) : cluster_(cluster), plan_(plan) {}
+AxisCollectives::~AxisCollectives() = default;
+
+double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
+  int64_t size = 1;
+  for (const std::string& a : axes) size *= plan_.mesh.Size(a);
+  if (size == 1 || bytes <= 0) return 0;
+  const std::string key = ToString(op) + "|" + Key(axes);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
+    std::vector<DeviceGroup> groups;
+    for (const auto& ranks : mesh.Groups(axes)) groups.push_back({ranks});
+    it = cache_.emplace(key, std::make_unique<GroupCollective>(cluster_, groups, op, Algorithm::kAuto, "collective over " + Key(axes)))
+             .first;
+  }
+  return it->second->Fastest(bytes).estimate.time_s;
+}
+
+StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives) {
+  const PlanSpec& plan = program.plan;
+  StepReport report;
+  const auto peak = cluster.chip.peak_flop_per_s.find(plan.dtype);
+  SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + plan.dtype);
+  report.peak_flop_per_s = peak->second;
+  const Roofline roofline{peak->second, cluster.efficiency.matmul, cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm};
+
+  // Per layer program and phase (F, B with recomputation, W).
+  std::vector<std::array<PhaseCost, 3>> layer_costs(program.layer_programs.size());
+  for (size_t i = 0; i < program.layer_programs.size(); ++i) {
+    const LayerProgram& layer = program.layer_programs[i];
+    layer_costs[i][0] = CostPhase(layer, Phase::kForward, roofline, collectives);
+    layer_costs[i][1] = CostPhase(layer, Phase::kBackwardInput, roofline, collectives);
+    Add(layer_costs[i][1], CostPhase(layer, Phase::kRecompute, roofline, collectives), 1);
+    layer_costs[i][2] = CostPhase(layer, Phase::kBackwardWeight, roofline, collectives);
+  }
+  // Per stage and chunk and phase: the task's cost.
+  const int64_t p = plan.mesh.pipeline, v = plan.virtual_stages, parts = p * v, m = program.microbatches;
+  std::vector<std::array<PhaseCost, 3>> part_costs(static_cast<size_t>(parts));
+  for (int64_t s = 0; s < p; ++s) {
+    for (int64_t c = 0; c < v; ++c) {
+      auto& cost = part_costs[static_cast<size_t>(c * p + s)];
+      for (const auto& [index, count] : program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)].layers) {
+        for (int ph = 0; ph < 3; ++ph) Add(cost[static_cast<size_t>(ph)], layer_costs[static_cast<size_t>(index)][static_cast<size_t>(ph)], static_cast<double>(count));
+      }
+    }
+  }
+  const double p2p = p > 1 ? collectives.Seconds(CollectiveOp::kPermute, {"pipeline"}, program.pipeline_send.comm_bytes) : 0;
+
+  // Play the schedule: a stage runs its tasks in order, each once its inputs have arrived.
+  std::vector<double> finish(static_cast<size_t>(3 * parts * m), -1);
+  auto at = [&](int ph, int64_t part, int64_t mb) -> double& { return finish[static_cast<size_t>((ph * parts + part) * m + mb)]; };
+  std::vector<size_t> next(static_cast<size_t>(p), 0);
+  std::vector<double> clock(static_cast<size_t>(p), 0), busy(static_cast<size_t>(p), 0);
+  size_t remaining = 0;
+  for (const auto& stage : program.stages) remaining += stage.tasks.size();
+  while (remaining > 0) {
+    bool progressed = false;
+    for (int64_t s = 0; s < p; ++s) {
+      const auto& tasks = program.stages[static_cast<size_t>(s)].tasks;
+      while (next[static_cast<size_t>(s)] < tasks.size()) {
+        const strategies::Task& task = tasks[next[static_cast<size_t>(s)]];
+        const int64_t part = task.chunk * p + s;
+        const int ph = PhaseIndex(task.phase);
+        double ready = 0;
+        if (ph == 0 && part > 0) {
+          const double dep = at(0, part - 1, task.microbatch);
+          if (dep < 0) break;
+          ready = dep + p2p;
+        } else if (ph == 1 && part < parts - 1) {
+          const double dep = at(1, part + 1, task.microbatch);
+          if (dep < 0) break;
+          ready = dep + p2p;
+        }
+        const double duration = part_costs[static_cast<size_t>(part)][static_cast<size_t>(ph)].total_s;
+        const double start = std::max(clock[static_cast<size_t>(s)], ready);
+        clock[static_cast<size_t>(s)] = start + duration;
+        busy[static_cast<size_t>(s)] += duration;
+        at(ph, part, task.microbatch) = clock[static_cast<size_t>(s)];
+        ++next[static_cast<size_t>(s)];
+        --remaining;
+        progressed = true;
+      }
+    }
+    SHARDSIM_CHECK(progressed, "the pipeline schedule deadlocks");
+  }
+
+  // Step-level work per stage: gradient reduction (hidden under the last micro-batch's backward
+  // when overlapped, except its last bucket), parameter gathers, the optimizer.
+  const int64_t devices = plan.mesh.Product();
+  std::vector<std::map<std::string, double>> stage_exposed(static_cast<size_t>(p));
+  std::vector<double> stage_compute(static_cast<size_t>(p), 0), stage_flops(static_cast<size_t>(p), 0);
+  for (int64_t s = 0; s < p; ++s) {
+    const auto& stage = program.stages[static_cast<size_t>(s)];
+    double last_backward = 0;
+    int64_t layers = 0;
+    for (int64_t c = 0; c < v; ++c) {
+      const auto& cost = part_costs[static_cast<size_t>(c * p + s)];
+      last_backward += cost[1].total_s + cost[2].total_s;
+      for (const auto& [index, count] : stage.chunks[static_cast<size_t>(c)].layers) layers += count;
+    }
+    for (const strategies::Task& task : stage.tasks) {
+      const auto& cost = part_costs[static_cast<size_t>(task.chunk * p + s)][static_cast<size_t>(PhaseIndex(task.phase))];
+      stage_compute[static_cast<size_t>(s)] += cost.compute_s;
+      stage_flops[static_cast<size_t>(s)] += cost.flops;
+      for (const auto& [key, seconds] : cost.exposed_s) stage_exposed[static_cast<size_t>(s)][key] += seconds;
+    }
+    double tail = 0;
+    for (const Op& op : stage.step_ops) {
+      if (!op.is_comm()) {
+        const double seconds = roofline.Seconds(op);
+        tail += seconds;
+        stage_compute[static_cast<size_t>(s)] += seconds;
+        continue;
+      }
+      const double seconds = collectives.Seconds(op.collective, op.axes, op.comm_bytes);
+      const double exposed = op.overlapped ? std::max(seconds / static_cast<double>(std::max<int64_t>(1, layers)), seconds - last_backward) : seconds;
+      tail += exposed;
+      stage_exposed[static_cast<size_t>(s)][strategies::ToString(op.stream) + " " + ToString(op.collective)] += exposed;
+    }
+    report.stage_time_s.push_back(clock[static_cast<size_t>(s)] + tail);
+  }
+  report.critical_stage = std::max_element(report.stage_time_s.begin(), report.stage_time_s.end()) - report.stage_time_s.begin();
+  const size_t cs = static_cast<size_t>(report.critical_stage);
+  report.step_time_s = report.stage_time_s[cs];
+  report.compute_s = stage_compute[cs];
+  report.exposed_comm_s = stage_exposed[cs];
+  report.bubble_s = std::max(0.0, clock[cs] - busy[cs]);
+
+  report.model_flops_per_step = program.model_flops_per_step;
+  for (int64_t s = 0; s < p; ++s) report.hardware_flops_per_step += stage_flops[static_cast<size_t>(s)] * static_cast<double>(devices / p);
+  const double capacity = report.step_time_s * static_cast<double>(devices) * report.peak_flop_per_s;
+  report.mfu = report.model_flops_per_step / capacity;
+  report.hfu = report.hardware_flops_per_step / capacity;
+  report.tokens_per_s = static_cast<double>(plan.global_batch_size * plan.seq_len) / report.step_time_s;
+
+  report.memory = strategies::EstimateMemory(program);
+  report.hbm_bytes = static_cast<double>(cluster.chip.hbm_bytes);
+  report.fits = report.memory.peak.total() <= report.hbm_bytes;
+
+  // What limits the step: the largest of compute, each exposed collective, and the bubble.
+  std::string limit = "compute";
+  double largest = report.compute_s;
+  for (const auto& [key, seconds] : report.exposed_comm_s) {
+    if (seconds > largest) largest = seconds, limit = "exposed " + key + " communication";
+  }
+  if (report.bubble_s > largest) limit = "pipeline bubble";
+  report.why = limit + (report.fits ? "" : "; does not fit in memory");
+  return report;
+}
+
+}  // namespace shardsim::sim

@@ -1,0 +1,59 @@
+// sim::Estimate: the analytic prediction of one training step from its StepProgram. Compute ops
+// by roofline (FLOPs against the chip's peak x matmul efficiency, bytes against HBM bandwidth x
+// HBM efficiency); collectives by the analytic collective model on the links each mesh axis
+// maps to; overlap as frameworks do it (a stream's overlapped collectives hide under the same
+// phase's compute, the rest add to it); the pipeline schedule played as a small event
+// simulation over the per-stage task orders, so bubbles come out of the schedule.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "sim/collective_cost.h"
+#include "strategies/memory_model.h"
+#include "strategies/step_program.h"
+
+namespace shardsim::sim {
+
+// Collective times over the mesh axes of a plan on a cluster: one GroupCollective (auto
+// algorithm, every group of the axes) per (operation, axes), built on first use and cached.
+class AxisCollectives {
+ public:
+  // REQUIRES: the plan's mesh product equals the cluster's devices. `cluster` must outlive this.
+  AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan);
+  ~AxisCollectives();
+  // Seconds for `op` of `bytes` over the groups along `axes` (0 when the axes have one device).
+  double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
+
+ private:
+  const topologies::Cluster& cluster_;
+  PlanSpec plan_;
+  std::map<std::string, std::unique_ptr<GroupCollective>> cache_;
+};
+
+struct StepReport {
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;  // model FLOPs (PaLM: no recomputation) / (step time x devices x peak)
+  double hfu = 0;  // hardware FLOPs (recomputation included) / the same
+  double model_flops_per_step = 0;
+  double hardware_flops_per_step = 0;
+  double peak_flop_per_s = 0;  // per device, for the plan's dtype
+  bool fits = false;
+  double hbm_bytes = 0;
+  strategies::MemoryReport memory;
+  double compute_s = 0;                         // on the critical stage
+  double bubble_s = 0;                          // idle time of the critical stage in the pipeline
+  std::map<std::string, double> exposed_comm_s;  // "tensor all-reduce", "data reduce-scatter", ...
+  int64_t critical_stage = 0;
+  std::vector<double> stage_time_s;
+  std::string why;  // what limits the step, in words
+};
+
+// Predicts one step. `collectives` must be built for the same cluster and plan.
+StepReport Estimate(const strategies::StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives);
+
+}  // namespace shardsim::sim

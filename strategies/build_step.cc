@@ -1,0 +1,139 @@
+#include "strategies/build_step.h"
+
+#include "core/error.h"
+#include "strategies/data_parallel.h"
+#include "strategies/expert_parallel.h"
+#include "strategies/pipeline_schedule.h"
+#include "strategies/recompute.h"
+#include "strategies/tensor_parallel.h"
+
+namespace shardsim::strategies {
+namespace {
+
+constexpr int kDense = 0, kMoe = 1, kEmbedding = 2, kHead = 3;
+
+LayerShape ShapeOf(const PlanSpec& p) {
+  LayerShape s;
+  s.tokens = p.micro_batch_size * p.seq_len / p.mesh.context;
+  s.seq_len = p.seq_len;
+  s.tensor = p.mesh.tensor;
+  s.sequence_parallel = p.sequence_parallel && p.mesh.tensor > 1;
+  s.element_bytes = p.dtype == "fp32" ? 4 : p.dtype == "fp8" ? 1 : 2;
+  return s;
+}
+
+// Parameters of one layer on one device: attention and norms over tensor, experts over
+// tensor x expert (the router and norms are replicated).
+struct LayerParams {
+  double dense = 0, expert = 0;
+};
+
+LayerParams ParamsOf(const ModelSpec& m, const PlanSpec& p, bool moe) {
+  const ParamCounts c = CountParams(m);
+  const double t = static_cast<double>(p.mesh.tensor), d = static_cast<double>(m.hidden_size);
+  const double matrices = m.mlp == MlpKind::kSwiGlu ? 3.0 : 2.0;
+  LayerParams lp;
+  lp.dense = static_cast<double>(c.per_layer_attention) / t + 2 * d;
+  if (moe) {
+    const MoeSpec& e = *m.moe;
+    const double expert = matrices * d * static_cast<double>(e.expert_ffn_hidden_size) / t;
+    lp.dense += expert * static_cast<double>(e.num_shared_experts) + d * static_cast<double>(e.num_experts);
+    lp.expert = expert * static_cast<double>(e.num_experts) / static_cast<double>(p.mesh.expert);
+  } else {
+    lp.dense += matrices * d * static_cast<double>(m.ffn_hidden_size) / t;
+  }
+  return lp;
+}
+
+LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, bool moe) {
+  LayerBuilder builder(moe ? "moe" : "dense", ShapeOf(p));
+  AppendAttentionBlock(builder, m, p);
+  if (moe) {
+    AppendMoeBlock(builder, m, p);
+  } else {
+    AppendMlpBlock(builder, m, p, m.ffn_hidden_size, "mlp");
+  }
+  LayerProgram layer = builder.Build();
+  ApplyRecompute(layer, p.recompute);
+  const LayerParams lp = ParamsOf(m, p, moe);
+  AppendFsdpOps(layer, p, lp.dense, lp.expert);
+  return layer;
+}
+
+}  // namespace
+
+StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
+  if (p.pipeline_schedule == PipelineSchedule::kDualPipe && p.mesh.pipeline > 1) {
+    throw InputError("plan:/pipeline_schedule", "dualpipe is not modelled by the step program yet", "gpipe, 1f1b, interleaved-1f1b, zb-h1",
+                     "zb-h1 is the closest modelled schedule");
+  }
+  StepProgram program;
+  program.model = m;
+  program.plan = p;
+  const PlanShape shape = DerivePlanShape(p);
+  program.microbatches = shape.num_microbatches;
+  program.tokens_per_microbatch = p.micro_batch_size * p.seq_len / p.mesh.context;
+
+  program.layer_programs.resize(4);
+  program.layer_programs[kDense] = TransformerLayer(m, p, false);
+  program.layer_programs[kMoe] = m.moe ? TransformerLayer(m, p, true) : LayerProgram{"moe", {}};
+  {
+    LayerBuilder embedding("embedding", ShapeOf(p));
+    AppendEmbedding(embedding, m, p);
+    program.layer_programs[kEmbedding] = embedding.Build();
+    LayerBuilder head("head", ShapeOf(p));
+    AppendHead(head, m, p);
+    program.layer_programs[kHead] = head.Build();
+  }
+
+  // Model part j = chunk x p + stage holds layers [j L / (p v), (j + 1) L / (p v)).
+  const int64_t stages = p.mesh.pipeline, chunks = p.virtual_stages, parts = stages * chunks;
+  const int64_t per_part = m.num_layers / parts;
+  const double t = static_cast<double>(p.mesh.tensor);
+  const double vocab_params = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / t;
+  double dense_total = 0, expert_total = 0;
+  program.stages.resize(static_cast<size_t>(stages));
+  for (int64_t s = 0; s < stages; ++s) {
+    Stage& stage = program.stages[static_cast<size_t>(s)];
+    double dense = 0, expert = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      Chunk chunk;
+      const int64_t part = c * stages + s;
+      if (part == 0) {
+        chunk.layers.push_back({kEmbedding, 1});
+        dense += vocab_params;
+      }
+      for (int64_t layer = part * per_part; layer < (part + 1) * per_part; ++layer) {
+        const bool moe = IsMoeLayer(m, layer);
+        const int index = moe ? kMoe : kDense;
+        if (!chunk.layers.empty() && chunk.layers.back().first == index) {
+          ++chunk.layers.back().second;
+        } else {
+          chunk.layers.push_back({index, 1});
+        }
+        const LayerParams lp = ParamsOf(m, p, moe);
+        dense += lp.dense;
+        expert += lp.expert;
+      }
+      if (part == parts - 1) {
+        chunk.layers.push_back({kHead, 1});
+        dense += vocab_params + static_cast<double>(m.hidden_size);
+      }
+      stage.chunks.push_back(chunk);
+    }
+    stage.params = dense + expert;
+    stage.tasks = ScheduleStage(p.pipeline_schedule, stages, program.microbatches, chunks, s);
+    stage.step_ops = DataParallelStepOps(p, dense, expert);
+    dense_total += dense;
+    expert_total += expert;
+  }
+  program.pipeline_send =
+      CommOp("pp_send", Phase::kForward, Stream::kPipeline, CollectiveOp::kPermute, {"pipeline"},
+             static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.hidden_size) * ShapeOf(p).element_bytes /
+                 (ShapeOf(p).sequence_parallel ? t : 1.0),
+             p.overlap.pipeline);
+  program.model_flops_per_step = ForwardFlopsPerToken(m, p.seq_len).training() * static_cast<double>(shape.tokens_per_step);
+  return program;
+}
+
+}  // namespace shardsim::strategies

@@ -1,0 +1,14 @@
+// From (model, plan) to the StepProgram every engine reads.
+#pragma once
+
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+#include "strategies/step_program.h"
+
+namespace shardsim::strategies {
+
+// Builds one training step. REQUIRES: ValidatePlan(plan, model, plan.mesh.Product(), ...) passed.
+// Throws InputError for plans the program cannot express yet (the dualpipe schedule).
+StepProgram BuildStep(const ModelSpec& model, const PlanSpec& plan);
+
+}  // namespace shardsim::strategies

@@ -1,0 +1,53 @@
+// Builds a LayerProgram from forward pieces: each piece is a forward op and the backward ops it
+// implies (a matmul's input gradient and weight gradient; a collective's conjugate), so every
+// strategy states its forward work once and the backward follows in reverse order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strategies/step_program.h"
+
+namespace shardsim::strategies {
+
+// Shapes of one micro-batch on one device. Letters as in docs/domain.md.
+struct LayerShape {
+  int64_t tokens = 0;          // b x S / context: tokens this device's attention queries cover
+  int64_t seq_len = 0;         // S: the full sequence (keys each query can see)
+  int64_t tensor = 1;          // t
+  bool sequence_parallel = false;
+  double element_bytes = 2;    // activations and weights (bf16)
+};
+
+class LayerBuilder {
+ public:
+  LayerBuilder(std::string name, LayerShape shape) : name_(std::move(name)), shape_(shape) {}
+
+  const LayerShape& shape() const { return shape_; }
+
+  // out[m, n] = in[m, k] x W[k, n]: forward 2mkn FLOPs; backward input 2mkn, weight 2mkn.
+  void Matmul(const std::string& name, int64_t m, int64_t k, int64_t n);
+  // A memory-bound op reading and writing `bytes` forward, `backward_factor` x that backward.
+  void Elementwise(const std::string& name, double bytes, double backward_factor = 2.0);
+  // Attention core (QK^T, softmax, AV): `flops` forward, 2x backward; `bytes` of Q, K, V, O.
+  void Attention(const std::string& name, double flops, double bytes);
+  // A collective forward on `stream`, and its conjugate backward (pass kind "none" by giving
+  // has_forward/has_backward false). Megatron's f and g operators are such pairs.
+  void Collective(const std::string& name, Stream stream, std::vector<std::string> axes, double bytes, bool has_forward,
+                  CollectiveOp forward, bool has_backward, CollectiveOp backward, bool overlapped, int64_t repeat = 1);
+  // An op appended as is (already in its phase), e.g. the loss.
+  void Raw(Op op);
+
+  // Forward ops in order, then B ops in reverse piece order, then W ops in reverse piece order.
+  LayerProgram Build() const;
+
+ private:
+  struct Piece {
+    std::vector<Op> forward, backward_input, backward_weight;
+  };
+  std::string name_;
+  LayerShape shape_;
+  std::vector<Piece> pieces_;
+};
+
+}  // namespace shardsim::strategies

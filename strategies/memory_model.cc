@@ -1,0 +1,125 @@
+#include "strategies/memory_model.h"
+
+#include <algorithm>
+#include <map>
+
+#include "strategies/data_parallel.h"
+
+namespace shardsim::strategies {
+namespace {
+
+constexpr double kParamBytes = 2;      // bf16 weights
+constexpr double kGradBytes = 2;       // bf16 gradients
+constexpr double kOptimizerBytes = 12; // fp32 master + Adam m and v
+
+}  // namespace
+
+double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens, bool moe_layer) {
+  const double t = static_cast<double>(p.mesh.tensor);
+  const double d = static_cast<double>(m.hidden_size);
+  const double sp = p.sequence_parallel ? t : 1.0;  // replicated activations are split over t with SP
+  const double per_token_full_recompute = 2 * d / sp;  // only the layer input is kept
+  if (p.recompute == Recompute::kFull) return static_cast<double>(tokens) * per_token_full_recompute;
+  // Per token, in bytes (16-bit activations, 1-byte dropout masks), following Korthikanti's
+  // accounting: inputs of the two norms and of the two blocks, 2 bytes x D each; masks.
+  double replicated = 4 * 2 * d + (m.dropout ? 2 * d : 0);
+  // Split over tensor: Q, K, V, the attention output, and the MLP's inner activations.
+  const double h = static_cast<double>(m.num_heads), hkv = static_cast<double>(m.num_kv_heads);
+  double qk = static_cast<double>(m.head_dim), v = static_cast<double>(m.head_dim), kv_heads = hkv;
+  if (m.mla) {
+    qk = static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim);
+    v = static_cast<double>(m.mla->v_head_dim);
+    kv_heads = h;  // decompressed per head
+  }
+  double split = 2 * (h * qk + kv_heads * qk + kv_heads * v + h * v);
+  const double gated = m.mlp == MlpKind::kSwiGlu ? 3 : 2;  // gate, up, product (or up, GELU out)
+  if (moe_layer) {
+    const MoeSpec& e = *m.moe;
+    const double copies = static_cast<double>(e.top_k) * p.ep_capacity_factor;
+    split += copies * gated * 2 * static_cast<double>(e.expert_ffn_hidden_size);
+    split += static_cast<double>(e.num_shared_experts) * gated * 2 * static_cast<double>(e.expert_ffn_hidden_size);
+    replicated += copies * 2 * d + 4 * static_cast<double>(e.num_experts);  // dispatched copies, fp32 router logits
+  } else {
+    split += gated * 2 * static_cast<double>(m.ffn_hidden_size);
+  }
+  // The S x S attention scores: softmax output (2 bytes), and with dropout its mask (1) and
+  // output (2); never stored by a blockwise kernel or with selective recomputation.
+  double scores = 0;
+  if (!p.flash_attention && p.recompute == Recompute::kNone) {
+    const double s = static_cast<double>(p.seq_len);
+    scores = h * s * (2 + (m.dropout ? 3 : 0)) / static_cast<double>(p.mesh.context);
+  }
+  return static_cast<double>(tokens) * (replicated / sp + (split + scores) / t);
+}
+
+MemoryReport EstimateMemory(const StepProgram& program) {
+  const ModelSpec& m = program.model;
+  const PlanSpec& p = program.plan;
+  const double t = static_cast<double>(p.mesh.tensor);
+  MemoryReport report;
+  for (const Stage& stage : program.stages) {
+    MemoryBreakdown b;
+    // Parameters split into dense and expert parts (stage.params counts both after sharding).
+    double expert_params = 0;
+    for (const Chunk& chunk : stage.chunks) {
+      for (const auto& [index, count] : chunk.layers) {
+        if (program.layer_programs[static_cast<size_t>(index)].name == "moe" && m.moe) {
+          const double per_expert = (m.mlp == MlpKind::kSwiGlu ? 3.0 : 2.0) * static_cast<double>(m.hidden_size) *
+                                    static_cast<double>(m.moe->expert_ffn_hidden_size) / t;
+          expert_params += static_cast<double>(count) * per_expert * static_cast<double>(m.moe->num_experts) /
+                           static_cast<double>(p.mesh.expert);
+        }
+      }
+    }
+    const double dense_params = stage.params - expert_params;
+    const double dense_shard = static_cast<double>(DenseShardDegree(p)), expert_shard = static_cast<double>(ExpertShardDegree(p));
+    const bool zero3 = p.zero_stage == 3 || p.mesh.fsdp > 1;
+    b.params = kParamBytes * (zero3 ? dense_params / dense_shard + expert_params / expert_shard : stage.params);
+    b.grads = kGradBytes * (p.zero_stage >= 2 || zero3 ? dense_params / dense_shard + expert_params / expert_shard : stage.params);
+    b.optimizer = kOptimizerBytes * (dense_params / dense_shard + expert_params / expert_shard);
+    // Activations: walk the stage's tasks; an F adds its chunk's activations, its W frees them.
+    std::vector<double> chunk_bytes(stage.chunks.size(), 0);
+    for (size_t c = 0; c < stage.chunks.size(); ++c) {
+      for (const auto& [index, count] : stage.chunks[c].layers) {
+        const std::string& kind = program.layer_programs[static_cast<size_t>(index)].name;
+        if (kind == "dense" || kind == "moe") {
+          chunk_bytes[c] += static_cast<double>(count) * LayerActivationBytes(m, p, program.tokens_per_microbatch, kind == "moe");
+        }
+      }
+    }
+    double live = 0, peak = 0;
+    for (const Task& task : stage.tasks) {
+      if (task.phase == Phase::kForward) live += chunk_bytes[static_cast<size_t>(task.chunk)];
+      if (task.phase == Phase::kBackwardWeight) live -= chunk_bytes[static_cast<size_t>(task.chunk)];
+      peak = std::max(peak, live);
+    }
+    b.activations = peak;
+    // A layer being recomputed holds its full activations once.
+    if (p.recompute == Recompute::kFull && !stage.chunks.empty()) {
+      PlanSpec no_recompute = p;
+      no_recompute.recompute = Recompute::kNone;
+      b.activations += LayerActivationBytes(m, no_recompute, program.tokens_per_microbatch, m.moe.has_value());
+    }
+    // Buffers: the fp32 logits (and their bf16 copy) of one micro-batch on the last stage;
+    // FSDP's gathered parameters of the current and the prefetched layer.
+    const bool last = &stage == &program.stages.back();
+    if (last) b.buffers += static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.vocab_size) / t * (4 + 2);
+    if (p.mesh.fsdp > 1) {
+      int64_t layers = 0;
+      for (const Chunk& chunk : stage.chunks) {
+        for (const auto& [index, count] : chunk.layers) layers += count;
+      }
+      if (layers > 0) b.buffers += 2 * kParamBytes * stage.params / static_cast<double>(layers);
+    }
+    report.stages.push_back(b);
+  }
+  for (size_t s = 0; s < report.stages.size(); ++s) {
+    if (report.stages[s].total() > report.peak.total()) {
+      report.peak = report.stages[s];
+      report.peak_stage = static_cast<int64_t>(s);
+    }
+  }
+  return report;
+}
+
+}  // namespace shardsim::strategies

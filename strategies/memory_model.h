@@ -1,0 +1,33 @@
+// Memory per device: parameters, gradients and optimizer state per ZeRO stage (ZeRO's 2 + 2 + 12
+// bytes per parameter), activations per layer and micro-batch re-derived from Korthikanti et al.
+// 2022 for SwiGLU, GQA, MLA and MoE, times the micro-batches a stage holds at once under its
+// schedule, plus logits and communication buffers.
+#pragma once
+
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+#include "strategies/step_program.h"
+
+namespace shardsim::strategies {
+
+// Activation bytes one device stores for backward, per layer and micro-batch of `tokens` tokens
+// (b S / context), under the plan's tensor / sequence parallelism, recomputation and attention
+// kernel. MoE layers add their routed experts' activations.
+double LayerActivationBytes(const ModelSpec& model, const PlanSpec& plan, int64_t tokens, bool moe_layer);
+
+struct MemoryBreakdown {
+  double params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
+  double total() const { return params + grads + optimizer + activations + buffers; }
+};
+
+struct MemoryReport {
+  std::vector<MemoryBreakdown> stages;  // per pipeline stage
+  int64_t peak_stage = 0;
+  MemoryBreakdown peak;  // the stage with the largest total
+};
+
+// Memory of every stage of `program`. In-flight micro-batches come from each stage's task order
+// (an F stores a chunk's activations, its W releases them).
+MemoryReport EstimateMemory(const StepProgram& program);
+
+}  // namespace shardsim::strategies

@@ -1,0 +1,100 @@
+#include "strategies/pipeline_schedule.h"
+
+#include <algorithm>
+#include <deque>
+
+namespace shardsim::strategies {
+namespace {
+
+void Forward(std::vector<Task>& tasks, int64_t mb, int64_t chunk = 0) { tasks.push_back({mb, chunk, Phase::kForward}); }
+void Backward(std::vector<Task>& tasks, int64_t mb, int64_t chunk = 0) {
+  tasks.push_back({mb, chunk, Phase::kBackwardInput});
+  tasks.push_back({mb, chunk, Phase::kBackwardWeight});
+}
+
+std::vector<Task> Gpipe(int64_t m) {
+  std::vector<Task> tasks;
+  for (int64_t mb = 0; mb < m; ++mb) Forward(tasks, mb);
+  for (int64_t mb = 0; mb < m; ++mb) Backward(tasks, mb);
+  return tasks;
+}
+
+std::vector<Task> OneFOneB(int64_t p, int64_t m, int64_t s) {
+  std::vector<Task> tasks;
+  const int64_t warmup = std::min(p - s - 1, m);
+  for (int64_t mb = 0; mb < warmup; ++mb) Forward(tasks, mb);
+  for (int64_t i = 0; i < m - warmup; ++i) {
+    Forward(tasks, warmup + i);
+    Backward(tasks, i);
+  }
+  for (int64_t mb = m - warmup; mb < m; ++mb) Backward(tasks, mb);
+  return tasks;
+}
+
+// Megatron's interleaved order: the k-th forward of a stage is micro-batch
+// (k / (p v)) p + k % p of chunk (k / p) % v; backwards walk the chunks in reverse.
+std::vector<Task> Interleaved(int64_t p, int64_t m, int64_t v, int64_t s) {
+  const int64_t total = m * v;
+  auto forward_task = [&](int64_t k) { return Task{(k / (p * v)) * p + k % p, (k / p) % v, Phase::kForward}; };
+  auto backward_chunk = [&](int64_t k) { return v - 1 - (k / p) % v; };
+  const int64_t warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  std::vector<Task> tasks;
+  for (int64_t k = 0; k < warmup; ++k) tasks.push_back(forward_task(k));
+  for (int64_t i = 0; i < total - warmup; ++i) {
+    tasks.push_back(forward_task(warmup + i));
+    Backward(tasks, (i / (p * v)) * p + i % p, backward_chunk(i));
+  }
+  for (int64_t i = total - warmup; i < total; ++i) Backward(tasks, (i / (p * v)) * p + i % p, backward_chunk(i));
+  return tasks;
+}
+
+// ZB-H1: 1F1B's order of F and B; stage s holds back up to p - s - 1 weight-gradient tasks and
+// runs them when it would otherwise wait for a B from the next stage (in the cooldown).
+std::vector<Task> ZeroBubbleH1(int64_t p, int64_t m, int64_t s) {
+  std::vector<Task> tasks;
+  const int64_t warmup = std::min(p - s - 1, m);
+  const int64_t held = p - s - 1;
+  std::deque<int64_t> pending;
+  auto backward = [&](int64_t mb) {
+    tasks.push_back({mb, 0, Phase::kBackwardInput});
+    pending.push_back(mb);
+    while (static_cast<int64_t>(pending.size()) > held) {
+      tasks.push_back({pending.front(), 0, Phase::kBackwardWeight});
+      pending.pop_front();
+    }
+  };
+  for (int64_t mb = 0; mb < warmup; ++mb) Forward(tasks, mb);
+  for (int64_t i = 0; i < m - warmup; ++i) {
+    Forward(tasks, warmup + i);
+    backward(i);
+  }
+  for (int64_t mb = m - warmup; mb < m; ++mb) {
+    backward(mb);
+    // In the cooldown each B waits on the next stage: one deferred W fills that wait.
+    if (!pending.empty() && static_cast<int64_t>(pending.size()) >= 1 && mb + 1 < m) {
+      tasks.push_back({pending.front(), 0, Phase::kBackwardWeight});
+      pending.pop_front();
+    }
+  }
+  while (!pending.empty()) {
+    tasks.push_back({pending.front(), 0, Phase::kBackwardWeight});
+    pending.pop_front();
+  }
+  return tasks;
+}
+
+}  // namespace
+
+std::vector<Task> ScheduleStage(PipelineSchedule schedule, int64_t p, int64_t m, int64_t v, int64_t s) {
+  if (p == 1) return OneFOneB(1, m, 0);  // one stage: gradient accumulation, one micro-batch at a time
+  switch (schedule) {
+    case PipelineSchedule::kGpipe: return Gpipe(m);
+    case PipelineSchedule::kOneFOneB: return OneFOneB(p, m, s);
+    case PipelineSchedule::kInterleavedOneFOneB: return v > 1 ? Interleaved(p, m, v, s) : OneFOneB(p, m, s);
+    case PipelineSchedule::kZbH1: return ZeroBubbleH1(p, m, s);
+    case PipelineSchedule::kDualPipe: return {};
+  }
+  return {};
+}
+
+}  // namespace shardsim::strategies

@@ -1,0 +1,24 @@
+#include "strategies/recompute.h"
+
+#include "strategies/tensor_parallel.h"
+
+namespace shardsim::strategies {
+
+void ApplyRecompute(LayerProgram& layer, Recompute mode) {
+  if (mode == Recompute::kNone) return;
+  std::vector<Op> redo;
+  for (const Op& op : layer.ops) {
+    if (op.phase != Phase::kForward) continue;
+    // Data-parallel parameter gathers are not redone: the gathered weights serve the backward.
+    if (op.stream == Stream::kData) continue;
+    const bool attention_core = op.stream == Stream::kCompute && (op.kind == ComputeKind::kAttention || op.name == kAttentionScores);
+    if (mode == Recompute::kSelective && !attention_core) continue;
+    Op again = op;
+    again.name = op.name + "_recompute";
+    again.phase = Phase::kRecompute;
+    redo.push_back(again);
+  }
+  layer.ops.insert(layer.ops.end(), redo.begin(), redo.end());
+}
+
+}  // namespace shardsim::strategies

@@ -1,0 +1,145 @@
+#include "strategies/step_program.h"
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace shardsim::strategies {
+
+std::string ToString(Stream stream) {
+  switch (stream) {
+    case Stream::kCompute: return "compute";
+    case Stream::kTensor: return "tensor";
+    case Stream::kData: return "data";
+    case Stream::kPipeline: return "pipeline";
+    case Stream::kExpert: return "expert";
+    case Stream::kContext: return "context";
+  }
+  return "compute";
+}
+
+std::string ToString(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "F";
+    case Phase::kBackwardInput: return "B";
+    case Phase::kBackwardWeight: return "W";
+    case Phase::kRecompute: return "R";
+  }
+  return "F";
+}
+
+std::string ToString(ComputeKind kind) {
+  switch (kind) {
+    case ComputeKind::kMatmul: return "matmul";
+    case ComputeKind::kAttention: return "attention";
+    case ComputeKind::kElementwise: return "elementwise";
+    case ComputeKind::kEmbedding: return "embedding";
+    case ComputeKind::kLoss: return "loss";
+    case ComputeKind::kOptimizer: return "optimizer";
+  }
+  return "elementwise";
+}
+
+Op ComputeOp(std::string name, Phase phase, ComputeKind kind, double flops, double bytes) {
+  Op op;
+  op.name = std::move(name);
+  op.phase = phase;
+  op.kind = kind;
+  op.flops = flops;
+  op.bytes = bytes;
+  return op;
+}
+
+Op CommOp(std::string name, Phase phase, Stream stream, CollectiveOp collective, std::vector<std::string> axes, double bytes,
+          bool overlapped) {
+  Op op;
+  op.name = std::move(name);
+  op.phase = phase;
+  op.stream = stream;
+  op.collective = collective;
+  op.axes = std::move(axes);
+  op.comm_bytes = bytes;
+  op.overlapped = overlapped;
+  return op;
+}
+
+double PhaseFlops(const LayerProgram& layer, Phase phase) {
+  double flops = 0;
+  for (const Op& op : layer.ops) {
+    if (op.phase == phase && !op.is_comm()) flops += op.flops;
+  }
+  return flops;
+}
+
+std::string ValidateSchedule(const StepProgram& program) {
+  const int64_t chunks = program.plan.virtual_stages;
+  for (size_t s = 0; s < program.stages.size(); ++s) {
+    std::map<std::tuple<int64_t, int64_t, int>, size_t> position;
+    const auto& tasks = program.stages[s].tasks;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const auto key = std::make_tuple(tasks[i].microbatch, tasks[i].chunk, static_cast<int>(tasks[i].phase));
+      if (!position.emplace(key, i).second) {
+        return "stage " + std::to_string(s) + " runs " + ToString(tasks[i].phase) + " of micro-batch " + std::to_string(tasks[i].microbatch) +
+               " chunk " + std::to_string(tasks[i].chunk) + " twice";
+      }
+    }
+    for (int64_t mb = 0; mb < program.microbatches; ++mb) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        const auto f = position.find({mb, c, static_cast<int>(Phase::kForward)});
+        const auto b = position.find({mb, c, static_cast<int>(Phase::kBackwardInput)});
+        const auto w = position.find({mb, c, static_cast<int>(Phase::kBackwardWeight)});
+        const std::string where = "stage " + std::to_string(s) + " micro-batch " + std::to_string(mb) + " chunk " + std::to_string(c);
+        if (f == position.end() || b == position.end() || w == position.end()) return where + " is missing a task";
+        if (!(f->second < b->second && b->second < w->second)) return where + " does not run F before B before W";
+      }
+    }
+    if (tasks.size() != static_cast<size_t>(3 * program.microbatches * chunks)) return "stage " + std::to_string(s) + " has extra tasks";
+  }
+  return "";
+}
+
+std::string DumpProgram(const StepProgram& program) {
+  std::ostringstream out;
+  char number[64];
+  auto g = [&](double v) {
+    std::snprintf(number, sizeof number, "%.9g", v);
+    return std::string(number);
+  };
+  out << "step model=" << program.model.name << " microbatches=" << program.microbatches
+      << " tokens_per_microbatch=" << program.tokens_per_microbatch << " model_flops=" << g(program.model_flops_per_step) << "\n";
+  for (const LayerProgram& layer : program.layer_programs) {
+    out << "layer " << layer.name << "\n";
+    for (const Op& op : layer.ops) {
+      out << "  " << ToString(op.phase) << " " << ToString(op.stream) << " " << op.name;
+      if (op.is_comm()) {
+        out << " " << ToString(op.collective) << " axes=";
+        for (const auto& a : op.axes) out << a << ";";
+        out << " bytes=" << g(op.comm_bytes) << (op.overlapped ? " overlapped" : "");
+      } else {
+        out << " " << ToString(op.kind) << " flops=" << g(op.flops) << " bytes=" << g(op.bytes);
+        if (op.kind == ComputeKind::kMatmul) out << " mnk=" << op.m << "x" << op.n << "x" << op.k;
+      }
+      out << "\n";
+    }
+  }
+  for (size_t s = 0; s < program.stages.size(); ++s) {
+    const Stage& stage = program.stages[s];
+    out << "stage " << s << " params=" << g(stage.params) << "\n";
+    for (size_t c = 0; c < stage.chunks.size(); ++c) {
+      out << "  chunk " << c << ":";
+      for (const auto& [index, count] : stage.chunks[c].layers) out << " " << program.layer_programs[static_cast<size_t>(index)].name << "x" << count;
+      out << "\n";
+    }
+    out << "  tasks:";
+    for (const Task& t : stage.tasks) out << " " << ToString(t.phase) << t.microbatch << (program.plan.virtual_stages > 1 ? "." + std::to_string(t.chunk) : "");
+    out << "\n";
+    for (const Op& op : stage.step_ops) {
+      out << "  step " << op.name << " " << (op.is_comm() ? ToString(op.collective) + " bytes=" + g(op.comm_bytes) : "bytes=" + g(op.bytes)) << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace shardsim::strategies

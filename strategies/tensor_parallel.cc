@@ -1,0 +1,122 @@
+#include "strategies/tensor_parallel.h"
+
+#include "strategies/context_parallel.h"
+
+namespace shardsim::strategies {
+namespace {
+
+// Bytes of a [tokens, width] activation one device holds outside tensor-parallel regions.
+double ActivationBytes(const LayerShape& s, int64_t width) {
+  const double tokens = static_cast<double>(s.tokens) / (s.sequence_parallel ? static_cast<double>(s.tensor) : 1.0);
+  return tokens * static_cast<double>(width) * s.element_bytes;
+}
+
+// The full [tokens, width] tensor a tensor collective moves (nccl-tests size: the all-reduce
+// buffer, the all-gather output, the reduce-scatter input).
+double RegionBytes(const LayerShape& s, int64_t width) {
+  return static_cast<double>(s.tokens) * static_cast<double>(width) * s.element_bytes;
+}
+
+int64_t Div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, const std::string& name, int64_t width) {
+  if (plan.mesh.tensor == 1) return;
+  const bool sp = layer.shape().sequence_parallel;
+  // f: forward identity (SP: all-gather); backward all-reduce (SP: reduce-scatter).
+  layer.Collective(name, Stream::kTensor, {"tensor"}, RegionBytes(layer.shape(), width), sp, CollectiveOp::kAllGather, true,
+                   sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, plan.overlap.tensor);
+}
+
+void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, const std::string& name, int64_t width) {
+  if (plan.mesh.tensor == 1) return;
+  const bool sp = layer.shape().sequence_parallel;
+  // g: forward all-reduce (SP: reduce-scatter); backward identity (SP: all-gather).
+  layer.Collective(name, Stream::kTensor, {"tensor"}, RegionBytes(layer.shape(), width), true,
+                   sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, sp, CollectiveOp::kAllGather, plan.overlap.tensor);
+}
+
+void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
+  const LayerShape& s = layer.shape();
+  const int64_t t = plan.mesh.tensor, d = m.hidden_size, tokens = s.tokens;
+  const int64_t heads = Div(m.num_heads, t), kv_heads = Div(m.num_kv_heads, t);
+  layer.Elementwise("attention_norm", 2 * ActivationBytes(s, d));
+  AppendTensorEnter(layer, plan, "tp_enter_attention", d);
+  int64_t qk_dim = m.head_dim, v_dim = m.head_dim, kv_width = 2 * kv_heads * m.head_dim;
+  if (m.mla) {
+    // DeepSeek-V2/V3 multi-head latent attention: low-rank down projections (replicated over
+    // tensor), per-head up projections split over tensor.
+    const MlaSpec& a = *m.mla;
+    qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    v_dim = a.v_head_dim;
+    if (a.q_lora_rank > 0) {
+      layer.Matmul("q_down", tokens, d, a.q_lora_rank);
+      layer.Matmul("q_up", tokens, a.q_lora_rank, heads * qk_dim);
+    } else {
+      layer.Matmul("q", tokens, d, heads * qk_dim);
+    }
+    layer.Matmul("kv_down", tokens, d, a.kv_lora_rank + a.qk_rope_head_dim);
+    layer.Matmul("kv_up", tokens, a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim));
+    kv_width = heads * (qk_dim + v_dim);
+  } else {
+    layer.Matmul("qkv", tokens, d, (heads + 2 * kv_heads) * m.head_dim);
+  }
+  AppendRingAttentionTransfers(layer, plan, kv_width);
+  // QK^T and AV cost 2 x tokens x S x heads x (Kqk + Kv). A blockwise (flash) kernel skips the
+  // masked half of causal attention and never writes the S x S scores; an unfused one computes
+  // every block and streams the scores through HBM: QK^T writes them, the fused
+  // scale-mask-softmax reads and writes them, dropout reads them and writes them and a 1-byte
+  // mask, AV reads them.
+  const double keys = static_cast<double>(s.seq_len) * (plan.flash_attention ? 0.5 : 1.0);
+  const double attention_flops = 2.0 * static_cast<double>(tokens) * keys * static_cast<double>(heads) * static_cast<double>(qk_dim + v_dim);
+  const double attention_bytes = static_cast<double>(tokens) * static_cast<double>(heads * (qk_dim + v_dim) + kv_width) * s.element_bytes;
+  layer.Attention("attention", attention_flops, attention_bytes);
+  if (!plan.flash_attention) {
+    const double scores = static_cast<double>(tokens) * static_cast<double>(s.seq_len) * static_cast<double>(heads);
+    layer.Elementwise(kAttentionScores, scores * (s.element_bytes * (1 + 2 + 1) + (m.dropout ? 2 * s.element_bytes + 1 : 0)));
+  }
+  layer.Matmul("attention_out", tokens, heads * v_dim, d);
+  AppendTensorExit(layer, plan, "tp_exit_attention", d);
+  layer.Elementwise("attention_residual", 3 * ActivationBytes(s, d));
+}
+
+void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan, int64_t width, const std::string& name) {
+  const LayerShape& s = layer.shape();
+  const int64_t t = plan.mesh.tensor, d = m.hidden_size, tokens = s.tokens;
+  const int64_t local = Div(width, t);
+  const bool gated = m.mlp == MlpKind::kSwiGlu;
+  layer.Elementwise(name + "_norm", 2 * ActivationBytes(s, d));
+  AppendTensorEnter(layer, plan, "tp_enter_" + name, d);
+  layer.Matmul(name + "_up", tokens, d, (gated ? 2 : 1) * local);
+  // SwiGLU reads gate and up and writes their product; GELU reads and writes one tensor.
+  layer.Elementwise(name + "_activation", static_cast<double>(tokens) * static_cast<double>(local) * s.element_bytes * (gated ? 3 : 2));
+  layer.Matmul(name + "_down", tokens, local, d);
+  AppendTensorExit(layer, plan, "tp_exit_" + name, d);
+  layer.Elementwise(name + "_residual", 3 * ActivationBytes(s, d));
+}
+
+void AppendEmbedding(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
+  const LayerShape& s = layer.shape();
+  layer.Elementwise("embedding", 2 * RegionBytes(s, m.hidden_size), 1.0);
+  if (plan.mesh.tensor > 1) {
+    // Vocabulary-parallel lookup: each rank fills the rows of its vocabulary shard.
+    const bool sp = s.sequence_parallel;
+    layer.Collective("tp_embedding", Stream::kTensor, {"tensor"}, RegionBytes(s, m.hidden_size), true,
+                     sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, sp, CollectiveOp::kAllGather, plan.overlap.tensor);
+  }
+}
+
+void AppendHead(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
+  const LayerShape& s = layer.shape();
+  const int64_t t = plan.mesh.tensor;
+  layer.Elementwise("final_norm", 2 * ActivationBytes(s, m.hidden_size));
+  AppendTensorEnter(layer, plan, "tp_enter_head", m.hidden_size);
+  layer.Matmul("logits", s.tokens, m.hidden_size, Div(m.vocab_size, t));
+  // Softmax cross-entropy in fp32 over the local vocabulary shard: read logits, write
+  // probabilities; the backward writes the logit gradients.
+  const double logits_fp32 = static_cast<double>(s.tokens) * static_cast<double>(Div(m.vocab_size, t)) * 4;
+  layer.Elementwise("cross_entropy", 2 * logits_fp32, 1.0);
+}
+
+}  // namespace shardsim::strategies

@@ -1,0 +1,41 @@
+// Tensor parallelism (Megatron-LM, Shoeybi et al. 2019) with optional sequence parallelism
+// (Korthikanti et al. 2022), for the attention and MLP blocks of a dense layer and for the
+// vocabulary-parallel embedding and output head. Sharding, t = tensor, S_t = S sharded over
+// tensor when sequence parallel:
+//   X[B, S_t, D]; Wqkv[D, (H + 2 Hkv) K_tensor] and W_up[D, F_tensor] column-parallel;
+//   Wo[H K_tensor, D] and W_down[F_tensor, D] row-parallel; heads and K/V heads split over t.
+// Collectives per block: forward f = identity (SP: all-gather X over tensor), g = all-reduce of
+// [B, S, D] (SP: reduce-scatter); backward f' = all-reduce (SP: reduce-scatter), g' = identity
+// (SP: all-gather). So two all-reduces of B S D forward and two backward per layer, or the same
+// volume as reduce-scatter + all-gather with SP.
+#pragma once
+
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+#include "strategies/layer_builder.h"
+
+namespace shardsim::strategies {
+
+// The memory-bound softmax / mask / dropout pass over the S x S scores of an unfused attention.
+inline constexpr const char* kAttentionScores = "attention_scores";
+
+// Norm, QKV (or MLA) projections, attention core (with ring-attention transfers when context
+// > 1), output projection and residual, with the tensor collectives around them.
+void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
+
+// Norm, up (and gate) projection, activation, down projection and residual, `width` wide.
+void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan, int64_t width, const std::string& name);
+
+// Token (+ learned position) embedding, vocabulary-parallel: forward all-reduce over tensor
+// (SP: reduce-scatter).
+void AppendEmbedding(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
+
+// Final norm, vocabulary-parallel output projection and cross-entropy loss.
+void AppendHead(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
+
+// The f / g pair around a tensor-parallel region of `width`-wide activations (forward and
+// backward collectives as above); nothing when tensor = 1.
+void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, const std::string& name, int64_t width);
+void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, const std::string& name, int64_t width);
+
+}  // namespace shardsim::strategies
