@@ -27,6 +27,7 @@ struct PhaseCost {
   double compute_s = 0;
   double total_s = 0;
   double flops = 0;
+  double recompute_flops = 0;  // of `flops`, redone forward work
   std::map<std::string, double> exposed_s;  // by "stream collective"
 };
 
@@ -76,6 +77,7 @@ void Add(PhaseCost& into, const PhaseCost& cost, double times) {
   into.compute_s += cost.compute_s * times;
   into.total_s += cost.total_s * times;
   into.flops += cost.flops * times;
+  into.recompute_flops += cost.recompute_flops * times;
   for (const auto& [key, seconds] : cost.exposed_s) into.exposed_s[key] += seconds * times;
 }
 
@@ -116,7 +118,9 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     const LayerProgram& layer = program.layer_programs[i];
     layer_costs[i][0] = CostPhase(layer, Phase::kForward, roofline, collectives);
     layer_costs[i][1] = CostPhase(layer, Phase::kBackwardInput, roofline, collectives);
-    Add(layer_costs[i][1], CostPhase(layer, Phase::kRecompute, roofline, collectives), 1);
+    PhaseCost recompute = CostPhase(layer, Phase::kRecompute, roofline, collectives);
+    recompute.recompute_flops = recompute.flops;
+    Add(layer_costs[i][1], recompute, 1);
     layer_costs[i][2] = CostPhase(layer, Phase::kBackwardWeight, roofline, collectives);
   }
   // Per stage and chunk and phase: the task's cost.
@@ -132,7 +136,10 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   }
   const double p2p = p > 1 ? collectives.Seconds(CollectiveOp::kPermute, {"pipeline"}, program.pipeline_send.comm_bytes) : 0;
 
-  // Play the schedule: a stage runs its tasks in order, each once its inputs have arrived.
+  // Play the schedule: a stage runs its tasks in order, each once its inputs have arrived. The
+  // input gradient leaves a stage when its whole backward is done, except in zero-bubble
+  // schedules, which send it after B and run W later.
+  const int gradient_sent_after = plan.pipeline_schedule == PipelineSchedule::kZbH1 ? 1 : 2;
   std::vector<double> finish(static_cast<size_t>(3 * parts * m), -1);
   auto at = [&](int ph, int64_t part, int64_t mb) -> double& { return finish[static_cast<size_t>((ph * parts + part) * m + mb)]; };
   std::vector<size_t> next(static_cast<size_t>(p), 0);
@@ -153,7 +160,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
           if (dep < 0) break;
           ready = dep + p2p;
         } else if (ph == 1 && part < parts - 1) {
-          const double dep = at(1, part + 1, task.microbatch);
+          const double dep = at(gradient_sent_after, part + 1, task.microbatch);
           if (dep < 0) break;
           ready = dep + p2p;
         }
@@ -174,7 +181,8 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   // when overlapped, except its last bucket), parameter gathers, the optimizer.
   const int64_t devices = plan.mesh.Product();
   std::vector<std::map<std::string, double>> stage_exposed(static_cast<size_t>(p));
-  std::vector<double> stage_compute(static_cast<size_t>(p), 0), stage_flops(static_cast<size_t>(p), 0);
+  std::vector<double> stage_compute(static_cast<size_t>(p), 0);
+  double executed = 0, recomputed = 0;
   for (int64_t s = 0; s < p; ++s) {
     const auto& stage = program.stages[static_cast<size_t>(s)];
     double last_backward = 0;
@@ -187,7 +195,8 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     for (const strategies::Task& task : stage.tasks) {
       const auto& cost = part_costs[static_cast<size_t>(task.chunk * p + s)][static_cast<size_t>(PhaseIndex(task.phase))];
       stage_compute[static_cast<size_t>(s)] += cost.compute_s;
-      stage_flops[static_cast<size_t>(s)] += cost.flops;
+      executed += cost.flops;
+      recomputed += cost.recompute_flops;
       for (const auto& [key, seconds] : cost.exposed_s) stage_exposed[static_cast<size_t>(s)][key] += seconds;
     }
     double tail = 0;
@@ -211,9 +220,12 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   report.compute_s = stage_compute[cs];
   report.exposed_comm_s = stage_exposed[cs];
   report.bubble_s = std::max(0.0, clock[cs] - busy[cs]);
+  report.pipeline_s = clock[cs];
 
+  // Hardware FLOPs: the model FLOPs (PaLM's convention) plus the recomputed share the program
+  // executes, so HFU >= MFU whatever the attention kernel skips.
   report.model_flops_per_step = program.model_flops_per_step;
-  for (int64_t s = 0; s < p; ++s) report.hardware_flops_per_step += stage_flops[static_cast<size_t>(s)] * static_cast<double>(devices / p);
+  report.hardware_flops_per_step = program.model_flops_per_step * (executed > recomputed ? executed / (executed - recomputed) : 1.0);
   const double capacity = report.step_time_s * static_cast<double>(devices) * report.peak_flop_per_s;
   report.mfu = report.model_flops_per_step / capacity;
   report.hfu = report.hardware_flops_per_step / capacity;

@@ -47,6 +47,7 @@ struct StepReport {
   strategies::MemoryReport memory;
   double compute_s = 0;                         // on the critical stage
   double bubble_s = 0;                          // idle time of the critical stage in the pipeline
+  double pipeline_s = 0;                        // when the critical stage's last task ends
   std::map<std::string, double> exposed_comm_s;  // "tensor all-reduce", "data reduce-scatter", ...
   int64_t critical_stage = 0;
   std::vector<double> stage_time_s;

@@ -48,12 +48,13 @@ std::vector<Task> Interleaved(int64_t p, int64_t m, int64_t v, int64_t s) {
   return tasks;
 }
 
-// ZB-H1: 1F1B's order of F and B; stage s holds back up to p - s - 1 weight-gradient tasks and
-// runs them when it would otherwise wait for a B from the next stage (in the cooldown).
+// ZB-H1: 1F1B's order of F and B, with B sent on as soon as it is done and W deferred: stage s
+// holds back up to s weight-gradient tasks (its 1F1B peak is p - s micro-batches in flight, so
+// no stage exceeds the first stage's p), running them in the cooldown while it waits.
 std::vector<Task> ZeroBubbleH1(int64_t p, int64_t m, int64_t s) {
   std::vector<Task> tasks;
   const int64_t warmup = std::min(p - s - 1, m);
-  const int64_t held = p - s - 1;
+  const int64_t held = s;
   std::deque<int64_t> pending;
   auto backward = [&](int64_t mb) {
     tasks.push_back({mb, 0, Phase::kBackwardInput});
@@ -71,7 +72,7 @@ std::vector<Task> ZeroBubbleH1(int64_t p, int64_t m, int64_t s) {
   for (int64_t mb = m - warmup; mb < m; ++mb) {
     backward(mb);
     // In the cooldown each B waits on the next stage: one deferred W fills that wait.
-    if (!pending.empty() && static_cast<int64_t>(pending.size()) >= 1 && mb + 1 < m) {
+    if (!pending.empty() && mb + 1 < m) {
       tasks.push_back({pending.front(), 0, Phase::kBackwardWeight});
       pending.pop_front();
     }

@@ -1,0 +1,123 @@
+#include "strategies/step_program.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "strategies/build_step.h"
+#include "tests/strategies/test_models.h"
+
+namespace shardsim::strategies {
+namespace {
+
+// FLOPs the whole step executes (all devices), without recomputation.
+double ProgramFlops(const StepProgram& program) {
+  const PlanSpec& p = program.plan;
+  double per_pipeline = 0;  // one data-parallel replica's pipeline
+  for (const Stage& stage : program.stages) {
+    for (const Task& task : stage.tasks) {
+      for (const auto& [index, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) {
+        per_pipeline += static_cast<double>(count) * PhaseFlops(program.layer_programs[static_cast<size_t>(index)], task.phase);
+      }
+    }
+  }
+  return per_pipeline * static_cast<double>(p.mesh.tensor) * static_cast<double>(p.mesh.data * p.mesh.fsdp * p.mesh.expert);
+}
+
+// The step program's FLOPs add up to the closed form: 6 N per token for the matmuls and PaLM's
+// 12 L S D attention term (full attention: an unfused kernel computes every block).
+TEST(StepProgramTest, FlopsAddUpToSixNPlusAttention) {
+  // (With tensor parallelism an MoE router runs on every tensor rank, redundantly: tensor = 1.)
+  for (const auto& [name, tensor] : {std::pair{"llama3-8b", 4}, std::pair{"mixtral-8x7b", 1}}) {
+    const ModelSpec m = FindModelPreset(name)->spec;
+    PlanSpec p = Plan(2, tensor, 2, 32, 4096);
+    p.flash_attention = false;
+    const StepProgram program = BuildStep(m, p);
+    EXPECT_NEAR(ProgramFlops(program) / program.model_flops_per_step, 1.0, 1e-9) << name;
+  }
+}
+
+TEST(StepProgramTest, TensorParallelIssuesTwoAllReducesEachWay) {
+  const ModelSpec m = GptModel(8, 1024, 16);
+  PlanSpec p = Plan(1, 4, 1, 4, 2048);
+  p.micro_batch_size = 2;
+  const StepProgram program = BuildStep(m, p);
+  const double bsd = 2.0 * 2048 * 1024 * 2;  // b x S x D x 2 bytes
+  int forward = 0, backward = 0;
+  for (const Op& op : program.layer_programs[0].ops) {
+    if (op.stream != Stream::kTensor) continue;
+    EXPECT_EQ(op.collective, CollectiveOp::kAllReduce) << op.name;
+    EXPECT_DOUBLE_EQ(op.comm_bytes, bsd) << op.name;
+    (op.phase == Phase::kForward ? forward : backward) += 1;
+  }
+  EXPECT_EQ(forward, 2);
+  EXPECT_EQ(backward, 2);
+  // Sequence parallel: the same volume as reduce-scatter + all-gather, two each way.
+  p.sequence_parallel = true;
+  std::map<std::pair<int, CollectiveOp>, int> count;
+  for (const Op& op : BuildStep(m, p).layer_programs[0].ops) {
+    if (op.stream != Stream::kTensor) continue;
+    EXPECT_DOUBLE_EQ(op.comm_bytes, bsd) << op.name;
+    ++count[{static_cast<int>(op.phase), op.collective}];
+  }
+  EXPECT_EQ((count[{static_cast<int>(Phase::kForward), CollectiveOp::kAllGather}]), 2);
+  EXPECT_EQ((count[{static_cast<int>(Phase::kForward), CollectiveOp::kReduceScatter}]), 2);
+  EXPECT_EQ((count[{static_cast<int>(Phase::kBackwardInput), CollectiveOp::kAllGather}]), 2);
+  EXPECT_EQ((count[{static_cast<int>(Phase::kBackwardInput), CollectiveOp::kReduceScatter}]), 2);
+}
+
+TEST(StepProgramTest, ExpertAllToAllMovesTheRoutedTokens) {
+  const ModelSpec m = FindModelPreset("mixtral-8x7b")->spec;
+  PlanSpec p = Plan(2, 1, 1, 16, 4096);
+  p.mesh.expert = 4;
+  p.micro_batch_size = 1;
+  const StepProgram program = BuildStep(m, p);
+  int a2a = 0;
+  for (const Op& op : program.layer_programs[1].ops) {
+    if (op.stream != Stream::kExpert) continue;
+    EXPECT_EQ(op.collective, CollectiveOp::kAllToAll);
+    EXPECT_DOUBLE_EQ(op.comm_bytes, 4096.0 * 2 /*top-2*/ * 4096 /*D*/ * 2);
+    ++a2a;
+  }
+  EXPECT_EQ(a2a, 4);  // dispatch and combine, forward and backward
+}
+
+TEST(StepProgramTest, RecomputationRepeatsForwardWork) {
+  const ModelSpec m = GptModel(4, 1024, 16);
+  PlanSpec p = Plan(1, 1, 1, 4, 2048);
+  const double forward = PhaseFlops(BuildStep(m, p).layer_programs[0], Phase::kForward);
+  p.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(PhaseFlops(BuildStep(m, p).layer_programs[0], Phase::kRecompute), forward);
+  p.recompute = Recompute::kSelective;
+  const double selective = PhaseFlops(BuildStep(m, p).layer_programs[0], Phase::kRecompute);
+  EXPECT_GT(selective, 0);
+  EXPECT_LT(selective, forward / 4);
+}
+
+TEST(StepProgramTest, SchedulesValidateAndDumpsAreDeterministic) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  for (PipelineSchedule s : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB, PipelineSchedule::kInterleavedOneFOneB,
+                             PipelineSchedule::kZbH1}) {
+    PlanSpec p = Plan(2, 2, 4, 64, 2048);
+    p.pipeline_schedule = s;
+    p.virtual_stages = s == PipelineSchedule::kInterleavedOneFOneB ? 2 : 1;
+    const StepProgram program = BuildStep(m, p);
+    EXPECT_EQ(ValidateSchedule(program), "") << ToString(s);
+    EXPECT_EQ(DumpProgram(program), DumpProgram(BuildStep(m, p))) << ToString(s);
+  }
+  PlanSpec dual = Plan(2, 2, 4, 64, 2048);
+  dual.pipeline_schedule = PipelineSchedule::kDualPipe;
+  EXPECT_THROW(BuildStep(m, dual), InputError);
+}
+
+TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
+  const StepProgram program = BuildStep(FindModelPreset("llama3-405b")->spec, Plan(1024, 8, 2, 2048, 8192));
+  EXPECT_EQ(program.layer_programs.size(), 4u);  // dense, moe (empty), embedding, head
+  int64_t layers = 0;
+  for (const Stage& stage : program.stages) {
+    for (const auto& [index, count] : stage.chunks[0].layers) layers += program.layer_programs[static_cast<size_t>(index)].name == "dense" ? count : 0;
+  }
+  EXPECT_EQ(layers, 126);
+}
+
+}  // namespace
+}  // namespace shardsim::strategies
