@@ -93,6 +93,21 @@ std::vector<CollectiveModel> BuildCollectiveModels(const topologies::Cluster& cl
   return models;
 }
 
+namespace {
+
+bool SameCost(const CollectiveModel& a, const CollectiveModel& b) {
+  if (a.profiles().size() != b.profiles().size()) return false;
+  for (size_t i = 0; i < a.profiles().size(); ++i) {
+    if (a.profiles()[i].latency_s != b.profiles()[i].latency_s || a.profiles()[i].seconds_per_byte != b.profiles()[i].seconds_per_byte ||
+        a.schedule().steps[i].rounds != b.schedule().steps[i].rounds || a.schedule().steps[i].pipelined != b.schedule().steps[i].pipelined) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups, CollectiveOp op,
                                  Algorithm algorithm, const std::string& where, size_t max_modelled_groups)
     : group_count_(groups.size()) {
@@ -123,7 +138,18 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
       if (first_reason.empty()) first_reason = why_not;
       continue;
     }
-    for (size_t g : modelled) candidate.models.emplace_back(cluster, groups[g], candidate.schedules[g]);
+    // Groups that are translates of one another on a regular fabric cost the same: keep one
+    // model per distinct cost profile.
+    std::vector<size_t> kept;
+    for (size_t g : modelled) {
+      CollectiveModel model(cluster, groups[g], candidate.schedules[g]);
+      bool same = false;
+      for (const CollectiveModel& other : candidate.models) same = same || SameCost(other, model);
+      if (same) continue;
+      candidate.models.push_back(std::move(model));
+      kept.push_back(g);
+    }
+    candidate.modelled = kept;
     candidates_.push_back(std::move(candidate));
   }
   if (candidates_.empty()) {

@@ -73,8 +73,8 @@ class GroupCollective {
   struct Candidate {
     Algorithm algorithm;
     std::vector<Schedule> schedules;          // one per group
-    std::vector<size_t> modelled;             // groups with a model, in order
-    std::vector<CollectiveModel> models;      // their models
+    std::vector<size_t> modelled;             // groups with a distinct model, in order
+    std::vector<CollectiveModel> models;      // their models (groups costing the same share one)
   };
   const std::vector<Candidate>& candidates() const { return candidates_; }
   size_t group_count() const { return group_count_; }

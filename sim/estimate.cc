@@ -90,9 +90,16 @@ AxisCollectives::~AxisCollectives() = default;
 
 double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
   int64_t size = 1;
-  for (const std::string& a : axes) size *= plan_.mesh.Size(a);
+  int mask = 0;
+  for (const std::string& a : axes) {
+    size *= plan_.mesh.Size(a);
+    const auto& names = MeshAxisNames();
+    mask |= 1 << (std::find(names.begin(), names.end(), a) - names.begin());
+  }
   if (size == 1 || bytes <= 0) return 0;
-  const std::string key = ToString(op) + "|" + Key(axes);
+  const int key = static_cast<int>(op) * 64 + mask;
+  const auto known = seconds_.find({key, bytes});
+  if (known != seconds_.end()) return known->second;
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
@@ -101,7 +108,9 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
     it = cache_.emplace(key, std::make_unique<GroupCollective>(cluster_, groups, op, Algorithm::kAuto, "collective over " + Key(axes)))
              .first;
   }
-  return it->second->Fastest(bytes).estimate.time_s;
+  const double seconds = it->second->Fastest(bytes).estimate.time_s;
+  seconds_[{key, bytes}] = seconds;
+  return seconds;
 }
 
 StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives) {
@@ -134,6 +143,10 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
       }
     }
   }
+  std::vector<double> duration(static_cast<size_t>(3 * parts));
+  for (int64_t part = 0; part < parts; ++part) {
+    for (int ph = 0; ph < 3; ++ph) duration[static_cast<size_t>(3 * part + ph)] = part_costs[static_cast<size_t>(part)][static_cast<size_t>(ph)].total_s;
+  }
   const double p2p = p > 1 ? collectives.Seconds(CollectiveOp::kPermute, {"pipeline"}, program.pipeline_send.comm_bytes) : 0;
 
   // Play the schedule: a stage runs its tasks in order, each once its inputs have arrived. The
@@ -152,6 +165,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
       const auto& tasks = program.stages[static_cast<size_t>(s)].tasks;
       while (next[static_cast<size_t>(s)] < tasks.size()) {
         const strategies::Task& task = tasks[next[static_cast<size_t>(s)]];
+        SHARDSIM_CHECK(task.microbatch >= 0 && task.microbatch < m && task.chunk >= 0 && task.chunk < v, "schedule task out of range");
         const int64_t part = task.chunk * p + s;
         const int ph = PhaseIndex(task.phase);
         double ready = 0;
@@ -164,10 +178,10 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
           if (dep < 0) break;
           ready = dep + p2p;
         }
-        const double duration = part_costs[static_cast<size_t>(part)][static_cast<size_t>(ph)].total_s;
+        const double seconds = duration[static_cast<size_t>(3 * part + ph)];
         const double start = std::max(clock[static_cast<size_t>(s)], ready);
-        clock[static_cast<size_t>(s)] = start + duration;
-        busy[static_cast<size_t>(s)] += duration;
+        clock[static_cast<size_t>(s)] = start + seconds;
+        busy[static_cast<size_t>(s)] += seconds;
         at(ph, part, task.microbatch) = clock[static_cast<size_t>(s)];
         ++next[static_cast<size_t>(s)];
         --remaining;
@@ -192,12 +206,15 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
       last_backward += cost[1].total_s + cost[2].total_s;
       for (const auto& [index, count] : stage.chunks[static_cast<size_t>(c)].layers) layers += count;
     }
-    for (const strategies::Task& task : stage.tasks) {
-      const auto& cost = part_costs[static_cast<size_t>(task.chunk * p + s)][static_cast<size_t>(PhaseIndex(task.phase))];
-      stage_compute[static_cast<size_t>(s)] += cost.compute_s;
-      executed += cost.flops;
-      recomputed += cost.recompute_flops;
-      for (const auto& [key, seconds] : cost.exposed_s) stage_exposed[static_cast<size_t>(s)][key] += seconds;
+    // Every stage runs each (chunk, phase) once per micro-batch.
+    for (int64_t c = 0; c < v; ++c) {
+      for (const PhaseCost& cost : part_costs[static_cast<size_t>(c * p + s)]) {
+        const double times = static_cast<double>(m);
+        stage_compute[static_cast<size_t>(s)] += cost.compute_s * times;
+        executed += cost.flops * times;
+        recomputed += cost.recompute_flops * times;
+        for (const auto& [key, seconds] : cost.exposed_s) stage_exposed[static_cast<size_t>(s)][key] += seconds * times;
+      }
     }
     double tail = 0;
     for (const Op& op : stage.step_ops) {

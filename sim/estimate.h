@@ -31,7 +31,9 @@ class AxisCollectives {
  private:
   const topologies::Cluster& cluster_;
   PlanSpec plan_;
-  std::map<std::string, std::unique_ptr<GroupCollective>> cache_;
+  // Keyed by operation and the set of axes (a bit per mesh axis).
+  std::map<int, std::unique_ptr<GroupCollective>> cache_;
+  std::map<std::pair<int, double>, double> seconds_;  // (key, bytes) -> seconds
 };
 
 struct StepReport {

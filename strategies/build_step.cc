@@ -91,7 +91,8 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
   const int64_t per_part = m.num_layers / parts;
   const double t = static_cast<double>(p.mesh.tensor);
   const double vocab_params = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / t;
-  double dense_total = 0, expert_total = 0;
+  const LayerParams dense_layer = ParamsOf(m, p, false);
+  const LayerParams moe_layer = m.moe ? ParamsOf(m, p, true) : LayerParams{};
   program.stages.resize(static_cast<size_t>(stages));
   for (int64_t s = 0; s < stages; ++s) {
     Stage& stage = program.stages[static_cast<size_t>(s)];
@@ -111,7 +112,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
         } else {
           chunk.layers.push_back({index, 1});
         }
-        const LayerParams lp = ParamsOf(m, p, moe);
+        const LayerParams& lp = moe ? moe_layer : dense_layer;
         dense += lp.dense;
         expert += lp.expert;
       }
@@ -124,8 +125,6 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
     stage.params = dense + expert;
     stage.tasks = ScheduleStage(p.pipeline_schedule, stages, program.microbatches, chunks, s);
     stage.step_ops = DataParallelStepOps(p, dense, expert);
-    dense_total += dense;
-    expert_total += expert;
   }
   program.pipeline_send =
       CommOp("pp_send", Phase::kForward, Stream::kPipeline, CollectiveOp::kPermute, {"pipeline"},

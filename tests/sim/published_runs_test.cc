@@ -105,8 +105,8 @@ TEST_P(PublishedRunTest, WithinFifteenPercent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Rows, PublishedRunTest, ::testing::ValuesIn(Rows()),
-                         [](const ::testing::TestParamInfo<json>& info) {
-                           std::string id = info.param["id"];
+                         [](const ::testing::TestParamInfo<json>& param_info) {
+                           std::string id = param_info.param["id"];
                            for (char& ch : id) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return id;
                          });
