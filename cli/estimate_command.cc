@@ -61,6 +61,8 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
               {"step_time_s", r.step_time_s},
               {"tokens_per_s", r.tokens_per_s},
               {"mfu", r.mfu},
+              {"mfu_palm", r.mfu_palm},
+              {"flops_convention", "model FLOPs = 6 x active matmul parameters x tokens + causal attention (half of PaLM's 12 L H Q T); mfu_palm counts PaLM's full attention term; hfu counts all executed FLOPs"},
               {"hfu", r.hfu},
               {"model_flops_per_step", r.model_flops_per_step},
               {"hardware_flops_per_step", r.hardware_flops_per_step},
@@ -89,7 +91,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "  step        " << FormatSeconds(r.step_time_s) << " for " << FormatCount(static_cast<double>(shape.tokens_per_step)) << " tokens ("
       << shape.num_microbatches << " micro-batches of " << plan.micro_batch_size << " per replica): " << FormatCount(r.tokens_per_s)
       << " tokens/s\n";
-  out << "  utilisation MFU " << Percent(r.mfu) << ", HFU " << Percent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
+  out << "  utilisation MFU " << Percent(r.mfu) << " (PaLM's count: " << Percent(r.mfu_palm) << "), HFU " << Percent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
       << plan.dtype << " peak per device (cluster spec); matmuls at " << cluster.efficiency.matmul << " of peak, HBM at "
       << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "

@@ -239,12 +239,15 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   report.bubble_s = std::max(0.0, clock[cs] - busy[cs]);
   report.pipeline_s = clock[cs];
 
-  // Hardware FLOPs: the model FLOPs (PaLM's convention) plus the recomputed share the program
-  // executes, so HFU >= MFU whatever the attention kernel skips.
+  // Hardware FLOPs: what the program executes on every device (recomputation, masked attention
+  // blocks of an unfused kernel and redundant work included).
   report.model_flops_per_step = program.model_flops_per_step;
-  report.hardware_flops_per_step = program.model_flops_per_step * (executed > recomputed ? executed / (executed - recomputed) : 1.0);
+  report.palm_flops_per_step = program.palm_flops_per_step;
+  report.hardware_flops_per_step = executed * static_cast<double>(devices / p);
+  (void)recomputed;
   const double capacity = report.step_time_s * static_cast<double>(devices) * report.peak_flop_per_s;
   report.mfu = report.model_flops_per_step / capacity;
+  report.mfu_palm = report.palm_flops_per_step / capacity;
   report.hfu = report.hardware_flops_per_step / capacity;
   report.tokens_per_s = static_cast<double>(plan.global_batch_size * plan.seq_len) / report.step_time_s;
 

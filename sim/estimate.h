@@ -39,9 +39,11 @@ class AxisCollectives {
 struct StepReport {
   double step_time_s = 0;
   double tokens_per_s = 0;
-  double mfu = 0;  // model FLOPs (PaLM: no recomputation) / (step time x devices x peak)
-  double hfu = 0;  // hardware FLOPs (recomputation included) / the same
+  double mfu = 0;       // model FLOPs (6N + causal attention, no recomputation) / (step time x devices x peak)
+  double mfu_palm = 0;  // the same with PaLM's attention term (masked blocks counted): can pass 1 at long context
+  double hfu = 0;       // hardware FLOPs (everything executed) / the same
   double model_flops_per_step = 0;
+  double palm_flops_per_step = 0;
   double hardware_flops_per_step = 0;
   double peak_flop_per_s = 0;  // per device, for the plan's dtype
   bool fits = false;

@@ -131,7 +131,9 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
              static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.hidden_size) * ShapeOf(p).element_bytes /
                  (ShapeOf(p).sequence_parallel ? t : 1.0),
              p.overlap.pipeline);
-  program.model_flops_per_step = ForwardFlopsPerToken(m, p.seq_len).training() * static_cast<double>(shape.tokens_per_step);
+  const FlopsPerToken flops = ForwardFlopsPerToken(m, p.seq_len);
+  program.palm_flops_per_step = flops.training() * static_cast<double>(shape.tokens_per_step);
+  program.model_flops_per_step = 3 * (flops.matmul + flops.attention / 2) * static_cast<double>(shape.tokens_per_step);
   return program;
 }
 

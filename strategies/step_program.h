@@ -83,7 +83,10 @@ struct StepProgram {
   std::vector<LayerProgram> layer_programs;
   std::vector<Stage> stages;            // one per pipeline rank
   Op pipeline_send;                     // activation (forward) / gradient (backward) between stages
-  double model_flops_per_step = 0;      // PaLM: 6 N tokens + attention, no recomputation
+  // Model FLOPs per step, no recomputation: 6 N per token plus causal attention (half the S x S
+  // blocks), and PaLM's count, whose attention term 12 L H Q T includes the masked blocks.
+  double model_flops_per_step = 0;
+  double palm_flops_per_step = 0;
 };
 
 std::string ToString(Stream stream);
