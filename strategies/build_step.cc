@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "strategies/data_parallel.h"
 #include "strategies/expert_parallel.h"
+#include "strategies/memory_model.h"
 #include "strategies/pipeline_schedule.h"
 #include "strategies/recompute.h"
 #include "strategies/tensor_parallel.h"
@@ -126,6 +127,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
     stage.tasks = ScheduleStage(p.pipeline_schedule, stages, program.microbatches, chunks, s);
     stage.step_ops = DataParallelStepOps(p, dense, expert);
   }
+  for (Stage& stage : program.stages) stage.activation_peak_bytes = StageActivationPeak(program, stage);
   program.pipeline_send =
       CommOp("pp_send", Phase::kForward, Stream::kPipeline, CollectiveOp::kPermute, {"pipeline"},
              static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.hidden_size) * ShapeOf(p).element_bytes /

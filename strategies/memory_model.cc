@@ -52,6 +52,26 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
   return static_cast<double>(tokens) * (replicated / sp + (split + scores) / t);
 }
 
+double StageActivationPeak(const StepProgram& program, const Stage& stage) {
+  // Walk the stage's tasks: an F adds its chunk's activations, its W frees them.
+  std::vector<double> chunk_bytes(stage.chunks.size(), 0);
+  for (size_t c = 0; c < stage.chunks.size(); ++c) {
+    for (const auto& [index, count] : stage.chunks[c].layers) {
+      const std::string& kind = program.layer_programs[static_cast<size_t>(index)].name;
+      if (kind == "dense" || kind == "moe") {
+        chunk_bytes[c] += static_cast<double>(count) * LayerActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind == "moe");
+      }
+    }
+  }
+  double live = 0, peak = 0;
+  for (const Task& task : stage.tasks) {
+    if (task.phase == Phase::kForward) live += chunk_bytes[static_cast<size_t>(task.chunk)];
+    if (task.phase == Phase::kBackwardWeight) live -= chunk_bytes[static_cast<size_t>(task.chunk)];
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
 MemoryReport EstimateMemory(const StepProgram& program) {
   const ModelSpec& m = program.model;
   const PlanSpec& p = program.plan;
@@ -77,23 +97,7 @@ MemoryReport EstimateMemory(const StepProgram& program) {
     b.params = kParamBytes * (zero3 ? dense_params / dense_shard + expert_params / expert_shard : stage.params);
     b.grads = kGradBytes * (p.zero_stage >= 2 || zero3 ? dense_params / dense_shard + expert_params / expert_shard : stage.params);
     b.optimizer = kOptimizerBytes * (dense_params / dense_shard + expert_params / expert_shard);
-    // Activations: walk the stage's tasks; an F adds its chunk's activations, its W frees them.
-    std::vector<double> chunk_bytes(stage.chunks.size(), 0);
-    for (size_t c = 0; c < stage.chunks.size(); ++c) {
-      for (const auto& [index, count] : stage.chunks[c].layers) {
-        const std::string& kind = program.layer_programs[static_cast<size_t>(index)].name;
-        if (kind == "dense" || kind == "moe") {
-          chunk_bytes[c] += static_cast<double>(count) * LayerActivationBytes(m, p, program.tokens_per_microbatch, kind == "moe");
-        }
-      }
-    }
-    double live = 0, peak = 0;
-    for (const Task& task : stage.tasks) {
-      if (task.phase == Phase::kForward) live += chunk_bytes[static_cast<size_t>(task.chunk)];
-      if (task.phase == Phase::kBackwardWeight) live -= chunk_bytes[static_cast<size_t>(task.chunk)];
-      peak = std::max(peak, live);
-    }
-    b.activations = peak;
+    b.activations = stage.activation_peak_bytes;
     // A layer being recomputed holds its full activations once.
     if (p.recompute == Recompute::kFull && !stage.chunks.empty()) {
       PlanSpec no_recompute = p;

@@ -26,6 +26,10 @@ struct MemoryReport {
   MemoryBreakdown peak;  // the stage with the largest total
 };
 
+// Peak activation bytes of `stage` under its task order (an F stores a chunk's activations, its
+// W releases them). BuildStep stores it in Stage::activation_peak_bytes.
+double StageActivationPeak(const StepProgram& program, const Stage& stage);
+
 // Memory of every stage of `program`. In-flight micro-batches come from each stage's task order
 // (an F stores a chunk's activations, its W releases them).
 MemoryReport EstimateMemory(const StepProgram& program);

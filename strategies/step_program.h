@@ -72,6 +72,7 @@ struct Stage {
   std::vector<Chunk> chunks;  // virtual_stages of them; chunk c of stage s is model part c*p + s
   std::vector<Task> tasks;    // the schedule's order on this stage
   double params = 0;          // parameters held (after tensor / pipeline / expert sharding)
+  double activation_peak_bytes = 0;  // stored activations at the schedule's peak (memory model)
   std::vector<Op> step_ops;   // once per step: gradient reduction, parameter gathers, optimizer
 };
 
