@@ -22,6 +22,8 @@ json ChipToJson(const ChipSpec& c) {
           {"peak_flop_per_s", c.peak_flop_per_s},
           {"hbm_bytes", c.hbm_bytes},
           {"hbm_bandwidth_bytes_per_s", c.hbm_bandwidth_bytes_per_s},
+          {"matmul_tile", c.matmul_tile},
+          {"compute_units", c.compute_units},
           {"source", c.source}};
 }
 
@@ -94,6 +96,8 @@ ChipSpec ChipFromJson(JsonReader& r) {
   if (c.peak_flop_per_s.empty()) r.Fail("peak_flop_per_s", "no peak given", "an object such as {\"bf16\": 9.894e14}");
   c.hbm_bytes = r.Int("hbm_bytes", 1, int64_t{1} << 50);
   c.hbm_bandwidth_bytes_per_s = r.Number("hbm_bandwidth_bytes_per_s", 1, kMaxRate);
+  c.matmul_tile = r.IntOr("matmul_tile", 0, 0, 4096);
+  c.compute_units = r.IntOr("compute_units", 0, 0, 1 << 20);
   c.source = r.StringOr("source", "");
   return c;
 }

@@ -15,6 +15,11 @@ struct ChipSpec {
   std::map<std::string, double> peak_flop_per_s;  // dense peak by dtype ("bf16", "fp8", "fp32", ...)
   int64_t hbm_bytes = 0;                          // device memory capacity
   double hbm_bandwidth_bytes_per_s = 0;
+  // Matmul quantization: work is cut into square tiles of `matmul_tile` and spread over
+  // `compute_units` (SMs, MXUs); a partial tile or a last partial wave wastes its share
+  // (NVIDIA's Matrix Multiplication Background guide: tile and wave quantization). 0: ignored.
+  int64_t matmul_tile = 0;
+  int64_t compute_units = 0;
   std::string source;
   bool operator==(const ChipSpec&) const = default;
 };

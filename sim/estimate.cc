@@ -35,11 +35,21 @@ struct Roofline {
   double peak_flop_per_s;
   double matmul_efficiency;
   double hbm_bytes_per_s;  // x efficiency
+  int64_t tile = 0, units = 0;
+  // Fraction of the tiles' work a [m, n] output keeps once cut into tiles and waves.
+  double Quantization(int64_t m, int64_t n) const {
+    if (tile <= 0 || units <= 0 || m <= 0 || n <= 0) return 1.0;
+    const int64_t tm = (m + tile - 1) / tile, tn = (n + tile - 1) / tile, tiles = tm * tn;
+    const double tile_use = static_cast<double>(m) * static_cast<double>(n) / (static_cast<double>(tm * tile) * static_cast<double>(tn * tile));
+    const int64_t waves = (tiles + units - 1) / units;
+    return tile_use * static_cast<double>(tiles) / static_cast<double>(waves * units);
+  }
   double Seconds(const Op& op) const {
     const double memory = op.bytes / hbm_bytes_per_s;
-    if (op.kind == ComputeKind::kMatmul || op.kind == ComputeKind::kAttention) {
-      return std::max(op.flops / (peak_flop_per_s * matmul_efficiency), memory);
+    if (op.kind == ComputeKind::kMatmul) {
+      return std::max(op.flops / (peak_flop_per_s * matmul_efficiency * Quantization(op.m, op.n)), memory);
     }
+    if (op.kind == ComputeKind::kAttention) return std::max(op.flops / (peak_flop_per_s * matmul_efficiency), memory);
     return memory;
   }
 };
@@ -119,7 +129,8 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   const auto peak = cluster.chip.peak_flop_per_s.find(plan.dtype);
   SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + plan.dtype);
   report.peak_flop_per_s = peak->second;
-  const Roofline roofline{peak->second, cluster.efficiency.matmul, cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm};
+  const Roofline roofline{peak->second, cluster.efficiency.matmul, cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm,
+                          cluster.chip.matmul_tile, cluster.chip.compute_units};
 
   // Per layer program and phase (F, B with recomputation, W).
   std::vector<std::array<PhaseCost, 3>> layer_costs(program.layer_programs.size());
