@@ -19,7 +19,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
           "pipeline_schedule", "virtual_stages", "recompute", "dtype", "overlap", "ep_capacity_factor",
-          "flash_attention"};
+          "flash_attention", "context_kv"};
 }
 
 }  // namespace
@@ -46,7 +46,8 @@ json PlanToJson(const PlanSpec& p) {
             {"pipeline", p.overlap.pipeline},
             {"expert", p.overlap.expert}}},
           {"ep_capacity_factor", p.ep_capacity_factor},
-          {"flash_attention", p.flash_attention}};
+          {"flash_attention", p.flash_attention},
+          {"context_kv", p.context_kv}};
 }
 
 PlanSpec PlanFromJson(const json& value, const std::string& where) {
@@ -83,6 +84,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   }
   p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 0.01, 64);
   p.flash_attention = r.BoolOr("flash_attention", true);
+  p.context_kv = r.EnumOr("context_kv", "ring", {"ring", "all-gather"});
   r.Finish();
   return p;
 }

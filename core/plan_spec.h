@@ -63,6 +63,7 @@ struct PlanSpec {
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
+  std::string context_kv = "ring";  // context parallel K/V exchange: "ring" or "all-gather"
   bool operator==(const PlanSpec&) const = default;
 };
 

@@ -36,14 +36,7 @@ struct Roofline {
   double matmul_efficiency;
   double hbm_bytes_per_s;  // x efficiency
   int64_t tile = 0, units = 0;
-  // Fraction of the tiles' work a [m, n] output keeps once cut into tiles and waves.
-  double Quantization(int64_t m, int64_t n) const {
-    if (tile <= 0 || units <= 0 || m <= 0 || n <= 0) return 1.0;
-    const int64_t tm = (m + tile - 1) / tile, tn = (n + tile - 1) / tile, tiles = tm * tn;
-    const double tile_use = static_cast<double>(m) * static_cast<double>(n) / (static_cast<double>(tm * tile) * static_cast<double>(tn * tile));
-    const int64_t waves = (tiles + units - 1) / units;
-    return tile_use * static_cast<double>(tiles) / static_cast<double>(waves * units);
-  }
+  double Quantization(int64_t m, int64_t n) const { return MatmulQuantization(tile, units, m, n); }
   double Seconds(const Op& op) const {
     const double memory = op.bytes / hbm_bytes_per_s;
     if (op.kind == ComputeKind::kMatmul) {
@@ -94,6 +87,14 @@ void Add(PhaseCost& into, const PhaseCost& cost, double times) {
 int PhaseIndex(Phase phase) { return phase == Phase::kForward ? 0 : phase == Phase::kBackwardInput ? 1 : 2; }
 
 }  // namespace
+
+double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n) {
+  if (tile <= 0 || units <= 0 || m <= 0 || n <= 0) return 1.0;
+  const int64_t tm = (m + tile - 1) / tile, tn = (n + tile - 1) / tile, tiles = tm * tn;
+  const double tile_use = static_cast<double>(m) * static_cast<double>(n) / (static_cast<double>(tm * tile) * static_cast<double>(tn * tile));
+  const int64_t waves = (tiles + units - 1) / units;
+  return tile_use * static_cast<double>(tiles) / static_cast<double>(waves * units);
+}
 
 AxisCollectives::AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan) : cluster_(cluster), plan_(plan) {}
 AxisCollectives::~AxisCollectives() = default;

@@ -58,6 +58,11 @@ struct StepReport {
   std::string why;  // what limits the step, in words
 };
 
+// Fraction of peak an [m, n]-output matmul keeps after tile quantization (partial `tile` x `tile`
+// tiles) and wave quantization (the last wave over `units` compute units); 1 when tile or units
+// is 0.
+double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n);
+
 // Predicts one step. `collectives` must be built for the same cluster and plan.
 StepReport Estimate(const strategies::StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives);
 

@@ -93,5 +93,14 @@ TEST(EstimateTest, UtilisationAndFit) {
   EXPECT_NE(big.why.find("does not fit"), std::string::npos);
 }
 
+// NVIDIA's tile and wave quantization: a full wave of whole tiles keeps all the work; one row
+// past a tile boundary wastes most of a tile row; too few tiles leave compute units idle.
+TEST(MatmulQuantizationTest, TilesAndWaves) {
+  EXPECT_DOUBLE_EQ(MatmulQuantization(128, 108, 128 * 12, 128 * 9), 1.0);             // 108 tiles, one full wave
+  EXPECT_DOUBLE_EQ(MatmulQuantization(128, 108, 128 * 12, 128 * 10), 120.0 / 216);    // 120 tiles in 2 waves
+  EXPECT_DOUBLE_EQ(MatmulQuantization(128, 4, 129, 128), 129.0 / 256 * 2 / 4);        // 2 tiles, half used; 4 units
+  EXPECT_DOUBLE_EQ(MatmulQuantization(0, 0, 7, 7), 1.0);
+}
+
 }  // namespace
 }  // namespace shardsim::sim

@@ -85,6 +85,32 @@ TEST(StepProgramTest, ExpertAllToAllMovesTheRoutedTokens) {
   EXPECT_EQ(a2a, 4);  // dispatch and combine, forward and backward
 }
 
+// Ring attention: c-1 sends of the local K/V block forward, 2(c-1) backward (K/V and dK/dV); the
+// all-gather variant gathers the whole sequence's K/V once and reduce-scatters the gradients.
+TEST(StepProgramTest, ContextParallelVolumes) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;  // 8 K/V heads of 128
+  PlanSpec p = Plan(1, 1, 1, 1, 32768);
+  p.mesh.context = 4;
+  const double block = 32768.0 / 4 * (2 * 8 * 128) * 2;  // tokens x (K + V) x 2 bytes
+  int forward = 0, backward = 0;
+  for (const Op& op : BuildStep(m, p).layer_programs[0].ops) {
+    if (op.stream != Stream::kContext) continue;
+    EXPECT_EQ(op.collective, CollectiveOp::kPermute);
+    EXPECT_DOUBLE_EQ(op.comm_bytes, block);
+    (op.phase == Phase::kForward ? forward : backward) += 1;
+  }
+  EXPECT_EQ(forward, 3);
+  EXPECT_EQ(backward, 6);
+  p.context_kv = "all-gather";
+  std::vector<CollectiveOp> ops;
+  for (const Op& op : BuildStep(m, p).layer_programs[0].ops) {
+    if (op.stream != Stream::kContext) continue;
+    EXPECT_DOUBLE_EQ(op.comm_bytes, 4 * block);
+    ops.push_back(op.collective);
+  }
+  EXPECT_EQ(ops, (std::vector<CollectiveOp>{CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}));
+}
+
 TEST(StepProgramTest, RecomputationRepeatsForwardWork) {
   const ModelSpec m = GptModel(4, 1024, 16);
   PlanSpec p = Plan(1, 1, 1, 4, 2048);
