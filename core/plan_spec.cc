@@ -169,9 +169,9 @@ void ValidatePlan(const PlanSpec& p, const ModelSpec& m, int64_t devices, const 
       }
       break;
     case PipelineSchedule::kDualPipe:
-      if (mesh.pipeline > 1 && (mesh.pipeline % 2 != 0 || microbatches % 2 != 0 || microbatches < mesh.pipeline)) {
+      if (mesh.pipeline > 1 && (mesh.pipeline % 2 != 0 || microbatches % 2 != 0 || microbatches < 2 * mesh.pipeline)) {
         throw InputError(w + "pipeline_schedule",
-                         "dualpipe needs an even pipeline (got " + I(mesh.pipeline) + ") and an even number of micro-batches >= pipeline (got " +
+                         "dualpipe needs an even pipeline (got " + I(mesh.pipeline) + ") and an even number of micro-batches >= 2 x pipeline (got " +
                              I(microbatches) + ")",
                          "", "DualPipe feeds micro-batches from both ends of the pipeline");
       }

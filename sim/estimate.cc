@@ -144,29 +144,32 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     Add(layer_costs[i][1], recompute, 1);
     layer_costs[i][2] = CostPhase(layer, Phase::kBackwardWeight, roofline, collectives);
   }
-  // Per stage and chunk and phase: the task's cost.
-  const int64_t p = plan.mesh.pipeline, v = plan.virtual_stages, parts = p * v, m = program.microbatches;
-  std::vector<std::array<PhaseCost, 3>> part_costs(static_cast<size_t>(parts));
+  // Per (stage, chunk) slot and phase: the task's cost.
+  const int64_t p = plan.mesh.pipeline, m = program.microbatches;
+  const int64_t v = static_cast<int64_t>(program.stages.front().chunks.size()), slots = p * v;
+  auto slot = [v](int64_t s, int64_t c) { return s * v + c; };
+  std::vector<std::array<PhaseCost, 3>> part_costs(static_cast<size_t>(slots));
   for (int64_t s = 0; s < p; ++s) {
     for (int64_t c = 0; c < v; ++c) {
-      auto& cost = part_costs[static_cast<size_t>(c * p + s)];
+      auto& cost = part_costs[static_cast<size_t>(slot(s, c))];
       for (const auto& [index, count] : program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)].layers) {
         for (int ph = 0; ph < 3; ++ph) Add(cost[static_cast<size_t>(ph)], layer_costs[static_cast<size_t>(index)][static_cast<size_t>(ph)], static_cast<double>(count));
       }
     }
   }
-  std::vector<double> duration(static_cast<size_t>(3 * parts));
-  for (int64_t part = 0; part < parts; ++part) {
-    for (int ph = 0; ph < 3; ++ph) duration[static_cast<size_t>(3 * part + ph)] = part_costs[static_cast<size_t>(part)][static_cast<size_t>(ph)].total_s;
+  std::vector<double> duration(static_cast<size_t>(3 * slots));
+  for (int64_t i = 0; i < slots; ++i) {
+    for (int ph = 0; ph < 3; ++ph) duration[static_cast<size_t>(3 * i + ph)] = part_costs[static_cast<size_t>(i)][static_cast<size_t>(ph)].total_s;
   }
   const double p2p = p > 1 ? collectives.Seconds(CollectiveOp::kPermute, {"pipeline"}, program.pipeline_send.comm_bytes) : 0;
 
   // Play the schedule: a stage runs its tasks in order, each once its inputs have arrived. The
   // input gradient leaves a stage when its whole backward is done, except in zero-bubble
   // schedules, which send it after B and run W later.
-  const int gradient_sent_after = plan.pipeline_schedule == PipelineSchedule::kZbH1 ? 1 : 2;
-  std::vector<double> finish(static_cast<size_t>(3 * parts * m), -1);
-  auto at = [&](int ph, int64_t part, int64_t mb) -> double& { return finish[static_cast<size_t>((ph * parts + part) * m + mb)]; };
+  const bool split_backward = plan.pipeline_schedule == PipelineSchedule::kZbH1 || plan.pipeline_schedule == PipelineSchedule::kDualPipe;
+  const int gradient_sent_after = split_backward ? 1 : 2;
+  std::vector<double> finish(static_cast<size_t>(3 * slots * m), -1);
+  auto at = [&](int ph, int64_t at_slot, int64_t mb) -> double& { return finish[static_cast<size_t>((ph * slots + at_slot) * m + mb)]; };
   std::vector<size_t> next(static_cast<size_t>(p), 0);
   std::vector<double> clock(static_cast<size_t>(p), 0), busy(static_cast<size_t>(p), 0);
   size_t remaining = 0;
@@ -178,23 +181,27 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
       while (next[static_cast<size_t>(s)] < tasks.size()) {
         const strategies::Task& task = tasks[next[static_cast<size_t>(s)]];
         SHARDSIM_CHECK(task.microbatch >= 0 && task.microbatch < m && task.chunk >= 0 && task.chunk < v, "schedule task out of range");
-        const int64_t part = task.chunk * p + s;
+        const int64_t here = slot(s, task.chunk);
+        const strategies::Chunk& chunk = program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(task.chunk)];
+        const auto& path = program.paths[static_cast<size_t>(chunk.direction)];
         const int ph = PhaseIndex(task.phase);
         double ready = 0;
-        if (ph == 0 && part > 0) {
-          const double dep = at(0, part - 1, task.microbatch);
+        if (ph == 0 && chunk.position > 0) {
+          const auto& [ps, pc] = path[static_cast<size_t>(chunk.position - 1)];
+          const double dep = at(0, slot(ps, pc), task.microbatch);
           if (dep < 0) break;
           ready = dep + p2p;
-        } else if (ph == 1 && part < parts - 1) {
-          const double dep = at(gradient_sent_after, part + 1, task.microbatch);
+        } else if (ph == 1 && chunk.position + 1 < static_cast<int64_t>(path.size())) {
+          const auto& [ns, nc] = path[static_cast<size_t>(chunk.position + 1)];
+          const double dep = at(gradient_sent_after, slot(ns, nc), task.microbatch);
           if (dep < 0) break;
           ready = dep + p2p;
         }
-        const double seconds = duration[static_cast<size_t>(3 * part + ph)];
+        const double seconds = duration[static_cast<size_t>(3 * here + ph)];
         const double start = std::max(clock[static_cast<size_t>(s)], ready);
         clock[static_cast<size_t>(s)] = start + seconds;
         busy[static_cast<size_t>(s)] += seconds;
-        at(ph, part, task.microbatch) = clock[static_cast<size_t>(s)];
+        at(ph, here, task.microbatch) = clock[static_cast<size_t>(s)];
         ++next[static_cast<size_t>(s)];
         --remaining;
         progressed = true;
@@ -214,14 +221,15 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     double last_backward = 0;
     int64_t layers = 0;
     for (int64_t c = 0; c < v; ++c) {
-      const auto& cost = part_costs[static_cast<size_t>(c * p + s)];
+      const auto& cost = part_costs[static_cast<size_t>(slot(s, c))];
       last_backward += cost[1].total_s + cost[2].total_s;
       for (const auto& [index, count] : stage.chunks[static_cast<size_t>(c)].layers) layers += count;
     }
-    // Every stage runs each (chunk, phase) once per micro-batch.
+    // Every stage runs each (chunk, phase) once per micro-batch of the chunk's direction.
     for (int64_t c = 0; c < v; ++c) {
-      for (const PhaseCost& cost : part_costs[static_cast<size_t>(c * p + s)]) {
-        const double times = static_cast<double>(m);
+      const int64_t direction = stage.chunks[static_cast<size_t>(c)].direction;
+      const double times = static_cast<double>(direction == 0 ? program.second_direction_from : m - program.second_direction_from);
+      for (const PhaseCost& cost : part_costs[static_cast<size_t>(slot(s, c))]) {
         stage_compute[static_cast<size_t>(s)] += cost.compute_s * times;
         executed += cost.flops * times;
         recomputed += cost.recompute_flops * times;

@@ -64,10 +64,6 @@ LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, bool moe) {
 }  // namespace
 
 StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
-  if (p.pipeline_schedule == PipelineSchedule::kDualPipe && p.mesh.pipeline > 1) {
-    throw InputError("plan:/pipeline_schedule", "dualpipe is not modelled by the step program yet", "gpipe, 1f1b, interleaved-1f1b, zb-h1",
-                     "zb-h1 is the closest modelled schedule");
-  }
   StepProgram program;
   program.model = m;
   program.plan = p;
@@ -87,8 +83,14 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
     program.layer_programs[kHead] = head.Build();
   }
 
-  // Model part j = chunk x p + stage holds layers [j L / (p v), (j + 1) L / (p v)).
-  const int64_t stages = p.mesh.pipeline, chunks = p.virtual_stages, parts = stages * chunks;
+  // Model part j holds layers [j L / parts, (j + 1) L / parts). Chunk c of stage s is part
+  // c p + s; DualPipe gives each stage part s for micro-batches flowing down the pipeline and a
+  // second copy of part p - 1 - s for those flowing up.
+  const int64_t stages = p.mesh.pipeline;
+  const bool dual = p.pipeline_schedule == PipelineSchedule::kDualPipe && stages > 1;
+  const int64_t chunks = dual ? 2 : p.virtual_stages, parts = dual ? stages : stages * chunks;
+  program.paths.assign(dual ? 2 : 1, std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(parts)));
+  program.second_direction_from = dual ? program.microbatches / 2 : program.microbatches;
   const int64_t per_part = m.num_layers / parts;
   const double t = static_cast<double>(p.mesh.tensor);
   const double vocab_params = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / t;
@@ -100,7 +102,10 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
     double dense = 0, expert = 0;
     for (int64_t c = 0; c < chunks; ++c) {
       Chunk chunk;
-      const int64_t part = c * stages + s;
+      const int64_t part = dual ? (c == 0 ? s : stages - 1 - s) : c * stages + s;
+      chunk.direction = dual ? c : 0;
+      chunk.position = part;
+      program.paths[static_cast<size_t>(chunk.direction)][static_cast<size_t>(part)] = {s, c};
       if (part == 0) {
         chunk.layers.push_back({kEmbedding, 1});
         dense += vocab_params;

@@ -84,6 +84,75 @@ std::vector<Task> ZeroBubbleH1(int64_t p, int64_t m, int64_t s) {
   return tasks;
 }
 
+// DualPipe (DeepSeek-V3, section 3.2.1, and its public reference schedule): micro-batches enter
+// from both ends; stage `rank` runs the down-flowing ones on its chunk 0 and the up-flowing ones
+// on its chunk 1. Ranks in the second half mirror the first half with the directions swapped.
+// The eight phases: forwards to fill, paired forwards, zero-bubble B/W/F, the steady F-B pairs,
+// then draining backwards with deferred weight gradients. (The reference overlaps each F-B
+// pair's compute with the other's communication; here they run back to back.)
+std::vector<Task> DualPipe(int64_t p, int64_t m, int64_t rank) {
+  const int64_t half = m / 2, half_ranks = p / 2;
+  const int64_t hr = std::min(rank, p - 1 - rank);
+  const bool mirrored = rank >= half_ranks;
+  std::vector<Task> tasks;
+  int64_t next_forward[2] = {0, 0}, next_backward[2] = {0, 0};
+  std::deque<std::pair<int64_t, int64_t>> weights;  // deferred (micro-batch, chunk)
+  auto chunk_of = [&](int local) { return static_cast<int64_t>(mirrored ? 1 - local : local); };
+  auto mb_of = [&](int64_t chunk, int64_t i) { return chunk == 0 ? i : half + i; };
+  auto forward = [&](int local) {
+    const int64_t c = chunk_of(local);
+    tasks.push_back({mb_of(c, next_forward[c]++), c, Phase::kForward});
+  };
+  auto backward = [&](int local, bool zero_bubble) {
+    const int64_t c = chunk_of(local), mb = mb_of(c, next_backward[c]++);
+    tasks.push_back({mb, c, Phase::kBackwardInput});
+    if (zero_bubble) {
+      weights.push_back({mb, c});
+    } else {
+      tasks.push_back({mb, c, Phase::kBackwardWeight});
+    }
+  };
+  auto weight = [&] {
+    if (weights.empty()) return;
+    tasks.push_back({weights.front().first, weights.front().second, Phase::kBackwardWeight});
+    weights.pop_front();
+  };
+  for (int64_t i = 0; i < (half_ranks - hr - 1) * 2; ++i) forward(0);
+  for (int64_t i = 0; i < hr + 1; ++i) {
+    forward(0);
+    forward(1);
+  }
+  for (int64_t i = 0; i < half_ranks - hr - 1; ++i) {
+    backward(1, true);
+    weight();
+    forward(1);
+  }
+  for (int64_t i = 0; i < half - p + hr + 1; ++i) {
+    forward(0);
+    backward(1, false);
+    forward(1);
+    backward(0, false);
+  }
+  for (int64_t i = 0; i < half_ranks - hr - 1; ++i) {
+    backward(1, false);
+    forward(1);
+    backward(0, false);
+  }
+  bool zero_bubble = false;
+  for (int64_t i = 0; i < hr + 1; ++i) {
+    if (i == (hr + 1) / 2 && hr % 2 == 1) zero_bubble = true;
+    backward(1, zero_bubble);
+    if (i == (hr + 1) / 2 && hr % 2 == 0) zero_bubble = true;
+    backward(0, zero_bubble);
+  }
+  for (int64_t i = 0; i < half_ranks - hr - 1; ++i) {
+    weight();
+    backward(0, true);
+  }
+  while (!weights.empty()) weight();
+  return tasks;
+}
+
 }  // namespace
 
 std::vector<Task> ScheduleStage(PipelineSchedule schedule, int64_t p, int64_t m, int64_t v, int64_t s) {
@@ -93,7 +162,7 @@ std::vector<Task> ScheduleStage(PipelineSchedule schedule, int64_t p, int64_t m,
     case PipelineSchedule::kOneFOneB: return OneFOneB(p, m, s);
     case PipelineSchedule::kInterleavedOneFOneB: return v > 1 ? Interleaved(p, m, v, s) : OneFOneB(p, m, s);
     case PipelineSchedule::kZbH1: return ZeroBubbleH1(p, m, s);
-    case PipelineSchedule::kDualPipe: return {};
+    case PipelineSchedule::kDualPipe: return DualPipe(p, m, s);
   }
   return {};
 }

@@ -66,10 +66,12 @@ struct Task {
 struct Chunk {
   // (index into StepProgram::layer_programs, how many times) in execution order.
   std::vector<std::pair<int, int64_t>> layers;
+  int64_t direction = 0;  // which micro-batches pass through it (DualPipe feeds two directions)
+  int64_t position = 0;   // its place along those micro-batches' path through the pipeline
 };
 
 struct Stage {
-  std::vector<Chunk> chunks;  // virtual_stages of them; chunk c of stage s is model part c*p + s
+  std::vector<Chunk> chunks;  // virtual_stages of them (chunk c of stage s at position c p + s); DualPipe: 2
   std::vector<Task> tasks;    // the schedule's order on this stage
   double params = 0;          // parameters held (after tensor / pipeline / expert sharding)
   double activation_peak_bytes = 0;  // stored activations at the schedule's peak (memory model)
@@ -83,6 +85,9 @@ struct StepProgram {
   int64_t tokens_per_microbatch = 0;  // per device, after context parallelism
   std::vector<LayerProgram> layer_programs;
   std::vector<Stage> stages;            // one per pipeline rank
+  // Per direction, the (stage, chunk) at each position of the path micro-batches take.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> paths;
+  int64_t second_direction_from = 0;    // micro-batches from this index take direction 1 (DualPipe)
   Op pipeline_send;                     // activation (forward) / gradient (backward) between stages
   // Model FLOPs per step, no recomputation: 6 N per token plus causal attention (half the S x S
   // blocks), and PaLM's count, whose attention term 12 L H Q T includes the masked blocks.
@@ -93,6 +98,9 @@ struct StepProgram {
 std::string ToString(Stream stream);
 std::string ToString(Phase phase);
 std::string ToString(ComputeKind kind);
+
+// The direction micro-batch `mb` takes.
+inline int64_t DirectionOf(const StepProgram& program, int64_t mb) { return mb >= program.second_direction_from ? 1 : 0; }
 
 // Sum over a phase of a layer program's compute FLOPs.
 double PhaseFlops(const LayerProgram& layer, Phase phase);

@@ -74,6 +74,15 @@ TEST(EstimateBubbleTest, ZeroBubbleBeatsOneFOneBAtEqualMemory) {
   EXPECT_LE(zb.report.memory.peak.activations, onef.report.memory.peak.activations * 1.0001);
 }
 
+TEST(EstimateBubbleTest, DualPipeShrinksTheBubble) {
+  PlanSpec p = PipelinePlan(4, 16, PipelineSchedule::kOneFOneB);
+  const StepReport onef = EstimatePlan(UniformModel(), p, "dgx-h100:8").report;
+  p.pipeline_schedule = PipelineSchedule::kDualPipe;
+  const StepReport dual = EstimatePlan(UniformModel(), p, "dgx-h100:8").report;
+  EXPECT_LT(dual.bubble_s, onef.bubble_s / 3);
+  EXPECT_LT(dual.step_time_s, onef.step_time_s);
+}
+
 TEST(EstimateTest, UtilisationAndFit) {
   PlanSpec p;
   p.mesh.data = 8;

@@ -126,7 +126,7 @@ TEST(StepProgramTest, RecomputationRepeatsForwardWork) {
 TEST(StepProgramTest, SchedulesValidateAndDumpsAreDeterministic) {
   const ModelSpec m = FindModelPreset("llama3-8b")->spec;
   for (PipelineSchedule s : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB, PipelineSchedule::kInterleavedOneFOneB,
-                             PipelineSchedule::kZbH1}) {
+                             PipelineSchedule::kZbH1, PipelineSchedule::kDualPipe}) {
     PlanSpec p = Plan(2, 2, 4, 64, 2048);
     p.pipeline_schedule = s;
     p.virtual_stages = s == PipelineSchedule::kInterleavedOneFOneB ? 2 : 1;
@@ -134,9 +134,27 @@ TEST(StepProgramTest, SchedulesValidateAndDumpsAreDeterministic) {
     EXPECT_EQ(ValidateSchedule(program), "") << ToString(s);
     EXPECT_EQ(DumpProgram(program), DumpProgram(BuildStep(m, p))) << ToString(s);
   }
-  PlanSpec dual = Plan(2, 2, 4, 64, 2048);
-  dual.pipeline_schedule = PipelineSchedule::kDualPipe;
-  EXPECT_THROW(BuildStep(m, dual), InputError);
+}
+
+// DualPipe holds two model copies per stage (DeepSeek-V3 Table 2: parameters 2x) and feeds half
+// the micro-batches from each end.
+TEST(StepProgramTest, DualPipeRunsBothDirections) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  PlanSpec p = Plan(2, 2, 4, 32, 2048);
+  const double one_f_one_b = BuildStep(m, p).stages[1].params;
+  p.pipeline_schedule = PipelineSchedule::kDualPipe;
+  const StepProgram dual = BuildStep(m, p);
+  EXPECT_NEAR(dual.stages[1].params / one_f_one_b, 2.0, 1e-9);
+  EXPECT_EQ(dual.paths.size(), 2u);
+  EXPECT_EQ(dual.paths[1].front(), (std::pair<int64_t, int64_t>{3, 1}));  // flowing up starts at the last stage
+  int down = 0, up = 0;
+  for (const Task& t : dual.stages[0].tasks) {
+    if (t.phase != Phase::kForward) continue;
+    (t.chunk == 0 ? down : up) += 1;
+    EXPECT_EQ(DirectionOf(dual, t.microbatch), t.chunk);
+  }
+  EXPECT_EQ(down, 8);
+  EXPECT_EQ(up, 8);
 }
 
 TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
