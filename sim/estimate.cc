@@ -168,6 +168,22 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   // schedules, which send it after B and run W later.
   const bool split_backward = plan.pipeline_schedule == PipelineSchedule::kZbH1 || plan.pipeline_schedule == PipelineSchedule::kDualPipe;
   const int gradient_sent_after = split_backward ? 1 : 2;
+  // Each slot's neighbours along its micro-batches' path (-1 at the ends).
+  std::vector<int64_t> before(static_cast<size_t>(slots), -1), after(static_cast<size_t>(slots), -1);
+  for (int64_t s = 0; s < p; ++s) {
+    for (int64_t c = 0; c < v; ++c) {
+      const strategies::Chunk& chunk = program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)];
+      const auto& path = program.paths[static_cast<size_t>(chunk.direction)];
+      if (chunk.position > 0) {
+        const auto& [ps, pc] = path[static_cast<size_t>(chunk.position - 1)];
+        before[static_cast<size_t>(slot(s, c))] = slot(ps, pc);
+      }
+      if (chunk.position + 1 < static_cast<int64_t>(path.size())) {
+        const auto& [ns, nc] = path[static_cast<size_t>(chunk.position + 1)];
+        after[static_cast<size_t>(slot(s, c))] = slot(ns, nc);
+      }
+    }
+  }
   std::vector<double> finish(static_cast<size_t>(3 * slots * m), -1);
   auto at = [&](int ph, int64_t at_slot, int64_t mb) -> double& { return finish[static_cast<size_t>((ph * slots + at_slot) * m + mb)]; };
   std::vector<size_t> next(static_cast<size_t>(p), 0);
@@ -182,18 +198,14 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
         const strategies::Task& task = tasks[next[static_cast<size_t>(s)]];
         SHARDSIM_CHECK(task.microbatch >= 0 && task.microbatch < m && task.chunk >= 0 && task.chunk < v, "schedule task out of range");
         const int64_t here = slot(s, task.chunk);
-        const strategies::Chunk& chunk = program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(task.chunk)];
-        const auto& path = program.paths[static_cast<size_t>(chunk.direction)];
         const int ph = PhaseIndex(task.phase);
         double ready = 0;
-        if (ph == 0 && chunk.position > 0) {
-          const auto& [ps, pc] = path[static_cast<size_t>(chunk.position - 1)];
-          const double dep = at(0, slot(ps, pc), task.microbatch);
+        if (ph == 0 && before[static_cast<size_t>(here)] >= 0) {
+          const double dep = at(0, before[static_cast<size_t>(here)], task.microbatch);
           if (dep < 0) break;
           ready = dep + p2p;
-        } else if (ph == 1 && chunk.position + 1 < static_cast<int64_t>(path.size())) {
-          const auto& [ns, nc] = path[static_cast<size_t>(chunk.position + 1)];
-          const double dep = at(gradient_sent_after, slot(ns, nc), task.microbatch);
+        } else if (ph == 1 && after[static_cast<size_t>(here)] >= 0) {
+          const double dep = at(gradient_sent_after, after[static_cast<size_t>(here)], task.microbatch);
           if (dep < 0) break;
           ready = dep + p2p;
         }
