@@ -58,7 +58,8 @@ TEST(StepProgramTest, TensorParallelIssuesTwoAllReducesEachWay) {
   // Sequence parallel: the same volume as reduce-scatter + all-gather, two each way.
   p.sequence_parallel = true;
   std::map<std::pair<int, CollectiveOp>, int> count;
-  for (const Op& op : BuildStep(m, p).layer_programs[0].ops) {
+  const StepProgram sequence_parallel = BuildStep(m, p);
+  for (const Op& op : sequence_parallel.layer_programs[0].ops) {
     if (op.stream != Stream::kTensor) continue;
     EXPECT_DOUBLE_EQ(op.comm_bytes, bsd) << op.name;
     ++count[{static_cast<int>(op.phase), op.collective}];
@@ -93,7 +94,8 @@ TEST(StepProgramTest, ContextParallelVolumes) {
   p.mesh.context = 4;
   const double block = 32768.0 / 4 * (2 * 8 * 128) * 2;  // tokens x (K + V) x 2 bytes
   int forward = 0, backward = 0;
-  for (const Op& op : BuildStep(m, p).layer_programs[0].ops) {
+  const StepProgram ring = BuildStep(m, p);
+  for (const Op& op : ring.layer_programs[0].ops) {
     if (op.stream != Stream::kContext) continue;
     EXPECT_EQ(op.collective, CollectiveOp::kPermute);
     EXPECT_DOUBLE_EQ(op.comm_bytes, block);
@@ -103,7 +105,8 @@ TEST(StepProgramTest, ContextParallelVolumes) {
   EXPECT_EQ(backward, 6);
   p.context_kv = "all-gather";
   std::vector<CollectiveOp> ops;
-  for (const Op& op : BuildStep(m, p).layer_programs[0].ops) {
+  const StepProgram gathered = BuildStep(m, p);
+  for (const Op& op : gathered.layer_programs[0].ops) {
     if (op.stream != Stream::kContext) continue;
     EXPECT_DOUBLE_EQ(op.comm_bytes, 4 * block);
     ops.push_back(op.collective);
