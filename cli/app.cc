@@ -15,14 +15,7 @@ namespace {
 constexpr int kBadInput = 2;
 constexpr int kInternalFailure = 1;
 
-// Options shared by every subcommand that reads the three inputs.
-struct InputFlags {
-  std::string model, cluster, plan;
-  std::vector<std::string> overrides;
-  bool json = false;
-};
-
-void AddInputs(CLI::App* sub, InputFlags& flags, bool with_cluster, bool with_plan) {
+void AddInputs(CLI::App* sub, Inputs& flags, bool with_cluster, bool with_plan) {
   sub->add_option("--model", flags.model, "model: a preset (shardsim presets), a shardsim model JSON, or a Hugging Face config.json");
   if (with_cluster) sub->add_option("--cluster", flags.cluster, "cluster: SYSTEM:SIZE[,key=value] (shardsim presets) or a cluster JSON");
   if (with_plan) {
@@ -33,7 +26,7 @@ void AddInputs(CLI::App* sub, InputFlags& flags, bool with_cluster, bool with_pl
 }
 
 // A subcommand whose engine is not in this build yet: it parses its interface and reports.
-CLI::App* Planned(CLI::App& app, const std::string& name, const std::string& what, InputFlags& flags, bool& selected) {
+CLI::App* Planned(CLI::App& app, const std::string& name, const std::string& what, Inputs& flags, bool& selected) {
   CLI::App* sub = app.add_subcommand(name, what + " [not available yet in this version]");
   sub->callback([&selected] { selected = true; });
   (void)flags;
@@ -52,10 +45,9 @@ int Run(int argc, char** argv) {
   presets_cmd->add_flag("--json", presets.json, "print one JSON object on stdout");
 
   DescribeOptions describe;
-  InputFlags describe_flags;
   CLI::App* describe_cmd = app.add_subcommand(
       "describe", "parameters and FLOPs of a model, devices, peaks, memory and links of a cluster, and whether a plan fits them");
-  AddInputs(describe_cmd, describe_flags, true, true);
+  AddInputs(describe_cmd, describe, true, true);
   describe_cmd->add_option("--seq-len", describe.seq_len, "sequence length for FLOPs per token (default: the plan's, else the model's max_seq_len)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   describe_cmd->add_option("--mesh", describe.mesh, "mesh axes, e.g. data=8,tensor=8: show which links each axis uses (a plan's mesh is shown too)");
@@ -77,13 +69,12 @@ int Run(int argc, char** argv) {
   collective_cmd->add_flag("--json", collective.json, "print one JSON object on stdout");
 
   EstimateOptions estimate;
-  InputFlags estimate_flags;
   CLI::App* estimate_cmd = app.add_subcommand("estimate", "analytic prediction of one training step: time, MFU, memory, breakdown");
-  AddInputs(estimate_cmd, estimate_flags, true, true);
+  AddInputs(estimate_cmd, estimate, true, true);
   estimate_cmd->add_flag("--dump-program", estimate.dump_program, "print the step program (deterministic text) instead of the estimate");
 
   // The rest of the interface (docs: CLI), filled in as the engines land.
-  InputFlags planned_flags;
+  Inputs planned_flags;
   bool planned_selected = false;
   std::string trace, hostfile, report, out_file, exporter;
   int64_t top = 5, steps = 10, global_batch_tokens = 0, seq_len = 0;
@@ -122,22 +113,8 @@ int Run(int argc, char** argv) {
   try {
     if (presets_cmd->parsed()) return RunPresets(presets, std::cout);
     if (collective_cmd->parsed()) return RunCollective(collective, std::cout);
-    if (estimate_cmd->parsed()) {
-      estimate.model = estimate_flags.model;
-      estimate.cluster = estimate_flags.cluster;
-      estimate.plan = estimate_flags.plan;
-      estimate.overrides = estimate_flags.overrides;
-      estimate.json = estimate_flags.json;
-      return RunEstimate(estimate, std::cout);
-    }
-    if (describe_cmd->parsed()) {
-      describe.model = describe_flags.model;
-      describe.cluster = describe_flags.cluster;
-      describe.plan = describe_flags.plan;
-      describe.overrides = describe_flags.overrides;
-      describe.json = describe_flags.json;
-      return RunDescribe(describe, std::cout);
-    }
+    if (estimate_cmd->parsed()) return RunEstimate(estimate, std::cout);
+    if (describe_cmd->parsed()) return RunDescribe(describe, std::cout);
     for (CLI::App* sub : app.get_subcommands()) {
       std::cerr << "shardsim: error: '" << sub->get_name()
                 << "' is not available yet in this version; working now: presets, describe, collective, estimate\n";

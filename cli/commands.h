@@ -14,14 +14,16 @@ struct PresetsOptions {
 };
 int RunPresets(const PresetsOptions& options, std::ostream& out);
 
-struct DescribeOptions {
-  std::string model;
-  std::string cluster;
-  std::string plan;
+// What --model, --cluster, --plan, --set and --json gave (the subcommands that read them share it).
+struct Inputs {
+  std::string model, cluster, plan;
   std::vector<std::string> overrides;  // --set key=value
+  bool json = false;
+};
+
+struct DescribeOptions : Inputs {
   std::string mesh;                    // "data=8,tensor=8": show the links each axis uses
   int64_t seq_len = 0;                 // 0: the plan's, else the model's max_seq_len
-  bool json = false;
   std::string write_model;    // write the model as shardsim model JSON to this file
   std::string write_cluster;  // write the cluster as cluster JSON to this file
   std::string write_plan;     // write the plan (after --set) as plan JSON to this file
@@ -41,10 +43,7 @@ struct CollectiveOptions {
 };
 int RunCollective(const CollectiveOptions& options, std::ostream& out);
 
-struct EstimateOptions {
-  std::string model, cluster, plan;
-  std::vector<std::string> overrides;
-  bool json = false;
+struct EstimateOptions : Inputs {
   bool dump_program = false;  // print the StepProgram instead of the estimate
 };
 int RunEstimate(const EstimateOptions& options, std::ostream& out);
