@@ -82,7 +82,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     p.overlap.expert = overlap->BoolOr("expert", p.overlap.expert);
     overlap->Finish();
   }
-  p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 0.01, 64);
+  p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 1.0, 64);  // below 1 drops tokens, which the model does not count
   p.flash_attention = r.BoolOr("flash_attention", true);
   p.context_kv = r.EnumOr("context_kv", "ring", {"ring", "all-gather"});
   r.Finish();

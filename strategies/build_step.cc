@@ -34,7 +34,13 @@ LayerParams ParamsOf(const ModelSpec& m, const PlanSpec& p, bool moe) {
   const double t = static_cast<double>(p.mesh.tensor), d = static_cast<double>(m.hidden_size);
   const double matrices = m.mlp == MlpKind::kSwiGlu ? 3.0 : 2.0;
   LayerParams lp;
-  lp.dense = static_cast<double>(c.per_layer_attention) / t + 2 * d;
+  // Attention is split over tensor, except MLA's low-rank down projections (replicated).
+  double replicated = 0;
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    replicated = d * static_cast<double>(a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) + static_cast<double>(a.q_lora_rank + a.kv_lora_rank);
+  }
+  lp.dense = (static_cast<double>(c.per_layer_attention) - replicated) / t + replicated + 2 * d;
   if (moe) {
     const MoeSpec& e = *m.moe;
     const double expert = matrices * d * static_cast<double>(e.expert_ffn_hidden_size) / t;
@@ -57,7 +63,7 @@ LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, bool moe) {
   LayerProgram layer = builder.Build();
   ApplyRecompute(layer, p.recompute);
   const LayerParams lp = ParamsOf(m, p, moe);
-  AppendFsdpOps(layer, p, lp.dense, lp.expert);
+  AppendShardedParamOps(layer, p, lp.dense, lp.expert);
   return layer;
 }
 
@@ -75,12 +81,16 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
   program.layer_programs[kDense] = TransformerLayer(m, p, false);
   program.layer_programs[kMoe] = m.moe ? TransformerLayer(m, p, true) : LayerProgram{"moe", {}};
   {
+    const double vocab = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / static_cast<double>(p.mesh.tensor);
     LayerBuilder embedding("embedding", ShapeOf(p));
     AppendEmbedding(embedding, m, p);
     program.layer_programs[kEmbedding] = embedding.Build();
+    AppendShardedParamOps(program.layer_programs[kEmbedding], p, vocab, 0);
     LayerBuilder head("head", ShapeOf(p));
     AppendHead(head, m, p);
     program.layer_programs[kHead] = head.Build();
+    // A tied head on the embedding's stage shares its matrix; elsewhere it is a copy.
+    AppendShardedParamOps(program.layer_programs[kHead], p, m.tied_embeddings && p.mesh.pipeline == 1 ? 0 : vocab, 0);
   }
 
   // Model part j holds layers [j L / parts, (j + 1) L / parts). Chunk c of stage s is part
@@ -108,7 +118,8 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
       program.paths[static_cast<size_t>(chunk.direction)][static_cast<size_t>(part)] = {s, c};
       if (part == 0) {
         chunk.layers.push_back({kEmbedding, 1});
-        dense += vocab_params;
+        // The vocabulary is split over tensor; a learned position table is replicated.
+        dense += vocab_params + (m.position == PositionKind::kLearned ? static_cast<double>(m.max_seq_len * m.hidden_size) : 0.0);
       }
       for (int64_t layer = part * per_part; layer < (part + 1) * per_part; ++layer) {
         const bool moe = IsMoeLayer(m, layer);
@@ -124,13 +135,23 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
       }
       if (part == parts - 1) {
         chunk.layers.push_back({kHead, 1});
-        dense += vocab_params + static_cast<double>(m.hidden_size);
+        // A tied head on the embedding's stage shares its matrix; on another stage it is a copy.
+        dense += (m.tied_embeddings && stages == 1 ? 0 : vocab_params) + static_cast<double>(m.hidden_size);
       }
       stage.chunks.push_back(chunk);
     }
     stage.params = dense + expert;
     stage.tasks = ScheduleStage(p.pipeline_schedule, stages, program.microbatches, chunks, s);
     stage.step_ops = DataParallelStepOps(p, dense, expert);
+    // Copies of one matrix on two stages keep their gradients equal once per step: the tied
+    // embedding and head (Megatron's embedding group), and DualPipe's two copies of every part.
+    // Costed as an exchange with the pipeline neighbour.
+    const bool holds_tied_copy = m.tied_embeddings && stages > 1 && !dual && (s == 0 || s == stages - 1);
+    if (holds_tied_copy || dual) {
+      const double shared = dual ? stage.params / 2 : vocab_params;
+      stage.step_ops.insert(stage.step_ops.begin(), CommOp(dual ? "dualpipe_copy_grad_sync" : "tied_embedding_grad_sync", Phase::kBackwardWeight,
+                                                            Stream::kData, CollectiveOp::kPermute, {"pipeline"}, shared * 2, false));
+    }
   }
   for (Stage& stage : program.stages) stage.activation_peak_bytes = StageActivationPeak(program, stage);
   program.pipeline_send =

@@ -12,67 +12,76 @@ constexpr double kOptimizerBytesPerParam = 14 + 14;
 constexpr double kGradBytes = 2;
 constexpr double kParamBytes = 2;
 
-Op Comm(const std::string& name, CollectiveOp op, std::vector<std::string> axes, double bytes, bool overlapped) {
-  return CommOp(name, Phase::kBackwardWeight, Stream::kData, op, std::move(axes), bytes, overlapped);
+double Product(const PlanSpec& p, const std::vector<std::string>& axes) {
+  double n = 1;
+  for (const std::string& a : axes) n *= static_cast<double>(p.mesh.Size(a));
+  return n;
 }
 
 }  // namespace
 
-std::vector<std::string> DenseReplicaAxes(const PlanSpec& p) {
+std::vector<std::string> ReplicaAxes(const PlanSpec& p, ParamKind kind) {
   std::vector<std::string> axes;
   if (p.mesh.data > 1) axes.push_back("data");
-  if (p.mesh.expert > 1) axes.push_back("expert");
+  if (p.mesh.context > 1) axes.push_back("context");
+  if (kind == ParamKind::kDense && p.mesh.expert > 1) axes.push_back("expert");
   return axes;
 }
 
-std::vector<std::string> ExpertReplicaAxes(const PlanSpec& p) {
+std::vector<std::string> ParamShardAxes(const PlanSpec& p, ParamKind kind) {
   std::vector<std::string> axes;
-  if (p.mesh.data > 1) axes.push_back("data");
+  if (p.mesh.fsdp > 1) axes.push_back("fsdp");
+  if (p.zero_stage == 3) {
+    for (const std::string& a : ReplicaAxes(p, kind)) axes.push_back(a);
+  }
   return axes;
 }
 
-int64_t DenseShardDegree(const PlanSpec& p) { return p.zero_stage == 0 && p.mesh.fsdp == 1 ? 1 : p.mesh.data * p.mesh.expert * p.mesh.fsdp; }
-int64_t ExpertShardDegree(const PlanSpec& p) { return p.zero_stage == 0 && p.mesh.fsdp == 1 ? 1 : p.mesh.data * p.mesh.fsdp; }
+ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
+  const double fsdp = static_cast<double>(p.mesh.fsdp), replicas = Product(p, ReplicaAxes(p, kind));
+  return {fsdp * (p.zero_stage >= 3 ? replicas : 1), fsdp * (p.zero_stage >= 2 ? replicas : 1), fsdp * (p.zero_stage >= 1 ? replicas : 1)};
+}
 
 std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, double expert_params) {
   std::vector<Op> ops;
-  const bool fsdp = p.mesh.fsdp > 1;
-  // With FSDP the gradients were already reduce-scattered over fsdp per layer; what remains is
-  // the reduction of each fsdp shard over the replica axes (hybrid sharding).
-  const double dense = dense_params / static_cast<double>(p.mesh.fsdp), expert = expert_params / static_cast<double>(p.mesh.fsdp);
-  const std::vector<std::tuple<std::string, double, std::vector<std::string>>> kinds = {{"dense", dense, DenseReplicaAxes(p)},
-                                                                                        {"expert", expert, ExpertReplicaAxes(p)}};
-  for (const auto& [name, params, axes] : kinds) {
-    if (params <= 0 || axes.empty()) continue;
-    if (p.zero_stage == 0 || fsdp) {
-      ops.push_back(Comm("dp_allreduce_" + name, CollectiveOp::kAllReduce, axes, params * kGradBytes, p.overlap.data));
+  const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{"dense", dense_params, ParamKind::kDense},
+                                                                         {"expert", expert_params, ParamKind::kExpert}};
+  double optimizer_params = 0;
+  for (const auto& [name, params, kind] : kinds) {
+    optimizer_params += params / Sharding(p, kind).optimizer;
+    const std::vector<std::string> axes = ReplicaAxes(p, kind);
+    // ZeRO-3 reduce-scatters the gradients over the replicas per layer already.
+    if (params <= 0 || axes.empty() || p.zero_stage == 3) continue;
+    const double shard = params / static_cast<double>(p.mesh.fsdp);  // what each fsdp rank holds
+    if (p.zero_stage == 0) {
+      ops.push_back(CommOp("dp_allreduce_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllReduce, axes, shard * kGradBytes,
+                           p.overlap.data));
     } else {
-      ops.push_back(Comm("dp_reduce_scatter_" + name, CollectiveOp::kReduceScatter, axes, params * kGradBytes, p.overlap.data));
-      Op gather = Comm("dp_allgather_" + name, CollectiveOp::kAllGather, axes, params * kParamBytes, false);
-      gather.name = "zero_param_allgather_" + name;
-      ops.push_back(gather);
+      ops.push_back(CommOp("dp_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, axes,
+                           shard * kGradBytes, p.overlap.data));
+      ops.push_back(CommOp("zero_param_allgather_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllGather, axes,
+                           shard * kParamBytes, false));
     }
   }
-  const double local = dense_params / static_cast<double>(DenseShardDegree(p)) + expert_params / static_cast<double>(ExpertShardDegree(p));
-  ops.push_back(ComputeOp("optimizer", Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, local * kOptimizerBytesPerParam));
+  ops.push_back(ComputeOp("optimizer", Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, optimizer_params * kOptimizerBytesPerParam));
   return ops;
 }
 
-void AppendFsdpOps(LayerProgram& layer, const PlanSpec& p, double dense_params, double expert_params) {
-  if (p.mesh.fsdp == 1) return;
-  const double bytes = (dense_params + expert_params) * kParamBytes;
-  Op gather = CommOp("fsdp_allgather", Phase::kForward, Stream::kData, CollectiveOp::kAllGather, {"fsdp"}, bytes, p.overlap.fsdp);
-  layer.ops.insert(layer.ops.begin(), gather);
-  Op regather = gather;
-  regather.name = "fsdp_allgather_backward";
-  regather.phase = Phase::kBackwardInput;
-  layer.ops.push_back(regather);
-  Op scatter = gather;
-  scatter.name = "fsdp_reduce_scatter";
-  scatter.phase = Phase::kBackwardWeight;
-  scatter.collective = CollectiveOp::kReduceScatter;
-  scatter.comm_bytes = (dense_params + expert_params) * kGradBytes;
-  layer.ops.push_back(scatter);
+void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& p, double dense_params, double expert_params) {
+  const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{"dense", dense_params, ParamKind::kDense},
+                                                                         {"expert", expert_params, ParamKind::kExpert}};
+  for (const auto& [name, params, kind] : kinds) {
+    const std::vector<std::string> axes = ParamShardAxes(p, kind);
+    if (params <= 0 || axes.empty()) continue;
+    Op gather = CommOp("param_allgather_" + name, Phase::kForward, Stream::kData, CollectiveOp::kAllGather, axes, params * kParamBytes,
+                       p.overlap.fsdp);
+    layer.ops.insert(layer.ops.begin(), gather);
+    gather.name += "_backward";
+    gather.phase = Phase::kBackwardInput;
+    layer.ops.push_back(gather);
+    layer.ops.push_back(CommOp("grad_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, axes,
+                               params * kGradBytes, p.overlap.fsdp));
+  }
 }
 
 }  // namespace shardsim::strategies

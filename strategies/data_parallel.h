@@ -1,37 +1,45 @@
-// Data parallelism and ZeRO (Rajbhandari et al. 2019) over the data-parallel group, and
-// FSDP / ZeRO-3 over the `fsdp` axis.
-// Sharding: dense weights W[D, F] replicated over data x expert (ZeRO-3 / FSDP: W[D_fsdp, F]);
-// expert weights replicated over data (x fsdp). Optimizer state (fp32 master, Adam m and v)
-// sharded over the group from ZeRO-1, gradients from ZeRO-2, parameters at ZeRO-3.
-// Collectives, once per step unless noted: ZeRO-0 all-reduce of the gradients (bucketed under
-// the last backward); ZeRO-1/2 reduce-scatter of the gradients and all-gather of the updated
-// parameters; FSDP per layer and micro-batch: all-gather of the layer's parameters before
-// forward and again before backward (prefetched), reduce-scatter of its gradients after.
+// Data parallelism and ZeRO (Rajbhandari et al. 2019) over the replica axes, and FSDP / ZeRO-3
+// over the `fsdp` axis (hybrid sharding when both are used).
+// Replica axes: data and context for every parameter (context ranks see other tokens of the
+// same sequences), and expert for dense ones (expert ranks are data parallel for them).
+// Sharding: W[D_fsdp, F] (ZeRO-3: W[D_(fsdp,replicas), F]); gradients sharded over the replicas
+// from ZeRO-2, fp32 master weights and Adam state from ZeRO-1, always over fsdp.
+// Collectives: per layer and micro-batch when parameters are sharded, an all-gather before
+// forward and again before backward (prefetched), and a reduce-scatter of the gradients after;
+// once per step over the replica axes, an all-reduce of the gradients (ZeRO-0), or a
+// reduce-scatter of them and an all-gather of the updated parameters (ZeRO-1/2), bucketed under
+// the last backward; nothing more at ZeRO-3.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "core/model_spec.h"
 #include "core/plan_spec.h"
 #include "strategies/step_program.h"
 
 namespace shardsim::strategies {
 
-// Mesh axes (of size > 1) over which dense and expert parameters are replicated, without fsdp.
-std::vector<std::string> DenseReplicaAxes(const PlanSpec& plan);
-std::vector<std::string> ExpertReplicaAxes(const PlanSpec& plan);
+enum class ParamKind { kDense, kExpert };
 
-// Devices optimizer state, gradients and (ZeRO-3) parameters are sharded over, per kind.
-int64_t DenseShardDegree(const PlanSpec& plan);
-int64_t ExpertShardDegree(const PlanSpec& plan);
+// Mesh axes (of size > 1) over which parameters of `kind` are replicated, before sharding.
+std::vector<std::string> ReplicaAxes(const PlanSpec& plan, ParamKind kind);
+// Mesh axes (of size > 1) parameters of `kind` are sharded over and gathered per layer: fsdp,
+// and at ZeRO-3 the replica axes too.
+std::vector<std::string> ParamShardAxes(const PlanSpec& plan, ParamKind kind);
+
+// How many ways each kind of training state is split, on top of tensor / pipeline / expert.
+struct ShardDegrees {
+  double params = 1, grads = 1, optimizer = 1;
+};
+ShardDegrees Sharding(const PlanSpec& plan, ParamKind kind);
 
 // Step-level ops of a stage holding `dense_params` and `expert_params` (after tensor, pipeline
-// and expert sharding): gradient reduction, parameter all-gather (ZeRO-1/2) and the optimizer.
+// and expert sharding): gradient reduction over the replica axes, the parameter all-gather of
+// ZeRO-1/2, and the optimizer.
 std::vector<Op> DataParallelStepOps(const PlanSpec& plan, double dense_params, double expert_params);
 
-// FSDP ops of one layer holding `dense_params` + `expert_params` parameters (after tensor and
-// expert sharding): gathers before forward and backward, reduce-scatter after (when fsdp > 1).
-void AppendFsdpOps(LayerProgram& layer, const PlanSpec& plan, double dense_params, double expert_params);
+// Per-layer gathers and reduce-scatter of a layer holding `dense_params` + `expert_params` when
+// parameters are sharded (fsdp > 1 or ZeRO-3).
+void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& plan, double dense_params, double expert_params);
 
 }  // namespace shardsim::strategies

@@ -3,8 +3,10 @@
 // `expert` axis is data parallel for everything else.
 // Sharding: W_expert[E_expert, D, Fe_tensor]; tokens X[B_(data,expert), S, D].
 // Collectives: forward all-to-all dispatch and all-to-all combine over `expert`, each moving the
-// T x k x capacity token copies of width D a rank sends (nccl-tests all-to-all size); backward
-// the same two all-to-alls for the gradients. Shared experts run as a dense MLP.
+// T x k x capacity token copies of width D a rank sends, split over tensor (nccl-tests
+// all-to-all size); with tensor > 1 an all-gather of the routed tokens over tensor before the
+// experts and a reduce-scatter after; backward the mirror of each. Shared experts run as a dense
+// MLP beside the routed ones.
 #pragma once
 
 #include "core/model_spec.h"

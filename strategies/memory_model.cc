@@ -47,7 +47,7 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
   double scores = 0;
   if (!p.flash_attention && p.recompute == Recompute::kNone) {
     const double s = static_cast<double>(p.seq_len);
-    scores = h * s * (2 + (m.dropout ? 3 : 0)) / static_cast<double>(p.mesh.context);
+    scores = h * s * (2 + (m.dropout ? 3 : 0));
   }
   return static_cast<double>(tokens) * (replicated / sp + (split + scores) / t);
 }
@@ -92,11 +92,10 @@ MemoryReport EstimateMemory(const StepProgram& program) {
       }
     }
     const double dense_params = stage.params - expert_params;
-    const double dense_shard = static_cast<double>(DenseShardDegree(p)), expert_shard = static_cast<double>(ExpertShardDegree(p));
-    const bool zero3 = p.zero_stage == 3 || p.mesh.fsdp > 1;
-    b.params = kParamBytes * (zero3 ? dense_params / dense_shard + expert_params / expert_shard : stage.params);
-    b.grads = kGradBytes * (p.zero_stage >= 2 || zero3 ? dense_params / dense_shard + expert_params / expert_shard : stage.params);
-    b.optimizer = kOptimizerBytes * (dense_params / dense_shard + expert_params / expert_shard);
+    const ShardDegrees dense = Sharding(p, ParamKind::kDense), expert = Sharding(p, ParamKind::kExpert);
+    b.params = kParamBytes * (dense_params / dense.params + expert_params / expert.params);
+    b.grads = kGradBytes * (dense_params / dense.grads + expert_params / expert.grads);
+    b.optimizer = kOptimizerBytes * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
     // A layer being recomputed holds its full activations once.
     if (p.recompute == Recompute::kFull && !stage.chunks.empty()) {
@@ -104,11 +103,14 @@ MemoryReport EstimateMemory(const StepProgram& program) {
       no_recompute.recompute = Recompute::kNone;
       b.activations += LayerActivationBytes(m, no_recompute, program.tokens_per_microbatch, m.moe.has_value());
     }
-    // Buffers: the fp32 logits (and their bf16 copy) of one micro-batch on the last stage;
-    // FSDP's gathered parameters of the current and the prefetched layer.
-    const bool last = &stage == &program.stages.back();
-    if (last) b.buffers += static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.vocab_size) / t * (4 + 2);
-    if (p.mesh.fsdp > 1) {
+    // Buffers: the fp32 logits (and their bf16 copy) of one micro-batch where the head is;
+    // gathered (FSDP / ZeRO-3) parameters of the current and the prefetched layer.
+    bool has_head = false;
+    for (const Chunk& chunk : stage.chunks) {
+      for (const auto& [index, count] : chunk.layers) has_head = has_head || program.layer_programs[static_cast<size_t>(index)].name == "head";
+    }
+    if (has_head) b.buffers += static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.vocab_size) / t * (4 + 2);
+    if (!ParamShardAxes(p, ParamKind::kDense).empty()) {
       int64_t layers = 0;
       for (const Chunk& chunk : stage.chunks) {
         for (const auto& [index, count] : chunk.layers) layers += count;

@@ -81,19 +81,19 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   layer.Elementwise("attention_residual", 3 * ActivationBytes(s, d));
 }
 
-void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan, int64_t width, const std::string& name) {
+void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan, int64_t width, const std::string& name, bool standalone) {
   const LayerShape& s = layer.shape();
   const int64_t t = plan.mesh.tensor, d = m.hidden_size, tokens = s.tokens;
   const int64_t local = Div(width, t);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
-  layer.Elementwise(name + "_norm", 2 * ActivationBytes(s, d));
+  if (standalone) layer.Elementwise(name + "_norm", 2 * ActivationBytes(s, d));
   AppendTensorEnter(layer, plan, "tp_enter_" + name, d);
   layer.Matmul(name + "_up", tokens, d, (gated ? 2 : 1) * local);
   // SwiGLU reads gate and up and writes their product; GELU reads and writes one tensor.
   layer.Elementwise(name + "_activation", static_cast<double>(tokens) * static_cast<double>(local) * s.element_bytes * (gated ? 3 : 2));
   layer.Matmul(name + "_down", tokens, local, d);
   AppendTensorExit(layer, plan, "tp_exit_" + name, d);
-  layer.Elementwise(name + "_residual", 3 * ActivationBytes(s, d));
+  if (standalone) layer.Elementwise(name + "_residual", 3 * ActivationBytes(s, d));
 }
 
 void AppendEmbedding(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {

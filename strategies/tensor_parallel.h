@@ -23,8 +23,10 @@ inline constexpr const char* kAttentionScores = "attention_scores";
 // > 1), output projection and residual, with the tensor collectives around them.
 void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
 
-// Norm, up (and gate) projection, activation, down projection and residual, `width` wide.
-void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan, int64_t width, const std::string& name);
+// Norm, up (and gate) projection, activation, down projection and residual, `width` wide
+// (without the norm and residual when `standalone` is false: a shared expert beside routed ones).
+void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan, int64_t width, const std::string& name,
+                    bool standalone = true);
 
 // Token (+ learned position) embedding, vocabulary-parallel: forward all-reduce over tensor
 // (SP: reduce-scatter).

@@ -160,6 +160,63 @@ TEST(StepProgramTest, DualPipeRunsBothDirections) {
   EXPECT_EQ(up, 8);
 }
 
+std::vector<const Op*> StepCollectives(const StepProgram& program, size_t stage) {
+  std::vector<const Op*> ops;
+  for (const Op& op : program.stages[stage].step_ops) {
+    if (op.is_comm()) ops.push_back(&op);
+  }
+  return ops;
+}
+
+// Context ranks see other tokens of the same sequences: their gradients are reduced too.
+TEST(DataParallelTest, ContextRanksReduceGradients) {
+  PlanSpec p = Plan(1, 2, 1, 4, 8192);
+  p.mesh.context = 4;
+  p.zero_stage = 1;
+  const StepProgram program = BuildStep(FindModelPreset("llama3-8b")->spec, p);
+  const auto ops = StepCollectives(program, 0);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0]->collective, CollectiveOp::kReduceScatter);
+  EXPECT_EQ(ops[0]->axes, (std::vector<std::string>{"context"}));
+}
+
+// ZeRO-3 without fsdp gathers every layer's parameters over the data axis, and reduce-scatters
+// its gradients, instead of the step's all-reduce.
+TEST(DataParallelTest, ZeroThreeGathersPerLayer) {
+  PlanSpec p = Plan(8, 1, 1, 8, 2048);
+  p.zero_stage = 3;
+  const StepProgram program = BuildStep(FindModelPreset("llama3-8b")->spec, p);
+  EXPECT_TRUE(StepCollectives(program, 0).empty());
+  int gathers = 0, scatters = 0;
+  for (const Op& op : program.layer_programs[0].ops) {
+    if (op.stream != Stream::kData) continue;
+    EXPECT_EQ(op.axes, (std::vector<std::string>{"data"}));
+    (op.collective == CollectiveOp::kAllGather ? gathers : scatters) += 1;
+  }
+  EXPECT_EQ(gathers, 2);
+  EXPECT_EQ(scatters, 1);
+}
+
+// Hybrid sharding: fsdp shards everything 8 ways; the 2 data replicas all-reduce their shards.
+TEST(DataParallelTest, HybridShardingReducesShardsOverReplicas) {
+  PlanSpec p = Plan(2, 1, 1, 16, 2048);
+  p.mesh.fsdp = 8;
+  const StepProgram program = BuildStep(FindModelPreset("llama3-8b")->spec, p);
+  const auto ops = StepCollectives(program, 0);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0]->collective, CollectiveOp::kAllReduce);
+  EXPECT_NEAR(ops[0]->comm_bytes, program.stages[0].params / 8 * 2, 1.0);
+}
+
+TEST(DataParallelTest, TiedEmbeddingsCountOnce) {
+  const ModelSpec m = GptModel(4, 1024, 16);  // tied
+  const StepProgram one_stage = BuildStep(m, Plan(1, 1, 1, 4, 2048));
+  // Everything but the biases (which the step program does not carry as matmul weights).
+  EXPECT_NEAR(one_stage.stages[0].params / static_cast<double>(CountParams(m).total), 1.0, 1e-3);
+  const StepProgram two_stages = BuildStep(m, Plan(1, 1, 2, 4, 2048));
+  EXPECT_EQ(two_stages.stages[1].step_ops.front().name, "tied_embedding_grad_sync");
+}
+
 TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
   const StepProgram program = BuildStep(FindModelPreset("llama3-405b")->spec, Plan(1024, 8, 2, 2048, 8192));
   EXPECT_EQ(program.layer_programs.size(), 4u);  // dense, moe (empty), embedding, head
