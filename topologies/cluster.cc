@@ -23,6 +23,13 @@ struct Cluster::Impl {
   std::vector<int64_t> torus_links;
   std::vector<int64_t> dcn_up, dcn_down;  // per chip, for slices joined over DCN
   std::vector<double> weights;  // per link: latency, plus a tiny per-hop term (fewest hops on ties)
+  // Switched and local fabrics: each device's links, so routes can be read off the structure
+  // (checked against Dijkstra on a sample of pairs when the cluster is built; see Route()).
+  std::vector<int64_t> up, down;          // device -> NVSwitch (or shared memory) and back
+  std::vector<int64_t> nic_up, nic_down;  // device -> leaf and back
+  std::vector<int64_t> leaf_of;           // device -> its leaf's node id
+  std::map<int64_t, std::pair<int64_t, int64_t>> leaf_links;  // leaf node -> (to core, from core)
+  bool structural = false;
 
   int64_t AddNode(NodeKind kind, std::string name) {
     nodes.push_back({kind, std::move(name)});
@@ -50,6 +57,8 @@ struct Cluster::Impl {
   void BuildLocal();
   void BuildGraph();
   std::vector<int64_t> TorusRoute(int64_t src, int64_t dst) const;
+  std::vector<int64_t> StructuralRoute(int64_t src, int64_t dst) const;
+  void CheckStructuralRoutes();
   std::vector<std::vector<int64_t>> ShortestRoutes(int64_t src, const std::vector<int64_t>& dsts) const;
 };
 
@@ -141,14 +150,19 @@ void Cluster::Impl::BuildSwitched() {
   for (int64_t n = 0; n < t.nodes; ++n) {
     const int64_t nvswitch = AddNode(NodeKind::kSwitch, "nvswitch " + std::to_string(n));
     for (int64_t g = 0; g < t.devices_per_node; ++g) {
-      AddDuplex(n * t.devices_per_node + g, nvswitch, "nvlink", nvlink_bandwidth, nvlink.latency_s / 2, "nvlink");
+      const int64_t d = n * t.devices_per_node + g;
+      up.push_back(static_cast<int64_t>(links.size()));
+      down.push_back(static_cast<int64_t>(links.size()) + 1);
+      AddDuplex(d, nvswitch, "nvlink", nvlink_bandwidth, nvlink.latency_s / 2, "nvlink");
     }
   }
   if (t.nodes == 1) return;  // one NVSwitch domain: the NICs carry nothing between its GPUs
   const double nic_bandwidth = ib.bandwidth_bytes_per_s * static_cast<double>(ib.links_per_device);
   const int64_t core = AddNode(NodeKind::kSwitch, "core");
   // Leaf of each GPU's NIC.
-  std::vector<int64_t> leaf_of(static_cast<size_t>(devices));
+  leaf_of.assign(static_cast<size_t>(devices), -1);
+  nic_up.assign(static_cast<size_t>(devices), -1);
+  nic_down.assign(static_cast<size_t>(devices), -1);
   std::map<int64_t, int64_t> leaf_node;     // leaf index -> node id
   std::map<int64_t, int64_t> leaf_members;  // leaf index -> NICs attached
   for (int64_t d = 0; d < devices; ++d) {
@@ -167,10 +181,13 @@ void Cluster::Impl::BuildSwitched() {
     }
     leaf_of[static_cast<size_t>(d)] = leaf_node[leaf];
     ++leaf_members[leaf];
+    nic_up[static_cast<size_t>(d)] = static_cast<int64_t>(links.size());
+    nic_down[static_cast<size_t>(d)] = static_cast<int64_t>(links.size()) + 1;
     AddDuplex(d, leaf_node[leaf], "infiniband", nic_bandwidth, ib.latency_s / 2, "nic");
   }
   for (const auto& [leaf, node_id] : leaf_node) {
     const double uplink = static_cast<double>(leaf_members[leaf]) * nic_bandwidth / t.oversubscription;
+    leaf_links[node_id] = {static_cast<int64_t>(links.size()), static_cast<int64_t>(links.size()) + 1};
     AddDuplex(node_id, core, "infiniband", uplink, 0.0, "spine");
   }
 }
@@ -181,6 +198,8 @@ void Cluster::Impl::BuildLocal() {
   const LinkSpec& shm = spec.links.at("shm");
   const int64_t hub = AddNode(NodeKind::kSwitch, "shared memory");
   for (int64_t d = 0; d < devices; ++d) {
+    up.push_back(static_cast<int64_t>(links.size()));
+    down.push_back(static_cast<int64_t>(links.size()) + 1);
     AddDuplex(d, hub, "shm", shm.bandwidth_bytes_per_s * static_cast<double>(shm.links_per_device), shm.latency_s / 2, "shm");
   }
 }
@@ -295,6 +314,33 @@ std::vector<std::vector<int64_t>> Cluster::Impl::ShortestRoutes(int64_t src, con
   return routes;
 }
 
+// Through the NVSwitch (or shared memory) inside a node; else NIC, leaf, (core, leaf,) NIC.
+std::vector<int64_t> Cluster::Impl::StructuralRoute(int64_t src, int64_t dst) const {
+  const TopologySpec& t = spec.topology;
+  const size_t s = static_cast<size_t>(src), d = static_cast<size_t>(dst);
+  if (t.kind == TopologyKind::kLocal || src / t.devices_per_node == dst / t.devices_per_node) return {up[s], down[d]};
+  if (leaf_of[s] == leaf_of[d]) return {nic_up[s], nic_down[d]};
+  return {nic_up[s], leaf_links.at(leaf_of[s]).first, leaf_links.at(leaf_of[d]).second, nic_down[d]};
+}
+
+// The structural routes are used only if they agree with Dijkstra on a spread of pairs (same
+// node, same leaf, other leaves); a cluster JSON with unusual latencies falls back to Dijkstra.
+void Cluster::Impl::CheckStructuralRoutes() {
+  if (spec.topology.kind == TopologyKind::kTorus || devices < 2) return;
+  structural = true;
+  const int64_t step = std::max<int64_t>(1, devices / 97);
+  for (int64_t src = 0; src < devices && structural; src += step) {
+    std::vector<int64_t> dsts;
+    for (int64_t k = 1; k <= 64 && k < devices; k *= 2) dsts.push_back((src + k * step + k) % devices);
+    dsts.push_back((src + 1) % devices);
+    dsts.push_back(devices - 1 - src);
+    const auto reference = ShortestRoutes(src, dsts);
+    for (size_t i = 0; i < dsts.size() && structural; ++i) {
+      if (dsts[i] != src && StructuralRoute(src, dsts[i]) != reference[i]) structural = false;
+    }
+  }
+}
+
 Cluster::Cluster(const ClusterSpec& spec) : impl_(std::make_unique<Impl>()) {
   impl_->spec = spec;
   switch (spec.topology.kind) {
@@ -303,6 +349,7 @@ Cluster::Cluster(const ClusterSpec& spec) : impl_(std::make_unique<Impl>()) {
     case TopologyKind::kLocal: impl_->BuildLocal(); break;
   }
   impl_->BuildGraph();
+  impl_->CheckStructuralRoutes();
 }
 
 Cluster::~Cluster() = default;
@@ -319,8 +366,17 @@ std::vector<int64_t> Cluster::Route(int64_t src, int64_t dst) const {
   SHARDSIM_CHECK(src >= 0 && src < num_devices() && dst >= 0 && dst < num_devices(), "device out of range");
   if (src == dst) return {};
   if (impl_->spec.topology.kind == TopologyKind::kTorus) return impl_->TorusRoute(src, dst);
+  if (impl_->structural) return impl_->StructuralRoute(src, dst);
   return std::move(impl_->ShortestRoutes(src, {dst}).front());
 }
+
+std::vector<int64_t> Cluster::ReferenceRoute(int64_t src, int64_t dst) const {
+  SHARDSIM_CHECK(src >= 0 && src < num_devices() && dst >= 0 && dst < num_devices(), "device out of range");
+  if (src == dst) return {};
+  return std::move(impl_->ShortestRoutes(src, {dst}).front());
+}
+
+bool Cluster::structural_routes() const { return impl_->structural; }
 
 std::vector<std::vector<int64_t>> Cluster::RoutesFrom(int64_t src, const std::vector<int64_t>& dsts) const {
   for (int64_t d : dsts) SHARDSIM_CHECK(d >= 0 && d < num_devices(), "device out of range");
@@ -328,6 +384,11 @@ std::vector<std::vector<int64_t>> Cluster::RoutesFrom(int64_t src, const std::ve
   if (impl_->spec.topology.kind == TopologyKind::kTorus) {
     std::vector<std::vector<int64_t>> routes;
     for (int64_t d : dsts) routes.push_back(d == src ? std::vector<int64_t>{} : impl_->TorusRoute(src, d));
+    return routes;
+  }
+  if (impl_->structural) {
+    std::vector<std::vector<int64_t>> routes;
+    for (int64_t d : dsts) routes.push_back(d == src ? std::vector<int64_t>{} : impl_->StructuralRoute(src, d));
     return routes;
   }
   return impl_->ShortestRoutes(src, dsts);

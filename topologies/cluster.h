@@ -59,9 +59,16 @@ class Cluster {
   // Link ids from device `src` to device `dst`, in order; empty when src == dst.
   // Tori route in dimension order (axis 0 first, the shorter way round where it wraps; half-way
   // round, + from even coordinates and - from odd ones);
-  // elsewhere the lowest-latency path (Dijkstra over link latencies, fewest hops on ties).
+  // elsewhere the lowest-latency path (Dijkstra over link latencies, fewest hops on ties), read
+  // off the fabric's structure when that agrees with Dijkstra on a sample of pairs.
   // REQUIRES: 0 <= src, dst < num_devices(). Thread-safe.
   std::vector<int64_t> Route(int64_t src, int64_t dst) const;
+  // The lowest-latency route by Dijkstra over the graph, whatever fast path Route() takes (the
+  // reference the fast paths are checked against). Not for tori.
+  std::vector<int64_t> ReferenceRoute(int64_t src, int64_t dst) const;
+  // True when Route() reads switched or local routes off the fabric's structure.
+  bool structural_routes() const;
+
   // Route(src, d) for every d of `dsts`, from one search (much cheaper than one call each when a
   // device talks to many others, as in an all-to-all).
   std::vector<std::vector<int64_t>> RoutesFrom(int64_t src, const std::vector<int64_t>& dsts) const;

@@ -100,6 +100,23 @@ TEST(SwitchedTest, SingleNodeHasNoFabric) {
   for (const Link& l : c.links()) EXPECT_EQ(l.link_class, "nvlink");
 }
 
+// The structural fast path gives exactly Dijkstra's routes, for every pair of a small cluster of
+// each fabric; a cluster whose latencies break the structure's assumption falls back.
+TEST(SwitchedTest, StructuralRoutesEqualDijkstra) {
+  for (const char* preset : {"dgx-h100:64", "dgx-h100:128,fabric=fat-tree", "gb200-nvl72:144", "local:4"}) {
+    const Cluster c = Make(preset);
+    EXPECT_TRUE(c.structural_routes()) << preset;
+    for (int64_t a = 0; a < c.num_devices(); ++a) {
+      for (int64_t b = 0; b < c.num_devices(); b += 3) EXPECT_EQ(c.Route(a, b), c.ReferenceRoute(a, b)) << preset << " " << a << "->" << b;
+    }
+  }
+  ClusterSpec odd = ParseClusterPreset("dgx-h100:64,fabric=fat-tree", "--cluster");
+  odd.links.at("nvlink").latency_s = 20e-6;  // slower than InfiniBand: in-node traffic goes over the NICs
+  const Cluster c(odd);
+  EXPECT_FALSE(c.structural_routes());
+  EXPECT_EQ(Classes(c, c.Route(0, 1)), (std::vector<std::string>{"infiniband", "infiniband"}));
+}
+
 TEST(LocalTest, CoresMeetInSharedMemory) {
   const Cluster c = Make("local:4");
   EXPECT_EQ(c.num_devices(), 4);
