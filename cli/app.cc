@@ -8,6 +8,9 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/units.h"
+
+#include <unistd.h>
 
 namespace shardsim::cli {
 namespace {
@@ -73,20 +76,23 @@ int Run(int argc, char** argv) {
   AddInputs(estimate_cmd, estimate, true, true);
   estimate_cmd->add_flag("--dump-program", estimate.dump_program, "print the step program (deterministic text) instead of the estimate");
 
+  PlanOptions plan;
+  std::string batch_tokens;
+  CLI::App* plan_cmd = app.add_subcommand("plan", "search the shardings of a model on a cluster, rank them and explain the best");
+  AddInputs(plan_cmd, plan, true, false);
+  plan_cmd->add_option("--global-batch-tokens", batch_tokens, "tokens per step, e.g. 4194304 or 4M (x1024^2) or 4MB (x1000^2)");
+  plan_cmd->add_option("--seq-len", plan.seq_len, "tokens per sequence")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  plan_cmd->add_option("--top", plan.top, "plans to show (default 5)")->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  plan_cmd->add_option("--threads", plan.threads, "search threads (default: all hardware threads)")->check(CLI::Range(0, 1024));
+
   // The rest of the interface (docs: CLI), filled in as the engines land.
   Inputs planned_flags;
   bool planned_selected = false;
-  std::string trace, hostfile, report, out_file, exporter;
-  int64_t top = 5, steps = 10, global_batch_tokens = 0, seq_len = 0;
+  std::string trace, hostfile, report, out_file;
+  int64_t steps = 10;
   CLI::App* simulate = Planned(app, "simulate", "discrete-event (SimGrid) prediction of one training step", planned_flags, planned_selected);
   AddInputs(simulate, planned_flags, true, true);
   simulate->add_option("--trace", trace, "write a Chrome trace of the step");
-  CLI::App* plan = Planned(app, "plan", "search the shardings of a model on a cluster and rank them", planned_flags, planned_selected);
-  AddInputs(plan, planned_flags, true, false);
-  plan->add_option("--global-batch-tokens", global_batch_tokens, "tokens per step");
-  plan->add_option("--seq-len", seq_len, "sequence length");
-  plan->add_option("--top", top, "plans to show");
-  plan->add_option("--export", exporter, "megatron, maxtext, torchtitan or jax");
   CLI::App* run = Planned(app, "run", "train with a plan on the MPI runtime and measure it", planned_flags, planned_selected);
   AddInputs(run, planned_flags, false, true);
   run->add_option("--steps", steps, "training steps");
@@ -114,10 +120,15 @@ int Run(int argc, char** argv) {
     if (presets_cmd->parsed()) return RunPresets(presets, std::cout);
     if (collective_cmd->parsed()) return RunCollective(collective, std::cout);
     if (estimate_cmd->parsed()) return RunEstimate(estimate, std::cout);
+    if (plan_cmd->parsed()) {
+      if (!batch_tokens.empty()) plan.global_batch_tokens = ParseByteSize(batch_tokens, "--global-batch-tokens");
+      plan.progress = isatty(fileno(stderr)) != 0;
+      return RunPlan(plan, std::cout);
+    }
     if (describe_cmd->parsed()) return RunDescribe(describe, std::cout);
     for (CLI::App* sub : app.get_subcommands()) {
       std::cerr << "shardsim: error: '" << sub->get_name()
-                << "' is not available yet in this version; working now: presets, describe, collective, estimate\n";
+                << "' is not available yet in this version; working now: presets, describe, collective, estimate, plan\n";
     }
     return kInternalFailure;
   } catch (const InputError& e) {

@@ -48,4 +48,13 @@ struct EstimateOptions : Inputs {
 };
 int RunEstimate(const EstimateOptions& options, std::ostream& out);
 
+struct PlanOptions : Inputs {
+  int64_t global_batch_tokens = 0;
+  int64_t seq_len = 0;
+  int64_t top = 5;
+  int threads = 0;      // 0: all hardware threads
+  bool progress = false;  // progress line on stderr (when it is a terminal)
+};
+int RunPlan(const PlanOptions& options, std::ostream& out);
+
 }  // namespace shardsim::cli

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/report_json.h"
 #include "cli/text_table.h"
 #include "core/error.h"
 #include "core/inputs.h"
@@ -22,10 +23,6 @@ std::string Percent(double x) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.1f%%", 100 * x);
   return buffer;
-}
-
-json MemoryJson(const strategies::MemoryBreakdown& b) {
-  return {{"params", b.params}, {"grads", b.grads}, {"optimizer", b.optimizer}, {"activations", b.activations}, {"buffers", b.buffers}};
 }
 
 }  // namespace
@@ -52,36 +49,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   const strategies::MemoryBreakdown& peak = r.memory.peak;
 
   if (o.json) {
-    json exposed = json::object();
-    for (const auto& [key, seconds] : r.exposed_comm_s) exposed[key] = seconds;
-    json j = {{"engine", "analytic"},
-              {"model", model.name},
-              {"cluster", cluster.name},
-              {"plan", PlanToJson(plan)},
-              {"step_time_s", r.step_time_s},
-              {"tokens_per_s", r.tokens_per_s},
-              {"mfu", r.mfu},
-              {"mfu_palm", r.mfu_palm},
-              {"flops_convention", "model FLOPs = 6 x active matmul parameters x tokens + causal attention (half of PaLM's 12 L H Q T); mfu_palm counts PaLM's full attention term; hfu counts all executed FLOPs"},
-              {"hfu", r.hfu},
-              {"model_flops_per_step", r.model_flops_per_step},
-              {"hardware_flops_per_step", r.hardware_flops_per_step},
-              {"peak_flop_per_s", r.peak_flop_per_s},
-              {"fits", r.fits},
-              {"memory",
-               {{"peak_bytes_per_device", peak.total()},
-                {"hbm_bytes", r.hbm_bytes},
-                {"peak_stage", r.memory.peak_stage},
-                {"params", peak.params},
-                {"grads", peak.grads},
-                {"optimizer", peak.optimizer},
-                {"activations", peak.activations},
-                {"buffers", peak.buffers}}},
-              {"breakdown", {{"compute_s", r.compute_s}, {"exposed_comm_s", exposed}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage}}},
-              {"stage_time_s", r.stage_time_s},
-              {"why", r.why}};
-    (void)MemoryJson;
-    out << j.dump(2) << "\n";
+    out << ReportJson(model, cluster, plan, r).dump(2) << "\n";
     return 0;
   }
   const PlanShape shape = DerivePlanShape(plan);

@@ -1,5 +1,6 @@
 #include "sim/collective_cost.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -11,27 +12,39 @@ namespace shardsim::sim {
 CollectiveModel::CollectiveModel(const topologies::Cluster& cluster, const DeviceGroup& group, Schedule schedule)
     : schedule_(std::move(schedule)) {
   const std::vector<topologies::Link>& links = cluster.links();
+  std::vector<double> load(links.size(), 0);  // link id -> fraction of `bytes` it carries
+  std::vector<int64_t> touched;
   for (const Step& step : schedule_.steps) {
     pipelined_ = pipelined_ || step.pipelined;
     StepProfile profile;
-    std::unordered_map<int64_t, double> load;  // link id -> fraction of `bytes` it carries
-    // Route the step's flows source by source: one search per source, however many it feeds.
-    std::map<int32_t, std::vector<const Flow*>> by_source;
-    for (const Flow& flow : step.flows) by_source[flow.src].push_back(&flow);
-    for (const auto& [src, flows] : by_source) {
-      std::vector<int64_t> dsts;
-      for (const Flow* f : flows) dsts.push_back(group.devices[static_cast<size_t>(f->dst)]);
-      const auto routes = cluster.RoutesFrom(group.devices[static_cast<size_t>(src)], dsts);
-      for (size_t i = 0; i < flows.size(); ++i) {
-        double latency = 0;
-        for (int64_t id : routes[i]) {
-          latency += links[static_cast<size_t>(id)].latency_s;
-          load[id] += flows[i]->fraction;
-        }
-        profile.latency_s = std::max(profile.latency_s, latency);
+    auto add = [&](const Flow& flow, const std::vector<int64_t>& route) {
+      double latency = 0;
+      for (int64_t id : route) {
+        latency += links[static_cast<size_t>(id)].latency_s;
+        if (load[static_cast<size_t>(id)] == 0) touched.push_back(id);
+        load[static_cast<size_t>(id)] += flow.fraction;
+      }
+      profile.latency_s = std::max(profile.latency_s, latency);
+    };
+    if (cluster.fast_routes()) {
+      for (const Flow& flow : step.flows) {
+        add(flow, cluster.Route(group.devices[static_cast<size_t>(flow.src)], group.devices[static_cast<size_t>(flow.dst)]));
+      }
+    } else {
+      // Route the step's flows source by source: one search per source, however many it feeds.
+      std::map<int32_t, std::vector<const Flow*>> by_source;
+      for (const Flow& flow : step.flows) by_source[flow.src].push_back(&flow);
+      for (const auto& [src, flows] : by_source) {
+        std::vector<int64_t> dsts;
+        for (const Flow* f : flows) dsts.push_back(group.devices[static_cast<size_t>(f->dst)]);
+        const auto routes = cluster.RoutesFrom(group.devices[static_cast<size_t>(src)], dsts);
+        for (size_t i = 0; i < flows.size(); ++i) add(*flows[i], routes[i]);
       }
     }
-    for (const auto& [id, fraction] : load) {
+    std::sort(touched.begin(), touched.end());
+    for (int64_t id : touched) {
+      const double fraction = load[static_cast<size_t>(id)];
+      load[static_cast<size_t>(id)] = 0;
       const topologies::Link& link = links[static_cast<size_t>(id)];
       const double seconds = fraction / (link.bandwidth_bytes_per_s * link.efficiency);
       if (seconds > profile.seconds_per_byte || (seconds == profile.seconds_per_byte && id < profile.bottleneck_link)) {
@@ -39,6 +52,7 @@ CollectiveModel::CollectiveModel(const topologies::Cluster& cluster, const Devic
         profile.bottleneck_link = id;
       }
     }
+    touched.clear();
     profiles_.push_back(profile);
   }
 }
@@ -109,7 +123,7 @@ bool SameCost(const CollectiveModel& a, const CollectiveModel& b) {
 }  // namespace
 
 GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups, CollectiveOp op,
-                                 Algorithm algorithm, const std::string& where, size_t max_modelled_groups)
+                                 Algorithm algorithm, const std::string& where, size_t max_modelled_groups, bool every_group)
     : group_count_(groups.size()) {
   SHARDSIM_CHECK(!groups.empty(), "no groups");
   if (groups[0].devices.size() < 2) {
@@ -126,15 +140,24 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
   for (Algorithm a : wanted) {
     Candidate candidate{a, {}, modelled, {}};
     std::string why_not;
-    for (size_t g = 0; g < groups.size(); ++g) {
+    // Every group's schedule (the simulator runs them all), or only the modelled groups'.
+    std::vector<size_t> scheduled;
+    if (every_group) {
+      for (size_t g = 0; g < groups.size(); ++g) scheduled.push_back(g);
+    } else {
+      scheduled = modelled;
+    }
+    std::map<size_t, size_t> schedule_of;  // group -> index into candidate.schedules
+    for (size_t g : scheduled) {
       auto schedule = BuildSchedule(cluster, groups[g], op, a, &why_not);
       if (!schedule) {
         if (groups.size() > 1) why_not = "group " + std::to_string(g) + " of " + std::to_string(groups.size()) + ": " + why_not;
         break;
       }
+      schedule_of[g] = candidate.schedules.size();
       candidate.schedules.push_back(std::move(*schedule));
     }
-    if (candidate.schedules.size() != groups.size()) {
+    if (candidate.schedules.size() != scheduled.size()) {
       if (first_reason.empty()) first_reason = why_not;
       continue;
     }
@@ -142,7 +165,7 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
     // model per distinct cost profile.
     std::vector<size_t> kept;
     for (size_t g : modelled) {
-      CollectiveModel model(cluster, groups[g], candidate.schedules[g]);
+      CollectiveModel model(cluster, groups[g], candidate.schedules[schedule_of.at(g)]);
       bool same = false;
       for (const CollectiveModel& other : candidate.models) same = same || SameCost(other, model);
       if (same) continue;
@@ -156,7 +179,7 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
     std::string valid;
     for (Algorithm a : AlgorithmsFor(op)) {
       bool runs_everywhere = true;
-      for (size_t g = 0; g < groups.size() && runs_everywhere; ++g) {
+      for (size_t g = 0; g < groups.size() && runs_everywhere; g += every_group ? 1 : std::max<size_t>(1, groups.size() - 1)) {
         std::string unused;
         runs_everywhere = BuildSchedule(cluster, groups[g], op, a, &unused).has_value();
       }

@@ -59,8 +59,10 @@ class GroupCollective {
  public:
   // Throws InputError(where, ...) when the requested algorithm cannot run on some group, or when
   // a group has a single device (nothing to communicate).
+  // With `every_group` false, only the modelled groups get a schedule (and decide which
+  // algorithms can run): enough for the analytic model on regular meshes, not for the simulator.
   GroupCollective(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups, CollectiveOp op,
-                  Algorithm algorithm, const std::string& where, size_t max_modelled_groups = 64);
+                  Algorithm algorithm, const std::string& where, size_t max_modelled_groups = 64, bool every_group = true);
 
   struct Choice {
     size_t candidate = 0;      // index into candidates()
@@ -72,7 +74,7 @@ class GroupCollective {
 
   struct Candidate {
     Algorithm algorithm;
-    std::vector<Schedule> schedules;          // one per group
+    std::vector<Schedule> schedules;          // one per group (every_group), else per modelled group
     std::vector<size_t> modelled;             // groups with a distinct model, in order
     std::vector<CollectiveModel> models;      // their models (groups costing the same share one)
   };

@@ -96,7 +96,8 @@ double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n) {
   return tile_use * static_cast<double>(tiles) / static_cast<double>(waves * units);
 }
 
-AxisCollectives::AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan) : cluster_(cluster), plan_(plan) {}
+AxisCollectives::AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups)
+    : cluster_(cluster), plan_(plan), max_modelled_groups_(max_modelled_groups) {}
 AxisCollectives::~AxisCollectives() = default;
 
 double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
@@ -116,7 +117,8 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
     const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
     std::vector<DeviceGroup> groups;
     for (const auto& ranks : mesh.Groups(axes)) groups.push_back({ranks});
-    it = cache_.emplace(key, std::make_unique<GroupCollective>(cluster_, groups, op, Algorithm::kAuto, "collective over " + Key(axes)))
+    it = cache_.emplace(key, std::make_unique<GroupCollective>(cluster_, groups, op, Algorithm::kAuto, "collective over " + Key(axes), max_modelled_groups_,
+                                                               /*every_group=*/false))
              .first;
   }
   const double seconds = it->second->Fastest(bytes).estimate.time_s;

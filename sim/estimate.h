@@ -23,7 +23,8 @@ namespace shardsim::sim {
 class AxisCollectives {
  public:
   // REQUIRES: the plan's mesh product equals the cluster's devices. `cluster` must outlive this.
-  AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan);
+  // `max_modelled_groups`: groups per axis routed and costed (evenly spread; the slowest counts).
+  AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups = 64);
   ~AxisCollectives();
   // Seconds for `op` of `bytes` over the groups along `axes` (0 when the axes have one device).
   double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
@@ -31,6 +32,7 @@ class AxisCollectives {
  private:
   const topologies::Cluster& cluster_;
   PlanSpec plan_;
+  size_t max_modelled_groups_;
   // Keyed by operation and the set of axes (a bit per mesh axis).
   std::map<int, std::unique_ptr<GroupCollective>> cache_;
   std::map<std::pair<int, double>, double> seconds_;  // (key, bytes) -> seconds

@@ -377,6 +377,7 @@ std::vector<int64_t> Cluster::ReferenceRoute(int64_t src, int64_t dst) const {
 }
 
 bool Cluster::structural_routes() const { return impl_->structural; }
+bool Cluster::fast_routes() const { return impl_->structural || impl_->spec.topology.kind == TopologyKind::kTorus; }
 
 std::vector<std::vector<int64_t>> Cluster::RoutesFrom(int64_t src, const std::vector<int64_t>& dsts) const {
   for (int64_t d : dsts) SHARDSIM_CHECK(d >= 0 && d < num_devices(), "device out of range");

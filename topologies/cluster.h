@@ -68,6 +68,8 @@ class Cluster {
   std::vector<int64_t> ReferenceRoute(int64_t src, int64_t dst) const;
   // True when Route() reads switched or local routes off the fabric's structure.
   bool structural_routes() const;
+  // True when Route() is O(hops) (tori and structural fabrics), so batching by source buys nothing.
+  bool fast_routes() const;
 
   // Route(src, d) for every d of `dsts`, from one search (much cheaper than one call each when a
   // device talks to many others, as in an all-to-all).

@@ -1,0 +1,165 @@
+// `shardsim plan`: the best ways to shard a model on a cluster, why they win, and the runner-up of
+// each other family of parallelism with why it lost.
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/report_json.h"
+#include "cli/text_table.h"
+#include "core/error.h"
+#include "core/inputs.h"
+#include "core/plan_json.h"
+#include "core/units.h"
+#include "planner/search.h"
+#include "strategies/data_parallel.h"
+
+namespace shardsim::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string Percent(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f%%", 100 * x);
+  return buffer;
+}
+
+std::string ScheduleName(const PlanSpec& p) {
+  if (p.mesh.pipeline == 1) return "-";
+  return ToString(p.pipeline_schedule) + (p.virtual_stages > 1 ? " v=" + std::to_string(p.virtual_stages) : "");
+}
+
+// A dimension name with its sharding axes: "D" or "D_fsdp" or "F_tensor".
+std::string Dim(const std::string& dim, const std::vector<std::string>& axes) {
+  if (axes.empty()) return dim;
+  std::string s = dim + "_";
+  if (axes.size() > 1) s += "(";
+  for (size_t i = 0; i < axes.size(); ++i) s += (i ? "," : "") + axes[i];
+  if (axes.size() > 1) s += ")";
+  return s;
+}
+
+// The plan in the sharding notation, one line per weight class and one for the activations.
+std::vector<std::string> ShardingLines(const ModelSpec& m, const PlanSpec& p) {
+  const std::vector<std::string> tensor = p.mesh.tensor > 1 ? std::vector<std::string>{"tensor"} : std::vector<std::string>{};
+  const std::vector<std::string> dense_shard = strategies::ParamShardAxes(p, strategies::ParamKind::kDense);
+  const std::vector<std::string> expert_shard = strategies::ParamShardAxes(p, strategies::ParamKind::kExpert);
+  const std::string d = Dim("D", dense_shard);
+  std::vector<std::string> lines;
+  lines.push_back("attention   Wqkv[" + d + ", " + Dim("(H+2Hkv)K", tensor) + "], Wo[" + Dim("HK", tensor) + ", " + d + "]");
+  lines.push_back("mlp         Wup[" + d + ", " + Dim("F", tensor) + "], Wdown[" + Dim("F", tensor) + ", " + d + "]");
+  if (m.moe) {
+    lines.push_back("experts     W[" + Dim("E", p.mesh.expert > 1 ? std::vector<std::string>{"expert"} : std::vector<std::string>{}) + ", " +
+                    Dim("D", expert_shard) + ", " + Dim("Fe", tensor) + "]");
+  }
+  lines.push_back("embedding   W[" + Dim("V", tensor) + ", " + d + "]");
+  if (p.mesh.pipeline > 1) {
+    lines.push_back("layers      L_pipeline: " + std::to_string(m.num_layers / p.mesh.pipeline) + " layers per stage" +
+                    (p.virtual_stages > 1 ? " in " + std::to_string(p.virtual_stages) + " chunks" : ""));
+  }
+  std::vector<std::string> batch, seq;
+  for (const char* axis : {"data", "fsdp", "expert"}) {
+    if (p.mesh.Size(axis) > 1) batch.push_back(axis);
+  }
+  if (p.mesh.context > 1) seq.push_back("context");
+  if (p.sequence_parallel && p.mesh.tensor > 1) seq.push_back("tensor");
+  lines.push_back("activations X[" + Dim("B", batch) + ", " + Dim("S", seq) + ", D]");
+  return lines;
+}
+
+}  // namespace
+
+int RunPlan(const PlanOptions& o, std::ostream& out) {
+  if (o.model.empty() || o.cluster.empty()) throw InputError("plan", "needs --model and --cluster", "", "e.g. --model llama3-8b --cluster dgx-h100:64");
+  if (o.global_batch_tokens <= 0 || o.seq_len <= 0) {
+    throw InputError("plan", "needs --global-batch-tokens T and --seq-len S", "positive whole numbers", "e.g. --global-batch-tokens 4M --seq-len 8192");
+  }
+  if (!o.plan.empty() || !o.overrides.empty()) throw InputError("plan", "searches plans itself; --plan and --set are for estimate", "", "drop --plan/--set");
+  const ModelSpec model = LoadModel(o.model);
+  const ClusterSpec cluster = LoadCluster(o.cluster);
+  planner::SearchOptions options;
+  options.global_batch_tokens = o.global_batch_tokens;
+  options.seq_len = o.seq_len;
+  options.top = static_cast<size_t>(o.top);
+  options.threads = o.threads;
+  if (o.progress) {
+    options.progress = [](int64_t done, int64_t total) { std::cerr << "\rshardsim plan: " << done << "/" << total << " meshes" << std::flush; };
+  }
+  const planner::SearchResult result = planner::Search(model, cluster, options);
+  if (o.progress) std::cerr << "\n";
+  const double rate = result.wall_s > 0 ? static_cast<double>(result.evaluated) / result.wall_s : 0;
+
+  if (o.json) {
+    json plans = json::array();
+    for (const auto& p : result.best) {
+      json j = ReportJson(model, cluster, p.plan, p.report);
+      j["family"] = p.family;
+      plans.push_back(j);
+    }
+    json runners = json::array();
+    for (const auto& p : result.family_best) {
+      json j = ReportJson(model, cluster, p.plan, p.report);
+      j["family"] = p.family;
+      runners.push_back(j);
+    }
+    json misses = json::array();
+    for (const auto& miss : result.nearest_misses) {
+      misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"memory_over_hbm", miss.overshoot}});
+    }
+    out << json{{"plans", plans},
+                {"best_of_other_families", runners},
+                {"nearest_misses", misses},
+                {"search",
+                 {{"meshes", result.meshes},
+                  {"candidates", result.candidates},
+                  {"pruned", result.pruned},
+                  {"evaluated", result.evaluated},
+                  {"wall_s", result.wall_s},
+                  {"plans_per_s", rate}}}}
+               .dump(2)
+        << "\n";
+    return 0;
+  }
+  out << "Plans for " << model.name << " on " << cluster.name << ": " << FormatCount(static_cast<double>(o.global_batch_tokens)) << " tokens per step ("
+      << o.global_batch_tokens / o.seq_len << " sequences of " << o.seq_len << ")\n";
+  out << "  searched " << result.meshes << " meshes, " << result.candidates << " plans: " << result.evaluated << " estimated, " << result.pruned
+      << " pruned, in " << FormatSeconds(result.wall_s) << " (" << FormatCount(rate) << " plans/s)\n\n";
+  if (result.best.empty()) {
+    out << "No plan fits in " << FormatBinaryBytes(static_cast<double>(cluster.chip.hbm_bytes)) << " per device. Nearest misses:\n";
+    for (const auto& miss : result.nearest_misses) {
+      out << "  " << DescribeMesh(miss.plan.mesh) << ", ZeRO " << miss.plan.zero_stage << ", recompute " << ToString(miss.plan.recompute) << ": "
+          << miss.reason << " (" << Percent(miss.overshoot) << " of HBM)\n";
+    }
+    return 0;
+  }
+  TextTable table({"rank", "mesh", "schedule", "mbs", "ZeRO", "recompute", "step", "tokens/s", "MFU", "memory", "limited by"});
+  for (size_t i = 0; i < result.best.size(); ++i) {
+    const auto& p = result.best[i];
+    table.AddRow({std::to_string(i + 1), DescribeMesh(p.plan.mesh), ScheduleName(p.plan), std::to_string(p.plan.micro_batch_size),
+                  std::to_string(p.plan.zero_stage), ToString(p.plan.recompute), FormatSeconds(p.report.step_time_s),
+                  FormatCount(p.report.tokens_per_s), Percent(p.report.mfu), FormatBinaryBytes(p.report.memory.peak.total()), p.report.why});
+  }
+  table.Print(out);
+  const auto& best = result.best.front();
+  out << "\nBest plan, in the sharding notation (" << best.family << "):\n";
+  for (const std::string& line : ShardingLines(model, best.plan)) out << "  " << line << "\n";
+  out << "  time: compute " << FormatSeconds(best.report.compute_s) << ", bubble " << FormatSeconds(best.report.bubble_s);
+  for (const auto& [key, seconds] : best.report.exposed_comm_s) {
+    if (seconds > 0) out << ", exposed " << key << " " << FormatSeconds(seconds);
+  }
+  out << "\n";
+  if (!result.family_best.empty()) {
+    out << "\nThe best of each other family, and why it lost:\n";
+    for (const auto& p : result.family_best) {
+      char slower[32];
+      std::snprintf(slower, sizeof slower, "%.2fx", p.report.step_time_s / best.report.step_time_s);
+      out << "  " << p.family << " (" << DescribeMesh(p.plan.mesh) << "): " << FormatSeconds(p.report.step_time_s) << ", " << slower
+          << " slower; limited by " << p.report.why << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,40 @@
+#include "cli/report_json.h"
+
+#include "core/plan_json.h"
+
+namespace shardsim::cli {
+
+nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan, const sim::StepReport& r) {
+  nlohmann::json exposed = nlohmann::json::object();
+  for (const auto& [key, seconds] : r.exposed_comm_s) exposed[key] = seconds;
+  const strategies::MemoryBreakdown& peak = r.memory.peak;
+  return {{"engine", "analytic"},
+          {"model", model.name},
+          {"cluster", cluster.name},
+          {"plan", PlanToJson(plan)},
+          {"step_time_s", r.step_time_s},
+          {"tokens_per_s", r.tokens_per_s},
+          {"mfu", r.mfu},
+          {"mfu_palm", r.mfu_palm},
+          {"hfu", r.hfu},
+          {"flops_convention",
+           "model FLOPs = 6 x active matmul parameters x tokens + causal attention (half of PaLM's 12 L H Q T); mfu_palm counts PaLM's full attention term; hfu counts all executed FLOPs"},
+          {"model_flops_per_step", r.model_flops_per_step},
+          {"hardware_flops_per_step", r.hardware_flops_per_step},
+          {"peak_flop_per_s", r.peak_flop_per_s},
+          {"fits", r.fits},
+          {"memory",
+           {{"peak_bytes_per_device", peak.total()},
+            {"hbm_bytes", r.hbm_bytes},
+            {"peak_stage", r.memory.peak_stage},
+            {"params", peak.params},
+            {"grads", peak.grads},
+            {"optimizer", peak.optimizer},
+            {"activations", peak.activations},
+            {"buffers", peak.buffers}}},
+          {"breakdown", {{"compute_s", r.compute_s}, {"exposed_comm_s", exposed}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage}}},
+          {"stage_time_s", r.stage_time_s},
+          {"why", r.why}};
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,262 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "core/error.h"
+#include "strategies/build_step.h"
+#include "strategies/data_parallel.h"
+#include "topologies/cluster.h"
+
+namespace shardsim::planner {
+namespace {
+
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Tensor parallelism stays inside the fastest domain: an NVSwitch node, or up to 16 chips of a
+// torus (one axis); context up to 32; powers of two as the frameworks run them.
+std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, int64_t sequences, int64_t seq_len) {
+  const int64_t n = DeviceCount(c);
+  const int64_t tensor_max = c.topology.kind == TopologyKind::kSwitched ? c.topology.devices_per_node : 16;
+  const int64_t heads = std::gcd(m.num_heads, m.num_kv_heads);
+  std::vector<MeshShape> meshes;
+  for (int64_t t = 1; t <= std::min(tensor_max, n); t *= 2) {
+    if (heads % t != 0 || n % t != 0) continue;
+    for (int64_t p : Divisors(m.num_layers)) {
+      if (p > 128 || (n / t) % p != 0) continue;
+      for (int64_t cp = 1; cp <= 32; cp *= 2) {
+        if ((n / t / p) % cp != 0 || seq_len % (2 * cp) != 0 || (cp > 1 && seq_len / cp < 1024)) continue;
+        for (int64_t e = 1; e <= (m.moe ? m.moe->num_experts : 1); e *= 2) {
+          if (m.moe && m.moe->num_experts % e != 0) continue;
+          const int64_t rest = n / t / p / cp;
+          if (rest % e != 0) continue;
+          for (int64_t f = 1; f <= rest / e; f *= 2) {
+            if ((rest / e) % f != 0) continue;
+            const int64_t data = rest / e / f;
+            if (sequences % (data * f * e) != 0) continue;
+            MeshShape mesh;
+            mesh.tensor = t, mesh.pipeline = p, mesh.context = cp, mesh.expert = e, mesh.fsdp = f, mesh.data = data;
+            meshes.push_back(mesh);
+          }
+        }
+      }
+    }
+  }
+  return meshes;
+}
+
+// A lower bound on a plan's memory per device: parameters, gradients and optimizer state.
+double StateBytesLowerBound(const ModelSpec& m, const PlanSpec& p) {
+  const ParamCounts counts = CountParams(m);
+  const double expert = static_cast<double>(counts.routed_experts);
+  const double dense = static_cast<double>(counts.total) - expert;
+  const double split = static_cast<double>(p.mesh.tensor * p.mesh.pipeline);
+  const strategies::ShardDegrees d = strategies::Sharding(p, strategies::ParamKind::kDense);
+  const strategies::ShardDegrees x = strategies::Sharding(p, strategies::ParamKind::kExpert);
+  const double dense_local = dense / split, expert_local = expert / split / static_cast<double>(p.mesh.expert);
+  return dense_local * (2 / d.params + 2 / d.grads + 12 / d.optimizer) + expert_local * (2 / x.params + 2 / x.grads + 12 / x.optimizer);
+}
+
+struct Worker {
+  std::vector<RankedPlan> plans;  // every feasible plan, pruned to the best per family and overall
+  std::vector<Miss> misses;
+  int64_t candidates = 0, pruned = 0, evaluated = 0;
+};
+
+int AxesUsed(const MeshShape& mesh) {
+  int n = 0;
+  for (const std::string& axis : MeshAxisNames()) n += mesh.Size(axis) > 1 ? 1 : 0;
+  return n;
+}
+
+// Faster first; ties (within a part in a million) go to more memory headroom, then to the plan
+// with fewer parallel axes (the simpler one to run).
+bool Better(const RankedPlan& a, const RankedPlan& b) {
+  const double ta = a.report.tokens_per_s, tb = b.report.tokens_per_s;
+  if (std::abs(ta - tb) > 1e-6 * std::max(ta, tb)) return ta > tb;
+  const double ma = a.report.memory.peak.total(), mb = b.report.memory.peak.total();
+  if (std::abs(ma - mb) > 1e-6 * std::max(ma, mb)) return ma < mb;
+  return AxesUsed(a.plan.mesh) < AxesUsed(b.plan.mesh);
+}
+
+void Keep(Worker& w, RankedPlan plan, size_t top) {
+  w.plans.push_back(std::move(plan));
+  if (w.plans.size() < 4 * top + 64) return;
+  // Keep the best `top` overall and the best of each family.
+  std::sort(w.plans.begin(), w.plans.end(), Better);
+  std::vector<RankedPlan> kept;
+  std::map<std::string, bool> seen;
+  for (RankedPlan& p : w.plans) {
+    if (kept.size() < top || !seen[p.family]) {
+      seen[p.family] = true;
+      kept.push_back(std::move(p));
+    }
+  }
+  w.plans = std::move(kept);
+}
+
+void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, const SearchOptions& o, const MeshShape& mesh,
+                Worker& w) {
+  PlanSpec base;
+  base.mesh = mesh;
+  base.seq_len = o.seq_len;
+  base.global_batch_size = o.global_batch_tokens / o.seq_len;
+  base.sequence_parallel = mesh.tensor > 1;
+  const int64_t replicas = mesh.data * mesh.fsdp * mesh.expert;
+  const int64_t per_replica = base.global_batch_size / replicas;
+  const double hbm = static_cast<double>(c.chip.hbm_bytes);
+  // Groups of one axis are alike on regular fabrics: cost the first, the middle and the last.
+  sim::AxisCollectives collectives(graph, base, 3);
+  std::vector<int64_t> zero_stages = {0};
+  if (mesh.data * mesh.context * mesh.expert > 1) zero_stages = {0, 1, 3};
+  for (int64_t zero : zero_stages) {
+    PlanSpec z = base;
+    z.zero_stage = zero;
+    const double bound = StateBytesLowerBound(m, z);
+    if (bound > hbm) {
+      ++w.pruned;
+      w.misses.push_back({z, "parameters, gradients and optimizer state alone need more than HBM", bound / hbm});
+      continue;
+    }
+    for (int64_t mbs = 1; mbs <= 8 && mbs <= per_replica; mbs *= 2) {
+      if (per_replica % mbs != 0) continue;
+      const int64_t micro = per_replica / mbs;
+      std::vector<std::pair<PipelineSchedule, int64_t>> schedules = {{PipelineSchedule::kOneFOneB, 1}};
+      if (mesh.pipeline > 1) {
+        schedules.push_back({PipelineSchedule::kZbH1, 1});
+        for (int64_t v : {2, 4}) {
+          if ((m.num_layers / mesh.pipeline) % v == 0 && micro % mesh.pipeline == 0) schedules.push_back({PipelineSchedule::kInterleavedOneFOneB, v});
+        }
+        if (mesh.pipeline % 2 == 0 && micro % 2 == 0 && micro >= 2 * mesh.pipeline) schedules.push_back({PipelineSchedule::kDualPipe, 1});
+      }
+      for (const auto& [schedule, v] : schedules) {
+        for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+          PlanSpec plan = z;
+          plan.micro_batch_size = mbs;
+          plan.pipeline_schedule = schedule;
+          plan.virtual_stages = v;
+          plan.recompute = recompute;
+          ++w.candidates;
+          try {
+            ValidatePlan(plan, m, DeviceCount(c), c.name, "plan:");
+          } catch (const InputError&) {
+            ++w.pruned;
+            continue;
+          }
+          const strategies::StepProgram program = strategies::BuildStep(m, plan);
+          sim::StepReport report = sim::Estimate(program, c, collectives);
+          ++w.evaluated;
+          if (!report.fits) {
+            w.misses.push_back({plan, "needs " + std::to_string(report.memory.peak.total() / 1073741824.0).substr(0, 6) + " GiB per device",
+                                report.memory.peak.total() / hbm});
+            continue;
+          }
+          Keep(w, {plan, std::move(report), Family(mesh)}, o.top);
+        }
+      }
+    }
+  }
+  // Only the closest misses matter.
+  std::sort(w.misses.begin(), w.misses.end(), [](const Miss& a, const Miss& b) { return a.overshoot < b.overshoot; });
+  if (w.misses.size() > 16) w.misses.resize(16);
+}
+
+}  // namespace
+
+std::string Family(const MeshShape& mesh) {
+  const std::string d = DescribeMesh(mesh);
+  if (d == "(all axes 1)") return "single device";
+  std::string family;
+  for (const std::string& axis : MeshAxisNames()) {
+    if (mesh.Size(axis) > 1) family += (family.empty() ? "" : " x ") + axis;
+  }
+  return family;
+}
+
+SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  if (o.seq_len <= 0 || o.global_batch_tokens <= 0) throw InputError("plan", "needs --global-batch-tokens and --seq-len", "positive whole numbers");
+  if (o.global_batch_tokens % o.seq_len != 0) {
+    throw InputError("--global-batch-tokens", std::to_string(o.global_batch_tokens) + " is not a whole number of " + std::to_string(o.seq_len) + "-token sequences",
+                     "a multiple of --seq-len", "e.g. " + std::to_string((o.global_batch_tokens / o.seq_len + 1) * o.seq_len));
+  }
+  if (m.position == PositionKind::kLearned && o.seq_len > m.max_seq_len) {
+    throw InputError("--seq-len", std::to_string(o.seq_len) + " exceeds the model's " + std::to_string(m.max_seq_len) + " learned positions",
+                     "1 to " + std::to_string(m.max_seq_len));
+  }
+  const std::vector<MeshShape> meshes = Meshes(m, c, o.global_batch_tokens / o.seq_len, o.seq_len);
+  const topologies::Cluster graph(c);
+  const int threads = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<Worker> workers(static_cast<size_t>(threads));
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  auto work = [&](Worker& w) {
+    try {
+      for (size_t i = next++; i < meshes.size(); i = next++) {
+        SearchMesh(m, c, graph, o, meshes[i], w);
+        ++done;
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = meshes.size();  // stop the others
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(workers[static_cast<size_t>(t)]));
+  // The calling thread works too, and reports progress between meshes.
+  try {
+    for (size_t i = next++; i < meshes.size(); i = next++) {
+      SearchMesh(m, c, graph, o, meshes[i], workers[0]);
+      ++done;
+      if (o.progress) o.progress(done.load(), static_cast<int64_t>(meshes.size()));
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(failure_mutex);
+    if (!failure) failure = std::current_exception();
+    next = meshes.size();
+  }
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+
+  SearchResult result;
+  result.meshes = static_cast<int64_t>(meshes.size());
+  std::vector<RankedPlan> all;
+  for (Worker& w : workers) {
+    result.candidates += w.candidates;
+    result.pruned += w.pruned;
+    result.evaluated += w.evaluated;
+    for (RankedPlan& p : w.plans) all.push_back(std::move(p));
+    for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));
+  }
+  std::sort(all.begin(), all.end(), Better);
+  for (size_t i = 0; i < all.size() && i < o.top; ++i) result.best.push_back(all[i]);
+  // The best plan of each family other than the winner's.
+  std::map<std::string, bool> seen;
+  if (!all.empty()) seen[all.front().family] = true;
+  for (RankedPlan& p : all) {
+    if (seen[p.family]) continue;
+    seen[p.family] = true;
+    result.family_best.push_back(p);
+    if (result.family_best.size() == 8) break;
+  }
+  std::sort(result.nearest_misses.begin(), result.nearest_misses.end(), [](const Miss& a, const Miss& b) { return a.overshoot < b.overshoot; });
+  if (result.nearest_misses.size() > 5) result.nearest_misses.resize(5);
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace shardsim::planner

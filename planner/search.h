@@ -1,0 +1,57 @@
+// The planner's search: every sharding of a model on a cluster (mesh factorisation, ZeRO stage,
+// micro-batch size, pipeline schedule and virtual stages, recomputation), pruned by divisibility
+// and a memory bound before the full estimate, ranked by predicted tokens/s among plans that fit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+#include "sim/estimate.h"
+
+namespace shardsim::planner {
+
+struct SearchOptions {
+  int64_t global_batch_tokens = 0;  // tokens per step
+  int64_t seq_len = 0;
+  size_t top = 5;                   // plans to keep, best first
+  int threads = 0;                  // 0: all hardware threads
+  // Called now and then with (meshes done, meshes in all) from the searching threads' owner.
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+struct RankedPlan {
+  PlanSpec plan;
+  sim::StepReport report;
+  std::string family;  // the axes used, "data x tensor x pipeline"
+};
+
+struct Miss {
+  PlanSpec plan;
+  std::string reason;  // why it was rejected (memory over HBM, ...)
+  double overshoot = 0;  // how far from fitting: peak memory / HBM (> 1)
+};
+
+struct SearchResult {
+  std::vector<RankedPlan> best;         // up to `top`, best first
+  std::vector<RankedPlan> family_best;  // the best plan of up to 8 other families, best first
+  std::vector<Miss> nearest_misses;     // when nothing (or little) fits: closest to fitting first
+  int64_t meshes = 0;                   // mesh factorisations considered
+  int64_t candidates = 0;               // plans enumerated
+  int64_t pruned = 0;                   // rejected before estimating (divisibility, memory bound)
+  int64_t evaluated = 0;                // plans estimated
+  double wall_s = 0;
+};
+
+// Searches the plans of `model` on `cluster`. Throws InputError when the batch does not split
+// into sequences of seq_len, or seq_len is out of range for the model.
+SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options);
+
+// "data x tensor x pipeline" (the axes of size > 1), or "single device".
+std::string Family(const MeshShape& mesh);
+
+}  // namespace shardsim::planner
