@@ -113,6 +113,9 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
   base.seq_len = o.seq_len;
   base.global_batch_size = o.global_batch_tokens / o.seq_len;
   base.sequence_parallel = mesh.tensor > 1;
+  base.flash_attention = o.flash_attention;
+  // bf16 where the chip has it (mixed-precision training), else its first listed dtype.
+  base.dtype = c.chip.peak_flop_per_s.count("bf16") ? "bf16" : c.chip.peak_flop_per_s.begin()->first;
   const int64_t replicas = mesh.data * mesh.fsdp * mesh.expert;
   const int64_t per_replica = base.global_batch_size / replicas;
   const double hbm = static_cast<double>(c.chip.hbm_bytes);
@@ -125,6 +128,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
     z.zero_stage = zero;
     const double bound = StateBytesLowerBound(m, z);
     if (bound > hbm) {
+      ++w.candidates;  // the whole (mesh, ZeRO stage) family, pruned at once
       ++w.pruned;
       w.misses.push_back({z, "parameters, gradients and optimizer state alone need more than HBM", bound / hbm});
       continue;

@@ -20,6 +20,7 @@ struct SearchOptions {
   int64_t seq_len = 0;
   size_t top = 5;                   // plans to keep, best first
   int threads = 0;                  // 0: all hardware threads
+  bool flash_attention = true;      // the attention kernel plans assume (false: unfused, 2021-22)
   // Called now and then with (meshes done, meshes in all) from the searching threads' owner.
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -42,7 +43,8 @@ struct SearchResult {
   std::vector<Miss> nearest_misses;     // when nothing (or little) fits: closest to fitting first
   int64_t meshes = 0;                   // mesh factorisations considered
   int64_t candidates = 0;               // plans enumerated
-  int64_t pruned = 0;                   // rejected before estimating (divisibility, memory bound)
+  int64_t pruned = 0;                   // rejected before estimating (divisibility; a memory bound prunes a
+                                        // mesh and ZeRO stage at once, counted as one)
   int64_t evaluated = 0;                // plans estimated
   double wall_s = 0;
 };

@@ -18,20 +18,14 @@
 #include "core/cluster_presets.h"
 #include "sim/estimate.h"
 #include "strategies/build_step.h"
+#include "tests/sim/published_runs_util.h"
 
 namespace shardsim::sim {
 namespace {
 
 using nlohmann::json;
 
-std::vector<json> Rows() {
-  std::ifstream in(SHARDSIM_PUBLISHED_RUNS);
-  std::vector<json> rows;
-  for (const json& row : json::parse(in)) {
-    if (row["parallelism"]["global_batch"].is_number() && row["measured"].contains("per_layer_ms") == false) rows.push_back(row);
-  }
-  return rows;
-}
+std::vector<json> Rows() { return published::StepRows(); }
 
 struct Comparison {
   double predicted = 0, measured = 0;
@@ -41,49 +35,10 @@ struct Comparison {
 // Predicted and measured throughput for one row (Narayanan: TFLOP/s per GPU by their equation 3,
 // which counts recomputation; Korthikanti: steps per second).
 Comparison Compare(const json& row) {
-  const json& m = row["model"];
-  const json& par = row["parallelism"];
-  ModelSpec model;
-  model.name = m["name"];
-  model.num_layers = m["layers"];
-  model.hidden_size = m["hidden"];
-  model.num_heads = m["heads"];
-  model.num_kv_heads = m["kv_heads"];
-  model.head_dim = model.hidden_size / model.num_heads;
-  model.ffn_hidden_size = m["ffn"];
-  model.mlp = MlpKind::kGelu;
-  model.norm = NormKind::kLayerNorm;
-  model.position = PositionKind::kLearned;
-  model.vocab_size = m["vocab"];
-  model.max_seq_len = m["seq_len"];
-  model.tied_embeddings = true;
-  model.linear_bias = true;
-  model.dropout = true;
-
-  PlanSpec plan;
-  plan.mesh.data = par["dp"];
-  plan.mesh.tensor = par["tp"];
-  plan.mesh.pipeline = par["pp"];
-  plan.global_batch_size = par["global_batch"];
-  plan.seq_len = m["seq_len"];
-  plan.flash_attention = false;
-  const int64_t per_replica = plan.global_batch_size / plan.mesh.data;
-  const bool narayanan = row["id"].get<std::string>().rfind("nar21", 0) == 0;
-  plan.micro_batch_size = par["microbatch"].is_number() ? par["microbatch"].get<int64_t>() : plan.mesh.pipeline > 1 ? 1 : std::min<int64_t>(per_replica, 8);
-  if (narayanan) {
-    plan.recompute = Recompute::kFull;
-    for (int64_t v = 2; v <= 4 && plan.mesh.pipeline > 1; ++v) {
-      if (model.num_layers % (plan.mesh.pipeline * v) == 0 && (per_replica / plan.micro_batch_size) % plan.mesh.pipeline == 0) {
-        plan.pipeline_schedule = PipelineSchedule::kInterleavedOneFOneB;
-        plan.virtual_stages = v;
-        break;
-      }
-    }
-  } else {
-    plan.recompute = Recompute::kSelective;
-    plan.sequence_parallel = true;
-  }
-  const ClusterSpec cluster = ParseClusterPreset("dgx-a100:" + std::to_string(row["hardware"]["count"].get<int64_t>()), "--cluster");
+  const ModelSpec model = published::ModelOf(row);
+  const PlanSpec plan = published::PlanOf(row);
+  const bool narayanan = published::IsNarayanan(row);
+  const ClusterSpec cluster = ParseClusterPreset(published::ClusterOf(row), "--cluster");
   ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
   const topologies::Cluster graph(cluster);
   AxisCollectives collectives(graph, plan);

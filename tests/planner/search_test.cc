@@ -1,0 +1,120 @@
+#include "planner/search.h"
+
+#include <gtest/gtest.h>
+
+#include "core/cluster_presets.h"
+#include "core/error.h"
+#include "core/model_presets.h"
+#include "strategies/build_step.h"
+#include "tests/sim/published_runs_util.h"
+
+namespace shardsim::planner {
+namespace {
+
+using nlohmann::json;
+
+sim::StepReport EstimateOne(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan) {
+  ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+  const topologies::Cluster graph(cluster);
+  sim::AxisCollectives collectives(graph, plan);
+  return sim::Estimate(strategies::BuildStep(model, plan), cluster, collectives);
+}
+
+// A space small enough to list by hand: tiny-dense on 2 CPU cores, 4 sequences of 512 tokens.
+// Every plan a person would write down (each axis of 2 alone, with each recomputation mode and
+// micro-batch size) is at most as fast as the planner's best, and the planner's best is one of
+// them, estimated the same way.
+TEST(SearchTest, TinySpaceBestIsTheBestOfTheHandList) {
+  const ModelSpec model = FindModelPreset("tiny-dense")->spec;
+  const ClusterSpec cluster = ParseClusterPreset("local:2", "--cluster");
+  SearchOptions options;
+  options.global_batch_tokens = 4 * 512;
+  options.seq_len = 512;
+  options.threads = 1;
+  const SearchResult result = Search(model, cluster, options);
+  ASSERT_FALSE(result.best.empty());
+  double best_listed = 0;
+  for (const char* axis : {"data", "tensor", "pipeline", "fsdp"}) {
+    for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      for (int64_t mbs : {1, 2}) {
+        PlanSpec plan;
+        plan.mesh.Size(axis) = 2;
+        plan.global_batch_size = 4;
+        plan.seq_len = 512;
+        plan.micro_batch_size = mbs;
+        plan.recompute = recompute;
+        plan.sequence_parallel = plan.mesh.tensor > 1;
+        plan.dtype = "fp32";  // the CPU cores' only peak
+        const sim::StepReport r = EstimateOne(model, cluster, plan);
+        EXPECT_LE(r.tokens_per_s, result.best.front().report.tokens_per_s * (1 + 1e-9)) << axis;
+        best_listed = std::max(best_listed, r.tokens_per_s);
+      }
+    }
+  }
+  const sim::StepReport again = EstimateOne(model, cluster, result.best.front().plan);
+  EXPECT_DOUBLE_EQ(again.tokens_per_s, result.best.front().report.tokens_per_s);
+  EXPECT_GE(result.evaluated, 24);
+}
+
+TEST(SearchTest, RankedBestFirstAndFamiliesDiffer) {
+  SearchOptions options;
+  options.global_batch_tokens = 256 * 4096;
+  options.seq_len = 4096;
+  const SearchResult result = Search(FindModelPreset("llama3-8b")->spec, ParseClusterPreset("dgx-h100:16", "--cluster"), options);
+  ASSERT_EQ(result.best.size(), 5u);
+  for (size_t i = 1; i < result.best.size(); ++i) EXPECT_GE(result.best[i - 1].report.tokens_per_s, result.best[i].report.tokens_per_s);
+  for (const RankedPlan& p : result.best) EXPECT_TRUE(p.report.fits);
+  for (const RankedPlan& p : result.family_best) EXPECT_NE(p.family, result.best.front().family);
+  EXPECT_EQ(result.candidates, result.evaluated + result.pruned);
+}
+
+TEST(SearchTest, NothingFitsGivesNearestMisses) {
+  SearchOptions options;
+  options.global_batch_tokens = 8 * 4096;
+  options.seq_len = 4096;
+  const SearchResult result = Search(FindModelPreset("llama3-405b")->spec, ParseClusterPreset("dgx-h100:8", "--cluster"), options);
+  EXPECT_TRUE(result.best.empty());
+  ASSERT_FALSE(result.nearest_misses.empty());
+  EXPECT_GT(result.nearest_misses.front().overshoot, 1.0);
+  for (size_t i = 1; i < result.nearest_misses.size(); ++i) {
+    EXPECT_LE(result.nearest_misses[i - 1].overshoot, result.nearest_misses[i].overshoot);
+  }
+}
+
+TEST(SearchTest, BatchMustSplitIntoSequences) {
+  SearchOptions options;
+  options.global_batch_tokens = 1000;
+  options.seq_len = 512;
+  EXPECT_THROW(Search(FindModelPreset("tiny-dense")->spec, ParseClusterPreset("local:2", "--cluster"), options), InputError);
+}
+
+// Quality: each published configuration is feasible in shardsim's model, and the planner, with
+// the same kernel assumptions, finds a plan at least as fast.
+class PublishedConfigurationTest : public ::testing::TestWithParam<json> {};
+
+TEST_P(PublishedConfigurationTest, FeasibleAndNoFasterThanThePlannersBest) {
+  const json& row = GetParam();
+  const ModelSpec model = published::ModelOf(row);
+  const ClusterSpec cluster = ParseClusterPreset(published::ClusterOf(row), "--cluster");
+  const PlanSpec plan = published::PlanOf(row);
+  const sim::StepReport reference = EstimateOne(model, cluster, plan);
+  EXPECT_TRUE(reference.fits) << row["id"];
+  SearchOptions options;
+  options.global_batch_tokens = plan.global_batch_size * plan.seq_len;
+  options.seq_len = plan.seq_len;
+  options.flash_attention = false;
+  options.top = 1;
+  const SearchResult result = Search(model, cluster, options);
+  ASSERT_FALSE(result.best.empty()) << row["id"];
+  EXPECT_GE(result.best.front().report.tokens_per_s, reference.tokens_per_s * (1 - 1e-9)) << row["id"];
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, PublishedConfigurationTest, ::testing::ValuesIn(published::StepRows()),
+                         [](const ::testing::TestParamInfo<json>& param_info) {
+                           std::string id = param_info.param["id"];
+                           for (char& ch : id) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return id;
+                         });
+
+}  // namespace
+}  // namespace shardsim::planner
