@@ -5,6 +5,8 @@ SAN_BUILD ?= build-sanitize
 JOBS ?= $(shell nproc)
 DEMO_MODEL ?= llama3-70b
 DEMO_CLUSTER ?= dgx-h100:64
+DEMO_TOKENS ?= 4M
+DEMO_SEQ ?= 8192
 
 .PHONY: demo test build setup test-sanitize clean
 
@@ -18,7 +20,7 @@ build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	./$(BUILD)/bin/shardsim describe --model $(DEMO_MODEL) --cluster $(DEMO_CLUSTER)
+	./$(BUILD)/bin/shardsim plan --model $(DEMO_MODEL) --cluster $(DEMO_CLUSTER) --global-batch-tokens $(DEMO_TOKENS) --seq-len $(DEMO_SEQ)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -76,7 +76,6 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   if (o.global_batch_tokens <= 0 || o.seq_len <= 0) {
     throw InputError("plan", "needs --global-batch-tokens T and --seq-len S", "positive whole numbers", "e.g. --global-batch-tokens 4M --seq-len 8192");
   }
-  if (!o.plan.empty() || !o.overrides.empty()) throw InputError("plan", "searches plans itself; --plan and --set are for estimate", "", "drop --plan/--set");
   const ModelSpec model = LoadModel(o.model);
   const ClusterSpec cluster = LoadCluster(o.cluster);
   planner::SearchOptions options;

@@ -199,7 +199,14 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     throw InputError("--seq-len", std::to_string(o.seq_len) + " exceeds the model's " + std::to_string(m.max_seq_len) + " learned positions",
                      "1 to " + std::to_string(m.max_seq_len));
   }
-  const std::vector<MeshShape> meshes = Meshes(m, c, o.global_batch_tokens / o.seq_len, o.seq_len);
+  const int64_t sequences = o.global_batch_tokens / o.seq_len;
+  const std::vector<MeshShape> meshes = Meshes(m, c, sequences, o.seq_len);
+  if (meshes.empty()) {
+    throw InputError("--global-batch-tokens", "no mesh of the " + std::to_string(DeviceCount(c)) + " devices of " + c.name +
+                                                  " splits the " + std::to_string(sequences) + " sequences over its data x fsdp x expert replicas",
+                     "a sequence count that the replicas divide, e.g. a multiple of " + std::to_string(DeviceCount(c)),
+                     "the tensor, pipeline and context axes (powers of two, pipeline dividing the layers) take the rest of the devices");
+  }
   const topologies::Cluster graph(c);
   const int threads = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<Worker> workers(static_cast<size_t>(threads));

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Wall time of `shardsim plan` on the planner's target spaces, with plans evaluated per second.
+# Usage: bench/plan_targets.sh [shardsim]
+set -euo pipefail
+bin=${1:-build/bin/shardsim}
+run() {
+  local start end json
+  start=$(date +%s.%N)
+  json=$("$bin" plan "$@" --top 1 --json)
+  end=$(date +%s.%N)
+  local evaluated rate
+  evaluated=$(grep -m1 '"evaluated"' <<<"$json" | sed 's/[^0-9]//g')
+  rate=$(grep -m1 '"plans_per_s"' <<<"$json" | sed 's/.*: *\([0-9.eE+-]*\).*/\1/')
+  printf '%-70s wall %6.2f s  %8s plans  %10.0f plans/s\n' "$*" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" "$evaluated" "$rate"
+}
+run --model llama3-405b --cluster dgx-h100:16384 --global-batch-tokens 16M --seq-len 8192
+run --model llama3-70b --cluster tpu-v5p:16x16x24 --global-batch-tokens 24M --seq-len 8192
+run --model deepseek-v3 --cluster hgx-h800:2048 --global-batch-tokens 60M --seq-len 4096
