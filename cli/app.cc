@@ -83,6 +83,7 @@ int Run(int argc, char** argv) {
   plan_cmd->add_option("--global-batch-tokens", batch_tokens, "tokens per step, e.g. 4194304 or 4M (x1024^2) or 4MB (x1000^2)");
   plan_cmd->add_option("--seq-len", plan.seq_len, "tokens per sequence")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   plan_cmd->add_option("--top", plan.top, "plans to show (default 5)")->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  plan_cmd->add_option("--export", plan.exporter, "print the best plan for megatron, maxtext, torchtitan or jax");
   plan_cmd->add_option("--threads", plan.threads, "search threads (default: all hardware threads)")->check(CLI::Range(0, 1024));
 
   // The rest of the interface (docs: CLI), filled in as the engines land.

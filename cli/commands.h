@@ -54,6 +54,7 @@ struct PlanOptions : Inputs {
   int64_t top = 5;
   int threads = 0;      // 0: all hardware threads
   bool progress = false;  // progress line on stderr (when it is a terminal)
+  std::string exporter;   // megatron, maxtext, torchtitan or jax: print the best plan for it
 };
 int RunPlan(const PlanOptions& options, std::ostream& out);
 

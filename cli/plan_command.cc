@@ -1,7 +1,10 @@
 // `shardsim plan`: the best ways to shard a model on a cluster, why they win, and the runner-up of
 // each other family of parallelism with why it lost.
 #include <cstdio>
+#include <algorithm>
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +15,7 @@
 #include "core/inputs.h"
 #include "core/plan_json.h"
 #include "core/units.h"
+#include "planner/export.h"
 #include "planner/search.h"
 #include "strategies/data_parallel.h"
 
@@ -69,6 +73,22 @@ std::vector<std::string> ShardingLines(const ModelSpec& m, const PlanSpec& p) {
   return lines;
 }
 
+// Where a plan's step time goes beyond the best plan's: the components that grew most.
+std::string WhyLost(const sim::StepReport& best, const sim::StepReport& other) {
+  std::vector<std::pair<double, std::string>> deltas = {{other.compute_s - best.compute_s, "compute"},
+                                                        {other.bubble_s - best.bubble_s, "pipeline bubble"}};
+  std::map<std::string, double> exposed = other.exposed_comm_s;
+  for (const auto& [key, seconds] : best.exposed_comm_s) exposed[key] -= seconds;
+  for (const auto& [key, seconds] : exposed) deltas.push_back({seconds, "exposed " + key});
+  std::sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string text;
+  for (const auto& [seconds, what] : deltas) {
+    if (seconds <= 0.01 * (other.step_time_s - best.step_time_s) || text.size() > 80) break;
+    text += (text.empty() ? "" : ", ") + what + " +" + FormatSeconds(seconds);
+  }
+  return text.empty() ? "about as fast" : "spends more on " + text;
+}
+
 }  // namespace
 
 int RunPlan(const PlanOptions& o, std::ostream& out) {
@@ -78,6 +98,8 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   }
   const ModelSpec model = LoadModel(o.model);
   const ClusterSpec cluster = LoadCluster(o.cluster);
+  std::optional<planner::ExportTarget> target;
+  if (!o.exporter.empty()) target = planner::ParseExportTarget(o.exporter, "--export");
   planner::SearchOptions options;
   options.global_batch_tokens = o.global_batch_tokens;
   options.seq_len = o.seq_len;
@@ -95,6 +117,10 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     for (const auto& p : result.best) {
       json j = ReportJson(model, cluster, p.plan, p.report);
       j["family"] = p.family;
+      if (target) {
+        const planner::Export e = planner::ExportPlan(model, cluster, p.plan, *target);
+        j["export"] = {{"target", o.exporter}, {"text", e.text}, {"not_expressed", e.not_expressed}};
+      }
       plans.push_back(j);
     }
     json runners = json::array();
@@ -149,13 +175,19 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     if (seconds > 0) out << ", exposed " << key << " " << FormatSeconds(seconds);
   }
   out << "\n";
+  if (target) {
+    const planner::Export e = planner::ExportPlan(model, cluster, best.plan, *target);
+    out << "\nThe best plan for " << o.exporter << ":\n" << e.text << "\n";
+    for (const std::string& gap : e.not_expressed) out << "  (not expressed: " << gap << ")\n";
+  }
   if (!result.family_best.empty()) {
     out << "\nThe best of each other family, and why it lost:\n";
     for (const auto& p : result.family_best) {
       char slower[32];
       std::snprintf(slower, sizeof slower, "%.2fx", p.report.step_time_s / best.report.step_time_s);
-      out << "  " << p.family << " (" << DescribeMesh(p.plan.mesh) << "): " << FormatSeconds(p.report.step_time_s) << ", " << slower
-          << " slower; limited by " << p.report.why << "\n";
+      out << "  " << p.family << " (" << DescribeMesh(p.plan.mesh) << ", " << ScheduleName(p.plan) << ", recompute "
+          << ToString(p.plan.recompute) << "): " << FormatSeconds(p.report.step_time_s) << ", " << slower << ": " << WhyLost(best.report, p.report)
+          << "\n";
     }
   }
   return 0;

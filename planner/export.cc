@@ -1,0 +1,156 @@
+#include "planner/export.h"
+
+#include <sstream>
+
+#include "core/error.h"
+#include "core/suggest.h"
+
+namespace shardsim::planner {
+namespace {
+
+int64_t Microbatches(const PlanSpec& p) { return DerivePlanShape(p).num_microbatches; }
+
+// Megatron-LM (megatron/training/arguments.py) flag names.
+Export Megatron(const ModelSpec& m, const PlanSpec& p) {
+  Export e;
+  std::ostringstream f;
+  f << "--tensor-model-parallel-size " << p.mesh.tensor << " \\\n";
+  f << "--pipeline-model-parallel-size " << p.mesh.pipeline << " \\\n";
+  if (p.virtual_stages > 1) f << "--num-layers-per-virtual-pipeline-stage " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << " \\\n";
+  if (p.sequence_parallel && p.mesh.tensor > 1) f << "--sequence-parallel \\\n";
+  if (p.mesh.context > 1) {
+    f << "--context-parallel-size " << p.mesh.context << " \\\n";
+    f << "--cp-comm-type " << (p.context_kv == "all-gather" ? "allgather" : "p2p") << " \\\n";
+  }
+  if (p.mesh.expert > 1) f << "--expert-model-parallel-size " << p.mesh.expert << " \\\n";
+  if (m.moe && p.ep_capacity_factor > 1.0) f << "--moe-expert-capacity-factor " << p.ep_capacity_factor << " \\\n";
+  if (p.recompute == Recompute::kSelective) f << "--recompute-granularity selective \\\n";
+  if (p.recompute == Recompute::kFull) f << "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 \\\n";
+  if (p.zero_stage >= 1) f << "--use-distributed-optimizer \\\n";
+  if (p.mesh.fsdp > 1 || p.zero_stage == 3) f << "--use-torch-fsdp2 \\\n";
+  if (p.overlap.data) f << "--overlap-grad-reduce \\\n";
+  if (p.overlap.data && p.zero_stage >= 1) f << "--overlap-param-gather \\\n";
+  if (p.overlap.tensor && p.mesh.tensor > 1) f << "--tp-comm-overlap \\\n";
+  if (!p.flash_attention) f << "--attention-backend unfused \\\n";
+  f << "--micro-batch-size " << p.micro_batch_size << " \\\n";
+  f << "--global-batch-size " << p.global_batch_size << " \\\n";
+  f << "--seq-length " << p.seq_len << " \\\n";
+  f << "--" << (p.dtype == "fp16" ? "fp16" : "bf16") << (p.dtype == "fp8" ? " --fp8-format hybrid" : "");
+  e.text = f.str();
+  if (p.pipeline_schedule == PipelineSchedule::kZbH1 || p.pipeline_schedule == PipelineSchedule::kDualPipe ||
+      p.pipeline_schedule == PipelineSchedule::kGpipe) {
+    e.not_expressed.push_back("pipeline schedule " + ToString(p.pipeline_schedule) + ": Megatron-LM runs 1F1B (interleaved with virtual stages)");
+  }
+  if (p.zero_stage == 2) e.not_expressed.push_back("ZeRO-2: the distributed optimizer shards optimizer state and gradients of the buckets it reduces");
+  if (p.mesh.fsdp > 1 && p.mesh.data > 1) e.not_expressed.push_back("hybrid sharding (fsdp x data): FSDP2 in Megatron-LM shards over the whole data-parallel group");
+  return e;
+}
+
+// MaxText (MaxText/configs/base.yml) keys.
+Export MaxText(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p) {
+  Export e;
+  const int64_t slices = c.topology.kind == TopologyKind::kTorus ? c.topology.slices : 1;
+  const int64_t devices = p.mesh.Product();
+  std::ostringstream y;
+  // Slices over DCN take the outer data parallelism.
+  int64_t dcn_data = 1;
+  if (slices > 1 && p.mesh.data % slices == 0) dcn_data = slices;
+  y << "dcn_data_parallelism: " << dcn_data << "\n";
+  y << "ici_data_parallelism: " << p.mesh.data / dcn_data << "\n";
+  y << "ici_fsdp_parallelism: " << p.mesh.fsdp << "\n";
+  y << "ici_tensor_parallelism: " << p.mesh.tensor << "\n";
+  y << "ici_context_parallelism: " << p.mesh.context << "\n";
+  y << "ici_expert_parallelism: " << p.mesh.expert << "\n";
+  y << "ici_pipeline_parallelism: " << p.mesh.pipeline << "\n";
+  if (p.mesh.pipeline > 1) y << "num_pipeline_microbatches: " << Microbatches(p) << "\n";
+  if (p.virtual_stages > 1) y << "num_pipeline_repeats: " << p.virtual_stages << "\n";
+  const char* remat = p.recompute == Recompute::kFull ? "full" : p.recompute == Recompute::kSelective ? "save_qkv_proj" : "minimal";
+  y << "remat_policy: " << remat << "\n";
+  y << "per_device_batch_size: " << static_cast<double>(p.global_batch_size) / static_cast<double>(devices) << "\n";
+  y << "max_target_length: " << p.seq_len << "\n";
+  y << "attention: " << (p.flash_attention ? "flash" : "dot_product") << "\n";
+  if (m.moe) y << "capacity_factor: " << p.ep_capacity_factor << "\n";
+  y << "dtype: " << (p.dtype == "fp32" ? "float32" : "bfloat16");
+  e.text = y.str();
+  if (p.recompute == Recompute::kNone) e.not_expressed.push_back("recompute none: MaxText's lightest policy, minimal, still recomputes elementwise ops");
+  if (p.recompute == Recompute::kSelective) e.not_expressed.push_back("selective recomputation mapped to save_qkv_proj (closest MaxText policy)");
+  if (p.pipeline_schedule != PipelineSchedule::kGpipe && p.mesh.pipeline > 1) {
+    e.not_expressed.push_back("pipeline schedule " + ToString(p.pipeline_schedule) + ": MaxText pipelines with a circular (GPipe-style) schedule");
+  }
+  if (p.zero_stage == 1 || p.zero_stage == 2) e.not_expressed.push_back("ZeRO-1/2: MaxText shards state with fsdp (ZeRO-3) or not at all");
+  return e;
+}
+
+// torchtitan (torchtitan/config/job_config.py) [parallelism] and related keys.
+Export Torchtitan(const PlanSpec& p) {
+  Export e;
+  std::ostringstream t;
+  t << "[parallelism]\n";
+  t << "data_parallel_replicate_degree = " << p.mesh.data << "\n";
+  t << "data_parallel_shard_degree = " << p.mesh.fsdp << "\n";
+  t << "tensor_parallel_degree = " << p.mesh.tensor << "\n";
+  t << "context_parallel_degree = " << p.mesh.context << "\n";
+  t << "expert_parallel_degree = " << p.mesh.expert << "\n";
+  t << "pipeline_parallel_degree = " << p.mesh.pipeline << "\n";
+  if (p.mesh.pipeline > 1) {
+    const char* schedule = p.pipeline_schedule == PipelineSchedule::kGpipe                ? "GPipe"
+                           : p.pipeline_schedule == PipelineSchedule::kInterleavedOneFOneB ? "Interleaved1F1B"
+                           : p.pipeline_schedule == PipelineSchedule::kZbH1               ? "InterleavedZeroBubble"
+                           : p.pipeline_schedule == PipelineSchedule::kDualPipe           ? "DualPipeV"
+                                                                                          : "1F1B";
+    t << "pipeline_parallel_schedule = \"" << schedule << "\"\n";
+    t << "pipeline_parallel_microbatch_size = " << p.micro_batch_size << "\n";
+  }
+  t << "enable_async_tensor_parallel = " << (p.overlap.tensor && p.mesh.tensor > 1 ? "true" : "false") << "\n";
+  t << "\n[activation_checkpoint]\nmode = \"" << ToString(p.recompute) << "\"\n";
+  t << "\n[training]\nglobal_batch_size = " << p.global_batch_size << "\nlocal_batch_size = "
+    << p.global_batch_size / (p.mesh.data * p.mesh.fsdp) << "\nseq_len = " << p.seq_len << "\n";
+  e.text = t.str();
+  if (p.zero_stage == 1 || p.zero_stage == 2) e.not_expressed.push_back("ZeRO-1/2: torchtitan shards with FSDP2 (ZeRO-3) over data_parallel_shard_degree");
+  if (p.zero_stage == 3 && p.mesh.fsdp == 1) e.not_expressed.push_back("ZeRO-3 over data: set data_parallel_shard_degree to the data size instead");
+  if (p.mesh.expert > 1 && p.mesh.data * p.mesh.fsdp % p.mesh.expert != 0) {
+    e.not_expressed.push_back("torchtitan borrows expert parallelism from the data and context axes");
+  }
+  if (p.pipeline_schedule == PipelineSchedule::kZbH1) e.not_expressed.push_back("zb-h1 mapped to torchtitan's InterleavedZeroBubble");
+  return e;
+}
+
+// JAX: a device mesh with shardsim's axis names, outermost first.
+Export Jax(const PlanSpec& p) {
+  Export e;
+  std::ostringstream py;
+  py << "import jax\nfrom jax.experimental import mesh_utils\nfrom jax.sharding import Mesh\n\n";
+  py << "axis_names = (";
+  for (size_t i = 0; i < p.mesh_order.size(); ++i) py << (i ? ", " : "") << "\"" << p.mesh_order[i] << "\"";
+  py << ")\nshape = (";
+  for (size_t i = 0; i < p.mesh_order.size(); ++i) py << (i ? ", " : "") << p.mesh.Size(p.mesh_order[i]);
+  py << ")\ndevices = mesh_utils.create_device_mesh(shape)\nmesh = Mesh(devices, axis_names)\n";
+  e.text = py.str();
+  e.not_expressed.push_back("the mesh only: schedules, recomputation and ZeRO are the training code's to apply");
+  return e;
+}
+
+}  // namespace
+
+std::vector<std::string> ExportTargetNames() { return {"megatron", "maxtext", "torchtitan", "jax"}; }
+
+ExportTarget ParseExportTarget(const std::string& name, const std::string& where) {
+  const std::vector<std::string> names = ExportTargetNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<ExportTarget>(i);
+  }
+  const std::string s = DidYouMean(name, names);
+  throw InputError(where, "unknown export '" + name + "'" + (s.empty() ? "" : "; " + s), JoinNames(names));
+}
+
+Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan, ExportTarget target) {
+  switch (target) {
+    case ExportTarget::kMegatron: return Megatron(model, plan);
+    case ExportTarget::kMaxText: return MaxText(model, cluster, plan);
+    case ExportTarget::kTorchtitan: return Torchtitan(plan);
+    case ExportTarget::kJax: return Jax(plan);
+  }
+  return {};
+}
+
+}  // namespace shardsim::planner

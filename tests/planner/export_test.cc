@@ -1,0 +1,86 @@
+// Each export uses the flag and key names of its framework, with the plan's values.
+#include "planner/export.h"
+
+#include <gtest/gtest.h>
+
+#include "core/cluster_presets.h"
+#include "core/error.h"
+#include "core/model_presets.h"
+
+namespace shardsim::planner {
+namespace {
+
+PlanSpec SamplePlan() {
+  PlanSpec p;
+  p.mesh.data = 2;
+  p.mesh.tensor = 8;
+  p.mesh.pipeline = 4;
+  p.mesh.context = 2;
+  p.global_batch_size = 512;
+  p.seq_len = 8192;
+  p.micro_batch_size = 1;
+  p.zero_stage = 1;
+  p.sequence_parallel = true;
+  p.pipeline_schedule = PipelineSchedule::kInterleavedOneFOneB;
+  p.virtual_stages = 5;
+  p.recompute = Recompute::kSelective;
+  return p;
+}
+
+std::string Text(ExportTarget target, const PlanSpec& plan = SamplePlan(), const std::string& cluster = "dgx-h100:128") {
+  return ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset(cluster, "--cluster"), plan, target).text;
+}
+
+TEST(ExportTest, MegatronFlags) {
+  const std::string t = Text(ExportTarget::kMegatron);
+  for (const char* flag : {"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4", "--num-layers-per-virtual-pipeline-stage 4",
+                           "--sequence-parallel", "--context-parallel-size 2", "--recompute-granularity selective", "--micro-batch-size 1",
+                           "--global-batch-size 512", "--seq-length 8192", "--use-distributed-optimizer", "--bf16"}) {
+    EXPECT_NE(t.find(flag), std::string::npos) << flag << " in\n" << t;
+  }
+  EXPECT_EQ(t.find("--expert-model-parallel-size"), std::string::npos);
+  PlanSpec dual = SamplePlan();
+  dual.pipeline_schedule = PipelineSchedule::kDualPipe;
+  dual.virtual_stages = 1;
+  EXPECT_FALSE(ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset("dgx-h100:128", "--cluster"), dual, ExportTarget::kMegatron)
+                   .not_expressed.empty());
+}
+
+TEST(ExportTest, MaxTextKeys) {
+  PlanSpec p = SamplePlan();
+  p.mesh.data = 4;  // 4 x 8 x 4 x 2 = 256 chips over 2 slices
+  const std::string t = Text(ExportTarget::kMaxText, p, "tpu-v5e:16x16,slices=2");
+  for (const char* key : {"dcn_data_parallelism: 2", "ici_data_parallelism: 2", "ici_fsdp_parallelism: 1", "ici_tensor_parallelism: 8",
+                          "ici_context_parallelism: 2", "ici_pipeline_parallelism: 4", "num_pipeline_microbatches: 128",
+                          "remat_policy: save_qkv_proj", "per_device_batch_size: 2", "max_target_length: 8192"}) {
+    EXPECT_NE(t.find(key), std::string::npos) << key << " in\n" << t;
+  }
+}
+
+TEST(ExportTest, TorchtitanSection) {
+  const std::string t = Text(ExportTarget::kTorchtitan);
+  for (const char* key : {"[parallelism]", "data_parallel_replicate_degree = 2", "data_parallel_shard_degree = 1", "tensor_parallel_degree = 8",
+                          "context_parallel_degree = 2", "pipeline_parallel_degree = 4", "pipeline_parallel_schedule = \"Interleaved1F1B\"",
+                          "[activation_checkpoint]", "mode = \"selective\""}) {
+    EXPECT_NE(t.find(key), std::string::npos) << key << " in\n" << t;
+  }
+}
+
+TEST(ExportTest, JaxMesh) {
+  const std::string t = Text(ExportTarget::kJax);
+  EXPECT_NE(t.find("axis_names = (\"pipeline\", \"data\", \"fsdp\", \"expert\", \"context\", \"tensor\")"), std::string::npos) << t;
+  EXPECT_NE(t.find("shape = (4, 2, 1, 1, 2, 8)"), std::string::npos) << t;
+  EXPECT_NE(t.find("Mesh(devices, axis_names)"), std::string::npos);
+}
+
+TEST(ExportTest, UnknownTargetSuggests) {
+  try {
+    ParseExportTarget("megatrn", "--export");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("megatron"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace shardsim::planner
