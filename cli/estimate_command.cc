@@ -19,12 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Percent(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.1f%%", 100 * x);
-  return buffer;
-}
-
 }  // namespace
 
 int RunEstimate(const EstimateOptions& o, std::ostream& out) {
@@ -59,7 +53,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "  step        " << FormatSeconds(r.step_time_s) << " for " << FormatCount(static_cast<double>(shape.tokens_per_step)) << " tokens ("
       << shape.num_microbatches << " micro-batches of " << plan.micro_batch_size << " per replica): " << FormatCount(r.tokens_per_s)
       << " tokens/s\n";
-  out << "  utilisation MFU " << Percent(r.mfu) << " (PaLM's count: " << Percent(r.mfu_palm) << "), HFU " << Percent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
+  out << "  utilisation MFU " << FormatPercent(r.mfu) << " (PaLM's count: " << FormatPercent(r.mfu_palm) << "), HFU " << FormatPercent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
       << plan.dtype << " peak per device (cluster spec); matmuls at " << cluster.efficiency.matmul << " of peak, HBM at "
       << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "

@@ -24,12 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Percent(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.1f%%", 100 * x);
-  return buffer;
-}
-
 std::string ScheduleName(const PlanSpec& p) {
   if (p.mesh.pipeline == 1) return "-";
   return ToString(p.pipeline_schedule) + (p.virtual_stages > 1 ? " v=" + std::to_string(p.virtual_stages) : "");
@@ -155,7 +149,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     out << "No plan fits in " << FormatBinaryBytes(static_cast<double>(cluster.chip.hbm_bytes)) << " per device. Nearest misses:\n";
     for (const auto& miss : result.nearest_misses) {
       out << "  " << DescribeMesh(miss.plan.mesh) << ", ZeRO " << miss.plan.zero_stage << ", recompute " << ToString(miss.plan.recompute) << ": "
-          << miss.reason << " (" << Percent(miss.overshoot) << " of HBM)\n";
+          << miss.reason << " (" << FormatPercent(miss.overshoot) << " of HBM)\n";
     }
     return 0;
   }
@@ -164,7 +158,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     const auto& p = result.best[i];
     table.AddRow({std::to_string(i + 1), DescribeMesh(p.plan.mesh), ScheduleName(p.plan), std::to_string(p.plan.micro_batch_size),
                   std::to_string(p.plan.zero_stage), ToString(p.plan.recompute), FormatSeconds(p.report.step_time_s),
-                  FormatCount(p.report.tokens_per_s), Percent(p.report.mfu), FormatBinaryBytes(p.report.memory.peak.total()), p.report.why});
+                  FormatCount(p.report.tokens_per_s), FormatPercent(p.report.mfu), FormatBinaryBytes(p.report.memory.peak.total()), p.report.why});
   }
   table.Print(out);
   const auto& best = result.best.front();

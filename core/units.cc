@@ -132,6 +132,12 @@ std::string FormatBinaryBytes(double bytes) {
   return FormatSignificant(bytes) + " B";
 }
 
+std::string FormatPercent(double fraction) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f%%", 100 * fraction);
+  return buffer;
+}
+
 std::string FormatSeconds(double seconds) {
   const double magnitude = std::fabs(seconds);
   if (magnitude >= 1 || magnitude == 0) return FormatSignificant(seconds) + " s";

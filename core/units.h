@@ -26,6 +26,8 @@ std::string FormatCount(double count);
 std::string FormatSI(double value, std::string_view unit);
 // "95 GiB" style binary size.
 std::string FormatBinaryBytes(double bytes);
+// "45.2%" for 0.452.
+std::string FormatPercent(double fraction);
 // "1.5 us", "2.3 ms", "4.0 s".
 std::string FormatSeconds(double seconds);
 
