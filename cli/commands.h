@@ -55,6 +55,7 @@ struct PlanOptions : Inputs {
   int threads = 0;      // 0: all hardware threads
   bool progress = false;  // progress line on stderr (when it is a terminal)
   std::string exporter;   // megatron, maxtext, torchtitan or jax: print the best plan for it
+  std::string plot;       // write the Pareto view (tokens/s against memory) as SVG to this file
 };
 int RunPlan(const PlanOptions& options, std::ostream& out);
 

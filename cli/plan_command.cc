@@ -2,6 +2,7 @@
 // each other family of parallelism with why it lost.
 #include <cstdio>
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "core/plan_json.h"
 #include "core/units.h"
 #include "planner/export.h"
+#include "planner/pareto_plot.h"
 #include "planner/search.h"
 #include "strategies/data_parallel.h"
 
@@ -105,6 +107,12 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   const planner::SearchResult result = planner::Search(model, cluster, options);
   if (o.progress) std::cerr << "\n";
   const double rate = result.wall_s > 0 ? static_cast<double>(result.evaluated) / result.wall_s : 0;
+  if (!o.plot.empty()) {
+    std::ofstream file(o.plot);
+    file << planner::ParetoSvg(result.pareto, static_cast<double>(cluster.chip.hbm_bytes),
+                               model.name + " on " + cluster.name + ": tokens/s against memory per device");
+    if (!file) throw InputError("--plot " + o.plot, "cannot be written", "", "check the folder exists and is writable");
+  }
 
   if (o.json) {
     json plans = json::array();
@@ -123,12 +131,17 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
       j["family"] = p.family;
       runners.push_back(j);
     }
+    json pareto = json::array();
+    for (const auto& p : result.pareto) {
+      pareto.push_back({{"plan", PlanToJson(p.plan)}, {"tokens_per_s", p.report.tokens_per_s}, {"peak_bytes_per_device", p.report.memory.peak.total()}});
+    }
     json misses = json::array();
     for (const auto& miss : result.nearest_misses) {
       misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"memory_over_hbm", miss.overshoot}});
     }
     out << json{{"plans", plans},
                 {"best_of_other_families", runners},
+                {"pareto", pareto},
                 {"nearest_misses", misses},
                 {"search",
                  {{"meshes", result.meshes},
@@ -169,6 +182,17 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     if (seconds > 0) out << ", exposed " << key << " " << FormatSeconds(seconds);
   }
   out << "\n";
+  out << "\nPareto view (no other plan is both faster and smaller), least memory first:\n";
+  TextTable pareto({"memory", "tokens/s", "mesh", "schedule", "mbs", "ZeRO", "recompute"});
+  const size_t shown = std::min<size_t>(result.pareto.size(), 12);
+  for (size_t i = 0; i < shown; ++i) {
+    // Spread the rows over the whole frontier when it is long.
+    const auto& p = result.pareto[shown < 2 ? i : i * (result.pareto.size() - 1) / (shown - 1)];
+    pareto.AddRow({FormatBinaryBytes(p.report.memory.peak.total()), FormatCount(p.report.tokens_per_s), DescribeMesh(p.plan.mesh), ScheduleName(p.plan),
+                   std::to_string(p.plan.micro_batch_size), std::to_string(p.plan.zero_stage), ToString(p.plan.recompute)});
+  }
+  pareto.Print(out, "  ");
+  if (!o.plot.empty()) out << "  (plotted in " << o.plot << ")\n";
   if (target) {
     const planner::Export e = planner::ExportPlan(model, cluster, best.plan, *target);
     out << "\nThe best plan for " << o.exporter << ":\n" << e.text << "\n";

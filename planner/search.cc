@@ -70,6 +70,7 @@ double StateBytesLowerBound(const ModelSpec& m, const PlanSpec& p) {
 
 struct Worker {
   std::vector<RankedPlan> plans;  // every feasible plan, pruned to the best per family and overall
+  std::vector<RankedPlan> pareto;  // not beaten on both throughput and memory
   std::vector<Miss> misses;
   int64_t candidates = 0, pruned = 0, evaluated = 0;
 };
@@ -90,7 +91,26 @@ bool Better(const RankedPlan& a, const RankedPlan& b) {
   return AxesUsed(a.plan.mesh) < AxesUsed(b.plan.mesh);
 }
 
+bool Dominates(const RankedPlan& a, const RankedPlan& b) {
+  const double ta = a.report.tokens_per_s, tb = b.report.tokens_per_s;
+  const double ma = a.report.memory.peak.total(), mb = b.report.memory.peak.total();
+  return ta >= tb && ma <= mb && (ta > tb || ma < mb);
+}
+
+void AddToFrontier(std::vector<RankedPlan>& frontier, const RankedPlan& plan) {
+  for (const RankedPlan& other : frontier) {
+    if (Dominates(other, plan) || (other.report.tokens_per_s == plan.report.tokens_per_s &&
+                                   other.report.memory.peak.total() == plan.report.memory.peak.total())) {
+      return;
+    }
+  }
+  frontier.erase(std::remove_if(frontier.begin(), frontier.end(), [&](const RankedPlan& other) { return Dominates(plan, other); }),
+                 frontier.end());
+  frontier.push_back(plan);
+}
+
 void Keep(Worker& w, RankedPlan plan, size_t top) {
+  AddToFrontier(w.pareto, plan);
   w.plans.push_back(std::move(plan));
   if (w.plans.size() < 4 * top + 64) return;
   // Keep the best `top` overall and the best of each family.
@@ -251,6 +271,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     result.pruned += w.pruned;
     result.evaluated += w.evaluated;
     for (RankedPlan& p : w.plans) all.push_back(std::move(p));
+    for (const RankedPlan& p : w.pareto) AddToFrontier(result.pareto, p);
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));
   }
   std::sort(all.begin(), all.end(), Better);
@@ -264,6 +285,9 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     result.family_best.push_back(p);
     if (result.family_best.size() == 8) break;
   }
+  std::sort(result.pareto.begin(), result.pareto.end(), [](const RankedPlan& a, const RankedPlan& b) {
+    return a.report.memory.peak.total() < b.report.memory.peak.total();
+  });
   std::sort(result.nearest_misses.begin(), result.nearest_misses.end(), [](const Miss& a, const Miss& b) { return a.overshoot < b.overshoot; });
   if (result.nearest_misses.size() > 5) result.nearest_misses.resize(5);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

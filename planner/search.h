@@ -41,6 +41,8 @@ struct SearchResult {
   std::vector<RankedPlan> best;         // up to `top`, best first
   std::vector<RankedPlan> family_best;  // the best plan of up to 8 other families, best first
   std::vector<Miss> nearest_misses;     // when nothing (or little) fits: closest to fitting first
+  // Plans no other plan beats on both tokens/s and memory per device, least memory first.
+  std::vector<RankedPlan> pareto;
   int64_t meshes = 0;                   // mesh factorisations considered
   int64_t candidates = 0;               // plans enumerated
   int64_t pruned = 0;                   // rejected before estimating (divisibility; a memory bound prunes a

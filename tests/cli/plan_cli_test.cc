@@ -1,4 +1,7 @@
 // `shardsim plan` end to end: ranked plans in the report format, which feed back into estimate.
+#include <fstream>
+#include <iterator>
+
 #include "tests/cli/cli_test_util.h"
 
 namespace shardsim::cli_test {
@@ -32,6 +35,21 @@ TEST_F(CliPlanTest, TableExplainsTheBest) {
   EXPECT_NE(r.out.find("Best plan, in the sharding notation"), std::string::npos);
   EXPECT_NE(r.out.find("Wqkv["), std::string::npos);
   EXPECT_NE(r.out.find("The best of each other family"), std::string::npos);
+}
+
+TEST_F(CliPlanTest, PlotsTheParetoPlans) {
+  json out;
+  const std::string svg = PathOf("pareto.svg");
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "1M", "--seq-len",
+                                         "4096", "--plot", svg, "--json"}),
+                            &out));
+  std::ifstream in(svg);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("<svg", 0), 0u);
+  size_t circles = 0;
+  for (size_t at = text.find("<circle"); at != std::string::npos; at = text.find("<circle", at + 1)) ++circles;
+  EXPECT_EQ(circles, out["pareto"].size());
+  EXPECT_GE(circles, 2u);
 }
 
 TEST_F(CliPlanTest, BadInputIsNamed) {

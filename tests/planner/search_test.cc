@@ -68,6 +68,21 @@ TEST(SearchTest, RankedBestFirstAndFamiliesDiffer) {
   EXPECT_EQ(result.candidates, result.evaluated + result.pruned);
 }
 
+TEST(SearchTest, ParetoPlansDoNotDominateEachOther) {
+  SearchOptions options;
+  options.global_batch_tokens = 256 * 4096;
+  options.seq_len = 4096;
+  const SearchResult result = Search(FindModelPreset("llama3-8b")->spec, ParseClusterPreset("dgx-h100:16", "--cluster"), options);
+  ASSERT_GE(result.pareto.size(), 2u);
+  for (size_t i = 1; i < result.pareto.size(); ++i) {
+    const auto& a = result.pareto[i - 1].report;
+    const auto& b = result.pareto[i].report;
+    EXPECT_LT(a.memory.peak.total(), b.memory.peak.total());  // more memory must buy speed
+    EXPECT_LT(a.tokens_per_s, b.tokens_per_s);
+  }
+  EXPECT_DOUBLE_EQ(result.pareto.back().report.tokens_per_s, result.best.front().report.tokens_per_s);
+}
+
 TEST(SearchTest, NothingFitsGivesNearestMisses) {
   SearchOptions options;
   options.global_batch_tokens = 8 * 4096;
