@@ -96,6 +96,11 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   const ClusterSpec cluster = LoadCluster(o.cluster);
   std::optional<planner::ExportTarget> target;
   if (!o.exporter.empty()) target = planner::ParseExportTarget(o.exporter, "--export");
+  std::ofstream plot_file;
+  if (!o.plot.empty()) {
+    plot_file.open(o.plot);
+    if (!plot_file) throw InputError("--plot " + o.plot, "cannot be written", "", "check the folder exists and is writable");
+  }
   planner::SearchOptions options;
   options.global_batch_tokens = o.global_batch_tokens;
   options.seq_len = o.seq_len;
@@ -108,10 +113,9 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   if (o.progress) std::cerr << "\n";
   const double rate = result.wall_s > 0 ? static_cast<double>(result.evaluated) / result.wall_s : 0;
   if (!o.plot.empty()) {
-    std::ofstream file(o.plot);
-    file << planner::ParetoSvg(result.pareto, static_cast<double>(cluster.chip.hbm_bytes),
-                               model.name + " on " + cluster.name + ": tokens/s against memory per device");
-    if (!file) throw InputError("--plot " + o.plot, "cannot be written", "", "check the folder exists and is writable");
+    plot_file << planner::ParetoSvg(result.pareto, static_cast<double>(cluster.chip.hbm_bytes),
+                                    model.name + " on " + cluster.name + ": tokens/s against memory per device");
+    if (!plot_file) throw InputError("--plot " + o.plot, "write failed", "", "check free space");
   }
 
   if (o.json) {

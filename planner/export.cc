@@ -26,23 +26,25 @@ Export Megatron(const ModelSpec& m, const PlanSpec& p) {
   if (m.moe && p.ep_capacity_factor > 1.0) f << "--moe-expert-capacity-factor " << p.ep_capacity_factor << " \\\n";
   if (p.recompute == Recompute::kSelective) f << "--recompute-granularity selective \\\n";
   if (p.recompute == Recompute::kFull) f << "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 \\\n";
-  if (p.zero_stage >= 1) f << "--use-distributed-optimizer \\\n";
-  if (p.mesh.fsdp > 1 || p.zero_stage == 3) f << "--use-torch-fsdp2 \\\n";
+  if (p.zero_stage >= 1 || p.mesh.fsdp > 1) f << "--use-distributed-optimizer \\\n";
   if (p.overlap.data) f << "--overlap-grad-reduce \\\n";
-  if (p.overlap.data && p.zero_stage >= 1) f << "--overlap-param-gather \\\n";
+  if (p.overlap.data && (p.zero_stage >= 1 || p.mesh.fsdp > 1)) f << "--overlap-param-gather \\\n";
+  if (p.pipeline_schedule == PipelineSchedule::kInterleavedOneFOneB && p.virtual_stages > 1) f << "--overlap-p2p-comm \\\n";
   if (p.overlap.tensor && p.mesh.tensor > 1) f << "--tp-comm-overlap \\\n";
   if (!p.flash_attention) f << "--attention-backend unfused \\\n";
   f << "--micro-batch-size " << p.micro_batch_size << " \\\n";
   f << "--global-batch-size " << p.global_batch_size << " \\\n";
   f << "--seq-length " << p.seq_len << " \\\n";
-  f << "--" << (p.dtype == "fp16" ? "fp16" : "bf16") << (p.dtype == "fp8" ? " --fp8-format hybrid" : "");
+  if (p.dtype != "fp32") f << "--" << (p.dtype == "fp16" ? "fp16" : "bf16") << (p.dtype == "fp8" ? " --fp8-format hybrid" : "");
   e.text = f.str();
   if (p.pipeline_schedule == PipelineSchedule::kZbH1 || p.pipeline_schedule == PipelineSchedule::kDualPipe ||
       p.pipeline_schedule == PipelineSchedule::kGpipe) {
     e.not_expressed.push_back("pipeline schedule " + ToString(p.pipeline_schedule) + ": Megatron-LM runs 1F1B (interleaved with virtual stages)");
   }
   if (p.zero_stage == 2) e.not_expressed.push_back("ZeRO-2: the distributed optimizer shards optimizer state and gradients of the buckets it reduces");
-  if (p.mesh.fsdp > 1 && p.mesh.data > 1) e.not_expressed.push_back("hybrid sharding (fsdp x data): FSDP2 in Megatron-LM shards over the whole data-parallel group");
+  if (p.zero_stage == 3 || p.mesh.fsdp > 1) {
+    e.not_expressed.push_back("ZeRO-3 / FSDP parameter sharding: exported as the distributed optimizer (ZeRO-1); Megatron-LM's FSDP options depend on its version and exclude pipeline and expert parallelism");
+  }
   return e;
 }
 
@@ -62,14 +64,17 @@ Export MaxText(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p) {
   y << "ici_context_parallelism: " << p.mesh.context << "\n";
   y << "ici_expert_parallelism: " << p.mesh.expert << "\n";
   y << "ici_pipeline_parallelism: " << p.mesh.pipeline << "\n";
-  if (p.mesh.pipeline > 1) y << "num_pipeline_microbatches: " << Microbatches(p) << "\n";
-  if (p.virtual_stages > 1) y << "num_pipeline_repeats: " << p.virtual_stages << "\n";
+  if (p.mesh.pipeline > 1) {
+    y << "num_pipeline_microbatches: " << Microbatches(p) << "\n";
+    // MaxText: stages x repeats x layers per stage = layers; the repeats follow from the rest.
+    y << "num_layers_per_pipeline_stage: " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << "\n";
+  }
   const char* remat = p.recompute == Recompute::kFull ? "full" : p.recompute == Recompute::kSelective ? "save_qkv_proj" : "minimal";
   y << "remat_policy: " << remat << "\n";
   y << "per_device_batch_size: " << static_cast<double>(p.global_batch_size) / static_cast<double>(devices) << "\n";
   y << "max_target_length: " << p.seq_len << "\n";
   y << "attention: " << (p.flash_attention ? "flash" : "dot_product") << "\n";
-  if (m.moe) y << "capacity_factor: " << p.ep_capacity_factor << "\n";
+  if (m.moe) y << "capacity_factor: " << (p.ep_capacity_factor > 1.0 ? p.ep_capacity_factor : -1.0) << "\n";  // -1: dropless
   y << "dtype: " << (p.dtype == "fp32" ? "float32" : "bfloat16");
   e.text = y.str();
   if (p.recompute == Recompute::kNone) e.not_expressed.push_back("recompute none: MaxText's lightest policy, minimal, still recomputes elementwise ops");
@@ -78,16 +83,20 @@ Export MaxText(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p) {
     e.not_expressed.push_back("pipeline schedule " + ToString(p.pipeline_schedule) + ": MaxText pipelines with a circular (GPipe-style) schedule");
   }
   if (p.zero_stage == 1 || p.zero_stage == 2) e.not_expressed.push_back("ZeRO-1/2: MaxText shards state with fsdp (ZeRO-3) or not at all");
+  if (p.zero_stage == 3 && p.mesh.fsdp == 1) e.not_expressed.push_back("ZeRO-3 over data: MaxText shards parameters only over its fsdp axes");
+  if (slices > 1 && dcn_data == 1) e.not_expressed.push_back("the data axis does not split over the " + std::to_string(slices) + " slices: place an axis over DCN by hand");
+  if (p.dtype == "fp8") e.not_expressed.push_back("fp8: set MaxText's quantization options by hand");
   return e;
 }
 
 // torchtitan (torchtitan/config/job_config.py) [parallelism] and related keys.
-Export Torchtitan(const PlanSpec& p) {
+Export Torchtitan(const ModelSpec& m, const PlanSpec& p) {
   Export e;
   std::ostringstream t;
   t << "[parallelism]\n";
+  // torchtitan's expert parallelism borrows its ranks from the sharded data-parallel dimension.
   t << "data_parallel_replicate_degree = " << p.mesh.data << "\n";
-  t << "data_parallel_shard_degree = " << p.mesh.fsdp << "\n";
+  t << "data_parallel_shard_degree = " << p.mesh.fsdp * p.mesh.expert << "\n";
   t << "tensor_parallel_degree = " << p.mesh.tensor << "\n";
   t << "context_parallel_degree = " << p.mesh.context << "\n";
   t << "expert_parallel_degree = " << p.mesh.expert << "\n";
@@ -100,18 +109,18 @@ Export Torchtitan(const PlanSpec& p) {
                                                                                           : "1F1B";
     t << "pipeline_parallel_schedule = \"" << schedule << "\"\n";
     t << "pipeline_parallel_microbatch_size = " << p.micro_batch_size << "\n";
+    t << "pipeline_parallel_layers_per_stage = " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << "\n";
   }
   t << "enable_async_tensor_parallel = " << (p.overlap.tensor && p.mesh.tensor > 1 ? "true" : "false") << "\n";
   t << "\n[activation_checkpoint]\nmode = \"" << ToString(p.recompute) << "\"\n";
   t << "\n[training]\nglobal_batch_size = " << p.global_batch_size << "\nlocal_batch_size = "
-    << p.global_batch_size / (p.mesh.data * p.mesh.fsdp) << "\nseq_len = " << p.seq_len << "\n";
+    << p.global_batch_size / (p.mesh.data * p.mesh.fsdp * p.mesh.expert) << "\nseq_len = " << p.seq_len << "\n";
   e.text = t.str();
   if (p.zero_stage == 1 || p.zero_stage == 2) e.not_expressed.push_back("ZeRO-1/2: torchtitan shards with FSDP2 (ZeRO-3) over data_parallel_shard_degree");
   if (p.zero_stage == 3 && p.mesh.fsdp == 1) e.not_expressed.push_back("ZeRO-3 over data: set data_parallel_shard_degree to the data size instead");
-  if (p.mesh.expert > 1 && p.mesh.data * p.mesh.fsdp % p.mesh.expert != 0) {
-    e.not_expressed.push_back("torchtitan borrows expert parallelism from the data and context axes");
+  if (p.pipeline_schedule == PipelineSchedule::kZbH1 || p.pipeline_schedule == PipelineSchedule::kDualPipe) {
+    e.not_expressed.push_back(ToString(p.pipeline_schedule) + " mapped to torchtitan's closest multi-stage schedule, which places its own stages per rank");
   }
-  if (p.pipeline_schedule == PipelineSchedule::kZbH1) e.not_expressed.push_back("zb-h1 mapped to torchtitan's InterleavedZeroBubble");
   return e;
 }
 
@@ -147,7 +156,7 @@ Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const Plan
   switch (target) {
     case ExportTarget::kMegatron: return Megatron(model, plan);
     case ExportTarget::kMaxText: return MaxText(model, cluster, plan);
-    case ExportTarget::kTorchtitan: return Torchtitan(plan);
+    case ExportTarget::kTorchtitan: return Torchtitan(model, plan);
     case ExportTarget::kJax: return Jax(plan);
   }
   return {};

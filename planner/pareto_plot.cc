@@ -19,6 +19,7 @@ std::string Escape(const std::string& text) {
     if (c == '<') out += "&lt;";
     else if (c == '>') out += "&gt;";
     else if (c == '&') out += "&amp;";
+    else if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') out += '?';  // not allowed in XML
     else out += c;
   }
   return out;

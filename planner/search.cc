@@ -7,6 +7,7 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 #include "core/error.h"
 #include "strategies/build_step.h"
@@ -36,7 +37,7 @@ std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, int64_t 
     for (int64_t p : Divisors(m.num_layers)) {
       if (p > 128 || (n / t) % p != 0) continue;
       for (int64_t cp = 1; cp <= 32; cp *= 2) {
-        if ((n / t / p) % cp != 0 || seq_len % (2 * cp) != 0 || (cp > 1 && seq_len / cp < 1024)) continue;
+        if ((n / t / p) % cp != 0 || (cp > 1 && (seq_len % (2 * cp) != 0 || seq_len / cp < 1024))) continue;
         for (int64_t e = 1; e <= (m.moe ? m.moe->num_experts : 1); e *= 2) {
           if (m.moe && m.moe->num_experts % e != 0) continue;
           const int64_t rest = n / t / p / cp;
@@ -83,12 +84,27 @@ int AxesUsed(const MeshShape& mesh) {
 
 // Faster first; ties (within a part in a million) go to more memory headroom, then to the plan
 // with fewer parallel axes (the simpler one to run).
+// Every field that tells two plans apart, for a deterministic order among equals.
+auto PlanKey(const PlanSpec& p) {
+  return std::make_tuple(p.mesh.data, p.mesh.fsdp, p.mesh.tensor, p.mesh.context, p.mesh.pipeline, p.mesh.expert, p.zero_stage,
+                         p.micro_batch_size, static_cast<int>(p.pipeline_schedule), p.virtual_stages, static_cast<int>(p.recompute));
+}
+
+// A strict, deterministic order (whatever the threads' merge order): faster first; equal
+// throughput goes to more memory headroom, then to fewer parallel axes (the simpler plan), then
+// to the plan fields.
 bool Better(const RankedPlan& a, const RankedPlan& b) {
   const double ta = a.report.tokens_per_s, tb = b.report.tokens_per_s;
-  if (std::abs(ta - tb) > 1e-6 * std::max(ta, tb)) return ta > tb;
+  if (ta != tb) return ta > tb;
   const double ma = a.report.memory.peak.total(), mb = b.report.memory.peak.total();
-  if (std::abs(ma - mb) > 1e-6 * std::max(ma, mb)) return ma < mb;
-  return AxesUsed(a.plan.mesh) < AxesUsed(b.plan.mesh);
+  if (ma != mb) return ma < mb;
+  if (AxesUsed(a.plan.mesh) != AxesUsed(b.plan.mesh)) return AxesUsed(a.plan.mesh) < AxesUsed(b.plan.mesh);
+  return PlanKey(a.plan) < PlanKey(b.plan);
+}
+
+// Plans that predict the same step exactly (ZeRO-3 over data and ZeRO-0 over fsdp, say).
+bool SameOutcome(const RankedPlan& a, const RankedPlan& b) {
+  return a.report.tokens_per_s == b.report.tokens_per_s && a.report.memory.peak.total() == b.report.memory.peak.total();
 }
 
 bool Dominates(const RankedPlan& a, const RankedPlan& b) {
@@ -113,12 +129,18 @@ void Keep(Worker& w, RankedPlan plan, size_t top) {
   AddToFrontier(w.pareto, plan);
   w.plans.push_back(std::move(plan));
   if (w.plans.size() < 4 * top + 64) return;
-  // Keep the best `top` overall and the best of each family.
+  // Keep the best `top` distinct outcomes (with every plan that shares them, so the final
+  // order does not depend on how plans were split among threads) and the best of each family.
   std::sort(w.plans.begin(), w.plans.end(), Better);
   std::vector<RankedPlan> kept;
   std::map<std::string, bool> seen;
+  size_t outcomes = 0;  // distinct outcomes met so far, in sorted order
+  double last_rate = -1, last_memory = -1;
   for (RankedPlan& p : w.plans) {
-    if (kept.size() < top || !seen[p.family]) {
+    const double rate = p.report.tokens_per_s, memory = p.report.memory.peak.total();
+    if (rate != last_rate || memory != last_memory) ++outcomes;
+    last_rate = rate, last_memory = memory;
+    if (outcomes <= top || !seen[p.family]) {
       seen[p.family] = true;
       kept.push_back(std::move(p));
     }
@@ -153,7 +175,11 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
       w.misses.push_back({z, "parameters, gradients and optimizer state alone need more than HBM", bound / hbm});
       continue;
     }
-    for (int64_t mbs = 1; mbs <= 8 && mbs <= per_replica; mbs *= 2) {
+    // Micro-batches of 1 to 8 sequences; larger when a replica would otherwise run more than
+    // 4096 micro-batches a step (the schedule's event simulation grows with them).
+    int64_t smallest = 1;
+    while (per_replica / smallest > 4096) smallest *= 2;
+    for (int64_t mbs = smallest; mbs <= std::max<int64_t>(8, smallest) && mbs <= per_replica; mbs *= 2) {
       if (per_replica % mbs != 0) continue;
       const int64_t micro = per_replica / mbs;
       std::vector<std::pair<PipelineSchedule, int64_t>> schedules = {{PipelineSchedule::kOneFOneB, 1}};
@@ -275,7 +301,10 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));
   }
   std::sort(all.begin(), all.end(), Better);
-  for (size_t i = 0; i < all.size() && i < o.top; ++i) result.best.push_back(all[i]);
+  for (size_t i = 0; i < all.size() && result.best.size() < o.top; ++i) {
+    if (!result.best.empty() && SameOutcome(result.best.back(), all[i])) continue;  // show distinct outcomes
+    result.best.push_back(all[i]);
+  }
   // The best plan of each family other than the winner's.
   std::map<std::string, bool> seen;
   if (!all.empty()) seen[all.front().family] = true;

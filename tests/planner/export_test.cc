@@ -52,7 +52,8 @@ TEST(ExportTest, MaxTextKeys) {
   const std::string t = Text(ExportTarget::kMaxText, p, "tpu-v5e:16x16,slices=2");
   for (const char* key : {"dcn_data_parallelism: 2", "ici_data_parallelism: 2", "ici_fsdp_parallelism: 1", "ici_tensor_parallelism: 8",
                           "ici_context_parallelism: 2", "ici_pipeline_parallelism: 4", "num_pipeline_microbatches: 128",
-                          "remat_policy: save_qkv_proj", "per_device_batch_size: 2", "max_target_length: 8192"}) {
+                          "num_layers_per_pipeline_stage: 4", "remat_policy: save_qkv_proj", "per_device_batch_size: 2",
+                          "max_target_length: 8192"}) {
     EXPECT_NE(t.find(key), std::string::npos) << key << " in\n" << t;
   }
 }
@@ -64,6 +65,32 @@ TEST(ExportTest, TorchtitanSection) {
                           "[activation_checkpoint]", "mode = \"selective\""}) {
     EXPECT_NE(t.find(key), std::string::npos) << key << " in\n" << t;
   }
+}
+
+// torchtitan: replicate x shard x context x tensor x pipeline = world size; expert parallelism
+// borrows from the shard dimension.
+TEST(ExportTest, TorchtitanExpertParallelism) {
+  PlanSpec p;
+  p.mesh.data = 16;
+  p.mesh.expert = 4;
+  p.global_batch_size = 1024;
+  p.seq_len = 4096;
+  const std::string t =
+      ExportPlan(FindModelPreset("mixtral-8x7b")->spec, ParseClusterPreset("dgx-h100:64", "--cluster"), p, ExportTarget::kTorchtitan).text;
+  EXPECT_NE(t.find("data_parallel_replicate_degree = 16"), std::string::npos) << t;
+  EXPECT_NE(t.find("data_parallel_shard_degree = 4"), std::string::npos) << t;
+  EXPECT_NE(t.find("expert_parallel_degree = 4"), std::string::npos) << t;
+  EXPECT_NE(t.find("local_batch_size = 16"), std::string::npos) << t;
+}
+
+TEST(ExportTest, MegatronNeverCombinesFsdpWithTheDistributedOptimizer) {
+  PlanSpec p = SamplePlan();
+  p.zero_stage = 3;
+  const Export e = ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset("dgx-h100:128", "--cluster"), p, ExportTarget::kMegatron);
+  EXPECT_EQ(e.text.find("fsdp"), std::string::npos) << e.text;
+  EXPECT_NE(e.text.find("--overlap-p2p-comm"), std::string::npos);
+  ASSERT_FALSE(e.not_expressed.empty());
+  EXPECT_NE(e.not_expressed.back().find("ZeRO-3"), std::string::npos);
 }
 
 TEST(ExportTest, JaxMesh) {

@@ -13,6 +13,11 @@ namespace {
 
 using nlohmann::json;
 
+std::string DumpKey(const PlanSpec& p) {
+  return DescribeMesh(p.mesh) + " zero" + std::to_string(p.zero_stage) + " mbs" + std::to_string(p.micro_batch_size) + " " +
+         ToString(p.pipeline_schedule) + std::to_string(p.virtual_stages) + " " + ToString(p.recompute);
+}
+
 sim::StepReport EstimateOne(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan) {
   ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
   const topologies::Cluster graph(cluster);
@@ -94,6 +99,29 @@ TEST(SearchTest, NothingFitsGivesNearestMisses) {
   for (size_t i = 1; i < result.nearest_misses.size(); ++i) {
     EXPECT_LE(result.nearest_misses[i - 1].overshoot, result.nearest_misses[i].overshoot);
   }
+}
+
+TEST(SearchTest, SameAnswerWhateverTheThreads) {
+  SearchOptions options;
+  options.global_batch_tokens = 256 * 4096;
+  options.seq_len = 4096;
+  options.top = 8;
+  std::vector<std::string> first;
+  for (int threads : {1, 2, 7}) {
+    options.threads = threads;
+    const SearchResult result = Search(FindModelPreset("mixtral-8x7b")->spec, ParseClusterPreset("dgx-h100:16", "--cluster"), options);
+    std::vector<std::string> ranked;
+    for (const RankedPlan& p : result.best) ranked.push_back(DumpKey(p.plan));
+    if (first.empty()) first = ranked;
+    EXPECT_EQ(ranked, first) << threads << " threads";
+  }
+}
+
+TEST(SearchTest, OddSequenceLengthsPlan) {
+  SearchOptions options;
+  options.global_batch_tokens = 16 * 2047;
+  options.seq_len = 2047;
+  EXPECT_FALSE(Search(FindModelPreset("llama3-8b")->spec, ParseClusterPreset("dgx-h100:8", "--cluster"), options).best.empty());
 }
 
 TEST(SearchTest, BatchMustSplitIntoSequences) {
