@@ -29,10 +29,9 @@ void AddInputs(CLI::App* sub, Inputs& flags, bool with_cluster, bool with_plan) 
 }
 
 // A subcommand whose engine is not in this build yet: it parses its interface and reports.
-CLI::App* Planned(CLI::App& app, const std::string& name, const std::string& what, Inputs& flags, bool& selected) {
+CLI::App* Planned(CLI::App& app, const std::string& name, const std::string& what, bool& selected) {
   CLI::App* sub = app.add_subcommand(name, what + " [not available yet in this version]");
   sub->callback([&selected] { selected = true; });
-  (void)flags;
   return sub;
 }
 
@@ -92,18 +91,18 @@ int Run(int argc, char** argv) {
   bool planned_selected = false;
   std::string trace, hostfile, report, out_file;
   int64_t steps = 10;
-  CLI::App* simulate = Planned(app, "simulate", "discrete-event (SimGrid) prediction of one training step", planned_flags, planned_selected);
+  CLI::App* simulate = Planned(app, "simulate", "discrete-event (SimGrid) prediction of one training step", planned_selected);
   AddInputs(simulate, planned_flags, true, true);
   simulate->add_option("--trace", trace, "write a Chrome trace of the step");
-  CLI::App* run = Planned(app, "run", "train with a plan on the MPI runtime and measure it", planned_flags, planned_selected);
+  CLI::App* run = Planned(app, "run", "train with a plan on the MPI runtime and measure it", planned_selected);
   AddInputs(run, planned_flags, false, true);
   run->add_option("--steps", steps, "training steps");
   run->add_option("--hostfile", hostfile, "MPI hostfile");
   run->add_option("--trace", trace, "write a Chrome trace");
-  CLI::App* calibrate = Planned(app, "calibrate", "measure this cluster and write a cluster JSON", planned_flags, planned_selected);
+  CLI::App* calibrate = Planned(app, "calibrate", "measure this cluster and write a cluster JSON", planned_selected);
   calibrate->add_option("--out", out_file, "cluster JSON to write");
   calibrate->add_flag("--json", planned_flags.json, "print one JSON object on stdout");
-  CLI::App* validate = Planned(app, "validate", "run, estimate and simulate one plan and compare", planned_flags, planned_selected);
+  CLI::App* validate = Planned(app, "validate", "run, estimate and simulate one plan and compare", planned_selected);
   AddInputs(validate, planned_flags, false, true);
   validate->add_option("--hostfile", hostfile, "MPI hostfile");
   validate->add_option("--report", report, "write an HTML report");

@@ -2,8 +2,6 @@
 // plan: step time, tokens/s, MFU and HFU, memory per device, and where the time goes.
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
-
 #include "cli/commands.h"
 #include "cli/report_json.h"
 #include "cli/text_table.h"
@@ -15,12 +13,6 @@
 #include "strategies/build_step.h"
 
 namespace shardsim::cli {
-namespace {
-
-using nlohmann::json;
-
-}  // namespace
-
 int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (o.model.empty() || o.cluster.empty()) throw InputError("estimate", "needs --model and --cluster", "", "e.g. --model llama3-8b --cluster dgx-h100:8");
   if (o.plan.empty() && o.overrides.empty()) throw InputError("estimate", "needs a plan", "--plan FILE and/or --set key=value", "see examples/*.plan.json");

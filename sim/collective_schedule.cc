@@ -63,8 +63,6 @@ std::optional<TorusBox> FindBox(const Cluster& cluster, const DeviceGroup& group
   std::vector<std::vector<int64_t>> coords(n);
   for (size_t i = 0; i < n; ++i) coords[i] = cluster.TorusCoordinates(group.devices[i]);
   const size_t rank = coords[0].size();
-  std::vector<int64_t> full = cluster.spec().topology.torus_dims;
-  if (cluster.spec().topology.slices > 1) full.push_back(cluster.spec().topology.slices);
   TorusBox box;
   std::vector<int64_t> low(rank);
   for (size_t a = 0; a < rank; ++a) {
@@ -97,7 +95,6 @@ std::optional<TorusBox> FindBox(const Cluster& cluster, const DeviceGroup& group
     }
     box.member_at[static_cast<size_t>(index)] = static_cast<int32_t>(i);
   }
-  (void)full;
   return box;
 }
 

@@ -27,7 +27,6 @@ struct PhaseCost {
   double compute_s = 0;
   double total_s = 0;
   double flops = 0;
-  double recompute_flops = 0;  // of `flops`, redone forward work
   std::map<std::string, double> exposed_s;  // by "stream collective"
 };
 
@@ -80,7 +79,6 @@ void Add(PhaseCost& into, const PhaseCost& cost, double times) {
   into.compute_s += cost.compute_s * times;
   into.total_s += cost.total_s * times;
   into.flops += cost.flops * times;
-  into.recompute_flops += cost.recompute_flops * times;
   for (const auto& [key, seconds] : cost.exposed_s) into.exposed_s[key] += seconds * times;
 }
 
@@ -141,9 +139,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     const LayerProgram& layer = program.layer_programs[i];
     layer_costs[i][0] = CostPhase(layer, Phase::kForward, roofline, collectives);
     layer_costs[i][1] = CostPhase(layer, Phase::kBackwardInput, roofline, collectives);
-    PhaseCost recompute = CostPhase(layer, Phase::kRecompute, roofline, collectives);
-    recompute.recompute_flops = recompute.flops;
-    Add(layer_costs[i][1], recompute, 1);
+    Add(layer_costs[i][1], CostPhase(layer, Phase::kRecompute, roofline, collectives), 1);
     layer_costs[i][2] = CostPhase(layer, Phase::kBackwardWeight, roofline, collectives);
   }
   // Per (stage, chunk) slot and phase: the task's cost.
@@ -229,7 +225,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   const int64_t devices = plan.mesh.Product();
   std::vector<std::map<std::string, double>> stage_exposed(static_cast<size_t>(p));
   std::vector<double> stage_compute(static_cast<size_t>(p), 0);
-  double executed = 0, recomputed = 0;
+  double executed = 0;
   for (int64_t s = 0; s < p; ++s) {
     const auto& stage = program.stages[static_cast<size_t>(s)];
     double last_backward = 0;
@@ -246,7 +242,6 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
       for (const PhaseCost& cost : part_costs[static_cast<size_t>(slot(s, c))]) {
         stage_compute[static_cast<size_t>(s)] += cost.compute_s * times;
         executed += cost.flops * times;
-        recomputed += cost.recompute_flops * times;
         for (const auto& [key, seconds] : cost.exposed_s) stage_exposed[static_cast<size_t>(s)][key] += seconds * times;
       }
     }
@@ -278,7 +273,6 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   report.model_flops_per_step = program.model_flops_per_step;
   report.palm_flops_per_step = program.palm_flops_per_step;
   report.hardware_flops_per_step = executed * static_cast<double>(devices / p);
-  (void)recomputed;
   const double capacity = report.step_time_s * static_cast<double>(devices) * report.peak_flop_per_s;
   report.mfu = report.model_flops_per_step / capacity;
   report.mfu_palm = report.palm_flops_per_step / capacity;
