@@ -26,6 +26,15 @@ namespace {
 
 using nlohmann::json;
 
+// The mesh, with its layout when it is not the default one: "... [outer>inner: data>context>tensor]".
+std::string MeshText(const PlanSpec& p) {
+  std::string text = DescribeMesh(p.mesh);
+  if (UsesDefaultMeshOrder(p)) return text;
+  std::string order;
+  for (const std::string& a : UsedMeshOrder(p)) order += (order.empty() ? "" : ">") + a;
+  return text + " [outer>inner: " + order + "]";
+}
+
 std::string ScheduleName(const PlanSpec& p) {
   if (p.mesh.pipeline == 1) return "-";
   return ToString(p.pipeline_schedule) + (p.virtual_stages > 1 ? " v=" + std::to_string(p.virtual_stages) : "");
@@ -56,8 +65,10 @@ std::vector<std::string> ShardingLines(const ModelSpec& m, const PlanSpec& p) {
   }
   lines.push_back("embedding   W[" + Dim("V", tensor) + ", " + d + "]");
   if (p.mesh.pipeline > 1) {
-    lines.push_back("layers      L_pipeline: " + std::to_string(m.num_layers / p.mesh.pipeline) + " layers per stage" +
-                    (p.virtual_stages > 1 ? " in " + std::to_string(p.virtual_stages) + " chunks" : ""));
+    const bool even = m.num_layers % p.mesh.pipeline == 0;
+    lines.push_back("layers      L_pipeline: " + (even ? std::to_string(m.num_layers / p.mesh.pipeline) : planner::StageLayers(m, p)) +
+                    " layers per stage" + (p.virtual_stages > 1 ? " in " + std::to_string(p.virtual_stages) + " chunks" : "") +
+                    (even ? "" : " (the shorter stages at the ends, which hold the embedding and the head)"));
   }
   std::vector<std::string> batch, seq;
   for (const char* axis : {"data", "fsdp", "expert"}) {
@@ -67,22 +78,6 @@ std::vector<std::string> ShardingLines(const ModelSpec& m, const PlanSpec& p) {
   if (p.sequence_parallel && p.mesh.tensor > 1) seq.push_back("tensor");
   lines.push_back("activations X[" + Dim("B", batch) + ", " + Dim("S", seq) + ", D]");
   return lines;
-}
-
-// Where a plan's step time goes beyond the best plan's: the components that grew most.
-std::string WhyLost(const sim::StepReport& best, const sim::StepReport& other) {
-  std::vector<std::pair<double, std::string>> deltas = {{other.compute_s - best.compute_s, "compute"},
-                                                        {other.bubble_s - best.bubble_s, "pipeline bubble"}};
-  std::map<std::string, double> exposed = other.exposed_comm_s;
-  for (const auto& [key, seconds] : best.exposed_comm_s) exposed[key] -= seconds;
-  for (const auto& [key, seconds] : exposed) deltas.push_back({seconds, "exposed " + key});
-  std::sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::string text;
-  for (const auto& [seconds, what] : deltas) {
-    if (seconds <= 0.01 * (other.step_time_s - best.step_time_s) || text.size() > 80) break;
-    text += (text.empty() ? "" : ", ") + what + " +" + FormatSeconds(seconds);
-  }
-  return text.empty() ? "about as fast" : "spends more on " + text;
 }
 
 }  // namespace
@@ -133,6 +128,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     for (const auto& p : result.family_best) {
       json j = ReportJson(model, cluster, p.plan, p.report);
       j["family"] = p.family;
+      j["why_lost"] = p.why_lost;
       runners.push_back(j);
     }
     json pareto = json::array();
@@ -149,8 +145,10 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
                 {"nearest_misses", misses},
                 {"search",
                  {{"meshes", result.meshes},
+                  {"layouts", result.layouts},
                   {"candidates", result.candidates},
                   {"pruned", result.pruned},
+                  {"dominated", result.dominated},
                   {"evaluated", result.evaluated},
                   {"wall_s", result.wall_s},
                   {"plans_per_s", rate}}}}
@@ -160,8 +158,8 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   }
   out << "Plans for " << model.name << " on " << cluster.name << ": " << FormatCount(static_cast<double>(o.global_batch_tokens)) << " tokens per step ("
       << o.global_batch_tokens / o.seq_len << " sequences of " << o.seq_len << ")\n";
-  out << "  searched " << result.meshes << " meshes, " << result.candidates << " plans: " << result.evaluated << " estimated, " << result.pruned
-      << " pruned, in " << FormatSeconds(result.wall_s) << " (" << FormatCount(rate) << " plans/s)\n\n";
+  out << "  searched " << result.meshes << " meshes and " << result.layouts << " other layouts of the leading ones, " << result.candidates << " plans: " << result.evaluated << " estimated, " << result.pruned
+      << " pruned, " << result.dominated << " dominated, in " << FormatSeconds(result.wall_s) << " (" << FormatCount(rate) << " plans/s)\n\n";
   if (result.best.empty()) {
     out << "No plan fits in " << FormatBinaryBytes(static_cast<double>(cluster.chip.hbm_bytes)) << " per device. Nearest misses:\n";
     for (const auto& miss : result.nearest_misses) {
@@ -173,7 +171,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   TextTable table({"rank", "mesh", "schedule", "mbs", "ZeRO", "recompute", "step", "tokens/s", "MFU", "memory", "limited by"});
   for (size_t i = 0; i < result.best.size(); ++i) {
     const auto& p = result.best[i];
-    table.AddRow({std::to_string(i + 1), DescribeMesh(p.plan.mesh), ScheduleName(p.plan), std::to_string(p.plan.micro_batch_size),
+    table.AddRow({std::to_string(i + 1), MeshText(p.plan), ScheduleName(p.plan), std::to_string(p.plan.micro_batch_size),
                   std::to_string(p.plan.zero_stage), ToString(p.plan.recompute), FormatSeconds(p.report.step_time_s),
                   FormatCount(p.report.tokens_per_s), FormatPercent(p.report.mfu), FormatBinaryBytes(p.report.memory.peak.total()), p.report.why});
   }
@@ -192,7 +190,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   for (size_t i = 0; i < shown; ++i) {
     // Spread the rows over the whole frontier when it is long.
     const auto& p = result.pareto[shown < 2 ? i : i * (result.pareto.size() - 1) / (shown - 1)];
-    pareto.AddRow({FormatBinaryBytes(p.report.memory.peak.total()), FormatCount(p.report.tokens_per_s), DescribeMesh(p.plan.mesh), ScheduleName(p.plan),
+    pareto.AddRow({FormatBinaryBytes(p.report.memory.peak.total()), FormatCount(p.report.tokens_per_s), MeshText(p.plan), ScheduleName(p.plan),
                    std::to_string(p.plan.micro_batch_size), std::to_string(p.plan.zero_stage), ToString(p.plan.recompute)});
   }
   pareto.Print(out, "  ");
@@ -207,8 +205,8 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     for (const auto& p : result.family_best) {
       char slower[32];
       std::snprintf(slower, sizeof slower, "%.2fx", p.report.step_time_s / best.report.step_time_s);
-      out << "  " << p.family << " (" << DescribeMesh(p.plan.mesh) << ", " << ScheduleName(p.plan) << ", recompute "
-          << ToString(p.plan.recompute) << "): " << FormatSeconds(p.report.step_time_s) << ", " << slower << ": " << WhyLost(best.report, p.report)
+      out << "  " << p.family << " (" << MeshText(p.plan) << ", " << ScheduleName(p.plan) << ", recompute "
+          << ToString(p.plan.recompute) << "): " << FormatSeconds(p.report.step_time_s) << ", " << slower << ": " << p.why_lost
           << "\n";
     }
   }

@@ -64,6 +64,33 @@ const std::vector<std::string>& MeshAxisNames() {
   return kAxes;
 }
 
+std::vector<std::string> UsedMeshOrder(const PlanSpec& p) {
+  std::vector<std::string> used;
+  for (const std::string& a : p.mesh_order) {
+    if (p.mesh.Size(a) > 1) used.push_back(a);
+  }
+  return used;
+}
+
+bool UsesDefaultMeshOrder(const PlanSpec& p) {
+  PlanSpec d = p;
+  d.mesh_order = DefaultMeshOrder();
+  return UsedMeshOrder(p) == UsedMeshOrder(d);
+}
+
+std::vector<int64_t> LayersPerPart(int64_t num_layers, int64_t parts) {
+  SHARDSIM_CHECK(parts >= 1 && parts <= num_layers, "LayersPerPart needs 1 <= parts <= layers");
+  std::vector<int64_t> layers(static_cast<size_t>(parts), num_layers / parts + 1);
+  int64_t shorter = parts - num_layers % parts;  // parts holding num_layers / parts
+  for (int64_t i = 0; shorter > 0; ++i) {
+    // Ends first: 0, parts - 1, 1, parts - 2, ...
+    const int64_t part = i % 2 == 0 ? i / 2 : parts - 1 - i / 2;
+    --layers[static_cast<size_t>(part)];
+    --shorter;
+  }
+  return layers;
+}
+
 std::vector<std::string> DefaultMeshOrder() { return {"pipeline", "data", "fsdp", "expert", "context", "tensor"}; }
 
 PlanShape DerivePlanShape(const PlanSpec& p) {
@@ -112,13 +139,18 @@ void ValidatePlan(const PlanSpec& p, const ModelSpec& m, int64_t devices, const 
                      "tensor=" + I(mesh.tensor) + " must divide heads=" + I(m.num_heads) + " and kv_heads=" + I(m.num_kv_heads),
                      List(valid), "Megatron splits attention heads across the tensor axis");
   }
-  if (m.num_layers % mesh.pipeline != 0) {
-    RequireDivides(mesh.pipeline, m.num_layers, w + "mesh/pipeline", "pipeline", "num_layers", "each stage holds num_layers/pipeline layers");
+  if (mesh.pipeline > m.num_layers) {
+    throw InputError(w + "mesh/pipeline", "pipeline=" + I(mesh.pipeline) + " exceeds num_layers=" + I(m.num_layers),
+                     "1 to " + I(m.num_layers), "each stage holds at least one layer");
   }
-  if (m.num_layers % (mesh.pipeline * p.virtual_stages) != 0) {
+  if (p.virtual_stages > 1 && m.num_layers % (mesh.pipeline * p.virtual_stages) != 0) {
+    std::vector<int64_t> valid;
+    for (int64_t v : Divisors(m.num_layers / std::max<int64_t>(1, mesh.pipeline))) {
+      if (m.num_layers % (mesh.pipeline * v) == 0) valid.push_back(v);
+    }
     throw InputError(w + "virtual_stages",
                      "pipeline x virtual_stages = " + I(mesh.pipeline) + " x " + I(p.virtual_stages) + " must divide num_layers=" + I(m.num_layers),
-                     "virtual_stages in " + List(Divisors(m.num_layers / mesh.pipeline)), "each model chunk holds the same number of layers");
+                     "virtual_stages in " + List(valid), "interleaved chunks hold the same number of layers; uneven stages need virtual_stages 1");
   }
   if (mesh.expert > 1) {
     if (!m.moe) {

@@ -77,9 +77,22 @@ struct PlanShape {
 };
 PlanShape DerivePlanShape(const PlanSpec& plan);
 
+// The axes of size > 1 in the plan's mesh_order, outermost first (the others do not change the
+// layout), and whether they come in the default order.
+std::vector<std::string> UsedMeshOrder(const PlanSpec& plan);
+bool UsesDefaultMeshOrder(const PlanSpec& plan);
+
+// Layers held by each of `parts` consecutive model parts (pipeline stages, or the chunks of
+// interleaved stages), first part first: as even as possible, and the parts that hold one layer
+// fewer sit at the ends (first, last, second, second to last, ...) because the first and last
+// parts also hold the embedding and the output head. This is Llama 3 405B's layout (126 layers
+// on 16 stages: 7, then 8 x 14, then 7). REQUIRES: 1 <= parts <= num_layers.
+std::vector<int64_t> LayersPerPart(int64_t num_layers, int64_t parts);
+
 // Checks the plan on its own (ranges, schedule/virtual-stage consistency, mesh_order) and
 // against the model and the device count: mesh product = devices; tensor divides heads and
-// K/V heads; pipeline x virtual_stages divides layers; expert divides experts (and needs an MoE
+// K/V heads; pipeline at most the layers (stages may differ by one layer, see LayersPerPart),
+// and pipeline x virtual_stages divides the layers when interleaving; expert divides experts (and needs an MoE
 // model); context and sequence parallelism divide the sequence; the global batch divides into
 // replicas and micro-batches. Throws InputError naming `where` + field, the valid values and a
 // hint. `devices_source` names where the device count comes from ("dgx-h100:64").

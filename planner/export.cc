@@ -1,5 +1,6 @@
 #include "planner/export.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.h"
@@ -10,6 +11,19 @@ namespace {
 
 int64_t Microbatches(const PlanSpec& p) { return DerivePlanShape(p).num_microbatches; }
 
+// Whether every model chunk holds the same number of layers.
+bool EvenStages(const ModelSpec& m, const PlanSpec& p) { return m.num_layers % (p.mesh.pipeline * p.virtual_stages) == 0; }
+
+bool DefaultOrder(const PlanSpec& p) { return UsesDefaultMeshOrder(p); }
+
+std::string OrderNote(const PlanSpec& p, const std::string& framework_order) {
+  std::string order;
+  for (const std::string& a : p.mesh_order) {
+    if (p.mesh.Size(a) > 1) order += (order.empty() ? "" : ",") + a;
+  }
+  return "mesh_order " + order + " (outermost first): " + framework_order;
+}
+
 // Megatron-LM (megatron/training/arguments.py) flag names.
 Export Megatron(const ModelSpec& m, const PlanSpec& p) {
   Export e;
@@ -17,6 +31,17 @@ Export Megatron(const ModelSpec& m, const PlanSpec& p) {
   f << "--tensor-model-parallel-size " << p.mesh.tensor << " \\\n";
   f << "--pipeline-model-parallel-size " << p.mesh.pipeline << " \\\n";
   if (p.virtual_stages > 1) f << "--num-layers-per-virtual-pipeline-stage " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << " \\\n";
+  if (!EvenStages(m, p)) {
+    // Megatron-LM's uneven split: first and last stage given, the middle stages equal.
+    const std::vector<int64_t> parts = LayersPerPart(m.num_layers, p.mesh.pipeline);
+    const bool middle_equal = parts.size() < 3 || std::all_of(parts.begin() + 1, parts.end() - 1, [&](int64_t n) { return n == parts[1]; });
+    if (middle_equal) {
+      f << "--decoder-first-pipeline-num-layers " << parts.front() << " \\\n";
+      f << "--decoder-last-pipeline-num-layers " << parts.back() << " \\\n";
+    } else {
+      e.not_expressed.push_back("stages of " + StageLayers(m, p) + " layers: Megatron-LM's first/last-stage options need equal middle stages");
+    }
+  }
   if (p.sequence_parallel && p.mesh.tensor > 1) f << "--sequence-parallel \\\n";
   if (p.mesh.context > 1) {
     f << "--context-parallel-size " << p.mesh.context << " \\\n";
@@ -41,6 +66,7 @@ Export Megatron(const ModelSpec& m, const PlanSpec& p) {
       p.pipeline_schedule == PipelineSchedule::kGpipe) {
     e.not_expressed.push_back("pipeline schedule " + ToString(p.pipeline_schedule) + ": Megatron-LM runs 1F1B (interleaved with virtual stages)");
   }
+  if (!DefaultOrder(p)) e.not_expressed.push_back(OrderNote(p, "Megatron-LM orders ranks tp-cp-ep-dp-pp (tensor fastest)"));
   if (p.zero_stage == 2) e.not_expressed.push_back("ZeRO-2: the distributed optimizer shards optimizer state and gradients of the buckets it reduces");
   if (p.zero_stage == 3 || p.mesh.fsdp > 1) {
     e.not_expressed.push_back("ZeRO-3 / FSDP parameter sharding: exported as the distributed optimizer (ZeRO-1); Megatron-LM's FSDP options depend on its version and exclude pipeline and expert parallelism");
@@ -67,7 +93,11 @@ Export MaxText(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p) {
   if (p.mesh.pipeline > 1) {
     y << "num_pipeline_microbatches: " << Microbatches(p) << "\n";
     // MaxText: stages x repeats x layers per stage = layers; the repeats follow from the rest.
-    y << "num_layers_per_pipeline_stage: " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << "\n";
+    if (EvenStages(m, p)) {
+      y << "num_layers_per_pipeline_stage: " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << "\n";
+    } else {
+      e.not_expressed.push_back("stages of " + StageLayers(m, p) + " layers: MaxText needs the layers to divide evenly over the stages");
+    }
   }
   const char* remat = p.recompute == Recompute::kFull ? "full" : p.recompute == Recompute::kSelective ? "save_qkv_proj" : "minimal";
   y << "remat_policy: " << remat << "\n";
@@ -84,6 +114,7 @@ Export MaxText(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p) {
   }
   if (p.zero_stage == 1 || p.zero_stage == 2) e.not_expressed.push_back("ZeRO-1/2: MaxText shards state with fsdp (ZeRO-3) or not at all");
   if (p.zero_stage == 3 && p.mesh.fsdp == 1) e.not_expressed.push_back("ZeRO-3 over data: MaxText shards parameters only over its fsdp axes");
+  if (!DefaultOrder(p)) e.not_expressed.push_back(OrderNote(p, "MaxText lays its ici_* axes out in its own mesh_axes order"));
   if (slices > 1 && dcn_data == 1) e.not_expressed.push_back("the data axis does not split over the " + std::to_string(slices) + " slices: place an axis over DCN by hand");
   if (p.dtype == "fp8") e.not_expressed.push_back("fp8: set MaxText's quantization options by hand");
   return e;
@@ -109,13 +140,18 @@ Export Torchtitan(const ModelSpec& m, const PlanSpec& p) {
                                                                                           : "1F1B";
     t << "pipeline_parallel_schedule = \"" << schedule << "\"\n";
     t << "pipeline_parallel_microbatch_size = " << p.micro_batch_size << "\n";
-    t << "pipeline_parallel_layers_per_stage = " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << "\n";
+    if (EvenStages(m, p)) {
+      t << "pipeline_parallel_layers_per_stage = " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << "\n";
+    } else {
+      e.not_expressed.push_back("stages of " + StageLayers(m, p) + " layers: torchtitan's layers_per_stage is one number; split the modules per stage by hand");
+    }
   }
   t << "enable_async_tensor_parallel = " << (p.overlap.tensor && p.mesh.tensor > 1 ? "true" : "false") << "\n";
   t << "\n[activation_checkpoint]\nmode = \"" << ToString(p.recompute) << "\"\n";
   t << "\n[training]\nglobal_batch_size = " << p.global_batch_size << "\nlocal_batch_size = "
     << p.global_batch_size / (p.mesh.data * p.mesh.fsdp * p.mesh.expert) << "\nseq_len = " << p.seq_len << "\n";
   e.text = t.str();
+  if (!DefaultOrder(p)) e.not_expressed.push_back(OrderNote(p, "torchtitan builds its device mesh in a fixed order (pp, dp, cp, tp)"));
   if (p.zero_stage == 1 || p.zero_stage == 2) e.not_expressed.push_back("ZeRO-1/2: torchtitan shards with FSDP2 (ZeRO-3) over data_parallel_shard_degree");
   if (p.zero_stage == 3 && p.mesh.fsdp == 1) e.not_expressed.push_back("ZeRO-3 over data: set data_parallel_shard_degree to the data size instead");
   if (p.pipeline_schedule == PipelineSchedule::kZbH1 || p.pipeline_schedule == PipelineSchedule::kDualPipe) {
@@ -140,6 +176,19 @@ Export Jax(const PlanSpec& p) {
 }
 
 }  // namespace
+
+std::string StageLayers(const ModelSpec& m, const PlanSpec& p) {
+  const std::vector<int64_t> parts = LayersPerPart(m.num_layers, p.mesh.pipeline);
+  std::string text;
+  for (size_t i = 0; i < parts.size();) {
+    size_t j = i;
+    while (j < parts.size() && parts[j] == parts[i]) ++j;
+    text += (text.empty() ? "" : ", ") + std::to_string(parts[i]) + (j - i > 1 ? " x" + std::to_string(j - i) : "");
+    i = j;
+  }
+  return text;
+}
+
 
 std::vector<std::string> ExportTargetNames() { return {"megatron", "maxtext", "torchtitan", "jax"}; }
 

@@ -23,6 +23,10 @@ struct Export {
   std::vector<std::string> not_expressed;  // parts of the plan the target cannot express
 };
 
+// The layers of each pipeline stage with runs collapsed, first stage first: "7, 8 x14, 7"
+// (llama3-405b on 16 stages; see LayersPerPart).
+std::string StageLayers(const ModelSpec& model, const PlanSpec& plan);
+
 Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan, ExportTarget target);
 
 }  // namespace shardsim::planner

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "planner/explain.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
 #include "topologies/cluster.h"
@@ -17,12 +18,14 @@
 namespace shardsim::planner {
 namespace {
 
-std::vector<int64_t> Divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+// Pipeline stages: the divisors of the layers, and powers of two (stages then differ by a layer,
+// as Llama 3 405B's 126 layers on 16 stages), up to 128 stages.
+std::vector<int64_t> PipelineDegrees(int64_t layers) {
+  std::vector<int64_t> degrees;
+  for (int64_t p = 1; p <= std::min<int64_t>(layers, 128); ++p) {
+    if (layers % p == 0 || (p & (p - 1)) == 0) degrees.push_back(p);
   }
-  return out;
+  return degrees;
 }
 
 // Tensor parallelism stays inside the fastest domain: an NVSwitch node, or up to 16 chips of a
@@ -34,8 +37,8 @@ std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, int64_t 
   std::vector<MeshShape> meshes;
   for (int64_t t = 1; t <= std::min(tensor_max, n); t *= 2) {
     if (heads % t != 0 || n % t != 0) continue;
-    for (int64_t p : Divisors(m.num_layers)) {
-      if (p > 128 || (n / t) % p != 0) continue;
+    for (int64_t p : PipelineDegrees(m.num_layers)) {
+      if ((n / t) % p != 0) continue;
       for (int64_t cp = 1; cp <= 32; cp *= 2) {
         if ((n / t / p) % cp != 0 || (cp > 1 && (seq_len % (2 * cp) != 0 || seq_len / cp < 1024))) continue;
         for (int64_t e = 1; e <= (m.moe ? m.moe->num_experts : 1); e *= 2) {
@@ -73,7 +76,7 @@ struct Worker {
   std::vector<RankedPlan> plans;  // every feasible plan, pruned to the best per family and overall
   std::vector<RankedPlan> pareto;  // not beaten on both throughput and memory
   std::vector<Miss> misses;
-  int64_t candidates = 0, pruned = 0, evaluated = 0;
+  int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0;
 };
 
 int AxesUsed(const MeshShape& mesh) {
@@ -87,8 +90,10 @@ int AxesUsed(const MeshShape& mesh) {
 // Every field that tells two plans apart, for a deterministic order among equals.
 auto PlanKey(const PlanSpec& p) {
   return std::make_tuple(p.mesh.data, p.mesh.fsdp, p.mesh.tensor, p.mesh.context, p.mesh.pipeline, p.mesh.expert, p.zero_stage,
-                         p.micro_batch_size, static_cast<int>(p.pipeline_schedule), p.virtual_stages, static_cast<int>(p.recompute));
+                         p.micro_batch_size, static_cast<int>(p.pipeline_schedule), p.virtual_stages, static_cast<int>(p.recompute), p.mesh_order);
 }
+
+bool IsDefaultOrder(const PlanSpec& p) { return UsesDefaultMeshOrder(p); }
 
 // A strict, deterministic order (whatever the threads' merge order): faster first; equal
 // throughput goes to more memory headroom, then to fewer parallel axes (the simpler plan), then
@@ -99,6 +104,7 @@ bool Better(const RankedPlan& a, const RankedPlan& b) {
   const double ma = a.report.memory.peak.total(), mb = b.report.memory.peak.total();
   if (ma != mb) return ma < mb;
   if (AxesUsed(a.plan.mesh) != AxesUsed(b.plan.mesh)) return AxesUsed(a.plan.mesh) < AxesUsed(b.plan.mesh);
+  if (IsDefaultOrder(a.plan) != IsDefaultOrder(b.plan)) return IsDefaultOrder(a.plan);
   return PlanKey(a.plan) < PlanKey(b.plan);
 }
 
@@ -148,10 +154,17 @@ void Keep(Worker& w, RankedPlan plan, size_t top) {
   w.plans = std::move(kept);
 }
 
-void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, const SearchOptions& o, const MeshShape& mesh,
-                Worker& w) {
+// One mesh laid out in one order: every plan on it.
+struct Job {
+  MeshShape mesh;
+  std::vector<std::string> order;
+};
+
+void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, const SearchOptions& o, const Job& job, Worker& w) {
+  const MeshShape& mesh = job.mesh;
   PlanSpec base;
   base.mesh = mesh;
+  base.mesh_order = job.order;
   base.seq_len = o.seq_len;
   base.global_batch_size = o.global_batch_tokens / o.seq_len;
   base.sequence_parallel = mesh.tensor > 1;
@@ -164,7 +177,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
   // Groups of one axis are alike on regular fabrics: cost the first, the middle and the last.
   sim::AxisCollectives collectives(graph, base, 3);
   std::vector<int64_t> zero_stages = {0};
-  if (mesh.data * mesh.context * mesh.expert > 1) zero_stages = {0, 1, 3};
+  if (mesh.data * mesh.context * mesh.expert > 1) zero_stages = {0, 1, 2, 3};
   for (int64_t zero : zero_stages) {
     PlanSpec z = base;
     z.zero_stage = zero;
@@ -186,12 +199,20 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
       if (mesh.pipeline > 1) {
         schedules.push_back({PipelineSchedule::kZbH1, 1});
         for (int64_t v : {2, 4}) {
-          if ((m.num_layers / mesh.pipeline) % v == 0 && micro % mesh.pipeline == 0) schedules.push_back({PipelineSchedule::kInterleavedOneFOneB, v});
+          if (m.num_layers % (mesh.pipeline * v) == 0 && micro % mesh.pipeline == 0) schedules.push_back({PipelineSchedule::kInterleavedOneFOneB, v});
         }
         if (mesh.pipeline % 2 == 0 && micro % 2 == 0 && micro >= 2 * mesh.pipeline) schedules.push_back({PipelineSchedule::kDualPipe, 1});
       }
       for (const auto& [schedule, v] : schedules) {
+        // Recomputation only adds work: once a lighter one fits, the heavier ones are slower and
+        // only smaller, so they are dropped as dominated.
+        bool fitted = false;
         for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+          if (fitted) {
+            ++w.candidates;
+            ++w.dominated;
+            continue;
+          }
           PlanSpec plan = z;
           plan.micro_batch_size = mbs;
           plan.pipeline_schedule = schedule;
@@ -212,7 +233,8 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
                                 report.memory.peak.total() / hbm});
             continue;
           }
-          Keep(w, {plan, std::move(report), Family(mesh)}, o.top);
+          Keep(w, {plan, std::move(report), Family(mesh), ""}, o.top);
+          fitted = true;
         }
       }
     }
@@ -220,6 +242,73 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
   // Only the closest misses matter.
   std::sort(w.misses.begin(), w.misses.end(), [](const Miss& a, const Miss& b) { return a.overshoot < b.overshoot; });
   if (w.misses.size() > 16) w.misses.resize(16);
+}
+
+// Other layouts of a mesh's axes worth trying: which axes take the fastest links (NVLink, the
+// first torus dimensions) and which cross nodes or slices. Pipeline stays outermost; the axes of
+// size one do not matter. Every permutation of up to three axes; beyond, each axis moved
+// innermost and each moved outermost.
+std::vector<std::vector<std::string>> OtherOrders(const MeshShape& mesh) {
+  const std::vector<std::string> base = DefaultMeshOrder();
+  std::vector<size_t> slots;  // positions of the movable axes in the default order
+  std::vector<std::string> axes;
+  for (size_t i = 0; i < base.size(); ++i) {
+    if (base[i] != "pipeline" && mesh.Size(base[i]) > 1) slots.push_back(i), axes.push_back(base[i]);
+  }
+  std::vector<std::vector<std::string>> arrangements;
+  if (axes.size() <= 3) {
+    std::vector<std::string> perm = axes;
+    std::sort(perm.begin(), perm.end());
+    do {
+      if (perm != axes) arrangements.push_back(perm);
+    } while (std::next_permutation(perm.begin(), perm.end()));
+  } else {
+    for (size_t i = 0; i < axes.size(); ++i) {
+      std::vector<std::string> inner = axes, outer = axes;
+      inner.erase(inner.begin() + static_cast<std::ptrdiff_t>(i));
+      inner.push_back(axes[i]);
+      outer.erase(outer.begin() + static_cast<std::ptrdiff_t>(i));
+      outer.insert(outer.begin(), axes[i]);
+      for (auto* a : {&inner, &outer}) {
+        if (*a != axes && std::find(arrangements.begin(), arrangements.end(), *a) == arrangements.end()) arrangements.push_back(*a);
+      }
+    }
+  }
+  std::vector<std::vector<std::string>> orders;
+  for (const auto& arrangement : arrangements) {
+    std::vector<std::string> order = base;
+    for (size_t k = 0; k < slots.size(); ++k) order[slots[k]] = arrangement[k];
+    orders.push_back(order);
+  }
+  return orders;
+}
+
+// Runs the jobs on `workers.size()` threads (the calling one included, which reports progress
+// as (done + jobs finished, total)).
+void RunJobs(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, const SearchOptions& o, const std::vector<Job>& jobs,
+             std::vector<Worker>& workers, int64_t done_before, int64_t total) {
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  auto work = [&](Worker& w, bool report) {
+    try {
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        SearchMesh(m, c, graph, o, jobs[i], w);
+        ++done;
+        if (report && o.progress) o.progress(done_before + done.load(), total);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = jobs.size();  // stop the others
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < workers.size(); ++t) pool.emplace_back(work, std::ref(workers[t]), false);
+  work(workers[0], true);
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace
@@ -256,51 +345,48 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   const topologies::Cluster graph(c);
   const int threads = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<Worker> workers(static_cast<size_t>(threads));
-  std::atomic<size_t> next{0};
-  std::atomic<int64_t> done{0};
-  std::mutex failure_mutex;
-  std::exception_ptr failure;
-  auto work = [&](Worker& w) {
-    try {
-      for (size_t i = next++; i < meshes.size(); i = next++) {
-        SearchMesh(m, c, graph, o, meshes[i], w);
-        ++done;
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-      next = meshes.size();  // stop the others
-    }
+  std::vector<Job> jobs;
+  for (const MeshShape& mesh : meshes) jobs.push_back({mesh, DefaultMeshOrder()});
+  RunJobs(m, c, graph, o, jobs, workers, 0, static_cast<int64_t>(jobs.size()));
+
+  // Then the other layouts of the leading meshes: the best distinct outcomes' and each family's.
+  auto ranked = [&workers]() {
+    std::vector<RankedPlan> all;
+    for (Worker& w : workers) all.insert(all.end(), w.plans.begin(), w.plans.end());
+    std::sort(all.begin(), all.end(), Better);
+    return all;
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(workers[static_cast<size_t>(t)]));
-  // The calling thread works too, and reports progress between meshes.
-  try {
-    for (size_t i = next++; i < meshes.size(); i = next++) {
-      SearchMesh(m, c, graph, o, meshes[i], workers[0]);
-      ++done;
-      if (o.progress) o.progress(done.load(), static_cast<int64_t>(meshes.size()));
+  std::vector<Job> reorders;
+  {
+    const std::vector<RankedPlan> leading = ranked();
+    std::vector<MeshShape> chosen;
+    std::map<std::string, bool> family_seen;
+    size_t outcomes = 0;
+    for (size_t i = 0; i < leading.size() && chosen.size() < 8; ++i) {
+      const bool new_outcome = i == 0 || !SameOutcome(leading[i - 1], leading[i]);
+      outcomes += new_outcome ? 1 : 0;
+      if (outcomes > o.top && family_seen[leading[i].family]) continue;
+      family_seen[leading[i].family] = true;
+      if (std::find(chosen.begin(), chosen.end(), leading[i].plan.mesh) == chosen.end()) chosen.push_back(leading[i].plan.mesh);
     }
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(failure_mutex);
-    if (!failure) failure = std::current_exception();
-    next = meshes.size();
+    for (const MeshShape& mesh : chosen) {
+      for (const auto& order : OtherOrders(mesh)) reorders.push_back({mesh, order});
+    }
   }
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  RunJobs(m, c, graph, o, reorders, workers, static_cast<int64_t>(jobs.size()), static_cast<int64_t>(jobs.size() + reorders.size()));
 
   SearchResult result;
   result.meshes = static_cast<int64_t>(meshes.size());
-  std::vector<RankedPlan> all;
+  result.layouts = static_cast<int64_t>(reorders.size());
   for (Worker& w : workers) {
     result.candidates += w.candidates;
     result.pruned += w.pruned;
+    result.dominated += w.dominated;
     result.evaluated += w.evaluated;
-    for (RankedPlan& p : w.plans) all.push_back(std::move(p));
     for (const RankedPlan& p : w.pareto) AddToFrontier(result.pareto, p);
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));
   }
-  std::sort(all.begin(), all.end(), Better);
+  std::vector<RankedPlan> all = ranked();
   for (size_t i = 0; i < all.size() && result.best.size() < o.top; ++i) {
     if (!result.best.empty() && SameOutcome(result.best.back(), all[i])) continue;  // show distinct outcomes
     result.best.push_back(all[i]);
@@ -312,6 +398,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     if (seen[p.family]) continue;
     seen[p.family] = true;
     result.family_best.push_back(p);
+    result.family_best.back().why_lost = WhyLost(all.front(), p, m, c, graph);
     if (result.family_best.size() == 8) break;
   }
   std::sort(result.pareto.begin(), result.pareto.end(), [](const RankedPlan& a, const RankedPlan& b) {

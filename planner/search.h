@@ -29,6 +29,7 @@ struct RankedPlan {
   PlanSpec plan;
   sim::StepReport report;
   std::string family;  // the axes used, "data x tensor x pipeline"
+  std::string why_lost;  // for the other families' best: why it lost to the best plan (WhyLost)
 };
 
 struct Miss {
@@ -43,15 +44,18 @@ struct SearchResult {
   std::vector<Miss> nearest_misses;     // when nothing (or little) fits: closest to fitting first
   // Plans no other plan beats on both tokens/s and memory per device, least memory first.
   std::vector<RankedPlan> pareto;
-  int64_t meshes = 0;                   // mesh factorisations considered
+  int64_t meshes = 0;                   // mesh factorisations considered (in the default mesh_order)
+  int64_t layouts = 0;                  // other mesh_orders tried for the leading meshes
   int64_t candidates = 0;               // plans enumerated
   int64_t pruned = 0;                   // rejected before estimating (divisibility; a memory bound prunes a
                                         // mesh and ZeRO stage at once, counted as one)
+  int64_t dominated = 0;                // dropped unestimated: a lighter recomputation of the same plan fits
   int64_t evaluated = 0;                // plans estimated
   double wall_s = 0;
 };
 
-// Searches the plans of `model` on `cluster`. Throws InputError when the batch does not split
+// Searches the plans of `model` on `cluster`: every mesh in the default mesh_order, then other
+// layouts (OtherOrders) of the meshes of the leading plans and of each family's best. Throws InputError when the batch does not split
 // into sequences of seq_len, or seq_len is out of range for the model.
 SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options);
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/mesh.h"
+#include "strategies/pipeline_schedule.h"
 
 namespace shardsim::sim {
 namespace {
@@ -113,8 +114,15 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
+    // Only the modelled groups are needed: those of ranks spread evenly from the first to the
+    // last (listing every group of a 16k-device mesh costs more than the model).
     std::vector<DeviceGroup> groups;
-    for (const auto& ranks : mesh.Groups(axes)) groups.push_back({ranks});
+    const int64_t n = mesh.size(), wanted = static_cast<int64_t>(std::max<size_t>(1, max_modelled_groups_));
+    for (int64_t k = 0; k < wanted; ++k) {
+      const int64_t rank = wanted == 1 ? 0 : k * (n - 1) / (wanted - 1);
+      std::vector<int64_t> ranks = mesh.Group(rank, axes);
+      if (std::none_of(groups.begin(), groups.end(), [&](const DeviceGroup& g) { return g.devices == ranks; })) groups.push_back({std::move(ranks)});
+    }
     it = cache_.emplace(key, std::make_unique<GroupCollective>(cluster_, groups, op, Algorithm::kAuto, "collective over " + Key(axes), max_modelled_groups_,
                                                                /*every_group=*/false))
              .first;
@@ -122,6 +130,29 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
   const double seconds = it->second->Fastest(bytes).estimate.time_s;
   seconds_[{key, bytes}] = seconds;
   return seconds;
+}
+
+namespace {
+Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype) {
+  const auto peak = cluster.chip.peak_flop_per_s.find(dtype);
+  SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + dtype);
+  return Roofline{peak->second, cluster.efficiency.matmul, cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm, cluster.chip.matmul_tile,
+                  cluster.chip.compute_units};
+}
+}  // namespace
+
+PhaseParts CostPhaseParts(const LayerProgram& layer, Phase phase, const ClusterSpec& cluster, const std::string& dtype, AxisCollectives& collectives) {
+  const Roofline roofline = RooflineOf(cluster, dtype);
+  PhaseParts parts;
+  for (const Op& op : layer.ops) {
+    if (op.phase != phase) continue;
+    if (op.is_comm()) {
+      parts.collectives.push_back({&op, collectives.Seconds(op.collective, op.axes, op.comm_bytes)});
+    } else {
+      parts.compute_s += roofline.Seconds(op);
+    }
+  }
+  return parts;
 }
 
 StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives) {
@@ -182,42 +213,69 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
       }
     }
   }
-  std::vector<double> finish(static_cast<size_t>(3 * slots * m), -1);
-  auto at = [&](int ph, int64_t at_slot, int64_t mb) -> double& { return finish[static_cast<size_t>((ph * slots + at_slot) * m + mb)]; };
-  std::vector<size_t> next(static_cast<size_t>(p), 0);
-  std::vector<double> clock(static_cast<size_t>(p), 0), busy(static_cast<size_t>(p), 0);
-  size_t remaining = 0;
-  for (const auto& stage : program.stages) remaining += stage.tasks.size();
-  while (remaining > 0) {
-    bool progressed = false;
-    for (int64_t s = 0; s < p; ++s) {
-      const auto& tasks = program.stages[static_cast<size_t>(s)].tasks;
-      while (next[static_cast<size_t>(s)] < tasks.size()) {
-        const strategies::Task& task = tasks[next[static_cast<size_t>(s)]];
-        SHARDSIM_CHECK(task.microbatch >= 0 && task.microbatch < m && task.chunk >= 0 && task.chunk < v, "schedule task out of range");
-        const int64_t here = slot(s, task.chunk);
-        const int ph = PhaseIndex(task.phase);
-        double ready = 0;
-        if (ph == 0 && before[static_cast<size_t>(here)] >= 0) {
-          const double dep = at(0, before[static_cast<size_t>(here)], task.microbatch);
-          if (dep < 0) break;
-          ready = dep + p2p;
-        } else if (ph == 1 && after[static_cast<size_t>(here)] >= 0) {
-          const double dep = at(gradient_sent_after, after[static_cast<size_t>(here)], task.microbatch);
-          if (dep < 0) break;
-          ready = dep + p2p;
+  // Plays `count` micro-batches of each stage's task list; returns when each stage's last task
+  // ends and how long each stage was busy.
+  auto play = [&](const std::vector<const std::vector<strategies::Task>*>& stage_tasks, int64_t count) {
+    std::vector<double> finish(static_cast<size_t>(3 * slots * count), -1);
+    auto at = [&](int ph, int64_t at_slot, int64_t mb) -> double& { return finish[static_cast<size_t>((ph * slots + at_slot) * count + mb)]; };
+    std::vector<size_t> next(static_cast<size_t>(p), 0);
+    std::vector<double> clock(static_cast<size_t>(p), 0), busy(static_cast<size_t>(p), 0);
+    size_t remaining = 0;
+    for (const auto* tasks : stage_tasks) remaining += tasks->size();
+    while (remaining > 0) {
+      bool progressed = false;
+      for (int64_t s = 0; s < p; ++s) {
+        const auto& tasks = *stage_tasks[static_cast<size_t>(s)];
+        while (next[static_cast<size_t>(s)] < tasks.size()) {
+          const strategies::Task& task = tasks[next[static_cast<size_t>(s)]];
+          SHARDSIM_CHECK(task.microbatch >= 0 && task.microbatch < count && task.chunk >= 0 && task.chunk < v, "schedule task out of range");
+          const int64_t here = slot(s, task.chunk);
+          const int ph = PhaseIndex(task.phase);
+          double ready = 0;
+          if (ph == 0 && before[static_cast<size_t>(here)] >= 0) {
+            const double dep = at(0, before[static_cast<size_t>(here)], task.microbatch);
+            if (dep < 0) break;
+            ready = dep + p2p;
+          } else if (ph == 1 && after[static_cast<size_t>(here)] >= 0) {
+            const double dep = at(gradient_sent_after, after[static_cast<size_t>(here)], task.microbatch);
+            if (dep < 0) break;
+            ready = dep + p2p;
+          }
+          const double seconds = duration[static_cast<size_t>(3 * here + ph)];
+          const double start = std::max(clock[static_cast<size_t>(s)], ready);
+          clock[static_cast<size_t>(s)] = start + seconds;
+          busy[static_cast<size_t>(s)] += seconds;
+          at(ph, here, task.microbatch) = clock[static_cast<size_t>(s)];
+          ++next[static_cast<size_t>(s)];
+          --remaining;
+          progressed = true;
         }
-        const double seconds = duration[static_cast<size_t>(3 * here + ph)];
-        const double start = std::max(clock[static_cast<size_t>(s)], ready);
-        clock[static_cast<size_t>(s)] = start + seconds;
-        busy[static_cast<size_t>(s)] += seconds;
-        at(ph, here, task.microbatch) = clock[static_cast<size_t>(s)];
-        ++next[static_cast<size_t>(s)];
-        --remaining;
-        progressed = true;
       }
+      SHARDSIM_CHECK(progressed, "the pipeline schedule deadlocks");
     }
-    SHARDSIM_CHECK(progressed, "the pipeline schedule deadlocks");
+    return std::make_pair(clock, busy);
+  };
+  const int64_t scheduled = program.scheduled_microbatches;
+  std::vector<const std::vector<strategies::Task>*> program_tasks;
+  for (const auto& stage : program.stages) program_tasks.push_back(&stage.tasks);
+  auto [clock, busy] = play(program_tasks, scheduled);
+  if (scheduled < m) {
+    // Past the warm-up the schedule settles into a steady state: extend it at the mean rate
+    // between two plays far apart (stages of unequal times repeat over several periods).
+    const int64_t period = strategies::ScheduleExtensionPeriod(p), fewer = scheduled / 2 / period * period;
+    SHARDSIM_CHECK(fewer > 0 && fewer < scheduled, "the scheduled micro-batches must exceed one period");
+    std::vector<std::vector<strategies::Task>> shorter(static_cast<size_t>(p));
+    std::vector<const std::vector<strategies::Task>*> shorter_tasks;
+    for (int64_t s = 0; s < p; ++s) {
+      shorter[static_cast<size_t>(s)] = strategies::ScheduleStage(plan.pipeline_schedule, p, fewer, v, s);
+      shorter_tasks.push_back(&shorter[static_cast<size_t>(s)]);
+    }
+    const auto [clock_fewer, busy_fewer] = play(shorter_tasks, fewer);
+    const double periods = static_cast<double>(m - scheduled) / static_cast<double>(scheduled - fewer);
+    for (size_t s = 0; s < clock.size(); ++s) {
+      clock[s] += periods * (clock[s] - clock_fewer[s]);
+      busy[s] += periods * (busy[s] - busy_fewer[s]);
+    }
   }
 
   // Step-level work per stage: gradient reduction (hidden under the last micro-batch's backward
@@ -238,7 +296,9 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     // Every stage runs each (chunk, phase) once per micro-batch of the chunk's direction.
     for (int64_t c = 0; c < v; ++c) {
       const int64_t direction = stage.chunks[static_cast<size_t>(c)].direction;
-      const double times = static_cast<double>(direction == 0 ? program.second_direction_from : m - program.second_direction_from);
+      // The scheduled micro-batches split over the directions as all of them do.
+      const double first = static_cast<double>(program.second_direction_from) * static_cast<double>(m) / static_cast<double>(scheduled);
+      const double times = direction == 0 ? first : static_cast<double>(m) - first;
       for (const PhaseCost& cost : part_costs[static_cast<size_t>(slot(s, c))]) {
         stage_compute[static_cast<size_t>(s)] += cost.compute_s * times;
         executed += cost.flops * times;

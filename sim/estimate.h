@@ -65,6 +65,15 @@ struct StepReport {
 // is 0.
 double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n);
 
+// One phase of one layer program for one micro-batch, each part alone (no overlap applied): the
+// roofline compute seconds, and each collective's seconds. For explanations.
+struct PhaseParts {
+  double compute_s = 0;
+  std::vector<std::pair<const strategies::Op*, double>> collectives;  // op (in `layer`), seconds
+};
+PhaseParts CostPhaseParts(const strategies::LayerProgram& layer, strategies::Phase phase, const ClusterSpec& cluster, const std::string& dtype,
+                          AxisCollectives& collectives);
+
 // Predicts one step. `collectives` must be built for the same cluster and plan.
 StepReport Estimate(const strategies::StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives);
 

@@ -95,15 +95,18 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
     AppendShardedParamOps(program.layer_programs[kHead], p, m.tied_embeddings && p.mesh.pipeline == 1 ? 0 : vocab, 0);
   }
 
-  // Model part j holds layers [j L / parts, (j + 1) L / parts). Chunk c of stage s is part
+  // Model parts hold consecutive layers, as even as possible (LayersPerPart). Chunk c of stage s is part
   // c p + s; DualPipe gives each stage part s for micro-batches flowing down the pipeline and a
   // second copy of part p - 1 - s for those flowing up.
   const int64_t stages = p.mesh.pipeline;
   const bool dual = p.pipeline_schedule == PipelineSchedule::kDualPipe && stages > 1;
   const int64_t chunks = dual ? 2 : p.virtual_stages, parts = dual ? stages : stages * chunks;
   program.paths.assign(dual ? 2 : 1, std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(parts)));
-  program.second_direction_from = dual ? program.microbatches / 2 : program.microbatches;
-  const int64_t per_part = m.num_layers / parts;
+  program.scheduled_microbatches = ScheduledMicrobatches(stages, chunks, program.microbatches);
+  program.second_direction_from = dual ? program.scheduled_microbatches / 2 : program.scheduled_microbatches;
+  const std::vector<int64_t> part_layers = LayersPerPart(m.num_layers, parts);
+  std::vector<int64_t> first_layer(static_cast<size_t>(parts) + 1, 0);
+  for (int64_t j = 0; j < parts; ++j) first_layer[static_cast<size_t>(j) + 1] = first_layer[static_cast<size_t>(j)] + part_layers[static_cast<size_t>(j)];
   const double t = static_cast<double>(p.mesh.tensor);
   const double vocab_params = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / t;
   const LayerParams dense_layer = ParamsOf(m, p, false);
@@ -123,7 +126,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
         // The vocabulary is split over tensor; a learned position table is replicated.
         dense += vocab_params + (m.position == PositionKind::kLearned ? static_cast<double>(m.max_seq_len * m.hidden_size) : 0.0);
       }
-      for (int64_t layer = part * per_part; layer < (part + 1) * per_part; ++layer) {
+      for (int64_t layer = first_layer[static_cast<size_t>(part)]; layer < first_layer[static_cast<size_t>(part) + 1]; ++layer) {
         const bool moe = IsMoeLayer(m, layer);
         const int index = moe ? kMoe : kDense;
         if (!chunk.layers.empty() && chunk.layers.back().first == index) {
@@ -143,7 +146,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
       stage.chunks.push_back(chunk);
     }
     stage.params = dense + expert;
-    stage.tasks = ScheduleStage(p.pipeline_schedule, stages, program.microbatches, chunks, s);
+    stage.tasks = ScheduleStage(p.pipeline_schedule, stages, program.scheduled_microbatches, chunks, s);
     stage.step_ops = DataParallelStepOps(p, dense, expert);
     // Copies of one matrix on two stages keep their gradients equal once per step: the tied
     // embedding and head (Megatron's embedding group), and DualPipe's two copies of every part.

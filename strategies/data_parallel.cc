@@ -37,6 +37,15 @@ std::vector<std::string> ParamShardAxes(const PlanSpec& p, ParamKind kind) {
   return axes;
 }
 
+std::vector<std::string> GradShardAxes(const PlanSpec& p, ParamKind kind) {
+  std::vector<std::string> axes;
+  if (p.mesh.fsdp > 1) axes.push_back("fsdp");
+  if (p.zero_stage >= 2) {
+    for (const std::string& a : ReplicaAxes(p, kind)) axes.push_back(a);
+  }
+  return axes;
+}
+
 ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
   const double fsdp = static_cast<double>(p.mesh.fsdp), replicas = Product(p, ReplicaAxes(p, kind));
   return {fsdp * (p.zero_stage >= 3 ? replicas : 1), fsdp * (p.zero_stage >= 2 ? replicas : 1), fsdp * (p.zero_stage >= 1 ? replicas : 1)};
@@ -50,15 +59,17 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
   for (const auto& [name, params, kind] : kinds) {
     optimizer_params += params / Sharding(p, kind).optimizer;
     const std::vector<std::string> axes = ReplicaAxes(p, kind);
-    // ZeRO-3 reduce-scatters the gradients over the replicas per layer already.
+    // ZeRO-2 and ZeRO-3 reduce-scatter the gradients over the replicas per layer already.
     if (params <= 0 || axes.empty() || p.zero_stage == 3) continue;
     const double shard = params / static_cast<double>(p.mesh.fsdp);  // what each fsdp rank holds
     if (p.zero_stage == 0) {
       ops.push_back(CommOp("dp_allreduce_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllReduce, axes, shard * kGradBytes,
                            p.overlap.data));
     } else {
-      ops.push_back(CommOp("dp_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, axes,
-                           shard * kGradBytes, p.overlap.data));
+      if (p.zero_stage == 1) {
+        ops.push_back(CommOp("dp_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, axes,
+                             shard * kGradBytes, p.overlap.data));
+      }
       ops.push_back(CommOp("zero_param_allgather_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllGather, axes,
                            shard * kParamBytes, false));
     }
@@ -71,16 +82,22 @@ void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& p, double dense_
   const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{"dense", dense_params, ParamKind::kDense},
                                                                          {"expert", expert_params, ParamKind::kExpert}};
   for (const auto& [name, params, kind] : kinds) {
+    if (params <= 0) continue;
     const std::vector<std::string> axes = ParamShardAxes(p, kind);
-    if (params <= 0 || axes.empty()) continue;
-    Op gather = CommOp("param_allgather_" + name, Phase::kForward, Stream::kData, CollectiveOp::kAllGather, axes, params * kParamBytes,
-                       p.overlap.fsdp);
-    layer.ops.insert(layer.ops.begin(), gather);
-    gather.name += "_backward";
-    gather.phase = Phase::kBackwardInput;
-    layer.ops.push_back(gather);
-    layer.ops.push_back(CommOp("grad_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, axes,
-                               params * kGradBytes, p.overlap.fsdp));
+    if (!axes.empty()) {
+      Op gather = CommOp("param_allgather_" + name, Phase::kForward, Stream::kData, CollectiveOp::kAllGather, axes, params * kParamBytes,
+                         p.overlap.fsdp);
+      layer.ops.insert(layer.ops.begin(), gather);
+      gather.name += "_backward";
+      gather.phase = Phase::kBackwardInput;
+      layer.ops.push_back(gather);
+    }
+    const std::vector<std::string> grad_axes = GradShardAxes(p, kind);
+    if (!grad_axes.empty()) {
+      // Sharded gradients cannot accumulate over micro-batches: each backward reduce-scatters.
+      layer.ops.push_back(CommOp("grad_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, grad_axes,
+                                 params * kGradBytes, p.zero_stage == 2 ? p.overlap.data : p.overlap.fsdp));
+    }
   }
 }
 

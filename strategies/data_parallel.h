@@ -5,10 +5,11 @@
 // Sharding: W[D_fsdp, F] (ZeRO-3: W[D_(fsdp,replicas), F]); gradients sharded over the replicas
 // from ZeRO-2, fp32 master weights and Adam state from ZeRO-1, always over fsdp.
 // Collectives: per layer and micro-batch when parameters are sharded, an all-gather before
-// forward and again before backward (prefetched), and a reduce-scatter of the gradients after;
-// once per step over the replica axes, an all-reduce of the gradients (ZeRO-0), or a
-// reduce-scatter of them and an all-gather of the updated parameters (ZeRO-1/2), bucketed under
-// the last backward; nothing more at ZeRO-3.
+// forward and again before backward (prefetched), and a reduce-scatter of the gradients after
+// (at ZeRO-2 too, over the replicas: sharded gradients cannot accumulate over micro-batches, as
+// DeepSpeed reduces each micro-batch's buckets); once per step over the replica axes, an
+// all-reduce of the gradients (ZeRO-0), or a reduce-scatter of them (ZeRO-1) and an all-gather
+// of the updated parameters (ZeRO-1/2), bucketed under the last backward; nothing more at ZeRO-3.
 #pragma once
 
 #include <string>
@@ -26,6 +27,9 @@ std::vector<std::string> ReplicaAxes(const PlanSpec& plan, ParamKind kind);
 // Mesh axes (of size > 1) parameters of `kind` are sharded over and gathered per layer: fsdp,
 // and at ZeRO-3 the replica axes too.
 std::vector<std::string> ParamShardAxes(const PlanSpec& plan, ParamKind kind);
+// Mesh axes gradients of `kind` are reduce-scattered over per layer and micro-batch: fsdp, and
+// from ZeRO-2 the replica axes too.
+std::vector<std::string> GradShardAxes(const PlanSpec& plan, ParamKind kind);
 
 // How many ways each kind of training state is split, on top of tensor / pipeline / expert.
 struct ShardDegrees {

@@ -6,14 +6,19 @@
 namespace shardsim::strategies {
 namespace {
 
-void Forward(std::vector<Task>& tasks, int64_t mb, int64_t chunk = 0) { tasks.push_back({mb, chunk, Phase::kForward}); }
+Task T(int64_t microbatch, int64_t chunk, Phase phase) {
+  return Task{static_cast<int32_t>(microbatch), static_cast<int16_t>(chunk), phase};
+}
+
+void Forward(std::vector<Task>& tasks, int64_t mb, int64_t chunk = 0) { tasks.push_back(T(mb, chunk, Phase::kForward)); }
 void Backward(std::vector<Task>& tasks, int64_t mb, int64_t chunk = 0) {
-  tasks.push_back({mb, chunk, Phase::kBackwardInput});
-  tasks.push_back({mb, chunk, Phase::kBackwardWeight});
+  tasks.push_back(T(mb, chunk, Phase::kBackwardInput));
+  tasks.push_back(T(mb, chunk, Phase::kBackwardWeight));
 }
 
 std::vector<Task> Gpipe(int64_t m) {
   std::vector<Task> tasks;
+  tasks.reserve(static_cast<size_t>(3 * m));
   for (int64_t mb = 0; mb < m; ++mb) Forward(tasks, mb);
   for (int64_t mb = 0; mb < m; ++mb) Backward(tasks, mb);
   return tasks;
@@ -21,6 +26,7 @@ std::vector<Task> Gpipe(int64_t m) {
 
 std::vector<Task> OneFOneB(int64_t p, int64_t m, int64_t s) {
   std::vector<Task> tasks;
+  tasks.reserve(static_cast<size_t>(3 * m));
   const int64_t warmup = std::min(p - s - 1, m);
   for (int64_t mb = 0; mb < warmup; ++mb) Forward(tasks, mb);
   for (int64_t i = 0; i < m - warmup; ++i) {
@@ -35,10 +41,11 @@ std::vector<Task> OneFOneB(int64_t p, int64_t m, int64_t s) {
 // (k / (p v)) p + k % p of chunk (k / p) % v; backwards walk the chunks in reverse.
 std::vector<Task> Interleaved(int64_t p, int64_t m, int64_t v, int64_t s) {
   const int64_t total = m * v;
-  auto forward_task = [&](int64_t k) { return Task{(k / (p * v)) * p + k % p, (k / p) % v, Phase::kForward}; };
+  auto forward_task = [&](int64_t k) { return T((k / (p * v)) * p + k % p, (k / p) % v, Phase::kForward); };
   auto backward_chunk = [&](int64_t k) { return v - 1 - (k / p) % v; };
   const int64_t warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
   std::vector<Task> tasks;
+  tasks.reserve(static_cast<size_t>(3 * total));
   for (int64_t k = 0; k < warmup; ++k) tasks.push_back(forward_task(k));
   for (int64_t i = 0; i < total - warmup; ++i) {
     tasks.push_back(forward_task(warmup + i));
@@ -53,14 +60,15 @@ std::vector<Task> Interleaved(int64_t p, int64_t m, int64_t v, int64_t s) {
 // no stage exceeds the first stage's p), running them in the cooldown while it waits.
 std::vector<Task> ZeroBubbleH1(int64_t p, int64_t m, int64_t s) {
   std::vector<Task> tasks;
+  tasks.reserve(static_cast<size_t>(3 * m));
   const int64_t warmup = std::min(p - s - 1, m);
   const int64_t held = s;
   std::deque<int64_t> pending;
   auto backward = [&](int64_t mb) {
-    tasks.push_back({mb, 0, Phase::kBackwardInput});
+    tasks.push_back(T(mb, 0, Phase::kBackwardInput));
     pending.push_back(mb);
     while (static_cast<int64_t>(pending.size()) > held) {
-      tasks.push_back({pending.front(), 0, Phase::kBackwardWeight});
+      tasks.push_back(T(pending.front(), 0, Phase::kBackwardWeight));
       pending.pop_front();
     }
   };
@@ -73,12 +81,12 @@ std::vector<Task> ZeroBubbleH1(int64_t p, int64_t m, int64_t s) {
     backward(mb);
     // In the cooldown each B waits on the next stage: one deferred W fills that wait.
     if (!pending.empty() && mb + 1 < m) {
-      tasks.push_back({pending.front(), 0, Phase::kBackwardWeight});
+      tasks.push_back(T(pending.front(), 0, Phase::kBackwardWeight));
       pending.pop_front();
     }
   }
   while (!pending.empty()) {
-    tasks.push_back({pending.front(), 0, Phase::kBackwardWeight});
+    tasks.push_back(T(pending.front(), 0, Phase::kBackwardWeight));
     pending.pop_front();
   }
   return tasks;
@@ -95,26 +103,27 @@ std::vector<Task> DualPipe(int64_t p, int64_t m, int64_t rank) {
   const int64_t hr = std::min(rank, p - 1 - rank);
   const bool mirrored = rank >= half_ranks;
   std::vector<Task> tasks;
+  tasks.reserve(static_cast<size_t>(3 * m));
   int64_t next_forward[2] = {0, 0}, next_backward[2] = {0, 0};
   std::deque<std::pair<int64_t, int64_t>> weights;  // deferred (micro-batch, chunk)
   auto chunk_of = [&](int local) { return static_cast<int64_t>(mirrored ? 1 - local : local); };
   auto mb_of = [&](int64_t chunk, int64_t i) { return chunk == 0 ? i : half + i; };
   auto forward = [&](int local) {
     const int64_t c = chunk_of(local);
-    tasks.push_back({mb_of(c, next_forward[c]++), c, Phase::kForward});
+    tasks.push_back(T(mb_of(c, next_forward[c]++), c, Phase::kForward));
   };
   auto backward = [&](int local, bool zero_bubble) {
     const int64_t c = chunk_of(local), mb = mb_of(c, next_backward[c]++);
-    tasks.push_back({mb, c, Phase::kBackwardInput});
+    tasks.push_back(T(mb, c, Phase::kBackwardInput));
     if (zero_bubble) {
       weights.push_back({mb, c});
     } else {
-      tasks.push_back({mb, c, Phase::kBackwardWeight});
+      tasks.push_back(T(mb, c, Phase::kBackwardWeight));
     }
   };
   auto weight = [&] {
     if (weights.empty()) return;
-    tasks.push_back({weights.front().first, weights.front().second, Phase::kBackwardWeight});
+    tasks.push_back(T(weights.front().first, weights.front().second, Phase::kBackwardWeight));
     weights.pop_front();
   };
   for (int64_t i = 0; i < (half_ranks - hr - 1) * 2; ++i) forward(0);

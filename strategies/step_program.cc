@@ -86,7 +86,7 @@ std::string ValidateSchedule(const StepProgram& program) {
                " chunk " + std::to_string(tasks[i].chunk) + " twice";
       }
     }
-    for (int64_t mb = 0; mb < program.microbatches; ++mb) {
+    for (int64_t mb = 0; mb < program.scheduled_microbatches; ++mb) {
       for (int64_t c = 0; c < chunks; ++c) {
         if (program.stages[s].chunks[static_cast<size_t>(c)].direction != DirectionOf(program, mb)) continue;
         expected += 3;
@@ -103,6 +103,11 @@ std::string ValidateSchedule(const StepProgram& program) {
   return "";
 }
 
+int64_t ScheduledMicrobatches(int64_t pipeline, int64_t virtual_stages, int64_t microbatches) {
+  const int64_t played = 8 * pipeline * virtual_stages;
+  return microbatches <= played + ScheduleExtensionPeriod(pipeline) ? microbatches : played;
+}
+
 std::string DumpProgram(const StepProgram& program) {
   std::ostringstream out;
   char number[64];
@@ -110,7 +115,7 @@ std::string DumpProgram(const StepProgram& program) {
     std::snprintf(number, sizeof number, "%.9g", v);
     return std::string(number);
   };
-  out << "step model=" << program.model.name << " microbatches=" << program.microbatches
+  out << "step model=" << program.model.name << " microbatches=" << program.microbatches << " scheduled=" << program.scheduled_microbatches
       << " tokens_per_microbatch=" << program.tokens_per_microbatch << " model_flops=" << g(program.model_flops_per_step) << "\n";
   for (const LayerProgram& layer : program.layer_programs) {
     out << "layer " << layer.name << "\n";

@@ -19,7 +19,7 @@ namespace shardsim::strategies {
 enum class Stream { kCompute, kTensor, kData, kPipeline, kExpert, kContext };
 
 // When an op runs within a layer's work on one micro-batch.
-enum class Phase {
+enum class Phase : uint8_t {
   kForward,
   kBackwardInput,   // B: gradients with respect to activations (the critical path)
   kBackwardWeight,  // W: gradients with respect to weights (can be deferred by zero-bubble schedules)
@@ -57,9 +57,10 @@ struct LayerProgram {
 };
 
 // A pipeline task: one micro-batch through one model chunk of a stage, one phase.
+// Eight bytes: schedules of thousands of micro-batches over many stages are built per plan.
 struct Task {
-  int64_t microbatch = 0;
-  int64_t chunk = 0;  // virtual stage index on this device (interleaved schedules)
+  int32_t microbatch = 0;
+  int16_t chunk = 0;  // virtual stage index on this device (interleaved schedules)
   Phase phase = Phase::kForward;
 };
 
@@ -82,6 +83,10 @@ struct StepProgram {
   ModelSpec model;
   PlanSpec plan;
   int64_t microbatches = 0;  // per data-parallel replica
+  // Micro-batches the stages' task lists cover: all of them, or, when there are many, a count
+  // past the schedule's warm-up (ScheduledMicrobatches) from which the estimator extends the
+  // steady state linearly. Task micro-batch indices and second_direction_from refer to these.
+  int64_t scheduled_microbatches = 0;
   int64_t tokens_per_microbatch = 0;  // per device, after context parallelism
   std::vector<LayerProgram> layer_programs;
   std::vector<Stage> stages;            // one per pipeline rank
@@ -100,6 +105,13 @@ std::string ToString(Phase phase);
 std::string ToString(ComputeKind kind);
 
 // The direction micro-batch `mb` takes.
+// How many micro-batches a stage's task list covers for `microbatches` in all: all of them up to
+// 8 p v (plus one period), else 8 p v, a multiple of the extension period 2 p.
+int64_t ScheduledMicrobatches(int64_t pipeline, int64_t virtual_stages, int64_t microbatches);
+// The estimator plays a schedule of fewer micro-batches too, a multiple of 2 p (keeping
+// interleaving's multiple of p and DualPipe's even split), to find the steady state's rate.
+inline int64_t ScheduleExtensionPeriod(int64_t pipeline) { return 2 * pipeline; }
+
 inline int64_t DirectionOf(const StepProgram& program, int64_t mb) { return mb >= program.second_direction_from ? 1 : 0; }
 
 // Sum over a phase of a layer program's compute FLOPs.

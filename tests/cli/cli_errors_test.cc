@@ -242,10 +242,15 @@ TEST_F(CliErrorsTest, TensorMustDivideHeads) {
   EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:24", plan), {"/mesh/tensor", "tensor=3", "1, 2, 4, 8"}));
 }
 
-TEST_F(CliErrorsTest, PipelineMustDivideLayers) {
-  const json plan = {{"mesh", {{"data", 8}, {"pipeline", 3}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
-  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:24", plan),
-                           {"/mesh/pipeline", "pipeline=3", "num_layers=32", "1, 2, 4, 8, 16, 32"}));
+TEST_F(CliErrorsTest, PipelineMustNotExceedLayers) {
+  const json plan = {{"mesh", {{"data", 8}, {"pipeline", 40}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:320", plan), {"/mesh/pipeline", "pipeline=40", "num_layers=32", "1 to 32"}));
+}
+
+TEST_F(CliErrorsTest, InterleavedChunksMustDivideLayers) {
+  const json plan = {{"mesh", {{"data", 8}, {"pipeline", 3}}}, {"global_batch_size", 48}, {"seq_len", 4096},
+                     {"pipeline_schedule", "interleaved-1f1b"}, {"virtual_stages", 2}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:24", plan), {"/virtual_stages", "3 x 2", "num_layers=32", "uneven stages"}));
 }
 
 TEST_F(CliErrorsTest, ExpertMustDivideExperts) {

@@ -1,5 +1,7 @@
 #include "core/plan_spec.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -78,14 +80,47 @@ TEST(ValidatePlanTest, AxesMustDivideTheModel) {
   EXPECT_NE(tensor.find("tensor=3 must divide heads=32 and kv_heads=8"), std::string::npos) << tensor;
   EXPECT_NE(tensor.find("valid: 1, 2, 4, 8"), std::string::npos) << tensor;
 
+  // Stages may differ by a layer, but each holds at least one, and interleaved chunks are equal.
   plan = BasePlan();
   plan["mesh"] = {{"data", 8}, {"pipeline", 3}};
-  EXPECT_NE(Rejection(plan, "llama3-8b", 24).find("pipeline=3 must divide num_layers=32"), std::string::npos);
+  EXPECT_EQ(Rejection(plan, "llama3-8b", 24), "");
+  plan["mesh"] = {{"data", 8}, {"pipeline", 40}};
+  EXPECT_NE(Rejection(plan, "llama3-8b", 320).find("pipeline=40 exceeds num_layers=32"), std::string::npos);
+  plan["mesh"] = {{"data", 8}, {"pipeline", 3}};
+  plan["pipeline_schedule"] = "interleaved-1f1b";
+  plan["virtual_stages"] = 2;
+  const std::string interleaved = Rejection(plan, "llama3-8b", 24);
+  EXPECT_NE(interleaved.find("pipeline x virtual_stages = 3 x 2 must divide num_layers=32"), std::string::npos) << interleaved;
+  plan.erase("pipeline_schedule");
+  plan.erase("virtual_stages");
 
   plan["mesh"] = {{"data", 8}, {"expert", 3}};
   plan["global_batch_size"] = 48;
   EXPECT_NE(Rejection(plan, "mixtral-8x7b", 24).find("expert=3 must divide num_experts=8"), std::string::npos);
   EXPECT_NE(Rejection(plan, "llama3-8b", 24).find("mixture-of-experts"), std::string::npos);
+}
+
+TEST(LayersPerPartTest, EvenOrShorterAtTheEnds) {
+  EXPECT_EQ(LayersPerPart(32, 4), (std::vector<int64_t>{8, 8, 8, 8}));
+  // Llama 3 405B: one layer fewer on the first and the last of 16 stages.
+  std::vector<int64_t> llama(16, 8);
+  llama.front() = llama.back() = 7;
+  EXPECT_EQ(LayersPerPart(126, 16), llama);
+  // DeepSeek-V3's 61 layers on 16 stages: three shorter stages, the ends first.
+  std::vector<int64_t> deepseek(16, 4);
+  deepseek[0] = deepseek[15] = deepseek[1] = 3;
+  EXPECT_EQ(LayersPerPart(61, 16), deepseek);
+  EXPECT_EQ(LayersPerPart(32, 3), (std::vector<int64_t>{10, 11, 11}));
+  EXPECT_EQ(LayersPerPart(5, 5), (std::vector<int64_t>{1, 1, 1, 1, 1}));
+  for (int64_t layers : {7, 61, 80, 126}) {
+    for (int64_t parts = 1; parts <= layers; ++parts) {
+      const std::vector<int64_t> split = LayersPerPart(layers, parts);
+      int64_t sum = 0;
+      for (int64_t n : split) sum += n;
+      EXPECT_EQ(sum, layers);
+      EXPECT_LE(*std::max_element(split.begin(), split.end()) - *std::min_element(split.begin(), split.end()), 1);
+    }
+  }
 }
 
 TEST(ValidatePlanTest, BatchSequenceAndSchedule) {

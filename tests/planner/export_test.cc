@@ -93,6 +93,53 @@ TEST(ExportTest, MegatronNeverCombinesFsdpWithTheDistributedOptimizer) {
   EXPECT_NE(e.not_expressed.back().find("ZeRO-3"), std::string::npos);
 }
 
+// Llama 3 405B's 16 stages of 7, 8 x 14, 7 layers: Megatron-LM's first/last-stage flags;
+// MaxText and torchtitan take one layer count per stage and say so.
+TEST(ExportTest, UnevenStages) {
+  const ModelSpec model = FindModelPreset("llama3-405b")->spec;
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:16384", "--cluster");
+  PlanSpec p;
+  p.mesh.data = 128;
+  p.mesh.tensor = 8;
+  p.mesh.pipeline = 16;
+  p.global_batch_size = 2048;
+  p.seq_len = 8192;
+  EXPECT_EQ(StageLayers(model, p), "7, 8 x14, 7");
+  const Export megatron = ExportPlan(model, cluster, p, ExportTarget::kMegatron);
+  EXPECT_NE(megatron.text.find("--decoder-first-pipeline-num-layers 7"), std::string::npos) << megatron.text;
+  EXPECT_NE(megatron.text.find("--decoder-last-pipeline-num-layers 7"), std::string::npos) << megatron.text;
+  for (ExportTarget target : {ExportTarget::kMaxText, ExportTarget::kTorchtitan}) {
+    const Export e = ExportPlan(model, cluster, p, target);
+    EXPECT_EQ(e.text.find("layers_per"), std::string::npos) << e.text;
+    ASSERT_FALSE(e.not_expressed.empty());
+    bool said = false;
+    for (const std::string& gap : e.not_expressed) said = said || gap.find("7, 8 x14, 7") != std::string::npos;
+    EXPECT_TRUE(said);
+  }
+  // DeepSeek-V3's 61 layers on 16 stages leave shorter middle stages: not Megatron's two flags.
+  const ModelSpec deepseek = FindModelPreset("deepseek-v3")->spec;
+  PlanSpec d = p;
+  d.mesh = MeshShape{};
+  d.mesh.pipeline = 16, d.mesh.expert = 64, d.mesh.data = 2;
+  d.global_batch_size = 15360;
+  const Export e = ExportPlan(deepseek, ParseClusterPreset("hgx-h800:2048", "--cluster"), d, ExportTarget::kMegatron);
+  EXPECT_EQ(e.text.find("--decoder-first-pipeline-num-layers"), std::string::npos);
+  ASSERT_FALSE(e.not_expressed.empty());
+}
+
+// A layout other than the default is named where the framework fixes its own rank order.
+TEST(ExportTest, NonDefaultLayoutIsNoted) {
+  PlanSpec p = SamplePlan();
+  p.mesh_order = {"pipeline", "data", "fsdp", "expert", "tensor", "context"};
+  const Export e = ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset("dgx-h100:128", "--cluster"), p, ExportTarget::kMegatron);
+  bool said = false;
+  for (const std::string& gap : e.not_expressed) said = said || gap.find("mesh_order pipeline,data,tensor,context") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_NE(ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset("dgx-h100:128", "--cluster"), p, ExportTarget::kJax)
+                .text.find("\"tensor\", \"context\")"),
+            std::string::npos);
+}
+
 TEST(ExportTest, JaxMesh) {
   const std::string t = Text(ExportTarget::kJax);
   EXPECT_NE(t.find("axis_names = (\"pipeline\", \"data\", \"fsdp\", \"expert\", \"context\", \"tensor\")"), std::string::npos) << t;

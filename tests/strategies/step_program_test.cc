@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "strategies/build_step.h"
+#include "strategies/data_parallel.h"
 #include "tests/strategies/test_models.h"
 
 namespace shardsim::strategies {
@@ -195,6 +196,45 @@ TEST(DataParallelTest, ZeroThreeGathersPerLayer) {
   }
   EXPECT_EQ(gathers, 2);
   EXPECT_EQ(scatters, 1);
+}
+
+// ZeRO-2 shards the gradients over the replicas, so each micro-batch's backward reduce-scatters
+// them per layer; the step keeps only the all-gather of the updated parameters.
+TEST(DataParallelTest, ZeroTwoReduceScattersEveryMicroBatch) {
+  PlanSpec p = Plan(8, 1, 1, 32, 2048);
+  p.zero_stage = 2;
+  const StepProgram program = BuildStep(FindModelPreset("llama3-8b")->spec, p);
+  EXPECT_EQ(program.microbatches, 4);
+  const auto ops = StepCollectives(program, 0);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0]->collective, CollectiveOp::kAllGather);
+  int gathers = 0, scatters = 0;
+  for (const Op& op : program.layer_programs[0].ops) {
+    if (op.stream != Stream::kData) continue;
+    EXPECT_EQ(op.axes, (std::vector<std::string>{"data"}));
+    EXPECT_EQ(op.phase, Phase::kBackwardWeight);
+    (op.collective == CollectiveOp::kAllGather ? gathers : scatters) += 1;
+  }
+  EXPECT_EQ(gathers, 0);
+  EXPECT_EQ(scatters, 1);
+  const ShardDegrees d = Sharding(p, ParamKind::kDense);
+  EXPECT_EQ(d.params, 1);
+  EXPECT_EQ(d.grads, 8);
+  EXPECT_EQ(d.optimizer, 8);
+}
+
+// Llama 3 405B on 16 stages: 126 layers, one fewer on the first and the last stage.
+TEST(StepProgramTest, UnevenStagesHoldOneLayerLessAtTheEnds) {
+  const StepProgram program = BuildStep(FindModelPreset("llama3-405b")->spec, Plan(128, 8, 16, 2048, 8192));
+  ASSERT_EQ(program.stages.size(), 16u);
+  int64_t total = 0;
+  for (size_t s = 0; s < program.stages.size(); ++s) {
+    int64_t layers = 0;
+    for (const auto& [index, count] : program.stages[s].chunks[0].layers) layers += program.layer_programs[static_cast<size_t>(index)].name == "dense" ? count : 0;
+    EXPECT_EQ(layers, s == 0 || s == 15 ? 7 : 8) << "stage " << s;
+    total += layers;
+  }
+  EXPECT_EQ(total, 126);
 }
 
 // Hybrid sharding: fsdp shards everything 8 ways; the 2 data replicas all-reduce their shards.
