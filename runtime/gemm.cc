@@ -31,4 +31,6 @@ void GemmStrided(float* c, int ldc, const float* a, int lda, const float* b, int
 
 std::string BlasConfig() { return openblas_get_config(); }
 
+void UseOneBlasThread() { openblas_set_num_threads(1); }
+
 }  // namespace shardsim::runtime

@@ -24,5 +24,7 @@ void GemmStrided(float* c, int ldc, const float* a, int lda, const float* b, int
 // openblas_get_config(): the OpenBLAS build and the kernel it picked for this CPU, for the run log.
 // Threads are the caller's business (OPENBLAS_NUM_THREADS=1 per MPI rank).
 std::string BlasConfig();
+// One BLAS thread for this process: MPI ranks each own a core (what OPENBLAS_NUM_THREADS=1 does).
+void UseOneBlasThread();
 
 }  // namespace shardsim::runtime

@@ -1,0 +1,105 @@
+#include "runtime/comm.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace shardsim::runtime {
+
+void CheckMpi(int code, MPI_Comm comm, const std::string& what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "shardsim-runtime: rank %d: MPI error in %s: %.*s\n", rank, what.c_str(), length, text);
+  MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, 3);
+}
+
+MeshComms::MeshComms(MPI_Comm world, const PlanSpec& plan) : world_(world), mesh_(plan.mesh, plan.mesh_order) {
+  MPI_Comm_rank(world_, &rank_);
+  int size = 0;
+  MPI_Comm_size(world_, &size);
+  SHARDSIM_CHECK(size == mesh_.size(), "the MPI job has " + std::to_string(size) + " ranks, the plan's mesh " + std::to_string(mesh_.size()));
+  MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
+  // Splitting is collective over the whole world, so every communicator is made here, in the
+  // same order on every rank: one per subset of the axes larger than one, in mesh_order.
+  std::vector<std::string> used;
+  for (const std::string& a : plan.mesh_order) {
+    if (plan.mesh.Size(a) > 1) used.push_back(a);
+  }
+  for (uint32_t subset = 1; subset < (1u << used.size()); ++subset) {
+    std::vector<std::string> axes;
+    for (size_t i = 0; i < used.size(); ++i) {
+      if (subset & (1u << i)) axes.push_back(used[i]);
+    }
+    const std::vector<int64_t> group = mesh_.Group(rank_, axes);
+    const int color = static_cast<int>(group.front());  // the group's first rank names it
+    const int key = static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
+    MPI_Comm comm = MPI_COMM_NULL;
+    CheckMpi(MPI_Comm_split(world_, color, key, &comm), world_, "communicator split");
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    std::sort(axes.begin(), axes.end());
+    comms_.emplace(axes, comm);
+  }
+}
+
+MeshComms::~MeshComms() {
+  for (auto& [axes, comm] : comms_) MPI_Comm_free(&comm);
+}
+
+MPI_Comm MeshComms::Comm(const std::vector<std::string>& axes) {
+  std::vector<std::string> key;
+  for (const std::string& a : axes) {
+    if (mesh_.AxisSize(a) > 1) key.push_back(a);
+  }
+  std::sort(key.begin(), key.end());
+  const auto it = comms_.find(key);
+  SHARDSIM_CHECK(it != comms_.end(), "no communicator over these axes");
+  return it->second;
+}
+
+int MeshComms::PipelinePeer(int64_t stage) const {
+  const std::vector<int64_t> group = mesh_.Group(rank_, {"pipeline"});
+  return static_cast<int>(group[static_cast<size_t>(stage)]);
+}
+
+int64_t MeshComms::GroupSize(const std::vector<std::string>& axes) const {
+  int64_t n = 1;
+  for (const std::string& a : axes) n *= mesh_.AxisSize(a);
+  return n;
+}
+
+void MeshComms::AllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+  if (GroupSize(axes) == 1 || count == 0) return;
+  MPI_Comm comm = Comm(axes);
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm), comm, what);
+}
+
+void MeshComms::AllReduceSum(double* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+  if (GroupSize(axes) == 1 || count == 0) return;
+  MPI_Comm comm = Comm(axes);
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm), comm, what);
+}
+
+void MeshComms::AllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+  if (GroupSize(axes) == 1) {
+    std::copy(in, in + count, out);
+    return;
+  }
+  MPI_Comm comm = Comm(axes);
+  CheckMpi(MPI_Allgather(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT, comm), comm, what);
+}
+
+void MeshComms::ReduceScatterSum(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+  if (GroupSize(axes) == 1) {
+    std::copy(in, in + count, out);
+    return;
+  }
+  MPI_Comm comm = Comm(axes);
+  CheckMpi(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm), comm, what);
+}
+
+}  // namespace shardsim::runtime

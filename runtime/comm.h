@@ -1,0 +1,58 @@
+// The runtime's MPI layer: one communicator per set of mesh axes, built from the same rank rule
+// as the simulator (core/mesh.h LogicalMesh), and the collectives the strategies issue on them.
+// An MPI error aborts the whole job with the rank and the operation named, never a hang.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/mesh.h"
+#include "core/plan_spec.h"
+
+namespace shardsim::runtime {
+
+// Every communicator one rank needs for a plan. `world` holds plan.mesh.Product() ranks.
+class MeshComms {
+ public:
+  // REQUIRES: the size of `world` equals the mesh product.
+  MeshComms(MPI_Comm world, const PlanSpec& plan);
+  ~MeshComms();
+  MeshComms(const MeshComms&) = delete;
+  MeshComms& operator=(const MeshComms&) = delete;
+
+  int rank() const { return rank_; }
+  const LogicalMesh& mesh() const { return mesh_; }
+  // This rank's position along `axis`.
+  int64_t Coordinate(const std::string& axis) const { return mesh_.Coordinate(rank_, axis); }
+  // The communicator over the group along `axes` that holds this rank. Its ranks follow the
+  // mesh_order (as Group() with the axes in that order), whatever the order of `axes`.
+  MPI_Comm Comm(const std::vector<std::string>& axes);
+  // The world rank of the pipeline neighbour `stage` with the same other coordinates.
+  int PipelinePeer(int64_t stage) const;
+  MPI_Comm world() const { return world_; }
+
+  // Collectives over `axes` (no-ops over one rank). Sums are in float; `what` names the op in
+  // error messages ("tensor all-reduce of layer 3 attention output").
+  void AllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what);
+  void AllReduceSum(double* data, int64_t count, const std::vector<std::string>& axes, const std::string& what);
+  // out [n * count] = the group's `in` [count], in group order.
+  void AllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
+  // out [count] = this rank's block of the sum of every rank's in [n * count].
+  void ReduceScatterSum(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
+  int64_t GroupSize(const std::vector<std::string>& axes) const;
+
+ private:
+  MPI_Comm world_;
+  int rank_ = 0;
+  LogicalMesh mesh_;
+  std::map<std::vector<std::string>, MPI_Comm> comms_;
+};
+
+// Aborts the job naming the rank and `what` when `code` is not MPI_SUCCESS.
+void CheckMpi(int code, MPI_Comm comm, const std::string& what);
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,25 @@
+#include "runtime/corpus.h"
+
+#include "core/error.h"
+
+namespace shardsim::runtime {
+
+Corpus::Corpus(std::string text, int64_t seq_len) : text_(std::move(text)), seq_len_(seq_len) {
+  if (seq_len_ <= 0 || static_cast<int64_t>(text_.size()) < 2 * (seq_len_ + 1)) {
+    throw InputError("--corpus", "holds " + std::to_string(text_.size()) + " bytes, too few for sequences of " + std::to_string(seq_len_),
+                     "at least " + std::to_string(2 * (seq_len_ + 1)) + " bytes", "use a longer text or a shorter --seq-len");
+  }
+}
+
+void Corpus::Batch(int32_t* ids, int32_t* targets, int64_t step, int64_t batch, int64_t first, int64_t count) const {
+  const int64_t span = static_cast<int64_t>(text_.size()) - seq_len_ - 1;
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t start = ((step * batch + first + j) * seq_len_) % span;
+    for (int64_t i = 0; i < seq_len_; ++i) {
+      ids[j * seq_len_ + i] = static_cast<unsigned char>(text_[static_cast<size_t>(start + i)]);
+      targets[j * seq_len_ + i] = static_cast<unsigned char>(text_[static_cast<size_t>(start + i + 1)]);
+    }
+  }
+}
+
+}  // namespace shardsim::runtime

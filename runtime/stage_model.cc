@@ -1,0 +1,326 @@
+#include "runtime/stage_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "runtime/attention.h"
+#include "runtime/cross_entropy.h"
+#include "runtime/embedding.h"
+#include "runtime/init.h"
+#include "runtime/linear.h"
+#include "runtime/rmsnorm.h"
+#include "runtime/rope.h"
+#include "runtime/swiglu.h"
+
+namespace shardsim::runtime {
+
+using Buffer = std::vector<float>;
+
+// What one layer's backward needs from its forward (T tokens of the micro-batch, Tl held).
+struct StageModel::LayerSaved {
+  Buffer x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act;
+};
+
+struct StageModel::Saved {
+  std::vector<LayerSaved> layers;
+  std::vector<int32_t> ids;     // the tokens this rank embeds (its share with SP)
+  Buffer final_x, final_rstd, final_h, dlogits;  // last part
+};
+
+void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
+  auto refuse = [](const std::string& where, const std::string& what, const std::string& valid) {
+    throw InputError(where, what + ": the runtime does not implement it yet", valid, "plan and estimate it with shardsim plan / estimate instead");
+  };
+  if (m.mla) refuse("model", "multi-head latent attention", "grouped-query attention");
+  if (m.moe) refuse("model", "mixture-of-experts layers", "dense models such as tiny-dense");
+  if (m.linear_bias || m.qkv_bias) refuse("model", "linear biases", "bias-free linears (LLaMA)");
+  if (m.mlp != MlpKind::kSwiGlu) refuse("model/mlp", "a GELU MLP", "swiglu");
+  if (m.norm != NormKind::kRmsNorm) refuse("model/norm", "LayerNorm", "rmsnorm");
+  if (m.position != PositionKind::kRope) refuse("model/position", "learned positions", "rope");
+  if (m.num_heads * m.head_dim != m.hidden_size) refuse("model/head_dim", "head_dim x heads != hidden_size", "head_dim = hidden_size / heads");
+  if (m.tied_embeddings && p.mesh.pipeline > 1) refuse("model/tied_embeddings", "tied embeddings across pipeline stages", "untied, or pipeline 1");
+  for (const char* axis : {"fsdp", "context", "expert"}) {
+    if (p.mesh.Size(axis) > 1) refuse(std::string("plan:/mesh/") + axis, std::string(axis) + " parallelism", "data, tensor, pipeline");
+  }
+  if (p.zero_stage == 3) refuse("plan:/zero_stage", "ZeRO-3", "0, 1, 2");
+  if (p.pipeline_schedule == PipelineSchedule::kDualPipe && p.mesh.pipeline > 1) {
+    refuse("plan:/pipeline_schedule", "dualpipe", "gpipe, 1f1b, interleaved-1f1b, zb-h1");
+  }
+}
+
+StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& comms, const ArchitectureConfig& config, uint64_t seed)
+    : model_(model), plan_(plan), comms_(comms), config_(config) {
+  CheckRuntimeSupports(model, plan);
+  stage_ = comms.Coordinate("pipeline");
+  tensor_rank_ = comms.Coordinate("tensor");
+  t_ = plan.mesh.tensor;
+  sp_ = plan.sequence_parallel && t_ > 1;
+  const int64_t v = plan.pipeline_schedule == PipelineSchedule::kInterleavedOneFOneB ? plan.virtual_stages : 1;
+  parts_ = plan.mesh.pipeline * v;
+  tokens_ = plan.micro_batch_size * plan.seq_len;
+  local_tokens_ = sp_ ? tokens_ / t_ : tokens_;
+  hidden_ = model.hidden_size;
+  heads_ = model.num_heads / t_;
+  kv_heads_ = model.num_kv_heads / t_;
+  ffn_ = model.ffn_hidden_size / t_;
+  SHARDSIM_CHECK(model.ffn_hidden_size % t_ == 0, "tensor must divide the MLP width");
+  for (int64_t i = 0; i < tokens_; ++i) positions_.push_back(static_cast<int32_t>(i % plan.seq_len));
+
+  const std::vector<int64_t> part_layers = LayersPerPart(model.num_layers, parts_);
+  std::vector<int64_t> first(static_cast<size_t>(parts_) + 1, 0);
+  for (int64_t j = 0; j < parts_; ++j) first[static_cast<size_t>(j) + 1] = first[static_cast<size_t>(j)] + part_layers[static_cast<size_t>(j)];
+  const int64_t d = hidden_, k = model.head_dim, q_cols = model.num_heads * k, kv_cols = model.num_kv_heads * k, f = model.ffn_hidden_size;
+  const int64_t tr = tensor_rank_;
+  // Output projections scaled down with depth (GPT-2's 1/sqrt(2L)).
+  const float out_stddev = config.init_stddev / std::sqrt(2.0f * static_cast<float>(model.num_layers));
+  for (int64_t c = 0; c < v; ++c) {
+    const int64_t part = c * plan.mesh.pipeline + stage_;
+    chunk_first_layer_.push_back(first[static_cast<size_t>(part)]);
+    chunk_layers_.push_back(part_layers[static_cast<size_t>(part)]);
+    if (part == 0) embedding_ = Add("embedding", model.vocab_size, d, 0, model.vocab_size, 0, d, true, true, config.init_stddev);
+    for (int64_t l = first[static_cast<size_t>(part)]; l < first[static_cast<size_t>(part) + 1]; ++l) {
+      const std::string n = "layer" + std::to_string(l) + ".";
+      LayerIds ids;
+      ids.attn_norm = Add(n + "attn_norm", 1, d, 0, 1, 0, d, true, false, 0);
+      ids.wq = Add(n + "wq", d, q_cols, 0, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, false, true, config.init_stddev);
+      ids.wk = Add(n + "wk", d, kv_cols, 0, d, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false, true, config.init_stddev);
+      ids.wv = Add(n + "wv", d, kv_cols, 0, d, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false, true, config.init_stddev);
+      ids.wo = Add(n + "wo", q_cols, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, 0, d, false, true, out_stddev);
+      ids.mlp_norm = Add(n + "mlp_norm", 1, d, 0, 1, 0, d, true, false, 0);
+      ids.wgate = Add(n + "wgate", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);
+      ids.wup = Add(n + "wup", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);
+      ids.wdown = Add(n + "wdown", f, d, tr * f / t_, (tr + 1) * f / t_, 0, d, false, true, out_stddev);
+      layer_ids_[l] = ids;
+    }
+    if (part == parts_ - 1) {
+      final_norm_ = Add("final_norm", 1, d, 0, 1, 0, d, true, false, 0);
+      if (!model.tied_embeddings) head_ = Add("head", d, model.vocab_size, 0, d, 0, model.vocab_size, true, true, config.init_stddev);
+    }
+  }
+  // Values: norms start at one, the rest from the sharding-independent normal draws.
+  params_.assign(tensors_.empty() ? 0 : static_cast<size_t>(tensors_.back().offset + tensors_.back().size()), 0.0f);
+  grads_.assign(params_.size(), 0.0f);
+  for (const ParamTensor& pt : tensors_) {
+    float* out = params_.data() + pt.offset;
+    const bool norm = !pt.decay;
+    for (int64_t r = pt.row0; r < pt.row1; ++r) {
+      for (int64_t c = pt.col0; c < pt.col1; ++c) {
+        const float stddev = pt.name.size() > 3 && (pt.name.ends_with(".wo") || pt.name.ends_with(".wdown")) ? out_stddev : config.init_stddev;
+        *out++ = norm ? 1.0f : InitNormal(seed, pt.name, r, c, stddev);
+      }
+    }
+  }
+}
+
+StageModel::~StageModel() = default;
+
+int StageModel::Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t row1, int64_t col0, int64_t col1, bool replicated,
+                    bool decay, float) {
+  ParamTensor pt{name, rows, cols, row0, row1, col0, col1, replicated, decay, 0};
+  pt.offset = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size();
+  tensors_.push_back(pt);
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
+int64_t StageModel::PartOfChunk(int64_t chunk) const { return chunk * plan_.mesh.pipeline + stage_; }
+
+void StageModel::ToFull(float* full, const float* local, const std::string& what) {
+  if (sp_) {
+    comms_.AllGather(full, local, local_tokens_ * hidden_, {"tensor"}, what);
+  } else {
+    std::copy(local, local + tokens_ * hidden_, full);
+  }
+}
+
+void StageModel::FromPartial(float* local, float* partial, const std::string& what) {
+  if (sp_) {
+    comms_.ReduceScatterSum(local, partial, local_tokens_ * hidden_, {"tensor"}, what);
+  } else {
+    comms_.AllReduceSum(partial, tokens_ * hidden_, {"tensor"}, what);
+    std::copy(partial, partial + tokens_ * hidden_, local);
+  }
+}
+
+void StageModel::GradToLocal(float* local, float* full, const std::string& what) { FromPartial(local, full, what); }
+
+void StageModel::GradToFull(float* full, const float* local, const std::string& what) { ToFull(full, local, what); }
+
+void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
+  const LayerIds& id = layer_ids_.at(layer);
+  const int T = static_cast<int>(tokens_), Tl = static_cast<int>(local_tokens_), D = static_cast<int>(hidden_);
+  const int K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_), F = static_cast<int>(ffn_);
+  const std::string where = "layer " + std::to_string(layer);
+  s.x.assign(x, x + static_cast<size_t>(Tl) * D);
+  Buffer h(static_cast<size_t>(Tl) * D);
+  s.rstd1.resize(static_cast<size_t>(Tl));
+  RmsNormForward(h.data(), s.rstd1.data(), x, P(id.attn_norm), Tl, D, config_.norm_eps);
+  s.h_full.resize(static_cast<size_t>(T) * D);
+  ToFull(s.h_full.data(), h.data(), where + " attention input all-gather");
+  s.q.resize(static_cast<size_t>(T) * Hl * K);
+  s.k.resize(static_cast<size_t>(T) * Gl * K);
+  s.v.resize(static_cast<size_t>(T) * Gl * K);
+  LinearForward(s.q.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
+  LinearForward(s.k.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
+  LinearForward(s.v.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
+  RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
+  RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), static_cast<int>(plan_.seq_len), static_cast<int>(plan_.seq_len), Hl, Gl, K};
+  s.o.resize(static_cast<size_t>(T) * Hl * K);
+  s.lse.resize(static_cast<size_t>(plan_.micro_batch_size * Hl * plan_.seq_len));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
+  AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
+  Buffer partial(static_cast<size_t>(T) * D);
+  LinearForward(partial.data(), s.o.data(), P(id.wo), T, Hl * K, D);
+  Buffer y(static_cast<size_t>(Tl) * D);
+  FromPartial(y.data(), partial.data(), where + " attention output " + (sp_ ? "reduce-scatter" : "all-reduce"));
+  s.x2.resize(static_cast<size_t>(Tl) * D);
+  for (size_t i = 0; i < s.x2.size(); ++i) s.x2[i] = x[i] + y[i];
+
+  Buffer h2(static_cast<size_t>(Tl) * D);
+  s.rstd2.resize(static_cast<size_t>(Tl));
+  RmsNormForward(h2.data(), s.rstd2.data(), s.x2.data(), P(id.mlp_norm), Tl, D, config_.norm_eps);
+  s.h2_full.resize(static_cast<size_t>(T) * D);
+  ToFull(s.h2_full.data(), h2.data(), where + " MLP input all-gather");
+  s.gate.resize(static_cast<size_t>(T) * F);
+  s.up.resize(static_cast<size_t>(T) * F);
+  s.act.resize(static_cast<size_t>(T) * F);
+  LinearForward(s.gate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
+  LinearForward(s.up.data(), s.h2_full.data(), P(id.wup), T, D, F);
+  SwigluForward(s.act.data(), s.gate.data(), s.up.data(), T, F);
+  LinearForward(partial.data(), s.act.data(), P(id.wdown), T, F, D);
+  FromPartial(y.data(), partial.data(), where + " MLP output " + (sp_ ? "reduce-scatter" : "all-reduce"));
+  for (size_t i = 0; i < s.x2.size(); ++i) x[i] = s.x2[i] + y[i];
+}
+
+void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
+  const LayerIds& id = layer_ids_.at(layer);
+  const int T = static_cast<int>(tokens_), Tl = static_cast<int>(local_tokens_), D = static_cast<int>(hidden_);
+  const int K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_), F = static_cast<int>(ffn_);
+  const std::string where = "layer " + std::to_string(layer) + " backward";
+  // dx holds d(out); out = x2 + mlp(x2).
+  Buffer dx2(dx, dx + static_cast<size_t>(Tl) * D);
+  Buffer dfull(static_cast<size_t>(T) * D);
+  GradToFull(dfull.data(), dx, where + " MLP output gradient all-gather");
+  Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
+  LinearBackward(dact.data(), G(id.wdown), dfull.data(), s.act.data(), P(id.wdown), T, F, D);
+  SwigluBackward(dgate.data(), dup.data(), dact.data(), s.gate.data(), s.up.data(), T, F);
+  Buffer dh2_full(static_cast<size_t>(T) * D, 0.0f);
+  LinearBackward(dh2_full.data(), G(id.wgate), dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
+  LinearBackward(dh2_full.data(), G(id.wup), dup.data(), s.h2_full.data(), P(id.wup), T, D, F);
+  Buffer dh2(static_cast<size_t>(Tl) * D);
+  GradToLocal(dh2.data(), dh2_full.data(), where + " MLP input gradient " + (sp_ ? "reduce-scatter" : "all-reduce"));
+  RmsNormBackward(dx2.data(), G(id.mlp_norm), dh2.data(), s.x2.data(), P(id.mlp_norm), s.rstd2.data(), Tl, D);
+
+  // x2 = x + attention(x): dx2 flows to both.
+  GradToFull(dfull.data(), dx2.data(), where + " attention output gradient all-gather");
+  Buffer d_o(static_cast<size_t>(T) * Hl * K, 0.0f);
+  LinearBackward(d_o.data(), G(id.wo), dfull.data(), s.o.data(), P(id.wo), T, Hl * K, D);
+  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), static_cast<int>(plan_.seq_len), static_cast<int>(plan_.seq_len), Hl, Gl, K};
+  Buffer dq(static_cast<size_t>(T) * Hl * K, 0.0f), dk(static_cast<size_t>(T) * Gl * K, 0.0f), dv(static_cast<size_t>(T) * Gl * K, 0.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
+  AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
+  RopeBackward(dq.data(), dq.data(), positions_.data(), T, Hl, K, config_.rope_theta);
+  RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
+  LinearBackward(dh_full.data(), G(id.wq), dq.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
+  LinearBackward(dh_full.data(), G(id.wk), dk.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
+  LinearBackward(dh_full.data(), G(id.wv), dv.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
+  Buffer dh(static_cast<size_t>(Tl) * D);
+  GradToLocal(dh.data(), dh_full.data(), where + " attention input gradient " + (sp_ ? "reduce-scatter" : "all-reduce"));
+  std::copy(dx2.begin(), dx2.end(), dx);
+  RmsNormBackward(dx, G(id.attn_norm), dh.data(), s.x.data(), P(id.attn_norm), s.rstd1.data(), Tl, D);
+}
+
+double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* out, const int32_t* ids, const int32_t* targets,
+                           double loss_normaliser) {
+  auto saved = std::make_unique<Saved>();
+  const int64_t part = PartOfChunk(chunk);
+  const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
+  // With SP this rank holds tokens [first, first + Tl) of the micro-batch between layers.
+  const int64_t first = sp_ ? tensor_rank_ * local_tokens_ : 0;
+  Buffer x(static_cast<size_t>(Tl) * D);
+  if (part == 0) {
+    saved->ids.assign(ids + first, ids + first + Tl);
+    EmbeddingForward(x.data(), saved->ids.data(), P(embedding_), Tl, V, D);
+  } else {
+    std::copy(in, in + static_cast<size_t>(Tl) * D, x.begin());
+  }
+  const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
+  saved->layers.resize(static_cast<size_t>(chunk_layers_[static_cast<size_t>(chunk)]));
+  for (size_t i = 0; i < saved->layers.size(); ++i) LayerForward(l0 + static_cast<int64_t>(i), x.data(), saved->layers[i]);
+  double loss = 0;
+  if (part == parts_ - 1) {
+    saved->final_x = x;
+    saved->final_h.resize(x.size());
+    saved->final_rstd.resize(static_cast<size_t>(Tl));
+    RmsNormForward(saved->final_h.data(), saved->final_rstd.data(), x.data(), P(final_norm_), Tl, D, config_.norm_eps);
+    saved->dlogits.resize(static_cast<size_t>(Tl) * V);
+    const float* head = model_.tied_embeddings ? nullptr : P(head_);
+    Buffer tied;
+    if (!head) {  // logits = h E^T: the embedding transposed as a [D, V] matrix
+      tied.resize(static_cast<size_t>(D) * V);
+      const float* e = P(embedding_);
+      for (int vi = 0; vi < V; ++vi)
+        for (int di = 0; di < D; ++di) tied[static_cast<size_t>(di) * V + vi] = e[static_cast<size_t>(vi) * D + di];
+      head = tied.data();
+    }
+    LinearForward(saved->dlogits.data(), saved->final_h.data(), head, Tl, D, V);
+    loss = CrossEntropyForwardBackward(saved->dlogits.data(), saved->dlogits.data(), targets + first, Tl, V, loss_normaliser);
+    // Without SP every tensor rank computes the same loss: count it once.
+    if (!sp_ && tensor_rank_ != 0) loss = 0;
+  } else {
+    std::copy(x.begin(), x.end(), out);
+  }
+  saved_[{chunk, mb}] = std::move(saved);
+  return loss;
+}
+
+void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* din) {
+  auto it = saved_.find({chunk, mb});
+  SHARDSIM_CHECK(it != saved_.end(), "backward before forward");
+  Saved& s = *it->second;
+  const int64_t part = PartOfChunk(chunk);
+  const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
+  Buffer dx(static_cast<size_t>(Tl) * D, 0.0f);
+  if (part == parts_ - 1) {
+    Buffer dh(static_cast<size_t>(Tl) * D, 0.0f);
+    if (model_.tied_embeddings) {
+      // logits = h E^T: dh = dlogits E, dE += dlogits^T h.
+      const float* e = P(embedding_);
+      float* de = G(embedding_);
+      for (int ti = 0; ti < Tl; ++ti) {
+        const float* g = s.dlogits.data() + static_cast<size_t>(ti) * V;
+        const float* h = s.final_h.data() + static_cast<size_t>(ti) * D;
+        for (int vi = 0; vi < V; ++vi) {
+          for (int di = 0; di < D; ++di) {
+            dh[static_cast<size_t>(ti) * D + di] += g[vi] * e[static_cast<size_t>(vi) * D + di];
+            de[static_cast<size_t>(vi) * D + di] += g[vi] * h[di];
+          }
+        }
+      }
+    } else {
+      LinearBackward(dh.data(), G(head_), s.dlogits.data(), s.final_h.data(), P(head_), Tl, D, V);
+    }
+    RmsNormBackward(dx.data(), G(final_norm_), dh.data(), s.final_x.data(), P(final_norm_), s.final_rstd.data(), Tl, D);
+  } else {
+    std::copy(dout, dout + static_cast<size_t>(Tl) * D, dx.begin());
+  }
+  const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
+  for (size_t i = s.layers.size(); i-- > 0;) LayerBackward(l0 + static_cast<int64_t>(i), dx.data(), s.layers[i]);
+  if (part == 0) {
+    EmbeddingBackward(G(embedding_), dx.data(), s.ids.data(), Tl, V, D);
+  } else {
+    std::copy(dx.begin(), dx.end(), din);
+  }
+  saved_.erase(it);
+}
+
+void StageModel::ReduceReplicatedGradients() {
+  if (!sp_) return;
+  for (const ParamTensor& pt : tensors_) {
+    if (pt.tensor_replicated) comms_.AllReduceSum(grads_.data() + pt.offset, pt.size(), {"tensor"}, pt.name + " gradient all-reduce over tensor");
+  }
+}
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,117 @@
+// The part of a LLaMA-style decoder one rank holds under a plan, with its forward and backward
+// for one micro-batch: the layers of its pipeline chunks, each linear sharded over the tensor
+// axis as Megatron-LM does it (Shoeybi et al. 2019), and sequence parallelism (Korthikanti et
+// al. 2022) as an option.
+//
+// Sharding, with t the tensor size (the notation of docs/domain.md):
+//   Wq[D, (H K)_tensor], Wk/Wv[D, (G K)_tensor]  column parallel: heads split over tensor
+//   Wo[(H K)_tensor, D]                           row parallel: partial sums
+//   Wgate/Wup[D, F_tensor], Wdown[F_tensor, D]    column, then row parallel
+//   norms[D], embedding[V, D], head[D, V]         replicated over tensor
+// Collectives per layer (forward / backward), without SP: all-reduce of the row-parallel outputs
+// (attention and MLP) / all-reduce of the column-parallel input gradients. With SP, activations
+// outside attention and MLP are X[T_tensor, D]: all-gather before the column-parallel linears and
+// reduce-scatter after the row-parallel ones / the reverse in backward; the replicated weights then
+// see a share of the tokens each, so their gradients are summed over tensor once per step.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+#include "runtime/comm.h"
+
+namespace shardsim::runtime {
+
+// Hyper-parameters a ModelSpec does not carry, with LLaMA's values.
+struct ArchitectureConfig {
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+  float init_stddev = 0.02f;
+};
+
+// One parameter tensor as this rank holds it: a block of the global [rows, cols] tensor.
+struct ParamTensor {
+  std::string name;  // "layer3.wq", "embedding", ...
+  int64_t rows = 0, cols = 0;                  // global shape
+  int64_t row0 = 0, row1 = 0, col0 = 0, col1 = 0;  // the block held
+  bool tensor_replicated = false;  // every tensor rank holds the same block
+  bool decay = true;               // AdamW weight decay applies (not to norms)
+  int64_t offset = 0;              // into the flat parameter / gradient buffers
+  int64_t size() const { return (row1 - row0) * (col1 - col0); }
+};
+
+// Throws InputError when the runtime cannot run `model` (MLA, biases, GELU, LayerNorm, learned
+// positions, MoE for now) or `plan` (axes and schedules it does not implement yet).
+void CheckRuntimeSupports(const ModelSpec& model, const PlanSpec& plan);
+
+class StageModel {
+ public:
+  // The chunks of pipeline `stage` for this rank's tensor coordinate. Parameters initialised
+  // from `seed` (init.h), the same values whatever the plan.
+  StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& comms, const ArchitectureConfig& config, uint64_t seed);
+  ~StageModel();
+
+  int64_t parts() const { return parts_; }           // model parts along the pipeline (p x v)
+  int64_t PartOfChunk(int64_t chunk) const;          // which model part chunk c of this stage is
+  int64_t tokens() const { return tokens_; }         // tokens of a micro-batch (B S)
+  int64_t local_tokens() const { return local_tokens_; }  // held between layers (T / t with SP)
+  int64_t hidden() const { return hidden_; }
+
+  // Forward of chunk `chunk` on micro-batch `mb`: `in` is the previous part's output
+  // [local_tokens, D] (ignored for part 0, which embeds `ids`); writes the output to `out`
+  // [local_tokens, D] unless this is the last part, which returns its share of the loss (summed
+  // token losses / `loss_normaliser`) and keeps the logits' gradient for backward. `ids` and
+  // `targets` are the micro-batch's [tokens] inputs and next tokens.
+  double Forward(int64_t chunk, int64_t mb, const float* in, float* out, const int32_t* ids, const int32_t* targets, double loss_normaliser);
+  // Backward of the same: `dout` [local_tokens, D] (ignored by the last part); writes the input
+  // gradient to `din` (not for part 0); gradients accumulate into grads(). Frees the saved
+  // activations.
+  void Backward(int64_t chunk, int64_t mb, const float* dout, float* din);
+
+  std::vector<float>& params() { return params_; }
+  std::vector<float>& grads() { return grads_; }
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  // After the micro-batches: sums the replicated weights' gradients over tensor when sequence
+  // parallelism gave each rank a share of the tokens.
+  void ReduceReplicatedGradients();
+
+ private:
+  struct Saved;  // activations of one chunk and micro-batch
+  struct LayerSaved;
+  int Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t row1, int64_t col0, int64_t col1, bool replicated,
+          bool decay, float stddev);
+  void LayerForward(int64_t layer, float* x, LayerSaved& s);
+  void LayerBackward(int64_t layer, float* dx, LayerSaved& s);
+  float* P(int id) { return params_.data() + tensors_[static_cast<size_t>(id)].offset; }
+  float* G(int id) { return grads_.data() + tensors_[static_cast<size_t>(id)].offset; }
+  void ToFull(float* full, const float* local, const std::string& what);      // all-gather with SP, else copy
+  void FromPartial(float* local, float* partial, const std::string& what);   // reduce-scatter with SP, else all-reduce (in place)
+  void GradToLocal(float* local, float* full, const std::string& what);      // column-parallel input grad: summed over tensor
+  void GradToFull(float* full, const float* local, const std::string& what);  // row-parallel output grad
+
+  ModelSpec model_;
+  PlanSpec plan_;
+  MeshComms& comms_;
+  ArchitectureConfig config_;
+  int64_t stage_ = 0, tensor_rank_ = 0, t_ = 1, parts_ = 1;
+  int64_t tokens_ = 0, local_tokens_ = 0, hidden_ = 0, heads_ = 0, kv_heads_ = 0, ffn_ = 0;
+  bool sp_ = false;
+  std::vector<int64_t> chunk_first_layer_, chunk_layers_;  // per chunk of this stage
+  std::vector<ParamTensor> tensors_;
+  std::vector<float> params_, grads_;
+  // Tensor ids per layer (by global layer index) and the embedding/head.
+  struct LayerIds {
+    int attn_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, mlp_norm = -1, wgate = -1, wup = -1, wdown = -1;
+  };
+  std::map<int64_t, LayerIds> layer_ids_;
+  int embedding_ = -1, final_norm_ = -1, head_ = -1;
+  std::vector<int32_t> positions_;  // of the micro-batch's tokens
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Saved>> saved_;
+};
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,196 @@
+#include "runtime/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+#include "strategies/pipeline_schedule.h"
+
+namespace shardsim::runtime {
+namespace {
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Point-to-point tags: one per (micro-batch, model part, direction).
+int Tag(int64_t mb, int64_t part, int64_t parts, bool backward) { return static_cast<int>((mb * parts + part) * 2 + (backward ? 1 : 0)); }
+
+}  // namespace
+
+Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOptions& options, MPI_Comm world, const Corpus& corpus)
+    : spec_(model), plan_(plan), options_(options), comms_(world, plan), corpus_(corpus) {
+  int size = 0;
+  MPI_Comm_size(world, &size);
+  ValidatePlan(plan, model, size, "the MPI job", "plan:");
+  CheckRuntimeSupports(model, plan);
+  model_ = std::make_unique<StageModel>(model, plan, comms_, options.architecture, options.seed);
+  const int64_t dp = plan.mesh.data;
+  const int64_t n = static_cast<int64_t>(model_->params().size());
+  const int64_t shard = plan.zero_stage >= 1 ? (n + dp - 1) / dp : n;
+  adam_m_.assign(static_cast<size_t>(shard), 0.0f);
+  adam_v_.assign(static_cast<size_t>(shard), 0.0f);
+}
+
+Trainer::~Trainer() = default;
+
+StepRecord Trainer::Step() {
+  StepRecord record;
+  const double start = Now();
+  StageModel& m = *model_;
+  std::fill(m.grads().begin(), m.grads().end(), 0.0f);
+  const int64_t p = plan_.mesh.pipeline, stage = comms_.Coordinate("pipeline"), parts = m.parts();
+  const int64_t v = parts / p;
+  const int64_t replicas = plan_.mesh.data, replica = comms_.Coordinate("data");
+  const int64_t per_replica = plan_.global_batch_size / replicas, microbatches = per_replica / plan_.micro_batch_size;
+  const double normaliser = static_cast<double>(plan_.global_batch_size * plan_.seq_len);
+  const int64_t tokens = m.tokens(), local = m.local_tokens() * m.hidden();
+  std::vector<int32_t> ids(static_cast<size_t>(tokens)), targets(static_cast<size_t>(tokens));
+  std::vector<float> in(static_cast<size_t>(local)), grad(static_cast<size_t>(local));
+  std::vector<std::vector<float>> outbox;  // buffers of sends in flight
+  std::vector<MPI_Request> requests;
+  MPI_Comm world = comms_.world();
+  double loss = 0;
+  const auto tasks = strategies::ScheduleStage(plan_.pipeline_schedule, p, microbatches, v, stage);
+  for (const strategies::Task& task : tasks) {
+    const int64_t part = m.PartOfChunk(task.chunk);
+    if (task.phase == strategies::Phase::kBackwardWeight) continue;  // weight gradients are computed with B
+    if (task.phase == strategies::Phase::kForward) {
+      if (part == 0 || part == parts - 1) {
+        corpus_.Batch(ids.data(), targets.data(), step_, plan_.global_batch_size, replica * per_replica + task.microbatch * plan_.micro_batch_size,
+                      plan_.micro_batch_size);
+      }
+      if (part > 0) {
+        const double t0 = Now();
+        CheckMpi(MPI_Recv(in.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part - 1) % p), Tag(task.microbatch, part, parts, false),
+                          world, MPI_STATUS_IGNORE),
+                 world, "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch));
+        record.category_s["pipeline"] += Now() - t0;
+      }
+      outbox.emplace_back(static_cast<size_t>(local));
+      const double t0 = Now();
+      loss += m.Forward(task.chunk, task.microbatch, in.data(), outbox.back().data(), ids.data(), targets.data(), normaliser);
+      record.category_s["compute"] += Now() - t0;
+      if (part < parts - 1) {
+        requests.emplace_back();
+        CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part + 1) % p),
+                           Tag(task.microbatch, part + 1, parts, false), world, &requests.back()),
+                 world, "pipeline send of activations");
+      } else {
+        outbox.pop_back();
+      }
+    } else {
+      if (part < parts - 1) {
+        const double t0 = Now();
+        CheckMpi(MPI_Recv(grad.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part + 1) % p), Tag(task.microbatch, part, parts, true),
+                          world, MPI_STATUS_IGNORE),
+                 world, "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch));
+        record.category_s["pipeline"] += Now() - t0;
+      }
+      outbox.emplace_back(static_cast<size_t>(local));
+      const double t0 = Now();
+      m.Backward(task.chunk, task.microbatch, grad.data(), outbox.back().data());
+      record.category_s["compute"] += Now() - t0;
+      if (part > 0) {
+        requests.emplace_back();
+        CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part - 1) % p),
+                           Tag(task.microbatch, part - 1, parts, true), world, &requests.back()),
+                 world, "pipeline send of gradients");
+      }
+    }
+  }
+  if (!requests.empty()) {
+    CheckMpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), world, "pipeline sends");
+  }
+  const double t_reduce = Now();
+  m.ReduceReplicatedGradients();
+  record.category_s["tensor"] += Now() - t_reduce;
+  Optimize(record);
+  // The loss lives on the last stage; every rank reports the total.
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, world), world, "loss all-reduce");
+  record.loss = loss;
+  record.step_time_s = Now() - start;
+  ++step_;
+  return record;
+}
+
+void Trainer::Optimize(StepRecord& record) {
+  StageModel& m = *model_;
+  std::vector<float>& params = m.params();
+  std::vector<float>& grads = m.grads();
+  const int64_t n = static_cast<int64_t>(params.size()), dp = plan_.mesh.data, tensor_rank = comms_.Coordinate("tensor");
+  const bool sharded = plan_.zero_stage >= 1 && dp > 1;
+  const int64_t shard = sharded ? (n + dp - 1) / dp : n, begin = sharded ? comms_.Coordinate("data") * shard : 0;
+  double t0 = Now();
+  std::vector<float> reduced;
+  if (sharded) {
+    std::vector<float> padded(static_cast<size_t>(shard * dp), 0.0f);
+    std::copy(grads.begin(), grads.end(), padded.begin());
+    reduced.resize(static_cast<size_t>(shard));
+    comms_.ReduceScatterSum(reduced.data(), padded.data(), shard, {"data"}, "data-parallel gradient reduce-scatter");
+  } else {
+    comms_.AllReduceSum(grads.data(), n, {"data"}, "data-parallel gradient all-reduce");
+  }
+  float* g = sharded ? reduced.data() : grads.data();
+  record.category_s["data"] += Now() - t0;
+  t0 = Now();
+  // Global gradient norm: each element once (replicated-over-tensor tensors on tensor rank 0).
+  double squares = 0;
+  for (const ParamTensor& pt : m.tensors()) {
+    if (pt.tensor_replicated && tensor_rank != 0) continue;
+    const int64_t lo = std::max(pt.offset, begin), hi = std::min(pt.offset + pt.size(), begin + shard);
+    if (lo < hi) squares += GradSquaredSum(g + (lo - begin), hi - lo);
+  }
+  std::vector<std::string> norm_axes = {"tensor", "pipeline"};
+  if (sharded) norm_axes.push_back("data");
+  comms_.AllReduceSum(&squares, 1, norm_axes, "gradient norm all-reduce");
+  record.grad_norm = std::sqrt(squares);
+  const float factor = ClipFactor(squares, options_.clip_norm);
+  for (const ParamTensor& pt : m.tensors()) {
+    const int64_t lo = std::max(pt.offset, begin), hi = std::min(pt.offset + pt.size(), begin + shard);
+    if (lo >= hi) continue;
+    ScaleInPlace(g + (lo - begin), hi - lo, factor);
+    AdamWConfig config = options_.adamw;
+    if (!pt.decay) config.weight_decay = 0;
+    AdamWStep(params.data() + lo, adam_m_.data() + (lo - begin), adam_v_.data() + (lo - begin), g + (lo - begin), hi - lo, config, step_ + 1);
+  }
+  record.category_s["optimizer"] += Now() - t0;
+  if (sharded) {
+    t0 = Now();
+    std::vector<float> mine(params.begin() + begin, params.begin() + std::min(begin + shard, n));
+    mine.resize(static_cast<size_t>(shard), 0.0f);
+    std::vector<float> all(static_cast<size_t>(shard * dp));
+    comms_.AllGather(all.data(), mine.data(), shard, {"data"}, "ZeRO parameter all-gather");
+    std::copy(all.begin(), all.begin() + n, params.begin());
+    record.category_s["data"] += Now() - t0;
+  }
+}
+
+double RelativeParamDistance(Trainer& trainer, Trainer& reference) {
+  StageModel& m = trainer.model();
+  StageModel& r = reference.model();
+  std::map<std::string, const ParamTensor*> full;
+  for (const ParamTensor& pt : r.tensors()) full[pt.name] = &pt;
+  const int64_t tensor_rank = trainer.comms().Coordinate("tensor"), data_rank = trainer.comms().Coordinate("data");
+  double sums[2] = {0, 0};
+  if (data_rank == 0) {  // replicas over data hold the same values: count one
+    for (const ParamTensor& pt : m.tensors()) {
+      if (pt.tensor_replicated && tensor_rank != 0) continue;
+      const ParamTensor& ref = *full.at(pt.name);
+      const float* mine = m.params().data() + pt.offset;
+      const float* theirs = r.params().data() + ref.offset;
+      for (int64_t row = pt.row0; row < pt.row1; ++row) {
+        for (int64_t col = pt.col0; col < pt.col1; ++col) {
+          const double a = mine[(row - pt.row0) * (pt.col1 - pt.col0) + (col - pt.col0)];
+          const double b = theirs[row * ref.cols + col];
+          sums[0] += (a - b) * (a - b);
+          sums[1] += b * b;
+        }
+      }
+    }
+  }
+  MPI_Comm world = trainer.comms().world();
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, world), world, "parameter comparison");
+  return std::sqrt(sums[0] / sums[1]);
+}
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,62 @@
+// Training steps under a plan: the pipeline schedule's tasks (strategies::ScheduleStage, the
+// same order the estimator plays) with activations and gradients sent point to point between
+// stages, data-parallel gradient reduction (all-reduce, or ZeRO-1/2 reduce-scatter with sharded
+// AdamW state and an all-gather of the updated parameters), global-norm clipping, AdamW.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/adamw.h"
+#include "runtime/comm.h"
+#include "runtime/corpus.h"
+#include "runtime/stage_model.h"
+
+namespace shardsim::runtime {
+
+struct TrainOptions {
+  uint64_t seed = 1234;
+  AdamWConfig adamw{.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+  float clip_norm = 1.0f;
+  ArchitectureConfig architecture;
+};
+
+struct StepRecord {
+  double loss = 0;         // mean next-token cross-entropy over the global batch, nats
+  double grad_norm = 0;    // before clipping
+  double step_time_s = 0;  // wall, this rank
+  std::map<std::string, double> category_s;  // "compute", "tensor", "pipeline", "data", "optimizer"
+};
+
+class Trainer {
+ public:
+  // Throws InputError for what the runtime does not support (CheckRuntimeSupports) and plans
+  // that ValidatePlan rejects.
+  Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOptions& options, MPI_Comm world, const Corpus& corpus);
+  ~Trainer();
+  StepRecord Step();
+  int64_t steps_done() const { return step_; }
+  StageModel& model() { return *model_; }
+  MeshComms& comms() { return comms_; }
+
+ private:
+  void Optimize(StepRecord& record);
+  ModelSpec spec_;
+  PlanSpec plan_;
+  TrainOptions options_;
+  MeshComms comms_;
+  const Corpus& corpus_;
+  std::unique_ptr<StageModel> model_;
+  std::vector<float> adam_m_, adam_v_;  // over this rank's optimizer shard
+  int64_t step_ = 0;
+};
+
+// Relative distance between this job's parameters and a single-rank reference trainer's:
+// sqrt(sum (p - p_ref)^2 / sum p_ref^2) over every global parameter element, each counted once.
+// Collective over `trainer`'s world.
+double RelativeParamDistance(Trainer& trainer, Trainer& reference);
+
+}  // namespace shardsim::runtime
