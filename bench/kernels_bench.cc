@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/attention.h"
+#include "runtime/gemm.h"
 #include "runtime/linear.h"
 #include "runtime/swiglu.h"
 
@@ -77,6 +78,19 @@ void BM_DenseLayerMatmulsForward(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_DenseLayerMatmulsForward)->Arg(512)->Unit(benchmark::kMillisecond);
+
+// Single-core sgemm, square n x n x n: the reference rate for the runtime's model FLOP/s target.
+void BM_Sgemm(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const auto a = Random(size_t{1} * n * n, 3), b = Random(size_t{1} * n * n, 4);
+  std::vector<float> c(size_t{1} * n * n);
+  for (auto _ : state) {
+    Gemm(c.data(), a.data(), b.data(), n, n, n, Transpose::kNo, Transpose::kNo, 1.0f, 0.0f);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["flop_per_s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Sgemm)->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace shardsim::runtime

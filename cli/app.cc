@@ -90,15 +90,18 @@ int Run(int argc, char** argv) {
   Inputs planned_flags;
   bool planned_selected = false;
   std::string trace, hostfile, report, out_file;
-  int64_t steps = 10;
   CLI::App* simulate = Planned(app, "simulate", "discrete-event (SimGrid) prediction of one training step", planned_selected);
   AddInputs(simulate, planned_flags, true, true);
   simulate->add_option("--trace", trace, "write a Chrome trace of the step");
-  CLI::App* run = Planned(app, "run", "train with a plan on the MPI runtime and measure it", planned_selected);
-  AddInputs(run, planned_flags, false, true);
-  run->add_option("--steps", steps, "training steps");
-  run->add_option("--hostfile", hostfile, "MPI hostfile");
-  run->add_option("--trace", trace, "write a Chrome trace");
+  RunOptions run;
+  CLI::App* run_cmd = app.add_subcommand("run", "train with a plan for real: shardsim-runtime under mpirun, one rank per device of the mesh");
+  AddInputs(run_cmd, run, false, true);
+  run_cmd->add_option("--steps", run.steps, "training steps (default 10)");
+  run_cmd->add_option("--hostfile", run.hostfile, "MPI hostfile, to spread the ranks over machines");
+  run_cmd->add_option("--trace", run.trace, "write a Chrome trace [not in the runtime yet]");
+  run_cmd->add_option("--seed", run.seed, "initialisation seed (default 1234)");
+  run_cmd->add_option("--lr", run.lr, "AdamW learning rate (default 1e-3)");
+  run_cmd->add_option("--corpus", run.corpus, "train on this text file instead of the shipped corpus");
   CLI::App* calibrate = Planned(app, "calibrate", "measure this cluster and write a cluster JSON", planned_selected);
   calibrate->add_option("--out", out_file, "cluster JSON to write");
   calibrate->add_flag("--json", planned_flags.json, "print one JSON object on stdout");
@@ -127,9 +130,10 @@ int Run(int argc, char** argv) {
       return RunPlan(plan, std::cout);
     }
     if (describe_cmd->parsed()) return RunDescribe(describe, std::cout);
+    if (run_cmd->parsed()) return RunRun(run, std::cout);
     for (CLI::App* sub : app.get_subcommands()) {
       std::cerr << "shardsim: error: '" << sub->get_name()
-                << "' is not available yet in this version; working now: presets, describe, collective, estimate, plan\n";
+                << "' is not available yet in this version; working now: presets, describe, collective, estimate, plan, run\n";
     }
     return kInternalFailure;
   } catch (const InputError& e) {

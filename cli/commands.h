@@ -59,4 +59,16 @@ struct PlanOptions : Inputs {
 };
 int RunPlan(const PlanOptions& options, std::ostream& out);
 
+struct RunOptions : Inputs {
+  int64_t steps = 10;
+  std::string hostfile;  // MPI hostfile: ranks across machines
+  std::string trace;     // Chrome trace (not in the runtime yet: refused)
+  uint64_t seed = 1234;
+  double lr = 1e-3;
+  std::string corpus;    // a text file instead of the shipped corpus
+};
+// Launches shardsim-runtime (next to this binary) under mpirun with one rank per device of the
+// plan's mesh; returns its exit status.
+int RunRun(const RunOptions& options, std::ostream& out);
+
 }  // namespace shardsim::cli

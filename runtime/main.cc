@@ -63,6 +63,9 @@ int Train(const TrainArgs& a, int rank) {
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
+  // Model FLOPs: 6 N per token plus causal attention (blockwise: the masked half is skipped).
+  const FlopsPerToken f = ForwardFlopsPerToken(model, plan.seq_len);
+  const double model_flops = 3 * (f.matmul + f.attention / 2) * static_cast<double>(plan.global_batch_size * plan.seq_len);
   if (a.json) {
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -74,18 +77,26 @@ int Train(const TrainArgs& a, int rank) {
                       {"model", model.name},
                       {"plan", PlanToJson(plan)},
                       {"tokens_per_step", plan.global_batch_size * plan.seq_len},
+                      {"model_flops_per_step", model_flops},
+                      {"model_flop_per_s", model_flops / median},
                       {"corpus_bytes", corpus.bytes()},
                       {"precision", "fp32 (the plan's dtype is for the estimate)"},
                       {"blas", runtime::BlasConfig()}}
                      .dump(2)
               << "\n";
   } else {
-    std::printf("median step %.1f ms (rank 0), %s\n", 1e3 * median, runtime::BlasConfig().c_str());
+    std::printf("median step %.1f ms (rank 0): %.2f GFLOP/s of model FLOPs over all ranks; %s\n", 1e3 * median, model_flops / median / 1e9,
+                runtime::BlasConfig().c_str());
   }
   return 0;
 }
 
 }  // namespace
+
+#ifdef SHARDSIM_SANITIZE
+// OpenMPI keeps allocations until exit by design: LeakSanitizer would fail every run.
+extern "C" const char* __asan_default_options() { return "detect_leaks=0"; }
+#endif
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -112,7 +123,7 @@ int main(int argc, char** argv) {
     code = rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
     if (code != 0) code = 2;
   } catch (const InputError& e) {
-    if (rank == 0) std::fprintf(stderr, "shardsim-runtime: %s\n", e.what());
+    if (rank == 0) std::fprintf(stderr, "shardsim-runtime: error: %s\n", e.what());
     code = 2;
   }
   MPI_Finalize();

@@ -1,0 +1,50 @@
+// `shardsim run` end to end: mpirun, shardsim-runtime and the JSON report; bad input stops
+// before launching (the CLI's own checks) or in the runtime (what it does not implement yet),
+// in one line with exit status 2 either way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_test_util.h"
+
+namespace shardsim::cli_test {
+namespace {
+
+using nlohmann::json;
+
+class RunCliTest : public CliTest {};
+
+TEST_F(RunCliTest, TrainsOnTwoRanksAndReportsJson) {
+  const std::string plan = WriteJson("p.json", {{"mesh", {{"data", 2}}}, {"global_batch_size", 4}, {"seq_len", 64}});
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "3", "--json"}), &report));
+  EXPECT_EQ(report["ranks"], 2);
+  ASSERT_EQ(report["losses"].size(), 3u);
+  EXPECT_NEAR(report["losses"][0].get<double>(), std::log(256.0), 0.1);  // untrained: uniform over bytes
+  EXPECT_LT(report["losses"][2].get<double>(), report["losses"][0].get<double>());
+  EXPECT_GT(report["step_time_s"].get<double>(), 0);
+  EXPECT_TRUE(report["category_s"].contains("compute"));
+}
+
+TEST_F(RunCliTest, WhatTheRuntimeCannotRunIsOneLine) {
+  const std::string plan = WriteJson("p.json", {{"mesh", {{"data", 2}}}, {"global_batch_size", 4}, {"seq_len", 64}});
+  const CliResult r = RunShardsim({"run", "--model", "tiny-moe", "--plan", plan, "--steps", "1"});
+  ASSERT_TRUE(r.exited) << r.command;
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("shardsim-runtime: error: model: mixture-of-experts"), std::string::npos) << r.err;
+}
+
+TEST_F(RunCliTest, BadPlansStopBeforeLaunching) {
+  const std::string plan = WriteJson("p.json", {{"mesh", {{"tensor", 3}}}, {"global_batch_size", 4}, {"seq_len", 64}});
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", plan}), {"/mesh/tensor", "tensor=3", "heads=8"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense"}), {"run", "--plan"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--trace", PathOf("t.json")}), {"--trace"}));
+  const std::string good = WriteJson("g.json", {{"global_batch_size", 4}, {"seq_len", 64}});
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", good, "--steps", "0"}), {"--steps"}));
+}
+
+}  // namespace
+}  // namespace shardsim::cli_test
