@@ -1,7 +1,9 @@
 #include "runtime/comm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "core/error.h"
 
@@ -72,16 +74,43 @@ int64_t MeshComms::GroupSize(const std::vector<std::string>& axes) const {
   return n;
 }
 
+void MeshComms::Wait(MPI_Request* request, const std::string& what) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), world_, what);
+    if (done) return;
+    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));  // let oversubscribed ranks run
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout_s_) {
+      std::fprintf(stderr, "shardsim-runtime: rank %d: timed out after %g s waiting for %s (a rank died or the schedule deadlocks)\n", rank_,
+                   timeout_s_, what.c_str());
+      std::fflush(stderr);
+      MPI_Abort(world_, 4);
+    }
+  }
+}
+
+void MeshComms::Receive(float* data, int64_t count, int source, int tag, const std::string& what) {
+  MPI_Request request;
+  CheckMpi(MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, source, tag, world_, &request), world_, what);
+  Wait(&request, what + " from rank " + std::to_string(source));
+}
+
 void MeshComms::AllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
   if (GroupSize(axes) == 1 || count == 0) return;
   MPI_Comm comm = Comm(axes);
-  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm), comm, what);
+  MPI_Request request;
+  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm, &request), comm, what);
+  Wait(&request, what);
 }
 
 void MeshComms::AllReduceSum(double* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
   if (GroupSize(axes) == 1 || count == 0) return;
   MPI_Comm comm = Comm(axes);
-  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm), comm, what);
+  MPI_Request request;
+  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm, &request), comm, what);
+  Wait(&request, what);
 }
 
 void MeshComms::AllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
@@ -90,7 +119,9 @@ void MeshComms::AllGather(float* out, const float* in, int64_t count, const std:
     return;
   }
   MPI_Comm comm = Comm(axes);
-  CheckMpi(MPI_Allgather(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT, comm), comm, what);
+  MPI_Request request;
+  CheckMpi(MPI_Iallgather(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT, comm, &request), comm, what);
+  Wait(&request, what);
 }
 
 void MeshComms::ReduceScatterSum(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
@@ -99,7 +130,9 @@ void MeshComms::ReduceScatterSum(float* out, const float* in, int64_t count, con
     return;
   }
   MPI_Comm comm = Comm(axes);
-  CheckMpi(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm), comm, what);
+  MPI_Request request;
+  CheckMpi(MPI_Ireduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm, &request), comm, what);
+  Wait(&request, what);
 }
 
 }  // namespace shardsim::runtime

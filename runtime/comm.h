@@ -45,11 +45,20 @@ class MeshComms {
   void ReduceScatterSum(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   int64_t GroupSize(const std::vector<std::string>& axes) const;
 
+  // Waits for `request`; past the timeout, aborts the job naming this rank and `what` (a rank
+  // that died or a schedule that deadlocks must not hang the job).
+  void Wait(MPI_Request* request, const std::string& what);
+  // Blocking receive from world rank `source` under the same timeout.
+  void Receive(float* data, int64_t count, int source, int tag, const std::string& what);
+  void set_timeout_s(double seconds) { timeout_s_ = seconds; }
+  double timeout_s() const { return timeout_s_; }
+
  private:
   MPI_Comm world_;
   int rank_ = 0;
   LogicalMesh mesh_;
   std::map<std::vector<std::string>, MPI_Comm> comms_;
+  double timeout_s_ = 600;
 };
 
 // Aborts the job naming the rank and `what` when `code` is not MPI_SUCCESS.

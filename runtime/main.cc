@@ -29,6 +29,7 @@ struct TrainArgs {
   int64_t steps = 10;
   uint64_t seed = 1234;
   float lr = 1e-3f;
+  double timeout_s = 600;
   bool json = false;
 };
 
@@ -48,6 +49,7 @@ int Train(const TrainArgs& a, int rank) {
   runtime::TrainOptions options;
   options.seed = a.seed;
   options.adamw.lr = a.lr;
+  options.timeout_s = a.timeout_s;
   runtime::Trainer trainer(model, plan, options, MPI_COMM_WORLD, corpus);
   json steps = json::array();
   std::vector<double> losses, times;
@@ -114,6 +116,8 @@ int main(int argc, char** argv) {
   train->add_option("--seed", a.seed, "initialisation seed (default 1234)");
   train->add_option("--lr", a.lr, "AdamW learning rate (default 1e-3)");
   train->add_option("--corpus", a.corpus, "a text file instead of the shipped corpus (the repository's documentation)");
+  train->add_option("--timeout", a.timeout_s, "seconds one receive or collective may wait before the job aborts (default 600)")
+      ->check(CLI::PositiveNumber);
   train->add_flag("--json", a.json, "print the JSON report");
   int code = 0;
   try {

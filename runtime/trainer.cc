@@ -23,6 +23,7 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   MPI_Comm_size(world, &size);
   ValidatePlan(plan, model, size, "the MPI job", "plan:");
   CheckRuntimeSupports(model, plan);
+  comms_.set_timeout_s(options.timeout_s);
   model_ = std::make_unique<StageModel>(model, plan, comms_, options.architecture, options.seed);
   const int64_t dp = plan.mesh.data;
   const int64_t n = static_cast<int64_t>(model_->params().size());
@@ -61,9 +62,8 @@ StepRecord Trainer::Step() {
       }
       if (part > 0) {
         const double t0 = Now();
-        CheckMpi(MPI_Recv(in.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part - 1) % p), Tag(task.microbatch, part, parts, false),
-                          world, MPI_STATUS_IGNORE),
-                 world, "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch));
+        comms_.Receive(in.data(), local, comms_.PipelinePeer((part - 1) % p), Tag(task.microbatch, part, parts, false),
+                       "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
         record.category_s["pipeline"] += Now() - t0;
       }
       outbox.emplace_back(static_cast<size_t>(local));
@@ -81,9 +81,8 @@ StepRecord Trainer::Step() {
     } else {
       if (part < parts - 1) {
         const double t0 = Now();
-        CheckMpi(MPI_Recv(grad.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part + 1) % p), Tag(task.microbatch, part, parts, true),
-                          world, MPI_STATUS_IGNORE),
-                 world, "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch));
+        comms_.Receive(grad.data(), local, comms_.PipelinePeer((part + 1) % p), Tag(task.microbatch, part, parts, true),
+                       "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
         record.category_s["pipeline"] += Now() - t0;
       }
       outbox.emplace_back(static_cast<size_t>(local));
@@ -98,15 +97,17 @@ StepRecord Trainer::Step() {
       }
     }
   }
-  if (!requests.empty()) {
-    CheckMpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), world, "pipeline sends");
-  }
+  for (MPI_Request& request : requests) comms_.Wait(&request, "pipeline send");
   const double t_reduce = Now();
   m.ReduceReplicatedGradients();
   record.category_s["tensor"] += Now() - t_reduce;
   Optimize(record);
   // The loss lives on the last stage; every rank reports the total.
-  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, world), world, "loss all-reduce");
+  {
+    MPI_Request request;
+    CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, world, &request), world, "loss all-reduce");
+    comms_.Wait(&request, "loss all-reduce");
+  }
   record.loss = loss;
   record.step_time_s = Now() - start;
   ++step_;

@@ -21,6 +21,7 @@ struct TrainOptions {
   uint64_t seed = 1234;
   AdamWConfig adamw{.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
   float clip_norm = 1.0f;
+  double timeout_s = 600;  // longest wait on one receive or collective before aborting the job
   ArchitectureConfig architecture;
 };
 
