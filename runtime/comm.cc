@@ -97,8 +97,18 @@ void MeshComms::Receive(float* data, int64_t count, int source, int tag, const s
   Wait(&request, what + " from rank " + std::to_string(source));
 }
 
+void MeshComms::Record(CollectiveOp op, const std::vector<std::string>& axes, int64_t elements, const std::string& what) {
+  if (!log_) return;
+  std::vector<std::string> used;
+  for (const std::string& a : axes) {
+    if (mesh_.AxisSize(a) > 1) used.push_back(a);
+  }
+  log_->push_back({op, used, elements, what});
+}
+
 void MeshComms::AllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
   if (GroupSize(axes) == 1 || count == 0) return;
+  Record(CollectiveOp::kAllReduce, axes, count, what);
   MPI_Comm comm = Comm(axes);
   MPI_Request request;
   CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm, &request), comm, what);
@@ -118,6 +128,7 @@ void MeshComms::AllGather(float* out, const float* in, int64_t count, const std:
     std::copy(in, in + count, out);
     return;
   }
+  Record(CollectiveOp::kAllGather, axes, count * GroupSize(axes), what);
   MPI_Comm comm = Comm(axes);
   MPI_Request request;
   CheckMpi(MPI_Iallgather(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT, comm, &request), comm, what);
@@ -129,6 +140,7 @@ void MeshComms::ReduceScatterSum(float* out, const float* in, int64_t count, con
     std::copy(in, in + count, out);
     return;
   }
+  Record(CollectiveOp::kReduceScatter, axes, count * GroupSize(axes), what);
   MPI_Comm comm = Comm(axes);
   MPI_Request request;
   CheckMpi(MPI_Ireduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm, &request), comm, what);

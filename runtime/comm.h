@@ -10,10 +10,21 @@
 #include <string>
 #include <vector>
 
+#include "core/collective_op.h"
 #include "core/mesh.h"
 #include "core/plan_spec.h"
 
 namespace shardsim::runtime {
+
+// One collective as issued, in the step program's terms: the operation, the mesh axes, and its
+// size in elements by the nccl-tests convention (all-gather: the gathered output; reduce-scatter:
+// the input before scattering; all-reduce: the buffer).
+struct IssuedCollective {
+  CollectiveOp op;
+  std::vector<std::string> axes;
+  int64_t elements = 0;
+  std::string what;
+};
 
 // Every communicator one rank needs for a plan. `world` holds plan.mesh.Product() ranks.
 class MeshComms {
@@ -51,6 +62,8 @@ class MeshComms {
   // Blocking receive from world rank `source` under the same timeout.
   void Receive(float* data, int64_t count, int source, int tag, const std::string& what);
   void set_timeout_s(double seconds) { timeout_s_ = seconds; }
+  // Record every collective issued over more than one rank into `log` (null: stop recording).
+  void set_log(std::vector<IssuedCollective>* log) { log_ = log; }
   double timeout_s() const { return timeout_s_; }
 
  private:
@@ -59,6 +72,8 @@ class MeshComms {
   LogicalMesh mesh_;
   std::map<std::vector<std::string>, MPI_Comm> comms_;
   double timeout_s_ = 600;
+  std::vector<IssuedCollective>* log_ = nullptr;
+  void Record(CollectiveOp op, const std::vector<std::string>& axes, int64_t elements, const std::string& what);
 };
 
 // Aborts the job naming the rank and `what` when `code` is not MPI_SUCCESS.

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/model_presets.h"
 #include "runtime/gemm.h"
+#include "strategies/build_step.h"
 #include "runtime/trainer.h"
 
 namespace shardsim::runtime {
@@ -134,6 +135,70 @@ TEST(MpiRuntimeTest, LossFallsAndUnsupportedAxesAreRefused) {
       ADD_FAILURE() << "fsdp accepted";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find("fsdp parallelism: the runtime does not implement it yet"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The collectives each rank issues in a step are those the step program lists for the same plan:
+// per transformer layer, kind, axes, size and order (forward, then backward in reverse), and the
+// data-parallel reduction of the step. (Embedding and head differ on purpose: the runtime keeps
+// them whole on every tensor rank, the program shards the vocabulary.)
+TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
+  if (WorldSize() != 2) GTEST_SKIP() << "a 2-rank check";
+  const ModelSpec model = TestModel();
+  const Corpus corpus(std::string(ShippedCorpus()), 32);
+  for (const Case& c : {Case{"tensor_sequence", Mesh(1, 2, 1), PipelineSchedule::kOneFOneB, 1, true}, Case{"tensor", Mesh(1, 2, 1)},
+                        Case{"data", Mesh(2, 1, 1)}, Case{"data_zero1", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 1}}) {
+    PlanSpec plan = PlanOf(c);
+    plan.dtype = "fp32";  // the runtime's activations: 4 bytes an element in the program's sizes
+    Trainer trainer(model, plan, TrainOptions{}, MPI_COMM_WORLD, corpus);
+    std::vector<IssuedCollective> log;
+    trainer.comms().set_log(&log);
+    trainer.Step();
+    trainer.comms().set_log(nullptr);
+
+    const strategies::StepProgram program = strategies::BuildStep(model, plan);
+    const strategies::Stage& stage = program.stages[0];
+    const strategies::LayerProgram& dense = program.layer_programs[0];
+    ASSERT_EQ(dense.name, "dense");
+    std::vector<IssuedCollective> want;
+    for (const strategies::Task& task : stage.tasks) {
+      if (task.phase == strategies::Phase::kBackwardWeight) continue;
+      const strategies::Phase phase = task.phase;
+      int64_t layers = 0;
+      for (const auto& [index, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) layers += index == 0 ? count : 0;
+      for (int64_t l = 0; l < layers; ++l) {
+        for (const strategies::Op& op : dense.ops) {
+          if (op.is_comm() && op.stream == strategies::Stream::kTensor && op.phase == phase) {
+            want.push_back({op.collective, op.axes, static_cast<int64_t>(op.comm_bytes / 4), op.name});
+          }
+        }
+      }
+    }
+    std::vector<IssuedCollective> layer_ops, step_ops;
+    for (const IssuedCollective& issued : log) {
+      if (issued.what.rfind("layer ", 0) == 0) layer_ops.push_back(issued);
+      if (issued.what.rfind("data-parallel", 0) == 0 || issued.what.rfind("ZeRO", 0) == 0) step_ops.push_back(issued);
+    }
+    ASSERT_FALSE(want.empty() && step_ops.empty()) << c.name << ": nothing to compare";
+    ASSERT_EQ(layer_ops.size(), want.size()) << c.name;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(layer_ops[i].op, want[i].op) << c.name << " #" << i << " " << layer_ops[i].what << " vs " << want[i].what;
+      EXPECT_EQ(layer_ops[i].axes, want[i].axes) << c.name << " #" << i;
+      EXPECT_EQ(layer_ops[i].elements, want[i].elements) << c.name << " #" << i << " " << layer_ops[i].what;
+    }
+    // The step's data-parallel ops: same kinds and axes, in order; sizes as the parameters held.
+    std::vector<const strategies::Op*> program_step;
+    for (const strategies::Op& op : stage.step_ops) {
+      if (op.is_comm() && op.stream == strategies::Stream::kData) program_step.push_back(&op);
+    }
+    ASSERT_EQ(step_ops.size(), program_step.size()) << c.name;
+    for (size_t i = 0; i < step_ops.size(); ++i) {
+      EXPECT_EQ(step_ops[i].op, program_step[i]->collective) << c.name << " " << step_ops[i].what;
+      EXPECT_EQ(step_ops[i].axes, program_step[i]->axes) << c.name;
+      // Program: bf16 gradients and parameters (2 bytes); the runtime pads a ZeRO shard to a
+      // multiple of the replicas.
+      EXPECT_NEAR(static_cast<double>(step_ops[i].elements), program_step[i]->comm_bytes / 2, 2.0) << c.name << " " << step_ops[i].what;
     }
   }
 }
