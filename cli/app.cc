@@ -102,6 +102,8 @@ int Run(int argc, char** argv) {
   run_cmd->add_option("--seed", run.seed, "initialisation seed (default 1234)");
   run_cmd->add_option("--lr", run.lr, "AdamW learning rate (default 1e-3)");
   run_cmd->add_option("--corpus", run.corpus, "train on this text file instead of the shipped corpus");
+  run_cmd->add_option("--checkpoint", run.checkpoint, "write a sharded checkpoint into this folder after the last step");
+  run_cmd->add_option("--resume", run.resume, "continue from the checkpoint in this folder (same model and plan)");
   CLI::App* calibrate = Planned(app, "calibrate", "measure this cluster and write a cluster JSON", planned_selected);
   calibrate->add_option("--out", out_file, "cluster JSON to write");
   calibrate->add_flag("--json", planned_flags.json, "print one JSON object on stdout");

@@ -66,6 +66,8 @@ struct RunOptions : Inputs {
   uint64_t seed = 1234;
   double lr = 1e-3;
   std::string corpus;    // a text file instead of the shipped corpus
+  std::string checkpoint;  // write a sharded checkpoint here after the last step
+  std::string resume;      // continue from the checkpoint in this folder
 };
 // Launches shardsim-runtime (next to this binary) under mpirun with one rank per device of the
 // plan's mesh; returns its exit status.

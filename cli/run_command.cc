@@ -63,6 +63,8 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   if (!o.plan.empty()) args.insert(args.end(), {"--plan", o.plan});
   for (const std::string& s : o.overrides) args.insert(args.end(), {"--set", s});
   if (!o.corpus.empty()) args.insert(args.end(), {"--corpus", o.corpus});
+  if (!o.checkpoint.empty()) args.insert(args.end(), {"--checkpoint", o.checkpoint});
+  if (!o.resume.empty()) args.insert(args.end(), {"--resume", o.resume});
   if (o.json) args.push_back("--json");
   if (geteuid() == 0) {  // OpenMPI refuses root unless told twice
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);

@@ -24,7 +24,8 @@ using nlohmann::json;
 using namespace shardsim;
 
 struct TrainArgs {
-  std::string model = "tiny-dense", plan, corpus;
+  std::string model = "tiny-dense", plan, corpus, checkpoint, resume;
+  int64_t checkpoint_every = 0;
   std::vector<std::string> set;
   int64_t steps = 10;
   uint64_t seed = 1234;
@@ -51,6 +52,8 @@ int Train(const TrainArgs& a, int rank) {
   options.adamw.lr = a.lr;
   options.timeout_s = a.timeout_s;
   runtime::Trainer trainer(model, plan, options, MPI_COMM_WORLD, corpus);
+  if (!a.resume.empty()) trainer.LoadCheckpoint(a.resume);
+  const int64_t first_step = trainer.steps_done();
   json steps = json::array();
   std::vector<double> losses, times;
   std::map<std::string, double> categories;
@@ -59,7 +62,11 @@ int Train(const TrainArgs& a, int rank) {
     losses.push_back(r.loss);
     times.push_back(r.step_time_s);
     for (const auto& [k, v] : r.category_s) categories[k] += v / static_cast<double>(a.steps);
-    if (rank == 0 && !a.json) std::printf("step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(s), r.loss, r.grad_norm, 1e3 * r.step_time_s);
+    if (rank == 0 && !a.json) {
+      std::printf("step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(first_step + s), r.loss, r.grad_norm, 1e3 * r.step_time_s);
+    }
+    const bool last = s + 1 == a.steps;
+    if (!a.checkpoint.empty() && (last || (a.checkpoint_every > 0 && (s + 1) % a.checkpoint_every == 0))) trainer.SaveCheckpoint(a.checkpoint);
   }
   if (rank != 0) return 0;
   std::vector<double> sorted = times;
@@ -74,6 +81,7 @@ int Train(const TrainArgs& a, int rank) {
     std::cout << json{{"losses", losses},
                       {"step_time_s", median},
                       {"step_times_s", times},
+                      {"first_step", first_step},
                       {"category_s", categories},
                       {"ranks", size},
                       {"model", model.name},
@@ -118,6 +126,9 @@ int main(int argc, char** argv) {
   train->add_option("--corpus", a.corpus, "a text file instead of the shipped corpus (the repository's documentation)");
   train->add_option("--timeout", a.timeout_s, "seconds one receive or collective may wait before the job aborts (default 600)")
       ->check(CLI::PositiveNumber);
+  train->add_option("--checkpoint", a.checkpoint, "write a sharded checkpoint into this folder after the last step");
+  train->add_option("--checkpoint-every", a.checkpoint_every, "... and every N steps")->check(CLI::NonNegativeNumber);
+  train->add_option("--resume", a.resume, "continue from the checkpoint in this folder (same model and plan)");
   train->add_flag("--json", a.json, "print the JSON report");
   int code = 0;
   try {

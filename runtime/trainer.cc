@@ -3,9 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
+#include "core/plan_json.h"
 #include "strategies/pipeline_schedule.h"
+
+#include <nlohmann/json.hpp>
 
 namespace shardsim::runtime {
 namespace {
@@ -164,6 +171,81 @@ void Trainer::Optimize(StepRecord& record) {
     std::copy(all.begin(), all.begin() + n, params.begin());
     record.category_s["data"] += Now() - t0;
   }
+}
+
+namespace {
+
+// What a checkpoint must agree on to be resumed: the model, the plan and the rank layout.
+std::string Identity(const ModelSpec& model, const PlanSpec& plan, int64_t values) {
+  return model.name + " " + std::to_string(model.num_layers) + "x" + std::to_string(model.hidden_size) + " " + PlanToJson(plan).dump() + " " +
+         std::to_string(values);
+}
+
+void WriteArray(std::ofstream& out, const std::vector<float>& values) {
+  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
+}
+
+}  // namespace
+
+void Trainer::SaveCheckpoint(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError("--checkpoint " + dir, "cannot be created: " + ec.message(), "a writable folder");
+  const std::filesystem::path final_path = std::filesystem::path(dir) / ("rank-" + std::to_string(comms_.rank()) + ".bin");
+  const std::filesystem::path temp = final_path.string() + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    const std::string id = Identity(spec_, plan_, static_cast<int64_t>(model_->params().size()));
+    const int64_t header[3] = {step_, static_cast<int64_t>(id.size()), static_cast<int64_t>(adam_m_.size())};
+    out.write(reinterpret_cast<const char*>(header), sizeof header);
+    out.write(id.data(), static_cast<std::streamsize>(id.size()));
+    WriteArray(out, model_->params());
+    WriteArray(out, adam_m_);
+    WriteArray(out, adam_v_);
+    out.flush();
+    if (!out) throw InputError("--checkpoint " + dir, "write failed for " + temp.string(), "", "check free space");
+  }
+  std::filesystem::rename(temp, final_path, ec);
+  if (ec) throw InputError("--checkpoint " + dir, "cannot rename " + temp.string() + ": " + ec.message());
+  MPI_Request request;
+  CheckMpi(MPI_Ibarrier(comms_.world(), &request), comms_.world(), "checkpoint barrier");
+  comms_.Wait(&request, "checkpoint barrier");
+  if (comms_.rank() == 0) {
+    const std::filesystem::path manifest = std::filesystem::path(dir) / "checkpoint.json";
+    {
+      std::ofstream out(manifest.string() + ".tmp", std::ios::trunc);
+      int size = 0;
+      MPI_Comm_size(comms_.world(), &size);
+      out << nlohmann::json{{"step", step_}, {"ranks", size}, {"model", spec_.name}, {"plan", PlanToJson(plan_)}}.dump(2) << "\n";
+    }
+    std::filesystem::rename(manifest.string() + ".tmp", manifest, ec);
+    if (ec) throw InputError("--checkpoint " + dir, "cannot write checkpoint.json: " + ec.message());
+  }
+  CheckMpi(MPI_Ibarrier(comms_.world(), &request), comms_.world(), "checkpoint barrier");
+  comms_.Wait(&request, "checkpoint barrier");
+}
+
+void Trainer::LoadCheckpoint(const std::string& dir) {
+  const std::string where = "--resume " + dir;
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "checkpoint.json")) {
+    throw InputError(where, "holds no complete checkpoint (no checkpoint.json)", "a folder written by --checkpoint");
+  }
+  const std::filesystem::path path = std::filesystem::path(dir) / ("rank-" + std::to_string(comms_.rank()) + ".bin");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(where, "has no " + path.filename().string(), "a checkpoint written by a job of the same plan");
+  int64_t header[3] = {0, 0, 0};
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  std::string id(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(header[1], 1 << 20))), '\0');
+  in.read(id.data(), static_cast<std::streamsize>(id.size()));
+  const std::string want = Identity(spec_, plan_, static_cast<int64_t>(model_->params().size()));
+  if (!in || id != want || header[2] != static_cast<int64_t>(adam_m_.size())) {
+    throw InputError(where, "was written for another model or plan", "resume with the model and plan that wrote it", "checkpoints are sharded by the plan");
+  }
+  for (std::vector<float>* values : {&model_->params(), &adam_m_, &adam_v_}) {
+    in.read(reinterpret_cast<char*>(values->data()), static_cast<std::streamsize>(values->size() * sizeof(float)));
+  }
+  if (!in) throw InputError(where, path.filename().string() + " is truncated", "a complete checkpoint");
+  step_ = header[0];
 }
 
 double RelativeParamDistance(Trainer& trainer, Trainer& reference) {

@@ -41,6 +41,14 @@ class Trainer {
   StepRecord Step();
   int64_t steps_done() const { return step_; }
   StageModel& model() { return *model_; }
+  // Writes this job's state after steps_done() steps into `dir`: one file per rank (parameters,
+  // AdamW moments) written to a temporary name and renamed, then `checkpoint.json` from rank 0
+  // once every rank's file is in place, so a checkpoint is complete or absent. Collective.
+  void SaveCheckpoint(const std::string& dir);
+  // Restores the state SaveCheckpoint wrote; training then continues exactly as if it had not
+  // stopped. Throws InputError when `dir` holds no complete checkpoint or one of another plan or
+  // model. Collective.
+  void LoadCheckpoint(const std::string& dir);
   MeshComms& comms() { return comms_; }
 
  private:
