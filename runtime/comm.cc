@@ -115,6 +115,15 @@ void MeshComms::AllReduceSum(float* data, int64_t count, const std::vector<std::
   Wait(&request, what);
 }
 
+MPI_Request MeshComms::StartAllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (GroupSize(axes) == 1 || count == 0) return request;
+  Record(CollectiveOp::kAllReduce, axes, count, what);
+  MPI_Comm comm = Comm(axes);
+  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm, &request), comm, what);
+  return request;
+}
+
 void MeshComms::AllReduceSum(double* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
   if (GroupSize(axes) == 1 || count == 0) return;
   MPI_Comm comm = Comm(axes);

@@ -49,6 +49,8 @@ class MeshComms {
   // Collectives over `axes` (no-ops over one rank). Sums are in float; `what` names the op in
   // error messages ("tensor all-reduce of layer 3 attention output").
   void AllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what);
+  // Starts an all-reduce and returns at once; Wait() on the request before touching `data`.
+  MPI_Request StartAllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   void AllReduceSum(double* data, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   // out [n * count] = the group's `in` [count], in group order.
   void AllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);

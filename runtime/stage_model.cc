@@ -276,7 +276,10 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   return loss;
 }
 
-void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* din) {
+void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int64_t, int64_t)>& done) {
+  auto report = [&done](std::pair<int64_t, int64_t> range) {
+    if (done) done(range.first, range.second);
+  };
   auto it = saved_.find({chunk, mb});
   SHARDSIM_CHECK(it != saved_.end(), "backward before forward");
   Saved& s = *it->second;
@@ -303,13 +306,21 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
       LinearBackward(dh.data(), G(head_), s.dlogits.data(), s.final_h.data(), P(head_), Tl, D, V);
     }
     RmsNormBackward(dx.data(), G(final_norm_), dh.data(), s.final_x.data(), P(final_norm_), s.final_rstd.data(), Tl, D);
+    // A tied head writes the embedding's gradient, which is reported with the embedding.
+    report(Range(final_norm_, head_ >= 0 ? head_ : final_norm_));
   } else {
     std::copy(dout, dout + static_cast<size_t>(Tl) * D, dx.begin());
   }
   const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
-  for (size_t i = s.layers.size(); i-- > 0;) LayerBackward(l0 + static_cast<int64_t>(i), dx.data(), s.layers[i]);
+  for (size_t i = s.layers.size(); i-- > 0;) {
+    const int64_t layer = l0 + static_cast<int64_t>(i);
+    LayerBackward(layer, dx.data(), s.layers[i]);
+    const LayerIds& id = layer_ids_.at(layer);
+    report(Range(id.attn_norm, id.wdown));
+  }
   if (part == 0) {
     EmbeddingBackward(G(embedding_), dx.data(), s.ids.data(), Tl, V, D);
+    report(Range(embedding_, embedding_));
   } else {
     std::copy(dx.begin(), dx.end(), din);
   }

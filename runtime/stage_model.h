@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -71,7 +72,10 @@ class StageModel {
   // Backward of the same: `dout` [local_tokens, D] (ignored by the last part); writes the input
   // gradient to `din` (not for part 0); gradients accumulate into grads(). Frees the saved
   // activations.
-  void Backward(int64_t chunk, int64_t mb, const float* dout, float* din);
+  // `done(offset, count)`, when given, is called as each layer's (and the embedding's and
+  // head's) gradients are complete for this micro-batch: the flat gradient range it wrote.
+  void Backward(int64_t chunk, int64_t mb, const float* dout, float* din,
+                const std::function<void(int64_t, int64_t)>& done = nullptr);
 
   std::vector<float>& params() { return params_; }
   std::vector<float>& grads() { return grads_; }
@@ -88,6 +92,12 @@ class StageModel {
   void LayerForward(int64_t layer, float* x, LayerSaved& s);
   void LayerBackward(int64_t layer, float* dx, LayerSaved& s);
   float* P(int id) { return params_.data() + tensors_[static_cast<size_t>(id)].offset; }
+  // The flat range [offset, offset + count) of tensors first..last (ids, contiguous).
+  std::pair<int64_t, int64_t> Range(int first, int last) const {
+    const ParamTensor& a = tensors_[static_cast<size_t>(first)];
+    const ParamTensor& b = tensors_[static_cast<size_t>(last)];
+    return {a.offset, b.offset + b.size() - a.offset};
+  }
   float* G(int id) { return grads_.data() + tensors_[static_cast<size_t>(id)].offset; }
   void ToFull(float* full, const float* local, const std::string& what);      // all-gather with SP, else copy
   void FromPartial(float* local, float* partial, const std::string& what);   // reduce-scatter with SP, else all-reduce (in place)

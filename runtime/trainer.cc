@@ -59,6 +59,18 @@ StepRecord Trainer::Step() {
   MPI_Comm world = comms_.world();
   double loss = 0;
   const auto tasks = strategies::ScheduleStage(plan_.pipeline_schedule, p, microbatches, v, stage);
+  // Data parallelism without ZeRO: each layer's gradients are all-reduced as soon as the last
+  // micro-batch's backward has written them (bucket = layer), under the backward of the layers
+  // before it; ZeRO-1/2 reduce-scatter the whole buffer after the backward.
+  const bool overlap_data = plan_.zero_stage == 0 && plan_.mesh.data > 1;
+  std::vector<MPI_Request> buckets;
+  std::vector<int64_t> backwards_done(static_cast<size_t>(v), 0);
+  auto bucket_done = [&](int64_t offset, int64_t count) {
+    buckets.push_back(comms_.StartAllReduceSum(m.grads().data() + offset, count, {"data"}, "data-parallel gradient all-reduce (bucket)"));
+    // Non-blocking collectives move only inside MPI calls: nudge the ones in flight.
+    int flag = 0;
+    MPI_Testall(static_cast<int>(buckets.size()), buckets.data(), &flag, MPI_STATUSES_IGNORE);
+  };
   for (const strategies::Task& task : tasks) {
     const int64_t part = m.PartOfChunk(task.chunk);
     if (task.phase == strategies::Phase::kBackwardWeight) continue;  // weight gradients are computed with B
@@ -94,7 +106,9 @@ StepRecord Trainer::Step() {
       }
       outbox.emplace_back(static_cast<size_t>(local));
       const double t0 = Now();
-      m.Backward(task.chunk, task.microbatch, grad.data(), outbox.back().data());
+      const bool last_backward = ++backwards_done[static_cast<size_t>(task.chunk)] == microbatches;
+      m.Backward(task.chunk, task.microbatch, grad.data(), outbox.back().data(),
+                 overlap_data && last_backward ? std::function<void(int64_t, int64_t)>(bucket_done) : nullptr);
       record.category_s["compute"] += Now() - t0;
       if (part > 0) {
         requests.emplace_back();
@@ -105,7 +119,10 @@ StepRecord Trainer::Step() {
     }
   }
   for (MPI_Request& request : requests) comms_.Wait(&request, "pipeline send");
-  const double t_reduce = Now();
+  double t_reduce = Now();
+  for (MPI_Request& request : buckets) comms_.Wait(&request, "data-parallel gradient all-reduce");
+  record.category_s["data"] += Now() - t_reduce;
+  t_reduce = Now();
   m.ReduceReplicatedGradients();
   record.category_s["tensor"] += Now() - t_reduce;
   Optimize(record);
@@ -135,9 +152,7 @@ void Trainer::Optimize(StepRecord& record) {
     std::copy(grads.begin(), grads.end(), padded.begin());
     reduced.resize(static_cast<size_t>(shard));
     comms_.ReduceScatterSum(reduced.data(), padded.data(), shard, {"data"}, "data-parallel gradient reduce-scatter");
-  } else {
-    comms_.AllReduceSum(grads.data(), n, {"data"}, "data-parallel gradient all-reduce");
-  }
+  }  // else: all-reduced in buckets during the backward
   float* g = sharded ? reduced.data() : grads.data();
   record.category_s["data"] += Now() - t0;
   t0 = Now();

@@ -218,7 +218,15 @@ TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
     std::vector<IssuedCollective> layer_ops, step_ops;
     for (const IssuedCollective& issued : log) {
       if (issued.what.rfind("layer ", 0) == 0) layer_ops.push_back(issued);
-      if (issued.what.rfind("data-parallel", 0) == 0 || issued.what.rfind("ZeRO", 0) == 0) step_ops.push_back(issued);
+      if (issued.what.rfind("data-parallel", 0) == 0 || issued.what.rfind("ZeRO", 0) == 0) {
+        // The runtime all-reduces in buckets (a layer each) what the program costs as one op.
+        const bool bucket = issued.what.find("(bucket)") != std::string::npos;
+        if (bucket && !step_ops.empty() && step_ops.back().what == issued.what) {
+          step_ops.back().elements += issued.elements;
+        } else {
+          step_ops.push_back(issued);
+        }
+      }
     }
     ASSERT_FALSE(want.empty() && step_ops.empty()) << c.name << ": nothing to compare";
     ASSERT_EQ(layer_ops.size(), want.size()) << c.name;

@@ -1,0 +1,365 @@
+// Ring attention over the context axis: sequence layouts, and the forward and backward rings with
+// double-buffered non-blocking transfers under the blockwise attention kernels.
+#include "runtime/ring_attention.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <deque>
+#include <string>
+#include <type_traits>
+
+#include "core/error.h"
+#include "core/suggest.h"
+
+namespace shardsim::runtime {
+namespace {
+
+// Tags of the kinds of ring message; the non-overtaking rule orders each kind by step.
+constexpr int kTagKey = 7301;
+constexpr int kTagValue = 7302;
+constexpr int kTagPositions = 7303;
+constexpr int kTagGrad = 7304;
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// This rank's place in the ring of the context group; comm is null over one rank.
+struct Ring {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int size = 1;
+  int rank = 0;
+  int next = 0;  // receives what this rank sends
+  int prev = 0;  // sends what this rank receives
+};
+
+Ring RingOf(MeshComms& comms) {
+  Ring ring;
+  ring.size = static_cast<int>(comms.GroupSize({"context"}));
+  if (ring.size == 1) return ring;
+  ring.comm = comms.Comm({"context"});
+  MPI_Comm_rank(ring.comm, &ring.rank);
+  ring.next = (ring.rank + 1) % ring.size;
+  ring.prev = (ring.rank + ring.size - 1) % ring.size;
+  return ring;
+}
+
+int CountOf(int64_t n) {
+  SHARDSIM_CHECK(n >= 0 && n <= INT_MAX, "ring attention: a message over 2^31 elements");
+  return static_cast<int>(n);
+}
+
+// Non-blocking transfers to the next and from the previous rank of the ring, and their waits
+// under the comms' timeout, timed into the stats.
+class RingTransfers {
+ public:
+  RingTransfers(MeshComms& comms, const Ring& ring, RingAttentionStats& stats)
+      : comms_(comms), ring_(ring), stats_(stats) {}
+  RingTransfers(const RingTransfers&) = delete;
+  RingTransfers& operator=(const RingTransfers&) = delete;
+  ~RingTransfers() { SHARDSIM_CHECK(pending_.empty(), "ring attention: a transfer was never waited for"); }
+
+  template <class T>
+  void Send(const T* data, int64_t count, int tag, const std::string& what) {
+    Pending& p = pending_.emplace_back(Pending{MPI_REQUEST_NULL, "send of " + what + " to context rank " +
+                                                                   std::to_string(ring_.next)});
+    CheckMpi(MPI_Isend(data, CountOf(count), TypeOf<T>(), ring_.next, tag, ring_.comm, &p.request), ring_.comm,
+             p.what);
+    stats_.bytes_sent += count * static_cast<int64_t>(sizeof(T));
+  }
+  template <class T>
+  void Receive(T* data, int64_t count, int tag, const std::string& what) {
+    Pending& p = pending_.emplace_back(Pending{MPI_REQUEST_NULL, "receive of " + what + " from context rank " +
+                                                                   std::to_string(ring_.prev)});
+    CheckMpi(MPI_Irecv(data, CountOf(count), TypeOf<T>(), ring_.prev, tag, ring_.comm, &p.request), ring_.comm,
+             p.what);
+  }
+  // Waits for every transfer started since the last WaitAll.
+  void WaitAll() {
+    if (pending_.empty()) return;
+    const Clock::time_point start = Clock::now();
+    for (Pending& p : pending_) comms_.Wait(&p.request, p.what);
+    pending_.clear();
+    stats_.comm_wait_s += SecondsSince(start);
+  }
+
+ private:
+  template <class T>
+  static MPI_Datatype TypeOf() {
+    if constexpr (std::is_same_v<T, float>) {
+      return MPI_FLOAT;
+    } else {
+      static_assert(std::is_same_v<T, int32_t>);
+      return MPI_INT32_T;
+    }
+  }
+  struct Pending {
+    MPI_Request request;
+    std::string what;
+  };
+
+  MeshComms& comms_;
+  const Ring& ring_;
+  RingAttentionStats& stats_;
+  std::deque<Pending> pending_;  // a deque: MPI writes into the requests by address
+};
+
+// A K/V block as this rank sees it in one step: its own (the caller's arrays) at step 0, then
+// the blocks received into the double buffer.
+struct KvBlock {
+  const float* k;
+  const float* v;
+  const int32_t* positions;
+};
+
+// The double buffer a K/V block travels through, and the transfers of one rotation.
+class KvRotation {
+ public:
+  KvRotation(const float* k, const float* v, const int32_t* positions, const AttentionShape& s)
+      : own_{k, v, positions},
+        kv_elems_(int64_t{s.batch} * s.kv_len * s.kv_heads * s.head_dim),
+        len_(s.kv_len) {
+    for (int i = 0; i < 2; ++i) {
+      k_[i].resize(kv_elems_);
+      v_[i].resize(kv_elems_);
+      positions_[i].resize(len_);
+    }
+  }
+  // The block of step `step` (its sender is `step` ranks back along the ring).
+  KvBlock Current(int step) const {
+    if (step == 0) return own_;
+    const int i = step % 2;
+    return {k_[i].data(), v_[i].data(), positions_[i].data()};
+  }
+  // Starts sending the block of `step` on and receiving the block of step + 1 into the other
+  // buffer (which held the block of step - 1, whose sends completed with that step).
+  void Start(int step, RingTransfers& transfers, const std::string& step_name) {
+    const KvBlock cur = Current(step);
+    const int i = (step + 1) % 2;
+    transfers.Receive(k_[i].data(), kv_elems_, kTagKey, "K block in " + step_name);
+    transfers.Receive(v_[i].data(), kv_elems_, kTagValue, "V block in " + step_name);
+    transfers.Receive(positions_[i].data(), len_, kTagPositions, "K/V positions in " + step_name);
+    transfers.Send(cur.k, kv_elems_, kTagKey, "K block in " + step_name);
+    transfers.Send(cur.v, kv_elems_, kTagValue, "V block in " + step_name);
+    transfers.Send(cur.positions, len_, kTagPositions, "K/V positions in " + step_name);
+  }
+
+ private:
+  KvBlock own_;
+  int64_t kv_elems_;
+  int64_t len_;
+  std::vector<float> k_[2], v_[2];
+  std::vector<int32_t> positions_[2];
+};
+
+void CheckRingShape(const AttentionShape& s) {
+  SHARDSIM_CHECK(s.q_len == s.kv_len, "ring attention: each rank's queries are its keys (q_len == kv_len)");
+  SHARDSIM_CHECK(s.batch >= 0 && s.q_len >= 0 && s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0 &&
+                     s.head_dim > 0,
+                 "ring attention: bad shape");
+}
+
+std::string StepName(const char* pass, int step, int steps) {
+  return std::string("ring attention ") + pass + " step " + std::to_string(step + 1) + "/" + std::to_string(steps);
+}
+
+}  // namespace
+
+std::string_view SequenceLayoutName(SequenceLayout layout) {
+  switch (layout) {
+    case SequenceLayout::kContiguous:
+      return "contiguous";
+    case SequenceLayout::kZigzag:
+      return "zigzag";
+    case SequenceLayout::kStriped:
+      return "striped";
+  }
+  return "?";
+}
+
+SequenceLayout ParseSequenceLayout(std::string_view name) {
+  const std::vector<SequenceLayout> all = {SequenceLayout::kContiguous, SequenceLayout::kZigzag,
+                                           SequenceLayout::kStriped};
+  std::vector<std::string> names;
+  for (SequenceLayout l : all) {
+    if (SequenceLayoutName(l) == name) return l;
+    names.emplace_back(SequenceLayoutName(l));
+  }
+  throw InputError("context_layout", "unknown sequence layout '" + std::string(name) + "'", JoinNames(names),
+                   DidYouMean(name, names));
+}
+
+void CheckSequenceSplit(SequenceLayout layout, int64_t seq_len, int64_t ranks) {
+  SHARDSIM_CHECK(ranks >= 1, "sequence split over no ranks");
+  const int64_t unit = layout == SequenceLayout::kZigzag ? 2 * ranks : ranks;
+  if (seq_len > 0 && seq_len % unit == 0) return;
+  const std::string layout_name(SequenceLayoutName(layout));
+  const std::string what =
+      "seq_len=" + std::to_string(seq_len) + " does not split over context=" + std::to_string(ranks) + " ranks in the " +
+      layout_name + " layout" + (layout == SequenceLayout::kZigzag ? " (2 chunks per rank)" : "");
+  const int64_t below = seq_len / unit * unit;
+  std::string hint = "use seq_len=";
+  if (below > 0) hint += std::to_string(below) + " or ";
+  hint += std::to_string(below + unit) + ", or a context size that divides it";
+  throw InputError("seq_len", what, "positive multiples of " + std::to_string(unit), hint);
+}
+
+std::vector<int32_t> SequencePositions(SequenceLayout layout, int64_t seq_len, int64_t ranks, int64_t rank) {
+  CheckSequenceSplit(layout, seq_len, ranks);
+  SHARDSIM_CHECK(rank >= 0 && rank < ranks, "sequence split: rank out of range");
+  SHARDSIM_CHECK(seq_len <= INT32_MAX, "sequence split: seq_len over 2^31");
+  const int64_t local = seq_len / ranks;
+  std::vector<int32_t> positions;
+  positions.reserve(local);
+  switch (layout) {
+    case SequenceLayout::kContiguous:
+      for (int64_t j = 0; j < local; ++j) positions.push_back(static_cast<int32_t>(rank * local + j));
+      break;
+    case SequenceLayout::kZigzag: {
+      const int64_t chunk = seq_len / (2 * ranks);
+      for (const int64_t c : {rank, 2 * ranks - 1 - rank}) {
+        for (int64_t j = 0; j < chunk; ++j) positions.push_back(static_cast<int32_t>(c * chunk + j));
+      }
+      break;
+    }
+    case SequenceLayout::kStriped:
+      for (int64_t j = 0; j < local; ++j) positions.push_back(static_cast<int32_t>(j * ranks + rank));
+      break;
+  }
+  return positions;
+}
+
+void ScatterSequence(float* local, const float* full, const std::vector<int32_t>& positions, int batch, int seq_len,
+                     int64_t row_elems) {
+  const int64_t n = static_cast<int64_t>(positions.size());
+  for (int b = 0; b < batch; ++b) {
+    for (int64_t j = 0; j < n; ++j) {
+      SHARDSIM_CHECK(positions[j] >= 0 && positions[j] < seq_len, "sequence scatter: position out of range");
+      const float* from = full + (int64_t{b} * seq_len + positions[j]) * row_elems;
+      std::copy_n(from, row_elems, local + (b * n + j) * row_elems);
+    }
+  }
+}
+
+void GatherSequence(float* full, const float* local, const std::vector<int32_t>& positions, int batch, int seq_len,
+                    int64_t row_elems) {
+  const int64_t n = static_cast<int64_t>(positions.size());
+  for (int b = 0; b < batch; ++b) {
+    for (int64_t j = 0; j < n; ++j) {
+      SHARDSIM_CHECK(positions[j] >= 0 && positions[j] < seq_len, "sequence gather: position out of range");
+      std::copy_n(local + (b * n + j) * row_elems, row_elems, full + (int64_t{b} * seq_len + positions[j]) * row_elems);
+    }
+  }
+}
+
+RingAttentionStats& RingAttentionStats::operator+=(const RingAttentionStats& other) {
+  compute_s += other.compute_s;
+  comm_wait_s += other.comm_wait_s;
+  bytes_sent += other.bytes_sent;
+  blocks += other.blocks;
+  return *this;
+}
+
+RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, const float* k, const float* v,
+                                        const int32_t* positions, const AttentionShape& shape, bool causal,
+                                        float scale, MeshComms& comms) {
+  CheckRingShape(shape);
+  const Ring ring = RingOf(comms);
+  RingAttentionStats stats;
+  KvRotation rotation(k, v, positions, shape);
+  std::vector<float> o_blk(static_cast<size_t>(shape.batch) * shape.q_len * shape.heads * shape.head_dim);
+  std::vector<float> lse_blk(static_cast<size_t>(shape.batch) * shape.heads * shape.q_len);
+  for (int step = 0; step < ring.size; ++step) {
+    RingTransfers transfers(comms, ring, stats);
+    if (step + 1 < ring.size) rotation.Start(step, transfers, StepName("forward", step, ring.size));
+    const Clock::time_point start = Clock::now();
+    const KvBlock blk = rotation.Current(step);
+    if (step == 0) {
+      AttentionForwardBlock(o, lse, q, blk.k, blk.v, positions, blk.positions, shape, causal, scale);
+    } else {
+      AttentionForwardBlock(o_blk.data(), lse_blk.data(), q, blk.k, blk.v, positions, blk.positions, shape, causal,
+                            scale);
+      AttentionMerge(o, lse, o_blk.data(), lse_blk.data(), shape);
+    }
+    stats.compute_s += SecondsSince(start);
+    ++stats.blocks;
+    transfers.WaitAll();
+  }
+  return stats;
+}
+
+RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const float* q, const float* k,
+                                         const float* v, const float* o, const float* d_o, const float* lse,
+                                         const int32_t* positions, const AttentionShape& shape, bool causal,
+                                         float scale, MeshComms& comms) {
+  CheckRingShape(shape);
+  const Ring ring = RingOf(comms);
+  RingAttentionStats stats;
+  const int64_t kv_elems = int64_t{shape.batch} * shape.kv_len * shape.kv_heads * shape.head_dim;
+
+  Clock::time_point start = Clock::now();
+  std::vector<float> delta(static_cast<size_t>(shape.batch) * shape.heads * shape.q_len);
+  AttentionBackwardPrepare(delta.data(), o, d_o, shape);
+  stats.compute_s += SecondsSince(start);
+
+  KvRotation rotation(k, v, positions, shape);
+  // The block of step s brings its dK/dV accumulator [dk | dv] from the previous rank, which
+  // added its share in step s - 1. This rank computes its own share into `grad_blk` while that
+  // accumulator is in flight, adds it on arrival and passes the sum on; the sum of the last step
+  // goes to the next rank, the block's owner, closing the circle.
+  std::vector<float> grad_blk(2 * kv_elems);
+  std::vector<float> grad_acc[2] = {std::vector<float>(2 * kv_elems), std::vector<float>(2 * kv_elems)};
+  // The accumulator sent from grad_acc[i] in step s must be gone before step s + 2 receives into it.
+  RingTransfers grad_out[2] = {RingTransfers(comms, ring, stats), RingTransfers(comms, ring, stats)};
+  for (int step = 0; step < ring.size; ++step) {
+    const std::string name = StepName("backward", step, ring.size);
+    RingTransfers kv_transfers(comms, ring, stats);
+    if (step + 1 < ring.size) rotation.Start(step, kv_transfers, name);
+    std::vector<float>& acc = grad_acc[step % 2];
+    RingTransfers grad_in(comms, ring, stats);
+    if (step > 0) {
+      grad_out[step % 2].WaitAll();
+      grad_in.Receive(acc.data(), 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
+    }
+
+    start = Clock::now();
+    const KvBlock blk = rotation.Current(step);
+    std::fill(grad_blk.begin(), grad_blk.end(), 0.0f);
+    AttentionBackwardBlock(dq, grad_blk.data(), grad_blk.data() + kv_elems, q, blk.k, blk.v, d_o, lse, delta.data(),
+                           positions, blk.positions, shape, causal, scale);
+    stats.compute_s += SecondsSince(start);
+    ++stats.blocks;
+
+    grad_in.WaitAll();
+    start = Clock::now();
+    if (step == 0) {
+      std::copy(grad_blk.begin(), grad_blk.end(), acc.begin());
+    } else {
+      for (int64_t i = 0; i < 2 * kv_elems; ++i) acc[i] += grad_blk[i];
+    }
+    stats.compute_s += SecondsSince(start);
+    if (ring.size > 1) grad_out[step % 2].Send(acc.data(), 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
+    kv_transfers.WaitAll();
+  }
+
+  // This rank's own accumulator, home after the full circle (or never sent, over one rank).
+  const float* own = grad_acc[0].data();
+  if (ring.size > 1) {
+    RingTransfers home(comms, ring, stats);
+    home.Receive(grad_blk.data(), 2 * kv_elems, kTagGrad, "dK/dV accumulator returning home after ring attention backward");
+    home.WaitAll();
+    grad_out[0].WaitAll();
+    grad_out[1].WaitAll();
+    own = grad_blk.data();
+  }
+  start = Clock::now();
+  for (int64_t i = 0; i < kv_elems; ++i) dk[i] += own[i];
+  for (int64_t i = 0; i < kv_elems; ++i) dv[i] += own[kv_elems + i];
+  stats.compute_s += SecondsSince(start);
+  return stats;
+}
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,85 @@
+// Ring attention (Liu et al. 2023), the runtime's context parallelism: the sequence is split over
+// the c ranks of the `context` axis; queries stay, K/V blocks rotate c-1 times around the ring,
+// each block's partial (o, lse) merged by log-sum-exp while the next block is in flight.
+//
+// Sharding: q, o [B, S_context, H, K], k, v [B, S_context, G, K]. Forward: c-1 ring steps of the
+// local K/V (2·B·(S/c)·G·K floats) plus their positions. Backward: K/V rotate again and each
+// block's dK/dV accumulator travels with it, returning to its owner after a full circle (c
+// transfers of 2·B·(S/c)·G·K floats), so dq, dk, dv come out sharded like q, k, v.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "runtime/attention.h"
+#include "runtime/comm.h"
+
+namespace shardsim::runtime {
+
+// How the S tokens of a sequence are dealt to the c context ranks (each holds S/c of them).
+enum class SequenceLayout {
+  kContiguous,  // rank i holds tokens [i·S/c, (i+1)·S/c); causal work grows with i
+  kZigzag,      // 2c chunks; rank i holds chunk i then chunk 2c-1-i: equal causal work
+  kStriped,     // token j on rank j % c: rank i does i·S/c more causal (q, k) pairs than rank 0
+};
+
+// "contiguous", "zigzag", "striped".
+std::string_view SequenceLayoutName(SequenceLayout layout);
+// The layout named `name`. Throws InputError (where "context_layout") naming the valid ones.
+SequenceLayout ParseSequenceLayout(std::string_view name);
+
+// Throws InputError (where "seq_len") unless `layout` splits seq_len tokens over `ranks`:
+// zigzag needs seq_len % (2·ranks) == 0, striped and contiguous seq_len % ranks == 0.
+// REQUIRES: ranks >= 1.
+void CheckSequenceSplit(SequenceLayout layout, int64_t seq_len, int64_t ranks);
+
+// The absolute positions (0-based token indices) of the seq_len / ranks tokens `rank` holds, in
+// the order they are stored locally (ascending). Throws as CheckSequenceSplit.
+// REQUIRES: 0 <= rank < ranks.
+std::vector<int32_t> SequencePositions(SequenceLayout layout, int64_t seq_len, int64_t ranks,
+                                       int64_t rank);
+
+// local [B, P, row] = the rows of full [B, S, row] at `positions` (P = positions.size()), where a
+// row is `row_elems` floats (H·K for q, G·K for k and v). local is overwritten.
+// REQUIRES: every position in [0, seq_len).
+void ScatterSequence(float* local, const float* full, const std::vector<int32_t>& positions,
+                     int batch, int seq_len, int64_t row_elems);
+// The inverse: writes the rows of local [B, P, row] into full [B, S, row] at `positions`; rows of
+// full held by other ranks are left as they are.
+void GatherSequence(float* full, const float* local, const std::vector<int32_t>& positions,
+                    int batch, int seq_len, int64_t row_elems);
+
+// What one ring call did on this rank, to report how much communication compute hid:
+// comm_wait_s is the exposed part; the rest of the transfer time ran under compute_s.
+struct RingAttentionStats {
+  double compute_s = 0.0;    // seconds in the block kernels, merges and accumulator sums
+  double comm_wait_s = 0.0;  // seconds blocked in MeshComms::Wait on ring transfers
+  int64_t bytes_sent = 0;    // bytes this rank sent (K/V, positions, dK/dV accumulators)
+  int64_t blocks = 0;        // K/V blocks computed (c per call)
+
+  RingAttentionStats& operator+=(const RingAttentionStats& other);
+};
+
+// Forward over the context axis of `comms`. This rank's tokens are at `positions` [S_l] (from
+// SequencePositions, or any distinct positions; the same for every batch row); shape is the local
+// one: q_len == kv_len == S_l, with q [B, S_l, H, K], k, v [B, S_l, G, K]. o [B, S_l, H, K] and
+// lse [B, H, S_l] are overwritten with this rank's rows of attention over the whole sequence.
+// Collective over the context group: every rank calls it with the same B, S_l, H, G, K, causal
+// and scale. Every wait runs under comms' timeout (the job aborts naming the rank and step).
+// REQUIRES: shape.q_len == shape.kv_len, heads % kv_heads == 0, each buffer under 2^31 floats.
+RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, const float* k,
+                                        const float* v, const int32_t* positions,
+                                        const AttentionShape& shape, bool causal, float scale,
+                                        MeshComms& comms);
+
+// Backward of RingAttentionForward: dq [B, S_l, H, K], dk, dv [B, S_l, G, K] accumulate (as the
+// kernels of attention.h) the gradients of this rank's rows; o and lse are the forward's, d_o
+// [B, S_l, H, K] the output gradient. Collective and REQUIRES as the forward.
+RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const float* q,
+                                         const float* k, const float* v, const float* o,
+                                         const float* d_o, const float* lse,
+                                         const int32_t* positions, const AttentionShape& shape,
+                                         bool causal, float scale, MeshComms& comms);
+
+}  // namespace shardsim::runtime
