@@ -98,7 +98,7 @@ int Run(int argc, char** argv) {
   AddInputs(run_cmd, run, false, true);
   run_cmd->add_option("--steps", run.steps, "training steps (default 10)");
   run_cmd->add_option("--hostfile", run.hostfile, "MPI hostfile, to spread the ranks over machines");
-  run_cmd->add_option("--trace", run.trace, "write a Chrome trace [not in the runtime yet]");
+  run_cmd->add_option("--trace", run.trace, "write a Chrome trace of every rank's ops (stage/layer/op/microbatch keys)");
   run_cmd->add_option("--seed", run.seed, "initialisation seed (default 1234)");
   run_cmd->add_option("--lr", run.lr, "AdamW learning rate (default 1e-3)");
   run_cmd->add_option("--corpus", run.corpus, "train on this text file instead of the shipped corpus");

@@ -62,7 +62,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out);
 struct RunOptions : Inputs {
   int64_t steps = 10;
   std::string hostfile;  // MPI hostfile: ranks across machines
-  std::string trace;     // Chrome trace (not in the runtime yet: refused)
+  std::string trace;     // Chrome trace of every rank's ops
   uint64_t seed = 1234;
   double lr = 1e-3;
   std::string corpus;    // a text file instead of the shipped corpus

@@ -37,7 +37,6 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   if (o.model.empty() || (o.plan.empty() && o.overrides.empty())) {
     throw InputError("run", "needs --model and --plan", "", "e.g. shardsim run --model tiny-dense --plan examples/tiny-dense-data2.plan.json");
   }
-  if (!o.trace.empty()) throw InputError("--trace", "not written by the runtime yet", "", "use --json for per-category times");
   if (o.steps < 1) throw InputError("--steps", std::to_string(o.steps), "1 or more");
   const ModelSpec model = LoadModel(o.model);
   const PlanSpec plan = LoadPlan(o.plan, o.overrides);
@@ -64,6 +63,7 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   for (const std::string& s : o.overrides) args.insert(args.end(), {"--set", s});
   if (!o.corpus.empty()) args.insert(args.end(), {"--corpus", o.corpus});
   if (!o.checkpoint.empty()) args.insert(args.end(), {"--checkpoint", o.checkpoint});
+  if (!o.trace.empty()) args.insert(args.end(), {"--trace", o.trace});
   if (!o.resume.empty()) args.insert(args.end(), {"--resume", o.resume});
   if (o.json) args.push_back("--json");
   if (geteuid() == 0) {  // OpenMPI refuses root unless told twice

@@ -24,7 +24,7 @@ using nlohmann::json;
 using namespace shardsim;
 
 struct TrainArgs {
-  std::string model = "tiny-dense", plan, corpus, checkpoint, resume;
+  std::string model = "tiny-dense", plan, corpus, checkpoint, resume, trace;
   int64_t checkpoint_every = 0;
   std::vector<std::string> set;
   int64_t steps = 10;
@@ -54,6 +54,7 @@ int Train(const TrainArgs& a, int rank) {
   runtime::Trainer trainer(model, plan, options, MPI_COMM_WORLD, corpus);
   if (!a.resume.empty()) trainer.LoadCheckpoint(a.resume);
   const int64_t first_step = trainer.steps_done();
+  trainer.EnableTrace(!a.trace.empty());
   json steps = json::array();
   std::vector<double> losses, times;
   std::map<std::string, double> categories;
@@ -67,6 +68,14 @@ int Train(const TrainArgs& a, int rank) {
     }
     const bool last = s + 1 == a.steps;
     if (!a.checkpoint.empty() && (last || (a.checkpoint_every > 0 && (s + 1) % a.checkpoint_every == 0))) trainer.SaveCheckpoint(a.checkpoint);
+  }
+  if (!a.trace.empty()) {
+    const std::string trace = trainer.GatherTrace();
+    if (rank == 0) {
+      std::ofstream out(a.trace);
+      out << trace << "\n";
+      if (!out) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path");
+    }
   }
   if (rank != 0) return 0;
   std::vector<double> sorted = times;
@@ -126,6 +135,7 @@ int main(int argc, char** argv) {
   train->add_option("--corpus", a.corpus, "a text file instead of the shipped corpus (the repository's documentation)");
   train->add_option("--timeout", a.timeout_s, "seconds one receive or collective may wait before the job aborts (default 600)")
       ->check(CLI::PositiveNumber);
+  train->add_option("--trace", a.trace, "write a Chrome trace (Perfetto) of every rank's ops, keyed stage/layer/op/microbatch");
   train->add_option("--checkpoint", a.checkpoint, "write a sharded checkpoint into this folder after the last step");
   train->add_option("--checkpoint-every", a.checkpoint_every, "... and every N steps")->check(CLI::NonNegativeNumber);
   train->add_option("--resume", a.resume, "continue from the checkpoint in this folder (same model and plan)");

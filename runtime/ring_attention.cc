@@ -60,22 +60,25 @@ class RingTransfers {
       : comms_(comms), ring_(ring), stats_(stats) {}
   RingTransfers(const RingTransfers&) = delete;
   RingTransfers& operator=(const RingTransfers&) = delete;
-  ~RingTransfers() { SHARDSIM_CHECK(pending_.empty(), "ring attention: a transfer was never waited for"); }
+  ~RingTransfers() {
+    SHARDSIM_CHECK(pending_.empty(), "ring attention: a transfer was never waited for");
+  }
 
   template <class T>
   void Send(const T* data, int64_t count, int tag, const std::string& what) {
-    Pending& p = pending_.emplace_back(Pending{MPI_REQUEST_NULL, "send of " + what + " to context rank " +
-                                                                   std::to_string(ring_.next)});
-    CheckMpi(MPI_Isend(data, CountOf(count), TypeOf<T>(), ring_.next, tag, ring_.comm, &p.request), ring_.comm,
-             p.what);
+    Pending& p = pending_.emplace_back(Pending{
+        MPI_REQUEST_NULL, "send of " + what + " to context rank " + std::to_string(ring_.next)});
+    CheckMpi(MPI_Isend(data, CountOf(count), TypeOf<T>(), ring_.next, tag, ring_.comm, &p.request),
+             ring_.comm, p.what);
     stats_.bytes_sent += count * static_cast<int64_t>(sizeof(T));
   }
   template <class T>
   void Receive(T* data, int64_t count, int tag, const std::string& what) {
-    Pending& p = pending_.emplace_back(Pending{MPI_REQUEST_NULL, "receive of " + what + " from context rank " +
-                                                                   std::to_string(ring_.prev)});
-    CheckMpi(MPI_Irecv(data, CountOf(count), TypeOf<T>(), ring_.prev, tag, ring_.comm, &p.request), ring_.comm,
-             p.what);
+    Pending& p = pending_.emplace_back(
+        Pending{MPI_REQUEST_NULL,
+                "receive of " + what + " from context rank " + std::to_string(ring_.prev)});
+    CheckMpi(MPI_Irecv(data, CountOf(count), TypeOf<T>(), ring_.prev, tag, ring_.comm, &p.request),
+             ring_.comm, p.what);
   }
   // Waits for every transfer started since the last WaitAll.
   void WaitAll() {
@@ -156,14 +159,16 @@ class KvRotation {
 };
 
 void CheckRingShape(const AttentionShape& s) {
-  SHARDSIM_CHECK(s.q_len == s.kv_len, "ring attention: each rank's queries are its keys (q_len == kv_len)");
-  SHARDSIM_CHECK(s.batch >= 0 && s.q_len >= 0 && s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0 &&
-                     s.head_dim > 0,
+  SHARDSIM_CHECK(s.q_len == s.kv_len,
+                 "ring attention: each rank's queries are its keys (q_len == kv_len)");
+  SHARDSIM_CHECK(s.batch >= 0 && s.q_len >= 0 && s.heads > 0 && s.kv_heads > 0 &&
+                     s.heads % s.kv_heads == 0 && s.head_dim > 0,
                  "ring attention: bad shape");
 }
 
 std::string StepName(const char* pass, int step, int steps) {
-  return std::string("ring attention ") + pass + " step " + std::to_string(step + 1) + "/" + std::to_string(steps);
+  return std::string("ring attention ") + pass + " step " + std::to_string(step + 1) + "/" +
+         std::to_string(steps);
 }
 
 }  // namespace
@@ -188,8 +193,8 @@ SequenceLayout ParseSequenceLayout(std::string_view name) {
     if (SequenceLayoutName(l) == name) return l;
     names.emplace_back(SequenceLayoutName(l));
   }
-  throw InputError("context_layout", "unknown sequence layout '" + std::string(name) + "'", JoinNames(names),
-                   DidYouMean(name, names));
+  throw InputError("context_layout", "unknown sequence layout '" + std::string(name) + "'",
+                   JoinNames(names), DidYouMean(name, names));
 }
 
 void CheckSequenceSplit(SequenceLayout layout, int64_t seq_len, int64_t ranks) {
@@ -197,9 +202,10 @@ void CheckSequenceSplit(SequenceLayout layout, int64_t seq_len, int64_t ranks) {
   const int64_t unit = layout == SequenceLayout::kZigzag ? 2 * ranks : ranks;
   if (seq_len > 0 && seq_len % unit == 0) return;
   const std::string layout_name(SequenceLayoutName(layout));
-  const std::string what =
-      "seq_len=" + std::to_string(seq_len) + " does not split over context=" + std::to_string(ranks) + " ranks in the " +
-      layout_name + " layout" + (layout == SequenceLayout::kZigzag ? " (2 chunks per rank)" : "");
+  const std::string what = "seq_len=" + std::to_string(seq_len) +
+                           " does not split over context=" + std::to_string(ranks) +
+                           " ranks in the " + layout_name + " layout" +
+                           (layout == SequenceLayout::kZigzag ? " (2 chunks per rank)" : "");
   const int64_t below = seq_len / unit * unit;
   std::string hint = "use seq_len=";
   if (below > 0) hint += std::to_string(below) + " or ";
@@ -207,7 +213,8 @@ void CheckSequenceSplit(SequenceLayout layout, int64_t seq_len, int64_t ranks) {
   throw InputError("seq_len", what, "positive multiples of " + std::to_string(unit), hint);
 }
 
-std::vector<int32_t> SequencePositions(SequenceLayout layout, int64_t seq_len, int64_t ranks, int64_t rank) {
+std::vector<int32_t> SequencePositions(SequenceLayout layout, int64_t seq_len, int64_t ranks,
+                                       int64_t rank) {
   CheckSequenceSplit(layout, seq_len, ranks);
   SHARDSIM_CHECK(rank >= 0 && rank < ranks, "sequence split: rank out of range");
   SHARDSIM_CHECK(seq_len <= INT32_MAX, "sequence split: seq_len over 2^31");
@@ -216,41 +223,47 @@ std::vector<int32_t> SequencePositions(SequenceLayout layout, int64_t seq_len, i
   positions.reserve(local);
   switch (layout) {
     case SequenceLayout::kContiguous:
-      for (int64_t j = 0; j < local; ++j) positions.push_back(static_cast<int32_t>(rank * local + j));
+      for (int64_t j = 0; j < local; ++j)
+        positions.push_back(static_cast<int32_t>(rank * local + j));
       break;
     case SequenceLayout::kZigzag: {
       const int64_t chunk = seq_len / (2 * ranks);
       for (const int64_t c : {rank, 2 * ranks - 1 - rank}) {
-        for (int64_t j = 0; j < chunk; ++j) positions.push_back(static_cast<int32_t>(c * chunk + j));
+        for (int64_t j = 0; j < chunk; ++j)
+          positions.push_back(static_cast<int32_t>(c * chunk + j));
       }
       break;
     }
     case SequenceLayout::kStriped:
-      for (int64_t j = 0; j < local; ++j) positions.push_back(static_cast<int32_t>(j * ranks + rank));
+      for (int64_t j = 0; j < local; ++j)
+        positions.push_back(static_cast<int32_t>(j * ranks + rank));
       break;
   }
   return positions;
 }
 
-void ScatterSequence(float* local, const float* full, const std::vector<int32_t>& positions, int batch, int seq_len,
-                     int64_t row_elems) {
+void ScatterSequence(float* local, const float* full, const std::vector<int32_t>& positions,
+                     int batch, int seq_len, int64_t row_elems) {
   const int64_t n = static_cast<int64_t>(positions.size());
   for (int b = 0; b < batch; ++b) {
     for (int64_t j = 0; j < n; ++j) {
-      SHARDSIM_CHECK(positions[j] >= 0 && positions[j] < seq_len, "sequence scatter: position out of range");
+      SHARDSIM_CHECK(positions[j] >= 0 && positions[j] < seq_len,
+                     "sequence scatter: position out of range");
       const float* from = full + (int64_t{b} * seq_len + positions[j]) * row_elems;
       std::copy_n(from, row_elems, local + (b * n + j) * row_elems);
     }
   }
 }
 
-void GatherSequence(float* full, const float* local, const std::vector<int32_t>& positions, int batch, int seq_len,
-                    int64_t row_elems) {
+void GatherSequence(float* full, const float* local, const std::vector<int32_t>& positions,
+                    int batch, int seq_len, int64_t row_elems) {
   const int64_t n = static_cast<int64_t>(positions.size());
   for (int b = 0; b < batch; ++b) {
     for (int64_t j = 0; j < n; ++j) {
-      SHARDSIM_CHECK(positions[j] >= 0 && positions[j] < seq_len, "sequence gather: position out of range");
-      std::copy_n(local + (b * n + j) * row_elems, row_elems, full + (int64_t{b} * seq_len + positions[j]) * row_elems);
+      SHARDSIM_CHECK(positions[j] >= 0 && positions[j] < seq_len,
+                     "sequence gather: position out of range");
+      std::copy_n(local + (b * n + j) * row_elems, row_elems,
+                  full + (int64_t{b} * seq_len + positions[j]) * row_elems);
     }
   }
 }
@@ -263,14 +276,16 @@ RingAttentionStats& RingAttentionStats::operator+=(const RingAttentionStats& oth
   return *this;
 }
 
-RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, const float* k, const float* v,
-                                        const int32_t* positions, const AttentionShape& shape, bool causal,
-                                        float scale, MeshComms& comms) {
+RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, const float* k,
+                                        const float* v, const int32_t* positions,
+                                        const AttentionShape& shape, bool causal, float scale,
+                                        MeshComms& comms) {
   CheckRingShape(shape);
   const Ring ring = RingOf(comms);
   RingAttentionStats stats;
   KvRotation rotation(k, v, positions, shape);
-  std::vector<float> o_blk(static_cast<size_t>(shape.batch) * shape.q_len * shape.heads * shape.head_dim);
+  std::vector<float> o_blk(static_cast<size_t>(shape.batch) * shape.q_len * shape.heads *
+                           shape.head_dim);
   std::vector<float> lse_blk(static_cast<size_t>(shape.batch) * shape.heads * shape.q_len);
   for (int step = 0; step < ring.size; ++step) {
     RingTransfers transfers(comms, ring, stats);
@@ -278,10 +293,11 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
     const Clock::time_point start = Clock::now();
     const KvBlock blk = rotation.Current(step);
     if (step == 0) {
-      AttentionForwardBlock(o, lse, q, blk.k, blk.v, positions, blk.positions, shape, causal, scale);
-    } else {
-      AttentionForwardBlock(o_blk.data(), lse_blk.data(), q, blk.k, blk.v, positions, blk.positions, shape, causal,
+      AttentionForwardBlock(o, lse, q, blk.k, blk.v, positions, blk.positions, shape, causal,
                             scale);
+    } else {
+      AttentionForwardBlock(o_blk.data(), lse_blk.data(), q, blk.k, blk.v, positions, blk.positions,
+                            shape, causal, scale);
       AttentionMerge(o, lse, o_blk.data(), lse_blk.data(), shape);
     }
     stats.compute_s += SecondsSince(start);
@@ -291,10 +307,11 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
   return stats;
 }
 
-RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const float* q, const float* k,
-                                         const float* v, const float* o, const float* d_o, const float* lse,
-                                         const int32_t* positions, const AttentionShape& shape, bool causal,
-                                         float scale, MeshComms& comms) {
+RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const float* q,
+                                         const float* k, const float* v, const float* o,
+                                         const float* d_o, const float* lse,
+                                         const int32_t* positions, const AttentionShape& shape,
+                                         bool causal, float scale, MeshComms& comms) {
   CheckRingShape(shape);
   const Ring ring = RingOf(comms);
   RingAttentionStats stats;
@@ -311,9 +328,11 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
   // accumulator is in flight, adds it on arrival and passes the sum on; the sum of the last step
   // goes to the next rank, the block's owner, closing the circle.
   std::vector<float> grad_blk(2 * kv_elems);
-  std::vector<float> grad_acc[2] = {std::vector<float>(2 * kv_elems), std::vector<float>(2 * kv_elems)};
-  // The accumulator sent from grad_acc[i] in step s must be gone before step s + 2 receives into it.
-  RingTransfers grad_out[2] = {RingTransfers(comms, ring, stats), RingTransfers(comms, ring, stats)};
+  std::vector<float> grad_acc[2] = {std::vector<float>(2 * kv_elems),
+                                    std::vector<float>(2 * kv_elems)};
+  // What grad_acc[i] sent in step s must be gone before step s + 2 receives into it.
+  RingTransfers grad_out[2] = {RingTransfers(comms, ring, stats),
+                               RingTransfers(comms, ring, stats)};
   for (int step = 0; step < ring.size; ++step) {
     const std::string name = StepName("backward", step, ring.size);
     RingTransfers kv_transfers(comms, ring, stats);
@@ -328,8 +347,8 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
     start = Clock::now();
     const KvBlock blk = rotation.Current(step);
     std::fill(grad_blk.begin(), grad_blk.end(), 0.0f);
-    AttentionBackwardBlock(dq, grad_blk.data(), grad_blk.data() + kv_elems, q, blk.k, blk.v, d_o, lse, delta.data(),
-                           positions, blk.positions, shape, causal, scale);
+    AttentionBackwardBlock(dq, grad_blk.data(), grad_blk.data() + kv_elems, q, blk.k, blk.v, d_o,
+                           lse, delta.data(), positions, blk.positions, shape, causal, scale);
     stats.compute_s += SecondsSince(start);
     ++stats.blocks;
 
@@ -341,7 +360,9 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
       for (int64_t i = 0; i < 2 * kv_elems; ++i) acc[i] += grad_blk[i];
     }
     stats.compute_s += SecondsSince(start);
-    if (ring.size > 1) grad_out[step % 2].Send(acc.data(), 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
+    if (ring.size > 1) {
+      grad_out[step % 2].Send(acc.data(), 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
+    }
     kv_transfers.WaitAll();
   }
 
@@ -349,7 +370,8 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
   const float* own = grad_acc[0].data();
   if (ring.size > 1) {
     RingTransfers home(comms, ring, stats);
-    home.Receive(grad_blk.data(), 2 * kv_elems, kTagGrad, "dK/dV accumulator returning home after ring attention backward");
+    home.Receive(grad_blk.data(), 2 * kv_elems, kTagGrad,
+                 "dK/dV accumulator returning home after ring attention backward");
     home.WaitAll();
     grad_out[0].WaitAll();
     grad_out[1].WaitAll();

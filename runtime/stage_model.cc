@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "runtime/attention.h"
@@ -151,12 +152,20 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
   const int T = static_cast<int>(tokens_), Tl = static_cast<int>(local_tokens_), D = static_cast<int>(hidden_);
   const int K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_), F = static_cast<int>(ffn_);
   const std::string where = "layer " + std::to_string(layer);
+  std::optional<TraceSpan> span;
+  auto op = [&](const char* name, const char* category) {
+    span.reset();
+    span.emplace(tracer_, Key(layer, name), category);
+  };
   s.x.assign(x, x + static_cast<size_t>(Tl) * D);
+  op("attention_norm", "compute");
   Buffer h(static_cast<size_t>(Tl) * D);
   s.rstd1.resize(static_cast<size_t>(Tl));
   RmsNormForward(h.data(), s.rstd1.data(), x, P(id.attn_norm), Tl, D, config_.norm_eps);
+  op("tp_enter_attention", "tensor");
   s.h_full.resize(static_cast<size_t>(T) * D);
   ToFull(s.h_full.data(), h.data(), where + " attention input all-gather");
+  op("qkv", "compute");
   s.q.resize(static_cast<size_t>(T) * Hl * K);
   s.k.resize(static_cast<size_t>(T) * Gl * K);
   s.v.resize(static_cast<size_t>(T) * Gl * K);
@@ -165,31 +174,42 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
   LinearForward(s.v.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
   RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
   RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  op("attention", "compute");
   const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), static_cast<int>(plan_.seq_len), static_cast<int>(plan_.seq_len), Hl, Gl, K};
   s.o.resize(static_cast<size_t>(T) * Hl * K);
   s.lse.resize(static_cast<size_t>(plan_.micro_batch_size * Hl * plan_.seq_len));
   const float scale = 1.0f / std::sqrt(static_cast<float>(K));
   AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
+  op("attention_out", "compute");
   Buffer partial(static_cast<size_t>(T) * D);
   LinearForward(partial.data(), s.o.data(), P(id.wo), T, Hl * K, D);
+  op("tp_exit_attention", "tensor");
   Buffer y(static_cast<size_t>(Tl) * D);
   FromPartial(y.data(), partial.data(), where + " attention output " + (sp_ ? "reduce-scatter" : "all-reduce"));
+  op("attention_residual", "compute");
   s.x2.resize(static_cast<size_t>(Tl) * D);
   for (size_t i = 0; i < s.x2.size(); ++i) s.x2[i] = x[i] + y[i];
 
+  op("mlp_norm", "compute");
   Buffer h2(static_cast<size_t>(Tl) * D);
   s.rstd2.resize(static_cast<size_t>(Tl));
   RmsNormForward(h2.data(), s.rstd2.data(), s.x2.data(), P(id.mlp_norm), Tl, D, config_.norm_eps);
+  op("tp_enter_mlp", "tensor");
   s.h2_full.resize(static_cast<size_t>(T) * D);
   ToFull(s.h2_full.data(), h2.data(), where + " MLP input all-gather");
+  op("mlp_up", "compute");
   s.gate.resize(static_cast<size_t>(T) * F);
   s.up.resize(static_cast<size_t>(T) * F);
   s.act.resize(static_cast<size_t>(T) * F);
   LinearForward(s.gate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
   LinearForward(s.up.data(), s.h2_full.data(), P(id.wup), T, D, F);
+  op("mlp_activation", "compute");
   SwigluForward(s.act.data(), s.gate.data(), s.up.data(), T, F);
+  op("mlp_down", "compute");
   LinearForward(partial.data(), s.act.data(), P(id.wdown), T, F, D);
+  op("tp_exit_mlp", "tensor");
   FromPartial(y.data(), partial.data(), where + " MLP output " + (sp_ ? "reduce-scatter" : "all-reduce"));
+  op("mlp_residual", "compute");
   for (size_t i = 0; i < s.x2.size(); ++i) x[i] = s.x2[i] + y[i];
 }
 
@@ -198,36 +218,54 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   const int T = static_cast<int>(tokens_), Tl = static_cast<int>(local_tokens_), D = static_cast<int>(hidden_);
   const int K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_), F = static_cast<int>(ffn_);
   const std::string where = "layer " + std::to_string(layer) + " backward";
-  // dx holds d(out); out = x2 + mlp(x2).
+  std::optional<TraceSpan> span;
+  auto op = [&](const char* name, const char* category) {
+    span.reset();
+    span.emplace(tracer_, Key(layer, name), category);
+  };
+  // dx holds d(out); out = x2 + mlp(x2). Weight gradients (the program's W ops) are computed
+  // with the input gradients here.
   Buffer dx2(dx, dx + static_cast<size_t>(Tl) * D);
+  op("tp_exit_mlp_grad", "tensor");
   Buffer dfull(static_cast<size_t>(T) * D);
   GradToFull(dfull.data(), dx, where + " MLP output gradient all-gather");
+  op("mlp_down_dgrad", "compute");
   Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
   LinearBackward(dact.data(), G(id.wdown), dfull.data(), s.act.data(), P(id.wdown), T, F, D);
+  op("mlp_activation_grad", "compute");
   SwigluBackward(dgate.data(), dup.data(), dact.data(), s.gate.data(), s.up.data(), T, F);
+  op("mlp_up_dgrad", "compute");
   Buffer dh2_full(static_cast<size_t>(T) * D, 0.0f);
   LinearBackward(dh2_full.data(), G(id.wgate), dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
   LinearBackward(dh2_full.data(), G(id.wup), dup.data(), s.h2_full.data(), P(id.wup), T, D, F);
+  op("tp_enter_mlp_grad", "tensor");
   Buffer dh2(static_cast<size_t>(Tl) * D);
   GradToLocal(dh2.data(), dh2_full.data(), where + " MLP input gradient " + (sp_ ? "reduce-scatter" : "all-reduce"));
+  op("mlp_norm_grad", "compute");
   RmsNormBackward(dx2.data(), G(id.mlp_norm), dh2.data(), s.x2.data(), P(id.mlp_norm), s.rstd2.data(), Tl, D);
 
   // x2 = x + attention(x): dx2 flows to both.
+  op("tp_exit_attention_grad", "tensor");
   GradToFull(dfull.data(), dx2.data(), where + " attention output gradient all-gather");
+  op("attention_out_dgrad", "compute");
   Buffer d_o(static_cast<size_t>(T) * Hl * K, 0.0f);
   LinearBackward(d_o.data(), G(id.wo), dfull.data(), s.o.data(), P(id.wo), T, Hl * K, D);
+  op("attention_grad", "compute");
   const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), static_cast<int>(plan_.seq_len), static_cast<int>(plan_.seq_len), Hl, Gl, K};
   Buffer dq(static_cast<size_t>(T) * Hl * K, 0.0f), dk(static_cast<size_t>(T) * Gl * K, 0.0f), dv(static_cast<size_t>(T) * Gl * K, 0.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(K));
   AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
   RopeBackward(dq.data(), dq.data(), positions_.data(), T, Hl, K, config_.rope_theta);
   RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  op("qkv_dgrad", "compute");
   Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
   LinearBackward(dh_full.data(), G(id.wq), dq.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
   LinearBackward(dh_full.data(), G(id.wk), dk.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
   LinearBackward(dh_full.data(), G(id.wv), dv.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
+  op("tp_enter_attention_grad", "tensor");
   Buffer dh(static_cast<size_t>(Tl) * D);
   GradToLocal(dh.data(), dh_full.data(), where + " attention input gradient " + (sp_ ? "reduce-scatter" : "all-reduce"));
+  op("attention_norm_grad", "compute");
   std::copy(dx2.begin(), dx2.end(), dx);
   RmsNormBackward(dx, G(id.attn_norm), dh.data(), s.x.data(), P(id.attn_norm), s.rstd1.data(), Tl, D);
 }
@@ -235,6 +273,7 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
 double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* out, const int32_t* ids, const int32_t* targets,
                            double loss_normaliser) {
   auto saved = std::make_unique<Saved>();
+  current_mb_ = mb;
   const int64_t part = PartOfChunk(chunk);
   const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
   // With SP this rank holds tokens [first, first + Tl) of the micro-batch between layers.
@@ -242,6 +281,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   Buffer x(static_cast<size_t>(Tl) * D);
   if (part == 0) {
     saved->ids.assign(ids + first, ids + first + Tl);
+    const TraceSpan span(tracer_, Key(0, "embedding"), "compute");
     EmbeddingForward(x.data(), saved->ids.data(), P(embedding_), Tl, V, D);
   } else {
     std::copy(in, in + static_cast<size_t>(Tl) * D, x.begin());
@@ -251,6 +291,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   for (size_t i = 0; i < saved->layers.size(); ++i) LayerForward(l0 + static_cast<int64_t>(i), x.data(), saved->layers[i]);
   double loss = 0;
   if (part == parts_ - 1) {
+    const TraceSpan span(tracer_, Key(model_.num_layers - 1, "head"), "compute");
     saved->final_x = x;
     saved->final_h.resize(x.size());
     saved->final_rstd.resize(static_cast<size_t>(Tl));
@@ -283,10 +324,12 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   auto it = saved_.find({chunk, mb});
   SHARDSIM_CHECK(it != saved_.end(), "backward before forward");
   Saved& s = *it->second;
+  current_mb_ = mb;
   const int64_t part = PartOfChunk(chunk);
   const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
   Buffer dx(static_cast<size_t>(Tl) * D, 0.0f);
   if (part == parts_ - 1) {
+    const TraceSpan span(tracer_, Key(model_.num_layers - 1, "head_grad"), "compute");
     Buffer dh(static_cast<size_t>(Tl) * D, 0.0f);
     if (model_.tied_embeddings) {
       // logits = h E^T: dh = dlogits E, dE += dlogits^T h.
@@ -319,6 +362,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     report(Range(id.attn_norm, id.wdown));
   }
   if (part == 0) {
+    const TraceSpan span(tracer_, Key(0, "embedding_grad"), "compute");
     EmbeddingBackward(G(embedding_), dx.data(), s.ids.data(), Tl, V, D);
     report(Range(embedding_, embedding_));
   } else {

@@ -25,6 +25,7 @@
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
 #include "runtime/comm.h"
+#include "runtime/trace.h"
 
 namespace shardsim::runtime {
 
@@ -83,6 +84,8 @@ class StageModel {
   // After the micro-batches: sums the replicated weights' gradients over tensor when sequence
   // parallelism gave each rank a share of the tokens.
   void ReduceReplicatedGradients();
+  // Spans of every op, keyed stage/layer/op/microbatch with the step program's op names.
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
  private:
   struct Saved;  // activations of one chunk and micro-batch
@@ -121,6 +124,11 @@ class StageModel {
   std::map<int64_t, LayerIds> layer_ids_;
   int embedding_ = -1, final_norm_ = -1, head_ = -1;
   std::vector<int32_t> positions_;  // of the micro-batch's tokens
+  Tracer* tracer_ = nullptr;
+  int64_t current_mb_ = 0;
+  std::string Key(int64_t layer, const char* op) const {
+    return std::to_string(stage_) + "/" + std::to_string(layer) + "/" + op + "/" + std::to_string(current_mb_);
+  }
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Saved>> saved_;
 };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -32,6 +33,7 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   CheckRuntimeSupports(model, plan);
   comms_.set_timeout_s(options.timeout_s);
   model_ = std::make_unique<StageModel>(model, plan, comms_, options.architecture, options.seed);
+  model_->set_tracer(&tracer_);
   const int64_t dp = plan.mesh.data;
   const int64_t n = static_cast<int64_t>(model_->params().size());
   const int64_t shard = plan.zero_stage >= 1 ? (n + dp - 1) / dp : n;
@@ -81,6 +83,7 @@ StepRecord Trainer::Step() {
       }
       if (part > 0) {
         const double t0 = Now();
+        const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_forward/" + std::to_string(task.microbatch), "pipeline");
         comms_.Receive(in.data(), local, comms_.PipelinePeer((part - 1) % p), Tag(task.microbatch, part, parts, false),
                        "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
         record.category_s["pipeline"] += Now() - t0;
@@ -100,6 +103,7 @@ StepRecord Trainer::Step() {
     } else {
       if (part < parts - 1) {
         const double t0 = Now();
+        const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_backward/" + std::to_string(task.microbatch), "pipeline");
         comms_.Receive(grad.data(), local, comms_.PipelinePeer((part + 1) % p), Tag(task.microbatch, part, parts, true),
                        "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
         record.category_s["pipeline"] += Now() - t0;
@@ -120,8 +124,10 @@ StepRecord Trainer::Step() {
   }
   for (MPI_Request& request : requests) comms_.Wait(&request, "pipeline send");
   double t_reduce = Now();
+  const double trace_start = tracer_.Now();
   for (MPI_Request& request : buckets) comms_.Wait(&request, "data-parallel gradient all-reduce");
   record.category_s["data"] += Now() - t_reduce;
+  if (!buckets.empty()) tracer_.Add(std::to_string(stage) + "/-/dp_allreduce_wait/-", "data", trace_start, tracer_.Now());
   t_reduce = Now();
   m.ReduceReplicatedGradients();
   record.category_s["tensor"] += Now() - t_reduce;
@@ -140,6 +146,8 @@ StepRecord Trainer::Step() {
 
 void Trainer::Optimize(StepRecord& record) {
   StageModel& m = *model_;
+  const std::string stage = std::to_string(comms_.Coordinate("pipeline"));
+  std::optional<TraceSpan> span(std::in_place, &tracer_, stage + "/-/dp_reduce/-", "data");
   std::vector<float>& params = m.params();
   std::vector<float>& grads = m.grads();
   const int64_t n = static_cast<int64_t>(params.size()), dp = plan_.mesh.data, tensor_rank = comms_.Coordinate("tensor");
@@ -155,6 +163,7 @@ void Trainer::Optimize(StepRecord& record) {
   }  // else: all-reduced in buckets during the backward
   float* g = sharded ? reduced.data() : grads.data();
   record.category_s["data"] += Now() - t0;
+  span.emplace(&tracer_, stage + "/-/optimizer/-", "optimizer");
   t0 = Now();
   // Global gradient norm: each element once (replicated-over-tensor tensors on tensor rank 0).
   double squares = 0;
@@ -178,6 +187,7 @@ void Trainer::Optimize(StepRecord& record) {
   }
   record.category_s["optimizer"] += Now() - t0;
   if (sharded) {
+    span.emplace(&tracer_, stage + "/-/zero_param_allgather/-", "data");
     t0 = Now();
     std::vector<float> mine(params.begin() + begin, params.begin() + std::min(begin + shard, n));
     mine.resize(static_cast<size_t>(shard), 0.0f);
@@ -201,6 +211,31 @@ void WriteArray(std::ofstream& out, const std::vector<float>& values) {
 }
 
 }  // namespace
+
+std::string Trainer::GatherTrace() {
+  // Each rank's events as JSON text, gathered to rank 0.
+  nlohmann::json mine = nlohmann::json::array();
+  for (const TraceEvent& e : tracer_.events()) mine.push_back({e.key, e.category, e.start_s, e.duration_s});
+  const std::string text = mine.dump();
+  int size = 0;
+  MPI_Comm world = comms_.world();
+  MPI_Comm_size(world, &size);
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
+  CheckMpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world), world, "trace gather");
+  int total = 0;
+  for (int r = 0; r < size; ++r) offsets[static_cast<size_t>(r)] = total, total += lengths[static_cast<size_t>(r)];
+  std::string all(static_cast<size_t>(comms_.rank() == 0 ? total : 0), ' ');
+  CheckMpi(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, world), world, "trace gather");
+  if (comms_.rank() != 0) return "";
+  std::vector<std::vector<TraceEvent>> by_rank(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    for (const auto& e : nlohmann::json::parse(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]), static_cast<size_t>(lengths[static_cast<size_t>(r)])))) {
+      by_rank[static_cast<size_t>(r)].push_back({e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<double>(), e[3].get<double>()});
+    }
+  }
+  return ChromeTrace(by_rank);
+}
 
 void Trainer::SaveCheckpoint(const std::string& dir) {
   std::error_code ec;

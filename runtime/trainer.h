@@ -14,6 +14,7 @@
 #include "runtime/comm.h"
 #include "runtime/corpus.h"
 #include "runtime/stage_model.h"
+#include "runtime/trace.h"
 
 namespace shardsim::runtime {
 
@@ -49,6 +50,10 @@ class Trainer {
   // stopped. Throws InputError when `dir` holds no complete checkpoint or one of another plan or
   // model. Collective.
   void LoadCheckpoint(const std::string& dir);
+  // Records every op of the following steps (trace.h) when `enabled`.
+  void EnableTrace(bool enabled) { tracer_.set_enabled(enabled); }
+  // The Chrome trace of every rank's recorded ops, on rank 0 (empty elsewhere). Collective.
+  std::string GatherTrace();
   MeshComms& comms() { return comms_; }
 
  private:
@@ -60,6 +65,7 @@ class Trainer {
   const Corpus& corpus_;
   std::unique_ptr<StageModel> model_;
   std::vector<float> adam_m_, adam_v_;  // over this rank's optimizer shard
+  Tracer tracer_;
   int64_t step_ = 0;
 };
 

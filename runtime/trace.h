@@ -1,0 +1,58 @@
+// Measured events of a training step, named with the step program's op keys
+// (stage/layer/op/microbatch, e.g. "0/3/tp_exit_attention/5"), written as a Chrome trace (the
+// format Perfetto and chrome://tracing read) with one track per rank.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardsim::runtime {
+
+struct TraceEvent {
+  std::string key;       // stage/layer/op/microbatch ("-" for a step-level op's layer or micro-batch)
+  std::string category;  // compute, tensor, data, pipeline, optimizer
+  double start_s = 0;    // since the tracer was made
+  double duration_s = 0;
+};
+
+class Tracer {
+ public:
+  Tracer() : origin_(std::chrono::steady_clock::now()) {}
+  double Now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count(); }
+  void Add(std::string key, std::string category, double start_s, double end_s) {
+    if (enabled_) events_.push_back({std::move(key), std::move(category), start_s, end_s - start_s});
+  }
+  void set_enabled(bool enabled) { enabled_ = enabled; }
+  bool enabled() const { return enabled_; }
+  const std::vector<TraceEvent>& events() const { return events_; }
+
+ private:
+  std::chrono::steady_clock::time_point origin_;
+  bool enabled_ = false;
+  std::vector<TraceEvent> events_;
+};
+
+// Records [construction, destruction) as one event when the tracer is enabled.
+class TraceSpan {
+ public:
+  TraceSpan(Tracer* tracer, std::string key, std::string category)
+      : tracer_(tracer), key_(std::move(key)), category_(std::move(category)), start_s_(tracer && tracer->enabled() ? tracer->Now() : 0) {}
+  ~TraceSpan() {
+    if (tracer_ && tracer_->enabled()) tracer_->Add(std::move(key_), std::move(category_), start_s_, tracer_->Now());
+  }
+  TraceSpan(const TraceSpan&) = delete;
+  TraceSpan& operator=(const TraceSpan&) = delete;
+
+ private:
+  Tracer* tracer_;
+  std::string key_, category_;
+  double start_s_;
+};
+
+// The Chrome trace JSON of every rank's events (events_by_rank[r] from rank r).
+std::string ChromeTrace(const std::vector<std::vector<TraceEvent>>& events_by_rank);
+
+}  // namespace shardsim::runtime
