@@ -68,6 +68,13 @@ int MeshComms::PipelinePeer(int64_t stage) const {
   return static_cast<int>(group[static_cast<size_t>(stage)]);
 }
 
+int MeshComms::GroupRank(const std::vector<std::string>& axes) {
+  if (GroupSize(axes) == 1) return 0;
+  int rank = 0;
+  MPI_Comm_rank(Comm(axes), &rank);
+  return rank;
+}
+
 int64_t MeshComms::GroupSize(const std::vector<std::string>& axes) const {
   int64_t n = 1;
   for (const std::string& a : axes) n *= mesh_.AxisSize(a);

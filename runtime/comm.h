@@ -57,6 +57,8 @@ class MeshComms {
   // out [count] = this rank's block of the sum of every rank's in [n * count].
   void ReduceScatterSum(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   int64_t GroupSize(const std::vector<std::string>& axes) const;
+  // This rank's index in the communicator of `axes` (its block in a reduce-scatter).
+  int GroupRank(const std::vector<std::string>& axes);
 
   // Waits for `request`; past the timeout, aborts the job naming this rank and `what` (a rank
   // that died or a schedule that deadlocks must not hang the job).

@@ -10,6 +10,7 @@
 #include "runtime/embedding.h"
 #include "runtime/init.h"
 #include "runtime/linear.h"
+#include "runtime/ring_attention.h"
 #include "runtime/rmsnorm.h"
 #include "runtime/rope.h"
 #include "runtime/swiglu.h"
@@ -41,7 +42,7 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.position != PositionKind::kRope) refuse("model/position", "learned positions", "rope");
   if (m.num_heads * m.head_dim != m.hidden_size) refuse("model/head_dim", "head_dim x heads != hidden_size", "head_dim = hidden_size / heads");
   if (m.tied_embeddings && p.mesh.pipeline > 1) refuse("model/tied_embeddings", "tied embeddings across pipeline stages", "untied, or pipeline 1");
-  for (const char* axis : {"fsdp", "context", "expert"}) {
+  for (const char* axis : {"fsdp", "expert"}) {
     if (p.mesh.Size(axis) > 1) refuse(std::string("plan:/mesh/") + axis, std::string(axis) + " parallelism", "data, tensor, pipeline");
   }
   if (p.zero_stage == 3) refuse("plan:/zero_stage", "ZeRO-3", "0, 1, 2");
@@ -59,14 +60,18 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
   sp_ = plan.sequence_parallel && t_ > 1;
   const int64_t v = plan.pipeline_schedule == PipelineSchedule::kInterleavedOneFOneB ? plan.virtual_stages : 1;
   parts_ = plan.mesh.pipeline * v;
-  tokens_ = plan.micro_batch_size * plan.seq_len;
+  // Context parallelism: each context rank holds S / c tokens of every sequence, two zigzag
+  // chunks (ring_attention.h), so causal work is even; attention runs around the context ring.
+  c_ = plan.mesh.context;
+  seq_positions_ = SequencePositions(SequenceLayout::kZigzag, plan.seq_len, c_, comms.Coordinate("context"));
+  tokens_ = plan.micro_batch_size * plan.seq_len / c_;
   local_tokens_ = sp_ ? tokens_ / t_ : tokens_;
   hidden_ = model.hidden_size;
   heads_ = model.num_heads / t_;
   kv_heads_ = model.num_kv_heads / t_;
   ffn_ = model.ffn_hidden_size / t_;
   SHARDSIM_CHECK(model.ffn_hidden_size % t_ == 0, "tensor must divide the MLP width");
-  for (int64_t i = 0; i < tokens_; ++i) positions_.push_back(static_cast<int32_t>(i % plan.seq_len));
+  for (int64_t b = 0; b < plan.micro_batch_size; ++b) positions_.insert(positions_.end(), seq_positions_.begin(), seq_positions_.end());
 
   const std::vector<int64_t> part_layers = LayersPerPart(model.num_layers, parts_);
   std::vector<int64_t> first(static_cast<size_t>(parts_) + 1, 0);
@@ -175,11 +180,16 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
   RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
   RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
   op("attention", "compute");
-  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), static_cast<int>(plan_.seq_len), static_cast<int>(plan_.seq_len), Hl, Gl, K};
+  const int S = static_cast<int>(plan_.seq_len / c_);
+  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
   s.o.resize(static_cast<size_t>(T) * Hl * K);
-  s.lse.resize(static_cast<size_t>(plan_.micro_batch_size * Hl * plan_.seq_len));
+  s.lse.resize(static_cast<size_t>(plan_.micro_batch_size * Hl * S));
   const float scale = 1.0f / std::sqrt(static_cast<float>(K));
-  AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
+  if (c_ > 1) {
+    RingAttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), seq_positions_.data(), shape, true, scale, comms_);
+  } else {
+    AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
+  }
   op("attention_out", "compute");
   Buffer partial(static_cast<size_t>(T) * D);
   LinearForward(partial.data(), s.o.data(), P(id.wo), T, Hl * K, D);
@@ -251,10 +261,16 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   Buffer d_o(static_cast<size_t>(T) * Hl * K, 0.0f);
   LinearBackward(d_o.data(), G(id.wo), dfull.data(), s.o.data(), P(id.wo), T, Hl * K, D);
   op("attention_grad", "compute");
-  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), static_cast<int>(plan_.seq_len), static_cast<int>(plan_.seq_len), Hl, Gl, K};
+  const int S = static_cast<int>(plan_.seq_len / c_);
+  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
   Buffer dq(static_cast<size_t>(T) * Hl * K, 0.0f), dk(static_cast<size_t>(T) * Gl * K, 0.0f), dv(static_cast<size_t>(T) * Gl * K, 0.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(K));
-  AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
+  if (c_ > 1) {
+    RingAttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(),
+                          seq_positions_.data(), shape, true, scale, comms_);
+  } else {
+    AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
+  }
   RopeBackward(dq.data(), dq.data(), positions_.data(), T, Hl, K, config_.rope_theta);
   RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
   op("qkv_dgrad", "compute");

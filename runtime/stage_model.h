@@ -8,6 +8,9 @@
 //   Wo[(H K)_tensor, D]                           row parallel: partial sums
 //   Wgate/Wup[D, F_tensor], Wdown[F_tensor, D]    column, then row parallel
 //   norms[D], embedding[V, D], head[D, V]         replicated over tensor
+// With a context axis, X[B, S_context, D]: each rank holds two zigzag chunks of every sequence and
+// attention passes K/V around the context ring (ring_attention.h); every weight's gradient is then
+// summed over context with the data-parallel reduction.
 // Collectives per layer (forward / backward), without SP: all-reduce of the row-parallel outputs
 // (attention and MLP) / all-reduce of the column-parallel input gradients. With SP, activations
 // outside attention and MLP are X[T_tensor, D]: all-gather before the column-parallel linears and
@@ -60,7 +63,9 @@ class StageModel {
 
   int64_t parts() const { return parts_; }           // model parts along the pipeline (p x v)
   int64_t PartOfChunk(int64_t chunk) const;          // which model part chunk c of this stage is
-  int64_t tokens() const { return tokens_; }         // tokens of a micro-batch (B S)
+  int64_t tokens() const { return tokens_; }         // tokens of a micro-batch on this rank (B S / context)
+  // This context rank's positions within a sequence (all of them without context parallelism).
+  const std::vector<int32_t>& sequence_positions() const { return seq_positions_; }
   int64_t local_tokens() const { return local_tokens_; }  // held between layers (T / t with SP)
   int64_t hidden() const { return hidden_; }
 
@@ -114,6 +119,8 @@ class StageModel {
   int64_t stage_ = 0, tensor_rank_ = 0, t_ = 1, parts_ = 1;
   int64_t tokens_ = 0, local_tokens_ = 0, hidden_ = 0, heads_ = 0, kv_heads_ = 0, ffn_ = 0;
   bool sp_ = false;
+  int64_t c_ = 1;                      // context ranks
+  std::vector<int32_t> seq_positions_;  // this context rank's positions within a sequence
   std::vector<int64_t> chunk_first_layer_, chunk_layers_;  // per chunk of this stage
   std::vector<ParamTensor> tensors_;
   std::vector<float> params_, grads_;

@@ -21,6 +21,10 @@ namespace {
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Point-to-point tags: one per (micro-batch, model part, direction).
+// The axes holding replicas of the same weights, whose gradients are summed: data, and context
+// (its ranks see other tokens of the same sequences).
+std::vector<std::string> ReplicaAxes() { return {"data", "context"}; }
+
 int Tag(int64_t mb, int64_t part, int64_t parts, bool backward) { return static_cast<int>((mb * parts + part) * 2 + (backward ? 1 : 0)); }
 
 }  // namespace
@@ -55,6 +59,19 @@ StepRecord Trainer::Step() {
   const double normaliser = static_cast<double>(plan_.global_batch_size * plan_.seq_len);
   const int64_t tokens = m.tokens(), local = m.local_tokens() * m.hidden();
   std::vector<int32_t> ids(static_cast<size_t>(tokens)), targets(static_cast<size_t>(tokens));
+  std::vector<int32_t> all_ids(static_cast<size_t>(plan_.micro_batch_size * plan_.seq_len)), all_targets(all_ids.size());
+  const std::vector<int32_t>& mine = m.sequence_positions();
+  auto load = [&](int64_t mb) {
+    corpus_.Batch(all_ids.data(), all_targets.data(), step_, plan_.global_batch_size, replica * per_replica + mb * plan_.micro_batch_size,
+                  plan_.micro_batch_size);
+    // This context rank's tokens of each sequence.
+    for (int64_t b = 0; b < plan_.micro_batch_size; ++b) {
+      for (size_t i = 0; i < mine.size(); ++i) {
+        ids[static_cast<size_t>(b) * mine.size() + i] = all_ids[static_cast<size_t>(b * plan_.seq_len + mine[i])];
+        targets[static_cast<size_t>(b) * mine.size() + i] = all_targets[static_cast<size_t>(b * plan_.seq_len + mine[i])];
+      }
+    }
+  };
   std::vector<float> in(static_cast<size_t>(local)), grad(static_cast<size_t>(local));
   std::vector<std::vector<float>> outbox;  // buffers of sends in flight
   std::vector<MPI_Request> requests;
@@ -64,11 +81,11 @@ StepRecord Trainer::Step() {
   // Data parallelism without ZeRO: each layer's gradients are all-reduced as soon as the last
   // micro-batch's backward has written them (bucket = layer), under the backward of the layers
   // before it; ZeRO-1/2 reduce-scatter the whole buffer after the backward.
-  const bool overlap_data = plan_.zero_stage == 0 && plan_.mesh.data > 1;
+  const bool overlap_data = plan_.zero_stage == 0 && plan_.mesh.data * plan_.mesh.context > 1;
   std::vector<MPI_Request> buckets;
   std::vector<int64_t> backwards_done(static_cast<size_t>(v), 0);
   auto bucket_done = [&](int64_t offset, int64_t count) {
-    buckets.push_back(comms_.StartAllReduceSum(m.grads().data() + offset, count, {"data"}, "data-parallel gradient all-reduce (bucket)"));
+    buckets.push_back(comms_.StartAllReduceSum(m.grads().data() + offset, count, ReplicaAxes(), "data-parallel gradient all-reduce (bucket)"));
     // Non-blocking collectives move only inside MPI calls: nudge the ones in flight.
     int flag = 0;
     MPI_Testall(static_cast<int>(buckets.size()), buckets.data(), &flag, MPI_STATUSES_IGNORE);
@@ -77,10 +94,7 @@ StepRecord Trainer::Step() {
     const int64_t part = m.PartOfChunk(task.chunk);
     if (task.phase == strategies::Phase::kBackwardWeight) continue;  // weight gradients are computed with B
     if (task.phase == strategies::Phase::kForward) {
-      if (part == 0 || part == parts - 1) {
-        corpus_.Batch(ids.data(), targets.data(), step_, plan_.global_batch_size, replica * per_replica + task.microbatch * plan_.micro_batch_size,
-                      plan_.micro_batch_size);
-      }
+      if (part == 0 || part == parts - 1) load(task.microbatch);
       if (part > 0) {
         const double t0 = Now();
         const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_forward/" + std::to_string(task.microbatch), "pipeline");
@@ -150,16 +164,16 @@ void Trainer::Optimize(StepRecord& record) {
   std::optional<TraceSpan> span(std::in_place, &tracer_, stage + "/-/dp_reduce/-", "data");
   std::vector<float>& params = m.params();
   std::vector<float>& grads = m.grads();
-  const int64_t n = static_cast<int64_t>(params.size()), dp = plan_.mesh.data, tensor_rank = comms_.Coordinate("tensor");
+  const int64_t n = static_cast<int64_t>(params.size()), dp = plan_.mesh.data * plan_.mesh.context, tensor_rank = comms_.Coordinate("tensor");
   const bool sharded = plan_.zero_stage >= 1 && dp > 1;
-  const int64_t shard = sharded ? (n + dp - 1) / dp : n, begin = sharded ? comms_.Coordinate("data") * shard : 0;
+  const int64_t shard = sharded ? (n + dp - 1) / dp : n, begin = sharded ? comms_.GroupRank(ReplicaAxes()) * shard : 0;
   double t0 = Now();
   std::vector<float> reduced;
   if (sharded) {
     std::vector<float> padded(static_cast<size_t>(shard * dp), 0.0f);
     std::copy(grads.begin(), grads.end(), padded.begin());
     reduced.resize(static_cast<size_t>(shard));
-    comms_.ReduceScatterSum(reduced.data(), padded.data(), shard, {"data"}, "data-parallel gradient reduce-scatter");
+    comms_.ReduceScatterSum(reduced.data(), padded.data(), shard, ReplicaAxes(), "data-parallel gradient reduce-scatter");
   }  // else: all-reduced in buckets during the backward
   float* g = sharded ? reduced.data() : grads.data();
   record.category_s["data"] += Now() - t0;
@@ -173,7 +187,7 @@ void Trainer::Optimize(StepRecord& record) {
     if (lo < hi) squares += GradSquaredSum(g + (lo - begin), hi - lo);
   }
   std::vector<std::string> norm_axes = {"tensor", "pipeline"};
-  if (sharded) norm_axes.push_back("data");
+  if (sharded) norm_axes.insert(norm_axes.end(), {"data", "context"});
   comms_.AllReduceSum(&squares, 1, norm_axes, "gradient norm all-reduce");
   record.grad_norm = std::sqrt(squares);
   const float factor = ClipFactor(squares, options_.clip_norm);
@@ -192,7 +206,7 @@ void Trainer::Optimize(StepRecord& record) {
     std::vector<float> mine(params.begin() + begin, params.begin() + std::min(begin + shard, n));
     mine.resize(static_cast<size_t>(shard), 0.0f);
     std::vector<float> all(static_cast<size_t>(shard * dp));
-    comms_.AllGather(all.data(), mine.data(), shard, {"data"}, "ZeRO parameter all-gather");
+    comms_.AllGather(all.data(), mine.data(), shard, ReplicaAxes(), "ZeRO parameter all-gather");
     std::copy(all.begin(), all.begin() + n, params.begin());
     record.category_s["data"] += Now() - t0;
   }
@@ -303,9 +317,10 @@ double RelativeParamDistance(Trainer& trainer, Trainer& reference) {
   StageModel& r = reference.model();
   std::map<std::string, const ParamTensor*> full;
   for (const ParamTensor& pt : r.tensors()) full[pt.name] = &pt;
-  const int64_t tensor_rank = trainer.comms().Coordinate("tensor"), data_rank = trainer.comms().Coordinate("data");
+  const int64_t tensor_rank = trainer.comms().Coordinate("tensor");
+  const int64_t data_rank = trainer.comms().Coordinate("data") + trainer.comms().Coordinate("context");
   double sums[2] = {0, 0};
-  if (data_rank == 0) {  // replicas over data hold the same values: count one
+  if (data_rank == 0) {  // replicas over data and context hold the same values: count one
     for (const ParamTensor& pt : m.tensors()) {
       if (pt.tensor_replicated && tensor_rank != 0) continue;
       const ParamTensor& ref = *full.at(pt.name);

@@ -1,4 +1,5 @@
-// Every sharding the runtime implements trains exactly like one rank: run under mpiexec with 2,
+// Every sharding the runtime implements trains exactly like one rank (context parallelism runs
+// ring attention over zigzag chunks): run under mpiexec with 2,
 // 4 and 8 ranks, each plan whose mesh fits the job trains 10 steps, and every rank also trains
 // the single-rank reference (MPI_COMM_SELF) from the same seed and batches. The loss of each
 // step matches within 1e-4 relative, the final parameters within 1e-3 relative norm.
@@ -61,9 +62,9 @@ PlanSpec PlanOf(const Case& c) {
   return p;
 }
 
-MeshShape Mesh(int64_t data, int64_t tensor, int64_t pipeline) {
+MeshShape Mesh(int64_t data, int64_t tensor, int64_t pipeline, int64_t context = 1) {
   MeshShape m;
-  m.data = data, m.tensor = tensor, m.pipeline = pipeline;
+  m.data = data, m.tensor = tensor, m.pipeline = pipeline, m.context = context;
   return m;
 }
 
@@ -85,6 +86,12 @@ std::vector<Case> Cases() {
       {"data_tensor_pipeline", Mesh(2, 2, 2), PipelineSchedule::kOneFOneB, 1, false, 1},
       {"tensor_sequence_pipeline", Mesh(1, 2, 4), PipelineSchedule::kOneFOneB, 1, true},
       {"data_tensor_sequence_zero1", Mesh(4, 2, 1), PipelineSchedule::kOneFOneB, 1, true, 1},
+      {"context", Mesh(1, 1, 1, 2)},
+      {"data_context", Mesh(2, 1, 1, 2)},
+      {"context_zero1", Mesh(1, 1, 1, 2), PipelineSchedule::kOneFOneB, 1, false, 1},
+      {"tensor_sequence_context", Mesh(1, 2, 1, 2), PipelineSchedule::kOneFOneB, 1, true},
+      {"context4", Mesh(1, 1, 1, 4)},
+      {"data_context_pipeline", Mesh(2, 1, 2, 2)},
   };
 }
 
