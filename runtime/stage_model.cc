@@ -109,12 +109,8 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
   grads_.assign(params_.size(), 0.0f);
   for (const ParamTensor& pt : tensors_) {
     float* out = params_.data() + pt.offset;
-    const bool norm = !pt.decay;
     for (int64_t r = pt.row0; r < pt.row1; ++r) {
-      for (int64_t c = pt.col0; c < pt.col1; ++c) {
-        const float stddev = pt.name.size() > 3 && (pt.name.ends_with(".wo") || pt.name.ends_with(".wdown")) ? out_stddev : config.init_stddev;
-        *out++ = norm ? 1.0f : InitNormal(seed, pt.name, r, c, stddev);
-      }
+      for (int64_t c = pt.col0; c < pt.col1; ++c) *out++ = pt.init_stddev == 0 ? 1.0f : InitNormal(seed, pt.name, r, c, pt.init_stddev);
     }
   }
 }
@@ -122,8 +118,8 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
 StageModel::~StageModel() = default;
 
 int StageModel::Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t row1, int64_t col0, int64_t col1, bool replicated,
-                    bool decay, float) {
-  ParamTensor pt{name, rows, cols, row0, row1, col0, col1, replicated, decay, 0};
+                    bool decay, float init_stddev) {
+  ParamTensor pt{name, rows, cols, row0, row1, col0, col1, replicated, decay, 0, init_stddev};
   pt.offset = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size();
   tensors_.push_back(pt);
   return static_cast<int>(tensors_.size()) - 1;

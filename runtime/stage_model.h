@@ -47,6 +47,7 @@ struct ParamTensor {
   bool tensor_replicated = false;  // every tensor rank holds the same block
   bool decay = true;               // AdamW weight decay applies (not to norms)
   int64_t offset = 0;              // into the flat parameter / gradient buffers
+  float init_stddev = 0;           // normal(0, init_stddev) at start; 0: ones (norm weights)
   int64_t size() const { return (row1 - row0) * (col1 - col0); }
 };
 
