@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -29,6 +30,13 @@ std::string FindOnPath(const std::string& name) {
     start = end + 1;
   }
   return "";
+}
+
+// Full precision: std::to_string would print 1e-7 as 0.000000.
+std::string LearningRate(double lr) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", lr);
+  return text;
 }
 
 }  // namespace
@@ -58,7 +66,7 @@ int RunRun(const RunOptions& o, std::ostream& out) {
     args.push_back("--oversubscribe");  // more ranks than cores here: they time-share
   }
   args.insert(args.end(), {runtime.string(), "train", "--model", o.model, "--steps", std::to_string(o.steps), "--seed", std::to_string(o.seed),
-                           "--lr", std::to_string(o.lr)});
+                           "--lr", LearningRate(o.lr)});
   if (!o.plan.empty()) args.insert(args.end(), {"--plan", o.plan});
   for (const std::string& s : o.overrides) args.insert(args.end(), {"--set", s});
   if (!o.corpus.empty()) args.insert(args.end(), {"--corpus", o.corpus});

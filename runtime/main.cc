@@ -16,12 +16,20 @@
 #include "core/inputs.h"
 #include "core/plan_json.h"
 #include "runtime/gemm.h"
+#include "runtime/ring_attention_bench.h"
 #include "runtime/trainer.h"
 
 namespace {
 
 using nlohmann::json;
-using namespace shardsim;
+using shardsim::FlopsPerToken;
+using shardsim::InputError;
+using shardsim::LoadModel;
+using shardsim::LoadPlan;
+using shardsim::ModelSpec;
+using shardsim::PlanSpec;
+using shardsim::PlanToJson;
+namespace runtime = shardsim::runtime;
 
 struct TrainArgs {
   std::string model = "tiny-dense", plan, corpus, checkpoint, resume, trace;
@@ -140,10 +148,27 @@ int main(int argc, char** argv) {
   train->add_option("--checkpoint-every", a.checkpoint_every, "... and every N steps")->check(CLI::NonNegativeNumber);
   train->add_option("--resume", a.resume, "continue from the checkpoint in this folder (same model and plan)");
   train->add_flag("--json", a.json, "print the JSON report");
+  runtime::RingAttentionBenchOptions ring;
+  CLI::App* ring_cmd = app.add_subcommand("ring-attention", "ring attention alone over every rank (the context axis): timed, checked, predicted");
+  ring_cmd->add_option("--seq", ring.seq_len, "sequence length S (default 4096)");
+  ring_cmd->add_option("--heads", ring.heads, "query heads H (default 8)");
+  ring_cmd->add_option("--kv-heads", ring.kv_heads, "key/value heads G (default: H)");
+  ring_cmd->add_option("--head-dim", ring.head_dim, "head dimension K (default 64)");
+  ring_cmd->add_option("--batch", ring.batch, "sequences B (default 1)");
+  ring_cmd->add_option("--layout", ring.layout, "zigzag (default), striped or contiguous");
+  ring_cmd->add_option("--repeats", ring.repeats, "timed passes, median reported (default 3)");
+  ring_cmd->add_flag("--causal", ring.causal, "causal masking");
+  ring_cmd->add_flag("--check", ring.check, "compare output and gradients with full attention (O(S^2) per rank)");
+  ring_cmd->add_flag("--json", ring.json, "print the JSON report");
   int code = 0;
   try {
     app.parse(argc, argv);
-    code = Train(a, rank);
+    if (ring_cmd->parsed()) {
+      if (ring_cmd->count("--kv-heads") == 0) ring.kv_heads = ring.heads;
+      code = runtime::RunRingAttentionBench(ring);
+    } else {
+      code = Train(a, rank);
+    }
   } catch (const CLI::ParseError& e) {
     code = rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
     if (code != 0) code = 2;

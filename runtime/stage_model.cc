@@ -41,6 +41,9 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.norm != NormKind::kRmsNorm) refuse("model/norm", "LayerNorm", "rmsnorm");
   if (m.position != PositionKind::kRope) refuse("model/position", "learned positions", "rope");
   if (m.num_heads * m.head_dim != m.hidden_size) refuse("model/head_dim", "head_dim x heads != hidden_size", "head_dim = hidden_size / heads");
+  if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");
+  if (m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
+  if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
   if (m.tied_embeddings && p.mesh.pipeline > 1) refuse("model/tied_embeddings", "tied embeddings across pipeline stages", "untied, or pipeline 1");
   for (const char* axis : {"fsdp", "expert"}) {
     if (p.mesh.Size(axis) > 1) refuse(std::string("plan:/mesh/") + axis, std::string(axis) + " parallelism", "data, tensor, pipeline");
@@ -58,12 +61,13 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
   tensor_rank_ = comms.Coordinate("tensor");
   t_ = plan.mesh.tensor;
   sp_ = plan.sequence_parallel && t_ > 1;
-  const int64_t v = plan.pipeline_schedule == PipelineSchedule::kInterleavedOneFOneB ? plan.virtual_stages : 1;
+  // Chunks per stage: interleaving only with more than one stage (as ScheduleStage plays it).
+  const int64_t v = plan.pipeline_schedule == PipelineSchedule::kInterleavedOneFOneB && plan.mesh.pipeline > 1 ? plan.virtual_stages : 1;
   parts_ = plan.mesh.pipeline * v;
   // Context parallelism: each context rank holds S / c tokens of every sequence, two zigzag
   // chunks (ring_attention.h), so causal work is even; attention runs around the context ring.
   c_ = plan.mesh.context;
-  seq_positions_ = SequencePositions(SequenceLayout::kZigzag, plan.seq_len, c_, comms.Coordinate("context"));
+  seq_positions_ = SequencePositions(c_ > 1 ? SequenceLayout::kZigzag : SequenceLayout::kContiguous, plan.seq_len, c_, comms.Coordinate("context"));
   tokens_ = plan.micro_batch_size * plan.seq_len / c_;
   local_tokens_ = sp_ ? tokens_ / t_ : tokens_;
   hidden_ = model.hidden_size;

@@ -20,25 +20,33 @@ namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Point-to-point tags: one per (micro-batch, model part, direction).
 // The axes holding replicas of the same weights, whose gradients are summed: data, and context
 // (its ranks see other tokens of the same sequences).
 std::vector<std::string> ReplicaAxes() { return {"data", "context"}; }
 
-int Tag(int64_t mb, int64_t part, int64_t parts, bool backward) { return static_cast<int>((mb * parts + part) * 2 + (backward ? 1 : 0)); }
+// Point-to-point tags: one per (model part, direction). Every schedule sends and receives a part's
+// micro-batches in increasing order, and MPI delivers messages of one sender and tag in order, so
+// the micro-batch needs no tag of its own (which keeps tags far below MPI_TAG_UB).
+int Tag(int64_t /*mb*/, int64_t part, int64_t /*parts*/, bool backward) { return static_cast<int>(part * 2 + (backward ? 1 : 0)); }
 
-}  // namespace
-
-Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOptions& options, MPI_Comm world, const Corpus& corpus)
-    : spec_(model), plan_(plan), options_(options), comms_(world, plan), corpus_(corpus) {
+// Checks what the MPI job and the plan must agree on before any communicator is made (the splits
+// are collective: a rank that fails later would leave the others waiting).
+const PlanSpec& Validated(const ModelSpec& model, const PlanSpec& plan, MPI_Comm world) {
   int size = 0;
   MPI_Comm_size(world, &size);
   ValidatePlan(plan, model, size, "the MPI job", "plan:");
   CheckRuntimeSupports(model, plan);
+  return plan;
+}
+
+}  // namespace
+
+Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOptions& options, MPI_Comm world, const Corpus& corpus)
+    : spec_(model), plan_(plan), options_(options), comms_(world, Validated(model, plan, world)), corpus_(corpus) {
   comms_.set_timeout_s(options.timeout_s);
   model_ = std::make_unique<StageModel>(model, plan, comms_, options.architecture, options.seed);
   model_->set_tracer(&tracer_);
-  const int64_t dp = plan.mesh.data;
+  const int64_t dp = plan.mesh.data * plan.mesh.context;  // the replicas Optimize() shards over
   const int64_t n = static_cast<int64_t>(model_->params().size());
   const int64_t shard = plan.zero_stage >= 1 ? (n + dp - 1) / dp : n;
   adam_m_.assign(static_cast<size_t>(shard), 0.0f);
@@ -255,6 +263,13 @@ void Trainer::SaveCheckpoint(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError("--checkpoint " + dir, "cannot be created: " + ec.message(), "a writable folder");
+  // The old manifest goes first: until the new one is written, the folder holds no checkpoint.
+  if (comms_.rank() == 0) std::filesystem::remove(std::filesystem::path(dir) / "checkpoint.json", ec);
+  {
+    MPI_Request request;
+    CheckMpi(MPI_Ibarrier(comms_.world(), &request), comms_.world(), "checkpoint barrier");
+    comms_.Wait(&request, "checkpoint barrier");
+  }
   const std::filesystem::path final_path = std::filesystem::path(dir) / ("rank-" + std::to_string(comms_.rank()) + ".bin");
   const std::filesystem::path temp = final_path.string() + ".tmp";
   {
@@ -291,24 +306,48 @@ void Trainer::SaveCheckpoint(const std::string& dir) {
 
 void Trainer::LoadCheckpoint(const std::string& dir) {
   const std::string where = "--resume " + dir;
-  if (!std::filesystem::exists(std::filesystem::path(dir) / "checkpoint.json")) {
-    throw InputError(where, "holds no complete checkpoint (no checkpoint.json)", "a folder written by --checkpoint");
+  // Every rank checks its own file; all ranks then agree on the first failure, so none waits.
+  std::string error;
+  int64_t manifest_step = -1;
+  {
+    std::ifstream manifest(std::filesystem::path(dir) / "checkpoint.json");
+    if (!manifest) {
+      error = "holds no complete checkpoint (no checkpoint.json)";
+    } else {
+      const nlohmann::json j = nlohmann::json::parse(manifest, nullptr, false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) manifest_step = j["step"].get<int64_t>();
+      if (manifest_step < 0) error = "has an unreadable checkpoint.json";
+    }
   }
   const std::filesystem::path path = std::filesystem::path(dir) / ("rank-" + std::to_string(comms_.rank()) + ".bin");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(where, "has no " + path.filename().string(), "a checkpoint written by a job of the same plan");
   int64_t header[3] = {0, 0, 0};
-  in.read(reinterpret_cast<char*>(header), sizeof header);
-  std::string id(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(header[1], 1 << 20))), '\0');
-  in.read(id.data(), static_cast<std::streamsize>(id.size()));
-  const std::string want = Identity(spec_, plan_, static_cast<int64_t>(model_->params().size()));
-  if (!in || id != want || header[2] != static_cast<int64_t>(adam_m_.size())) {
-    throw InputError(where, "was written for another model or plan", "resume with the model and plan that wrote it", "checkpoints are sharded by the plan");
+  if (error.empty()) {
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(header), sizeof header);
+    std::string id(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(header[1], 1 << 20))), '\0');
+    in.read(id.data(), static_cast<std::streamsize>(id.size()));
+    const std::string want = Identity(spec_, plan_, static_cast<int64_t>(model_->params().size()));
+    if (!in) {
+      error = "has no complete " + path.filename().string();
+    } else if (id != want || header[2] != static_cast<int64_t>(adam_m_.size())) {
+      error = "was written for another model or plan";
+    } else if (header[0] != manifest_step) {
+      error = path.filename().string() + " is from step " + std::to_string(header[0]) + ", the manifest from step " + std::to_string(manifest_step);
+    } else {
+      for (std::vector<float>* values : {&model_->params(), &adam_m_, &adam_v_}) {
+        in.read(reinterpret_cast<char*>(values->data()), static_cast<std::streamsize>(values->size() * sizeof(float)));
+      }
+      if (!in) error = path.filename().string() + " is truncated";
+    }
   }
-  for (std::vector<float>* values : {&model_->params(), &adam_m_, &adam_v_}) {
-    in.read(reinterpret_cast<char*>(values->data()), static_cast<std::streamsize>(values->size() * sizeof(float)));
+  int ok = error.empty() ? 1 : 0;
+  MPI_Request request;
+  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comms_.world(), &request), comms_.world(), "checkpoint check");
+  comms_.Wait(&request, "checkpoint check");
+  if (!ok) {
+    throw InputError(where, error.empty() ? "is incomplete on another rank" : error, "a complete checkpoint of the same model and plan",
+                     "checkpoints are sharded by the plan; resume with the plan that wrote it");
   }
-  if (!in) throw InputError(where, path.filename().string() + " is truncated", "a complete checkpoint");
   step_ = header[0];
 }
 

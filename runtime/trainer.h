@@ -1,7 +1,9 @@
 // Training steps under a plan: the pipeline schedule's tasks (strategies::ScheduleStage, the
 // same order the estimator plays) with activations and gradients sent point to point between
 // stages, data-parallel gradient reduction (all-reduce, or ZeRO-1/2 reduce-scatter with sharded
-// AdamW state and an all-gather of the updated parameters), global-norm clipping, AdamW.
+// AdamW state and an all-gather of the updated parameters), global-norm clipping, AdamW. ZeRO-2
+// runs as ZeRO-1 here (one reduce-scatter after the backward): the same numbers, not the per
+// micro-batch reduce-scatter the step program costs for it.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +32,10 @@ struct StepRecord {
   double loss = 0;         // mean next-token cross-entropy over the global batch, nats
   double grad_norm = 0;    // before clipping
   double step_time_s = 0;  // wall, this rank
-  std::map<std::string, double> category_s;  // "compute", "tensor", "pipeline", "data", "optimizer"
+  // "compute": the layers' forward and backward, with the tensor and context collectives inside
+  // them (the trace separates those); "tensor": replicated weights' gradient sums; "pipeline":
+  // waits for stage inputs; "data": gradient reduction and ZeRO gathers; "optimizer".
+  std::map<std::string, double> category_s;
 };
 
 class Trainer {

@@ -86,6 +86,7 @@ std::vector<Case> Cases() {
       {"data_tensor_pipeline", Mesh(2, 2, 2), PipelineSchedule::kOneFOneB, 1, false, 1},
       {"tensor_sequence_pipeline", Mesh(1, 2, 4), PipelineSchedule::kOneFOneB, 1, true},
       {"data_tensor_sequence_zero1", Mesh(4, 2, 1), PipelineSchedule::kOneFOneB, 1, true, 1},
+      {"interleaved_one_stage", Mesh(2, 1, 1), PipelineSchedule::kInterleavedOneFOneB, 2},
       {"context", Mesh(1, 1, 1, 2)},
       {"data_context", Mesh(2, 1, 1, 2)},
       {"context_zero1", Mesh(1, 1, 1, 2), PipelineSchedule::kOneFOneB, 1, false, 1},
