@@ -80,6 +80,14 @@ class RingTransfers {
     CheckMpi(MPI_Irecv(data, CountOf(count), TypeOf<T>(), ring_.prev, tag, ring_.comm, &p.request),
              ring_.comm, p.what);
   }
+  // Lets the transfers in flight move: MPI moves large messages only inside MPI calls, so the
+  // block computation calls this between its pieces.
+  void Progress() {
+    for (Pending& p : pending_) {
+      int done = 0;
+      CheckMpi(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE), ring_.comm, p.what);
+    }
+  }
   // Waits for every transfer started since the last WaitAll.
   void WaitAll() {
     if (pending_.empty()) return;
@@ -117,6 +125,10 @@ struct KvBlock {
   const float* v;
   const int32_t* positions;
 };
+
+// K/V rows per piece of a block's computation: pieces let the transfers in flight progress
+// between them (one piece when the batch is not 1: rows of a piece must be contiguous).
+int PieceRows(const AttentionShape& s) { return s.batch == 1 ? std::max(64, (s.kv_len + 7) / 8) : s.kv_len; }
 
 // The double buffer a K/V block travels through, and the transfers of one rotation.
 class KvRotation {
@@ -292,13 +304,17 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
     if (step + 1 < ring.size) rotation.Start(step, transfers, StepName("forward", step, ring.size));
     const Clock::time_point start = Clock::now();
     const KvBlock blk = rotation.Current(step);
-    if (step == 0) {
-      AttentionForwardBlock(o, lse, q, blk.k, blk.v, positions, blk.positions, shape, causal,
-                            scale);
-    } else {
-      AttentionForwardBlock(o_blk.data(), lse_blk.data(), q, blk.k, blk.v, positions, blk.positions,
-                            shape, causal, scale);
-      AttentionMerge(o, lse, o_blk.data(), lse_blk.data(), shape);
+    // The block in pieces of K/V rows, merged as they come, with the transfers nudged between.
+    const int rows = PieceRows(shape);
+    const int64_t row_elems = int64_t{shape.kv_heads} * shape.head_dim;
+    for (int r0 = 0; r0 < shape.kv_len; r0 += rows) {
+      AttentionShape piece = shape;
+      piece.kv_len = std::min(rows, shape.kv_len - r0);
+      const bool first = step == 0 && r0 == 0;
+      AttentionForwardBlock(first ? o : o_blk.data(), first ? lse : lse_blk.data(), q, blk.k + r0 * row_elems, blk.v + r0 * row_elems,
+                            positions, blk.positions + r0, piece, causal, scale);
+      if (!first) AttentionMerge(o, lse, o_blk.data(), lse_blk.data(), shape);
+      transfers.Progress();
     }
     stats.compute_s += SecondsSince(start);
     ++stats.blocks;
@@ -347,8 +363,16 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
     start = Clock::now();
     const KvBlock blk = rotation.Current(step);
     std::fill(grad_blk.begin(), grad_blk.end(), 0.0f);
-    AttentionBackwardBlock(dq, grad_blk.data(), grad_blk.data() + kv_elems, q, blk.k, blk.v, d_o,
-                           lse, delta.data(), positions, blk.positions, shape, causal, scale);
+    const int rows = PieceRows(shape);
+    const int64_t row_elems = int64_t{shape.kv_heads} * shape.head_dim;
+    for (int r0 = 0; r0 < shape.kv_len; r0 += rows) {
+      AttentionShape piece = shape;
+      piece.kv_len = std::min(rows, shape.kv_len - r0);
+      AttentionBackwardBlock(dq, grad_blk.data() + r0 * row_elems, grad_blk.data() + kv_elems + r0 * row_elems, q, blk.k + r0 * row_elems,
+                             blk.v + r0 * row_elems, d_o, lse, delta.data(), positions, blk.positions + r0, piece, causal, scale);
+      kv_transfers.Progress();
+      grad_in.Progress();
+    }
     stats.compute_s += SecondsSince(start);
     ++stats.blocks;
 
