@@ -13,7 +13,6 @@
 
 #include "core/error.h"
 #include "core/model_presets.h"
-#include "runtime/gemm.h"
 #include "strategies/build_step.h"
 #include "runtime/trainer.h"
 
@@ -261,20 +260,3 @@ TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
 
 }  // namespace
 }  // namespace shardsim::runtime
-
-// gtest under MPI: every rank runs every test (they are collective); rank 0 prints.
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  shardsim::runtime::UseOneBlasThread();
-  ::testing::InitGoogleTest(&argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return failed;
-}
