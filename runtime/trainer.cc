@@ -27,7 +27,7 @@ std::vector<std::string> ReplicaAxes() { return {"data", "context"}; }
 // Point-to-point tags: one per (model part, direction). Every schedule sends and receives a part's
 // micro-batches in increasing order, and MPI delivers messages of one sender and tag in order, so
 // the micro-batch needs no tag of its own (which keeps tags far below MPI_TAG_UB).
-int Tag(int64_t /*mb*/, int64_t part, int64_t /*parts*/, bool backward) { return static_cast<int>(part * 2 + (backward ? 1 : 0)); }
+int Tag(int64_t part, bool backward) { return static_cast<int>(part * 2 + (backward ? 1 : 0)); }
 
 // Checks what the MPI job and the plan must agree on before any communicator is made (the splits
 // are collective: a rank that fails later would leave the others waiting).
@@ -106,7 +106,7 @@ StepRecord Trainer::Step() {
       if (part > 0) {
         const double t0 = Now();
         const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_forward/" + std::to_string(task.microbatch), "pipeline");
-        comms_.Receive(in.data(), local, comms_.PipelinePeer((part - 1) % p), Tag(task.microbatch, part, parts, false),
+        comms_.Receive(in.data(), local, comms_.PipelinePeer((part - 1) % p), Tag(part, false),
                        "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
         record.category_s["pipeline"] += Now() - t0;
       }
@@ -117,7 +117,7 @@ StepRecord Trainer::Step() {
       if (part < parts - 1) {
         requests.emplace_back();
         CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part + 1) % p),
-                           Tag(task.microbatch, part + 1, parts, false), world, &requests.back()),
+                           Tag(part + 1, false), world, &requests.back()),
                  world, "pipeline send of activations");
       } else {
         outbox.pop_back();
@@ -126,7 +126,7 @@ StepRecord Trainer::Step() {
       if (part < parts - 1) {
         const double t0 = Now();
         const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_backward/" + std::to_string(task.microbatch), "pipeline");
-        comms_.Receive(grad.data(), local, comms_.PipelinePeer((part + 1) % p), Tag(task.microbatch, part, parts, true),
+        comms_.Receive(grad.data(), local, comms_.PipelinePeer((part + 1) % p), Tag(part, true),
                        "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
         record.category_s["pipeline"] += Now() - t0;
       }
@@ -139,7 +139,7 @@ StepRecord Trainer::Step() {
       if (part > 0) {
         requests.emplace_back();
         CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part - 1) % p),
-                           Tag(task.microbatch, part - 1, parts, true), world, &requests.back()),
+                           Tag(part - 1, true), world, &requests.back()),
                  world, "pipeline send of gradients");
       }
     }
