@@ -6,6 +6,8 @@
 #include <chrono>
 #include <climits>
 #include <deque>
+#include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -130,6 +132,13 @@ struct KvBlock {
 // between them (one piece when the batch is not 1: rows of a piece must be contiguous).
 int PieceRows(const AttentionShape& s) { return s.batch == 1 ? std::max(64, (s.kv_len + 7) / 8) : s.kv_len; }
 
+// An uninitialised float buffer: receive buffers and scratch are always written before they are
+// read, and zeroing them would add memory traffic that belongs to neither half of an overlap
+// measurement.
+std::unique_ptr<float[]> Scratch(int64_t n) {
+  return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
+}
+
 // The double buffer a K/V block travels through, and the transfers of one rotation.
 class KvRotation {
  public:
@@ -138,25 +147,25 @@ class KvRotation {
         kv_elems_(int64_t{s.batch} * s.kv_len * s.kv_heads * s.head_dim),
         len_(s.kv_len) {
     for (int i = 0; i < 2; ++i) {
-      k_[i].resize(kv_elems_);
-      v_[i].resize(kv_elems_);
-      positions_[i].resize(len_);
+      k_[i] = Scratch(kv_elems_);
+      v_[i] = Scratch(kv_elems_);
+      positions_[i] = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(len_));
     }
   }
   // The block of step `step` (its sender is `step` ranks back along the ring).
   KvBlock Current(int step) const {
     if (step == 0) return own_;
     const int i = step % 2;
-    return {k_[i].data(), v_[i].data(), positions_[i].data()};
+    return {k_[i].get(), v_[i].get(), positions_[i].get()};
   }
   // Starts sending the block of `step` on and receiving the block of step + 1 into the other
   // buffer (which held the block of step - 1, whose sends completed with that step).
   void Start(int step, RingTransfers& transfers, const std::string& step_name) {
     const KvBlock cur = Current(step);
     const int i = (step + 1) % 2;
-    transfers.Receive(k_[i].data(), kv_elems_, kTagKey, "K block in " + step_name);
-    transfers.Receive(v_[i].data(), kv_elems_, kTagValue, "V block in " + step_name);
-    transfers.Receive(positions_[i].data(), len_, kTagPositions, "K/V positions in " + step_name);
+    transfers.Receive(k_[i].get(), kv_elems_, kTagKey, "K block in " + step_name);
+    transfers.Receive(v_[i].get(), kv_elems_, kTagValue, "V block in " + step_name);
+    transfers.Receive(positions_[i].get(), len_, kTagPositions, "K/V positions in " + step_name);
     transfers.Send(cur.k, kv_elems_, kTagKey, "K block in " + step_name);
     transfers.Send(cur.v, kv_elems_, kTagValue, "V block in " + step_name);
     transfers.Send(cur.positions, len_, kTagPositions, "K/V positions in " + step_name);
@@ -166,9 +175,24 @@ class KvRotation {
   KvBlock own_;
   int64_t kv_elems_;
   int64_t len_;
-  std::vector<float> k_[2], v_[2];
-  std::vector<int32_t> positions_[2];
+  std::unique_ptr<float[]> k_[2], v_[2];
+  std::unique_ptr<int32_t[]> positions_[2];
 };
+
+// What a pass runs, checked against the ring.
+struct PassParts {
+  bool compute;
+  bool transfers;  // false over one rank: nothing to send
+};
+
+PassParts PartsOf(const RingPass& pass, const Ring& ring) {
+  if (pass.work == RingWork::kComputeOnly) {
+    SHARDSIM_CHECK(pass.step_kv_positions.size() == static_cast<size_t>(ring.size),
+                   "ring attention compute-only pass: one K/V position list per ring step");
+  }
+  return {pass.work != RingWork::kTransfersOnly,
+          pass.work != RingWork::kComputeOnly && ring.size > 1};
+}
 
 void CheckRingShape(const AttentionShape& s) {
   SHARDSIM_CHECK(s.q_len == s.kv_len,
@@ -292,32 +316,51 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
                                         const float* v, const int32_t* positions,
                                         const AttentionShape& shape, bool causal, float scale,
                                         MeshComms& comms) {
+  return RingAttentionForward(o, lse, q, k, v, positions, shape, causal, scale, comms, RingPass{});
+}
+
+RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, const float* k,
+                                        const float* v, const int32_t* positions,
+                                        const AttentionShape& shape, bool causal, float scale,
+                                        MeshComms& comms, const RingPass& pass) {
   CheckRingShape(shape);
   const Ring ring = RingOf(comms);
+  const PassParts parts = PartsOf(pass, ring);
   RingAttentionStats stats;
-  KvRotation rotation(k, v, positions, shape);
-  std::vector<float> o_blk(static_cast<size_t>(shape.batch) * shape.q_len * shape.heads *
-                           shape.head_dim);
-  std::vector<float> lse_blk(static_cast<size_t>(shape.batch) * shape.heads * shape.q_len);
+  std::optional<KvRotation> rotation;
+  if (parts.transfers) rotation.emplace(k, v, positions, shape);
+  std::unique_ptr<float[]> o_blk, lse_blk;
+  if (parts.compute) {
+    o_blk = Scratch(int64_t{shape.batch} * shape.q_len * shape.heads * shape.head_dim);
+    lse_blk = Scratch(int64_t{shape.batch} * shape.heads * shape.q_len);
+  }
   for (int step = 0; step < ring.size; ++step) {
     RingTransfers transfers(comms, ring, stats);
-    if (step + 1 < ring.size) rotation.Start(step, transfers, StepName("forward", step, ring.size));
-    const Clock::time_point start = Clock::now();
-    const KvBlock blk = rotation.Current(step);
-    // The block in pieces of K/V rows, merged as they come, with the transfers nudged between.
-    const int rows = PieceRows(shape);
-    const int64_t row_elems = int64_t{shape.kv_heads} * shape.head_dim;
-    for (int r0 = 0; r0 < shape.kv_len; r0 += rows) {
-      AttentionShape piece = shape;
-      piece.kv_len = std::min(rows, shape.kv_len - r0);
-      const bool first = step == 0 && r0 == 0;
-      AttentionForwardBlock(first ? o : o_blk.data(), first ? lse : lse_blk.data(), q, blk.k + r0 * row_elems, blk.v + r0 * row_elems,
-                            positions, blk.positions + r0, piece, causal, scale);
-      if (!first) AttentionMerge(o, lse, o_blk.data(), lse_blk.data(), shape);
-      transfers.Progress();
+    if (parts.transfers && step + 1 < ring.size) {
+      rotation->Start(step, transfers, StepName("forward", step, ring.size));
     }
-    stats.compute_s += SecondsSince(start);
-    ++stats.blocks;
+    if (parts.compute) {
+      const Clock::time_point start = Clock::now();
+      const KvBlock blk = parts.transfers ? rotation->Current(step)
+                          : pass.work == RingWork::kComputeOnly
+                              ? KvBlock{k, v, pass.step_kv_positions[static_cast<size_t>(step)]}
+                              : KvBlock{k, v, positions};
+      // The block in pieces of K/V rows, merged as they come, with the transfers nudged between.
+      const int rows = PieceRows(shape);
+      const int64_t row_elems = int64_t{shape.kv_heads} * shape.head_dim;
+      for (int r0 = 0; r0 < shape.kv_len; r0 += rows) {
+        AttentionShape piece = shape;
+        piece.kv_len = std::min(rows, shape.kv_len - r0);
+        const bool first = step == 0 && r0 == 0;
+        AttentionForwardBlock(first ? o : o_blk.get(), first ? lse : lse_blk.get(), q,
+                              blk.k + r0 * row_elems, blk.v + r0 * row_elems, positions,
+                              blk.positions + r0, piece, causal, scale);
+        if (!first) AttentionMerge(o, lse, o_blk.get(), lse_blk.get(), shape);
+        transfers.Progress();
+      }
+      stats.compute_s += SecondsSince(start);
+      ++stats.blocks;
+    }
     transfers.WaitAll();
   }
   return stats;
@@ -328,83 +371,111 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
                                          const float* d_o, const float* lse,
                                          const int32_t* positions, const AttentionShape& shape,
                                          bool causal, float scale, MeshComms& comms) {
+  return RingAttentionBackward(dq, dk, dv, q, k, v, o, d_o, lse, positions, shape, causal, scale,
+                               comms, RingPass{});
+}
+
+RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const float* q,
+                                         const float* k, const float* v, const float* o,
+                                         const float* d_o, const float* lse,
+                                         const int32_t* positions, const AttentionShape& shape,
+                                         bool causal, float scale, MeshComms& comms,
+                                         const RingPass& pass) {
   CheckRingShape(shape);
   const Ring ring = RingOf(comms);
+  const PassParts parts = PartsOf(pass, ring);
   RingAttentionStats stats;
   const int64_t kv_elems = int64_t{shape.batch} * shape.kv_len * shape.kv_heads * shape.head_dim;
 
   Clock::time_point start = Clock::now();
-  std::vector<float> delta(static_cast<size_t>(shape.batch) * shape.heads * shape.q_len);
-  AttentionBackwardPrepare(delta.data(), o, d_o, shape);
-  stats.compute_s += SecondsSince(start);
+  std::unique_ptr<float[]> delta;
+  if (parts.compute) {
+    delta = Scratch(int64_t{shape.batch} * shape.heads * shape.q_len);
+    AttentionBackwardPrepare(delta.get(), o, d_o, shape);
+    stats.compute_s += SecondsSince(start);
+  }
 
-  KvRotation rotation(k, v, positions, shape);
+  std::optional<KvRotation> rotation;
+  if (parts.transfers) rotation.emplace(k, v, positions, shape);
   // The block of step s brings its dK/dV accumulator [dk | dv] from the previous rank, which
   // added its share in step s - 1. This rank computes its own share into `grad_blk` while that
   // accumulator is in flight, adds it on arrival and passes the sum on; the sum of the last step
-  // goes to the next rank, the block's owner, closing the circle.
-  std::vector<float> grad_blk(2 * kv_elems);
-  std::vector<float> grad_acc[2] = {std::vector<float>(2 * kv_elems),
-                                    std::vector<float>(2 * kv_elems)};
+  // goes to the next rank, the block's owner, closing the circle. Without transfers (a
+  // compute-only pass) every step adds into the first accumulator: the same work.
+  std::unique_ptr<float[]> grad_blk = Scratch(2 * kv_elems);
+  std::unique_ptr<float[]> grad_acc[2] = {Scratch(2 * kv_elems),
+                                          parts.transfers ? Scratch(2 * kv_elems) : nullptr};
   // What grad_acc[i] sent in step s must be gone before step s + 2 receives into it.
   RingTransfers grad_out[2] = {RingTransfers(comms, ring, stats),
                                RingTransfers(comms, ring, stats)};
   for (int step = 0; step < ring.size; ++step) {
     const std::string name = StepName("backward", step, ring.size);
     RingTransfers kv_transfers(comms, ring, stats);
-    if (step + 1 < ring.size) rotation.Start(step, kv_transfers, name);
-    std::vector<float>& acc = grad_acc[step % 2];
+    if (parts.transfers && step + 1 < ring.size) rotation->Start(step, kv_transfers, name);
+    float* acc = grad_acc[parts.transfers ? step % 2 : 0].get();
     RingTransfers grad_in(comms, ring, stats);
-    if (step > 0) {
+    if (parts.transfers && step > 0) {
       grad_out[step % 2].WaitAll();
-      grad_in.Receive(acc.data(), 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
+      grad_in.Receive(acc, 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
     }
 
-    start = Clock::now();
-    const KvBlock blk = rotation.Current(step);
-    std::fill(grad_blk.begin(), grad_blk.end(), 0.0f);
-    const int rows = PieceRows(shape);
-    const int64_t row_elems = int64_t{shape.kv_heads} * shape.head_dim;
-    for (int r0 = 0; r0 < shape.kv_len; r0 += rows) {
-      AttentionShape piece = shape;
-      piece.kv_len = std::min(rows, shape.kv_len - r0);
-      AttentionBackwardBlock(dq, grad_blk.data() + r0 * row_elems, grad_blk.data() + kv_elems + r0 * row_elems, q, blk.k + r0 * row_elems,
-                             blk.v + r0 * row_elems, d_o, lse, delta.data(), positions, blk.positions + r0, piece, causal, scale);
-      kv_transfers.Progress();
-      grad_in.Progress();
+    if (parts.compute) {
+      start = Clock::now();
+      const KvBlock blk = parts.transfers ? rotation->Current(step)
+                          : pass.work == RingWork::kComputeOnly
+                              ? KvBlock{k, v, pass.step_kv_positions[static_cast<size_t>(step)]}
+                              : KvBlock{k, v, positions};
+      std::fill_n(grad_blk.get(), 2 * kv_elems, 0.0f);
+      const int rows = PieceRows(shape);
+      const int64_t row_elems = int64_t{shape.kv_heads} * shape.head_dim;
+      for (int r0 = 0; r0 < shape.kv_len; r0 += rows) {
+        AttentionShape piece = shape;
+        piece.kv_len = std::min(rows, shape.kv_len - r0);
+        AttentionBackwardBlock(dq, grad_blk.get() + r0 * row_elems,
+                               grad_blk.get() + kv_elems + r0 * row_elems, q,
+                               blk.k + r0 * row_elems, blk.v + r0 * row_elems, d_o, lse,
+                               delta.get(), positions, blk.positions + r0, piece, causal, scale);
+        kv_transfers.Progress();
+        grad_in.Progress();
+      }
+      stats.compute_s += SecondsSince(start);
+      ++stats.blocks;
     }
-    stats.compute_s += SecondsSince(start);
-    ++stats.blocks;
 
     grad_in.WaitAll();
-    start = Clock::now();
-    if (step == 0) {
-      std::copy(grad_blk.begin(), grad_blk.end(), acc.begin());
-    } else {
-      for (int64_t i = 0; i < 2 * kv_elems; ++i) acc[i] += grad_blk[i];
+    if (parts.compute) {
+      start = Clock::now();
+      if (step == 0) {
+        std::copy_n(grad_blk.get(), 2 * kv_elems, acc);
+      } else {
+        for (int64_t i = 0; i < 2 * kv_elems; ++i) acc[i] += grad_blk[i];
+      }
+      stats.compute_s += SecondsSince(start);
     }
-    stats.compute_s += SecondsSince(start);
-    if (ring.size > 1) {
-      grad_out[step % 2].Send(acc.data(), 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
+    if (parts.transfers) {
+      grad_out[step % 2].Send(acc, 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
     }
     kv_transfers.WaitAll();
   }
 
-  // This rank's own accumulator, home after the full circle (or never sent, over one rank).
-  const float* own = grad_acc[0].data();
-  if (ring.size > 1) {
+  // This rank's own accumulator, home after the full circle (or never sent, over one rank or
+  // without transfers).
+  const float* own = grad_acc[0].get();
+  if (parts.transfers) {
     RingTransfers home(comms, ring, stats);
-    home.Receive(grad_blk.data(), 2 * kv_elems, kTagGrad,
+    home.Receive(grad_blk.get(), 2 * kv_elems, kTagGrad,
                  "dK/dV accumulator returning home after ring attention backward");
     home.WaitAll();
     grad_out[0].WaitAll();
     grad_out[1].WaitAll();
-    own = grad_blk.data();
+    own = grad_blk.get();
   }
-  start = Clock::now();
-  for (int64_t i = 0; i < kv_elems; ++i) dk[i] += own[i];
-  for (int64_t i = 0; i < kv_elems; ++i) dv[i] += own[kv_elems + i];
-  stats.compute_s += SecondsSince(start);
+  if (parts.compute) {
+    start = Clock::now();
+    for (int64_t i = 0; i < kv_elems; ++i) dk[i] += own[i];
+    for (int64_t i = 0; i < kv_elems; ++i) dv[i] += own[kv_elems + i];
+    stats.compute_s += SecondsSince(start);
+  }
   return stats;
 }
 

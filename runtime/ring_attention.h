@@ -82,4 +82,38 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
                                          const int32_t* positions, const AttentionShape& shape,
                                          bool causal, float scale, MeshComms& comms);
 
+// Which halves of a ring pass run. The real pass runs both; each half alone is the baseline of
+// the standard overlap measure: hidden = (t_compute + t_transfers - t_both) / t_transfers.
+enum class RingWork {
+  kComputeAndTransfers,  // the ring pass (exact)
+  kComputeOnly,          // the same block computations, no MPI: each step computes this rank's
+                         // own K/V values at the positions the real step's block would carry
+                         // (same masks, same tiles skipped, same work; other numbers)
+  kTransfersOnly,        // the same messages in the same order, no computation
+};
+
+struct RingPass {
+  RingWork work = RingWork::kComputeAndTransfers;
+  // kComputeOnly: the K/V positions of each of the c steps' blocks, step s holding those of the
+  // rank s places back along the ring (step 0: this rank's own), each S_l long; ignored otherwise.
+  std::vector<const int32_t*> step_kv_positions;
+};
+
+// The forward and backward above, running only `pass.work`. kComputeAndTransfers is exactly
+// RingAttentionForward/Backward. kComputeOnly overwrites o and lse (forward) and accumulates into
+// dq, dk, dv (backward) with numbers of no meaning; kTransfersOnly leaves them as they are. The
+// stats count what ran (no bytes without transfers, no compute time without compute). Every rank
+// of the context group must run the same work. REQUIRES: as the forward, and for kComputeOnly
+// pass.step_kv_positions.size() == the context group's size.
+RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, const float* k,
+                                        const float* v, const int32_t* positions,
+                                        const AttentionShape& shape, bool causal, float scale,
+                                        MeshComms& comms, const RingPass& pass);
+RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const float* q,
+                                         const float* k, const float* v, const float* o,
+                                         const float* d_o, const float* lse,
+                                         const int32_t* positions, const AttentionShape& shape,
+                                         bool causal, float scale, MeshComms& comms,
+                                         const RingPass& pass);
+
 }  // namespace shardsim::runtime

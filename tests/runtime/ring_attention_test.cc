@@ -184,6 +184,78 @@ std::string CaseName(const ::testing::TestParamInfo<RingCase>& param) { return p
 INSTANTIATE_TEST_SUITE_P(Layouts, RingAttentionExactness, ::testing::ValuesIn(RingCases()),
                          CaseName);
 
+// The two halves of a pass that the overlap measurement runs alone: the transfers move the
+// real pass's bytes and compute nothing; the compute moves nothing and does each step's work on
+// this rank's own K/V. Non-causal, that is c copies of the own block: o equals attention over
+// the own block alone, lse that plus log(c).
+TEST(RingAttentionParts, ComputeOnlyAndTransfersOnly) {
+  const int ranks = WorldSize();
+  MeshComms comms(MPI_COMM_WORLD, ContextPlan(ranks));
+  comms.set_timeout_s(120);
+  const int me = static_cast<int>(comms.Coordinate("context"));
+  const int batch = 1, heads = 4, kv_heads = 2, head_dim = 8;
+  const int seq_len = SeqLenFor(SequenceLayout::kZigzag, ranks);
+  const std::vector<int32_t> positions =
+      SequencePositions(SequenceLayout::kZigzag, seq_len, ranks, me);
+  const int local_len = static_cast<int>(positions.size());
+  const AttentionShape shape{batch, local_len, local_len, heads, kv_heads, head_dim};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const std::vector<float> q = RandomVector(batch * local_len * heads * head_dim, 31 + me);
+  const std::vector<float> k = RandomVector(batch * local_len * kv_heads * head_dim, 32 + me);
+  const std::vector<float> v = RandomVector(batch * local_len * kv_heads * head_dim, 33 + me);
+  const std::vector<float> d_o = RandomVector(q.size(), 34 + me);
+
+  std::vector<std::vector<int32_t>> step_positions;
+  RingPass compute_only{RingWork::kComputeOnly, {}};
+  for (int s = 0; s < ranks; ++s) {
+    step_positions.push_back(
+        SequencePositions(SequenceLayout::kZigzag, seq_len, ranks, (me - s + ranks) % ranks));
+  }
+  for (const auto& p : step_positions) compute_only.step_kv_positions.push_back(p.data());
+
+  std::vector<float> o(q.size()), lse(static_cast<size_t>(batch) * heads * local_len);
+  const RingAttentionStats fwd = RingAttentionForward(o.data(), lse.data(), q.data(), k.data(),
+                                                      v.data(), positions.data(), shape, false,
+                                                      scale, comms, compute_only);
+  std::vector<float> o_own(o.size()), lse_own(lse.size());
+  AttentionForwardBlock(o_own.data(), lse_own.data(), q.data(), k.data(), v.data(),
+                        positions.data(), positions.data(), shape, false, scale);
+  for (float& x : lse_own) x += std::log(static_cast<float>(ranks));
+  EXPECT_LE(MaxOverRanks(o, o_own).error, kTolerance);
+  EXPECT_LE(MaxOverRanks(lse, lse_own).error, 1e-4);
+  EXPECT_EQ(fwd.bytes_sent, 0);
+  EXPECT_EQ(fwd.comm_wait_s, 0.0);
+  EXPECT_EQ(fwd.blocks, ranks);
+
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+  const RingAttentionStats bwd = RingAttentionBackward(
+      dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(), d_o.data(),
+      lse.data(), positions.data(), shape, true, scale, comms, compute_only);
+  EXPECT_EQ(bwd.bytes_sent, 0);
+  EXPECT_EQ(bwd.blocks, ranks);
+  for (float x : dk) ASSERT_TRUE(std::isfinite(x));
+
+  // Transfers alone: the real pass's bytes, no compute, outputs untouched.
+  const RingPass transfers_only{RingWork::kTransfersOnly, {}};
+  std::vector<float> o_t(o.size(), 7.0f), lse_t(lse.size(), 7.0f);
+  const RingAttentionStats fwd_t = RingAttentionForward(o_t.data(), lse_t.data(), q.data(),
+                                                        k.data(), v.data(), positions.data(),
+                                                        shape, true, scale, comms, transfers_only);
+  std::vector<float> dq_t(q.size(), 7.0f), dk_t(k.size(), 7.0f), dv_t(v.size(), 7.0f);
+  const RingAttentionStats bwd_t = RingAttentionBackward(
+      dq_t.data(), dk_t.data(), dv_t.data(), q.data(), k.data(), v.data(), o.data(), d_o.data(),
+      lse.data(), positions.data(), shape, true, scale, comms, transfers_only);
+  const int64_t kv_bytes = 2 * int64_t{batch} * local_len * kv_heads * head_dim * 4;
+  const int64_t rotation_bytes = (ranks - 1) * (kv_bytes + int64_t{local_len} * 4);
+  EXPECT_EQ(fwd_t.bytes_sent, rotation_bytes);
+  EXPECT_EQ(bwd_t.bytes_sent, rotation_bytes + (ranks > 1 ? ranks * kv_bytes : 0));
+  EXPECT_EQ(fwd_t.compute_s + bwd_t.compute_s, 0.0);
+  EXPECT_EQ(fwd_t.blocks + bwd_t.blocks, 0);
+  for (const auto* x : {&o_t, &lse_t, &dq_t, &dk_t, &dv_t}) {
+    EXPECT_TRUE(std::all_of(x->begin(), x->end(), [](float e) { return e == 7.0f; }));
+  }
+}
+
 // The number of unmasked (query, key) pairs `rank` computes over the whole ring for causal
 // attention: its queries against every rank's keys.
 int64_t CausalPairs(SequenceLayout layout, int seq_len, int ranks, int rank) {
