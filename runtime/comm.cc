@@ -139,6 +139,25 @@ void MeshComms::AllReduceSum(double* data, int64_t count, const std::vector<std:
   Wait(&request, what);
 }
 
+MPI_Request MeshComms::StartAllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+  SHARDSIM_CHECK(GroupSize(axes) > 1, "a gather over one rank");
+  Record(CollectiveOp::kAllGather, axes, count * GroupSize(axes), what);
+  MPI_Comm comm = Comm(axes);
+  MPI_Request request = MPI_REQUEST_NULL;
+  CheckMpi(MPI_Iallgather(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT, comm, &request), comm, what);
+  return request;
+}
+
+MPI_Request MeshComms::StartReduceScatterSum(float* out, const float* in, int64_t count, const std::vector<std::string>& axes,
+                                             const std::string& what) {
+  SHARDSIM_CHECK(GroupSize(axes) > 1, "a reduce-scatter over one rank");
+  Record(CollectiveOp::kReduceScatter, axes, count * GroupSize(axes), what);
+  MPI_Comm comm = Comm(axes);
+  MPI_Request request = MPI_REQUEST_NULL;
+  CheckMpi(MPI_Ireduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm, &request), comm, what);
+  return request;
+}
+
 void MeshComms::AllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
   if (GroupSize(axes) == 1) {
     std::copy(in, in + count, out);

@@ -56,6 +56,10 @@ class MeshComms {
   void AllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   // out [count] = this rank's block of the sum of every rank's in [n * count].
   void ReduceScatterSum(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
+  // Non-blocking forms of the two above (REQUIRES: more than one rank over `axes`); Wait() on
+  // the request before touching `out` or `in`.
+  MPI_Request StartAllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
+  MPI_Request StartReduceScatterSum(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   int64_t GroupSize(const std::vector<std::string>& axes) const;
   // This rank's index in the communicator of `axes` (its block in a reduce-scatter).
   int GroupRank(const std::vector<std::string>& axes);

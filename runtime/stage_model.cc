@@ -45,10 +45,10 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
   if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
   if (m.tied_embeddings && p.mesh.pipeline > 1) refuse("model/tied_embeddings", "tied embeddings across pipeline stages", "untied, or pipeline 1");
-  for (const char* axis : {"fsdp", "expert"}) {
-    if (p.mesh.Size(axis) > 1) refuse(std::string("plan:/mesh/") + axis, std::string(axis) + " parallelism", "data, tensor, pipeline");
+  if (p.mesh.expert > 1) refuse("plan:/mesh/expert", "expert parallelism", "data, fsdp, tensor, context, pipeline");
+  if (p.zero_stage == 2 && p.mesh.fsdp > 1) {
+    refuse("plan:/zero_stage", "ZeRO-2 with fsdp > 1 (gradients and parameters sharded over different groups)", "0, 1 or 3 with fsdp");
   }
-  if (p.zero_stage == 3) refuse("plan:/zero_stage", "ZeRO-3", "0, 1, 2");
   if (p.pipeline_schedule == PipelineSchedule::kDualPipe && p.mesh.pipeline > 1) {
     refuse("plan:/pipeline_schedule", "dualpipe", "gpipe, 1f1b, interleaved-1f1b, zb-h1");
   }
@@ -88,9 +88,16 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
     const int64_t part = c * plan.mesh.pipeline + stage_;
     chunk_first_layer_.push_back(first[static_cast<size_t>(part)]);
     chunk_layers_.push_back(part_layers[static_cast<size_t>(part)]);
-    if (part == 0) embedding_ = Add("embedding", model.vocab_size, d, 0, model.vocab_size, 0, d, true, true, config.init_stddev);
+    chunk_buckets_.emplace_back();
+    if (part == 0) {
+      NewBucket("embedding", false);
+      embedding_bucket_ = static_cast<int>(buckets_.size()) - 1;
+      embedding_ = Add("embedding", model.vocab_size, d, 0, model.vocab_size, 0, d, true, true, config.init_stddev);
+    }
     for (int64_t l = first[static_cast<size_t>(part)]; l < first[static_cast<size_t>(part) + 1]; ++l) {
       const std::string n = "layer" + std::to_string(l) + ".";
+      NewBucket("layer" + std::to_string(l), false);
+      layer_bucket_[l] = static_cast<int>(buckets_.size()) - 1;
       LayerIds ids;
       ids.attn_norm = Add(n + "attn_norm", 1, d, 0, 1, 0, d, true, false, 0);
       ids.wq = Add(n + "wq", d, q_cols, 0, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, false, true, config.init_stddev);
@@ -104,10 +111,13 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
       layer_ids_[l] = ids;
     }
     if (part == parts_ - 1) {
+      NewBucket("head", false);
+      head_bucket_ = static_cast<int>(buckets_.size()) - 1;
       final_norm_ = Add("final_norm", 1, d, 0, 1, 0, d, true, false, 0);
       if (!model.tied_embeddings) head_ = Add("head", d, model.vocab_size, 0, d, 0, model.vocab_size, true, true, config.init_stddev);
     }
   }
+  for (const ParamTensor& pt : tensors_) buckets_[static_cast<size_t>(pt.bucket)].count += pt.size();
   // Values: norms start at one, the rest from the sharding-independent normal draws.
   params_.assign(tensors_.empty() ? 0 : static_cast<size_t>(tensors_.back().offset + tensors_.back().size()), 0.0f);
   grads_.assign(params_.size(), 0.0f);
@@ -121,9 +131,15 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
 
 StageModel::~StageModel() = default;
 
+void StageModel::NewBucket(const std::string& name, bool expert) {
+  ParamBucket bucket{name, tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size(), 0, expert};
+  buckets_.push_back(bucket);
+  chunk_buckets_.back().push_back(static_cast<int>(buckets_.size()) - 1);
+}
+
 int StageModel::Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t row1, int64_t col0, int64_t col1, bool replicated,
                     bool decay, float init_stddev) {
-  ParamTensor pt{name, rows, cols, row0, row1, col0, col1, replicated, decay, 0, init_stddev};
+  ParamTensor pt{name, rows, cols, row0, row1, col0, col1, replicated, decay, 0, init_stddev, static_cast<int>(buckets_.size()) - 1};
   pt.offset = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size();
   tensors_.push_back(pt);
   return static_cast<int>(tensors_.size()) - 1;
@@ -295,7 +311,11 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   // With SP this rank holds tokens [first, first + Tl) of the micro-batch between layers.
   const int64_t first = sp_ ? tensor_rank_ * local_tokens_ : 0;
   Buffer x(static_cast<size_t>(Tl) * D);
+  // Buckets in the order this pass reads them; a tied head reads the embedding gathered first.
+  const std::vector<int>& order = chunk_buckets_[static_cast<size_t>(chunk)];
+  size_t next = 0;
   if (part == 0) {
+    Use(order, next++);
     saved->ids.assign(ids + first, ids + first + Tl);
     const TraceSpan span(tracer_, Key(0, "embedding"), "compute");
     EmbeddingForward(x.data(), saved->ids.data(), P(embedding_), Tl, V, D);
@@ -304,9 +324,13 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   }
   const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
   saved->layers.resize(static_cast<size_t>(chunk_layers_[static_cast<size_t>(chunk)]));
-  for (size_t i = 0; i < saved->layers.size(); ++i) LayerForward(l0 + static_cast<int64_t>(i), x.data(), saved->layers[i]);
+  for (size_t i = 0; i < saved->layers.size(); ++i) {
+    Use(order, next++);
+    LayerForward(l0 + static_cast<int64_t>(i), x.data(), saved->layers[i]);
+  }
   double loss = 0;
   if (part == parts_ - 1) {
+    Use(order, next++);
     const TraceSpan span(tracer_, Key(model_.num_layers - 1, "head"), "compute");
     saved->final_x = x;
     saved->final_h.resize(x.size());
@@ -333,10 +357,14 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   return loss;
 }
 
-void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int64_t, int64_t)>& done) {
-  auto report = [&done](std::pair<int64_t, int64_t> range) {
-    if (done) done(range.first, range.second);
+void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int)>& done) {
+  auto report = [&done](int bucket) {
+    if (done) done(bucket);
   };
+  // Buckets in reverse order of the forward.
+  std::vector<int> order = chunk_buckets_[static_cast<size_t>(chunk)];
+  std::reverse(order.begin(), order.end());
+  size_t next = 0;
   auto it = saved_.find({chunk, mb});
   SHARDSIM_CHECK(it != saved_.end(), "backward before forward");
   Saved& s = *it->second;
@@ -345,6 +373,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
   Buffer dx(static_cast<size_t>(Tl) * D, 0.0f);
   if (part == parts_ - 1) {
+    Use(order, next++);
     const TraceSpan span(tracer_, Key(model_.num_layers - 1, "head_grad"), "compute");
     Buffer dh(static_cast<size_t>(Tl) * D, 0.0f);
     if (model_.tied_embeddings) {
@@ -366,32 +395,26 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     }
     RmsNormBackward(dx.data(), G(final_norm_), dh.data(), s.final_x.data(), P(final_norm_), s.final_rstd.data(), Tl, D);
     // A tied head writes the embedding's gradient, which is reported with the embedding.
-    report(Range(final_norm_, head_ >= 0 ? head_ : final_norm_));
+    report(head_bucket_);
   } else {
     std::copy(dout, dout + static_cast<size_t>(Tl) * D, dx.begin());
   }
   const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
   for (size_t i = s.layers.size(); i-- > 0;) {
     const int64_t layer = l0 + static_cast<int64_t>(i);
+    Use(order, next++);
     LayerBackward(layer, dx.data(), s.layers[i]);
-    const LayerIds& id = layer_ids_.at(layer);
-    report(Range(id.attn_norm, id.wdown));
+    report(layer_bucket_.at(layer));
   }
   if (part == 0) {
+    Use(order, next++);  // the embedding's backward reads no parameter, but its gather keeps the order
     const TraceSpan span(tracer_, Key(0, "embedding_grad"), "compute");
     EmbeddingBackward(G(embedding_), dx.data(), s.ids.data(), Tl, V, D);
-    report(Range(embedding_, embedding_));
+    report(embedding_bucket_);
   } else {
     std::copy(dx.begin(), dx.end(), din);
   }
   saved_.erase(it);
-}
-
-void StageModel::ReduceReplicatedGradients() {
-  if (!sp_) return;
-  for (const ParamTensor& pt : tensors_) {
-    if (pt.tensor_replicated) comms_.AllReduceSum(grads_.data() + pt.offset, pt.size(), {"tensor"}, pt.name + " gradient all-reduce over tensor");
-  }
 }
 
 }  // namespace shardsim::runtime

@@ -48,7 +48,17 @@ struct ParamTensor {
   bool decay = true;               // AdamW weight decay applies (not to norms)
   int64_t offset = 0;              // into the flat parameter / gradient buffers
   float init_stddev = 0;           // normal(0, init_stddev) at start; 0: ones (norm weights)
+  int bucket = 0;                  // the ParamBucket holding it
   int64_t size() const { return (row1 - row0) * (col1 - col0); }
+};
+
+// Parameters that are gathered, reduced and bucketed together (data_parallel.h): one layer's
+// (of one kind), the embedding's, the final norm's with the head's. Contiguous in the flat
+// buffers, in the order of the model.
+struct ParamBucket {
+  std::string name;  // "layer3", "embedding", "head"
+  int64_t offset = 0, count = 0;
+  bool expert = false;  // routed experts' weights (sharded over expert, not replicated on it)
 };
 
 // Throws InputError when the runtime cannot run `model` (MLA, biases, GELU, LayerNorm, learned
@@ -79,34 +89,35 @@ class StageModel {
   // Backward of the same: `dout` [local_tokens, D] (ignored by the last part); writes the input
   // gradient to `din` (not for part 0); gradients accumulate into grads(). Frees the saved
   // activations.
-  // `done(offset, count)`, when given, is called as each layer's (and the embedding's and
-  // head's) gradients are complete for this micro-batch: the flat gradient range it wrote.
-  void Backward(int64_t chunk, int64_t mb, const float* dout, float* din,
-                const std::function<void(int64_t, int64_t)>& done = nullptr);
+  // `done(bucket)`, when given, is called as each bucket's gradients are complete for this
+  // micro-batch.
+  void Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int)>& done = nullptr);
 
   std::vector<float>& params() { return params_; }
   std::vector<float>& grads() { return grads_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
-  // After the micro-batches: sums the replicated weights' gradients over tensor when sequence
-  // parallelism gave each rank a share of the tokens.
-  void ReduceReplicatedGradients();
+  const std::vector<ParamBucket>& buckets() const { return buckets_; }
+  // Called before a bucket's parameters are read, with the bucket the same pass reads next (-1:
+  // none): where sharded parameters are gathered and the next gather prefetched.
+  void set_param_use(std::function<void(int bucket, int next)> use) { param_use_ = std::move(use); }
+  // Whether sequence parallelism gave each tensor rank a share of the tokens, so that the
+  // tensor-replicated weights' gradients must be summed over tensor.
+  bool replicated_grads_partial() const { return sp_; }
   // Spans of every op, keyed stage/layer/op/microbatch with the step program's op names.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
  private:
   struct Saved;  // activations of one chunk and micro-batch
   struct LayerSaved;
+  void NewBucket(const std::string& name, bool expert);
+  void Use(const std::vector<int>& order, size_t i) {
+    if (param_use_) param_use_(order[i], i + 1 < order.size() ? order[i + 1] : -1);
+  }
   int Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t row1, int64_t col0, int64_t col1, bool replicated,
           bool decay, float stddev);
   void LayerForward(int64_t layer, float* x, LayerSaved& s);
   void LayerBackward(int64_t layer, float* dx, LayerSaved& s);
   float* P(int id) { return params_.data() + tensors_[static_cast<size_t>(id)].offset; }
-  // The flat range [offset, offset + count) of tensors first..last (ids, contiguous).
-  std::pair<int64_t, int64_t> Range(int first, int last) const {
-    const ParamTensor& a = tensors_[static_cast<size_t>(first)];
-    const ParamTensor& b = tensors_[static_cast<size_t>(last)];
-    return {a.offset, b.offset + b.size() - a.offset};
-  }
   float* G(int id) { return grads_.data() + tensors_[static_cast<size_t>(id)].offset; }
   void ToFull(float* full, const float* local, const std::string& what);      // all-gather with SP, else copy
   void FromPartial(float* local, float* partial, const std::string& what);   // reduce-scatter with SP, else all-reduce (in place)
@@ -124,13 +135,18 @@ class StageModel {
   std::vector<int32_t> seq_positions_;  // this context rank's positions within a sequence
   std::vector<int64_t> chunk_first_layer_, chunk_layers_;  // per chunk of this stage
   std::vector<ParamTensor> tensors_;
+  std::vector<ParamBucket> buckets_;
+  std::vector<std::vector<int>> chunk_buckets_;  // per chunk, its buckets in forward order
+  std::function<void(int, int)> param_use_;
   std::vector<float> params_, grads_;
   // Tensor ids per layer (by global layer index) and the embedding/head.
   struct LayerIds {
     int attn_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, mlp_norm = -1, wgate = -1, wup = -1, wdown = -1;
   };
   std::map<int64_t, LayerIds> layer_ids_;
+  std::map<int64_t, int> layer_bucket_;
   int embedding_ = -1, final_norm_ = -1, head_ = -1;
+  int embedding_bucket_ = -1, head_bucket_ = -1;
   std::vector<int32_t> positions_;  // of the micro-batch's tokens
   Tracer* tracer_ = nullptr;
   int64_t current_mb_ = 0;

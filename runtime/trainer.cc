@@ -20,10 +20,6 @@ namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// The axes holding replicas of the same weights, whose gradients are summed: data, and context
-// (its ranks see other tokens of the same sequences).
-std::vector<std::string> ReplicaAxes() { return {"data", "context"}; }
-
 // Point-to-point tags: one per (model part, direction). Every schedule sends and receives a part's
 // micro-batches in increasing order, and MPI delivers messages of one sender and tag in order, so
 // the micro-batch needs no tag of its own (which keeps tags far below MPI_TAG_UB).
@@ -46,11 +42,15 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   comms_.set_timeout_s(options.timeout_s);
   model_ = std::make_unique<StageModel>(model, plan, comms_, options.architecture, options.seed);
   model_->set_tracer(&tracer_);
-  const int64_t dp = plan.mesh.data * plan.mesh.context;  // the replicas Optimize() shards over
-  const int64_t n = static_cast<int64_t>(model_->params().size());
-  const int64_t shard = plan.zero_stage >= 1 ? (n + dp - 1) / dp : n;
-  adam_m_.assign(static_cast<size_t>(shard), 0.0f);
-  adam_v_.assign(static_cast<size_t>(shard), 0.0f);
+  data_parallel_ = std::make_unique<DataParallel>(plan_, comms_, *model_);
+  if (data_parallel_->gathers()) {
+    model_->set_param_use([this](int bucket, int next) {
+      const TraceSpan span(&tracer_, std::to_string(comms_.Coordinate("pipeline")) + "/-/param_allgather/-", "data");
+      data_parallel_->Use(bucket, next);
+    });
+  }
+  adam_m_.assign(static_cast<size_t>(data_parallel_->optimizer_elements()), 0.0f);
+  adam_v_.assign(adam_m_.size(), 0.0f);
 }
 
 Trainer::~Trainer() = default;
@@ -62,7 +62,9 @@ StepRecord Trainer::Step() {
   std::fill(m.grads().begin(), m.grads().end(), 0.0f);
   const int64_t p = plan_.mesh.pipeline, stage = comms_.Coordinate("pipeline"), parts = m.parts();
   const int64_t v = parts / p;
-  const int64_t replicas = plan_.mesh.data, replica = comms_.Coordinate("data");
+  // Replicas that read their own sequences: data x fsdp x expert.
+  const int64_t replicas = plan_.mesh.data * plan_.mesh.fsdp * plan_.mesh.expert;
+  const int64_t replica = (comms_.Coordinate("data") * plan_.mesh.fsdp + comms_.Coordinate("fsdp")) * plan_.mesh.expert + comms_.Coordinate("expert");
   const int64_t per_replica = plan_.global_batch_size / replicas, microbatches = per_replica / plan_.micro_batch_size;
   const double normaliser = static_cast<double>(plan_.global_batch_size * plan_.seq_len);
   const int64_t tokens = m.tokens(), local = m.local_tokens() * m.hidden();
@@ -86,18 +88,10 @@ StepRecord Trainer::Step() {
   MPI_Comm world = comms_.world();
   double loss = 0;
   const auto tasks = strategies::ScheduleStage(plan_.pipeline_schedule, p, microbatches, v, stage);
-  // Data parallelism without ZeRO: each layer's gradients are all-reduced as soon as the last
-  // micro-batch's backward has written them (bucket = layer), under the backward of the layers
-  // before it; ZeRO-1/2 reduce-scatter the whole buffer after the backward.
-  const bool overlap_data = plan_.zero_stage == 0 && plan_.mesh.data * plan_.mesh.context > 1;
-  std::vector<MPI_Request> buckets;
+  // Each bucket's gradients go to DataParallel as the backward writes them: all-reduced under
+  // the last micro-batch's backward (data parallelism), reduce-scattered per micro-batch (ZeRO-2,
+  // ZeRO-3, FSDP).
   std::vector<int64_t> backwards_done(static_cast<size_t>(v), 0);
-  auto bucket_done = [&](int64_t offset, int64_t count) {
-    buckets.push_back(comms_.StartAllReduceSum(m.grads().data() + offset, count, ReplicaAxes(), "data-parallel gradient all-reduce (bucket)"));
-    // Non-blocking collectives move only inside MPI calls: nudge the ones in flight.
-    int flag = 0;
-    MPI_Testall(static_cast<int>(buckets.size()), buckets.data(), &flag, MPI_STATUSES_IGNORE);
-  };
   for (const strategies::Task& task : tasks) {
     const int64_t part = m.PartOfChunk(task.chunk);
     if (task.phase == strategies::Phase::kBackwardWeight) continue;  // weight gradients are computed with B
@@ -134,7 +128,7 @@ StepRecord Trainer::Step() {
       const double t0 = Now();
       const bool last_backward = ++backwards_done[static_cast<size_t>(task.chunk)] == microbatches;
       m.Backward(task.chunk, task.microbatch, grad.data(), outbox.back().data(),
-                 overlap_data && last_backward ? std::function<void(int64_t, int64_t)>(bucket_done) : nullptr);
+                 [&](int bucket) { data_parallel_->GradientsDone(bucket, last_backward); });
       record.category_s["compute"] += Now() - t0;
       if (part > 0) {
         requests.emplace_back();
@@ -145,14 +139,6 @@ StepRecord Trainer::Step() {
     }
   }
   for (MPI_Request& request : requests) comms_.Wait(&request, "pipeline send");
-  double t_reduce = Now();
-  const double trace_start = tracer_.Now();
-  for (MPI_Request& request : buckets) comms_.Wait(&request, "data-parallel gradient all-reduce");
-  record.category_s["data"] += Now() - t_reduce;
-  if (!buckets.empty()) tracer_.Add(std::to_string(stage) + "/-/dp_allreduce_wait/-", "data", trace_start, tracer_.Now());
-  t_reduce = Now();
-  m.ReduceReplicatedGradients();
-  record.category_s["tensor"] += Now() - t_reduce;
   Optimize(record);
   // The loss lives on the last stage; every rank reports the total.
   {
@@ -170,54 +156,50 @@ void Trainer::Optimize(StepRecord& record) {
   StageModel& m = *model_;
   const std::string stage = std::to_string(comms_.Coordinate("pipeline"));
   std::optional<TraceSpan> span(std::in_place, &tracer_, stage + "/-/dp_reduce/-", "data");
-  std::vector<float>& params = m.params();
-  std::vector<float>& grads = m.grads();
-  const int64_t n = static_cast<int64_t>(params.size()), dp = plan_.mesh.data * plan_.mesh.context, tensor_rank = comms_.Coordinate("tensor");
-  const bool sharded = plan_.zero_stage >= 1 && dp > 1;
-  const int64_t shard = sharded ? (n + dp - 1) / dp : n, begin = sharded ? comms_.GroupRank(ReplicaAxes()) * shard : 0;
   double t0 = Now();
-  std::vector<float> reduced;
-  if (sharded) {
-    std::vector<float> padded(static_cast<size_t>(shard * dp), 0.0f);
-    std::copy(grads.begin(), grads.end(), padded.begin());
-    reduced.resize(static_cast<size_t>(shard));
-    comms_.ReduceScatterSum(reduced.data(), padded.data(), shard, ReplicaAxes(), "data-parallel gradient reduce-scatter");
-  }  // else: all-reduced in buckets during the backward
-  float* g = sharded ? reduced.data() : grads.data();
+  std::vector<float>& g = data_parallel_->ReducedGradients();
   record.category_s["data"] += Now() - t0;
   span.emplace(&tracer_, stage + "/-/optimizer/-", "optimizer");
   t0 = Now();
-  // Global gradient norm: each element once (replicated-over-tensor tensors on tensor rank 0).
+  const std::vector<DataParallel::Range>& ranges = data_parallel_->OptimizerRanges();
+  const int64_t tensor_rank = comms_.Coordinate("tensor");
+  // Visits the parts of every tensor inside this rank's optimizer ranges: (tensor, flat begin,
+  // flat end, offset of begin in the reduced gradients, counted).
+  auto each = [&](const auto& visit) {
+    int64_t base = 0;
+    for (const DataParallel::Range& r : ranges) {
+      for (const ParamTensor& pt : m.tensors()) {
+        const int64_t lo = std::max(pt.offset, r.begin), hi = std::min(pt.offset + pt.size(), r.end);
+        if (lo < hi) visit(pt, lo, hi, base + (lo - r.begin), r.counted);
+      }
+      base += r.end - r.begin;
+    }
+  };
+  // Global gradient norm: each element once over the world.
   double squares = 0;
-  for (const ParamTensor& pt : m.tensors()) {
-    if (pt.tensor_replicated && tensor_rank != 0) continue;
-    const int64_t lo = std::max(pt.offset, begin), hi = std::min(pt.offset + pt.size(), begin + shard);
-    if (lo < hi) squares += GradSquaredSum(g + (lo - begin), hi - lo);
+  each([&](const ParamTensor& pt, int64_t lo, int64_t hi, int64_t at, bool counted) {
+    if (counted && !(pt.tensor_replicated && tensor_rank != 0)) squares += GradSquaredSum(g.data() + at, hi - lo);
+  });
+  {
+    MPI_Request request;
+    MPI_Comm world = comms_.world();
+    CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, &squares, 1, MPI_DOUBLE, MPI_SUM, world, &request), world, "gradient norm all-reduce");
+    comms_.Wait(&request, "gradient norm all-reduce");
   }
-  std::vector<std::string> norm_axes = {"tensor", "pipeline"};
-  if (sharded) norm_axes.insert(norm_axes.end(), {"data", "context"});
-  comms_.AllReduceSum(&squares, 1, norm_axes, "gradient norm all-reduce");
   record.grad_norm = std::sqrt(squares);
   const float factor = ClipFactor(squares, options_.clip_norm);
-  for (const ParamTensor& pt : m.tensors()) {
-    const int64_t lo = std::max(pt.offset, begin), hi = std::min(pt.offset + pt.size(), begin + shard);
-    if (lo >= hi) continue;
-    ScaleInPlace(g + (lo - begin), hi - lo, factor);
+  std::vector<float>& params = m.params();
+  each([&](const ParamTensor& pt, int64_t lo, int64_t hi, int64_t at, bool) {
+    ScaleInPlace(g.data() + at, hi - lo, factor);
     AdamWConfig config = options_.adamw;
     if (!pt.decay) config.weight_decay = 0;
-    AdamWStep(params.data() + lo, adam_m_.data() + (lo - begin), adam_v_.data() + (lo - begin), g + (lo - begin), hi - lo, config, step_ + 1);
-  }
+    AdamWStep(params.data() + lo, adam_m_.data() + at, adam_v_.data() + at, g.data() + at, hi - lo, config, step_ + 1);
+  });
   record.category_s["optimizer"] += Now() - t0;
-  if (sharded) {
-    span.emplace(&tracer_, stage + "/-/zero_param_allgather/-", "data");
-    t0 = Now();
-    std::vector<float> mine(params.begin() + begin, params.begin() + std::min(begin + shard, n));
-    mine.resize(static_cast<size_t>(shard), 0.0f);
-    std::vector<float> all(static_cast<size_t>(shard * dp));
-    comms_.AllGather(all.data(), mine.data(), shard, ReplicaAxes(), "ZeRO parameter all-gather");
-    std::copy(all.begin(), all.begin() + n, params.begin());
-    record.category_s["data"] += Now() - t0;
-  }
+  span.emplace(&tracer_, stage + "/-/zero_param_allgather/-", "data");
+  t0 = Now();
+  data_parallel_->AfterOptimizer();
+  record.category_s["data"] += Now() - t0;
 }
 
 namespace {
@@ -357,21 +339,22 @@ double RelativeParamDistance(Trainer& trainer, Trainer& reference) {
   std::map<std::string, const ParamTensor*> full;
   for (const ParamTensor& pt : r.tensors()) full[pt.name] = &pt;
   const int64_t tensor_rank = trainer.comms().Coordinate("tensor");
-  const int64_t data_rank = trainer.comms().Coordinate("data") + trainer.comms().Coordinate("context");
   double sums[2] = {0, 0};
-  if (data_rank == 0) {  // replicas over data and context hold the same values: count one
+  // Each global element once: from the rank whose optimizer updates it (the others may hold
+  // stale copies of sharded parameters).
+  for (const DataParallel::Range& range : trainer.data_parallel().OptimizerRanges()) {
+    if (!range.counted) continue;
     for (const ParamTensor& pt : m.tensors()) {
       if (pt.tensor_replicated && tensor_rank != 0) continue;
+      const int64_t lo = std::max(pt.offset, range.begin), hi = std::min(pt.offset + pt.size(), range.end);
       const ParamTensor& ref = *full.at(pt.name);
-      const float* mine = m.params().data() + pt.offset;
-      const float* theirs = r.params().data() + ref.offset;
-      for (int64_t row = pt.row0; row < pt.row1; ++row) {
-        for (int64_t col = pt.col0; col < pt.col1; ++col) {
-          const double a = mine[(row - pt.row0) * (pt.col1 - pt.col0) + (col - pt.col0)];
-          const double b = theirs[row * ref.cols + col];
-          sums[0] += (a - b) * (a - b);
-          sums[1] += b * b;
-        }
+      const int64_t width = pt.col1 - pt.col0;
+      for (int64_t at = lo; at < hi; ++at) {
+        const int64_t row = pt.row0 + (at - pt.offset) / width, col = pt.col0 + (at - pt.offset) % width;
+        const double a = m.params()[static_cast<size_t>(at)];
+        const double b = r.params()[static_cast<size_t>(ref.offset + row * ref.cols + col)];
+        sums[0] += (a - b) * (a - b);
+        sums[1] += b * b;
       }
     }
   }

@@ -1,9 +1,9 @@
 // Training steps under a plan: the pipeline schedule's tasks (strategies::ScheduleStage, the
 // same order the estimator plays) with activations and gradients sent point to point between
-// stages, data-parallel gradient reduction (all-reduce, or ZeRO-1/2 reduce-scatter with sharded
-// AdamW state and an all-gather of the updated parameters), global-norm clipping, AdamW. ZeRO-2
-// runs as ZeRO-1 here (one reduce-scatter after the backward): the same numbers, not the per
-// micro-batch reduce-scatter the step program costs for it.
+// stages; data parallelism, ZeRO-1/2/3 and FSDP by DataParallel (parameter gathers with
+// prefetch, per micro-batch gradient reduce-scatters, the step's reduction and sharded AdamW
+// state); global-norm clipping; AdamW. Each of the data x fsdp x expert replicas reads its own
+// sequences of the same global batch.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include "runtime/adamw.h"
 #include "runtime/comm.h"
 #include "runtime/corpus.h"
+#include "runtime/data_parallel.h"
 #include "runtime/stage_model.h"
 #include "runtime/trace.h"
 
@@ -60,6 +61,7 @@ class Trainer {
   // The Chrome trace of every rank's recorded ops, on rank 0 (empty elsewhere). Collective.
   std::string GatherTrace();
   MeshComms& comms() { return comms_; }
+  const DataParallel& data_parallel() const { return *data_parallel_; }
 
  private:
   void Optimize(StepRecord& record);
@@ -69,7 +71,8 @@ class Trainer {
   MeshComms comms_;
   const Corpus& corpus_;
   std::unique_ptr<StageModel> model_;
-  std::vector<float> adam_m_, adam_v_;  // over this rank's optimizer shard
+  std::unique_ptr<DataParallel> data_parallel_;
+  std::vector<float> adam_m_, adam_v_;  // over this rank's optimizer ranges (DataParallel)
   Tracer tracer_;
   int64_t step_ = 0;
 };

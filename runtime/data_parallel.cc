@@ -1,0 +1,206 @@
+#include "runtime/data_parallel.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "strategies/data_parallel.h"
+
+namespace shardsim::runtime {
+
+struct DataParallel::Bucket {
+  std::vector<std::string> param_axes, grad_axes, step_axes;  // P, G, R
+  int64_t offset = 0, count = 0;
+  int64_t block = 0;                    // ceil(count / |G|)
+  int64_t block_begin = 0, block_end = 0;  // this rank's block, flat
+  int64_t block_grad_offset = 0;        // into block_grads_
+  int64_t sub = 0;                      // ZeRO-1: ceil(block / |R|)
+  int64_t opt_begin = 0, opt_end = 0;   // what the optimizer updates, flat
+  int64_t reduced_offset = 0;           // into reduced_
+  std::string name;
+};
+
+struct DataParallel::Pending {
+  MPI_Request request = MPI_REQUEST_NULL;
+  int bucket = -1;
+  std::vector<float> send, receive;  // a reduce-scatter's buffers; empty for an all-reduce in place
+};
+
+DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& model) : plan_(plan), comms_(comms), model_(model) {
+  SHARDSIM_CHECK(!(plan.zero_stage == 2 && plan.mesh.fsdp > 1), "ZeRO-2 with fsdp is refused by CheckRuntimeSupports");
+  int64_t block_grads = 0;
+  for (const ParamBucket& pb : model.buckets()) {
+    const strategies::ParamKind kind = pb.expert ? strategies::ParamKind::kExpert : strategies::ParamKind::kDense;
+    Bucket b;
+    b.name = pb.name;
+    b.offset = pb.offset;
+    b.count = pb.count;
+    b.param_axes = strategies::ParamShardAxes(plan, kind);
+    b.grad_axes = strategies::GradShardAxes(plan, kind);
+    for (const std::string& a : strategies::ReplicaAxes(plan, kind)) {
+      if (std::find(b.grad_axes.begin(), b.grad_axes.end(), a) == b.grad_axes.end()) b.step_axes.push_back(a);
+    }
+    SHARDSIM_CHECK(b.param_axes.empty() || b.param_axes == b.grad_axes, "parameters and gradients sharded alike");
+    const int64_t n = comms.GroupSize(b.grad_axes), j = comms.GroupRank(b.grad_axes);
+    b.block = (b.count + n - 1) / n;
+    b.block_begin = std::min(b.offset + j * b.block, b.offset + b.count);
+    b.block_end = std::min(b.block_begin + b.block, b.offset + b.count);
+    b.block_grad_offset = block_grads;
+    if (!b.grad_axes.empty()) block_grads += b.block;
+    gathers_ = gathers_ || !b.param_axes.empty();
+    per_microbatch_ = per_microbatch_ || !b.grad_axes.empty();
+    bool counted = true;
+    if (plan.zero_stage == 1 && !b.step_axes.empty()) {
+      const int64_t r = comms.GroupSize(b.step_axes), jr = comms.GroupRank(b.step_axes);
+      b.sub = (b.block + r - 1) / r;
+      b.opt_begin = std::min(b.block_begin + jr * b.sub, b.block_end);
+      b.opt_end = std::min(b.opt_begin + b.sub, b.block_end);
+    } else {
+      b.opt_begin = b.block_begin, b.opt_end = b.block_end;
+      // ZeRO-0: every replica ends with the same all-reduced block; one of them counts it.
+      counted = b.step_axes.empty() || comms.GroupRank(b.step_axes) == 0;
+    }
+    b.reduced_offset = opt_elements_;
+    opt_elements_ += b.opt_end - b.opt_begin;
+    opt_ranges_.push_back({b.opt_begin, b.opt_end, counted});
+    buckets_.push_back(b);
+  }
+  block_grads_.assign(static_cast<size_t>(block_grads), 0.0f);
+  reduced_.assign(static_cast<size_t>(opt_elements_), 0.0f);
+}
+
+DataParallel::~DataParallel() {
+  // A request left by an aborted step: complete it rather than free buffers MPI still writes.
+  if (gather_request_ != MPI_REQUEST_NULL) MPI_Wait(&gather_request_, MPI_STATUS_IGNORE);
+  for (Pending& p : pending_) {
+    if (p.request != MPI_REQUEST_NULL) MPI_Wait(&p.request, MPI_STATUS_IGNORE);
+  }
+}
+
+void DataParallel::StartGather(int bucket) {
+  const Bucket& b = buckets_[static_cast<size_t>(bucket)];
+  const float* params = model_.params().data();
+  gather_in_.assign(params + b.block_begin, params + b.block_end);
+  gather_in_.resize(static_cast<size_t>(b.block), 0.0f);
+  gather_out_.resize(static_cast<size_t>(b.block * comms_.GroupSize(b.param_axes)));
+  gather_request_ = comms_.StartAllGather(gather_out_.data(), gather_in_.data(), b.block, b.param_axes, "sharded " + b.name + " parameter all-gather");
+  gathering_ = bucket;
+}
+
+void DataParallel::FinishGather(int bucket) {
+  const Bucket& b = buckets_[static_cast<size_t>(bucket)];
+  comms_.Wait(&gather_request_, "sharded " + b.name + " parameter all-gather");
+  std::copy(gather_out_.begin(), gather_out_.begin() + b.count, model_.params().begin() + b.offset);
+  gathering_ = -1;
+}
+
+void DataParallel::Use(int bucket, int next) {
+  if (gathering_ >= 0 && gathering_ != bucket) FinishGather(gathering_);  // a prefetch not used next: complete it
+  if (gathering_ != bucket && !buckets_[static_cast<size_t>(bucket)].param_axes.empty()) StartGather(bucket);
+  if (gathering_ == bucket) FinishGather(bucket);
+  if (next >= 0 && !buckets_[static_cast<size_t>(next)].param_axes.empty()) StartGather(next);
+}
+
+void DataParallel::GradientsDone(int bucket, bool last) {
+  const Bucket& b = buckets_[static_cast<size_t>(bucket)];
+  float* grads = model_.grads().data() + b.offset;
+  if (!b.grad_axes.empty()) {
+    // Sharded gradients cannot accumulate over micro-batches: this one's are reduce-scattered now
+    // and the bucket's full gradients cleared for the next.
+    Pending p;
+    p.bucket = bucket;
+    p.send.assign(grads, grads + b.count);
+    p.send.resize(static_cast<size_t>(b.block * comms_.GroupSize(b.grad_axes)), 0.0f);
+    std::fill(grads, grads + b.count, 0.0f);
+    p.receive.resize(static_cast<size_t>(b.block));
+    pending_.push_back(std::move(p));
+    Pending& q = pending_.back();
+    q.request = comms_.StartReduceScatterSum(q.receive.data(), q.send.data(), b.block, b.grad_axes, "sharded " + b.name + " gradient reduce-scatter");
+  } else if (plan_.zero_stage == 0 && !b.step_axes.empty() && last) {
+    // Plain data parallelism: the bucket's all-reduce runs under the backward of the layers before it.
+    Pending p;
+    p.bucket = bucket;
+    p.request = comms_.StartAllReduceSum(grads, b.count, b.step_axes, "data-parallel gradient all-reduce (bucket)");
+    pending_.push_back(std::move(p));
+  } else {
+    return;
+  }
+  // Non-blocking collectives move only inside MPI calls: nudge the ones in flight.
+  for (Pending& p : pending_) {
+    int done = 0;
+    MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
+  }
+}
+
+void DataParallel::FinishScatters() {
+  for (Pending& p : pending_) {
+    const Bucket& b = buckets_[static_cast<size_t>(p.bucket)];
+    comms_.Wait(&p.request, p.receive.empty() ? "data-parallel gradient all-reduce of " + b.name : "sharded " + b.name + " gradient reduce-scatter");
+    if (p.receive.empty()) continue;
+    float* block = block_grads_.data() + b.block_grad_offset;
+    for (int64_t i = 0; i < b.block; ++i) block[i] += p.receive[static_cast<size_t>(i)];
+  }
+  pending_.clear();
+}
+
+std::vector<float>& DataParallel::ReducedGradients() {
+  FinishScatters();
+  std::vector<float> padded;
+  for (const Bucket& b : buckets_) {
+    // This rank's block of the summed gradients: reduce-scattered per micro-batch, or the whole
+    // bucket.
+    float* block = b.grad_axes.empty() ? model_.grads().data() + b.offset : block_grads_.data() + b.block_grad_offset;
+    const int64_t valid = b.block_end - b.block_begin;
+    float* out = reduced_.data() + b.reduced_offset;
+    if (plan_.zero_stage == 1 && !b.step_axes.empty()) {
+      const int64_t r = comms_.GroupSize(b.step_axes);
+      padded.assign(block, block + valid);
+      padded.resize(static_cast<size_t>(b.sub * r), 0.0f);
+      std::vector<float> mine(static_cast<size_t>(b.sub));
+      comms_.ReduceScatterSum(mine.data(), padded.data(), b.sub, b.step_axes, "data-parallel gradient reduce-scatter (bucket)");
+      std::copy(mine.begin(), mine.begin() + (b.opt_end - b.opt_begin), out);
+    } else {
+      if (plan_.zero_stage == 0 && !b.grad_axes.empty()) {
+        comms_.AllReduceSum(block, b.block, b.step_axes, "data-parallel gradient all-reduce (bucket)");
+      }
+      std::copy(block + (b.opt_begin - b.block_begin), block + (b.opt_end - b.block_begin), out);
+    }
+  }
+  // Sequence parallelism gave each tensor rank a share of the tokens: the replicated weights'
+  // gradients are partial sums over tensor (every tensor rank holds the same ranges).
+  if (model_.replicated_grads_partial()) {
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      const Bucket& b = buckets_[i];
+      for (const ParamTensor& pt : model_.tensors()) {
+        if (pt.bucket != static_cast<int>(i) || !pt.tensor_replicated) continue;
+        const int64_t lo = std::max(pt.offset, b.opt_begin), hi = std::min(pt.offset + pt.size(), b.opt_end);
+        if (lo < hi) comms_.AllReduceSum(reduced_.data() + b.reduced_offset + (lo - b.opt_begin), hi - lo, {"tensor"}, pt.name + " gradient all-reduce over tensor");
+      }
+    }
+  }
+  std::fill(block_grads_.begin(), block_grads_.end(), 0.0f);
+  return reduced_;
+}
+
+void DataParallel::AfterOptimizer() {
+  float* params = model_.params().data();
+  std::vector<float> in, out;
+  for (const Bucket& b : buckets_) {
+    if (plan_.zero_stage == 1 && !b.step_axes.empty()) {
+      // The updated sub-blocks make this rank's block again.
+      in.assign(params + b.opt_begin, params + b.opt_end);
+      in.resize(static_cast<size_t>(b.sub), 0.0f);
+      out.resize(static_cast<size_t>(b.sub * comms_.GroupSize(b.step_axes)));
+      comms_.AllGather(out.data(), in.data(), b.sub, b.step_axes, "ZeRO parameter all-gather (bucket)");
+      std::copy(out.begin(), out.begin() + (b.block_end - b.block_begin), params + b.block_begin);
+    } else if (plan_.zero_stage == 2 && !b.grad_axes.empty()) {
+      // ZeRO-2 keeps whole parameters: the updated blocks make the bucket again.
+      in.assign(params + b.block_begin, params + b.block_end);
+      in.resize(static_cast<size_t>(b.block), 0.0f);
+      out.resize(static_cast<size_t>(b.block * comms_.GroupSize(b.grad_axes)));
+      comms_.AllGather(out.data(), in.data(), b.block, b.grad_axes, "ZeRO parameter all-gather (bucket)");
+      std::copy(out.begin(), out.begin() + b.count, params + b.offset);
+    }
+  }
+}
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,90 @@
+// Data parallelism, ZeRO-1/2/3 and FSDP on one rank's parameters, bucket by bucket (a bucket is
+// a layer's parameters of one kind, the embedding, or the final norm with the head), by the rules
+// of strategies/data_parallel.h: the same axes, the same collectives, the same order.
+//
+// With P the axes parameters are sharded over (ParamShardAxes: fsdp, and the replica axes at
+// ZeRO-3), G the axes gradients are reduce-scattered over per micro-batch (GradShardAxes: fsdp,
+// and the replicas from ZeRO-2) and R the replica axes not in G:
+//   - each bucket [offset, offset + count) is cut into |G| blocks of ceil(count / |G|); this rank
+//     keeps block GroupRank(G) of the gradients (and of the parameters when P is not empty);
+//   - before a bucket is read, its parameters are all-gathered over P, the next bucket's gather
+//     already in flight (prefetch);
+//   - after each micro-batch's backward writes a bucket, its gradients are reduce-scattered over
+//     G (non-blocking) into this rank's block, and the bucket's full gradients are zeroed;
+//   - once per step over R: ZeRO-0 all-reduces the block (without G: bucket by bucket under the
+//     last backward), ZeRO-1 reduce-scatters it into a sub-block the optimizer updates and
+//     all-gathers the updated parameters after; ZeRO-2 all-gathers the updated parameters over G.
+// The gathered parameters stay in the flat buffer between uses (this CPU runtime does not free
+// them); only this rank's block is ever updated, so a missing gather would train on stale values.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plan_spec.h"
+#include "runtime/comm.h"
+#include "runtime/stage_model.h"
+
+namespace shardsim::runtime {
+
+class DataParallel {
+ public:
+  // REQUIRES: `model` outlives this. Throws InputError for ZeRO-2 with fsdp > 1 (its gradient
+  // and parameter shards would differ).
+  DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& model);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  // Whether parameters are gathered before use / gradients reduce-scattered per micro-batch.
+  bool gathers() const { return gathers_; }
+  bool scatters_per_microbatch() const { return per_microbatch_; }
+
+  // Before bucket `bucket`'s parameters are read: completes its gather, then starts `next`'s
+  // (-1: none).
+  void Use(int bucket, int next);
+  // After a micro-batch's backward wrote bucket `bucket`'s gradients; `last` when it was the last
+  // micro-batch of the step for this bucket.
+  void GradientsDone(int bucket, bool last);
+  // Completes the step's gradient reduction and returns the gradients of the parameters this rank
+  // updates: the ranges OptimizerRanges() lists, concatenated. Sums the tensor-replicated
+  // weights' gradients over tensor when sequence parallelism split their tokens.
+  std::vector<float>& ReducedGradients();
+  // The flat parameter ranges this rank's optimizer updates, in bucket order. `counted`: this
+  // rank is the one that counts the range in a global sum (ranks holding the same updated range
+  // after an all-reduce count it once), so that summing counted ranges (tensor-replicated tensors
+  // on tensor rank 0 only) over the world visits every parameter once.
+  struct Range {
+    int64_t begin = 0, end = 0;
+    bool counted = true;
+  };
+  const std::vector<Range>& OptimizerRanges() const { return opt_ranges_; }
+  int64_t optimizer_elements() const { return opt_elements_; }
+  // After the optimizer: all-gathers the updated parameters where ZeRO-1/2 ask for it.
+  void AfterOptimizer();
+
+ private:
+  struct Bucket;
+  struct Pending;
+  void StartGather(int bucket);
+  void FinishGather(int bucket);
+  void FinishScatters();
+  const PlanSpec& plan_;
+  MeshComms& comms_;
+  StageModel& model_;
+  std::vector<Bucket> buckets_;
+  std::vector<Pending> pending_;  // reduce-scatters and all-reduces in flight
+  std::vector<float> block_grads_;  // per bucket, this rank's block of the gradients (with G)
+  std::vector<float> reduced_;
+  std::vector<Range> opt_ranges_;
+  int64_t opt_elements_ = 0;
+  bool gathers_ = false, per_microbatch_ = false;
+  int gathering_ = -1;  // the bucket whose gather is in flight
+  MPI_Request gather_request_ = MPI_REQUEST_NULL;
+  std::vector<float> gather_in_, gather_out_;
+};
+
+}  // namespace shardsim::runtime
