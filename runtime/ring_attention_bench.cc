@@ -8,15 +8,23 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
+#include <map>
 
-#include <nlohmann/json.hpp>
-
+#include "core/cluster_spec.h"
 #include "core/error.h"
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
 #include "runtime/init.h"
 #include "runtime/ring_attention.h"
+#include "sim/estimate.h"
+#include "strategies/build_step.h"
+#include "topologies/cluster.h"
 
 namespace shardsim::runtime {
 namespace {
+
+using nlohmann::json;
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -37,115 +45,237 @@ void Fill(std::vector<float>& out, const std::string& name, const std::vector<in
   }
 }
 
-// Seconds per byte between ring neighbours: a timed exchange of `bytes` with both.
-double MeasureP2pSecondsPerByte(MeshComms& comms, int64_t bytes) {
-  int size = 0, rank = comms.rank();
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size == 1) return 0;
-  std::vector<char> out(static_cast<size_t>(bytes)), in(static_cast<size_t>(bytes));
-  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
-  double best = 1e30;
-  for (int trial = 0; trial < 3; ++trial) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = Now();
-    MPI_Sendrecv(out.data(), static_cast<int>(bytes), MPI_CHAR, next, 91, in.data(), static_cast<int>(bytes), MPI_CHAR, prev, 91, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
-    best = std::min(best, Now() - t0);
-  }
-  MPI_Allreduce(MPI_IN_PLACE, &best, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return best / static_cast<double>(bytes);
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
-}  // namespace
+// The slowest rank's value of each entry.
+void MaxOverRanks(std::vector<double>& values) {
+  MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+}
 
-int RunRingAttentionBench(const RingAttentionBenchOptions& o) {
+// Median over `trials` of the seconds both ring neighbours take to exchange `bytes` each way at
+// once (as a ring step does), on the slowest rank. 0 over one rank.
+double ExchangeSeconds(int64_t bytes, int trials) {
   int size = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  for (const auto& [name, value] : std::vector<std::pair<std::string, int64_t>>{
-           {"--seq", o.seq_len}, {"--heads", o.heads}, {"--kv-heads", o.kv_heads}, {"--head-dim", o.head_dim}, {"--batch", o.batch}, {"--repeats", o.repeats}}) {
-    if (value < 1) throw InputError(name, std::to_string(value), "1 or more");
+  if (size == 1) return 0;
+  std::vector<char> out(static_cast<size_t>(bytes), 1), in(static_cast<size_t>(bytes));
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  std::vector<double> seconds;
+  for (int trial = 0; trial < trials; ++trial) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = Now();
+    MPI_Sendrecv(out.data(), static_cast<int>(bytes), MPI_CHAR, next, 91, in.data(), static_cast<int>(bytes), MPI_CHAR, prev, 91, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    seconds.push_back(Now() - t0);
   }
-  if (o.heads % o.kv_heads != 0) {
-    throw InputError("--kv-heads", std::to_string(o.kv_heads) + " must divide --heads " + std::to_string(o.heads), "a divisor of the heads");
+  MaxOverRanks(seconds);
+  return Median(seconds);
+}
+
+// A local cluster of `ranks` cores whose fp32 peak is `flop_per_s` and whose shared-memory link
+// is the measured point-to-point path, every efficiency 1. No memory term: the measured kernel
+// rate already includes the kernel's memory traffic.
+ClusterSpec MeasuredCluster(int64_t ranks, double flop_per_s, const RingMeasuredRates& rates) {
+  ClusterSpec c;
+  c.name = "this machine (rates measured by shardsim-runtime ring-attention)";
+  c.system = "custom";
+  c.chip.name = "one CPU core running the attention block kernel";
+  c.chip.peak_flop_per_s["fp32"] = flop_per_s;
+  c.chip.hbm_bytes = int64_t{1} << 50;
+  c.chip.hbm_bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
+  c.chip.source = "measured in this run";
+  c.topology.kind = TopologyKind::kLocal;
+  c.topology.local_devices = ranks;
+  c.topology.source = "the job's ranks";
+  // Over one rank nothing moves; the link only has to be valid.
+  c.links["shm"] = LinkSpec{rates.p2p_bytes_per_s > 0 ? rates.p2p_bytes_per_s : 1.0, rates.p2p_latency_s, 1, 1.0, "measured in this run"};
+  c.efficiency = EfficiencySpec{1.0, 1.0, "the rates are measured: efficiency 1"};
+  ValidateCluster(c, "ring-attention measured cluster");
+  return c;
+}
+
+// Op descriptions, repeated ops counted: "cp_kv x3: permute of 524288 B over context".
+std::vector<std::string> Describe(const std::vector<strategies::Op>& ops) {
+  std::vector<std::pair<std::string, int>> counted;
+  for (const strategies::Op& op : ops) {
+    char text[200];
+    if (op.is_comm()) {
+      std::snprintf(text, sizeof text, "%s: %s of %.0f B over context", op.name.c_str(), ToString(op.collective).c_str(), op.comm_bytes);
+    } else {
+      std::snprintf(text, sizeof text, "%s: %s, %.4g FLOP", op.name.c_str(), strategies::ToString(op.kind).c_str(), op.flops);
+    }
+    if (!counted.empty() && counted.back().first == text) {
+      ++counted.back().second;
+    } else {
+      counted.emplace_back(text, 1);
+    }
   }
+  std::vector<std::string> out;
+  for (const auto& [text, n] : counted) out.push_back(n == 1 ? text : std::to_string(n) + " x " + text);
+  return out;
+}
+
+// The standard overlap measure of one pass: each half alone and both together (medians of the
+// slowest rank), and per-step figures for the crossover.
+struct PassOverlap {
+  double both_s = 0, compute_s = 0, transfers_s = 0;
+  int64_t steps = 0;           // ring steps (blocks computed)
+  int64_t bytes_sent = 0;      // by the transfers, per rank
+  int64_t bytes_per_step = 0;  // what one steady-state step moves: a K/V block (+ a dK/dV accumulator backward)
+  bool moves_bytes() const { return bytes_sent > 0; }
+  double hidden() const { return moves_bytes() ? std::clamp((compute_s + transfers_s - both_s) / transfers_s, 0.0, 1.0) : 0.0; }
+  double compute_per_step_s() const { return compute_s / static_cast<double>(steps); }
+  double transfer_per_step_s() const {
+    return moves_bytes() ? transfers_s * static_cast<double>(bytes_per_step) / static_cast<double>(bytes_sent) : 0.0;
+  }
+};
+
+json OverlapJson(const PassOverlap& p) {
+  json j = {{"both_s", p.both_s},
+            {"compute_only_s", p.compute_s},
+            {"transfers_only_s", p.transfers_s},
+            {"hidden_fraction", p.moves_bytes() ? json(p.hidden()) : json(nullptr)},
+            {"steps", p.steps},
+            {"compute_per_step_s", p.compute_per_step_s()},
+            {"bytes_per_step", p.bytes_per_step},
+            {"transfer_per_step_s", p.transfer_per_step_s()},
+            {"compute_per_step_exceeds_transfer", p.compute_per_step_s() >= p.transfer_per_step_s()}};
+  return j;
+}
+
+json PredictionJson(const RingPassPrediction& p) {
+  return {{"time_s", p.time_s}, {"compute_s", p.compute_s}, {"transfers_s", p.transfers_s}, {"ops", p.ops}};
+}
+
+constexpr const char* kOverlapMethod =
+    "hidden_fraction = (compute_only_s + transfers_only_s - both_s) / transfers_only_s, clamped to [0, 1]; both_s is the real ring "
+    "pass, compute_only_s the same block computations with no MPI (each step on this rank's own K/V at the positions the real "
+    "step's block carries: same masks and work), transfers_only_s the same messages with no compute; each the median over "
+    "--repeats of the slowest rank. transfer_per_step_s = transfers_only_s x bytes_per_step / bytes sent";
+
+// One measured shape at `seq_len`: the report object and whether --check failed.
+struct ShapeResult {
+  json report;
+  bool check_failed = false;
+};
+
+ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, MeshComms& comms) {
+  int size = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const SequenceLayout layout = ParseSequenceLayout(o.layout);
-  CheckSequenceSplit(layout, o.seq_len, size);
-  PlanSpec plan;
-  plan.mesh.context = size;
-  MeshComms comms(MPI_COMM_WORLD, plan);
-  const std::vector<int32_t> positions = SequencePositions(layout, o.seq_len, size, rank);
+  CheckSequenceSplit(layout, seq_len, size);
+  const std::vector<int32_t> positions = SequencePositions(layout, seq_len, size, rank);
   const int64_t local = static_cast<int64_t>(positions.size());
   const int64_t qrow = o.heads * o.head_dim, kvrow = o.kv_heads * o.head_dim;
   std::vector<float> q, k, v, d_o;
-  Fill(q, "q", positions, o.batch, o.seq_len, qrow);
-  Fill(k, "k", positions, o.batch, o.seq_len, kvrow);
-  Fill(v, "v", positions, o.batch, o.seq_len, kvrow);
-  Fill(d_o, "do", positions, o.batch, o.seq_len, qrow);
+  Fill(q, "q", positions, o.batch, seq_len, qrow);
+  Fill(k, "k", positions, o.batch, seq_len, kvrow);
+  Fill(v, "v", positions, o.batch, seq_len, kvrow);
+  Fill(d_o, "do", positions, o.batch, seq_len, qrow);
   const AttentionShape shape{static_cast<int>(o.batch), static_cast<int>(local), static_cast<int>(local), static_cast<int>(o.heads),
                              static_cast<int>(o.kv_heads), static_cast<int>(o.head_dim)};
   const float scale = 1.0f / std::sqrt(static_cast<float>(o.head_dim));
   std::vector<float> out(q.size()), lse(static_cast<size_t>(o.batch * o.heads * local)), dq(q.size()), dk(k.size()), dv(v.size());
 
-  std::vector<double> forward_s, backward_s;
-  RingAttentionStats fwd, bwd;
-  for (int64_t r = 0; r < o.repeats; ++r) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = Now();
-    fwd = RingAttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(), shape, o.causal, scale, comms);
-    forward_s.push_back(Now() - t0);
-    std::fill(dq.begin(), dq.end(), 0.0f), std::fill(dk.begin(), dk.end(), 0.0f), std::fill(dv.begin(), dv.end(), 0.0f);
-    t0 = Now();
-    bwd = RingAttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), out.data(), d_o.data(), lse.data(), positions.data(),
-                                shape, o.causal, scale, comms);
-    backward_s.push_back(Now() - t0);
+  // This machine's rates, before the ring passes (whose peak memory is reported): the block
+  // kernels on one local block pair, unmasked (keys all at position 0), and the neighbour
+  // exchange of one K/V block message.
+  RingMeasuredRates rates;
+  {
+    const std::vector<int32_t> visible(positions.size(), 0);
+    std::vector<double> times(2 * static_cast<size_t>(o.repeats));
+    for (int64_t r = 0; r < o.repeats; ++r) {
+      double t0 = Now();
+      AttentionForwardBlock(out.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(), visible.data(), shape, false, scale);
+      times[static_cast<size_t>(r)] = Now() - t0;
+    }
+    std::vector<float> delta(lse.size());
+    AttentionBackwardPrepare(delta.data(), out.data(), d_o.data(), shape);
+    for (int64_t r = 0; r < o.repeats; ++r) {
+      const double t0 = Now();
+      AttentionBackwardBlock(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), d_o.data(), lse.data(), delta.data(), positions.data(),
+                             visible.data(), shape, false, scale);
+      times[static_cast<size_t>(o.repeats + r)] = Now() - t0;
+    }
+    MaxOverRanks(times);
+    const double forward_block_s = Median({times.begin(), times.begin() + o.repeats});
+    const double backward_block_s = Median({times.begin() + o.repeats, times.end()});
+    const double block_flops = 4.0 * static_cast<double>(o.batch) * static_cast<double>(local) * static_cast<double>(local) * static_cast<double>(qrow);
+    rates.forward_flop_per_s = block_flops / forward_block_s;
+    rates.backward_flop_per_s = 2 * block_flops / backward_block_s;
+  }
+  const int64_t kv_block_bytes = 2 * static_cast<int64_t>(k.size()) * 4 + local * 4;  // K, V and positions
+  if (size > 1) {
+    rates.p2p_latency_s = ExchangeSeconds(8, 20);
+    const double exchange_s = ExchangeSeconds(kv_block_bytes, 5);
+    const double bandwidth_s = exchange_s > rates.p2p_latency_s ? exchange_s - rates.p2p_latency_s : exchange_s;
+    rates.p2p_bytes_per_s = static_cast<double>(kv_block_bytes) / bandwidth_s;
   }
 
-  // This machine's rates, measured in the same run: the block kernel on one local block pair
-  // (non-causal: every pair computed) and the neighbour exchange of one K/V block.
-  std::vector<float> o_blk(out.size()), lse_blk(lse.size());
-  std::vector<int32_t> far(positions.size(), 0);  // keys all visible
-  double t0 = Now();
-  AttentionForwardBlock(o_blk.data(), lse_blk.data(), q.data(), k.data(), v.data(), positions.data(), far.data(), shape, false, scale);
-  const double block_s = Now() - t0;
-  const double block_flops = 4.0 * static_cast<double>(o.batch) * static_cast<double>(local) * static_cast<double>(local) * static_cast<double>(qrow);
-  const double kernel_flop_per_s = block_flops / block_s;
-  const int64_t kv_block_bytes = 2 * static_cast<int64_t>(k.size()) * 4 + local * 4;
-  const double p2p_s_per_byte = MeasureP2pSecondsPerByte(comms, kv_block_bytes);
-
-  // The cost model of the step program's context-parallel ops: c blocks each way; each of the
-  // c - 1 transfers runs under one block's compute, so a step costs max(compute, transfer).
-  // Causal zigzag: half the pairs, evenly spread. Backward: 2x the compute, K/V plus dK/dV moved.
-  const double c = static_cast<double>(size), pair_fraction = o.causal ? 0.5 * (c + 1) / c : 1.0;
-  const double compute_fwd = pair_fraction * c * block_flops / kernel_flop_per_s;
-  const double transfer_fwd = static_cast<double>(kv_block_bytes) * p2p_s_per_byte;
-  const double predicted_fwd = compute_fwd + (c - 1) * std::max(0.0, transfer_fwd - compute_fwd / c);
-  const double transfer_bwd = 2 * transfer_fwd;
-  const double predicted_bwd = 2 * compute_fwd + c * std::max(0.0, transfer_bwd - 2 * compute_fwd / c);
-
-  // Hidden communication: transfer time the measured bandwidth implies, less the time blocked.
-  const double transfer_total = static_cast<double>(fwd.bytes_sent + bwd.bytes_sent) * p2p_s_per_byte;
-  const double exposed = fwd.comm_wait_s + bwd.comm_wait_s;
-  const double hidden_fraction = transfer_total > 0 ? std::clamp(1.0 - exposed / transfer_total, 0.0, 1.0) : 1.0;
+  // The ring passes: per repeat each half alone, then the real pass, forward then backward. The
+  // halves write into the same outputs (their numbers mean nothing); the real passes run last,
+  // so the outputs checked are theirs.
+  std::vector<std::vector<int32_t>> step_positions;
+  RingPass compute_only{RingWork::kComputeOnly, {}};
+  for (int s = 0; s < size; ++s) step_positions.push_back(SequencePositions(layout, seq_len, size, (rank - s + size) % size));
+  for (const auto& p : step_positions) compute_only.step_kv_positions.push_back(p.data());
+  const RingPass transfers_only{RingWork::kTransfersOnly, {}};
+  const RingPass real{};
+  enum { kFwdBoth, kFwdCompute, kFwdTransfers, kBwdBoth, kBwdCompute, kBwdTransfers, kKinds };
+  std::vector<double> seconds(static_cast<size_t>(kKinds * o.repeats));
+  RingAttentionStats fwd, bwd, fwd_transfers, bwd_transfers;
+  for (int64_t r = 0; r < o.repeats; ++r) {
+    auto timed = [&](int kind, auto&& pass) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = Now();
+      pass();
+      seconds[static_cast<size_t>(kKinds * r + kind)] = Now() - t0;
+    };
+    auto forward = [&](const RingPass& pass) {
+      return RingAttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(), shape, o.causal, scale, comms, pass);
+    };
+    auto backward = [&](const RingPass& pass) {
+      return RingAttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), out.data(), d_o.data(), lse.data(), positions.data(),
+                                   shape, o.causal, scale, comms, pass);
+    };
+    timed(kFwdCompute, [&] { forward(compute_only); });
+    timed(kFwdTransfers, [&] { fwd_transfers = forward(transfers_only); });
+    timed(kFwdBoth, [&] { fwd = forward(real); });
+    timed(kBwdCompute, [&] { backward(compute_only); });
+    timed(kBwdTransfers, [&] { bwd_transfers = backward(transfers_only); });
+    std::fill(dq.begin(), dq.end(), 0.0f), std::fill(dk.begin(), dk.end(), 0.0f), std::fill(dv.begin(), dv.end(), 0.0f);
+    timed(kBwdBoth, [&] { bwd = backward(real); });
+  }
+  MaxOverRanks(seconds);
+  auto median_of = [&](int kind) {
+    std::vector<double> values;
+    for (int64_t r = 0; r < o.repeats; ++r) values.push_back(seconds[static_cast<size_t>(kKinds * r + kind)]);
+    return Median(values);
+  };
+  const int64_t accumulator_bytes = 2 * static_cast<int64_t>(k.size()) * 4;
+  PassOverlap forward_overlap{median_of(kFwdBoth), median_of(kFwdCompute), median_of(kFwdTransfers), size, fwd_transfers.bytes_sent, kv_block_bytes};
+  PassOverlap backward_overlap{median_of(kBwdBoth),         median_of(kBwdCompute),
+                               median_of(kBwdTransfers),    size,
+                               bwd_transfers.bytes_sent,    kv_block_bytes + accumulator_bytes};
 
   double max_error[2] = {0, 0};
   if (o.check) {
     // Full attention of this rank's queries over every key, and the full backward.
-    std::vector<int32_t> all(static_cast<size_t>(o.seq_len));
-    for (int64_t i = 0; i < o.seq_len; ++i) all[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    std::vector<int32_t> all(static_cast<size_t>(seq_len));
+    for (int64_t i = 0; i < seq_len; ++i) all[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     std::vector<float> qa, ka, va, da;
-    Fill(qa, "q", all, o.batch, o.seq_len, qrow);
-    Fill(ka, "k", all, o.batch, o.seq_len, kvrow);
-    Fill(va, "v", all, o.batch, o.seq_len, kvrow);
-    Fill(da, "do", all, o.batch, o.seq_len, qrow);
-    const AttentionShape full{static_cast<int>(o.batch), static_cast<int>(o.seq_len), static_cast<int>(o.seq_len), static_cast<int>(o.heads),
+    Fill(qa, "q", all, o.batch, seq_len, qrow);
+    Fill(ka, "k", all, o.batch, seq_len, kvrow);
+    Fill(va, "v", all, o.batch, seq_len, kvrow);
+    Fill(da, "do", all, o.batch, seq_len, qrow);
+    const AttentionShape full{static_cast<int>(o.batch), static_cast<int>(seq_len), static_cast<int>(seq_len), static_cast<int>(o.heads),
                               static_cast<int>(o.kv_heads), static_cast<int>(o.head_dim)};
-    std::vector<float> of(qa.size()), lf(static_cast<size_t>(o.batch * o.heads * o.seq_len)), dqf(qa.size()), dkf(ka.size()), dvf(va.size());
+    std::vector<float> of(qa.size()), lf(static_cast<size_t>(o.batch * o.heads * seq_len)), dqf(qa.size()), dkf(ka.size()), dvf(va.size());
     AttentionForward(of.data(), lf.data(), qa.data(), ka.data(), va.data(), full, o.causal, scale);
     AttentionBackward(dqf.data(), dkf.data(), dvf.data(), qa.data(), ka.data(), va.data(), of.data(), da.data(), lf.data(), full, o.causal, scale);
     auto compare = [&](const std::vector<float>& mine, const std::vector<float>& whole, int64_t row, double& worst) {
@@ -153,7 +283,7 @@ int RunRingAttentionBench(const RingAttentionBenchOptions& o) {
         for (size_t i = 0; i < positions.size(); ++i) {
           for (int64_t col = 0; col < row; ++col) {
             const double a = mine[(static_cast<size_t>(b) * positions.size() + i) * static_cast<size_t>(row) + static_cast<size_t>(col)];
-            const double w = whole[static_cast<size_t>((b * o.seq_len + positions[i]) * row + col)];
+            const double w = whole[static_cast<size_t>((b * seq_len + positions[i]) * row + col)];
             worst = std::max(worst, std::abs(a - w));
           }
         }
@@ -166,48 +296,301 @@ int RunRingAttentionBench(const RingAttentionBenchOptions& o) {
     MPI_Allreduce(MPI_IN_PLACE, max_error, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   }
 
-  // Balance and memory over the ranks.
-  double compute[2] = {fwd.compute_s + bwd.compute_s, -(fwd.compute_s + bwd.compute_s)};
-  MPI_Allreduce(MPI_IN_PLACE, compute, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  double peak = PeakRssBytes();
-  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  const double fwd_med = Median(forward_s), bwd_med = Median(backward_s);
-  double times[2] = {fwd_med, bwd_med};
-  MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  if (rank != 0) return o.check && std::max(max_error[0], max_error[1]) > 1e-5 ? 1 : 0;
-  const double slowest = compute[0], fastest = -compute[1];
-  nlohmann::json report = {
-      {"ranks", size},
-      {"shape", {{"batch", o.batch}, {"seq", o.seq_len}, {"heads", o.heads}, {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}, {"causal", o.causal},
-                 {"layout", o.layout}}},
-      {"forward_s", times[0]},
-      {"backward_s", times[1]},
-      {"predicted_forward_s", predicted_fwd},
-      {"predicted_backward_s", predicted_bwd},
-      {"compute_s", {{"slowest_rank", slowest}, {"fastest_rank", fastest}, {"imbalance", fastest > 0 ? slowest / fastest - 1 : 0.0}}},
-      {"comm_exposed_s", exposed},
-      {"comm_hidden_fraction", hidden_fraction},
-      {"measured_rates", {{"attention_kernel_flop_per_s", kernel_flop_per_s}, {"p2p_bytes_per_s", p2p_s_per_byte > 0 ? 1 / p2p_s_per_byte : 0.0},
-                          {"kv_block_bytes", kv_block_bytes}}},
-      {"peak_memory_bytes_per_rank", peak}};
-  if (o.check) report["max_abs_error"] = {{"output", max_error[0]}, {"gradients", max_error[1]}};
-  if (o.json) {
-    std::cout << report.dump(2) << "\n";
-  } else {
-    std::printf("ring attention on %d ranks, %s, S=%ld H=%ld G=%ld K=%ld B=%ld%s\n", size, o.layout.c_str(), static_cast<long>(o.seq_len),
-                static_cast<long>(o.heads), static_cast<long>(o.kv_heads), static_cast<long>(o.head_dim), static_cast<long>(o.batch),
-                o.causal ? " causal" : "");
-    std::printf("  forward  %.3f ms measured, %.3f ms predicted\n  backward %.3f ms measured, %.3f ms predicted\n", 1e3 * times[0],
-                1e3 * predicted_fwd, 1e3 * times[1], 1e3 * predicted_bwd);
-    std::printf("  compute  slowest rank %.3f ms, fastest %.3f ms (%.1f%% apart)\n", 1e3 * slowest, 1e3 * fastest,
-                fastest > 0 ? 100 * (slowest / fastest - 1) : 0.0);
-    std::printf("  comm     %.1f%% hidden under compute (%.3f ms exposed); p2p %.2f GB/s, kernel %.1f GFLOP/s (measured here)\n",
-                100 * hidden_fraction, 1e3 * exposed, p2p_s_per_byte > 0 ? 1e-9 / p2p_s_per_byte : 0.0, kernel_flop_per_s / 1e9);
-    std::printf("  memory   %.1f MiB peak per rank\n", peak / 1048576.0);
-    if (o.check) std::printf("  check    max_abs_error output %.3g, gradients %.3g\n", max_error[0], max_error[1]);
-  }
+  // Balance, waits and memory over the ranks (the last real passes).
+  std::vector<double> extremes = {fwd.compute_s + bwd.compute_s, -(fwd.compute_s + bwd.compute_s), fwd.comm_wait_s, bwd.comm_wait_s, PeakRssBytes()};
+  MaxOverRanks(extremes);
+  const double slowest = extremes[0], fastest = -extremes[1];
+
+  const RingPrediction prediction = PredictRingAttention(o.batch, seq_len, o.heads, o.kv_heads, o.head_dim, o.causal, size, rates);
+  const double formula_forward =
+      rates.p2p_bytes_per_s > 0
+          ? FormulaCrossoverBlockTokens(o.batch, o.heads, o.kv_heads, o.head_dim, o.causal, false, rates.forward_flop_per_s, rates.p2p_bytes_per_s)
+          : 0.0;
+  const double formula_backward =
+      rates.p2p_bytes_per_s > 0
+          ? FormulaCrossoverBlockTokens(o.batch, o.heads, o.kv_heads, o.head_dim, o.causal, true, rates.backward_flop_per_s, rates.p2p_bytes_per_s)
+          : 0.0;
+  // The old wait-based figure: transfer time at the measured p2p rate, less the time blocked in
+  // waits. A neighbour that arrives late counts as exposed transfer here, so it is kept only as
+  // a diagnostic beside the standard measure.
+  const double transfer_at_p2p_s =
+      rates.p2p_bytes_per_s > 0 ? static_cast<double>(fwd.bytes_sent + bwd.bytes_sent) / rates.p2p_bytes_per_s : 0.0;
+  const double waits = extremes[2] + extremes[3];
+
+  ShapeResult result;
+  json& j = result.report;
+  j["shape"] = {{"batch", o.batch}, {"seq", seq_len}, {"heads", o.heads}, {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}, {"causal", o.causal},
+                {"layout", o.layout}};
+  j["block_tokens"] = local;
+  j["forward_s"] = forward_overlap.both_s;
+  j["backward_s"] = backward_overlap.both_s;
+  j["predicted_forward_s"] = prediction.forward.time_s;
+  j["predicted_backward_s"] = prediction.backward.time_s;
+  j["prediction"] = {{"source", prediction.source}, {"forward", PredictionJson(prediction.forward)}, {"backward", PredictionJson(prediction.backward)}};
+  j["overlap"] = {{"method", kOverlapMethod}, {"forward", OverlapJson(forward_overlap)}, {"backward", OverlapJson(backward_overlap)}};
+  j["crossover"] = {
+      {"block_tokens", local},
+      {"formula_block_tokens", {{"forward", formula_forward}, {"backward", formula_backward}}},
+      {"formula", "Liu et al. 2023: per step compute 4·B·c²·H·K (x1/2 causal) FLOPs / F >= transfer (2·B·G·K·4 + 4)·c bytes / B_p2p (fp32 K and V of "
+                  "G heads plus int32 positions; backward: 2x the FLOPs at the backward rate, plus a dK/dV accumulator); F and B_p2p from "
+                  "measured_rates"}};
+  j["comm_wait"] = {{"note", "seconds blocked in waits during the real passes (slowest rank); includes waiting for a late neighbour, so "
+                             "hidden_fraction_from_waits is a diagnostic; overlap.*.hidden_fraction is the standard measure"},
+                    {"forward_s", extremes[2]},
+                    {"backward_s", extremes[3]},
+                    {"transfer_at_p2p_rate_s", transfer_at_p2p_s},
+                    {"hidden_fraction_from_waits", transfer_at_p2p_s > 0 ? std::clamp(1.0 - waits / transfer_at_p2p_s, 0.0, 1.0) : 0.0}};
+  j["compute_s"] = {{"slowest_rank", slowest}, {"fastest_rank", fastest}, {"imbalance", fastest > 0 ? slowest / fastest - 1 : 0.0}};
+  j["measured_rates"] = {{"attention_forward_flop_per_s", rates.forward_flop_per_s},
+                         {"attention_backward_flop_per_s", rates.backward_flop_per_s},
+                         {"p2p_bytes_per_s", rates.p2p_bytes_per_s},
+                         {"p2p_latency_s", rates.p2p_latency_s},
+                         {"kv_block_bytes", kv_block_bytes}};
+  j["peak_memory_bytes_per_rank"] = extremes[4];
+  if (o.check) j["max_abs_error"] = {{"output", max_error[0]}, {"gradients", max_error[1]}};
   // fp32 ring attention equals full attention within 1e-5, or the check fails.
-  return o.check && std::max(max_error[0], max_error[1]) > 1e-5 ? 1 : 0;
+  result.check_failed = o.check && std::max(max_error[0], max_error[1]) > 1e-5;
+  return result;
+}
+
+// The sweep's crossover for one pass ("forward" or "backward"): the smallest swept block size
+// from which on every larger one computes at least as long per step as it transfers, its
+// log-linear interpolation from the bracketing pair, and the formula's from the rates measured at
+// the largest block (the kernel nearest its peak rate, the largest messages).
+json SweepCrossover(const json& points, const std::string& pass) {
+  json j;
+  const size_t n = points.size();
+  size_t first = n;  // first index of the suffix where compute >= transfer
+  for (size_t i = n; i-- > 0;) {
+    if (!points[i]["overlap"][pass]["compute_per_step_exceeds_transfer"].get<bool>()) break;
+    first = i;
+  }
+  auto ratio = [&](size_t i) {
+    const json& p = points[i]["overlap"][pass];
+    return p["compute_per_step_s"].get<double>() / std::max(p["transfer_per_step_s"].get<double>(), 1e-30);
+  };
+  j["measured_block_tokens"] = first < n ? points[first]["block_tokens"] : json(nullptr);
+  if (first < n && first > 0) {
+    const double b0 = points[first - 1]["block_tokens"].get<double>(), b1 = points[first]["block_tokens"].get<double>();
+    const double r0 = std::log(std::max(ratio(first - 1), 1e-30)), r1 = std::log(std::max(ratio(first), 1e-30));
+    const double t = r1 > r0 ? -r0 / (r1 - r0) : 1.0;
+    j["measured_interpolated_block_tokens"] = std::exp(std::log(b0) + t * (std::log(b1) - std::log(b0)));
+  } else {
+    j["measured_interpolated_block_tokens"] = nullptr;  // none crosses, or already the smallest does
+  }
+  j["hidden_fraction_at_measured_crossover"] = first < n ? points[first]["overlap"][pass]["hidden_fraction"] : json(nullptr);
+  if (n > 0) {
+    j["formula_block_tokens"] = points[n - 1]["crossover"]["formula_block_tokens"][pass];
+    j["formula_rates_from_block_tokens"] = points[n - 1]["block_tokens"];
+    j["hidden_fraction_at_largest_block"] = points[n - 1]["overlap"][pass]["hidden_fraction"];
+  }
+  return j;
+}
+
+void PrintShapeText(const json& j, int ranks) {
+  const json& s = j["shape"];
+  std::printf("ring attention on %d ranks, %s, S=%lld H=%lld G=%lld K=%lld B=%lld%s (block %lld tokens per rank)\n", ranks,
+              s["layout"].get<std::string>().c_str(), s["seq"].get<long long>(), s["heads"].get<long long>(), s["kv_heads"].get<long long>(),
+              s["head_dim"].get<long long>(), s["batch"].get<long long>(), s["causal"].get<bool>() ? " causal" : "",
+              j["block_tokens"].get<long long>());
+  for (const char* pass : {"forward", "backward"}) {
+    const json& p = j["prediction"][pass];
+    const json& ov = j["overlap"][pass];
+    std::printf("  %-8s %.3f ms measured, %.3f ms predicted by the step program's ops (compute %.3f ms, transfers %.3f ms)\n", pass,
+                1e3 * ov["both_s"].get<double>(), 1e3 * p["time_s"].get<double>(), 1e3 * p["compute_s"].get<double>(),
+                1e3 * p["transfers_s"].get<double>());
+    std::printf("           overlap: compute alone %.3f ms, transfers alone %.3f ms, both %.3f ms -> ", 1e3 * ov["compute_only_s"].get<double>(),
+                1e3 * ov["transfers_only_s"].get<double>(), 1e3 * ov["both_s"].get<double>());
+    if (ov["hidden_fraction"].is_null()) {
+      std::printf("nothing to hide\n");
+    } else {
+      std::printf("%.1f%% of the transfers hidden\n", 100 * ov["hidden_fraction"].get<double>());
+    }
+    std::printf("           per step: compute %.3f ms, transfer %.3f ms; formula crossover at %.0f tokens per rank\n",
+                1e3 * ov["compute_per_step_s"].get<double>(), 1e3 * ov["transfer_per_step_s"].get<double>(),
+                j["crossover"]["formula_block_tokens"][pass].get<double>());
+  }
+  const json& c = j["compute_s"];
+  std::printf("  compute  slowest rank %.3f ms, fastest %.3f ms (%.1f%% apart)\n", 1e3 * c["slowest_rank"].get<double>(),
+              1e3 * c["fastest_rank"].get<double>(), 100 * c["imbalance"].get<double>());
+  std::printf("  waits    %.3f ms forward, %.3f ms backward blocked in waits in the real passes (a late neighbour included)\n",
+              1e3 * j["comm_wait"]["forward_s"].get<double>(), 1e3 * j["comm_wait"]["backward_s"].get<double>());
+  const json& r = j["measured_rates"];
+  std::printf("  rates    kernel %.1f GFLOP/s forward, %.1f backward; p2p %.2f GB/s, %.1f us latency (measured here)\n",
+              r["attention_forward_flop_per_s"].get<double>() / 1e9, r["attention_backward_flop_per_s"].get<double>() / 1e9,
+              r["p2p_bytes_per_s"].get<double>() / 1e9, 1e6 * r["p2p_latency_s"].get<double>());
+  std::printf("  memory   %.1f MiB peak per rank\n", j["peak_memory_bytes_per_rank"].get<double>() / 1048576.0);
+  if (j.contains("max_abs_error")) {
+    std::printf("  check    max_abs_error output %.3g, gradients %.3g\n", j["max_abs_error"]["output"].get<double>(),
+                j["max_abs_error"]["gradients"].get<double>());
+  }
+}
+
+void PrintSweepText(const json& report) {
+  const json& s = report["shape"];
+  std::printf("ring attention block-size sweep on %d ranks, %s, H=%lld G=%lld K=%lld B=%lld%s\n", report["ranks"].get<int>(),
+              s["layout"].get<std::string>().c_str(), s["heads"].get<long long>(), s["kv_heads"].get<long long>(), s["head_dim"].get<long long>(),
+              s["batch"].get<long long>(), s["causal"].get<bool>() ? " causal" : "");
+  std::printf("  %8s  %-8s %12s %12s %8s %12s %12s\n", "block", "pass", "compute/step", "transfer/step", "hidden", "measured", "predicted");
+  for (const json& p : report["sweep"]) {
+    for (const char* pass : {"forward", "backward"}) {
+      const json& ov = p["overlap"][pass];
+      std::printf("  %8lld  %-8s %9.3f ms %10.3f ms %7.1f%% %9.3f ms %9.3f ms\n", p["block_tokens"].get<long long>(), pass,
+                  1e3 * ov["compute_per_step_s"].get<double>(), 1e3 * ov["transfer_per_step_s"].get<double>(),
+                  ov["hidden_fraction"].is_null() ? 0.0 : 100 * ov["hidden_fraction"].get<double>(), 1e3 * ov["both_s"].get<double>(),
+                  1e3 * p["prediction"][pass]["time_s"].get<double>());
+    }
+  }
+  for (const char* pass : {"forward", "backward"}) {
+    const json& c = report["crossover"][pass];
+    auto tokens = [](const json& v) { return v.is_null() ? std::string("none") : std::to_string(static_cast<long long>(std::llround(v.get<double>()))); };
+    std::printf("  crossover %-8s measured %s tokens per rank (interpolated %s), formula %s (rates at block %s)\n", pass,
+                tokens(c["measured_block_tokens"]).c_str(), tokens(c["measured_interpolated_block_tokens"]).c_str(),
+                tokens(c["formula_block_tokens"]).c_str(), tokens(c["formula_rates_from_block_tokens"]).c_str());
+  }
+}
+
+}  // namespace
+
+double FormulaCrossoverBlockTokens(int64_t batch, int64_t heads, int64_t kv_heads, int64_t head_dim, bool causal, bool backward, double flop_per_s,
+                                   double p2p_bytes_per_s) {
+  SHARDSIM_CHECK(flop_per_s > 0 && p2p_bytes_per_s > 0, "crossover needs positive rates");
+  const double b = static_cast<double>(batch), kv = 2.0 * b * static_cast<double>(kv_heads * head_dim) * 4;
+  const double flops_per_pair = 4.0 * b * static_cast<double>(heads * head_dim) * (causal ? 0.5 : 1.0) * (backward ? 2.0 : 1.0);
+  const double bytes_per_token = kv + 4 + (backward ? kv : 0.0);
+  return flop_per_s * bytes_per_token / (p2p_bytes_per_s * flops_per_pair);
+}
+
+RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t heads, int64_t kv_heads, int64_t head_dim, bool causal, int64_t ranks,
+                                    const RingMeasuredRates& rates) {
+  SHARDSIM_CHECK(ranks >= 1 && rates.forward_flop_per_s > 0 && rates.backward_flop_per_s > 0, "ring prediction needs measured rates");
+  ModelSpec model;
+  model.name = "ring-attention";
+  model.num_layers = 1;
+  model.hidden_size = heads * head_dim;
+  model.num_heads = heads;
+  model.num_kv_heads = kv_heads;
+  model.head_dim = head_dim;
+  model.ffn_hidden_size = 4 * heads * head_dim;
+  model.vocab_size = 256;
+  model.max_seq_len = seq_len;
+  model.source = "shardsim-runtime ring-attention options";
+  PlanSpec plan;
+  plan.mesh.context = ranks;
+  plan.global_batch_size = batch;
+  plan.micro_batch_size = batch;
+  plan.seq_len = seq_len;
+  plan.dtype = "fp32";
+  plan.context_kv = "ring";
+  plan.overlap.context = true;
+  // The program's blockwise kernel skips the masked half of causal attention; full attention is
+  // the plan without it, whose attention op counts every key (its separate scores pass is not an
+  // attention op and is left out below).
+  plan.flash_attention = causal;
+  ValidateModel(model, "ring-attention shape");
+  ValidatePlan(plan, model, ranks, "the job's ranks", "ring-attention plan");
+  const strategies::StepProgram program = strategies::BuildStep(model, plan);
+  const auto dense = std::find_if(program.layer_programs.begin(), program.layer_programs.end(),
+                                  [](const strategies::LayerProgram& l) { return l.name == "dense"; });
+  SHARDSIM_CHECK(dense != program.layer_programs.end(), "the step program has no dense layer");
+  const size_t dense_index = static_cast<size_t>(dense - program.layer_programs.begin());
+
+  RingPrediction prediction;
+  prediction.source =
+      "strategies::BuildStep for a one-layer model of this attention shape (plan: context=" + std::to_string(ranks) +
+      ", fp32, micro-batch " + std::to_string(batch) + ", seq " + std::to_string(seq_len) +
+      ", context overlap on" + (causal ? ", flash attention" : ", flash_attention off so the attention op counts every key") +
+      "); of its dense layer the attention op and the context-stream ring transfers, costed per phase by sim::Estimate on a local "
+      "cluster of " + std::to_string(ranks) +
+      " cores with fp32 peak = the measured block-kernel rate of that phase, shm link = the measured p2p bandwidth and latency, "
+      "every efficiency 1, no memory term; the estimator hides a phase's overlapped transfers under its compute: time = max(compute, "
+      "sum of transfers)";
+  const std::pair<strategies::Phase, RingPassPrediction*> phases[] = {{strategies::Phase::kForward, &prediction.forward},
+                                                                       {strategies::Phase::kBackwardInput, &prediction.backward}};
+  for (const auto& [phase, out] : phases) {
+    strategies::StepProgram part = program;
+    for (strategies::LayerProgram& layer : part.layer_programs) layer.ops.clear();
+    for (strategies::Stage& stage : part.stages) stage.step_ops.clear();
+    for (const strategies::Op& op : dense->ops) {
+      const bool attention = !op.is_comm() && op.kind == strategies::ComputeKind::kAttention;
+      if (op.phase == phase && (attention || op.stream == strategies::Stream::kContext)) part.layer_programs[dense_index].ops.push_back(op);
+    }
+    const double flop_per_s = phase == strategies::Phase::kForward ? rates.forward_flop_per_s : rates.backward_flop_per_s;
+    const ClusterSpec cluster = MeasuredCluster(ranks, flop_per_s, rates);
+    const topologies::Cluster topology(cluster);
+    sim::AxisCollectives collectives(topology, plan);
+    out->time_s = sim::Estimate(part, cluster, collectives).step_time_s;
+    const sim::PhaseParts parts = sim::CostPhaseParts(part.layer_programs[dense_index], phase, cluster, plan.dtype, collectives);
+    out->compute_s = parts.compute_s;
+    for (const auto& [op, seconds] : parts.collectives) out->transfers_s += seconds;
+    out->ops = Describe(part.layer_programs[dense_index].ops);
+  }
+  return prediction;
+}
+
+json RingAttentionBenchReport(const RingAttentionBenchOptions& o) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  for (const auto& [name, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"--seq", o.seq_len}, {"--heads", o.heads}, {"--kv-heads", o.kv_heads}, {"--head-dim", o.head_dim}, {"--batch", o.batch}, {"--repeats", o.repeats}}) {
+    if (value < 1) throw InputError(name, std::to_string(value), "1 or more");
+  }
+  if (o.heads % o.kv_heads != 0) {
+    throw InputError("--kv-heads", std::to_string(o.kv_heads) + " must divide --heads " + std::to_string(o.heads), "a divisor of the heads");
+  }
+  const SequenceLayout layout = ParseSequenceLayout(o.layout);
+  std::vector<int64_t> blocks = o.sweep_block_tokens;
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  const int64_t unit = layout == SequenceLayout::kZigzag ? 2 : 1;  // tokens per rank must split in two chunks
+  for (int64_t b : blocks) {
+    if (b < 1 || b % unit != 0 || b > (int64_t{1} << 30) / size) {
+      throw InputError("--sweep", "block size " + std::to_string(b) + " (tokens per rank)",
+                       unit == 2 ? "positive even numbers (zigzag holds two chunks per rank)" : "positive numbers", "e.g. --sweep 64,128,256,512");
+    }
+  }
+  PlanSpec plan;
+  plan.mesh.context = size;
+  MeshComms comms(MPI_COMM_WORLD, plan);
+  if (blocks.empty()) {
+    ShapeResult one = MeasureShape(o, o.seq_len, comms);
+    json report = {{"ranks", size}};
+    report.update(one.report);
+    report["check_failed"] = one.check_failed;
+    return report;
+  }
+  json report = {{"ranks", size},
+                 {"shape", {{"batch", o.batch}, {"heads", o.heads}, {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}, {"causal", o.causal}, {"layout", o.layout}}},
+                 {"sweep", json::array()}};
+  bool check_failed = false;
+  for (int64_t b : blocks) {
+    ShapeResult point = MeasureShape(o, b * size, comms);
+    check_failed = check_failed || point.check_failed;
+    report["sweep"].push_back(std::move(point.report));
+  }
+  report["crossover"] = {{"definition", "measured: the smallest swept block size (tokens per rank) from which on every larger one a ring step computes at "
+                                        "least as long as it transfers (overlap.*.compute_per_step_s >= transfer_per_step_s); formula: "
+                                        "crossover.formula_block_tokens of the largest block's run"},
+                         {"forward", SweepCrossover(report["sweep"], "forward")},
+                         {"backward", SweepCrossover(report["sweep"], "backward")}};
+  report["check_failed"] = check_failed;
+  return report;
+}
+
+int RunRingAttentionBench(const RingAttentionBenchOptions& options) {
+  const json report = RingAttentionBenchReport(options);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    if (options.json) {
+      std::cout << report.dump(2) << "\n";
+    } else if (report.contains("sweep")) {
+      PrintSweepText(report);
+    } else {
+      PrintShapeText(report, report["ranks"].get<int>());
+    }
+  }
+  return report["check_failed"].get<bool>() ? 1 : 0;
 }
 
 }  // namespace shardsim::runtime
