@@ -158,6 +158,39 @@ MPI_Request MeshComms::StartReduceScatterSum(float* out, const float* in, int64_
   return request;
 }
 
+void MeshComms::AllToAllV(float* out, const std::vector<int>& receive_counts, const float* in, const std::vector<int>& send_counts,
+                          const std::vector<std::string>& axes, const std::string& what) {
+  const int64_t n = GroupSize(axes);
+  SHARDSIM_CHECK(static_cast<int64_t>(send_counts.size()) == n && static_cast<int64_t>(receive_counts.size()) == n, "one count per group rank");
+  std::vector<int> send_at(static_cast<size_t>(n), 0), receive_at(static_cast<size_t>(n), 0);
+  int64_t sent = 0, received = 0;
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+    send_at[i] = static_cast<int>(sent), receive_at[i] = static_cast<int>(received);
+    sent += send_counts[i], received += receive_counts[i];
+  }
+  if (n == 1) {
+    std::copy(in, in + sent, out);
+    return;
+  }
+  Record(CollectiveOp::kAllToAll, axes, sent, what);
+  MPI_Comm comm = Comm(axes);
+  MPI_Request request;
+  CheckMpi(MPI_Ialltoallv(in, send_counts.data(), send_at.data(), MPI_FLOAT, out, receive_counts.data(), receive_at.data(), MPI_FLOAT, comm, &request),
+           comm, what);
+  Wait(&request, what);
+}
+
+void MeshComms::AllToAll(int* out, const int* in, int count, const std::vector<std::string>& axes, const std::string& what) {
+  if (GroupSize(axes) == 1) {
+    std::copy(in, in + count, out);
+    return;
+  }
+  MPI_Comm comm = Comm(axes);
+  MPI_Request request;
+  CheckMpi(MPI_Ialltoall(in, count, MPI_INT, out, count, MPI_INT, comm, &request), comm, what);
+  Wait(&request, what);
+}
+
 void MeshComms::AllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
   if (GroupSize(axes) == 1) {
     std::copy(in, in + count, out);

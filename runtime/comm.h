@@ -60,6 +60,12 @@ class MeshComms {
   // the request before touching `out` or `in`.
   MPI_Request StartAllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   MPI_Request StartReduceScatterSum(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
+  // All-to-all over `axes`: `in` holds send_counts[i] elements for group rank i, in group order;
+  // `out` receives receive_counts[i] from group rank i, in group order.
+  void AllToAllV(float* out, const std::vector<int>& receive_counts, const float* in, const std::vector<int>& send_counts,
+                 const std::vector<std::string>& axes, const std::string& what);
+  // All-to-all of `count` ints per group rank (sizes exchanged before an AllToAllV; not recorded).
+  void AllToAll(int* out, const int* in, int count, const std::vector<std::string>& axes, const std::string& what);
   int64_t GroupSize(const std::vector<std::string>& axes) const;
   // This rank's index in the communicator of `axes` (its block in a reduce-scatter).
   int GroupRank(const std::vector<std::string>& axes);

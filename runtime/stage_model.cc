@@ -22,6 +22,7 @@ using Buffer = std::vector<float>;
 // What one layer's backward needs from its forward (T tokens of the micro-batch, Tl held).
 struct StageModel::LayerSaved {
   Buffer x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act;
+  MoeSaved moe;
 };
 
 struct StageModel::Saved {
@@ -35,7 +36,7 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
     throw InputError(where, what + ": the runtime does not implement it yet", valid, "plan and estimate it with shardsim plan / estimate instead");
   };
   if (m.mla) refuse("model", "multi-head latent attention", "grouped-query attention");
-  if (m.moe) refuse("model", "mixture-of-experts layers", "dense models such as tiny-dense");
+  if (m.moe && p.mesh.tensor > 1) refuse("plan:/mesh/tensor", "tensor parallelism of MoE layers", "tensor 1 with MoE models (expert, data, fsdp, context, pipeline)");
   if (m.linear_bias || m.qkv_bias) refuse("model", "linear biases", "bias-free linears (LLaMA)");
   if (m.mlp != MlpKind::kSwiGlu) refuse("model/mlp", "a GELU MLP", "swiglu");
   if (m.norm != NormKind::kRmsNorm) refuse("model/norm", "LayerNorm", "rmsnorm");
@@ -45,7 +46,6 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
   if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
   if (m.tied_embeddings && p.mesh.pipeline > 1) refuse("model/tied_embeddings", "tied embeddings across pipeline stages", "untied, or pipeline 1");
-  if (p.mesh.expert > 1) refuse("plan:/mesh/expert", "expert parallelism", "data, fsdp, tensor, context, pipeline");
   if (p.zero_stage == 2 && p.mesh.fsdp > 1) {
     refuse("plan:/zero_stage", "ZeRO-2 with fsdp > 1 (gradients and parameters sharded over different groups)", "0, 1 or 3 with fsdp");
   }
@@ -75,6 +75,7 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
   kv_heads_ = model.num_kv_heads / t_;
   ffn_ = model.ffn_hidden_size / t_;
   SHARDSIM_CHECK(model.ffn_hidden_size % t_ == 0, "tensor must divide the MLP width");
+  if (model.moe) moe_ = std::make_unique<MoeLayer>(model, comms, config.router_aux_coeff);
   for (int64_t b = 0; b < plan.micro_batch_size; ++b) positions_.insert(positions_.end(), seq_positions_.begin(), seq_positions_.end());
 
   const std::vector<int64_t> part_layers = LayersPerPart(model.num_layers, parts_);
@@ -97,7 +98,7 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
     for (int64_t l = first[static_cast<size_t>(part)]; l < first[static_cast<size_t>(part) + 1]; ++l) {
       const std::string n = "layer" + std::to_string(l) + ".";
       NewBucket("layer" + std::to_string(l), false);
-      layer_bucket_[l] = static_cast<int>(buckets_.size()) - 1;
+      layer_buckets_[l].push_back(static_cast<int>(buckets_.size()) - 1);
       LayerIds ids;
       ids.attn_norm = Add(n + "attn_norm", 1, d, 0, 1, 0, d, true, false, 0);
       ids.wq = Add(n + "wq", d, q_cols, 0, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, false, true, config.init_stddev);
@@ -105,9 +106,30 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
       ids.wv = Add(n + "wv", d, kv_cols, 0, d, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false, true, config.init_stddev);
       ids.wo = Add(n + "wo", q_cols, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, 0, d, false, true, out_stddev);
       ids.mlp_norm = Add(n + "mlp_norm", 1, d, 0, 1, 0, d, true, false, 0);
-      ids.wgate = Add(n + "wgate", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);
-      ids.wup = Add(n + "wup", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);
-      ids.wdown = Add(n + "wdown", f, d, tr * f / t_, (tr + 1) * f / t_, 0, d, false, true, out_stddev);
+      if (IsMoeLayer(model, l)) {
+        // Router and shared experts: dense (replicated over expert); the routed experts this
+        // expert rank holds: their own bucket, sharded over expert.
+        const int64_t e = model.moe->num_experts, fe = model.moe->expert_ffn_hidden_size, fs = model.moe->num_shared_experts * fe;
+        ids.moe = true;
+        ids.router = Add(n + "router", d, e, 0, d, 0, e, true, true, config.init_stddev);
+        if (fs > 0) {
+          ids.shared_gate = Add(n + "shared_gate", d, fs, 0, d, 0, fs, true, true, config.init_stddev);
+          ids.shared_up = Add(n + "shared_up", d, fs, 0, d, 0, fs, true, true, config.init_stddev);
+          ids.shared_down = Add(n + "shared_down", fs, d, 0, fs, 0, d, true, true, out_stddev);
+        }
+        NewBucket("layer" + std::to_string(l) + ".experts", true);
+        layer_buckets_[l].push_back(static_cast<int>(buckets_.size()) - 1);
+        for (int64_t x = moe_->first_expert(); x < moe_->first_expert() + moe_->local_experts(); ++x) {
+          const std::string ex = n + "expert" + std::to_string(x) + ".";
+          ids.expert_gate.push_back(Add(ex + "wgate", d, fe, 0, d, 0, fe, true, true, config.init_stddev));
+          ids.expert_up.push_back(Add(ex + "wup", d, fe, 0, d, 0, fe, true, true, config.init_stddev));
+          ids.expert_down.push_back(Add(ex + "wdown", fe, d, 0, fe, 0, d, true, true, out_stddev));
+        }
+      } else {
+        ids.wgate = Add(n + "wgate", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);
+        ids.wup = Add(n + "wup", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);
+        ids.wdown = Add(n + "wdown", f, d, tr * f / t_, (tr + 1) * f / t_, 0, d, false, true, out_stddev);
+      }
       layer_ids_[l] = ids;
     }
     if (part == parts_ - 1) {
@@ -143,6 +165,17 @@ int StageModel::Add(const std::string& name, int64_t rows, int64_t cols, int64_t
   pt.offset = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size();
   tensors_.push_back(pt);
   return static_cast<int>(tensors_.size()) - 1;
+}
+
+MoeWeights StageModel::MoePointers(const LayerIds& id, bool gradients) {
+  auto at = [&](int tensor) { return tensor < 0 ? nullptr : (gradients ? G(tensor) : P(tensor)); };
+  MoeWeights w;
+  w.router = at(id.router);
+  w.shared_gate = at(id.shared_gate), w.shared_up = at(id.shared_up), w.shared_down = at(id.shared_down);
+  for (size_t i = 0; i < id.expert_gate.size(); ++i) {
+    w.gate.push_back(at(id.expert_gate[i])), w.up.push_back(at(id.expert_up[i])), w.down.push_back(at(id.expert_down[i]));
+  }
+  return w;
 }
 
 int64_t StageModel::PartOfChunk(int64_t chunk) const { return chunk * plan_.mesh.pipeline + stage_; }
@@ -223,16 +256,21 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
   op("tp_enter_mlp", "tensor");
   s.h2_full.resize(static_cast<size_t>(T) * D);
   ToFull(s.h2_full.data(), h2.data(), where + " MLP input all-gather");
-  op("mlp_up", "compute");
-  s.gate.resize(static_cast<size_t>(T) * F);
-  s.up.resize(static_cast<size_t>(T) * F);
-  s.act.resize(static_cast<size_t>(T) * F);
-  LinearForward(s.gate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
-  LinearForward(s.up.data(), s.h2_full.data(), P(id.wup), T, D, F);
-  op("mlp_activation", "compute");
-  SwigluForward(s.act.data(), s.gate.data(), s.up.data(), T, F);
-  op("mlp_down", "compute");
-  LinearForward(partial.data(), s.act.data(), P(id.wdown), T, F, D);
+  if (id.moe) {
+    aux_loss_ += moe_->Forward(partial.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false), s.moe, op,
+                               where);
+  } else {
+    op("mlp_up", "compute");
+    s.gate.resize(static_cast<size_t>(T) * F);
+    s.up.resize(static_cast<size_t>(T) * F);
+    s.act.resize(static_cast<size_t>(T) * F);
+    LinearForward(s.gate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
+    LinearForward(s.up.data(), s.h2_full.data(), P(id.wup), T, D, F);
+    op("mlp_activation", "compute");
+    SwigluForward(s.act.data(), s.gate.data(), s.up.data(), T, F);
+    op("mlp_down", "compute");
+    LinearForward(partial.data(), s.act.data(), P(id.wdown), T, F, D);
+  }
   op("tp_exit_mlp", "tensor");
   FromPartial(y.data(), partial.data(), where + " MLP output " + (sp_ ? "reduce-scatter" : "all-reduce"));
   op("mlp_residual", "compute");
@@ -255,15 +293,20 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   op("tp_exit_mlp_grad", "tensor");
   Buffer dfull(static_cast<size_t>(T) * D);
   GradToFull(dfull.data(), dx, where + " MLP output gradient all-gather");
-  op("mlp_down_dgrad", "compute");
-  Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
-  LinearBackward(dact.data(), G(id.wdown), dfull.data(), s.act.data(), P(id.wdown), T, F, D);
-  op("mlp_activation_grad", "compute");
-  SwigluBackward(dgate.data(), dup.data(), dact.data(), s.gate.data(), s.up.data(), T, F);
-  op("mlp_up_dgrad", "compute");
   Buffer dh2_full(static_cast<size_t>(T) * D, 0.0f);
-  LinearBackward(dh2_full.data(), G(id.wgate), dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
-  LinearBackward(dh2_full.data(), G(id.wup), dup.data(), s.h2_full.data(), P(id.wup), T, D, F);
+  if (id.moe) {
+    moe_->Backward(dh2_full.data(), dfull.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false),
+                   MoePointers(id, true), s.moe, op, where);
+  } else {
+    op("mlp_down_dgrad", "compute");
+    Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
+    LinearBackward(dact.data(), G(id.wdown), dfull.data(), s.act.data(), P(id.wdown), T, F, D);
+    op("mlp_activation_grad", "compute");
+    SwigluBackward(dgate.data(), dup.data(), dact.data(), s.gate.data(), s.up.data(), T, F);
+    op("mlp_up_dgrad", "compute");
+    LinearBackward(dh2_full.data(), G(id.wgate), dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
+    LinearBackward(dh2_full.data(), G(id.wup), dup.data(), s.h2_full.data(), P(id.wup), T, D, F);
+  }
   op("tp_enter_mlp_grad", "tensor");
   Buffer dh2(static_cast<size_t>(Tl) * D);
   GradToLocal(dh2.data(), dh2_full.data(), where + " MLP input gradient " + (sp_ ? "reduce-scatter" : "all-reduce"));
@@ -324,8 +367,10 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   }
   const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
   saved->layers.resize(static_cast<size_t>(chunk_layers_[static_cast<size_t>(chunk)]));
+  aux_loss_ = 0;
+  aux_weight_ = static_cast<double>(plan_.micro_batch_size * plan_.seq_len) / loss_normaliser;
   for (size_t i = 0; i < saved->layers.size(); ++i) {
-    Use(order, next++);
+    for (size_t b = 0; b < layer_buckets_.at(l0 + static_cast<int64_t>(i)).size(); ++b) Use(order, next++);
     LayerForward(l0 + static_cast<int64_t>(i), x.data(), saved->layers[i]);
   }
   double loss = 0;
@@ -354,7 +399,8 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
     std::copy(x.begin(), x.end(), out);
   }
   saved_[{chunk, mb}] = std::move(saved);
-  return loss;
+  // The MoE layers' balancing loss, each rank its share.
+  return loss + aux_loss_;
 }
 
 void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int)>& done) {
@@ -402,9 +448,9 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
   for (size_t i = s.layers.size(); i-- > 0;) {
     const int64_t layer = l0 + static_cast<int64_t>(i);
-    Use(order, next++);
+    for (size_t b = 0; b < layer_buckets_.at(layer).size(); ++b) Use(order, next++);
     LayerBackward(layer, dx.data(), s.layers[i]);
-    report(layer_bucket_.at(layer));
+    for (int bucket : layer_buckets_.at(layer)) report(bucket);
   }
   if (part == 0) {
     Use(order, next++);  // the embedding's backward reads no parameter, but its gather keeps the order

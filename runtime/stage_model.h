@@ -28,6 +28,7 @@
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
 #include "runtime/comm.h"
+#include "runtime/moe_layer.h"
 #include "runtime/trace.h"
 
 namespace shardsim::runtime {
@@ -37,6 +38,9 @@ struct ArchitectureConfig {
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
   float init_stddev = 0.02f;
+  // MoE load-balancing loss coefficient: Switch Transformer's alpha = 10^-2 (Fedus et al. 2021,
+  // section 2.2).
+  float router_aux_coeff = 0.01f;
 };
 
 // One parameter tensor as this rank holds it: a block of the global [rows, cols] tensor.
@@ -142,9 +146,15 @@ class StageModel {
   // Tensor ids per layer (by global layer index) and the embedding/head.
   struct LayerIds {
     int attn_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, mlp_norm = -1, wgate = -1, wup = -1, wdown = -1;
+    bool moe = false;  // an MoE block instead of the MLP: router, shared experts, local experts
+    int router = -1, shared_gate = -1, shared_up = -1, shared_down = -1;
+    std::vector<int> expert_gate, expert_up, expert_down;
   };
+  MoeWeights MoePointers(const LayerIds& id, bool gradients);
   std::map<int64_t, LayerIds> layer_ids_;
-  std::map<int64_t, int> layer_bucket_;
+  std::map<int64_t, std::vector<int>> layer_buckets_;  // a layer's buckets (dense, then experts)
+  std::unique_ptr<MoeLayer> moe_;
+  double aux_loss_ = 0, aux_weight_ = 0;  // this forward's balancing loss; the micro-batch's share
   int embedding_ = -1, final_norm_ = -1, head_ = -1;
   int embedding_bucket_ = -1, head_bucket_ = -1;
   std::vector<int32_t> positions_;  // of the micro-batch's tokens

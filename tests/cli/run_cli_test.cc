@@ -52,13 +52,35 @@ TEST_F(RunCliTest, TraceHasTheStepProgramsOpKeys) {
   }
 }
 
+// tiny-moe with expert parallelism and FSDP: all-to-all dispatch and combine, sharded parameters.
+TEST_F(RunCliTest, TrainsTinyMoeWithExpertParallelism) {
+  const std::string plan =
+      WriteJson("p.json", {{"mesh", {{"expert", 2}, {"fsdp", 2}}}, {"global_batch_size", 4}, {"seq_len", 32}, {"zero_stage", 3}});
+  const std::string trace_path = PathOf("trace.json");
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"run", "--model", "tiny-moe", "--plan", plan, "--steps", "3", "--json", "--trace", trace_path}), &report));
+  EXPECT_EQ(report["ranks"], 4);
+  ASSERT_EQ(report["losses"].size(), 3u);
+  EXPECT_NEAR(report["losses"][0].get<double>(), std::log(256.0), 0.15);  // untrained, plus the balancing loss
+  EXPECT_LT(report["losses"][2].get<double>(), report["losses"][0].get<double>());
+  std::ifstream in(trace_path);
+  const json trace = json::parse(in);
+  std::set<std::string> ops;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["args"].contains("op")) ops.insert(e["args"]["op"].get<std::string>());
+  }
+  for (const char* op : {"router", "ep_dispatch", "experts_up", "ep_combine", "shared_expert", "ep_combine_grad", "param_allgather"}) {
+    EXPECT_TRUE(ops.count(op)) << op;
+  }
+}
+
 TEST_F(RunCliTest, WhatTheRuntimeCannotRunIsOneLine) {
-  const std::string plan = WriteJson("p.json", {{"mesh", {{"data", 2}}}, {"global_batch_size", 4}, {"seq_len", 64}});
+  const std::string plan = WriteJson("p.json", {{"mesh", {{"tensor", 2}}}, {"global_batch_size", 4}, {"seq_len", 64}});
   const CliResult r = RunShardsim({"run", "--model", "tiny-moe", "--plan", plan, "--steps", "1"});
   ASSERT_TRUE(r.exited) << r.command;
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("shardsim-runtime: error: model: mixture-of-experts"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("shardsim-runtime: error: plan:/mesh/tensor: tensor parallelism of MoE layers"), std::string::npos) << r.err;
 }
 
 TEST_F(RunCliTest, BadPlansStopBeforeLaunching) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -38,6 +39,15 @@ ModelSpec TestModel() {
   return m;
 }
 
+// tiny-moe's shape, as narrow: the first layer dense, then MoE layers of 4 experts (top-2, width
+// 32) and one shared expert.
+ModelSpec TestMoeModel() {
+  ModelSpec m = TestModel();
+  m.name = "mpi-test-moe";
+  m.moe = MoeSpec{.num_experts = 4, .top_k = 2, .num_shared_experts = 1, .expert_ffn_hidden_size = 32, .first_dense_layers = 1, .layer_interval = 1};
+  return m;
+}
+
 struct Case {
   std::string name;
   MeshShape mesh;
@@ -46,6 +56,7 @@ struct Case {
   bool sequence_parallel = false;
   int64_t zero_stage = 0;
   int64_t micro_batch_size = 1;
+  bool moe = false;
 };
 
 PlanSpec PlanOf(const Case& c) {
@@ -61,10 +72,18 @@ PlanSpec PlanOf(const Case& c) {
   return p;
 }
 
-MeshShape Mesh(int64_t data, int64_t tensor, int64_t pipeline, int64_t context = 1, int64_t fsdp = 1) {
+MeshShape Mesh(int64_t data, int64_t tensor, int64_t pipeline, int64_t context = 1, int64_t fsdp = 1, int64_t expert = 1) {
   MeshShape m;
-  m.data = data, m.tensor = tensor, m.pipeline = pipeline, m.context = context, m.fsdp = fsdp;
+  m.data = data, m.tensor = tensor, m.pipeline = pipeline, m.context = context, m.fsdp = fsdp, m.expert = expert;
   return m;
+}
+
+// An MoE model's case: mesh data x expert x pipeline x context x fsdp.
+Case Moe(std::string name, int64_t data, int64_t expert, int64_t pipeline = 1, int64_t context = 1, int64_t fsdp = 1, int64_t zero_stage = 0) {
+  Case c{std::move(name), Mesh(data, 1, pipeline, context, fsdp, expert)};
+  c.zero_stage = zero_stage;
+  c.moe = true;
+  return c;
 }
 
 std::vector<Case> Cases() {
@@ -103,6 +122,17 @@ std::vector<Case> Cases() {
       {"data_zero2_pipeline", Mesh(2, 1, 2), PipelineSchedule::kOneFOneB, 1, false, 2},
       {"fsdp_tensor_pipeline", Mesh(1, 2, 2, 1, 2), PipelineSchedule::kOneFOneB, 1, true},
       {"fsdp4_tensor2_zero3", Mesh(1, 2, 1, 1, 4), PipelineSchedule::kOneFOneB, 1, true, 3},
+      Moe("moe_data", 2, 1),
+      Moe("moe_expert", 1, 2),
+      Moe("moe_context", 1, 1, 1, 2),
+      Moe("moe_expert_data", 2, 2),
+      Moe("moe_expert4", 1, 4),
+      Moe("moe_expert_pipeline", 1, 2, 2),
+      Moe("moe_expert_context", 1, 2, 1, 2),
+      Moe("moe_expert_fsdp_zero3", 1, 2, 1, 1, 2, 3),
+      Moe("moe_expert_data_zero1", 2, 2, 1, 1, 1, 1),
+      Moe("moe_expert_data_pipeline", 2, 2, 2),
+      Moe("moe_expert4_data2", 2, 4),
   };
 }
 
@@ -111,7 +141,7 @@ class MpiEquivalenceTest : public ::testing::TestWithParam<Case> {};
 TEST_P(MpiEquivalenceTest, LossesAndParametersMatchOneRank) {
   const Case& c = GetParam();
   if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
-  const ModelSpec model = TestModel();
+  const ModelSpec model = c.moe ? TestMoeModel() : TestModel();
   const Corpus corpus(std::string(ShippedCorpus()), 32);
   TrainOptions options;
   PlanSpec reference_plan = PlanOf(c);
@@ -205,13 +235,13 @@ TEST(MpiRuntimeTest, ResumingFromACheckpointIsBitIdentical) {
 // them whole on every tensor rank, the program shards the vocabulary.)
 TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
   if (WorldSize() != 2) GTEST_SKIP() << "a 2-rank check";
-  const ModelSpec model = TestModel();
   const Corpus corpus(std::string(ShippedCorpus()), 32);
   for (const Case& c : {Case{"tensor_sequence", Mesh(1, 2, 1), PipelineSchedule::kOneFOneB, 1, true}, Case{"tensor", Mesh(1, 2, 1)},
                         Case{"data", Mesh(2, 1, 1)}, Case{"data_zero1", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 1},
                         Case{"data_zero2_mbs2", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 2, 2},
                         Case{"data_zero3", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 3},
-                        Case{"fsdp", Mesh(1, 1, 1, 1, 2)}}) {
+                        Case{"fsdp", Mesh(1, 1, 1, 1, 2)}, Moe("moe_expert", 1, 2)}) {
+    const ModelSpec model = c.moe ? TestMoeModel() : TestModel();
     PlanSpec plan = PlanOf(c);
     plan.dtype = "fp32";  // the runtime's activations: 4 bytes an element in the program's sizes
     Trainer trainer(model, plan, TrainOptions{}, MPI_COMM_WORLD, corpus);
@@ -222,15 +252,19 @@ TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
 
     const strategies::StepProgram program = strategies::BuildStep(model, plan);
     const strategies::Stage& stage = program.stages[0];
-    const strategies::LayerProgram& dense = program.layer_programs[0];
-    ASSERT_EQ(dense.name, "dense");
     std::vector<IssuedCollective> want, want_gathers, want_scatters;
     for (const strategies::Task& task : stage.tasks) {
       if (task.phase == strategies::Phase::kBackwardWeight) continue;  // computed with B here
-      int64_t layers = 0;
-      for (const auto& [index, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) layers += index == 0 ? count : 0;
-      for (int64_t l = 0; l < layers; ++l) {
-        for (const strategies::Op& op : dense.ops) {
+      // The chunk's transformer layers (dense or MoE programs), backward in reverse.
+      std::vector<const strategies::LayerProgram*> layers;
+      for (const auto& [index, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) {
+        const strategies::LayerProgram& lp = program.layer_programs[static_cast<size_t>(index)];
+        if (lp.name != "dense" && lp.name != "moe") continue;
+        for (int64_t l = 0; l < count; ++l) layers.push_back(&lp);
+      }
+      if (task.phase != strategies::Phase::kForward) std::reverse(layers.begin(), layers.end());
+      for (const strategies::LayerProgram* layer : layers) {
+        for (const strategies::Op& op : layer->ops) {
           if (!op.is_comm()) continue;
           // The runtime computes weight gradients (W) with the input gradients (B).
           const bool in_task = op.phase == task.phase || (task.phase == strategies::Phase::kBackwardInput && op.phase == strategies::Phase::kBackwardWeight);
@@ -238,6 +272,9 @@ TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
           // Tensor ops: activations in fp32. Sharded-parameter ops: bf16 in the program.
           if (op.stream == strategies::Stream::kTensor && op.phase == task.phase) {
             want.push_back({op.collective, op.axes, static_cast<int64_t>(op.comm_bytes / 4), op.name});
+          } else if (op.stream == strategies::Stream::kExpert && op.phase == task.phase) {
+            // Dropless routing: the all-to-all sizes follow the routing, not the capacity factor.
+            want.push_back({op.collective, op.axes, -1, op.name});
           } else if (op.stream == strategies::Stream::kData && op.collective == CollectiveOp::kAllGather) {
             want_gathers.push_back({op.collective, op.axes, static_cast<int64_t>(op.comm_bytes / 2), op.name});
           } else if (op.stream == strategies::Stream::kData && op.collective == CollectiveOp::kReduceScatter) {
@@ -275,7 +312,7 @@ TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_EQ(layer_ops[i].op, want[i].op) << c.name << " #" << i << " " << layer_ops[i].what << " vs " << want[i].what;
       EXPECT_EQ(layer_ops[i].axes, want[i].axes) << c.name << " #" << i;
-      EXPECT_EQ(layer_ops[i].elements, want[i].elements) << c.name << " #" << i << " " << layer_ops[i].what;
+      if (want[i].elements >= 0) EXPECT_EQ(layer_ops[i].elements, want[i].elements) << c.name << " #" << i << " " << layer_ops[i].what;
     }
     // The step's data-parallel ops: same kinds and axes, in order; sizes as the parameters held.
     std::vector<const strategies::Op*> program_step;

@@ -1,0 +1,193 @@
+#include "runtime/moe_layer.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "runtime/linear.h"
+#include "runtime/moe_dispatch.h"
+#include "runtime/router.h"
+#include "runtime/swiglu.h"
+
+namespace shardsim::runtime {
+namespace {
+
+size_t Size(int64_t a, int64_t b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
+
+}  // namespace
+
+MoeLayer::MoeLayer(const ModelSpec& model, MeshComms& comms, float aux_coeff) : comms_(comms) {
+  SHARDSIM_CHECK(model.moe.has_value(), "an MoE model");
+  d_ = model.hidden_size;
+  e_ = model.moe->num_experts;
+  k_ = model.moe->top_k;
+  fe_ = model.moe->expert_ffn_hidden_size;
+  fs_ = model.moe->num_shared_experts * fe_;
+  ranks_ = comms.GroupSize({"expert"});
+  SHARDSIM_CHECK(e_ % ranks_ == 0, "expert must divide the experts");
+  local_experts_ = e_ / ranks_;
+  first_expert_ = comms.GroupRank({"expert"}) * local_experts_;
+  aux_coeff_ = aux_coeff;
+}
+
+void MoeLayer::Exchange(std::vector<float>& out, const std::vector<float>& in, const MoeSaved& s, bool reverse, const std::string& what) {
+  std::vector<int> send(s.send_counts), receive(s.receive_counts);
+  if (reverse) std::swap(send, receive);
+  int64_t total = 0;
+  for (int& c : send) c *= static_cast<int>(d_);
+  for (int& c : receive) c *= static_cast<int>(d_), total += c;
+  out.resize(static_cast<size_t>(total));
+  comms_.AllToAllV(out.data(), receive, in.data(), send, {"expert"}, what);
+}
+
+void MoeLayer::ToExpertMajor(std::vector<std::vector<float>>& per_expert, const std::vector<float>& received, const MoeSaved& s) {
+  per_expert.assign(static_cast<size_t>(local_experts_), {});
+  size_t at = 0;
+  for (int64_t src = 0; src < ranks_; ++src) {
+    for (int64_t el = 0; el < local_experts_; ++el) {
+      const size_t n = Size(s.expert_rows[static_cast<size_t>(src * local_experts_ + el)], d_);
+      std::vector<float>& dst = per_expert[static_cast<size_t>(el)];
+      dst.insert(dst.end(), received.begin() + static_cast<std::ptrdiff_t>(at), received.begin() + static_cast<std::ptrdiff_t>(at + n));
+      at += n;
+    }
+  }
+}
+
+void MoeLayer::FromExpertMajor(std::vector<float>& received, const std::vector<std::vector<float>>& per_expert, const MoeSaved& s) {
+  received.clear();
+  std::vector<size_t> taken(static_cast<size_t>(local_experts_), 0);
+  for (int64_t src = 0; src < ranks_; ++src) {
+    for (int64_t el = 0; el < local_experts_; ++el) {
+      const size_t n = Size(s.expert_rows[static_cast<size_t>(src * local_experts_ + el)], d_);
+      const std::vector<float>& rows = per_expert[static_cast<size_t>(el)];
+      size_t& from = taken[static_cast<size_t>(el)];
+      received.insert(received.end(), rows.begin() + static_cast<std::ptrdiff_t>(from), rows.begin() + static_cast<std::ptrdiff_t>(from + n));
+      from += n;
+    }
+  }
+}
+
+double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w, MoeSaved& s,
+                         const std::function<void(const char*, const char*)>& op, const std::string& where) {
+  const int D = static_cast<int>(d_), E = static_cast<int>(e_), K = static_cast<int>(k_), Fe = static_cast<int>(fe_), Fs = static_cast<int>(fs_);
+  const int n = t * K;
+  op("router", "compute");
+  std::vector<float> logits(Size(t, E));
+  LinearForward(logits.data(), h, w.router, t, D, E);
+  s.probs.resize(Size(t, E));
+  s.top.resize(static_cast<size_t>(n));
+  s.gates.resize(static_cast<size_t>(n));
+  RouterForward(s.probs.data(), s.top.data(), s.gates.data(), logits.data(), t, E, K);
+  // The balancing loss counts the whole micro-batch: context ranks hold its other tokens.
+  s.counts.resize(static_cast<size_t>(E));
+  RouterExpertCounts(s.counts.data(), s.top.data(), t, E, K);
+  std::vector<double> counts(s.counts.begin(), s.counts.end());
+  comms_.AllReduceSum(counts.data(), E, {"context"}, where + " router counts all-reduce");
+  for (int e = 0; e < E; ++e) s.counts[static_cast<size_t>(e)] = static_cast<int64_t>(counts[static_cast<size_t>(e)] + 0.5);
+  const double aux = weight * RouterAuxLoss(s.probs.data(), s.counts.data(), t, E, K, static_cast<double>(batch_tokens), aux_coeff_);
+
+  op("ep_dispatch", "expert");
+  s.offsets.resize(static_cast<size_t>(E) + 1);
+  s.assignments.resize(static_cast<size_t>(n));
+  BuildExpertDispatch(s.offsets.data(), s.assignments.data(), s.top.data(), t, E, K);
+  std::vector<float> rows(Size(n, D));
+  DispatchGatherForward(rows.data(), h, s.assignments.data(), n, K, D);
+  // Rows per expert, told to the expert ranks so that they know what arrives.
+  std::vector<int> per_expert(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e) per_expert[static_cast<size_t>(e)] = s.offsets[static_cast<size_t>(e) + 1] - s.offsets[static_cast<size_t>(e)];
+  s.expert_rows.assign(static_cast<size_t>(E), 0);
+  comms_.AllToAll(s.expert_rows.data(), per_expert.data(), static_cast<int>(local_experts_), {"expert"}, where + " expert row counts all-to-all");
+  s.send_counts.assign(static_cast<size_t>(ranks_), 0);
+  s.receive_counts.assign(static_cast<size_t>(ranks_), 0);
+  for (int64_t r = 0; r < ranks_; ++r) {
+    for (int64_t el = 0; el < local_experts_; ++el) {
+      s.send_counts[static_cast<size_t>(r)] += per_expert[static_cast<size_t>(r * local_experts_ + el)];
+      s.receive_counts[static_cast<size_t>(r)] += s.expert_rows[static_cast<size_t>(r * local_experts_ + el)];
+    }
+  }
+  std::vector<float> received;
+  Exchange(received, rows, s, false, where + " expert dispatch all-to-all");
+  ToExpertMajor(s.x, received, s);
+
+  const size_t le = static_cast<size_t>(local_experts_);
+  s.g.assign(le, {}), s.u.assign(le, {}), s.act.assign(le, {});
+  std::vector<std::vector<float>> out(le);
+  op("experts_up", "compute");
+  for (size_t el = 0; el < le; ++el) {
+    const int rows_e = static_cast<int>(s.x[el].size() / Size(1, D));
+    s.g[el].resize(Size(rows_e, Fe)), s.u[el].resize(Size(rows_e, Fe)), s.act[el].resize(Size(rows_e, Fe));
+    LinearForward(s.g[el].data(), s.x[el].data(), w.gate[el], rows_e, D, Fe);
+    LinearForward(s.u[el].data(), s.x[el].data(), w.up[el], rows_e, D, Fe);
+  }
+  op("experts_activation", "compute");
+  for (size_t el = 0; el < le; ++el) SwigluForward(s.act[el].data(), s.g[el].data(), s.u[el].data(), static_cast<int>(s.g[el].size() / Size(1, Fe)), Fe);
+  op("experts_down", "compute");
+  for (size_t el = 0; el < le; ++el) {
+    const int rows_e = static_cast<int>(s.act[el].size() / Size(1, Fe));
+    out[el].resize(Size(rows_e, D));
+    LinearForward(out[el].data(), s.act[el].data(), w.down[el], rows_e, Fe, D);
+  }
+  op("ep_combine", "expert");
+  FromExpertMajor(received, out, s);
+  Exchange(s.expert_out, received, s, true, where + " expert combine all-to-all");
+  op("moe_combine", "compute");
+  std::fill(y, y + Size(t, D), 0.0f);
+  CombineForward(y, s.expert_out.data(), s.gates.data(), s.assignments.data(), n, K, D);
+  if (Fs > 0) {
+    op("shared_expert", "compute");
+    s.shared_gate.resize(Size(t, Fs)), s.shared_up.resize(Size(t, Fs)), s.shared_act.resize(Size(t, Fs));
+    LinearForward(s.shared_gate.data(), h, w.shared_gate, t, D, Fs);
+    LinearForward(s.shared_up.data(), h, w.shared_up, t, D, Fs);
+    SwigluForward(s.shared_act.data(), s.shared_gate.data(), s.shared_up.data(), t, Fs);
+    std::vector<float> shared(Size(t, D));
+    LinearForward(shared.data(), s.shared_act.data(), w.shared_down, t, Fs, D);
+    for (size_t i = 0; i < shared.size(); ++i) y[i] += shared[i];
+  }
+  return aux;
+}
+
+void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w,
+                        const MoeWeights& dw, MoeSaved& s, const std::function<void(const char*, const char*)>& op, const std::string& where) {
+  const int D = static_cast<int>(d_), E = static_cast<int>(e_), K = static_cast<int>(k_), Fe = static_cast<int>(fe_), Fs = static_cast<int>(fs_);
+  const int n = t * K;
+  if (Fs > 0) {
+    op("shared_expert_grad", "compute");
+    std::vector<float> dact(Size(t, Fs), 0.0f), dg(Size(t, Fs)), du(Size(t, Fs));
+    LinearBackward(dact.data(), dw.shared_down, dy, s.shared_act.data(), w.shared_down, t, Fs, D);
+    SwigluBackward(dg.data(), du.data(), dact.data(), s.shared_gate.data(), s.shared_up.data(), t, Fs);
+    LinearBackward(dh, dw.shared_gate, dg.data(), h, w.shared_gate, t, D, Fs);
+    LinearBackward(dh, dw.shared_up, du.data(), h, w.shared_up, t, D, Fs);
+  }
+  op("moe_combine_grad", "compute");
+  std::vector<float> d_out(Size(n, D)), d_gates(static_cast<size_t>(n), 0.0f);
+  CombineBackward(d_out.data(), d_gates.data(), dy, s.expert_out.data(), s.gates.data(), s.assignments.data(), n, K, D);
+  op("ep_combine_grad", "expert");
+  std::vector<float> received;
+  Exchange(received, d_out, s, false, where + " expert combine gradient all-to-all");
+  std::vector<std::vector<float>> d_per;
+  ToExpertMajor(d_per, received, s);
+  op("experts_grad", "compute");
+  const size_t le = static_cast<size_t>(local_experts_);
+  std::vector<std::vector<float>> dx(le);
+  for (size_t el = 0; el < le; ++el) {
+    const int rows_e = static_cast<int>(s.x[el].size() / Size(1, D));
+    std::vector<float> dact(Size(rows_e, Fe), 0.0f), dg(Size(rows_e, Fe)), du(Size(rows_e, Fe));
+    LinearBackward(dact.data(), dw.down[el], d_per[el].data(), s.act[el].data(), w.down[el], rows_e, Fe, D);
+    SwigluBackward(dg.data(), du.data(), dact.data(), s.g[el].data(), s.u[el].data(), rows_e, Fe);
+    dx[el].assign(Size(rows_e, D), 0.0f);
+    LinearBackward(dx[el].data(), dw.gate[el], dg.data(), s.x[el].data(), w.gate[el], rows_e, D, Fe);
+    LinearBackward(dx[el].data(), dw.up[el], du.data(), s.x[el].data(), w.up[el], rows_e, D, Fe);
+  }
+  op("ep_dispatch_grad", "expert");
+  FromExpertMajor(received, dx, s);
+  std::vector<float> d_rows;
+  Exchange(d_rows, received, s, true, where + " expert dispatch gradient all-to-all");
+  DispatchGatherBackward(dh, d_rows.data(), s.assignments.data(), n, K, D);
+  op("router_grad", "compute");
+  std::vector<float> d_logits(Size(t, E), 0.0f);
+  RouterGatesBackward(d_logits.data(), d_gates.data(), s.top.data(), s.gates.data(), t, E, K);
+  RouterAuxLossBackward(d_logits.data(), s.probs.data(), s.counts.data(), t, E, K, static_cast<double>(batch_tokens),
+                        static_cast<float>(aux_coeff_ * weight));
+  LinearBackward(dh, dw.router, d_logits.data(), h, w.router, t, D, E);
+}
+
+}  // namespace shardsim::runtime

@@ -1,0 +1,69 @@
+// A mixture-of-experts MLP block (GShard; Mixtral; DeepSeekMoE's shared expert) on one rank, with
+// expert parallelism: the E routed experts are split over the `expert` axis (E/e each, rank r
+// holding experts [r E/e, (r+1) E/e)), and the token copies routed to them travel by all-to-all.
+//
+// Forward on the T tokens of a micro-batch this rank holds, h [T, D] (after the MLP norm):
+//   router logits = h W_router [D, E]; softmax; top-k experts per token with gates renormalised
+//   over the k; load-balancing loss (Switch Transformer) from the micro-batch's expert counts
+//   (summed over context, whose ranks hold the same sequences' other tokens);
+//   the T k token copies grouped by expert, all-to-all over expert (dispatch), each local expert's
+//   SwiGLU MLP on its rows, all-to-all back (combine), y = sum of gate x expert output, plus the
+//   shared experts' SwiGLU MLP on every token. Backward is the mirror, with the same all-to-alls.
+// Dropless: every routed copy is computed (no capacity limit), so the all-to-all sizes follow the
+// routing; the step program costs them at its capacity factor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "runtime/comm.h"
+
+namespace shardsim::runtime {
+
+// Pointers to one MoE layer's weights (or their gradients), as this rank holds them.
+struct MoeWeights {
+  float* router = nullptr;                          // [D, E]
+  float *shared_gate = nullptr, *shared_up = nullptr, *shared_down = nullptr;  // [D, Fs], [D, Fs], [Fs, D]
+  std::vector<float*> gate, up, down;               // per local expert: [D, Fe], [D, Fe], [Fe, D]
+};
+
+// What the backward needs from the forward.
+struct MoeSaved {
+  std::vector<float> probs, gates, expert_out, shared_gate, shared_up, shared_act;
+  std::vector<int32_t> top, offsets, assignments;
+  std::vector<int64_t> counts;             // per expert over the micro-batch
+  std::vector<int> send_counts, receive_counts;  // rows per expert rank (all-to-all)
+  std::vector<int> expert_rows;            // rows per (source rank, local expert), source-major
+  std::vector<std::vector<float>> x, g, u, act;  // per local expert: its input rows, gate, up, activation
+};
+
+class MoeLayer {
+ public:
+  // `aux_coeff`: the load-balancing loss's coefficient.
+  MoeLayer(const ModelSpec& model, MeshComms& comms, float aux_coeff);
+  int64_t local_experts() const { return local_experts_; }
+  int64_t first_expert() const { return first_expert_; }
+  // y [T, D] overwritten with the block's output for h [T, D]. Returns this rank's share of the
+  // load-balancing loss for the micro-batch of `batch_tokens` tokens, times `weight` (the micro-
+  // batch's share of the step's loss). `op(name)` opens a trace span.
+  double Forward(float* y, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w, MoeSaved& s,
+                 const std::function<void(const char*, const char*)>& op, const std::string& where);
+  // dh [T, D] += the gradient through the block for dy [T, D]; gradients accumulate into `dw`.
+  void Backward(float* dh, const float* dy, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w, const MoeWeights& dw,
+                MoeSaved& s, const std::function<void(const char*, const char*)>& op, const std::string& where);
+
+ private:
+  // rows [n, D] in this rank's dispatch order -> the expert ranks, or back (reverse = true).
+  void Exchange(std::vector<float>& out, const std::vector<float>& in, const MoeSaved& s, bool reverse, const std::string& what);
+  // Between source-major received rows and expert-major rows (and back).
+  void ToExpertMajor(std::vector<std::vector<float>>& per_expert, const std::vector<float>& received, const MoeSaved& s);
+  void FromExpertMajor(std::vector<float>& received, const std::vector<std::vector<float>>& per_expert, const MoeSaved& s);
+  int64_t d_ = 0, e_ = 0, k_ = 0, fe_ = 0, fs_ = 0;
+  int64_t ranks_ = 1, local_experts_ = 0, first_expert_ = 0;
+  float aux_coeff_ = 0;
+  MeshComms& comms_;
+};
+
+}  // namespace shardsim::runtime
