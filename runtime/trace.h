@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardsim::runtime {
@@ -22,9 +23,19 @@ class Tracer {
  public:
   Tracer() : origin_(std::chrono::steady_clock::now()) {}
   double Now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count(); }
+  // Every span counts towards its category's total; it is kept as an event when enabled.
   void Add(std::string key, std::string category, double start_s, double end_s) {
+    totals_[category] += end_s - start_s;
     if (enabled_) events_.push_back({std::move(key), std::move(category), start_s, end_s - start_s});
   }
+  // Moves `seconds` of a span's time from one category's total to another's (time spent waiting
+  // inside a span of another kind, as ring attention's transfers inside its compute span).
+  void Reassign(const std::string& from, const std::string& to, double seconds) {
+    totals_[from] -= seconds;
+    totals_[to] += seconds;
+  }
+  // Seconds per category since the last call, and a fresh start.
+  std::map<std::string, double> TakeTotals() { return std::exchange(totals_, {}); }
   void set_enabled(bool enabled) { enabled_ = enabled; }
   bool enabled() const { return enabled_; }
   const std::vector<TraceEvent>& events() const { return events_; }
@@ -33,15 +44,17 @@ class Tracer {
   std::chrono::steady_clock::time_point origin_;
   bool enabled_ = false;
   std::vector<TraceEvent> events_;
+  std::map<std::string, double> totals_;
 };
 
-// Records [construction, destruction) as one event when the tracer is enabled.
+// Times [construction, destruction) into the tracer's category totals, and records it as one
+// event when the tracer is enabled.
 class TraceSpan {
  public:
   TraceSpan(Tracer* tracer, std::string key, std::string category)
-      : tracer_(tracer), key_(std::move(key)), category_(std::move(category)), start_s_(tracer && tracer->enabled() ? tracer->Now() : 0) {}
+      : tracer_(tracer), key_(std::move(key)), category_(std::move(category)), start_s_(tracer ? tracer->Now() : 0) {}
   ~TraceSpan() {
-    if (tracer_ && tracer_->enabled()) tracer_->Add(std::move(key_), std::move(category_), start_s_, tracer_->Now());
+    if (tracer_) tracer_->Add(std::move(key_), std::move(category_), start_s_, tracer_->Now());
   }
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;

@@ -98,16 +98,12 @@ StepRecord Trainer::Step() {
     if (task.phase == strategies::Phase::kForward) {
       if (part == 0 || part == parts - 1) load(task.microbatch);
       if (part > 0) {
-        const double t0 = Now();
         const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_forward/" + std::to_string(task.microbatch), "pipeline");
         comms_.Receive(in.data(), local, comms_.PipelinePeer((part - 1) % p), Tag(part, false),
                        "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
-        record.category_s["pipeline"] += Now() - t0;
       }
       outbox.emplace_back(static_cast<size_t>(local));
-      const double t0 = Now();
       loss += m.Forward(task.chunk, task.microbatch, in.data(), outbox.back().data(), ids.data(), targets.data(), normaliser);
-      record.category_s["compute"] += Now() - t0;
       if (part < parts - 1) {
         requests.emplace_back();
         CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part + 1) % p),
@@ -118,18 +114,16 @@ StepRecord Trainer::Step() {
       }
     } else {
       if (part < parts - 1) {
-        const double t0 = Now();
         const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_backward/" + std::to_string(task.microbatch), "pipeline");
         comms_.Receive(grad.data(), local, comms_.PipelinePeer((part + 1) % p), Tag(part, true),
                        "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
-        record.category_s["pipeline"] += Now() - t0;
       }
       outbox.emplace_back(static_cast<size_t>(local));
-      const double t0 = Now();
       const bool last_backward = ++backwards_done[static_cast<size_t>(task.chunk)] == microbatches;
-      m.Backward(task.chunk, task.microbatch, grad.data(), outbox.back().data(),
-                 [&](int bucket) { data_parallel_->GradientsDone(bucket, last_backward); });
-      record.category_s["compute"] += Now() - t0;
+      m.Backward(task.chunk, task.microbatch, grad.data(), outbox.back().data(), [&](int bucket) {
+        const TraceSpan span(&tracer_, std::to_string(stage) + "/-/dp_bucket_start/" + std::to_string(task.microbatch), "data");
+        data_parallel_->GradientsDone(bucket, last_backward);
+      });
       if (part > 0) {
         requests.emplace_back();
         CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part - 1) % p),
@@ -138,7 +132,10 @@ StepRecord Trainer::Step() {
       }
     }
   }
-  for (MPI_Request& request : requests) comms_.Wait(&request, "pipeline send");
+  {
+    const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_send_wait/-", "pipeline");
+    for (MPI_Request& request : requests) comms_.Wait(&request, "pipeline send");
+  }
   Optimize(record);
   // The loss lives on the last stage; every rank reports the total.
   {
@@ -148,6 +145,12 @@ StepRecord Trainer::Step() {
   }
   record.loss = loss;
   record.step_time_s = Now() - start;
+  // Per category: the sum of the step's op spans; "other" is the rest of the step (batch loading,
+  // bookkeeping, the loss all-reduce).
+  record.category_s = tracer_.TakeTotals();
+  double covered = 0;
+  for (const auto& [category, seconds] : record.category_s) covered += seconds;
+  record.category_s["other"] = std::max(0.0, record.step_time_s - covered);
   ++step_;
   return record;
 }
@@ -156,11 +159,8 @@ void Trainer::Optimize(StepRecord& record) {
   StageModel& m = *model_;
   const std::string stage = std::to_string(comms_.Coordinate("pipeline"));
   std::optional<TraceSpan> span(std::in_place, &tracer_, stage + "/-/dp_reduce/-", "data");
-  double t0 = Now();
   std::vector<float>& g = data_parallel_->ReducedGradients();
-  record.category_s["data"] += Now() - t0;
   span.emplace(&tracer_, stage + "/-/optimizer/-", "optimizer");
-  t0 = Now();
   const std::vector<DataParallel::Range>& ranges = data_parallel_->OptimizerRanges();
   const int64_t tensor_rank = comms_.Coordinate("tensor");
   // Visits the parts of every tensor inside this rank's optimizer ranges: (tensor, flat begin,
@@ -195,11 +195,8 @@ void Trainer::Optimize(StepRecord& record) {
     if (!pt.decay) config.weight_decay = 0;
     AdamWStep(params.data() + lo, adam_m_.data() + at, adam_v_.data() + at, g.data() + at, hi - lo, config, step_ + 1);
   });
-  record.category_s["optimizer"] += Now() - t0;
   span.emplace(&tracer_, stage + "/-/zero_param_allgather/-", "data");
-  t0 = Now();
   data_parallel_->AfterOptimizer();
-  record.category_s["data"] += Now() - t0;
 }
 
 namespace {

@@ -33,9 +33,11 @@ struct StepRecord {
   double loss = 0;         // mean next-token cross-entropy over the global batch, nats
   double grad_norm = 0;    // before clipping
   double step_time_s = 0;  // wall, this rank
-  // "compute": the layers' forward and backward, with the tensor and context collectives inside
-  // them (the trace separates those); "tensor": replicated weights' gradient sums; "pipeline":
-  // waits for stage inputs; "data": gradient reduction and ZeRO gathers; "optimizer".
+  // Seconds per category, summed from the step's op spans (the trace's categories): "compute"
+  // (kernels), "tensor" (tensor/sequence-parallel collectives), "context" (ring attention waits
+  // not hidden under its blocks), "expert" (all-to-all dispatch and combine with their
+  // reordering), "pipeline" (waits for stage inputs and sends), "data" (gradient reduction,
+  // parameter gathers), "optimizer", and "other" (the rest of the step's wall time).
   std::map<std::string, double> category_s;
 };
 
