@@ -20,9 +20,18 @@ namespace shardsim::runtime {
 using Buffer = std::vector<float>;
 
 // What one layer's backward needs from its forward (T tokens of the micro-batch, Tl held).
+// A weight gradient left for the W task (zero-bubble schedules): dW += x^T dy.
+struct StageModel::Deferred {
+  int weight = -1;
+  const float* x = nullptr;  // a buffer of the layer's saved activations
+  Buffer dy;
+  int t = 0, in = 0, out = 0;
+};
+
 struct StageModel::LayerSaved {
   Buffer x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act;
   MoeSaved moe;
+  std::vector<Deferred> deferred;
 };
 
 struct StageModel::Saved {
@@ -178,6 +187,15 @@ MoeWeights StageModel::MoePointers(const LayerIds& id, bool gradients) {
   return w;
 }
 
+void StageModel::LinearGrad(float* dx, int weight, const float* dy, const float* x, int t, int in, int out, LayerSaved& s) {
+  if (defer_weights_) {
+    LinearBackward(dx, nullptr, dy, x, P(weight), t, in, out);
+    s.deferred.push_back({weight, x, Buffer(dy, dy + static_cast<size_t>(t) * static_cast<size_t>(out)), t, in, out});
+  } else {
+    LinearBackward(dx, G(weight), dy, x, P(weight), t, in, out);
+  }
+}
+
 int64_t StageModel::PartOfChunk(int64_t chunk) const { return chunk * plan_.mesh.pipeline + stage_; }
 
 void StageModel::ToFull(float* full, const float* local, const std::string& what) {
@@ -302,12 +320,12 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   } else {
     op("mlp_down_dgrad", "compute");
     Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
-    LinearBackward(dact.data(), G(id.wdown), dfull.data(), s.act.data(), P(id.wdown), T, F, D);
+    LinearGrad(dact.data(), id.wdown, dfull.data(), s.act.data(), T, F, D, s);
     op("mlp_activation_grad", "compute");
     SwigluBackward(dgate.data(), dup.data(), dact.data(), s.gate.data(), s.up.data(), T, F);
     op("mlp_up_dgrad", "compute");
-    LinearBackward(dh2_full.data(), G(id.wgate), dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
-    LinearBackward(dh2_full.data(), G(id.wup), dup.data(), s.h2_full.data(), P(id.wup), T, D, F);
+    LinearGrad(dh2_full.data(), id.wgate, dgate.data(), s.h2_full.data(), T, D, F, s);
+    LinearGrad(dh2_full.data(), id.wup, dup.data(), s.h2_full.data(), T, D, F, s);
   }
   op("tp_enter_mlp_grad", "tensor");
   Buffer dh2(static_cast<size_t>(Tl) * D);
@@ -320,7 +338,7 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   GradToFull(dfull.data(), dx2.data(), where + " attention output gradient all-gather");
   op("attention_out_dgrad", "compute");
   Buffer d_o(static_cast<size_t>(T) * Hl * K, 0.0f);
-  LinearBackward(d_o.data(), G(id.wo), dfull.data(), s.o.data(), P(id.wo), T, Hl * K, D);
+  LinearGrad(d_o.data(), id.wo, dfull.data(), s.o.data(), T, Hl * K, D, s);
   op("attention_grad", "compute");
   const int S = static_cast<int>(plan_.seq_len / c_);
   const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
@@ -337,9 +355,9 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
   op("qkv_dgrad", "compute");
   Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
-  LinearBackward(dh_full.data(), G(id.wq), dq.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
-  LinearBackward(dh_full.data(), G(id.wk), dk.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
-  LinearBackward(dh_full.data(), G(id.wv), dv.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
+  LinearGrad(dh_full.data(), id.wq, dq.data(), s.h_full.data(), T, D, Hl * K, s);
+  LinearGrad(dh_full.data(), id.wk, dk.data(), s.h_full.data(), T, D, Gl * K, s);
+  LinearGrad(dh_full.data(), id.wv, dv.data(), s.h_full.data(), T, D, Gl * K, s);
   op("tp_enter_attention_grad", "tensor");
   Buffer dh(static_cast<size_t>(Tl) * D);
   GradToLocal(dh.data(), dh_full.data(), where + " attention input gradient " + (sp_ ? "reduce-scatter" : "all-reduce"));
@@ -406,7 +424,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   return loss + aux_loss_;
 }
 
-void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int)>& done) {
+void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int)>& done, bool defer_weights) {
   auto report = [&done](int bucket) {
     if (done) done(bucket);
   };
@@ -418,6 +436,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   SHARDSIM_CHECK(it != saved_.end(), "backward before forward");
   Saved& s = *it->second;
   current_mb_ = mb;
+  defer_weights_ = defer_weights;
   const int64_t part = PartOfChunk(chunk);
   const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
   Buffer dx(static_cast<size_t>(Tl) * D, 0.0f);
@@ -453,7 +472,9 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     const int64_t layer = l0 + static_cast<int64_t>(i);
     for (size_t b = 0; b < layer_buckets_.at(layer).size(); ++b) Use(order, next++);
     LayerBackward(layer, dx.data(), s.layers[i]);
-    for (int bucket : layer_buckets_.at(layer)) report(bucket);
+    if (!defer_weights) {
+      for (int bucket : layer_buckets_.at(layer)) report(bucket);
+    }
   }
   if (part == 0) {
     Use(order, next++);  // the embedding's backward reads no parameter, but its gather keeps the order
@@ -462,6 +483,26 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     report(embedding_bucket_);
   } else {
     std::copy(dx.begin(), dx.end(), din);
+  }
+  defer_weights_ = false;
+  if (!defer_weights) saved_.erase(it);
+}
+
+void StageModel::BackwardWeight(int64_t chunk, int64_t mb, const std::function<void(int)>& done) {
+  auto it = saved_.find({chunk, mb});
+  SHARDSIM_CHECK(it != saved_.end(), "weight gradients before the input gradients");
+  Saved& s = *it->second;
+  current_mb_ = mb;
+  const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
+  for (size_t i = s.layers.size(); i-- > 0;) {
+    const int64_t layer = l0 + static_cast<int64_t>(i);
+    {
+      const TraceSpan span(tracer_, Key(layer, "weight_grad"), "compute");
+      for (const Deferred& d : s.layers[i].deferred) LinearBackward(nullptr, G(d.weight), d.dy.data(), d.x, P(d.weight), d.t, d.in, d.out);
+    }
+    if (done) {
+      for (int bucket : layer_buckets_.at(layer)) done(bucket);
+    }
   }
   saved_.erase(it);
 }

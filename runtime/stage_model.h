@@ -94,8 +94,13 @@ class StageModel {
   // gradient to `din` (not for part 0); gradients accumulate into grads(). Frees the saved
   // activations.
   // `done(bucket)`, when given, is called as each bucket's gradients are complete for this
-  // micro-batch.
-  void Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int)>& done = nullptr);
+  // micro-batch. With `defer_weights` (zero-bubble schedules' B task) the transformer layers'
+  // weight gradients (their matmuls) are left for BackwardWeight, which reports the layers'
+  // buckets; MoE blocks, norms, embedding and head compute theirs here.
+  void Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int)>& done = nullptr,
+                bool defer_weights = false);
+  // The W task: the weight gradients Backward deferred for this chunk and micro-batch.
+  void BackwardWeight(int64_t chunk, int64_t mb, const std::function<void(int)>& done = nullptr);
 
   std::vector<float>& params() { return params_; }
   std::vector<float>& grads() { return grads_; }
@@ -113,6 +118,9 @@ class StageModel {
  private:
   struct Saved;  // activations of one chunk and micro-batch
   struct LayerSaved;
+  struct Deferred;
+  void LinearGrad(float* dx, int weight, const float* dy, const float* x, int t, int in, int out, LayerSaved& s);
+  bool defer_weights_ = false;
   void NewBucket(const std::string& name, bool expert);
   void Use(const std::vector<int>& order, size_t i) {
     if (param_use_) param_use_(order[i], i + 1 < order.size() ? order[i + 1] : -1);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -92,9 +93,23 @@ StepRecord Trainer::Step() {
   // the last micro-batch's backward (data parallelism), reduce-scattered per micro-batch (ZeRO-2,
   // ZeRO-3, FSDP).
   std::vector<int64_t> backwards_done(static_cast<size_t>(v), 0);
-  for (const strategies::Task& task : tasks) {
+  // A zero-bubble schedule runs a micro-batch's weight gradients (W) apart from its input
+  // gradients (B); where W follows its B at once, both are computed in the B task.
+  std::vector<int64_t> weights_done(static_cast<size_t>(v), 0);
+  std::set<std::pair<int64_t, int64_t>> deferred;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const strategies::Task& task = tasks[i];
     const int64_t part = m.PartOfChunk(task.chunk);
-    if (task.phase == strategies::Phase::kBackwardWeight) continue;  // weight gradients are computed with B
+    if (task.phase == strategies::Phase::kBackwardWeight) {
+      const bool last_weight = ++weights_done[static_cast<size_t>(task.chunk)] == microbatches;
+      if (deferred.erase({task.chunk, task.microbatch})) {
+        m.BackwardWeight(task.chunk, task.microbatch, [&](int bucket) {
+          const TraceSpan span(&tracer_, std::to_string(stage) + "/-/dp_bucket_start/" + std::to_string(task.microbatch), "data");
+          data_parallel_->GradientsDone(bucket, last_weight);
+        });
+      }
+      continue;
+    }
     if (task.phase == strategies::Phase::kForward) {
       if (part == 0 || part == parts - 1) load(task.microbatch);
       if (part > 0) {
@@ -120,10 +135,13 @@ StepRecord Trainer::Step() {
       }
       outbox.emplace_back(static_cast<size_t>(local));
       const bool last_backward = ++backwards_done[static_cast<size_t>(task.chunk)] == microbatches;
+      const bool defer = !(i + 1 < tasks.size() && tasks[i + 1].phase == strategies::Phase::kBackwardWeight &&
+                           tasks[i + 1].microbatch == task.microbatch && tasks[i + 1].chunk == task.chunk);
+      if (defer) deferred.insert({task.chunk, task.microbatch});
       m.Backward(task.chunk, task.microbatch, grad.data(), outbox.back().data(), [&](int bucket) {
         const TraceSpan span(&tracer_, std::to_string(stage) + "/-/dp_bucket_start/" + std::to_string(task.microbatch), "data");
         data_parallel_->GradientsDone(bucket, last_backward);
-      });
+      }, defer);
       if (part > 0) {
         requests.emplace_back();
         CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part - 1) % p),
