@@ -9,7 +9,11 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
-#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/cluster_spec.h"
 #include "core/error.h"

@@ -1,7 +1,9 @@
 // Ring attention is exact: run under mpiexec with the whole world as the context axis, every rank
 // computes single-rank attention over the full sequence and checks its own rows of the ring's o,
 // lse, dq, dk and dv against it within 1e-5, for each layout, causal or not, GQA and MHA. Also the
-// layouts' invariants (partition, round trip, zigzag's equal causal work) and their errors.
+// layouts' invariants (partition, round trip, zigzag's equal causal work) and their errors; the
+// halves of a pass that the overlap measure runs alone; the ring-attention command's prediction
+// (known answers) and the fields of its report.
 #include "runtime/ring_attention.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +13,8 @@
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "runtime/ring_attention_bench.h"
