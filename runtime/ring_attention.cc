@@ -6,7 +6,6 @@
 #include <chrono>
 #include <climits>
 #include <deque>
-#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -85,10 +84,20 @@ class RingTransfers {
   // Lets the transfers in flight move: MPI moves large messages only inside MPI calls, so the
   // block computation calls this between its pieces.
   void Progress() {
+    if (pending_.empty()) return;
+    const Clock::time_point start = Clock::now();
     for (Pending& p : pending_) {
       int done = 0;
       CheckMpi(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE), ring_.comm, p.what);
     }
+    stats_.progress_s += SecondsSince(start);
+  }
+  // Waits for the `index`-th transfer started since the last WaitAll (0-based).
+  void Wait(size_t index) {
+    SHARDSIM_CHECK(index < pending_.size(), "ring attention: waiting for a transfer never started");
+    const Clock::time_point start = Clock::now();
+    comms_.Wait(&pending_[index].request, pending_[index].what);
+    stats_.comm_wait_s += SecondsSince(start);
   }
   // Waits for every transfer started since the last WaitAll.
   void WaitAll() {
@@ -132,40 +141,66 @@ struct KvBlock {
 // between them (one piece when the batch is not 1: rows of a piece must be contiguous).
 int PieceRows(const AttentionShape& s) { return s.batch == 1 ? std::max(64, (s.kv_len + 7) / 8) : s.kv_len; }
 
-// An uninitialised float buffer: receive buffers and scratch are always written before they are
-// read, and zeroing them would add memory traffic that belongs to neither half of an overlap
-// measurement.
-std::unique_ptr<float[]> Scratch(int64_t n) {
-  return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
+// The ring's receive buffers and scratch, kept between calls (one set per thread, each grown to
+// the largest size asked for, never shrunk until ReleaseRingAttentionBuffers). The shared-memory
+// transport copies into the receive buffers inside MPI calls on the receiving core: buffers
+// mapped afresh on every call take a page fault per 4 KB inside that copy, which made a 2 MB
+// block's transfer about 5x slower than into pages already mapped (measured on 2 cores).
+class RingBuffers {
+ public:
+  enum Slot { kKey0, kKey1, kValue0, kValue1, kBlockOut, kBlockLse, kDelta, kGrad, kAccumulator0, kAccumulator1, kSlots };
+  // At least n floats of `slot`, contents unspecified. Pointers stay valid until the next call
+  // for the same slot.
+  float* Floats(Slot slot, int64_t n) { return Grown(floats_[slot], n); }
+  int32_t* Positions(int i, int64_t n) { return Grown(positions_[i], n); }
+  void Release() {
+    for (std::vector<float>& v : floats_) std::vector<float>().swap(v);
+    for (std::vector<int32_t>& v : positions_) std::vector<int32_t>().swap(v);
+  }
+
+ private:
+  template <class T>
+  static T* Grown(std::vector<T>& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+    return v.data();
+  }
+  std::vector<float> floats_[kSlots];
+  std::vector<int32_t> positions_[2];
+};
+
+RingBuffers& ThreadRingBuffers() {
+  thread_local RingBuffers buffers;
+  return buffers;
 }
 
 // The double buffer a K/V block travels through, and the transfers of one rotation.
 class KvRotation {
  public:
-  KvRotation(const float* k, const float* v, const int32_t* positions, const AttentionShape& s)
+  KvRotation(const float* k, const float* v, const int32_t* positions, const AttentionShape& s,
+             RingBuffers& buffers)
       : own_{k, v, positions},
         kv_elems_(int64_t{s.batch} * s.kv_len * s.kv_heads * s.head_dim),
         len_(s.kv_len) {
     for (int i = 0; i < 2; ++i) {
-      k_[i] = Scratch(kv_elems_);
-      v_[i] = Scratch(kv_elems_);
-      positions_[i] = std::make_unique_for_overwrite<int32_t[]>(static_cast<size_t>(len_));
+      k_[i] = buffers.Floats(i == 0 ? RingBuffers::kKey0 : RingBuffers::kKey1, kv_elems_);
+      v_[i] = buffers.Floats(i == 0 ? RingBuffers::kValue0 : RingBuffers::kValue1, kv_elems_);
+      positions_[i] = buffers.Positions(i, len_);
     }
   }
   // The block of step `step` (its sender is `step` ranks back along the ring).
   KvBlock Current(int step) const {
     if (step == 0) return own_;
     const int i = step % 2;
-    return {k_[i].get(), v_[i].get(), positions_[i].get()};
+    return {k_[i], v_[i], positions_[i]};
   }
   // Starts sending the block of `step` on and receiving the block of step + 1 into the other
   // buffer (which held the block of step - 1, whose sends completed with that step).
   void Start(int step, RingTransfers& transfers, const std::string& step_name) {
     const KvBlock cur = Current(step);
     const int i = (step + 1) % 2;
-    transfers.Receive(k_[i].get(), kv_elems_, kTagKey, "K block in " + step_name);
-    transfers.Receive(v_[i].get(), kv_elems_, kTagValue, "V block in " + step_name);
-    transfers.Receive(positions_[i].get(), len_, kTagPositions, "K/V positions in " + step_name);
+    transfers.Receive(k_[i], kv_elems_, kTagKey, "K block in " + step_name);
+    transfers.Receive(v_[i], kv_elems_, kTagValue, "V block in " + step_name);
+    transfers.Receive(positions_[i], len_, kTagPositions, "K/V positions in " + step_name);
     transfers.Send(cur.k, kv_elems_, kTagKey, "K block in " + step_name);
     transfers.Send(cur.v, kv_elems_, kTagValue, "V block in " + step_name);
     transfers.Send(cur.positions, len_, kTagPositions, "K/V positions in " + step_name);
@@ -175,8 +210,9 @@ class KvRotation {
   KvBlock own_;
   int64_t kv_elems_;
   int64_t len_;
-  std::unique_ptr<float[]> k_[2], v_[2];
-  std::unique_ptr<int32_t[]> positions_[2];
+  float* k_[2];
+  float* v_[2];
+  int32_t* positions_[2];
 };
 
 // What a pass runs, checked against the ring.
@@ -307,6 +343,7 @@ void GatherSequence(float* full, const float* local, const std::vector<int32_t>&
 RingAttentionStats& RingAttentionStats::operator+=(const RingAttentionStats& other) {
   compute_s += other.compute_s;
   comm_wait_s += other.comm_wait_s;
+  progress_s += other.progress_s;
   bytes_sent += other.bytes_sent;
   blocks += other.blocks;
   return *this;
@@ -327,12 +364,15 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
   const Ring ring = RingOf(comms);
   const PassParts parts = PartsOf(pass, ring);
   RingAttentionStats stats;
+  RingBuffers& buffers = ThreadRingBuffers();
   std::optional<KvRotation> rotation;
-  if (parts.transfers) rotation.emplace(k, v, positions, shape);
-  std::unique_ptr<float[]> o_blk, lse_blk;
+  if (parts.transfers) rotation.emplace(k, v, positions, shape, buffers);
+  float* o_blk = nullptr;
+  float* lse_blk = nullptr;
   if (parts.compute) {
-    o_blk = Scratch(int64_t{shape.batch} * shape.q_len * shape.heads * shape.head_dim);
-    lse_blk = Scratch(int64_t{shape.batch} * shape.heads * shape.q_len);
+    o_blk = buffers.Floats(RingBuffers::kBlockOut,
+                           int64_t{shape.batch} * shape.q_len * shape.heads * shape.head_dim);
+    lse_blk = buffers.Floats(RingBuffers::kBlockLse, int64_t{shape.batch} * shape.heads * shape.q_len);
   }
   for (int step = 0; step < ring.size; ++step) {
     RingTransfers transfers(comms, ring, stats);
@@ -341,6 +381,7 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
     }
     if (parts.compute) {
       const Clock::time_point start = Clock::now();
+      const double progress_before = stats.progress_s;
       const KvBlock blk = parts.transfers ? rotation->Current(step)
                           : pass.work == RingWork::kComputeOnly
                               ? KvBlock{k, v, pass.step_kv_positions[static_cast<size_t>(step)]}
@@ -352,13 +393,13 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
         AttentionShape piece = shape;
         piece.kv_len = std::min(rows, shape.kv_len - r0);
         const bool first = step == 0 && r0 == 0;
-        AttentionForwardBlock(first ? o : o_blk.get(), first ? lse : lse_blk.get(), q,
+        AttentionForwardBlock(first ? o : o_blk, first ? lse : lse_blk, q,
                               blk.k + r0 * row_elems, blk.v + r0 * row_elems, positions,
                               blk.positions + r0, piece, causal, scale);
-        if (!first) AttentionMerge(o, lse, o_blk.get(), lse_blk.get(), shape);
+        if (!first) AttentionMerge(o, lse, o_blk, lse_blk, shape);
         transfers.Progress();
       }
-      stats.compute_s += SecondsSince(start);
+      stats.compute_s += SecondsSince(start) - (stats.progress_s - progress_before);
       ++stats.blocks;
     }
     transfers.WaitAll();
@@ -387,96 +428,131 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
   RingAttentionStats stats;
   const int64_t kv_elems = int64_t{shape.batch} * shape.kv_len * shape.kv_heads * shape.head_dim;
 
+  RingBuffers& buffers = ThreadRingBuffers();
   Clock::time_point start = Clock::now();
-  std::unique_ptr<float[]> delta;
+  float* delta = nullptr;
   if (parts.compute) {
-    delta = Scratch(int64_t{shape.batch} * shape.heads * shape.q_len);
-    AttentionBackwardPrepare(delta.get(), o, d_o, shape);
+    delta = buffers.Floats(RingBuffers::kDelta, int64_t{shape.batch} * shape.heads * shape.q_len);
+    AttentionBackwardPrepare(delta, o, d_o, shape);
     stats.compute_s += SecondsSince(start);
   }
 
   std::optional<KvRotation> rotation;
-  if (parts.transfers) rotation.emplace(k, v, positions, shape);
-  // The block of step s brings its dK/dV accumulator [dk | dv] from the previous rank, which
-  // added its share in step s - 1. This rank computes its own share into `grad_blk` while that
-  // accumulator is in flight, adds it on arrival and passes the sum on; the sum of the last step
-  // goes to the next rank, the block's owner, closing the circle. Without transfers (a
-  // compute-only pass) every step adds into the first accumulator: the same work.
-  std::unique_ptr<float[]> grad_blk = Scratch(2 * kv_elems);
-  std::unique_ptr<float[]> grad_acc[2] = {Scratch(2 * kv_elems),
-                                          parts.transfers ? Scratch(2 * kv_elems) : nullptr};
+  if (parts.transfers) rotation.emplace(k, v, positions, shape, buffers);
+  // The block of step s brings its dK/dV accumulator from the previous rank, which added its
+  // share in step s - 1; the sum of the last step goes to the next rank, the block's owner,
+  // closing the circle. The accumulator travels in the pieces the block is computed in, each
+  // piece [dk rows | dv rows] contiguous: as soon as a piece of this rank's share is computed it
+  // is added to the arrived piece and sent on, so the transfers run under the remaining pieces,
+  // the trip home too but for its last piece. Without transfers (a compute-only pass) every
+  // step adds into the first accumulator: the same work.
+  const int rows = PieceRows(shape);
+  const int64_t row_elems = int64_t{shape.kv_heads} * shape.head_dim;
+  struct Piece {
+    int r0, rows;
+    int64_t offset, elems;  // in an accumulator: dk at offset, dv at offset + elems
+  };
+  std::vector<Piece> pieces;
+  for (int r0 = 0; r0 < shape.kv_len; r0 += rows) {
+    const int n = std::min(rows, shape.kv_len - r0);
+    // One piece over the whole block when the batch is not 1 (rows = kv_len).
+    const int64_t elems = n == shape.kv_len ? kv_elems : n * row_elems;
+    pieces.push_back({r0, n, 2 * int64_t{r0} * row_elems, elems});
+  }
+  float* grad_blk = buffers.Floats(RingBuffers::kGrad, 2 * kv_elems);
+  float* grad_acc[2] = {buffers.Floats(RingBuffers::kAccumulator0, 2 * kv_elems),
+                        parts.transfers ? buffers.Floats(RingBuffers::kAccumulator1, 2 * kv_elems)
+                                        : nullptr};
   // What grad_acc[i] sent in step s must be gone before step s + 2 receives into it.
   RingTransfers grad_out[2] = {RingTransfers(comms, ring, stats),
                                RingTransfers(comms, ring, stats)};
+  // This rank's own block's sums coming home in the last step, into grad_blk's pieces as
+  // they free up.
+  RingTransfers home(comms, ring, stats);
   for (int step = 0; step < ring.size; ++step) {
     const std::string name = StepName("backward", step, ring.size);
+    const bool last = step + 1 == ring.size;
     RingTransfers kv_transfers(comms, ring, stats);
-    if (parts.transfers && step + 1 < ring.size) rotation->Start(step, kv_transfers, name);
-    float* acc = grad_acc[parts.transfers ? step % 2 : 0].get();
+    if (parts.transfers && !last) rotation->Start(step, kv_transfers, name);
+    float* acc = grad_acc[parts.transfers ? step % 2 : 0];
     RingTransfers grad_in(comms, ring, stats);
     if (parts.transfers && step > 0) {
       grad_out[step % 2].WaitAll();
-      grad_in.Receive(acc, 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
+      for (const Piece& p : pieces) {
+        grad_in.Receive(acc + p.offset, 2 * p.elems, kTagGrad, "dK/dV accumulator in " + name);
+      }
     }
-
-    if (parts.compute) {
-      start = Clock::now();
-      const KvBlock blk = parts.transfers ? rotation->Current(step)
-                          : pass.work == RingWork::kComputeOnly
-                              ? KvBlock{k, v, pass.step_kv_positions[static_cast<size_t>(step)]}
-                              : KvBlock{k, v, positions};
-      std::fill_n(grad_blk.get(), 2 * kv_elems, 0.0f);
-      const int rows = PieceRows(shape);
-      const int64_t row_elems = int64_t{shape.kv_heads} * shape.head_dim;
-      for (int r0 = 0; r0 < shape.kv_len; r0 += rows) {
+    const KvBlock blk =
+        !parts.compute      ? KvBlock{k, v, positions}
+        : parts.transfers   ? rotation->Current(step)
+        : pass.work == RingWork::kComputeOnly
+            ? KvBlock{k, v, pass.step_kv_positions[static_cast<size_t>(step)]}
+            : KvBlock{k, v, positions};
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const Piece& p = pieces[i];
+      float* grad = grad_blk + p.offset;
+      if (parts.compute) {
+        start = Clock::now();
         AttentionShape piece = shape;
-        piece.kv_len = std::min(rows, shape.kv_len - r0);
-        AttentionBackwardBlock(dq, grad_blk.get() + r0 * row_elems,
-                               grad_blk.get() + kv_elems + r0 * row_elems, q,
-                               blk.k + r0 * row_elems, blk.v + r0 * row_elems, d_o, lse,
-                               delta.get(), positions, blk.positions + r0, piece, causal, scale);
-        kv_transfers.Progress();
-        grad_in.Progress();
+        piece.kv_len = p.rows;
+        std::fill_n(grad, 2 * p.elems, 0.0f);
+        AttentionBackwardBlock(dq, grad, grad + p.elems, q, blk.k + p.r0 * row_elems,
+                               blk.v + p.r0 * row_elems, d_o, lse, delta, positions,
+                               blk.positions + p.r0, piece, causal, scale);
+        stats.compute_s += SecondsSince(start);
       }
-      stats.compute_s += SecondsSince(start);
-      ++stats.blocks;
+      kv_transfers.Progress();
+      grad_in.Progress();
+      if (parts.transfers && step > 0) grad_in.Wait(i);
+      if (parts.compute) {
+        start = Clock::now();
+        float* sum = acc + p.offset;
+        if (step == 0) {
+          std::copy_n(grad, 2 * p.elems, sum);
+        } else {
+          for (int64_t j = 0; j < 2 * p.elems; ++j) sum[j] += grad[j];
+        }
+        stats.compute_s += SecondsSince(start);
+      }
+      if (parts.transfers) {
+        grad_out[step % 2].Send(acc + p.offset, 2 * p.elems, kTagGrad,
+                                "dK/dV accumulator in " + name);
+        if (last) {
+          home.Receive(grad, 2 * p.elems, kTagGrad,
+                       "dK/dV accumulator returning home after ring attention backward");
+        }
+        grad_out[step % 2].Progress();
+        home.Progress();
+      }
     }
-
+    if (parts.compute) ++stats.blocks;
     grad_in.WaitAll();
-    if (parts.compute) {
-      start = Clock::now();
-      if (step == 0) {
-        std::copy_n(grad_blk.get(), 2 * kv_elems, acc);
-      } else {
-        for (int64_t i = 0; i < 2 * kv_elems; ++i) acc[i] += grad_blk[i];
-      }
-      stats.compute_s += SecondsSince(start);
-    }
-    if (parts.transfers) {
-      grad_out[step % 2].Send(acc, 2 * kv_elems, kTagGrad, "dK/dV accumulator in " + name);
-    }
     kv_transfers.WaitAll();
   }
 
-  // This rank's own accumulator, home after the full circle (or never sent, over one rank or
-  // without transfers).
-  const float* own = grad_acc[0].get();
+  // This rank's own sums, home after the full circle (or never sent, over one rank or without
+  // transfers).
+  const float* own = grad_acc[0];
   if (parts.transfers) {
-    RingTransfers home(comms, ring, stats);
-    home.Receive(grad_blk.get(), 2 * kv_elems, kTagGrad,
-                 "dK/dV accumulator returning home after ring attention backward");
     home.WaitAll();
     grad_out[0].WaitAll();
     grad_out[1].WaitAll();
-    own = grad_blk.get();
+    own = grad_blk;
   }
   if (parts.compute) {
     start = Clock::now();
-    for (int64_t i = 0; i < kv_elems; ++i) dk[i] += own[i];
-    for (int64_t i = 0; i < kv_elems; ++i) dv[i] += own[kv_elems + i];
+    for (const Piece& p : pieces) {
+      const float* sum = own + p.offset;
+      float* dk_rows = dk + p.r0 * row_elems;
+      float* dv_rows = dv + p.r0 * row_elems;
+      for (int64_t j = 0; j < p.elems; ++j) dk_rows[j] += sum[j];
+      for (int64_t j = 0; j < p.elems; ++j) dv_rows[j] += sum[p.elems + j];
+    }
     stats.compute_s += SecondsSince(start);
   }
   return stats;
 }
+
+void ReleaseRingAttentionBuffers() { ThreadRingBuffers().Release(); }
 
 }  // namespace shardsim::runtime

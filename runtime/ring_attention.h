@@ -55,6 +55,9 @@ void GatherSequence(float* full, const float* local, const std::vector<int32_t>&
 struct RingAttentionStats {
   double compute_s = 0.0;    // seconds in the block kernels, merges and accumulator sums
   double comm_wait_s = 0.0;  // seconds blocked in MeshComms::Wait on ring transfers
+  // Seconds in the MPI calls between a block's pieces that move the transfers in flight: over
+  // shared memory the copies happen there, on the core that computes (in neither field above).
+  double progress_s = 0.0;
   int64_t bytes_sent = 0;    // bytes this rank sent (K/V, positions, dK/dV accumulators)
   int64_t blocks = 0;        // K/V blocks computed (c per call)
 
@@ -81,6 +84,11 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
                                          const float* d_o, const float* lse,
                                          const int32_t* positions, const AttentionShape& shape,
                                          bool causal, float scale, MeshComms& comms);
+
+// Both functions keep their receive buffers and scratch between calls, one set per thread (the
+// shared-memory transport copies into them: fresh pages would fault inside every copy). This
+// frees them; the next call allocates them again.
+void ReleaseRingAttentionBuffers();
 
 // Which halves of a ring pass run. The real pass runs both; each half alone is the baseline of
 // the standard overlap measure: hidden = (t_compute + t_transfers - t_both) / t_transfers.

@@ -123,31 +123,77 @@ std::vector<std::string> Describe(const std::vector<strategies::Op>& ops) {
   return out;
 }
 
-// The standard overlap measure of one pass: each half alone and both together (medians of the
-// slowest rank), and per-step figures for the crossover.
+// One timed pass on this rank: wall seconds, and what its kernel did meanwhile (system CPU
+// seconds: shared-memory copies between processes and page faults run there, on this core).
+struct PassSample {
+  double wall_s = 0, system_s = 0, minor_faults = 0;
+  double compute_s = 0, progress_s = 0, wait_s = 0;  // the ring's own RingAttentionStats
+};
+constexpr int kSampleFields = 6;
+
+PassSample Usage() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return {Now(), static_cast<double>(usage.ru_stime.tv_sec) + 1e-6 * static_cast<double>(usage.ru_stime.tv_usec),
+          static_cast<double>(usage.ru_minflt)};
+}
+
+// The standard overlap measure of one pass from `repeats` rounds, each running the compute
+// alone, the transfers alone and both (the real pass) back to back (slowest rank per sample),
+// and per-step figures for the crossover.
 struct PassOverlap {
-  double both_s = 0, compute_s = 0, transfers_s = 0;
+  std::vector<PassSample> both, compute, transfers;  // one per repeat
   int64_t steps = 0;           // ring steps (blocks computed)
   int64_t bytes_sent = 0;      // by the transfers, per rank
   int64_t bytes_per_step = 0;  // what one steady-state step moves: a K/V block (+ a dK/dV accumulator backward)
+
+  static double MedianOf(const std::vector<PassSample>& samples, double PassSample::*field) {
+    std::vector<double> v;
+    for (const PassSample& s : samples) v.push_back(s.*field);
+    return Median(v);
+  }
+  double both_s() const { return MedianOf(both, &PassSample::wall_s); }
+  double compute_s() const { return MedianOf(compute, &PassSample::wall_s); }
+  double transfers_s() const { return MedianOf(transfers, &PassSample::wall_s); }
   bool moves_bytes() const { return bytes_sent > 0; }
-  double hidden() const { return moves_bytes() ? std::clamp((compute_s + transfers_s - both_s) / transfers_s, 0.0, 1.0) : 0.0; }
-  double compute_per_step_s() const { return compute_s / static_cast<double>(steps); }
+  // Per repeat, from the three passes run back to back (paired: slow drifts cancel), not clamped:
+  // timing noise spreads them beyond [0, 1] when the transfers are small beside the compute.
+  std::vector<double> hidden_per_repeat() const {
+    std::vector<double> h;
+    for (size_t r = 0; r < both.size(); ++r) {
+      const double t = transfers[r].wall_s;
+      h.push_back(t > 0 ? (compute[r].wall_s + t - both[r].wall_s) / t : 0.0);
+    }
+    return h;
+  }
+  double hidden() const { return std::clamp(Median(hidden_per_repeat()), 0.0, 1.0); }
+  double compute_per_step_s() const { return compute_s() / static_cast<double>(steps); }
   double transfer_per_step_s() const {
-    return moves_bytes() ? transfers_s * static_cast<double>(bytes_per_step) / static_cast<double>(bytes_sent) : 0.0;
+    return moves_bytes() ? transfers_s() * static_cast<double>(bytes_per_step) / static_cast<double>(bytes_sent) : 0.0;
   }
 };
 
 json OverlapJson(const PassOverlap& p) {
-  json j = {{"both_s", p.both_s},
-            {"compute_only_s", p.compute_s},
-            {"transfers_only_s", p.transfers_s},
+  auto kernel = [&](double PassSample::*field) {
+    return json{{"both", PassOverlap::MedianOf(p.both, field)},
+                {"compute_only", PassOverlap::MedianOf(p.compute, field)},
+                {"transfers_only", PassOverlap::MedianOf(p.transfers, field)}};
+  };
+  json j = {{"both_s", p.both_s()},
+            {"compute_only_s", p.compute_s()},
+            {"transfers_only_s", p.transfers_s()},
             {"hidden_fraction", p.moves_bytes() ? json(p.hidden()) : json(nullptr)},
+            {"hidden_fraction_per_repeat", p.moves_bytes() ? json(p.hidden_per_repeat()) : json::array()},
             {"steps", p.steps},
             {"compute_per_step_s", p.compute_per_step_s()},
             {"bytes_per_step", p.bytes_per_step},
             {"transfer_per_step_s", p.transfer_per_step_s()},
-            {"compute_per_step_exceeds_transfer", p.compute_per_step_s() >= p.transfer_per_step_s()}};
+            {"compute_per_step_exceeds_transfer", p.compute_per_step_s() >= p.transfer_per_step_s()},
+            {"ring_stats", {{"compute_s", kernel(&PassSample::compute_s)},
+                            {"progress_s", kernel(&PassSample::progress_s)},
+                            {"wait_s", kernel(&PassSample::wait_s)}}},
+            {"system_cpu_s", kernel(&PassSample::system_s)},
+            {"minor_page_faults", kernel(&PassSample::minor_faults)}};
   return j;
 }
 
@@ -156,10 +202,13 @@ json PredictionJson(const RingPassPrediction& p) {
 }
 
 constexpr const char* kOverlapMethod =
-    "hidden_fraction = (compute_only_s + transfers_only_s - both_s) / transfers_only_s, clamped to [0, 1]; both_s is the real ring "
-    "pass, compute_only_s the same block computations with no MPI (each step on this rank's own K/V at the positions the real "
-    "step's block carries: same masks and work), transfers_only_s the same messages with no compute; each the median over "
-    "--repeats of the slowest rank. transfer_per_step_s = transfers_only_s x bytes_per_step / bytes sent";
+    "each of --repeats rounds runs, back to back: compute_only (the same block computations with no MPI, each step on this rank's "
+    "own K/V at the positions the real step's block carries: same masks and work), transfers_only (the same messages with no "
+    "compute) and both (the real ring pass), timed on the slowest rank; hidden_fraction = the median over rounds of (compute_only + "
+    "transfers_only - both) / transfers_only, then clamped to [0, 1] (hidden_fraction_per_repeat: each round's, unclamped); the *_s "
+    "fields are medians; transfer_per_step_s = "
+    "transfers_only_s x bytes_per_step / bytes sent; system_cpu_s: CPU seconds this rank spent in the kernel (shared-memory copies "
+    "between processes, page faults), on the core that also computes";
 
 // One measured shape at `seq_len`: the report object and whether --check failed.
 struct ShapeResult {
@@ -231,14 +280,18 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
   const RingPass transfers_only{RingWork::kTransfersOnly, {}};
   const RingPass real{};
   enum { kFwdBoth, kFwdCompute, kFwdTransfers, kBwdBoth, kBwdCompute, kBwdTransfers, kKinds };
-  std::vector<double> seconds(static_cast<size_t>(kKinds * o.repeats));
+  std::vector<double> samples(static_cast<size_t>(kSampleFields * kKinds * o.repeats));  // PassSample's fields per repeat and kind
   RingAttentionStats fwd, bwd, fwd_transfers, bwd_transfers;
   for (int64_t r = 0; r < o.repeats; ++r) {
     auto timed = [&](int kind, auto&& pass) {
       MPI_Barrier(MPI_COMM_WORLD);
-      const double t0 = Now();
-      pass();
-      seconds[static_cast<size_t>(kKinds * r + kind)] = Now() - t0;
+      const PassSample start = Usage();
+      const RingAttentionStats stats = pass();
+      const PassSample end = Usage();
+      double* at = &samples[static_cast<size_t>(kSampleFields * (kKinds * r + kind))];
+      at[0] = end.wall_s - start.wall_s, at[1] = end.system_s - start.system_s, at[2] = end.minor_faults - start.minor_faults;
+      at[3] = stats.compute_s, at[4] = stats.progress_s, at[5] = stats.comm_wait_s;
+      return stats;
     };
     auto forward = [&](const RingPass& pass) {
       return RingAttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(), shape, o.causal, scale, comms, pass);
@@ -247,25 +300,27 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
       return RingAttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), out.data(), d_o.data(), lse.data(), positions.data(),
                                    shape, o.causal, scale, comms, pass);
     };
-    timed(kFwdCompute, [&] { forward(compute_only); });
-    timed(kFwdTransfers, [&] { fwd_transfers = forward(transfers_only); });
-    timed(kFwdBoth, [&] { fwd = forward(real); });
-    timed(kBwdCompute, [&] { backward(compute_only); });
-    timed(kBwdTransfers, [&] { bwd_transfers = backward(transfers_only); });
+    timed(kFwdCompute, [&] { return forward(compute_only); });
+    fwd_transfers = timed(kFwdTransfers, [&] { return forward(transfers_only); });
+    fwd = timed(kFwdBoth, [&] { return forward(real); });
+    timed(kBwdCompute, [&] { return backward(compute_only); });
+    bwd_transfers = timed(kBwdTransfers, [&] { return backward(transfers_only); });
     std::fill(dq.begin(), dq.end(), 0.0f), std::fill(dk.begin(), dk.end(), 0.0f), std::fill(dv.begin(), dv.end(), 0.0f);
-    timed(kBwdBoth, [&] { bwd = backward(real); });
+    bwd = timed(kBwdBoth, [&] { return backward(real); });
   }
-  MaxOverRanks(seconds);
-  auto median_of = [&](int kind) {
-    std::vector<double> values;
-    for (int64_t r = 0; r < o.repeats; ++r) values.push_back(seconds[static_cast<size_t>(kKinds * r + kind)]);
-    return Median(values);
+  MaxOverRanks(samples);
+  auto series = [&](int kind) {
+    std::vector<PassSample> runs;
+    for (int64_t r = 0; r < o.repeats; ++r) {
+      const double* at = &samples[static_cast<size_t>(kSampleFields * (kKinds * r + kind))];
+      runs.push_back({at[0], at[1], at[2], at[3], at[4], at[5]});
+    }
+    return runs;
   };
   const int64_t accumulator_bytes = 2 * static_cast<int64_t>(k.size()) * 4;
-  PassOverlap forward_overlap{median_of(kFwdBoth), median_of(kFwdCompute), median_of(kFwdTransfers), size, fwd_transfers.bytes_sent, kv_block_bytes};
-  PassOverlap backward_overlap{median_of(kBwdBoth),         median_of(kBwdCompute),
-                               median_of(kBwdTransfers),    size,
-                               bwd_transfers.bytes_sent,    kv_block_bytes + accumulator_bytes};
+  const PassOverlap forward_overlap{series(kFwdBoth), series(kFwdCompute), series(kFwdTransfers), size, fwd_transfers.bytes_sent, kv_block_bytes};
+  const PassOverlap backward_overlap{series(kBwdBoth), series(kBwdCompute), series(kBwdTransfers), size, bwd_transfers.bytes_sent,
+                                     kv_block_bytes + accumulator_bytes};
 
   double max_error[2] = {0, 0};
   if (o.check) {
@@ -326,8 +381,8 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
   j["shape"] = {{"batch", o.batch}, {"seq", seq_len}, {"heads", o.heads}, {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}, {"causal", o.causal},
                 {"layout", o.layout}};
   j["block_tokens"] = local;
-  j["forward_s"] = forward_overlap.both_s;
-  j["backward_s"] = backward_overlap.both_s;
+  j["forward_s"] = forward_overlap.both_s();
+  j["backward_s"] = backward_overlap.both_s();
   j["predicted_forward_s"] = prediction.forward.time_s;
   j["predicted_backward_s"] = prediction.backward.time_s;
   j["prediction"] = {{"source", prediction.source}, {"forward", PredictionJson(prediction.forward)}, {"backward", PredictionJson(prediction.backward)}};

@@ -89,6 +89,8 @@ struct RingCase {
   int heads;
   int kv_heads;
   int head_dim;
+  int batch = 2;
+  int local_len = 0;  // tokens per rank; 0: SeqLenFor's
 };
 
 std::vector<RingCase> RingCases() {
@@ -102,6 +104,10 @@ std::vector<RingCase> RingCases() {
       cases.push_back({prefix + "_mha", layout, causal, 3, 3, 16});
     }
   }
+  // One sequence of 150 tokens per rank: the block is computed (and its dK/dV accumulator
+  // travels) in pieces of 64, 64 and 22 rows.
+  cases.push_back({"pieces_causal_zigzag_gqa", SequenceLayout::kZigzag, true, 4, 2, 8, 1, 150});
+  cases.push_back({"pieces_full_striped_mha", SequenceLayout::kStriped, false, 2, 2, 8, 1, 150});
   return cases;
 }
 
@@ -114,8 +120,8 @@ TEST_P(RingAttentionExactness, MatchesSingleRankAttention) {
   comms.set_timeout_s(120);
   const int me = static_cast<int>(comms.Coordinate("context"));
 
-  const int batch = 2;
-  const int seq_len = SeqLenFor(rc.layout, ranks);
+  const int batch = rc.batch;
+  const int seq_len = rc.local_len > 0 ? rc.local_len * ranks : SeqLenFor(rc.layout, ranks);
   const float scale = 1.0f / std::sqrt(static_cast<float>(rc.head_dim));
   const int64_t q_row = int64_t{rc.heads} * rc.head_dim;
   const int64_t kv_row = int64_t{rc.kv_heads} * rc.head_dim;
