@@ -104,8 +104,8 @@ std::vector<RingCase> RingCases() {
       cases.push_back({prefix + "_mha", layout, causal, 3, 3, 16});
     }
   }
-  // One sequence of 150 tokens per rank: the block is computed (and its dK/dV accumulator
-  // travels) in pieces of 64, 64 and 22 rows.
+  // One sequence of 150 tokens per rank: the forward computes each block in two pieces of 75
+  // rows, the backward in pieces of 64, 64 and 22 rows, in which its dK/dV accumulator travels.
   cases.push_back({"pieces_causal_zigzag_gqa", SequenceLayout::kZigzag, true, 4, 2, 8, 1, 150});
   cases.push_back({"pieces_full_striped_mha", SequenceLayout::kStriped, false, 2, 2, 8, 1, 150});
   return cases;
