@@ -461,7 +461,12 @@ TEST(RingAttentionBench, ReportHasOverlapPredictionAndCrossover) {
       EXPECT_GT(ov["transfer_per_step_s"].get<double>(), 0.0) << pass;
       EXPECT_GT(one["crossover"]["formula_block_tokens"][pass].get<double>(), 0.0) << pass;
       EXPECT_GT(one["prediction"][pass]["transfers_s"].get<double>(), 0.0) << pass;
+      const double timers = ov["ring_stats"]["hidden_fraction_from_timers"].get<double>();
+      EXPECT_GE(timers, 0.0) << pass;
+      EXPECT_LE(timers, 1.0) << pass;
     }
+    EXPECT_EQ(ov["hidden_fraction_per_repeat"].size(), ranks == 1 ? 0u : 1u) << pass;
+    EXPECT_GE(ov["ring_stats"]["compute_s"]["both"].get<double>(), 0.0) << pass;
   }
   EXPECT_TRUE(one.contains("comm_wait"));
   EXPECT_GT(one["measured_rates"]["attention_forward_flop_per_s"].get<double>(), 0.0);
