@@ -252,32 +252,38 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
   const float scale = 1.0f / std::sqrt(static_cast<float>(o.head_dim));
   std::vector<float> out(q.size()), lse(static_cast<size_t>(o.batch * o.heads * local)), dq(q.size()), dk(k.size()), dv(v.size());
 
-  // This machine's rates, before the ring passes (whose peak memory is reported): the block
-  // kernels on one local block pair, unmasked (keys all at position 0), and the neighbour
-  // exchange of one K/V block message.
+  std::vector<std::vector<int32_t>> step_positions;
+  RingPass compute_only{RingWork::kComputeOnly, {}};
+  for (int s = 0; s < size; ++s) step_positions.push_back(SequencePositions(layout, seq_len, size, (rank - s + size) % size));
+  for (const auto& p : step_positions) compute_only.step_kv_positions.push_back(p.data());
+
+  // This machine's rates, measured first. The attention-kernel rate as the ring runs the kernels
+  // (in its pieces, with its merges and sums) on unmasked blocks: compute-only passes with causal
+  // off, c block pairs of 4·B·S_l²·H·K FLOPs forward and twice that backward (the step
+  // program's count). A single call on a whole block runs at another rate (cache footprint):
+  // at S_l = 4096 the backward kernel reached 44 GFLOP/s in one call against 63 in the ring's
+  // pieces.
   RingMeasuredRates rates;
   {
-    const std::vector<int32_t> visible(positions.size(), 0);
     std::vector<double> times(2 * static_cast<size_t>(o.repeats));
-    for (int64_t r = 0; r < o.repeats; ++r) {
-      double t0 = Now();
-      AttentionForwardBlock(out.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(), visible.data(), shape, false, scale);
+    for (int64_t r = 0; r < 2 * o.repeats; ++r) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = Now();
+      if (r < o.repeats) {
+        RingAttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(), shape, false, scale, comms, compute_only);
+      } else {
+        RingAttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), out.data(), d_o.data(), lse.data(), positions.data(),
+                              shape, false, scale, comms, compute_only);
+      }
       times[static_cast<size_t>(r)] = Now() - t0;
     }
-    std::vector<float> delta(lse.size());
-    AttentionBackwardPrepare(delta.data(), out.data(), d_o.data(), shape);
-    for (int64_t r = 0; r < o.repeats; ++r) {
-      const double t0 = Now();
-      AttentionBackwardBlock(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), d_o.data(), lse.data(), delta.data(), positions.data(),
-                             visible.data(), shape, false, scale);
-      times[static_cast<size_t>(o.repeats + r)] = Now() - t0;
-    }
     MaxOverRanks(times);
-    const double forward_block_s = Median({times.begin(), times.begin() + o.repeats});
-    const double backward_block_s = Median({times.begin() + o.repeats, times.end()});
-    const double block_flops = 4.0 * static_cast<double>(o.batch) * static_cast<double>(local) * static_cast<double>(local) * static_cast<double>(qrow);
-    rates.forward_flop_per_s = block_flops / forward_block_s;
-    rates.backward_flop_per_s = 2 * block_flops / backward_block_s;
+    const double forward_s = Median({times.begin(), times.begin() + o.repeats});
+    const double backward_s = Median({times.begin() + o.repeats, times.end()});
+    const double ring_flops = 4.0 * static_cast<double>(size) * static_cast<double>(o.batch) * static_cast<double>(local) *
+                              static_cast<double>(local) * static_cast<double>(qrow);
+    rates.forward_flop_per_s = ring_flops / forward_s;
+    rates.backward_flop_per_s = 2 * ring_flops / backward_s;
   }
   const int64_t kv_block_bytes = 2 * static_cast<int64_t>(k.size()) * 4 + local * 4;  // K, V and positions
   if (size > 1) {
@@ -290,10 +296,6 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
   // The ring passes: per repeat each half alone, then the real pass, forward then backward. The
   // halves write into the same outputs (their numbers mean nothing); the real passes run last,
   // so the outputs checked are theirs.
-  std::vector<std::vector<int32_t>> step_positions;
-  RingPass compute_only{RingWork::kComputeOnly, {}};
-  for (int s = 0; s < size; ++s) step_positions.push_back(SequencePositions(layout, seq_len, size, (rank - s + size) % size));
-  for (const auto& p : step_positions) compute_only.step_kv_positions.push_back(p.data());
   const RingPass transfers_only{RingWork::kTransfersOnly, {}};
   const RingPass real{};
   enum { kFwdBoth, kFwdCompute, kFwdTransfers, kBwdBoth, kBwdCompute, kBwdTransfers, kKinds };

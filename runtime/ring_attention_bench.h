@@ -29,8 +29,10 @@ struct RingAttentionBenchOptions {
 // convention for the attention op: a forward over Sq queries and Skv keys is 4·B·Sq·Skv·H·K, its
 // backward twice that.
 struct RingMeasuredRates {
-  double forward_flop_per_s = 0;   // the forward block kernel on one local block pair, unmasked
-  double backward_flop_per_s = 0;  // the backward block kernel on the same pair
+  // The block kernels as the ring runs them (its pieces, merges, sums) on unmasked blocks: a
+  // compute-only ring pass with causal off.
+  double forward_flop_per_s = 0;
+  double backward_flop_per_s = 0;
   double p2p_bytes_per_s = 0;      // each way, both neighbours exchanging one K/V block at once
   double p2p_latency_s = 0;        // the same exchange of 8 bytes
 };
