@@ -158,7 +158,19 @@ int PieceRows(const AttentionShape& s, int pieces) {
 // block's transfer about 5x slower than into pages already mapped (measured on 2 cores).
 class RingBuffers {
  public:
-  enum Slot { kKey0, kKey1, kValue0, kValue1, kBlockOut, kBlockLse, kDelta, kGrad, kAccumulator0, kAccumulator1, kSlots };
+  enum Slot {
+    kKey0,
+    kKey1,
+    kValue0,
+    kValue1,
+    kBlockOut,
+    kBlockLse,
+    kDelta,
+    kGrad,
+    kAccumulator0,
+    kAccumulator1,
+    kSlots
+  };
   // At least n floats of `slot`, contents unspecified. Pointers stay valid until the next call
   // for the same slot.
   float* Floats(Slot slot, int64_t n) { return Grown(floats_[slot], n); }
@@ -382,7 +394,8 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
   if (parts.compute) {
     o_blk = buffers.Floats(RingBuffers::kBlockOut,
                            int64_t{shape.batch} * shape.q_len * shape.heads * shape.head_dim);
-    lse_blk = buffers.Floats(RingBuffers::kBlockLse, int64_t{shape.batch} * shape.heads * shape.q_len);
+    lse_blk =
+        buffers.Floats(RingBuffers::kBlockLse, int64_t{shape.batch} * shape.heads * shape.q_len);
   }
   for (int step = 0; step < ring.size; ++step) {
     RingTransfers transfers(comms, ring, stats);
@@ -403,9 +416,9 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
         AttentionShape piece = shape;
         piece.kv_len = std::min(rows, shape.kv_len - r0);
         const bool first = step == 0 && r0 == 0;
-        AttentionForwardBlock(first ? o : o_blk, first ? lse : lse_blk, q,
-                              blk.k + r0 * row_elems, blk.v + r0 * row_elems, positions,
-                              blk.positions + r0, piece, causal, scale);
+        AttentionForwardBlock(first ? o : o_blk, first ? lse : lse_blk, q, blk.k + r0 * row_elems,
+                              blk.v + r0 * row_elems, positions, blk.positions + r0, piece, causal,
+                              scale);
         if (!first) AttentionMerge(o, lse, o_blk, lse_blk, shape);
         transfers.Progress();
       }
@@ -470,9 +483,9 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
     pieces.push_back({r0, n, 2 * int64_t{r0} * row_elems, elems});
   }
   float* grad_blk = buffers.Floats(RingBuffers::kGrad, 2 * kv_elems);
-  float* grad_acc[2] = {buffers.Floats(RingBuffers::kAccumulator0, 2 * kv_elems),
-                        parts.transfers ? buffers.Floats(RingBuffers::kAccumulator1, 2 * kv_elems)
-                                        : nullptr};
+  float* grad_acc[2] = {
+      buffers.Floats(RingBuffers::kAccumulator0, 2 * kv_elems),
+      parts.transfers ? buffers.Floats(RingBuffers::kAccumulator1, 2 * kv_elems) : nullptr};
   // What grad_acc[i] sent in step s must be gone before step s + 2 receives into it.
   RingTransfers grad_out[2] = {RingTransfers(comms, ring, stats),
                                RingTransfers(comms, ring, stats)};
@@ -492,12 +505,11 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
         grad_in.Receive(acc + p.offset, 2 * p.elems, kTagGrad, "dK/dV accumulator in " + name);
       }
     }
-    const KvBlock blk =
-        !parts.compute      ? KvBlock{k, v, positions}
-        : parts.transfers   ? rotation->Current(step)
-        : pass.work == RingWork::kComputeOnly
-            ? KvBlock{k, v, pass.step_kv_positions[static_cast<size_t>(step)]}
-            : KvBlock{k, v, positions};
+    const KvBlock blk = !parts.compute    ? KvBlock{k, v, positions}
+                        : parts.transfers ? rotation->Current(step)
+                        : pass.work == RingWork::kComputeOnly
+                            ? KvBlock{k, v, pass.step_kv_positions[static_cast<size_t>(step)]}
+                            : KvBlock{k, v, positions};
     for (size_t i = 0; i < pieces.size(); ++i) {
       const Piece& p = pieces[i];
       float* grad = grad_blk + p.offset;

@@ -58,8 +58,8 @@ struct RingAttentionStats {
   // Seconds in the MPI calls between a block's pieces that move the transfers in flight: over
   // shared memory the copies happen there, on the core that computes (in neither field above).
   double progress_s = 0.0;
-  int64_t bytes_sent = 0;    // bytes this rank sent (K/V, positions, dK/dV accumulators)
-  int64_t blocks = 0;        // K/V blocks computed (c per call)
+  int64_t bytes_sent = 0;  // bytes this rank sent (K/V, positions, dK/dV accumulators)
+  int64_t blocks = 0;      // K/V blocks computed (c per call)
 
   RingAttentionStats& operator+=(const RingAttentionStats& other);
 };

@@ -9,11 +9,10 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/cluster_spec.h"
 #include "core/error.h"
@@ -30,7 +29,9 @@ namespace {
 
 using nlohmann::json;
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 double PeakRssBytes() {
   rusage usage{};
@@ -39,7 +40,8 @@ double PeakRssBytes() {
 }
 
 // Element (token, col) of tensor `name`, the same on every rank whatever the layout.
-void Fill(std::vector<float>& out, const std::string& name, const std::vector<int32_t>& positions, int64_t batch, int64_t seq_len, int64_t row) {
+void Fill(std::vector<float>& out, const std::string& name, const std::vector<int32_t>& positions,
+          int64_t batch, int64_t seq_len, int64_t row) {
   out.resize(static_cast<size_t>(batch) * positions.size() * static_cast<size_t>(row));
   size_t i = 0;
   for (int64_t b = 0; b < batch; ++b) {
@@ -56,7 +58,8 @@ double Median(std::vector<double> v) {
 
 // The slowest rank's value of each entry.
 void MaxOverRanks(std::vector<double>& values) {
-  MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
 }
 
 // Median over `trials` of the seconds both ring neighbours take to exchange `bytes` each way at
@@ -73,8 +76,8 @@ double ExchangeSeconds(int64_t bytes, int trials) {
   for (int trial = -1; trial < trials; ++trial) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = Now();
-    MPI_Sendrecv(out.data(), static_cast<int>(bytes), MPI_CHAR, next, 91, in.data(), static_cast<int>(bytes), MPI_CHAR, prev, 91, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
+    MPI_Sendrecv(out.data(), static_cast<int>(bytes), MPI_CHAR, next, 91, in.data(),
+                 static_cast<int>(bytes), MPI_CHAR, prev, 91, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (trial >= 0) seconds.push_back(Now() - t0);
   }
   MaxOverRanks(seconds);
@@ -97,7 +100,8 @@ ClusterSpec MeasuredCluster(int64_t ranks, double flop_per_s, const RingMeasured
   c.topology.local_devices = ranks;
   c.topology.source = "the job's ranks";
   // Over one rank nothing moves; the link only has to be valid.
-  c.links["shm"] = LinkSpec{rates.p2p_bytes_per_s > 0 ? rates.p2p_bytes_per_s : 1.0, rates.p2p_latency_s, 1, 1.0, "measured in this run"};
+  c.links["shm"] = LinkSpec{rates.p2p_bytes_per_s > 0 ? rates.p2p_bytes_per_s : 1.0,
+                            rates.p2p_latency_s, 1, 1.0, "measured in this run"};
   c.efficiency = EfficiencySpec{1.0, 1.0, "the rates are measured: efficiency 1"};
   ValidateCluster(c, "ring-attention measured cluster");
   return c;
@@ -109,9 +113,11 @@ std::vector<std::string> Describe(const std::vector<strategies::Op>& ops) {
   for (const strategies::Op& op : ops) {
     char text[200];
     if (op.is_comm()) {
-      std::snprintf(text, sizeof text, "%s: %s of %.0f B over context", op.name.c_str(), ToString(op.collective).c_str(), op.comm_bytes);
+      std::snprintf(text, sizeof text, "%s: %s of %.0f B over context", op.name.c_str(),
+                    ToString(op.collective).c_str(), op.comm_bytes);
     } else {
-      std::snprintf(text, sizeof text, "%s: %s, %.4g FLOP", op.name.c_str(), strategies::ToString(op.kind).c_str(), op.flops);
+      std::snprintf(text, sizeof text, "%s: %s, %.4g FLOP", op.name.c_str(),
+                    strategies::ToString(op.kind).c_str(), op.flops);
     }
     if (!counted.empty() && counted.back().first == text) {
       ++counted.back().second;
@@ -120,7 +126,8 @@ std::vector<std::string> Describe(const std::vector<strategies::Op>& ops) {
     }
   }
   std::vector<std::string> out;
-  for (const auto& [text, n] : counted) out.push_back(n == 1 ? text : std::to_string(n) + " x " + text);
+  for (const auto& [text, n] : counted)
+    out.push_back(n == 1 ? text : std::to_string(n) + " x " + text);
   return out;
 }
 
@@ -135,7 +142,9 @@ constexpr int kSampleFields = 6;
 PassSample Usage() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  return {Now(), static_cast<double>(usage.ru_stime.tv_sec) + 1e-6 * static_cast<double>(usage.ru_stime.tv_usec),
+  return {Now(),
+          static_cast<double>(usage.ru_stime.tv_sec) +
+              1e-6 * static_cast<double>(usage.ru_stime.tv_usec),
           static_cast<double>(usage.ru_minflt)};
 }
 
@@ -144,9 +153,10 @@ PassSample Usage() {
 // and per-step figures for the crossover.
 struct PassOverlap {
   std::vector<PassSample> both, compute, transfers;  // one per repeat
-  int64_t steps = 0;           // ring steps (blocks computed)
-  int64_t bytes_sent = 0;      // by the transfers, per rank
-  int64_t bytes_per_step = 0;  // what one steady-state step moves: a K/V block (+ a dK/dV accumulator backward)
+  int64_t steps = 0;                                 // ring steps (blocks computed)
+  int64_t bytes_sent = 0;                            // by the transfers, per rank
+  int64_t bytes_per_step =
+      0;  // what one steady-state step moves: a K/V block (+ a dK/dV accumulator backward)
 
   static double MedianOf(const std::vector<PassSample>& samples, double PassSample::*field) {
     std::vector<double> v;
@@ -178,12 +188,15 @@ struct PassOverlap {
   // late neighbour's wait counts as exposed.
   double hidden_from_timers() const {
     const double t = transfers_s();
-    const double exposed = MedianOf(both, &PassSample::progress_s) + MedianOf(both, &PassSample::wait_s);
+    const double exposed =
+        MedianOf(both, &PassSample::progress_s) + MedianOf(both, &PassSample::wait_s);
     return t > 0 ? std::clamp(1.0 - exposed / t, 0.0, 1.0) : 0.0;
   }
   double compute_per_step_s() const { return compute_s() / static_cast<double>(steps); }
   double transfer_per_step_s() const {
-    return moves_bytes() ? transfers_s() * static_cast<double>(bytes_per_step) / static_cast<double>(bytes_sent) : 0.0;
+    return moves_bytes() ? transfers_s() * static_cast<double>(bytes_per_step) /
+                               static_cast<double>(bytes_sent)
+                         : 0.0;
   }
 };
 
@@ -193,38 +206,51 @@ json OverlapJson(const PassOverlap& p) {
                 {"compute_only", PassOverlap::MedianOf(p.compute, field)},
                 {"transfers_only", PassOverlap::MedianOf(p.transfers, field)}};
   };
-  json j = {{"both_s", p.both_s()},
-            {"compute_only_s", p.compute_s()},
-            {"transfers_only_s", p.transfers_s()},
-            {"hidden_fraction", p.moves_bytes() ? json(p.hidden()) : json(nullptr)},
-            {"hidden_fraction_per_repeat", p.moves_bytes() ? json(p.hidden_per_repeat()) : json::array()},
-            {"steps", p.steps},
-            {"compute_per_step_s", p.compute_per_step_s()},
-            {"bytes_per_step", p.bytes_per_step},
-            {"transfer_per_step_s", p.transfer_per_step_s()},
-            {"compute_per_step_exceeds_transfer", p.compute_per_step_s() >= p.transfer_per_step_s()},
-            {"ring_stats", {{"compute_s", kernel(&PassSample::compute_s)},
-                            {"progress_s", kernel(&PassSample::progress_s)},
-                            {"wait_s", kernel(&PassSample::wait_s)},
-                            {"hidden_fraction_from_timers", p.moves_bytes() ? json(p.hidden_from_timers()) : json(nullptr)}}},
-            {"system_cpu_s", kernel(&PassSample::system_s)},
-            {"minor_page_faults", kernel(&PassSample::minor_faults)}};
+  json j = {
+      {"both_s", p.both_s()},
+      {"compute_only_s", p.compute_s()},
+      {"transfers_only_s", p.transfers_s()},
+      {"hidden_fraction", p.moves_bytes() ? json(p.hidden()) : json(nullptr)},
+      {"hidden_fraction_per_repeat", p.moves_bytes() ? json(p.hidden_per_repeat()) : json::array()},
+      {"steps", p.steps},
+      {"compute_per_step_s", p.compute_per_step_s()},
+      {"bytes_per_step", p.bytes_per_step},
+      {"transfer_per_step_s", p.transfer_per_step_s()},
+      {"compute_per_step_exceeds_transfer", p.compute_per_step_s() >= p.transfer_per_step_s()},
+      {"ring_stats",
+       {{"compute_s", kernel(&PassSample::compute_s)},
+        {"progress_s", kernel(&PassSample::progress_s)},
+        {"wait_s", kernel(&PassSample::wait_s)},
+        {"hidden_fraction_from_timers",
+         p.moves_bytes() ? json(p.hidden_from_timers()) : json(nullptr)}}},
+      {"system_cpu_s", kernel(&PassSample::system_s)},
+      {"minor_page_faults", kernel(&PassSample::minor_faults)}};
   return j;
 }
 
 json PredictionJson(const RingPassPrediction& p) {
-  return {{"time_s", p.time_s}, {"compute_s", p.compute_s}, {"transfers_s", p.transfers_s}, {"ops", p.ops}};
+  return {{"time_s", p.time_s},
+          {"compute_s", p.compute_s},
+          {"transfers_s", p.transfers_s},
+          {"ops", p.ops}};
 }
 
 constexpr const char* kOverlapMethod =
-    "each of --repeats rounds runs, back to back: compute_only (the same block computations with no MPI, each step on this rank's "
-    "own K/V at the positions the real step's block carries: same masks and work), transfers_only (the same messages with no "
-    "compute) and both (the real ring pass), timed on the slowest rank; the *_s fields are the medians over rounds and hidden_fraction = "
-    "(compute_only_s + transfers_only_s - both_s) / transfers_only_s clamped to [0, 1] (hidden_fraction_per_repeat: each round's, "
+    "each of --repeats rounds runs, back to back: compute_only (the same block computations with "
+    "no MPI, each step on this rank's "
+    "own K/V at the positions the real step's block carries: same masks and work), transfers_only "
+    "(the same messages with no "
+    "compute) and both (the real ring pass), timed on the slowest rank; the *_s fields are the "
+    "medians over rounds and hidden_fraction = "
+    "(compute_only_s + transfers_only_s - both_s) / transfers_only_s clamped to [0, 1] "
+    "(hidden_fraction_per_repeat: each round's, "
     "unclamped, to show the noise); transfer_per_step_s = "
-    "transfers_only_s x bytes_per_step / bytes sent; ring_stats: the ring's own timers (compute_s in the kernels, progress_s in the "
-    "MPI calls between pieces, where shared-memory copies run on the computing core, wait_s blocked), and hidden_fraction_from_timers "
-    "= 1 - (progress_s + wait_s of the real pass) / transfers_only_s; system_cpu_s: CPU seconds this rank spent in the OS kernel "
+    "transfers_only_s x bytes_per_step / bytes sent; ring_stats: the ring's own timers (compute_s "
+    "in the kernels, progress_s in the "
+    "MPI calls between pieces, where shared-memory copies run on the computing core, wait_s "
+    "blocked), and hidden_fraction_from_timers "
+    "= 1 - (progress_s + wait_s of the real pass) / transfers_only_s; system_cpu_s: CPU seconds "
+    "this rank spent in the OS kernel "
     "(tick-sampled)";
 
 // One measured shape at `seq_len`: the report object and whether --check failed.
@@ -247,14 +273,17 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
   Fill(k, "k", positions, o.batch, seq_len, kvrow);
   Fill(v, "v", positions, o.batch, seq_len, kvrow);
   Fill(d_o, "do", positions, o.batch, seq_len, qrow);
-  const AttentionShape shape{static_cast<int>(o.batch), static_cast<int>(local), static_cast<int>(local), static_cast<int>(o.heads),
+  const AttentionShape shape{static_cast<int>(o.batch),    static_cast<int>(local),
+                             static_cast<int>(local),      static_cast<int>(o.heads),
                              static_cast<int>(o.kv_heads), static_cast<int>(o.head_dim)};
   const float scale = 1.0f / std::sqrt(static_cast<float>(o.head_dim));
-  std::vector<float> out(q.size()), lse(static_cast<size_t>(o.batch * o.heads * local)), dq(q.size()), dk(k.size()), dv(v.size());
+  std::vector<float> out(q.size()), lse(static_cast<size_t>(o.batch * o.heads * local)),
+      dq(q.size()), dk(k.size()), dv(v.size());
 
   std::vector<std::vector<int32_t>> step_positions;
   RingPass compute_only{RingWork::kComputeOnly, {}};
-  for (int s = 0; s < size; ++s) step_positions.push_back(SequencePositions(layout, seq_len, size, (rank - s + size) % size));
+  for (int s = 0; s < size; ++s)
+    step_positions.push_back(SequencePositions(layout, seq_len, size, (rank - s + size) % size));
   for (const auto& p : step_positions) compute_only.step_kv_positions.push_back(p.data());
 
   // This machine's rates, measured first. The attention-kernel rate as the ring runs the kernels
@@ -270,26 +299,31 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = Now();
       if (r < o.repeats) {
-        RingAttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(), shape, false, scale, comms, compute_only);
+        RingAttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(),
+                             shape, false, scale, comms, compute_only);
       } else {
-        RingAttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), out.data(), d_o.data(), lse.data(), positions.data(),
-                              shape, false, scale, comms, compute_only);
+        RingAttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(),
+                              out.data(), d_o.data(), lse.data(), positions.data(), shape, false,
+                              scale, comms, compute_only);
       }
       times[static_cast<size_t>(r)] = Now() - t0;
     }
     MaxOverRanks(times);
     const double forward_s = Median({times.begin(), times.begin() + o.repeats});
     const double backward_s = Median({times.begin() + o.repeats, times.end()});
-    const double ring_flops = 4.0 * static_cast<double>(size) * static_cast<double>(o.batch) * static_cast<double>(local) *
-                              static_cast<double>(local) * static_cast<double>(qrow);
+    const double ring_flops = 4.0 * static_cast<double>(size) * static_cast<double>(o.batch) *
+                              static_cast<double>(local) * static_cast<double>(local) *
+                              static_cast<double>(qrow);
     rates.forward_flop_per_s = ring_flops / forward_s;
     rates.backward_flop_per_s = 2 * ring_flops / backward_s;
   }
-  const int64_t kv_block_bytes = 2 * static_cast<int64_t>(k.size()) * 4 + local * 4;  // K, V and positions
+  const int64_t kv_block_bytes =
+      2 * static_cast<int64_t>(k.size()) * 4 + local * 4;  // K, V and positions
   if (size > 1) {
     rates.p2p_latency_s = ExchangeSeconds(8, 20);
     const double exchange_s = ExchangeSeconds(kv_block_bytes, 9);
-    const double bandwidth_s = exchange_s > rates.p2p_latency_s ? exchange_s - rates.p2p_latency_s : exchange_s;
+    const double bandwidth_s =
+        exchange_s > rates.p2p_latency_s ? exchange_s - rates.p2p_latency_s : exchange_s;
     rates.p2p_bytes_per_s = static_cast<double>(kv_block_bytes) / bandwidth_s;
   }
 
@@ -299,7 +333,8 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
   const RingPass transfers_only{RingWork::kTransfersOnly, {}};
   const RingPass real{};
   enum { kFwdBoth, kFwdCompute, kFwdTransfers, kBwdBoth, kBwdCompute, kBwdTransfers, kKinds };
-  std::vector<double> samples(static_cast<size_t>(kSampleFields * kKinds * o.repeats));  // PassSample's fields per repeat and kind
+  std::vector<double> samples(static_cast<size_t>(
+      kSampleFields * kKinds * o.repeats));  // PassSample's fields per repeat and kind
   RingAttentionStats fwd, bwd, fwd_transfers, bwd_transfers;
   for (int64_t r = 0; r < o.repeats; ++r) {
     auto timed = [&](int kind, auto&& pass) {
@@ -308,23 +343,27 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
       const RingAttentionStats stats = pass();
       const PassSample end = Usage();
       double* at = &samples[static_cast<size_t>(kSampleFields * (kKinds * r + kind))];
-      at[0] = end.wall_s - start.wall_s, at[1] = end.system_s - start.system_s, at[2] = end.minor_faults - start.minor_faults;
+      at[0] = end.wall_s - start.wall_s, at[1] = end.system_s - start.system_s,
+      at[2] = end.minor_faults - start.minor_faults;
       at[3] = stats.compute_s, at[4] = stats.progress_s, at[5] = stats.comm_wait_s;
       return stats;
     };
     auto forward = [&](const RingPass& pass) {
-      return RingAttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(), shape, o.causal, scale, comms, pass);
+      return RingAttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(),
+                                  positions.data(), shape, o.causal, scale, comms, pass);
     };
     auto backward = [&](const RingPass& pass) {
-      return RingAttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), out.data(), d_o.data(), lse.data(), positions.data(),
-                                   shape, o.causal, scale, comms, pass);
+      return RingAttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(),
+                                   out.data(), d_o.data(), lse.data(), positions.data(), shape,
+                                   o.causal, scale, comms, pass);
     };
     timed(kFwdCompute, [&] { return forward(compute_only); });
     fwd_transfers = timed(kFwdTransfers, [&] { return forward(transfers_only); });
     fwd = timed(kFwdBoth, [&] { return forward(real); });
     timed(kBwdCompute, [&] { return backward(compute_only); });
     bwd_transfers = timed(kBwdTransfers, [&] { return backward(transfers_only); });
-    std::fill(dq.begin(), dq.end(), 0.0f), std::fill(dk.begin(), dk.end(), 0.0f), std::fill(dv.begin(), dv.end(), 0.0f);
+    std::fill(dq.begin(), dq.end(), 0.0f), std::fill(dk.begin(), dk.end(), 0.0f),
+        std::fill(dv.begin(), dv.end(), 0.0f);
     bwd = timed(kBwdBoth, [&] { return backward(real); });
   }
   MaxOverRanks(samples);
@@ -337,9 +376,12 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
     return runs;
   };
   const int64_t accumulator_bytes = 2 * static_cast<int64_t>(k.size()) * 4;
-  const PassOverlap forward_overlap{series(kFwdBoth), series(kFwdCompute), series(kFwdTransfers), size, fwd_transfers.bytes_sent, kv_block_bytes};
-  const PassOverlap backward_overlap{series(kBwdBoth), series(kBwdCompute), series(kBwdTransfers), size, bwd_transfers.bytes_sent,
-                                     kv_block_bytes + accumulator_bytes};
+  const PassOverlap forward_overlap{series(kFwdBoth),         series(kFwdCompute),
+                                    series(kFwdTransfers),    size,
+                                    fwd_transfers.bytes_sent, kv_block_bytes};
+  const PassOverlap backward_overlap{series(kBwdBoth),         series(kBwdCompute),
+                                     series(kBwdTransfers),    size,
+                                     bwd_transfers.bytes_sent, kv_block_bytes + accumulator_bytes};
 
   double max_error[2] = {0, 0};
   if (o.check) {
@@ -351,16 +393,22 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
     Fill(ka, "k", all, o.batch, seq_len, kvrow);
     Fill(va, "v", all, o.batch, seq_len, kvrow);
     Fill(da, "do", all, o.batch, seq_len, qrow);
-    const AttentionShape full{static_cast<int>(o.batch), static_cast<int>(seq_len), static_cast<int>(seq_len), static_cast<int>(o.heads),
+    const AttentionShape full{static_cast<int>(o.batch),    static_cast<int>(seq_len),
+                              static_cast<int>(seq_len),    static_cast<int>(o.heads),
                               static_cast<int>(o.kv_heads), static_cast<int>(o.head_dim)};
-    std::vector<float> of(qa.size()), lf(static_cast<size_t>(o.batch * o.heads * seq_len)), dqf(qa.size()), dkf(ka.size()), dvf(va.size());
+    std::vector<float> of(qa.size()), lf(static_cast<size_t>(o.batch * o.heads * seq_len)),
+        dqf(qa.size()), dkf(ka.size()), dvf(va.size());
     AttentionForward(of.data(), lf.data(), qa.data(), ka.data(), va.data(), full, o.causal, scale);
-    AttentionBackward(dqf.data(), dkf.data(), dvf.data(), qa.data(), ka.data(), va.data(), of.data(), da.data(), lf.data(), full, o.causal, scale);
-    auto compare = [&](const std::vector<float>& mine, const std::vector<float>& whole, int64_t row, double& worst) {
+    AttentionBackward(dqf.data(), dkf.data(), dvf.data(), qa.data(), ka.data(), va.data(),
+                      of.data(), da.data(), lf.data(), full, o.causal, scale);
+    auto compare = [&](const std::vector<float>& mine, const std::vector<float>& whole, int64_t row,
+                       double& worst) {
       for (int64_t b = 0; b < o.batch; ++b) {
         for (size_t i = 0; i < positions.size(); ++i) {
           for (int64_t col = 0; col < row; ++col) {
-            const double a = mine[(static_cast<size_t>(b) * positions.size() + i) * static_cast<size_t>(row) + static_cast<size_t>(col)];
+            const double a =
+                mine[(static_cast<size_t>(b) * positions.size() + i) * static_cast<size_t>(row) +
+                     static_cast<size_t>(col)];
             const double w = whole[static_cast<size_t>((b * seq_len + positions[i]) * row + col)];
             worst = std::max(worst, std::abs(a - w));
           }
@@ -375,50 +423,71 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
   }
 
   // Balance, waits and memory over the ranks (the last real passes).
-  std::vector<double> extremes = {fwd.compute_s + bwd.compute_s, -(fwd.compute_s + bwd.compute_s), fwd.comm_wait_s, bwd.comm_wait_s, PeakRssBytes()};
+  std::vector<double> extremes = {fwd.compute_s + bwd.compute_s, -(fwd.compute_s + bwd.compute_s),
+                                  fwd.comm_wait_s, bwd.comm_wait_s, PeakRssBytes()};
   MaxOverRanks(extremes);
   const double slowest = extremes[0], fastest = -extremes[1];
 
-  const RingPrediction prediction = PredictRingAttention(o.batch, seq_len, o.heads, o.kv_heads, o.head_dim, o.causal, size, rates);
+  const RingPrediction prediction = PredictRingAttention(o.batch, seq_len, o.heads, o.kv_heads,
+                                                         o.head_dim, o.causal, size, rates);
   const double formula_forward =
       rates.p2p_bytes_per_s > 0
-          ? FormulaCrossoverBlockTokens(o.batch, o.heads, o.kv_heads, o.head_dim, o.causal, false, rates.forward_flop_per_s, rates.p2p_bytes_per_s)
+          ? FormulaCrossoverBlockTokens(o.batch, o.heads, o.kv_heads, o.head_dim, o.causal, false,
+                                        rates.forward_flop_per_s, rates.p2p_bytes_per_s)
           : 0.0;
   const double formula_backward =
       rates.p2p_bytes_per_s > 0
-          ? FormulaCrossoverBlockTokens(o.batch, o.heads, o.kv_heads, o.head_dim, o.causal, true, rates.backward_flop_per_s, rates.p2p_bytes_per_s)
+          ? FormulaCrossoverBlockTokens(o.batch, o.heads, o.kv_heads, o.head_dim, o.causal, true,
+                                        rates.backward_flop_per_s, rates.p2p_bytes_per_s)
           : 0.0;
   // The old wait-based figure: transfer time at the measured p2p rate, less the time blocked in
   // waits. A neighbour that arrives late counts as exposed transfer here, so it is kept only as
   // a diagnostic beside the standard measure.
   const double transfer_at_p2p_s =
-      rates.p2p_bytes_per_s > 0 ? static_cast<double>(fwd.bytes_sent + bwd.bytes_sent) / rates.p2p_bytes_per_s : 0.0;
+      rates.p2p_bytes_per_s > 0
+          ? static_cast<double>(fwd.bytes_sent + bwd.bytes_sent) / rates.p2p_bytes_per_s
+          : 0.0;
   const double waits = extremes[2] + extremes[3];
 
   ShapeResult result;
   json& j = result.report;
-  j["shape"] = {{"batch", o.batch}, {"seq", seq_len}, {"heads", o.heads}, {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}, {"causal", o.causal},
+  j["shape"] = {{"batch", o.batch},       {"seq", seq_len},         {"heads", o.heads},
+                {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}, {"causal", o.causal},
                 {"layout", o.layout}};
   j["block_tokens"] = local;
   j["forward_s"] = forward_overlap.both_s();
   j["backward_s"] = backward_overlap.both_s();
   j["predicted_forward_s"] = prediction.forward.time_s;
   j["predicted_backward_s"] = prediction.backward.time_s;
-  j["prediction"] = {{"source", prediction.source}, {"forward", PredictionJson(prediction.forward)}, {"backward", PredictionJson(prediction.backward)}};
-  j["overlap"] = {{"method", kOverlapMethod}, {"forward", OverlapJson(forward_overlap)}, {"backward", OverlapJson(backward_overlap)}};
+  j["prediction"] = {{"source", prediction.source},
+                     {"forward", PredictionJson(prediction.forward)},
+                     {"backward", PredictionJson(prediction.backward)}};
+  j["overlap"] = {{"method", kOverlapMethod},
+                  {"forward", OverlapJson(forward_overlap)},
+                  {"backward", OverlapJson(backward_overlap)}};
   j["crossover"] = {
       {"block_tokens", local},
       {"formula_block_tokens", {{"forward", formula_forward}, {"backward", formula_backward}}},
-      {"formula", "Liu et al. 2023: per step compute 4·B·c²·H·K (x1/2 causal) FLOPs / F >= transfer (2·B·G·K·4 + 4)·c bytes / B_p2p (fp32 K and V of "
-                  "G heads plus int32 positions; backward: 2x the FLOPs at the backward rate, plus a dK/dV accumulator); F and B_p2p from "
-                  "measured_rates"}};
-  j["comm_wait"] = {{"note", "seconds blocked in waits during the real passes (slowest rank); includes waiting for a late neighbour, so "
-                             "hidden_fraction_from_waits is a diagnostic; overlap.*.hidden_fraction is the standard measure"},
-                    {"forward_s", extremes[2]},
-                    {"backward_s", extremes[3]},
-                    {"transfer_at_p2p_rate_s", transfer_at_p2p_s},
-                    {"hidden_fraction_from_waits", transfer_at_p2p_s > 0 ? std::clamp(1.0 - waits / transfer_at_p2p_s, 0.0, 1.0) : 0.0}};
-  j["compute_s"] = {{"slowest_rank", slowest}, {"fastest_rank", fastest}, {"imbalance", fastest > 0 ? slowest / fastest - 1 : 0.0}};
+      {"formula",
+       "Liu et al. 2023: per step compute 4·B·c²·H·K (x1/2 causal) FLOPs / F >= transfer "
+       "(2·B·G·K·4 + 4)·c bytes / B_p2p (fp32 K and V of "
+       "G heads plus int32 positions; backward: 2x the FLOPs at the backward rate, plus a dK/dV "
+       "accumulator); F and B_p2p from "
+       "measured_rates"}};
+  j["comm_wait"] = {
+      {"note",
+       "seconds blocked in waits during the real passes (slowest rank); includes waiting for a "
+       "late neighbour, so "
+       "hidden_fraction_from_waits is a diagnostic; overlap.*.hidden_fraction is the standard "
+       "measure"},
+      {"forward_s", extremes[2]},
+      {"backward_s", extremes[3]},
+      {"transfer_at_p2p_rate_s", transfer_at_p2p_s},
+      {"hidden_fraction_from_waits",
+       transfer_at_p2p_s > 0 ? std::clamp(1.0 - waits / transfer_at_p2p_s, 0.0, 1.0) : 0.0}};
+  j["compute_s"] = {{"slowest_rank", slowest},
+                    {"fastest_rank", fastest},
+                    {"imbalance", fastest > 0 ? slowest / fastest - 1 : 0.0}};
   j["measured_rates"] = {{"attention_forward_flop_per_s", rates.forward_flop_per_s},
                          {"attention_backward_flop_per_s", rates.backward_flop_per_s},
                          {"p2p_bytes_per_s", rates.p2p_bytes_per_s},
@@ -445,18 +514,24 @@ json SweepCrossover(const json& points, const std::string& pass) {
   }
   auto ratio = [&](size_t i) {
     const json& p = points[i]["overlap"][pass];
-    return p["compute_per_step_s"].get<double>() / std::max(p["transfer_per_step_s"].get<double>(), 1e-30);
+    return p["compute_per_step_s"].get<double>() /
+           std::max(p["transfer_per_step_s"].get<double>(), 1e-30);
   };
   j["measured_block_tokens"] = first < n ? points[first]["block_tokens"] : json(nullptr);
   if (first < n && first > 0) {
-    const double b0 = points[first - 1]["block_tokens"].get<double>(), b1 = points[first]["block_tokens"].get<double>();
-    const double r0 = std::log(std::max(ratio(first - 1), 1e-30)), r1 = std::log(std::max(ratio(first), 1e-30));
+    const double b0 = points[first - 1]["block_tokens"].get<double>(),
+                 b1 = points[first]["block_tokens"].get<double>();
+    const double r0 = std::log(std::max(ratio(first - 1), 1e-30)),
+                 r1 = std::log(std::max(ratio(first), 1e-30));
     const double t = r1 > r0 ? -r0 / (r1 - r0) : 1.0;
-    j["measured_interpolated_block_tokens"] = std::exp(std::log(b0) + t * (std::log(b1) - std::log(b0)));
+    j["measured_interpolated_block_tokens"] =
+        std::exp(std::log(b0) + t * (std::log(b1) - std::log(b0)));
   } else {
-    j["measured_interpolated_block_tokens"] = nullptr;  // none crosses, or already the smallest does
+    j["measured_interpolated_block_tokens"] =
+        nullptr;  // none crosses, or already the smallest does
   }
-  j["hidden_fraction_at_measured_crossover"] = first < n ? points[first]["overlap"][pass]["hidden_fraction"] : json(nullptr);
+  j["hidden_fraction_at_measured_crossover"] =
+      first < n ? points[first]["overlap"][pass]["hidden_fraction"] : json(nullptr);
   if (n > 0) {
     j["formula_block_tokens"] = points[n - 1]["crossover"]["formula_block_tokens"][pass];
     j["formula_rates_from_block_tokens"] = points[n - 1]["block_tokens"];
@@ -467,87 +542,124 @@ json SweepCrossover(const json& points, const std::string& pass) {
 
 void PrintShapeText(const json& j, int ranks) {
   const json& s = j["shape"];
-  std::printf("ring attention on %d ranks, %s, S=%lld H=%lld G=%lld K=%lld B=%lld%s (block %lld tokens per rank)\n", ranks,
-              s["layout"].get<std::string>().c_str(), s["seq"].get<long long>(), s["heads"].get<long long>(), s["kv_heads"].get<long long>(),
-              s["head_dim"].get<long long>(), s["batch"].get<long long>(), s["causal"].get<bool>() ? " causal" : "",
-              j["block_tokens"].get<long long>());
+  std::printf(
+      "ring attention on %d ranks, %s, S=%lld H=%lld G=%lld K=%lld B=%lld%s (block %lld tokens per "
+      "rank)\n",
+      ranks, s["layout"].get<std::string>().c_str(), s["seq"].get<long long>(),
+      s["heads"].get<long long>(), s["kv_heads"].get<long long>(), s["head_dim"].get<long long>(),
+      s["batch"].get<long long>(), s["causal"].get<bool>() ? " causal" : "",
+      j["block_tokens"].get<long long>());
   for (const char* pass : {"forward", "backward"}) {
     const json& p = j["prediction"][pass];
     const json& ov = j["overlap"][pass];
-    std::printf("  %-8s %.3f ms measured, %.3f ms predicted by the step program's ops (compute %.3f ms, transfers %.3f ms)\n", pass,
-                1e3 * ov["both_s"].get<double>(), 1e3 * p["time_s"].get<double>(), 1e3 * p["compute_s"].get<double>(),
-                1e3 * p["transfers_s"].get<double>());
-    std::printf("           overlap: compute alone %.3f ms, transfers alone %.3f ms, both %.3f ms -> ", 1e3 * ov["compute_only_s"].get<double>(),
-                1e3 * ov["transfers_only_s"].get<double>(), 1e3 * ov["both_s"].get<double>());
+    std::printf(
+        "  %-8s %.3f ms measured, %.3f ms predicted by the step program's ops (compute %.3f ms, "
+        "transfers %.3f ms)\n",
+        pass, 1e3 * ov["both_s"].get<double>(), 1e3 * p["time_s"].get<double>(),
+        1e3 * p["compute_s"].get<double>(), 1e3 * p["transfers_s"].get<double>());
+    std::printf(
+        "           overlap: compute alone %.3f ms, transfers alone %.3f ms, both %.3f ms -> ",
+        1e3 * ov["compute_only_s"].get<double>(), 1e3 * ov["transfers_only_s"].get<double>(),
+        1e3 * ov["both_s"].get<double>());
     if (ov["hidden_fraction"].is_null()) {
       std::printf("nothing to hide\n");
     } else {
       std::printf("%.1f%% of the transfers hidden\n", 100 * ov["hidden_fraction"].get<double>());
       const json& rs = ov["ring_stats"];
-      std::printf("           ring timers: %.3f ms in MPI calls between pieces (copies on this core), %.3f ms waiting -> %.1f%% hidden\n",
-                  1e3 * rs["progress_s"]["both"].get<double>(), 1e3 * rs["wait_s"]["both"].get<double>(),
-                  100 * rs["hidden_fraction_from_timers"].get<double>());
+      std::printf(
+          "           ring timers: %.3f ms in MPI calls between pieces (copies on this core), %.3f "
+          "ms waiting -> %.1f%% hidden\n",
+          1e3 * rs["progress_s"]["both"].get<double>(), 1e3 * rs["wait_s"]["both"].get<double>(),
+          100 * rs["hidden_fraction_from_timers"].get<double>());
     }
-    std::printf("           per step: compute %.3f ms, transfer %.3f ms; formula crossover at %.0f tokens per rank\n",
-                1e3 * ov["compute_per_step_s"].get<double>(), 1e3 * ov["transfer_per_step_s"].get<double>(),
-                j["crossover"]["formula_block_tokens"][pass].get<double>());
+    std::printf(
+        "           per step: compute %.3f ms, transfer %.3f ms; formula crossover at %.0f tokens "
+        "per rank\n",
+        1e3 * ov["compute_per_step_s"].get<double>(), 1e3 * ov["transfer_per_step_s"].get<double>(),
+        j["crossover"]["formula_block_tokens"][pass].get<double>());
   }
   const json& c = j["compute_s"];
-  std::printf("  compute  slowest rank %.3f ms, fastest %.3f ms (%.1f%% apart)\n", 1e3 * c["slowest_rank"].get<double>(),
-              1e3 * c["fastest_rank"].get<double>(), 100 * c["imbalance"].get<double>());
-  std::printf("  waits    %.3f ms forward, %.3f ms backward blocked in waits in the real passes (a late neighbour included)\n",
-              1e3 * j["comm_wait"]["forward_s"].get<double>(), 1e3 * j["comm_wait"]["backward_s"].get<double>());
+  std::printf("  compute  slowest rank %.3f ms, fastest %.3f ms (%.1f%% apart)\n",
+              1e3 * c["slowest_rank"].get<double>(), 1e3 * c["fastest_rank"].get<double>(),
+              100 * c["imbalance"].get<double>());
+  std::printf(
+      "  waits    %.3f ms forward, %.3f ms backward blocked in waits in the real passes (a late "
+      "neighbour included)\n",
+      1e3 * j["comm_wait"]["forward_s"].get<double>(),
+      1e3 * j["comm_wait"]["backward_s"].get<double>());
   const json& r = j["measured_rates"];
-  std::printf("  rates    kernel %.1f GFLOP/s forward, %.1f backward; p2p %.2f GB/s, %.1f us latency (measured here)\n",
-              r["attention_forward_flop_per_s"].get<double>() / 1e9, r["attention_backward_flop_per_s"].get<double>() / 1e9,
-              r["p2p_bytes_per_s"].get<double>() / 1e9, 1e6 * r["p2p_latency_s"].get<double>());
-  std::printf("  memory   %.1f MiB peak per rank\n", j["peak_memory_bytes_per_rank"].get<double>() / 1048576.0);
+  std::printf(
+      "  rates    kernel %.1f GFLOP/s forward, %.1f backward; p2p %.2f GB/s, %.1f us latency "
+      "(measured here)\n",
+      r["attention_forward_flop_per_s"].get<double>() / 1e9,
+      r["attention_backward_flop_per_s"].get<double>() / 1e9,
+      r["p2p_bytes_per_s"].get<double>() / 1e9, 1e6 * r["p2p_latency_s"].get<double>());
+  std::printf("  memory   %.1f MiB peak per rank\n",
+              j["peak_memory_bytes_per_rank"].get<double>() / 1048576.0);
   if (j.contains("max_abs_error")) {
-    std::printf("  check    max_abs_error output %.3g, gradients %.3g\n", j["max_abs_error"]["output"].get<double>(),
+    std::printf("  check    max_abs_error output %.3g, gradients %.3g\n",
+                j["max_abs_error"]["output"].get<double>(),
                 j["max_abs_error"]["gradients"].get<double>());
   }
 }
 
 void PrintSweepText(const json& report) {
   const json& s = report["shape"];
-  std::printf("ring attention block-size sweep on %d ranks, %s, H=%lld G=%lld K=%lld B=%lld%s\n", report["ranks"].get<int>(),
-              s["layout"].get<std::string>().c_str(), s["heads"].get<long long>(), s["kv_heads"].get<long long>(), s["head_dim"].get<long long>(),
-              s["batch"].get<long long>(), s["causal"].get<bool>() ? " causal" : "");
-  std::printf("  %8s  %-8s %12s %12s %8s %8s %12s %12s\n", "block", "pass", "compute/step", "transfer/step", "hidden", "(timers)", "measured",
-              "predicted");
+  std::printf("ring attention block-size sweep on %d ranks, %s, H=%lld G=%lld K=%lld B=%lld%s\n",
+              report["ranks"].get<int>(), s["layout"].get<std::string>().c_str(),
+              s["heads"].get<long long>(), s["kv_heads"].get<long long>(),
+              s["head_dim"].get<long long>(), s["batch"].get<long long>(),
+              s["causal"].get<bool>() ? " causal" : "");
+  std::printf("  %8s  %-8s %12s %12s %8s %8s %12s %12s\n", "block", "pass", "compute/step",
+              "transfer/step", "hidden", "(timers)", "measured", "predicted");
   for (const json& p : report["sweep"]) {
     for (const char* pass : {"forward", "backward"}) {
       const json& ov = p["overlap"][pass];
       const json& timers = ov["ring_stats"]["hidden_fraction_from_timers"];
-      std::printf("  %8lld  %-8s %9.3f ms %10.3f ms %7.1f%% %7.1f%% %9.3f ms %9.3f ms\n", p["block_tokens"].get<long long>(), pass,
-                  1e3 * ov["compute_per_step_s"].get<double>(), 1e3 * ov["transfer_per_step_s"].get<double>(),
-                  ov["hidden_fraction"].is_null() ? 0.0 : 100 * ov["hidden_fraction"].get<double>(), timers.is_null() ? 0.0 : 100 * timers.get<double>(),
-                  1e3 * ov["both_s"].get<double>(), 1e3 * p["prediction"][pass]["time_s"].get<double>());
+      std::printf(
+          "  %8lld  %-8s %9.3f ms %10.3f ms %7.1f%% %7.1f%% %9.3f ms %9.3f ms\n",
+          p["block_tokens"].get<long long>(), pass, 1e3 * ov["compute_per_step_s"].get<double>(),
+          1e3 * ov["transfer_per_step_s"].get<double>(),
+          ov["hidden_fraction"].is_null() ? 0.0 : 100 * ov["hidden_fraction"].get<double>(),
+          timers.is_null() ? 0.0 : 100 * timers.get<double>(), 1e3 * ov["both_s"].get<double>(),
+          1e3 * p["prediction"][pass]["time_s"].get<double>());
     }
   }
   for (const char* pass : {"forward", "backward"}) {
     const json& c = report["crossover"][pass];
-    auto tokens = [](const json& v) { return v.is_null() ? std::string("none") : std::to_string(static_cast<long long>(std::llround(v.get<double>()))); };
-    std::printf("  crossover %-8s measured %s tokens per rank (interpolated %s), formula %s (rates at block %s)\n", pass,
-                tokens(c["measured_block_tokens"]).c_str(), tokens(c["measured_interpolated_block_tokens"]).c_str(),
-                tokens(c["formula_block_tokens"]).c_str(), tokens(c["formula_rates_from_block_tokens"]).c_str());
+    auto tokens = [](const json& v) {
+      return v.is_null() ? std::string("none")
+                         : std::to_string(static_cast<long long>(std::llround(v.get<double>())));
+    };
+    std::printf(
+        "  crossover %-8s measured %s tokens per rank (interpolated %s), formula %s (rates at "
+        "block %s)\n",
+        pass, tokens(c["measured_block_tokens"]).c_str(),
+        tokens(c["measured_interpolated_block_tokens"]).c_str(),
+        tokens(c["formula_block_tokens"]).c_str(),
+        tokens(c["formula_rates_from_block_tokens"]).c_str());
   }
 }
 
 }  // namespace
 
-double FormulaCrossoverBlockTokens(int64_t batch, int64_t heads, int64_t kv_heads, int64_t head_dim, bool causal, bool backward, double flop_per_s,
+double FormulaCrossoverBlockTokens(int64_t batch, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                   bool causal, bool backward, double flop_per_s,
                                    double p2p_bytes_per_s) {
   SHARDSIM_CHECK(flop_per_s > 0 && p2p_bytes_per_s > 0, "crossover needs positive rates");
-  const double b = static_cast<double>(batch), kv = 2.0 * b * static_cast<double>(kv_heads * head_dim) * 4;
-  const double flops_per_pair = 4.0 * b * static_cast<double>(heads * head_dim) * (causal ? 0.5 : 1.0) * (backward ? 2.0 : 1.0);
+  const double b = static_cast<double>(batch),
+               kv = 2.0 * b * static_cast<double>(kv_heads * head_dim) * 4;
+  const double flops_per_pair = 4.0 * b * static_cast<double>(heads * head_dim) *
+                                (causal ? 0.5 : 1.0) * (backward ? 2.0 : 1.0);
   const double bytes_per_token = kv + 4 + (backward ? kv : 0.0);
   return flop_per_s * bytes_per_token / (p2p_bytes_per_s * flops_per_pair);
 }
 
-RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t heads, int64_t kv_heads, int64_t head_dim, bool causal, int64_t ranks,
+RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t heads, int64_t kv_heads,
+                                    int64_t head_dim, bool causal, int64_t ranks,
                                     const RingMeasuredRates& rates) {
-  SHARDSIM_CHECK(ranks >= 1 && rates.forward_flop_per_s > 0 && rates.backward_flop_per_s > 0, "ring prediction needs measured rates");
+  SHARDSIM_CHECK(ranks >= 1 && rates.forward_flop_per_s > 0 && rates.backward_flop_per_s > 0,
+                 "ring prediction needs measured rates");
   ModelSpec model;
   model.name = "ring-attention";
   model.num_layers = 1;
@@ -574,37 +686,48 @@ RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t head
   ValidateModel(model, "ring-attention shape");
   ValidatePlan(plan, model, ranks, "the job's ranks", "ring-attention plan");
   const strategies::StepProgram program = strategies::BuildStep(model, plan);
-  const auto dense = std::find_if(program.layer_programs.begin(), program.layer_programs.end(),
-                                  [](const strategies::LayerProgram& l) { return l.name == "dense"; });
+  const auto dense =
+      std::find_if(program.layer_programs.begin(), program.layer_programs.end(),
+                   [](const strategies::LayerProgram& l) { return l.name == "dense"; });
   SHARDSIM_CHECK(dense != program.layer_programs.end(), "the step program has no dense layer");
   const size_t dense_index = static_cast<size_t>(dense - program.layer_programs.begin());
 
   RingPrediction prediction;
   prediction.source =
-      "strategies::BuildStep for a one-layer model of this attention shape (plan: context=" + std::to_string(ranks) +
-      ", fp32, micro-batch " + std::to_string(batch) + ", seq " + std::to_string(seq_len) +
-      ", context overlap on" + (causal ? ", flash attention" : ", flash_attention off so the attention op counts every key") +
-      "); of its dense layer the attention op and the context-stream ring transfers, costed per phase by sim::Estimate on a local "
-      "cluster of " + std::to_string(ranks) +
-      " cores with fp32 peak = the measured block-kernel rate of that phase, shm link = the measured p2p bandwidth and latency, "
-      "every efficiency 1, no memory term; the estimator hides a phase's overlapped transfers under its compute: time = max(compute, "
+      "strategies::BuildStep for a one-layer model of this attention shape (plan: context=" +
+      std::to_string(ranks) + ", fp32, micro-batch " + std::to_string(batch) + ", seq " +
+      std::to_string(seq_len) + ", context overlap on" +
+      (causal ? ", flash attention"
+              : ", flash_attention off so the attention op counts every key") +
+      "); of its dense layer the attention op and the context-stream ring transfers, costed per "
+      "phase by sim::Estimate on a local "
+      "cluster of " +
+      std::to_string(ranks) +
+      " cores with fp32 peak = the measured block-kernel rate of that phase, shm link = the "
+      "measured p2p bandwidth and latency, "
+      "every efficiency 1, no memory term; the estimator hides a phase's overlapped transfers "
+      "under its compute: time = max(compute, "
       "sum of transfers)";
-  const std::pair<strategies::Phase, RingPassPrediction*> phases[] = {{strategies::Phase::kForward, &prediction.forward},
-                                                                       {strategies::Phase::kBackwardInput, &prediction.backward}};
+  const std::pair<strategies::Phase, RingPassPrediction*> phases[] = {
+      {strategies::Phase::kForward, &prediction.forward},
+      {strategies::Phase::kBackwardInput, &prediction.backward}};
   for (const auto& [phase, out] : phases) {
     strategies::StepProgram part = program;
     for (strategies::LayerProgram& layer : part.layer_programs) layer.ops.clear();
     for (strategies::Stage& stage : part.stages) stage.step_ops.clear();
     for (const strategies::Op& op : dense->ops) {
       const bool attention = !op.is_comm() && op.kind == strategies::ComputeKind::kAttention;
-      if (op.phase == phase && (attention || op.stream == strategies::Stream::kContext)) part.layer_programs[dense_index].ops.push_back(op);
+      if (op.phase == phase && (attention || op.stream == strategies::Stream::kContext))
+        part.layer_programs[dense_index].ops.push_back(op);
     }
-    const double flop_per_s = phase == strategies::Phase::kForward ? rates.forward_flop_per_s : rates.backward_flop_per_s;
+    const double flop_per_s =
+        phase == strategies::Phase::kForward ? rates.forward_flop_per_s : rates.backward_flop_per_s;
     const ClusterSpec cluster = MeasuredCluster(ranks, flop_per_s, rates);
     const topologies::Cluster topology(cluster);
     sim::AxisCollectives collectives(topology, plan);
     out->time_s = sim::Estimate(part, cluster, collectives).step_time_s;
-    const sim::PhaseParts parts = sim::CostPhaseParts(part.layer_programs[dense_index], phase, cluster, plan.dtype, collectives);
+    const sim::PhaseParts parts = sim::CostPhaseParts(part.layer_programs[dense_index], phase,
+                                                      cluster, plan.dtype, collectives);
     out->compute_s = parts.compute_s;
     for (const auto& [op, seconds] : parts.collectives) out->transfers_s += seconds;
     out->ops = Describe(part.layer_programs[dense_index].ops);
@@ -615,22 +738,32 @@ RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t head
 json RingAttentionBenchReport(const RingAttentionBenchOptions& o) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  for (const auto& [name, value] : std::vector<std::pair<std::string, int64_t>>{
-           {"--seq", o.seq_len}, {"--heads", o.heads}, {"--kv-heads", o.kv_heads}, {"--head-dim", o.head_dim}, {"--batch", o.batch}, {"--repeats", o.repeats}}) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, int64_t>>{{"--seq", o.seq_len},
+                                                    {"--heads", o.heads},
+                                                    {"--kv-heads", o.kv_heads},
+                                                    {"--head-dim", o.head_dim},
+                                                    {"--batch", o.batch},
+                                                    {"--repeats", o.repeats}}) {
     if (value < 1) throw InputError(name, std::to_string(value), "1 or more");
   }
   if (o.heads % o.kv_heads != 0) {
-    throw InputError("--kv-heads", std::to_string(o.kv_heads) + " must divide --heads " + std::to_string(o.heads), "a divisor of the heads");
+    throw InputError("--kv-heads",
+                     std::to_string(o.kv_heads) + " must divide --heads " + std::to_string(o.heads),
+                     "a divisor of the heads");
   }
   const SequenceLayout layout = ParseSequenceLayout(o.layout);
   std::vector<int64_t> blocks = o.sweep_block_tokens;
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-  const int64_t unit = layout == SequenceLayout::kZigzag ? 2 : 1;  // tokens per rank must split in two chunks
+  const int64_t unit =
+      layout == SequenceLayout::kZigzag ? 2 : 1;  // tokens per rank must split in two chunks
   for (int64_t b : blocks) {
     if (b < 1 || b % unit != 0 || b > (int64_t{1} << 30) / size) {
       throw InputError("--sweep", "block size " + std::to_string(b) + " (tokens per rank)",
-                       unit == 2 ? "positive even numbers (zigzag holds two chunks per rank)" : "positive numbers", "e.g. --sweep 64,128,256,512");
+                       unit == 2 ? "positive even numbers (zigzag holds two chunks per rank)"
+                                 : "positive numbers",
+                       "e.g. --sweep 64,128,256,512");
     }
   }
   PlanSpec plan;
@@ -644,7 +777,13 @@ json RingAttentionBenchReport(const RingAttentionBenchOptions& o) {
     return report;
   }
   json report = {{"ranks", size},
-                 {"shape", {{"batch", o.batch}, {"heads", o.heads}, {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}, {"causal", o.causal}, {"layout", o.layout}}},
+                 {"shape",
+                  {{"batch", o.batch},
+                   {"heads", o.heads},
+                   {"kv_heads", o.kv_heads},
+                   {"head_dim", o.head_dim},
+                   {"causal", o.causal},
+                   {"layout", o.layout}}},
                  {"sweep", json::array()}};
   bool check_failed = false;
   for (int64_t b : blocks) {
@@ -652,9 +791,12 @@ json RingAttentionBenchReport(const RingAttentionBenchOptions& o) {
     check_failed = check_failed || point.check_failed;
     report["sweep"].push_back(std::move(point.report));
   }
-  report["crossover"] = {{"definition", "measured: the smallest swept block size (tokens per rank) from which on every larger one a ring step computes at "
-                                        "least as long as it transfers (overlap.*.compute_per_step_s >= transfer_per_step_s); formula: "
-                                        "crossover.formula_block_tokens of the largest block's run"},
+  report["crossover"] = {{"definition",
+                          "measured: the smallest swept block size (tokens per rank) from which on "
+                          "every larger one a ring step computes at "
+                          "least as long as it transfers (overlap.*.compute_per_step_s >= "
+                          "transfer_per_step_s); formula: "
+                          "crossover.formula_block_tokens of the largest block's run"},
                          {"forward", SweepCrossover(report["sweep"], "forward")},
                          {"backward", SweepCrossover(report["sweep"], "backward")}};
   report["check_failed"] = check_failed;

@@ -5,10 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace shardsim::runtime {
 
@@ -33,14 +32,14 @@ struct RingMeasuredRates {
   // compute-only ring pass with causal off.
   double forward_flop_per_s = 0;
   double backward_flop_per_s = 0;
-  double p2p_bytes_per_s = 0;      // each way, both neighbours exchanging one K/V block at once
-  double p2p_latency_s = 0;        // the same exchange of 8 bytes
+  double p2p_bytes_per_s = 0;  // each way, both neighbours exchanging one K/V block at once
+  double p2p_latency_s = 0;    // the same exchange of 8 bytes
 };
 
 struct RingPassPrediction {
-  double time_s = 0;       // the estimator's time for the phase's context-parallel ops
-  double compute_s = 0;    // its attention op(s) alone (roofline at the measured rate)
-  double transfers_s = 0;  // its ring transfer ops alone, summed
+  double time_s = 0;             // the estimator's time for the phase's context-parallel ops
+  double compute_s = 0;          // its attention op(s) alone (roofline at the measured rate)
+  double transfers_s = 0;        // its ring transfer ops alone, summed
   std::vector<std::string> ops;  // "attention: compute 1.07e+09 FLOP", "cp_kv: permute 524288 B"
 };
 

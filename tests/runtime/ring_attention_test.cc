@@ -11,10 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "runtime/ring_attention_bench.h"
@@ -225,9 +224,9 @@ TEST(RingAttentionParts, ComputeOnlyAndTransfersOnly) {
   for (const auto& p : step_positions) compute_only.step_kv_positions.push_back(p.data());
 
   std::vector<float> o(q.size()), lse(static_cast<size_t>(batch) * heads * local_len);
-  const RingAttentionStats fwd = RingAttentionForward(o.data(), lse.data(), q.data(), k.data(),
-                                                      v.data(), positions.data(), shape, false,
-                                                      scale, comms, compute_only);
+  const RingAttentionStats fwd =
+      RingAttentionForward(o.data(), lse.data(), q.data(), k.data(), v.data(), positions.data(),
+                           shape, false, scale, comms, compute_only);
   std::vector<float> o_own(o.size()), lse_own(lse.size());
   AttentionForwardBlock(o_own.data(), lse_own.data(), q.data(), k.data(), v.data(),
                         positions.data(), positions.data(), shape, false, scale);
@@ -249,9 +248,9 @@ TEST(RingAttentionParts, ComputeOnlyAndTransfersOnly) {
   // Transfers alone: the real pass's bytes, no compute, outputs untouched.
   const RingPass transfers_only{RingWork::kTransfersOnly, {}};
   std::vector<float> o_t(o.size(), 7.0f), lse_t(lse.size(), 7.0f);
-  const RingAttentionStats fwd_t = RingAttentionForward(o_t.data(), lse_t.data(), q.data(),
-                                                        k.data(), v.data(), positions.data(),
-                                                        shape, true, scale, comms, transfers_only);
+  const RingAttentionStats fwd_t =
+      RingAttentionForward(o_t.data(), lse_t.data(), q.data(), k.data(), v.data(), positions.data(),
+                           shape, true, scale, comms, transfers_only);
   std::vector<float> dq_t(q.size(), 7.0f), dk_t(k.size(), 7.0f), dv_t(v.size(), 7.0f);
   const RingAttentionStats bwd_t = RingAttentionBackward(
       dq_t.data(), dk_t.data(), dv_t.data(), q.data(), k.data(), v.data(), o.data(), d_o.data(),
@@ -387,11 +386,13 @@ TEST(RingAttentionPrediction, StepProgramOpsAtMeasuredRates) {
       rates.backward_flop_per_s = 5e9;
       rates.p2p_bytes_per_s = bandwidth;
       rates.p2p_latency_s = 1e-6;
-      const RingPrediction p = PredictRingAttention(batch, seq, heads, kv_heads, head_dim, causal, c, rates);
+      const RingPrediction p =
+          PredictRingAttention(batch, seq, heads, kv_heads, head_dim, causal, c, rates);
       const double keys = static_cast<double>(seq) * (causal ? 0.5 : 1.0);
       const double flops = 2 * tokens * keys * heads * (2 * head_dim);  // QK^T and AV
       const double transfer = 1e-6 + block_bytes / bandwidth;
-      const std::string what = std::string(causal ? "causal" : "full") + " at " + std::to_string(bandwidth) + " B/s";
+      const std::string what =
+          std::string(causal ? "causal" : "full") + " at " + std::to_string(bandwidth) + " B/s";
       EXPECT_NEAR(p.forward.compute_s, flops / 1e10, 1e-12) << what;
       EXPECT_NEAR(p.forward.transfers_s, 3 * transfer, 1e-9) << what;
       EXPECT_NEAR(p.forward.time_s, std::max(flops / 1e10, 3 * transfer), 1e-9) << what;
@@ -422,7 +423,8 @@ TEST(RingAttentionPrediction, FormulaCrossoverFollowsThePaper) {
   EXPECT_NEAR(FormulaCrossoverBlockTokens(1, 8, 8, 64, false, true, f, b), mha, 0.01 * mha);
   // At the crossover a step computes exactly as long as it transfers.
   const double c = FormulaCrossoverBlockTokens(2, 6, 3, 32, true, false, f, b);
-  const double compute = c * c * 4 * 2 * 6 * 32 * 0.5 / f, transfer = c * (2.0 * 2 * 3 * 32 * 4 + 4) / b;
+  const double compute = c * c * 4 * 2 * 6 * 32 * 0.5 / f,
+               transfer = c * (2.0 * 2 * 3 * 32 * 4 + 4) / b;
   EXPECT_NEAR(compute, transfer, 1e-12 * transfer);
 }
 
@@ -479,12 +481,15 @@ TEST(RingAttentionBench, ReportHasOverlapPredictionAndCrossover) {
   EXPECT_EQ(sweep["sweep"][1]["shape"]["seq"].get<int>(), 16 * ranks);
   for (const char* pass : {"forward", "backward"}) {
     const nlohmann::json& c = sweep["crossover"][pass];
-    for (const char* key : {"measured_block_tokens", "measured_interpolated_block_tokens", "formula_block_tokens",
-                            "formula_rates_from_block_tokens", "hidden_fraction_at_measured_crossover", "hidden_fraction_at_largest_block"}) {
+    for (const char* key :
+         {"measured_block_tokens", "measured_interpolated_block_tokens", "formula_block_tokens",
+          "formula_rates_from_block_tokens", "hidden_fraction_at_measured_crossover",
+          "hidden_fraction_at_largest_block"}) {
       EXPECT_TRUE(c.contains(key)) << pass << " " << key;
     }
     if (!c["measured_block_tokens"].is_null()) {
-      EXPECT_TRUE(c["measured_block_tokens"].get<int>() == 8 || c["measured_block_tokens"].get<int>() == 16);
+      EXPECT_TRUE(c["measured_block_tokens"].get<int>() == 8 ||
+                  c["measured_block_tokens"].get<int>() == 16);
     }
     EXPECT_EQ(c["formula_rates_from_block_tokens"].get<int>(), 16);
   }
