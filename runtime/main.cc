@@ -156,7 +156,10 @@ int main(int argc, char** argv) {
   ring_cmd->add_option("--head-dim", ring.head_dim, "head dimension K (default 64)");
   ring_cmd->add_option("--batch", ring.batch, "sequences B (default 1)");
   ring_cmd->add_option("--layout", ring.layout, "zigzag (default), striped or contiguous");
-  ring_cmd->add_option("--repeats", ring.repeats, "timed passes, median reported (default 3)");
+  ring_cmd->add_option("--repeats", ring.repeats, "timed passes of each kind (compute alone, transfers alone, both), medians reported (default 3)");
+  ring_cmd->add_option("--sweep", ring.sweep_block_tokens,
+                       "block sizes (tokens per rank, S/c) to measure in turn instead of --seq, e.g. 16,64,256,1024: reports the crossover block size")
+      ->delimiter(',');
   ring_cmd->add_flag("--causal", ring.causal, "causal masking");
   ring_cmd->add_flag("--check", ring.check, "compare output and gradients with full attention (O(S^2) per rank)");
   ring_cmd->add_flag("--json", ring.json, "print the JSON report");

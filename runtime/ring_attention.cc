@@ -151,49 +151,7 @@ int PieceRows(const AttentionShape& s, int pieces) {
   return s.batch == 1 ? std::max(64, (s.kv_len + pieces - 1) / pieces) : s.kv_len;
 }
 
-// The ring's receive buffers and scratch, kept between calls (one set per thread, each grown to
-// the largest size asked for, never shrunk until ReleaseRingAttentionBuffers). The shared-memory
-// transport copies into the receive buffers inside MPI calls on the receiving core: buffers
-// mapped afresh on every call take a page fault per 4 KB inside that copy, which made a 2 MB
-// block's transfer about 5x slower than into pages already mapped (measured on 2 cores).
-class RingBuffers {
- public:
-  enum Slot {
-    kKey0,
-    kKey1,
-    kValue0,
-    kValue1,
-    kBlockOut,
-    kBlockLse,
-    kDelta,
-    kGrad,
-    kAccumulator0,
-    kAccumulator1,
-    kSlots
-  };
-  // At least n floats of `slot`, contents unspecified. Pointers stay valid until the next call
-  // for the same slot.
-  float* Floats(Slot slot, int64_t n) { return Grown(floats_[slot], n); }
-  int32_t* Positions(int i, int64_t n) { return Grown(positions_[i], n); }
-  void Release() {
-    for (std::vector<float>& v : floats_) std::vector<float>().swap(v);
-    for (std::vector<int32_t>& v : positions_) std::vector<int32_t>().swap(v);
-  }
-
- private:
-  template <class T>
-  static T* Grown(std::vector<T>& v, int64_t n) {
-    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-    return v.data();
-  }
-  std::vector<float> floats_[kSlots];
-  std::vector<int32_t> positions_[2];
-};
-
-RingBuffers& ThreadRingBuffers() {
-  thread_local RingBuffers buffers;
-  return buffers;
-}
+using RingBuffers = RingAttentionWorkspace;
 
 // The double buffer a K/V block travels through, and the transfers of one rotation.
 class KvRotation {
@@ -386,7 +344,8 @@ RingAttentionStats RingAttentionForward(float* o, float* lse, const float* q, co
   const Ring ring = RingOf(comms);
   const PassParts parts = PartsOf(pass, ring);
   RingAttentionStats stats;
-  RingBuffers& buffers = ThreadRingBuffers();
+  RingAttentionWorkspace call_workspace;  // used when the caller keeps none
+  RingBuffers& buffers = pass.workspace ? *pass.workspace : call_workspace;
   std::optional<KvRotation> rotation;
   if (parts.transfers) rotation.emplace(k, v, positions, shape, buffers);
   float* o_blk = nullptr;
@@ -451,7 +410,8 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
   RingAttentionStats stats;
   const int64_t kv_elems = int64_t{shape.batch} * shape.kv_len * shape.kv_heads * shape.head_dim;
 
-  RingBuffers& buffers = ThreadRingBuffers();
+  RingAttentionWorkspace call_workspace;  // used when the caller keeps none
+  RingBuffers& buffers = pass.workspace ? *pass.workspace : call_workspace;
   Clock::time_point start = Clock::now();
   float* delta = nullptr;
   if (parts.compute) {
@@ -575,6 +535,5 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
   return stats;
 }
 
-void ReleaseRingAttentionBuffers() { ThreadRingBuffers().Release(); }
 
 }  // namespace shardsim::runtime

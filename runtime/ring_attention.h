@@ -85,10 +85,32 @@ RingAttentionStats RingAttentionBackward(float* dq, float* dk, float* dv, const 
                                          const int32_t* positions, const AttentionShape& shape,
                                          bool causal, float scale, MeshComms& comms);
 
-// Both functions keep their receive buffers and scratch between calls, one set per thread (the
-// shared-memory transport copies into them: fresh pages would fault inside every copy). This
-// frees them; the next call allocates them again.
-void ReleaseRingAttentionBuffers();
+// The ring's receive buffers and scratch, for a caller to keep between calls (RingPass::workspace):
+// each slot grows to the largest size asked for and is never shrunk until Release(). The
+// shared-memory transport copies into the receive buffers inside MPI calls on the receiving core;
+// buffers mapped afresh on every call take a page fault per 4 KB inside that copy, which made a
+// 2 MB block's transfer about 5x slower than into pages already mapped (measured on 2 cores).
+class RingAttentionWorkspace {
+ public:
+  enum Slot { kKey0, kKey1, kValue0, kValue1, kBlockOut, kBlockLse, kDelta, kGrad, kAccumulator0, kAccumulator1, kSlots };
+  // At least n floats of `slot`, contents unspecified. Pointers stay valid until the next call
+  // for the same slot.
+  float* Floats(Slot slot, int64_t n) { return Grown(floats_[slot], n); }
+  int32_t* Positions(int i, int64_t n) { return Grown(positions_[i], n); }
+  void Release() {
+    for (std::vector<float>& v : floats_) std::vector<float>().swap(v);
+    for (std::vector<int32_t>& v : positions_) std::vector<int32_t>().swap(v);
+  }
+
+ private:
+  template <class T>
+  static T* Grown(std::vector<T>& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+    return v.data();
+  }
+  std::vector<float> floats_[kSlots];
+  std::vector<int32_t> positions_[2];
+};
 
 // Which halves of a ring pass run. The real pass runs both; each half alone is the baseline of
 // the standard overlap measure: hidden = (t_compute + t_transfers - t_both) / t_transfers.
@@ -105,6 +127,8 @@ struct RingPass {
   // kComputeOnly: the K/V positions of each of the c steps' blocks, step s holding those of the
   // rank s places back along the ring (step 0: this rank's own), each S_l long; ignored otherwise.
   std::vector<const int32_t*> step_kv_positions;
+  // Buffers kept between calls (null: the call allocates its own, at the cost above).
+  RingAttentionWorkspace* workspace = nullptr;
 };
 
 // The forward and backward above, running only `pass.work`. kComputeAndTransfers is exactly

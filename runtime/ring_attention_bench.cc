@@ -281,7 +281,8 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
       dq(q.size()), dk(k.size()), dv(v.size());
 
   std::vector<std::vector<int32_t>> step_positions;
-  RingPass compute_only{RingWork::kComputeOnly, {}};
+  RingAttentionWorkspace workspace;  // buffers kept between the passes, as the trainer keeps them
+  RingPass compute_only{RingWork::kComputeOnly, {}, &workspace};
   for (int s = 0; s < size; ++s)
     step_positions.push_back(SequencePositions(layout, seq_len, size, (rank - s + size) % size));
   for (const auto& p : step_positions) compute_only.step_kv_positions.push_back(p.data());
@@ -330,8 +331,8 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
   // The ring passes: per repeat each half alone, then the real pass, forward then backward. The
   // halves write into the same outputs (their numbers mean nothing); the real passes run last,
   // so the outputs checked are theirs.
-  const RingPass transfers_only{RingWork::kTransfersOnly, {}};
-  const RingPass real{};
+  const RingPass transfers_only{RingWork::kTransfersOnly, {}, &workspace};
+  const RingPass real{RingWork::kComputeAndTransfers, {}, &workspace};
   enum { kFwdBoth, kFwdCompute, kFwdTransfers, kBwdBoth, kBwdCompute, kBwdTransfers, kKinds };
   std::vector<double> samples(static_cast<size_t>(
       kSampleFields * kKinds * o.repeats));  // PassSample's fields per repeat and kind

@@ -254,7 +254,8 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(K));
   if (c_ > 1) {
     const RingAttentionStats stats =
-        RingAttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), seq_positions_.data(), shape, true, scale, comms_);
+        RingAttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), seq_positions_.data(), shape, true, scale, comms_,
+                             RingPass{RingWork::kComputeAndTransfers, {}, &ring_workspace_});
     if (tracer_) tracer_->Reassign("compute", "context", stats.comm_wait_s);  // ring transfers not hidden under the blocks
   } else {
     AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
@@ -346,7 +347,8 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(K));
   if (c_ > 1) {
     const RingAttentionStats stats = RingAttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(),
-                                                           d_o.data(), s.lse.data(), seq_positions_.data(), shape, true, scale, comms_);
+                                                           d_o.data(), s.lse.data(), seq_positions_.data(), shape, true, scale, comms_,
+                                                           RingPass{RingWork::kComputeAndTransfers, {}, &ring_workspace_});
     if (tracer_) tracer_->Reassign("compute", "context", stats.comm_wait_s);
   } else {
     AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);

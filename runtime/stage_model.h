@@ -29,6 +29,7 @@
 #include "core/plan_spec.h"
 #include "runtime/comm.h"
 #include "runtime/moe_layer.h"
+#include "runtime/ring_attention.h"
 #include "runtime/trace.h"
 
 namespace shardsim::runtime {
@@ -162,6 +163,7 @@ class StageModel {
   std::map<int64_t, LayerIds> layer_ids_;
   std::map<int64_t, std::vector<int>> layer_buckets_;  // a layer's buckets (dense, then experts)
   std::unique_ptr<MoeLayer> moe_;
+  RingAttentionWorkspace ring_workspace_;  // ring attention's buffers, kept between layers and steps
   double aux_loss_ = 0, aux_weight_ = 0;  // this forward's balancing loss; the micro-batch's share
   int embedding_ = -1, final_norm_ = -1, head_ = -1;
   int embedding_bucket_ = -1, head_bucket_ = -1;

@@ -317,7 +317,9 @@ TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_EQ(layer_ops[i].op, want[i].op) << c.name << " #" << i << " " << layer_ops[i].what << " vs " << want[i].what;
       EXPECT_EQ(layer_ops[i].axes, want[i].axes) << c.name << " #" << i;
-      if (want[i].elements >= 0) EXPECT_EQ(layer_ops[i].elements, want[i].elements) << c.name << " #" << i << " " << layer_ops[i].what;
+      if (want[i].elements >= 0) {
+        EXPECT_EQ(layer_ops[i].elements, want[i].elements) << c.name << " #" << i << " " << layer_ops[i].what;
+      }
     }
     // The step's data-parallel ops: same kinds and axes, in order; sizes as the parameters held.
     std::vector<const strategies::Op*> program_step;
