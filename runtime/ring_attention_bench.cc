@@ -6,23 +6,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <iostream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "core/cluster_spec.h"
 #include "core/error.h"
-#include "core/model_spec.h"
 #include "core/plan_spec.h"
 #include "runtime/init.h"
 #include "runtime/ring_attention.h"
-#include "sim/estimate.h"
-#include "strategies/build_step.h"
-#include "topologies/cluster.h"
+#include "runtime/ring_attention_bench_text.h"
 
 namespace shardsim::runtime {
 namespace {
@@ -49,6 +43,20 @@ void Fill(std::vector<float>& out, const std::string& name, const std::vector<in
       for (int64_t c = 0; c < row; ++c) out[i++] = InitNormal(7, name, b * seq_len + pos, c, 1.0f);
     }
   }
+}
+
+// The queries, keys, values and output gradient of the tokens at `positions`.
+struct Inputs {
+  std::vector<float> q, k, v, d_o;
+};
+Inputs MakeInputs(const RingAttentionBenchOptions& o, const std::vector<int32_t>& positions, int64_t seq_len) {
+  const int64_t qrow = o.heads * o.head_dim, kvrow = o.kv_heads * o.head_dim;
+  Inputs in;
+  Fill(in.q, "q", positions, o.batch, seq_len, qrow);
+  Fill(in.k, "k", positions, o.batch, seq_len, kvrow);
+  Fill(in.v, "v", positions, o.batch, seq_len, kvrow);
+  Fill(in.d_o, "do", positions, o.batch, seq_len, qrow);
+  return in;
 }
 
 double Median(std::vector<double> v) {
@@ -82,53 +90,6 @@ double ExchangeSeconds(int64_t bytes, int trials) {
   }
   MaxOverRanks(seconds);
   return Median(seconds);
-}
-
-// A local cluster of `ranks` cores whose fp32 peak is `flop_per_s` and whose shared-memory link
-// is the measured point-to-point path, every efficiency 1. No memory term: the measured kernel
-// rate already includes the kernel's memory traffic.
-ClusterSpec MeasuredCluster(int64_t ranks, double flop_per_s, const RingMeasuredRates& rates) {
-  ClusterSpec c;
-  c.name = "this machine (rates measured by shardsim-runtime ring-attention)";
-  c.system = "custom";
-  c.chip.name = "one CPU core running the attention block kernel";
-  c.chip.peak_flop_per_s["fp32"] = flop_per_s;
-  c.chip.hbm_bytes = int64_t{1} << 50;
-  c.chip.hbm_bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
-  c.chip.source = "measured in this run";
-  c.topology.kind = TopologyKind::kLocal;
-  c.topology.local_devices = ranks;
-  c.topology.source = "the job's ranks";
-  // Over one rank nothing moves; the link only has to be valid.
-  c.links["shm"] = LinkSpec{rates.p2p_bytes_per_s > 0 ? rates.p2p_bytes_per_s : 1.0,
-                            rates.p2p_latency_s, 1, 1.0, "measured in this run"};
-  c.efficiency = EfficiencySpec{1.0, 1.0, "the rates are measured: efficiency 1"};
-  ValidateCluster(c, "ring-attention measured cluster");
-  return c;
-}
-
-// Op descriptions, repeated ops counted: "cp_kv x3: permute of 524288 B over context".
-std::vector<std::string> Describe(const std::vector<strategies::Op>& ops) {
-  std::vector<std::pair<std::string, int>> counted;
-  for (const strategies::Op& op : ops) {
-    char text[200];
-    if (op.is_comm()) {
-      std::snprintf(text, sizeof text, "%s: %s of %.0f B over context", op.name.c_str(),
-                    ToString(op.collective).c_str(), op.comm_bytes);
-    } else {
-      std::snprintf(text, sizeof text, "%s: %s, %.4g FLOP", op.name.c_str(),
-                    strategies::ToString(op.kind).c_str(), op.flops);
-    }
-    if (!counted.empty() && counted.back().first == text) {
-      ++counted.back().second;
-    } else {
-      counted.emplace_back(text, 1);
-    }
-  }
-  std::vector<std::string> out;
-  for (const auto& [text, n] : counted)
-    out.push_back(n == 1 ? text : std::to_string(n) + " x " + text);
-  return out;
 }
 
 // One timed pass on this rank: wall seconds, and what its kernel did meanwhile (system CPU
@@ -268,11 +229,8 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
   const std::vector<int32_t> positions = SequencePositions(layout, seq_len, size, rank);
   const int64_t local = static_cast<int64_t>(positions.size());
   const int64_t qrow = o.heads * o.head_dim, kvrow = o.kv_heads * o.head_dim;
-  std::vector<float> q, k, v, d_o;
-  Fill(q, "q", positions, o.batch, seq_len, qrow);
-  Fill(k, "k", positions, o.batch, seq_len, kvrow);
-  Fill(v, "v", positions, o.batch, seq_len, kvrow);
-  Fill(d_o, "do", positions, o.batch, seq_len, qrow);
+  Inputs in = MakeInputs(o, positions, seq_len);
+  std::vector<float>&q = in.q, &k = in.k, &v = in.v, &d_o = in.d_o;
   const AttentionShape shape{static_cast<int>(o.batch),    static_cast<int>(local),
                              static_cast<int>(local),      static_cast<int>(o.heads),
                              static_cast<int>(o.kv_heads), static_cast<int>(o.head_dim)};
@@ -389,11 +347,8 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
     // Full attention of this rank's queries over every key, and the full backward.
     std::vector<int32_t> all(static_cast<size_t>(seq_len));
     for (int64_t i = 0; i < seq_len; ++i) all[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    std::vector<float> qa, ka, va, da;
-    Fill(qa, "q", all, o.batch, seq_len, qrow);
-    Fill(ka, "k", all, o.batch, seq_len, kvrow);
-    Fill(va, "v", all, o.batch, seq_len, kvrow);
-    Fill(da, "do", all, o.batch, seq_len, qrow);
+    const Inputs full_inputs = MakeInputs(o, all, seq_len);
+    const std::vector<float>&qa = full_inputs.q, &ka = full_inputs.k, &va = full_inputs.v, &da = full_inputs.d_o;
     const AttentionShape full{static_cast<int>(o.batch),    static_cast<int>(seq_len),
                               static_cast<int>(seq_len),    static_cast<int>(o.heads),
                               static_cast<int>(o.kv_heads), static_cast<int>(o.head_dim)};
@@ -541,200 +496,7 @@ json SweepCrossover(const json& points, const std::string& pass) {
   return j;
 }
 
-void PrintShapeText(const json& j, int ranks) {
-  const json& s = j["shape"];
-  std::printf(
-      "ring attention on %d ranks, %s, S=%lld H=%lld G=%lld K=%lld B=%lld%s (block %lld tokens per "
-      "rank)\n",
-      ranks, s["layout"].get<std::string>().c_str(), s["seq"].get<long long>(),
-      s["heads"].get<long long>(), s["kv_heads"].get<long long>(), s["head_dim"].get<long long>(),
-      s["batch"].get<long long>(), s["causal"].get<bool>() ? " causal" : "",
-      j["block_tokens"].get<long long>());
-  for (const char* pass : {"forward", "backward"}) {
-    const json& p = j["prediction"][pass];
-    const json& ov = j["overlap"][pass];
-    std::printf(
-        "  %-8s %.3f ms measured, %.3f ms predicted by the step program's ops (compute %.3f ms, "
-        "transfers %.3f ms)\n",
-        pass, 1e3 * ov["both_s"].get<double>(), 1e3 * p["time_s"].get<double>(),
-        1e3 * p["compute_s"].get<double>(), 1e3 * p["transfers_s"].get<double>());
-    std::printf(
-        "           overlap: compute alone %.3f ms, transfers alone %.3f ms, both %.3f ms -> ",
-        1e3 * ov["compute_only_s"].get<double>(), 1e3 * ov["transfers_only_s"].get<double>(),
-        1e3 * ov["both_s"].get<double>());
-    if (ov["hidden_fraction"].is_null()) {
-      std::printf("nothing to hide\n");
-    } else {
-      std::printf("%.1f%% of the transfers hidden\n", 100 * ov["hidden_fraction"].get<double>());
-      const json& rs = ov["ring_stats"];
-      std::printf(
-          "           ring timers: %.3f ms in MPI calls between pieces (copies on this core), %.3f "
-          "ms waiting -> %.1f%% hidden\n",
-          1e3 * rs["progress_s"]["both"].get<double>(), 1e3 * rs["wait_s"]["both"].get<double>(),
-          100 * rs["hidden_fraction_from_timers"].get<double>());
-    }
-    std::printf(
-        "           per step: compute %.3f ms, transfer %.3f ms; formula crossover at %.0f tokens "
-        "per rank\n",
-        1e3 * ov["compute_per_step_s"].get<double>(), 1e3 * ov["transfer_per_step_s"].get<double>(),
-        j["crossover"]["formula_block_tokens"][pass].get<double>());
-  }
-  const json& c = j["compute_s"];
-  std::printf("  compute  slowest rank %.3f ms, fastest %.3f ms (%.1f%% apart)\n",
-              1e3 * c["slowest_rank"].get<double>(), 1e3 * c["fastest_rank"].get<double>(),
-              100 * c["imbalance"].get<double>());
-  std::printf(
-      "  waits    %.3f ms forward, %.3f ms backward blocked in waits in the real passes (a late "
-      "neighbour included)\n",
-      1e3 * j["comm_wait"]["forward_s"].get<double>(),
-      1e3 * j["comm_wait"]["backward_s"].get<double>());
-  const json& r = j["measured_rates"];
-  std::printf(
-      "  rates    kernel %.1f GFLOP/s forward, %.1f backward; p2p %.2f GB/s, %.1f us latency "
-      "(measured here)\n",
-      r["attention_forward_flop_per_s"].get<double>() / 1e9,
-      r["attention_backward_flop_per_s"].get<double>() / 1e9,
-      r["p2p_bytes_per_s"].get<double>() / 1e9, 1e6 * r["p2p_latency_s"].get<double>());
-  std::printf("  memory   %.1f MiB peak per rank\n",
-              j["peak_memory_bytes_per_rank"].get<double>() / 1048576.0);
-  if (j.contains("max_abs_error")) {
-    std::printf("  check    max_abs_error output %.3g, gradients %.3g\n",
-                j["max_abs_error"]["output"].get<double>(),
-                j["max_abs_error"]["gradients"].get<double>());
-  }
-}
-
-void PrintSweepText(const json& report) {
-  const json& s = report["shape"];
-  std::printf("ring attention block-size sweep on %d ranks, %s, H=%lld G=%lld K=%lld B=%lld%s\n",
-              report["ranks"].get<int>(), s["layout"].get<std::string>().c_str(),
-              s["heads"].get<long long>(), s["kv_heads"].get<long long>(),
-              s["head_dim"].get<long long>(), s["batch"].get<long long>(),
-              s["causal"].get<bool>() ? " causal" : "");
-  std::printf("  %8s  %-8s %12s %12s %8s %8s %12s %12s\n", "block", "pass", "compute/step",
-              "transfer/step", "hidden", "(timers)", "measured", "predicted");
-  for (const json& p : report["sweep"]) {
-    for (const char* pass : {"forward", "backward"}) {
-      const json& ov = p["overlap"][pass];
-      const json& timers = ov["ring_stats"]["hidden_fraction_from_timers"];
-      std::printf(
-          "  %8lld  %-8s %9.3f ms %10.3f ms %7.1f%% %7.1f%% %9.3f ms %9.3f ms\n",
-          p["block_tokens"].get<long long>(), pass, 1e3 * ov["compute_per_step_s"].get<double>(),
-          1e3 * ov["transfer_per_step_s"].get<double>(),
-          ov["hidden_fraction"].is_null() ? 0.0 : 100 * ov["hidden_fraction"].get<double>(),
-          timers.is_null() ? 0.0 : 100 * timers.get<double>(), 1e3 * ov["both_s"].get<double>(),
-          1e3 * p["prediction"][pass]["time_s"].get<double>());
-    }
-  }
-  for (const char* pass : {"forward", "backward"}) {
-    const json& c = report["crossover"][pass];
-    auto tokens = [](const json& v) {
-      return v.is_null() ? std::string("none")
-                         : std::to_string(static_cast<long long>(std::llround(v.get<double>())));
-    };
-    std::printf(
-        "  crossover %-8s measured %s tokens per rank (interpolated %s), formula %s (rates at "
-        "block %s)\n",
-        pass, tokens(c["measured_block_tokens"]).c_str(),
-        tokens(c["measured_interpolated_block_tokens"]).c_str(),
-        tokens(c["formula_block_tokens"]).c_str(),
-        tokens(c["formula_rates_from_block_tokens"]).c_str());
-  }
-}
-
 }  // namespace
-
-double FormulaCrossoverBlockTokens(int64_t batch, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                                   bool causal, bool backward, double flop_per_s,
-                                   double p2p_bytes_per_s) {
-  SHARDSIM_CHECK(flop_per_s > 0 && p2p_bytes_per_s > 0, "crossover needs positive rates");
-  const double b = static_cast<double>(batch),
-               kv = 2.0 * b * static_cast<double>(kv_heads * head_dim) * 4;
-  const double flops_per_pair = 4.0 * b * static_cast<double>(heads * head_dim) *
-                                (causal ? 0.5 : 1.0) * (backward ? 2.0 : 1.0);
-  const double bytes_per_token = kv + 4 + (backward ? kv : 0.0);
-  return flop_per_s * bytes_per_token / (p2p_bytes_per_s * flops_per_pair);
-}
-
-RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t heads, int64_t kv_heads,
-                                    int64_t head_dim, bool causal, int64_t ranks,
-                                    const RingMeasuredRates& rates) {
-  SHARDSIM_CHECK(ranks >= 1 && rates.forward_flop_per_s > 0 && rates.backward_flop_per_s > 0,
-                 "ring prediction needs measured rates");
-  ModelSpec model;
-  model.name = "ring-attention";
-  model.num_layers = 1;
-  model.hidden_size = heads * head_dim;
-  model.num_heads = heads;
-  model.num_kv_heads = kv_heads;
-  model.head_dim = head_dim;
-  model.ffn_hidden_size = 4 * heads * head_dim;
-  model.vocab_size = 256;
-  model.max_seq_len = seq_len;
-  model.source = "shardsim-runtime ring-attention options";
-  PlanSpec plan;
-  plan.mesh.context = ranks;
-  plan.global_batch_size = batch;
-  plan.micro_batch_size = batch;
-  plan.seq_len = seq_len;
-  plan.dtype = "fp32";
-  plan.context_kv = "ring";
-  plan.overlap.context = true;
-  // The program's blockwise kernel skips the masked half of causal attention; full attention is
-  // the plan without it, whose attention op counts every key (its separate scores pass is not an
-  // attention op and is left out below).
-  plan.flash_attention = causal;
-  ValidateModel(model, "ring-attention shape");
-  ValidatePlan(plan, model, ranks, "the job's ranks", "ring-attention plan");
-  const strategies::StepProgram program = strategies::BuildStep(model, plan);
-  const auto dense =
-      std::find_if(program.layer_programs.begin(), program.layer_programs.end(),
-                   [](const strategies::LayerProgram& l) { return l.name == "dense"; });
-  SHARDSIM_CHECK(dense != program.layer_programs.end(), "the step program has no dense layer");
-  const size_t dense_index = static_cast<size_t>(dense - program.layer_programs.begin());
-
-  RingPrediction prediction;
-  prediction.source =
-      "strategies::BuildStep for a one-layer model of this attention shape (plan: context=" +
-      std::to_string(ranks) + ", fp32, micro-batch " + std::to_string(batch) + ", seq " +
-      std::to_string(seq_len) + ", context overlap on" +
-      (causal ? ", flash attention"
-              : ", flash_attention off so the attention op counts every key") +
-      "); of its dense layer the attention op and the context-stream ring transfers, costed per "
-      "phase by sim::Estimate on a local "
-      "cluster of " +
-      std::to_string(ranks) +
-      " cores with fp32 peak = the measured block-kernel rate of that phase, shm link = the "
-      "measured p2p bandwidth and latency, "
-      "every efficiency 1, no memory term; the estimator hides a phase's overlapped transfers "
-      "under its compute: time = max(compute, "
-      "sum of transfers)";
-  const std::pair<strategies::Phase, RingPassPrediction*> phases[] = {
-      {strategies::Phase::kForward, &prediction.forward},
-      {strategies::Phase::kBackwardInput, &prediction.backward}};
-  for (const auto& [phase, out] : phases) {
-    strategies::StepProgram part = program;
-    for (strategies::LayerProgram& layer : part.layer_programs) layer.ops.clear();
-    for (strategies::Stage& stage : part.stages) stage.step_ops.clear();
-    for (const strategies::Op& op : dense->ops) {
-      const bool attention = !op.is_comm() && op.kind == strategies::ComputeKind::kAttention;
-      if (op.phase == phase && (attention || op.stream == strategies::Stream::kContext))
-        part.layer_programs[dense_index].ops.push_back(op);
-    }
-    const double flop_per_s =
-        phase == strategies::Phase::kForward ? rates.forward_flop_per_s : rates.backward_flop_per_s;
-    const ClusterSpec cluster = MeasuredCluster(ranks, flop_per_s, rates);
-    const topologies::Cluster topology(cluster);
-    sim::AxisCollectives collectives(topology, plan);
-    out->time_s = sim::Estimate(part, cluster, collectives).step_time_s;
-    const sim::PhaseParts parts = sim::CostPhaseParts(part.layer_programs[dense_index], phase,
-                                                      cluster, plan.dtype, collectives);
-    out->compute_s = parts.compute_s;
-    for (const auto& [op, seconds] : parts.collectives) out->transfers_s += seconds;
-    out->ops = Describe(part.layer_programs[dense_index].ops);
-  }
-  return prediction;
-}
 
 json RingAttentionBenchReport(const RingAttentionBenchOptions& o) {
   int size = 0;
