@@ -124,21 +124,28 @@ void DataParallel::GradientsDone(int bucket, bool last) {
   } else {
     return;
   }
-  // Non-blocking collectives move only inside MPI calls: nudge the ones in flight.
+  // Non-blocking collectives move only inside MPI calls: nudge the ones in flight, and take in
+  // those done at the front (in issue order, so the sums are the same whatever the timing).
   for (Pending& p : pending_) {
     int done = 0;
     MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
   }
+  while (!pending_.empty() && pending_.front().request == MPI_REQUEST_NULL) {
+    Complete(pending_.front());
+    pending_.pop_front();
+  }
+}
+
+void DataParallel::Complete(Pending& p) {
+  const Bucket& b = buckets_[static_cast<size_t>(p.bucket)];
+  comms_.Wait(&p.request, p.receive.empty() ? "data-parallel gradient all-reduce of " + b.name : "sharded " + b.name + " gradient reduce-scatter");
+  if (p.receive.empty()) return;
+  float* block = block_grads_.data() + b.block_grad_offset;
+  for (int64_t i = 0; i < b.block; ++i) block[i] += p.receive[static_cast<size_t>(i)];
 }
 
 void DataParallel::FinishScatters() {
-  for (Pending& p : pending_) {
-    const Bucket& b = buckets_[static_cast<size_t>(p.bucket)];
-    comms_.Wait(&p.request, p.receive.empty() ? "data-parallel gradient all-reduce of " + b.name : "sharded " + b.name + " gradient reduce-scatter");
-    if (p.receive.empty()) continue;
-    float* block = block_grads_.data() + b.block_grad_offset;
-    for (int64_t i = 0; i < b.block; ++i) block[i] += p.receive[static_cast<size_t>(i)];
-  }
+  for (Pending& p : pending_) Complete(p);
   pending_.clear();
 }
 

@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -71,12 +72,13 @@ class DataParallel {
   struct Pending;
   void StartGather(int bucket);
   void FinishGather(int bucket);
+  void Complete(Pending& p);  // waits for it; adds a reduce-scatter into this rank's block
   void FinishScatters();
   const PlanSpec& plan_;
   MeshComms& comms_;
   StageModel& model_;
   std::vector<Bucket> buckets_;
-  std::vector<Pending> pending_;  // reduce-scatters and all-reduces in flight
+  std::deque<Pending> pending_;  // reduce-scatters and all-reduces in flight, in issue order
   std::vector<float> block_grads_;  // per bucket, this rank's block of the gradients (with G)
   std::vector<float> reduced_;
   std::vector<Range> opt_ranges_;
