@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "strategies/plan_rules.h"
 #include "core/cluster_presets.h"
 #include "core/model_presets.h"
 #include "core/plan_json.h"
@@ -28,7 +29,7 @@ void BM_ValidatePlan(benchmark::State& state) {
                                {"seq_len", 8192}, {"pipeline_schedule", "interleaved-1f1b"}, {"virtual_stages", 3}};
   for (auto _ : state) {
     const PlanSpec p = PlanFromJson(plan, "plan.json");
-    ValidatePlan(p, model, 16384, "dgx-h100:16384", "plan.json:");
+    strategies::ValidatePlan(p, model, 16384, "dgx-h100:16384", "plan.json:");
     benchmark::DoNotOptimize(p);
   }
 }

@@ -34,7 +34,7 @@ BENCHMARK(BM_BuildStep)->Unit(benchmark::kMicrosecond);
 
 void BM_Estimate(benchmark::State& state) {
   Setup s;
-  s.plan.pipeline_schedule = state.range(0) == 0 ? PipelineSchedule::kOneFOneB : PipelineSchedule::kInterleavedOneFOneB;
+  s.plan.pipeline_schedule = state.range(0) == 0 ? "1f1b" : "interleaved-1f1b";
   s.plan.virtual_stages = state.range(0) == 0 ? 1 : 3;
   const topologies::Cluster graph(s.cluster);
   AxisCollectives collectives(graph, s.plan);

@@ -15,6 +15,7 @@
 #include "core/plan_json.h"
 #include "core/mesh.h"
 #include "core/units.h"
+#include "strategies/plan_rules.h"
 #include "topologies/mesh_mapping.h"
 
 namespace shardsim::cli {
@@ -182,7 +183,7 @@ void PrintPlan(const PlanSpec& p, std::ostream& out) {
   for (size_t i = 0; i < p.mesh_order.size(); ++i) out << (i ? ", " : "") << p.mesh_order[i];
   out << "\n  batch      " << p.global_batch_size << " sequences x " << p.seq_len << " tokens = " << D(static_cast<double>(s.tokens_per_step))
       << " tokens per step; " << s.batch_replicas << " replicas x " << s.num_microbatches << " micro-batches of " << p.micro_batch_size << "\n";
-  out << "  schedule   " << ToString(p.pipeline_schedule) << (p.virtual_stages > 1 ? " with " + std::to_string(p.virtual_stages) + " virtual stages" : "")
+  out << "  schedule   " << p.pipeline_schedule << (p.virtual_stages > 1 ? " with " + std::to_string(p.virtual_stages) + " virtual stages" : "")
       << ", ZeRO stage " << p.zero_stage << ", sequence parallel " << (p.sequence_parallel ? "on" : "off") << ", recompute "
       << ToString(p.recompute) << ", dtype " << p.dtype << "\n";
 }
@@ -210,7 +211,7 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
       throw InputError((o.plan.empty() ? std::string("plan") : o.plan) + ":/dtype",
                        "dtype '" + plan->dtype + "' has no peak on " + cluster->chip.name, have, "set dtype to one the chip lists");
     }
-    ValidatePlan(*plan, *model, DeviceCount(*cluster), cluster->name, o.plan.empty() ? "plan (from --set):" : o.plan + ":");
+    strategies::ValidatePlan(*plan, *model, DeviceCount(*cluster), cluster->name, o.plan.empty() ? "plan (from --set):" : o.plan + ":");
   }
   // Which links each mesh axis uses: from --mesh, else from the plan.
   std::optional<std::vector<topologies::AxisLinks>> axes;

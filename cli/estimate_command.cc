@@ -9,6 +9,7 @@
 #include "core/inputs.h"
 #include "core/plan_json.h"
 #include "core/units.h"
+#include "strategies/plan_rules.h"
 #include "sim/estimate.h"
 #include "strategies/build_step.h"
 
@@ -23,7 +24,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (cluster.chip.peak_flop_per_s.count(plan.dtype) == 0) {
     throw InputError(where + ":/dtype", "dtype '" + plan.dtype + "' has no peak on " + cluster.chip.name, "", "set dtype to one the chip lists");
   }
-  ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, where + ":");
+  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, where + ":");
   const strategies::StepProgram program = strategies::BuildStep(model, plan);
   if (o.dump_program) {
     out << strategies::DumpProgram(program);
@@ -40,7 +41,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   const PlanShape shape = DerivePlanShape(plan);
   out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ", "
-      << ToString(plan.pipeline_schedule) << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO "
+      << plan.pipeline_schedule << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO "
       << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "") << "\n";
   out << "  step        " << FormatSeconds(r.step_time_s) << " for " << FormatCount(static_cast<double>(shape.tokens_per_step)) << " tokens ("
       << shape.num_microbatches << " micro-batches of " << plan.micro_batch_size << " per replica): " << FormatCount(r.tokens_per_s)

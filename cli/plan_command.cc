@@ -37,7 +37,7 @@ std::string MeshText(const PlanSpec& p) {
 
 std::string ScheduleName(const PlanSpec& p) {
   if (p.mesh.pipeline == 1) return "-";
-  return ToString(p.pipeline_schedule) + (p.virtual_stages > 1 ? " v=" + std::to_string(p.virtual_stages) : "");
+  return p.pipeline_schedule + (p.virtual_stages > 1 ? " v=" + std::to_string(p.virtual_stages) : "");
 }
 
 // A dimension name with its sharding axes: "D" or "D_fsdp" or "F_tensor".
@@ -65,10 +65,8 @@ std::vector<std::string> ShardingLines(const ModelSpec& m, const PlanSpec& p) {
   }
   lines.push_back("embedding   W[" + Dim("V", tensor) + ", " + d + "]");
   if (p.mesh.pipeline > 1) {
-    const bool even = m.num_layers % p.mesh.pipeline == 0;
-    lines.push_back("layers      L_pipeline: " + (even ? std::to_string(m.num_layers / p.mesh.pipeline) : planner::StageLayers(m, p)) +
-                    " layers per stage" + (p.virtual_stages > 1 ? " in " + std::to_string(p.virtual_stages) + " chunks" : "") +
-                    (even ? "" : " (the shorter stages at the ends, which hold the embedding and the head)"));
+    lines.push_back("layers      L_pipeline: " + planner::StageLayers(m, p) + " decoder layers per model chunk in pipeline order" +
+                    (p.pipeline_layout.empty() ? "" : " (pipeline_layout " + p.pipeline_layout + ")"));
   }
   std::vector<std::string> batch, seq;
   for (const char* axis : {"data", "fsdp", "expert"}) {

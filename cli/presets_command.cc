@@ -9,6 +9,7 @@
 #include "core/plan_spec.h"
 #include "core/suggest.h"
 #include "core/units.h"
+#include "strategies/schedule.h"
 
 namespace shardsim::cli {
 
@@ -40,7 +41,11 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
                                {"example", s.example},
                                {"options", s.options}});
     }
-    j["pipeline_schedules"] = PipelineScheduleNames();
+    j["pipeline_schedules"] = strategies::ScheduleNames();
+    j["pipeline_schedule_details"] = nlohmann::json::array();
+    for (const strategies::Schedule* schedule : strategies::AllSchedules()) {
+      j["pipeline_schedule_details"].push_back({{"name", schedule->name()}, {"summary", schedule->summary()}, {"splits_backward", schedule->SplitsBackward()}});
+    }
     j["recompute"] = RecomputeNames();
     j["hf_model_types"] = HfModelTypes();
     out << j.dump(2) << "\n";
@@ -63,7 +68,10 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
     cluster_table.AddRow({s.name, s.size_syntax, s.example, s.options.empty() ? "-" : JoinNames(s.options, ", "), s.description});
   }
   cluster_table.Print(out, "  ");
-  out << "\nPipeline schedules: " << JoinNames(PipelineScheduleNames()) << "\n";
+  out << "\nPipeline schedules (plan field pipeline_schedule)\n";
+  TextTable schedule_table({"name", "what"});
+  for (const strategies::Schedule* schedule : strategies::AllSchedules()) schedule_table.AddRow({std::string(schedule->name()), std::string(schedule->summary())});
+  schedule_table.Print(out, "  ");
   out << "Recomputation: " << JoinNames(RecomputeNames()) << "\n";
   out << "Hugging Face model types: " << JoinNames(HfModelTypes()) << "\n";
   return 0;

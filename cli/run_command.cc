@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "strategies/plan_rules.h"
 #include "core/error.h"
 #include "core/inputs.h"
 
@@ -49,7 +50,7 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   const ModelSpec model = LoadModel(o.model);
   const PlanSpec plan = LoadPlan(o.plan, o.overrides);
   const int64_t ranks = plan.mesh.Product();
-  ValidatePlan(plan, model, ranks, "the plan's mesh", "plan:");
+  strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", "plan:");
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::filesystem::path runtime = self.parent_path() / "shardsim-runtime";

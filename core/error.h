@@ -28,6 +28,14 @@ class InputError : public std::runtime_error {
   std::string where_, what_, valid_, hint_;
 };
 
+// Why a plan cannot run, as a value: the planner keeps it as a miss with its reason; the CLI turns
+// it into an InputError. `field` is the plan's JSON path below its root ("mesh/tensor").
+struct Infeasibility {
+  std::string field, what, valid, hint;
+  // The InputError for a plan read from `where` ("plan.json:"): where + "/" + field.
+  InputError ToError(const std::string& where) const { return InputError(where + "/" + field, what, valid, hint); }
+};
+
 namespace internal {
 [[noreturn]] void CheckFailed(const char* file, int line, const char* condition, const std::string& message);
 }  // namespace internal

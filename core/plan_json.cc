@@ -18,7 +18,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "recompute", "dtype", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv"};
 }
 
@@ -34,8 +34,10 @@ json PlanToJson(const PlanSpec& p) {
           {"micro_batch_size", p.micro_batch_size},
           {"zero_stage", p.zero_stage},
           {"sequence_parallel", p.sequence_parallel},
-          {"pipeline_schedule", ToString(p.pipeline_schedule)},
+          {"pipeline_schedule", p.pipeline_schedule},
           {"virtual_stages", p.virtual_stages},
+          {"pipeline_layout", p.pipeline_layout},
+          {"fsdp_reshard_after_forward", ReshardAfterForward(p)},
           {"recompute", ToString(p.recompute)},
           {"dtype", p.dtype},
           {"overlap",
@@ -69,8 +71,11 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.micro_batch_size = r.IntOr("micro_batch_size", 1, 1, kMaxBatch);
   p.zero_stage = r.IntOr("zero_stage", 0, 0, 3);
   p.sequence_parallel = r.BoolOr("sequence_parallel", false);
-  p.pipeline_schedule = ParsePipelineSchedule(r.EnumOr("pipeline_schedule", "1f1b", PipelineScheduleNames()));
+  // Schedule names and layouts are checked against the model by strategies::CheckPlan.
+  p.pipeline_schedule = r.StringOr("pipeline_schedule", "1f1b");
   p.virtual_stages = r.IntOr("virtual_stages", 1, 1, 1024);
+  p.pipeline_layout = r.StringOr("pipeline_layout", "");
+  if (r.Has("fsdp_reshard_after_forward")) p.fsdp_reshard_after_forward = r.Bool("fsdp_reshard_after_forward");
   p.recompute = ParseRecompute(r.EnumOr("recompute", "none", RecomputeNames()));
   p.dtype = r.EnumOr("dtype", "bf16", {"bf16", "fp16", "fp8", "fp32"});
   if (auto overlap = r.Object("overlap")) {

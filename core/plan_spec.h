@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,7 +12,6 @@
 
 namespace shardsim {
 
-enum class PipelineSchedule { kGpipe, kOneFOneB, kInterleavedOneFOneB, kZbH1, kDualPipe };
 enum class Recompute { kNone, kSelective, kFull };
 
 // Mesh axes are words; `expert` shards the experts of MoE layers and acts as data parallelism
@@ -56,8 +56,16 @@ struct PlanSpec {
   int64_t micro_batch_size = 1;   // sequences per micro-batch per data-parallel replica
   int64_t zero_stage = 0;         // 0-3 over the data-parallel group
   bool sequence_parallel = false;
-  PipelineSchedule pipeline_schedule = PipelineSchedule::kOneFOneB;
+  // A schedule's name (strategies/schedule.h lists them; CheckPlan rejects others).
+  std::string pipeline_schedule = "1f1b";
   int64_t virtual_stages = 1;     // model chunks per pipeline stage (interleaved 1F1B)
+  // Which layers each chunk holds, in Megatron-core's syntax (strategies/stage_layout.h); empty:
+  // consecutive layers as even as possible.
+  std::string pipeline_layout;
+  // FSDP2's name: free gathered parameters after each forward and gather them again for backward
+  // (true), or keep them until the last micro-batch's backward (false). Unset: true without
+  // pipeline parallelism, false with it (torchtitan's default). See ReshardAfterForward.
+  std::optional<bool> fsdp_reshard_after_forward;
   Recompute recompute = Recompute::kNone;
   std::string dtype = "bf16";     // compute dtype; names a key of the chip's peak_flop_per_s
   OverlapSpec overlap;
@@ -77,33 +85,17 @@ struct PlanShape {
 };
 PlanShape DerivePlanShape(const PlanSpec& plan);
 
+// The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
+// false with it.
+bool ReshardAfterForward(const PlanSpec& plan);
+
 // The axes of size > 1 in the plan's mesh_order, outermost first (the others do not change the
 // layout), and whether they come in the default order.
 std::vector<std::string> UsedMeshOrder(const PlanSpec& plan);
 bool UsesDefaultMeshOrder(const PlanSpec& plan);
 
-// Layers held by each of `parts` consecutive model parts (pipeline stages, or the chunks of
-// interleaved stages), first part first: as even as possible, and the parts that hold one layer
-// fewer sit at the ends (first, last, second, second to last, ...) because the first and last
-// parts also hold the embedding and the output head. This is Llama 3 405B's layout (126 layers
-// on 16 stages: 7, then 8 x 14, then 7). REQUIRES: 1 <= parts <= num_layers.
-std::vector<int64_t> LayersPerPart(int64_t num_layers, int64_t parts);
-
-// Checks the plan on its own (ranges, schedule/virtual-stage consistency, mesh_order) and
-// against the model and the device count: mesh product = devices; tensor divides heads and
-// K/V heads; pipeline at most the layers (stages may differ by one layer, see LayersPerPart),
-// and pipeline x virtual_stages divides the layers when interleaving; expert divides experts (and needs an MoE
-// model); context and sequence parallelism divide the sequence; the global batch divides into
-// replicas and micro-batches. Throws InputError naming `where` + field, the valid values and a
-// hint. `devices_source` names where the device count comes from ("dgx-h100:64").
-void ValidatePlan(const PlanSpec& plan, const ModelSpec& model, int64_t devices, const std::string& devices_source,
-                  const std::string& where);
-
-std::string ToString(PipelineSchedule schedule);
 std::string ToString(Recompute recompute);
-std::vector<std::string> PipelineScheduleNames();
 std::vector<std::string> RecomputeNames();
-PipelineSchedule ParsePipelineSchedule(const std::string& name);  // REQUIRES: a name from the list
 Recompute ParseRecompute(const std::string& name);                // REQUIRES: a name from the list
 
 // Parses "data=8,tensor=8" (axes left out are 1). Throws InputError naming `where` for an unknown

@@ -32,22 +32,22 @@ std::string TraceCollective(const std::string& key, const RankedPlan& other, con
   auto key_of = [](const Op& op) { return strategies::ToString(op.stream) + " " + ToString(op.collective); };
   // How often each layer program runs on the critical stage per micro-batch.
   const strategies::Stage& stage = program.stages[static_cast<size_t>(other.report.critical_stage)];
-  std::map<int, int64_t> count;
+  std::map<strategies::LayerKind, int64_t> count;
   for (const strategies::Chunk& chunk : stage.chunks) {
-    for (const auto& [index, n] : chunk.layers) count[index] += n;
+    for (const auto& [kind, n] : chunk.layers) count[kind] += n;
   }
   const Op* worst = nullptr;
   std::string worst_layer;
   double worst_s = 0, compute_s = 0, worst_weight = -1;
-  for (const auto& [index, n] : count) {
-    const strategies::LayerProgram& layer = program.layer_programs[static_cast<size_t>(index)];
+  for (const auto& [kind, n] : count) {
+    const strategies::LayerProgram& layer = program.Layer(kind);
     for (strategies::Phase phase : {strategies::Phase::kForward, strategies::Phase::kBackwardInput, strategies::Phase::kBackwardWeight}) {
       const sim::PhaseParts parts = sim::CostPhaseParts(layer, phase, cluster, other.plan.dtype, collectives);
       for (const auto& [op, seconds] : parts.collectives) {
         if (key_of(*op) != key) continue;
         // What sticks out of the phase's compute, over all the stage's layers of this kind.
         const double weight = static_cast<double>(n) * (op->overlapped ? std::max(0.0, seconds - parts.compute_s) : seconds) + 1e-12 * seconds;
-        if (weight > worst_weight) worst = op, worst_layer = layer.name, worst_s = seconds, compute_s = parts.compute_s, worst_weight = weight;
+        if (weight > worst_weight) worst = op, worst_layer = strategies::ToString(layer.kind), worst_s = seconds, compute_s = parts.compute_s, worst_weight = weight;
       }
     }
   }
@@ -99,7 +99,7 @@ std::string WhyLost(const RankedPlan& best, const RankedPlan& other, const Model
   } else if (what == "pipeline bubble") {
     const int64_t m = DerivePlanShape(other.plan).num_microbatches;
     text += std::to_string(other.plan.mesh.pipeline) + " stages idle " + FormatPercent(o.bubble_s / o.step_time_s) + " of the step with " +
-            std::to_string(m) + " micro-batches per replica (" + ToString(other.plan.pipeline_schedule) + ")";
+            std::to_string(m) + " micro-batches per replica (" + other.plan.pipeline_schedule + ")";
   } else {
     text += TraceCollective(what.substr(std::string("exposed ").size()), other, model, cluster, graph);
   }

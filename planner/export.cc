@@ -5,14 +5,21 @@
 
 #include "core/error.h"
 #include "core/suggest.h"
+#include "strategies/schedule.h"
+#include "strategies/stage_layout.h"
 
 namespace shardsim::planner {
 namespace {
 
 int64_t Microbatches(const PlanSpec& p) { return DerivePlanShape(p).num_microbatches; }
 
-// Whether every model chunk holds the same number of layers.
-bool EvenStages(const ModelSpec& m, const PlanSpec& p) { return m.num_layers % (p.mesh.pipeline * p.virtual_stages) == 0; }
+// Decoder layers per model chunk when every chunk holds the same number, embedding and loss
+// sharing the first and last chunks (the layouts one number can express); 0 otherwise.
+int64_t EvenChunkLayers(const ModelSpec& m, const PlanSpec& p) {
+  if (!p.pipeline_layout.empty()) return 0;
+  const strategies::StageLayout layout = strategies::LayOut(m, p);
+  return m.num_layers % layout.positions() == 0 ? m.num_layers / layout.positions() : 0;
+}
 
 bool DefaultOrder(const PlanSpec& p) { return UsesDefaultMeshOrder(p); }
 
@@ -30,16 +37,16 @@ Export Megatron(const ModelSpec& m, const PlanSpec& p) {
   std::ostringstream f;
   f << "--tensor-model-parallel-size " << p.mesh.tensor << " \\\n";
   f << "--pipeline-model-parallel-size " << p.mesh.pipeline << " \\\n";
-  if (p.virtual_stages > 1) f << "--num-layers-per-virtual-pipeline-stage " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << " \\\n";
-  if (!EvenStages(m, p)) {
-    // Megatron-LM's uneven split: first and last stage given, the middle stages equal.
-    const std::vector<int64_t> parts = LayersPerPart(m.num_layers, p.mesh.pipeline);
-    const bool middle_equal = parts.size() < 3 || std::all_of(parts.begin() + 1, parts.end() - 1, [&](int64_t n) { return n == parts[1]; });
-    if (middle_equal) {
-      f << "--decoder-first-pipeline-num-layers " << parts.front() << " \\\n";
-      f << "--decoder-last-pipeline-num-layers " << parts.back() << " \\\n";
-    } else {
-      e.not_expressed.push_back("stages of " + StageLayers(m, p) + " layers: Megatron-LM's first/last-stage options need equal middle stages");
+  const strategies::Schedule& schedule = strategies::ScheduleOf(p);
+  const strategies::StageLayout layout = strategies::LayOut(m, p);
+  if (p.mesh.pipeline > 1) {
+    // Megatron-core takes any layout as --pipeline-model-parallel-layout; an even split of
+    // interleaved chunks as --num-layers-per-virtual-pipeline-stage.
+    const int64_t even = EvenChunkLayers(m, p);
+    if (even > 0 && layout.chunks > 1) {
+      f << "--num-layers-per-virtual-pipeline-stage " << even << " \\\n";
+    } else if (even == 0) {
+      f << "--pipeline-model-parallel-layout \"" << (p.pipeline_layout.empty() ? strategies::LayoutText(layout) : p.pipeline_layout) << "\" \\\n";
     }
   }
   if (p.sequence_parallel && p.mesh.tensor > 1) f << "--sequence-parallel \\\n";
@@ -54,7 +61,7 @@ Export Megatron(const ModelSpec& m, const PlanSpec& p) {
   if (p.zero_stage >= 1 || p.mesh.fsdp > 1) f << "--use-distributed-optimizer \\\n";
   if (p.overlap.data) f << "--overlap-grad-reduce \\\n";
   if (p.overlap.data && (p.zero_stage >= 1 || p.mesh.fsdp > 1)) f << "--overlap-param-gather \\\n";
-  if (p.pipeline_schedule == PipelineSchedule::kInterleavedOneFOneB && p.virtual_stages > 1) f << "--overlap-p2p-comm \\\n";
+  if (schedule.megatron_runs() && layout.chunks > 1) f << "--overlap-p2p-comm \\\n";
   if (p.overlap.tensor && p.mesh.tensor > 1) f << "--tp-comm-overlap \\\n";
   if (!p.flash_attention) f << "--attention-backend unfused \\\n";
   f << "--micro-batch-size " << p.micro_batch_size << " \\\n";
@@ -62,9 +69,8 @@ Export Megatron(const ModelSpec& m, const PlanSpec& p) {
   f << "--seq-length " << p.seq_len << " \\\n";
   if (p.dtype != "fp32") f << "--" << (p.dtype == "fp16" ? "fp16" : "bf16") << (p.dtype == "fp8" ? " --fp8-format hybrid" : "");
   e.text = f.str();
-  if (p.pipeline_schedule == PipelineSchedule::kZbH1 || p.pipeline_schedule == PipelineSchedule::kDualPipe ||
-      p.pipeline_schedule == PipelineSchedule::kGpipe) {
-    e.not_expressed.push_back("pipeline schedule " + ToString(p.pipeline_schedule) + ": Megatron-LM runs 1F1B (interleaved with virtual stages)");
+  if (p.mesh.pipeline > 1 && !schedule.megatron_runs()) {
+    e.not_expressed.push_back("pipeline schedule " + p.pipeline_schedule + ": Megatron-LM runs 1F1B (interleaved with virtual stages)");
   }
   if (!DefaultOrder(p)) e.not_expressed.push_back(OrderNote(p, "Megatron-LM orders ranks tp-cp-ep-dp-pp (tensor fastest)"));
   if (p.zero_stage == 2) e.not_expressed.push_back("ZeRO-2: the distributed optimizer shards optimizer state and gradients of the buckets it reduces");
@@ -93,10 +99,10 @@ Export MaxText(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p) {
   if (p.mesh.pipeline > 1) {
     y << "num_pipeline_microbatches: " << Microbatches(p) << "\n";
     // MaxText: stages x repeats x layers per stage = layers; the repeats follow from the rest.
-    if (EvenStages(m, p)) {
-      y << "num_layers_per_pipeline_stage: " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << "\n";
+    if (const int64_t even = EvenChunkLayers(m, p); even > 0) {
+      y << "num_layers_per_pipeline_stage: " << even << "\n";
     } else {
-      e.not_expressed.push_back("stages of " + StageLayers(m, p) + " layers: MaxText needs the layers to divide evenly over the stages");
+      e.not_expressed.push_back("chunks of " + StageLayers(m, p) + " layers: MaxText needs the layers to divide evenly over the stages");
     }
   }
   const char* remat = p.recompute == Recompute::kFull ? "full" : p.recompute == Recompute::kSelective ? "save_qkv_proj" : "minimal";
@@ -109,8 +115,8 @@ Export MaxText(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p) {
   e.text = y.str();
   if (p.recompute == Recompute::kNone) e.not_expressed.push_back("recompute none: MaxText's lightest policy, minimal, still recomputes elementwise ops");
   if (p.recompute == Recompute::kSelective) e.not_expressed.push_back("selective recomputation mapped to save_qkv_proj (closest MaxText policy)");
-  if (p.pipeline_schedule != PipelineSchedule::kGpipe && p.mesh.pipeline > 1) {
-    e.not_expressed.push_back("pipeline schedule " + ToString(p.pipeline_schedule) + ": MaxText pipelines with a circular (GPipe-style) schedule");
+  if (p.mesh.pipeline > 1 && !strategies::ScheduleOf(p).maxtext_runs()) {
+    e.not_expressed.push_back("pipeline schedule " + p.pipeline_schedule + ": MaxText pipelines with a circular (GPipe-style) schedule");
   }
   if (p.zero_stage == 1 || p.zero_stage == 2) e.not_expressed.push_back("ZeRO-1/2: MaxText shards state with fsdp (ZeRO-3) or not at all");
   if (p.zero_stage == 3 && p.mesh.fsdp == 1) e.not_expressed.push_back("ZeRO-3 over data: MaxText shards parameters only over its fsdp axes");
@@ -133,17 +139,14 @@ Export Torchtitan(const ModelSpec& m, const PlanSpec& p) {
   t << "expert_parallel_degree = " << p.mesh.expert << "\n";
   t << "pipeline_parallel_degree = " << p.mesh.pipeline << "\n";
   if (p.mesh.pipeline > 1) {
-    const char* schedule = p.pipeline_schedule == PipelineSchedule::kGpipe                ? "GPipe"
-                           : p.pipeline_schedule == PipelineSchedule::kInterleavedOneFOneB ? "Interleaved1F1B"
-                           : p.pipeline_schedule == PipelineSchedule::kZbH1               ? "InterleavedZeroBubble"
-                           : p.pipeline_schedule == PipelineSchedule::kDualPipe           ? "DualPipeV"
-                                                                                          : "1F1B";
-    t << "pipeline_parallel_schedule = \"" << schedule << "\"\n";
+    const std::string_view name = strategies::ScheduleOf(p).torchtitan_name();
+    t << "pipeline_parallel_schedule = \"" << (name.empty() ? "1F1B" : name) << "\"\n";
+    if (name.empty()) e.not_expressed.push_back("pipeline schedule " + p.pipeline_schedule + ": torchtitan has no such schedule; 1F1B exported");
     t << "pipeline_parallel_microbatch_size = " << p.micro_batch_size << "\n";
-    if (EvenStages(m, p)) {
-      t << "pipeline_parallel_layers_per_stage = " << m.num_layers / (p.mesh.pipeline * p.virtual_stages) << "\n";
+    if (const int64_t even = EvenChunkLayers(m, p); even > 0) {
+      t << "pipeline_parallel_layers_per_stage = " << even << "\n";
     } else {
-      e.not_expressed.push_back("stages of " + StageLayers(m, p) + " layers: torchtitan's layers_per_stage is one number; split the modules per stage by hand");
+      e.not_expressed.push_back("chunks of " + StageLayers(m, p) + " layers: torchtitan's layers_per_stage is one number; split the modules per stage by hand");
     }
   }
   t << "enable_async_tensor_parallel = " << (p.overlap.tensor && p.mesh.tensor > 1 ? "true" : "false") << "\n";
@@ -154,9 +157,6 @@ Export Torchtitan(const ModelSpec& m, const PlanSpec& p) {
   if (!DefaultOrder(p)) e.not_expressed.push_back(OrderNote(p, "torchtitan builds its device mesh in a fixed order (pp, dp, cp, tp)"));
   if (p.zero_stage == 1 || p.zero_stage == 2) e.not_expressed.push_back("ZeRO-1/2: torchtitan shards with FSDP2 (ZeRO-3) over data_parallel_shard_degree");
   if (p.zero_stage == 3 && p.mesh.fsdp == 1) e.not_expressed.push_back("ZeRO-3 over data: set data_parallel_shard_degree to the data size instead");
-  if (p.pipeline_schedule == PipelineSchedule::kZbH1 || p.pipeline_schedule == PipelineSchedule::kDualPipe) {
-    e.not_expressed.push_back(ToString(p.pipeline_schedule) + " mapped to torchtitan's closest multi-stage schedule, which places its own stages per rank");
-  }
   return e;
 }
 
@@ -177,18 +177,7 @@ Export Jax(const PlanSpec& p) {
 
 }  // namespace
 
-std::string StageLayers(const ModelSpec& m, const PlanSpec& p) {
-  const std::vector<int64_t> parts = LayersPerPart(m.num_layers, p.mesh.pipeline);
-  std::string text;
-  for (size_t i = 0; i < parts.size();) {
-    size_t j = i;
-    while (j < parts.size() && parts[j] == parts[i]) ++j;
-    text += (text.empty() ? "" : ", ") + std::to_string(parts[i]) + (j - i > 1 ? " x" + std::to_string(j - i) : "");
-    i = j;
-  }
-  return text;
-}
-
+std::string StageLayers(const ModelSpec& m, const PlanSpec& p) { return strategies::DescribePartLayers(strategies::LayOut(m, p)); }
 
 std::vector<std::string> ExportTargetNames() { return {"megatron", "maxtext", "torchtitan", "jax"}; }
 

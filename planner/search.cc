@@ -13,6 +13,8 @@
 #include "planner/explain.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
+#include "strategies/plan_rules.h"
+#include "strategies/schedule.h"
 #include "topologies/cluster.h"
 
 namespace shardsim::planner {
@@ -90,7 +92,7 @@ int AxesUsed(const MeshShape& mesh) {
 // Every field that tells two plans apart, for a deterministic order among equals.
 auto PlanKey(const PlanSpec& p) {
   return std::make_tuple(p.mesh.data, p.mesh.fsdp, p.mesh.tensor, p.mesh.context, p.mesh.pipeline, p.mesh.expert, p.zero_stage,
-                         p.micro_batch_size, static_cast<int>(p.pipeline_schedule), p.virtual_stages, static_cast<int>(p.recompute), p.mesh_order);
+                         p.micro_batch_size, p.pipeline_schedule, p.virtual_stages, static_cast<int>(p.recompute), p.mesh_order);
 }
 
 bool IsDefaultOrder(const PlanSpec& p) { return UsesDefaultMeshOrder(p); }
@@ -195,14 +197,16 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
     for (int64_t mbs = smallest; mbs <= std::max<int64_t>(8, smallest) && mbs <= per_replica; mbs *= 2) {
       if (per_replica % mbs != 0) continue;
       const int64_t micro = per_replica / mbs;
-      std::vector<std::pair<PipelineSchedule, int64_t>> schedules = {{PipelineSchedule::kOneFOneB, 1}};
+      // Every schedule with each chunk count it offers (one stage: 1F1B only, gradient
+      // accumulation); GPipe is 1F1B's bubble at more memory, so never better.
+      std::vector<std::pair<std::string, int64_t>> schedules = {{"1f1b", 1}};
       if (mesh.pipeline > 1) {
-        schedules.push_back({PipelineSchedule::kZbH1, 1});
-        for (int64_t v : {2, 4}) {
-          if (m.num_layers % (mesh.pipeline * v) == 0 && micro % mesh.pipeline == 0) schedules.push_back({PipelineSchedule::kInterleavedOneFOneB, v});
+        for (const strategies::Schedule* schedule : strategies::AllSchedules()) {
+          if (schedule->name() == "1f1b" || schedule->name() == "gpipe") continue;
+          for (int64_t v : schedule->SearchedVirtualStages(mesh.pipeline)) schedules.push_back({std::string(schedule->name()), v});
         }
-        if (mesh.pipeline % 2 == 0 && micro % 2 == 0 && micro >= 2 * mesh.pipeline) schedules.push_back({PipelineSchedule::kDualPipe, 1});
       }
+      (void)micro;
       for (const auto& [schedule, v] : schedules) {
         // Recomputation only adds work: once a lighter one fits, the heavier ones are slower and
         // only smaller, so they are dropped as dominated.
@@ -219,9 +223,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
           plan.virtual_stages = v;
           plan.recompute = recompute;
           ++w.candidates;
-          try {
-            ValidatePlan(plan, m, DeviceCount(c), c.name, "plan:");
-          } catch (const InputError&) {
+          if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name)) {
             ++w.pruned;
             continue;
           }

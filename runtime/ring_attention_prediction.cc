@@ -11,6 +11,7 @@
 #include "core/plan_spec.h"
 #include "sim/estimate.h"
 #include "strategies/build_step.h"
+#include "strategies/plan_rules.h"
 #include "topologies/cluster.h"
 
 namespace shardsim::runtime {
@@ -106,13 +107,9 @@ RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t head
   // attention op and is left out below).
   plan.flash_attention = causal;
   ValidateModel(model, "ring-attention shape");
-  ValidatePlan(plan, model, ranks, "the job's ranks", "ring-attention plan");
+  strategies::ValidatePlan(plan, model, ranks, "the job's ranks", "ring-attention plan");
   const strategies::StepProgram program = strategies::BuildStep(model, plan);
-  const auto dense =
-      std::find_if(program.layer_programs.begin(), program.layer_programs.end(),
-                   [](const strategies::LayerProgram& l) { return l.name == "dense"; });
-  SHARDSIM_CHECK(dense != program.layer_programs.end(), "the step program has no dense layer");
-  const size_t dense_index = static_cast<size_t>(dense - program.layer_programs.begin());
+  const size_t dense_index = static_cast<size_t>(strategies::LayerKind::kDense);
 
   RingPrediction prediction;
   prediction.source =
@@ -137,7 +134,7 @@ RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t head
     strategies::StepProgram part = program;
     for (strategies::LayerProgram& layer : part.layer_programs) layer.ops.clear();
     for (strategies::Stage& stage : part.stages) stage.step_ops.clear();
-    for (const strategies::Op& op : dense->ops) {
+    for (const strategies::Op& op : program.layer_programs[dense_index].ops) {
       const bool attention = !op.is_comm() && op.kind == strategies::ComputeKind::kAttention;
       if (op.phase == phase && (attention || op.stream == strategies::Stream::kContext))
         part.layer_programs[dense_index].ops.push_back(op);

@@ -14,6 +14,8 @@
 #include "runtime/rmsnorm.h"
 #include "runtime/rope.h"
 #include "runtime/swiglu.h"
+#include "strategies/schedule.h"
+#include "strategies/stage_layout.h"
 
 namespace shardsim::runtime {
 
@@ -54,25 +56,28 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");
   if (m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
   if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
-  if (m.tied_embeddings && p.mesh.pipeline > 1) refuse("model/tied_embeddings", "tied embeddings across pipeline stages", "untied, or pipeline 1");
+  if (m.tied_embeddings && p.mesh.pipeline > 1) {
+    const strategies::StageLayout layout = strategies::LayOut(m, p);
+    const auto& path = layout.paths.front();
+    if (path.front().first != path.back().first) refuse("model/tied_embeddings", "tied embeddings across pipeline stages", "untied, or the embedding and loss on one stage (zbv)");
+  }
   if (p.zero_stage == 2 && p.mesh.fsdp > 1) {
     refuse("plan:/zero_stage", "ZeRO-2 with fsdp > 1 (gradients and parameters sharded over different groups)", "0, 1 or 3 with fsdp");
   }
-  if (p.pipeline_schedule == PipelineSchedule::kDualPipe && p.mesh.pipeline > 1) {
-    refuse("plan:/pipeline_schedule", "dualpipe", "gpipe, 1f1b, interleaved-1f1b, zb-h1");
+  if (strategies::ScheduleOf(p).Directions(p.mesh.pipeline) > 1) {
+    refuse("plan:/pipeline_schedule", p.pipeline_schedule + " (two model copies per stage)", "schedules with one direction: gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv");
   }
 }
 
-StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& comms, const ArchitectureConfig& config, uint64_t seed)
-    : model_(model), plan_(plan), comms_(comms), config_(config) {
+StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms, const ArchitectureConfig& config, uint64_t seed)
+    : model_(program.model), plan_(program.plan), comms_(comms), config_(config), program_(program) {
+  const ModelSpec& model = model_;
+  const PlanSpec& plan = plan_;
   CheckRuntimeSupports(model, plan);
   stage_ = comms.Coordinate("pipeline");
   tensor_rank_ = comms.Coordinate("tensor");
   t_ = plan.mesh.tensor;
   sp_ = plan.sequence_parallel && t_ > 1;
-  // Chunks per stage: interleaving only with more than one stage (as ScheduleStage plays it).
-  const int64_t v = plan.pipeline_schedule == PipelineSchedule::kInterleavedOneFOneB && plan.mesh.pipeline > 1 ? plan.virtual_stages : 1;
-  parts_ = plan.mesh.pipeline * v;
   // Context parallelism: each context rank holds S / c tokens of every sequence, two zigzag
   // chunks (ring_attention.h), so causal work is even; attention runs around the context ring.
   c_ = plan.mesh.context;
@@ -87,24 +92,18 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
   if (model.moe) moe_ = std::make_unique<MoeLayer>(model, comms, config.router_aux_coeff);
   for (int64_t b = 0; b < plan.micro_batch_size; ++b) positions_.insert(positions_.end(), seq_positions_.begin(), seq_positions_.end());
 
-  const std::vector<int64_t> part_layers = LayersPerPart(model.num_layers, parts_);
-  std::vector<int64_t> first(static_cast<size_t>(parts_) + 1, 0);
-  for (int64_t j = 0; j < parts_; ++j) first[static_cast<size_t>(j) + 1] = first[static_cast<size_t>(j)] + part_layers[static_cast<size_t>(j)];
   const int64_t d = hidden_, k = model.head_dim, q_cols = model.num_heads * k, kv_cols = model.num_kv_heads * k, f = model.ffn_hidden_size;
   const int64_t tr = tensor_rank_;
   // Output projections scaled down with depth (GPT-2's 1/sqrt(2L)).
   const float out_stddev = config.init_stddev / std::sqrt(2.0f * static_cast<float>(model.num_layers));
-  for (int64_t c = 0; c < v; ++c) {
-    const int64_t part = c * plan.mesh.pipeline + stage_;
-    chunk_first_layer_.push_back(first[static_cast<size_t>(part)]);
-    chunk_layers_.push_back(part_layers[static_cast<size_t>(part)]);
+  for (const strategies::ChunkLayout& layout : program.layout.at[static_cast<size_t>(stage_)]) {
     chunk_buckets_.emplace_back();
-    if (part == 0) {
+    if (layout.embedding) {
       NewBucket("embedding", false);
       embedding_bucket_ = static_cast<int>(buckets_.size()) - 1;
       embedding_ = Add("embedding", model.vocab_size, d, 0, model.vocab_size, 0, d, true, true, config.init_stddev);
     }
-    for (int64_t l = first[static_cast<size_t>(part)]; l < first[static_cast<size_t>(part) + 1]; ++l) {
+    for (int64_t l = layout.first_layer; l < layout.first_layer + layout.layers; ++l) {
       const std::string n = "layer" + std::to_string(l) + ".";
       NewBucket("layer" + std::to_string(l), false);
       layer_buckets_[l].push_back(static_cast<int>(buckets_.size()) - 1);
@@ -141,7 +140,7 @@ StageModel::StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& 
       }
       layer_ids_[l] = ids;
     }
-    if (part == parts_ - 1) {
+    if (layout.head) {
       NewBucket("head", false);
       head_bucket_ = static_cast<int>(buckets_.size()) - 1;
       final_norm_ = Add("final_norm", 1, d, 0, 1, 0, d, true, false, 0);
@@ -195,8 +194,6 @@ void StageModel::LinearGrad(float* dx, int weight, const float* dy, const float*
     LinearBackward(dx, G(weight), dy, x, P(weight), t, in, out);
   }
 }
-
-int64_t StageModel::PartOfChunk(int64_t chunk) const { return chunk * plan_.mesh.pipeline + stage_; }
 
 void StageModel::ToFull(float* full, const float* local, const std::string& what) {
   if (sp_) {
@@ -372,7 +369,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
                            double loss_normaliser) {
   auto saved = std::make_unique<Saved>();
   current_mb_ = mb;
-  const int64_t part = PartOfChunk(chunk);
+  const strategies::ChunkLayout& layout = this->chunk(chunk);
   const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
   // With SP this rank holds tokens [first, first + Tl) of the micro-batch between layers.
   const int64_t first = sp_ ? tensor_rank_ * local_tokens_ : 0;
@@ -380,7 +377,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   // Buckets in the order this pass reads them; a tied head reads the embedding gathered first.
   const std::vector<int>& order = chunk_buckets_[static_cast<size_t>(chunk)];
   size_t next = 0;
-  if (part == 0) {
+  if (layout.embedding) {
     Use(order, next++);
     saved->ids.assign(ids + first, ids + first + Tl);
     const TraceSpan span(tracer_, Key(0, "embedding"), "compute");
@@ -388,8 +385,8 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   } else {
     std::copy(in, in + static_cast<size_t>(Tl) * D, x.begin());
   }
-  const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
-  saved->layers.resize(static_cast<size_t>(chunk_layers_[static_cast<size_t>(chunk)]));
+  const int64_t l0 = layout.first_layer;
+  saved->layers.resize(static_cast<size_t>(layout.layers));
   aux_loss_ = 0;
   aux_weight_ = static_cast<double>(plan_.micro_batch_size * plan_.seq_len) / loss_normaliser;
   for (size_t i = 0; i < saved->layers.size(); ++i) {
@@ -397,7 +394,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
     LayerForward(l0 + static_cast<int64_t>(i), x.data(), saved->layers[i]);
   }
   double loss = 0;
-  if (part == parts_ - 1) {
+  if (layout.head) {
     Use(order, next++);
     const TraceSpan span(tracer_, Key(model_.num_layers - 1, "head"), "compute");
     saved->final_x = x;
@@ -439,10 +436,10 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   Saved& s = *it->second;
   current_mb_ = mb;
   defer_weights_ = defer_weights;
-  const int64_t part = PartOfChunk(chunk);
+  const strategies::ChunkLayout& layout = this->chunk(chunk);
   const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
   Buffer dx(static_cast<size_t>(Tl) * D, 0.0f);
-  if (part == parts_ - 1) {
+  if (layout.head) {
     Use(order, next++);
     const TraceSpan span(tracer_, Key(model_.num_layers - 1, "head_grad"), "compute");
     Buffer dh(static_cast<size_t>(Tl) * D, 0.0f);
@@ -469,7 +466,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   } else {
     std::copy(dout, dout + static_cast<size_t>(Tl) * D, dx.begin());
   }
-  const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
+  const int64_t l0 = layout.first_layer;
   for (size_t i = s.layers.size(); i-- > 0;) {
     const int64_t layer = l0 + static_cast<int64_t>(i);
     for (size_t b = 0; b < layer_buckets_.at(layer).size(); ++b) Use(order, next++);
@@ -478,7 +475,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
       for (int bucket : layer_buckets_.at(layer)) report(bucket);
     }
   }
-  if (part == 0) {
+  if (layout.embedding) {
     Use(order, next++);  // the embedding's backward reads no parameter, but its gather keeps the order
     const TraceSpan span(tracer_, Key(0, "embedding_grad"), "compute");
     EmbeddingBackward(G(embedding_), dx.data(), s.ids.data(), Tl, V, D);
@@ -495,7 +492,7 @@ void StageModel::BackwardWeight(int64_t chunk, int64_t mb, const std::function<v
   SHARDSIM_CHECK(it != saved_.end(), "weight gradients before the input gradients");
   Saved& s = *it->second;
   current_mb_ = mb;
-  const int64_t l0 = chunk_first_layer_[static_cast<size_t>(chunk)];
+  const int64_t l0 = this->chunk(chunk).first_layer;
   for (size_t i = s.layers.size(); i-- > 0;) {
     const int64_t layer = l0 + static_cast<int64_t>(i);
     {

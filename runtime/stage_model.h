@@ -31,6 +31,7 @@
 #include "runtime/moe_layer.h"
 #include "runtime/ring_attention.h"
 #include "runtime/trace.h"
+#include "strategies/step_program.h"
 
 namespace shardsim::runtime {
 
@@ -72,13 +73,14 @@ void CheckRuntimeSupports(const ModelSpec& model, const PlanSpec& plan);
 
 class StageModel {
  public:
-  // The chunks of pipeline `stage` for this rank's tensor coordinate. Parameters initialised
-  // from `seed` (init.h), the same values whatever the plan.
-  StageModel(const ModelSpec& model, const PlanSpec& plan, MeshComms& comms, const ArchitectureConfig& config, uint64_t seed);
+  // The chunks the program's stage at this rank's pipeline coordinate holds (its layout), for
+  // this rank's tensor coordinate. Parameters initialised from `seed` (init.h), the same values
+  // whatever the plan. `program` must outlive this.
+  StageModel(const strategies::StepProgram& program, MeshComms& comms, const ArchitectureConfig& config, uint64_t seed);
   ~StageModel();
 
-  int64_t parts() const { return parts_; }           // model parts along the pipeline (p x v)
-  int64_t PartOfChunk(int64_t chunk) const;          // which model part chunk c of this stage is
+  // Where chunk `chunk` of this stage sits and what it holds.
+  const strategies::ChunkLayout& chunk(int64_t chunk) const { return program_.layout.Chunk(stage_, chunk); }
   int64_t tokens() const { return tokens_; }         // tokens of a micro-batch on this rank (B S / context)
   // This context rank's positions within a sequence (all of them without context parallelism).
   const std::vector<int32_t>& sequence_positions() const { return seq_positions_; }
@@ -141,12 +143,12 @@ class StageModel {
   PlanSpec plan_;
   MeshComms& comms_;
   ArchitectureConfig config_;
-  int64_t stage_ = 0, tensor_rank_ = 0, t_ = 1, parts_ = 1;
+  const strategies::StepProgram& program_;
+  int64_t stage_ = 0, tensor_rank_ = 0, t_ = 1;
   int64_t tokens_ = 0, local_tokens_ = 0, hidden_ = 0, heads_ = 0, kv_heads_ = 0, ffn_ = 0;
   bool sp_ = false;
   int64_t c_ = 1;                      // context ranks
   std::vector<int32_t> seq_positions_;  // this context rank's positions within a sequence
-  std::vector<int64_t> chunk_first_layer_, chunk_layers_;  // per chunk of this stage
   std::vector<ParamTensor> tensors_;
   std::vector<ParamBucket> buckets_;
   std::vector<std::vector<int>> chunk_buckets_;  // per chunk, its buckets in forward order

@@ -12,7 +12,8 @@
 
 #include "core/error.h"
 #include "core/plan_json.h"
-#include "strategies/pipeline_schedule.h"
+#include "strategies/build_step.h"
+#include "strategies/plan_rules.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,17 +22,18 @@ namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Point-to-point tags: one per (model part, direction). Every schedule sends and receives a part's
-// micro-batches in increasing order, and MPI delivers messages of one sender and tag in order, so
-// the micro-batch needs no tag of its own (which keeps tags far below MPI_TAG_UB).
-int Tag(int64_t part, bool backward) { return static_cast<int>(part * 2 + (backward ? 1 : 0)); }
+// Point-to-point tags: one per (receiving chunk's position on the path, direction). Every
+// schedule sends and receives a chunk's micro-batches in increasing order, and MPI delivers
+// messages of one sender and tag in order, so the micro-batch needs no tag of its own (which keeps
+// tags far below MPI_TAG_UB).
+int Tag(int64_t position, bool backward) { return static_cast<int>(position * 2 + (backward ? 1 : 0)); }
 
 // Checks what the MPI job and the plan must agree on before any communicator is made (the splits
 // are collective: a rank that fails later would leave the others waiting).
 const PlanSpec& Validated(const ModelSpec& model, const PlanSpec& plan, MPI_Comm world) {
   int size = 0;
   MPI_Comm_size(world, &size);
-  ValidatePlan(plan, model, size, "the MPI job", "plan:");
+  strategies::ValidatePlan(plan, model, size, "the MPI job", "plan:");
   CheckRuntimeSupports(model, plan);
   return plan;
 }
@@ -39,9 +41,14 @@ const PlanSpec& Validated(const ModelSpec& model, const PlanSpec& plan, MPI_Comm
 }  // namespace
 
 Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOptions& options, MPI_Comm world, const Corpus& corpus)
-    : spec_(model), plan_(plan), options_(options), comms_(world, Validated(model, plan, world)), corpus_(corpus) {
+    : spec_(model),
+      plan_(plan),
+      program_(strategies::BuildStep(model, Validated(model, plan, world))),
+      options_(options),
+      comms_(world, plan),
+      corpus_(corpus) {
   comms_.set_timeout_s(options.timeout_s);
-  model_ = std::make_unique<StageModel>(model, plan, comms_, options.architecture, options.seed);
+  model_ = std::make_unique<StageModel>(program_, comms_, options.architecture, options.seed);
   model_->set_tracer(&tracer_);
   data_parallel_ = std::make_unique<DataParallel>(plan_, comms_, *model_);
   if (data_parallel_->gathers()) {
@@ -61,8 +68,9 @@ StepRecord Trainer::Step() {
   const double start = Now();
   StageModel& m = *model_;
   std::fill(m.grads().begin(), m.grads().end(), 0.0f);
-  const int64_t p = plan_.mesh.pipeline, stage = comms_.Coordinate("pipeline"), parts = m.parts();
-  const int64_t v = parts / p;
+  const int64_t stage = comms_.Coordinate("pipeline");
+  const int64_t v = program_.layout.chunks;
+  const auto& path = program_.layout.paths.front();
   // Replicas that read their own sequences: data x fsdp x expert.
   const int64_t replicas = plan_.mesh.data * plan_.mesh.fsdp * plan_.mesh.expert;
   const int64_t replica = (comms_.Coordinate("data") * plan_.mesh.fsdp + comms_.Coordinate("fsdp")) * plan_.mesh.expert + comms_.Coordinate("expert");
@@ -88,7 +96,7 @@ StepRecord Trainer::Step() {
   std::vector<MPI_Request> requests;
   MPI_Comm world = comms_.world();
   double loss = 0;
-  const auto tasks = strategies::ScheduleStage(plan_.pipeline_schedule, p, microbatches, v, stage);
+  const std::vector<strategies::Task> tasks = strategies::StageTasks(program_, stage, microbatches);
   // Each bucket's gradients go to DataParallel as the backward writes them: all-reduced under
   // the last micro-batch's backward (data parallelism), reduce-scattered per micro-batch (ZeRO-2,
   // ZeRO-3, FSDP).
@@ -99,7 +107,8 @@ StepRecord Trainer::Step() {
   std::set<std::pair<int64_t, int64_t>> deferred;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const strategies::Task& task = tasks[i];
-    const int64_t part = m.PartOfChunk(task.chunk);
+    const strategies::ChunkLayout& chunk = m.chunk(task.chunk);
+    const int64_t position = chunk.position;
     if (task.phase == strategies::Phase::kBackwardWeight) {
       const bool last_weight = ++weights_done[static_cast<size_t>(task.chunk)] == microbatches;
       if (deferred.erase({task.chunk, task.microbatch})) {
@@ -111,27 +120,27 @@ StepRecord Trainer::Step() {
       continue;
     }
     if (task.phase == strategies::Phase::kForward) {
-      if (part == 0 || part == parts - 1) load(task.microbatch);
-      if (part > 0) {
+      if (chunk.embedding || chunk.head) load(task.microbatch);
+      if (!chunk.embedding) {
         const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_forward/" + std::to_string(task.microbatch), "pipeline");
-        comms_.Receive(in.data(), local, comms_.PipelinePeer((part - 1) % p), Tag(part, false),
-                       "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
+        comms_.Receive(in.data(), local, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first), Tag(position, false),
+                       "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(position));
       }
       outbox.emplace_back(static_cast<size_t>(local));
       loss += m.Forward(task.chunk, task.microbatch, in.data(), outbox.back().data(), ids.data(), targets.data(), normaliser);
-      if (part < parts - 1) {
+      if (!chunk.head) {
         requests.emplace_back();
-        CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part + 1) % p),
-                           Tag(part + 1, false), world, &requests.back()),
+        CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first),
+                           Tag(position + 1, false), world, &requests.back()),
                  world, "pipeline send of activations");
       } else {
         outbox.pop_back();
       }
     } else {
-      if (part < parts - 1) {
+      if (!chunk.head) {
         const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_backward/" + std::to_string(task.microbatch), "pipeline");
-        comms_.Receive(grad.data(), local, comms_.PipelinePeer((part + 1) % p), Tag(part, true),
-                       "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(part));
+        comms_.Receive(grad.data(), local, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first), Tag(position, true),
+                       "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(position));
       }
       outbox.emplace_back(static_cast<size_t>(local));
       const bool last_backward = ++backwards_done[static_cast<size_t>(task.chunk)] == microbatches;
@@ -142,10 +151,10 @@ StepRecord Trainer::Step() {
         const TraceSpan span(&tracer_, std::to_string(stage) + "/-/dp_bucket_start/" + std::to_string(task.microbatch), "data");
         data_parallel_->GradientsDone(bucket, last_backward);
       }, defer);
-      if (part > 0) {
+      if (!chunk.embedding) {
         requests.emplace_back();
-        CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer((part - 1) % p),
-                           Tag(part - 1, true), world, &requests.back()),
+        CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first),
+                           Tag(position - 1, true), world, &requests.back()),
                  world, "pipeline send of gradients");
       }
     }

@@ -18,6 +18,7 @@
 #include "runtime/data_parallel.h"
 #include "runtime/stage_model.h"
 #include "runtime/trace.h"
+#include "strategies/step_program.h"
 
 namespace shardsim::runtime {
 
@@ -63,12 +64,14 @@ class Trainer {
   // The Chrome trace of every rank's recorded ops, on rank 0 (empty elsewhere). Collective.
   std::string GatherTrace();
   MeshComms& comms() { return comms_; }
+  const strategies::StepProgram& program() const { return program_; }
   const DataParallel& data_parallel() const { return *data_parallel_; }
 
  private:
   void Optimize(StepRecord& record);
   ModelSpec spec_;
   PlanSpec plan_;
+  strategies::StepProgram program_;  // what every rank executes
   TrainOptions options_;
   MeshComms comms_;
   const Corpus& corpus_;

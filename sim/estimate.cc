@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/mesh.h"
-#include "strategies/pipeline_schedule.h"
+#include "strategies/schedule.h"
 
 namespace shardsim::sim {
 namespace {
@@ -155,7 +155,7 @@ PhaseParts CostPhaseParts(const LayerProgram& layer, Phase phase, const ClusterS
   return parts;
 }
 
-StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives) {
+StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives, bool play_every_microbatch) {
   const PlanSpec& plan = program.plan;
   StepReport report;
   const auto peak = cluster.chip.peak_flop_per_s.find(plan.dtype);
@@ -167,6 +167,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   // Per layer program and phase (F, B with recomputation, W).
   std::vector<std::array<PhaseCost, 3>> layer_costs(program.layer_programs.size());
   for (size_t i = 0; i < program.layer_programs.size(); ++i) {
+    if (program.layer_programs[i].ops.empty()) continue;
     const LayerProgram& layer = program.layer_programs[i];
     layer_costs[i][0] = CostPhase(layer, Phase::kForward, roofline, collectives);
     layer_costs[i][1] = CostPhase(layer, Phase::kBackwardInput, roofline, collectives);
@@ -181,8 +182,8 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   for (int64_t s = 0; s < p; ++s) {
     for (int64_t c = 0; c < v; ++c) {
       auto& cost = part_costs[static_cast<size_t>(slot(s, c))];
-      for (const auto& [index, count] : program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)].layers) {
-        for (int ph = 0; ph < 3; ++ph) Add(cost[static_cast<size_t>(ph)], layer_costs[static_cast<size_t>(index)][static_cast<size_t>(ph)], static_cast<double>(count));
+      for (const auto& [kind, count] : program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)].layers) {
+        for (int ph = 0; ph < 3; ++ph) Add(cost[static_cast<size_t>(ph)], layer_costs[static_cast<size_t>(kind)][static_cast<size_t>(ph)], static_cast<double>(count));
       }
     }
   }
@@ -195,14 +196,14 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   // Play the schedule: a stage runs its tasks in order, each once its inputs have arrived. The
   // input gradient leaves a stage when its whole backward is done, except in zero-bubble
   // schedules, which send it after B and run W later.
-  const bool split_backward = plan.pipeline_schedule == PipelineSchedule::kZbH1 || plan.pipeline_schedule == PipelineSchedule::kDualPipe;
-  const int gradient_sent_after = split_backward ? 1 : 2;
+  const strategies::Schedule& schedule = *program.schedule;
+  const int gradient_sent_after = schedule.SplitsBackward() ? 1 : 2;
   // Each slot's neighbours along its micro-batches' path (-1 at the ends).
   std::vector<int64_t> before(static_cast<size_t>(slots), -1), after(static_cast<size_t>(slots), -1);
   for (int64_t s = 0; s < p; ++s) {
     for (int64_t c = 0; c < v; ++c) {
-      const strategies::Chunk& chunk = program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)];
-      const auto& path = program.paths[static_cast<size_t>(chunk.direction)];
+      const strategies::ChunkLayout& chunk = program.layout.Chunk(s, c);
+      const auto& path = program.layout.paths[static_cast<size_t>(chunk.direction)];
       if (chunk.position > 0) {
         const auto& [ps, pc] = path[static_cast<size_t>(chunk.position - 1)];
         before[static_cast<size_t>(slot(s, c))] = slot(ps, pc);
@@ -255,21 +256,25 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     }
     return std::make_pair(clock, busy);
   };
-  const int64_t scheduled = program.scheduled_microbatches;
+  // The estimator plays the schedule over at most SteadyStateMicrobatches micro-batches; past
+  // the warm-up it settles into a steady state, extended at the mean rate between two plays far
+  // apart (stages of unequal times repeat over several periods).
+  const int64_t scheduled = play_every_microbatch ? m : strategies::SteadyStateMicrobatches(p, v, m);
+  auto tasks_of = [&](int64_t count) {
+    std::vector<std::vector<strategies::Task>> tasks(static_cast<size_t>(p));
+    for (int64_t s = 0; s < p; ++s) tasks[static_cast<size_t>(s)] = schedule.Tasks(p, count, v, s);
+    return tasks;
+  };
+  const std::vector<std::vector<strategies::Task>> played_tasks = tasks_of(scheduled);
   std::vector<const std::vector<strategies::Task>*> program_tasks;
-  for (const auto& stage : program.stages) program_tasks.push_back(&stage.tasks);
+  for (const auto& tasks : played_tasks) program_tasks.push_back(&tasks);
   auto [clock, busy] = play(program_tasks, scheduled);
   if (scheduled < m) {
-    // Past the warm-up the schedule settles into a steady state: extend it at the mean rate
-    // between two plays far apart (stages of unequal times repeat over several periods).
-    const int64_t period = strategies::ScheduleExtensionPeriod(p), fewer = scheduled / 2 / period * period;
+    const int64_t period = 2 * p, fewer = scheduled / 2 / period * period;
     SHARDSIM_CHECK(fewer > 0 && fewer < scheduled, "the scheduled micro-batches must exceed one period");
-    std::vector<std::vector<strategies::Task>> shorter(static_cast<size_t>(p));
+    const std::vector<std::vector<strategies::Task>> shorter = tasks_of(fewer);
     std::vector<const std::vector<strategies::Task>*> shorter_tasks;
-    for (int64_t s = 0; s < p; ++s) {
-      shorter[static_cast<size_t>(s)] = strategies::ScheduleStage(plan.pipeline_schedule, p, fewer, v, s);
-      shorter_tasks.push_back(&shorter[static_cast<size_t>(s)]);
-    }
+    for (const auto& tasks : shorter) shorter_tasks.push_back(&tasks);
     const auto [clock_fewer, busy_fewer] = play(shorter_tasks, fewer);
     const double periods = static_cast<double>(m - scheduled) / static_cast<double>(scheduled - fewer);
     for (size_t s = 0; s < clock.size(); ++s) {
@@ -282,6 +287,13 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   // when overlapped, except its last bucket), parameter gathers, the optimizer.
   const int64_t devices = plan.mesh.Product();
   std::vector<std::map<std::string, double>> stage_exposed(static_cast<size_t>(p));
+  // Micro-batches per direction (DualPipe splits them over two).
+  std::vector<int64_t> per_direction(program.layout.paths.size(), 0);
+  if (per_direction.size() == 1) {
+    per_direction[0] = m;
+  } else {
+    for (int64_t mb = 0; mb < m; ++mb) ++per_direction[static_cast<size_t>(schedule.DirectionOf(p, mb, m))];
+  }
   std::vector<double> stage_compute(static_cast<size_t>(p), 0);
   double executed = 0;
   for (int64_t s = 0; s < p; ++s) {
@@ -291,18 +303,16 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     for (int64_t c = 0; c < v; ++c) {
       const auto& cost = part_costs[static_cast<size_t>(slot(s, c))];
       last_backward += cost[1].total_s + cost[2].total_s;
-      for (const auto& [index, count] : stage.chunks[static_cast<size_t>(c)].layers) layers += count;
+      for (const auto& [kind, count] : stage.chunks[static_cast<size_t>(c)].layers) layers += count;
     }
     // Every stage runs each (chunk, phase) once per micro-batch of the chunk's direction.
     for (int64_t c = 0; c < v; ++c) {
-      const int64_t direction = stage.chunks[static_cast<size_t>(c)].direction;
-      // The scheduled micro-batches split over the directions as all of them do.
-      const double first = static_cast<double>(program.second_direction_from) * static_cast<double>(m) / static_cast<double>(scheduled);
-      const double times = direction == 0 ? first : static_cast<double>(m) - first;
+      const int64_t direction = stage.chunks[static_cast<size_t>(c)].layout.direction;
+      const int64_t times = per_direction[static_cast<size_t>(direction)];
       for (const PhaseCost& cost : part_costs[static_cast<size_t>(slot(s, c))]) {
-        stage_compute[static_cast<size_t>(s)] += cost.compute_s * times;
-        executed += cost.flops * times;
-        for (const auto& [key, seconds] : cost.exposed_s) stage_exposed[static_cast<size_t>(s)][key] += seconds * times;
+        stage_compute[static_cast<size_t>(s)] += cost.compute_s * static_cast<double>(times);
+        executed += cost.flops * static_cast<double>(times);
+        for (const auto& [key, seconds] : cost.exposed_s) stage_exposed[static_cast<size_t>(s)][key] += seconds * static_cast<double>(times);
       }
     }
     double tail = 0;

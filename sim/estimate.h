@@ -74,7 +74,10 @@ struct PhaseParts {
 PhaseParts CostPhaseParts(const strategies::LayerProgram& layer, strategies::Phase phase, const ClusterSpec& cluster, const std::string& dtype,
                           AxisCollectives& collectives);
 
-// Predicts one step. `collectives` must be built for the same cluster and plan.
-StepReport Estimate(const strategies::StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives);
+// Predicts one step. `collectives` must be built for the same cluster and plan. The schedule is
+// played over at most strategies::SteadyStateMicrobatches micro-batches and its steady state
+// extended to all of them, unless `play_every_microbatch` (for tests of that shortcut).
+StepReport Estimate(const strategies::StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives,
+                    bool play_every_microbatch = false);
 
 }  // namespace shardsim::sim

@@ -2,15 +2,10 @@
 
 #include <tuple>
 
+#include "strategies/state_bytes.h"
+
 namespace shardsim::strategies {
 namespace {
-
-// Mixed-precision Adam (ZeRO section 3): bf16 parameters and gradients; fp32 master weights,
-// Adam m and v. The optimizer reads gradient, master, m, v and writes master, m, v and the
-// bf16 parameter: 2 + 4 + 4 + 4 read, 4 + 4 + 4 + 2 written.
-constexpr double kOptimizerBytesPerParam = 14 + 14;
-constexpr double kGradBytes = 2;
-constexpr double kParamBytes = 2;
 
 double Product(const PlanSpec& p, const std::vector<std::string>& axes) {
   double n = 1;
@@ -46,6 +41,8 @@ std::vector<std::string> GradShardAxes(const PlanSpec& p, ParamKind kind) {
   return axes;
 }
 
+bool KeepsGatheredParams(const PlanSpec& p) { return !ReshardAfterForward(p) && !ParamShardAxes(p, ParamKind::kDense).empty(); }
+
 ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
   const double fsdp = static_cast<double>(p.mesh.fsdp), replicas = Product(p, ReplicaAxes(p, kind));
   return {fsdp * (p.zero_stage >= 3 ? replicas : 1), fsdp * (p.zero_stage >= 2 ? replicas : 1), fsdp * (p.zero_stage >= 1 ? replicas : 1)};
@@ -58,6 +55,20 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
   double optimizer_params = 0;
   for (const auto& [name, params, kind] : kinds) {
     optimizer_params += params / Sharding(p, kind).optimizer;
+    // Parameters kept gathered from the first forward to the last backward (FSDP2's
+    // reshard_after_forward=False): one gather before the step's first forward and one
+    // reduce-scatter after its last backward, gradients accumulating unsharded in between.
+    if (params > 0 && KeepsGatheredParams(p)) {
+      const std::vector<std::string> gather_axes = ParamShardAxes(p, kind), grad_axes = GradShardAxes(p, kind);
+      if (!gather_axes.empty()) {
+        ops.push_back(CommOp("fsdp_step_allgather_" + name, Phase::kForward, Stream::kData, CollectiveOp::kAllGather, gather_axes, params * kParamBytes,
+                             false));
+      }
+      if (!grad_axes.empty()) {
+        ops.push_back(CommOp("fsdp_step_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, grad_axes,
+                             params * kGradBytes, p.zero_stage == 2 ? p.overlap.data : p.overlap.fsdp));
+      }
+    }
     const std::vector<std::string> axes = ReplicaAxes(p, kind);
     // ZeRO-2 and ZeRO-3 reduce-scatter the gradients over the replicas per layer already.
     if (params <= 0 || axes.empty() || p.zero_stage == 3) continue;
@@ -74,11 +85,12 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
                            shard * kParamBytes, false));
     }
   }
-  ops.push_back(ComputeOp("optimizer", Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, optimizer_params * kOptimizerBytesPerParam));
+  ops.push_back(ComputeOp("optimizer", Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, optimizer_params * kOptimizerTrafficBytes));
   return ops;
 }
 
 void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& p, double dense_params, double expert_params) {
+  if (KeepsGatheredParams(p)) return;  // gathered and reduced once per step (DataParallelStepOps)
   const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{"dense", dense_params, ParamKind::kDense},
                                                                          {"expert", expert_params, ParamKind::kExpert}};
   for (const auto& [name, params, kind] : kinds) {

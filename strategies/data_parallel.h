@@ -31,6 +31,11 @@ std::vector<std::string> ParamShardAxes(const PlanSpec& plan, ParamKind kind);
 // from ZeRO-2 the replica axes too.
 std::vector<std::string> GradShardAxes(const PlanSpec& plan, ParamKind kind);
 
+// Whether sharded parameters stay gathered from the step's first forward to its last backward
+// (fsdp_reshard_after_forward false with parameters sharded): gathered and reduce-scattered once
+// per step instead of per layer and micro-batch.
+bool KeepsGatheredParams(const PlanSpec& plan);
+
 // How many ways each kind of training state is split, on top of tensor / pipeline / expert.
 struct ShardDegrees {
   double params = 1, grads = 1, optimizer = 1;

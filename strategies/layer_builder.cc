@@ -61,7 +61,7 @@ void LayerBuilder::Raw(Op op) {
 }
 
 LayerProgram LayerBuilder::Build() const {
-  LayerProgram layer{name_, {}};
+  LayerProgram layer{kind_, {}};
   for (const Piece& p : pieces_) layer.ops.insert(layer.ops.end(), p.forward.begin(), p.forward.end());
   for (auto it = pieces_.rbegin(); it != pieces_.rend(); ++it) layer.ops.insert(layer.ops.end(), it->backward_input.begin(), it->backward_input.end());
   for (auto it = pieces_.rbegin(); it != pieces_.rend(); ++it) layer.ops.insert(layer.ops.end(), it->backward_weight.begin(), it->backward_weight.end());

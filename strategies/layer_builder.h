@@ -21,7 +21,7 @@ struct LayerShape {
 
 class LayerBuilder {
  public:
-  LayerBuilder(std::string name, LayerShape shape) : name_(std::move(name)), shape_(shape) {}
+  LayerBuilder(LayerKind kind, LayerShape shape) : kind_(kind), shape_(shape) {}
 
   const LayerShape& shape() const { return shape_; }
 
@@ -45,7 +45,7 @@ class LayerBuilder {
   struct Piece {
     std::vector<Op> forward, backward_input, backward_weight;
   };
-  std::string name_;
+  LayerKind kind_;
   LayerShape shape_;
   std::vector<Piece> pieces_;
 };

@@ -4,15 +4,10 @@
 #include <map>
 
 #include "strategies/data_parallel.h"
+#include "strategies/schedule.h"
+#include "strategies/state_bytes.h"
 
 namespace shardsim::strategies {
-namespace {
-
-constexpr double kParamBytes = 2;      // bf16 weights
-constexpr double kGradBytes = 2;       // bf16 gradients
-constexpr double kOptimizerBytes = 12; // fp32 master + Adam m and v
-
-}  // namespace
 
 double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens, bool moe_layer) {
   const double t = static_cast<double>(p.mesh.tensor);
@@ -52,19 +47,21 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
   return static_cast<double>(tokens) * (replicated / sp + (split + scores) / t);
 }
 
-double StageActivationPeak(const StepProgram& program, const Stage& stage) {
-  // Walk the stage's tasks: an F adds its chunk's activations, its W frees them.
+double StageActivationPeak(const StepProgram& program, int64_t stage_index) {
+  // Walk the stage's tasks: an F adds its chunk's activations, its W frees them. The peak is
+  // reached once the schedule is in its steady state.
+  const Stage& stage = program.stages[static_cast<size_t>(stage_index)];
   std::vector<double> chunk_bytes(stage.chunks.size(), 0);
   for (size_t c = 0; c < stage.chunks.size(); ++c) {
-    for (const auto& [index, count] : stage.chunks[c].layers) {
-      const std::string& kind = program.layer_programs[static_cast<size_t>(index)].name;
-      if (kind == "dense" || kind == "moe") {
-        chunk_bytes[c] += static_cast<double>(count) * LayerActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind == "moe");
+    for (const auto& [kind, count] : stage.chunks[c].layers) {
+      if (kind == LayerKind::kDense || kind == LayerKind::kMoe) {
+        chunk_bytes[c] += static_cast<double>(count) * LayerActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind == LayerKind::kMoe);
       }
     }
   }
+  const int64_t played = SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, program.microbatches);
   double live = 0, peak = 0;
-  for (const Task& task : stage.tasks) {
+  for (const Task& task : StageTasks(program, stage_index, played)) {
     if (task.phase == Phase::kForward) live += chunk_bytes[static_cast<size_t>(task.chunk)];
     if (task.phase == Phase::kBackwardWeight) live -= chunk_bytes[static_cast<size_t>(task.chunk)];
     peak = std::max(peak, live);
@@ -79,23 +76,11 @@ MemoryReport EstimateMemory(const StepProgram& program) {
   MemoryReport report;
   for (const Stage& stage : program.stages) {
     MemoryBreakdown b;
-    // Parameters split into dense and expert parts (stage.params counts both after sharding).
-    double expert_params = 0;
-    for (const Chunk& chunk : stage.chunks) {
-      for (const auto& [index, count] : chunk.layers) {
-        if (program.layer_programs[static_cast<size_t>(index)].name == "moe" && m.moe) {
-          const double per_expert = (m.mlp == MlpKind::kSwiGlu ? 3.0 : 2.0) * static_cast<double>(m.hidden_size) *
-                                    static_cast<double>(m.moe->expert_ffn_hidden_size) / t;
-          expert_params += static_cast<double>(count) * per_expert * static_cast<double>(m.moe->num_experts) /
-                           static_cast<double>(p.mesh.expert);
-        }
-      }
-    }
-    const double dense_params = stage.params - expert_params;
+    const double dense_params = stage.dense_params, expert_params = stage.expert_params;
     const ShardDegrees dense = Sharding(p, ParamKind::kDense), expert = Sharding(p, ParamKind::kExpert);
     b.params = kParamBytes * (dense_params / dense.params + expert_params / expert.params);
     b.grads = kGradBytes * (dense_params / dense.grads + expert_params / expert.grads);
-    b.optimizer = kOptimizerBytes * (dense_params / dense.optimizer + expert_params / expert.optimizer);
+    b.optimizer = kOptimizerStateBytes * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
     // A layer being recomputed holds its full activations once.
     if (p.recompute == Recompute::kFull && !stage.chunks.empty()) {
@@ -106,16 +91,21 @@ MemoryReport EstimateMemory(const StepProgram& program) {
     // Buffers: the fp32 logits (and their bf16 copy) of one micro-batch where the head is;
     // gathered (FSDP / ZeRO-3) parameters of the current and the prefetched layer.
     bool has_head = false;
-    for (const Chunk& chunk : stage.chunks) {
-      for (const auto& [index, count] : chunk.layers) has_head = has_head || program.layer_programs[static_cast<size_t>(index)].name == "head";
-    }
+    for (const Chunk& chunk : stage.chunks) has_head = has_head || chunk.layout.head;
     if (has_head) b.buffers += static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.vocab_size) / t * (4 + 2);
     if (!ParamShardAxes(p, ParamKind::kDense).empty()) {
       int64_t layers = 0;
       for (const Chunk& chunk : stage.chunks) {
-        for (const auto& [index, count] : chunk.layers) layers += count;
+        for (const auto& [kind, count] : chunk.layers) layers += count;
       }
-      if (layers > 0) b.buffers += 2 * kParamBytes * stage.params / static_cast<double>(layers);
+      // Resharding after forward keeps the current and the prefetched layer gathered; keeping
+      // the gathered parameters until the last backward (FSDP2's reshard_after_forward=False,
+      // torchtitan's default under pipeline parallelism) holds the whole stage.
+      if (KeepsGatheredParams(p)) {
+        b.buffers += (kParamBytes + kGradBytes) * stage.params();  // gathered weights, unsharded gradients
+      } else if (layers > 0) {
+        b.buffers += 2 * kParamBytes * stage.params() / static_cast<double>(layers);
+      }
     }
     report.stages.push_back(b);
   }

@@ -28,7 +28,7 @@ struct MemoryReport {
 
 // Peak activation bytes of `stage` under its task order (an F stores a chunk's activations, its
 // W releases them). BuildStep stores it in Stage::activation_peak_bytes.
-double StageActivationPeak(const StepProgram& program, const Stage& stage);
+double StageActivationPeak(const StepProgram& program, int64_t stage);
 
 // Memory of every stage of `program`. In-flight micro-batches come from each stage's task order
 // (an F stores a chunk's activations, its W releases them).

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "strategies/schedule.h"
+
 namespace shardsim::strategies {
 
 std::string ToString(Stream stream) {
@@ -42,6 +44,25 @@ std::string ToString(ComputeKind kind) {
   return "elementwise";
 }
 
+std::string ToString(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kDense: return "dense";
+    case LayerKind::kMoe: return "moe";
+    case LayerKind::kEmbedding: return "embedding";
+    case LayerKind::kHead: return "head";
+  }
+  return "dense";
+}
+
+std::vector<Task> StageTasks(const StepProgram& program, int64_t stage, int64_t microbatches) {
+  const int64_t m = microbatches < 0 ? program.microbatches : microbatches;
+  return program.schedule->Tasks(program.layout.stages, m, program.layout.chunks, stage);
+}
+
+int64_t DirectionOf(const StepProgram& program, int64_t mb, int64_t microbatches) {
+  return program.schedule->DirectionOf(program.layout.stages, mb, microbatches);
+}
+
 Op ComputeOp(std::string name, Phase phase, ComputeKind kind, double flops, double bytes) {
   Op op;
   op.name = std::move(name);
@@ -73,12 +94,13 @@ double PhaseFlops(const LayerProgram& layer, Phase phase) {
   return flops;
 }
 
-std::string ValidateSchedule(const StepProgram& program) {
+std::string ValidateSchedule(const StepProgram& program, int64_t microbatches) {
+  const int64_t m = microbatches < 0 ? program.microbatches : microbatches;
   for (size_t s = 0; s < program.stages.size(); ++s) {
     const int64_t chunks = static_cast<int64_t>(program.stages[s].chunks.size());
     int64_t expected = 0;
     std::map<std::tuple<int64_t, int64_t, int>, size_t> position;
-    const auto& tasks = program.stages[s].tasks;
+    const std::vector<Task> tasks = StageTasks(program, static_cast<int64_t>(s), m);
     for (size_t i = 0; i < tasks.size(); ++i) {
       const auto key = std::make_tuple(tasks[i].microbatch, tasks[i].chunk, static_cast<int>(tasks[i].phase));
       if (!position.emplace(key, i).second) {
@@ -86,9 +108,9 @@ std::string ValidateSchedule(const StepProgram& program) {
                " chunk " + std::to_string(tasks[i].chunk) + " twice";
       }
     }
-    for (int64_t mb = 0; mb < program.scheduled_microbatches; ++mb) {
+    for (int64_t mb = 0; mb < m; ++mb) {
       for (int64_t c = 0; c < chunks; ++c) {
-        if (program.stages[s].chunks[static_cast<size_t>(c)].direction != DirectionOf(program, mb)) continue;
+        if (program.stages[s].chunks[static_cast<size_t>(c)].layout.direction != DirectionOf(program, mb, m)) continue;
         expected += 3;
         const auto f = position.find({mb, c, static_cast<int>(Phase::kForward)});
         const auto b = position.find({mb, c, static_cast<int>(Phase::kBackwardInput)});
@@ -103,11 +125,6 @@ std::string ValidateSchedule(const StepProgram& program) {
   return "";
 }
 
-int64_t ScheduledMicrobatches(int64_t pipeline, int64_t virtual_stages, int64_t microbatches) {
-  const int64_t played = 8 * pipeline * virtual_stages;
-  return microbatches <= played + ScheduleExtensionPeriod(pipeline) ? microbatches : played;
-}
-
 std::string DumpProgram(const StepProgram& program) {
   std::ostringstream out;
   char number[64];
@@ -115,10 +132,11 @@ std::string DumpProgram(const StepProgram& program) {
     std::snprintf(number, sizeof number, "%.9g", v);
     return std::string(number);
   };
-  out << "step model=" << program.model.name << " microbatches=" << program.microbatches << " scheduled=" << program.scheduled_microbatches
+  out << "step model=" << program.model.name << " schedule=" << program.plan.pipeline_schedule << " microbatches=" << program.microbatches
       << " tokens_per_microbatch=" << program.tokens_per_microbatch << " model_flops=" << g(program.model_flops_per_step) << "\n";
   for (const LayerProgram& layer : program.layer_programs) {
-    out << "layer " << layer.name << "\n";
+    if (layer.ops.empty()) continue;
+    out << "layer " << ToString(layer.kind) << "\n";
     for (const Op& op : layer.ops) {
       out << "  " << ToString(op.phase) << " " << ToString(op.stream) << " " << op.name;
       if (op.is_comm()) {
@@ -134,14 +152,15 @@ std::string DumpProgram(const StepProgram& program) {
   }
   for (size_t s = 0; s < program.stages.size(); ++s) {
     const Stage& stage = program.stages[s];
-    out << "stage " << s << " params=" << g(stage.params) << "\n";
+    out << "stage " << s << " params=" << g(stage.params()) << "\n";
     for (size_t c = 0; c < stage.chunks.size(); ++c) {
-      out << "  chunk " << c << ":";
-      for (const auto& [index, count] : stage.chunks[c].layers) out << " " << program.layer_programs[static_cast<size_t>(index)].name << "x" << count;
+      const ChunkLayout& l = stage.chunks[c].layout;
+      out << "  chunk " << c << " direction=" << l.direction << " position=" << l.position << " layers=" << l.first_layer << "+" << l.layers << ":";
+      for (const auto& [kind, count] : stage.chunks[c].layers) out << " " << ToString(kind) << "x" << count;
       out << "\n";
     }
     out << "  tasks:";
-    for (const Task& t : stage.tasks) out << " " << ToString(t.phase) << t.microbatch << (program.plan.virtual_stages > 1 ? "." + std::to_string(t.chunk) : "");
+    for (const Task& t : StageTasks(program, static_cast<int64_t>(s))) out << " " << ToString(t.phase) << t.microbatch << (stage.chunks.size() > 1 ? "." + std::to_string(t.chunk) : "");
     out << "\n";
     for (const Op& op : stage.step_ops) {
       out << "  step " << op.name << " " << (op.is_comm() ? ToString(op.collective) + " bytes=" + g(op.comm_bytes) : "bytes=" + g(op.bytes)) << "\n";

@@ -4,6 +4,7 @@
 // communication (gradient reduction) and the optimizer. Op keys read stage/layer/op/microbatch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,8 +12,11 @@
 #include "core/collective_op.h"
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
+#include "strategies/stage_layout.h"
 
 namespace shardsim::strategies {
+
+class Schedule;
 
 // Where an op runs: compute, or one communication stream per kind (frameworks use separate CUDA
 // streams or async collectives for these).
@@ -50,10 +54,14 @@ Op ComputeOp(std::string name, Phase phase, ComputeKind kind, double flops, doub
 // A collective `op` over mesh `axes` on `stream` in `phase`, of `bytes` (nccl-tests size).
 Op CommOp(std::string name, Phase phase, Stream stream, CollectiveOp op, std::vector<std::string> axes, double bytes, bool overlapped);
 
+// The kinds of layer program: a stage refers to them by kind and count.
+enum class LayerKind : uint8_t { kDense, kMoe, kEmbedding, kHead };
+inline constexpr int kLayerKinds = 4;
+
 // The ops of one layer for one micro-batch, all phases, in issue order within each phase.
 struct LayerProgram {
-  std::string name;  // "dense", "moe", "embedding", "head"
-  std::vector<Op> ops;
+  LayerKind kind = LayerKind::kDense;
+  std::vector<Op> ops;  // empty for a kind the model lacks (MoE in a dense model)
 };
 
 // A pipeline task: one micro-batch through one model chunk of a stage, one phase.
@@ -65,16 +73,16 @@ struct Task {
 };
 
 struct Chunk {
-  // (index into StepProgram::layer_programs, how many times) in execution order.
-  std::vector<std::pair<int, int64_t>> layers;
-  int64_t direction = 0;  // which micro-batches pass through it (DualPipe feeds two directions)
-  int64_t position = 0;   // its place along those micro-batches' path through the pipeline
+  ChunkLayout layout;  // where it sits and which layers it holds (stage_layout.h)
+  // The layer programs it runs, in execution order: (kind, how many in a row).
+  std::vector<std::pair<LayerKind, int64_t>> layers;
 };
 
 struct Stage {
-  std::vector<Chunk> chunks;  // virtual_stages of them (chunk c of stage s at position c p + s); DualPipe: 2
-  std::vector<Task> tasks;    // the schedule's order on this stage
-  double params = 0;          // parameters held (after tensor / pipeline / expert sharding)
+  std::vector<Chunk> chunks;  // the schedule's chunks per stage
+  double dense_params = 0;    // parameters held after tensor / pipeline sharding, replicated over expert
+  double expert_params = 0;   // routed experts' parameters held (after expert sharding)
+  double params() const { return dense_params + expert_params; }
   double activation_peak_bytes = 0;  // stored activations at the schedule's peak (memory model)
   std::vector<Op> step_ops;   // once per step: gradient reduction, parameter gathers, optimizer
 };
@@ -82,45 +90,39 @@ struct Stage {
 struct StepProgram {
   ModelSpec model;
   PlanSpec plan;
-  int64_t microbatches = 0;  // per data-parallel replica
-  // Micro-batches the stages' task lists cover: all of them, or, when there are many, a count
-  // past the schedule's warm-up (ScheduledMicrobatches) from which the estimator extends the
-  // steady state linearly. Task micro-batch indices and second_direction_from refer to these.
-  int64_t scheduled_microbatches = 0;
-  int64_t tokens_per_microbatch = 0;  // per device, after context parallelism
-  std::vector<LayerProgram> layer_programs;
-  std::vector<Stage> stages;            // one per pipeline rank
-  // Per direction, the (stage, chunk) at each position of the path micro-batches take.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> paths;
-  int64_t second_direction_from = 0;    // micro-batches from this index take direction 1 (DualPipe)
-  Op pipeline_send;                     // activation (forward) / gradient (backward) between stages
+  const Schedule* schedule = nullptr;  // the plan's pipeline schedule
+  int64_t microbatches = 0;            // per data-parallel replica
+  int64_t tokens_per_microbatch = 0;   // per device, after context parallelism
+  std::array<LayerProgram, kLayerKinds> layer_programs;  // indexed by LayerKind
+  std::vector<Stage> stages;           // one per pipeline rank
+  StageLayout layout;                  // the same chunks, as the layout decided them
+  Op pipeline_send;                    // activation (forward) / gradient (backward) between stages
   // Model FLOPs per step, no recomputation: 6 N per token plus causal attention (half the S x S
   // blocks), and PaLM's count, whose attention term 12 L H Q T includes the masked blocks.
   double model_flops_per_step = 0;
   double palm_flops_per_step = 0;
+
+  const LayerProgram& Layer(LayerKind kind) const { return layer_programs[static_cast<size_t>(kind)]; }
 };
+
+// The task order of `stage` over the program's first `microbatches` micro-batches (all of them
+// when -1), as the schedule dictates.
+std::vector<Task> StageTasks(const StepProgram& program, int64_t stage, int64_t microbatches = -1);
+// The direction micro-batch `mb` of `microbatches` takes.
+int64_t DirectionOf(const StepProgram& program, int64_t mb, int64_t microbatches);
 
 std::string ToString(Stream stream);
 std::string ToString(Phase phase);
 std::string ToString(ComputeKind kind);
-
-// The direction micro-batch `mb` takes.
-// How many micro-batches a stage's task list covers for `microbatches` in all: all of them up to
-// 8 p v (plus one period), else 8 p v, a multiple of the extension period 2 p.
-int64_t ScheduledMicrobatches(int64_t pipeline, int64_t virtual_stages, int64_t microbatches);
-// The estimator plays a schedule of fewer micro-batches too, a multiple of 2 p (keeping
-// interleaving's multiple of p and DualPipe's even split), to find the steady state's rate.
-inline int64_t ScheduleExtensionPeriod(int64_t pipeline) { return 2 * pipeline; }
-
-inline int64_t DirectionOf(const StepProgram& program, int64_t mb) { return mb >= program.second_direction_from ? 1 : 0; }
+std::string ToString(LayerKind kind);
 
 // Sum over a phase of a layer program's compute FLOPs.
 double PhaseFlops(const LayerProgram& layer, Phase phase);
 
-// Checks the schedule of every stage: each micro-batch's F precedes its B precedes its W on each
-// chunk, and every (micro-batch, chunk, phase) task appears exactly once. Returns "" when valid,
-// else what is wrong.
-std::string ValidateSchedule(const StepProgram& program);
+// Checks the schedule of every stage over `microbatches` (all when -1): each micro-batch's F
+// precedes its B precedes its W on each chunk of its direction, and every (micro-batch, chunk,
+// phase) task appears exactly once. Returns "" when valid, else what is wrong.
+std::string ValidateSchedule(const StepProgram& program, int64_t microbatches = -1);
 
 // A deterministic text dump (--dump-program): same inputs, byte-identical output.
 std::string DumpProgram(const StepProgram& program);

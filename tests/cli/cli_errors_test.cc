@@ -247,10 +247,22 @@ TEST_F(CliErrorsTest, PipelineMustNotExceedLayers) {
   EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:320", plan), {"/mesh/pipeline", "pipeline=40", "num_layers=32", "1 to 32"}));
 }
 
-TEST_F(CliErrorsTest, InterleavedChunksMustDivideLayers) {
-  const json plan = {{"mesh", {{"data", 8}, {"pipeline", 3}}}, {"global_batch_size", 48}, {"seq_len", 4096},
-                     {"pipeline_schedule", "interleaved-1f1b"}, {"virtual_stages", 2}};
-  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:24", plan), {"/virtual_stages", "3 x 2", "num_layers=32", "uneven stages"}));
+TEST_F(CliErrorsTest, InterleavedChunksMustEachHoldALayer) {
+  const json plan = {{"mesh", {{"pipeline", 8}}}, {"global_batch_size", 64}, {"seq_len", 4096},
+                     {"pipeline_schedule", "interleaved-1f1b"}, {"virtual_stages", 5}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"/virtual_stages", "40 model chunks", "32 layers"}));
+}
+
+TEST_F(CliErrorsTest, BadPipelineLayoutsNameTheProblem) {
+  json plan = {{"mesh", {{"data", 2}, {"pipeline", 4}}}, {"global_batch_size", 64}, {"seq_len", 4096}, {"pipeline_layout", "Et*8|t*8|t*16L"}};
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"/pipeline_layout", "3 chunks", "4 model chunks"}));
+  plan["pipeline_layout"] = "Et*8|t*8|t*8|t*7L";
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"/pipeline_layout", "31 decoder layers", "has 32"}));
+  plan["pipeline_layout"] = "Et*8|t*8|t*8|t*7mL";
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"/pipeline_layout", "multi-token-prediction", "has none"}));
+  plan["pipeline_layout"] = "Et*8|t*8|t*8|t*8L";
+  plan["pipeline_schedule"] = "zb-v";
+  EXPECT_TRUE(IsInputError(DescribePlan("llama3-8b", "dgx-h100:8", plan), {"/pipeline_schedule", "unknown pipeline schedule", "zbv"}));
 }
 
 TEST_F(CliErrorsTest, ExpertMustDivideExperts) {

@@ -21,7 +21,7 @@ PlanSpec SamplePlan() {
   p.micro_batch_size = 1;
   p.zero_stage = 1;
   p.sequence_parallel = true;
-  p.pipeline_schedule = PipelineSchedule::kInterleavedOneFOneB;
+  p.pipeline_schedule = "interleaved-1f1b";
   p.virtual_stages = 5;
   p.recompute = Recompute::kSelective;
   return p;
@@ -40,7 +40,7 @@ TEST(ExportTest, MegatronFlags) {
   }
   EXPECT_EQ(t.find("--expert-model-parallel-size"), std::string::npos);
   PlanSpec dual = SamplePlan();
-  dual.pipeline_schedule = PipelineSchedule::kDualPipe;
+  dual.pipeline_schedule = "dualpipe";
   dual.virtual_stages = 1;
   EXPECT_FALSE(ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset("dgx-h100:128", "--cluster"), dual, ExportTarget::kMegatron)
                    .not_expressed.empty());
@@ -104,27 +104,39 @@ TEST(ExportTest, UnevenStages) {
   p.mesh.pipeline = 16;
   p.global_batch_size = 2048;
   p.seq_len = 8192;
-  EXPECT_EQ(StageLayers(model, p), "7, 8 x14, 7");
+  EXPECT_EQ(StageLayers(model, p), "7, 8 x 14, 7");
+  // Megatron-core takes any layout in its own syntax.
   const Export megatron = ExportPlan(model, cluster, p, ExportTarget::kMegatron);
-  EXPECT_NE(megatron.text.find("--decoder-first-pipeline-num-layers 7"), std::string::npos) << megatron.text;
-  EXPECT_NE(megatron.text.find("--decoder-last-pipeline-num-layers 7"), std::string::npos) << megatron.text;
+  EXPECT_NE(megatron.text.find("--pipeline-model-parallel-layout \"Et*7|(t*8|)*14t*7L\""), std::string::npos) << megatron.text;
   for (ExportTarget target : {ExportTarget::kMaxText, ExportTarget::kTorchtitan}) {
     const Export e = ExportPlan(model, cluster, p, target);
     EXPECT_EQ(e.text.find("layers_per"), std::string::npos) << e.text;
     ASSERT_FALSE(e.not_expressed.empty());
     bool said = false;
-    for (const std::string& gap : e.not_expressed) said = said || gap.find("7, 8 x14, 7") != std::string::npos;
+    for (const std::string& gap : e.not_expressed) said = said || gap.find("7, 8 x 14, 7") != std::string::npos;
     EXPECT_TRUE(said);
   }
-  // DeepSeek-V3's 61 layers on 16 stages leave shorter middle stages: not Megatron's two flags.
+  // DeepSeek-V3's 61 layers on 16 stages leave shorter middle stages: Megatron-core's layout
+  // says so too.
   const ModelSpec deepseek = FindModelPreset("deepseek-v3")->spec;
   PlanSpec d = p;
   d.mesh = MeshShape{};
   d.mesh.pipeline = 16, d.mesh.expert = 64, d.mesh.data = 2;
   d.global_batch_size = 15360;
   const Export e = ExportPlan(deepseek, ParseClusterPreset("hgx-h800:2048", "--cluster"), d, ExportTarget::kMegatron);
-  EXPECT_EQ(e.text.find("--decoder-first-pipeline-num-layers"), std::string::npos);
-  ASSERT_FALSE(e.not_expressed.empty());
+  EXPECT_NE(e.text.find("--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*13t*3L\""), std::string::npos) << e.text;
+  // A plan's own pipeline_layout passes through as written.
+  PlanSpec own = p;
+  own.pipeline_schedule = "interleaved-1f1b";
+  own.virtual_stages = 8;
+  own.pipeline_layout = "E|(t|)*126L";
+  const Export layout = ExportPlan(model, cluster, own, ExportTarget::kMegatron);
+  EXPECT_NE(layout.text.find("--pipeline-model-parallel-layout \"E|(t|)*126L\""), std::string::npos) << layout.text;
+  EXPECT_EQ(layout.text.find("--num-layers-per-virtual-pipeline-stage"), std::string::npos) << layout.text;
+  const Export titan = ExportPlan(model, cluster, own, ExportTarget::kTorchtitan);
+  bool said = false;
+  for (const std::string& gap : titan.not_expressed) said = said || gap.find("0, 1 x 126, 0") != std::string::npos;
+  EXPECT_TRUE(said) << titan.text;
 }
 
 // A layout other than the default is named where the framework fixes its own rank order.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "strategies/plan_rules.h"
 #include "core/cluster_presets.h"
 #include "core/error.h"
 #include "core/model_presets.h"
@@ -17,11 +18,11 @@ using nlohmann::json;
 
 std::string DumpKey(const PlanSpec& p) {
   return DescribeMesh(p.mesh) + " zero" + std::to_string(p.zero_stage) + " mbs" + std::to_string(p.micro_batch_size) + " " +
-         ToString(p.pipeline_schedule) + std::to_string(p.virtual_stages) + " " + ToString(p.recompute);
+         p.pipeline_schedule + std::to_string(p.virtual_stages) + " " + ToString(p.recompute);
 }
 
 sim::StepReport EstimateOne(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan) {
-  ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
   const topologies::Cluster graph(cluster);
   sim::AxisCollectives collectives(graph, plan);
   return sim::Estimate(strategies::BuildStep(model, plan), cluster, collectives);
@@ -209,7 +210,7 @@ TEST(SearchTest, PublishedUnevenPipelinesAreFeasibleAndBeaten) {
   PlanSpec deepseek;
   deepseek.mesh.data = 2, deepseek.mesh.expert = 64, deepseek.mesh.pipeline = 16;
   deepseek.global_batch_size = 15360, deepseek.seq_len = 4096, deepseek.zero_stage = 1;
-  deepseek.pipeline_schedule = PipelineSchedule::kDualPipe, deepseek.recompute = Recompute::kFull;
+  deepseek.pipeline_schedule = "dualpipe", deepseek.recompute = Recompute::kFull;
   for (const Case& c : {Case{"llama3-405b", "dgx-h100:16384", llama}, Case{"deepseek-v3", "hgx-h800:2048", deepseek}}) {
     const ModelSpec model = FindModelPreset(c.model)->spec;
     const ClusterSpec cluster = ParseClusterPreset(c.cluster, "--cluster");

@@ -51,12 +51,13 @@ ModelSpec TestMoeModel() {
 struct Case {
   std::string name;
   MeshShape mesh;
-  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  std::string schedule = "1f1b";
   int64_t virtual_stages = 1;
   bool sequence_parallel = false;
   int64_t zero_stage = 0;
   int64_t micro_batch_size = 1;
   bool moe = false;
+  std::string layout;  // pipeline_layout
 };
 
 PlanSpec PlanOf(const Case& c) {
@@ -69,6 +70,7 @@ PlanSpec PlanOf(const Case& c) {
   p.virtual_stages = c.virtual_stages;
   p.sequence_parallel = c.sequence_parallel;
   p.zero_stage = c.zero_stage;
+  p.pipeline_layout = c.layout;
   return p;
 }
 
@@ -89,44 +91,51 @@ Case Moe(std::string name, int64_t data, int64_t expert, int64_t pipeline = 1, i
 std::vector<Case> Cases() {
   return {
       {"data", Mesh(2, 1, 1)},
-      {"data_zero1", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 1},
-      {"data_zero2_mbs2", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 2, 2},
+      {"data_zero1", Mesh(2, 1, 1), "1f1b", 1, false, 1},
+      {"data_zero2_mbs2", Mesh(2, 1, 1), "1f1b", 1, false, 2, 2},
       {"tensor", Mesh(1, 2, 1)},
-      {"tensor_sequence", Mesh(1, 2, 1), PipelineSchedule::kOneFOneB, 1, true},
+      {"tensor_sequence", Mesh(1, 2, 1), "1f1b", 1, true},
       {"pipeline_1f1b", Mesh(1, 1, 2)},
-      {"pipeline_gpipe", Mesh(1, 1, 2), PipelineSchedule::kGpipe},
-      {"pipeline_zb_h1", Mesh(1, 1, 2), PipelineSchedule::kZbH1},
-      {"data_tensor", Mesh(2, 2, 1), PipelineSchedule::kOneFOneB, 1, true},
+      {"pipeline_gpipe", Mesh(1, 1, 2), "gpipe"},
+      {"pipeline_zb_h1", Mesh(1, 1, 2), "zb-h1"},
+      {"data_tensor", Mesh(2, 2, 1), "1f1b", 1, true},
       {"tensor_pipeline", Mesh(1, 2, 2)},
-      {"pipeline_interleaved_data", Mesh(2, 1, 2), PipelineSchedule::kInterleavedOneFOneB, 2},
+      {"pipeline_interleaved_data", Mesh(2, 1, 2), "interleaved-1f1b", 2},
       {"pipeline_uneven", Mesh(1, 1, 3)},
       {"pipeline4", Mesh(1, 1, 4)},
-      {"data_tensor_pipeline", Mesh(2, 2, 2), PipelineSchedule::kOneFOneB, 1, false, 1},
-      {"tensor_sequence_pipeline", Mesh(1, 2, 4), PipelineSchedule::kOneFOneB, 1, true},
-      {"data_tensor_sequence_zero1", Mesh(4, 2, 1), PipelineSchedule::kOneFOneB, 1, true, 1},
-      {"interleaved_one_stage", Mesh(2, 1, 1), PipelineSchedule::kInterleavedOneFOneB, 2},
+      {"data_tensor_pipeline", Mesh(2, 2, 2), "1f1b", 1, false, 1},
+      {"tensor_sequence_pipeline", Mesh(1, 2, 4), "1f1b", 1, true},
+      {"data_tensor_sequence_zero1", Mesh(4, 2, 1), "1f1b", 1, true, 1},
+      {"interleaved_one_stage", Mesh(2, 1, 1), "interleaved-1f1b", 2},
       {"context", Mesh(1, 1, 1, 2)},
       {"data_context", Mesh(2, 1, 1, 2)},
-      {"context_zero1", Mesh(1, 1, 1, 2), PipelineSchedule::kOneFOneB, 1, false, 1},
-      {"tensor_sequence_context", Mesh(1, 2, 1, 2), PipelineSchedule::kOneFOneB, 1, true},
+      {"context_zero1", Mesh(1, 1, 1, 2), "1f1b", 1, false, 1},
+      {"tensor_sequence_context", Mesh(1, 2, 1, 2), "1f1b", 1, true},
       {"context4", Mesh(1, 1, 1, 4)},
       {"data_context_pipeline", Mesh(2, 1, 2, 2)},
       {"fsdp", Mesh(1, 1, 1, 1, 2)},
-      {"data_zero3", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 3},
-      {"context_zero3_mbs2", Mesh(1, 1, 1, 2), PipelineSchedule::kOneFOneB, 1, false, 3, 2},
-      {"fsdp_tensor", Mesh(1, 2, 1, 1, 2), PipelineSchedule::kOneFOneB, 1, true},
+      {"data_zero3", Mesh(2, 1, 1), "1f1b", 1, false, 3},
+      {"context_zero3_mbs2", Mesh(1, 1, 1, 2), "1f1b", 1, false, 3, 2},
+      {"fsdp_tensor", Mesh(1, 2, 1, 1, 2), "1f1b", 1, true},
       {"data_fsdp", Mesh(2, 1, 1, 1, 2)},
-      {"data_fsdp_zero1", Mesh(2, 1, 1, 1, 2), PipelineSchedule::kOneFOneB, 1, false, 1},
-      {"data_fsdp_zero3", Mesh(2, 1, 1, 1, 2), PipelineSchedule::kOneFOneB, 1, false, 3},
-      {"fsdp_pipeline_interleaved", Mesh(1, 1, 2, 1, 2), PipelineSchedule::kInterleavedOneFOneB, 2},
-      {"data_zero2_pipeline", Mesh(2, 1, 2), PipelineSchedule::kOneFOneB, 1, false, 2},
-      {"fsdp_tensor_pipeline", Mesh(1, 2, 2, 1, 2), PipelineSchedule::kOneFOneB, 1, true},
-      {"fsdp4_tensor2_zero3", Mesh(1, 2, 1, 1, 4), PipelineSchedule::kOneFOneB, 1, true, 3},
-      {"pipeline4_zb_h1", Mesh(1, 1, 4), PipelineSchedule::kZbH1},
-      {"data_pipeline_zb_h1_zero2", Mesh(2, 1, 2), PipelineSchedule::kZbH1, 1, false, 2},
-      {"data_pipeline_zb_h1", Mesh(2, 1, 2), PipelineSchedule::kZbH1},
-      {"fsdp_pipeline_zb_h1", Mesh(1, 1, 2, 1, 2), PipelineSchedule::kZbH1},
-      {"data_tensor_sequence_pipeline_zb_h1", Mesh(2, 2, 2), PipelineSchedule::kZbH1, 1, true},
+      {"data_fsdp_zero1", Mesh(2, 1, 1, 1, 2), "1f1b", 1, false, 1},
+      {"data_fsdp_zero3", Mesh(2, 1, 1, 1, 2), "1f1b", 1, false, 3},
+      {"fsdp_pipeline_interleaved", Mesh(1, 1, 2, 1, 2), "interleaved-1f1b", 2},
+      {"data_zero2_pipeline", Mesh(2, 1, 2), "1f1b", 1, false, 2},
+      {"fsdp_tensor_pipeline", Mesh(1, 2, 2, 1, 2), "1f1b", 1, true},
+      {"fsdp4_tensor2_zero3", Mesh(1, 2, 1, 1, 4), "1f1b", 1, true, 3},
+      {"pipeline4_zb_h1", Mesh(1, 1, 4), "zb-h1"},
+      {"data_pipeline_zb_h1_zero2", Mesh(2, 1, 2), "zb-h1", 1, false, 2},
+      {"data_pipeline_zb_h1", Mesh(2, 1, 2), "zb-h1"},
+      {"fsdp_pipeline_zb_h1", Mesh(1, 1, 2, 1, 2), "zb-h1"},
+      {"data_tensor_sequence_pipeline_zb_h1", Mesh(2, 2, 2), "zb-h1", 1, true},
+      {"pipeline_zbv", Mesh(1, 1, 2), "zbv"},
+      {"pipeline4_zbv_empty_chunks", Mesh(1, 1, 4), "zbv", 1, false, 0, 1, false, "E|t|t|t|t|||L"},
+      {"data_tensor_sequence_pipeline_zbv", Mesh(2, 2, 2), "zbv", 1, true},
+      {"fsdp_pipeline_zbv", Mesh(1, 1, 2, 1, 2), "zbv"},
+      {"pipeline_layout_uneven", Mesh(1, 1, 2), "1f1b", 1, false, 0, 1, false, "Et|tttL"},
+      {"pipeline_layout_interleaved_empty_chunk", Mesh(1, 1, 2), "interleaved-1f1b", 2, false, 0, 1, false, "E|t|tt|tL"},
+      {"data_pipeline_layout_zbv", Mesh(2, 1, 2), "zbv", 1, false, 1, 1, false, "Ett||t|tL"},
       Moe("moe_data", 2, 1),
       Moe("moe_expert", 1, 2),
       Moe("moe_context", 1, 1, 1, 2),
@@ -153,8 +162,9 @@ TEST_P(MpiEquivalenceTest, LossesAndParametersMatchOneRank) {
   reference_plan.mesh = MeshShape{};
   reference_plan.sequence_parallel = false;
   reference_plan.zero_stage = 0;
-  reference_plan.pipeline_schedule = PipelineSchedule::kOneFOneB;
+  reference_plan.pipeline_schedule = "1f1b";
   reference_plan.virtual_stages = 1;
+  reference_plan.pipeline_layout.clear();
   Trainer reference(model, reference_plan, options, MPI_COMM_SELF, corpus);
   Trainer sharded(model, PlanOf(c), options, MPI_COMM_WORLD, corpus);
   for (int step = 0; step < 10; ++step) {
@@ -203,7 +213,7 @@ TEST(MpiRuntimeTest, ResumingFromACheckpointIsBitIdentical) {
   const ModelSpec model = TestModel();
   const Corpus corpus(std::string(ShippedCorpus()), 32);
   const MeshShape mesh = WorldSize() % 2 == 0 ? Mesh(WorldSize() / 2, 1, 2) : Mesh(1, 1, WorldSize());
-  const PlanSpec plan = PlanOf({"resume", mesh, PipelineSchedule::kOneFOneB, 1, false, 1});
+  const PlanSpec plan = PlanOf({"resume", mesh, "1f1b", 1, false, 1});
   std::string dir = "/tmp/shardsim-checkpoint-XXXXXX";
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -241,10 +251,10 @@ TEST(MpiRuntimeTest, ResumingFromACheckpointIsBitIdentical) {
 TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
   if (WorldSize() != 2) GTEST_SKIP() << "a 2-rank check";
   const Corpus corpus(std::string(ShippedCorpus()), 32);
-  for (const Case& c : {Case{"tensor_sequence", Mesh(1, 2, 1), PipelineSchedule::kOneFOneB, 1, true}, Case{"tensor", Mesh(1, 2, 1)},
-                        Case{"data", Mesh(2, 1, 1)}, Case{"data_zero1", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 1},
-                        Case{"data_zero2_mbs2", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 2, 2},
-                        Case{"data_zero3", Mesh(2, 1, 1), PipelineSchedule::kOneFOneB, 1, false, 3},
+  for (const Case& c : {Case{"tensor_sequence", Mesh(1, 2, 1), "1f1b", 1, true}, Case{"tensor", Mesh(1, 2, 1)},
+                        Case{"data", Mesh(2, 1, 1)}, Case{"data_zero1", Mesh(2, 1, 1), "1f1b", 1, false, 1},
+                        Case{"data_zero2_mbs2", Mesh(2, 1, 1), "1f1b", 1, false, 2, 2},
+                        Case{"data_zero3", Mesh(2, 1, 1), "1f1b", 1, false, 3},
                         Case{"fsdp", Mesh(1, 1, 1, 1, 2)}, Moe("moe_expert", 1, 2)}) {
     const ModelSpec model = c.moe ? TestMoeModel() : TestModel();
     PlanSpec plan = PlanOf(c);
@@ -258,13 +268,13 @@ TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
     const strategies::StepProgram program = strategies::BuildStep(model, plan);
     const strategies::Stage& stage = program.stages[0];
     std::vector<IssuedCollective> want, want_gathers, want_scatters;
-    for (const strategies::Task& task : stage.tasks) {
+    for (const strategies::Task& task : strategies::StageTasks(program, 0)) {
       if (task.phase == strategies::Phase::kBackwardWeight) continue;  // computed with B here
       // The chunk's transformer layers (dense or MoE programs), backward in reverse.
       std::vector<const strategies::LayerProgram*> layers;
-      for (const auto& [index, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) {
-        const strategies::LayerProgram& lp = program.layer_programs[static_cast<size_t>(index)];
-        if (lp.name != "dense" && lp.name != "moe") continue;
+      for (const auto& [kind, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) {
+        const strategies::LayerProgram& lp = program.Layer(kind);
+        if (kind != strategies::LayerKind::kDense && kind != strategies::LayerKind::kMoe) continue;
         for (int64_t l = 0; l < count; ++l) layers.push_back(&lp);
       }
       if (task.phase != strategies::Phase::kForward) std::reverse(layers.begin(), layers.end());

@@ -11,7 +11,8 @@
 #include "core/cluster_presets.h"
 #include "core/model_presets.h"
 #include "strategies/build_step.h"
-#include "strategies/pipeline_schedule.h"
+#include "strategies/plan_rules.h"
+#include "strategies/schedule.h"
 
 namespace shardsim::sim {
 namespace {
@@ -23,7 +24,7 @@ struct Outcome {
 
 Outcome EstimatePlan(const ModelSpec& model, const PlanSpec& plan, const std::string& cluster_preset) {
   const ClusterSpec cluster = ParseClusterPreset(cluster_preset, "--cluster");
-  ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
   const topologies::Cluster graph(cluster);
   AxisCollectives collectives(graph, plan);
   strategies::StepProgram program = strategies::BuildStep(model, plan);
@@ -37,7 +38,7 @@ ModelSpec UniformModel() {
   return m;
 }
 
-PlanSpec PipelinePlan(int64_t stages, int64_t microbatches, PipelineSchedule schedule, int64_t chunks = 1) {
+PlanSpec PipelinePlan(int64_t stages, int64_t microbatches, const std::string& schedule, int64_t chunks = 1) {
   PlanSpec p;
   p.mesh.pipeline = stages;
   p.mesh.tensor = 8 / stages;
@@ -58,12 +59,12 @@ double BubbleFraction(const StepReport& r) { return r.bubble_s / r.pipeline_s; }
 TEST(EstimateExtensionTest, ExtendingTheSteadyStateEqualsPlayingEveryMicroBatch) {
   struct Case {
     int64_t layers, stages, chunks, microbatches;
-    PipelineSchedule schedule;
+    std::string schedule;
   };
-  const std::vector<Case> cases = {{126, 16, 1, 400, PipelineSchedule::kOneFOneB}, {126, 16, 1, 416, PipelineSchedule::kZbH1},
-                                   {32, 4, 2, 300, PipelineSchedule::kInterleavedOneFOneB}, {32, 4, 1, 200, PipelineSchedule::kDualPipe},
-                                   {30, 4, 1, 150, PipelineSchedule::kGpipe}, {30, 1, 1, 100, PipelineSchedule::kOneFOneB},
-                                   {61, 8, 1, 1000, PipelineSchedule::kOneFOneB}};
+  const std::vector<Case> cases = {{126, 16, 1, 400, "1f1b"}, {126, 16, 1, 416, "zb-h1"},
+                                   {32, 4, 2, 300, "interleaved-1f1b"}, {32, 4, 1, 200, "dualpipe"},
+                                   {30, 4, 1, 150, "gpipe"}, {30, 1, 1, 100, "1f1b"},
+                                   {61, 8, 1, 1000, "1f1b"}, {64, 8, 1, 400, "zbv"}};
   for (const Case& c : cases) {
     ModelSpec model = UniformModel();
     model.num_layers = c.layers;
@@ -78,24 +79,18 @@ TEST(EstimateExtensionTest, ExtendingTheSteadyStateEqualsPlayingEveryMicroBatch)
     plan.virtual_stages = c.chunks;
     plan.zero_stage = 1;
     const ClusterSpec cluster = ParseClusterPreset("dgx-h100:128", "--cluster");
-    ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+    strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
     const topologies::Cluster graph(cluster);
     AxisCollectives collectives(graph, plan);
-    strategies::StepProgram program = strategies::BuildStep(model, plan);
-    const std::string label = ToString(c.schedule) + " p=" + std::to_string(c.stages) + " m=" + std::to_string(c.microbatches);
-    ASSERT_LT(program.scheduled_microbatches, program.microbatches) << label;
+    const strategies::StepProgram program = strategies::BuildStep(model, plan);
+    const std::string label = c.schedule + " p=" + std::to_string(c.stages) + " m=" + std::to_string(c.microbatches);
+    ASSERT_LT(strategies::SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, program.microbatches), program.microbatches) << label;
     const StepReport extended = Estimate(program, cluster, collectives);
-    // The same program with every micro-batch scheduled.
-    program.scheduled_microbatches = program.microbatches;
-    program.second_direction_from = c.schedule == PipelineSchedule::kDualPipe ? program.microbatches / 2 : program.microbatches;
-    for (int64_t s = 0; s < c.stages; ++s) {
-      program.stages[static_cast<size_t>(s)].tasks =
-          strategies::ScheduleStage(c.schedule, c.stages, program.microbatches, c.schedule == PipelineSchedule::kDualPipe ? 2 : c.chunks, s);
-    }
+    // The same program with every micro-batch played.
     ASSERT_EQ(strategies::ValidateSchedule(program), "") << label;
-    const StepReport full = Estimate(program, cluster, collectives);
+    const StepReport full = Estimate(program, cluster, collectives, /*play_every_microbatch=*/true);
     // 1F1B over stages of unequal times settles into a pattern longer than the plays.
-    const double tolerance = c.schedule == PipelineSchedule::kOneFOneB && c.stages > 1 ? 2e-3 : 1e-9;
+    const double tolerance = c.schedule == "1f1b" && c.stages > 1 ? 2e-3 : 1e-9;
     EXPECT_NEAR(extended.step_time_s / full.step_time_s, 1.0, tolerance) << label;
     EXPECT_NEAR(extended.bubble_s, full.bubble_s, tolerance * full.step_time_s) << label;
     EXPECT_NEAR(extended.compute_s / full.compute_s, 1.0, 1e-12) << label;
@@ -103,34 +98,34 @@ TEST(EstimateExtensionTest, ExtendingTheSteadyStateEqualsPlayingEveryMicroBatch)
 }
 
 TEST(EstimateBubbleTest, GpipeAndOneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
-  for (PipelineSchedule s : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB}) {
+  for (std::string s : {"gpipe", "1f1b"}) {
     for (int64_t m : {4, 8, 32}) {
       const double p = 4;
       const StepReport r = EstimatePlan(UniformModel(), PipelinePlan(4, m, s), "dgx-h100:8").report;
-      EXPECT_NEAR(BubbleFraction(r), (p - 1) / (static_cast<double>(m) + p - 1), 0.02) << ToString(s) << " m=" << m;
+      EXPECT_NEAR(BubbleFraction(r), (p - 1) / (static_cast<double>(m) + p - 1), 0.02) << s << " m=" << m;
     }
   }
 }
 
 TEST(EstimateBubbleTest, InterleavingDividesTheBubbleByV) {
-  const double one = EstimatePlan(UniformModel(), PipelinePlan(4, 16, PipelineSchedule::kOneFOneB), "dgx-h100:8").report.bubble_s;
-  const double two = EstimatePlan(UniformModel(), PipelinePlan(4, 16, PipelineSchedule::kInterleavedOneFOneB, 2), "dgx-h100:8").report.bubble_s;
-  const double four = EstimatePlan(UniformModel(), PipelinePlan(4, 16, PipelineSchedule::kInterleavedOneFOneB, 4), "dgx-h100:8").report.bubble_s;
+  const double one = EstimatePlan(UniformModel(), PipelinePlan(4, 16, "1f1b"), "dgx-h100:8").report.bubble_s;
+  const double two = EstimatePlan(UniformModel(), PipelinePlan(4, 16, "interleaved-1f1b", 2), "dgx-h100:8").report.bubble_s;
+  const double four = EstimatePlan(UniformModel(), PipelinePlan(4, 16, "interleaved-1f1b", 4), "dgx-h100:8").report.bubble_s;
   EXPECT_NEAR(two / one, 0.5, 0.08);
   EXPECT_NEAR(four / one, 0.25, 0.08);
 }
 
 TEST(EstimateBubbleTest, ZeroBubbleBeatsOneFOneBAtEqualMemory) {
-  const Outcome onef = EstimatePlan(UniformModel(), PipelinePlan(4, 8, PipelineSchedule::kOneFOneB), "dgx-h100:8");
-  const Outcome zb = EstimatePlan(UniformModel(), PipelinePlan(4, 8, PipelineSchedule::kZbH1), "dgx-h100:8");
+  const Outcome onef = EstimatePlan(UniformModel(), PipelinePlan(4, 8, "1f1b"), "dgx-h100:8");
+  const Outcome zb = EstimatePlan(UniformModel(), PipelinePlan(4, 8, "zb-h1"), "dgx-h100:8");
   EXPECT_LT(zb.report.step_time_s, onef.report.step_time_s * 0.98);
   EXPECT_LE(zb.report.memory.peak.activations, onef.report.memory.peak.activations * 1.0001);
 }
 
 TEST(EstimateBubbleTest, DualPipeShrinksTheBubble) {
-  PlanSpec p = PipelinePlan(4, 16, PipelineSchedule::kOneFOneB);
+  PlanSpec p = PipelinePlan(4, 16, "1f1b");
   const StepReport onef = EstimatePlan(UniformModel(), p, "dgx-h100:8").report;
-  p.pipeline_schedule = PipelineSchedule::kDualPipe;
+  p.pipeline_schedule = "dualpipe";
   const StepReport dual = EstimatePlan(UniformModel(), p, "dgx-h100:8").report;
   EXPECT_LT(dual.bubble_s, onef.bubble_s / 3);
   EXPECT_LT(dual.step_time_s, onef.step_time_s);

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "strategies/plan_rules.h"
 #include "core/cluster_presets.h"
 #include "sim/estimate.h"
 #include "strategies/build_step.h"
@@ -39,7 +40,7 @@ Comparison Compare(const json& row) {
   const PlanSpec plan = published::PlanOf(row);
   const bool narayanan = published::IsNarayanan(row);
   const ClusterSpec cluster = ParseClusterPreset(published::ClusterOf(row), "--cluster");
-  ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
   const topologies::Cluster graph(cluster);
   AxisCollectives collectives(graph, plan);
   const StepReport r = Estimate(strategies::BuildStep(model, plan), cluster, collectives);

@@ -69,7 +69,7 @@ inline PlanSpec PlanOf(const nlohmann::json& row) {
     plan.recompute = Recompute::kFull;
     for (int64_t v = 2; v <= 4 && plan.mesh.pipeline > 1; ++v) {
       if (model.num_layers % (plan.mesh.pipeline * v) == 0 && (per_replica / plan.micro_batch_size) % plan.mesh.pipeline == 0) {
-        plan.pipeline_schedule = PipelineSchedule::kInterleavedOneFOneB;
+        plan.pipeline_schedule = "interleaved-1f1b";
         plan.virtual_stages = v;
         break;
       }

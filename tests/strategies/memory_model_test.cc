@@ -54,7 +54,7 @@ TEST(ParameterMemoryTest, OneFOneBHoldsPipelineDepthMicrobatches) {
   const ModelSpec m = FindModelPreset("llama3-8b")->spec;
   PlanSpec p = Plan(1, 1, 4, 16, 2048);
   const StepProgram onef = BuildStep(m, p);
-  p.pipeline_schedule = PipelineSchedule::kGpipe;
+  p.pipeline_schedule = "gpipe";
   const StepProgram gpipe = BuildStep(m, p);
   const double layer = LayerActivationBytes(m, p, 2048, false) * 8;  // 8 layers per stage
   EXPECT_NEAR(EstimateMemory(onef).stages[0].activations / layer, 4, 1e-9);   // first stage: p in flight

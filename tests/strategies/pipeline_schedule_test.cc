@@ -1,6 +1,9 @@
-#include "strategies/pipeline_schedule.h"
-
+// The pipeline schedules (strategies/schedules/): task orders and their validity.
 #include <gtest/gtest.h>
+
+#include "core/model_presets.h"
+#include "strategies/build_step.h"
+#include "strategies/schedule.h"
 
 namespace shardsim::strategies {
 namespace {
@@ -11,20 +14,22 @@ int Count(const std::vector<Task>& tasks, Phase phase) {
   return n;
 }
 
+std::vector<Task> Tasks(const std::string& name, int64_t p, int64_t m, int64_t v, int64_t s) { return FindSchedule(name)->Tasks(p, m, v, s); }
+
 TEST(PipelineScheduleTest, OneFOneBWarmsUpByDepth) {
-  const auto first = ScheduleStage(PipelineSchedule::kOneFOneB, 4, 8, 1, 0);
+  const auto first = Tasks("1f1b", 4, 8, 1, 0);
   // Stage 0 runs 3 forwards before its first backward; the last stage alternates from the start.
   EXPECT_EQ(first[0].phase, Phase::kForward);
   EXPECT_EQ(first[3].phase, Phase::kForward);
   EXPECT_EQ(first[4].phase, Phase::kBackwardInput);
-  const auto last = ScheduleStage(PipelineSchedule::kOneFOneB, 4, 8, 1, 3);
+  const auto last = Tasks("1f1b", 4, 8, 1, 3);
   EXPECT_EQ(last[1].phase, Phase::kBackwardInput);
   EXPECT_EQ(Count(first, Phase::kForward), 8);
   EXPECT_EQ(Count(first, Phase::kBackwardWeight), 8);
 }
 
 TEST(PipelineScheduleTest, InterleavedVisitsEveryChunk) {
-  const auto tasks = ScheduleStage(PipelineSchedule::kInterleavedOneFOneB, 4, 8, 2, 1);
+  const auto tasks = Tasks("interleaved-1f1b", 4, 8, 2, 1);
   EXPECT_EQ(Count(tasks, Phase::kForward), 16);
   int chunk1 = 0;
   for (const Task& t : tasks) chunk1 += t.chunk == 1 && t.phase == Phase::kForward ? 1 : 0;
@@ -32,16 +37,44 @@ TEST(PipelineScheduleTest, InterleavedVisitsEveryChunk) {
 }
 
 TEST(PipelineScheduleTest, ZeroBubbleDefersWeightGradients) {
-  const auto tasks = ScheduleStage(PipelineSchedule::kZbH1, 4, 8, 1, 3);  // the last stage defers the most
-  // Somewhere a B is followed by another micro-batch's work before its W.
-  bool deferred = false;
-  for (size_t i = 0; i + 1 < tasks.size(); ++i) {
-    if (tasks[i].phase == Phase::kBackwardInput && !(tasks[i + 1].phase == Phase::kBackwardWeight && tasks[i + 1].microbatch == tasks[i].microbatch)) {
-      deferred = true;
+  for (const char* name : {"zb-h1", "zbv"}) {
+    const auto tasks = Tasks(name, 4, 8, 2, 3);  // the last stage defers the most
+    // Somewhere a B is followed by another micro-batch's work before its W.
+    bool deferred = false;
+    for (size_t i = 0; i + 1 < tasks.size(); ++i) {
+      if (tasks[i].phase == Phase::kBackwardInput && !(tasks[i + 1].phase == Phase::kBackwardWeight && tasks[i + 1].microbatch == tasks[i].microbatch)) {
+        deferred = true;
+      }
+    }
+    EXPECT_TRUE(deferred) << name;
+    EXPECT_TRUE(FindSchedule(name)->SplitsBackward()) << name;
+  }
+}
+
+// ZB-V: every task once, F before B before W, on 2 to 8 stages with 2p to 5p micro-batches.
+TEST(PipelineScheduleTest, ZeroBubbleVIsValidForEveryShape) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  for (int64_t p : {2, 4, 8}) {
+    for (int64_t mult : {2, 3, 5}) {
+      PlanSpec plan;
+      plan.mesh.pipeline = p;
+      plan.seq_len = 2048;
+      plan.global_batch_size = p * mult;
+      plan.pipeline_schedule = "zbv";
+      const StepProgram program = BuildStep(m, plan);
+      EXPECT_EQ(program.layout.chunks, 2);
+      EXPECT_EQ(ValidateSchedule(program), "") << "p=" << p << " m=" << p * mult;
+      EXPECT_EQ(Count(StageTasks(program, 0), Phase::kForward), 2 * p * mult);
     }
   }
-  EXPECT_TRUE(deferred);
-  EXPECT_EQ(Count(tasks, Phase::kBackwardWeight), 8);
+}
+
+TEST(PipelineScheduleTest, EveryScheduleIsListedOnceByName) {
+  const std::vector<std::string> names = ScheduleNames();
+  EXPECT_EQ(names, (std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipe"}));
+  for (const std::string& name : names) EXPECT_EQ(FindSchedule(name)->name(), name);
+  EXPECT_EQ(FindSchedule("zb-v"), nullptr);
+  EXPECT_NE(UnknownSchedule("zb-v").what.find("did you mean"), std::string::npos);
 }
 
 }  // namespace

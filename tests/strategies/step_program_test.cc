@@ -14,10 +14,11 @@ namespace {
 double ProgramFlops(const StepProgram& program) {
   const PlanSpec& p = program.plan;
   double per_pipeline = 0;  // one data-parallel replica's pipeline
-  for (const Stage& stage : program.stages) {
-    for (const Task& task : stage.tasks) {
-      for (const auto& [index, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) {
-        per_pipeline += static_cast<double>(count) * PhaseFlops(program.layer_programs[static_cast<size_t>(index)], task.phase);
+  for (size_t s = 0; s < program.stages.size(); ++s) {
+    const Stage& stage = program.stages[s];
+    for (const Task& task : StageTasks(program, static_cast<int64_t>(s))) {
+      for (const auto& [kind, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) {
+        per_pipeline += static_cast<double>(count) * PhaseFlops(program.Layer(kind), task.phase);
       }
     }
   }
@@ -129,14 +130,13 @@ TEST(StepProgramTest, RecomputationRepeatsForwardWork) {
 
 TEST(StepProgramTest, SchedulesValidateAndDumpsAreDeterministic) {
   const ModelSpec m = FindModelPreset("llama3-8b")->spec;
-  for (PipelineSchedule s : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB, PipelineSchedule::kInterleavedOneFOneB,
-                             PipelineSchedule::kZbH1, PipelineSchedule::kDualPipe}) {
+  for (std::string s : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipe"}) {
     PlanSpec p = Plan(2, 2, 4, 64, 2048);
     p.pipeline_schedule = s;
-    p.virtual_stages = s == PipelineSchedule::kInterleavedOneFOneB ? 2 : 1;
+    p.virtual_stages = s == "interleaved-1f1b" ? 2 : 1;
     const StepProgram program = BuildStep(m, p);
-    EXPECT_EQ(ValidateSchedule(program), "") << ToString(s);
-    EXPECT_EQ(DumpProgram(program), DumpProgram(BuildStep(m, p))) << ToString(s);
+    EXPECT_EQ(ValidateSchedule(program), "") << s;
+    EXPECT_EQ(DumpProgram(program), DumpProgram(BuildStep(m, p))) << s;
   }
 }
 
@@ -145,17 +145,17 @@ TEST(StepProgramTest, SchedulesValidateAndDumpsAreDeterministic) {
 TEST(StepProgramTest, DualPipeRunsBothDirections) {
   const ModelSpec m = FindModelPreset("llama3-8b")->spec;
   PlanSpec p = Plan(2, 2, 4, 32, 2048);
-  const double one_f_one_b = BuildStep(m, p).stages[1].params;
-  p.pipeline_schedule = PipelineSchedule::kDualPipe;
+  const double one_f_one_b = BuildStep(m, p).stages[1].params();
+  p.pipeline_schedule = "dualpipe";
   const StepProgram dual = BuildStep(m, p);
-  EXPECT_NEAR(dual.stages[1].params / one_f_one_b, 2.0, 1e-9);
-  EXPECT_EQ(dual.paths.size(), 2u);
-  EXPECT_EQ(dual.paths[1].front(), (std::pair<int64_t, int64_t>{3, 1}));  // flowing up starts at the last stage
+  EXPECT_NEAR(dual.stages[1].params() / one_f_one_b, 2.0, 1e-9);
+  EXPECT_EQ(dual.layout.paths.size(), 2u);
+  EXPECT_EQ(dual.layout.paths[1].front(), (std::pair<int64_t, int64_t>{3, 1}));  // flowing up starts at the last stage
   int down = 0, up = 0;
-  for (const Task& t : dual.stages[0].tasks) {
+  for (const Task& t : StageTasks(dual, 0)) {
     if (t.phase != Phase::kForward) continue;
     (t.chunk == 0 ? down : up) += 1;
-    EXPECT_EQ(DirectionOf(dual, t.microbatch), t.chunk);
+    EXPECT_EQ(DirectionOf(dual, t.microbatch, dual.microbatches), t.chunk);
   }
   EXPECT_EQ(down, 8);
   EXPECT_EQ(up, 8);
@@ -230,7 +230,7 @@ TEST(StepProgramTest, UnevenStagesHoldOneLayerLessAtTheEnds) {
   int64_t total = 0;
   for (size_t s = 0; s < program.stages.size(); ++s) {
     int64_t layers = 0;
-    for (const auto& [index, count] : program.stages[s].chunks[0].layers) layers += program.layer_programs[static_cast<size_t>(index)].name == "dense" ? count : 0;
+    for (const auto& [kind, count] : program.stages[s].chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;
     EXPECT_EQ(layers, s == 0 || s == 15 ? 7 : 8) << "stage " << s;
     total += layers;
   }
@@ -245,14 +245,14 @@ TEST(DataParallelTest, HybridShardingReducesShardsOverReplicas) {
   const auto ops = StepCollectives(program, 0);
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0]->collective, CollectiveOp::kAllReduce);
-  EXPECT_NEAR(ops[0]->comm_bytes, program.stages[0].params / 8 * 2, 1.0);
+  EXPECT_NEAR(ops[0]->comm_bytes, program.stages[0].params() / 8 * 2, 1.0);
 }
 
 TEST(DataParallelTest, TiedEmbeddingsCountOnce) {
   const ModelSpec m = GptModel(4, 1024, 16);  // tied
   const StepProgram one_stage = BuildStep(m, Plan(1, 1, 1, 4, 2048));
   // Everything but the biases (which the step program does not carry as matmul weights).
-  EXPECT_NEAR(one_stage.stages[0].params / static_cast<double>(CountParams(m).total), 1.0, 1e-3);
+  EXPECT_NEAR(one_stage.stages[0].params() / static_cast<double>(CountParams(m).total), 1.0, 1e-3);
   const StepProgram two_stages = BuildStep(m, Plan(1, 1, 2, 4, 2048));
   EXPECT_EQ(two_stages.stages[1].step_ops.front().name, "tied_embedding_grad_sync");
 }
@@ -262,7 +262,7 @@ TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
   EXPECT_EQ(program.layer_programs.size(), 4u);  // dense, moe (empty), embedding, head
   int64_t layers = 0;
   for (const Stage& stage : program.stages) {
-    for (const auto& [index, count] : stage.chunks[0].layers) layers += program.layer_programs[static_cast<size_t>(index)].name == "dense" ? count : 0;
+    for (const auto& [kind, count] : stage.chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;
   }
   EXPECT_EQ(layers, 126);
 }

@@ -1,0 +1,84 @@
+// A pipeline schedule: everything shardsim knows about one schedule lives in one file under
+// strategies/schedules/ that implements this interface; AllSchedules() lists them. Plan checks,
+// the planner's search, the step program, the estimator, the exports and the runtime ask the
+// schedule, never its name.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "core/plan_spec.h"
+#include "strategies/step_program.h"
+
+namespace shardsim::strategies {
+
+// Where a chunk sits: which micro-batches pass through it (DualPipe feeds two directions) and its
+// place along their path through the model, 0 first.
+struct ChunkPlace {
+  int64_t direction = 0;
+  int64_t position = 0;
+};
+
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+
+  // The plan JSON value, e.g. "1f1b".
+  virtual std::string_view name() const = 0;
+  // One line: what it does and where it comes from.
+  virtual std::string_view summary() const = 0;
+
+  // Model chunks each stage holds on `stages` stages for the plan's `virtual_stages`. One stage
+  // always holds one chunk (a single stage is plain gradient accumulation).
+  virtual int64_t Chunks(int64_t stages, int64_t virtual_stages) const = 0;
+  // Directions micro-batches flow in on `stages` stages (2 for DualPipe, which holds two copies of
+  // the model).
+  virtual int64_t Directions(int64_t /*stages*/) const { return 1; }
+  // The direction of micro-batch `mb` of `microbatches` on `stages` stages.
+  virtual int64_t DirectionOf(int64_t /*stages*/, int64_t /*mb*/, int64_t /*microbatches*/) const { return 0; }
+  // Where chunk `chunk` of `stage` sits. Default: Megatron's interleaving, chunk c of stage s at
+  // position c x stages + s.
+  virtual ChunkPlace Place(int64_t stages, int64_t /*chunks*/, int64_t stage, int64_t chunk) const { return {0, chunk * stages + stage}; }
+  // Whether the input gradient leaves a stage after its B task, the weight gradients (W) coming
+  // later (zero-bubble schedules); otherwise after B and W together.
+  virtual bool SplitsBackward() const = 0;
+
+  // Why this schedule cannot run `plan` with `microbatches` per replica on `layers` decoder
+  // layers, or nothing. Only the schedule's own rules (stage counts, micro-batch counts, chunks).
+  virtual std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t layers, int64_t microbatches) const = 0;
+  // The virtual_stages values the planner tries with `stages` stages (1 for one chunk per stage).
+  virtual std::vector<int64_t> SearchedVirtualStages(int64_t stages) const { return {1}; }
+
+  // The task order of `stage` (0-based, of `stages`) for `microbatches` micro-batches and
+  // `chunks` chunks per stage. Backward appears as B then W; schedules that do not split the
+  // backward put each W right after its B. REQUIRES: Check passed.
+  virtual std::vector<Task> Tasks(int64_t stages, int64_t microbatches, int64_t chunks, int64_t stage) const = 0;
+
+  // The schedule's name in torchtitan's `pipeline_parallel_schedule` ("" when torchtitan has no
+  // such schedule), and whether Megatron-LM runs it (its 1F1B, interleaved with virtual stages).
+  virtual std::string_view torchtitan_name() const = 0;
+  virtual bool megatron_runs() const { return false; }
+  // MaxText pipelines with its own circular (GPipe-like) schedule.
+  virtual bool maxtext_runs() const { return false; }
+};
+
+// Every schedule shardsim knows, in the order `presets` lists them.
+const std::vector<const Schedule*>& AllSchedules();
+std::vector<std::string> ScheduleNames();
+// The schedule named `name`, or nullptr.
+const Schedule* FindSchedule(std::string_view name);
+// The plan's schedule. REQUIRES: a known name (CheckPlan checks it).
+const Schedule& ScheduleOf(const PlanSpec& plan);
+// The unknown-name infeasibility for `name`, with the closest known names.
+Infeasibility UnknownSchedule(const std::string& name);
+
+// How many micro-batches a schedule needs to reach its steady state: its peak of micro-batches in
+// flight and a period that repeats. Memory peaks and the estimator's steady-state rate are taken
+// over this many (all of them when fewer): 8 p v, plus one period 2 p of slack.
+int64_t SteadyStateMicrobatches(int64_t stages, int64_t chunks, int64_t microbatches);
+
+}  // namespace shardsim::strategies

@@ -1,0 +1,32 @@
+// GPipe (Huang et al. 2019): every micro-batch's forward, then every backward; all m micro-batches
+// are in flight at the peak. Bubble (p - 1) / (m + p - 1), as 1F1B, at m micro-batches of memory.
+#include "strategies/schedules/task_list.h"
+
+namespace shardsim::strategies::schedules {
+
+class Gpipe final : public Schedule {
+ public:
+  std::string_view name() const override { return "gpipe"; }
+  std::string_view summary() const override { return "all forwards, then all backwards (Huang et al. 2019)"; }
+  int64_t Chunks(int64_t, int64_t) const override { return 1; }
+  bool SplitsBackward() const override { return false; }
+  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override { return OneChunkPerStage(*this, plan); }
+  std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t s) const override {
+    if (p == 1) return OneFOneBTasks(1, m, 0);
+    std::vector<Task> tasks;
+    tasks.reserve(static_cast<size_t>(3 * m));
+    (void)s;
+    for (int64_t mb = 0; mb < m; ++mb) AddForward(tasks, mb);
+    for (int64_t mb = 0; mb < m; ++mb) AddBackward(tasks, mb);
+    return tasks;
+  }
+  std::string_view torchtitan_name() const override { return "GPipe"; }
+  bool maxtext_runs() const override { return true; }
+};
+
+const Schedule& GpipeSchedule() {
+  static const Gpipe kSchedule;
+  return kSchedule;
+}
+
+}  // namespace shardsim::strategies::schedules

@@ -1,0 +1,60 @@
+// Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM's order): each stage holds v model chunks,
+// chunk c of stage s at position c p + s; the k-th forward of a stage is micro-batch
+// (k / (p v)) p + k % p of chunk (k / p) % v, and backwards walk the chunks in reverse. Bubble
+// (p - 1) / v of 1F1B's, for v times the pipeline sends.
+#include <algorithm>
+
+#include "strategies/schedules/task_list.h"
+
+namespace shardsim::strategies::schedules {
+
+class Interleaved final : public Schedule {
+ public:
+  std::string_view name() const override { return "interleaved-1f1b"; }
+  std::string_view summary() const override { return "1F1B over v model chunks per stage (Narayanan et al. 2021)"; }
+  int64_t Chunks(int64_t stages, int64_t virtual_stages) const override { return stages > 1 ? virtual_stages : 1; }
+  bool SplitsBackward() const override { return false; }
+  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t microbatches) const override {
+    const int64_t p = plan.mesh.pipeline;
+    if (p > 1 && plan.virtual_stages < 2) {
+      return Infeasibility{"virtual_stages", "interleaved-1f1b needs virtual_stages >= 2, got " + std::to_string(plan.virtual_stages), "2 or more",
+                           "or use pipeline_schedule 1f1b"};
+    }
+    if (p > 1 && microbatches % p != 0) {
+      return Infeasibility{"global_batch_size",
+                           "interleaved-1f1b needs the " + std::to_string(microbatches) + " micro-batches per replica to be a multiple of pipeline=" +
+                               std::to_string(p),
+                           "micro-batches a multiple of " + std::to_string(p), "change global_batch_size or micro_batch_size"};
+    }
+    return std::nullopt;
+  }
+  std::vector<int64_t> SearchedVirtualStages(int64_t stages) const override {
+    if (stages == 1) return {};
+    return {2, 4};
+  }
+  std::vector<Task> Tasks(int64_t p, int64_t m, int64_t v, int64_t s) const override {
+    if (p == 1 || v == 1) return OneFOneBTasks(p, m, s);
+    const int64_t total = m * v;
+    auto forward_task = [&](int64_t k) { return MakeTask((k / (p * v)) * p + k % p, (k / p) % v, Phase::kForward); };
+    auto backward_chunk = [&](int64_t k) { return v - 1 - (k / p) % v; };
+    const int64_t warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+    std::vector<Task> tasks;
+    tasks.reserve(static_cast<size_t>(3 * total));
+    for (int64_t k = 0; k < warmup; ++k) tasks.push_back(forward_task(k));
+    for (int64_t i = 0; i < total - warmup; ++i) {
+      tasks.push_back(forward_task(warmup + i));
+      AddBackward(tasks, (i / (p * v)) * p + i % p, backward_chunk(i));
+    }
+    for (int64_t i = total - warmup; i < total; ++i) AddBackward(tasks, (i / (p * v)) * p + i % p, backward_chunk(i));
+    return tasks;
+  }
+  std::string_view torchtitan_name() const override { return "Interleaved1F1B"; }
+  bool megatron_runs() const override { return true; }
+};
+
+const Schedule& InterleavedSchedule() {
+  static const Interleaved kSchedule;
+  return kSchedule;
+}
+
+}  // namespace shardsim::strategies::schedules

@@ -1,0 +1,54 @@
+// The list of pipeline schedules: one line per schedule file in this folder.
+#include <algorithm>
+
+#include "core/suggest.h"
+#include "strategies/schedule.h"
+
+namespace shardsim::strategies {
+namespace schedules {
+const Schedule& GpipeSchedule();
+const Schedule& OneFOneBSchedule();
+const Schedule& InterleavedSchedule();
+const Schedule& ZbH1Schedule();
+const Schedule& ZeroBubbleVSchedule();
+const Schedule& DualPipeSchedule();
+}  // namespace schedules
+
+const std::vector<const Schedule*>& AllSchedules() {
+  static const std::vector<const Schedule*> kSchedules = {&schedules::GpipeSchedule(), &schedules::OneFOneBSchedule(),
+                                                          &schedules::InterleavedSchedule(), &schedules::ZbH1Schedule(),
+                                                          &schedules::ZeroBubbleVSchedule(), &schedules::DualPipeSchedule()};
+  return kSchedules;
+}
+
+std::vector<std::string> ScheduleNames() {
+  std::vector<std::string> names;
+  for (const Schedule* s : AllSchedules()) names.emplace_back(s->name());
+  return names;
+}
+
+const Schedule* FindSchedule(std::string_view name) {
+  for (const Schedule* s : AllSchedules()) {
+    if (s->name() == name) return s;
+  }
+  return nullptr;
+}
+
+const Schedule& ScheduleOf(const PlanSpec& plan) {
+  const Schedule* s = FindSchedule(plan.pipeline_schedule);
+  SHARDSIM_CHECK(s != nullptr, "unknown pipeline schedule " + plan.pipeline_schedule);
+  return *s;
+}
+
+Infeasibility UnknownSchedule(const std::string& name) {
+  const std::string s = DidYouMean(name, ScheduleNames());
+  return Infeasibility{"pipeline_schedule", "unknown pipeline schedule '" + name + "'" + (s.empty() ? "" : "; " + s), JoinNames(ScheduleNames()),
+                       "shardsim presets lists the schedules"};
+}
+
+int64_t SteadyStateMicrobatches(int64_t stages, int64_t chunks, int64_t microbatches) {
+  const int64_t played = 8 * stages * chunks;
+  return microbatches <= played + 2 * stages ? microbatches : played;
+}
+
+}  // namespace shardsim::strategies

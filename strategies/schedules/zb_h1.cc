@@ -1,0 +1,58 @@
+// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): 1F1B's order of F and B, with B's
+// input gradient sent on at once and W deferred: stage s holds back up to s weight-gradient
+// tasks (its 1F1B peak is p - s micro-batches in flight, so no stage exceeds the first stage's p)
+// and runs them in the cooldown while it waits. Bubble about a third of 1F1B's.
+#include <algorithm>
+#include <deque>
+
+#include "strategies/schedules/task_list.h"
+
+namespace shardsim::strategies::schedules {
+
+class ZbH1 final : public Schedule {
+ public:
+  std::string_view name() const override { return "zb-h1"; }
+  std::string_view summary() const override { return "1F1B with weight gradients deferred into the bubble (ZB-H1, Qi et al. 2023)"; }
+  int64_t Chunks(int64_t, int64_t) const override { return 1; }
+  bool SplitsBackward() const override { return true; }
+  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override { return OneChunkPerStage(*this, plan); }
+  std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t s) const override {
+    if (p == 1) return OneFOneBTasks(1, m, 0);
+    std::vector<Task> tasks;
+    tasks.reserve(static_cast<size_t>(3 * m));
+    const int64_t warmup = std::min(p - s - 1, m);
+    const int64_t held = s;
+    std::deque<int64_t> pending;
+    auto weight = [&] {
+      tasks.push_back(MakeTask(pending.front(), 0, Phase::kBackwardWeight));
+      pending.pop_front();
+    };
+    auto backward = [&](int64_t mb) {
+      tasks.push_back(MakeTask(mb, 0, Phase::kBackwardInput));
+      pending.push_back(mb);
+      while (static_cast<int64_t>(pending.size()) > held) weight();
+    };
+    for (int64_t mb = 0; mb < warmup; ++mb) AddForward(tasks, mb);
+    for (int64_t i = 0; i < m - warmup; ++i) {
+      AddForward(tasks, warmup + i);
+      backward(i);
+    }
+    for (int64_t mb = m - warmup; mb < m; ++mb) {
+      backward(mb);
+      // In the cooldown each B waits on the next stage: one deferred W fills that wait.
+      if (!pending.empty() && mb + 1 < m) weight();
+    }
+    while (!pending.empty()) weight();
+    return tasks;
+  }
+  // torchtitan has no ZB-H1 on one stage per rank; its closest is the multi-stage
+  // InterleavedZeroBubble, which places v > 1 stages per rank.
+  std::string_view torchtitan_name() const override { return ""; }
+};
+
+const Schedule& ZbH1Schedule() {
+  static const ZbH1 kSchedule;
+  return kSchedule;
+}
+
+}  // namespace shardsim::strategies::schedules

@@ -1,0 +1,248 @@
+#include "strategies/stage_layout.h"
+
+#include <cctype>
+
+#include "strategies/schedule.h"
+
+namespace shardsim::strategies {
+namespace {
+
+constexpr size_t kMaxExpanded = size_t{1} << 20;  // symbols after expanding the repeats
+
+std::string I(int64_t v) { return std::to_string(v); }
+
+// Expands Megatron-core's layout syntax into its symbols (E, t, L, m, |). Recursive descent:
+// sequence := item*; item := atom ('*' digits)?; atom := symbol | '(' sequence ')'.
+class LayoutParser {
+ public:
+  explicit LayoutParser(const std::string& text) : text_(text) {}
+
+  // The expanded symbols, or an error naming the character position.
+  std::optional<std::string> Expand(std::string& error) {
+    std::string out;
+    if (!Sequence(out, error)) return std::nullopt;
+    if (at_ < text_.size()) {
+      error = "unexpected '" + std::string(1, text_[at_]) + "' at character " + I(static_cast<int64_t>(at_) + 1);
+      return std::nullopt;
+    }
+    return out;
+  }
+
+ private:
+  bool Sequence(std::string& out, std::string& error) {
+    while (at_ < text_.size() && text_[at_] != ')') {
+      std::string item;
+      const char c = text_[at_];
+      if (c == '(') {
+        ++at_;
+        if (!Sequence(item, error)) return false;
+        if (at_ >= text_.size() || text_[at_] != ')') {
+          error = "unclosed '(' (expected ')' at character " + I(static_cast<int64_t>(at_) + 1) + ")";
+          return false;
+        }
+        ++at_;
+      } else if (c == 'E' || c == 't' || c == 'L' || c == 'm' || c == '|') {
+        item = std::string(1, c);
+        ++at_;
+      } else if (c == ' ') {
+        ++at_;
+        continue;
+      } else {
+        error = "unknown symbol '" + std::string(1, c) + "' at character " + I(static_cast<int64_t>(at_) + 1);
+        return false;
+      }
+      int64_t repeat = 1;
+      if (at_ < text_.size() && text_[at_] == '*') {
+        ++at_;
+        const size_t digits = at_;
+        repeat = 0;
+        while (at_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[at_]))) {
+          repeat = repeat * 10 + (text_[at_] - '0');
+          if (repeat > static_cast<int64_t>(kMaxExpanded)) break;
+          ++at_;
+        }
+        if (at_ == digits) {
+          error = "'*' at character " + I(static_cast<int64_t>(digits)) + " must be followed by a repeat count";
+          return false;
+        }
+      }
+      if (item.size() * static_cast<size_t>(repeat) + out.size() > kMaxExpanded) {
+        error = "expands to more than " + I(static_cast<int64_t>(kMaxExpanded)) + " symbols";
+        return false;
+      }
+      for (int64_t i = 0; i < repeat; ++i) out += item;
+    }
+    return true;
+  }
+
+  const std::string& text_;
+  size_t at_ = 0;
+};
+
+struct Segment {
+  int64_t embedding = 0, layers = 0, loss = 0, mtp = 0;
+  bool embedding_first = true, loss_last = true;
+};
+
+Infeasibility LayoutError(const std::string& what, const std::string& valid, const std::string& hint = "") {
+  return Infeasibility{"pipeline_layout", what, valid, hint.empty() ? "Megatron-core syntax, e.g. E|(t|)*126L on 16 stages x 8 chunks" : hint};
+}
+
+// The expanded layout's segments, or why it is malformed.
+std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& text, int64_t positions, std::vector<Segment>& out) {
+  std::string error;
+  LayoutParser parser(text);
+  const std::optional<std::string> symbols = parser.Expand(error);
+  if (!symbols) return LayoutError("'" + text + "': " + error, "symbols E, t, L, m, |, (...)*N");
+  out.assign(1, Segment{});
+  for (char c : *symbols) {
+    Segment& s = out.back();
+    if (c == '|') {
+      out.emplace_back();
+      continue;
+    }
+    if (c == 'E') {
+      if (s.layers + s.loss + s.mtp > 0) s.embedding_first = false;
+      ++s.embedding;
+    } else if (c == 'L') {
+      ++s.loss;
+    } else {
+      if (s.loss > 0) s.loss_last = false;
+      (c == 't' ? s.layers : s.mtp)++;
+    }
+  }
+  const int64_t chunks = static_cast<int64_t>(out.size());
+  if (chunks != positions) {
+    return LayoutError("'" + text + "' has " + I(chunks) + " chunks but the plan's pipeline has " + I(positions) + " model chunks in pipeline order",
+                       I(positions) + " chunks separated by '|'", "pipeline x chunks per stage chunks, e.g. (t|)*" + I(positions - 1) + "t");
+  }
+  int64_t layers = 0, embeddings = 0, losses = 0, mtp = 0;
+  for (const Segment& s : out) layers += s.layers, embeddings += s.embedding, losses += s.loss, mtp += s.mtp;
+  if (mtp > 0) {
+    return LayoutError("'" + text + "' places " + I(mtp) + " multi-token-prediction layers (m) but '" + m.name + "' has none", "no m",
+                       "remove the m symbols");
+  }
+  if (layers != m.num_layers) {
+    return LayoutError("'" + text + "' places " + I(layers) + " decoder layers (t) but '" + m.name + "' has " + I(m.num_layers), I(m.num_layers) + " t symbols");
+  }
+  if (embeddings != 1 || out.front().embedding != 1 || !out.front().embedding_first) {
+    return LayoutError("'" + text + "' must hold one E, first in the first chunk", "E first");
+  }
+  if (losses != 1 || out.back().loss != 1 || !out.back().loss_last) {
+    return LayoutError("'" + text + "' must hold one L, last in the last chunk", "L last");
+  }
+  return std::nullopt;
+}
+
+int64_t Positions(const Schedule& schedule, const PlanSpec& p) {
+  const int64_t chunks = schedule.Chunks(p.mesh.pipeline, p.virtual_stages);
+  return p.mesh.pipeline * chunks / schedule.Directions(p.mesh.pipeline);
+}
+
+}  // namespace
+
+std::vector<int64_t> DefaultPartLayers(int64_t num_layers, int64_t parts) {
+  std::vector<int64_t> layers(static_cast<size_t>(parts), num_layers / parts + 1);
+  int64_t shorter = parts - num_layers % parts;  // parts holding num_layers / parts
+  for (int64_t i = 0; shorter > 0; ++i) {
+    // Ends first: 0, parts - 1, 1, parts - 2, ...
+    const int64_t part = i % 2 == 0 ? i / 2 : parts - 1 - i / 2;
+    --layers[static_cast<size_t>(part)];
+    --shorter;
+  }
+  return layers;
+}
+
+std::optional<Infeasibility> CheckLayout(const ModelSpec& m, const PlanSpec& p) {
+  const int64_t positions = Positions(ScheduleOf(p), p);
+  if (!p.pipeline_layout.empty()) {
+    std::vector<Segment> segments;
+    return Segments(m, p.pipeline_layout, positions, segments);
+  }
+  if (positions > m.num_layers) {
+    return Infeasibility{p.mesh.pipeline > m.num_layers ? "mesh/pipeline" : "virtual_stages",
+                         "pipeline x chunks per stage = " + I(positions) + " model chunks, more than the " + I(m.num_layers) + " layers of '" + m.name + "'",
+                         "at most " + I(m.num_layers) + " chunks", "fewer stages or virtual stages, or a pipeline_layout with empty chunks"};
+  }
+  return std::nullopt;
+}
+
+StageLayout LayOut(const ModelSpec& m, const PlanSpec& p) {
+  const Schedule& schedule = ScheduleOf(p);
+  StageLayout layout;
+  layout.stages = p.mesh.pipeline;
+  layout.chunks = schedule.Chunks(layout.stages, p.virtual_stages);
+  const int64_t positions = Positions(schedule, p);
+  // Decoder layers and the embedding / loss per position.
+  std::vector<Segment> segments;
+  if (!p.pipeline_layout.empty()) {
+    const auto bad = Segments(m, p.pipeline_layout, positions, segments);
+    SHARDSIM_CHECK(!bad, "LayOut before CheckLayout: " + bad->what);
+  } else {
+    for (int64_t n : DefaultPartLayers(m.num_layers, positions)) segments.push_back(Segment{0, n, 0, 0});
+    segments.front().embedding = 1;
+    segments.back().loss = 1;
+  }
+  std::vector<int64_t> first(static_cast<size_t>(positions) + 1, 0);
+  for (int64_t j = 0; j < positions; ++j) first[static_cast<size_t>(j) + 1] = first[static_cast<size_t>(j)] + segments[static_cast<size_t>(j)].layers;
+  layout.paths.assign(static_cast<size_t>(schedule.Directions(layout.stages)), std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(positions)));
+  layout.at.resize(static_cast<size_t>(layout.stages));
+  for (int64_t s = 0; s < layout.stages; ++s) {
+    for (int64_t c = 0; c < layout.chunks; ++c) {
+      const ChunkPlace place = schedule.Place(layout.stages, layout.chunks, s, c);
+      const Segment& seg = segments[static_cast<size_t>(place.position)];
+      ChunkLayout chunk;
+      chunk.direction = place.direction;
+      chunk.position = place.position;
+      chunk.embedding = seg.embedding > 0;
+      chunk.head = seg.loss > 0;
+      chunk.first_layer = first[static_cast<size_t>(place.position)];
+      chunk.layers = seg.layers;
+      layout.at[static_cast<size_t>(s)].push_back(chunk);
+      layout.paths[static_cast<size_t>(place.direction)][static_cast<size_t>(place.position)] = {s, c};
+    }
+  }
+  return layout;
+}
+
+std::string DescribePartLayers(const StageLayout& layout) {
+  std::string out;
+  const auto& path = layout.paths.front();
+  for (size_t i = 0; i < path.size();) {
+    const int64_t n = layout.Chunk(path[i].first, path[i].second).layers;
+    size_t j = i;
+    while (j < path.size() && layout.Chunk(path[j].first, path[j].second).layers == n) ++j;
+    out += (out.empty() ? "" : ", ") + (j - i > 1 ? I(n) + " x " + I(static_cast<int64_t>(j - i)) : I(n));
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace shardsim::strategies
+
+namespace shardsim::strategies {
+
+std::string LayoutText(const StageLayout& layout) {
+  std::vector<std::string> segments;
+  for (const auto& [stage, chunk] : layout.paths.front()) {
+    const ChunkLayout& c = layout.Chunk(stage, chunk);
+    std::string text = c.embedding ? "E" : "";
+    if (c.layers == 1) text += "t";
+    if (c.layers > 1) text += "t*" + std::to_string(c.layers);
+    segments.push_back(text + (c.head ? "L" : ""));
+  }
+  std::string out;
+  for (size_t i = 0; i < segments.size();) {
+    size_t j = i;
+    while (j < segments.size() && segments[j] == segments[i]) ++j;
+    const bool last = j == segments.size();
+    const size_t followed = j - i - (last ? 1 : 0);  // chunks of the run followed by a '|'
+    if (followed > 1) out += "(" + segments[i] + "|)*" + std::to_string(followed);
+    if (followed == 1) out += segments[i] + "|";
+    if (last) out += segments[i];
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace shardsim::strategies

@@ -1,0 +1,127 @@
+// The plan rules as values (strategies/plan_rules.h): what each rule rejects, with the field.
+#include "strategies/plan_rules.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/model_presets.h"
+#include "core/plan_json.h"
+
+namespace shardsim::strategies {
+namespace {
+
+using nlohmann::json;
+
+json BasePlan() {
+  return {{"mesh", {{"data", 8}, {"tensor", 8}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
+}
+
+ModelSpec Model(const std::string& name) { return FindModelPreset(name)->spec; }
+
+std::string Rejection(const json& plan, const std::string& model, int64_t devices) {
+  try {
+    ValidatePlan(PlanFromJson(plan, "p.json"), Model(model), devices, "cluster", "p.json:");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ValidatePlanTest, AcceptsAConsistentPlan) {
+  EXPECT_EQ(Rejection(BasePlan(), "llama3-70b", 64), "");
+  json moe = {{"mesh", {{"data", 2}, {"expert", 8}, {"tensor", 4}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
+  EXPECT_EQ(Rejection(moe, "mixtral-8x7b", 64), "");
+}
+
+TEST(ValidatePlanTest, MeshMustMatchDevices) {
+  EXPECT_NE(Rejection(BasePlan(), "llama3-70b", 128).find("has 64 devices but cluster has 128"), std::string::npos);
+}
+
+TEST(ValidatePlanTest, AxesMustDivideTheModel) {
+  json plan = BasePlan();
+  plan["mesh"] = {{"data", 16}, {"tensor", 3}};
+  plan["global_batch_size"] = 48;
+  const std::string tensor = Rejection(plan, "llama3-8b", 48);
+  EXPECT_NE(tensor.find("tensor=3 must divide heads=32 and kv_heads=8"), std::string::npos) << tensor;
+  EXPECT_NE(tensor.find("valid: 1, 2, 4, 8"), std::string::npos) << tensor;
+
+  // Stages may differ by a layer, but each holds at least one, and interleaved chunks are equal.
+  plan = BasePlan();
+  plan["mesh"] = {{"data", 8}, {"pipeline", 3}};
+  EXPECT_EQ(Rejection(plan, "llama3-8b", 24), "");
+  plan["mesh"] = {{"data", 8}, {"pipeline", 40}};
+  EXPECT_NE(Rejection(plan, "llama3-8b", 320).find("pipeline=40 exceeds num_layers=32"), std::string::npos);
+  // Interleaved chunks may be uneven too (32 layers in 6 chunks), but each holds a layer.
+  plan["mesh"] = {{"data", 8}, {"pipeline", 3}};
+  plan["pipeline_schedule"] = "interleaved-1f1b";
+  plan["virtual_stages"] = 2;
+  plan["global_batch_size"] = 96;  // 12 micro-batches per replica, a multiple of 3
+  EXPECT_EQ(Rejection(plan, "llama3-8b", 24), "");
+  plan["mesh"] = {{"data", 1}, {"pipeline", 8}};
+  plan["global_batch_size"] = 64;
+  plan["virtual_stages"] = 5;
+  const std::string interleaved = Rejection(plan, "llama3-8b", 8);
+  EXPECT_NE(interleaved.find("40 model chunks, more than the 32 layers"), std::string::npos) << interleaved;
+  EXPECT_NE(interleaved.find("p.json:/virtual_stages"), std::string::npos) << interleaved;
+  plan.erase("pipeline_schedule");
+  plan.erase("virtual_stages");
+
+  plan["mesh"] = {{"data", 8}, {"expert", 3}};
+  plan["global_batch_size"] = 48;
+  EXPECT_NE(Rejection(plan, "mixtral-8x7b", 24).find("expert=3 must divide num_experts=8"), std::string::npos);
+  EXPECT_NE(Rejection(plan, "llama3-8b", 24).find("mixture-of-experts"), std::string::npos);
+}
+
+TEST(ValidatePlanTest, BatchSequenceAndSchedule) {
+  json plan = BasePlan();
+  plan["global_batch_size"] = 60;
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("global_batch_size"), std::string::npos);
+  plan = BasePlan();
+  plan["micro_batch_size"] = 3;
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("micro_batch_size=3"), std::string::npos);
+  plan = BasePlan();
+  plan["mesh"] = {{"data", 4}, {"context", 16}};
+  plan["seq_len"] = 4112;
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("2 x context"), std::string::npos);
+  plan = BasePlan();
+  plan["mesh"] = {{"data", 4}, {"pipeline", 16}};
+  plan["pipeline_schedule"] = "interleaved-1f1b";
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("virtual_stages >= 2"), std::string::npos);
+  plan["virtual_stages"] = 2;
+  EXPECT_EQ(Rejection(plan, "llama3-8b", 64), "");
+  plan["pipeline_schedule"] = "1f1b";
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("one model chunk per stage"), std::string::npos);
+  plan["pipeline_schedule"] = "zb-v";
+  const std::string unknown = Rejection(plan, "llama3-8b", 64);
+  EXPECT_NE(unknown.find("unknown pipeline schedule 'zb-v'"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("zbv"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("p.json:/pipeline_schedule"), std::string::npos) << unknown;
+  plan["pipeline_schedule"] = "zbv";
+  plan["virtual_stages"] = 1;
+  plan["global_batch_size"] = 64;  // 16 micro-batches per replica on 16 stages: zbv wants 32
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("at least 2 x pipeline = 32"), std::string::npos);
+  plan["global_batch_size"] = 128;
+  EXPECT_EQ(Rejection(plan, "llama3-8b", 64), "");
+  plan = BasePlan();
+  plan["mesh_order"] = {"data", "tensor"};
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("mesh_order"), std::string::npos);
+  plan = BasePlan();
+  plan["seq_len"] = 4096;
+  EXPECT_NE(Rejection(plan, "gpt3-175b", 64).find("learned positions"), std::string::npos);
+}
+
+TEST(ValidatePlanTest, CheckPlanReturnsTheFieldWithoutThrowing) {
+  json plan = BasePlan();
+  plan["mesh"] = {{"data", 16}, {"tensor", 3}};
+  plan["global_batch_size"] = 48;
+  const std::optional<Infeasibility> bad = CheckPlan(PlanFromJson(plan, "p.json"), Model("llama3-8b"), 48, "cluster");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->field, "mesh/tensor");
+  EXPECT_FALSE(bad->valid.empty());
+  EXPECT_FALSE(CheckPlan(PlanFromJson(BasePlan(), "p.json"), Model("llama3-70b"), 64, "cluster").has_value());
+}
+
+}  // namespace
+}  // namespace shardsim::strategies
