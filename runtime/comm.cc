@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "runtime/trace.h"
 
 namespace shardsim::runtime {
 
@@ -110,7 +111,7 @@ void MeshComms::Record(CollectiveOp op, const std::vector<std::string>& axes, in
   for (const std::string& a : axes) {
     if (mesh_.AxisSize(a) > 1) used.push_back(a);
   }
-  log_->push_back({op, used, elements, what});
+  log_->push_back({op, used, elements, what, tracer_ ? tracer_->current_key() : std::string()});
 }
 
 void MeshComms::AllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
@@ -133,9 +134,19 @@ MPI_Request MeshComms::StartAllReduceSum(float* data, int64_t count, const std::
 
 void MeshComms::AllReduceSum(double* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
   if (GroupSize(axes) == 1 || count == 0) return;
+  Record(CollectiveOp::kAllReduce, axes, count, what);
   MPI_Comm comm = Comm(axes);
   MPI_Request request;
   CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm, &request), comm, what);
+  Wait(&request, what);
+}
+
+void MeshComms::AllReduceMax(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+  if (GroupSize(axes) == 1 || count == 0) return;
+  Record(CollectiveOp::kAllReduce, axes, count, what);
+  MPI_Comm comm = Comm(axes);
+  MPI_Request request;
+  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_MAX, comm, &request), comm, what);
   Wait(&request, what);
 }
 

@@ -24,7 +24,10 @@ struct IssuedCollective {
   std::vector<std::string> axes;
   int64_t elements = 0;
   std::string what;
+  std::string key;  // the op key of the trace span open when it was issued ("" outside any)
 };
+
+class Tracer;
 
 // Every communicator one rank needs for a plan. `world` holds plan.mesh.Product() ranks.
 class MeshComms {
@@ -52,6 +55,8 @@ class MeshComms {
   // Starts an all-reduce and returns at once; Wait() on the request before touching `data`.
   MPI_Request StartAllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   void AllReduceSum(double* data, int64_t count, const std::vector<std::string>& axes, const std::string& what);
+  // Element-wise maximum over the group, in place.
+  void AllReduceMax(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   // out [n * count] = the group's `in` [count], in group order.
   void AllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what);
   // out [count] = this rank's block of the sum of every rank's in [n * count].
@@ -78,6 +83,8 @@ class MeshComms {
   void set_timeout_s(double seconds) { timeout_s_ = seconds; }
   // Record every collective issued over more than one rank into `log` (null: stop recording).
   void set_log(std::vector<IssuedCollective>* log) { log_ = log; }
+  // Where logged collectives take their op key from (the span open at the time).
+  void set_tracer(const Tracer* tracer) { tracer_ = tracer; }
   double timeout_s() const { return timeout_s_; }
 
  private:
@@ -87,6 +94,7 @@ class MeshComms {
   std::map<std::vector<std::string>, MPI_Comm> comms_;
   double timeout_s_ = 600;
   std::vector<IssuedCollective>* log_ = nullptr;
+  const Tracer* tracer_ = nullptr;
   void Record(CollectiveOp op, const std::vector<std::string>& axes, int64_t elements, const std::string& what);
 };
 

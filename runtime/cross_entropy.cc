@@ -49,4 +49,48 @@ double CrossEntropyForwardBackward(float* dlogits, const float* logits, const in
   return loss / normaliser;
 }
 
+void VocabShardRowMax(float* row_max, const float* logits, int t, int vl) {
+  SHARDSIM_CHECK(t >= 0 && vl > 0, "VocabShardRowMax: bad sizes");
+  for (int i = 0; i < t; ++i) row_max[i] = RowMax(logits + int64_t{i} * vl, vl);
+}
+
+void VocabShardExp(float* probs, float* sums, const float* logits, const float* row_max, const int32_t* targets, int t, int vl, int col0) {
+  SHARDSIM_CHECK(t >= 0 && vl > 0 && col0 >= 0, "VocabShardExp: bad sizes");
+  for (int i = 0; i < t; ++i) {
+    const float* row = logits + int64_t{i} * vl;
+    const int local = targets[i] - col0;
+    // Read before `probs` may overwrite the row.
+    sums[2 * i + 1] = targets[i] >= 0 && local >= 0 && local < vl ? row[local] : 0.0f;
+    float* out = probs + int64_t{i} * vl;
+    ExpRow(out, row, row_max[i], vl);
+    sums[2 * i] = static_cast<float>(RowSum(out, vl));
+  }
+}
+
+double VocabShardLoss(const float* sums, const float* row_max, const int32_t* targets, int t, double normaliser) {
+  SHARDSIM_CHECK(normaliser > 0.0, "VocabShardLoss: normaliser");
+  double loss = 0.0;
+  for (int i = 0; i < t; ++i) {
+    if (targets[i] < 0) continue;
+    loss += std::log(static_cast<double>(sums[2 * i])) + row_max[i] - sums[2 * i + 1];
+  }
+  return loss / normaliser;
+}
+
+void VocabShardLossBackward(float* dlogits, const float* probs, const float* sums, const int32_t* targets, int t, int vl, int col0,
+                            double normaliser) {
+  for (int i = 0; i < t; ++i) {
+    float* out = dlogits + int64_t{i} * vl;
+    const float* p = probs + int64_t{i} * vl;
+    if (targets[i] < 0) {
+      std::fill_n(out, vl, 0.0f);
+      continue;
+    }
+    const float factor = static_cast<float>(1.0 / (static_cast<double>(sums[2 * i]) * normaliser));
+    for (int j = 0; j < vl; ++j) out[j] = p[j] * factor;
+    const int local = targets[i] - col0;
+    if (local >= 0 && local < vl) out[local] -= static_cast<float>(1.0 / normaliser);
+  }
+}
+
 }  // namespace shardsim::runtime

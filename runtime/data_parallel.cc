@@ -1,9 +1,12 @@
 #include "runtime/data_parallel.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 #include "strategies/data_parallel.h"
+#include "strategies/op_keys.h"
+#include "strategies/op_names.h"
 
 namespace shardsim::runtime {
 
@@ -17,11 +20,14 @@ struct DataParallel::Bucket {
   int64_t opt_begin = 0, opt_end = 0;   // what the optimizer updates, flat
   int64_t reduced_offset = 0;           // into reduced_
   std::string name;
+  std::string layer;         // its layer in op keys
+  std::string_view kind;     // "dense" or "expert" in op names
 };
 
 struct DataParallel::Pending {
   MPI_Request request = MPI_REQUEST_NULL;
   int bucket = -1;
+  std::string key;  // the op it belongs to
   std::vector<float> send, receive;  // a reduce-scatter's buffers; empty for an all-reduce in place
 };
 
@@ -32,6 +38,8 @@ DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& m
     const strategies::ParamKind kind = pb.expert ? strategies::ParamKind::kExpert : strategies::ParamKind::kDense;
     Bucket b;
     b.name = pb.name;
+    b.layer = pb.layer;
+    b.kind = pb.expert ? strategies::ops::kExpert : strategies::ops::kDense;
     b.offset = pb.offset;
     b.count = pb.count;
     b.param_axes = strategies::ParamShardAxes(plan, kind);
@@ -65,6 +73,8 @@ DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& m
     buckets_.push_back(b);
   }
   block_grads_.assign(static_cast<size_t>(block_grads), 0.0f);
+  keep_gathered_ = strategies::KeepsGatheredParams(plan);
+  gathered_.assign(buckets_.size(), false);
   reduced_.assign(static_cast<size_t>(opt_elements_), 0.0f);
 }
 
@@ -93,21 +103,45 @@ void DataParallel::FinishGather(int bucket) {
   gathering_ = -1;
 }
 
-void DataParallel::Use(int bucket, int next) {
-  if (gathering_ >= 0 && gathering_ != bucket) FinishGather(gathering_);  // a prefetch not used next: complete it
-  if (gathering_ != bucket && !buckets_[static_cast<size_t>(bucket)].param_axes.empty()) StartGather(bucket);
-  if (gathering_ == bucket) FinishGather(bucket);
-  if (next >= 0 && !buckets_[static_cast<size_t>(next)].param_axes.empty()) StartGather(next);
+std::string DataParallel::Key(const Bucket& b, std::string_view op, int64_t mb) const {
+  return strategies::OpKey(stage_, mb < 0 ? strategies::kStepLayer : std::string_view(b.layer), op, mb);
 }
 
-void DataParallel::GradientsDone(int bucket, bool last) {
+void DataParallel::BeginStep() { std::fill(gathered_.begin(), gathered_.end(), false); }
+
+void DataParallel::Use(int bucket, int next, int64_t mb, bool backward) {
+  const Bucket& b = buckets_[static_cast<size_t>(bucket)];
+  // Kept gathered: one gather per step, the step program's step-level op.
+  const bool needed = !b.param_axes.empty() && !(keep_gathered_ && gathered_[static_cast<size_t>(bucket)]);
+  if (!needed && gathering_ != bucket) return;
+  const TraceSpan span(tracer_,
+                       keep_gathered_ ? Key(b, strategies::ops::StepParamAllGather(b.kind), -1)
+                                      : Key(b, backward ? strategies::ops::ParamAllGatherBackward(b.kind) : strategies::ops::ParamAllGather(b.kind), mb),
+                       "data");
+  if (gathering_ >= 0 && gathering_ != bucket) FinishGather(gathering_);  // a prefetch not used next: complete it
+  if (gathering_ != bucket) StartGather(bucket);
+  FinishGather(bucket);
+  gathered_[static_cast<size_t>(bucket)] = true;
+  if (next >= 0 && !buckets_[static_cast<size_t>(next)].param_axes.empty() && !(keep_gathered_ && gathered_[static_cast<size_t>(next)])) {
+    StartGather(next);
+  }
+}
+
+void DataParallel::GradientsDone(int bucket, bool last, int64_t mb) {
   const Bucket& b = buckets_[static_cast<size_t>(bucket)];
   float* grads = model_.grads().data() + b.offset;
+  // Kept gathered: the gradients accumulate whole until the last micro-batch's backward.
+  if (!b.grad_axes.empty() && keep_gathered_ && !last) return;
+  std::optional<TraceSpan> span;
   if (!b.grad_axes.empty()) {
+    const std::string key = keep_gathered_ ? Key(b, strategies::ops::StepGradReduceScatter(b.kind), -1)
+                                           : Key(b, strategies::ops::GradReduceScatter(b.kind), mb);
+    span.emplace(tracer_, key, "data");
     // Sharded gradients cannot accumulate over micro-batches: this one's are reduce-scattered now
     // and the bucket's full gradients cleared for the next.
     Pending p;
     p.bucket = bucket;
+    p.key = key;
     p.send.assign(grads, grads + b.count);
     p.send.resize(static_cast<size_t>(b.block * comms_.GroupSize(b.grad_axes)), 0.0f);
     std::fill(grads, grads + b.count, 0.0f);
@@ -119,6 +153,8 @@ void DataParallel::GradientsDone(int bucket, bool last) {
     // Plain data parallelism: the bucket's all-reduce runs under the backward of the layers before it.
     Pending p;
     p.bucket = bucket;
+    p.key = Key(b, strategies::ops::DataAllReduce(b.kind), -1);
+    span.emplace(tracer_, p.key, "data");
     p.request = comms_.StartAllReduceSum(grads, b.count, b.step_axes, "data-parallel gradient all-reduce (bucket)");
     pending_.push_back(std::move(p));
   } else {
@@ -138,6 +174,7 @@ void DataParallel::GradientsDone(int bucket, bool last) {
 
 void DataParallel::Complete(Pending& p) {
   const Bucket& b = buckets_[static_cast<size_t>(p.bucket)];
+  const TraceSpan span(tracer_, p.key, "data");
   comms_.Wait(&p.request, p.receive.empty() ? "data-parallel gradient all-reduce of " + b.name : "sharded " + b.name + " gradient reduce-scatter");
   if (p.receive.empty()) return;
   float* block = block_grads_.data() + b.block_grad_offset;
@@ -159,6 +196,7 @@ std::vector<float>& DataParallel::ReducedGradients() {
     const int64_t valid = b.block_end - b.block_begin;
     float* out = reduced_.data() + b.reduced_offset;
     if (plan_.zero_stage == 1 && !b.step_axes.empty()) {
+      const TraceSpan span(tracer_, Key(b, strategies::ops::DataReduceScatter(b.kind), -1), "data");
       const int64_t r = comms_.GroupSize(b.step_axes);
       padded.assign(block, block + valid);
       padded.resize(static_cast<size_t>(b.sub * r), 0.0f);
@@ -166,7 +204,8 @@ std::vector<float>& DataParallel::ReducedGradients() {
       comms_.ReduceScatterSum(mine.data(), padded.data(), b.sub, b.step_axes, "data-parallel gradient reduce-scatter (bucket)");
       std::copy(mine.begin(), mine.begin() + (b.opt_end - b.opt_begin), out);
     } else {
-      if (plan_.zero_stage == 0 && !b.grad_axes.empty()) {
+      if (plan_.zero_stage == 0 && !b.grad_axes.empty() && !b.step_axes.empty()) {
+        const TraceSpan span(tracer_, Key(b, strategies::ops::DataAllReduce(b.kind), -1), "data");
         comms_.AllReduceSum(block, b.block, b.step_axes, "data-parallel gradient all-reduce (bucket)");
       }
       std::copy(block + (b.opt_begin - b.block_begin), block + (b.opt_end - b.block_begin), out);
@@ -175,6 +214,7 @@ std::vector<float>& DataParallel::ReducedGradients() {
   // Sequence parallelism gave each tensor rank a share of the tokens: the replicated weights'
   // gradients are partial sums over tensor (every tensor rank holds the same ranges).
   if (model_.replicated_grads_partial()) {
+    const TraceSpan span(tracer_, strategies::OpKey(stage_, strategies::kStepLayer, strategies::ops::kTensorReplicatedGrads, -1), "tensor");
     for (size_t i = 0; i < buckets_.size(); ++i) {
       const Bucket& b = buckets_[i];
       for (const ParamTensor& pt : model_.tensors()) {
@@ -192,6 +232,10 @@ void DataParallel::AfterOptimizer() {
   float* params = model_.params().data();
   std::vector<float> in, out;
   for (const Bucket& b : buckets_) {
+    std::optional<TraceSpan> span;
+    if ((plan_.zero_stage == 1 && !b.step_axes.empty()) || (plan_.zero_stage == 2 && !b.grad_axes.empty())) {
+      span.emplace(tracer_, Key(b, strategies::ops::ZeroParamAllGather(b.kind), -1), "data");
+    }
     if (plan_.zero_stage == 1 && !b.step_axes.empty()) {
       // The updated sub-blocks make this rank's block again.
       in.assign(params + b.opt_begin, params + b.opt_end);

@@ -23,11 +23,13 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/plan_spec.h"
 #include "runtime/comm.h"
 #include "runtime/stage_model.h"
+#include "runtime/trace.h"
 
 namespace shardsim::runtime {
 
@@ -44,12 +46,17 @@ class DataParallel {
   bool gathers() const { return gathers_; }
   bool scatters_per_microbatch() const { return per_microbatch_; }
 
-  // Before bucket `bucket`'s parameters are read: completes its gather, then starts `next`'s
-  // (-1: none).
-  void Use(int bucket, int next);
-  // After a micro-batch's backward wrote bucket `bucket`'s gradients; `last` when it was the last
-  // micro-batch of the step for this bucket.
-  void GradientsDone(int bucket, bool last);
+  // Traces every collective under the step program's op key (stage `stage`).
+  void set_tracer(Tracer* tracer, int64_t stage) { tracer_ = tracer, stage_ = stage; }
+  // At the start of a step (parameters kept gathered are gathered again).
+  void BeginStep();
+  // Before bucket `bucket`'s parameters are read by micro-batch `mb`'s forward or backward:
+  // completes its gather, then starts `next`'s (-1: none). Kept gathered (strategies::
+  // KeepsGatheredParams): gathered at its first use in the step only.
+  void Use(int bucket, int next, int64_t mb, bool backward);
+  // After micro-batch `mb`'s backward wrote bucket `bucket`'s gradients; `last` when it was the
+  // last micro-batch of the step for this bucket.
+  void GradientsDone(int bucket, bool last, int64_t mb);
   // Completes the step's gradient reduction and returns the gradients of the parameters this rank
   // updates: the ranges OptimizerRanges() lists, concatenated. Sums the tensor-replicated
   // weights' gradients over tensor when sequence parallelism split their tokens.
@@ -71,6 +78,11 @@ class DataParallel {
   struct Bucket;
   struct Pending;
   void StartGather(int bucket);
+  std::string Key(const Bucket& b, std::string_view op, int64_t mb) const;
+  Tracer* tracer_ = nullptr;
+  int64_t stage_ = 0;
+  bool keep_gathered_ = false;
+  std::vector<bool> gathered_;  // per bucket, gathered this step (kept gathered only)
   void FinishGather(int bucket);
   void Complete(Pending& p);  // waits for it; adds a reduce-scatter into this rank's block
   void FinishScatters();

@@ -7,6 +7,7 @@
 #include "runtime/moe_dispatch.h"
 #include "runtime/router.h"
 #include "runtime/swiglu.h"
+#include "strategies/op_names.h"
 
 namespace shardsim::runtime {
 namespace {
@@ -67,10 +68,11 @@ void MoeLayer::FromExpertMajor(std::vector<float>& received, const std::vector<s
 }
 
 double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w, MoeSaved& s,
-                         const std::function<void(const char*, const char*)>& op, const std::string& where) {
+                         const std::function<void(std::string_view)>& op, const std::string& where) {
+  namespace ops = strategies::ops;
   const int D = static_cast<int>(d_), E = static_cast<int>(e_), K = static_cast<int>(k_), Fe = static_cast<int>(fe_), Fs = static_cast<int>(fs_);
   const int n = t * K;
-  op("router", "compute");
+  op(ops::kRouter);
   std::vector<float> logits(Size(t, E));
   LinearForward(logits.data(), h, w.router, t, D, E);
   s.probs.resize(Size(t, E));
@@ -81,11 +83,12 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
   s.counts.resize(static_cast<size_t>(E));
   RouterExpertCounts(s.counts.data(), s.top.data(), t, E, K);
   std::vector<double> counts(s.counts.begin(), s.counts.end());
+  if (comms_.GroupSize({"context"}) > 1) op(ops::kRouterCounts);
   comms_.AllReduceSum(counts.data(), E, {"context"}, where + " router counts all-reduce");
   for (int e = 0; e < E; ++e) s.counts[static_cast<size_t>(e)] = static_cast<int64_t>(counts[static_cast<size_t>(e)] + 0.5);
   const double aux = weight * RouterAuxLoss(s.probs.data(), s.counts.data(), t, E, K, static_cast<double>(batch_tokens), aux_coeff_);
 
-  op("ep_dispatch", "expert");
+  if (ranks_ > 1) op(ops::kExpertDispatch);
   s.offsets.resize(static_cast<size_t>(E) + 1);
   s.assignments.resize(static_cast<size_t>(n));
   BuildExpertDispatch(s.offsets.data(), s.assignments.data(), s.top.data(), t, E, K);
@@ -111,83 +114,111 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
   const size_t le = static_cast<size_t>(local_experts_);
   s.g.assign(le, {}), s.u.assign(le, {}), s.act.assign(le, {});
   std::vector<std::vector<float>> out(le);
-  op("experts_up", "compute");
+  op(ops::kExpertsUp);
   for (size_t el = 0; el < le; ++el) {
     const int rows_e = static_cast<int>(s.x[el].size() / Size(1, D));
     s.g[el].resize(Size(rows_e, Fe)), s.u[el].resize(Size(rows_e, Fe)), s.act[el].resize(Size(rows_e, Fe));
     LinearForward(s.g[el].data(), s.x[el].data(), w.gate[el], rows_e, D, Fe);
     LinearForward(s.u[el].data(), s.x[el].data(), w.up[el], rows_e, D, Fe);
   }
-  op("experts_activation", "compute");
+  op(ops::kExpertsActivation);
   for (size_t el = 0; el < le; ++el) SwigluForward(s.act[el].data(), s.g[el].data(), s.u[el].data(), static_cast<int>(s.g[el].size() / Size(1, Fe)), Fe);
-  op("experts_down", "compute");
+  op(ops::kExpertsDown);
   for (size_t el = 0; el < le; ++el) {
     const int rows_e = static_cast<int>(s.act[el].size() / Size(1, Fe));
     out[el].resize(Size(rows_e, D));
     LinearForward(out[el].data(), s.act[el].data(), w.down[el], rows_e, Fe, D);
   }
-  op("ep_combine", "expert");
+  if (ranks_ > 1) op(ops::kExpertCombine);
   FromExpertMajor(received, out, s);
   Exchange(s.expert_out, received, s, true, where + " expert combine all-to-all");
-  op("moe_combine", "compute");
+  op(ops::kMoeCombine);
   std::fill(y, y + Size(t, D), 0.0f);
   CombineForward(y, s.expert_out.data(), s.gates.data(), s.assignments.data(), n, K, D);
   if (Fs > 0) {
-    op("shared_expert", "compute");
+    op(ops::BlockUp(ops::kSharedExpert));
     s.shared_gate.resize(Size(t, Fs)), s.shared_up.resize(Size(t, Fs)), s.shared_act.resize(Size(t, Fs));
     LinearForward(s.shared_gate.data(), h, w.shared_gate, t, D, Fs);
     LinearForward(s.shared_up.data(), h, w.shared_up, t, D, Fs);
+    op(ops::BlockActivation(ops::kSharedExpert));
     SwigluForward(s.shared_act.data(), s.shared_gate.data(), s.shared_up.data(), t, Fs);
+    op(ops::BlockDown(ops::kSharedExpert));
     std::vector<float> shared(Size(t, D));
     LinearForward(shared.data(), s.shared_act.data(), w.shared_down, t, Fs, D);
+    op(ops::kMoeCombine);
     for (size_t i = 0; i < shared.size(); ++i) y[i] += shared[i];
   }
   return aux;
 }
 
 void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w,
-                        const MoeWeights& dw, MoeSaved& s, const std::function<void(const char*, const char*)>& op, const std::string& where) {
+                        const MoeWeights& dw, MoeSaved& s, const std::function<void(std::string_view)>& op, const std::string& where) {
+  namespace ops = strategies::ops;
   const int D = static_cast<int>(d_), E = static_cast<int>(e_), K = static_cast<int>(k_), Fe = static_cast<int>(fe_), Fs = static_cast<int>(fs_);
   const int n = t * K;
   if (Fs > 0) {
-    op("shared_expert_grad", "compute");
+    const std::string block(ops::kSharedExpert);
     std::vector<float> dact(Size(t, Fs), 0.0f), dg(Size(t, Fs)), du(Size(t, Fs));
-    LinearBackward(dact.data(), dw.shared_down, dy, s.shared_act.data(), w.shared_down, t, Fs, D);
+    op(ops::Dgrad(ops::BlockDown(block)));
+    LinearBackward(dact.data(), nullptr, dy, s.shared_act.data(), w.shared_down, t, Fs, D);
+    op(ops::Wgrad(ops::BlockDown(block)));
+    LinearBackward(nullptr, dw.shared_down, dy, s.shared_act.data(), w.shared_down, t, Fs, D);
+    op(ops::Grad(ops::BlockActivation(block)));
     SwigluBackward(dg.data(), du.data(), dact.data(), s.shared_gate.data(), s.shared_up.data(), t, Fs);
-    LinearBackward(dh, dw.shared_gate, dg.data(), h, w.shared_gate, t, D, Fs);
-    LinearBackward(dh, dw.shared_up, du.data(), h, w.shared_up, t, D, Fs);
+    op(ops::Dgrad(ops::BlockUp(block)));
+    LinearBackward(dh, nullptr, dg.data(), h, w.shared_gate, t, D, Fs);
+    LinearBackward(dh, nullptr, du.data(), h, w.shared_up, t, D, Fs);
+    op(ops::Wgrad(ops::BlockUp(block)));
+    LinearBackward(nullptr, dw.shared_gate, dg.data(), h, w.shared_gate, t, D, Fs);
+    LinearBackward(nullptr, dw.shared_up, du.data(), h, w.shared_up, t, D, Fs);
   }
-  op("moe_combine_grad", "compute");
+  op(ops::Grad(ops::kMoeCombine));
   std::vector<float> d_out(Size(n, D)), d_gates(static_cast<size_t>(n), 0.0f);
   CombineBackward(d_out.data(), d_gates.data(), dy, s.expert_out.data(), s.gates.data(), s.assignments.data(), n, K, D);
-  op("ep_combine_grad", "expert");
+  if (ranks_ > 1) op(ops::Grad(ops::kExpertCombine));
   std::vector<float> received;
   Exchange(received, d_out, s, false, where + " expert combine gradient all-to-all");
   std::vector<std::vector<float>> d_per;
   ToExpertMajor(d_per, received, s);
-  op("experts_grad", "compute");
   const size_t le = static_cast<size_t>(local_experts_);
-  std::vector<std::vector<float>> dx(le);
+  std::vector<std::vector<float>> dx(le), dact(le), dg(le), du(le);
+  auto rows_of = [&](size_t el) { return static_cast<int>(s.x[el].size() / Size(1, D)); };
+  op(ops::Dgrad(ops::kExpertsDown));
   for (size_t el = 0; el < le; ++el) {
-    const int rows_e = static_cast<int>(s.x[el].size() / Size(1, D));
-    std::vector<float> dact(Size(rows_e, Fe), 0.0f), dg(Size(rows_e, Fe)), du(Size(rows_e, Fe));
-    LinearBackward(dact.data(), dw.down[el], d_per[el].data(), s.act[el].data(), w.down[el], rows_e, Fe, D);
-    SwigluBackward(dg.data(), du.data(), dact.data(), s.g[el].data(), s.u[el].data(), rows_e, Fe);
-    dx[el].assign(Size(rows_e, D), 0.0f);
-    LinearBackward(dx[el].data(), dw.gate[el], dg.data(), s.x[el].data(), w.gate[el], rows_e, D, Fe);
-    LinearBackward(dx[el].data(), dw.up[el], du.data(), s.x[el].data(), w.up[el], rows_e, D, Fe);
+    dact[el].assign(Size(rows_of(el), Fe), 0.0f);
+    LinearBackward(dact[el].data(), nullptr, d_per[el].data(), s.act[el].data(), w.down[el], rows_of(el), Fe, D);
   }
-  op("ep_dispatch_grad", "expert");
+  op(ops::Wgrad(ops::kExpertsDown));
+  for (size_t el = 0; el < le; ++el) LinearBackward(nullptr, dw.down[el], d_per[el].data(), s.act[el].data(), w.down[el], rows_of(el), Fe, D);
+  op(ops::Grad(ops::kExpertsActivation));
+  for (size_t el = 0; el < le; ++el) {
+    dg[el].resize(Size(rows_of(el), Fe)), du[el].resize(Size(rows_of(el), Fe));
+    SwigluBackward(dg[el].data(), du[el].data(), dact[el].data(), s.g[el].data(), s.u[el].data(), rows_of(el), Fe);
+  }
+  op(ops::Dgrad(ops::kExpertsUp));
+  for (size_t el = 0; el < le; ++el) {
+    dx[el].assign(Size(rows_of(el), D), 0.0f);
+    LinearBackward(dx[el].data(), nullptr, dg[el].data(), s.x[el].data(), w.gate[el], rows_of(el), D, Fe);
+    LinearBackward(dx[el].data(), nullptr, du[el].data(), s.x[el].data(), w.up[el], rows_of(el), D, Fe);
+  }
+  op(ops::Wgrad(ops::kExpertsUp));
+  for (size_t el = 0; el < le; ++el) {
+    LinearBackward(nullptr, dw.gate[el], dg[el].data(), s.x[el].data(), w.gate[el], rows_of(el), D, Fe);
+    LinearBackward(nullptr, dw.up[el], du[el].data(), s.x[el].data(), w.up[el], rows_of(el), D, Fe);
+  }
+  if (ranks_ > 1) op(ops::Grad(ops::kExpertDispatch));
   FromExpertMajor(received, dx, s);
   std::vector<float> d_rows;
   Exchange(d_rows, received, s, true, where + " expert dispatch gradient all-to-all");
   DispatchGatherBackward(dh, d_rows.data(), s.assignments.data(), n, K, D);
-  op("router_grad", "compute");
+  op(ops::Dgrad(ops::kRouter));
   std::vector<float> d_logits(Size(t, E), 0.0f);
   RouterGatesBackward(d_logits.data(), d_gates.data(), s.top.data(), s.gates.data(), t, E, K);
   RouterAuxLossBackward(d_logits.data(), s.probs.data(), s.counts.data(), t, E, K, static_cast<double>(batch_tokens),
                         static_cast<float>(aux_coeff_ * weight));
-  LinearBackward(dh, dw.router, d_logits.data(), h, w.router, t, D, E);
+  LinearBackward(dh, nullptr, d_logits.data(), h, w.router, t, D, E);
+  op(ops::Wgrad(ops::kRouter));
+  LinearBackward(nullptr, dw.router, d_logits.data(), h, w.router, t, D, E);
 }
 
 }  // namespace shardsim::runtime

@@ -47,12 +47,13 @@ class MoeLayer {
   int64_t first_expert() const { return first_expert_; }
   // y [T, D] overwritten with the block's output for h [T, D]. Returns this rank's share of the
   // load-balancing loss for the micro-batch of `batch_tokens` tokens, times `weight` (the micro-
-  // batch's share of the step's loss). `op(name)` opens a trace span.
+  // batch's share of the step's loss). `op(name)` opens the trace span of the step program's op
+  // of that name (strategies/op_names.h) for what follows.
   double Forward(float* y, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w, MoeSaved& s,
-                 const std::function<void(const char*, const char*)>& op, const std::string& where);
+                 const std::function<void(std::string_view)>& op, const std::string& where);
   // dh [T, D] += the gradient through the block for dy [T, D]; gradients accumulate into `dw`.
   void Backward(float* dh, const float* dy, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w, const MoeWeights& dw,
-                MoeSaved& s, const std::function<void(const char*, const char*)>& op, const std::string& where);
+                MoeSaved& s, const std::function<void(std::string_view)>& op, const std::string& where);
 
  private:
   // rows [n, D] in this rank's dispatch order -> the expert ranks, or back (reverse = true).

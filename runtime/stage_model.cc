@@ -8,6 +8,7 @@
 #include "runtime/attention.h"
 #include "runtime/cross_entropy.h"
 #include "runtime/embedding.h"
+#include "runtime/gemm.h"
 #include "runtime/init.h"
 #include "runtime/linear.h"
 #include "runtime/ring_attention.h"
@@ -15,20 +16,25 @@
 #include "runtime/rope.h"
 #include "runtime/swiglu.h"
 #include "strategies/schedule.h"
+#include "strategies/op_keys.h"
+#include "strategies/op_names.h"
 #include "strategies/stage_layout.h"
 
 namespace shardsim::runtime {
 
 using Buffer = std::vector<float>;
 
-// What one layer's backward needs from its forward (T tokens of the micro-batch, Tl held).
-// A weight gradient left for the W task (zero-bubble schedules): dW += x^T dy.
+// A weight gradient left for the W task (zero-bubble schedules): dW += x^T dy, for program op
+// `op` (its W op is Wgrad(op)).
 struct StageModel::Deferred {
+  std::string op;
   int weight = -1;
   const float* x = nullptr;  // a buffer of the layer's saved activations
   Buffer dy;
   int t = 0, in = 0, out = 0;
 };
+
+// What one layer's backward needs from its forward (T tokens of the micro-batch, Tl held).
 
 struct StageModel::LayerSaved {
   Buffer x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act;
@@ -38,8 +44,11 @@ struct StageModel::LayerSaved {
 
 struct StageModel::Saved {
   std::vector<LayerSaved> layers;
-  std::vector<int32_t> ids;     // the tokens this rank embeds (its share with SP)
-  Buffer final_x, final_rstd, final_h, dlogits;  // last part
+  std::vector<int32_t> ids, targets;  // the micro-batch's tokens on this context rank, and the next tokens
+  // Last part: the final norm's input and statistics, its output over all tokens, the softmax
+  // numerators of this rank's logit columns [T, V/t] and per token (sum, target logit).
+  Buffer final_x, final_rstd, final_h_full, probs, sums;
+  double normaliser = 1;  // the loss's divisor (the step's tokens)
 };
 
 void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
@@ -56,6 +65,7 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");
   if (m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
   if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
+  if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");
   if (m.tied_embeddings && p.mesh.pipeline > 1) {
     const strategies::StageLayout layout = strategies::LayOut(m, p);
     const auto& path = layout.paths.front();
@@ -85,6 +95,8 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
   tokens_ = plan.micro_batch_size * plan.seq_len / c_;
   local_tokens_ = sp_ ? tokens_ / t_ : tokens_;
   hidden_ = model.hidden_size;
+  vocab_local_ = model.vocab_size / t_;
+  vocab0_ = tensor_rank_ * vocab_local_;
   heads_ = model.num_heads / t_;
   kv_heads_ = model.num_kv_heads / t_;
   ffn_ = model.ffn_hidden_size / t_;
@@ -99,13 +111,14 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
   for (const strategies::ChunkLayout& layout : program.layout.at[static_cast<size_t>(stage_)]) {
     chunk_buckets_.emplace_back();
     if (layout.embedding) {
-      NewBucket("embedding", false);
+      NewBucket("embedding", std::string(strategies::kEmbeddingLayer), false);
       embedding_bucket_ = static_cast<int>(buckets_.size()) - 1;
-      embedding_ = Add("embedding", model.vocab_size, d, 0, model.vocab_size, 0, d, true, true, config.init_stddev);
+      // Vocabulary-parallel: this tensor rank's rows of the table.
+      embedding_ = Add("embedding", model.vocab_size, d, vocab0_, vocab0_ + vocab_local_, 0, d, false, true, config.init_stddev);
     }
     for (int64_t l = layout.first_layer; l < layout.first_layer + layout.layers; ++l) {
       const std::string n = "layer" + std::to_string(l) + ".";
-      NewBucket("layer" + std::to_string(l), false);
+      NewBucket("layer" + std::to_string(l), strategies::DecoderLayer(l), false);
       layer_buckets_[l].push_back(static_cast<int>(buckets_.size()) - 1);
       LayerIds ids;
       ids.attn_norm = Add(n + "attn_norm", 1, d, 0, 1, 0, d, true, false, 0);
@@ -125,7 +138,7 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
           ids.shared_up = Add(n + "shared_up", d, fs, 0, d, 0, fs, true, true, config.init_stddev);
           ids.shared_down = Add(n + "shared_down", fs, d, 0, fs, 0, d, true, true, out_stddev);
         }
-        NewBucket("layer" + std::to_string(l) + ".experts", true);
+        NewBucket("layer" + std::to_string(l) + ".experts", strategies::DecoderLayer(l), true);
         layer_buckets_[l].push_back(static_cast<int>(buckets_.size()) - 1);
         for (int64_t x = moe_->first_expert(); x < moe_->first_expert() + moe_->local_experts(); ++x) {
           const std::string ex = n + "expert" + std::to_string(x) + ".";
@@ -141,10 +154,13 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
       layer_ids_[l] = ids;
     }
     if (layout.head) {
-      NewBucket("head", false);
+      NewBucket("head", std::string(strategies::kHeadLayer), false);
       head_bucket_ = static_cast<int>(buckets_.size()) - 1;
       final_norm_ = Add("final_norm", 1, d, 0, 1, 0, d, true, false, 0);
-      if (!model.tied_embeddings) head_ = Add("head", d, model.vocab_size, 0, d, 0, model.vocab_size, true, true, config.init_stddev);
+      // Vocabulary-parallel: this tensor rank's columns of the output matrix.
+      if (!model.tied_embeddings) {
+        head_ = Add("head", d, model.vocab_size, 0, d, vocab0_, vocab0_ + vocab_local_, false, true, config.init_stddev);
+      }
     }
   }
   for (const ParamTensor& pt : tensors_) buckets_[static_cast<size_t>(pt.bucket)].count += pt.size();
@@ -161,8 +177,8 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
 
 StageModel::~StageModel() = default;
 
-void StageModel::NewBucket(const std::string& name, bool expert) {
-  ParamBucket bucket{name, tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size(), 0, expert};
+void StageModel::NewBucket(const std::string& name, const std::string& layer, bool expert) {
+  ParamBucket bucket{name, tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size(), 0, expert, layer};
   buckets_.push_back(bucket);
   chunk_buckets_.back().push_back(static_cast<int>(buckets_.size()) - 1);
 }
@@ -186,55 +202,84 @@ MoeWeights StageModel::MoePointers(const LayerIds& id, bool gradients) {
   return w;
 }
 
-void StageModel::LinearGrad(float* dx, int weight, const float* dy, const float* x, int t, int in, int out, LayerSaved& s) {
+const strategies::LayerProgram& StageModel::LayerProgramOf(int64_t layer) const {
+  return program_.Layer(IsMoeLayer(model_, layer) ? strategies::LayerKind::kMoe : strategies::LayerKind::kDense);
+}
+
+const strategies::Op* StageModel::FindOp(const strategies::LayerProgram& layer, std::string_view name) {
+  for (const strategies::Op& op : layer.ops) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+std::string StageModel::Key(const std::string& label, std::string_view op) const { return strategies::OpKey(stage_, label, op, current_mb_); }
+
+void StageModel::Begin(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view name) {
+  span.reset();
+  const strategies::Op* op = FindOp(layer, name);
+  SHARDSIM_CHECK(op != nullptr, "the runtime ran " + Key(label, name) + ", which the step program's " + strategies::ToString(layer.kind) +
+                                    " layer does not list");
+  const bool optimizer = !op->is_comm() && op->kind == strategies::ComputeKind::kOptimizer;
+  span.emplace(tracer_, Key(label, name), optimizer ? "optimizer" : strategies::ToString(op->stream));
+}
+
+void StageModel::Tensor(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view name,
+                        float* out, float* in) {
+  const int64_t full = tokens_ * hidden_, local = local_tokens_ * hidden_;
+  const strategies::Op* op = FindOp(layer, name);
+  if (op == nullptr) {
+    SHARDSIM_CHECK(full == local, "the step program has no " + Key(label, name) + " but sequence parallelism splits the tokens");
+    if (out != in) std::copy(in, in + full, out);
+    return;
+  }
+  Begin(span, layer, label, name);
+  const std::string what = Key(label, name);
+  switch (op->collective) {
+    case CollectiveOp::kAllGather: comms_.AllGather(out, in, local, op->axes, what); break;
+    case CollectiveOp::kReduceScatter: comms_.ReduceScatterSum(out, in, local, op->axes, what); break;
+    case CollectiveOp::kAllReduce:
+      comms_.AllReduceSum(in, full, op->axes, what);
+      if (out != in) std::copy(in, in + full, out);
+      break;
+    default: SHARDSIM_CHECK(false, what + ": the runtime runs tensor ops as all-gather, reduce-scatter or all-reduce, not " + ToString(op->collective));
+  }
+}
+
+void StageModel::WeightGrads(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view op,
+                             std::initializer_list<WeightGrad> grads, LayerSaved& s) {
   if (defer_weights_) {
-    LinearBackward(dx, nullptr, dy, x, P(weight), t, in, out);
-    s.deferred.push_back({weight, x, Buffer(dy, dy + static_cast<size_t>(t) * static_cast<size_t>(out)), t, in, out});
-  } else {
-    LinearBackward(dx, G(weight), dy, x, P(weight), t, in, out);
+    for (const WeightGrad& g : grads) {
+      s.deferred.push_back({std::string(op), g.weight, g.x, Buffer(g.dy, g.dy + static_cast<size_t>(g.t) * static_cast<size_t>(g.out)), g.t, g.in, g.out});
+    }
+    return;
   }
+  Begin(span, layer, label, strategies::ops::Wgrad(op));
+  for (const WeightGrad& g : grads) LinearBackward(nullptr, G(g.weight), g.dy, g.x, P(g.weight), g.t, g.in, g.out);
 }
 
-void StageModel::ToFull(float* full, const float* local, const std::string& what) {
-  if (sp_) {
-    comms_.AllGather(full, local, local_tokens_ * hidden_, {"tensor"}, what);
-  } else {
-    std::copy(local, local + tokens_ * hidden_, full);
-  }
+void StageModel::Use(const std::vector<int>& order, size_t i) {
+  if (param_use_) param_use_(order[i], i + 1 < order.size() ? order[i + 1] : -1, current_mb_, backward_);
 }
-
-void StageModel::FromPartial(float* local, float* partial, const std::string& what) {
-  if (sp_) {
-    comms_.ReduceScatterSum(local, partial, local_tokens_ * hidden_, {"tensor"}, what);
-  } else {
-    comms_.AllReduceSum(partial, tokens_ * hidden_, {"tensor"}, what);
-    std::copy(partial, partial + tokens_ * hidden_, local);
-  }
-}
-
-void StageModel::GradToLocal(float* local, float* full, const std::string& what) { FromPartial(local, full, what); }
-
-void StageModel::GradToFull(float* full, const float* local, const std::string& what) { ToFull(full, local, what); }
 
 void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
+  namespace ops = strategies::ops;
   const LayerIds& id = layer_ids_.at(layer);
+  const strategies::LayerProgram& lp = LayerProgramOf(layer);
+  const std::string label = strategies::DecoderLayer(layer);
   const int T = static_cast<int>(tokens_), Tl = static_cast<int>(local_tokens_), D = static_cast<int>(hidden_);
   const int K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_), F = static_cast<int>(ffn_);
   const std::string where = "layer " + std::to_string(layer);
   std::optional<TraceSpan> span;
-  auto op = [&](const char* name, const char* category) {
-    span.reset();
-    span.emplace(tracer_, Key(layer, name), category);
-  };
+  auto op = [&](std::string_view name) { Begin(span, lp, label, name); };
   s.x.assign(x, x + static_cast<size_t>(Tl) * D);
-  op("attention_norm", "compute");
+  op(ops::kAttentionNorm);
   Buffer h(static_cast<size_t>(Tl) * D);
   s.rstd1.resize(static_cast<size_t>(Tl));
   RmsNormForward(h.data(), s.rstd1.data(), x, P(id.attn_norm), Tl, D, config_.norm_eps);
-  op("tp_enter_attention", "tensor");
   s.h_full.resize(static_cast<size_t>(T) * D);
-  ToFull(s.h_full.data(), h.data(), where + " attention input all-gather");
-  op("qkv", "compute");
+  Tensor(span, lp, label, ops::kTensorEnterAttention, s.h_full.data(), h.data());
+  op(ops::kQkv);
   s.q.resize(static_cast<size_t>(T) * Hl * K);
   s.k.resize(static_cast<size_t>(T) * Gl * K);
   s.v.resize(static_cast<size_t>(T) * Gl * K);
@@ -243,145 +288,171 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
   LinearForward(s.v.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
   RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
   RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
-  op("attention", "compute");
+  op(ops::kAttention);
   const int S = static_cast<int>(plan_.seq_len / c_);
   const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
   s.o.resize(static_cast<size_t>(T) * Hl * K);
   s.lse.resize(static_cast<size_t>(plan_.micro_batch_size * Hl * S));
   const float scale = 1.0f / std::sqrt(static_cast<float>(K));
   if (c_ > 1) {
+    const double start = tracer_ ? tracer_->Now() : 0;
     const RingAttentionStats stats =
         RingAttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), seq_positions_.data(), shape, true, scale, comms_,
                              RingPass{RingWork::kComputeAndTransfers, {}, &ring_workspace_});
-    if (tracer_) tracer_->Reassign("compute", "context", stats.comm_wait_s);  // ring transfers not hidden under the blocks
+    RingTransfers(lp, label, {ops::kContextKv}, start, stats.comm_wait_s);
   } else {
     AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
   }
-  op("attention_out", "compute");
+  op(ops::kAttentionOut);
   Buffer partial(static_cast<size_t>(T) * D);
   LinearForward(partial.data(), s.o.data(), P(id.wo), T, Hl * K, D);
-  op("tp_exit_attention", "tensor");
-  Buffer y(static_cast<size_t>(Tl) * D);
-  FromPartial(y.data(), partial.data(), where + " attention output " + (sp_ ? "reduce-scatter" : "all-reduce"));
-  op("attention_residual", "compute");
+  Buffer y(static_cast<size_t>(T) * D);
+  Tensor(span, lp, label, ops::kTensorExitAttention, y.data(), partial.data());
+  op(ops::kAttentionResidual);
   s.x2.resize(static_cast<size_t>(Tl) * D);
   for (size_t i = 0; i < s.x2.size(); ++i) s.x2[i] = x[i] + y[i];
 
-  op("mlp_norm", "compute");
+  op(id.moe ? std::string(ops::kMoeNorm) : ops::BlockNorm(ops::kMlp));
   Buffer h2(static_cast<size_t>(Tl) * D);
   s.rstd2.resize(static_cast<size_t>(Tl));
   RmsNormForward(h2.data(), s.rstd2.data(), s.x2.data(), P(id.mlp_norm), Tl, D, config_.norm_eps);
-  op("tp_enter_mlp", "tensor");
   s.h2_full.resize(static_cast<size_t>(T) * D);
-  ToFull(s.h2_full.data(), h2.data(), where + " MLP input all-gather");
+  Tensor(span, lp, label, ops::TensorEnter(ops::kMlp), s.h2_full.data(), h2.data());
   if (id.moe) {
-    aux_loss_ += moe_->Forward(partial.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false), s.moe, op,
-                               where);
+    aux_loss_ += moe_->Forward(partial.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false), s.moe,
+                               op, where);
   } else {
-    op("mlp_up", "compute");
+    op(ops::BlockUp(ops::kMlp));
     s.gate.resize(static_cast<size_t>(T) * F);
     s.up.resize(static_cast<size_t>(T) * F);
     s.act.resize(static_cast<size_t>(T) * F);
     LinearForward(s.gate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
     LinearForward(s.up.data(), s.h2_full.data(), P(id.wup), T, D, F);
-    op("mlp_activation", "compute");
+    op(ops::BlockActivation(ops::kMlp));
     SwigluForward(s.act.data(), s.gate.data(), s.up.data(), T, F);
-    op("mlp_down", "compute");
+    op(ops::BlockDown(ops::kMlp));
     LinearForward(partial.data(), s.act.data(), P(id.wdown), T, F, D);
   }
-  op("tp_exit_mlp", "tensor");
-  FromPartial(y.data(), partial.data(), where + " MLP output " + (sp_ ? "reduce-scatter" : "all-reduce"));
-  op("mlp_residual", "compute");
+  Tensor(span, lp, label, ops::TensorExit(ops::kMlp), y.data(), partial.data());
+  op(id.moe ? std::string(ops::kMoeCombine) : ops::BlockResidual(ops::kMlp));
   for (size_t i = 0; i < s.x2.size(); ++i) x[i] = s.x2[i] + y[i];
 }
 
+void StageModel::RingTransfers(const strategies::LayerProgram& layer, const std::string& label, std::initializer_list<std::string_view> names,
+                               double start_s, double wait_s) {
+  if (!tracer_) return;
+  // The ring's transfers run inside the attention kernel's span: their unhidden waits, measured
+  // per pass, become the first op's event (the others' are folded into it) and leave compute.
+  bool first = true;
+  for (std::string_view name : names) {
+    SHARDSIM_CHECK(FindOp(layer, name) != nullptr, "the runtime ran " + Key(label, name) + ", which the step program does not list");
+    tracer_->Record(Key(label, name), "context", start_s, start_s + (first ? wait_s : 0.0));
+    first = false;
+  }
+  tracer_->Reassign("compute", "context", wait_s);
+}
+
 void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
+  namespace ops = strategies::ops;
   const LayerIds& id = layer_ids_.at(layer);
+  const strategies::LayerProgram& lp = LayerProgramOf(layer);
+  const std::string label = strategies::DecoderLayer(layer);
   const int T = static_cast<int>(tokens_), Tl = static_cast<int>(local_tokens_), D = static_cast<int>(hidden_);
   const int K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_), F = static_cast<int>(ffn_);
   const std::string where = "layer " + std::to_string(layer) + " backward";
   std::optional<TraceSpan> span;
-  auto op = [&](const char* name, const char* category) {
-    span.reset();
-    span.emplace(tracer_, Key(layer, name), category);
-  };
-  // dx holds d(out); out = x2 + mlp(x2). Weight gradients (the program's W ops) are computed
-  // with the input gradients here.
+  auto op = [&](std::string_view name) { Begin(span, lp, label, name); };
+  // dx holds d(out); out = x2 + mlp(x2): dx flows to x2 and through the MLP.
+  op(id.moe ? ops::Grad(ops::kMoeCombine) : ops::Grad(ops::BlockResidual(ops::kMlp)));
   Buffer dx2(dx, dx + static_cast<size_t>(Tl) * D);
-  op("tp_exit_mlp_grad", "tensor");
   Buffer dfull(static_cast<size_t>(T) * D);
-  GradToFull(dfull.data(), dx, where + " MLP output gradient all-gather");
+  Tensor(span, lp, label, ops::Grad(ops::TensorExit(ops::kMlp)), dfull.data(), dx);
   Buffer dh2_full(static_cast<size_t>(T) * D, 0.0f);
   if (id.moe) {
     moe_->Backward(dh2_full.data(), dfull.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false),
                    MoePointers(id, true), s.moe, op, where);
   } else {
-    op("mlp_down_dgrad", "compute");
+    op(ops::Dgrad(ops::BlockDown(ops::kMlp)));
     Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
-    LinearGrad(dact.data(), id.wdown, dfull.data(), s.act.data(), T, F, D, s);
-    op("mlp_activation_grad", "compute");
+    LinearBackward(dact.data(), nullptr, dfull.data(), s.act.data(), P(id.wdown), T, F, D);
+    WeightGrads(span, lp, label, ops::BlockDown(ops::kMlp), {{id.wdown, s.act.data(), dfull.data(), T, F, D}}, s);
+    op(ops::Grad(ops::BlockActivation(ops::kMlp)));
     SwigluBackward(dgate.data(), dup.data(), dact.data(), s.gate.data(), s.up.data(), T, F);
-    op("mlp_up_dgrad", "compute");
-    LinearGrad(dh2_full.data(), id.wgate, dgate.data(), s.h2_full.data(), T, D, F, s);
-    LinearGrad(dh2_full.data(), id.wup, dup.data(), s.h2_full.data(), T, D, F, s);
+    op(ops::Dgrad(ops::BlockUp(ops::kMlp)));
+    LinearBackward(dh2_full.data(), nullptr, dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
+    LinearBackward(dh2_full.data(), nullptr, dup.data(), s.h2_full.data(), P(id.wup), T, D, F);
+    WeightGrads(span, lp, label, ops::BlockUp(ops::kMlp),
+                {{id.wgate, s.h2_full.data(), dgate.data(), T, D, F}, {id.wup, s.h2_full.data(), dup.data(), T, D, F}}, s);
   }
-  op("tp_enter_mlp_grad", "tensor");
   Buffer dh2(static_cast<size_t>(Tl) * D);
-  GradToLocal(dh2.data(), dh2_full.data(), where + " MLP input gradient " + (sp_ ? "reduce-scatter" : "all-reduce"));
-  op("mlp_norm_grad", "compute");
+  Tensor(span, lp, label, ops::Grad(ops::TensorEnter(ops::kMlp)), dh2.data(), dh2_full.data());
+  op(id.moe ? ops::Grad(ops::kMoeNorm) : ops::Grad(ops::BlockNorm(ops::kMlp)));
   RmsNormBackward(dx2.data(), G(id.mlp_norm), dh2.data(), s.x2.data(), P(id.mlp_norm), s.rstd2.data(), Tl, D);
 
   // x2 = x + attention(x): dx2 flows to both.
-  op("tp_exit_attention_grad", "tensor");
-  GradToFull(dfull.data(), dx2.data(), where + " attention output gradient all-gather");
-  op("attention_out_dgrad", "compute");
+  Tensor(span, lp, label, ops::Grad(ops::kTensorExitAttention), dfull.data(), dx2.data());
+  op(ops::Dgrad(ops::kAttentionOut));
   Buffer d_o(static_cast<size_t>(T) * Hl * K, 0.0f);
-  LinearGrad(d_o.data(), id.wo, dfull.data(), s.o.data(), T, Hl * K, D, s);
-  op("attention_grad", "compute");
+  LinearBackward(d_o.data(), nullptr, dfull.data(), s.o.data(), P(id.wo), T, Hl * K, D);
+  WeightGrads(span, lp, label, ops::kAttentionOut, {{id.wo, s.o.data(), dfull.data(), T, Hl * K, D}}, s);
+  op(ops::Grad(ops::kAttention));
   const int S = static_cast<int>(plan_.seq_len / c_);
   const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
   Buffer dq(static_cast<size_t>(T) * Hl * K, 0.0f), dk(static_cast<size_t>(T) * Gl * K, 0.0f), dv(static_cast<size_t>(T) * Gl * K, 0.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(K));
   if (c_ > 1) {
+    const double start = tracer_ ? tracer_->Now() : 0;
     const RingAttentionStats stats = RingAttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(),
                                                            d_o.data(), s.lse.data(), seq_positions_.data(), shape, true, scale, comms_,
                                                            RingPass{RingWork::kComputeAndTransfers, {}, &ring_workspace_});
-    if (tracer_) tracer_->Reassign("compute", "context", stats.comm_wait_s);
+    RingTransfers(lp, label, {ops::Grad(ops::kContextKv), ops::Grad(ops::kContextDkv)}, start, stats.comm_wait_s);
   } else {
     AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
   }
   RopeBackward(dq.data(), dq.data(), positions_.data(), T, Hl, K, config_.rope_theta);
   RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
-  op("qkv_dgrad", "compute");
+  op(ops::Dgrad(ops::kQkv));
   Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
-  LinearGrad(dh_full.data(), id.wq, dq.data(), s.h_full.data(), T, D, Hl * K, s);
-  LinearGrad(dh_full.data(), id.wk, dk.data(), s.h_full.data(), T, D, Gl * K, s);
-  LinearGrad(dh_full.data(), id.wv, dv.data(), s.h_full.data(), T, D, Gl * K, s);
-  op("tp_enter_attention_grad", "tensor");
+  LinearBackward(dh_full.data(), nullptr, dq.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
+  LinearBackward(dh_full.data(), nullptr, dk.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
+  LinearBackward(dh_full.data(), nullptr, dv.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
+  WeightGrads(span, lp, label, ops::kQkv,
+              {{id.wq, s.h_full.data(), dq.data(), T, D, Hl * K}, {id.wk, s.h_full.data(), dk.data(), T, D, Gl * K},
+               {id.wv, s.h_full.data(), dv.data(), T, D, Gl * K}},
+              s);
   Buffer dh(static_cast<size_t>(Tl) * D);
-  GradToLocal(dh.data(), dh_full.data(), where + " attention input gradient " + (sp_ ? "reduce-scatter" : "all-reduce"));
-  op("attention_norm_grad", "compute");
+  Tensor(span, lp, label, ops::Grad(ops::kTensorEnterAttention), dh.data(), dh_full.data());
+  op(ops::Grad(ops::kAttentionNorm));
+  RmsNormBackward(dx2.data(), G(id.attn_norm), dh.data(), s.x.data(), P(id.attn_norm), s.rstd1.data(), Tl, D);
+  op(ops::Grad(ops::kAttentionResidual));
   std::copy(dx2.begin(), dx2.end(), dx);
-  RmsNormBackward(dx, G(id.attn_norm), dh.data(), s.x.data(), P(id.attn_norm), s.rstd1.data(), Tl, D);
 }
-
 double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* out, const int32_t* ids, const int32_t* targets,
                            double loss_normaliser) {
+  namespace ops = strategies::ops;
   auto saved = std::make_unique<Saved>();
   current_mb_ = mb;
+  backward_ = false;
   const strategies::ChunkLayout& layout = this->chunk(chunk);
-  const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
-  // With SP this rank holds tokens [first, first + Tl) of the micro-batch between layers.
-  const int64_t first = sp_ ? tensor_rank_ * local_tokens_ : 0;
+  const int T = static_cast<int>(tokens_), D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
+  const int Vl = static_cast<int>(vocab_local_), v0 = static_cast<int>(vocab0_);
   Buffer x(static_cast<size_t>(Tl) * D);
   // Buckets in the order this pass reads them; a tied head reads the embedding gathered first.
   const std::vector<int>& order = chunk_buckets_[static_cast<size_t>(chunk)];
   size_t next = 0;
+  std::optional<TraceSpan> span;
+  const std::string embedding_label(strategies::kEmbeddingLayer), head_label(strategies::kHeadLayer);
   if (layout.embedding) {
+    // Vocabulary-parallel lookup: this rank's rows, the others' zeros, summed over tensor (SP:
+    // reduce-scattered to this rank's tokens).
     Use(order, next++);
-    saved->ids.assign(ids + first, ids + first + Tl);
-    const TraceSpan span(tracer_, Key(0, "embedding"), "compute");
-    EmbeddingForward(x.data(), saved->ids.data(), P(embedding_), Tl, V, D);
+    const strategies::LayerProgram& lp = program_.Layer(strategies::LayerKind::kEmbedding);
+    saved->ids.assign(ids, ids + T);
+    Begin(span, lp, embedding_label, ops::kEmbedding);
+    Buffer partial(static_cast<size_t>(T) * D);
+    EmbeddingShardForward(partial.data(), saved->ids.data(), P(embedding_), T, V, v0, Vl, D);
+    Tensor(span, lp, embedding_label, ops::kTensorEmbedding, x.data(), partial.data());
+    span.reset();
   } else {
     std::copy(in, in + static_cast<size_t>(Tl) * D, x.begin());
   }
@@ -396,25 +467,44 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   double loss = 0;
   if (layout.head) {
     Use(order, next++);
-    const TraceSpan span(tracer_, Key(model_.num_layers - 1, "head"), "compute");
+    const strategies::LayerProgram& lp = program_.Layer(strategies::LayerKind::kHead);
+    Begin(span, lp, head_label, ops::kFinalNorm);
     saved->final_x = x;
-    saved->final_h.resize(x.size());
+    Buffer h(x.size());
     saved->final_rstd.resize(static_cast<size_t>(Tl));
-    RmsNormForward(saved->final_h.data(), saved->final_rstd.data(), x.data(), P(final_norm_), Tl, D, config_.norm_eps);
-    saved->dlogits.resize(static_cast<size_t>(Tl) * V);
-    const float* head = model_.tied_embeddings ? nullptr : P(head_);
-    Buffer tied;
-    if (!head) {  // logits = h E^T: the embedding transposed as a [D, V] matrix
-      tied.resize(static_cast<size_t>(D) * V);
-      const float* e = P(embedding_);
-      for (int vi = 0; vi < V; ++vi)
-        for (int di = 0; di < D; ++di) tied[static_cast<size_t>(di) * V + vi] = e[static_cast<size_t>(vi) * D + di];
-      head = tied.data();
+    RmsNormForward(h.data(), saved->final_rstd.data(), x.data(), P(final_norm_), Tl, D, config_.norm_eps);
+    saved->final_h_full.resize(static_cast<size_t>(T) * D);
+    Tensor(span, lp, head_label, ops::kTensorEnterHead, saved->final_h_full.data(), h.data());
+    // Logits of this rank's vocabulary columns for every token: h W[D, V/t] (tied: h E_shard^T).
+    Begin(span, lp, head_label, ops::kLogits);
+    saved->probs.resize(static_cast<size_t>(T) * Vl);
+    if (model_.tied_embeddings) {
+      Gemm(saved->probs.data(), saved->final_h_full.data(), P(embedding_), T, Vl, D, Transpose::kNo, Transpose::kYes, 1.0f, 0.0f);
+    } else {
+      LinearForward(saved->probs.data(), saved->final_h_full.data(), P(head_), T, D, Vl);
     }
-    LinearForward(saved->dlogits.data(), saved->final_h.data(), head, Tl, D, V);
-    loss = CrossEntropyForwardBackward(saved->dlogits.data(), saved->dlogits.data(), targets + first, Tl, V, loss_normaliser);
-    // Without SP every tensor rank computes the same loss: count it once.
-    if (!sp_ && tensor_rank_ != 0) loss = 0;
+    // Vocabulary-parallel cross-entropy: the row maxima and then the sums over tensor.
+    Begin(span, lp, head_label, ops::kCrossEntropy);
+    saved->targets.assign(targets, targets + T);
+    saved->normaliser = loss_normaliser;
+    Buffer row_max(static_cast<size_t>(T));
+    saved->sums.resize(static_cast<size_t>(2 * T));
+    VocabShardRowMax(row_max.data(), saved->probs.data(), T, Vl);
+    if (FindOp(lp, ops::kTensorLossMax)) {
+      Begin(span, lp, head_label, ops::kTensorLossMax);
+      comms_.AllReduceMax(row_max.data(), T, FindOp(lp, ops::kTensorLossMax)->axes, Key(head_label, ops::kTensorLossMax));
+      Begin(span, lp, head_label, ops::kCrossEntropy);
+    }
+    VocabShardExp(saved->probs.data(), saved->sums.data(), saved->probs.data(), row_max.data(), saved->targets.data(), T, Vl, v0);
+    if (FindOp(lp, ops::kTensorLossSum)) {
+      Begin(span, lp, head_label, ops::kTensorLossSum);
+      comms_.AllReduceSum(saved->sums.data(), 2 * T, FindOp(lp, ops::kTensorLossSum)->axes, Key(head_label, ops::kTensorLossSum));
+      Begin(span, lp, head_label, ops::kCrossEntropy);
+    }
+    loss = VocabShardLoss(saved->sums.data(), row_max.data(), saved->targets.data(), T, loss_normaliser);
+    // Every tensor rank holds the same loss over every token: count it once.
+    if (tensor_rank_ != 0) loss = 0;
+    span.reset();
   } else {
     std::copy(x.begin(), x.end(), out);
   }
@@ -424,6 +514,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
 }
 
 void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int)>& done, bool defer_weights) {
+  namespace ops = strategies::ops;
   auto report = [&done](int bucket) {
     if (done) done(bucket);
   };
@@ -435,33 +526,38 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   SHARDSIM_CHECK(it != saved_.end(), "backward before forward");
   Saved& s = *it->second;
   current_mb_ = mb;
+  backward_ = true;
   defer_weights_ = defer_weights;
   const strategies::ChunkLayout& layout = this->chunk(chunk);
-  const int D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
+  const int T = static_cast<int>(tokens_), D = static_cast<int>(hidden_), Tl = static_cast<int>(local_tokens_), V = static_cast<int>(model_.vocab_size);
+  const int Vl = static_cast<int>(vocab_local_), v0 = static_cast<int>(vocab0_);
+  const std::string embedding_label(strategies::kEmbeddingLayer), head_label(strategies::kHeadLayer);
+  std::optional<TraceSpan> span;
   Buffer dx(static_cast<size_t>(Tl) * D, 0.0f);
   if (layout.head) {
     Use(order, next++);
-    const TraceSpan span(tracer_, Key(model_.num_layers - 1, "head_grad"), "compute");
-    Buffer dh(static_cast<size_t>(Tl) * D, 0.0f);
+    const strategies::LayerProgram& lp = program_.Layer(strategies::LayerKind::kHead);
+    Begin(span, lp, head_label, ops::Grad(ops::kCrossEntropy));
+    Buffer dlogits(static_cast<size_t>(T) * Vl);
+    VocabShardLossBackward(dlogits.data(), s.probs.data(), s.sums.data(), s.targets.data(), T, Vl, v0, s.normaliser);
+    Begin(span, lp, head_label, ops::Dgrad(ops::kLogits));
+    Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
+    const float* w = model_.tied_embeddings ? P(embedding_) : P(head_);
     if (model_.tied_embeddings) {
-      // logits = h E^T: dh = dlogits E, dE += dlogits^T h.
-      const float* e = P(embedding_);
-      float* de = G(embedding_);
-      for (int ti = 0; ti < Tl; ++ti) {
-        const float* g = s.dlogits.data() + static_cast<size_t>(ti) * V;
-        const float* h = s.final_h.data() + static_cast<size_t>(ti) * D;
-        for (int vi = 0; vi < V; ++vi) {
-          for (int di = 0; di < D; ++di) {
-            dh[static_cast<size_t>(ti) * D + di] += g[vi] * e[static_cast<size_t>(vi) * D + di];
-            de[static_cast<size_t>(vi) * D + di] += g[vi] * h[di];
-          }
-        }
-      }
+      // logits = h E^T: dh = dlogits E, dE += dlogits^T h (the embedding's bucket reports it).
+      Gemm(dh_full.data(), dlogits.data(), w, T, D, Vl, Transpose::kNo, Transpose::kNo, 1.0f, 1.0f);
+      Begin(span, lp, head_label, ops::Wgrad(ops::kLogits));
+      Gemm(G(embedding_), dlogits.data(), s.final_h_full.data(), Vl, D, T, Transpose::kYes, Transpose::kNo, 1.0f, 1.0f);
     } else {
-      LinearBackward(dh.data(), G(head_), s.dlogits.data(), s.final_h.data(), P(head_), Tl, D, V);
+      LinearBackward(dh_full.data(), nullptr, dlogits.data(), s.final_h_full.data(), w, T, D, Vl);
+      Begin(span, lp, head_label, ops::Wgrad(ops::kLogits));
+      LinearBackward(nullptr, G(head_), dlogits.data(), s.final_h_full.data(), w, T, D, Vl);
     }
+    Buffer dh(static_cast<size_t>(Tl) * D);
+    Tensor(span, lp, head_label, ops::Grad(ops::kTensorEnterHead), dh.data(), dh_full.data());
+    Begin(span, lp, head_label, ops::Grad(ops::kFinalNorm));
     RmsNormBackward(dx.data(), G(final_norm_), dh.data(), s.final_x.data(), P(final_norm_), s.final_rstd.data(), Tl, D);
-    // A tied head writes the embedding's gradient, which is reported with the embedding.
+    span.reset();
     report(head_bucket_);
   } else {
     std::copy(dout, dout + static_cast<size_t>(Tl) * D, dx.begin());
@@ -477,8 +573,12 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   }
   if (layout.embedding) {
     Use(order, next++);  // the embedding's backward reads no parameter, but its gather keeps the order
-    const TraceSpan span(tracer_, Key(0, "embedding_grad"), "compute");
-    EmbeddingBackward(G(embedding_), dx.data(), s.ids.data(), Tl, V, D);
+    const strategies::LayerProgram& lp = program_.Layer(strategies::LayerKind::kEmbedding);
+    Buffer dfull(static_cast<size_t>(T) * D);
+    Tensor(span, lp, embedding_label, ops::Grad(ops::kTensorEmbedding), dfull.data(), dx.data());
+    Begin(span, lp, embedding_label, ops::Grad(ops::kEmbedding));
+    EmbeddingShardBackward(G(embedding_), dfull.data(), s.ids.data(), T, V, v0, Vl, D);
+    span.reset();
     report(embedding_bucket_);
   } else {
     std::copy(dx.begin(), dx.end(), din);
@@ -492,12 +592,19 @@ void StageModel::BackwardWeight(int64_t chunk, int64_t mb, const std::function<v
   SHARDSIM_CHECK(it != saved_.end(), "weight gradients before the input gradients");
   Saved& s = *it->second;
   current_mb_ = mb;
+  backward_ = true;
   const int64_t l0 = this->chunk(chunk).first_layer;
   for (size_t i = s.layers.size(); i-- > 0;) {
     const int64_t layer = l0 + static_cast<int64_t>(i);
+    const strategies::LayerProgram& lp = LayerProgramOf(layer);
+    const std::string label = strategies::DecoderLayer(layer);
     {
-      const TraceSpan span(tracer_, Key(layer, "weight_grad"), "compute");
-      for (const Deferred& d : s.layers[i].deferred) LinearBackward(nullptr, G(d.weight), d.dy.data(), d.x, P(d.weight), d.t, d.in, d.out);
+      std::optional<TraceSpan> span;
+      std::string open;
+      for (const Deferred& d : s.layers[i].deferred) {
+        if (d.op != open) Begin(span, lp, label, strategies::ops::Wgrad(d.op)), open = d.op;
+        LinearBackward(nullptr, G(d.weight), d.dy.data(), d.x, P(d.weight), d.t, d.in, d.out);
+      }
     }
     if (done) {
       for (int bucket : layer_buckets_.at(layer)) done(bucket);

@@ -20,6 +20,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string_view>
 #include <map>
 #include <memory>
 #include <string>
@@ -65,6 +68,7 @@ struct ParamBucket {
   std::string name;  // "layer3", "embedding", "head"
   int64_t offset = 0, count = 0;
   bool expert = false;  // routed experts' weights (sharded over expert, not replicated on it)
+  std::string layer;    // its layer in op keys: the decoder layer's index, E or L (strategies/op_keys.h)
 };
 
 // Throws InputError when the runtime cannot run `model` (MLA, biases, GELU, LayerNorm, learned
@@ -110,34 +114,61 @@ class StageModel {
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const std::vector<ParamBucket>& buckets() const { return buckets_; }
   // Called before a bucket's parameters are read, with the bucket the same pass reads next (-1:
-  // none): where sharded parameters are gathered and the next gather prefetched.
-  void set_param_use(std::function<void(int bucket, int next)> use) { param_use_ = std::move(use); }
+  // none), the micro-batch and whether it is a backward: where sharded parameters are gathered
+  // and the next gather prefetched.
+  void set_param_use(std::function<void(int bucket, int next, int64_t mb, bool backward)> use) { param_use_ = std::move(use); }
+  // The micro-batch of the task running now, and whether it is a backward.
+  int64_t current_microbatch() const { return current_mb_; }
   // Whether sequence parallelism gave each tensor rank a share of the tokens, so that the
   // tensor-replicated weights' gradients must be summed over tensor.
   bool replicated_grads_partial() const { return sp_; }
   // Spans of every op, keyed stage/layer/op/microbatch with the step program's op names.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  Tracer* tracer() const { return tracer_; }
+  int64_t stage() const { return stage_; }
 
  private:
   struct Saved;  // activations of one chunk and micro-batch
   struct LayerSaved;
   struct Deferred;
-  void LinearGrad(float* dx, int weight, const float* dy, const float* x, int t, int in, int out, LayerSaved& s);
+  // One weight gradient dW += x^T dy of a linear [in, out] over t rows.
+  struct WeightGrad {
+    int weight;
+    const float* x;
+    const float* dy;
+    int t, in, out;
+  };
+  // The weight gradients of program op `op` (a matmul): now, under its W op's span, or left for
+  // the W task when this backward defers them.
+  void WeightGrads(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view op,
+                   std::initializer_list<WeightGrad> grads, LayerSaved& s);
   bool defer_weights_ = false;
-  void NewBucket(const std::string& name, bool expert);
-  void Use(const std::vector<int>& order, size_t i) {
-    if (param_use_) param_use_(order[i], i + 1 < order.size() ? order[i + 1] : -1);
-  }
+  bool backward_ = false;  // inside a backward (B or W) task
+  void NewBucket(const std::string& name, const std::string& layer, bool expert);
+  void Use(const std::vector<int>& order, size_t i);
+  // The layer program a decoder layer runs.
+  const strategies::LayerProgram& LayerProgramOf(int64_t layer) const;
+  // The program op `name` of `layer`, or null.
+  static const strategies::Op* FindOp(const strategies::LayerProgram& layer, std::string_view name);
+  std::string Key(const std::string& label, std::string_view op) const;
+  // Opens `span` on program op `name` of `layer` labelled `label`, in the category of the op's
+  // stream. Aborts with the key when the program has no such op: the runtime runs the program.
+  void Begin(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view name);
+  // The tensor-parallel op `name`: the program's collective over its axes from `in` to `out`
+  // (all-gather [Tl, D] -> [T, D], reduce-scatter [T, D] -> [Tl, D], all-reduce [T, D]), or a copy
+  // when the program has no such op (tensor 1, or the identity half of Megatron's f/g pair).
+  void Tensor(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view name, float* out,
+              float* in);
   int Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t row1, int64_t col0, int64_t col1, bool replicated,
           bool decay, float stddev);
+  // Events for ring attention's transfer ops `names`, which ran inside the attention op begun at
+  // `start_s` and left it waiting `wait_s`.
+  void RingTransfers(const strategies::LayerProgram& layer, const std::string& label, std::initializer_list<std::string_view> names, double start_s,
+                     double wait_s);
   void LayerForward(int64_t layer, float* x, LayerSaved& s);
   void LayerBackward(int64_t layer, float* dx, LayerSaved& s);
   float* P(int id) { return params_.data() + tensors_[static_cast<size_t>(id)].offset; }
   float* G(int id) { return grads_.data() + tensors_[static_cast<size_t>(id)].offset; }
-  void ToFull(float* full, const float* local, const std::string& what);      // all-gather with SP, else copy
-  void FromPartial(float* local, float* partial, const std::string& what);   // reduce-scatter with SP, else all-reduce (in place)
-  void GradToLocal(float* local, float* full, const std::string& what);      // column-parallel input grad: summed over tensor
-  void GradToFull(float* full, const float* local, const std::string& what);  // row-parallel output grad
 
   ModelSpec model_;
   PlanSpec plan_;
@@ -146,13 +177,14 @@ class StageModel {
   const strategies::StepProgram& program_;
   int64_t stage_ = 0, tensor_rank_ = 0, t_ = 1;
   int64_t tokens_ = 0, local_tokens_ = 0, hidden_ = 0, heads_ = 0, kv_heads_ = 0, ffn_ = 0;
+  int64_t vocab0_ = 0, vocab_local_ = 0;  // this tensor rank's vocabulary rows / logit columns
   bool sp_ = false;
   int64_t c_ = 1;                      // context ranks
   std::vector<int32_t> seq_positions_;  // this context rank's positions within a sequence
   std::vector<ParamTensor> tensors_;
   std::vector<ParamBucket> buckets_;
   std::vector<std::vector<int>> chunk_buckets_;  // per chunk, its buckets in forward order
-  std::function<void(int, int)> param_use_;
+  std::function<void(int, int, int64_t, bool)> param_use_;
   std::vector<float> params_, grads_;
   // Tensor ids per layer (by global layer index) and the embedding/head.
   struct LayerIds {
@@ -172,9 +204,6 @@ class StageModel {
   std::vector<int32_t> positions_;  // of the micro-batch's tokens
   Tracer* tracer_ = nullptr;
   int64_t current_mb_ = 0;
-  std::string Key(int64_t layer, const char* op) const {
-    return std::to_string(stage_) + "/" + std::to_string(layer) + "/" + op + "/" + std::to_string(current_mb_);
-  }
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Saved>> saved_;
 };
 

@@ -28,6 +28,10 @@ class Tracer {
     totals_[category] += end_s - start_s;
     if (enabled_) events_.push_back({std::move(key), std::move(category), start_s, end_s - start_s});
   }
+  // Keeps an event without counting it in the totals (time already inside another span).
+  void Record(std::string key, std::string category, double start_s, double end_s) {
+    if (enabled_) events_.push_back({std::move(key), std::move(category), start_s, end_s - start_s});
+  }
   // Moves `seconds` of a span's time from one category's total to another's (time spent waiting
   // inside a span of another kind, as ring attention's transfers inside its compute span).
   void Reassign(const std::string& from, const std::string& to, double seconds) {
@@ -36,6 +40,13 @@ class Tracer {
   }
   // Seconds per category since the last call, and a fresh start.
   std::map<std::string, double> TakeTotals() { return std::exchange(totals_, {}); }
+  // The key of the innermost span open now ("" outside any): what a collective issued now belongs to.
+  const std::string& current_key() const {
+    static const std::string kNone;
+    return open_.empty() ? kNone : open_.back();
+  }
+  void Open(const std::string& key) { open_.push_back(key); }
+  void Close() { open_.pop_back(); }
   void set_enabled(bool enabled) { enabled_ = enabled; }
   bool enabled() const { return enabled_; }
   const std::vector<TraceEvent>& events() const { return events_; }
@@ -45,6 +56,7 @@ class Tracer {
   bool enabled_ = false;
   std::vector<TraceEvent> events_;
   std::map<std::string, double> totals_;
+  std::vector<std::string> open_;  // keys of the spans open now, innermost last
 };
 
 // Times [construction, destruction) into the tracer's category totals, and records it as one
@@ -52,9 +64,13 @@ class Tracer {
 class TraceSpan {
  public:
   TraceSpan(Tracer* tracer, std::string key, std::string category)
-      : tracer_(tracer), key_(std::move(key)), category_(std::move(category)), start_s_(tracer ? tracer->Now() : 0) {}
+      : tracer_(tracer), key_(std::move(key)), category_(std::move(category)), start_s_(tracer ? tracer->Now() : 0) {
+    if (tracer_) tracer_->Open(key_);
+  }
   ~TraceSpan() {
-    if (tracer_) tracer_->Add(std::move(key_), std::move(category_), start_s_, tracer_->Now());
+    if (!tracer_) return;
+    tracer_->Close();
+    tracer_->Add(std::move(key_), std::move(category_), start_s_, tracer_->Now());
   }
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;

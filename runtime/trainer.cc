@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "core/plan_json.h"
 #include "strategies/build_step.h"
+#include "strategies/op_keys.h"
+#include "strategies/op_names.h"
 #include "strategies/plan_rules.h"
 
 #include <nlohmann/json.hpp>
@@ -50,12 +52,11 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   comms_.set_timeout_s(options.timeout_s);
   model_ = std::make_unique<StageModel>(program_, comms_, options.architecture, options.seed);
   model_->set_tracer(&tracer_);
+  comms_.set_tracer(&tracer_);
   data_parallel_ = std::make_unique<DataParallel>(plan_, comms_, *model_);
+  data_parallel_->set_tracer(&tracer_, comms_.Coordinate("pipeline"));
   if (data_parallel_->gathers()) {
-    model_->set_param_use([this](int bucket, int next) {
-      const TraceSpan span(&tracer_, std::to_string(comms_.Coordinate("pipeline")) + "/-/param_allgather/-", "data");
-      data_parallel_->Use(bucket, next);
-    });
+    model_->set_param_use([this](int bucket, int next, int64_t mb, bool backward) { data_parallel_->Use(bucket, next, mb, backward); });
   }
   adam_m_.assign(static_cast<size_t>(data_parallel_->optimizer_elements()), 0.0f);
   adam_v_.assign(adam_m_.size(), 0.0f);
@@ -68,6 +69,7 @@ StepRecord Trainer::Step() {
   const double start = Now();
   StageModel& m = *model_;
   std::fill(m.grads().begin(), m.grads().end(), 0.0f);
+  data_parallel_->BeginStep();
   const int64_t stage = comms_.Coordinate("pipeline");
   const int64_t v = program_.layout.chunks;
   const auto& path = program_.layout.paths.front();
@@ -112,23 +114,21 @@ StepRecord Trainer::Step() {
     if (task.phase == strategies::Phase::kBackwardWeight) {
       const bool last_weight = ++weights_done[static_cast<size_t>(task.chunk)] == microbatches;
       if (deferred.erase({task.chunk, task.microbatch})) {
-        m.BackwardWeight(task.chunk, task.microbatch, [&](int bucket) {
-          const TraceSpan span(&tracer_, std::to_string(stage) + "/-/dp_bucket_start/" + std::to_string(task.microbatch), "data");
-          data_parallel_->GradientsDone(bucket, last_weight);
-        });
+        m.BackwardWeight(task.chunk, task.microbatch, [&](int bucket) { data_parallel_->GradientsDone(bucket, last_weight, task.microbatch); });
       }
       continue;
     }
     if (task.phase == strategies::Phase::kForward) {
       if (chunk.embedding || chunk.head) load(task.microbatch);
       if (!chunk.embedding) {
-        const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_forward/" + std::to_string(task.microbatch), "pipeline");
+        const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kRecvForward, task.microbatch), "pipeline");
         comms_.Receive(in.data(), local, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first), Tag(position, false),
                        "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(position));
       }
       outbox.emplace_back(static_cast<size_t>(local));
       loss += m.Forward(task.chunk, task.microbatch, in.data(), outbox.back().data(), ids.data(), targets.data(), normaliser);
       if (!chunk.head) {
+        const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendForward, task.microbatch), "pipeline");
         requests.emplace_back();
         CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first),
                            Tag(position + 1, false), world, &requests.back()),
@@ -138,7 +138,7 @@ StepRecord Trainer::Step() {
       }
     } else {
       if (!chunk.head) {
-        const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_recv_backward/" + std::to_string(task.microbatch), "pipeline");
+        const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kRecvBackward, task.microbatch), "pipeline");
         comms_.Receive(grad.data(), local, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first), Tag(position, true),
                        "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(position));
       }
@@ -147,11 +147,11 @@ StepRecord Trainer::Step() {
       const bool defer = !(i + 1 < tasks.size() && tasks[i + 1].phase == strategies::Phase::kBackwardWeight &&
                            tasks[i + 1].microbatch == task.microbatch && tasks[i + 1].chunk == task.chunk);
       if (defer) deferred.insert({task.chunk, task.microbatch});
-      m.Backward(task.chunk, task.microbatch, grad.data(), outbox.back().data(), [&](int bucket) {
-        const TraceSpan span(&tracer_, std::to_string(stage) + "/-/dp_bucket_start/" + std::to_string(task.microbatch), "data");
-        data_parallel_->GradientsDone(bucket, last_backward);
-      }, defer);
+      m.Backward(
+          task.chunk, task.microbatch, grad.data(), outbox.back().data(),
+          [&](int bucket) { data_parallel_->GradientsDone(bucket, last_backward, task.microbatch); }, defer);
       if (!chunk.embedding) {
+        const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendBackward, task.microbatch), "pipeline");
         requests.emplace_back();
         CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first),
                            Tag(position - 1, true), world, &requests.back()),
@@ -159,10 +159,8 @@ StepRecord Trainer::Step() {
       }
     }
   }
-  {
-    const TraceSpan span(&tracer_, std::to_string(stage) + "/-/pp_send_wait/-", "pipeline");
-    for (MPI_Request& request : requests) comms_.Wait(&request, "pipeline send");
-  }
+  // The sends' completion (their time counts in "other": the program has no op for it).
+  for (MPI_Request& request : requests) comms_.Wait(&request, "pipeline send");
   Optimize(record);
   // The loss lives on the last stage; every rank reports the total.
   {
@@ -184,10 +182,10 @@ StepRecord Trainer::Step() {
 
 void Trainer::Optimize(StepRecord& record) {
   StageModel& m = *model_;
-  const std::string stage = std::to_string(comms_.Coordinate("pipeline"));
-  std::optional<TraceSpan> span(std::in_place, &tracer_, stage + "/-/dp_reduce/-", "data");
   std::vector<float>& g = data_parallel_->ReducedGradients();
-  span.emplace(&tracer_, stage + "/-/optimizer/-", "optimizer");
+  // Clipping (the global norm's all-reduce included) and AdamW: the program's optimizer op.
+  std::optional<TraceSpan> span(std::in_place, &tracer_,
+                                strategies::OpKey(comms_.Coordinate("pipeline"), strategies::kStepLayer, strategies::ops::kOptimizer, -1), "optimizer");
   const std::vector<DataParallel::Range>& ranges = data_parallel_->OptimizerRanges();
   const int64_t tensor_rank = comms_.Coordinate("tensor");
   // Visits the parts of every tensor inside this rank's optimizer ranges: (tensor, flat begin,
@@ -222,7 +220,7 @@ void Trainer::Optimize(StepRecord& record) {
     if (!pt.decay) config.weight_decay = 0;
     AdamWStep(params.data() + lo, adam_m_.data() + at, adam_v_.data() + at, g.data() + at, hi - lo, config, step_ + 1);
   });
-  span.emplace(&tracer_, stage + "/-/zero_param_allgather/-", "data");
+  span.reset();
   data_parallel_->AfterOptimizer();
 }
 

@@ -63,6 +63,8 @@ class Trainer {
   void EnableTrace(bool enabled) { tracer_.set_enabled(enabled); }
   // The Chrome trace of every rank's recorded ops, on rank 0 (empty elsewhere). Collective.
   std::string GatherTrace();
+  // This rank's recorded ops.
+  const std::vector<TraceEvent>& trace_events() const { return tracer_.events(); }
   MeshComms& comms() { return comms_; }
   const strategies::StepProgram& program() const { return program_; }
   const DataParallel& data_parallel() const { return *data_parallel_; }

@@ -4,8 +4,10 @@
 #include "strategies/data_parallel.h"
 #include "strategies/expert_parallel.h"
 #include "strategies/memory_model.h"
+#include "strategies/op_names.h"
 #include "strategies/recompute.h"
 #include "strategies/schedule.h"
+#include "strategies/state_bytes.h"
 #include "strategies/tensor_parallel.h"
 
 namespace shardsim::strategies {
@@ -52,13 +54,29 @@ LayerParams ParamsOf(const ModelSpec& m, const PlanSpec& p, bool moe) {
   return lp;
 }
 
+// Parameters of `stage` replicated over tensor: each layer's two norms (and an MoE layer's
+// router), the final norm, a learned position table.
+double ReplicatedOverTensor(const ModelSpec& m, const PlanSpec&, const Stage& stage, bool holds_embedding, bool holds_head) {
+  const double d = static_cast<double>(m.hidden_size);
+  double n = 0;
+  for (const Chunk& chunk : stage.chunks) {
+    for (const auto& [kind, count] : chunk.layers) {
+      if (kind == LayerKind::kDense) n += static_cast<double>(count) * 2 * d;
+      if (kind == LayerKind::kMoe) n += static_cast<double>(count) * (2 * d + d * static_cast<double>(m.moe->num_experts));
+    }
+  }
+  if (holds_head) n += d;
+  if (holds_embedding && m.position == PositionKind::kLearned) n += static_cast<double>(m.max_seq_len) * d;
+  return n;
+}
+
 LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, bool moe) {
   LayerBuilder builder(moe ? LayerKind::kMoe : LayerKind::kDense, ShapeOf(p));
   AppendAttentionBlock(builder, m, p);
   if (moe) {
     AppendMoeBlock(builder, m, p);
   } else {
-    AppendMlpBlock(builder, m, p, m.ffn_hidden_size, "mlp");
+    AppendMlpBlock(builder, m, p, m.ffn_hidden_size, ops::kMlp);
   }
   LayerProgram layer = builder.Build();
   ApplyRecompute(layer, p.recompute);
@@ -94,7 +112,8 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
     LayerBuilder head(LayerKind::kHead, ShapeOf(p));
     AppendHead(head, m, p);
     programs[static_cast<size_t>(LayerKind::kHead)] = head.Build();
-    AppendShardedParamOps(programs[static_cast<size_t>(LayerKind::kHead)], p, tied_on_one_stage ? 0 : vocab_params, 0);
+    // The final norm's weight and the output matrix (shared with a tied embedding on one stage).
+    AppendShardedParamOps(programs[static_cast<size_t>(LayerKind::kHead)], p, (tied_on_one_stage ? 0 : vocab_params) + static_cast<double>(m.hidden_size), 0);
   }
 
   const int64_t stages = p.mesh.pipeline;
@@ -139,19 +158,27 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
     stage.dense_params = dense;
     stage.expert_params = expert;
     stage.step_ops = DataParallelStepOps(p, dense, expert);
+    // Sequence parallelism: the weights replicated over tensor (norms, the MoE router, learned
+    // positions) see a share of the tokens on each tensor rank, so their gradients are summed
+    // over tensor once per step (Megatron-LM all-reduces the layernorm gradients so).
+    if (ShapeOf(p).sequence_parallel) {
+      const double replicated = ReplicatedOverTensor(m, p, stage, holds_embedding, holds_head);
+      stage.step_ops.insert(stage.step_ops.begin(), CommOp(std::string(ops::kTensorReplicatedGrads), Phase::kBackwardWeight, Stream::kTensor,
+                                                            CollectiveOp::kAllReduce, {"tensor"}, replicated * kGradBytes, false));
+    }
     // Copies of one matrix on two stages keep their gradients equal once per step: the tied
     // embedding and head (Megatron's embedding group), and DualPipe's two copies of every part.
     // Costed as an exchange with the pipeline neighbour.
     const bool holds_tied_copy = m.tied_embeddings && stages > 1 && !two_copies && holds_embedding != holds_head;
     if (holds_tied_copy || two_copies) {
       const double shared = two_copies ? stage.params() / 2 : vocab_params;
-      stage.step_ops.insert(stage.step_ops.begin(), CommOp(two_copies ? "dualpipe_copy_grad_sync" : "tied_embedding_grad_sync", Phase::kBackwardWeight,
+      stage.step_ops.insert(stage.step_ops.begin(), CommOp(std::string(two_copies ? ops::kDualPipeCopySync : ops::kTiedEmbeddingSync), Phase::kBackwardWeight,
                                                             Stream::kData, CollectiveOp::kPermute, {"pipeline"}, shared * 2, false));
     }
   }
   for (int64_t s = 0; s < stages; ++s) program.stages[static_cast<size_t>(s)].activation_peak_bytes = StageActivationPeak(program, s);
   program.pipeline_send =
-      CommOp("pp_send", Phase::kForward, Stream::kPipeline, CollectiveOp::kPermute, {"pipeline"},
+      CommOp(std::string(ops::kPipelineSend), Phase::kForward, Stream::kPipeline, CollectiveOp::kPermute, {"pipeline"},
              static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.hidden_size) * ShapeOf(p).element_bytes /
                  (ShapeOf(p).sequence_parallel ? t : 1.0),
              p.overlap.pipeline);

@@ -1,5 +1,6 @@
 #include "strategies/expert_parallel.h"
 
+#include "strategies/op_names.h"
 #include "strategies/tensor_parallel.h"
 
 namespace shardsim::strategies {
@@ -9,38 +10,44 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const LayerShape& s = layer.shape();
   const int64_t t = plan.mesh.tensor, d = m.hidden_size;
   const double e = s.element_bytes;
-  layer.Elementwise("moe_norm", 2 * static_cast<double>(s.tokens) * static_cast<double>(d) * e);
+  layer.Elementwise(ops::kMoeNorm, 2 * static_cast<double>(s.tokens) * static_cast<double>(d) * e);
   if (moe.num_shared_experts > 0) {
-    AppendMlpBlock(layer, m, plan, moe.num_shared_experts * moe.expert_ffn_hidden_size, "shared_expert", /*standalone=*/false);
+    AppendMlpBlock(layer, m, plan, moe.num_shared_experts * moe.expert_ffn_hidden_size, ops::kSharedExpert, /*standalone=*/false);
   }
-  layer.Matmul("router", s.tokens, d, moe.num_experts);
+  layer.Matmul(ops::kRouter, s.tokens, d, moe.num_experts);
+  if (plan.mesh.context > 1) {
+    // The balancing loss counts each expert's tokens over the whole sequence: the counts are
+    // summed over context (Megatron-core reduces them over its tensor x context group).
+    layer.Collective(ops::kRouterCounts, Stream::kExpert, {"context"}, static_cast<double>(moe.num_experts) * 8, true, CollectiveOp::kAllReduce, false,
+                     CollectiveOp::kAllReduce, false);
+  }
   // Token copies routed to experts (balanced load times capacity). Megatron-Core splits the
   // tokens over tensor (sequence parallel) before dispatching, so each tensor rank sends 1/t of
   // them, and gathers them back over tensor for the tensor-split experts.
   const auto routed = static_cast<int64_t>(static_cast<double>(s.tokens * moe.top_k) * plan.ep_capacity_factor + 0.5);
   const double routed_bytes = static_cast<double>(routed) * static_cast<double>(d) * e;
   if (plan.mesh.expert > 1) {
-    layer.Collective("ep_dispatch", Stream::kExpert, {"expert"}, routed_bytes / static_cast<double>(t), true, CollectiveOp::kAllToAll, true,
+    layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, routed_bytes / static_cast<double>(t), true, CollectiveOp::kAllToAll, true,
                      CollectiveOp::kAllToAll, plan.overlap.expert);
   }
   if (t > 1) {
-    layer.Collective("tp_enter_experts", Stream::kTensor, {"tensor"}, routed_bytes, true, CollectiveOp::kAllGather, true,
+    layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, routed_bytes, true, CollectiveOp::kAllGather, true,
                      CollectiveOp::kReduceScatter, plan.overlap.tensor);
   }
   const int64_t local = (moe.expert_ffn_hidden_size + t - 1) / t;
   const bool gated = m.mlp == MlpKind::kSwiGlu;
-  layer.Matmul("experts_up", routed, d, (gated ? 2 : 1) * local);
-  layer.Elementwise("experts_activation", static_cast<double>(routed) * static_cast<double>(local) * e * (gated ? 3 : 2));
-  layer.Matmul("experts_down", routed, local, d);
+  layer.Matmul(ops::kExpertsUp, routed, d, (gated ? 2 : 1) * local);
+  layer.Elementwise(ops::kExpertsActivation, static_cast<double>(routed) * static_cast<double>(local) * e * (gated ? 3 : 2));
+  layer.Matmul(ops::kExpertsDown, routed, local, d);
   if (t > 1) {
-    layer.Collective("tp_exit_experts", Stream::kTensor, {"tensor"}, routed_bytes, true, CollectiveOp::kReduceScatter, true,
+    layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, routed_bytes, true, CollectiveOp::kReduceScatter, true,
                      CollectiveOp::kAllGather, plan.overlap.tensor);
   }
   if (plan.mesh.expert > 1) {
-    layer.Collective("ep_combine", Stream::kExpert, {"expert"}, routed_bytes / static_cast<double>(t), true, CollectiveOp::kAllToAll, true,
+    layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, routed_bytes / static_cast<double>(t), true, CollectiveOp::kAllToAll, true,
                      CollectiveOp::kAllToAll, plan.overlap.expert);
   }
-  layer.Elementwise("moe_combine", 3 * static_cast<double>(s.tokens) * static_cast<double>(d) * e);
+  layer.Elementwise(ops::kMoeCombine, 3 * static_cast<double>(s.tokens) * static_cast<double>(d) * e);
 }
 
 }  // namespace shardsim::strategies

@@ -1,49 +1,51 @@
 #include "strategies/layer_builder.h"
 
+#include "strategies/op_names.h"
+
 namespace shardsim::strategies {
 
-void LayerBuilder::Matmul(const std::string& name, int64_t m, int64_t k, int64_t n) {
+void LayerBuilder::Matmul(std::string_view name, int64_t m, int64_t k, int64_t n) {
   const double e = shape_.element_bytes;
   const double md = static_cast<double>(m), kd = static_cast<double>(k), nd = static_cast<double>(n);
-  Op f = ComputeOp(name, Phase::kForward, ComputeKind::kMatmul, 2 * md * kd * nd, (md * kd + kd * nd + md * nd) * e);
+  Op f = ComputeOp(std::string(name), Phase::kForward, ComputeKind::kMatmul, 2 * md * kd * nd, (md * kd + kd * nd + md * nd) * e);
   f.m = m, f.n = n, f.k = k;
   Op b = f;  // dX[m,k] = dY[m,n] x W^T[n,k]
-  b.name = name + "_dgrad";
+  b.name = ops::Dgrad(name);
   b.phase = Phase::kBackwardInput;
   b.m = m, b.n = k, b.k = n;
   Op w = f;  // dW[k,n] = X^T[k,m] x dY[m,n]
-  w.name = name + "_wgrad";
+  w.name = ops::Wgrad(name);
   w.phase = Phase::kBackwardWeight;
   w.m = k, w.n = n, w.k = m;
   pieces_.push_back({{f}, {b}, {w}});
 }
 
-void LayerBuilder::Elementwise(const std::string& name, double bytes, double backward_factor) {
-  Op f = ComputeOp(name, Phase::kForward, ComputeKind::kElementwise, 0, bytes);
+void LayerBuilder::Elementwise(std::string_view name, double bytes, double backward_factor) {
+  Op f = ComputeOp(std::string(name), Phase::kForward, ComputeKind::kElementwise, 0, bytes);
   Op b = f;
-  b.name = name + "_grad";
+  b.name = ops::Grad(name);
   b.phase = Phase::kBackwardInput;
   b.bytes = bytes * backward_factor;
   pieces_.push_back({{f}, {b}, {}});
 }
 
-void LayerBuilder::Attention(const std::string& name, double flops, double bytes) {
-  Op f = ComputeOp(name, Phase::kForward, ComputeKind::kAttention, flops, bytes);
+void LayerBuilder::Attention(std::string_view name, double flops, double bytes) {
+  Op f = ComputeOp(std::string(name), Phase::kForward, ComputeKind::kAttention, flops, bytes);
   Op b = f;
-  b.name = name + "_grad";
+  b.name = ops::Grad(name);
   b.phase = Phase::kBackwardInput;
   b.flops = 2 * flops;  // dQ, dK, dV, dP: four matmuls against the forward's two
   b.bytes = 2 * bytes;
   pieces_.push_back({{f}, {b}, {}});
 }
 
-void LayerBuilder::Collective(const std::string& name, Stream stream, std::vector<std::string> axes, double bytes,
+void LayerBuilder::Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double bytes,
                               bool has_forward, CollectiveOp forward, bool has_backward, CollectiveOp backward, bool overlapped,
                               int64_t repeat) {
   Piece piece;
   for (int64_t i = 0; i < repeat; ++i) {
-    if (has_forward) piece.forward.push_back(CommOp(name, Phase::kForward, stream, forward, axes, bytes, overlapped));
-    if (has_backward) piece.backward_input.push_back(CommOp(name + "_grad", Phase::kBackwardInput, stream, backward, axes, bytes, overlapped));
+    if (has_forward) piece.forward.push_back(CommOp(std::string(name), Phase::kForward, stream, forward, axes, bytes, overlapped));
+    if (has_backward) piece.backward_input.push_back(CommOp(ops::Grad(name), Phase::kBackwardInput, stream, backward, axes, bytes, overlapped));
   }
   pieces_.push_back(std::move(piece));
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strategies/step_program.h"
@@ -26,14 +27,14 @@ class LayerBuilder {
   const LayerShape& shape() const { return shape_; }
 
   // out[m, n] = in[m, k] x W[k, n]: forward 2mkn FLOPs; backward input 2mkn, weight 2mkn.
-  void Matmul(const std::string& name, int64_t m, int64_t k, int64_t n);
+  void Matmul(std::string_view name, int64_t m, int64_t k, int64_t n);
   // A memory-bound op reading and writing `bytes` forward, `backward_factor` x that backward.
-  void Elementwise(const std::string& name, double bytes, double backward_factor = 2.0);
+  void Elementwise(std::string_view name, double bytes, double backward_factor = 2.0);
   // Attention core (QK^T, softmax, AV): `flops` forward, 2x backward; `bytes` of Q, K, V, O.
-  void Attention(const std::string& name, double flops, double bytes);
+  void Attention(std::string_view name, double flops, double bytes);
   // A collective forward on `stream`, and its conjugate backward (pass kind "none" by giving
   // has_forward/has_backward false). Megatron's f and g operators are such pairs.
-  void Collective(const std::string& name, Stream stream, std::vector<std::string> axes, double bytes, bool has_forward,
+  void Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double bytes, bool has_forward,
                   CollectiveOp forward, bool has_backward, CollectiveOp backward, bool overlapped, int64_t repeat = 1);
   // An op appended as is (already in its phase), e.g. the loss.
   void Raw(Op op);

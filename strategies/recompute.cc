@@ -1,6 +1,6 @@
 #include "strategies/recompute.h"
 
-#include "strategies/tensor_parallel.h"
+#include "strategies/op_names.h"
 
 namespace shardsim::strategies {
 
@@ -11,10 +11,10 @@ void ApplyRecompute(LayerProgram& layer, Recompute mode) {
     if (op.phase != Phase::kForward) continue;
     // Data-parallel parameter gathers are not redone: the gathered weights serve the backward.
     if (op.stream == Stream::kData) continue;
-    const bool attention_core = op.stream == Stream::kCompute && (op.kind == ComputeKind::kAttention || op.name == kAttentionScores);
+    const bool attention_core = op.stream == Stream::kCompute && (op.kind == ComputeKind::kAttention || op.name == ops::kAttentionScores);
     if (mode == Recompute::kSelective && !attention_core) continue;
     Op again = op;
-    again.name = op.name + "_recompute";
+    again.name = ops::Recomputed(op.name);
     again.phase = Phase::kRecompute;
     redo.push_back(again);
   }

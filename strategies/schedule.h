@@ -51,7 +51,7 @@ class Schedule {
   // layers, or nothing. Only the schedule's own rules (stage counts, micro-batch counts, chunks).
   virtual std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t layers, int64_t microbatches) const = 0;
   // The virtual_stages values the planner tries with `stages` stages (1 for one chunk per stage).
-  virtual std::vector<int64_t> SearchedVirtualStages(int64_t stages) const { return {1}; }
+  virtual std::vector<int64_t> SearchedVirtualStages(int64_t /*stages*/) const { return {1}; }
 
   // The task order of `stage` (0-based, of `stages`) for `microbatches` micro-batches and
   // `chunks` chunks per stage. Backward appears as B then W; schedules that do not split the

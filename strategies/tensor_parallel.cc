@@ -1,6 +1,7 @@
 #include "strategies/tensor_parallel.h"
 
 #include "strategies/context_parallel.h"
+#include "strategies/op_names.h"
 
 namespace shardsim::strategies {
 namespace {
@@ -21,7 +22,7 @@ int64_t Div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, const std::string& name, int64_t width) {
+void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width) {
   if (plan.mesh.tensor == 1) return;
   const bool sp = layer.shape().sequence_parallel;
   // f: forward identity (SP: all-gather); backward all-reduce (SP: reduce-scatter).
@@ -29,7 +30,7 @@ void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, const std::str
                    sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, plan.overlap.tensor);
 }
 
-void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, const std::string& name, int64_t width) {
+void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width) {
   if (plan.mesh.tensor == 1) return;
   const bool sp = layer.shape().sequence_parallel;
   // g: forward all-reduce (SP: reduce-scatter); backward identity (SP: all-gather).
@@ -41,8 +42,8 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   const LayerShape& s = layer.shape();
   const int64_t t = plan.mesh.tensor, d = m.hidden_size, tokens = s.tokens;
   const int64_t heads = Div(m.num_heads, t), kv_heads = Div(m.num_kv_heads, t);
-  layer.Elementwise("attention_norm", 2 * ActivationBytes(s, d));
-  AppendTensorEnter(layer, plan, "tp_enter_attention", d);
+  layer.Elementwise(ops::kAttentionNorm, 2 * ActivationBytes(s, d));
+  AppendTensorEnter(layer, plan, ops::kTensorEnterAttention, d);
   int64_t qk_dim = m.head_dim, v_dim = m.head_dim, kv_width = 2 * kv_heads * m.head_dim;
   if (m.mla) {
     // DeepSeek-V2/V3 multi-head latent attention: low-rank down projections (replicated over
@@ -51,16 +52,16 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
     qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
     v_dim = a.v_head_dim;
     if (a.q_lora_rank > 0) {
-      layer.Matmul("q_down", tokens, d, a.q_lora_rank);
-      layer.Matmul("q_up", tokens, a.q_lora_rank, heads * qk_dim);
+      layer.Matmul(ops::kQDown, tokens, d, a.q_lora_rank);
+      layer.Matmul(ops::kQUp, tokens, a.q_lora_rank, heads * qk_dim);
     } else {
-      layer.Matmul("q", tokens, d, heads * qk_dim);
+      layer.Matmul(ops::kQ, tokens, d, heads * qk_dim);
     }
-    layer.Matmul("kv_down", tokens, d, a.kv_lora_rank + a.qk_rope_head_dim);
-    layer.Matmul("kv_up", tokens, a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim));
+    layer.Matmul(ops::kKvDown, tokens, d, a.kv_lora_rank + a.qk_rope_head_dim);
+    layer.Matmul(ops::kKvUp, tokens, a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim));
     kv_width = heads * (qk_dim + v_dim);
   } else {
-    layer.Matmul("qkv", tokens, d, (heads + 2 * kv_heads) * m.head_dim);
+    layer.Matmul(ops::kQkv, tokens, d, (heads + 2 * kv_heads) * m.head_dim);
   }
   AppendRingAttentionTransfers(layer, plan, kv_width);
   // QK^T and AV cost 2 x tokens x S x heads x (Kqk + Kv). A blockwise (flash) kernel skips the
@@ -71,38 +72,38 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   const double keys = static_cast<double>(s.seq_len) * (plan.flash_attention ? 0.5 : 1.0);
   const double attention_flops = 2.0 * static_cast<double>(tokens) * keys * static_cast<double>(heads) * static_cast<double>(qk_dim + v_dim);
   const double attention_bytes = static_cast<double>(tokens) * static_cast<double>(heads * (qk_dim + v_dim) + kv_width) * s.element_bytes;
-  layer.Attention("attention", attention_flops, attention_bytes);
+  layer.Attention(ops::kAttention, attention_flops, attention_bytes);
   if (!plan.flash_attention) {
     const double scores = static_cast<double>(tokens) * static_cast<double>(s.seq_len) * static_cast<double>(heads);
-    layer.Elementwise(kAttentionScores, scores * (s.element_bytes * (1 + 2 + 1) + (m.dropout ? 2 * s.element_bytes + 1 : 0)));
+    layer.Elementwise(ops::kAttentionScores, scores * (s.element_bytes * (1 + 2 + 1) + (m.dropout ? 2 * s.element_bytes + 1 : 0)));
   }
-  layer.Matmul("attention_out", tokens, heads * v_dim, d);
-  AppendTensorExit(layer, plan, "tp_exit_attention", d);
-  layer.Elementwise("attention_residual", 3 * ActivationBytes(s, d));
+  layer.Matmul(ops::kAttentionOut, tokens, heads * v_dim, d);
+  AppendTensorExit(layer, plan, ops::kTensorExitAttention, d);
+  layer.Elementwise(ops::kAttentionResidual, 3 * ActivationBytes(s, d));
 }
 
-void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan, int64_t width, const std::string& name, bool standalone) {
+void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan, int64_t width, std::string_view name, bool standalone) {
   const LayerShape& s = layer.shape();
   const int64_t t = plan.mesh.tensor, d = m.hidden_size, tokens = s.tokens;
   const int64_t local = Div(width, t);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
-  if (standalone) layer.Elementwise(name + "_norm", 2 * ActivationBytes(s, d));
-  AppendTensorEnter(layer, plan, "tp_enter_" + name, d);
-  layer.Matmul(name + "_up", tokens, d, (gated ? 2 : 1) * local);
+  if (standalone) layer.Elementwise(ops::BlockNorm(name), 2 * ActivationBytes(s, d));
+  AppendTensorEnter(layer, plan, ops::TensorEnter(name), d);
+  layer.Matmul(ops::BlockUp(name), tokens, d, (gated ? 2 : 1) * local);
   // SwiGLU reads gate and up and writes their product; GELU reads and writes one tensor.
-  layer.Elementwise(name + "_activation", static_cast<double>(tokens) * static_cast<double>(local) * s.element_bytes * (gated ? 3 : 2));
-  layer.Matmul(name + "_down", tokens, local, d);
-  AppendTensorExit(layer, plan, "tp_exit_" + name, d);
-  if (standalone) layer.Elementwise(name + "_residual", 3 * ActivationBytes(s, d));
+  layer.Elementwise(ops::BlockActivation(name), static_cast<double>(tokens) * static_cast<double>(local) * s.element_bytes * (gated ? 3 : 2));
+  layer.Matmul(ops::BlockDown(name), tokens, local, d);
+  AppendTensorExit(layer, plan, ops::TensorExit(name), d);
+  if (standalone) layer.Elementwise(ops::BlockResidual(name), 3 * ActivationBytes(s, d));
 }
 
 void AppendEmbedding(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
   const LayerShape& s = layer.shape();
-  layer.Elementwise("embedding", 2 * RegionBytes(s, m.hidden_size), 1.0);
+  layer.Elementwise(ops::kEmbedding, 2 * RegionBytes(s, m.hidden_size), 1.0);
   if (plan.mesh.tensor > 1) {
     // Vocabulary-parallel lookup: each rank fills the rows of its vocabulary shard.
     const bool sp = s.sequence_parallel;
-    layer.Collective("tp_embedding", Stream::kTensor, {"tensor"}, RegionBytes(s, m.hidden_size), true,
+    layer.Collective(ops::kTensorEmbedding, Stream::kTensor, {"tensor"}, RegionBytes(s, m.hidden_size), true,
                      sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, sp, CollectiveOp::kAllGather, plan.overlap.tensor);
   }
 }
@@ -110,13 +111,23 @@ void AppendEmbedding(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pl
 void AppendHead(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
   const LayerShape& s = layer.shape();
   const int64_t t = plan.mesh.tensor;
-  layer.Elementwise("final_norm", 2 * ActivationBytes(s, m.hidden_size));
-  AppendTensorEnter(layer, plan, "tp_enter_head", m.hidden_size);
-  layer.Matmul("logits", s.tokens, m.hidden_size, Div(m.vocab_size, t));
+  layer.Elementwise(ops::kFinalNorm, 2 * ActivationBytes(s, m.hidden_size));
+  AppendTensorEnter(layer, plan, ops::kTensorEnterHead, m.hidden_size);
+  layer.Matmul(ops::kLogits, s.tokens, m.hidden_size, Div(m.vocab_size, t));
   // Softmax cross-entropy in fp32 over the local vocabulary shard: read logits, write
   // probabilities; the backward writes the logit gradients.
   const double logits_fp32 = static_cast<double>(s.tokens) * static_cast<double>(Div(m.vocab_size, t)) * 4;
-  layer.Elementwise("cross_entropy", 2 * logits_fp32, 1.0);
+  layer.Elementwise(ops::kCrossEntropy, 2 * logits_fp32, 1.0);
+  if (t > 1) {
+    // Vocabulary-parallel cross-entropy (Megatron-LM's vocab_parallel_cross_entropy): the row
+    // maximum, then the sum of exponentials and the target's logit, all-reduced over tensor in
+    // fp32, forward only (the logits' gradient is local).
+    const double rows = static_cast<double>(s.tokens) * 4;
+    layer.Collective(ops::kTensorLossMax, Stream::kTensor, {"tensor"}, rows, true, CollectiveOp::kAllReduce, false, CollectiveOp::kAllReduce,
+                     plan.overlap.tensor);
+    layer.Collective(ops::kTensorLossSum, Stream::kTensor, {"tensor"}, 2 * rows, true, CollectiveOp::kAllReduce, false, CollectiveOp::kAllReduce,
+                     plan.overlap.tensor);
+  }
 }
 
 }  // namespace shardsim::strategies

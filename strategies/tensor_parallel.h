@@ -16,28 +16,26 @@
 
 namespace shardsim::strategies {
 
-// The memory-bound softmax / mask / dropout pass over the S x S scores of an unfused attention.
-inline constexpr const char* kAttentionScores = "attention_scores";
-
 // Norm, QKV (or MLA) projections, attention core (with ring-attention transfers when context
 // > 1), output projection and residual, with the tensor collectives around them.
 void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
 
 // Norm, up (and gate) projection, activation, down projection and residual, `width` wide
 // (without the norm and residual when `standalone` is false: a shared expert beside routed ones).
-void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan, int64_t width, const std::string& name,
+void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan, int64_t width, std::string_view name,
                     bool standalone = true);
 
 // Token (+ learned position) embedding, vocabulary-parallel: forward all-reduce over tensor
 // (SP: reduce-scatter).
 void AppendEmbedding(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
 
-// Final norm, vocabulary-parallel output projection and cross-entropy loss.
+// Final norm, vocabulary-parallel output projection and cross-entropy loss (with its two
+// reductions over tensor).
 void AppendHead(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
 
 // The f / g pair around a tensor-parallel region of `width`-wide activations (forward and
 // backward collectives as above); nothing when tensor = 1.
-void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, const std::string& name, int64_t width);
-void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, const std::string& name, int64_t width);
+void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width);
+void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width);
 
 }  // namespace shardsim::strategies

@@ -69,7 +69,7 @@ TEST_F(RunCliTest, TrainsTinyMoeWithExpertParallelism) {
   for (const json& e : trace["traceEvents"]) {
     if (e["ph"] == "X" && e["args"].contains("op")) ops.insert(e["args"]["op"].get<std::string>());
   }
-  for (const char* op : {"router", "ep_dispatch", "experts_up", "ep_combine", "shared_expert", "ep_combine_grad", "param_allgather"}) {
+  for (const char* op : {"router", "ep_dispatch", "experts_up", "ep_combine", "shared_expert_up", "ep_combine_grad", "param_allgather_dense", "param_allgather_expert"}) {
     EXPECT_TRUE(ops.count(op)) << op;
   }
 }

@@ -93,5 +93,38 @@ TEST(CrossEntropyTest, HugeLogitsStayFinite) {
   for (float g : grad) EXPECT_TRUE(std::isfinite(g));
 }
 
+// The vocabulary split over shards of 15 and 22 columns, each shard's partial results combined
+// as the tensor group's reductions would: the same loss and gradient as the whole vocabulary.
+TEST(CrossEntropyTest, VocabularyShardsMatchTheWholeVocabulary) {
+  const auto logits = RandomVector(kT * kV, 7, -8.0f, 8.0f);
+  const std::vector<int32_t> targets = {3, -1, 36, 20};
+  const double normaliser = 6.0;
+  std::vector<float> want_grad(kT * kV);
+  const double want = CrossEntropyForwardBackward(want_grad.data(), logits.data(), targets.data(), kT, kV, normaliser);
+  const int cuts[3] = {0, 15, kV};
+  std::vector<std::vector<float>> shard(2), probs(2), maxes(2, std::vector<float>(kT)), sums(2, std::vector<float>(2 * kT));
+  for (int k = 0; k < 2; ++k) {
+    const int vl = cuts[k + 1] - cuts[k];
+    for (int t = 0; t < kT; ++t) shard[k].insert(shard[k].end(), logits.begin() + t * kV + cuts[k], logits.begin() + t * kV + cuts[k + 1]);
+    VocabShardRowMax(maxes[k].data(), shard[k].data(), kT, vl);
+  }
+  std::vector<float> row_max(kT), total(2 * kT, 0.0f);
+  for (int t = 0; t < kT; ++t) row_max[t] = std::max(maxes[0][t], maxes[1][t]);  // all-reduce max
+  for (int k = 0; k < 2; ++k) {
+    probs[k].resize(shard[k].size());
+    VocabShardExp(probs[k].data(), sums[k].data(), shard[k].data(), row_max.data(), targets.data(), kT, cuts[k + 1] - cuts[k], cuts[k]);
+    for (int i = 0; i < 2 * kT; ++i) total[i] += sums[k][i];  // all-reduce sum
+  }
+  EXPECT_NEAR(VocabShardLoss(total.data(), row_max.data(), targets.data(), kT, normaliser), want, 1e-5);
+  for (int k = 0; k < 2; ++k) {
+    const int vl = cuts[k + 1] - cuts[k];
+    std::vector<float> grad(probs[k].size());
+    VocabShardLossBackward(grad.data(), probs[k].data(), total.data(), targets.data(), kT, vl, cuts[k], normaliser);
+    for (int t = 0; t < kT; ++t) {
+      for (int j = 0; j < vl; ++j) EXPECT_NEAR(grad[t * vl + j], want_grad[t * kV + cuts[k] + j], 1e-6) << "shard " << k << " row " << t;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardsim::runtime

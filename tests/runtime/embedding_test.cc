@@ -34,6 +34,26 @@ TEST(EmbeddingTest, ForwardCopiesRowsAndBackwardScatterAdds) {
   }
 }
 
+// Two row shards (rows 0-1 and 2-4): their lookups add up to the whole lookup, and each shard's
+// backward touches only its rows, as the whole backward does.
+TEST(EmbeddingTest, RowShardsAddUpToTheWholeTable) {
+  const auto table = RandomVector(kV * kD, 4);
+  const std::vector<int32_t> ids = {4, 0, 4, 2, 1};
+  const int t = static_cast<int>(ids.size());
+  std::vector<float> whole(t * kD), sum(t * kD, 0.0f), part(t * kD);
+  EmbeddingForward(whole.data(), ids.data(), table.data(), t, kV, kD);
+  const auto d_out = RandomVector(t * kD, 5);
+  std::vector<float> d_whole(kV * kD, 0.0f), d_shards(kV * kD, 0.0f);
+  EmbeddingBackward(d_whole.data(), d_out.data(), ids.data(), t, kV, kD);
+  for (const auto& [row0, rows] : {std::pair{0, 2}, std::pair{2, 3}}) {
+    EmbeddingShardForward(part.data(), ids.data(), table.data() + row0 * kD, t, kV, row0, rows, kD);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+    EmbeddingShardBackward(d_shards.data() + row0 * kD, d_out.data(), ids.data(), t, kV, row0, rows, kD);
+  }
+  for (size_t i = 0; i < sum.size(); ++i) EXPECT_EQ(sum[i], whole[i]);
+  for (size_t i = 0; i < d_whole.size(); ++i) EXPECT_FLOAT_EQ(d_shards[i], d_whole[i]);
+}
+
 TEST(EmbeddingDeathTest, IdOutsideVocabAborts) {
   const auto table = RandomVector(kV * kD, 3);
   const std::vector<int32_t> ids = {kV};

@@ -11,10 +11,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/model_presets.h"
 #include "strategies/build_step.h"
+#include "strategies/op_keys.h"
 #include "runtime/trainer.h"
 
 namespace shardsim::runtime {
@@ -57,7 +60,7 @@ struct Case {
   int64_t zero_stage = 0;
   int64_t micro_batch_size = 1;
   bool moe = false;
-  std::string layout;  // pipeline_layout
+  std::string layout = "";  // pipeline_layout
 };
 
 PlanSpec PlanOf(const Case& c) {
@@ -244,108 +247,87 @@ TEST(MpiRuntimeTest, ResumingFromACheckpointIsBitIdentical) {
   if (rank == 0) std::filesystem::remove_all(dir);
 }
 
-// The collectives each rank issues in a step are those the step program lists for the same plan:
-// per transformer layer, kind, axes, size and order (forward, then backward in reverse), and the
-// data-parallel reduction of the step. (Embedding and head differ on purpose: the runtime keeps
-// them whole on every tensor rank, the program shards the vocabulary.)
-TEST(MpiRuntimeTest, CollectivesMatchTheStepProgram) {
-  if (WorldSize() != 2) GTEST_SKIP() << "a 2-rank check";
+// The runtime executes the step program: the keys (stage/layer/op/microbatch) of one step's trace
+// on every rank are the keys the program lists for that rank's stage, expanded over the stage's
+// tasks; every traced op's category is its program op's (compute, or the collective's stream);
+// every collective the rank issues runs under the key of a program op of the same kind and axes
+// (tensor ops also of the same size).
+TEST(MpiRuntimeTest, TraceKeysAndKindsMatchTheStepProgram) {
   const Corpus corpus(std::string(ShippedCorpus()), 32);
-  for (const Case& c : {Case{"tensor_sequence", Mesh(1, 2, 1), "1f1b", 1, true}, Case{"tensor", Mesh(1, 2, 1)},
-                        Case{"data", Mesh(2, 1, 1)}, Case{"data_zero1", Mesh(2, 1, 1), "1f1b", 1, false, 1},
-                        Case{"data_zero2_mbs2", Mesh(2, 1, 1), "1f1b", 1, false, 2, 2},
-                        Case{"data_zero3", Mesh(2, 1, 1), "1f1b", 1, false, 3},
-                        Case{"fsdp", Mesh(1, 1, 1, 1, 2)}, Moe("moe_expert", 1, 2)}) {
+  const std::vector<Case> cases = {
+      {"tensor", Mesh(1, 2, 1)},
+      {"tensor_sequence", Mesh(1, 2, 1), "1f1b", 1, true},
+      {"data_zero1", Mesh(2, 1, 1), "1f1b", 1, false, 1},
+      {"data_zero2_mbs2", Mesh(2, 1, 1), "1f1b", 1, false, 2, 2},
+      {"context", Mesh(1, 1, 1, 2)},
+      {"pipeline_interleaved", Mesh(1, 1, 2), "interleaved-1f1b", 2},
+      {"pipeline_zbv", Mesh(1, 1, 2), "zbv"},
+      Moe("moe_expert", 1, 2),
+      {"tensor_sequence_pipeline_zb_h1", Mesh(1, 2, 2), "zb-h1", 1, true},
+      {"tensor_sequence_pipeline_zbv", Mesh(1, 2, 2), "zbv", 1, true},
+      {"data_context", Mesh(2, 1, 1, 2)},
+      Moe("moe_expert_data", 2, 2),
+      Moe("moe_expert_context", 1, 2, 1, 2),
+      {"fsdp_tensor_sequence_zero3", Mesh(1, 2, 1, 1, 2), "1f1b", 1, true, 3},
+      {"fsdp_pipeline_kept_gathered", Mesh(1, 1, 2, 1, 2), "zb-h1"},
+      {"data_pipeline_layout", Mesh(2, 1, 2), "1f1b", 1, false, 0, 1, false, "Et|tttL"},
+      {"data_tensor_sequence_pipeline_zbv", Mesh(2, 2, 2), "zbv", 1, true},
+  };
+  int ran = 0;
+  for (const Case& c : cases) {
+    if (c.mesh.Product() != WorldSize()) continue;
+    ++ran;
     const ModelSpec model = c.moe ? TestMoeModel() : TestModel();
     PlanSpec plan = PlanOf(c);
     plan.dtype = "fp32";  // the runtime's activations: 4 bytes an element in the program's sizes
     Trainer trainer(model, plan, TrainOptions{}, MPI_COMM_WORLD, corpus);
     std::vector<IssuedCollective> log;
     trainer.comms().set_log(&log);
+    trainer.EnableTrace(true);
     trainer.Step();
     trainer.comms().set_log(nullptr);
 
-    const strategies::StepProgram program = strategies::BuildStep(model, plan);
-    const strategies::Stage& stage = program.stages[0];
-    std::vector<IssuedCollective> want, want_gathers, want_scatters;
-    for (const strategies::Task& task : strategies::StageTasks(program, 0)) {
-      if (task.phase == strategies::Phase::kBackwardWeight) continue;  // computed with B here
-      // The chunk's transformer layers (dense or MoE programs), backward in reverse.
-      std::vector<const strategies::LayerProgram*> layers;
-      for (const auto& [kind, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) {
-        const strategies::LayerProgram& lp = program.Layer(kind);
-        if (kind != strategies::LayerKind::kDense && kind != strategies::LayerKind::kMoe) continue;
-        for (int64_t l = 0; l < count; ++l) layers.push_back(&lp);
-      }
-      if (task.phase != strategies::Phase::kForward) std::reverse(layers.begin(), layers.end());
-      for (const strategies::LayerProgram* layer : layers) {
-        for (const strategies::Op& op : layer->ops) {
-          if (!op.is_comm()) continue;
-          // The runtime computes weight gradients (W) with the input gradients (B).
-          const bool in_task = op.phase == task.phase || (task.phase == strategies::Phase::kBackwardInput && op.phase == strategies::Phase::kBackwardWeight);
-          if (!in_task) continue;
-          // Tensor ops: activations in fp32. Sharded-parameter ops: bf16 in the program.
-          if (op.stream == strategies::Stream::kTensor && op.phase == task.phase) {
-            want.push_back({op.collective, op.axes, static_cast<int64_t>(op.comm_bytes / 4), op.name});
-          } else if (op.stream == strategies::Stream::kExpert && op.phase == task.phase) {
-            // Dropless routing: the all-to-all sizes follow the routing, not the capacity factor.
-            want.push_back({op.collective, op.axes, -1, op.name});
-          } else if (op.stream == strategies::Stream::kData && op.collective == CollectiveOp::kAllGather) {
-            want_gathers.push_back({op.collective, op.axes, static_cast<int64_t>(op.comm_bytes / 2), op.name});
-          } else if (op.stream == strategies::Stream::kData && op.collective == CollectiveOp::kReduceScatter) {
-            want_scatters.push_back({op.collective, op.axes, static_cast<int64_t>(op.comm_bytes / 2), op.name});
-          }
-        }
-      }
+    const int64_t stage = trainer.comms().Coordinate("pipeline");
+    std::map<std::string, strategies::Op> program;
+    for (const strategies::KeyedOp& k : strategies::StageOps(trainer.program(), stage)) program.emplace(k.key, k.op);
+    std::set<std::string> traced;
+    for (const TraceEvent& e : trainer.trace_events()) traced.insert(e.key);
+    std::vector<std::string> missing, extra;
+    for (const auto& [key, op] : program) {
+      if (!traced.count(key)) missing.push_back(key);
     }
-    std::vector<IssuedCollective> layer_ops, step_ops, gathers, scatters;
+    for (const std::string& key : traced) {
+      if (!program.count(key)) extra.push_back(key);
+    }
+    auto first = [](const std::vector<std::string>& keys) {
+      std::string text;
+      for (size_t i = 0; i < keys.size() && i < 12; ++i) text += " " + keys[i];
+      return text + (keys.size() > 12 ? " ..." : "");
+    };
+    EXPECT_TRUE(missing.empty()) << c.name << ": " << missing.size() << " program ops never traced:" << first(missing);
+    EXPECT_TRUE(extra.empty()) << c.name << ": " << extra.size() << " traced ops the program lacks:" << first(extra);
+    EXPECT_GT(traced.size(), 20u) << c.name;
+    for (const TraceEvent& e : trainer.trace_events()) {
+      const auto it = program.find(e.key);
+      if (it == program.end()) continue;
+      const strategies::Op& op = it->second;
+      const std::string want = !op.is_comm() ? (op.kind == strategies::ComputeKind::kOptimizer ? "optimizer" : "compute") : strategies::ToString(op.stream);
+      EXPECT_EQ(e.category, want) << c.name << " " << e.key;
+    }
+    ASSERT_FALSE(log.empty() && c.mesh.Product() > 1 && c.mesh.pipeline == 1) << c.name;
     for (const IssuedCollective& issued : log) {
-      if (issued.what.rfind("layer ", 0) == 0) layer_ops.push_back(issued);
-      // Per-layer parameter gathers and gradient reduce-scatters (the prefetch interleaves the two
-      // kinds, so each is compared in its own order).
-      if (issued.what.rfind("sharded layer", 0) == 0) (issued.op == CollectiveOp::kAllGather ? gathers : scatters).push_back(issued);
-      if (issued.what.rfind("data-parallel", 0) == 0 || issued.what.rfind("ZeRO", 0) == 0) {
-        // The runtime all-reduces in buckets (a layer each) what the program costs as one op.
-        const bool bucket = issued.what.find("(bucket)") != std::string::npos;
-        if (bucket && !step_ops.empty() && step_ops.back().what == issued.what) {
-          step_ops.back().elements += issued.elements;
-        } else {
-          step_ops.push_back(issued);
-        }
+      const auto it = program.find(issued.key);
+      ASSERT_NE(it, program.end()) << c.name << ": " << issued.what << " issued under '" << issued.key << "', not a program op";
+      const strategies::Op& op = it->second;
+      EXPECT_TRUE(op.is_comm()) << c.name << ": " << issued.what << " issued inside compute op " << issued.key;
+      EXPECT_EQ(issued.op, op.collective) << c.name << " " << issued.key << ": " << issued.what;
+      EXPECT_EQ(issued.axes, op.axes) << c.name << " " << issued.key << ": " << issued.what;
+      if (op.stream == strategies::Stream::kTensor && issued.key.find("/-/") == std::string::npos) {
+        EXPECT_EQ(static_cast<double>(issued.elements) * 4, op.comm_bytes) << c.name << " " << issued.key;
       }
-    }
-    ASSERT_FALSE(want.empty() && step_ops.empty() && want_gathers.empty() && want_scatters.empty()) << c.name << ": nothing to compare";
-    for (const auto& [mine, theirs] : {std::pair{&gathers, &want_gathers}, std::pair{&scatters, &want_scatters}}) {
-      ASSERT_EQ(mine->size(), theirs->size()) << c.name;
-      for (size_t i = 0; i < mine->size(); ++i) {
-        EXPECT_EQ((*mine)[i].axes, (*theirs)[i].axes) << c.name << " " << (*mine)[i].what;
-        // The runtime pads a bucket to a multiple of the group.
-        EXPECT_NEAR(static_cast<double>((*mine)[i].elements), static_cast<double>((*theirs)[i].elements), 2.0) << c.name << " " << (*mine)[i].what;
-      }
-    }
-    ASSERT_EQ(layer_ops.size(), want.size()) << c.name;
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(layer_ops[i].op, want[i].op) << c.name << " #" << i << " " << layer_ops[i].what << " vs " << want[i].what;
-      EXPECT_EQ(layer_ops[i].axes, want[i].axes) << c.name << " #" << i;
-      if (want[i].elements >= 0) {
-        EXPECT_EQ(layer_ops[i].elements, want[i].elements) << c.name << " #" << i << " " << layer_ops[i].what;
-      }
-    }
-    // The step's data-parallel ops: same kinds and axes, in order; sizes as the parameters held.
-    std::vector<const strategies::Op*> program_step;
-    for (const strategies::Op& op : stage.step_ops) {
-      if (op.is_comm() && op.stream == strategies::Stream::kData) program_step.push_back(&op);
-    }
-    ASSERT_EQ(step_ops.size(), program_step.size()) << c.name;
-    for (size_t i = 0; i < step_ops.size(); ++i) {
-      EXPECT_EQ(step_ops[i].op, program_step[i]->collective) << c.name << " " << step_ops[i].what;
-      EXPECT_EQ(step_ops[i].axes, program_step[i]->axes) << c.name;
-      // Program: bf16 gradients and parameters (2 bytes); the runtime pads each bucket (a layer,
-      // the embedding, the head) to a multiple of the replicas.
-      EXPECT_NEAR(static_cast<double>(step_ops[i].elements), program_step[i]->comm_bytes / 2, 2.0 * static_cast<double>(trainer.model().buckets().size()))
-          << c.name << " " << step_ops[i].what;
     }
   }
+  if (ran == 0) GTEST_SKIP() << "no case for " << WorldSize() << " ranks";
 }
 
 }  // namespace

@@ -1,0 +1,86 @@
+// The names of the step program's ops, one constant each, used by the strategies that emit
+// them and by the runtime that executes them: a trace of a step and the program list the same
+// ops under the same keys (op_keys.h). Backward ops are named from their forward op.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace shardsim::strategies::ops {
+
+// Attention block (tensor_parallel.cc).
+inline constexpr std::string_view kAttentionNorm = "attention_norm";
+inline constexpr std::string_view kTensorEnterAttention = "tp_enter_attention";
+inline constexpr std::string_view kQkv = "qkv";
+inline constexpr std::string_view kQ = "q", kQDown = "q_down", kQUp = "q_up", kKvDown = "kv_down", kKvUp = "kv_up";  // MLA
+inline constexpr std::string_view kAttention = "attention";
+inline constexpr std::string_view kAttentionScores = "attention_scores";
+inline constexpr std::string_view kAttentionOut = "attention_out";
+inline constexpr std::string_view kTensorExitAttention = "tp_exit_attention";
+inline constexpr std::string_view kAttentionResidual = "attention_residual";
+
+// An MLP block "<block>_<part>": the dense layer's (kMlp) and the MoE layer's shared experts
+// (kSharedExpert).
+inline constexpr std::string_view kMlp = "mlp", kSharedExpert = "shared_expert";
+inline std::string BlockNorm(std::string_view block) { return std::string(block) + "_norm"; }
+inline std::string BlockUp(std::string_view block) { return std::string(block) + "_up"; }
+inline std::string BlockActivation(std::string_view block) { return std::string(block) + "_activation"; }
+inline std::string BlockDown(std::string_view block) { return std::string(block) + "_down"; }
+inline std::string BlockResidual(std::string_view block) { return std::string(block) + "_residual"; }
+inline std::string TensorEnter(std::string_view block) { return "tp_enter_" + std::string(block); }
+inline std::string TensorExit(std::string_view block) { return "tp_exit_" + std::string(block); }
+
+// Context parallelism (context_parallel.cc): ring K/V passes and the dK/dV trip home.
+inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv", kContextKvAllGather = "cp_kv_allgather";
+
+// MoE block (expert_parallel.cc).
+inline constexpr std::string_view kMoeNorm = "moe_norm";
+inline constexpr std::string_view kRouter = "router";
+inline constexpr std::string_view kRouterCounts = "router_counts";
+inline constexpr std::string_view kExpertDispatch = "ep_dispatch";
+inline constexpr std::string_view kTensorEnterExperts = "tp_enter_experts";
+inline constexpr std::string_view kExpertsUp = "experts_up", kExpertsActivation = "experts_activation", kExpertsDown = "experts_down";
+inline constexpr std::string_view kTensorExitExperts = "tp_exit_experts";
+inline constexpr std::string_view kExpertCombine = "ep_combine";
+inline constexpr std::string_view kMoeCombine = "moe_combine";
+
+// Embedding and head (tensor_parallel.cc): vocabulary-parallel, with the cross-entropy's two
+// reductions over tensor (the row maximum, then the sum of exponentials with the target logit).
+inline constexpr std::string_view kEmbedding = "embedding";
+inline constexpr std::string_view kTensorEmbedding = "tp_embedding";
+inline constexpr std::string_view kFinalNorm = "final_norm";
+inline constexpr std::string_view kTensorEnterHead = "tp_enter_head";
+inline constexpr std::string_view kLogits = "logits";
+inline constexpr std::string_view kCrossEntropy = "cross_entropy";
+inline constexpr std::string_view kTensorLossMax = "tp_loss_max", kTensorLossSum = "tp_loss_sum";
+
+// Sharded parameters (data_parallel.cc), "<op>_<kind>" for kind dense or expert.
+inline constexpr std::string_view kDense = "dense", kExpert = "expert";
+inline std::string ParamAllGather(std::string_view kind) { return "param_allgather_" + std::string(kind); }
+inline std::string ParamAllGatherBackward(std::string_view kind) { return ParamAllGather(kind) + "_backward"; }
+inline std::string GradReduceScatter(std::string_view kind) { return "grad_reduce_scatter_" + std::string(kind); }
+inline std::string DataAllReduce(std::string_view kind) { return "dp_allreduce_" + std::string(kind); }
+inline std::string DataReduceScatter(std::string_view kind) { return "dp_reduce_scatter_" + std::string(kind); }
+inline std::string ZeroParamAllGather(std::string_view kind) { return "zero_param_allgather_" + std::string(kind); }
+inline std::string StepParamAllGather(std::string_view kind) { return "fsdp_step_allgather_" + std::string(kind); }
+inline std::string StepGradReduceScatter(std::string_view kind) { return "fsdp_step_reduce_scatter_" + std::string(kind); }
+// Sequence parallelism's replicated weights (norms) see a share of the tokens on each tensor
+// rank: their gradients are summed over tensor once per step.
+inline constexpr std::string_view kTensorReplicatedGrads = "tp_replicated_grad_allreduce";
+inline constexpr std::string_view kOptimizer = "optimizer";
+inline constexpr std::string_view kTiedEmbeddingSync = "tied_embedding_grad_sync", kDualPipeCopySync = "dualpipe_copy_grad_sync";
+
+// Pipeline point-to-point, per task of a chunk that has a neighbour on its path.
+inline constexpr std::string_view kPipelineSend = "pp_send";
+inline constexpr std::string_view kRecvForward = "pp_recv_forward", kSendForward = "pp_send_forward";
+inline constexpr std::string_view kRecvBackward = "pp_recv_backward", kSendBackward = "pp_send_backward";
+
+// Backward ops named from their forward op: a matmul's input gradient (B) and weight gradient
+// (W), anything else's gradient (B).
+inline std::string Dgrad(std::string_view op) { return std::string(op) + "_dgrad"; }
+inline std::string Wgrad(std::string_view op) { return std::string(op) + "_wgrad"; }
+inline std::string Grad(std::string_view op) { return std::string(op) + "_grad"; }
+// A forward op redone before backward (activation recomputation).
+inline std::string Recomputed(std::string_view op) { return std::string(op) + "_recompute"; }
+
+}  // namespace shardsim::strategies::ops
