@@ -262,7 +262,7 @@ void StageModel::Use(const std::vector<int>& order, size_t i) {
   if (param_use_) param_use_(order[i], i + 1 < order.size() ? order[i + 1] : -1, current_mb_, backward_);
 }
 
-void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
+void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recompute) {
   namespace ops = strategies::ops;
   const LayerIds& id = layer_ids_.at(layer);
   const strategies::LayerProgram& lp = LayerProgramOf(layer);
@@ -271,14 +271,17 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
   const int K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_), F = static_cast<int>(ffn_);
   const std::string where = "layer " + std::to_string(layer);
   std::optional<TraceSpan> span;
-  auto op = [&](std::string_view name) { Begin(span, lp, label, name); };
+  // A recomputation (full recompute before backward) runs the same ops under their R names.
+  auto name = [&](std::string_view n) { return recompute ? ops::Recomputed(n) : std::string(n); };
+  auto op = [&](std::string_view n) { Begin(span, lp, label, name(n)); };
+  auto tensor = [&](std::string_view n, float* out, float* in) { Tensor(span, lp, label, name(n), out, in); };
   s.x.assign(x, x + static_cast<size_t>(Tl) * D);
   op(ops::kAttentionNorm);
   Buffer h(static_cast<size_t>(Tl) * D);
   s.rstd1.resize(static_cast<size_t>(Tl));
   RmsNormForward(h.data(), s.rstd1.data(), x, P(id.attn_norm), Tl, D, config_.norm_eps);
   s.h_full.resize(static_cast<size_t>(T) * D);
-  Tensor(span, lp, label, ops::kTensorEnterAttention, s.h_full.data(), h.data());
+  tensor(ops::kTensorEnterAttention, s.h_full.data(), h.data());
   op(ops::kQkv);
   s.q.resize(static_cast<size_t>(T) * Hl * K);
   s.k.resize(static_cast<size_t>(T) * Gl * K);
@@ -288,26 +291,12 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
   LinearForward(s.v.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
   RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
   RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
-  op(ops::kAttention);
-  const int S = static_cast<int>(plan_.seq_len / c_);
-  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
-  s.o.resize(static_cast<size_t>(T) * Hl * K);
-  s.lse.resize(static_cast<size_t>(plan_.micro_batch_size * Hl * S));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
-  if (c_ > 1) {
-    const double start = tracer_ ? tracer_->Now() : 0;
-    const RingAttentionStats stats =
-        RingAttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), seq_positions_.data(), shape, true, scale, comms_,
-                             RingPass{RingWork::kComputeAndTransfers, {}, &ring_workspace_});
-    RingTransfers(lp, label, {ops::kContextKv}, start, stats.comm_wait_s);
-  } else {
-    AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
-  }
+  AttentionCore(span, lp, label, s, recompute);
   op(ops::kAttentionOut);
   Buffer partial(static_cast<size_t>(T) * D);
   LinearForward(partial.data(), s.o.data(), P(id.wo), T, Hl * K, D);
   Buffer y(static_cast<size_t>(T) * D);
-  Tensor(span, lp, label, ops::kTensorExitAttention, y.data(), partial.data());
+  tensor(ops::kTensorExitAttention, y.data(), partial.data());
   op(ops::kAttentionResidual);
   s.x2.resize(static_cast<size_t>(Tl) * D);
   for (size_t i = 0; i < s.x2.size(); ++i) s.x2[i] = x[i] + y[i];
@@ -317,10 +306,11 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
   s.rstd2.resize(static_cast<size_t>(Tl));
   RmsNormForward(h2.data(), s.rstd2.data(), s.x2.data(), P(id.mlp_norm), Tl, D, config_.norm_eps);
   s.h2_full.resize(static_cast<size_t>(T) * D);
-  Tensor(span, lp, label, ops::TensorEnter(ops::kMlp), s.h2_full.data(), h2.data());
+  tensor(ops::TensorEnter(ops::kMlp), s.h2_full.data(), h2.data());
   if (id.moe) {
-    aux_loss_ += moe_->Forward(partial.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false), s.moe,
-                               op, where);
+    const double aux = moe_->Forward(partial.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false),
+                                     s.moe, op, where);
+    if (!recompute) aux_loss_ += aux;
   } else {
     op(ops::BlockUp(ops::kMlp));
     s.gate.resize(static_cast<size_t>(T) * F);
@@ -333,10 +323,43 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s) {
     op(ops::BlockDown(ops::kMlp));
     LinearForward(partial.data(), s.act.data(), P(id.wdown), T, F, D);
   }
-  Tensor(span, lp, label, ops::TensorExit(ops::kMlp), y.data(), partial.data());
+  tensor(ops::TensorExit(ops::kMlp), y.data(), partial.data());
   op(id.moe ? std::string(ops::kMoeCombine) : ops::BlockResidual(ops::kMlp));
   for (size_t i = 0; i < s.x2.size(); ++i) x[i] = s.x2[i] + y[i];
+  // What backward will recompute is not kept: with full recomputation only the layer's input,
+  // with selective the attention core's output and statistics.
+  if (!recompute && plan_.recompute == Recompute::kFull) {
+    LayerSaved input;
+    input.x = std::move(s.x);
+    s = std::move(input);
+  } else if (!recompute && plan_.recompute == Recompute::kSelective) {
+    Buffer().swap(s.o);
+    Buffer().swap(s.lse);
+  }
 }
+
+void StageModel::AttentionCore(std::optional<TraceSpan>& span, const strategies::LayerProgram& lp, const std::string& label, LayerSaved& s,
+                               bool recompute) {
+  namespace ops = strategies::ops;
+  auto name = [&](std::string_view n) { return recompute ? ops::Recomputed(n) : std::string(n); };
+  const int T = static_cast<int>(tokens_), K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_);
+  Begin(span, lp, label, name(ops::kAttention));
+  const int S = static_cast<int>(plan_.seq_len / c_);
+  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
+  s.o.resize(static_cast<size_t>(T) * Hl * K);
+  s.lse.resize(static_cast<size_t>(plan_.micro_batch_size * Hl * S));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
+  if (c_ > 1) {
+    const double start = tracer_ ? tracer_->Now() : 0;
+    const RingAttentionStats stats =
+        RingAttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), seq_positions_.data(), shape, true, scale, comms_,
+                             RingPass{RingWork::kComputeAndTransfers, {}, &ring_workspace_});
+    RingTransfers(lp, label, {name(ops::kContextKv)}, start, stats.comm_wait_s);
+  } else {
+    AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
+  }
+}
+
 
 void StageModel::RingTransfers(const strategies::LayerProgram& layer, const std::string& label, std::initializer_list<std::string_view> names,
                                double start_s, double wait_s) {
@@ -566,7 +589,16 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   for (size_t i = s.layers.size(); i-- > 0;) {
     const int64_t layer = l0 + static_cast<int64_t>(i);
     for (size_t b = 0; b < layer_buckets_.at(layer).size(); ++b) Use(order, next++);
-    LayerBackward(layer, dx.data(), s.layers[i]);
+    LayerSaved& saved = s.layers[i];
+    if (plan_.recompute == Recompute::kFull) {
+      // The layer's forward again from its kept input (the program's R ops).
+      Buffer x(saved.x);
+      LayerForward(layer, x.data(), saved, /*recompute=*/true);
+    } else if (plan_.recompute == Recompute::kSelective) {
+      AttentionCore(span, LayerProgramOf(layer), strategies::DecoderLayer(layer), saved, /*recompute=*/true);
+      span.reset();
+    }
+    LayerBackward(layer, dx.data(), saved);
     if (!defer_weights) {
       for (int bucket : layer_buckets_.at(layer)) report(bucket);
     }

@@ -165,7 +165,10 @@ class StageModel {
   // `start_s` and left it waiting `wait_s`.
   void RingTransfers(const strategies::LayerProgram& layer, const std::string& label, std::initializer_list<std::string_view> names, double start_s,
                      double wait_s);
-  void LayerForward(int64_t layer, float* x, LayerSaved& s);
+  // `recompute`: the recomputation before backward (ops under their R names, kept saved).
+  void LayerForward(int64_t layer, float* x, LayerSaved& s, bool recompute = false);
+  // The attention kernel (ring attention over context) from the saved q, k, v into o and lse.
+  void AttentionCore(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, LayerSaved& s, bool recompute);
   void LayerBackward(int64_t layer, float* dx, LayerSaved& s);
   float* P(int id) { return params_.data() + tensors_[static_cast<size_t>(id)].offset; }
   float* G(int id) { return grads_.data() + tensors_[static_cast<size_t>(id)].offset; }

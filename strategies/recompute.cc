@@ -11,7 +11,10 @@ void ApplyRecompute(LayerProgram& layer, Recompute mode) {
     if (op.phase != Phase::kForward) continue;
     // Data-parallel parameter gathers are not redone: the gathered weights serve the backward.
     if (op.stream == Stream::kData) continue;
-    const bool attention_core = op.stream == Stream::kCompute && (op.kind == ComputeKind::kAttention || op.name == ops::kAttentionScores);
+    // Selective recomputation redoes the attention core (Korthikanti et al. 2022), with ring
+    // attention's K/V passes when the sequence is split over context.
+    const bool attention_core =
+        (op.stream == Stream::kCompute && (op.kind == ComputeKind::kAttention || op.name == ops::kAttentionScores)) || op.stream == Stream::kContext;
     if (mode == Recompute::kSelective && !attention_core) continue;
     Op again = op;
     again.name = ops::Recomputed(op.name);

@@ -61,6 +61,7 @@ struct Case {
   int64_t micro_batch_size = 1;
   bool moe = false;
   std::string layout = "";  // pipeline_layout
+  Recompute recompute = Recompute::kNone;
 };
 
 PlanSpec PlanOf(const Case& c) {
@@ -74,6 +75,7 @@ PlanSpec PlanOf(const Case& c) {
   p.sequence_parallel = c.sequence_parallel;
   p.zero_stage = c.zero_stage;
   p.pipeline_layout = c.layout;
+  p.recompute = c.recompute;
   return p;
 }
 
@@ -139,6 +141,9 @@ std::vector<Case> Cases() {
       {"pipeline_layout_uneven", Mesh(1, 1, 2), "1f1b", 1, false, 0, 1, false, "Et|tttL"},
       {"pipeline_layout_interleaved_empty_chunk", Mesh(1, 1, 2), "interleaved-1f1b", 2, false, 0, 1, false, "E|t|tt|tL"},
       {"data_pipeline_layout_zbv", Mesh(2, 1, 2), "zbv", 1, false, 1, 1, false, "Ett||t|tL"},
+      {"tensor_sequence_recompute_full", Mesh(1, 2, 1), "1f1b", 1, true, 0, 1, false, "", Recompute::kFull},
+      {"context_pipeline_recompute_selective", Mesh(1, 1, 2, 2), "zb-h1", 1, false, 0, 1, false, "", Recompute::kSelective},
+      {"moe_expert_context_recompute_full", Mesh(1, 1, 1, 2, 1, 2), "1f1b", 1, false, 0, 1, true, "", Recompute::kFull},
       Moe("moe_data", 2, 1),
       Moe("moe_expert", 1, 2),
       Moe("moe_context", 1, 1, 1, 2),
@@ -168,6 +173,7 @@ TEST_P(MpiEquivalenceTest, LossesAndParametersMatchOneRank) {
   reference_plan.pipeline_schedule = "1f1b";
   reference_plan.virtual_stages = 1;
   reference_plan.pipeline_layout.clear();
+  reference_plan.recompute = Recompute::kNone;
   Trainer reference(model, reference_plan, options, MPI_COMM_SELF, corpus);
   Trainer sharded(model, PlanOf(c), options, MPI_COMM_WORLD, corpus);
   for (int step = 0; step < 10; ++step) {
@@ -272,6 +278,9 @@ TEST(MpiRuntimeTest, TraceKeysAndKindsMatchTheStepProgram) {
       {"fsdp_pipeline_kept_gathered", Mesh(1, 1, 2, 1, 2), "zb-h1"},
       {"data_pipeline_layout", Mesh(2, 1, 2), "1f1b", 1, false, 0, 1, false, "Et|tttL"},
       {"data_tensor_sequence_pipeline_zbv", Mesh(2, 2, 2), "zbv", 1, true},
+      {"tensor_sequence_recompute_full", Mesh(1, 2, 1), "1f1b", 1, true, 0, 1, false, "", Recompute::kFull},
+      {"context_pipeline_recompute_selective", Mesh(1, 1, 2, 2), "zb-h1", 1, false, 0, 1, false, "", Recompute::kSelective},
+      {"moe_expert_context_recompute_full", Mesh(1, 1, 1, 2, 1, 2), "1f1b", 1, false, 0, 1, true, "", Recompute::kFull},
   };
   int ran = 0;
   for (const Case& c : cases) {
