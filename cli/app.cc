@@ -73,7 +73,7 @@ int Run(int argc, char** argv) {
   EstimateOptions estimate;
   CLI::App* estimate_cmd = app.add_subcommand("estimate", "analytic prediction of one training step: time, MFU, memory, breakdown");
   AddInputs(estimate_cmd, estimate, true, true);
-  estimate_cmd->add_flag("--dump-program", estimate.dump_program, "print the step program (deterministic text) instead of the estimate");
+  estimate_cmd->add_flag("--dump-program", estimate.dump_program, "print the step program instead of the estimate (deterministic text; one JSON object with --json)");
 
   PlanOptions plan;
   std::string batch_tokens;

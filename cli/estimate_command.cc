@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/program_json.h"
 #include "cli/report_json.h"
 #include "cli/text_table.h"
 #include "core/error.h"
@@ -27,7 +28,11 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, where + ":");
   const strategies::StepProgram program = strategies::BuildStep(model, plan);
   if (o.dump_program) {
-    out << strategies::DumpProgram(program);
+    if (o.json) {
+      out << ProgramJson(program).dump(2) << "\n";
+    } else {
+      out << strategies::DumpProgram(program);
+    }
     return 0;
   }
   const topologies::Cluster graph(cluster);

@@ -69,8 +69,8 @@ std::vector<std::string> ShardingLines(const ModelSpec& m, const PlanSpec& p) {
                     (p.pipeline_layout.empty() ? "" : " (pipeline_layout " + p.pipeline_layout + ")"));
   }
   std::vector<std::string> batch, seq;
-  for (const char* axis : {"data", "fsdp", "expert"}) {
-    if (p.mesh.Size(axis) > 1) batch.push_back(axis);
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    if (axis.batch_replica && p.mesh.Size(axis.axis) > 1) batch.emplace_back(axis.name);
   }
   if (p.mesh.context > 1) seq.push_back("context");
   if (p.sequence_parallel && p.mesh.tensor > 1) seq.push_back("tensor");

@@ -8,6 +8,20 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
   nlohmann::json exposed = nlohmann::json::object();
   for (const auto& [key, seconds] : r.exposed_comm_s) exposed[key] = seconds;
   const strategies::MemoryBreakdown& peak = r.memory.peak;
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const sim::CollectiveCost& c : r.collectives) {
+    collectives.push_back({{"op", c.op},
+                           {"layer", c.layer},
+                           {"phase", strategies::ToString(c.phase)},
+                           {"stream", strategies::ToString(c.stream)},
+                           {"collective", ToString(c.collective)},
+                           {"axes", c.axes},
+                           {"bytes", c.bytes},
+                           {"seconds", c.seconds},
+                           {"exposed_s", c.exposed_s},
+                           {"per_step", c.per_step},
+                           {"exposed_per_step_s", c.exposed_s * c.per_step}});
+  }
   return {{"engine", "analytic"},
           {"model", model.name},
           {"cluster", cluster.name},
@@ -33,6 +47,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
             {"activations", peak.activations},
             {"buffers", peak.buffers}}},
           {"breakdown", {{"compute_s", r.compute_s}, {"exposed_comm_s", exposed}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage}}},
+          {"collectives", collectives},
           {"stage_time_s", r.stage_time_s},
           {"why", r.why}};
 }

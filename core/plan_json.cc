@@ -25,8 +25,11 @@ std::vector<std::string> TopLevelKeys() {
 }  // namespace
 
 json PlanToJson(const PlanSpec& p) {
-  json mesh = json::object();
-  for (const std::string& axis : MeshAxisNames()) mesh[axis] = p.mesh.Size(axis);
+  json mesh = json::object(), overlap = json::object();
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    mesh[std::string(axis.name)] = p.mesh.Size(axis.axis);
+    overlap[std::string(axis.name)] = p.overlap.Overlaps(axis.axis);
+  }
   return {{"mesh", mesh},
           {"mesh_order", p.mesh_order},
           {"global_batch_size", p.global_batch_size},
@@ -40,13 +43,7 @@ json PlanToJson(const PlanSpec& p) {
           {"fsdp_reshard_after_forward", ReshardAfterForward(p)},
           {"recompute", ToString(p.recompute)},
           {"dtype", p.dtype},
-          {"overlap",
-           {{"data", p.overlap.data},
-            {"fsdp", p.overlap.fsdp},
-            {"tensor", p.overlap.tensor},
-            {"context", p.overlap.context},
-            {"pipeline", p.overlap.pipeline},
-            {"expert", p.overlap.expert}}},
+          {"overlap", overlap},
           {"ep_capacity_factor", p.ep_capacity_factor},
           {"flash_attention", p.flash_attention},
           {"context_kv", p.context_kv}};
@@ -79,12 +76,10 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.recompute = ParseRecompute(r.EnumOr("recompute", "none", RecomputeNames()));
   p.dtype = r.EnumOr("dtype", "bf16", {"bf16", "fp16", "fp8", "fp32"});
   if (auto overlap = r.Object("overlap")) {
-    p.overlap.data = overlap->BoolOr("data", p.overlap.data);
-    p.overlap.fsdp = overlap->BoolOr("fsdp", p.overlap.fsdp);
-    p.overlap.tensor = overlap->BoolOr("tensor", p.overlap.tensor);
-    p.overlap.context = overlap->BoolOr("context", p.overlap.context);
-    p.overlap.pipeline = overlap->BoolOr("pipeline", p.overlap.pipeline);
-    p.overlap.expert = overlap->BoolOr("expert", p.overlap.expert);
+    for (const MeshAxisFacts& axis : kMeshAxes) {
+      bool& on = p.overlap.Overlaps(axis.axis);
+      on = overlap->BoolOr(axis.name, on);
+    }
     overlap->Finish();
   }
   p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 1.0, 64);  // below 1 drops tokens, which the model does not count

@@ -15,29 +15,70 @@ std::string I(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
-int64_t MeshShape::Size(std::string_view axis) const { return const_cast<MeshShape*>(this)->Size(axis); }
+int64_t MeshShape::Size(std::string_view axis) const { return Size(AxisFacts(axis).axis); }
 
-int64_t& MeshShape::Size(std::string_view axis) {
-  if (axis == "data") return data;
-  if (axis == "fsdp") return fsdp;
-  if (axis == "tensor") return tensor;
-  if (axis == "context") return context;
-  if (axis == "pipeline") return pipeline;
-  SHARDSIM_CHECK(axis == "expert", "unknown mesh axis " + std::string(axis));
-  return expert;
+int64_t& MeshShape::Size(std::string_view axis) { return Size(AxisFacts(axis).axis); }
+
+int64_t MeshShape::Size(MeshAxis axis) const { return const_cast<MeshShape*>(this)->Size(axis); }
+
+int64_t& MeshShape::Size(MeshAxis axis) {
+  switch (axis) {
+    case MeshAxis::kData: return data;
+    case MeshAxis::kFsdp: return fsdp;
+    case MeshAxis::kTensor: return tensor;
+    case MeshAxis::kContext: return context;
+    case MeshAxis::kPipeline: return pipeline;
+    case MeshAxis::kExpert: return expert;
+  }
+  SHARDSIM_CHECK(false, "unknown mesh axis " + std::to_string(static_cast<int>(axis)));
+}
+
+bool OverlapSpec::Overlaps(MeshAxis axis) const { return const_cast<OverlapSpec*>(this)->Overlaps(axis); }
+
+bool& OverlapSpec::Overlaps(MeshAxis axis) {
+  switch (axis) {
+    case MeshAxis::kData: return data;
+    case MeshAxis::kFsdp: return fsdp;
+    case MeshAxis::kTensor: return tensor;
+    case MeshAxis::kContext: return context;
+    case MeshAxis::kPipeline: return pipeline;
+    case MeshAxis::kExpert: return expert;
+  }
+  SHARDSIM_CHECK(false, "unknown mesh axis " + std::to_string(static_cast<int>(axis)));
 }
 
 int64_t MeshShape::Product() const {
   int64_t p = 1;
-  for (const std::string& axis : MeshAxisNames()) {
-    if (__builtin_mul_overflow(p, Size(axis), &p)) return -1;
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    if (__builtin_mul_overflow(p, Size(axis.axis), &p)) return -1;
   }
   return p;
 }
 
 const std::vector<std::string>& MeshAxisNames() {
-  static const std::vector<std::string> kAxes = {"data", "fsdp", "tensor", "context", "pipeline", "expert"};
-  return kAxes;
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const MeshAxisFacts& axis : kMeshAxes) names.emplace_back(axis.name);
+    return names;
+  }();
+  return kNames;
+}
+
+std::vector<std::string> DefaultMeshOrder() {
+  static const std::vector<std::string> kOrder = [] {
+    std::vector<std::string> order(kMeshAxes.size());
+    for (const MeshAxisFacts& axis : kMeshAxes) order[static_cast<size_t>(axis.default_order)] = axis.name;
+    return order;
+  }();
+  return kOrder;
+}
+
+int64_t BatchReplicas(const MeshShape& mesh) {
+  int64_t n = 1;
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    if (axis.batch_replica) n *= mesh.Size(axis.axis);
+  }
+  return n;
 }
 
 std::vector<std::string> UsedMeshOrder(const PlanSpec& p) {
@@ -54,14 +95,12 @@ bool UsesDefaultMeshOrder(const PlanSpec& p) {
   return UsedMeshOrder(p) == UsedMeshOrder(d);
 }
 
-std::vector<std::string> DefaultMeshOrder() { return {"pipeline", "data", "fsdp", "expert", "context", "tensor"}; }
-
 bool ReshardAfterForward(const PlanSpec& p) { return p.fsdp_reshard_after_forward.value_or(p.mesh.pipeline == 1); }
 
 PlanShape DerivePlanShape(const PlanSpec& p) {
   PlanShape s;
   s.devices = p.mesh.Product();
-  s.batch_replicas = p.mesh.data * p.mesh.fsdp * p.mesh.expert;
+  s.batch_replicas = BatchReplicas(p.mesh);
   s.sequences_per_replica = s.batch_replicas > 0 ? p.global_batch_size / s.batch_replicas : 0;
   s.num_microbatches = p.micro_batch_size > 0 ? s.sequences_per_replica / p.micro_batch_size : 0;
   s.tokens_per_step = p.global_batch_size * p.seq_len;
@@ -95,7 +134,7 @@ MeshShape ParseMeshSpec(const std::string& text, const std::string& where) {
       throw InputError(where, "'" + item + "' is not axis=size", "axes " + JoinNames(MeshAxisNames()), "e.g. data=8,tensor=8");
     }
     const std::string axis = item.substr(0, eq);
-    if (std::find(MeshAxisNames().begin(), MeshAxisNames().end(), axis) == MeshAxisNames().end()) {
+    if (FindMeshAxis(axis) == nullptr) {
       const std::string s = DidYouMean(axis, MeshAxisNames());
       throw InputError(where, "unknown mesh axis '" + axis + "'" + (s.empty() ? "" : "; " + s), JoinNames(MeshAxisNames()));
     }

@@ -8,15 +8,16 @@
 #include <string_view>
 #include <vector>
 
+#include "core/mesh_axes.h"
 #include "core/model_spec.h"
 
 namespace shardsim {
 
 enum class Recompute { kNone, kSelective, kFull };
 
-// Mesh axes are words; `expert` shards the experts of MoE layers and acts as data parallelism
-// for everything else; `context` is ring attention's axis (not Megatron's sequence parallelism,
-// which lives inside `tensor`).
+// Mesh axes are words (core/mesh_axes.h holds what each one is); `expert` shards the experts of
+// MoE layers and acts as data parallelism for everything else; `context` is ring attention's axis
+// (not Megatron's sequence parallelism, which lives inside `tensor`).
 struct MeshShape {
   int64_t data = 1;
   int64_t fsdp = 1;
@@ -28,23 +29,34 @@ struct MeshShape {
   // REQUIRES: axis is one of MeshAxisNames().
   int64_t Size(std::string_view axis) const;
   int64_t& Size(std::string_view axis);
+  int64_t Size(MeshAxis axis) const;
+  int64_t& Size(MeshAxis axis);
   int64_t Product() const;
   bool operator==(const MeshShape&) const = default;
 };
 
-// "data", "fsdp", "tensor", "context", "pipeline", "expert".
+// The table's names in its order: data, fsdp, tensor, context, pipeline, expert.
 const std::vector<std::string>& MeshAxisNames();
-// Outermost (slowest links) to innermost (fastest): pipeline, data, fsdp, expert, context, tensor.
+// Outermost (slowest links) to innermost (fastest), by the table's default_order: pipeline, data,
+// fsdp, expert, context, tensor.
 std::vector<std::string> DefaultMeshOrder();
 
-// Whether each kind of communication is overlapped with compute (framework switches).
+// Product of the batch replica axes' sizes (data x fsdp x expert): groups that each read their own
+// sequences.
+int64_t BatchReplicas(const MeshShape& mesh);
+
+// Whether each kind of communication is overlapped with compute (framework switches); what each
+// hides and its default are the table's (core/mesh_axes.h).
 struct OverlapSpec {
-  bool data = true;       // bucketed gradient all-reduce / reduce-scatter under backward
-  bool fsdp = true;       // prefetch parameter all-gathers
-  bool tensor = false;    // async tensor parallelism (decomposed collectives)
-  bool context = true;    // ring attention's K/V transfers under blockwise attention
-  bool pipeline = true;   // point-to-point sends under compute
-  bool expert = false;    // all-to-all under shared-expert compute
+  bool data = AxisFacts(MeshAxis::kData).default_overlap;
+  bool fsdp = AxisFacts(MeshAxis::kFsdp).default_overlap;
+  bool tensor = AxisFacts(MeshAxis::kTensor).default_overlap;
+  bool context = AxisFacts(MeshAxis::kContext).default_overlap;
+  bool pipeline = AxisFacts(MeshAxis::kPipeline).default_overlap;
+  bool expert = AxisFacts(MeshAxis::kExpert).default_overlap;
+
+  bool Overlaps(MeshAxis axis) const;
+  bool& Overlaps(MeshAxis axis);
   bool operator==(const OverlapSpec&) const = default;
 };
 

@@ -152,7 +152,7 @@ Export Torchtitan(const ModelSpec& m, const PlanSpec& p) {
   t << "enable_async_tensor_parallel = " << (p.overlap.tensor && p.mesh.tensor > 1 ? "true" : "false") << "\n";
   t << "\n[activation_checkpoint]\nmode = \"" << ToString(p.recompute) << "\"\n";
   t << "\n[training]\nglobal_batch_size = " << p.global_batch_size << "\nlocal_batch_size = "
-    << p.global_batch_size / (p.mesh.data * p.mesh.fsdp * p.mesh.expert) << "\nseq_len = " << p.seq_len << "\n";
+    << p.global_batch_size / BatchReplicas(p.mesh) << "\nseq_len = " << p.seq_len << "\n";
   e.text = t.str();
   if (!DefaultOrder(p)) e.not_expressed.push_back(OrderNote(p, "torchtitan builds its device mesh in a fixed order (pp, dp, cp, tp)"));
   if (p.zero_stage == 1 || p.zero_stage == 2) e.not_expressed.push_back("ZeRO-1/2: torchtitan shards with FSDP2 (ZeRO-3) over data_parallel_shard_degree");

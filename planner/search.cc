@@ -1,6 +1,7 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -20,40 +21,34 @@
 namespace shardsim::planner {
 namespace {
 
-// Pipeline stages: the divisors of the layers, and powers of two (stages then differ by a layer,
-// as Llama 3 405B's 126 layers on 16 stages), up to 128 stages.
-std::vector<int64_t> PipelineDegrees(int64_t layers) {
-  std::vector<int64_t> degrees;
-  for (int64_t p = 1; p <= std::min<int64_t>(layers, 128); ++p) {
-    if (layers % p == 0 || (p & (p - 1)) == 0) degrees.push_back(p);
-  }
-  return degrees;
-}
-
-// Tensor parallelism stays inside the fastest domain: an NVSwitch node, or up to 16 chips of a
-// torus (one axis); context up to 32; powers of two as the frameworks run them.
+// Every mesh of the cluster's devices: each axis takes the degrees the table's search rule gives
+// (core/mesh_axes.h: powers of two as the frameworks run them, pipeline stages also dividing the
+// layers, data what is left), within the limits the model and cluster set here. Tensor
+// parallelism stays inside the fastest domain: an NVSwitch node, or up to 16 chips of a torus
+// (one axis).
 std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, int64_t sequences, int64_t seq_len) {
   const int64_t n = DeviceCount(c);
   const int64_t tensor_max = c.topology.kind == TopologyKind::kSwitched ? c.topology.devices_per_node : 16;
   const int64_t heads = std::gcd(m.num_heads, m.num_kv_heads);
   std::vector<MeshShape> meshes;
-  for (int64_t t = 1; t <= std::min(tensor_max, n); t *= 2) {
+  for (int64_t t : SearchedDegrees(MeshAxis::kTensor, std::min(tensor_max, n))) {
     if (heads % t != 0 || n % t != 0) continue;
-    for (int64_t p : PipelineDegrees(m.num_layers)) {
+    for (int64_t p : SearchedDegrees(MeshAxis::kPipeline, m.num_layers, m.num_layers)) {
       if ((n / t) % p != 0) continue;
-      for (int64_t cp = 1; cp <= 32; cp *= 2) {
+      for (int64_t cp : SearchedDegrees(MeshAxis::kContext, n / t / p)) {
         if ((n / t / p) % cp != 0 || (cp > 1 && (seq_len % (2 * cp) != 0 || seq_len / cp < 1024))) continue;
-        for (int64_t e = 1; e <= (m.moe ? m.moe->num_experts : 1); e *= 2) {
+        for (int64_t e : SearchedDegrees(MeshAxis::kExpert, m.moe ? m.moe->num_experts : 1)) {
           if (m.moe && m.moe->num_experts % e != 0) continue;
           const int64_t rest = n / t / p / cp;
           if (rest % e != 0) continue;
-          for (int64_t f = 1; f <= rest / e; f *= 2) {
+          for (int64_t f : SearchedDegrees(MeshAxis::kFsdp, rest / e)) {
             if ((rest / e) % f != 0) continue;
-            const int64_t data = rest / e / f;
-            if (sequences % (data * f * e) != 0) continue;
-            MeshShape mesh;
-            mesh.tensor = t, mesh.pipeline = p, mesh.context = cp, mesh.expert = e, mesh.fsdp = f, mesh.data = data;
-            meshes.push_back(mesh);
+            for (int64_t data : SearchedDegrees(MeshAxis::kData, rest / e / f)) {
+              MeshShape mesh;
+              mesh.tensor = t, mesh.pipeline = p, mesh.context = cp, mesh.expert = e, mesh.fsdp = f, mesh.data = data;
+              if (sequences % BatchReplicas(mesh) != 0) continue;
+              meshes.push_back(mesh);
+            }
           }
         }
       }
@@ -91,8 +86,10 @@ int AxesUsed(const MeshShape& mesh) {
 // with fewer parallel axes (the simpler one to run).
 // Every field that tells two plans apart, for a deterministic order among equals.
 auto PlanKey(const PlanSpec& p) {
-  return std::make_tuple(p.mesh.data, p.mesh.fsdp, p.mesh.tensor, p.mesh.context, p.mesh.pipeline, p.mesh.expert, p.zero_stage,
-                         p.micro_batch_size, p.pipeline_schedule, p.virtual_stages, static_cast<int>(p.recompute), p.mesh_order);
+  std::array<int64_t, kMeshAxisCount> sizes{};  // in the table's order
+  for (size_t i = 0; i < kMeshAxisCount; ++i) sizes[i] = p.mesh.Size(kMeshAxes[i].axis);
+  return std::make_tuple(sizes, p.zero_stage, p.micro_batch_size, p.pipeline_schedule, p.virtual_stages, static_cast<int>(p.recompute),
+                         p.mesh_order);
 }
 
 bool IsDefaultOrder(const PlanSpec& p) { return UsesDefaultMeshOrder(p); }
@@ -173,13 +170,13 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
   base.flash_attention = o.flash_attention;
   // bf16 where the chip has it (mixed-precision training), else its first listed dtype.
   base.dtype = c.chip.peak_flop_per_s.count("bf16") ? "bf16" : c.chip.peak_flop_per_s.begin()->first;
-  const int64_t replicas = mesh.data * mesh.fsdp * mesh.expert;
-  const int64_t per_replica = base.global_batch_size / replicas;
+  const int64_t per_replica = base.global_batch_size / BatchReplicas(mesh);
   const double hbm = static_cast<double>(c.chip.hbm_bytes);
   // Groups of one axis are alike on regular fabrics: cost the first, the middle and the last.
   sim::AxisCollectives collectives(graph, base, 3);
+  // ZeRO shards over the replica axes: without any, every stage is ZeRO-0.
   std::vector<int64_t> zero_stages = {0};
-  if (mesh.data * mesh.context * mesh.expert > 1) zero_stages = {0, 1, 2, 3};
+  if (!strategies::ReplicaAxes(base, strategies::ParamKind::kDense).empty()) zero_stages = {0, 1, 2, 3};
   for (int64_t zero : zero_stages) {
     PlanSpec z = base;
     z.zero_stage = zero;
@@ -248,14 +245,14 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
 
 // Other layouts of a mesh's axes worth trying: which axes take the fastest links (NVLink, the
 // first torus dimensions) and which cross nodes or slices. Pipeline stays outermost; the axes of
-// size one do not matter. Every permutation of up to three axes; beyond, each axis moved
-// innermost and each moved outermost.
+// size one do not matter (the table's search_reorders says which move). Every permutation of up
+// to three axes; beyond, each axis moved innermost and each moved outermost.
 std::vector<std::vector<std::string>> OtherOrders(const MeshShape& mesh) {
   const std::vector<std::string> base = DefaultMeshOrder();
   std::vector<size_t> slots;  // positions of the movable axes in the default order
   std::vector<std::string> axes;
   for (size_t i = 0; i < base.size(); ++i) {
-    if (base[i] != "pipeline" && mesh.Size(base[i]) > 1) slots.push_back(i), axes.push_back(base[i]);
+    if (AxisFacts(base[i]).search_reorders && mesh.Size(base[i]) > 1) slots.push_back(i), axes.push_back(base[i]);
   }
   std::vector<std::vector<std::string>> arrangements;
   if (axes.size() <= 3) {

@@ -23,12 +23,45 @@ std::string Key(const std::vector<std::string>& axes) {
   return key;
 }
 
+// Exposed seconds per (stream, collective), in a fixed array: costing runs per plan in the
+// planner's inner loop, where string-keyed maps cost more than the arithmetic.
+constexpr size_t kStreamCount = 6, kCollectiveCount = 6;
+struct ExposedByKind {
+  std::array<double, kStreamCount * kCollectiveCount> seconds{};
+  static size_t Index(Stream stream, CollectiveOp op) { return static_cast<size_t>(stream) * kCollectiveCount + static_cast<size_t>(op); }
+  double& operator[](const Op& op) { return seconds[Index(op.stream, op.collective)]; }
+  void Add(const ExposedByKind& other, double times) {
+    for (size_t i = 0; i < seconds.size(); ++i) seconds[i] += other.seconds[i] * times;
+  }
+  double Total() const {
+    double total = 0;
+    for (double s : seconds) total += s;
+    return total;
+  }
+  // "tensor all-reduce" -> seconds, for the kinds with any time.
+  std::map<std::string, double> Named() const {
+    std::map<std::string, double> named;
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      if (seconds[i] == 0) continue;
+      named[strategies::ToString(static_cast<Stream>(i / kCollectiveCount)) + " " + ToString(static_cast<CollectiveOp>(i % kCollectiveCount))] = seconds[i];
+    }
+    return named;
+  }
+};
+
 // The cost of one layer's work on one micro-batch in one phase.
 struct PhaseCost {
   double compute_s = 0;
   double total_s = 0;
   double flops = 0;
-  std::map<std::string, double> exposed_s;  // by "stream collective"
+  ExposedByKind exposed_s;  // by stream and collective
+  // Each collective of the phase (layer costs only; Add does not carry them): the op, its
+  // seconds alone and its exposed share.
+  struct Collective {
+    const Op* op;
+    double seconds, exposed_s;
+  };
+  std::vector<Collective> collectives;
 };
 
 struct Roofline {
@@ -50,7 +83,7 @@ struct Roofline {
 PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roofline, AxisCollectives& collectives) {
   PhaseCost cost;
   double overlapped = 0;
-  std::map<std::string, double> overlapped_by_key;
+  ExposedByKind overlapped_by_kind;
   for (const Op& op : layer.ops) {
     if (op.phase != phase) continue;
     if (!op.is_comm()) {
@@ -59,20 +92,22 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
       continue;
     }
     const double seconds = collectives.Seconds(op.collective, op.axes, op.comm_bytes);
-    const std::string key = strategies::ToString(op.stream) + " " + ToString(op.collective);
+    cost.collectives.push_back({&op, seconds, op.overlapped ? 0.0 : seconds});
     if (op.overlapped) {
       overlapped += seconds;
-      overlapped_by_key[key] += seconds;
+      overlapped_by_kind[op] += seconds;
     } else {
-      cost.exposed_s[key] += seconds;
+      cost.exposed_s[op] += seconds;
     }
   }
   // Overlapped collectives hide under the phase's compute; what sticks out is exposed, shared
   // among them in proportion.
   const double sticking_out = std::max(0.0, overlapped - cost.compute_s);
-  for (const auto& [key, seconds] : overlapped_by_key) cost.exposed_s[key] += sticking_out * seconds / overlapped;
-  cost.total_s = cost.compute_s;
-  for (const auto& [key, seconds] : cost.exposed_s) cost.total_s += seconds;
+  if (overlapped > 0) cost.exposed_s.Add(overlapped_by_kind, sticking_out / overlapped);
+  for (PhaseCost::Collective& c : cost.collectives) {
+    if (c.op->overlapped) c.exposed_s = sticking_out * c.seconds / overlapped;
+  }
+  cost.total_s = cost.compute_s + cost.exposed_s.Total();
   return cost;
 }
 
@@ -80,7 +115,7 @@ void Add(PhaseCost& into, const PhaseCost& cost, double times) {
   into.compute_s += cost.compute_s * times;
   into.total_s += cost.total_s * times;
   into.flops += cost.flops * times;
-  for (const auto& [key, seconds] : cost.exposed_s) into.exposed_s[key] += seconds * times;
+  into.exposed_s.Add(cost.exposed_s, times);
 }
 
 int PhaseIndex(Phase phase) { return phase == Phase::kForward ? 0 : phase == Phase::kBackwardInput ? 1 : 2; }
@@ -171,7 +206,9 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     const LayerProgram& layer = program.layer_programs[i];
     layer_costs[i][0] = CostPhase(layer, Phase::kForward, roofline, collectives);
     layer_costs[i][1] = CostPhase(layer, Phase::kBackwardInput, roofline, collectives);
-    Add(layer_costs[i][1], CostPhase(layer, Phase::kRecompute, roofline, collectives), 1);
+    const PhaseCost recompute = CostPhase(layer, Phase::kRecompute, roofline, collectives);
+    Add(layer_costs[i][1], recompute, 1);
+    layer_costs[i][1].collectives.insert(layer_costs[i][1].collectives.end(), recompute.collectives.begin(), recompute.collectives.end());
     layer_costs[i][2] = CostPhase(layer, Phase::kBackwardWeight, roofline, collectives);
   }
   // Per (stage, chunk) slot and phase: the task's cost.
@@ -218,37 +255,51 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   // ends and how long each stage was busy.
   auto play = [&](const std::vector<const std::vector<strategies::Task>*>& stage_tasks, int64_t count) {
     std::vector<double> finish(static_cast<size_t>(3 * slots * count), -1);
-    auto at = [&](int ph, int64_t at_slot, int64_t mb) -> double& { return finish[static_cast<size_t>((ph * slots + at_slot) * count + mb)]; };
-    std::vector<size_t> next(static_cast<size_t>(p), 0);
-    std::vector<double> clock(static_cast<size_t>(p), 0), busy(static_cast<size_t>(p), 0);
+    // Locals, not references into the enclosing scope: the stores below cannot alias them.
+    const int64_t stages = p, chunks = v, all_slots = slots;
+    const double send_s = p2p;
+    const int sent_after = gradient_sent_after;
+    double* const done = finish.data();
+    const int64_t* const before_of = before.data();
+    const int64_t* const after_of = after.data();
+    const double* const seconds_of = duration.data();
+    auto at = [&](int ph, int64_t at_slot, int64_t mb) -> double& { return done[(ph * all_slots + at_slot) * count + mb]; };
+    std::vector<size_t> next(static_cast<size_t>(stages), 0);
+    std::vector<double> clock(static_cast<size_t>(stages), 0), busy(static_cast<size_t>(stages), 0);
     size_t remaining = 0;
     for (const auto* tasks : stage_tasks) remaining += tasks->size();
     while (remaining > 0) {
       bool progressed = false;
-      for (int64_t s = 0; s < p; ++s) {
-        const auto& tasks = *stage_tasks[static_cast<size_t>(s)];
-        while (next[static_cast<size_t>(s)] < tasks.size()) {
-          const strategies::Task& task = tasks[next[static_cast<size_t>(s)]];
-          SHARDSIM_CHECK(task.microbatch >= 0 && task.microbatch < count && task.chunk >= 0 && task.chunk < v, "schedule task out of range");
-          const int64_t here = slot(s, task.chunk);
+      for (int64_t s = 0; s < stages; ++s) {
+        const strategies::Task* const tasks = stage_tasks[static_cast<size_t>(s)]->data();
+        const size_t size = stage_tasks[static_cast<size_t>(s)]->size();
+        size_t i = next[static_cast<size_t>(s)];
+        double now = clock[static_cast<size_t>(s)], worked = busy[static_cast<size_t>(s)];
+        for (; i < size; ++i) {
+          const strategies::Task& task = tasks[i];
+          SHARDSIM_CHECK(task.microbatch >= 0 && task.microbatch < count && task.chunk >= 0 && task.chunk < chunks, "schedule task out of range");
+          const int64_t here = s * chunks + task.chunk;
           const int ph = PhaseIndex(task.phase);
           double ready = 0;
-          if (ph == 0 && before[static_cast<size_t>(here)] >= 0) {
-            const double dep = at(0, before[static_cast<size_t>(here)], task.microbatch);
+          if (ph == 0 && before_of[here] >= 0) {
+            const double dep = at(0, before_of[here], task.microbatch);
             if (dep < 0) break;
-            ready = dep + p2p;
-          } else if (ph == 1 && after[static_cast<size_t>(here)] >= 0) {
-            const double dep = at(gradient_sent_after, after[static_cast<size_t>(here)], task.microbatch);
+            ready = dep + send_s;
+          } else if (ph == 1 && after_of[here] >= 0) {
+            const double dep = at(sent_after, after_of[here], task.microbatch);
             if (dep < 0) break;
-            ready = dep + p2p;
+            ready = dep + send_s;
           }
-          const double seconds = duration[static_cast<size_t>(3 * here + ph)];
-          const double start = std::max(clock[static_cast<size_t>(s)], ready);
-          clock[static_cast<size_t>(s)] = start + seconds;
-          busy[static_cast<size_t>(s)] += seconds;
-          at(ph, here, task.microbatch) = clock[static_cast<size_t>(s)];
-          ++next[static_cast<size_t>(s)];
-          --remaining;
+          const double seconds = seconds_of[3 * here + ph];
+          now = std::max(now, ready) + seconds;
+          worked += seconds;
+          at(ph, here, task.microbatch) = now;
+        }
+        if (i != next[static_cast<size_t>(s)]) {
+          remaining -= i - next[static_cast<size_t>(s)];
+          next[static_cast<size_t>(s)] = i;
+          clock[static_cast<size_t>(s)] = now;
+          busy[static_cast<size_t>(s)] = worked;
           progressed = true;
         }
       }
@@ -286,7 +337,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   // Step-level work per stage: gradient reduction (hidden under the last micro-batch's backward
   // when overlapped, except its last bucket), parameter gathers, the optimizer.
   const int64_t devices = plan.mesh.Product();
-  std::vector<std::map<std::string, double>> stage_exposed(static_cast<size_t>(p));
+  std::vector<ExposedByKind> stage_exposed(static_cast<size_t>(p));
   // Micro-batches per direction (DualPipe splits them over two).
   std::vector<int64_t> per_direction(program.layout.paths.size(), 0);
   if (per_direction.size() == 1) {
@@ -295,6 +346,11 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
     for (int64_t mb = 0; mb < m; ++mb) ++per_direction[static_cast<size_t>(schedule.DirectionOf(p, mb, m))];
   }
   std::vector<double> stage_compute(static_cast<size_t>(p), 0);
+  struct StepCollective {
+    const Op* op;
+    double seconds, exposed_s, hide_under_s;
+  };
+  std::vector<std::vector<StepCollective>> step_collectives(static_cast<size_t>(p));
   double executed = 0;
   for (int64_t s = 0; s < p; ++s) {
     const auto& stage = program.stages[static_cast<size_t>(s)];
@@ -312,7 +368,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
       for (const PhaseCost& cost : part_costs[static_cast<size_t>(slot(s, c))]) {
         stage_compute[static_cast<size_t>(s)] += cost.compute_s * static_cast<double>(times);
         executed += cost.flops * static_cast<double>(times);
-        for (const auto& [key, seconds] : cost.exposed_s) stage_exposed[static_cast<size_t>(s)][key] += seconds * static_cast<double>(times);
+        stage_exposed[static_cast<size_t>(s)].Add(cost.exposed_s, static_cast<double>(times));
       }
     }
     double tail = 0;
@@ -325,8 +381,9 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
       }
       const double seconds = collectives.Seconds(op.collective, op.axes, op.comm_bytes);
       const double exposed = op.overlapped ? std::max(seconds / static_cast<double>(std::max<int64_t>(1, layers)), seconds - last_backward) : seconds;
+      step_collectives[static_cast<size_t>(s)].push_back({&op, seconds, exposed, op.overlapped ? last_backward : 0.0});
       tail += exposed;
-      stage_exposed[static_cast<size_t>(s)][strategies::ToString(op.stream) + " " + ToString(op.collective)] += exposed;
+      stage_exposed[static_cast<size_t>(s)][op] += exposed;
     }
     report.stage_time_s.push_back(clock[static_cast<size_t>(s)] + tail);
   }
@@ -334,7 +391,32 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   const size_t cs = static_cast<size_t>(report.critical_stage);
   report.step_time_s = report.stage_time_s[cs];
   report.compute_s = stage_compute[cs];
-  report.exposed_comm_s = stage_exposed[cs];
+  report.exposed_comm_s = stage_exposed[cs].Named();
+  // The critical stage's collectives one by one: per layer program and phase, each occurrence's
+  // cost times how often the stage runs it; then the step-level ones.
+  {
+    const strategies::Stage& stage = program.stages[cs];
+    std::array<double, strategies::kLayerKinds> runs{};  // layer-program runs per step
+    for (const strategies::Chunk& chunk : stage.chunks) {
+      for (const auto& [kind, count] : chunk.layers) {
+        runs[static_cast<size_t>(kind)] += static_cast<double>(count) * static_cast<double>(per_direction[static_cast<size_t>(chunk.layout.direction)]);
+      }
+    }
+    for (size_t i = 0; i < layer_costs.size(); ++i) {
+      if (runs[i] == 0) continue;
+      for (const PhaseCost& cost : layer_costs[i]) {
+        for (const PhaseCost::Collective& c : cost.collectives) {
+          report.collectives.push_back({c.op->name, strategies::ToString(program.layer_programs[i].kind), c.op->phase, c.op->stream, c.op->collective,
+                                        c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s, c.op->overlapped ? cost.compute_s : 0.0, runs[i],
+                                        c.op->overlapped});
+        }
+      }
+    }
+    for (const StepCollective& c : step_collectives[cs]) {
+      report.collectives.push_back({c.op->name, "step", c.op->phase, c.op->stream, c.op->collective, c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s,
+                                    c.hide_under_s, 1.0, c.op->overlapped});
+    }
+  }
   report.bubble_s = std::max(0.0, clock[cs] - busy[cs]);
   report.pipeline_s = clock[cs];
 

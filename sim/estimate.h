@@ -38,6 +38,22 @@ class AxisCollectives {
   std::map<std::pair<int, double>, double> seconds_;  // (key, bytes) -> seconds
 };
 
+// One collective of the critical stage as the estimate costed it (explanations read these).
+struct CollectiveCost {
+  std::string op;     // the program op's name
+  std::string layer;  // its layer program (dense, moe, embedding, head), or "step" for step-level ops
+  strategies::Phase phase = strategies::Phase::kForward;
+  strategies::Stream stream = strategies::Stream::kData;
+  CollectiveOp collective = CollectiveOp::kAllReduce;
+  std::vector<std::string> axes;
+  double bytes = 0;         // per occurrence, nccl-tests size
+  double seconds = 0;       // one occurrence alone
+  double exposed_s = 0;     // one occurrence: what its phase's compute (step ops: the last backward) does not hide
+  double hide_under_s = 0;  // the compute it may hide under (0 when not overlapped)
+  double per_step = 0;      // occurrences per step on the critical stage
+  bool overlapped = false;
+};
+
 struct StepReport {
   double step_time_s = 0;
   double tokens_per_s = 0;
@@ -55,6 +71,7 @@ struct StepReport {
   double bubble_s = 0;                          // idle time of the critical stage in the pipeline
   double pipeline_s = 0;                        // when the critical stage's last task ends
   std::map<std::string, double> exposed_comm_s;  // "tensor all-reduce", "data reduce-scatter", ...
+  std::vector<CollectiveCost> collectives;      // the critical stage's collectives, each op once
   int64_t critical_stage = 0;
   std::vector<double> stage_time_s;
   std::string why;  // what limits the step, in words

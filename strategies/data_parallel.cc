@@ -13,19 +13,27 @@ double Product(const PlanSpec& p, const std::vector<std::string>& axes) {
   return n;
 }
 
+// The axes (of size > 1) every parameter is sharded over and gathered per layer: fsdp.
+std::vector<std::string> GatheredShardAxes(const PlanSpec& p) {
+  std::vector<std::string> axes;
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    if (p.mesh.Size(axis.axis) > 1 && axis.params == ParamRole::kSharded) axes.emplace_back(axis.name);
+  }
+  return axes;
+}
+
 }  // namespace
 
 std::vector<std::string> ReplicaAxes(const PlanSpec& p, ParamKind kind) {
   std::vector<std::string> axes;
-  if (p.mesh.data > 1) axes.push_back("data");
-  if (p.mesh.context > 1) axes.push_back("context");
-  if (kind == ParamKind::kDense && p.mesh.expert > 1) axes.push_back("expert");
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    if (p.mesh.Size(axis.axis) > 1 && ReplicatesParams(axis, kind == ParamKind::kExpert)) axes.emplace_back(axis.name);
+  }
   return axes;
 }
 
 std::vector<std::string> ParamShardAxes(const PlanSpec& p, ParamKind kind) {
-  std::vector<std::string> axes;
-  if (p.mesh.fsdp > 1) axes.push_back("fsdp");
+  std::vector<std::string> axes = GatheredShardAxes(p);
   if (p.zero_stage == 3) {
     for (const std::string& a : ReplicaAxes(p, kind)) axes.push_back(a);
   }
@@ -33,8 +41,7 @@ std::vector<std::string> ParamShardAxes(const PlanSpec& p, ParamKind kind) {
 }
 
 std::vector<std::string> GradShardAxes(const PlanSpec& p, ParamKind kind) {
-  std::vector<std::string> axes;
-  if (p.mesh.fsdp > 1) axes.push_back("fsdp");
+  std::vector<std::string> axes = GatheredShardAxes(p);
   if (p.zero_stage >= 2) {
     for (const std::string& a : ReplicaAxes(p, kind)) axes.push_back(a);
   }
@@ -44,7 +51,7 @@ std::vector<std::string> GradShardAxes(const PlanSpec& p, ParamKind kind) {
 bool KeepsGatheredParams(const PlanSpec& p) { return !ReshardAfterForward(p) && !ParamShardAxes(p, ParamKind::kDense).empty(); }
 
 ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
-  const double fsdp = static_cast<double>(p.mesh.fsdp), replicas = Product(p, ReplicaAxes(p, kind));
+  const double fsdp = Product(p, GatheredShardAxes(p)), replicas = Product(p, ReplicaAxes(p, kind));
   return {fsdp * (p.zero_stage >= 3 ? replicas : 1), fsdp * (p.zero_stage >= 2 ? replicas : 1), fsdp * (p.zero_stage >= 1 ? replicas : 1)};
 }
 
@@ -72,7 +79,7 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
     const std::vector<std::string> axes = ReplicaAxes(p, kind);
     // ZeRO-2 and ZeRO-3 reduce-scatter the gradients over the replicas per layer already.
     if (params <= 0 || axes.empty() || p.zero_stage == 3) continue;
-    const double shard = params / static_cast<double>(p.mesh.fsdp);  // what each fsdp rank holds
+    const double shard = params / Product(p, GatheredShardAxes(p));  // what each fsdp rank holds
     if (p.zero_stage == 0) {
       ops.push_back(CommOp("dp_allreduce_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllReduce, axes, shard * kGradBytes,
                            p.overlap.data));

@@ -1,7 +1,9 @@
 // Data parallelism and ZeRO (Rajbhandari et al. 2019) over the replica axes, and FSDP / ZeRO-3
 // over the `fsdp` axis (hybrid sharding when both are used).
 // Replica axes: data and context for every parameter (context ranks see other tokens of the
-// same sequences), and expert for dense ones (expert ranks are data parallel for them).
+// same sequences), and expert for dense ones (expert ranks are data parallel for them); the
+// table's ParamReplication (core/mesh_axes.h) says which, tests/core/mesh_axes_test.cc holds it
+// to this line.
 // Sharding: W[D_fsdp, F] (ZeRO-3: W[D_(fsdp,replicas), F]); gradients sharded over the replicas
 // from ZeRO-2, fp32 master weights and Adam state from ZeRO-1, always over fsdp.
 // Collectives: per layer and micro-batch when parameters are sharded, an all-gather before
@@ -22,7 +24,8 @@ namespace shardsim::strategies {
 
 enum class ParamKind { kDense, kExpert };
 
-// Mesh axes (of size > 1) over which parameters of `kind` are replicated, before sharding.
+// Mesh axes (of size > 1) over which parameters of `kind` are replicated, before sharding, in the
+// table's order.
 std::vector<std::string> ReplicaAxes(const PlanSpec& plan, ParamKind kind);
 // Mesh axes (of size > 1) parameters of `kind` are sharded over and gathered per layer: fsdp,
 // and at ZeRO-3 the replica axes too.

@@ -91,7 +91,7 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                          "sequence parallelism splits seq_len/context=" + I(p.seq_len / mesh.context) + " over tensor=" + I(mesh.tensor) + ", which does not divide it",
                          "seq_len/context a multiple of tensor", "set sequence_parallel to false or change seq_len"};
   }
-  const int64_t replicas = mesh.data * mesh.fsdp * mesh.expert;
+  const int64_t replicas = BatchReplicas(mesh);
   if (p.global_batch_size % replicas != 0) {
     return Infeasibility{"global_batch_size",
                          "global_batch_size=" + I(p.global_batch_size) + " does not split over data x fsdp x expert = " + I(replicas) + " replicas",

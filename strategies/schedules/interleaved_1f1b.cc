@@ -8,6 +8,27 @@
 
 namespace shardsim::strategies::schedules {
 
+namespace {
+
+// The k-th forward (or backward) of a stage, k = 0, 1, ...: micro-batch (k / (p v)) p + k % p of
+// chunk (k / p) % v, walked one step at a time (a division per task costs more than the rest of
+// the schedule, which the estimator builds for every plan).
+struct Walk {
+  int64_t p, v;
+  int64_t group = 0, chunk = 0, within = 0;  // k = (group v + chunk) p + within
+  Walk(int64_t stages, int64_t chunks) : p(stages), v(chunks) {}
+  int64_t microbatch() const { return group * p + within; }
+  void Next() {
+    if (++within < p) return;
+    within = 0;
+    if (++chunk < v) return;
+    chunk = 0;
+    ++group;
+  }
+};
+
+}  // namespace
+
 class Interleaved final : public Schedule {
  public:
   std::string_view name() const override { return "interleaved-1f1b"; }
@@ -35,17 +56,16 @@ class Interleaved final : public Schedule {
   std::vector<Task> Tasks(int64_t p, int64_t m, int64_t v, int64_t s) const override {
     if (p == 1 || v == 1) return OneFOneBTasks(p, m, s);
     const int64_t total = m * v;
-    auto forward_task = [&](int64_t k) { return MakeTask((k / (p * v)) * p + k % p, (k / p) % v, Phase::kForward); };
-    auto backward_chunk = [&](int64_t k) { return v - 1 - (k / p) % v; };
     const int64_t warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
     std::vector<Task> tasks;
     tasks.reserve(static_cast<size_t>(3 * total));
-    for (int64_t k = 0; k < warmup; ++k) tasks.push_back(forward_task(k));
-    for (int64_t i = 0; i < total - warmup; ++i) {
-      tasks.push_back(forward_task(warmup + i));
-      AddBackward(tasks, (i / (p * v)) * p + i % p, backward_chunk(i));
+    Walk forward(p, v), backward(p, v);
+    for (int64_t k = 0; k < warmup; ++k, forward.Next()) AddForward(tasks, forward.microbatch(), forward.chunk);
+    for (int64_t i = 0; i < total - warmup; ++i, forward.Next(), backward.Next()) {
+      AddForward(tasks, forward.microbatch(), forward.chunk);
+      AddBackward(tasks, backward.microbatch(), v - 1 - backward.chunk);
     }
-    for (int64_t i = total - warmup; i < total; ++i) AddBackward(tasks, (i / (p * v)) * p + i % p, backward_chunk(i));
+    for (int64_t i = total - warmup; i < total; ++i, backward.Next()) AddBackward(tasks, backward.microbatch(), v - 1 - backward.chunk);
     return tasks;
   }
   std::string_view torchtitan_name() const override { return "Interleaved1F1B"; }

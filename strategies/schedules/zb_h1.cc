@@ -27,10 +27,13 @@ class ZbH1 final : public Schedule {
       tasks.push_back(MakeTask(pending.front(), 0, Phase::kBackwardWeight));
       pending.pop_front();
     };
+    // Runs B of `mb`; returns whether a held W had to follow it.
     auto backward = [&](int64_t mb) {
       tasks.push_back(MakeTask(mb, 0, Phase::kBackwardInput));
       pending.push_back(mb);
+      const bool released = static_cast<int64_t>(pending.size()) > held;
       while (static_cast<int64_t>(pending.size()) > held) weight();
+      return released;
     };
     for (int64_t mb = 0; mb < warmup; ++mb) AddForward(tasks, mb);
     for (int64_t i = 0; i < m - warmup; ++i) {
@@ -38,9 +41,9 @@ class ZbH1 final : public Schedule {
       backward(i);
     }
     for (int64_t mb = m - warmup; mb < m; ++mb) {
-      backward(mb);
-      // In the cooldown each B waits on the next stage: one deferred W fills that wait.
-      if (!pending.empty() && mb + 1 < m) weight();
+      // In the cooldown each B waits on the next stage's B, which runs one W later: one deferred
+      // W fills that wait (a second one would delay the next B and every stage before).
+      if (!backward(mb) && !pending.empty() && mb + 1 < m) weight();
     }
     while (!pending.empty()) weight();
     return tasks;

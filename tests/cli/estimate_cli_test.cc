@@ -1,6 +1,8 @@
 // `shardsim estimate` end to end: the report JSON of the CLI docs, and its input errors.
 #include "tests/cli/cli_test_util.h"
 
+#include "strategies/schedule.h"
+
 namespace shardsim::cli_test {
 namespace {
 
@@ -37,6 +39,108 @@ TEST(CliEstimateTest, DumpProgramIsDeterministic) {
   ASSERT_TRUE(a.exited && a.exit_code == 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out.find("tp_exit_attention"), std::string::npos);
+}
+
+// Every op of the program JSON carries the documented fields, by stream.
+void ExpectOpFields(const json& op, const std::string& where) {
+  for (const char* key : {"name", "phase", "stream", "bytes"}) EXPECT_TRUE(op.contains(key)) << where << " " << key << ": " << op.dump();
+  EXPECT_NE(std::string("FBWR").find(op.value("phase", "?")), std::string::npos) << where << ": " << op.dump();
+  if (op.value("stream", "") == "compute") {
+    for (const char* key : {"kind", "flops", "m", "n", "k"}) EXPECT_TRUE(op.contains(key)) << where << " " << key << ": " << op.dump();
+    EXPECT_FALSE(op.contains("collective")) << where;
+  } else {
+    for (const char* key : {"collective", "axes", "overlapped"}) EXPECT_TRUE(op.contains(key)) << where << " " << key << ": " << op.dump();
+    EXPECT_TRUE(op["axes"].is_array()) << where;
+    EXPECT_FALSE(op.contains("flops")) << where;
+  }
+}
+
+TEST(CliEstimateTest, DumpProgramJsonHasTheDocumentedFieldsAndIsDeterministic) {
+  const int64_t stages = 4, microbatches = 64 / 4;  // global batch 64 over data 4, micro-batch 1
+  const std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--set", "mesh.data=4",
+                                         "--set", "mesh.pipeline=4", "--set", "global_batch_size=64", "--set", "seq_len=2048",
+                                         "--set", "pipeline_schedule=zbv", "--dump-program", "--json"};
+  json out;
+  const CliResult a = RunShardsim(args);
+  ASSERT_TRUE(IsJsonSuccess(a, &out));
+  EXPECT_EQ(a.out, RunShardsim(args).out);  // byte-identical
+
+  EXPECT_EQ(out["model"], "llama3-8b");
+  EXPECT_EQ(out["schedule"], "zbv");
+  EXPECT_EQ(out["plan"]["pipeline_schedule"], "zbv");
+  EXPECT_EQ(out["plan"]["mesh"]["pipeline"], stages);
+  EXPECT_EQ(out["microbatches"], microbatches);
+  EXPECT_EQ(out["tokens_per_microbatch"], 2048);
+  EXPECT_GT(out["model_flops_per_step"].get<double>(), 0);
+
+  ASSERT_TRUE(out["layer_programs"].is_array());
+  std::vector<std::string> kinds;
+  for (const json& layer : out["layer_programs"]) {
+    kinds.push_back(layer["kind"]);
+    ASSERT_FALSE(layer["ops"].empty()) << layer["kind"];
+    for (const json& op : layer["ops"]) ExpectOpFields(op, "layer " + layer["kind"].get<std::string>());
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"dense", "embedding", "head"}));  // a dense model: no MoE program
+  ExpectOpFields(out["pipeline_send"], "pipeline_send");
+  EXPECT_EQ(out["pipeline_send"]["collective"], "permute");
+  EXPECT_EQ(out["pipeline_send"]["axes"], json::array({"pipeline"}));
+
+  const json& st = out["stages"];
+  ASSERT_EQ(st.size(), static_cast<size_t>(stages));
+  int64_t layers = 0;
+  for (size_t s = 0; s < st.size(); ++s) {
+    const std::string where = "stage " + std::to_string(s);
+    EXPECT_EQ(st[s]["stage"], s);
+    for (const char* key : {"dense_params", "expert_params", "activation_peak_bytes"}) EXPECT_TRUE(st[s][key].is_number()) << where << " " << key;
+    EXPECT_GT(st[s]["dense_params"].get<double>(), 0) << where;
+    EXPECT_EQ(st[s]["expert_params"].get<double>(), 0) << where;
+    ASSERT_EQ(st[s]["chunks"].size(), 2u) << where;
+    for (size_t c = 0; c < 2; ++c) {
+      const json& chunk = st[s]["chunks"][c];
+      EXPECT_EQ(chunk["chunk"], c);
+      EXPECT_EQ(chunk["direction"], 0);
+      // The V: chunk 0 of stage s at position s, chunk 1 at 2p - 1 - s.
+      EXPECT_EQ(chunk["position"], c == 0 ? static_cast<int64_t>(s) : 2 * stages - 1 - static_cast<int64_t>(s)) << where;
+      EXPECT_EQ(chunk["embedding"], s == 0 && c == 0) << where;
+      EXPECT_EQ(chunk["head"], s == 0 && c == 1) << where;
+      int64_t dense = 0;
+      for (const json& run : chunk["layer_runs"]) {
+        if (run["kind"] == "dense") dense += run["count"].get<int64_t>();
+      }
+      EXPECT_EQ(dense, chunk["layers"].get<int64_t>()) << where;
+      EXPECT_TRUE(chunk["first_layer"].is_number_integer()) << where;
+      layers += dense;
+    }
+    // Every micro-batch's F, B and W on both chunks, in the schedule's order.
+    const json& tasks = st[s]["tasks"];
+    ASSERT_EQ(tasks.size(), static_cast<size_t>(3 * 2 * microbatches)) << where;
+    const std::vector<strategies::Task> expected = strategies::FindSchedule("zbv")->Tasks(stages, microbatches, 2, static_cast<int64_t>(s));
+    ASSERT_EQ(tasks.size(), expected.size()) << where;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(tasks[i]["microbatch"], expected[i].microbatch) << where << " task " << i;
+      EXPECT_EQ(tasks[i]["chunk"], expected[i].chunk) << where << " task " << i;
+      EXPECT_EQ(tasks[i]["phase"], strategies::ToString(expected[i].phase)) << where << " task " << i;
+    }
+    EXPECT_FALSE(st[s]["step_ops"].empty()) << where;
+    for (const json& op : st[s]["step_ops"]) ExpectOpFields(op, where + " step op");
+  }
+  EXPECT_EQ(layers, 32);
+  // ZB-V on the first stage (the paper's figure): 2p - 1 forwards of chunk 0, then the first
+  // micro-batch comes back down the V and runs F, B, W on chunk 1, which holds the loss.
+  const json& first = st[0]["tasks"];
+  for (int64_t i = 0; i < 2 * stages - 1; ++i) {
+    EXPECT_EQ(first[i], json({{"microbatch", i}, {"chunk", 0}, {"phase", "F"}})) << i;
+  }
+  EXPECT_EQ(first[7], json({{"microbatch", 0}, {"chunk", 1}, {"phase", "F"}}));
+  EXPECT_EQ(first[8], json({{"microbatch", 0}, {"chunk", 1}, {"phase", "B"}}));
+  EXPECT_EQ(first[9], json({{"microbatch", 0}, {"chunk", 1}, {"phase", "W"}}));
+
+  // Without --json the text dump is unchanged.
+  std::vector<std::string> text_args = args;
+  text_args.pop_back();
+  const CliResult text = RunShardsim(text_args);
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
+  EXPECT_EQ(text.out.rfind("step model=llama3-8b schedule=zbv", 0), 0u) << text.out.substr(0, 200);
 }
 
 TEST(CliEstimateTest, InvalidPlansGiveThePreciseReason) {

@@ -2,8 +2,8 @@
 // computes single-rank attention over the full sequence and checks its own rows of the ring's o,
 // lse, dq, dk and dv against it within 1e-5, for each layout, causal or not, GQA and MHA. Also the
 // layouts' invariants (partition, round trip, zigzag's equal causal work) and their errors; the
-// halves of a pass that the overlap measure runs alone; the ring-attention command's prediction
-// (known answers) and the fields of its report.
+// halves of a pass that the overlap measure runs alone. The ring-attention command's prediction and
+// report are validation's (tests/validation/).
 #include "runtime/ring_attention.h"
 
 #include <gtest/gtest.h>
@@ -11,12 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/ring_attention_bench.h"
 #include "tests/runtime/kernel_test_util.h"
 
 namespace shardsim::runtime {
@@ -369,133 +367,6 @@ TEST(RingAttentionLayout, UnsplittableSequenceIsAnInputError) {
     EXPECT_NE(e.valid().find("striped"), std::string::npos) << e.what();
   }
   EXPECT_EQ(ParseSequenceLayout("striped"), SequenceLayout::kStriped);
-}
-
-// The prediction is the estimator's cost of the step program's context-parallel ops: per phase,
-// the attention op at the measured kernel rate and the ring transfers (c - 1 K/V permutes
-// forward; c - 1 K/V and c - 1 dK/dV permutes backward) at latency + bytes / bandwidth, the
-// transfers hidden under the phase's compute: max(compute, transfers).
-TEST(RingAttentionPrediction, StepProgramOpsAtMeasuredRates) {
-  const int64_t batch = 1, seq = 1024, heads = 8, kv_heads = 2, head_dim = 16, c = 4;
-  const double tokens = static_cast<double>(batch * seq / c);
-  const double block_bytes = tokens * 2 * kv_heads * head_dim * 4;  // fp32 K and V
-  for (bool causal : {true, false}) {
-    for (double bandwidth : {1e9, 1e6}) {  // compute-bound, then transfer-bound
-      RingMeasuredRates rates;
-      rates.forward_flop_per_s = 1e10;
-      rates.backward_flop_per_s = 5e9;
-      rates.p2p_bytes_per_s = bandwidth;
-      rates.p2p_latency_s = 1e-6;
-      const RingPrediction p =
-          PredictRingAttention(batch, seq, heads, kv_heads, head_dim, causal, c, rates);
-      const double keys = static_cast<double>(seq) * (causal ? 0.5 : 1.0);
-      const double flops = 2 * tokens * keys * heads * (2 * head_dim);  // QK^T and AV
-      const double transfer = 1e-6 + block_bytes / bandwidth;
-      const std::string what =
-          std::string(causal ? "causal" : "full") + " at " + std::to_string(bandwidth) + " B/s";
-      EXPECT_NEAR(p.forward.compute_s, flops / 1e10, 1e-12) << what;
-      EXPECT_NEAR(p.forward.transfers_s, 3 * transfer, 1e-9) << what;
-      EXPECT_NEAR(p.forward.time_s, std::max(flops / 1e10, 3 * transfer), 1e-9) << what;
-      EXPECT_NEAR(p.backward.compute_s, 2 * flops / 5e9, 1e-12) << what;
-      EXPECT_NEAR(p.backward.transfers_s, 6 * transfer, 1e-9) << what;
-      EXPECT_NEAR(p.backward.time_s, std::max(2 * flops / 5e9, 6 * transfer), 1e-9) << what;
-      EXPECT_FALSE(p.source.empty());
-      EXPECT_EQ(p.forward.ops.size(), 2u) << what;  // the ring transfers (x3) and the attention op
-    }
-  }
-  // One rank: nothing moves.
-  RingMeasuredRates rates{1e10, 1e10, 0, 0};
-  const RingPrediction one = PredictRingAttention(1, 256, 4, 4, 16, true, 1, rates);
-  EXPECT_EQ(one.forward.transfers_s, 0.0);
-  EXPECT_GT(one.forward.time_s, 0.0);
-}
-
-// Liu et al.'s condition c >= F / B is for bf16 MHA (4·c·d bytes against 4·d·c² FLOPs a step):
-// fp32 doubles the bytes, so non-causal MHA crosses at about 2 F / B; causal steps do half the
-// FLOPs (4 F / B); GQA moves G/H of the K/V.
-TEST(RingAttentionPrediction, FormulaCrossoverFollowsThePaper) {
-  const double f = 2e10, b = 5e9;
-  const double mha = FormulaCrossoverBlockTokens(1, 8, 8, 64, false, false, f, b);
-  EXPECT_NEAR(mha, 2 * f / b, 0.01 * f / b);
-  EXPECT_NEAR(FormulaCrossoverBlockTokens(1, 8, 8, 64, true, false, f, b), 2 * mha, 1e-9);
-  EXPECT_NEAR(FormulaCrossoverBlockTokens(1, 8, 2, 64, false, false, f, b), mha / 4, 0.01 * mha);
-  // Backward: twice the FLOPs and twice the bytes (the dK/dV accumulator) at its own rate.
-  EXPECT_NEAR(FormulaCrossoverBlockTokens(1, 8, 8, 64, false, true, f, b), mha, 0.01 * mha);
-  // At the crossover a step computes exactly as long as it transfers.
-  const double c = FormulaCrossoverBlockTokens(2, 6, 3, 32, true, false, f, b);
-  const double compute = c * c * 4 * 2 * 6 * 32 * 0.5 / f,
-               transfer = c * (2.0 * 2 * 3 * 32 * 4 + 4) / b;
-  EXPECT_NEAR(compute, transfer, 1e-12 * transfer);
-}
-
-// The report's fields, not its timings: the standard overlap measure per pass, the prediction
-// with its source, per-step figures, and on a sweep the crossover block sizes.
-TEST(RingAttentionBench, ReportHasOverlapPredictionAndCrossover) {
-  const int ranks = WorldSize();
-  RingAttentionBenchOptions options;
-  options.heads = 4;
-  options.kv_heads = 2;
-  options.head_dim = 16;
-  options.causal = true;
-  options.repeats = 1;
-  options.seq_len = 2 * ranks * 16;
-  options.check = true;
-  const nlohmann::json one = RingAttentionBenchReport(options);
-  EXPECT_FALSE(one["check_failed"].get<bool>());
-  EXPECT_EQ(one["ranks"].get<int>(), ranks);
-  EXPECT_GT(one["predicted_forward_s"].get<double>(), 0.0);
-  EXPECT_GT(one["predicted_backward_s"].get<double>(), 0.0);
-  EXPECT_FALSE(one["prediction"]["source"].get<std::string>().empty());
-  EXPECT_FALSE(one["overlap"]["method"].get<std::string>().empty());
-  for (const char* pass : {"forward", "backward"}) {
-    const nlohmann::json& ov = one["overlap"][pass];
-    EXPECT_GT(ov["both_s"].get<double>(), 0.0) << pass;
-    EXPECT_GT(ov["compute_only_s"].get<double>(), 0.0) << pass;
-    EXPECT_GE(ov["transfers_only_s"].get<double>(), 0.0) << pass;
-    EXPECT_EQ(ov["steps"].get<int>(), ranks) << pass;
-    EXPECT_GT(ov["compute_per_step_s"].get<double>(), 0.0) << pass;
-    if (ranks == 1) {
-      EXPECT_TRUE(ov["hidden_fraction"].is_null()) << "nothing moves over one rank";
-    } else {
-      const double hidden = ov["hidden_fraction"].get<double>();
-      EXPECT_GE(hidden, 0.0) << pass;
-      EXPECT_LE(hidden, 1.0) << pass;
-      EXPECT_GT(ov["transfer_per_step_s"].get<double>(), 0.0) << pass;
-      EXPECT_GT(one["crossover"]["formula_block_tokens"][pass].get<double>(), 0.0) << pass;
-      EXPECT_GT(one["prediction"][pass]["transfers_s"].get<double>(), 0.0) << pass;
-      const double timers = ov["ring_stats"]["hidden_fraction_from_timers"].get<double>();
-      EXPECT_GE(timers, 0.0) << pass;
-      EXPECT_LE(timers, 1.0) << pass;
-    }
-    EXPECT_EQ(ov["hidden_fraction_per_repeat"].size(), ranks == 1 ? 0u : 1u) << pass;
-    EXPECT_GE(ov["ring_stats"]["compute_s"]["both"].get<double>(), 0.0) << pass;
-  }
-  EXPECT_TRUE(one.contains("comm_wait"));
-  EXPECT_GT(one["measured_rates"]["attention_forward_flop_per_s"].get<double>(), 0.0);
-
-  options.check = false;
-  options.sweep_block_tokens = {16, 8};
-  const nlohmann::json sweep = RingAttentionBenchReport(options);
-  ASSERT_EQ(sweep["sweep"].size(), 2u);
-  EXPECT_EQ(sweep["sweep"][0]["block_tokens"].get<int>(), 8);  // sorted
-  EXPECT_EQ(sweep["sweep"][1]["shape"]["seq"].get<int>(), 16 * ranks);
-  for (const char* pass : {"forward", "backward"}) {
-    const nlohmann::json& c = sweep["crossover"][pass];
-    for (const char* key :
-         {"measured_block_tokens", "measured_interpolated_block_tokens", "formula_block_tokens",
-          "formula_rates_from_block_tokens", "hidden_fraction_at_measured_crossover",
-          "hidden_fraction_at_largest_block"}) {
-      EXPECT_TRUE(c.contains(key)) << pass << " " << key;
-    }
-    if (!c["measured_block_tokens"].is_null()) {
-      EXPECT_TRUE(c["measured_block_tokens"].get<int>() == 8 ||
-                  c["measured_block_tokens"].get<int>() == 16);
-    }
-    EXPECT_EQ(c["formula_rates_from_block_tokens"].get<int>(), 16);
-  }
-
-  options.sweep_block_tokens = {7};  // zigzag needs two chunks per rank
-  EXPECT_THROW(RingAttentionBenchReport(options), InputError);
 }
 
 }  // namespace

@@ -131,6 +131,75 @@ TEST(EstimateBubbleTest, DualPipeShrinksTheBubble) {
   EXPECT_LT(dual.step_time_s, onef.step_time_s);
 }
 
+// The zero-bubble papers' setting (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, for
+// 1F1B and ZB-H1; ZB-V from their "Pipeline Parallelism with Controllable Memory", 2024): every
+// chunk's F, B and W take the same time and communication is free. The program is a real
+// one (llama3-8b, 32 layers, 4 stages) with each dense layer's work replaced by one matmul of equal
+// FLOPs per phase; the embedding and head programs, the step ops and the pipeline send cost
+// nothing, and every chunk holds the same number of dense layers only.
+struct EqualPhases {
+  StepReport report;
+  double task_s = 0;  // one F (= one B = one W) of one chunk
+};
+EqualPhases EstimateWithEqualPhases(const std::string& schedule, int64_t microbatches) {
+  PlanSpec plan = PipelinePlan(4, microbatches, schedule);
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:8", "--cluster");
+  const ModelSpec model = UniformModel();
+  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+  strategies::StepProgram program = strategies::BuildStep(model, plan);
+  const double flops = 1e12;
+  auto& dense = program.layer_programs[static_cast<size_t>(strategies::LayerKind::kDense)].ops;
+  dense = {strategies::ComputeOp("f", strategies::Phase::kForward, strategies::ComputeKind::kMatmul, flops, 0),
+           strategies::ComputeOp("b", strategies::Phase::kBackwardInput, strategies::ComputeKind::kMatmul, flops, 0),
+           strategies::ComputeOp("w", strategies::Phase::kBackwardWeight, strategies::ComputeKind::kMatmul, flops, 0)};
+  program.layer_programs[static_cast<size_t>(strategies::LayerKind::kEmbedding)].ops.clear();
+  program.layer_programs[static_cast<size_t>(strategies::LayerKind::kHead)].ops.clear();
+  program.layer_programs[static_cast<size_t>(strategies::LayerKind::kMoe)].ops.clear();
+  program.pipeline_send.comm_bytes = 0;
+  const int64_t layers_per_chunk = model.num_layers / (4 * static_cast<int64_t>(program.stages.front().chunks.size()));
+  for (strategies::Stage& stage : program.stages) {
+    stage.step_ops.clear();
+    for (strategies::Chunk& chunk : stage.chunks) {
+      EXPECT_EQ(chunk.layout.layers, layers_per_chunk) << schedule;
+      chunk.layers = {{strategies::LayerKind::kDense, layers_per_chunk}};
+    }
+  }
+  const topologies::Cluster graph(cluster);
+  AxisCollectives collectives(graph, plan);
+  EqualPhases out;
+  out.report = Estimate(program, cluster, collectives, /*play_every_microbatch=*/true);
+  out.task_s = static_cast<double>(layers_per_chunk) * flops / (cluster.chip.peak_flop_per_s.at(plan.dtype) * cluster.efficiency.matmul);
+  return out;
+}
+
+// With equal F, B and W, 1F1B idles (p - 1)(F + B + W): a fraction (p - 1) / (m + p - 1) of the
+// step. ZB-H1 idles (p - 1)(F + B - W) = (p - 1) F. ZB-V has no bubble inside any stage's run of
+// tasks: the only idle left is that the last stage starts (p - 1) chunk forwards after the first
+// (no schedule avoids it; the paper hides it by overlapping steps), so its fraction is
+// (p - 1) / (6m + p - 1), with 6m tasks of one chunk's F per stage, and vanishes as m grows.
+// Every time is a whole number of one task's time, so the play is exact: tolerance 1e-9 (rounding).
+TEST(EstimateBubbleTest, ZeroBubbleVHasNoBubbleWithEqualPhaseTimes) {
+  const double p = 4;
+  for (int64_t m : {8, 16, 32}) {
+    const double mb = static_cast<double>(m);
+    const EqualPhases onef = EstimateWithEqualPhases("1f1b", m);
+    const EqualPhases h1 = EstimateWithEqualPhases("zb-h1", m);
+    const EqualPhases zbv = EstimateWithEqualPhases("zbv", m);
+    // Every stage runs 3 m tasks of one chunk (1F1B, ZB-H1) or 6 m of half a chunk (ZB-V): the
+    // same work, so the same busy time.
+    EXPECT_NEAR(onef.report.pipeline_s - onef.report.bubble_s, 3 * mb * onef.task_s, 1e-9 * onef.report.pipeline_s) << m;
+    EXPECT_NEAR(zbv.report.pipeline_s - zbv.report.bubble_s, 6 * mb * zbv.task_s, 1e-9 * zbv.report.pipeline_s) << m;
+    EXPECT_NEAR(zbv.task_s * 2, onef.task_s, 1e-12 * onef.task_s);
+    EXPECT_NEAR(BubbleFraction(onef.report), (p - 1) / (mb + p - 1), 1e-9) << "1f1b m=" << m;
+    EXPECT_NEAR(h1.report.bubble_s, (p - 1) * h1.task_s, 1e-9 * h1.report.pipeline_s) << "zb-h1 m=" << m;
+    EXPECT_NEAR(BubbleFraction(h1.report), (p - 1) / (3 * mb + p - 1), 1e-9) << "zb-h1 m=" << m;
+    // ZB-V: idle only at the last stage's start, (p - 1) forwards of one chunk.
+    EXPECT_NEAR(zbv.report.bubble_s, (p - 1) * zbv.task_s, 1e-9 * zbv.report.pipeline_s) << "zbv m=" << m;
+    EXPECT_NEAR(BubbleFraction(zbv.report), (p - 1) / (6 * mb + p - 1), 1e-9) << "zbv m=" << m;
+    EXPECT_LT(BubbleFraction(zbv.report), BubbleFraction(onef.report) / 4) << m;
+  }
+}
+
 TEST(EstimateTest, UtilisationAndFit) {
   PlanSpec p;
   p.mesh.data = 8;

@@ -1,6 +1,9 @@
 // The pipeline schedules (strategies/schedules/): task orders and their validity.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "core/model_presets.h"
 #include "strategies/build_step.h"
 #include "strategies/schedule.h"
@@ -34,6 +37,39 @@ TEST(PipelineScheduleTest, InterleavedVisitsEveryChunk) {
   int chunk1 = 0;
   for (const Task& t : tasks) chunk1 += t.chunk == 1 && t.phase == Phase::kForward ? 1 : 0;
   EXPECT_EQ(chunk1, 8);
+}
+
+// Megatron-LM's interleaved order in closed form: the k-th forward of a stage is micro-batch
+// (k / (p v)) p + k % p of chunk (k / p) % v; backwards walk the chunks in reverse, after
+// (p - s - 1) 2 + (v - 1) p warm-up forwards.
+TEST(PipelineScheduleTest, InterleavedFollowsMegatronsFormula) {
+  for (int64_t p : {2, 3, 4, 7, 14}) {
+    for (int64_t v : {2, 3, 4}) {
+      for (int64_t m : {p, 2 * p, 5 * p, 9 * p}) {
+        for (int64_t s = 0; s < p; ++s) {
+          const int64_t total = m * v, warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+          auto forward = [&](int64_t k) { return Task{static_cast<int32_t>((k / (p * v)) * p + k % p), static_cast<int16_t>((k / p) % v), Phase::kForward}; };
+          auto backward = [&](int64_t k, Phase phase) {
+            return Task{static_cast<int32_t>((k / (p * v)) * p + k % p), static_cast<int16_t>(v - 1 - (k / p) % v), phase};
+          };
+          std::vector<Task> expected;
+          for (int64_t k = 0; k < warmup; ++k) expected.push_back(forward(k));
+          for (int64_t i = 0; i < total; ++i) {
+            if (warmup + i < total) expected.push_back(forward(warmup + i));
+            expected.push_back(backward(i, Phase::kBackwardInput));
+            expected.push_back(backward(i, Phase::kBackwardWeight));
+          }
+          const std::vector<Task> tasks = Tasks("interleaved-1f1b", p, m, v, s);
+          const std::string where = "p=" + std::to_string(p) + " v=" + std::to_string(v) + " m=" + std::to_string(m) + " s=" + std::to_string(s);
+          ASSERT_EQ(tasks.size(), expected.size()) << where;
+          for (size_t i = 0; i < tasks.size(); ++i) {
+            ASSERT_TRUE(tasks[i].microbatch == expected[i].microbatch && tasks[i].chunk == expected[i].chunk && tasks[i].phase == expected[i].phase)
+                << where << " task " << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(PipelineScheduleTest, ZeroBubbleDefersWeightGradients) {

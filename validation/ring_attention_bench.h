@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ring_attention_prediction.h"
+#include "validation/ring_attention_prediction.h"
 
-namespace shardsim::runtime {
+namespace shardsim::validation {
 
 struct RingAttentionBenchOptions {
   int64_t seq_len = 4096, heads = 8, kv_heads = 8, head_dim = 64, batch = 1;
@@ -35,4 +35,4 @@ nlohmann::json RingAttentionBenchReport(const RingAttentionBenchOptions& options
 // finds an output or gradient more than 1e-5 from full attention, else 0.
 int RunRingAttentionBench(const RingAttentionBenchOptions& options);
 
-}  // namespace shardsim::runtime
+}  // namespace shardsim::validation

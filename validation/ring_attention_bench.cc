@@ -1,4 +1,4 @@
-#include "runtime/ring_attention_bench.h"
+#include "validation/ring_attention_bench.h"
 
 #include <mpi.h>
 #include <sys/resource.h>
@@ -16,12 +16,27 @@
 #include "core/plan_spec.h"
 #include "runtime/init.h"
 #include "runtime/ring_attention.h"
-#include "runtime/ring_attention_bench_text.h"
+#include "validation/ring_attention_bench_text.h"
 
-namespace shardsim::runtime {
+namespace shardsim::validation {
 namespace {
 
 using nlohmann::json;
+using runtime::AttentionBackward;
+using runtime::AttentionForward;
+using runtime::AttentionShape;
+using runtime::CheckSequenceSplit;
+using runtime::InitNormal;
+using runtime::MeshComms;
+using runtime::ParseSequenceLayout;
+using runtime::RingAttentionBackward;
+using runtime::RingAttentionForward;
+using runtime::RingAttentionStats;
+using runtime::RingAttentionWorkspace;
+using runtime::RingPass;
+using runtime::RingWork;
+using runtime::SequenceLayout;
+using runtime::SequencePositions;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -582,4 +597,4 @@ int RunRingAttentionBench(const RingAttentionBenchOptions& options) {
   return report["check_failed"].get<bool>() ? 1 : 0;
 }
 
-}  // namespace shardsim::runtime
+}  // namespace shardsim::validation

@@ -4,11 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
-namespace shardsim::runtime {
+namespace shardsim::validation {
 
 // One shape's report on `ranks` ranks.
 void PrintShapeText(const nlohmann::json& report, int ranks);
 // A --sweep report: per block size and pass, then the crossovers.
 void PrintSweepText(const nlohmann::json& report);
 
-}  // namespace shardsim::runtime
+}  // namespace shardsim::validation

@@ -1,4 +1,4 @@
-#include "runtime/ring_attention_prediction.h"
+#include "validation/ring_attention_prediction.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,7 +14,7 @@
 #include "strategies/plan_rules.h"
 #include "topologies/cluster.h"
 
-namespace shardsim::runtime {
+namespace shardsim::validation {
 namespace {
 
 // A local cluster of `ranks` cores whose fp32 peak is `flop_per_s` and whose shared-memory link
@@ -154,4 +154,4 @@ RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t head
   return prediction;
 }
 
-}  // namespace shardsim::runtime
+}  // namespace shardsim::validation

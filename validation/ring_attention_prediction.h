@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace shardsim::runtime {
+namespace shardsim::validation {
 
 // This machine's rates, measured in the same run. FLOP counts follow the step program's
 // convention for the attention op: a forward over Sq queries and Skv keys is 4·B·Sq·Skv·H·K, its
@@ -55,4 +55,4 @@ double FormulaCrossoverBlockTokens(int64_t batch, int64_t heads, int64_t kv_head
                                    bool causal, bool backward, double flop_per_s,
                                    double p2p_bytes_per_s);
 
-}  // namespace shardsim::runtime
+}  // namespace shardsim::validation

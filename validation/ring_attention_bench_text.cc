@@ -1,9 +1,9 @@
-#include "runtime/ring_attention_bench_text.h"
+#include "validation/ring_attention_bench_text.h"
 
 #include <cstdio>
 #include <string>
 
-namespace shardsim::runtime {
+namespace shardsim::validation {
 
 using nlohmann::json;
 
@@ -108,4 +108,4 @@ void PrintSweepText(const json& report) {
   }
 }
 
-}  // namespace shardsim::runtime
+}  // namespace shardsim::validation

@@ -1,0 +1,124 @@
+#include "runtime/train_command.h"
+
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/inputs.h"
+#include "core/plan_json.h"
+#include "runtime/gemm.h"
+#include "runtime/trainer.h"
+
+namespace shardsim::runtime {
+
+using nlohmann::json;
+
+CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
+  CLI::App* train = app.add_subcommand("train", "train --steps steps with the plan; one MPI rank per device of its mesh");
+  train->add_option("--model", a.model, "preset name or model JSON (default tiny-dense)");
+  train->add_option("--plan", a.plan, "plan JSON (docs/cli.md)")->required();
+  train->add_option("--set", a.set, "override a plan field: key=value");
+  train->add_option("--steps", a.steps, "training steps (default 10)");
+  train->add_option("--seed", a.seed, "initialisation seed (default 1234)");
+  train->add_option("--lr", a.lr, "AdamW learning rate (default 1e-3)");
+  train->add_option("--corpus", a.corpus, "a text file instead of the shipped corpus (the repository's documentation)");
+  train->add_option("--timeout", a.timeout_s, "seconds one receive or collective may wait before the job aborts (default 600)")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--trace", a.trace, "write a Chrome trace (Perfetto) of every rank's ops, keyed stage/layer/op/microbatch");
+  train->add_option("--checkpoint", a.checkpoint, "write a sharded checkpoint into this folder after the last step");
+  train->add_option("--checkpoint-every", a.checkpoint_every, "... and every N steps")->check(CLI::NonNegativeNumber);
+  train->add_option("--resume", a.resume, "continue from the checkpoint in this folder (same model and plan)");
+  train->add_flag("--json", a.json, "print the JSON report");
+  return train;
+}
+
+int RunTrainCommand(const TrainCommandOptions& a) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const ModelSpec model = LoadModel(a.model);
+  const PlanSpec plan = LoadPlan(a.plan, a.set);
+  if (a.steps < 1) throw InputError("--steps", std::to_string(a.steps), "1 or more");
+  std::string text(ShippedCorpus());
+  if (!a.corpus.empty()) {
+    std::ifstream in(a.corpus, std::ios::binary);
+    if (!in) throw InputError("--corpus " + a.corpus, "cannot be read", "a text file", "check the path");
+    std::ostringstream all;
+    all << in.rdbuf();
+    text = all.str();
+  }
+  const Corpus corpus(text, plan.seq_len);
+  TrainOptions options;
+  options.seed = a.seed;
+  options.adamw.lr = a.lr;
+  options.timeout_s = a.timeout_s;
+  Trainer trainer(model, plan, options, MPI_COMM_WORLD, corpus);
+  if (!a.resume.empty()) trainer.LoadCheckpoint(a.resume);
+  const int64_t first_step = trainer.steps_done();
+  trainer.EnableTrace(!a.trace.empty());
+  json steps = json::array();
+  std::vector<double> losses, times;
+  std::map<std::string, double> categories;
+  for (int64_t s = 0; s < a.steps; ++s) {
+    const StepRecord r = trainer.Step();
+    losses.push_back(r.loss);
+    times.push_back(r.step_time_s);
+    for (const auto& [k, v] : r.category_s) categories[k] += v / static_cast<double>(a.steps);
+    if (rank == 0 && !a.json) {
+      std::printf("step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(first_step + s), r.loss, r.grad_norm, 1e3 * r.step_time_s);
+    }
+    const bool last = s + 1 == a.steps;
+    if (!a.checkpoint.empty() && (last || (a.checkpoint_every > 0 && (s + 1) % a.checkpoint_every == 0))) trainer.SaveCheckpoint(a.checkpoint);
+  }
+  if (!a.trace.empty()) {
+    const std::string trace = trainer.GatherTrace();
+    if (rank == 0) {
+      std::ofstream out(a.trace);
+      out << trace << "\n";
+      if (!out) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path");
+    }
+  }
+  if (rank != 0) return 0;
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  // Model FLOPs: 6 N per token plus causal attention (blockwise: the masked half is skipped).
+  const FlopsPerToken f = ForwardFlopsPerToken(model, plan.seq_len);
+  const double model_flops = 3 * (f.matmul + f.attention / 2) * static_cast<double>(plan.global_batch_size * plan.seq_len);
+  if (a.json) {
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    std::cout << json{{"losses", losses},
+                      {"step_time_s", median},
+                      {"step_times_s", times},
+                      {"first_step", first_step},
+                      {"category_s", categories},
+                      {"ranks", size},
+                      {"model", model.name},
+                      {"plan", PlanToJson(plan)},
+                      {"tokens_per_step", plan.global_batch_size * plan.seq_len},
+                      {"model_flops_per_step", model_flops},
+                      {"model_flop_per_s", model_flops / median},
+                      {"corpus_bytes", corpus.bytes()},
+                      {"precision", "fp32 (the plan's dtype is for the estimate)"},
+                      {"blas", BlasConfig()}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("median step %.1f ms (rank 0): %.2f GFLOP/s of model FLOPs over all ranks; %s\n", 1e3 * median, model_flops / median / 1e9,
+                BlasConfig().c_str());
+  }
+  return 0;
+}
+
+}  // namespace shardsim::runtime

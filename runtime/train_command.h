@@ -1,0 +1,39 @@
+// `shardsim-runtime train`: trains a small LLaMA-style model with a plan on MPI ranks (one per
+// device of the plan's mesh), reporting per-step loss and measured times. The program's entry
+// (validation/main.cc) registers this subcommand beside `ring-attention`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace shardsim::runtime {
+
+// The subcommand's flags (AddTrainCommand names each with its default).
+struct TrainCommandOptions {
+  std::string model = "tiny-dense";  // preset name or model JSON
+  std::string plan;                  // plan JSON (required)
+  std::vector<std::string> set;      // plan overrides, key=value
+  std::string corpus;                // a text file instead of the shipped corpus
+  std::string checkpoint, resume, trace;
+  int64_t checkpoint_every = 0;  // 0: only after the last step
+  int64_t steps = 10;
+  uint64_t seed = 1234;
+  float lr = 1e-3f;
+  double timeout_s = 600;  // one receive or collective, before the job aborts
+  bool json = false;
+};
+
+// Adds the `train` subcommand to `app`, its flags bound to `options`; returns the subcommand.
+CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& options);
+
+// Trains on MPI_COMM_WORLD (collective: every rank calls it with the same options) and prints the
+// report on rank 0 (JSON with options.json, else a line per step and the median). Returns the exit
+// code, 0. Throws InputError for unreadable or invalid model, plan, corpus or trace paths.
+int RunTrainCommand(const TrainCommandOptions& options);
+
+}  // namespace shardsim::runtime
