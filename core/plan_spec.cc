@@ -13,6 +13,20 @@ namespace {
 
 std::string I(int64_t v) { return std::to_string(v); }
 
+// The field of a struct with one field per mesh axis (MeshShape, OverlapSpec) for `axis`.
+template <typename PerAxis>
+auto& FieldOf(PerAxis& fields, MeshAxis axis) {
+  switch (axis) {
+    case MeshAxis::kData: return fields.data;
+    case MeshAxis::kFsdp: return fields.fsdp;
+    case MeshAxis::kTensor: return fields.tensor;
+    case MeshAxis::kContext: return fields.context;
+    case MeshAxis::kPipeline: return fields.pipeline;
+    case MeshAxis::kExpert: return fields.expert;
+  }
+  SHARDSIM_CHECK(false, "unknown mesh axis " + std::to_string(static_cast<int>(axis)));
+}
+
 }  // namespace
 
 int64_t MeshShape::Size(std::string_view axis) const { return Size(AxisFacts(axis).axis); }
@@ -21,31 +35,11 @@ int64_t& MeshShape::Size(std::string_view axis) { return Size(AxisFacts(axis).ax
 
 int64_t MeshShape::Size(MeshAxis axis) const { return const_cast<MeshShape*>(this)->Size(axis); }
 
-int64_t& MeshShape::Size(MeshAxis axis) {
-  switch (axis) {
-    case MeshAxis::kData: return data;
-    case MeshAxis::kFsdp: return fsdp;
-    case MeshAxis::kTensor: return tensor;
-    case MeshAxis::kContext: return context;
-    case MeshAxis::kPipeline: return pipeline;
-    case MeshAxis::kExpert: return expert;
-  }
-  SHARDSIM_CHECK(false, "unknown mesh axis " + std::to_string(static_cast<int>(axis)));
-}
+int64_t& MeshShape::Size(MeshAxis axis) { return FieldOf(*this, axis); }
 
 bool OverlapSpec::Overlaps(MeshAxis axis) const { return const_cast<OverlapSpec*>(this)->Overlaps(axis); }
 
-bool& OverlapSpec::Overlaps(MeshAxis axis) {
-  switch (axis) {
-    case MeshAxis::kData: return data;
-    case MeshAxis::kFsdp: return fsdp;
-    case MeshAxis::kTensor: return tensor;
-    case MeshAxis::kContext: return context;
-    case MeshAxis::kPipeline: return pipeline;
-    case MeshAxis::kExpert: return expert;
-  }
-  SHARDSIM_CHECK(false, "unknown mesh axis " + std::to_string(static_cast<int>(axis)));
-}
+bool& OverlapSpec::Overlaps(MeshAxis axis) { return FieldOf(*this, axis); }
 
 int64_t MeshShape::Product() const {
   int64_t p = 1;

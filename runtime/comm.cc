@@ -114,40 +114,33 @@ void MeshComms::Record(CollectiveOp op, const std::vector<std::string>& axes, in
   log_->push_back({op, used, elements, what, tracer_ ? tracer_->current_key() : std::string()});
 }
 
-void MeshComms::AllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
-  if (GroupSize(axes) == 1 || count == 0) return;
-  Record(CollectiveOp::kAllReduce, axes, count, what);
-  MPI_Comm comm = Comm(axes);
-  MPI_Request request;
-  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm, &request), comm, what);
-  Wait(&request, what);
-}
-
-MPI_Request MeshComms::StartAllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+MPI_Request MeshComms::StartAllReduce(void* data, int64_t count, MPI_Datatype type, MPI_Op reduce, const std::vector<std::string>& axes,
+                                      const std::string& what) {
   MPI_Request request = MPI_REQUEST_NULL;
   if (GroupSize(axes) == 1 || count == 0) return request;
   Record(CollectiveOp::kAllReduce, axes, count, what);
   MPI_Comm comm = Comm(axes);
-  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm, &request), comm, what);
+  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), type, reduce, comm, &request), comm, what);
   return request;
 }
 
+void MeshComms::AllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+  MPI_Request request = StartAllReduce(data, count, MPI_FLOAT, MPI_SUM, axes, what);
+  if (request != MPI_REQUEST_NULL) Wait(&request, what);
+}
+
+MPI_Request MeshComms::StartAllReduceSum(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
+  return StartAllReduce(data, count, MPI_FLOAT, MPI_SUM, axes, what);
+}
+
 void MeshComms::AllReduceSum(double* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
-  if (GroupSize(axes) == 1 || count == 0) return;
-  Record(CollectiveOp::kAllReduce, axes, count, what);
-  MPI_Comm comm = Comm(axes);
-  MPI_Request request;
-  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm, &request), comm, what);
-  Wait(&request, what);
+  MPI_Request request = StartAllReduce(data, count, MPI_DOUBLE, MPI_SUM, axes, what);
+  if (request != MPI_REQUEST_NULL) Wait(&request, what);
 }
 
 void MeshComms::AllReduceMax(float* data, int64_t count, const std::vector<std::string>& axes, const std::string& what) {
-  if (GroupSize(axes) == 1 || count == 0) return;
-  Record(CollectiveOp::kAllReduce, axes, count, what);
-  MPI_Comm comm = Comm(axes);
-  MPI_Request request;
-  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_MAX, comm, &request), comm, what);
-  Wait(&request, what);
+  MPI_Request request = StartAllReduce(data, count, MPI_FLOAT, MPI_MAX, axes, what);
+  if (request != MPI_REQUEST_NULL) Wait(&request, what);
 }
 
 MPI_Request MeshComms::StartAllGather(float* out, const float* in, int64_t count, const std::vector<std::string>& axes, const std::string& what) {

@@ -96,6 +96,9 @@ class MeshComms {
   std::vector<IssuedCollective>* log_ = nullptr;
   const Tracer* tracer_ = nullptr;
   void Record(CollectiveOp op, const std::vector<std::string>& axes, int64_t elements, const std::string& what);
+  // An in-place all-reduce of `count` elements of `type` with `reduce`, started (null over one rank).
+  MPI_Request StartAllReduce(void* data, int64_t count, MPI_Datatype type, MPI_Op reduce, const std::vector<std::string>& axes,
+                             const std::string& what);
 };
 
 // Aborts the job naming the rank and `what` when `code` is not MPI_SUCCESS.

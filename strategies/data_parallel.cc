@@ -2,6 +2,7 @@
 
 #include <tuple>
 
+#include "strategies/op_names.h"
 #include "strategies/state_bytes.h"
 
 namespace shardsim::strategies {
@@ -57,8 +58,8 @@ ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
 
 std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, double expert_params) {
   std::vector<Op> ops;
-  const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{"dense", dense_params, ParamKind::kDense},
-                                                                         {"expert", expert_params, ParamKind::kExpert}};
+  const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{std::string(ops::kDense), dense_params, ParamKind::kDense},
+                                                                         {std::string(ops::kExpert), expert_params, ParamKind::kExpert}};
   double optimizer_params = 0;
   for (const auto& [name, params, kind] : kinds) {
     optimizer_params += params / Sharding(p, kind).optimizer;
@@ -68,11 +69,11 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
     if (params > 0 && KeepsGatheredParams(p)) {
       const std::vector<std::string> gather_axes = ParamShardAxes(p, kind), grad_axes = GradShardAxes(p, kind);
       if (!gather_axes.empty()) {
-        ops.push_back(CommOp("fsdp_step_allgather_" + name, Phase::kForward, Stream::kData, CollectiveOp::kAllGather, gather_axes, params * kParamBytes,
+        ops.push_back(CommOp(ops::StepParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, gather_axes, params * kParamBytes,
                              false));
       }
       if (!grad_axes.empty()) {
-        ops.push_back(CommOp("fsdp_step_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, grad_axes,
+        ops.push_back(CommOp(ops::StepGradReduceScatter(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, grad_axes,
                              params * kGradBytes, p.zero_stage == 2 ? p.overlap.data : p.overlap.fsdp));
       }
     }
@@ -81,40 +82,40 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
     if (params <= 0 || axes.empty() || p.zero_stage == 3) continue;
     const double shard = params / Product(p, GatheredShardAxes(p));  // what each fsdp rank holds
     if (p.zero_stage == 0) {
-      ops.push_back(CommOp("dp_allreduce_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllReduce, axes, shard * kGradBytes,
+      ops.push_back(CommOp(ops::DataAllReduce(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllReduce, axes, shard * kGradBytes,
                            p.overlap.data));
     } else {
       if (p.zero_stage == 1) {
-        ops.push_back(CommOp("dp_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, axes,
+        ops.push_back(CommOp(ops::DataReduceScatter(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, axes,
                              shard * kGradBytes, p.overlap.data));
       }
-      ops.push_back(CommOp("zero_param_allgather_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllGather, axes,
+      ops.push_back(CommOp(ops::ZeroParamAllGather(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllGather, axes,
                            shard * kParamBytes, false));
     }
   }
-  ops.push_back(ComputeOp("optimizer", Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, optimizer_params * kOptimizerTrafficBytes));
+  ops.push_back(ComputeOp(std::string(ops::kOptimizer), Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, optimizer_params * kOptimizerTrafficBytes));
   return ops;
 }
 
 void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& p, double dense_params, double expert_params) {
   if (KeepsGatheredParams(p)) return;  // gathered and reduced once per step (DataParallelStepOps)
-  const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{"dense", dense_params, ParamKind::kDense},
-                                                                         {"expert", expert_params, ParamKind::kExpert}};
+  const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{std::string(ops::kDense), dense_params, ParamKind::kDense},
+                                                                         {std::string(ops::kExpert), expert_params, ParamKind::kExpert}};
   for (const auto& [name, params, kind] : kinds) {
     if (params <= 0) continue;
     const std::vector<std::string> axes = ParamShardAxes(p, kind);
     if (!axes.empty()) {
-      Op gather = CommOp("param_allgather_" + name, Phase::kForward, Stream::kData, CollectiveOp::kAllGather, axes, params * kParamBytes,
+      Op gather = CommOp(ops::ParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, axes, params * kParamBytes,
                          p.overlap.fsdp);
       layer.ops.insert(layer.ops.begin(), gather);
-      gather.name += "_backward";
+      gather.name = ops::ParamAllGatherBackward(name);
       gather.phase = Phase::kBackwardInput;
       layer.ops.push_back(gather);
     }
     const std::vector<std::string> grad_axes = GradShardAxes(p, kind);
     if (!grad_axes.empty()) {
       // Sharded gradients cannot accumulate over micro-batches: each backward reduce-scatters.
-      layer.ops.push_back(CommOp("grad_reduce_scatter_" + name, Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, grad_axes,
+      layer.ops.push_back(CommOp(ops::GradReduceScatter(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, grad_axes,
                                  params * kGradBytes, p.zero_stage == 2 ? p.overlap.data : p.overlap.fsdp));
     }
   }
