@@ -29,25 +29,27 @@ namespace {
 std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, int64_t sequences, int64_t seq_len) {
   const int64_t n = DeviceCount(c);
   const int64_t tensor_max = c.topology.kind == TopologyKind::kSwitched ? c.topology.devices_per_node : 16;
-  const int64_t heads = std::gcd(m.num_heads, m.num_kv_heads);
+  // The plan rules decide what a mesh may be (strategies::CheckPlan on a one-micro-batch 1F1B
+  // probe); here only the factorisations of the devices and the search's own bounds.
+  PlanSpec probe;
+  probe.global_batch_size = sequences;
+  probe.seq_len = seq_len;
   std::vector<MeshShape> meshes;
   for (int64_t t : SearchedDegrees(MeshAxis::kTensor, std::min(tensor_max, n))) {
-    if (heads % t != 0 || n % t != 0) continue;
+    if (n % t != 0) continue;
     for (int64_t p : SearchedDegrees(MeshAxis::kPipeline, m.num_layers, m.num_layers)) {
       if ((n / t) % p != 0) continue;
       for (int64_t cp : SearchedDegrees(MeshAxis::kContext, n / t / p)) {
-        if ((n / t / p) % cp != 0 || (cp > 1 && (seq_len % (2 * cp) != 0 || seq_len / cp < 1024))) continue;
+        // Context parallelism only where each rank keeps at least 1024 tokens of a sequence.
+        if ((n / t / p) % cp != 0 || (cp > 1 && seq_len / cp < 1024)) continue;
         for (int64_t e : SearchedDegrees(MeshAxis::kExpert, m.moe ? m.moe->num_experts : 1)) {
-          if (m.moe && m.moe->num_experts % e != 0) continue;
           const int64_t rest = n / t / p / cp;
           if (rest % e != 0) continue;
           for (int64_t f : SearchedDegrees(MeshAxis::kFsdp, rest / e)) {
             if ((rest / e) % f != 0) continue;
             for (int64_t data : SearchedDegrees(MeshAxis::kData, rest / e / f)) {
-              MeshShape mesh;
-              mesh.tensor = t, mesh.pipeline = p, mesh.context = cp, mesh.expert = e, mesh.fsdp = f, mesh.data = data;
-              if (sequences % BatchReplicas(mesh) != 0) continue;
-              meshes.push_back(mesh);
+              probe.mesh.tensor = t, probe.mesh.pipeline = p, probe.mesh.context = cp, probe.mesh.expert = e, probe.mesh.fsdp = f, probe.mesh.data = data;
+              if (!strategies::CheckPlan(probe, m, n, c.name)) meshes.push_back(probe.mesh);
             }
           }
         }
