@@ -1,6 +1,8 @@
 // `shardsim estimate` end to end: the report JSON of the CLI docs, and its input errors.
 #include "tests/cli/cli_test_util.h"
 
+#include <map>
+
 #include "strategies/schedule.h"
 
 namespace shardsim::cli_test {
@@ -168,6 +170,41 @@ TEST(CliEstimateTest, PlansThatDoNotFitSaySo) {
                             &out));
   EXPECT_FALSE(out["fits"].get<bool>());
   EXPECT_NE(out["why"].get<std::string>().find("does not fit"), std::string::npos);
+}
+
+// pipeline_layout and fsdp_reshard_after_forward from --set come back in the report's plan, and
+// that plan read back as --plan gives the same report; the collectives' per-step exposure adds
+// up to the breakdown.
+class CliPlanFieldsTest : public CliTest {};
+
+TEST_F(CliPlanFieldsTest, LayoutAndReshardRoundTripThroughJson) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--set", "mesh.fsdp=4",
+                                         "--set", "mesh.pipeline=4", "--set", "global_batch_size=64", "--set", "seq_len=2048"};
+  std::vector<std::string> args = base;
+  for (const char* set : {"pipeline_schedule=zbv", "pipeline_layout=Et*3|(t*4|)*6t*5L", "fsdp_reshard_after_forward=true"}) {
+    args.push_back("--set");
+    args.push_back(set);
+  }
+  args.push_back("--json");
+  json out;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(args), &out));
+  EXPECT_EQ(out["plan"]["pipeline_layout"], "Et*3|(t*4|)*6t*5L");
+  EXPECT_EQ(out["plan"]["fsdp_reshard_after_forward"], true);
+  const std::string plan = WriteJson("plan.json", out["plan"]);
+  json again;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--plan", plan, "--json"}), &again));
+  EXPECT_EQ(again["plan"], out["plan"]);
+  EXPECT_EQ(again["step_time_s"], out["step_time_s"]);
+  // The default under pipeline parallelism keeps the gathered parameters: fewer gathers, more memory.
+  json kept;
+  std::vector<std::string> defaults = base;
+  defaults.push_back("--json");
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(defaults), &kept));
+  EXPECT_EQ(kept["plan"]["fsdp_reshard_after_forward"], false);
+  EXPECT_GT(kept["memory"]["buffers"].get<double>(), out["memory"]["buffers"].get<double>());
+  std::map<std::string, double> exposed;
+  for (const json& c : out["collectives"]) exposed[c["stream"].get<std::string>() + " " + c["collective"].get<std::string>()] += c["exposed_per_step_s"].get<double>();
+  for (const auto& [key, seconds] : out["breakdown"]["exposed_comm_s"].items()) EXPECT_NEAR(exposed[key], seconds.get<double>(), 1e-9) << key;
 }
 
 }  // namespace
