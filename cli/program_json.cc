@@ -10,7 +10,9 @@ namespace shardsim::cli {
 using nlohmann::json;
 
 json OpJson(const strategies::Op& op) {
-  json j = {{"name", op.name}, {"phase", strategies::ToString(op.phase)}, {"stream", strategies::ToString(op.stream)}};
+  json j = {{"name", op.name},
+            {"phase", strategies::ToString(op.phase)},
+            {"stream", strategies::ToString(op.stream)}};
   if (op.is_comm()) {
     j["collective"] = ToString(op.collective);
     j["axes"] = op.axes;
@@ -38,9 +40,12 @@ json OpsJson(const std::vector<strategies::Op>& ops) {
 json ChunkJson(int64_t index, const strategies::Chunk& chunk) {
   const strategies::ChunkLayout& l = chunk.layout;
   json runs = json::array();
-  for (const auto& [kind, count] : chunk.layers) runs.push_back({{"kind", strategies::ToString(kind)}, {"count", count}});
-  return {{"chunk", index},         {"direction", l.direction},     {"position", l.position}, {"embedding", l.embedding},
-          {"head", l.head},         {"first_layer", l.first_layer}, {"layers", l.layers},     {"layer_runs", std::move(runs)}};
+  for (const auto& [kind, count] : chunk.layers)
+    runs.push_back({{"kind", strategies::ToString(kind)}, {"count", count}});
+  return {{"chunk", index},         {"direction", l.direction},
+          {"position", l.position}, {"embedding", l.embedding},
+          {"head", l.head},         {"first_layer", l.first_layer},
+          {"layers", l.layers},     {"layer_runs", std::move(runs)}};
 }
 
 }  // namespace
@@ -55,10 +60,13 @@ json ProgramJson(const strategies::StepProgram& program) {
   for (size_t s = 0; s < program.stages.size(); ++s) {
     const strategies::Stage& stage = program.stages[s];
     json chunks = json::array();
-    for (size_t c = 0; c < stage.chunks.size(); ++c) chunks.push_back(ChunkJson(static_cast<int64_t>(c), stage.chunks[c]));
+    for (size_t c = 0; c < stage.chunks.size(); ++c)
+      chunks.push_back(ChunkJson(static_cast<int64_t>(c), stage.chunks[c]));
     json tasks = json::array();
     for (const strategies::Task& t : strategies::StageTasks(program, static_cast<int64_t>(s))) {
-      tasks.push_back({{"microbatch", t.microbatch}, {"chunk", t.chunk}, {"phase", strategies::ToString(t.phase)}});
+      tasks.push_back({{"microbatch", t.microbatch},
+                       {"chunk", t.chunk},
+                       {"phase", strategies::ToString(t.phase)}});
     }
     stages.push_back({{"stage", static_cast<int64_t>(s)},
                       {"dense_params", stage.dense_params},

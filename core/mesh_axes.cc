@@ -12,14 +12,20 @@ namespace {
 constexpr bool TableIsConsistent() {
   for (size_t i = 0; i < kMeshAxes.size(); ++i) {
     if (static_cast<size_t>(kMeshAxes[i].axis) != i) return false;
-    if (kMeshAxes[i].default_order < 0 || static_cast<size_t>(kMeshAxes[i].default_order) >= kMeshAxes.size()) return false;
+    if (kMeshAxes[i].default_order < 0 ||
+        static_cast<size_t>(kMeshAxes[i].default_order) >= kMeshAxes.size())
+      return false;
     for (size_t j = 0; j < i; ++j) {
-      if (kMeshAxes[i].name == kMeshAxes[j].name || kMeshAxes[i].default_order == kMeshAxes[j].default_order) return false;
+      if (kMeshAxes[i].name == kMeshAxes[j].name ||
+          kMeshAxes[i].default_order == kMeshAxes[j].default_order)
+        return false;
     }
   }
   return true;
 }
-static_assert(TableIsConsistent(), "kMeshAxes: one row per MeshAxis in enum order, distinct names and default positions");
+static_assert(
+    TableIsConsistent(),
+    "kMeshAxes: one row per MeshAxis in enum order, distinct names and default positions");
 
 }  // namespace
 
@@ -39,9 +45,12 @@ const MeshAxisFacts& AxisFacts(std::string_view name) {
 bool ReplicatesParams(const MeshAxisFacts& axis, bool routed_experts) {
   switch (axis.params) {
     case ParamRole::kSplit:
-    case ParamRole::kSharded: return false;
-    case ParamRole::kReplicated: return true;
-    case ParamRole::kReplicatedDense: return !routed_experts;
+    case ParamRole::kSharded:
+      return false;
+    case ParamRole::kReplicated:
+      return true;
+    case ParamRole::kReplicatedDense:
+      return !routed_experts;
   }
   return false;
 }

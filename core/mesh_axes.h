@@ -22,16 +22,17 @@ enum class MeshAxis { kData, kFsdp, kTensor, kContext, kPipeline, kExpert };
 // What an axis does with the parameters (strategies/data_parallel.h). The replicated ones keep a
 // full copy on every rank along the axis (before ZeRO shards it): gradients are reduced over them.
 enum class ParamRole {
-  kSplit,               // each rank holds its own part of the model (its layers, its columns)
-  kSharded,             // each rank holds a shard of every parameter, gathered per layer (FSDP)
-  kReplicated,          // every parameter replicated
-  kReplicatedDense,     // dense parameters replicated; the routed experts split over the axis
+  kSplit,            // each rank holds its own part of the model (its layers, its columns)
+  kSharded,          // each rank holds a shard of every parameter, gathered per layer (FSDP)
+  kReplicated,       // every parameter replicated
+  kReplicatedDense,  // dense parameters replicated; the routed experts split over the axis
 };
 
 // The degrees the planner's search tries along an axis (planner/search.cc).
 enum class SearchDegrees {
-  kPowersOfTwo,                 // 1, 2, 4, ... up to search_max and the model's and cluster's limits
-  kPowersOfTwoOrLayerDivisors,  // divisors of the decoder layers and powers of two, up to search_max
+  kPowersOfTwo,  // 1, 2, 4, ... up to search_max and the model's and cluster's limits
+  kPowersOfTwoOrLayerDivisors,  // divisors of the decoder layers and powers of two, up to
+                                // search_max
   kRemainder,                   // whatever devices the other axes leave
 };
 
@@ -50,7 +51,7 @@ struct MeshAxisFacts {
   // Position in DefaultMeshOrder(), 0 outermost (slowest links).
   int default_order;
   SearchDegrees search_degrees;
-  int64_t search_max;  // largest degree the search tries; 0: only the limits below
+  int64_t search_max;              // largest degree the search tries; 0: only the limits below
   std::string_view search_limits;  // what else bounds the degrees (model, cluster, sequence)
   // Whether the search tries the axis at other positions of the mesh order than the default.
   bool search_reorders;
@@ -59,27 +60,43 @@ struct MeshAxisFacts {
 inline constexpr size_t kMeshAxisCount = 6;
 
 inline constexpr std::array<MeshAxisFacts, kMeshAxisCount> kMeshAxes = {{
-    {MeshAxis::kData, "data", "data parallelism: whole replicas of the model, gradients reduced once per step", true, ParamRole::kReplicated,
-     "data", true, "bucketed gradient all-reduce / reduce-scatter under backward", 1, SearchDegrees::kRemainder, 0,
-     "the devices left by the other axes; with fsdp and expert it must divide the sequences per step", true},
-    {MeshAxis::kFsdp, "fsdp", "fully sharded data parallelism (ZeRO-3): parameters sharded and gathered per layer", true,
-     ParamRole::kSharded, "data", true, "prefetch parameter all-gathers", 2, SearchDegrees::kPowersOfTwo, 0,
-     "divides what tensor, pipeline, context and expert leave", true},
-    {MeshAxis::kTensor, "tensor", "tensor parallelism (Megatron), with sequence parallelism inside it", false, ParamRole::kSplit,
-     "tensor", false, "async tensor parallelism (decomposed collectives)", 5, SearchDegrees::kPowersOfTwo, 0,
-     "the fastest domain (an NVSwitch node, or 16 chips of a torus); divides the query and K/V heads", true},
-    {MeshAxis::kContext, "context", "context parallelism: ring attention over chunks of each sequence", false, ParamRole::kReplicated,
-     "context", true, "ring attention's K/V transfers under blockwise attention", 4, SearchDegrees::kPowersOfTwo, 32,
+    {MeshAxis::kData, "data",
+     "data parallelism: whole replicas of the model, gradients reduced once per step", true,
+     ParamRole::kReplicated, "data", true,
+     "bucketed gradient all-reduce / reduce-scatter under backward", 1, SearchDegrees::kRemainder,
+     0,
+     "the devices left by the other axes; with fsdp and expert it must divide the sequences per "
+     "step",
+     true},
+    {MeshAxis::kFsdp, "fsdp",
+     "fully sharded data parallelism (ZeRO-3): parameters sharded and gathered per layer", true,
+     ParamRole::kSharded, "data", true, "prefetch parameter all-gathers", 2,
+     SearchDegrees::kPowersOfTwo, 0, "divides what tensor, pipeline, context and expert leave",
+     true},
+    {MeshAxis::kTensor, "tensor",
+     "tensor parallelism (Megatron), with sequence parallelism inside it", false, ParamRole::kSplit,
+     "tensor", false, "async tensor parallelism (decomposed collectives)", 5,
+     SearchDegrees::kPowersOfTwo, 0,
+     "the fastest domain (an NVSwitch node, or 16 chips of a torus); divides the query and K/V "
+     "heads",
+     true},
+    {MeshAxis::kContext, "context",
+     "context parallelism: ring attention over chunks of each sequence", false,
+     ParamRole::kReplicated, "context", true,
+     "ring attention's K/V transfers under blockwise attention", 4, SearchDegrees::kPowersOfTwo, 32,
      "2 x context divides seq_len, and at least 1024 tokens per rank", true},
-    {MeshAxis::kPipeline, "pipeline", "pipeline parallelism: consecutive layers on each stage", false, ParamRole::kSplit, "pipeline",
-     true, "point-to-point sends under compute", 0, SearchDegrees::kPowersOfTwoOrLayerDivisors, 128, "at most the decoder layers",
-     false},
-    {MeshAxis::kExpert, "expert", "expert parallelism: the routed experts of MoE layers split; data parallel for the rest", true,
-     ParamRole::kReplicatedDense, "expert", false, "all-to-all under shared-expert compute", 3, SearchDegrees::kPowersOfTwo, 0,
-     "divides the routed experts (1 for dense models)", true},
+    {MeshAxis::kPipeline, "pipeline", "pipeline parallelism: consecutive layers on each stage",
+     false, ParamRole::kSplit, "pipeline", true, "point-to-point sends under compute", 0,
+     SearchDegrees::kPowersOfTwoOrLayerDivisors, 128, "at most the decoder layers", false},
+    {MeshAxis::kExpert, "expert",
+     "expert parallelism: the routed experts of MoE layers split; data parallel for the rest", true,
+     ParamRole::kReplicatedDense, "expert", false, "all-to-all under shared-expert compute", 3,
+     SearchDegrees::kPowersOfTwo, 0, "divides the routed experts (1 for dense models)", true},
 }};
 
-constexpr const MeshAxisFacts& AxisFacts(MeshAxis axis) { return kMeshAxes[static_cast<size_t>(axis)]; }
+constexpr const MeshAxisFacts& AxisFacts(MeshAxis axis) {
+  return kMeshAxes[static_cast<size_t>(axis)];
+}
 // The row named `name`, or nullptr.
 const MeshAxisFacts* FindMeshAxis(std::string_view name);
 // REQUIRES: `name` is an axis (SHARDSIM_CHECK).

@@ -1,4 +1,5 @@
 #include "strategies/op_keys.h"
+
 #include <algorithm>
 
 #include "strategies/op_names.h"
@@ -43,16 +44,21 @@ std::vector<KeyedOp> StageOps(const StepProgram& program, int64_t s) {
     }
     const bool forward = task.phase == Phase::kForward;
     if (!forward) std::reverse(layers.begin(), layers.end());
-    if (forward && !chunk.layout.embedding) transfer(ops::kRecvForward, Phase::kForward, task.chunk, task.microbatch);
-    if (task.phase == Phase::kBackwardInput && !chunk.layout.head) transfer(ops::kRecvBackward, Phase::kBackwardInput, task.chunk, task.microbatch);
+    if (forward && !chunk.layout.embedding)
+      transfer(ops::kRecvForward, Phase::kForward, task.chunk, task.microbatch);
+    if (task.phase == Phase::kBackwardInput && !chunk.layout.head)
+      transfer(ops::kRecvBackward, Phase::kBackwardInput, task.chunk, task.microbatch);
     for (const auto& [layer, label] : layers) {
       for (const Op& op : layer->ops) {
-        const bool in_task = op.phase == task.phase || (task.phase == Phase::kBackwardInput && op.phase == Phase::kRecompute);
+        const bool in_task = op.phase == task.phase ||
+                             (task.phase == Phase::kBackwardInput && op.phase == Phase::kRecompute);
         if (in_task) out.push_back({OpKey(s, label, op.name, task.microbatch), op});
       }
     }
-    if (forward && !chunk.layout.head) transfer(ops::kSendForward, Phase::kForward, task.chunk, task.microbatch);
-    if (task.phase == Phase::kBackwardInput && !chunk.layout.embedding) transfer(ops::kSendBackward, Phase::kBackwardInput, task.chunk, task.microbatch);
+    if (forward && !chunk.layout.head)
+      transfer(ops::kSendForward, Phase::kForward, task.chunk, task.microbatch);
+    if (task.phase == Phase::kBackwardInput && !chunk.layout.embedding)
+      transfer(ops::kSendBackward, Phase::kBackwardInput, task.chunk, task.microbatch);
   }
   for (const Op& op : stage.step_ops) out.push_back({OpKey(s, kStepLayer, op.name, -1), op});
   return out;

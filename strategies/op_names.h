@@ -12,7 +12,8 @@ namespace shardsim::strategies::ops {
 inline constexpr std::string_view kAttentionNorm = "attention_norm";
 inline constexpr std::string_view kTensorEnterAttention = "tp_enter_attention";
 inline constexpr std::string_view kQkv = "qkv";
-inline constexpr std::string_view kQ = "q", kQDown = "q_down", kQUp = "q_up", kKvDown = "kv_down", kKvUp = "kv_up";  // MLA
+inline constexpr std::string_view kQ = "q", kQDown = "q_down", kQUp = "q_up", kKvDown = "kv_down",
+                                  kKvUp = "kv_up";  // MLA
 inline constexpr std::string_view kAttention = "attention";
 inline constexpr std::string_view kAttentionScores = "attention_scores";
 inline constexpr std::string_view kAttentionOut = "attention_out";
@@ -24,14 +25,19 @@ inline constexpr std::string_view kAttentionResidual = "attention_residual";
 inline constexpr std::string_view kMlp = "mlp", kSharedExpert = "shared_expert";
 inline std::string BlockNorm(std::string_view block) { return std::string(block) + "_norm"; }
 inline std::string BlockUp(std::string_view block) { return std::string(block) + "_up"; }
-inline std::string BlockActivation(std::string_view block) { return std::string(block) + "_activation"; }
+inline std::string BlockActivation(std::string_view block) {
+  return std::string(block) + "_activation";
+}
 inline std::string BlockDown(std::string_view block) { return std::string(block) + "_down"; }
-inline std::string BlockResidual(std::string_view block) { return std::string(block) + "_residual"; }
+inline std::string BlockResidual(std::string_view block) {
+  return std::string(block) + "_residual";
+}
 inline std::string TensorEnter(std::string_view block) { return "tp_enter_" + std::string(block); }
 inline std::string TensorExit(std::string_view block) { return "tp_exit_" + std::string(block); }
 
 // Context parallelism (context_parallel.cc): ring K/V passes and the dK/dV trip home.
-inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv", kContextKvAllGather = "cp_kv_allgather";
+inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv",
+                                  kContextKvAllGather = "cp_kv_allgather";
 
 // MoE block (expert_parallel.cc).
 inline constexpr std::string_view kMoeNorm = "moe_norm";
@@ -39,7 +45,9 @@ inline constexpr std::string_view kRouter = "router";
 inline constexpr std::string_view kRouterCounts = "router_counts";
 inline constexpr std::string_view kExpertDispatch = "ep_dispatch";
 inline constexpr std::string_view kTensorEnterExperts = "tp_enter_experts";
-inline constexpr std::string_view kExpertsUp = "experts_up", kExpertsActivation = "experts_activation", kExpertsDown = "experts_down";
+inline constexpr std::string_view kExpertsUp = "experts_up",
+                                  kExpertsActivation = "experts_activation",
+                                  kExpertsDown = "experts_down";
 inline constexpr std::string_view kTensorExitExperts = "tp_exit_experts";
 inline constexpr std::string_view kExpertCombine = "ep_combine";
 inline constexpr std::string_view kMoeCombine = "moe_combine";
@@ -56,24 +64,43 @@ inline constexpr std::string_view kTensorLossMax = "tp_loss_max", kTensorLossSum
 
 // Sharded parameters (data_parallel.cc), "<op>_<kind>" for kind dense or expert.
 inline constexpr std::string_view kDense = "dense", kExpert = "expert";
-inline std::string ParamAllGather(std::string_view kind) { return "param_allgather_" + std::string(kind); }
-inline std::string ParamAllGatherBackward(std::string_view kind) { return ParamAllGather(kind) + "_backward"; }
-inline std::string GradReduceScatter(std::string_view kind) { return "grad_reduce_scatter_" + std::string(kind); }
-inline std::string DataAllReduce(std::string_view kind) { return "dp_allreduce_" + std::string(kind); }
-inline std::string DataReduceScatter(std::string_view kind) { return "dp_reduce_scatter_" + std::string(kind); }
-inline std::string ZeroParamAllGather(std::string_view kind) { return "zero_param_allgather_" + std::string(kind); }
-inline std::string StepParamAllGather(std::string_view kind) { return "fsdp_step_allgather_" + std::string(kind); }
-inline std::string StepGradReduceScatter(std::string_view kind) { return "fsdp_step_reduce_scatter_" + std::string(kind); }
+inline std::string ParamAllGather(std::string_view kind) {
+  return "param_allgather_" + std::string(kind);
+}
+inline std::string ParamAllGatherBackward(std::string_view kind) {
+  return ParamAllGather(kind) + "_backward";
+}
+inline std::string GradReduceScatter(std::string_view kind) {
+  return "grad_reduce_scatter_" + std::string(kind);
+}
+inline std::string DataAllReduce(std::string_view kind) {
+  return "dp_allreduce_" + std::string(kind);
+}
+inline std::string DataReduceScatter(std::string_view kind) {
+  return "dp_reduce_scatter_" + std::string(kind);
+}
+inline std::string ZeroParamAllGather(std::string_view kind) {
+  return "zero_param_allgather_" + std::string(kind);
+}
+inline std::string StepParamAllGather(std::string_view kind) {
+  return "fsdp_step_allgather_" + std::string(kind);
+}
+inline std::string StepGradReduceScatter(std::string_view kind) {
+  return "fsdp_step_reduce_scatter_" + std::string(kind);
+}
 // Sequence parallelism's replicated weights (norms) see a share of the tokens on each tensor
 // rank: their gradients are summed over tensor once per step.
 inline constexpr std::string_view kTensorReplicatedGrads = "tp_replicated_grad_allreduce";
 inline constexpr std::string_view kOptimizer = "optimizer";
-inline constexpr std::string_view kTiedEmbeddingSync = "tied_embedding_grad_sync", kDualPipeCopySync = "dualpipe_copy_grad_sync";
+inline constexpr std::string_view kTiedEmbeddingSync = "tied_embedding_grad_sync",
+                                  kDualPipeCopySync = "dualpipe_copy_grad_sync";
 
 // Pipeline point-to-point, per task of a chunk that has a neighbour on its path.
 inline constexpr std::string_view kPipelineSend = "pp_send";
-inline constexpr std::string_view kRecvForward = "pp_recv_forward", kSendForward = "pp_send_forward";
-inline constexpr std::string_view kRecvBackward = "pp_recv_backward", kSendBackward = "pp_send_backward";
+inline constexpr std::string_view kRecvForward = "pp_recv_forward",
+                                  kSendForward = "pp_send_forward";
+inline constexpr std::string_view kRecvBackward = "pp_recv_backward",
+                                  kSendBackward = "pp_send_backward";
 
 // Backward ops named from their forward op: a matmul's input gradient (B) and weight gradient
 // (W), anything else's gradient (B).

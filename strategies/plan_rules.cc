@@ -24,7 +24,8 @@ std::vector<int64_t> Divisors(int64_t n) {
 
 std::string List(const std::vector<int64_t>& values, size_t max_items = 16) {
   std::string s;
-  for (size_t i = 0; i < values.size() && i < max_items; ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  for (size_t i = 0; i < values.size() && i < max_items; ++i)
+    s += (i ? ", " : "") + std::to_string(values[i]);
   if (values.size() > max_items) s += ", ...";
   return s;
 }
@@ -36,70 +37,96 @@ std::optional<Infeasibility> CheckMeshOrder(const PlanSpec& p) {
   for (const std::string& axis : p.mesh_order) {
     if (std::find(MeshAxisNames().begin(), MeshAxisNames().end(), axis) == MeshAxisNames().end()) {
       const std::string s = DidYouMean(axis, MeshAxisNames());
-      return Infeasibility{"mesh_order", "unknown axis '" + axis + "'" + (s.empty() ? "" : "; " + s), JoinNames(MeshAxisNames()), ""};
+      return Infeasibility{"mesh_order",
+                           "unknown axis '" + axis + "'" + (s.empty() ? "" : "; " + s),
+                           JoinNames(MeshAxisNames()), ""};
     }
     if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
-      return Infeasibility{"mesh_order", "axis '" + axis + "' appears twice", "each of " + JoinNames(MeshAxisNames()) + " once", ""};
+      return Infeasibility{"mesh_order", "axis '" + axis + "' appears twice",
+                           "each of " + JoinNames(MeshAxisNames()) + " once", ""};
     }
     seen.push_back(axis);
   }
   if (seen.size() != MeshAxisNames().size()) {
-    return Infeasibility{"mesh_order", "must list all " + I(static_cast<int64_t>(MeshAxisNames().size())) + " axes, got " + I(static_cast<int64_t>(seen.size())),
+    return Infeasibility{"mesh_order",
+                         "must list all " + I(static_cast<int64_t>(MeshAxisNames().size())) +
+                             " axes, got " + I(static_cast<int64_t>(seen.size())),
                          JoinNames(DefaultMeshOrder()), "outermost (slowest links) first"};
   }
   return std::nullopt;
 }
 
-std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, int64_t devices, const std::string& devices_source) {
+std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, int64_t devices,
+                                        const std::string& devices_source) {
   const int64_t product = p.mesh.Product();
   if (product != devices) {
     return Infeasibility{"mesh",
-                         "mesh " + DescribeMesh(p.mesh) + " has " + (product < 0 ? std::string("an overflowing number of") : I(product)) + " devices but " +
-                             devices_source + " has " + I(devices),
-                         "axis sizes whose product is " + I(devices), "change an axis (often data) so the product matches"};
+                         "mesh " + DescribeMesh(p.mesh) + " has " +
+                             (product < 0 ? std::string("an overflowing number of") : I(product)) +
+                             " devices but " + devices_source + " has " + I(devices),
+                         "axis sizes whose product is " + I(devices),
+                         "change an axis (often data) so the product matches"};
   }
   const MeshShape& mesh = p.mesh;
   if (m.num_heads % mesh.tensor != 0 || m.num_kv_heads % mesh.tensor != 0) {
-    return Infeasibility{"mesh/tensor", "tensor=" + I(mesh.tensor) + " must divide heads=" + I(m.num_heads) + " and kv_heads=" + I(m.num_kv_heads),
-                         List(Divisors(std::gcd(m.num_heads, m.num_kv_heads))), "Megatron splits attention heads across the tensor axis"};
+    return Infeasibility{"mesh/tensor",
+                         "tensor=" + I(mesh.tensor) + " must divide heads=" + I(m.num_heads) +
+                             " and kv_heads=" + I(m.num_kv_heads),
+                         List(Divisors(std::gcd(m.num_heads, m.num_kv_heads))),
+                         "Megatron splits attention heads across the tensor axis"};
   }
   if (mesh.pipeline > m.num_layers) {
-    return Infeasibility{"mesh/pipeline", "pipeline=" + I(mesh.pipeline) + " exceeds num_layers=" + I(m.num_layers), "1 to " + I(m.num_layers),
-                         "each stage holds at least one layer"};
+    return Infeasibility{"mesh/pipeline",
+                         "pipeline=" + I(mesh.pipeline) + " exceeds num_layers=" + I(m.num_layers),
+                         "1 to " + I(m.num_layers), "each stage holds at least one layer"};
   }
   if (mesh.expert > 1) {
     if (!m.moe) {
-      return Infeasibility{"mesh/expert", "expert=" + I(mesh.expert) + " needs a mixture-of-experts model; '" + m.name + "' is dense", "1",
-                           "use the data axis for data parallelism"};
+      return Infeasibility{"mesh/expert",
+                           "expert=" + I(mesh.expert) + " needs a mixture-of-experts model; '" +
+                               m.name + "' is dense",
+                           "1", "use the data axis for data parallelism"};
     }
     if (m.moe->num_experts % mesh.expert != 0) {
-      return Infeasibility{"mesh/expert", "expert=" + I(mesh.expert) + " must divide num_experts=" + I(m.moe->num_experts), List(Divisors(m.moe->num_experts)),
-                           "each expert rank holds num_experts/expert experts"};
+      return Infeasibility{
+          "mesh/expert",
+          "expert=" + I(mesh.expert) + " must divide num_experts=" + I(m.moe->num_experts),
+          List(Divisors(m.moe->num_experts)), "each expert rank holds num_experts/expert experts"};
     }
   }
   if (m.position == PositionKind::kLearned && p.seq_len > m.max_seq_len) {
-    return Infeasibility{"seq_len", "seq_len=" + I(p.seq_len) + " exceeds the " + I(m.max_seq_len) + " learned positions of '" + m.name + "'",
+    return Infeasibility{"seq_len",
+                         "seq_len=" + I(p.seq_len) + " exceeds the " + I(m.max_seq_len) +
+                             " learned positions of '" + m.name + "'",
                          "1 to " + I(m.max_seq_len), ""};
   }
   if (mesh.context > 1 && p.seq_len % (2 * mesh.context) != 0) {
     const int64_t chunks = 2 * mesh.context;  // causal load balancing gives each rank two chunks
-    return Infeasibility{"seq_len", "seq_len=" + I(p.seq_len) + " must be divisible by 2 x context = " + I(chunks), "a multiple of " + I(chunks),
-                         "ring attention's load balancing gives each context rank two chunks"};
+    return Infeasibility{
+        "seq_len", "seq_len=" + I(p.seq_len) + " must be divisible by 2 x context = " + I(chunks),
+        "a multiple of " + I(chunks),
+        "ring attention's load balancing gives each context rank two chunks"};
   }
   if (p.sequence_parallel && (p.seq_len / mesh.context) % mesh.tensor != 0) {
-    return Infeasibility{"sequence_parallel",
-                         "sequence parallelism splits seq_len/context=" + I(p.seq_len / mesh.context) + " over tensor=" + I(mesh.tensor) + ", which does not divide it",
-                         "seq_len/context a multiple of tensor", "set sequence_parallel to false or change seq_len"};
+    return Infeasibility{
+        "sequence_parallel",
+        "sequence parallelism splits seq_len/context=" + I(p.seq_len / mesh.context) +
+            " over tensor=" + I(mesh.tensor) + ", which does not divide it",
+        "seq_len/context a multiple of tensor", "set sequence_parallel to false or change seq_len"};
   }
   const int64_t replicas = BatchReplicas(mesh);
   if (p.global_batch_size % replicas != 0) {
-    return Infeasibility{"global_batch_size",
-                         "global_batch_size=" + I(p.global_batch_size) + " does not split over data x fsdp x expert = " + I(replicas) + " replicas",
-                         "a multiple of " + I(replicas), "every replica must see the same number of sequences"};
+    return Infeasibility{
+        "global_batch_size",
+        "global_batch_size=" + I(p.global_batch_size) +
+            " does not split over data x fsdp x expert = " + I(replicas) + " replicas",
+        "a multiple of " + I(replicas), "every replica must see the same number of sequences"};
   }
   const int64_t per_replica = p.global_batch_size / replicas;
   if (per_replica % p.micro_batch_size != 0) {
-    return Infeasibility{"micro_batch_size", "micro_batch_size=" + I(p.micro_batch_size) + " must divide the " + I(per_replica) + " sequences per replica",
+    return Infeasibility{"micro_batch_size",
+                         "micro_batch_size=" + I(p.micro_batch_size) + " must divide the " +
+                             I(per_replica) + " sequences per replica",
                          List(Divisors(per_replica)), ""};
   }
   return std::nullopt;
@@ -107,7 +134,8 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
 
 }  // namespace
 
-std::optional<Infeasibility> CheckPlan(const PlanSpec& p, const ModelSpec& m, int64_t devices, const std::string& devices_source) {
+std::optional<Infeasibility> CheckPlan(const PlanSpec& p, const ModelSpec& m, int64_t devices,
+                                       const std::string& devices_source) {
   if (auto bad = CheckMeshOrder(p)) return bad;
   if (auto bad = CheckShape(p, m, devices, devices_source)) return bad;
   const Schedule* schedule = FindSchedule(p.pipeline_schedule);
@@ -116,7 +144,8 @@ std::optional<Infeasibility> CheckPlan(const PlanSpec& p, const ModelSpec& m, in
   return CheckLayout(m, p);
 }
 
-void ValidatePlan(const PlanSpec& p, const ModelSpec& m, int64_t devices, const std::string& devices_source, const std::string& where) {
+void ValidatePlan(const PlanSpec& p, const ModelSpec& m, int64_t devices,
+                  const std::string& devices_source, const std::string& where) {
   if (auto bad = CheckPlan(p, m, devices, devices_source)) throw bad->ToError(where);
 }
 

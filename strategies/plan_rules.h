@@ -18,9 +18,11 @@ namespace shardsim::strategies {
 // expert divides experts (and needs an MoE model); context and sequence parallelism divide the
 // sequence; the global batch splits into replicas and micro-batches; the schedule is known and
 // accepts the plan (its own Check); the stage layout holds the model (CheckLayout).
-std::optional<Infeasibility> CheckPlan(const PlanSpec& plan, const ModelSpec& model, int64_t devices, const std::string& devices_source);
+std::optional<Infeasibility> CheckPlan(const PlanSpec& plan, const ModelSpec& model,
+                                       int64_t devices, const std::string& devices_source);
 
 // CheckPlan, throwing the InputError at `where` + "/" + field (e.g. "plan.json:/mesh/tensor").
-void ValidatePlan(const PlanSpec& plan, const ModelSpec& model, int64_t devices, const std::string& devices_source, const std::string& where);
+void ValidatePlan(const PlanSpec& plan, const ModelSpec& model, int64_t devices,
+                  const std::string& devices_source, const std::string& where);
 
 }  // namespace shardsim::strategies

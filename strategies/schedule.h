@@ -39,24 +39,30 @@ class Schedule {
   // the model).
   virtual int64_t Directions(int64_t /*stages*/) const { return 1; }
   // The direction of micro-batch `mb` of `microbatches` on `stages` stages.
-  virtual int64_t DirectionOf(int64_t /*stages*/, int64_t /*mb*/, int64_t /*microbatches*/) const { return 0; }
+  virtual int64_t DirectionOf(int64_t /*stages*/, int64_t /*mb*/, int64_t /*microbatches*/) const {
+    return 0;
+  }
   // Where chunk `chunk` of `stage` sits. Default: Megatron's interleaving, chunk c of stage s at
   // position c x stages + s.
-  virtual ChunkPlace Place(int64_t stages, int64_t /*chunks*/, int64_t stage, int64_t chunk) const { return {0, chunk * stages + stage}; }
+  virtual ChunkPlace Place(int64_t stages, int64_t /*chunks*/, int64_t stage, int64_t chunk) const {
+    return {0, chunk * stages + stage};
+  }
   // Whether the input gradient leaves a stage after its B task, the weight gradients (W) coming
   // later (zero-bubble schedules); otherwise after B and W together.
   virtual bool SplitsBackward() const = 0;
 
   // Why this schedule cannot run `plan` with `microbatches` per replica on `layers` decoder
   // layers, or nothing. Only the schedule's own rules (stage counts, micro-batch counts, chunks).
-  virtual std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t layers, int64_t microbatches) const = 0;
+  virtual std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t layers,
+                                             int64_t microbatches) const = 0;
   // The virtual_stages values the planner tries with `stages` stages (1 for one chunk per stage).
   virtual std::vector<int64_t> SearchedVirtualStages(int64_t /*stages*/) const { return {1}; }
 
   // The task order of `stage` (0-based, of `stages`) for `microbatches` micro-batches and
   // `chunks` chunks per stage. Backward appears as B then W; schedules that do not split the
   // backward put each W right after its B. REQUIRES: Check passed.
-  virtual std::vector<Task> Tasks(int64_t stages, int64_t microbatches, int64_t chunks, int64_t stage) const = 0;
+  virtual std::vector<Task> Tasks(int64_t stages, int64_t microbatches, int64_t chunks,
+                                  int64_t stage) const = 0;
 
   // The schedule's name in torchtitan's `pipeline_parallel_schedule` ("" when torchtitan has no
   // such schedule), and whether Megatron-LM runs it (its 1F1B, interleaved with virtual stages).

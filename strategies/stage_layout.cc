@@ -22,7 +22,8 @@ class LayoutParser {
     std::string out;
     if (!Sequence(out, error)) return std::nullopt;
     if (at_ < text_.size()) {
-      error = "unexpected '" + std::string(1, text_[at_]) + "' at character " + I(static_cast<int64_t>(at_) + 1);
+      error = "unexpected '" + std::string(1, text_[at_]) + "' at character " +
+              I(static_cast<int64_t>(at_) + 1);
       return std::nullopt;
     }
     return out;
@@ -37,7 +38,8 @@ class LayoutParser {
         ++at_;
         if (!Sequence(item, error)) return false;
         if (at_ >= text_.size() || text_[at_] != ')') {
-          error = "unclosed '(' (expected ')' at character " + I(static_cast<int64_t>(at_) + 1) + ")";
+          error =
+              "unclosed '(' (expected ')' at character " + I(static_cast<int64_t>(at_) + 1) + ")";
           return false;
         }
         ++at_;
@@ -48,7 +50,8 @@ class LayoutParser {
         ++at_;
         continue;
       } else {
-        error = "unknown symbol '" + std::string(1, c) + "' at character " + I(static_cast<int64_t>(at_) + 1);
+        error = "unknown symbol '" + std::string(1, c) + "' at character " +
+                I(static_cast<int64_t>(at_) + 1);
         return false;
       }
       int64_t repeat = 1;
@@ -62,7 +65,8 @@ class LayoutParser {
           ++at_;
         }
         if (at_ == digits) {
-          error = "'*' at character " + I(static_cast<int64_t>(digits)) + " must be followed by a repeat count";
+          error = "'*' at character " + I(static_cast<int64_t>(digits)) +
+                  " must be followed by a repeat count";
           return false;
         }
       }
@@ -84,12 +88,16 @@ struct Segment {
   bool embedding_first = true, loss_last = true;
 };
 
-Infeasibility LayoutError(const std::string& what, const std::string& valid, const std::string& hint = "") {
-  return Infeasibility{"pipeline_layout", what, valid, hint.empty() ? "Megatron-core syntax, e.g. E|(t|)*126L on 16 stages x 8 chunks" : hint};
+Infeasibility LayoutError(const std::string& what, const std::string& valid,
+                          const std::string& hint = "") {
+  return Infeasibility{
+      "pipeline_layout", what, valid,
+      hint.empty() ? "Megatron-core syntax, e.g. E|(t|)*126L on 16 stages x 8 chunks" : hint};
 }
 
 // The expanded layout's segments, or why it is malformed.
-std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& text, int64_t positions, std::vector<Segment>& out) {
+std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& text,
+                                      int64_t positions, std::vector<Segment>& out) {
   std::string error;
   LayoutParser parser(text);
   const std::optional<std::string> symbols = parser.Expand(error);
@@ -113,17 +121,23 @@ std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& tex
   }
   const int64_t chunks = static_cast<int64_t>(out.size());
   if (chunks != positions) {
-    return LayoutError("'" + text + "' has " + I(chunks) + " chunks but the plan's pipeline has " + I(positions) + " model chunks in pipeline order",
-                       I(positions) + " chunks separated by '|'", "pipeline x chunks per stage chunks, e.g. (t|)*" + I(positions - 1) + "t");
+    return LayoutError("'" + text + "' has " + I(chunks) + " chunks but the plan's pipeline has " +
+                           I(positions) + " model chunks in pipeline order",
+                       I(positions) + " chunks separated by '|'",
+                       "pipeline x chunks per stage chunks, e.g. (t|)*" + I(positions - 1) + "t");
   }
   int64_t layers = 0, embeddings = 0, losses = 0, mtp = 0;
-  for (const Segment& s : out) layers += s.layers, embeddings += s.embedding, losses += s.loss, mtp += s.mtp;
+  for (const Segment& s : out)
+    layers += s.layers, embeddings += s.embedding, losses += s.loss, mtp += s.mtp;
   if (mtp > 0) {
-    return LayoutError("'" + text + "' places " + I(mtp) + " multi-token-prediction layers (m) but '" + m.name + "' has none", "no m",
-                       "remove the m symbols");
+    return LayoutError("'" + text + "' places " + I(mtp) +
+                           " multi-token-prediction layers (m) but '" + m.name + "' has none",
+                       "no m", "remove the m symbols");
   }
   if (layers != m.num_layers) {
-    return LayoutError("'" + text + "' places " + I(layers) + " decoder layers (t) but '" + m.name + "' has " + I(m.num_layers), I(m.num_layers) + " t symbols");
+    return LayoutError("'" + text + "' places " + I(layers) + " decoder layers (t) but '" + m.name +
+                           "' has " + I(m.num_layers),
+                       I(m.num_layers) + " t symbols");
   }
   if (embeddings != 1 || out.front().embedding != 1 || !out.front().embedding_first) {
     return LayoutError("'" + text + "' must hold one E, first in the first chunk", "E first");
@@ -161,8 +175,11 @@ std::optional<Infeasibility> CheckLayout(const ModelSpec& m, const PlanSpec& p) 
   }
   if (positions > m.num_layers) {
     return Infeasibility{p.mesh.pipeline > m.num_layers ? "mesh/pipeline" : "virtual_stages",
-                         "pipeline x chunks per stage = " + I(positions) + " model chunks, more than the " + I(m.num_layers) + " layers of '" + m.name + "'",
-                         "at most " + I(m.num_layers) + " chunks", "fewer stages or virtual stages, or a pipeline_layout with empty chunks"};
+                         "pipeline x chunks per stage = " + I(positions) +
+                             " model chunks, more than the " + I(m.num_layers) + " layers of '" +
+                             m.name + "'",
+                         "at most " + I(m.num_layers) + " chunks",
+                         "fewer stages or virtual stages, or a pipeline_layout with empty chunks"};
   }
   return std::nullopt;
 }
@@ -179,13 +196,17 @@ StageLayout LayOut(const ModelSpec& m, const PlanSpec& p) {
     const auto bad = Segments(m, p.pipeline_layout, positions, segments);
     SHARDSIM_CHECK(!bad, "LayOut before CheckLayout: " + bad->what);
   } else {
-    for (int64_t n : DefaultPartLayers(m.num_layers, positions)) segments.push_back(Segment{0, n, 0, 0});
+    for (int64_t n : DefaultPartLayers(m.num_layers, positions))
+      segments.push_back(Segment{0, n, 0, 0});
     segments.front().embedding = 1;
     segments.back().loss = 1;
   }
   std::vector<int64_t> first(static_cast<size_t>(positions) + 1, 0);
-  for (int64_t j = 0; j < positions; ++j) first[static_cast<size_t>(j) + 1] = first[static_cast<size_t>(j)] + segments[static_cast<size_t>(j)].layers;
-  layout.paths.assign(static_cast<size_t>(schedule.Directions(layout.stages)), std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(positions)));
+  for (int64_t j = 0; j < positions; ++j)
+    first[static_cast<size_t>(j) + 1] =
+        first[static_cast<size_t>(j)] + segments[static_cast<size_t>(j)].layers;
+  layout.paths.assign(static_cast<size_t>(schedule.Directions(layout.stages)),
+                      std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(positions)));
   layout.at.resize(static_cast<size_t>(layout.stages));
   for (int64_t s = 0; s < layout.stages; ++s) {
     for (int64_t c = 0; c < layout.chunks; ++c) {
@@ -199,7 +220,8 @@ StageLayout LayOut(const ModelSpec& m, const PlanSpec& p) {
       chunk.first_layer = first[static_cast<size_t>(place.position)];
       chunk.layers = seg.layers;
       layout.at[static_cast<size_t>(s)].push_back(chunk);
-      layout.paths[static_cast<size_t>(place.direction)][static_cast<size_t>(place.position)] = {s, c};
+      layout.paths[static_cast<size_t>(place.direction)][static_cast<size_t>(place.position)] = {s,
+                                                                                                 c};
     }
   }
   return layout;
@@ -212,7 +234,8 @@ std::string DescribePartLayers(const StageLayout& layout) {
     const int64_t n = layout.Chunk(path[i].first, path[i].second).layers;
     size_t j = i;
     while (j < path.size() && layout.Chunk(path[j].first, path[j].second).layers == n) ++j;
-    out += (out.empty() ? "" : ", ") + (j - i > 1 ? I(n) + " x " + I(static_cast<int64_t>(j - i)) : I(n));
+    out += (out.empty() ? "" : ", ") +
+           (j - i > 1 ? I(n) + " x " + I(static_cast<int64_t>(j - i)) : I(n));
     i = j;
   }
   return out;

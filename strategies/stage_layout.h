@@ -31,11 +31,13 @@ struct ChunkLayout {
 
 struct StageLayout {
   int64_t stages = 1;
-  int64_t chunks = 1;                         // per stage
-  std::vector<std::vector<ChunkLayout>> at;   // [stage][chunk]
+  int64_t chunks = 1;                        // per stage
+  std::vector<std::vector<ChunkLayout>> at;  // [stage][chunk]
   // Per direction, the (stage, chunk) at each position of the path.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> paths;
-  const ChunkLayout& Chunk(int64_t stage, int64_t chunk) const { return at[static_cast<size_t>(stage)][static_cast<size_t>(chunk)]; }
+  const ChunkLayout& Chunk(int64_t stage, int64_t chunk) const {
+    return at[static_cast<size_t>(stage)][static_cast<size_t>(chunk)];
+  }
   int64_t positions() const { return static_cast<int64_t>(paths.front().size()); }
 };
 

@@ -24,19 +24,25 @@ namespace validation = shardsim::validation;
 
 // Adds the `ring-attention` subcommand to `app`, its flags bound to `ring`.
 CLI::App* AddRingAttentionCommand(CLI::App& app, validation::RingAttentionBenchOptions& ring) {
-  CLI::App* cmd = app.add_subcommand("ring-attention", "ring attention alone over every rank (the context axis): timed, checked, predicted");
+  CLI::App* cmd = app.add_subcommand(
+      "ring-attention",
+      "ring attention alone over every rank (the context axis): timed, checked, predicted");
   cmd->add_option("--seq", ring.seq_len, "sequence length S (default 4096)");
   cmd->add_option("--heads", ring.heads, "query heads H (default 8)");
   cmd->add_option("--kv-heads", ring.kv_heads, "key/value heads G (default: H)");
   cmd->add_option("--head-dim", ring.head_dim, "head dimension K (default 64)");
   cmd->add_option("--batch", ring.batch, "sequences B (default 1)");
   cmd->add_option("--layout", ring.layout, "zigzag (default), striped or contiguous");
-  cmd->add_option("--repeats", ring.repeats, "timed passes of each kind (compute alone, transfers alone, both), medians reported (default 3)");
+  cmd->add_option("--repeats", ring.repeats,
+                  "timed passes of each kind (compute alone, transfers alone, both), medians "
+                  "reported (default 3)");
   cmd->add_option("--sweep", ring.sweep_block_tokens,
-                  "block sizes (tokens per rank, S/c) to measure in turn instead of --seq, e.g. 16,64,256,1024: reports the crossover block size")
+                  "block sizes (tokens per rank, S/c) to measure in turn instead of --seq, e.g. "
+                  "16,64,256,1024: reports the crossover block size")
       ->delimiter(',');
   cmd->add_flag("--causal", ring.causal, "causal masking");
-  cmd->add_flag("--check", ring.check, "compare output and gradients with full attention (O(S^2) per rank)");
+  cmd->add_flag("--check", ring.check,
+                "compare output and gradients with full attention (O(S^2) per rank)");
   cmd->add_flag("--json", ring.json, "print the JSON report");
   return cmd;
 }

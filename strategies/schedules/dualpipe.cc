@@ -15,10 +15,14 @@ namespace shardsim::strategies::schedules {
 class DualPipe final : public Schedule {
  public:
   std::string_view name() const override { return "dualpipe"; }
-  std::string_view summary() const override { return "bidirectional, two model copies per stage (DeepSeek-V3, 2024)"; }
+  std::string_view summary() const override {
+    return "bidirectional, two model copies per stage (DeepSeek-V3, 2024)";
+  }
   int64_t Chunks(int64_t stages, int64_t) const override { return stages > 1 ? 2 : 1; }
   int64_t Directions(int64_t stages) const override { return stages > 1 ? 2 : 1; }
-  int64_t DirectionOf(int64_t stages, int64_t mb, int64_t m) const override { return stages > 1 && mb >= m / 2 ? 1 : 0; }
+  int64_t DirectionOf(int64_t stages, int64_t mb, int64_t m) const override {
+    return stages > 1 && mb >= m / 2 ? 1 : 0;
+  }
   ChunkPlace Place(int64_t stages, int64_t, int64_t stage, int64_t chunk) const override {
     return chunk == 0 ? ChunkPlace{0, stage} : ChunkPlace{1, stages - 1 - stage};
   }
@@ -27,7 +31,8 @@ class DualPipe final : public Schedule {
     const int64_t p = plan.mesh.pipeline;
     if (p > 1 && (p % 2 != 0 || m % 2 != 0 || m < 2 * p)) {
       return Infeasibility{"pipeline_schedule",
-                           "dualpipe needs an even pipeline (got " + std::to_string(p) + ") and an even number of micro-batches >= 2 x pipeline (got " +
+                           "dualpipe needs an even pipeline (got " + std::to_string(p) +
+                               ") and an even number of micro-batches >= 2 x pipeline (got " +
                                std::to_string(m) + ")",
                            "", "DualPipe feeds micro-batches from both ends of the pipeline"};
     }
@@ -59,7 +64,8 @@ class DualPipe final : public Schedule {
     };
     auto weight = [&] {
       if (weights.empty()) return;
-      tasks.push_back(MakeTask(weights.front().first, weights.front().second, Phase::kBackwardWeight));
+      tasks.push_back(
+          MakeTask(weights.front().first, weights.front().second, Phase::kBackwardWeight));
       weights.pop_front();
     };
     for (int64_t i = 0; i < (half_ranks - hr - 1) * 2; ++i) forward(0);

@@ -7,10 +7,14 @@ namespace shardsim::strategies::schedules {
 class Gpipe final : public Schedule {
  public:
   std::string_view name() const override { return "gpipe"; }
-  std::string_view summary() const override { return "all forwards, then all backwards (Huang et al. 2019)"; }
+  std::string_view summary() const override {
+    return "all forwards, then all backwards (Huang et al. 2019)";
+  }
   int64_t Chunks(int64_t, int64_t) const override { return 1; }
   bool SplitsBackward() const override { return false; }
-  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override { return OneChunkPerStage(*this, plan); }
+  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override {
+    return OneChunkPerStage(*this, plan);
+  }
   std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t s) const override {
     if (p == 1) return OneFOneBTasks(1, m, 0);
     std::vector<Task> tasks;

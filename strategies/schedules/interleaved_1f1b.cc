@@ -32,20 +32,29 @@ struct Walk {
 class Interleaved final : public Schedule {
  public:
   std::string_view name() const override { return "interleaved-1f1b"; }
-  std::string_view summary() const override { return "1F1B over v model chunks per stage (Narayanan et al. 2021)"; }
-  int64_t Chunks(int64_t stages, int64_t virtual_stages) const override { return stages > 1 ? virtual_stages : 1; }
+  std::string_view summary() const override {
+    return "1F1B over v model chunks per stage (Narayanan et al. 2021)";
+  }
+  int64_t Chunks(int64_t stages, int64_t virtual_stages) const override {
+    return stages > 1 ? virtual_stages : 1;
+  }
   bool SplitsBackward() const override { return false; }
-  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t microbatches) const override {
+  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t,
+                                     int64_t microbatches) const override {
     const int64_t p = plan.mesh.pipeline;
     if (p > 1 && plan.virtual_stages < 2) {
-      return Infeasibility{"virtual_stages", "interleaved-1f1b needs virtual_stages >= 2, got " + std::to_string(plan.virtual_stages), "2 or more",
-                           "or use pipeline_schedule 1f1b"};
+      return Infeasibility{
+          "virtual_stages",
+          "interleaved-1f1b needs virtual_stages >= 2, got " + std::to_string(plan.virtual_stages),
+          "2 or more", "or use pipeline_schedule 1f1b"};
     }
     if (p > 1 && microbatches % p != 0) {
-      return Infeasibility{"global_batch_size",
-                           "interleaved-1f1b needs the " + std::to_string(microbatches) + " micro-batches per replica to be a multiple of pipeline=" +
-                               std::to_string(p),
-                           "micro-batches a multiple of " + std::to_string(p), "change global_batch_size or micro_batch_size"};
+      return Infeasibility{
+          "global_batch_size",
+          "interleaved-1f1b needs the " + std::to_string(microbatches) +
+              " micro-batches per replica to be a multiple of pipeline=" + std::to_string(p),
+          "micro-batches a multiple of " + std::to_string(p),
+          "change global_batch_size or micro_batch_size"};
     }
     return std::nullopt;
   }
@@ -60,12 +69,14 @@ class Interleaved final : public Schedule {
     std::vector<Task> tasks;
     tasks.reserve(static_cast<size_t>(3 * total));
     Walk forward(p, v), backward(p, v);
-    for (int64_t k = 0; k < warmup; ++k, forward.Next()) AddForward(tasks, forward.microbatch(), forward.chunk);
+    for (int64_t k = 0; k < warmup; ++k, forward.Next())
+      AddForward(tasks, forward.microbatch(), forward.chunk);
     for (int64_t i = 0; i < total - warmup; ++i, forward.Next(), backward.Next()) {
       AddForward(tasks, forward.microbatch(), forward.chunk);
       AddBackward(tasks, backward.microbatch(), v - 1 - backward.chunk);
     }
-    for (int64_t i = total - warmup; i < total; ++i, backward.Next()) AddBackward(tasks, backward.microbatch(), v - 1 - backward.chunk);
+    for (int64_t i = total - warmup; i < total; ++i, backward.Next())
+      AddBackward(tasks, backward.microbatch(), v - 1 - backward.chunk);
     return tasks;
   }
   std::string_view torchtitan_name() const override { return "Interleaved1F1B"; }

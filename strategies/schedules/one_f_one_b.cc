@@ -22,19 +22,27 @@ std::vector<Task> OneFOneBTasks(int64_t p, int64_t m, int64_t s) {
 
 std::optional<Infeasibility> OneChunkPerStage(const Schedule& schedule, const PlanSpec& plan) {
   if (plan.virtual_stages == 1) return std::nullopt;
-  return Infeasibility{"virtual_stages",
-                       std::string(schedule.name()) + " runs one model chunk per stage, got virtual_stages=" + std::to_string(plan.virtual_stages), "1",
-                       "use pipeline_schedule interleaved-1f1b or zbv for several chunks per stage"};
+  return Infeasibility{
+      "virtual_stages",
+      std::string(schedule.name()) + " runs one model chunk per stage, got virtual_stages=" +
+          std::to_string(plan.virtual_stages),
+      "1", "use pipeline_schedule interleaved-1f1b or zbv for several chunks per stage"};
 }
 
 class OneFOneB final : public Schedule {
  public:
   std::string_view name() const override { return "1f1b"; }
-  std::string_view summary() const override { return "one forward, one backward (PipeDream-Flush, Narayanan et al. 2019)"; }
+  std::string_view summary() const override {
+    return "one forward, one backward (PipeDream-Flush, Narayanan et al. 2019)";
+  }
   int64_t Chunks(int64_t, int64_t) const override { return 1; }
   bool SplitsBackward() const override { return false; }
-  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override { return OneChunkPerStage(*this, plan); }
-  std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t s) const override { return OneFOneBTasks(p, m, s); }
+  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override {
+    return OneChunkPerStage(*this, plan);
+  }
+  std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t s) const override {
+    return OneFOneBTasks(p, m, s);
+  }
   std::string_view torchtitan_name() const override { return "1F1B"; }
   bool megatron_runs() const override { return true; }
 };

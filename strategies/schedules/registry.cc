@@ -15,9 +15,10 @@ const Schedule& DualPipeSchedule();
 }  // namespace schedules
 
 const std::vector<const Schedule*>& AllSchedules() {
-  static const std::vector<const Schedule*> kSchedules = {&schedules::GpipeSchedule(), &schedules::OneFOneBSchedule(),
-                                                          &schedules::InterleavedSchedule(), &schedules::ZbH1Schedule(),
-                                                          &schedules::ZeroBubbleVSchedule(), &schedules::DualPipeSchedule()};
+  static const std::vector<const Schedule*> kSchedules = {
+      &schedules::GpipeSchedule(),       &schedules::OneFOneBSchedule(),
+      &schedules::InterleavedSchedule(), &schedules::ZbH1Schedule(),
+      &schedules::ZeroBubbleVSchedule(), &schedules::DualPipeSchedule()};
   return kSchedules;
 }
 
@@ -42,8 +43,9 @@ const Schedule& ScheduleOf(const PlanSpec& plan) {
 
 Infeasibility UnknownSchedule(const std::string& name) {
   const std::string s = DidYouMean(name, ScheduleNames());
-  return Infeasibility{"pipeline_schedule", "unknown pipeline schedule '" + name + "'" + (s.empty() ? "" : "; " + s), JoinNames(ScheduleNames()),
-                       "shardsim presets lists the schedules"};
+  return Infeasibility{"pipeline_schedule",
+                       "unknown pipeline schedule '" + name + "'" + (s.empty() ? "" : "; " + s),
+                       JoinNames(ScheduleNames()), "shardsim presets lists the schedules"};
 }
 
 int64_t SteadyStateMicrobatches(int64_t stages, int64_t chunks, int64_t microbatches) {

@@ -12,7 +12,9 @@ namespace shardsim::strategies::schedules {
 inline Task MakeTask(int64_t microbatch, int64_t chunk, Phase phase) {
   return Task{static_cast<int32_t>(microbatch), static_cast<int16_t>(chunk), phase};
 }
-inline void AddForward(std::vector<Task>& tasks, int64_t mb, int64_t chunk = 0) { tasks.push_back(MakeTask(mb, chunk, Phase::kForward)); }
+inline void AddForward(std::vector<Task>& tasks, int64_t mb, int64_t chunk = 0) {
+  tasks.push_back(MakeTask(mb, chunk, Phase::kForward));
+}
 // B then its W at once (schedules that do not split the backward).
 inline void AddBackward(std::vector<Task>& tasks, int64_t mb, int64_t chunk = 0) {
   tasks.push_back(MakeTask(mb, chunk, Phase::kBackwardInput));

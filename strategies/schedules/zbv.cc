@@ -16,7 +16,9 @@ namespace shardsim::strategies::schedules {
 class ZeroBubbleV final : public Schedule {
  public:
   std::string_view name() const override { return "zbv"; }
-  std::string_view summary() const override { return "V-shaped zero bubble, two chunks per stage (ZB-V, Qi et al. 2024)"; }
+  std::string_view summary() const override {
+    return "V-shaped zero bubble, two chunks per stage (ZB-V, Qi et al. 2024)";
+  }
   int64_t Chunks(int64_t stages, int64_t) const override { return stages > 1 ? 2 : 1; }
   ChunkPlace Place(int64_t stages, int64_t, int64_t stage, int64_t chunk) const override {
     return {0, chunk == 0 ? stage : 2 * stages - 1 - stage};
@@ -25,13 +27,17 @@ class ZeroBubbleV final : public Schedule {
   std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t m) const override {
     const int64_t p = plan.mesh.pipeline;
     if (plan.virtual_stages != 1 && plan.virtual_stages != 2) {
-      return Infeasibility{"virtual_stages", "zbv holds two chunks per stage by construction, got virtual_stages=" + std::to_string(plan.virtual_stages),
+      return Infeasibility{"virtual_stages",
+                           "zbv holds two chunks per stage by construction, got virtual_stages=" +
+                               std::to_string(plan.virtual_stages),
                            "1 or 2 (both mean the V's two chunks)", "leave virtual_stages out"};
     }
     if (p > 1 && m < 2 * p) {
       return Infeasibility{"global_batch_size",
-                           "zbv needs at least 2 x pipeline = " + std::to_string(2 * p) + " micro-batches per replica, got " + std::to_string(m),
-                           "micro-batches >= " + std::to_string(2 * p), "raise global_batch_size or lower micro_batch_size"};
+                           "zbv needs at least 2 x pipeline = " + std::to_string(2 * p) +
+                               " micro-batches per replica, got " + std::to_string(m),
+                           "micro-batches >= " + std::to_string(2 * p),
+                           "raise global_batch_size or lower micro_batch_size"};
     }
     return std::nullopt;
   }

@@ -21,14 +21,17 @@ TEST(EstimateCollectivesTest, PerOpCostsAddUpToTheBreakdown) {
     std::string schedule = "1f1b";
     Recompute recompute = Recompute::kNone;
   };
-  auto mesh = [](int64_t data, int64_t fsdp, int64_t tensor, int64_t context, int64_t pipeline, int64_t expert) {
+  auto mesh = [](int64_t data, int64_t fsdp, int64_t tensor, int64_t context, int64_t pipeline,
+                 int64_t expert) {
     MeshShape m;
-    m.data = data, m.fsdp = fsdp, m.tensor = tensor, m.context = context, m.pipeline = pipeline, m.expert = expert;
+    m.data = data, m.fsdp = fsdp, m.tensor = tensor, m.context = context, m.pipeline = pipeline,
+    m.expert = expert;
     return m;
   };
-  const std::vector<Case> cases = {{"llama3-70b", "dgx-h100:64", mesh(2, 1, 8, 1, 4, 1), 1, "zb-h1"},
-                                   {"llama3-8b", "dgx-h100:64", mesh(1, 8, 4, 2, 1, 1), 3, "1f1b", Recompute::kSelective},
-                                   {"mixtral-8x7b", "dgx-h100:64", mesh(2, 1, 4, 1, 2, 4), 0, "zbv", Recompute::kFull}};
+  const std::vector<Case> cases = {
+      {"llama3-70b", "dgx-h100:64", mesh(2, 1, 8, 1, 4, 1), 1, "zb-h1"},
+      {"llama3-8b", "dgx-h100:64", mesh(1, 8, 4, 2, 1, 1), 3, "1f1b", Recompute::kSelective},
+      {"mixtral-8x7b", "dgx-h100:64", mesh(2, 1, 4, 1, 2, 4), 0, "zbv", Recompute::kFull}};
   for (const Case& c : cases) {
     const ModelSpec model = FindModelPreset(c.model)->spec;
     const ClusterSpec cluster = ParseClusterPreset(c.cluster, "--cluster");
@@ -49,10 +52,13 @@ TEST(EstimateCollectivesTest, PerOpCostsAddUpToTheBreakdown) {
     for (const CollectiveCost& op : r.collectives) {
       EXPECT_GT(op.per_step, 0) << op.op;
       EXPECT_LE(op.exposed_s, op.seconds * (1 + 1e-12)) << op.op;
-      summed[strategies::ToString(op.stream) + " " + ToString(op.collective)] += op.exposed_s * op.per_step;
+      summed[strategies::ToString(op.stream) + " " + ToString(op.collective)] +=
+          op.exposed_s * op.per_step;
     }
-    for (const auto& [key, seconds] : r.exposed_comm_s) EXPECT_NEAR(summed[key], seconds, 1e-9 * (1 + seconds)) << c.model << " " << key;
-    for (const auto& [key, seconds] : summed) EXPECT_TRUE(r.exposed_comm_s.count(key) || seconds == 0) << c.model << " " << key;
+    for (const auto& [key, seconds] : r.exposed_comm_s)
+      EXPECT_NEAR(summed[key], seconds, 1e-9 * (1 + seconds)) << c.model << " " << key;
+    for (const auto& [key, seconds] : summed)
+      EXPECT_TRUE(r.exposed_comm_s.count(key) || seconds == 0) << c.model << " " << key;
   }
 }
 

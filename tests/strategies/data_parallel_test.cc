@@ -2,11 +2,11 @@
 // (core/mesh_axes.h), and the table's streams are the step program's.
 #include "strategies/data_parallel.h"
 
+#include <gtest/gtest.h>
+
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "core/mesh_axes.h"
 #include "strategies/step_program.h"
@@ -33,7 +33,8 @@ TEST(DataParallelAxesTest, ReplicaAxesFollowTheDocumentedRules) {
   EXPECT_TRUE(ReplicaAxes(one, ParamKind::kExpert).empty());
   // fsdp shards always; the replica axes too at ZeRO-3 (parameters) and from ZeRO-2 (gradients).
   EXPECT_EQ(ParamShardAxes(EveryAxis(2), ParamKind::kDense), (Axes{"fsdp"}));
-  EXPECT_EQ(ParamShardAxes(EveryAxis(3), ParamKind::kDense), (Axes{"fsdp", "data", "context", "expert"}));
+  EXPECT_EQ(ParamShardAxes(EveryAxis(3), ParamKind::kDense),
+            (Axes{"fsdp", "data", "context", "expert"}));
   EXPECT_EQ(GradShardAxes(EveryAxis(1), ParamKind::kExpert), (Axes{"fsdp"}));
   EXPECT_EQ(GradShardAxes(EveryAxis(2), ParamKind::kExpert), (Axes{"fsdp", "data", "context"}));
   const ShardDegrees d = Sharding(EveryAxis(1), ParamKind::kDense);
@@ -44,8 +45,11 @@ TEST(DataParallelAxesTest, ReplicaAxesFollowTheDocumentedRules) {
 
 TEST(DataParallelAxesTest, TableStreamsAreStepProgramStreams) {
   std::set<std::string> streams;
-  for (Stream s : {Stream::kTensor, Stream::kData, Stream::kPipeline, Stream::kExpert, Stream::kContext}) streams.insert(ToString(s));
-  for (const MeshAxisFacts& axis : kMeshAxes) EXPECT_EQ(streams.count(std::string(axis.stream)), 1u) << axis.name;
+  for (Stream s :
+       {Stream::kTensor, Stream::kData, Stream::kPipeline, Stream::kExpert, Stream::kContext})
+    streams.insert(ToString(s));
+  for (const MeshAxisFacts& axis : kMeshAxes)
+    EXPECT_EQ(streams.count(std::string(axis.stream)), 1u) << axis.name;
 }
 
 }  // namespace

@@ -31,12 +31,15 @@ std::string Rejection(const json& plan, const std::string& model, int64_t device
 
 TEST(ValidatePlanTest, AcceptsAConsistentPlan) {
   EXPECT_EQ(Rejection(BasePlan(), "llama3-70b", 64), "");
-  json moe = {{"mesh", {{"data", 2}, {"expert", 8}, {"tensor", 4}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
+  json moe = {{"mesh", {{"data", 2}, {"expert", 8}, {"tensor", 4}}},
+              {"global_batch_size", 64},
+              {"seq_len", 4096}};
   EXPECT_EQ(Rejection(moe, "mixtral-8x7b", 64), "");
 }
 
 TEST(ValidatePlanTest, MeshMustMatchDevices) {
-  EXPECT_NE(Rejection(BasePlan(), "llama3-70b", 128).find("has 64 devices but cluster has 128"), std::string::npos);
+  EXPECT_NE(Rejection(BasePlan(), "llama3-70b", 128).find("has 64 devices but cluster has 128"),
+            std::string::npos);
 }
 
 TEST(ValidatePlanTest, AxesMustDivideTheModel) {
@@ -44,7 +47,8 @@ TEST(ValidatePlanTest, AxesMustDivideTheModel) {
   plan["mesh"] = {{"data", 16}, {"tensor", 3}};
   plan["global_batch_size"] = 48;
   const std::string tensor = Rejection(plan, "llama3-8b", 48);
-  EXPECT_NE(tensor.find("tensor=3 must divide heads=32 and kv_heads=8"), std::string::npos) << tensor;
+  EXPECT_NE(tensor.find("tensor=3 must divide heads=32 and kv_heads=8"), std::string::npos)
+      << tensor;
   EXPECT_NE(tensor.find("valid: 1, 2, 4, 8"), std::string::npos) << tensor;
 
   // Stages may differ by a layer, but each holds at least one, and interleaved chunks are equal.
@@ -52,7 +56,8 @@ TEST(ValidatePlanTest, AxesMustDivideTheModel) {
   plan["mesh"] = {{"data", 8}, {"pipeline", 3}};
   EXPECT_EQ(Rejection(plan, "llama3-8b", 24), "");
   plan["mesh"] = {{"data", 8}, {"pipeline", 40}};
-  EXPECT_NE(Rejection(plan, "llama3-8b", 320).find("pipeline=40 exceeds num_layers=32"), std::string::npos);
+  EXPECT_NE(Rejection(plan, "llama3-8b", 320).find("pipeline=40 exceeds num_layers=32"),
+            std::string::npos);
   // Interleaved chunks may be uneven too (32 layers in 6 chunks), but each holds a layer.
   plan["mesh"] = {{"data", 8}, {"pipeline", 3}};
   plan["pipeline_schedule"] = "interleaved-1f1b";
@@ -63,14 +68,16 @@ TEST(ValidatePlanTest, AxesMustDivideTheModel) {
   plan["global_batch_size"] = 64;
   plan["virtual_stages"] = 5;
   const std::string interleaved = Rejection(plan, "llama3-8b", 8);
-  EXPECT_NE(interleaved.find("40 model chunks, more than the 32 layers"), std::string::npos) << interleaved;
+  EXPECT_NE(interleaved.find("40 model chunks, more than the 32 layers"), std::string::npos)
+      << interleaved;
   EXPECT_NE(interleaved.find("p.json:/virtual_stages"), std::string::npos) << interleaved;
   plan.erase("pipeline_schedule");
   plan.erase("virtual_stages");
 
   plan["mesh"] = {{"data", 8}, {"expert", 3}};
   plan["global_batch_size"] = 48;
-  EXPECT_NE(Rejection(plan, "mixtral-8x7b", 24).find("expert=3 must divide num_experts=8"), std::string::npos);
+  EXPECT_NE(Rejection(plan, "mixtral-8x7b", 24).find("expert=3 must divide num_experts=8"),
+            std::string::npos);
   EXPECT_NE(Rejection(plan, "llama3-8b", 24).find("mixture-of-experts"), std::string::npos);
 }
 
@@ -116,11 +123,13 @@ TEST(ValidatePlanTest, CheckPlanReturnsTheFieldWithoutThrowing) {
   json plan = BasePlan();
   plan["mesh"] = {{"data", 16}, {"tensor", 3}};
   plan["global_batch_size"] = 48;
-  const std::optional<Infeasibility> bad = CheckPlan(PlanFromJson(plan, "p.json"), Model("llama3-8b"), 48, "cluster");
+  const std::optional<Infeasibility> bad =
+      CheckPlan(PlanFromJson(plan, "p.json"), Model("llama3-8b"), 48, "cluster");
   ASSERT_TRUE(bad.has_value());
   EXPECT_EQ(bad->field, "mesh/tensor");
   EXPECT_FALSE(bad->valid.empty());
-  EXPECT_FALSE(CheckPlan(PlanFromJson(BasePlan(), "p.json"), Model("llama3-70b"), 64, "cluster").has_value());
+  EXPECT_FALSE(CheckPlan(PlanFromJson(BasePlan(), "p.json"), Model("llama3-70b"), 64, "cluster")
+                   .has_value());
 }
 
 }  // namespace

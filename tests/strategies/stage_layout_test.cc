@@ -2,9 +2,9 @@
 // placements, and Megatron-core's pipeline_layout syntax with its errors.
 #include "strategies/stage_layout.h"
 
-#include <algorithm>
-
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "core/model_presets.h"
 #include "strategies/plan_rules.h"
@@ -14,7 +14,8 @@ namespace {
 
 ModelSpec Model(const std::string& name) { return FindModelPreset(name)->spec; }
 
-PlanSpec Pipelined(int64_t stages, const std::string& schedule, int64_t virtual_stages, const std::string& layout = "") {
+PlanSpec Pipelined(int64_t stages, const std::string& schedule, int64_t virtual_stages,
+                   const std::string& layout = "") {
   PlanSpec p;
   p.mesh.pipeline = stages;
   p.global_batch_size = 64 * stages;
@@ -43,14 +44,17 @@ TEST(DefaultPartLayersTest, EvenOrShorterAtTheEnds) {
       int64_t sum = 0;
       for (int64_t n : split) sum += n;
       EXPECT_EQ(sum, layers);
-      EXPECT_LE(*std::max_element(split.begin(), split.end()) - *std::min_element(split.begin(), split.end()), 1);
+      EXPECT_LE(*std::max_element(split.begin(), split.end()) -
+                    *std::min_element(split.begin(), split.end()),
+                1);
     }
   }
 }
 
 TEST(StageLayoutTest, EveryLayerOnceEmbeddingFirstLossLast) {
   const ModelSpec m = Model("llama3-405b");
-  for (const auto& [schedule, v] : std::vector<std::pair<std::string, int64_t>>{{"1f1b", 1}, {"interleaved-1f1b", 3}, {"zbv", 1}, {"dualpipe", 1}}) {
+  for (const auto& [schedule, v] : std::vector<std::pair<std::string, int64_t>>{
+           {"1f1b", 1}, {"interleaved-1f1b", 3}, {"zbv", 1}, {"dualpipe", 1}}) {
     const PlanSpec p = Pipelined(16, schedule, v);
     ASSERT_FALSE(CheckLayout(m, p)) << schedule;
     const StageLayout layout = LayOut(m, p);
@@ -97,10 +101,12 @@ TEST(StageLayoutTest, MegatronLayoutWithTheEmbeddingAndLossAlone) {
 
 TEST(StageLayoutTest, LayoutTextParsesBackToTheSameLayout) {
   const ModelSpec m = Model("llama3-405b");
-  for (const auto& [schedule, v] : std::vector<std::pair<std::string, int64_t>>{{"1f1b", 1}, {"interleaved-1f1b", 3}, {"zbv", 1}}) {
+  for (const auto& [schedule, v] : std::vector<std::pair<std::string, int64_t>>{
+           {"1f1b", 1}, {"interleaved-1f1b", 3}, {"zbv", 1}}) {
     const StageLayout layout = LayOut(m, Pipelined(16, schedule, v));
     const PlanSpec written = Pipelined(16, schedule, v, LayoutText(layout));
-    ASSERT_FALSE(CheckLayout(m, written)) << LayoutText(layout) << ": " << CheckLayout(m, written)->what;
+    ASSERT_FALSE(CheckLayout(m, written))
+        << LayoutText(layout) << ": " << CheckLayout(m, written)->what;
     const StageLayout again = LayOut(m, written);
     for (int64_t s = 0; s < 16; ++s) {
       for (int64_t c = 0; c < layout.chunks; ++c) {
@@ -109,7 +115,8 @@ TEST(StageLayoutTest, LayoutTextParsesBackToTheSameLayout) {
       }
     }
   }
-  EXPECT_EQ(LayoutText(LayOut(Model("llama3-405b"), Pipelined(16, "1f1b", 1))), "Et*7|(t*8|)*14t*7L");
+  EXPECT_EQ(LayoutText(LayOut(Model("llama3-405b"), Pipelined(16, "1f1b", 1))),
+            "Et*7|(t*8|)*14t*7L");
 }
 
 TEST(StageLayoutTest, BadLayoutsSayWhatIsWrong) {
@@ -119,9 +126,13 @@ TEST(StageLayoutTest, BadLayoutsSayWhatIsWrong) {
     return bad ? bad->field + ": " + bad->what : std::string();
   };
   EXPECT_EQ(what("Et*8|t*8|t*8|t*8L"), "");
-  EXPECT_NE(what("Et*8|t*8|t*16L").find("has 3 chunks but the plan's pipeline has 4"), std::string::npos);
-  EXPECT_NE(what("Et*8|t*8|t*8|t*7L").find("places 31 decoder layers (t) but 'llama3-8b' has 32"), std::string::npos);
-  EXPECT_NE(what("Et*8|t*8|t*8|t*7mL").find("multi-token-prediction layers (m) but 'llama3-8b' has none"), std::string::npos);
+  EXPECT_NE(what("Et*8|t*8|t*16L").find("has 3 chunks but the plan's pipeline has 4"),
+            std::string::npos);
+  EXPECT_NE(what("Et*8|t*8|t*8|t*7L").find("places 31 decoder layers (t) but 'llama3-8b' has 32"),
+            std::string::npos);
+  EXPECT_NE(
+      what("Et*8|t*8|t*8|t*7mL").find("multi-token-prediction layers (m) but 'llama3-8b' has none"),
+      std::string::npos);
   EXPECT_NE(what("tEt*7|t*8|t*8|t*8L").find("one E, first in the first chunk"), std::string::npos);
   EXPECT_NE(what("Et*8|t*8|t*8|t*7Lt").find("one L, last in the last chunk"), std::string::npos);
   EXPECT_NE(what("Et*8|(t*8|*2t*8L").find("unclosed '('"), std::string::npos);
