@@ -211,7 +211,7 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
       throw InputError((o.plan.empty() ? std::string("plan") : o.plan) + ":/dtype",
                        "dtype '" + plan->dtype + "' has no peak on " + cluster->chip.name, have, "set dtype to one the chip lists");
     }
-    strategies::ValidatePlan(*plan, *model, DeviceCount(*cluster), cluster->name, o.plan.empty() ? "plan (from --set):" : o.plan + ":");
+    strategies::ValidatePlan(*plan, *model, DeviceCount(*cluster), cluster->name, PlanSource(o.plan, o.overrides) + ":");
   }
   // Which links each mesh axis uses: from --mesh, else from the plan.
   std::optional<std::vector<topologies::AxisLinks>> axes;

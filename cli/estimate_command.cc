@@ -21,7 +21,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   const ModelSpec model = LoadModel(o.model);
   const ClusterSpec cluster = LoadCluster(o.cluster);
   const PlanSpec plan = LoadPlan(o.plan, o.overrides);
-  const std::string where = o.plan.empty() ? std::string("plan (from --set)") : o.plan;
+  const std::string where = PlanSource(o.plan, o.overrides);
   if (cluster.chip.peak_flop_per_s.count(plan.dtype) == 0) {
     throw InputError(where + ":/dtype", "dtype '" + plan.dtype + "' has no peak on " + cluster.chip.name, "", "set dtype to one the chip lists");
   }

@@ -50,7 +50,7 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   const ModelSpec model = LoadModel(o.model);
   const PlanSpec plan = LoadPlan(o.plan, o.overrides);
   const int64_t ranks = plan.mesh.Product();
-  strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", "plan:");
+  strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", PlanSource(o.plan, o.overrides) + ":");
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::filesystem::path runtime = self.parent_path() / "shardsim-runtime";

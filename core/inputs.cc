@@ -56,13 +56,18 @@ ClusterSpec LoadCluster(const std::string& arg) {
   return ParseClusterPreset(arg, "--cluster " + arg);  // not a file: report it as an unknown preset
 }
 
+std::string PlanSource(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return "plan (from --set)";
+  return overrides.empty() ? path : path + " with --set";
+}
+
 PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overrides) {
   nlohmann::json value = path.empty() ? nlohmann::json::object() : ReadJsonFile(path);
   if (!value.is_object()) {
     throw InputError(path + ":/", "expected a JSON object, got " + JsonTypeName(value), "a plan object {\"mesh\": {...}, ...}");
   }
   for (const std::string& assignment : overrides) ApplyPlanOverride(value, assignment);
-  const std::string where = path.empty() ? std::string("plan (from --set)") : path;
+  const std::string where = PlanSource(path, overrides);
   if (path.empty() && !value.contains("mesh")) value["mesh"] = nlohmann::json::object();
   return PlanFromJson(value, where);
 }

@@ -17,6 +17,10 @@ ModelSpec LoadModel(const std::string& arg);
 // A preset string ("dgx-h100:64", "tpu-v5p:8x8x8,slices=2", "local") or a cluster JSON file.
 ClusterSpec LoadCluster(const std::string& arg);
 
+// How errors name a plan read from `path` with `overrides`: "p.json", "p.json with --set" or
+// "plan (from --set)"; a field follows after ":/".
+std::string PlanSource(const std::string& path, const std::vector<std::string>& overrides);
+
 // A plan JSON file (empty `path`: no file, the plan is built from `overrides` alone) with
 // `--set key=value` overrides applied in order.
 PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overrides);

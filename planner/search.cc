@@ -195,17 +195,16 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
     while (per_replica / smallest > 4096) smallest *= 2;
     for (int64_t mbs = smallest; mbs <= std::max<int64_t>(8, smallest) && mbs <= per_replica; mbs *= 2) {
       if (per_replica % mbs != 0) continue;
-      const int64_t micro = per_replica / mbs;
-      // Every schedule with each chunk count it offers (one stage: 1F1B only, gradient
-      // accumulation); GPipe is 1F1B's bubble at more memory, so never better.
-      std::vector<std::pair<std::string, int64_t>> schedules = {{"1f1b", 1}};
+      // The default schedule (on one stage every schedule is plain gradient accumulation), and
+      // with stages every other schedule with each chunk count it offers the planner.
+      const std::string base_schedule = PlanSpec{}.pipeline_schedule;
+      std::vector<std::pair<std::string, int64_t>> schedules = {{base_schedule, 1}};
       if (mesh.pipeline > 1) {
         for (const strategies::Schedule* schedule : strategies::AllSchedules()) {
-          if (schedule->name() == "1f1b" || schedule->name() == "gpipe") continue;
+          if (schedule->name() == base_schedule) continue;
           for (int64_t v : schedule->SearchedVirtualStages(mesh.pipeline)) schedules.push_back({std::string(schedule->name()), v});
         }
       }
-      (void)micro;
       for (const auto& [schedule, v] : schedules) {
         // Recomputation only adds work: once a lighter one fits, the heavier ones are slower and
         // only smaller, so they are dropped as dominated.

@@ -152,7 +152,8 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
 }
 
 void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w,
-                        const MoeWeights& dw, MoeSaved& s, const std::function<void(std::string_view)>& op, const std::string& where) {
+                        const MoeWeights& dw, MoeSaved& s, const std::function<void(std::string_view)>& op, const WeightGradFn& weight_grad,
+                        const std::string& where) {
   namespace ops = strategies::ops;
   const int D = static_cast<int>(d_), E = static_cast<int>(e_), K = static_cast<int>(k_), Fe = static_cast<int>(fe_), Fs = static_cast<int>(fs_);
   const int n = t * K;
@@ -161,16 +162,14 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
     std::vector<float> dact(Size(t, Fs), 0.0f), dg(Size(t, Fs)), du(Size(t, Fs));
     op(ops::Dgrad(ops::BlockDown(block)));
     LinearBackward(dact.data(), nullptr, dy, s.shared_act.data(), w.shared_down, t, Fs, D);
-    op(ops::Wgrad(ops::BlockDown(block)));
-    LinearBackward(nullptr, dw.shared_down, dy, s.shared_act.data(), w.shared_down, t, Fs, D);
+    weight_grad(ops::BlockDown(block), dw.shared_down, s.shared_act.data(), dy, t, Fs, D);
     op(ops::Grad(ops::BlockActivation(block)));
     SwigluBackward(dg.data(), du.data(), dact.data(), s.shared_gate.data(), s.shared_up.data(), t, Fs);
     op(ops::Dgrad(ops::BlockUp(block)));
     LinearBackward(dh, nullptr, dg.data(), h, w.shared_gate, t, D, Fs);
     LinearBackward(dh, nullptr, du.data(), h, w.shared_up, t, D, Fs);
-    op(ops::Wgrad(ops::BlockUp(block)));
-    LinearBackward(nullptr, dw.shared_gate, dg.data(), h, w.shared_gate, t, D, Fs);
-    LinearBackward(nullptr, dw.shared_up, du.data(), h, w.shared_up, t, D, Fs);
+    weight_grad(ops::BlockUp(block), dw.shared_gate, h, dg.data(), t, D, Fs);
+    weight_grad(ops::BlockUp(block), dw.shared_up, h, du.data(), t, D, Fs);
   }
   op(ops::Grad(ops::kMoeCombine));
   std::vector<float> d_out(Size(n, D)), d_gates(static_cast<size_t>(n), 0.0f);
@@ -188,8 +187,7 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
     dact[el].assign(Size(rows_of(el), Fe), 0.0f);
     LinearBackward(dact[el].data(), nullptr, d_per[el].data(), s.act[el].data(), w.down[el], rows_of(el), Fe, D);
   }
-  op(ops::Wgrad(ops::kExpertsDown));
-  for (size_t el = 0; el < le; ++el) LinearBackward(nullptr, dw.down[el], d_per[el].data(), s.act[el].data(), w.down[el], rows_of(el), Fe, D);
+  for (size_t el = 0; el < le; ++el) weight_grad(ops::kExpertsDown, dw.down[el], s.act[el].data(), d_per[el].data(), rows_of(el), Fe, D);
   op(ops::Grad(ops::kExpertsActivation));
   for (size_t el = 0; el < le; ++el) {
     dg[el].resize(Size(rows_of(el), Fe)), du[el].resize(Size(rows_of(el), Fe));
@@ -201,10 +199,9 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
     LinearBackward(dx[el].data(), nullptr, dg[el].data(), s.x[el].data(), w.gate[el], rows_of(el), D, Fe);
     LinearBackward(dx[el].data(), nullptr, du[el].data(), s.x[el].data(), w.up[el], rows_of(el), D, Fe);
   }
-  op(ops::Wgrad(ops::kExpertsUp));
   for (size_t el = 0; el < le; ++el) {
-    LinearBackward(nullptr, dw.gate[el], dg[el].data(), s.x[el].data(), w.gate[el], rows_of(el), D, Fe);
-    LinearBackward(nullptr, dw.up[el], du[el].data(), s.x[el].data(), w.up[el], rows_of(el), D, Fe);
+    weight_grad(ops::kExpertsUp, dw.gate[el], s.x[el].data(), dg[el].data(), rows_of(el), D, Fe);
+    weight_grad(ops::kExpertsUp, dw.up[el], s.x[el].data(), du[el].data(), rows_of(el), D, Fe);
   }
   if (ranks_ > 1) op(ops::Grad(ops::kExpertDispatch));
   FromExpertMajor(received, dx, s);
@@ -217,8 +214,7 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
   RouterAuxLossBackward(d_logits.data(), s.probs.data(), s.counts.data(), t, E, K, static_cast<double>(batch_tokens),
                         static_cast<float>(aux_coeff_ * weight));
   LinearBackward(dh, nullptr, d_logits.data(), h, w.router, t, D, E);
-  op(ops::Wgrad(ops::kRouter));
-  LinearBackward(nullptr, dw.router, d_logits.data(), h, w.router, t, D, E);
+  weight_grad(ops::kRouter, dw.router, h, d_logits.data(), t, D, E);
 }
 
 }  // namespace shardsim::runtime

@@ -51,9 +51,12 @@ class MoeLayer {
   // of that name (strategies/op_names.h) for what follows.
   double Forward(float* y, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w, MoeSaved& s,
                  const std::function<void(std::string_view)>& op, const std::string& where);
-  // dh [T, D] += the gradient through the block for dy [T, D]; gradients accumulate into `dw`.
+  // dh [T, D] += the gradient through the block for dy [T, D]. Each weight gradient dW += x^T dy
+  // (x [t, in], dy [t, out], dW [in, out] in `dw`) goes to `weight_grad` with its program op's
+  // forward name, which runs it now or keeps it for the W task (x stays valid in `s` until then).
+  using WeightGradFn = std::function<void(std::string_view op, float* dw, const float* x, const float* dy, int t, int in, int out)>;
   void Backward(float* dh, const float* dy, const float* h, int t, int64_t batch_tokens, double weight, const MoeWeights& w, const MoeWeights& dw,
-                MoeSaved& s, const std::function<void(std::string_view)>& op, const std::string& where);
+                MoeSaved& s, const std::function<void(std::string_view)>& op, const WeightGradFn& weight_grad, const std::string& where);
 
  private:
   // rows [n, D] in this rank's dispatch order -> the expert ranks, or back (reverse = true).

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "runtime/attention.h"
 #include "runtime/cross_entropy.h"
 #include "runtime/embedding.h"
@@ -28,8 +29,8 @@ using Buffer = std::vector<float>;
 // `op` (its W op is Wgrad(op)).
 struct StageModel::Deferred {
   std::string op;
-  int weight = -1;
-  const float* x = nullptr;  // a buffer of the layer's saved activations
+  float* dw = nullptr;       // the gradient it accumulates into
+  const float* x = nullptr;  // a buffer of the saved activations
   Buffer dy;
   int t = 0, in = 0, out = 0;
 };
@@ -49,6 +50,7 @@ struct StageModel::Saved {
   // numerators of this rank's logit columns [T, V/t] and per token (sum, target logit).
   Buffer final_x, final_rstd, final_h_full, probs, sums;
   double normaliser = 1;  // the loss's divisor (the step's tokens)
+  std::vector<Deferred> head_deferred;  // the output matrix's gradient, left for the W task
 };
 
 void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
@@ -75,7 +77,11 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
     refuse("plan:/zero_stage", "ZeRO-2 with fsdp > 1 (gradients and parameters sharded over different groups)", "0, 1 or 3 with fsdp");
   }
   if (strategies::ScheduleOf(p).Directions(p.mesh.pipeline) > 1) {
-    refuse("plan:/pipeline_schedule", p.pipeline_schedule + " (two model copies per stage)", "schedules with one direction: gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv");
+    std::vector<std::string> one_direction;
+    for (const strategies::Schedule* schedule : strategies::AllSchedules()) {
+      if (schedule->Directions(p.mesh.pipeline) == 1) one_direction.emplace_back(schedule->name());
+    }
+    refuse("plan:/pipeline_schedule", p.pipeline_schedule + " (two model copies per stage)", "schedules with one direction: " + JoinNames(one_direction));
   }
 }
 
@@ -250,7 +256,7 @@ void StageModel::WeightGrads(std::optional<TraceSpan>& span, const strategies::L
                              std::initializer_list<WeightGrad> grads, LayerSaved& s) {
   if (defer_weights_) {
     for (const WeightGrad& g : grads) {
-      s.deferred.push_back({std::string(op), g.weight, g.x, Buffer(g.dy, g.dy + static_cast<size_t>(g.t) * static_cast<size_t>(g.out)), g.t, g.in, g.out});
+      s.deferred.push_back({std::string(op), G(g.weight), g.x, Buffer(g.dy, g.dy + static_cast<size_t>(g.t) * static_cast<size_t>(g.out)), g.t, g.in, g.out});
     }
     return;
   }
@@ -392,8 +398,16 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   Tensor(span, lp, label, ops::Grad(ops::TensorExit(ops::kMlp)), dfull.data(), dx);
   Buffer dh2_full(static_cast<size_t>(T) * D, 0.0f);
   if (id.moe) {
+    auto weight_grad = [&](std::string_view name, float* dw, const float* x, const float* dy, int t, int in, int out) {
+      if (defer_weights_) {
+        s.deferred.push_back({std::string(name), dw, x, Buffer(dy, dy + static_cast<size_t>(t) * static_cast<size_t>(out)), t, in, out});
+        return;
+      }
+      op(ops::Wgrad(name));
+      LinearBackward(nullptr, dw, dy, x, nullptr, t, in, out);
+    };
     moe_->Backward(dh2_full.data(), dfull.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false),
-                   MoePointers(id, true), s.moe, op, where);
+                   MoePointers(id, true), s.moe, op, weight_grad, where);
   } else {
     op(ops::Dgrad(ops::BlockDown(ops::kMlp)));
     Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
@@ -573,15 +587,19 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
       Gemm(G(embedding_), dlogits.data(), s.final_h_full.data(), Vl, D, T, Transpose::kYes, Transpose::kNo, 1.0f, 1.0f);
     } else {
       LinearBackward(dh_full.data(), nullptr, dlogits.data(), s.final_h_full.data(), w, T, D, Vl);
-      Begin(span, lp, head_label, ops::Wgrad(ops::kLogits));
-      LinearBackward(nullptr, G(head_), dlogits.data(), s.final_h_full.data(), w, T, D, Vl);
+      if (defer_weights) {
+        s.head_deferred.push_back({std::string(ops::kLogits), G(head_), s.final_h_full.data(), std::move(dlogits), T, D, Vl});
+      } else {
+        Begin(span, lp, head_label, ops::Wgrad(ops::kLogits));
+        LinearBackward(nullptr, G(head_), dlogits.data(), s.final_h_full.data(), w, T, D, Vl);
+      }
     }
     Buffer dh(static_cast<size_t>(Tl) * D);
     Tensor(span, lp, head_label, ops::Grad(ops::kTensorEnterHead), dh.data(), dh_full.data());
     Begin(span, lp, head_label, ops::Grad(ops::kFinalNorm));
     RmsNormBackward(dx.data(), G(final_norm_), dh.data(), s.final_x.data(), P(final_norm_), s.final_rstd.data(), Tl, D);
     span.reset();
-    report(head_bucket_);
+    if (s.head_deferred.empty()) report(head_bucket_);
   } else {
     std::copy(dout, dout + static_cast<size_t>(Tl) * D, dx.begin());
   }
@@ -611,7 +629,8 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     Begin(span, lp, embedding_label, ops::Grad(ops::kEmbedding));
     EmbeddingShardBackward(G(embedding_), dfull.data(), s.ids.data(), T, V, v0, Vl, D);
     span.reset();
-    report(embedding_bucket_);
+    // The program reduces gradients in the W phase: with W deferred, the W task reports it.
+    if (!defer_weights) report(embedding_bucket_);
   } else {
     std::copy(dx.begin(), dx.end(), din);
   }
@@ -625,23 +644,28 @@ void StageModel::BackwardWeight(int64_t chunk, int64_t mb, const std::function<v
   Saved& s = *it->second;
   current_mb_ = mb;
   backward_ = true;
+  // Runs deferred weight gradients under their W ops.
+  auto run = [&](const std::vector<Deferred>& deferred, const strategies::LayerProgram& lp, const std::string& label) {
+    std::optional<TraceSpan> span;
+    std::string open;
+    for (const Deferred& d : deferred) {
+      if (d.op != open) Begin(span, lp, label, strategies::ops::Wgrad(d.op)), open = d.op;
+      LinearBackward(nullptr, d.dw, d.dy.data(), d.x, nullptr, d.t, d.in, d.out);
+    }
+  };
+  if (!s.head_deferred.empty()) {
+    run(s.head_deferred, program_.Layer(strategies::LayerKind::kHead), std::string(strategies::kHeadLayer));
+    if (done) done(head_bucket_);
+  }
   const int64_t l0 = this->chunk(chunk).first_layer;
   for (size_t i = s.layers.size(); i-- > 0;) {
     const int64_t layer = l0 + static_cast<int64_t>(i);
-    const strategies::LayerProgram& lp = LayerProgramOf(layer);
-    const std::string label = strategies::DecoderLayer(layer);
-    {
-      std::optional<TraceSpan> span;
-      std::string open;
-      for (const Deferred& d : s.layers[i].deferred) {
-        if (d.op != open) Begin(span, lp, label, strategies::ops::Wgrad(d.op)), open = d.op;
-        LinearBackward(nullptr, G(d.weight), d.dy.data(), d.x, P(d.weight), d.t, d.in, d.out);
-      }
-    }
+    run(s.layers[i].deferred, LayerProgramOf(layer), strategies::DecoderLayer(layer));
     if (done) {
       for (int bucket : layer_buckets_.at(layer)) done(bucket);
     }
   }
+  if (this->chunk(chunk).embedding && done) done(embedding_bucket_);
   saved_.erase(it);
 }
 

@@ -101,9 +101,10 @@ class StageModel {
   // gradient to `din` (not for part 0); gradients accumulate into grads(). Frees the saved
   // activations.
   // `done(bucket)`, when given, is called as each bucket's gradients are complete for this
-  // micro-batch. With `defer_weights` (zero-bubble schedules' B task) the transformer layers'
-  // weight gradients (their matmuls) are left for BackwardWeight, which reports the layers'
-  // buckets; MoE blocks, norms, embedding and head compute theirs here.
+  // micro-batch. With `defer_weights` (zero-bubble schedules' B task) the weight gradients of the
+  // program's W ops (the layers' and experts' matmuls, the output head's) are left for
+  // BackwardWeight, which reports those buckets; norms and the embedding compute theirs here (the
+  // program has them in B), and so does a tied head, whose gradient is the embedding's.
   void Backward(int64_t chunk, int64_t mb, const float* dout, float* din, const std::function<void(int)>& done = nullptr,
                 bool defer_weights = false);
   // The W task: the weight gradients Backward deferred for this chunk and micro-batch.

@@ -281,14 +281,15 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
           const int64_t here = s * chunks + task.chunk;
           const int ph = PhaseIndex(task.phase);
           double ready = 0;
+          // A neighbour on the same stage (ZB-V's turn) hands over without a transfer.
           if (ph == 0 && before_of[here] >= 0) {
             const double dep = at(0, before_of[here], task.microbatch);
             if (dep < 0) break;
-            ready = dep + send_s;
+            ready = dep + (before_of[here] / chunks == s ? 0.0 : send_s);
           } else if (ph == 1 && after_of[here] >= 0) {
             const double dep = at(sent_after, after_of[here], task.microbatch);
             if (dep < 0) break;
-            ready = dep + send_s;
+            ready = dep + (after_of[here] / chunks == s ? 0.0 : send_s);
           }
           const double seconds = seconds_of[3 * here + ph];
           now = std::max(now, ready) + seconds;

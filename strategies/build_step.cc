@@ -102,8 +102,10 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
   programs[static_cast<size_t>(LayerKind::kMoe)] = m.moe ? TransformerLayer(m, p, true) : LayerProgram{LayerKind::kMoe, {}};
   const double t = static_cast<double>(p.mesh.tensor);
   const double vocab_params = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / t;
-  // The tied head shares the embedding's matrix when both sit on one stage; elsewhere it is a copy.
-  const bool tied_on_one_stage = m.tied_embeddings && p.mesh.pipeline == 1;
+  // The tied head shares the embedding's matrix when both sit on one stage (one stage, or ZB-V's
+  // first stage); elsewhere it is a copy.
+  const auto& path = program.layout.paths.front();
+  const bool tied_on_one_stage = m.tied_embeddings && path.front().first == path.back().first;
   {
     LayerBuilder embedding(LayerKind::kEmbedding, ShapeOf(p));
     AppendEmbedding(embedding, m, p);

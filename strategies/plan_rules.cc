@@ -75,10 +75,10 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                          List(Divisors(std::gcd(m.num_heads, m.num_kv_heads))),
                          "Megatron splits attention heads across the tensor axis"};
   }
-  if (mesh.pipeline > m.num_layers) {
+  if (mesh.pipeline > m.num_layers && p.pipeline_layout.empty()) {
     return Infeasibility{"mesh/pipeline",
                          "pipeline=" + I(mesh.pipeline) + " exceeds num_layers=" + I(m.num_layers),
-                         "1 to " + I(m.num_layers), "each stage holds at least one layer"};
+                         "1 to " + I(m.num_layers), "each stage holds at least one layer (or give a pipeline_layout)"};
   }
   if (mesh.expert > 1) {
     if (!m.moe) {

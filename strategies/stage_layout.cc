@@ -1,6 +1,7 @@
 #include "strategies/stage_layout.h"
 
 #include <cctype>
+#include <cstdio>
 
 #include "strategies/schedule.h"
 
@@ -8,8 +9,27 @@ namespace shardsim::strategies {
 namespace {
 
 constexpr size_t kMaxExpanded = size_t{1} << 20;  // symbols after expanding the repeats
+constexpr int kMaxNesting = 64;                    // parentheses inside parentheses
 
 std::string I(int64_t v) { return std::to_string(v); }
+
+// The layout as errors quote it: its first 60 characters, printable ASCII only.
+std::string Quoted(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < 60; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    out += std::isprint(c) ? static_cast<char>(c) : '?';
+  }
+  return "'" + out + (text.size() > 60 ? "...' (" + I(static_cast<int64_t>(text.size())) + " characters)" : "'");
+}
+
+std::string Printable(char c) {
+  const unsigned char u = static_cast<unsigned char>(c);
+  if (std::isprint(u)) return "'" + std::string(1, c) + "'";
+  char code[8];
+  std::snprintf(code, sizeof code, "0x%02x", u);
+  return std::string("byte ") + code;
+}
 
 // Expands Megatron-core's layout syntax into its symbols (E, t, L, m, |). Recursive descent:
 // sequence := item*; item := atom ('*' digits)?; atom := symbol | '(' sequence ')'.
@@ -22,8 +42,7 @@ class LayoutParser {
     std::string out;
     if (!Sequence(out, error)) return std::nullopt;
     if (at_ < text_.size()) {
-      error = "unexpected '" + std::string(1, text_[at_]) + "' at character " +
-              I(static_cast<int64_t>(at_) + 1);
+      error = "unexpected " + Printable(text_[at_]) + " at character " + I(static_cast<int64_t>(at_) + 1);
       return std::nullopt;
     }
     return out;
@@ -35,8 +54,13 @@ class LayoutParser {
       std::string item;
       const char c = text_[at_];
       if (c == '(') {
+        if (++depth_ > kMaxNesting) {
+          error = "more than " + I(kMaxNesting) + " nested parentheses at character " + I(static_cast<int64_t>(at_) + 1);
+          return false;
+        }
         ++at_;
         if (!Sequence(item, error)) return false;
+        --depth_;
         if (at_ >= text_.size() || text_[at_] != ')') {
           error =
               "unclosed '(' (expected ')' at character " + I(static_cast<int64_t>(at_) + 1) + ")";
@@ -46,12 +70,11 @@ class LayoutParser {
       } else if (c == 'E' || c == 't' || c == 'L' || c == 'm' || c == '|') {
         item = std::string(1, c);
         ++at_;
-      } else if (c == ' ') {
-        ++at_;
+      } else if (c == ' ' || c == ',') {
+        ++at_;  // cosmetic, as in Megatron-core (its example: Et*3|(tt|)*29,m|L)
         continue;
       } else {
-        error = "unknown symbol '" + std::string(1, c) + "' at character " +
-                I(static_cast<int64_t>(at_) + 1);
+        error = "unknown symbol " + Printable(c) + " at character " + I(static_cast<int64_t>(at_) + 1);
         return false;
       }
       int64_t repeat = 1;
@@ -81,6 +104,7 @@ class LayoutParser {
 
   const std::string& text_;
   size_t at_ = 0;
+  int depth_ = 0;
 };
 
 struct Segment {
@@ -101,7 +125,7 @@ std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& tex
   std::string error;
   LayoutParser parser(text);
   const std::optional<std::string> symbols = parser.Expand(error);
-  if (!symbols) return LayoutError("'" + text + "': " + error, "symbols E, t, L, m, |, (...)*N");
+  if (!symbols) return LayoutError(Quoted(text) + ": " + error, "symbols E, t, L, m, |, (...)*N");
   out.assign(1, Segment{});
   for (char c : *symbols) {
     Segment& s = out.back();
@@ -121,29 +145,28 @@ std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& tex
   }
   const int64_t chunks = static_cast<int64_t>(out.size());
   if (chunks != positions) {
-    return LayoutError("'" + text + "' has " + I(chunks) + " chunks but the plan's pipeline has " +
+    return LayoutError(Quoted(text) + " has " + I(chunks) + (chunks == 1 ? " chunk" : " chunks") + " but the plan's pipeline has " +
                            I(positions) + " model chunks in pipeline order",
-                       I(positions) + " chunks separated by '|'",
-                       "pipeline x chunks per stage chunks, e.g. (t|)*" + I(positions - 1) + "t");
+                       I(positions) + " chunks separated by '|'", "one chunk per pipeline stage x chunks per stage, first to last");
   }
   int64_t layers = 0, embeddings = 0, losses = 0, mtp = 0;
   for (const Segment& s : out)
     layers += s.layers, embeddings += s.embedding, losses += s.loss, mtp += s.mtp;
   if (mtp > 0) {
-    return LayoutError("'" + text + "' places " + I(mtp) +
+    return LayoutError(Quoted(text) + " places " + I(mtp) +
                            " multi-token-prediction layers (m) but '" + m.name + "' has none",
                        "no m", "remove the m symbols");
   }
   if (layers != m.num_layers) {
-    return LayoutError("'" + text + "' places " + I(layers) + " decoder layers (t) but '" + m.name +
+    return LayoutError(Quoted(text) + " places " + I(layers) + " decoder layers (t) but '" + m.name +
                            "' has " + I(m.num_layers),
                        I(m.num_layers) + " t symbols");
   }
   if (embeddings != 1 || out.front().embedding != 1 || !out.front().embedding_first) {
-    return LayoutError("'" + text + "' must hold one E, first in the first chunk", "E first");
+    return LayoutError(Quoted(text) + " must hold one E, first in the first chunk", "E first");
   }
   if (losses != 1 || out.back().loss != 1 || !out.back().loss_last) {
-    return LayoutError("'" + text + "' must hold one L, last in the last chunk", "L last");
+    return LayoutError(Quoted(text) + " must hold one L, last in the last chunk", "L last");
   }
   return std::nullopt;
 }
@@ -169,12 +192,23 @@ std::vector<int64_t> DefaultPartLayers(int64_t num_layers, int64_t parts) {
 
 std::optional<Infeasibility> CheckLayout(const ModelSpec& m, const PlanSpec& p) {
   const int64_t positions = Positions(ScheduleOf(p), p);
+  // The field to blame: virtual_stages when the plan asks for several, else the stages.
+  const std::string field = p.virtual_stages > 1 && p.mesh.pipeline <= m.num_layers ? "virtual_stages" : "mesh/pipeline";
   if (!p.pipeline_layout.empty()) {
+    // A layout may give the embedding and the loss chunks of their own and leave chunks empty,
+    // but not many more chunks than there are things to hold (each one is a pipeline hop).
+    const int64_t most = 2 * (m.num_layers + 2);
+    if (positions > most) {
+      return Infeasibility{field,
+                           "pipeline x chunks per stage = " + I(positions) + " model chunks for the " + I(m.num_layers) + " layers of '" +
+                               m.name + "' and its embedding and loss",
+                           "at most " + I(most) + " chunks (twice what they fill)", "fewer stages or virtual stages"};
+    }
     std::vector<Segment> segments;
     return Segments(m, p.pipeline_layout, positions, segments);
   }
   if (positions > m.num_layers) {
-    return Infeasibility{p.mesh.pipeline > m.num_layers ? "mesh/pipeline" : "virtual_stages",
+    return Infeasibility{field,
                          "pipeline x chunks per stage = " + I(positions) +
                              " model chunks, more than the " + I(m.num_layers) + " layers of '" +
                              m.name + "'",
@@ -240,10 +274,6 @@ std::string DescribePartLayers(const StageLayout& layout) {
   }
   return out;
 }
-
-}  // namespace shardsim::strategies
-
-namespace shardsim::strategies {
 
 std::string LayoutText(const StageLayout& layout) {
   std::vector<std::string> segments;

@@ -107,7 +107,7 @@ RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t head
   // attention op and is left out below).
   plan.flash_attention = causal;
   ValidateModel(model, "ring-attention shape");
-  strategies::ValidatePlan(plan, model, ranks, "the job's ranks", "ring-attention plan");
+  strategies::ValidatePlan(plan, model, ranks, "the job's ranks", "ring-attention plan:");
   const strategies::StepProgram program = strategies::BuildStep(model, plan);
   const size_t dense_index = static_cast<size_t>(strategies::LayerKind::kDense);
 

@@ -29,14 +29,24 @@ class DualPipe final : public Schedule {
   bool SplitsBackward() const override { return true; }
   std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t m) const override {
     const int64_t p = plan.mesh.pipeline;
-    if (p > 1 && (p % 2 != 0 || m % 2 != 0 || m < 2 * p)) {
-      return Infeasibility{"pipeline_schedule",
-                           "dualpipe needs an even pipeline (got " + std::to_string(p) +
-                               ") and an even number of micro-batches >= 2 x pipeline (got " +
-                               std::to_string(m) + ")",
-                           "", "DualPipe feeds micro-batches from both ends of the pipeline"};
+    if (plan.virtual_stages != 1) {
+      return Infeasibility{"virtual_stages",
+                           "dualpipe holds two model copies per stage by construction, got virtual_stages=" +
+                               std::to_string(plan.virtual_stages),
+                           "1", "leave virtual_stages out"};
     }
-    return OneChunkPerStage(*this, plan);
+    if (p > 1 && p % 2 != 0) {
+      return Infeasibility{"mesh/pipeline", "dualpipe needs an even pipeline, got " + std::to_string(p),
+                           "an even number of stages", "DualPipe pairs stage s with stage p - 1 - s"};
+    }
+    if (p > 1 && (m % 2 != 0 || m < 2 * p)) {
+      return Infeasibility{"global_batch_size",
+                           "dualpipe needs an even number of micro-batches per replica, at least 2 x pipeline = " +
+                               std::to_string(2 * p) + ", got " + std::to_string(m),
+                           "an even count >= " + std::to_string(2 * p),
+                           "DualPipe feeds half the micro-batches from each end of the pipeline"};
+    }
+    return std::nullopt;
   }
   std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t rank) const override {
     if (p == 1) return OneFOneBTasks(1, m, 0);

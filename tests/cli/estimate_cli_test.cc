@@ -156,7 +156,7 @@ TEST(CliEstimateTest, InvalidPlansGiveThePreciseReason) {
                                 "virtual_stages=2"}),
                            {"interleaved-1f1b", "micro-batches", "multiple of pipeline=8"}));
   EXPECT_TRUE(IsInputError(run({"mesh.data=4", "mesh.pipeline=4", "global_batch_size=16", "seq_len=2048", "pipeline_schedule=dualpipe"}),
-                           {"dualpipe", "even number of micro-batches >= 2 x pipeline"}));
+                           {"/global_batch_size", "dualpipe", "even number of micro-batches", "at least 2 x pipeline = 8"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-a100:16", "--set", "mesh.data=16", "--set",
                                         "global_batch_size=16", "--set", "seq_len=2048", "--set", "dtype=fp8"}),
                            {"dtype", "'fp8' has no peak on A100"}));

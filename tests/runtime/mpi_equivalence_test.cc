@@ -323,6 +323,43 @@ TEST(MpiRuntimeTest, TraceKeysAndKindsMatchTheStepProgram) {
       const std::string want = !op.is_comm() ? (op.kind == strategies::ComputeKind::kOptimizer ? "optimizer" : "compute") : strategies::ToString(op.stream);
       EXPECT_EQ(e.category, want) << c.name << " " << e.key;
     }
+    // Where the schedule runs a micro-batch's W apart from its B, every W op of that chunk and
+    // micro-batch starts after its B task's ops end.
+    const strategies::StepProgram& prog = trainer.program();
+    const std::vector<strategies::Task> tasks = strategies::StageTasks(prog, stage);
+    std::set<std::pair<int64_t, int64_t>> apart;  // (chunk, micro-batch)
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].phase != strategies::Phase::kBackwardInput) continue;
+      const bool next_is_w = i + 1 < tasks.size() && tasks[i + 1].phase == strategies::Phase::kBackwardWeight &&
+                             tasks[i + 1].chunk == tasks[i].chunk && tasks[i + 1].microbatch == tasks[i].microbatch;
+      if (!next_is_w) apart.insert({tasks[i].chunk, tasks[i].microbatch});
+    }
+    std::map<std::string, int64_t> chunk_of;  // layer label -> chunk
+    for (int64_t ch = 0; ch < prog.layout.chunks; ++ch) {
+      const strategies::ChunkLayout& l = prog.layout.Chunk(stage, ch);
+      if (l.embedding) chunk_of[std::string(strategies::kEmbeddingLayer)] = ch;
+      if (l.head) chunk_of[std::string(strategies::kHeadLayer)] = ch;
+      for (int64_t layer = l.first_layer; layer < l.first_layer + l.layers; ++layer) chunk_of[strategies::DecoderLayer(layer)] = ch;
+      chunk_of[strategies::ChunkLayer(ch)] = ch;
+    }
+    std::map<std::pair<int64_t, int64_t>, double> b_end, w_start;
+    for (const TraceEvent& e : trainer.trace_events()) {
+      const auto it = program.find(e.key);
+      if (it == program.end()) continue;
+      const size_t a = e.key.find('/'), b = e.key.find('/', a + 1), d = e.key.rfind('/');
+      const std::string label = e.key.substr(a + 1, b - a - 1), mb = e.key.substr(d + 1);
+      if (mb == "-" || !chunk_of.count(label)) continue;
+      const std::pair<int64_t, int64_t> at{chunk_of[label], std::stoll(mb)};
+      if (!apart.count(at)) continue;
+      if (it->second.phase == strategies::Phase::kBackwardWeight) {
+        w_start[at] = w_start.count(at) ? std::min(w_start[at], e.start_s) : e.start_s;
+      } else if (it->second.phase != strategies::Phase::kForward) {
+        b_end[at] = std::max(b_end[at], e.start_s + e.duration_s);
+      }
+    }
+    for (const auto& [at, start] : w_start) {
+      EXPECT_GE(start, b_end[at]) << c.name << ": a W op of chunk " << at.first << " micro-batch " << at.second << " ran inside its B task";
+    }
     ASSERT_FALSE(log.empty() && c.mesh.Product() > 1 && c.mesh.pipeline == 1) << c.name;
     for (const IssuedCollective& issued : log) {
       const auto it = program.find(issued.key);

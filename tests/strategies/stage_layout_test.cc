@@ -139,6 +139,14 @@ TEST(StageLayoutTest, BadLayoutsSayWhatIsWrong) {
   EXPECT_NE(what("Et*8|(t*8|)*2t*8L)").find("unexpected ')'"), std::string::npos);
   EXPECT_NE(what("Ex*8|t*8|t*8|t*8L").find("unknown symbol 'x' at character 2"), std::string::npos);
   EXPECT_NE(what("E(t|)*99999999999L").find("expands to more than"), std::string::npos);
+  // Deep nesting is refused before it can exhaust the stack; the error quotes only the start.
+  const std::string deep = std::string(30000, '(') + "t" + std::string(30000, ')');
+  const std::string nested = what(deep);
+  EXPECT_NE(nested.find("more than 64 nested parentheses"), std::string::npos) << nested.substr(0, 200);
+  EXPECT_LT(nested.size(), 300u);
+  // Commas are cosmetic, as in Megatron-core's own example.
+  EXPECT_EQ(what("Et*8,|t*8|t*8,|t*8L"), "");
+  EXPECT_NE(what(std::string("Et*8|t*8|t*8|t*8L\x01")).find("byte 0x01"), std::string::npos);
 }
 
 }  // namespace
