@@ -24,10 +24,12 @@ struct KeyedOp {
   Op op;  // the program's op (the pipeline transfers: copies of StepProgram::pipeline_send)
 };
 
-// Every op `stage` runs in one step, in task order: per task, the chunk's pipeline receive, its
-// layers' ops of the task's phase (forward in layer order; backward and recomputation, then
-// weight gradients, in reverse), its pipeline send; then the step-level ops. Keys repeat where an
-// op runs more than once per micro-batch (the ring's K/V passes).
+// Every op `stage` runs in one step, task by task: per task, the chunk's pipeline receive, its
+// layers' ops of the task's phase (forward in layer order; backward in reverse layer order, each
+// layer's ops in program order, recomputation with B), its pipeline send; then the step-level
+// ops. The list names what runs, not the exact order inside a task. Keys repeat where the program
+// repeats an op per micro-batch (the ring's K/V passes); a trace may also split one op into
+// several spans (a bucket at a time, a loss reduction between the kernel's parts).
 std::vector<KeyedOp> StageOps(const StepProgram& program, int64_t stage);
 
 }  // namespace shardsim::strategies
