@@ -58,6 +58,13 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     text = all.str();
   }
   const Corpus corpus(text, plan.seq_len);
+  if (!a.trace.empty()) {
+    // Rank 0 writes the trace after training: find out now, on every rank, that it can.
+    int writable = 1;
+    if (rank == 0) writable = std::ofstream(a.trace, std::ios::app) ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &writable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!writable) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check that the folder exists");
+  }
   TrainOptions options;
   options.seed = a.seed;
   options.adamw.lr = a.lr;
@@ -85,7 +92,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     if (rank == 0) {
       std::ofstream out(a.trace);
       out << trace << "\n";
-      if (!out) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path");
+      if (!out) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check free space");
     }
   }
   if (rank != 0) return 0;
