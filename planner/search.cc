@@ -176,6 +176,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
   const double hbm = static_cast<double>(c.chip.hbm_bytes);
   // Groups of one axis are alike on regular fabrics: cost the first, the middle and the last.
   sim::AxisCollectives collectives(graph, base, 3);
+  strategies::TaskLists task_lists;  // one pipeline shape's schedules, shared by this mesh's plans
   // ZeRO shards over the replica axes: without any, every stage is ZeRO-0.
   std::vector<int64_t> zero_stages = {0};
   if (!strategies::ReplicaAxes(base, strategies::ParamKind::kDense).empty()) zero_stages = {0, 1, 2, 3};
@@ -226,7 +227,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             continue;
           }
           const strategies::StepProgram program = strategies::BuildStep(m, plan);
-          sim::StepReport report = sim::Estimate(program, c, collectives);
+          sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists);
           ++w.evaluated;
           if (!report.fits) {
             w.misses.push_back({plan, "needs " + std::to_string(report.memory.peak.total() / 1073741824.0).substr(0, 6) + " GiB per device",

@@ -190,7 +190,8 @@ PhaseParts CostPhaseParts(const LayerProgram& layer, Phase phase, const ClusterS
   return parts;
 }
 
-StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives, bool play_every_microbatch) {
+StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives, bool play_every_microbatch,
+                    strategies::TaskLists* task_lists) {
   const PlanSpec& plan = program.plan;
   StepReport report;
   const auto peak = cluster.chip.peak_flop_per_s.find(plan.dtype);
@@ -312,19 +313,17 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   // the warm-up it settles into a steady state, extended at the mean rate between two plays far
   // apart (stages of unequal times repeat over several periods).
   const int64_t scheduled = play_every_microbatch ? m : strategies::SteadyStateMicrobatches(p, v, m);
-  auto tasks_of = [&](int64_t count) {
-    std::vector<std::vector<strategies::Task>> tasks(static_cast<size_t>(p));
-    for (int64_t s = 0; s < p; ++s) tasks[static_cast<size_t>(s)] = schedule.Tasks(p, count, v, s);
-    return tasks;
-  };
-  const std::vector<std::vector<strategies::Task>> played_tasks = tasks_of(scheduled);
+  strategies::TaskLists own_lists;
+  strategies::TaskLists& lists = task_lists ? *task_lists : own_lists;
+  auto tasks_of = [&](int64_t count) -> const strategies::TaskLists::Lists& { return lists.Get(schedule, p, count, v); };
+  const strategies::TaskLists::Lists& played_tasks = tasks_of(scheduled);
   std::vector<const std::vector<strategies::Task>*> program_tasks;
   for (const auto& tasks : played_tasks) program_tasks.push_back(&tasks);
   auto [clock, busy] = play(program_tasks, scheduled);
   if (scheduled < m) {
     const int64_t period = 2 * p, fewer = scheduled / 2 / period * period;
     SHARDSIM_CHECK(fewer > 0 && fewer < scheduled, "the scheduled micro-batches must exceed one period");
-    const std::vector<std::vector<strategies::Task>> shorter = tasks_of(fewer);
+    const strategies::TaskLists::Lists& shorter = tasks_of(fewer);
     std::vector<const std::vector<strategies::Task>*> shorter_tasks;
     for (const auto& tasks : shorter) shorter_tasks.push_back(&tasks);
     const auto [clock_fewer, busy_fewer] = play(shorter_tasks, fewer);

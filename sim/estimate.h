@@ -14,6 +14,7 @@
 #include "core/cluster_spec.h"
 #include "sim/collective_cost.h"
 #include "strategies/memory_model.h"
+#include "strategies/schedule.h"
 #include "strategies/step_program.h"
 
 namespace shardsim::sim {
@@ -94,7 +95,9 @@ PhaseParts CostPhaseParts(const strategies::LayerProgram& layer, strategies::Pha
 // Predicts one step. `collectives` must be built for the same cluster and plan. The schedule is
 // played over at most strategies::SteadyStateMicrobatches micro-batches and its steady state
 // extended to all of them, unless `play_every_microbatch` (for tests of that shortcut).
+// `task_lists`, when given, keeps the schedule's task lists for the next plans of the same
+// pipeline shape.
 StepReport Estimate(const strategies::StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives,
-                    bool play_every_microbatch = false);
+                    bool play_every_microbatch = false, strategies::TaskLists* task_lists = nullptr);
 
 }  // namespace shardsim::sim

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -81,6 +83,18 @@ const Schedule* FindSchedule(std::string_view name);
 const Schedule& ScheduleOf(const PlanSpec& plan);
 // The unknown-name infeasibility for `name`, with the closest known names.
 Infeasibility UnknownSchedule(const std::string& name);
+
+// Every stage's task list for (schedule, stages, micro-batches, chunks), made once and kept: the
+// planner estimates many plans of one pipeline shape (ZeRO stages, recomputation, mesh orders).
+class TaskLists {
+ public:
+  using Lists = std::vector<std::vector<Task>>;
+  // The lists of stages 0 .. stages - 1; valid while this object lives.
+  const Lists& Get(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t chunks);
+
+ private:
+  std::map<std::tuple<const Schedule*, int64_t, int64_t, int64_t>, Lists> lists_;
+};
 
 // How many micro-batches a schedule needs to reach its steady state: its peak of micro-batches in
 // flight and a period that repeats. Memory peaks and the estimator's steady-state rate are taken

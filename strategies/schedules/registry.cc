@@ -48,6 +48,15 @@ Infeasibility UnknownSchedule(const std::string& name) {
                        JoinNames(ScheduleNames()), "shardsim presets lists the schedules"};
 }
 
+const TaskLists::Lists& TaskLists::Get(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t chunks) {
+  const auto key = std::make_tuple(&schedule, stages, microbatches, chunks);
+  auto it = lists_.find(key);
+  if (it != lists_.end()) return it->second;
+  Lists lists(static_cast<size_t>(stages));
+  for (int64_t s = 0; s < stages; ++s) lists[static_cast<size_t>(s)] = schedule.Tasks(stages, microbatches, chunks, s);
+  return lists_.emplace(key, std::move(lists)).first->second;
+}
+
 int64_t SteadyStateMicrobatches(int64_t stages, int64_t chunks, int64_t microbatches) {
   const int64_t played = 8 * stages * chunks;
   return microbatches <= played + 2 * stages ? microbatches : played;
