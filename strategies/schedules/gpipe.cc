@@ -4,22 +4,17 @@
 
 namespace shardsim::strategies::schedules {
 
-class Gpipe final : public Schedule {
+class Gpipe final : public OneChunkSchedule {
  public:
   std::string_view name() const override { return "gpipe"; }
   std::string_view summary() const override {
     return "all forwards, then all backwards (Huang et al. 2019)";
   }
-  int64_t Chunks(int64_t, int64_t) const override { return 1; }
   bool SplitsBackward() const override { return false; }
-  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override {
-    return OneChunkPerStage(*this, plan);
-  }
-  std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t s) const override {
+  std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t) const override {
     if (p == 1) return OneFOneBTasks(1, m, 0);
     std::vector<Task> tasks;
     tasks.reserve(static_cast<size_t>(3 * m));
-    (void)s;
     for (int64_t mb = 0; mb < m; ++mb) AddForward(tasks, mb);
     for (int64_t mb = 0; mb < m; ++mb) AddBackward(tasks, mb);
     return tasks;

@@ -29,17 +29,13 @@ std::optional<Infeasibility> OneChunkPerStage(const Schedule& schedule, const Pl
       "1", "use pipeline_schedule interleaved-1f1b or zbv for several chunks per stage"};
 }
 
-class OneFOneB final : public Schedule {
+class OneFOneB final : public OneChunkSchedule {
  public:
   std::string_view name() const override { return "1f1b"; }
   std::string_view summary() const override {
     return "one forward, one backward (PipeDream-Flush, Narayanan et al. 2019)";
   }
-  int64_t Chunks(int64_t, int64_t) const override { return 1; }
   bool SplitsBackward() const override { return false; }
-  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override {
-    return OneChunkPerStage(*this, plan);
-  }
   std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t s) const override {
     return OneFOneBTasks(p, m, s);
   }

@@ -28,4 +28,13 @@ std::vector<Task> OneFOneBTasks(int64_t stages, int64_t microbatches, int64_t st
 // The check of a schedule that holds one chunk per stage: virtual_stages must be 1.
 std::optional<Infeasibility> OneChunkPerStage(const Schedule& schedule, const PlanSpec& plan);
 
+// A schedule with one model chunk per stage (virtual_stages must be 1).
+class OneChunkSchedule : public Schedule {
+ public:
+  int64_t Chunks(int64_t, int64_t) const override { return 1; }
+  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override {
+    return OneChunkPerStage(*this, plan);
+  }
+};
+
 }  // namespace shardsim::strategies::schedules

@@ -9,17 +9,13 @@
 
 namespace shardsim::strategies::schedules {
 
-class ZbH1 final : public Schedule {
+class ZbH1 final : public OneChunkSchedule {
  public:
   std::string_view name() const override { return "zb-h1"; }
   std::string_view summary() const override {
     return "1F1B with weight gradients deferred into the bubble (ZB-H1, Qi et al. 2023)";
   }
-  int64_t Chunks(int64_t, int64_t) const override { return 1; }
   bool SplitsBackward() const override { return true; }
-  std::optional<Infeasibility> Check(const PlanSpec& plan, int64_t, int64_t) const override {
-    return OneChunkPerStage(*this, plan);
-  }
   std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t s) const override {
     if (p == 1) return OneFOneBTasks(1, m, 0);
     std::vector<Task> tasks;
