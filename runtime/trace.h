@@ -17,6 +17,7 @@ struct TraceEvent {
   std::string category;  // compute, tensor, data, pipeline, optimizer
   double start_s = 0;    // since the tracer was made
   double duration_s = 0;
+  std::string kind = "";  // the program op's kind: "compute" or "all-gather over tensor" (set when gathered)
 };
 
 class Tracer {

@@ -239,9 +239,19 @@ void WriteArray(std::ofstream& out, const std::vector<float>& values) {
 }  // namespace
 
 std::string Trainer::GatherTrace() {
-  // Each rank's events as JSON text, gathered to rank 0.
+  // Each rank's events as JSON text, with their program op's kind, gathered to rank 0.
+  std::map<std::string, std::string> kinds;
+  for (const strategies::KeyedOp& k : strategies::StageOps(program_, comms_.Coordinate("pipeline"))) {
+    const strategies::Op& op = k.op;
+    std::string axes;
+    for (const std::string& a : op.axes) axes += (axes.empty() ? "" : ",") + a;
+    kinds.emplace(k.key, op.is_comm() ? ToString(op.collective) + " over " + axes : strategies::ToString(op.kind));
+  }
   nlohmann::json mine = nlohmann::json::array();
-  for (const TraceEvent& e : tracer_.events()) mine.push_back({e.key, e.category, e.start_s, e.duration_s});
+  for (const TraceEvent& e : tracer_.events()) {
+    const auto kind = kinds.find(e.key);
+    mine.push_back({e.key, e.category, e.start_s, e.duration_s, kind == kinds.end() ? std::string() : kind->second});
+  }
   const std::string text = mine.dump();
   int size = 0;
   MPI_Comm world = comms_.world();
@@ -257,7 +267,8 @@ std::string Trainer::GatherTrace() {
   std::vector<std::vector<TraceEvent>> by_rank(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     for (const auto& e : nlohmann::json::parse(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]), static_cast<size_t>(lengths[static_cast<size_t>(r)])))) {
-      by_rank[static_cast<size_t>(r)].push_back({e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<double>(), e[3].get<double>()});
+      by_rank[static_cast<size_t>(r)].push_back({e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<double>(), e[3].get<double>(),
+                                                 e[4].get<std::string>()});
     }
   }
   return ChromeTrace(by_rank);

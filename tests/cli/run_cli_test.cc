@@ -72,6 +72,15 @@ TEST_F(RunCliTest, TrainsTinyMoeWithExpertParallelism) {
   for (const char* op : {"router", "ep_dispatch", "experts_up", "ep_combine", "shared_expert_up", "ep_combine_grad", "param_allgather_dense", "param_allgather_expert"}) {
     EXPECT_TRUE(ops.count(op)) << op;
   }
+  // Every op carries its program op's kind: compute ones theirs, collectives theirs with axes.
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ASSERT_TRUE(e["args"].contains("kind")) << e.dump();
+    const std::string op = e["args"]["op"].get<std::string>(), kind = e["args"]["kind"].get<std::string>();
+    if (op == "ep_dispatch") EXPECT_EQ(kind, "all-to-all over expert");
+    if (op == "experts_up") EXPECT_EQ(kind, "matmul");
+    if (op == "param_allgather_dense") EXPECT_EQ(kind, "all-gather over fsdp,expert");
+  }
 }
 
 TEST_F(RunCliTest, WhatTheRuntimeCannotRunIsOneLine) {
