@@ -67,6 +67,8 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");
   if (m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
   if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
+  if (p.mesh.context > 1 && p.context_kv != "ring") refuse("plan:/context_kv", "context_kv " + p.context_kv, "ring (the runtime passes K/V around the ring)");
+  if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
   if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");
   if (m.tied_embeddings && p.mesh.pipeline > 1) {
     const strategies::StageLayout layout = strategies::LayOut(m, p);
