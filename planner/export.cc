@@ -150,6 +150,8 @@ Export Torchtitan(const ModelSpec& m, const PlanSpec& p) {
     }
   }
   t << "enable_async_tensor_parallel = " << (p.overlap.tensor && p.mesh.tensor > 1 ? "true" : "false") << "\n";
+  // FSDP2's reshard_after_forward, which torchtitan sets per its own default unless told.
+  if (p.mesh.fsdp * p.mesh.expert > 1 || p.zero_stage == 3) t << "fsdp_reshard_after_forward = \"" << (ReshardAfterForward(p) ? "always" : "never") << "\"\n";
   t << "\n[activation_checkpoint]\nmode = \"" << ToString(p.recompute) << "\"\n";
   t << "\n[training]\nglobal_batch_size = " << p.global_batch_size << "\nlocal_batch_size = "
     << p.global_batch_size / BatchReplicas(p.mesh) << "\nseq_len = " << p.seq_len << "\n";

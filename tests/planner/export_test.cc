@@ -65,6 +65,16 @@ TEST(ExportTest, TorchtitanSection) {
                           "[activation_checkpoint]", "mode = \"selective\""}) {
     EXPECT_NE(t.find(key), std::string::npos) << key << " in\n" << t;
   }
+  EXPECT_EQ(t.find("fsdp_reshard_after_forward"), std::string::npos) << "nothing sharded:\n" << t;
+  // FSDP under pipeline parallelism keeps its gathered parameters by default.
+  PlanSpec fsdp;
+  fsdp.mesh.fsdp = 8, fsdp.mesh.pipeline = 8;
+  fsdp.global_batch_size = 512, fsdp.seq_len = 4096;
+  const ModelSpec model = FindModelPreset("llama3-70b")->spec;
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:64", "--cluster");
+  EXPECT_NE(ExportPlan(model, cluster, fsdp, ExportTarget::kTorchtitan).text.find("fsdp_reshard_after_forward = \"never\""), std::string::npos);
+  fsdp.fsdp_reshard_after_forward = true;
+  EXPECT_NE(ExportPlan(model, cluster, fsdp, ExportTarget::kTorchtitan).text.find("fsdp_reshard_after_forward = \"always\""), std::string::npos);
 }
 
 // torchtitan: replicate x shard x context x tensor x pipeline = world size; expert parallelism
