@@ -17,7 +17,7 @@ std::string ChromeTrace(const std::vector<std::vector<TraceEvent>>& events_by_ra
         start = slash + 1;
       }
       parts.push_back(e.key.substr(start));
-      nlohmann::json args = {{"key", e.key}};
+      nlohmann::json args = {{"key", e.key}, {"step", e.step}};
       if (!e.kind.empty()) args["kind"] = e.kind;
       if (parts.size() == 4) args.update({{"stage", parts[0]}, {"layer", parts[1]}, {"op", parts[2]}, {"microbatch", parts[3]}});
       events.push_back({{"name", parts.size() == 4 ? parts[2] : e.key},

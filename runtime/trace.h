@@ -17,6 +17,7 @@ struct TraceEvent {
   std::string category;  // compute, tensor, data, pipeline, optimizer
   double start_s = 0;    // since the tracer was made
   double duration_s = 0;
+  int64_t step = 0;      // the training step it belongs to (keys repeat from step to step)
   std::string kind = "";  // the program op's kind: "compute" or "all-gather over tensor" (set when gathered)
 };
 
@@ -27,11 +28,11 @@ class Tracer {
   // Every span counts towards its category's total; it is kept as an event when enabled.
   void Add(std::string key, std::string category, double start_s, double end_s) {
     totals_[category] += end_s - start_s;
-    if (enabled_) events_.push_back({std::move(key), std::move(category), start_s, end_s - start_s});
+    if (enabled_) events_.push_back({std::move(key), std::move(category), start_s, end_s - start_s, step_});
   }
   // Keeps an event without counting it in the totals (time already inside another span).
   void Record(std::string key, std::string category, double start_s, double end_s) {
-    if (enabled_) events_.push_back({std::move(key), std::move(category), start_s, end_s - start_s});
+    if (enabled_) events_.push_back({std::move(key), std::move(category), start_s, end_s - start_s, step_});
   }
   // Moves `seconds` of a span's time from one category's total to another's (time spent waiting
   // inside a span of another kind, as ring attention's transfers inside its compute span).
@@ -49,6 +50,8 @@ class Tracer {
   void Open(const std::string& key) { open_.push_back(key); }
   void Close() { open_.pop_back(); }
   void set_enabled(bool enabled) { enabled_ = enabled; }
+  // The step the following events belong to.
+  void set_step(int64_t step) { step_ = step; }
   bool enabled() const { return enabled_; }
   const std::vector<TraceEvent>& events() const { return events_; }
 
@@ -58,6 +61,7 @@ class Tracer {
   std::vector<TraceEvent> events_;
   std::map<std::string, double> totals_;
   std::vector<std::string> open_;  // keys of the spans open now, innermost last
+  int64_t step_ = 0;
 };
 
 // Times [construction, destruction) into the tracer's category totals, and records it as one

@@ -70,6 +70,7 @@ StepRecord Trainer::Step() {
   StageModel& m = *model_;
   std::fill(m.grads().begin(), m.grads().end(), 0.0f);
   data_parallel_->BeginStep();
+  tracer_.set_step(step_);
   const int64_t stage = comms_.Coordinate("pipeline");
   const int64_t v = program_.layout.chunks;
   const auto& path = program_.layout.paths.front();
@@ -250,7 +251,7 @@ std::string Trainer::GatherTrace() {
   nlohmann::json mine = nlohmann::json::array();
   for (const TraceEvent& e : tracer_.events()) {
     const auto kind = kinds.find(e.key);
-    mine.push_back({e.key, e.category, e.start_s, e.duration_s, kind == kinds.end() ? std::string() : kind->second});
+    mine.push_back({e.key, e.category, e.start_s, e.duration_s, e.step, kind == kinds.end() ? std::string() : kind->second});
   }
   const std::string text = mine.dump();
   int size = 0;
@@ -268,7 +269,7 @@ std::string Trainer::GatherTrace() {
   for (int r = 0; r < size; ++r) {
     for (const auto& e : nlohmann::json::parse(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]), static_cast<size_t>(lengths[static_cast<size_t>(r)])))) {
       by_rank[static_cast<size_t>(r)].push_back({e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<double>(), e[3].get<double>(),
-                                                 e[4].get<std::string>()});
+                                                 e[4].get<int64_t>(), e[5].get<std::string>()});
     }
   }
   return ChromeTrace(by_rank);

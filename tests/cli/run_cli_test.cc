@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -36,17 +37,22 @@ TEST_F(RunCliTest, TraceHasTheStepProgramsOpKeys) {
   const std::string plan = WriteJson("p.json", {{"mesh", {{"tensor", 2}}}, {"global_batch_size", 2}, {"seq_len", 64}, {"sequence_parallel", true}});
   const std::string trace_path = PathOf("trace.json");
   json report;
-  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "1", "--trace", trace_path, "--json"}), &report));
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "2", "--trace", trace_path, "--json"}), &report));
   std::ifstream in(trace_path);
   const json trace = json::parse(in);
   std::set<std::string> ops;
   std::set<int> ranks;
+  std::map<int64_t, std::set<std::string>> keys_by_step;
   for (const json& e : trace["traceEvents"]) {
     if (e["ph"] != "X") continue;
     ranks.insert(e["tid"].get<int>());
     if (e["args"].contains("op")) ops.insert(e["args"]["op"].get<std::string>());
+    keys_by_step[e["args"]["step"].get<int64_t>()].insert(e["args"]["key"].get<std::string>());
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+  // Each step runs the same ops under the same keys; the step tells them apart.
+  ASSERT_EQ(keys_by_step.size(), 2u);
+  EXPECT_EQ(keys_by_step[0], keys_by_step[1]);
   for (const char* op : {"qkv", "attention", "tp_enter_attention", "tp_exit_attention", "mlp_down", "tp_exit_mlp_grad", "qkv_dgrad", "optimizer"}) {
     EXPECT_TRUE(ops.count(op)) << op;
   }
@@ -77,9 +83,13 @@ TEST_F(RunCliTest, TrainsTinyMoeWithExpertParallelism) {
     if (e["ph"] != "X") continue;
     ASSERT_TRUE(e["args"].contains("kind")) << e.dump();
     const std::string op = e["args"]["op"].get<std::string>(), kind = e["args"]["kind"].get<std::string>();
-    if (op == "ep_dispatch") EXPECT_EQ(kind, "all-to-all over expert");
-    if (op == "experts_up") EXPECT_EQ(kind, "matmul");
-    if (op == "param_allgather_dense") EXPECT_EQ(kind, "all-gather over fsdp,expert");
+    if (op == "ep_dispatch") {
+      EXPECT_EQ(kind, "all-to-all over expert");
+    } else if (op == "experts_up") {
+      EXPECT_EQ(kind, "matmul");
+    } else if (op == "param_allgather_dense") {
+      EXPECT_EQ(kind, "all-gather over fsdp,expert");
+    }
   }
 }
 
