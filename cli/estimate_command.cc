@@ -13,6 +13,8 @@
 #include "strategies/plan_rules.h"
 #include "sim/estimate.h"
 #include "strategies/build_step.h"
+#include "strategies/data_parallel.h"
+#include "strategies/stage_layout.h"
 
 namespace shardsim::cli {
 int RunEstimate(const EstimateOptions& o, std::ostream& out) {
@@ -48,6 +50,16 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ", "
       << plan.pipeline_schedule << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO "
       << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "") << "\n";
+  if (plan.mesh.pipeline > 1) {
+    // The stage layout the estimate used, in Megatron-core's syntax, with where it came from.
+    out << "  layout      " << strategies::LayoutText(program.layout) << " (decoder layers per chunk in pipeline order: "
+        << strategies::DescribePartLayers(program.layout) << "; " << (plan.pipeline_layout.empty() ? "even split" : "the plan's pipeline_layout")
+        << ")\n";
+  }
+  if (strategies::KeepsGatheredParams(plan)) {
+    out << "  fsdp        parameters gathered once per step and kept until the last backward (fsdp_reshard_after_forward false"
+        << (plan.fsdp_reshard_after_forward ? "" : ", the default with pipeline parallelism") << ")\n";
+  }
   out << "  step        " << FormatSeconds(r.step_time_s) << " for " << FormatCount(static_cast<double>(shape.tokens_per_step)) << " tokens ("
       << shape.num_microbatches << " micro-batches of " << plan.micro_batch_size << " per replica): " << FormatCount(r.tokens_per_s)
       << " tokens/s\n";

@@ -207,5 +207,14 @@ TEST_F(CliPlanFieldsTest, LayoutAndReshardRoundTripThroughJson) {
   for (const auto& [key, seconds] : out["breakdown"]["exposed_comm_s"].items()) EXPECT_NEAR(exposed[key], seconds.get<double>(), 1e-9) << key;
 }
 
+// The text report names the stage layout it used and FSDP kept gathered.
+TEST(CliEstimateTest, TextShowsTheLayoutAndKeptGatheredFsdp) {
+  const CliResult r = RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--set", "mesh.fsdp=4", "--set", "mesh.pipeline=4",
+                                   "--set", "global_batch_size=64", "--set", "seq_len=2048", "--set", "pipeline_schedule=zbv"});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
+  EXPECT_NE(r.out.find("layout      Et*4|(t*4|)*6t*4L (decoder layers per chunk in pipeline order: 4 x 8; even split)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gathered once per step"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test
