@@ -1,0 +1,219 @@
+// One transformer layer of a StageModel, forward and backward, as the step program lists its
+// ops: attention (ring attention over context), the MLP or MoE block, the tensor-parallel
+// collectives around them, recomputation. The chunk-level passes are in stage_model.cc.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "core/error.h"
+#include "runtime/attention.h"
+#include "runtime/linear.h"
+#include "runtime/ring_attention.h"
+#include "runtime/rmsnorm.h"
+#include "runtime/rope.h"
+#include "runtime/stage_model.h"
+#include "runtime/stage_model_saved.h"
+#include "runtime/swiglu.h"
+#include "strategies/op_keys.h"
+#include "strategies/op_names.h"
+
+namespace shardsim::runtime {
+
+void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recompute) {
+  namespace ops = strategies::ops;
+  const LayerIds& id = layer_ids_.at(layer);
+  const strategies::LayerProgram& lp = LayerProgramOf(layer);
+  const std::string label = strategies::DecoderLayer(layer);
+  const int T = static_cast<int>(tokens_), Tl = static_cast<int>(local_tokens_), D = static_cast<int>(hidden_);
+  const int K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_), F = static_cast<int>(ffn_);
+  const std::string where = "layer " + std::to_string(layer);
+  std::optional<TraceSpan> span;
+  // A recomputation (full recompute before backward) runs the same ops under their R names.
+  auto name = [&](std::string_view n) { return recompute ? ops::Recomputed(n) : std::string(n); };
+  auto op = [&](std::string_view n) { Begin(span, lp, label, name(n)); };
+  auto tensor = [&](std::string_view n, float* out, float* in) { Tensor(span, lp, label, name(n), out, in); };
+  s.x.assign(x, x + static_cast<size_t>(Tl) * D);
+  op(ops::kAttentionNorm);
+  Buffer h(static_cast<size_t>(Tl) * D);
+  s.rstd1.resize(static_cast<size_t>(Tl));
+  RmsNormForward(h.data(), s.rstd1.data(), x, P(id.attn_norm), Tl, D, config_.norm_eps);
+  s.h_full.resize(static_cast<size_t>(T) * D);
+  tensor(ops::kTensorEnterAttention, s.h_full.data(), h.data());
+  op(ops::kQkv);
+  s.q.resize(static_cast<size_t>(T) * Hl * K);
+  s.k.resize(static_cast<size_t>(T) * Gl * K);
+  s.v.resize(static_cast<size_t>(T) * Gl * K);
+  LinearForward(s.q.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
+  LinearForward(s.k.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
+  LinearForward(s.v.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
+  RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
+  RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  AttentionCore(span, lp, label, s, recompute);
+  op(ops::kAttentionOut);
+  Buffer partial(static_cast<size_t>(T) * D);
+  LinearForward(partial.data(), s.o.data(), P(id.wo), T, Hl * K, D);
+  Buffer y(static_cast<size_t>(T) * D);
+  tensor(ops::kTensorExitAttention, y.data(), partial.data());
+  op(ops::kAttentionResidual);
+  s.x2.resize(static_cast<size_t>(Tl) * D);
+  for (size_t i = 0; i < s.x2.size(); ++i) s.x2[i] = x[i] + y[i];
+
+  op(id.moe ? std::string(ops::kMoeNorm) : ops::BlockNorm(ops::kMlp));
+  Buffer h2(static_cast<size_t>(Tl) * D);
+  s.rstd2.resize(static_cast<size_t>(Tl));
+  RmsNormForward(h2.data(), s.rstd2.data(), s.x2.data(), P(id.mlp_norm), Tl, D, config_.norm_eps);
+  s.h2_full.resize(static_cast<size_t>(T) * D);
+  tensor(ops::TensorEnter(ops::kMlp), s.h2_full.data(), h2.data());
+  if (id.moe) {
+    const double aux = moe_->Forward(partial.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false),
+                                     s.moe, op, where);
+    if (!recompute) aux_loss_ += aux;
+  } else {
+    op(ops::BlockUp(ops::kMlp));
+    s.gate.resize(static_cast<size_t>(T) * F);
+    s.up.resize(static_cast<size_t>(T) * F);
+    s.act.resize(static_cast<size_t>(T) * F);
+    LinearForward(s.gate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
+    LinearForward(s.up.data(), s.h2_full.data(), P(id.wup), T, D, F);
+    op(ops::BlockActivation(ops::kMlp));
+    SwigluForward(s.act.data(), s.gate.data(), s.up.data(), T, F);
+    op(ops::BlockDown(ops::kMlp));
+    LinearForward(partial.data(), s.act.data(), P(id.wdown), T, F, D);
+  }
+  tensor(ops::TensorExit(ops::kMlp), y.data(), partial.data());
+  op(id.moe ? std::string(ops::kMoeCombine) : ops::BlockResidual(ops::kMlp));
+  for (size_t i = 0; i < s.x2.size(); ++i) x[i] = s.x2[i] + y[i];
+  // What backward will recompute is not kept: with full recomputation only the layer's input,
+  // with selective the attention core's output and statistics.
+  if (!recompute && plan_.recompute == Recompute::kFull) {
+    LayerSaved input;
+    input.x = std::move(s.x);
+    s = std::move(input);
+  } else if (!recompute && plan_.recompute == Recompute::kSelective) {
+    Buffer().swap(s.o);
+    Buffer().swap(s.lse);
+  }
+}
+
+void StageModel::AttentionCore(std::optional<TraceSpan>& span, const strategies::LayerProgram& lp, const std::string& label, LayerSaved& s,
+                               bool recompute) {
+  namespace ops = strategies::ops;
+  auto name = [&](std::string_view n) { return recompute ? ops::Recomputed(n) : std::string(n); };
+  const int T = static_cast<int>(tokens_), K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_);
+  Begin(span, lp, label, name(ops::kAttention));
+  const int S = static_cast<int>(plan_.seq_len / c_);
+  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
+  s.o.resize(static_cast<size_t>(T) * Hl * K);
+  s.lse.resize(static_cast<size_t>(plan_.micro_batch_size * Hl * S));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
+  if (c_ > 1) {
+    const double start = tracer_ ? tracer_->Now() : 0;
+    const RingAttentionStats stats =
+        RingAttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), seq_positions_.data(), shape, true, scale, comms_,
+                             RingPass{RingWork::kComputeAndTransfers, {}, &ring_workspace_});
+    RingTransfers(lp, label, {name(ops::kContextKv)}, start, stats.comm_wait_s);
+  } else {
+    AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
+  }
+}
+
+
+void StageModel::RingTransfers(const strategies::LayerProgram& layer, const std::string& label, std::initializer_list<std::string_view> names,
+                               double start_s, double wait_s) {
+  if (!tracer_) return;
+  // The ring's transfers run inside the attention kernel's span: their unhidden waits, measured
+  // per pass, become the first op's event (the others' are folded into it) and leave compute.
+  bool first = true;
+  for (std::string_view name : names) {
+    SHARDSIM_CHECK(FindOp(layer, name) != nullptr, "the runtime ran " + Key(label, name) + ", which the step program does not list");
+    tracer_->Record(Key(label, name), "context", start_s, start_s + (first ? wait_s : 0.0));
+    first = false;
+  }
+  tracer_->Reassign("compute", "context", wait_s);
+}
+
+void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
+  namespace ops = strategies::ops;
+  const LayerIds& id = layer_ids_.at(layer);
+  const strategies::LayerProgram& lp = LayerProgramOf(layer);
+  const std::string label = strategies::DecoderLayer(layer);
+  const int T = static_cast<int>(tokens_), Tl = static_cast<int>(local_tokens_), D = static_cast<int>(hidden_);
+  const int K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_), F = static_cast<int>(ffn_);
+  const std::string where = "layer " + std::to_string(layer) + " backward";
+  std::optional<TraceSpan> span;
+  auto op = [&](std::string_view name) { Begin(span, lp, label, name); };
+  // dx holds d(out); out = x2 + mlp(x2): dx flows to x2 and through the MLP.
+  op(id.moe ? ops::Grad(ops::kMoeCombine) : ops::Grad(ops::BlockResidual(ops::kMlp)));
+  Buffer dx2(dx, dx + static_cast<size_t>(Tl) * D);
+  Buffer dfull(static_cast<size_t>(T) * D);
+  Tensor(span, lp, label, ops::Grad(ops::TensorExit(ops::kMlp)), dfull.data(), dx);
+  Buffer dh2_full(static_cast<size_t>(T) * D, 0.0f);
+  if (id.moe) {
+    auto weight_grad = [&](std::string_view name, float* dw, const float* x, const float* dy, int t, int in, int out) {
+      if (defer_weights_) {
+        s.deferred.push_back({std::string(name), dw, x, Buffer(dy, dy + static_cast<size_t>(t) * static_cast<size_t>(out)), t, in, out});
+        return;
+      }
+      op(ops::Wgrad(name));
+      LinearBackward(nullptr, dw, dy, x, nullptr, t, in, out);
+    };
+    moe_->Backward(dh2_full.data(), dfull.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false),
+                   MoePointers(id, true), s.moe, op, weight_grad, where);
+  } else {
+    op(ops::Dgrad(ops::BlockDown(ops::kMlp)));
+    Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
+    LinearBackward(dact.data(), nullptr, dfull.data(), s.act.data(), P(id.wdown), T, F, D);
+    WeightGrads(span, lp, label, ops::BlockDown(ops::kMlp), {{id.wdown, s.act.data(), dfull.data(), T, F, D}}, s);
+    op(ops::Grad(ops::BlockActivation(ops::kMlp)));
+    SwigluBackward(dgate.data(), dup.data(), dact.data(), s.gate.data(), s.up.data(), T, F);
+    op(ops::Dgrad(ops::BlockUp(ops::kMlp)));
+    LinearBackward(dh2_full.data(), nullptr, dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
+    LinearBackward(dh2_full.data(), nullptr, dup.data(), s.h2_full.data(), P(id.wup), T, D, F);
+    WeightGrads(span, lp, label, ops::BlockUp(ops::kMlp),
+                {{id.wgate, s.h2_full.data(), dgate.data(), T, D, F}, {id.wup, s.h2_full.data(), dup.data(), T, D, F}}, s);
+  }
+  Buffer dh2(static_cast<size_t>(Tl) * D);
+  Tensor(span, lp, label, ops::Grad(ops::TensorEnter(ops::kMlp)), dh2.data(), dh2_full.data());
+  op(id.moe ? ops::Grad(ops::kMoeNorm) : ops::Grad(ops::BlockNorm(ops::kMlp)));
+  RmsNormBackward(dx2.data(), G(id.mlp_norm), dh2.data(), s.x2.data(), P(id.mlp_norm), s.rstd2.data(), Tl, D);
+
+  // x2 = x + attention(x): dx2 flows to both.
+  Tensor(span, lp, label, ops::Grad(ops::kTensorExitAttention), dfull.data(), dx2.data());
+  op(ops::Dgrad(ops::kAttentionOut));
+  Buffer d_o(static_cast<size_t>(T) * Hl * K, 0.0f);
+  LinearBackward(d_o.data(), nullptr, dfull.data(), s.o.data(), P(id.wo), T, Hl * K, D);
+  WeightGrads(span, lp, label, ops::kAttentionOut, {{id.wo, s.o.data(), dfull.data(), T, Hl * K, D}}, s);
+  op(ops::Grad(ops::kAttention));
+  const int S = static_cast<int>(plan_.seq_len / c_);
+  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
+  Buffer dq(static_cast<size_t>(T) * Hl * K, 0.0f), dk(static_cast<size_t>(T) * Gl * K, 0.0f), dv(static_cast<size_t>(T) * Gl * K, 0.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
+  if (c_ > 1) {
+    const double start = tracer_ ? tracer_->Now() : 0;
+    const RingAttentionStats stats = RingAttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(),
+                                                           d_o.data(), s.lse.data(), seq_positions_.data(), shape, true, scale, comms_,
+                                                           RingPass{RingWork::kComputeAndTransfers, {}, &ring_workspace_});
+    RingTransfers(lp, label, {ops::Grad(ops::kContextKv), ops::Grad(ops::kContextDkv)}, start, stats.comm_wait_s);
+  } else {
+    AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
+  }
+  RopeBackward(dq.data(), dq.data(), positions_.data(), T, Hl, K, config_.rope_theta);
+  RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  op(ops::Dgrad(ops::kQkv));
+  Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
+  LinearBackward(dh_full.data(), nullptr, dq.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
+  LinearBackward(dh_full.data(), nullptr, dk.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
+  LinearBackward(dh_full.data(), nullptr, dv.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
+  WeightGrads(span, lp, label, ops::kQkv,
+              {{id.wq, s.h_full.data(), dq.data(), T, D, Hl * K}, {id.wk, s.h_full.data(), dk.data(), T, D, Gl * K},
+               {id.wv, s.h_full.data(), dv.data(), T, D, Gl * K}},
+              s);
+  Buffer dh(static_cast<size_t>(Tl) * D);
+  Tensor(span, lp, label, ops::Grad(ops::kTensorEnterAttention), dh.data(), dh_full.data());
+  op(ops::Grad(ops::kAttentionNorm));
+  RmsNormBackward(dx2.data(), G(id.attn_norm), dh.data(), s.x.data(), P(id.attn_norm), s.rstd1.data(), Tl, D);
+  op(ops::Grad(ops::kAttentionResidual));
+  std::copy(dx2.begin(), dx2.end(), dx);
+}
+
+}  // namespace shardsim::runtime
