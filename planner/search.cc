@@ -226,7 +226,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             ++w.pruned;
             continue;
           }
-          const strategies::StepProgram program = strategies::BuildStep(m, plan);
+          const strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists);
           sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists);
           ++w.evaluated;
           if (!report.fits) {

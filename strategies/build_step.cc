@@ -87,7 +87,7 @@ LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, bool moe) {
 
 }  // namespace
 
-StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
+StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lists) {
   StepProgram program;
   program.model = m;
   program.plan = p;
@@ -178,7 +178,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p) {
                                                             Stream::kData, CollectiveOp::kPermute, {"pipeline"}, shared * 2, false));
     }
   }
-  for (int64_t s = 0; s < stages; ++s) program.stages[static_cast<size_t>(s)].activation_peak_bytes = StageActivationPeak(program, s);
+  for (int64_t s = 0; s < stages; ++s) program.stages[static_cast<size_t>(s)].activation_peak_bytes = StageActivationPeak(program, s, task_lists);
   program.pipeline_send =
       CommOp(std::string(ops::kPipelineSend), Phase::kForward, Stream::kPipeline, CollectiveOp::kPermute, {"pipeline"},
              static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.hidden_size) * ShapeOf(p).element_bytes /

@@ -47,7 +47,7 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
   return static_cast<double>(tokens) * (replicated / sp + (split + scores) / t);
 }
 
-double StageActivationPeak(const StepProgram& program, int64_t stage_index) {
+double StageActivationPeak(const StepProgram& program, int64_t stage_index, TaskLists* task_lists) {
   // Walk the stage's tasks: an F adds its chunk's activations, its W frees them. The peak is
   // reached once the schedule is in its steady state.
   const Stage& stage = program.stages[static_cast<size_t>(stage_index)];
@@ -61,7 +61,11 @@ double StageActivationPeak(const StepProgram& program, int64_t stage_index) {
   }
   const int64_t played = SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, program.microbatches);
   double live = 0, peak = 0;
-  for (const Task& task : StageTasks(program, stage_index, played)) {
+  std::vector<Task> own;
+  if (!task_lists) own = StageTasks(program, stage_index, played);
+  const std::vector<Task>& tasks =
+      task_lists ? task_lists->Get(*program.schedule, program.layout.stages, played, program.layout.chunks)[static_cast<size_t>(stage_index)] : own;
+  for (const Task& task : tasks) {
     if (task.phase == Phase::kForward) live += chunk_bytes[static_cast<size_t>(task.chunk)];
     if (task.phase == Phase::kBackwardWeight) live -= chunk_bytes[static_cast<size_t>(task.chunk)];
     peak = std::max(peak, live);

@@ -6,6 +6,7 @@
 
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
+#include "strategies/schedule.h"
 #include "strategies/step_program.h"
 
 namespace shardsim::strategies {
@@ -28,7 +29,8 @@ struct MemoryReport {
 
 // Peak activation bytes of `stage` under its task order (an F stores a chunk's activations, its
 // W releases them). BuildStep stores it in Stage::activation_peak_bytes.
-double StageActivationPeak(const StepProgram& program, int64_t stage);
+// `task_lists`, when given, supplies (and keeps) the task lists.
+double StageActivationPeak(const StepProgram& program, int64_t stage, TaskLists* task_lists = nullptr);
 
 // Memory of every stage of `program`. In-flight micro-batches come from each stage's task order
 // (an F stores a chunk's activations, its W releases them).
