@@ -57,7 +57,7 @@ std::string ComputeReason(const RankedPlan& best, const RankedPlan& other) {
 
 }  // namespace
 
-std::string WhyLost(const RankedPlan& best, const RankedPlan& other, const ModelSpec&, const ClusterSpec&, const topologies::Cluster&) {
+std::string WhyLost(const RankedPlan& best, const RankedPlan& other) {
   const sim::StepReport& b = best.report;
   const sim::StepReport& o = other.report;
   std::vector<std::pair<double, std::string>> deltas = {{o.compute_s - b.compute_s, "compute"}, {o.bubble_s - b.bubble_s, "pipeline bubble"}};

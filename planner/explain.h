@@ -5,17 +5,13 @@
 
 #include <string>
 
-#include "core/cluster_spec.h"
-#include "core/model_spec.h"
 #include "planner/search.h"
-#include "topologies/cluster.h"
 
 namespace shardsim::planner {
 
 // One line, e.g. "exposed data all-gather +1.77 s per step: all-gather of 1.21 GiB per layer and
 // micro-batch over fsdp (16 devices) takes 9.1 ms against 6.0 ms of forward compute; also
-// pipeline bubble +1.36 s". `graph` must be built from `cluster`.
-std::string WhyLost(const RankedPlan& best, const RankedPlan& other, const ModelSpec& model, const ClusterSpec& cluster,
-                    const topologies::Cluster& graph);
+// pipeline bubble +1.36 s". Reads only the two plans' reports (their per-collective costs).
+std::string WhyLost(const RankedPlan& best, const RankedPlan& other);
 
 }  // namespace shardsim::planner

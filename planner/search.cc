@@ -399,7 +399,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     if (seen[p.family]) continue;
     seen[p.family] = true;
     result.family_best.push_back(p);
-    result.family_best.back().why_lost = WhyLost(all.front(), p, m, c, graph);
+    result.family_best.back().why_lost = WhyLost(all.front(), p);
     if (result.family_best.size() == 8) break;
   }
   std::sort(result.pareto.begin(), result.pareto.end(), [](const RankedPlan& a, const RankedPlan& b) {
