@@ -1,9 +1,7 @@
-// sim::Estimate: the analytic prediction of one training step from its StepProgram. Compute ops
-// by roofline (FLOPs against the chip's peak x matmul efficiency, bytes against HBM bandwidth x
-// HBM efficiency); collectives by the analytic collective model on the links each mesh axis
-// maps to; overlap as frameworks do it (a stream's overlapped collectives hide under the same
-// phase's compute, the rest add to it); the pipeline schedule played as a small event
-// simulation over the per-stage task orders, so bubbles come out of the schedule.
+// sim::Estimate: the analytic prediction of one training step from its StepProgram: each op
+// costed alone (sim/op_cost.h: roofline compute, analytic collectives, a phase's overlapped
+// collectives hidden under its compute), the pipeline schedule played over the per-stage task
+// orders (sim/schedule_player.h), and the summary: step time, MFU, memory, what limits it.
 #pragma once
 
 #include <map>
@@ -12,32 +10,12 @@
 #include <vector>
 
 #include "core/cluster_spec.h"
-#include "sim/collective_cost.h"
+#include "sim/op_cost.h"
 #include "strategies/memory_model.h"
 #include "strategies/schedule.h"
 #include "strategies/step_program.h"
 
 namespace shardsim::sim {
-
-// Collective times over the mesh axes of a plan on a cluster: one GroupCollective (auto
-// algorithm, every group of the axes) per (operation, axes), built on first use and cached.
-class AxisCollectives {
- public:
-  // REQUIRES: the plan's mesh product equals the cluster's devices. `cluster` must outlive this.
-  // `max_modelled_groups`: groups per axis routed and costed (evenly spread; the slowest counts).
-  AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups = 64);
-  ~AxisCollectives();
-  // Seconds for `op` of `bytes` over the groups along `axes` (0 when the axes have one device).
-  double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
-
- private:
-  const topologies::Cluster& cluster_;
-  PlanSpec plan_;
-  size_t max_modelled_groups_;
-  // Keyed by operation and the set of axes (a bit per mesh axis).
-  std::map<int, std::unique_ptr<GroupCollective>> cache_;
-  std::map<std::pair<int, double>, double> seconds_;  // (key, bytes) -> seconds
-};
 
 // One collective of the critical stage as the estimate costed it (explanations read these).
 struct CollectiveCost {
@@ -77,20 +55,6 @@ struct StepReport {
   std::vector<double> stage_time_s;
   std::string why;  // what limits the step, in words
 };
-
-// Fraction of peak an [m, n]-output matmul keeps after tile quantization (partial `tile` x `tile`
-// tiles) and wave quantization (the last wave over `units` compute units); 1 when tile or units
-// is 0.
-double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n);
-
-// One phase of one layer program for one micro-batch, each part alone (no overlap applied): the
-// roofline compute seconds, and each collective's seconds. For explanations.
-struct PhaseParts {
-  double compute_s = 0;
-  std::vector<std::pair<const strategies::Op*, double>> collectives;  // op (in `layer`), seconds
-};
-PhaseParts CostPhaseParts(const strategies::LayerProgram& layer, strategies::Phase phase, const ClusterSpec& cluster, const std::string& dtype,
-                          AxisCollectives& collectives);
 
 // Predicts one step. `collectives` must be built for the same cluster and plan. The schedule is
 // played over at most strategies::SteadyStateMicrobatches micro-batches and its steady state

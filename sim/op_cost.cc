@@ -1,0 +1,191 @@
+#include "sim/op_cost.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/mesh.h"
+
+namespace shardsim::sim {
+
+using strategies::ComputeKind;
+using strategies::LayerProgram;
+using strategies::Op;
+using strategies::Phase;
+using strategies::Stream;
+
+namespace {
+std::string Key(const std::vector<std::string>& axes) {
+  std::string key;
+  for (const std::string& a : axes) key += (key.empty() ? "" : ",") + a;
+  return key;
+}
+}  // namespace
+
+double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n) {
+  if (tile <= 0 || units <= 0 || m <= 0 || n <= 0) return 1.0;
+  const int64_t tm = (m + tile - 1) / tile, tn = (n + tile - 1) / tile, tiles = tm * tn;
+  const double tile_use = static_cast<double>(m) * static_cast<double>(n) / (static_cast<double>(tm * tile) * static_cast<double>(tn * tile));
+  const int64_t waves = (tiles + units - 1) / units;
+  return tile_use * static_cast<double>(tiles) / static_cast<double>(waves * units);
+}
+
+double Roofline::Seconds(const Op& op) const {
+  const double memory = op.bytes / hbm_bytes_per_s;
+  if (op.kind == ComputeKind::kMatmul) return std::max(op.flops / (peak_flop_per_s * matmul_efficiency * Quantization(op.m, op.n)), memory);
+  if (op.kind == ComputeKind::kAttention) return std::max(op.flops / (peak_flop_per_s * matmul_efficiency), memory);
+  return memory;
+}
+
+Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype) {
+  const auto peak = cluster.chip.peak_flop_per_s.find(dtype);
+  SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + dtype);
+  return Roofline{peak->second, cluster.efficiency.matmul, cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm, cluster.chip.matmul_tile,
+                  cluster.chip.compute_units};
+}
+
+std::string KindName(Stream stream, CollectiveOp op) { return strategies::ToString(stream) + " " + ToString(op); }
+
+double ExposedByKind::Total() const {
+  double total = 0;
+  for (double s : seconds) total += s;
+  return total;
+}
+
+std::map<std::string, double> ExposedByKind::Named() const {
+  std::map<std::string, double> named;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    if (seconds[i] == 0) continue;
+    named[KindName(static_cast<Stream>(i / kCollectiveCount), static_cast<CollectiveOp>(i % kCollectiveCount))] = seconds[i];
+  }
+  return named;
+}
+
+AxisCollectives::AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups)
+    : cluster_(cluster), plan_(plan), max_modelled_groups_(max_modelled_groups) {}
+AxisCollectives::~AxisCollectives() = default;
+
+GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::string>& axes, int* key) {
+  int mask = 0;
+  const auto& names = MeshAxisNames();
+  for (const std::string& a : axes) mask |= 1 << (std::find(names.begin(), names.end(), a) - names.begin());
+  *key = static_cast<int>(op) * 64 + mask;
+  auto it = cache_.find(*key);
+  if (it == cache_.end()) {
+    const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
+    // Only the modelled groups are needed: those of ranks spread evenly from the first to the
+    // last (listing every group of a 16k-device mesh costs more than the model).
+    std::vector<DeviceGroup> groups;
+    const int64_t n = mesh.size(), wanted = static_cast<int64_t>(std::max<size_t>(1, max_modelled_groups_));
+    for (int64_t k = 0; k < wanted; ++k) {
+      const int64_t rank = wanted == 1 ? 0 : k * (n - 1) / (wanted - 1);
+      std::vector<int64_t> ranks = mesh.Group(rank, axes);
+      if (std::none_of(groups.begin(), groups.end(), [&](const DeviceGroup& g) { return g.devices == ranks; })) groups.push_back({std::move(ranks)});
+    }
+    it = cache_.emplace(*key, std::make_unique<GroupCollective>(cluster_, groups, op, Algorithm::kAuto, "collective over " + Key(axes), max_modelled_groups_,
+                                                                /*every_group=*/false))
+             .first;
+  }
+  return *it->second;
+}
+
+double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
+  int64_t size = 1;
+  for (const std::string& a : axes) size *= plan_.mesh.Size(a);
+  if (size == 1 || bytes <= 0) return 0;
+  int key = 0;
+  GroupCollective& model = Model(op, axes, &key);
+  const auto known = seconds_.find({key, bytes});
+  if (known != seconds_.end()) return known->second;
+  const double seconds = model.Fastest(bytes).estimate.time_s;
+  seconds_[{key, bytes}] = seconds;
+  return seconds;
+}
+
+std::pair<Algorithm, int64_t> AxisCollectives::Choice(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
+  int key = 0;
+  GroupCollective& model = Model(op, axes, &key);
+  const GroupCollective::Choice choice = model.Fastest(bytes);
+  return {model.candidates()[choice.candidate].algorithm, choice.estimate.chunks};
+}
+
+PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roofline, AxisCollectives& collectives) {
+  PhaseCost cost;
+  double overlapped = 0;
+  ExposedByKind overlapped_by_kind;
+  for (const Op& op : layer.ops) {
+    if (op.phase != phase) continue;
+    if (!op.is_comm()) {
+      cost.compute_s += roofline.Seconds(op);
+      cost.flops += op.flops;
+      continue;
+    }
+    const double seconds = collectives.Seconds(op.collective, op.axes, op.comm_bytes);
+    cost.collectives.push_back({&op, seconds, op.overlapped ? 0.0 : seconds});
+    if (op.overlapped) {
+      overlapped += seconds;
+      overlapped_by_kind[op] += seconds;
+    } else {
+      cost.exposed_s[op] += seconds;
+    }
+  }
+  // Overlapped collectives hide under the phase's compute; what sticks out is exposed, shared
+  // among them in proportion.
+  const double sticking_out = std::max(0.0, overlapped - cost.compute_s);
+  if (overlapped > 0) cost.exposed_s.Add(overlapped_by_kind, sticking_out / overlapped);
+  for (PhaseCost::Collective& c : cost.collectives) {
+    if (c.op->overlapped) c.exposed_s = sticking_out * c.seconds / overlapped;
+  }
+  cost.total_s = cost.compute_s + cost.exposed_s.Total();
+  return cost;
+}
+
+void AddCost(PhaseCost& into, const PhaseCost& cost, double times) {
+  into.compute_s += cost.compute_s * times;
+  into.total_s += cost.total_s * times;
+  into.flops += cost.flops * times;
+  into.exposed_s.Add(cost.exposed_s, times);
+}
+
+ProgramCosts CostProgram(const strategies::StepProgram& program, const Roofline& roofline, AxisCollectives& collectives) {
+  ProgramCosts costs;
+  costs.layers.resize(program.layer_programs.size());
+  for (size_t i = 0; i < program.layer_programs.size(); ++i) {
+    const LayerProgram& layer = program.layer_programs[i];
+    if (layer.ops.empty()) continue;
+    auto& cost = costs.layers[i];
+    cost[0] = CostPhase(layer, Phase::kForward, roofline, collectives);
+    cost[1] = CostPhase(layer, Phase::kBackwardInput, roofline, collectives);
+    const PhaseCost recompute = CostPhase(layer, Phase::kRecompute, roofline, collectives);
+    AddCost(cost[1], recompute, 1);
+    cost[1].collectives.insert(cost[1].collectives.end(), recompute.collectives.begin(), recompute.collectives.end());
+    cost[2] = CostPhase(layer, Phase::kBackwardWeight, roofline, collectives);
+  }
+  const int64_t p = static_cast<int64_t>(program.stages.size());
+  costs.chunks = static_cast<int64_t>(program.stages.front().chunks.size());
+  costs.slots.resize(static_cast<size_t>(p * costs.chunks));
+  for (int64_t s = 0; s < p; ++s) {
+    for (int64_t c = 0; c < costs.chunks; ++c) {
+      auto& cost = costs.slots[costs.Slot(s, c)];
+      for (const auto& [kind, count] : program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)].layers) {
+        for (size_t ph = 0; ph < 3; ++ph) AddCost(cost[ph], costs.layers[static_cast<size_t>(kind)][ph], static_cast<double>(count));
+      }
+    }
+  }
+  return costs;
+}
+
+PhaseParts CostPhaseParts(const LayerProgram& layer, Phase phase, const ClusterSpec& cluster, const std::string& dtype, AxisCollectives& collectives) {
+  const Roofline roofline = RooflineOf(cluster, dtype);
+  PhaseParts parts;
+  for (const Op& op : layer.ops) {
+    if (op.phase != phase) continue;
+    if (op.is_comm()) {
+      parts.collectives.push_back({&op, collectives.Seconds(op.collective, op.axes, op.comm_bytes)});
+    } else {
+      parts.compute_s += roofline.Seconds(op);
+    }
+  }
+  return parts;
+}
+
+}  // namespace shardsim::sim

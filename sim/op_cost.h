@@ -1,0 +1,128 @@
+// Per-op costing, shared by both step engines (the analytic estimate and the SimGrid
+// simulation): compute ops by roofline (FLOPs against the chip's peak x matmul efficiency x tile
+// and wave quantization, bytes against HBM bandwidth x HBM efficiency), collectives by the
+// analytic collective model on the links each mesh axis maps to, and the analytic overlap rule
+// of one layer's phase (its overlapped collectives hide under its compute, the rest add).
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "sim/collective_cost.h"
+#include "strategies/step_program.h"
+
+namespace shardsim::sim {
+
+// Collective times over the mesh axes of a plan on a cluster: one GroupCollective (auto
+// algorithm, every group of the axes) per (operation, axes), built on first use and cached.
+class AxisCollectives {
+ public:
+  // REQUIRES: the plan's mesh product equals the cluster's devices. `cluster` must outlive this.
+  // `max_modelled_groups`: groups per axis routed and costed (evenly spread; the slowest counts).
+  AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups = 64);
+  ~AxisCollectives();
+  // Seconds for `op` of `bytes` over the groups along `axes` (0 when the axes have one device).
+  double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
+  // The algorithm the analytic model picks for `op` of `bytes` over `axes` and its pipeline
+  // chunks (the simulator runs the same schedule). REQUIRES: the axes have several devices.
+  std::pair<Algorithm, int64_t> Choice(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
+
+  const topologies::Cluster& cluster() const { return cluster_; }
+  const PlanSpec& plan() const { return plan_; }
+
+ private:
+  GroupCollective& Model(CollectiveOp op, const std::vector<std::string>& axes, int* key);
+  const topologies::Cluster& cluster_;
+  PlanSpec plan_;
+  size_t max_modelled_groups_;
+  // Keyed by operation and the set of axes (a bit per mesh axis).
+  std::map<int, std::unique_ptr<GroupCollective>> cache_;
+  std::map<std::pair<int, double>, double> seconds_;  // (key, bytes) -> seconds
+};
+
+// Fraction of peak an [m, n]-output matmul keeps after tile quantization (partial `tile` x `tile`
+// tiles) and wave quantization (the last wave over `units` compute units); 1 when tile or units
+// is 0.
+double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n);
+
+// The roofline of one chip for one dtype.
+struct Roofline {
+  double peak_flop_per_s = 0;
+  double matmul_efficiency = 1;
+  double hbm_bytes_per_s = 0;  // x efficiency
+  int64_t tile = 0, units = 0;
+  double Quantization(int64_t m, int64_t n) const { return MatmulQuantization(tile, units, m, n); }
+  // Seconds of one compute op.
+  double Seconds(const strategies::Op& op) const;
+};
+// REQUIRES: the chip lists a peak for `dtype` (SHARDSIM_CHECK).
+Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype);
+
+// Exposed seconds per (stream, collective), in a fixed array: costing runs per plan in the
+// planner's inner loop, where string-keyed maps cost more than the arithmetic.
+struct ExposedByKind {
+  static constexpr size_t kStreamCount = 6, kCollectiveCount = 6;
+  std::array<double, kStreamCount * kCollectiveCount> seconds{};
+  static size_t Index(strategies::Stream stream, CollectiveOp op) {
+    return static_cast<size_t>(stream) * kCollectiveCount + static_cast<size_t>(op);
+  }
+  double& operator[](const strategies::Op& op) { return seconds[Index(op.stream, op.collective)]; }
+  void Add(const ExposedByKind& other, double times) {
+    for (size_t i = 0; i < seconds.size(); ++i) seconds[i] += other.seconds[i] * times;
+  }
+  double Total() const;
+  // "tensor all-reduce" -> seconds, for the kinds with any time.
+  std::map<std::string, double> Named() const;
+};
+// "tensor all-reduce": the name a (stream, collective) kind has in reports.
+std::string KindName(strategies::Stream stream, CollectiveOp op);
+
+// The cost of one layer's work on one micro-batch in one phase.
+struct PhaseCost {
+  double compute_s = 0;
+  double total_s = 0;
+  double flops = 0;
+  ExposedByKind exposed_s;  // by stream and collective
+  // Each collective of the phase (layer costs only; AddCost does not carry them): the op, its
+  // seconds alone and its exposed share.
+  struct Collective {
+    const strategies::Op* op;
+    double seconds, exposed_s;
+  };
+  std::vector<Collective> collectives;
+};
+
+// The analytic cost of `layer`'s ops in `phase`.
+PhaseCost CostPhase(const strategies::LayerProgram& layer, strategies::Phase phase, const Roofline& roofline, AxisCollectives& collectives);
+void AddCost(PhaseCost& into, const PhaseCost& cost, double times);
+
+// Index of F, B (with its recomputation) and W in per-phase arrays (inline: the schedule
+// player calls it per task).
+inline int PhaseIndex(strategies::Phase phase) {
+  return phase == strategies::Phase::kForward ? 0 : phase == strategies::Phase::kBackwardWeight ? 2 : 1;
+}
+
+// Per layer program and phase (F, B with recomputation, W), and per (stage, chunk) slot and
+// phase (its layers' costs summed): what a task costs.
+struct ProgramCosts {
+  std::vector<std::array<PhaseCost, 3>> layers;  // indexed by LayerKind
+  std::vector<std::array<PhaseCost, 3>> slots;   // indexed by stage x chunks + chunk
+  int64_t chunks = 1;
+  size_t Slot(int64_t stage, int64_t chunk) const { return static_cast<size_t>(stage * chunks + chunk); }
+};
+ProgramCosts CostProgram(const strategies::StepProgram& program, const Roofline& roofline, AxisCollectives& collectives);
+
+// One phase of one layer program for one micro-batch, each part alone (no overlap applied): the
+// roofline compute seconds, and each collective's seconds. For explanations.
+struct PhaseParts {
+  double compute_s = 0;
+  std::vector<std::pair<const strategies::Op*, double>> collectives;  // op (in `layer`), seconds
+};
+PhaseParts CostPhaseParts(const strategies::LayerProgram& layer, strategies::Phase phase, const ClusterSpec& cluster, const std::string& dtype,
+                          AxisCollectives& collectives);
+
+}  // namespace shardsim::sim
