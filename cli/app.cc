@@ -89,10 +89,13 @@ int Run(int argc, char** argv) {
   // The rest of the interface (docs: CLI), filled in as the engines land.
   Inputs planned_flags;
   bool planned_selected = false;
-  std::string trace, hostfile, report, out_file;
-  CLI::App* simulate = Planned(app, "simulate", "discrete-event (SimGrid) prediction of one training step", planned_selected);
-  AddInputs(simulate, planned_flags, true, true);
-  simulate->add_option("--trace", trace, "write a Chrome trace of the step");
+  std::string hostfile, report, out_file;
+  SimulateOptions simulate;
+  CLI::App* simulate_cmd = app.add_subcommand("simulate", "discrete-event (SimGrid) prediction of one training step over the cluster's links");
+  AddInputs(simulate_cmd, simulate, true, true);
+  simulate_cmd->add_option("--trace", simulate.trace, "write a Chrome trace (Perfetto) of the simulated step");
+  simulate_cmd->add_option("--report", simulate.report, "write a self-contained HTML page of the simulated step");
+  simulate_cmd->add_flag("--no-fold", simulate.no_fold, "simulate every device (small clusters; folding is exact where links are not shared)");
   RunOptions run;
   CLI::App* run_cmd = app.add_subcommand("run", "train with a plan for real: shardsim-runtime under mpirun, one rank per device of the mesh");
   AddInputs(run_cmd, run, false, true);
@@ -126,6 +129,10 @@ int Run(int argc, char** argv) {
     if (presets_cmd->parsed()) return RunPresets(presets, std::cout);
     if (collective_cmd->parsed()) return RunCollective(collective, std::cout);
     if (estimate_cmd->parsed()) return RunEstimate(estimate, std::cout);
+    if (simulate_cmd->parsed()) {
+      simulate.progress = isatty(fileno(stderr)) != 0;
+      return RunSimulate(simulate, std::cout);
+    }
     if (plan_cmd->parsed()) {
       if (!batch_tokens.empty()) plan.global_batch_tokens = ParseByteSize(batch_tokens, "--global-batch-tokens");
       plan.progress = isatty(fileno(stderr)) != 0;
@@ -135,7 +142,7 @@ int Run(int argc, char** argv) {
     if (run_cmd->parsed()) return RunRun(run, std::cout);
     for (CLI::App* sub : app.get_subcommands()) {
       std::cerr << "shardsim: error: '" << sub->get_name()
-                << "' is not available yet in this version; working now: presets, describe, collective, estimate, plan, run\n";
+                << "' is not available yet in this version; working now: presets, describe, collective, estimate, simulate, plan, run\n";
     }
     return kInternalFailure;
   } catch (const InputError& e) {

@@ -48,6 +48,16 @@ struct EstimateOptions : Inputs {
 };
 int RunEstimate(const EstimateOptions& options, std::ostream& out);
 
+struct SimulateOptions : Inputs {
+  std::string trace;       // write a Chrome trace of the simulated step
+  std::string report;      // write the report page (HTML)
+  bool no_fold = false;    // simulate every device
+  bool progress = false;   // progress line on stderr (when it is a terminal)
+};
+// Every device simulated (--no-fold) is for small clusters: above this, refused.
+inline constexpr int64_t kMaxUnfoldedDevices = 1024;
+int RunSimulate(const SimulateOptions& options, std::ostream& out);
+
 struct PlanOptions : Inputs {
   int64_t global_batch_tokens = 0;
   int64_t seq_len = 0;

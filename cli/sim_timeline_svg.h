@@ -1,0 +1,23 @@
+// The simulated step's timeline as inline SVG for the report page: for each drawn device one lane
+// per stream, one rectangle per op, a time axis.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/simulate.h"
+
+namespace shardsim::cli {
+
+// An <svg class="timeline"> of the report.events of `devices` (ranks, drawn in that order): per
+// device a heading and one lane per stream it used (compute first), one <rect class="op K"> per
+// event (K: k0..k5 by strategies::Stream, w for a wait) with a <title> giving its key, op name,
+// duration and start, and a time axis over the simulated timeline with labelled ticks. Every
+// event of those devices is drawn, however short (at least a tenth of a pixel wide).
+std::string TimelineSvg(const sim::SimReport& report, const std::vector<int64_t>& devices);
+
+// The CSS class of an event's rectangle: "w" for a wait, else "k" and its stream's number.
+std::string EventClass(const sim::TimelineEvent& event);
+
+}  // namespace shardsim::cli
