@@ -16,6 +16,7 @@ namespace shardsim::cli {
 // one device per stage (cli/sim_timeline_svg.h: one rect.op per event); memory per device against
 // HBM; each simulated device's use; the ten busiest links; contention; what was folded. Every
 // number carries its unit; all text is HTML-escaped.
-std::string SimReportHtml(const sim::SimReport& report, const strategies::StepProgram& program, const ClusterSpec& cluster);
+std::string SimReportHtml(const sim::SimReport& report, const strategies::StepProgram& program,
+                          const ClusterSpec& cluster);
 
 }  // namespace shardsim::cli

@@ -12,12 +12,13 @@ namespace shardsim::cli {
 
 // An <svg class="timeline"> of the report.events of `devices` (ranks, drawn in that order): per
 // device a heading and one lane per stream it used (compute first), one <rect class="op K"> per
-// event (K: k0..k5 by strategies::Stream, w for a wait) with a <title> giving its key, op name,
+// event (EventClass) with a <title> giving its key, op name,
 // duration and start, and a time axis over the simulated timeline with labelled ticks. Every
 // event of those devices is drawn, however short (at least a tenth of a pixel wide).
 std::string TimelineSvg(const sim::SimReport& report, const std::vector<int64_t>& devices);
 
-// The CSS class of an event's rectangle: "w" for a wait, else "k" and its stream's number.
+// The CSS class of an event's rectangle: "w" for a wait on communication, "b" for a pipeline
+// receive on the compute stream (the bubble), else "k" and its stream's number (k0 compute).
 std::string EventClass(const sim::TimelineEvent& event);
 
 }  // namespace shardsim::cli

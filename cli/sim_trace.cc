@@ -1,9 +1,8 @@
 #include "cli/sim_trace.h"
 
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli/sim_view.h"
 #include "core/plan_json.h"
@@ -26,7 +25,8 @@ json Metadata(const std::string& name, int64_t pid, int tid, const json& args) {
 }
 
 // The op names of the program's compute ops with their kind, for the trace's "kind" argument.
-std::map<std::string, strategies::ComputeKind> ComputeKinds(const strategies::StepProgram& program) {
+std::map<std::string, strategies::ComputeKind> ComputeKinds(
+    const strategies::StepProgram& program) {
   std::map<std::string, strategies::ComputeKind> kinds;
   auto add = [&](const std::vector<strategies::Op>& ops) {
     for (const strategies::Op& op : ops) {
@@ -38,7 +38,8 @@ std::map<std::string, strategies::ComputeKind> ComputeKinds(const strategies::St
   return kinds;
 }
 
-json EventArgs(const sim::TimelineEvent& e, const std::map<std::string, strategies::ComputeKind>& kinds) {
+json EventArgs(const sim::TimelineEvent& e,
+               const std::map<std::string, strategies::ComputeKind>& kinds) {
   json args = {{"op", e.name}, {"key", e.key}, {"stream", strategies::ToString(e.stream)}};
   std::vector<std::string> parts;
   size_t start = 0;
@@ -47,27 +48,32 @@ json EventArgs(const sim::TimelineEvent& e, const std::map<std::string, strategi
     start = slash + 1;
   }
   parts.push_back(e.key.substr(start));
-  if (parts.size() == 4) args.update({{"stage", parts[0]}, {"layer", parts[1]}, {"microbatch", parts[3]}});
-  if (const auto kind = kinds.find(e.name); !e.is_comm && kind != kinds.end()) args["kind"] = strategies::ToString(kind->second);
+  if (parts.size() == 4)
+    args.update({{"stage", parts[0]}, {"layer", parts[1]}, {"microbatch", parts[3]}});
+  if (const auto kind = kinds.find(e.name); !e.is_comm && kind != kinds.end())
+    args["kind"] = strategies::ToString(kind->second);
   if (e.is_comm) {
     args.update({{"collective", ToString(e.collective)},
-                  {"bytes", e.bytes},
-                  {"group_size", e.group.size()},
-                  {"group_ranks", e.group},
-                  {"axes", e.axes},
-                  {"uncontended_us", Micros(e.uncontended_s)}});
+                 {"bytes", e.bytes},
+                 {"group_size", e.group.size()},
+                 {"group_ranks", e.group},
+                 {"axes", e.axes},
+                 {"uncontended_us", Micros(e.uncontended_s)}});
     if (e.uncontended_s > 0) args["slowdown"] = (e.end_s - e.start_s) / e.uncontended_s;
   }
   if (e.flow_id >= 0) args["flow_id"] = e.flow_id;
   return args;
 }
 
-json ShardsimMetadata(const sim::SimReport& report, const strategies::StepProgram& program, const std::map<int64_t, int64_t>& stages,
+json ShardsimMetadata(const sim::SimReport& report, const strategies::StepProgram& program,
+                      const std::map<int64_t, int64_t>& stages,
                       const std::map<int64_t, int64_t>& represents) {
   json devices = json::array();
   for (const auto& [rank, stage] : stages) {
     const auto it = represents.find(rank);
-    devices.push_back({{"rank", rank}, {"stage", stage}, {"represents", it == represents.end() ? 1 : it->second}});
+    devices.push_back({{"rank", rank},
+                       {"stage", stage},
+                       {"represents", it == represents.end() ? 1 : it->second}});
   }
   return {{"engine", "simgrid"},
           {"model", program.model.name},
@@ -106,7 +112,9 @@ json ChromeTrace(const sim::SimReport& report, const strategies::StepProgram& pr
     events.push_back(Metadata("process_name", rank, -1, {{"name", name}}));
     events.push_back(Metadata("process_sort_index", rank, -1, {{"sort_index", rank}}));
     for (const int tid : streams[rank]) {
-      events.push_back(Metadata("thread_name", rank, tid, {{"name", strategies::ToString(static_cast<strategies::Stream>(tid))}}));
+      events.push_back(
+          Metadata("thread_name", rank, tid,
+                   {{"name", strategies::ToString(static_cast<strategies::Stream>(tid))}}));
       events.push_back(Metadata("thread_sort_index", rank, tid, {{"sort_index", tid}}));
     }
   }
@@ -127,8 +135,13 @@ json ChromeTrace(const sim::SimReport& report, const strategies::StepProgram& pr
     // At the slice's start, as Kineto places its flows: Chrome binds a flow event to the slice
     // with its timestamp, Perfetto to the slice enclosing it, and both draw the arrow from the
     // end of the send to the start of the receiving task.
-    json flow = {{"ph", e.flow_start ? "s" : "f"}, {"id", e.flow_id}, {"name", "pipeline"}, {"cat", "pipeline"},
-                 {"pid", e.device}, {"tid", Tid(e.stream)}, {"ts", ts}};
+    json flow = {{"ph", e.flow_start ? "s" : "f"},
+                 {"id", e.flow_id},
+                 {"name", "pipeline"},
+                 {"cat", "pipeline"},
+                 {"pid", e.device},
+                 {"tid", Tid(e.stream)},
+                 {"ts", ts}};
     if (!e.flow_start) flow["bp"] = "e";
     events.push_back(std::move(flow));
   }

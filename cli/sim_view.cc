@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "core/plan_spec.h"
+#include "strategies/op_names.h"
 
 namespace shardsim::cli {
 namespace {
@@ -44,10 +45,15 @@ std::vector<int64_t> DrawnDevices(const sim::SimReport& report) {
   return devices;
 }
 
+bool IsPipelineReceive(const sim::TimelineEvent& event) {
+  return event.name == strategies::ops::kRecvForward ||
+         event.name == strategies::ops::kRecvBackward;
+}
+
 std::string EventCategory(const sim::TimelineEvent& event) {
   if (event.name == "wait" || event.name.rfind("wait ", 0) == 0) return "wait";
+  if (event.stream == strategies::Stream::kPipeline || IsPipelineReceive(event)) return "pipeline";
   if (event.stream == strategies::Stream::kCompute) return "compute";
-  if (event.stream == strategies::Stream::kPipeline) return "pipeline";
   return "collective";
 }
 
@@ -55,8 +61,10 @@ std::string PlanSummary(const strategies::StepProgram& program) {
   const PlanSpec& plan = program.plan;
   std::string text = DescribeMesh(plan.mesh) + ", " + plan.pipeline_schedule;
   if (plan.virtual_stages > 1) text += " v=" + std::to_string(plan.virtual_stages);
-  text += ", " + std::to_string(program.microbatches) + " micro-batches of " + std::to_string(plan.micro_batch_size);
-  text += ", seq " + std::to_string(plan.seq_len) + ", ZeRO " + std::to_string(plan.zero_stage) + ", recompute " + ToString(plan.recompute);
+  text += ", " + std::to_string(program.microbatches) + " micro-batches of " +
+          std::to_string(plan.micro_batch_size);
+  text += ", seq " + std::to_string(plan.seq_len) + ", ZeRO " + std::to_string(plan.zero_stage) +
+          ", recompute " + ToString(plan.recompute);
   if (plan.sequence_parallel) text += ", sequence parallel";
   return text + ", " + plan.dtype;
 }

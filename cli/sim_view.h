@@ -20,9 +20,14 @@ std::map<int64_t, int64_t> DeviceStages(const sim::SimReport& report);
 // in stage order.
 std::vector<int64_t> DrawnDevices(const sim::SimReport& report);
 
-// "wait" for a stall (name "wait ..."), "compute" for the compute stream, "pipeline" for the
-// pipeline stream, else "collective".
+// "wait" for a stall on communication (name "wait ..."), "pipeline" for the pipeline stream and
+// for a pipeline receive (the compute stream waiting for its input: the bubble), "compute" for the
+// compute stream's other ops, else "collective".
 std::string EventCategory(const sim::TimelineEvent& event);
+
+// Whether `event` is a pipeline receive (strategies/op_names.h): the compute stream waiting for a
+// neighbour's activations or gradients.
+bool IsPipelineReceive(const sim::TimelineEvent& event);
 
 // "data=2 x tensor=2 x pipeline=2, 1f1b, 8 micro-batches of 1, ZeRO 1, recompute selective, bf16".
 std::string PlanSummary(const strategies::StepProgram& program);

@@ -47,7 +47,7 @@ nlohmann::json SimulationJson(const sim::SimReport& r, const sim::StepReport& es
   nlohmann::json devices = nlohmann::json::array();
   for (const sim::DeviceUse& d : r.devices) {
     nlohmann::json streams;
-    for (size_t s = 0; s < 6; ++s) {
+    for (size_t s = 0; s < strategies::kStreams; ++s) {
       if (d.stream_busy_s[s] > 0) streams[strategies::ToString(static_cast<strategies::Stream>(s))] = d.stream_busy_s[s];
     }
     devices.push_back({{"rank", d.rank}, {"stage", d.stage}, {"represents", d.represents}, {"busy_s", streams}, {"compute_s", d.compute_s},

@@ -12,7 +12,8 @@ constexpr double kWidth = 900, kLabelWidth = 260, kValueWidth = 170, kRow = 22, 
 
 }  // namespace
 
-std::string BarsSvg(const std::vector<SvgBar>& bars, double scale_max, double marker, const std::string& marker_text) {
+std::string BarsSvg(const std::vector<SvgBar>& bars, double scale_max, double marker,
+                    const std::string& marker_text) {
   double largest = std::max(scale_max, marker);
   for (const SvgBar& bar : bars) largest = std::max(largest, bar.value);
   if (largest <= 0) largest = 1;
@@ -25,15 +26,20 @@ std::string BarsSvg(const std::vector<SvgBar>& bars, double scale_max, double ma
     const SvgBar& bar = bars[i];
     const double y = kRow * static_cast<double>(i) + (marker > 0 ? 14 : 2);
     const double length = std::max(0.0, bar.value) / largest * plot;
-    svg << "<text x=\"" << Coord(kLabelWidth - 8) << "\" y=\"" << Coord(y + kBar - 3) << "\" text-anchor=\"end\">" << HtmlEscape(bar.label) << "</text>"
-        << "<rect class=\"" << HtmlEscape(bar.css_class) << "\" x=\"" << Coord(kLabelWidth) << "\" y=\"" << Coord(y) << "\" width=\""
-        << Coord(length) << "\" height=\"" << Coord(kBar) << "\"><title>" << HtmlEscape(bar.label + ": " + bar.value_text) << "</title></rect>"
-        << "<text x=\"" << Coord(kLabelWidth + length + 6) << "\" y=\"" << Coord(y + kBar - 3) << "\">" << HtmlEscape(bar.value_text) << "</text>\n";
+    svg << "<text x=\"" << Coord(kLabelWidth - 8) << "\" y=\"" << Coord(y + kBar - 3)
+        << "\" text-anchor=\"end\">" << HtmlEscape(bar.label) << "</text>"
+        << "<rect class=\"" << HtmlEscape(bar.css_class) << "\" x=\"" << Coord(kLabelWidth)
+        << "\" y=\"" << Coord(y) << "\" width=\"" << Coord(length) << "\" height=\"" << Coord(kBar)
+        << "\"><title>" << HtmlEscape(bar.label + ": " + bar.value_text) << "</title></rect>"
+        << "<text x=\"" << Coord(kLabelWidth + length + 6) << "\" y=\"" << Coord(y + kBar - 3)
+        << "\">" << HtmlEscape(bar.value_text) << "</text>\n";
   }
   if (marker > 0) {
     const double x = kLabelWidth + marker / largest * plot;
-    svg << "<line class=\"marker\" x1=\"" << Coord(x) << "\" x2=\"" << Coord(x) << "\" y1=\"10\" y2=\"" << Coord(height) << "\"/>"
-        << "<text class=\"note\" x=\"" << Coord(x) << "\" y=\"9\" text-anchor=\"middle\">" << HtmlEscape(marker_text) << "</text>\n";
+    svg << "<line class=\"marker\" x1=\"" << Coord(x) << "\" x2=\"" << Coord(x)
+        << "\" y1=\"10\" y2=\"" << Coord(height) << "\"/>"
+        << "<text class=\"note\" x=\"" << Coord(x) << "\" y=\"9\" text-anchor=\"middle\">"
+        << HtmlEscape(marker_text) << "</text>\n";
   }
   svg << "</svg>\n";
   return svg.str();
@@ -49,8 +55,9 @@ std::string StackedBarSvg(const std::vector<SvgBar>& parts) {
   double x = 0;
   for (const SvgBar& part : parts) {
     const double width = std::max(0.0, part.value) / total * kWidth;
-    svg << "<rect class=\"" << HtmlEscape(part.css_class) << "\" x=\"" << Coord(x) << "\" y=\"0\" width=\"" << Coord(width)
-        << "\" height=\"24\"><title>" << HtmlEscape(part.label + ": " + part.value_text) << "</title></rect>\n";
+    svg << "<rect class=\"" << HtmlEscape(part.css_class) << "\" x=\"" << Coord(x)
+        << "\" y=\"0\" width=\"" << Coord(width) << "\" height=\"24\"><title>"
+        << HtmlEscape(part.label + ": " + part.value_text) << "</title></rect>\n";
     x += width;
   }
   svg << "</svg>\n";

@@ -17,7 +17,8 @@ struct SvgBar {
 // One row per bar, lengths in proportion to value / scale_max (the largest value when scale_max
 // is 0). A `marker` > 0 draws a dashed vertical line at that value labelled `marker_text` (HBM
 // capacity against memory bars).
-std::string BarsSvg(const std::vector<SvgBar>& bars, double scale_max = 0, double marker = 0, const std::string& marker_text = "");
+std::string BarsSvg(const std::vector<SvgBar>& bars, double scale_max = 0, double marker = 0,
+                    const std::string& marker_text = "");
 
 // One bar across the width split into `parts` in proportion to their values, each with its label
 // and value_text as hover text (the page writes the legend).

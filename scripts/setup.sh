@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libsimgrid-dev libboost-graph-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libopenblas-dev
+  chromium  # headless: the tests that load `simulate --report` pages
 )
 
 missing=()

@@ -130,7 +130,7 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
   }
   // Overlapped collectives hide under the phase's compute; what sticks out is exposed, shared
   // among them in proportion.
-  const double sticking_out = std::max(0.0, overlapped - cost.compute_s);
+  const double sticking_out = std::max(0.0, overlapped - cost.compute_s - cost.exposed_s.Total());
   if (overlapped > 0) cost.exposed_s.Add(overlapped_by_kind, sticking_out / overlapped);
   for (PhaseCost::Collective& c : cost.collectives) {
     if (c.op->overlapped) c.exposed_s = sticking_out * c.seconds / overlapped;

@@ -65,7 +65,7 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype);
 // Exposed seconds per (stream, collective), in a fixed array: costing runs per plan in the
 // planner's inner loop, where string-keyed maps cost more than the arithmetic.
 struct ExposedByKind {
-  static constexpr size_t kStreamCount = 6, kCollectiveCount = 6;
+  static constexpr size_t kStreamCount = strategies::kStreams, kCollectiveCount = 6;
   std::array<double, kStreamCount * kCollectiveCount> seconds{};
   static size_t Index(strategies::Stream stream, CollectiveOp op) {
     return static_cast<size_t>(stream) * kCollectiveCount + static_cast<size_t>(op);

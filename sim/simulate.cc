@@ -144,11 +144,11 @@ SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cl
     use.rank = setup.sets[s].rank;
     use.stage = setup.sets[s].stage;
     use.represents = static_cast<int64_t>(setup.sets[s].devices.size());
-    for (size_t st = 0; st < 6; ++st) use.stream_busy_s[st] = extend(a.stream_busy_s[st], b.stream_busy_s[st]);
+    for (size_t st = 0; st < strategies::kStreams; ++st) use.stream_busy_s[st] = extend(a.stream_busy_s[st], b.stream_busy_s[st]);
     use.compute_s = extend(a.compute_s, b.compute_s);
     use.stream_busy_s[static_cast<size_t>(Stream::kCompute)] = use.compute_s;
     use.exposed_comm_s = extend(a.exposed.Total(), b.exposed.Total());
-    use.bubble_s = extend(a.bubble_s, b.bubble_s);
+    use.waiting_s = extend(a.bubble_s, b.bubble_s);
     use.overlapped_comm_s = std::max(0.0, extend(a.overlapped_issued_s - a.comm_waited_s, b.overlapped_issued_s - b.comm_waited_s));
     use.memory_bytes = report.step.memory.stages[static_cast<size_t>(use.stage)].total();
     report.devices.push_back(use);
@@ -159,8 +159,11 @@ SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cl
   step.critical_stage = setup.sets[critical].stage;
   step.step_time_s = end[critical];
   step.compute_s = extend(ca.compute_s, cb.compute_s);
-  step.bubble_s = extend(ca.bubble_s, cb.bubble_s);
   step.pipeline_s = step.step_time_s;
+  // Idle: what the compute stream neither computes nor waits on a collective for, over the whole
+  // step (waiting for pipeline inputs, and after its last task for the step's end).
+  for (DeviceUse& use : report.devices) use.bubble_s = std::max(0.0, end[critical] - use.compute_s - use.exposed_comm_s);
+  step.bubble_s = report.devices[critical].bubble_s;
   ExposedByKind exposed;
   for (size_t i = 0; i < exposed.seconds.size(); ++i) exposed.seconds[i] = extend(ca.exposed.seconds[i], cb.exposed.seconds[i]);
   step.exposed_comm_s = exposed.Named();

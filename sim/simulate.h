@@ -60,10 +60,12 @@ struct DeviceUse {
   int64_t rank = 0;
   int64_t stage = 0;
   int64_t represents = 1;         // devices it stands for (1 unfolded)
-  double stream_busy_s[6] = {};   // by strategies::Stream
+  double stream_busy_s[strategies::kStreams] = {};   // by strategies::Stream
   double compute_s = 0;           // compute ops
   double exposed_comm_s = 0;      // compute stream blocked on collectives
-  double bubble_s = 0;            // compute stream waiting for pipeline inputs
+  double bubble_s = 0;            // compute stream idle over the step (pipeline bubble and the wait for
+                                  // the slowest stage at the end): step time - compute - exposed
+  double waiting_s = 0;           // of which waiting for pipeline inputs
   double overlapped_comm_s = 0;   // communication under compute
   double memory_bytes = 0;        // peak per the memory model
 };

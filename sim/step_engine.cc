@@ -104,7 +104,7 @@ class StepEngine {
   struct SetState {
     std::unordered_set<uint64_t> arrived;
     sg4::ConditionVariablePtr cv;  // the compute actor waits here
-    std::array<Queue, 6> streams;  // by Stream
+    std::array<Queue, strategies::kStreams> streams;  // by Stream
     std::vector<Queue> send_queues;
     std::vector<int64_t> seq;      // per CommPlan: executions so far
     std::deque<Item> items;        // storage (stable addresses)

@@ -33,7 +33,7 @@ struct SetResult {
   double end_s = 0;
   double compute_s = 0;
   double bubble_s = 0;
-  std::array<double, 6> stream_busy_s{};  // collectives' durations per stream
+  std::array<double, strategies::kStreams> stream_busy_s{};  // collectives' durations per stream
   ExposedByKind exposed;                   // compute stream blocked, per (stream, collective)
   double comm_waited_s = 0;                // of which waits on overlapped collectives
   double overlapped_issued_s = 0;          // durations of overlapped collectives

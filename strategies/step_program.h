@@ -21,6 +21,7 @@ class Schedule;
 // Where an op runs: compute, or one communication stream per kind (frameworks use separate CUDA
 // streams or async collectives for these).
 enum class Stream { kCompute, kTensor, kData, kPipeline, kExpert, kContext };
+inline constexpr size_t kStreams = 6;
 
 // When an op runs within a layer's work on one micro-batch.
 enum class Phase : uint8_t {
