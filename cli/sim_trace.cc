@@ -6,6 +6,7 @@
 
 #include "cli/sim_view.h"
 #include "core/plan_json.h"
+#include "strategies/op_keys.h"
 
 namespace shardsim::cli {
 namespace {
@@ -41,13 +42,7 @@ std::map<std::string, strategies::ComputeKind> ComputeKinds(
 json EventArgs(const sim::TimelineEvent& e,
                const std::map<std::string, strategies::ComputeKind>& kinds) {
   json args = {{"op", e.name}, {"key", e.key}, {"stream", strategies::ToString(e.stream)}};
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t slash = e.key.find('/'); slash != std::string::npos; slash = e.key.find('/', start)) {
-    parts.push_back(e.key.substr(start, slash - start));
-    start = slash + 1;
-  }
-  parts.push_back(e.key.substr(start));
+  const std::vector<std::string> parts = strategies::SplitOpKey(e.key);
   if (parts.size() == 4)
     args.update({{"stage", parts[0]}, {"layer", parts[1]}, {"microbatch", parts[3]}});
   if (const auto kind = kinds.find(e.name); !e.is_comm && kind != kinds.end())

@@ -102,6 +102,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
 
   if (o.json) {
     nlohmann::json j = ReportJson(model, cluster, plan, r.step);
+    j["engine"] = "simulation";
     j["simulation"] = SimulationJson(r, estimate);
     out << j.dump(2) << "\n";
     return 0;

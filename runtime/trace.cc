@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "strategies/op_keys.h"
+
 namespace shardsim::runtime {
 
 std::string ChromeTrace(const std::vector<std::vector<TraceEvent>>& events_by_rank) {
@@ -10,13 +12,7 @@ std::string ChromeTrace(const std::vector<std::vector<TraceEvent>>& events_by_ra
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
     for (const TraceEvent& e : events_by_rank[rank]) {
       // The key's parts are also arguments, so a trace viewer can filter by op or micro-batch.
-      std::vector<std::string> parts;
-      size_t start = 0;
-      for (size_t slash = e.key.find('/'); slash != std::string::npos; slash = e.key.find('/', start)) {
-        parts.push_back(e.key.substr(start, slash - start));
-        start = slash + 1;
-      }
-      parts.push_back(e.key.substr(start));
+      const std::vector<std::string> parts = strategies::SplitOpKey(e.key);
       nlohmann::json args = {{"key", e.key}, {"step", e.step}};
       if (!e.kind.empty()) args["kind"] = e.kind;
       if (parts.size() == 4) args.update({{"stage", parts[0]}, {"layer", parts[1]}, {"op", parts[2]}, {"microbatch", parts[3]}});

@@ -58,6 +58,16 @@ std::string FinishChild(Child child) {
   return text;
 }
 
+std::vector<std::string> SimGridArguments(const std::string& program) {
+  std::vector<std::string> args = {program, "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0", "--cfg=network/TCP-gamma:0",
+                                   "--log=root.thres:critical"};
+#ifdef SHARDSIM_SANITIZE
+  // AddressSanitizer cannot follow SimGrid's hand-made stack switches; system threads it can.
+  args.push_back("--cfg=contexts/factory:thread");
+#endif
+  return args;
+}
+
 void WriteAll(int fd, const std::string& data) {
   size_t done = 0;
   while (done < data.size()) {

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace shardsim::sim {
 
@@ -21,6 +22,10 @@ Child StartChild(const std::function<void(int write_fd)>& work);
 // Reads everything the child wrote, waits for it and returns its output. Throws
 // std::runtime_error naming the signal or exit status when it failed.
 std::string FinishChild(Child child);
+
+// The SimGrid engine's command line for both engines (CM02 flows that match alpha-beta alone, no
+// cross-traffic, TCP window off, quiet), named `program`.
+std::vector<std::string> SimGridArguments(const std::string& program);
 
 // Writes all of `data` to `fd` (the child side); exits the child with status 3 when it cannot.
 void WriteAll(int fd, const std::string& data);

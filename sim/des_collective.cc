@@ -20,6 +20,8 @@
 
 #include <simgrid/s4u.hpp>
 
+#include "sim/child_process.h"
+
 namespace shardsim::sim {
 namespace {
 
@@ -159,12 +161,7 @@ class RoundBarrier {
 // Runs the simulation in this (child) process and writes "wall_s rss_bytes time_0 time_1 ...".
 void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups, const RouteTable& table,
                const std::vector<std::vector<ResolvedStep>>& requests, int fd) {
-  std::vector<std::string> args = {"shardsim-des", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
-                                   "--cfg=network/TCP-gamma:0", "--log=root.thres:critical"};
-#ifdef SHARDSIM_SANITIZE
-  // AddressSanitizer cannot follow SimGrid's hand-made stack switches; system threads it can.
-  args.push_back("--cfg=contexts/factory:thread");
-#endif
+  std::vector<std::string> args = SimGridArguments("shardsim-des");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   int argc = static_cast<int>(argv.size());

@@ -12,6 +12,16 @@ namespace shardsim::sim {
 using strategies::Op;
 using strategies::StepProgram;
 
+std::string WhatLimits(const StepReport& report) {
+  std::string limit = "compute";
+  double largest = report.compute_s;
+  for (const auto& [key, seconds] : report.exposed_comm_s) {
+    if (seconds > largest) largest = seconds, limit = "exposed " + key + " communication";
+  }
+  if (report.bubble_s > largest) limit = "pipeline bubble";
+  return limit + (report.fits ? "" : "; does not fit in memory");
+}
+
 StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives, bool play_every_microbatch,
                     strategies::TaskLists* task_lists) {
   const PlanSpec& plan = program.plan;
@@ -134,14 +144,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   report.hbm_bytes = static_cast<double>(cluster.chip.hbm_bytes);
   report.fits = report.memory.peak.total() <= report.hbm_bytes;
 
-  // What limits the step: the largest of compute, each exposed collective, and the bubble.
-  std::string limit = "compute";
-  double largest = report.compute_s;
-  for (const auto& [key, seconds] : report.exposed_comm_s) {
-    if (seconds > largest) largest = seconds, limit = "exposed " + key + " communication";
-  }
-  if (report.bubble_s > largest) limit = "pipeline bubble";
-  report.why = limit + (report.fits ? "" : "; does not fit in memory");
+  report.why = WhatLimits(report);
   return report;
 }
 

@@ -56,6 +56,10 @@ struct StepReport {
   std::string why;  // what limits the step, in words
 };
 
+// What limits the step, in words: the largest of compute, each exposed collective kind and the
+// bubble, and whether it fits (reads compute_s, exposed_comm_s, bubble_s and fits).
+std::string WhatLimits(const StepReport& report);
+
 // Predicts one step. `collectives` must be built for the same cluster and plan. The schedule is
 // played over at most strategies::SteadyStateMicrobatches micro-batches and its steady state
 // extended to all of them, unless `play_every_microbatch` (for tests of that shortcut).

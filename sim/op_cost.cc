@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "core/mesh.h"
 
 namespace shardsim::sim {
@@ -12,14 +13,6 @@ using strategies::LayerProgram;
 using strategies::Op;
 using strategies::Phase;
 using strategies::Stream;
-
-namespace {
-std::string Key(const std::vector<std::string>& axes) {
-  std::string key;
-  for (const std::string& a : axes) key += (key.empty() ? "" : ",") + a;
-  return key;
-}
-}  // namespace
 
 double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n) {
   if (tile <= 0 || units <= 0 || m <= 0 || n <= 0) return 1.0;
@@ -81,7 +74,7 @@ GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::
       std::vector<int64_t> ranks = mesh.Group(rank, axes);
       if (std::none_of(groups.begin(), groups.end(), [&](const DeviceGroup& g) { return g.devices == ranks; })) groups.push_back({std::move(ranks)});
     }
-    it = cache_.emplace(*key, std::make_unique<GroupCollective>(cluster_, groups, op, Algorithm::kAuto, "collective over " + Key(axes), max_modelled_groups_,
+    it = cache_.emplace(*key, std::make_unique<GroupCollective>(cluster_, groups, op, Algorithm::kAuto, "collective over " + JoinNames(axes, ","), max_modelled_groups_,
                                                                 /*every_group=*/false))
              .first;
   }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/mesh.h"
+#include "core/suggest.h"
 #include "sim/child_process.h"
 #include "sim/schedule_player.h"
 #include "sim/step_engine.h"
@@ -24,12 +25,6 @@ std::string LayerLabel(int32_t label) {
   if (label == -1) return std::string(strategies::kEmbeddingLayer);
   if (label == -2) return std::string(strategies::kHeadLayer);
   return strategies::DecoderLayer(label);
-}
-
-std::string AxesText(const std::vector<std::string>& axes) {
-  std::string text;
-  for (const std::string& a : axes) text += (text.empty() ? "" : ",") + a;
-  return text;
 }
 
 TimelineEvent Name(const RawEvent& raw, const StepSetup& setup) {
@@ -76,7 +71,7 @@ TimelineEvent Name(const RawEvent& raw, const StepSetup& setup) {
     const CommPlan& plan = set.comms[static_cast<size_t>(raw.comm)];
     event.is_comm = true;
     event.collective = op->collective;
-    event.axes = AxesText(op->axes);
+    event.axes = JoinNames(op->axes, ",");
     event.bytes = plan.bytes;
     event.group = plan.group;
     event.uncontended_s = plan.uncontended_s;
@@ -173,13 +168,7 @@ SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cl
   step.mfu_palm = step.palm_flops_per_step / capacity;
   step.hfu = step.hardware_flops_per_step / capacity;
   step.tokens_per_s = static_cast<double>(program.plan.global_batch_size * program.plan.seq_len) / step.step_time_s;
-  std::string limit = "compute";
-  double largest = step.compute_s;
-  for (const auto& [key, seconds] : step.exposed_comm_s) {
-    if (seconds > largest) largest = seconds, limit = "exposed " + key + " communication";
-  }
-  if (step.bubble_s > largest) limit = "pipeline bubble";
-  step.why = limit + (step.fits ? "" : "; does not fit in memory");
+  step.why = WhatLimits(step);
 
   // Links, from what every set launched.
   LinkTally tally, tally_few;

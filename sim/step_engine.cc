@@ -15,6 +15,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "core/error.h"
+#include "sim/child_process.h"
 #include "sim/schedule_player.h"
 #include "strategies/schedule.h"
 
@@ -44,12 +45,7 @@ class StepEngine {
       : setup_(setup), program_(*setup.program), count_(microbatches), timeline_(timeline), progress_(progress), path_(PathOf(program_)) {}
 
   EngineResult Run() {
-    std::vector<std::string> args = {"shardsim-step", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0", "--cfg=network/TCP-gamma:0",
-                                     "--log=root.thres:critical"};
-#ifdef SHARDSIM_SANITIZE
-    // AddressSanitizer cannot follow SimGrid's hand-made stack switches; system threads it can.
-    args.push_back("--cfg=contexts/factory:thread");
-#endif
+    std::vector<std::string> args = SimGridArguments("shardsim-step");
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     int argc = static_cast<int>(argv.size());
@@ -195,17 +191,20 @@ class StepEngine {
     if (timeline_) result_.events.push_back(event);
   }
 
+  // Waits for the next item of `queue`.
+  Item* Pop(Queue& queue) {
+    std::unique_lock<sg4::Mutex> lock(*mutex_);
+    while (queue.items.empty()) queue.cv->wait(lock);
+    Item* item = queue.items.front();
+    queue.items.pop_front();
+    return item;
+  }
+
   void StreamActor(size_t s, size_t stream) {
     SetState& state = states_[s];
     Queue& queue = state.streams[stream];
     while (true) {
-      Item* item = nullptr;
-      {
-        std::unique_lock<sg4::Mutex> lock(*mutex_);
-        while (queue.items.empty()) queue.cv->wait(lock);
-        item = queue.items.front();
-        queue.items.pop_front();
-      }
+      Item* item = Pop(queue);
       item->event.start_s = Now();
       RunComm(s, item->comm);
       item->event.end_s = Now();
@@ -223,13 +222,7 @@ class StepEngine {
     Queue& queue = states_[s].send_queues[index];
     const PipeSend& send = setup_.sets[s].sends[index];
     while (true) {
-      Item* item = nullptr;
-      {
-        std::unique_lock<sg4::Mutex> lock(*mutex_);
-        while (queue.items.empty()) queue.cv->wait(lock);
-        item = queue.items.front();
-        queue.items.pop_front();
-      }
+      Item* item = Pop(queue);
       item->event.start_s = Now();
       Launch(send.flows);
       item->event.end_s = Now();

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "sim/collective_schedule.h"
 #include "sim/schedule_player.h"
 
@@ -18,12 +19,6 @@ using strategies::Phase;
 using strategies::StepProgram;
 
 namespace {
-
-std::string AxesName(const std::vector<std::string>& axes) {
-  std::string name;
-  for (const std::string& a : axes) name += (name.empty() ? "" : ",") + a;
-  return name;
-}
 
 uint64_t PairKey(int64_t src, int64_t dst, int64_t devices) { return static_cast<uint64_t>(src) * static_cast<uint64_t>(devices) + static_cast<uint64_t>(dst); }
 
@@ -117,7 +112,7 @@ class Preparer {
   }
 
   int KindOf(const std::vector<std::string>& axes) {
-    const std::string name = AxesName(axes);
+    const std::string name = JoinNames(axes, ",");
     for (size_t i = 0; i < setup_.kinds.size(); ++i) {
       if (setup_.kinds[i].name == name) return static_cast<int>(i);
     }

@@ -20,6 +20,17 @@ std::string OpKey(int64_t stage, std::string_view layer, std::string_view op, in
   return key;
 }
 
+std::vector<std::string> SplitOpKey(const std::string& key) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t slash = key.find('/'); slash != std::string::npos; slash = key.find('/', start)) {
+    parts.push_back(key.substr(start, slash - start));
+    start = slash + 1;
+  }
+  parts.push_back(key.substr(start));
+  return parts;
+}
+
 std::vector<KeyedOp> StageOps(const StepProgram& program, int64_t s) {
   const Stage& stage = program.stages[static_cast<size_t>(s)];
   std::vector<KeyedOp> out;

@@ -18,6 +18,8 @@ std::string ChunkLayer(int64_t chunk);
 std::string DecoderLayer(int64_t layer);
 // "stage/layer/op/microbatch"; microbatch -1 writes "-".
 std::string OpKey(int64_t stage, std::string_view layer, std::string_view op, int64_t microbatch);
+// The parts of a key between its slashes (four for a well-formed key).
+std::vector<std::string> SplitOpKey(const std::string& key);
 
 struct KeyedOp {
   std::string key;
