@@ -55,8 +55,12 @@ class StepEngine {
     const auto& lists = task_lists_.Get(*program_.schedule, static_cast<int64_t>(program_.stages.size()), count_,
                                         static_cast<int64_t>(program_.stages.front().chunks.size()));
     tasks_ = &lists;
-    for (const auto& stage_tasks : lists) total_tasks_ += static_cast<int64_t>(stage_tasks.size());
-    total_tasks_ *= static_cast<int64_t>(setup_.sets.size() / program_.stages.size());
+    // Progress counts layers of tasks, the unit the compute actors advance by.
+    for (const ActorSet& set : setup_.sets) {
+      for (const strategies::Task& task : lists[static_cast<size_t>(set.stage)]) {
+        for (const auto& [kind, n] : program_.stages[static_cast<size_t>(set.stage)].chunks[static_cast<size_t>(task.chunk)].layers) total_tasks_ += n;
+      }
+    }
     result_.sets.resize(setup_.sets.size());
     states_.resize(setup_.sets.size());
     for (size_t s = 0; s < setup_.sets.size(); ++s) {
@@ -442,6 +446,7 @@ class StepEngine {
       }
       if (ph != 0) std::reverse(layers.begin(), layers.end());
       for (const auto& [kind, label] : layers) {
+        ReportProgress();
         if (ph == 0) {
           RunPhase(s, kind, Phase::kForward, label, mb);
           continue;
@@ -466,7 +471,6 @@ class StepEngine {
       }
       if (ph == 0 && after >= 0 && path_.StageOf(after) != stage) SendTo(s, 0, task.chunk, after, mb);
       if (ph == 1 && before >= 0 && path_.StageOf(before) != stage) SendTo(s, 1, task.chunk, before, mb);
-      ReportProgress();
     }
     for (const auto& [item, op] : buckets) WaitFor(s, item, *op);
     for (size_t i = 0; i < step_ops.size(); ++i) {
@@ -478,12 +482,12 @@ class StepEngine {
 
   void ReportProgress() {
     ++done_tasks_;
-    if (!progress_ || done_tasks_ % 64 != 0) return;
+    if (!progress_ || done_tasks_ % 16 != 0) return;
     const double wall = Wall();
     if (wall < 1.0 || wall - last_print_ < 0.5) return;
     last_print_ = wall;
     printed_ = true;
-    std::fprintf(stderr, "\rsimulating: %3.0f%% of %lld tasks, %.0f s", 100.0 * static_cast<double>(done_tasks_) / static_cast<double>(total_tasks_),
+    std::fprintf(stderr, "\rsimulating: %3.0f%% of %lld layer tasks, %.0f s", 100.0 * static_cast<double>(done_tasks_) / static_cast<double>(total_tasks_),
                  static_cast<long long>(total_tasks_), wall);
     std::fflush(stderr);
   }
