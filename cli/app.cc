@@ -84,6 +84,8 @@ int Run(int argc, char** argv) {
   plan_cmd->add_option("--top", plan.top, "plans to show (default 5)")->check(CLI::Range(int64_t{1}, int64_t{1000}));
   plan_cmd->add_option("--export", plan.exporter, "print the best plan for megatron, maxtext, torchtitan or jax");
   plan_cmd->add_option("--plot", plan.plot, "write the Pareto view (tokens/s against memory per device) as an SVG file");
+  plan_cmd->add_option("--refine", plan.refine, "simulate the top K plans on SimGrid, rank them by the simulation and say why the predictions differ")
+      ->check(CLI::Range(int64_t{1}, int64_t{50}));
   plan_cmd->add_option("--threads", plan.threads, "search threads (default: all hardware threads)")->check(CLI::Range(0, 1024));
 
   // The rest of the interface (docs: CLI), filled in as the engines land.

@@ -66,6 +66,7 @@ struct PlanOptions : Inputs {
   bool progress = false;  // progress line on stderr (when it is a terminal)
   std::string exporter;   // megatron, maxtext, torchtitan or jax: print the best plan for it
   std::string plot;       // write the Pareto view (tokens/s against memory) as SVG to this file
+  int64_t refine = 0;     // simulate the top K plans on SimGrid and rank them by that (0: off)
 };
 int RunPlan(const PlanOptions& options, std::ostream& out);
 

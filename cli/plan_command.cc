@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_refine.h"
+#include "cli/plan_text.h"
 #include "cli/report_json.h"
 #include "cli/text_table.h"
 #include "core/error.h"
@@ -25,20 +27,6 @@ namespace shardsim::cli {
 namespace {
 
 using nlohmann::json;
-
-// The mesh, with its layout when it is not the default one: "... [outer>inner: data>context>tensor]".
-std::string MeshText(const PlanSpec& p) {
-  std::string text = DescribeMesh(p.mesh);
-  if (UsesDefaultMeshOrder(p)) return text;
-  std::string order;
-  for (const std::string& a : UsedMeshOrder(p)) order += (order.empty() ? "" : ">") + a;
-  return text + " [outer>inner: " + order + "]";
-}
-
-std::string ScheduleName(const PlanSpec& p) {
-  if (p.mesh.pipeline == 1) return "-";
-  return p.pipeline_schedule + (p.virtual_stages > 1 ? " v=" + std::to_string(p.virtual_stages) : "");
-}
 
 // A dimension name with its sharding axes: "D" or "D_fsdp" or "F_tensor".
 std::string Dim(const std::string& dim, const std::vector<std::string>& axes) {
@@ -110,6 +98,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
                                     model.name + " on " + cluster.name + ": tokens/s against memory per device");
     if (!plot_file) throw InputError("--plot " + o.plot, "write failed", "", "check free space");
   }
+  const Refinement refinement = o.refine > 0 ? Refine(model, cluster, result.best, static_cast<size_t>(o.refine), o.progress) : Refinement{};
 
   if (o.json) {
     json plans = json::array();
@@ -137,21 +126,24 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     for (const auto& miss : result.nearest_misses) {
       misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"memory_over_hbm", miss.overshoot}});
     }
-    out << json{{"plans", plans},
-                {"best_of_other_families", runners},
-                {"pareto", pareto},
-                {"nearest_misses", misses},
-                {"search",
-                 {{"meshes", result.meshes},
-                  {"layouts", result.layouts},
-                  {"candidates", result.candidates},
-                  {"pruned", result.pruned},
-                  {"dominated", result.dominated},
-                  {"evaluated", result.evaluated},
-                  {"wall_s", result.wall_s},
-                  {"plans_per_s", rate}}}}
-               .dump(2)
-        << "\n";
+    json j{{"plans", plans},
+             {"best_of_other_families", runners},
+             {"pareto", pareto},
+             {"nearest_misses", misses},
+             {"search",
+              {{"meshes", result.meshes},
+               {"layouts", result.layouts},
+               {"candidates", result.candidates},
+               {"pruned", result.pruned},
+               {"dominated", result.dominated},
+               {"evaluated", result.evaluated},
+               {"wall_s", result.wall_s},
+               {"plans_per_s", rate}}}};
+    if (o.refine > 0) {
+      j["refined"] = RefinedJson(refinement);
+      j["refine_failed"] = RefineFailedJson(refinement);
+    }
+    out << j.dump(2) << "\n";
     return 0;
   }
   out << "Plans for " << model.name << " on " << cluster.name << ": " << FormatCount(static_cast<double>(o.global_batch_tokens)) << " tokens per step ("
@@ -208,6 +200,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
           << "\n";
     }
   }
+  if (o.refine > 0) PrintRefinement(refinement, out);
   return 0;
 }
 
