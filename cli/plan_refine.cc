@@ -21,7 +21,7 @@ namespace {
 std::string SignedPercent(double fraction) { return (fraction > 0 ? "+" : "") + FormatPercent(fraction); }
 
 // The simulation's costliest contention: the kind, its slowdown, its busiest shared link and
-// the other kinds on its links.
+// the other kinds on its links (not its own axes).
 std::string ContentionReason(const sim::Contention& c) {
   char slowdown[32];
   std::snprintf(slowdown, sizeof slowdown, "%.2fx", c.simulated_s / c.uncontended_s);
@@ -31,7 +31,7 @@ std::string ContentionReason(const sim::Contention& c) {
   for (const std::string& w : c.with) {
     const std::string own = " over " + w;  // the kind's own axes
     if (c.kind.size() >= own.size() && c.kind.compare(c.kind.size() - own.size(), own.size(), own) == 0) continue;
-    with += (with.empty() ? "" : ", ") + w;
+    with += (with.empty() ? "" : "; ") + w;  // a kind may itself hold commas: "data,context"
   }
   if (!with.empty()) why += ", shared with " + with;
   return why;
