@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/program_json.h"
 #include "cli/report_json.h"
+#include "cli/step_inputs.h"
 #include "cli/text_table.h"
 #include "core/error.h"
 #include "core/inputs.h"
@@ -18,16 +19,10 @@
 
 namespace shardsim::cli {
 int RunEstimate(const EstimateOptions& o, std::ostream& out) {
-  if (o.model.empty() || o.cluster.empty()) throw InputError("estimate", "needs --model and --cluster", "", "e.g. --model llama3-8b --cluster dgx-h100:8");
-  if (o.plan.empty() && o.overrides.empty()) throw InputError("estimate", "needs a plan", "--plan FILE and/or --set key=value", "see examples/*.plan.json");
-  const ModelSpec model = LoadModel(o.model);
-  const ClusterSpec cluster = LoadCluster(o.cluster);
-  const PlanSpec plan = LoadPlan(o.plan, o.overrides);
-  const std::string where = PlanSource(o.plan, o.overrides);
-  if (cluster.chip.peak_flop_per_s.count(plan.dtype) == 0) {
-    throw InputError(where + ":/dtype", "dtype '" + plan.dtype + "' has no peak on " + cluster.chip.name, "", "set dtype to one the chip lists");
-  }
-  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, where + ":");
+  const StepInputs in = LoadStepInputs(o, "estimate");
+  const ModelSpec& model = in.model;
+  const ClusterSpec& cluster = in.cluster;
+  const PlanSpec& plan = in.plan;
   const strategies::StepProgram program = strategies::BuildStep(model, plan);
   if (o.dump_program) {
     if (o.json) {

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/report_json.h"
+#include "cli/step_inputs.h"
 #include "cli/sim_report_html.h"
 #include "cli/sim_trace.h"
 #include "cli/text_table.h"
@@ -74,16 +75,10 @@ nlohmann::json SimulationJson(const sim::SimReport& r, const sim::StepReport& es
 }  // namespace
 
 int RunSimulate(const SimulateOptions& o, std::ostream& out) {
-  if (o.model.empty() || o.cluster.empty()) throw InputError("simulate", "needs --model and --cluster", "", "e.g. --model llama3-8b --cluster dgx-h100:8");
-  if (o.plan.empty() && o.overrides.empty()) throw InputError("simulate", "needs a plan", "--plan FILE and/or --set key=value", "see examples/*.plan.json");
-  const ModelSpec model = LoadModel(o.model);
-  const ClusterSpec cluster = LoadCluster(o.cluster);
-  const PlanSpec plan = LoadPlan(o.plan, o.overrides);
-  const std::string where = PlanSource(o.plan, o.overrides);
-  if (cluster.chip.peak_flop_per_s.count(plan.dtype) == 0) {
-    throw InputError(where + ":/dtype", "dtype '" + plan.dtype + "' has no peak on " + cluster.chip.name, "", "set dtype to one the chip lists");
-  }
-  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, where + ":");
+  const StepInputs in = LoadStepInputs(o, "simulate");
+  const ModelSpec& model = in.model;
+  const ClusterSpec& cluster = in.cluster;
+  const PlanSpec& plan = in.plan;
   if (o.no_fold && plan.mesh.Product() > kMaxUnfoldedDevices) {
     throw InputError("--no-fold", "simulates every device; this plan has " + std::to_string(plan.mesh.Product()) + " devices",
                      "at most " + std::to_string(kMaxUnfoldedDevices), "leave folding on for large clusters");
@@ -96,7 +91,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
   options.timeline = !o.trace.empty() || !o.report.empty();
   options.progress = o.progress;
   const sim::SimReport r = sim::Simulate(program, cluster, graph, collectives, options);
-  const sim::StepReport estimate = sim::Estimate(program, cluster, collectives);
+  const sim::StepReport& estimate = r.estimate;
   if (!o.trace.empty()) WriteFile(o.trace, ChromeTrace(r, program).dump() + "\n", "--trace");
   if (!o.report.empty()) WriteFile(o.report, SimReportHtml(r, program, cluster), "--report");
 

@@ -111,7 +111,8 @@ SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cl
   SimReport report;
   // The analytic report gives what does not depend on the engine (memory, FLOPs, the list of
   // collectives) and the baseline the simulation is compared with.
-  report.step = Estimate(program, cluster, collectives, options.every_microbatch);
+  report.estimate = Estimate(program, cluster, collectives, options.every_microbatch);
+  report.step = report.estimate;
   const StepSetup setup = PrepareStep(program, cluster, graph, collectives, options.fold);
   const SteadyStatePlays plays = PlaysFor(program, options.every_microbatch);
   // Both plays run at once, each in its own process.
@@ -225,9 +226,8 @@ SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cl
       const CommPlan& plan = set.comms[c];
       const double runs = extend(static_cast<double>(full.comm_runs[critical][c]), plays.extended() ? static_cast<double>(few.comm_runs[critical][c]) : 0);
       const double seconds = extend(full.comm_seconds[critical][c], plays.extended() ? few.comm_seconds[critical][c] : 0);
-      for (const FlowStep& fs : plan.steps) note(KindText(setup, plan.kind, ToString(plan.op->collective)), 0, 0, fs);
-      by_kind[KindText(setup, plan.kind, ToString(plan.op->collective))].simulated_s += seconds;
-      by_kind[KindText(setup, plan.kind, ToString(plan.op->collective))].uncontended_s += runs * plan.uncontended_s;
+      const std::string name = KindText(setup, plan.kind, ToString(plan.op->collective));
+      for (size_t i = 0; i < plan.steps.size(); ++i) note(name, i == 0 ? seconds : 0, i == 0 ? runs * plan.uncontended_s : 0, plan.steps[i]);
     }
     for (size_t i = 0; i < set.sends.size(); ++i) {
       const double runs = extend(static_cast<double>(full.send_runs[critical][i]), plays.extended() ? static_cast<double>(few.send_runs[critical][i]) : 0);

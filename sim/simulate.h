@@ -90,6 +90,7 @@ struct Contention {
 
 struct SimReport {
   StepReport step;                 // the estimate's fields, from the simulated timeline
+  StepReport estimate;             // the analytic estimate of the same step (the baseline)
   std::vector<DeviceUse> devices;  // simulated devices
   std::vector<LinkUse> links;      // links that carried traffic, busiest first
   std::vector<Contention> contention;

@@ -351,8 +351,8 @@ class Preparer {
     set.step_comm.assign(step_ops.size(), -1);
     for (size_t i = 0; i < step_ops.size(); ++i) {
       const Op& op = step_ops[i];
-      // Step ops are told apart by name (stages list different ones).
-      const int64_t id = 4096 + static_cast<int64_t>(std::hash<std::string>{}(op.name) % 60000);
+      // Step ops are told apart by name (stages list different ones), numbered after the layer ops.
+      const int64_t id = op_id + static_cast<int64_t>(step_op_ids_.try_emplace(op.name, step_op_ids_.size()).first->second);
       if (!op.is_comm() || collectives_.Seconds(op.collective, op.axes, op.comm_bytes) <= 0) continue;
       // Overlapped gradient reductions go out in one bucket per layer of the stage.
       const double bytes = op.overlapped ? op.comm_bytes / static_cast<double>(std::max<int64_t>(1, setup_.stage_layers[static_cast<size_t>(set.stage)])) : op.comm_bytes;
@@ -389,6 +389,7 @@ class Preparer {
   StepSetup setup_;
   int pipeline_kind_ = -1;
   std::map<std::tuple<std::vector<int64_t>, int, int>, Schedule> schedules_;
+  std::map<std::string, size_t> step_op_ids_;  // step op name -> its number, the same on every stage
 };
 
 }  // namespace

@@ -1,0 +1,24 @@
+// The model, cluster and checked plan of one step, as `estimate` and `simulate` read them from
+// --model, --cluster, --plan and --set.
+#pragma once
+
+#include <string>
+
+#include "cli/commands.h"
+#include "core/cluster_spec.h"
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+
+namespace shardsim::cli {
+
+struct StepInputs {
+  ModelSpec model;
+  ClusterSpec cluster;
+  PlanSpec plan;
+};
+
+// Loads and validates them; throws InputError naming `command` and the field when one is missing
+// or wrong (no peak for the plan's dtype, a plan the model or cluster cannot run).
+StepInputs LoadStepInputs(const Inputs& inputs, const std::string& command);
+
+}  // namespace shardsim::cli
