@@ -44,7 +44,7 @@ class Reader {
     const uint64_t n = Get<uint64_t>();
     Need(n * sizeof(T));
     std::vector<T> values(n);
-    std::memcpy(values.data(), in_.data() + at_, n * sizeof(T));
+    if (n > 0) std::memcpy(values.data(), in_.data() + at_, n * sizeof(T));
     at_ += n * sizeof(T);
     return values;
   }

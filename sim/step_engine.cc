@@ -73,14 +73,12 @@ class StepEngine {
       state.send_queues.resize(set.sends.size());
       for (size_t i = 0; i < set.sends.size(); ++i) {
         state.send_queues[i].cv = sg4::ConditionVariable::create();
-        sg4::Actor::create("send" + std::to_string(s) + "-" + std::to_string(i), host_[static_cast<size_t>(set.rank)], [this, s, i] { SendActor(s, i); })
-            ->daemonize();
+        sg4::Actor::create("send" + std::to_string(s) + "-" + std::to_string(i), host_[static_cast<size_t>(set.rank)], [this, s, i] { SendActor(s, i); });
       }
       for (size_t st = 0; st < state.streams.size(); ++st) {
         state.streams[st].cv = sg4::ConditionVariable::create();
         sg4::Actor::create("stream" + std::to_string(s) + "-" + std::to_string(st), host_[static_cast<size_t>(set.rank)],
-                           [this, s, st] { StreamActor(s, st); })
-            ->daemonize();
+                           [this, s, st] { StreamActor(s, st); });
       }
       sg4::Actor::create("compute" + std::to_string(s), host_[static_cast<size_t>(set.rank)], [this, s] { ComputeActor(s); });
     }
@@ -193,10 +191,12 @@ class StepEngine {
     if (timeline_) result_.events.push_back(event);
   }
 
-  // Waits for the next item of `queue`.
+  // Waits for the next item of `queue`; nullptr once every compute actor is done (nothing more
+  // comes: every transfer was received and every collective waited for).
   Item* Pop(Queue& queue) {
     std::unique_lock<sg4::Mutex> lock(*mutex_);
-    while (queue.items.empty()) queue.cv->wait(lock);
+    while (queue.items.empty() && !stopping_) queue.cv->wait(lock);
+    if (queue.items.empty()) return nullptr;
     Item* item = queue.items.front();
     queue.items.pop_front();
     return item;
@@ -207,6 +207,7 @@ class StepEngine {
     Queue& queue = state.streams[stream];
     while (true) {
       Item* item = Pop(queue);
+      if (!item) return;
       item->event.start_s = Now();
       RunComm(s, item->comm);
       item->event.end_s = Now();
@@ -225,6 +226,7 @@ class StepEngine {
     const PipeSend& send = setup_.sets[s].sends[index];
     while (true) {
       Item* item = Pop(queue);
+      if (!item) return;
       item->event.start_s = Now();
       Launch(send.flows);
       item->event.end_s = Now();
@@ -476,6 +478,16 @@ class StepEngine {
       RunStepOp(s, i);
     }
     result_.sets[s].end_s = Now();
+    // The last compute actor to finish lets the stream and transfer actors end (actors, not
+    // daemons: SimGrid's thread contexts, used under the sanitizers, hang tearing daemons down).
+    if (++finished_sets_ == setup_.sets.size()) {
+      std::unique_lock<sg4::Mutex> lock(*mutex_);
+      stopping_ = true;
+      for (SetState& state : states_) {
+        for (Queue& queue : state.streams) queue.cv->notify_all();
+        for (Queue& queue : state.send_queues) queue.cv->notify_all();
+      }
+    }
   }
 
   void ReportProgress() {
@@ -506,6 +518,8 @@ class StepEngine {
   int64_t total_tasks_ = 0, done_tasks_ = 0;
   double last_print_ = 0;
   bool printed_ = false;
+  bool stopping_ = false;
+  size_t finished_sets_ = 0;
 };
 
 }  // namespace
