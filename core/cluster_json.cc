@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/calibration_json.h"
 #include "core/json_input.h"
 
 namespace shardsim {
@@ -13,7 +14,7 @@ constexpr double kMaxRate = 1e21;  // FLOP/s or bytes/s: a zettascale chip is a 
 constexpr int64_t kMaxCount = int64_t{1} << 24;
 
 const std::vector<std::string>& LinkClasses() {
-  static const std::vector<std::string> kClasses = {"ici", "dcn", "nvlink", "infiniband", "shm"};
+  static const std::vector<std::string> kClasses = {"ici", "dcn", "nvlink", "infiniband", "shm", "tcp"};
   return kClasses;
 }
 
@@ -44,7 +45,10 @@ json TopologyToJson(const TopologySpec& t) {
       j["nvls"] = t.nvls;
       j["sharp"] = t.sharp;
       break;
-    case TopologyKind::kLocal: j["local_devices"] = t.local_devices; break;
+    case TopologyKind::kLocal:
+      j["local_devices"] = t.local_devices;
+      j["local_hosts"] = t.local_hosts;
+      break;
   }
   j["source"] = t.source;
   return j;
@@ -79,6 +83,7 @@ TopologySpec TopologyFromJson(JsonReader& r) {
   } else {
     t.kind = TopologyKind::kLocal;
     t.local_devices = r.Int("local_devices", 1, kMaxCount);
+    t.local_hosts = r.IntOr("local_hosts", 1, 1, kMaxCount);
   }
   t.source = r.StringOr("source", "");
   return t;
@@ -111,7 +116,7 @@ std::map<std::string, LinkSpec> LinksFromJson(JsonReader& r) {
     (void)classes->Has(name);  // known key if it is a valid class; checked below
     bool valid = false;
     for (const std::string& c : LinkClasses()) valid = valid || c == name;
-    if (!valid) classes->Fail(name, "unknown link class '" + name + "'", "ici, dcn, nvlink, infiniband, shm");
+    if (!valid) classes->Fail(name, "unknown link class '" + name + "'", "ici, dcn, nvlink, infiniband, shm, tcp");
     JsonReader l = *classes->Object(name);
     LinkSpec s;
     s.bandwidth_bytes_per_s = l.Number("bandwidth_bytes_per_s", 1, kMaxRate);
@@ -145,12 +150,14 @@ json ClusterToJson(const ClusterSpec& c) {
                    {"efficiency", l.efficiency},
                    {"source", l.source}};
   }
-  return {{"name", c.name},
-          {"system", c.system},
-          {"chip", ChipToJson(c.chip)},
-          {"topology", TopologyToJson(c.topology)},
-          {"links", links},
-          {"efficiency", {{"matmul", c.efficiency.matmul}, {"hbm", c.efficiency.hbm}, {"source", c.efficiency.source}}}};
+  json j = {{"name", c.name},
+            {"system", c.system},
+            {"chip", ChipToJson(c.chip)},
+            {"topology", TopologyToJson(c.topology)},
+            {"links", links},
+            {"efficiency", {{"matmul", c.efficiency.matmul}, {"hbm", c.efficiency.hbm}, {"source", c.efficiency.source}}}};
+  if (!c.calibration.empty()) j["calibration"] = CalibrationToJson(c.calibration);
+  return j;
 }
 
 ClusterSpec ClusterFromJson(const json& value, const std::string& where) {
@@ -169,6 +176,7 @@ ClusterSpec ClusterFromJson(const json& value, const std::string& where) {
   if (!r.Has("links")) r.Fail("links", "missing required key 'links'");
   c.links = LinksFromJson(r);
   c.efficiency = EfficiencyFromJson(r);
+  if (auto calibration = r.Object("calibration")) c.calibration = CalibrationFromJson(*calibration);
   r.Finish();
   ValidateCluster(c, where + ":");
   return c;

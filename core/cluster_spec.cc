@@ -27,7 +27,7 @@ std::vector<std::string> RequiredLinks(const TopologySpec& topology) {
     case TopologyKind::kTorus:
       return topology.slices > 1 ? std::vector<std::string>{"ici", "dcn"} : std::vector<std::string>{"ici"};
     case TopologyKind::kSwitched: return {"nvlink", "infiniband"};
-    case TopologyKind::kLocal: return {"shm"};
+    case TopologyKind::kLocal: return topology.local_hosts > 1 ? std::vector<std::string>{"shm", "tcp"} : std::vector<std::string>{"shm"};
   }
   return {};
 }
@@ -58,7 +58,9 @@ std::string DescribeShape(const TopologySpec& t) {
       return std::to_string(t.nodes) + " nodes x " + std::to_string(t.devices_per_node) + " devices (NVSwitch), " + t.fabric +
              " InfiniBand, oversubscription " + over + ":1";
     }
-    case TopologyKind::kLocal: return std::to_string(t.local_devices) + " CPU cores";
+    case TopologyKind::kLocal:
+      if (t.local_hosts > 1) return std::to_string(t.local_hosts) + " hosts x " + std::to_string(t.local_devices / t.local_hosts) + " CPU cores (TCP between hosts)";
+      return std::to_string(t.local_devices) + " CPU cores";
   }
   return "";
 }
@@ -85,6 +87,9 @@ void ValidateCluster(const ClusterSpec& c, const std::string& where) {
     if (!(t.oversubscription >= 1)) throw InputError(tw + "/oversubscription", "must be at least 1", "1 (non-blocking) or more");
   } else if (t.local_devices < 1) {
     throw InputError(tw + "/local_devices", "must be positive", "1 or more");
+  } else if (t.local_hosts < 1 || t.local_devices % t.local_hosts != 0) {
+    throw InputError(tw + "/local_hosts", std::to_string(t.local_hosts) + " does not divide the " + std::to_string(t.local_devices) + " devices",
+                     "a divisor of local_devices (every host has as many cores)");
   }
   // Device counts multiply: check they stay sane (no overflow, at most 2^24 devices).
   int64_t devices = 1;
@@ -96,6 +101,7 @@ void ValidateCluster(const ClusterSpec& c, const std::string& where) {
   if (c.chip.peak_flop_per_s.empty()) {
     throw InputError(where + "/chip/peak_flop_per_s", "no peak given", "an object such as {\"bf16\": 9.894e14}");
   }
+  ValidateCalibration(c.calibration, where + "/calibration");
   for (const std::string& link : RequiredLinks(t)) {
     if (!c.links.count(link)) {
       std::vector<std::string> have;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/calibration.h"
+
 namespace shardsim {
 
 struct ChipSpec {
@@ -45,7 +47,7 @@ struct EfficiencySpec {
 enum class TopologyKind {
   kTorus,     // TPU: N-D torus of chips over ICI, slices joined by DCN
   kSwitched,  // GPU: NVSwitch domains (nodes) joined by an InfiniBand fabric
-  kLocal,     // this machine's CPU cores over shared memory
+  kLocal,     // CPU cores as devices: shared memory inside a host, TCP between hosts
 };
 
 struct TopologySpec {
@@ -63,8 +65,10 @@ struct TopologySpec {
   int64_t leaf_ports = 32;      // NICs attached to each leaf switch (its down ports)
   bool nvls = false;            // the NVSwitch reduces and multicasts in the switch (NVLink SHARP)
   bool sharp = false;           // the InfiniBand switches reduce in the network (SHARP)
-  // Local: CPU cores used as devices.
+  // Local: CPU cores used as devices (all hosts together), spread evenly over `local_hosts`
+  // machines joined by a TCP network (one NIC per host).
   int64_t local_devices = 0;
+  int64_t local_hosts = 1;
   std::string source;
   bool operator==(const TopologySpec&) const = default;
 };
@@ -74,8 +78,9 @@ struct ClusterSpec {
   std::string system;  // the catalogue entry it came from ("dgx-h100"), or "custom"
   ChipSpec chip;
   TopologySpec topology;
-  std::map<std::string, LinkSpec> links;  // by class: "ici", "dcn", "nvlink", "infiniband", "shm"
+  std::map<std::string, LinkSpec> links;  // by class: "ici", "dcn", "nvlink", "infiniband", "shm", "tcp"
   EfficiencySpec efficiency;
+  CalibrationSpec calibration;  // measured rates (shardsim calibrate); empty for catalogue systems
   bool operator==(const ClusterSpec&) const = default;
 };
 
@@ -83,7 +88,7 @@ struct ClusterSpec {
 int64_t DeviceCount(const ClusterSpec& cluster);
 
 // Link classes a topology kind requires ("ici" and, with slices > 1, "dcn"; "nvlink" and
-// "infiniband"; "shm").
+// "infiniband"; "shm" and, over several hosts, "tcp").
 std::vector<std::string> RequiredLinks(const TopologySpec& topology);
 
 std::string ToString(TopologyKind kind);

@@ -26,7 +26,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
                     strategies::TaskLists* task_lists) {
   const PlanSpec& plan = program.plan;
   StepReport report;
-  const Roofline roofline = RooflineOf(cluster, plan.dtype);
+  const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch));
   report.peak_flop_per_s = roofline.peak_flop_per_s;
 
   const ProgramCosts costs = CostProgram(program, roofline, collectives);

@@ -22,18 +22,32 @@ double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n) {
   return tile_use * static_cast<double>(tiles) / static_cast<double>(waves * units);
 }
 
+bool Roofline::Calibrated(const Op& op) const {
+  if (calibration == nullptr) return false;
+  if (op.kind == ComputeKind::kMatmul) return !calibration->gemm.empty();
+  return calibration->kernels.count(op.name) > 0;
+}
+
 double Roofline::Seconds(const Op& op) const {
+  if (calibration != nullptr) {
+    if (op.kind == ComputeKind::kMatmul && !calibration->gemm.empty()) return op.flops / GemmFlopPerS(*calibration, op.m, op.n, op.k);
+    const auto kernel = calibration->kernels.find(op.name);
+    if (kernel != calibration->kernels.end()) {
+      return (kernel->second.per_flop ? op.flops : op.bytes) / KernelRateAt(kernel->second, tokens);
+    }
+  }
   const double memory = op.bytes / hbm_bytes_per_s;
   if (op.kind == ComputeKind::kMatmul) return std::max(op.flops / (peak_flop_per_s * matmul_efficiency * Quantization(op.m, op.n)), memory);
   if (op.kind == ComputeKind::kAttention) return std::max(op.flops / (peak_flop_per_s * matmul_efficiency), memory);
   return memory;
 }
 
-Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype) {
+Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens) {
   const auto peak = cluster.chip.peak_flop_per_s.find(dtype);
   SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + dtype);
+  const CalibrationSpec* calibration = cluster.calibration.dtype == dtype ? &cluster.calibration : nullptr;
   return Roofline{peak->second, cluster.efficiency.matmul, cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm, cluster.chip.matmul_tile,
-                  cluster.chip.compute_units};
+                  cluster.chip.compute_units, calibration, tokens};
 }
 
 std::string KindName(Stream stream, CollectiveOp op) { return strategies::ToString(stream) + " " + ToString(op); }
@@ -57,11 +71,18 @@ AxisCollectives::AxisCollectives(const topologies::Cluster& cluster, const PlanS
     : cluster_(cluster), plan_(plan), max_modelled_groups_(max_modelled_groups) {}
 AxisCollectives::~AxisCollectives() = default;
 
-GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::string>& axes, int* key) {
+namespace {
+// (operation, a bit per mesh axis): the caches' key.
+int CollectiveKey(CollectiveOp op, const std::vector<std::string>& axes) {
   int mask = 0;
   const auto& names = MeshAxisNames();
   for (const std::string& a : axes) mask |= 1 << (std::find(names.begin(), names.end(), a) - names.begin());
-  *key = static_cast<int>(op) * 64 + mask;
+  return static_cast<int>(op) * 64 + mask;
+}
+}  // namespace
+
+GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::string>& axes, int* key) {
+  *key = CollectiveKey(op, axes);
   auto it = cache_.find(*key);
   if (it == cache_.end()) {
     const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
@@ -81,15 +102,30 @@ GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::
   return *it->second;
 }
 
+const CollectiveCurve* AxisCollectives::MeasuredCurve(CollectiveOp op, const std::vector<std::string>& axes, int64_t size) const {
+  const ClusterSpec& spec = cluster_.spec();
+  if (spec.calibration.collectives.empty() || spec.topology.kind != TopologyKind::kLocal) return nullptr;
+  // The groups cross the TCP network if any of them spans hosts.
+  const int64_t per_host = spec.topology.local_devices / spec.topology.local_hosts;
+  const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
+  bool across = false;
+  for (int64_t rank = 0; rank < mesh.size() && !across; ++rank) {
+    const std::vector<int64_t> group = mesh.Group(rank, axes);
+    for (int64_t d : group) across = across || d / per_host != group.front() / per_host;
+  }
+  return FindCurve(spec.calibration, ToString(op), size, across ? "tcp" : "shm");
+}
+
 double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
   int64_t size = 1;
   for (const std::string& a : axes) size *= plan_.mesh.Size(a);
   if (size == 1 || bytes <= 0) return 0;
-  int key = 0;
-  GroupCollective& model = Model(op, axes, &key);
+  const int key = CollectiveKey(op, axes);
   const auto known = seconds_.find({key, bytes});
   if (known != seconds_.end()) return known->second;
-  const double seconds = model.Fastest(bytes).estimate.time_s;
+  const CollectiveCurve* curve = MeasuredCurve(op, axes, size);
+  int model_key = 0;
+  const double seconds = curve ? CurveSeconds(*curve, bytes) : Model(op, axes, &model_key).Fastest(bytes).estimate.time_s;
   seconds_[{key, bytes}] = seconds;
   return seconds;
 }
@@ -167,8 +203,9 @@ ProgramCosts CostProgram(const strategies::StepProgram& program, const Roofline&
   return costs;
 }
 
-PhaseParts CostPhaseParts(const LayerProgram& layer, Phase phase, const ClusterSpec& cluster, const std::string& dtype, AxisCollectives& collectives) {
-  const Roofline roofline = RooflineOf(cluster, dtype);
+PhaseParts CostPhaseParts(const LayerProgram& layer, Phase phase, const ClusterSpec& cluster, const std::string& dtype, AxisCollectives& collectives,
+                          double tokens) {
+  const Roofline roofline = RooflineOf(cluster, dtype, tokens);
   PhaseParts parts;
   for (const Op& op : layer.ops) {
     if (op.phase != phase) continue;

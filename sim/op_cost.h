@@ -25,7 +25,9 @@ class AxisCollectives {
   // `max_modelled_groups`: groups per axis routed and costed (evenly spread; the slowest counts).
   AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups = 64);
   ~AxisCollectives();
-  // Seconds for `op` of `bytes` over the groups along `axes` (0 when the axes have one device).
+  // Seconds for `op` of `bytes` over the groups along `axes` (0 when the axes have one device):
+  // the calibration's measured curve where the cluster has one for this operation, group size
+  // and transport, else the analytic model.
   double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
   // The algorithm the analytic model picks for `op` of `bytes` over `axes` and its pipeline
   // chunks (the simulator runs the same schedule). REQUIRES: the axes have several devices.
@@ -36,6 +38,7 @@ class AxisCollectives {
 
  private:
   GroupCollective& Model(CollectiveOp op, const std::vector<std::string>& axes, int* key);
+  const CollectiveCurve* MeasuredCurve(CollectiveOp op, const std::vector<std::string>& axes, int64_t size) const;
   const topologies::Cluster& cluster_;
   PlanSpec plan_;
   size_t max_modelled_groups_;
@@ -49,18 +52,25 @@ class AxisCollectives {
 // is 0.
 double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n);
 
-// The roofline of one chip for one dtype.
+// The roofline of one chip for one dtype, or the measured rates where a calibration of that
+// dtype covers an op (the GEMM table for matmuls, the kernel's rate by op name at the
+// micro-batch's tokens for the rest).
 struct Roofline {
   double peak_flop_per_s = 0;
   double matmul_efficiency = 1;
   double hbm_bytes_per_s = 0;  // x efficiency
   int64_t tile = 0, units = 0;
+  const CalibrationSpec* calibration = nullptr;  // of this dtype, else null (the cluster's; it outlives this)
+  double tokens = 0;  // per micro-batch per device: where kernel rates are read
   double Quantization(int64_t m, int64_t n) const { return MatmulQuantization(tile, units, m, n); }
   // Seconds of one compute op.
   double Seconds(const strategies::Op& op) const;
+  // Whether the measured rates cost `op` (else the roofline does).
+  bool Calibrated(const strategies::Op& op) const;
 };
-// REQUIRES: the chip lists a peak for `dtype` (SHARDSIM_CHECK).
-Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype);
+// REQUIRES: the chip lists a peak for `dtype` (SHARDSIM_CHECK). `tokens`: per micro-batch per
+// device (the step program's tokens_per_microbatch), for calibrated kernel rates.
+Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens = 0);
 
 // Exposed seconds per (stream, collective), in a fixed array: costing runs per plan in the
 // planner's inner loop, where string-keyed maps cost more than the arithmetic.
@@ -123,6 +133,6 @@ struct PhaseParts {
   std::vector<std::pair<const strategies::Op*, double>> collectives;  // op (in `layer`), seconds
 };
 PhaseParts CostPhaseParts(const strategies::LayerProgram& layer, strategies::Phase phase, const ClusterSpec& cluster, const std::string& dtype,
-                          AxisCollectives& collectives);
+                          AxisCollectives& collectives, double tokens = 0);
 
 }  // namespace shardsim::sim

@@ -28,7 +28,7 @@ struct Cluster::Impl {
   std::vector<int64_t> up, down;          // device -> NVSwitch (or shared memory) and back
   std::vector<int64_t> nic_up, nic_down;  // device -> leaf and back
   std::vector<int64_t> leaf_of;           // device -> its leaf's node id
-  std::map<int64_t, std::pair<int64_t, int64_t>> leaf_links;  // leaf node -> (to core, from core)
+  std::map<int64_t, std::pair<int64_t, int64_t>> leaf_links;  // leaf node -> (to core, from core); local: host -> its NIC
   bool structural = false;
 
   int64_t AddNode(NodeKind kind, std::string name) {
@@ -192,15 +192,30 @@ void Cluster::Impl::BuildSwitched() {
   }
 }
 
+// Each host's cores meet in its shared memory; hosts meet over one TCP NIC each at a switch.
 void Cluster::Impl::BuildLocal() {
-  devices = spec.topology.local_devices;
+  const TopologySpec& t = spec.topology;
+  devices = t.local_devices;
   for (int64_t d = 0; d < devices; ++d) AddNode(NodeKind::kDevice, "core " + std::to_string(d));
   const LinkSpec& shm = spec.links.at("shm");
-  const int64_t hub = AddNode(NodeKind::kSwitch, "shared memory");
+  const int64_t per_host = devices / t.local_hosts;
+  std::vector<int64_t> hubs;
+  for (int64_t h = 0; h < t.local_hosts; ++h) {
+    hubs.push_back(AddNode(NodeKind::kSwitch, t.local_hosts > 1 ? "host " + std::to_string(h) + " shared memory" : "shared memory"));
+  }
   for (int64_t d = 0; d < devices; ++d) {
     up.push_back(static_cast<int64_t>(links.size()));
     down.push_back(static_cast<int64_t>(links.size()) + 1);
-    AddDuplex(d, hub, "shm", shm.bandwidth_bytes_per_s * static_cast<double>(shm.links_per_device), shm.latency_s / 2, "shm");
+    AddDuplex(d, hubs[static_cast<size_t>(d / per_host)], "shm", shm.bandwidth_bytes_per_s * static_cast<double>(shm.links_per_device),
+              shm.latency_s / 2, "shm");
+  }
+  if (t.local_hosts == 1) return;
+  const LinkSpec& tcp = spec.links.at("tcp");
+  const int64_t network = AddNode(NodeKind::kSwitch, "TCP network");
+  for (int64_t h = 0; h < t.local_hosts; ++h) {
+    leaf_links[h] = {static_cast<int64_t>(links.size()), static_cast<int64_t>(links.size()) + 1};
+    AddDuplex(hubs[static_cast<size_t>(h)], network, "tcp", tcp.bandwidth_bytes_per_s * static_cast<double>(tcp.links_per_device),
+              tcp.latency_s / 2, "nic");
   }
 }
 
@@ -318,7 +333,12 @@ std::vector<std::vector<int64_t>> Cluster::Impl::ShortestRoutes(int64_t src, con
 std::vector<int64_t> Cluster::Impl::StructuralRoute(int64_t src, int64_t dst) const {
   const TopologySpec& t = spec.topology;
   const size_t s = static_cast<size_t>(src), d = static_cast<size_t>(dst);
-  if (t.kind == TopologyKind::kLocal || src / t.devices_per_node == dst / t.devices_per_node) return {up[s], down[d]};
+  if (t.kind == TopologyKind::kLocal) {
+    const int64_t per_host = t.local_devices / t.local_hosts, hs = src / per_host, hd = dst / per_host;
+    if (hs == hd) return {up[s], down[d]};
+    return {up[s], leaf_links.at(hs).first, leaf_links.at(hd).second, down[d]};
+  }
+  if (src / t.devices_per_node == dst / t.devices_per_node) return {up[s], down[d]};
   if (leaf_of[s] == leaf_of[d]) return {nic_up[s], nic_down[d]};
   return {nic_up[s], leaf_links.at(leaf_of[s]).first, leaf_links.at(leaf_of[d]).second, nic_down[d]};
 }

@@ -1,7 +1,9 @@
 // shardsim-runtime: the MPI program. `train` trains a small model with a plan (runtime/
 // train_command.h); `ring-attention` measures ring attention and sets it beside the step
 // program's prediction (validation/ring_attention_bench.h). Launched by `shardsim run`, or by
-// hand: mpiexec -n 4 shardsim-runtime train --model tiny-dense --plan p.json --steps 10
+// hand: mpiexec -n 4 shardsim-runtime train --model tiny-dense --plan p.json --steps 10;
+// `calibrate` measures the machines the job runs on (validation/calibrate.h), launched by
+// `shardsim calibrate`.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +12,7 @@
 #include "core/error.h"
 #include "runtime/gemm.h"
 #include "runtime/train_command.h"
+#include "validation/calibrate.h"
 #include "validation/ring_attention_bench.h"
 
 #ifdef SHARDSIM_SANITIZE
@@ -60,10 +63,18 @@ int main(int argc, char** argv) {
   runtime::AddTrainCommand(app, train);
   validation::RingAttentionBenchOptions ring;
   CLI::App* ring_cmd = AddRingAttentionCommand(app, ring);
+  validation::CalibrateOptions calibrate;
+  CLI::App* calibrate_cmd = app.add_subcommand("calibrate", "measure the machines this job runs on and write a cluster JSON (one device per rank)");
+  calibrate_cmd->add_option("--out", calibrate.out, "cluster JSON to write (default cluster.json)");
+  calibrate_cmd->add_option("--hosts", calibrate.hosts, "hosts the ranks fill in order, equal ranks per host (default 1)");
+  calibrate_cmd->add_option("--repeats", calibrate.repeats, "whole measurements; medians kept, spread reported (default 3)");
+  calibrate_cmd->add_flag("--json", calibrate.json, "print the summary as JSON");
   int code = 0;
   try {
     app.parse(argc, argv);
-    if (ring_cmd->parsed()) {
+    if (calibrate_cmd->parsed()) {
+      code = validation::RunCalibrate(calibrate);
+    } else if (ring_cmd->parsed()) {
       if (ring_cmd->count("--kv-heads") == 0) ring.kv_heads = ring.heads;
       code = validation::RunRingAttentionBench(ring);
     } else {

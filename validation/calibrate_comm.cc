@@ -1,0 +1,108 @@
+#include "validation/calibrate_comm.h"
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "core/error.h"
+
+namespace shardsim::validation {
+namespace {
+
+// Repetitions of one timing: enough to fill `min_s` judged from a first trial, agreed by all
+// ranks of `comm` (they must call the collective the same number of times).
+int Repetitions(MPI_Comm comm, const std::function<void()>& run, double min_s) {
+  MPI_Barrier(comm);
+  const double t0 = MPI_Wtime();
+  run();
+  double once = MPI_Wtime() - t0;
+  MPI_Allreduce(MPI_IN_PLACE, &once, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return std::clamp(static_cast<int>(min_s / std::max(once, 1e-7)), 3, 2000);
+}
+
+// Mean seconds per call over the repetitions, the slowest rank of `comm`.
+double TimeCalls(MPI_Comm comm, const std::function<void()>& run, double min_s) {
+  const int reps = Repetitions(comm, run, min_s);
+  MPI_Barrier(comm);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < reps; ++i) run();
+  double seconds = (MPI_Wtime() - t0) / reps;
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return seconds;
+}
+
+}  // namespace
+
+CollectiveCurve MeasurePointToPoint(MPI_Comm world, int a, int b, const std::vector<double>& sizes, double min_s) {
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm pair = MPI_COMM_NULL;
+  MPI_Comm_split(world, rank == a || rank == b ? 0 : MPI_UNDEFINED, rank, &pair);
+  CollectiveCurve curve{"permute", 2, "shm", {}};
+  std::vector<double> seconds(sizes.size(), 0.0);
+  if (pair != MPI_COMM_NULL) {
+    int me = 0;
+    MPI_Comm_rank(pair, &me);
+    std::vector<char> buffer(static_cast<size_t>(sizes.back()), 1);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const int bytes = static_cast<int>(sizes[i]);
+      seconds[i] = TimeCalls(
+                       pair,
+                       [&] {
+                         if (me == 0) {
+                           MPI_Send(buffer.data(), bytes, MPI_BYTE, 1, 0, pair);
+                           MPI_Recv(buffer.data(), bytes, MPI_BYTE, 1, 0, pair, MPI_STATUS_IGNORE);
+                         } else {
+                           MPI_Recv(buffer.data(), bytes, MPI_BYTE, 0, 0, pair, MPI_STATUS_IGNORE);
+                           MPI_Send(buffer.data(), bytes, MPI_BYTE, 0, 0, pair);
+                         }
+                       },
+                       min_s) /
+                   2;
+    }
+    MPI_Comm_free(&pair);
+  }
+  MPI_Bcast(seconds.data(), static_cast<int>(seconds.size()), MPI_DOUBLE, a, world);
+  for (size_t i = 0; i < sizes.size(); ++i) curve.points.push_back({sizes[i], seconds[i]});
+  return curve;
+}
+
+std::vector<CollectiveCurve> MeasureCollectives(MPI_Comm world, int group, int stride, const std::vector<double>& sizes, double min_s) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  SHARDSIM_CHECK(group >= 2 && size % (group * stride) == 0, "collective groups must tile the world");
+  // Groups: blocks of group x stride ranks, inside a block every stride-th rank.
+  const int block = rank / (group * stride), offset = rank % stride;
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_split(world, block * stride + offset, rank, &comm);
+  const size_t largest = static_cast<size_t>(sizes.back());
+  std::vector<char> in(largest, 1), out(largest, 0);
+  std::vector<CollectiveCurve> curves;
+  for (const char* op : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}) {
+    CollectiveCurve curve{op, group, "shm", {}};
+    for (double bytes : sizes) {
+      // nccl-tests sizes: the buffer (all-reduce), the gathered output (all-gather), the input
+      // before scattering (reduce-scatter), each rank's whole send buffer (all-to-all).
+      const int floats = static_cast<int>(bytes / 4), part = floats / group;
+      const std::string name = op;
+      std::function<void()> run;
+      if (name == "all-reduce") {
+        run = [&] { MPI_Allreduce(in.data(), out.data(), floats, MPI_FLOAT, MPI_SUM, comm); };
+      } else if (name == "all-gather") {
+        run = [&] { MPI_Allgather(in.data(), part, MPI_FLOAT, out.data(), part, MPI_FLOAT, comm); };
+      } else if (name == "reduce-scatter") {
+        run = [&] { MPI_Reduce_scatter_block(in.data(), out.data(), part, MPI_FLOAT, MPI_SUM, comm); };
+      } else {
+        run = [&] { MPI_Alltoall(in.data(), part, MPI_FLOAT, out.data(), part, MPI_FLOAT, comm); };
+      }
+      // Every group runs at once; the world's slowest rank counts.
+      curve.points.push_back({bytes, TimeCalls(world, run, min_s)});
+    }
+    curves.push_back(std::move(curve));
+  }
+  MPI_Comm_free(&comm);
+  return curves;
+}
+
+}  // namespace shardsim::validation

@@ -1,0 +1,91 @@
+#include "validation/calibrate_text.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/units.h"
+
+namespace shardsim::validation {
+namespace {
+
+using nlohmann::json;
+
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double MaxOf(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+std::string SpreadText(const std::vector<double>& v) {
+  return "spread over repeats: median " + FormatPercent(MedianOf(v)) + ", max " + FormatPercent(MaxOf(v));
+}
+
+json SpreadJson(const std::vector<double>& v) { return {{"median", MedianOf(v)}, {"max", MaxOf(v)}, {"figures", v.size()}}; }
+
+}  // namespace
+
+double SpreadSummary::Largest() const {
+  return std::max({MaxOf(gemm), MaxOf(kernels), MaxOf(p2p), MaxOf(collectives), triad});
+}
+
+std::string CalibrationSummaryText(const ClusterSpec& c, const SpreadSummary& s, const std::string& out, double seconds) {
+  const CalibrationSpec& cal = c.calibration;
+  std::ostringstream o;
+  o << "Calibrated " << cal.hosts << (cal.hosts == 1 ? " host" : " hosts") << " x " << cal.cores_per_host << " cores (" << cal.processor << "; "
+    << cal.blas << ") in " << FormatSeconds(seconds) << "; wrote " << out << "\n";
+  const GemmTable& g = cal.gemm;
+  const auto [lo, hi] = std::minmax_element(g.flop_per_s.begin(), g.flop_per_s.end());
+  o << "  sgemm        " << g.m.size() << "x" << g.n.size() << "x" << g.k.size() << " shapes, " << g.m.front() << " to " << g.m.back() << " per side: "
+    << FormatSI(*lo, "FLOP/s") << " to " << FormatSI(*hi, "FLOP/s") << " per core; " << SpreadText(s.gemm) << "\n";
+  o << "  kernels      " << cal.kernels.size() << " of the runtime's, at " << cal.kernels.begin()->second.points.size() << " sizes";
+  for (const char* name : {"attention", "attention_grad", "mlp_norm"}) {
+    const auto k = cal.kernels.find(name);
+    if (k == cal.kernels.end()) continue;
+    const RatePoint& p = k->second.points[k->second.points.size() / 2];
+    o << "; " << name << " " << FormatSI(p.rate, k->second.per_flop ? "FLOP/s" : "B/s") << " at " << p.tokens << " tokens";
+  }
+  o << "; " << SpreadText(s.kernels) << "\n";
+  o << "  memory       triad " << FormatSI(c.chip.hbm_bandwidth_bytes_per_s, "B/s") << " per core with every core at once; spread over repeats "
+    << FormatPercent(s.triad) << "\n";
+  for (const auto& [name, link] : c.links) {
+    o << "  " << name << (name == "shm" ? "          " : "          ") << "latency " << FormatSeconds(link.latency_s) << ", bandwidth "
+      << FormatSI(link.bandwidth_bytes_per_s, "B/s") << " (" << link.source << ")\n";
+  }
+  if (!s.p2p.empty()) o << "               point to point " << SpreadText(s.p2p) << "\n";
+  for (const CollectiveCurve& curve : cal.collectives) {
+    if (curve.op != "all-reduce") continue;
+    o << "  all-reduce   " << curve.group << " ranks over " << curve.link << ":";
+    for (const CurvePoint& p : curve.points) {
+      if (p.bytes == 65536 || p.bytes == 4194304 || p.bytes == curve.points.back().bytes) o << " " << FormatBinaryBytes(p.bytes) << " " << FormatSeconds(p.seconds);
+    }
+    o << "\n";
+  }
+  o << "  collectives  " << cal.collectives.size() << " curves (all-reduce, all-gather, reduce-scatter, all-to-all per group; point to point); "
+    << SpreadText(s.collectives) << "\n";
+  o << "Use it: shardsim estimate --cluster " << out << " --model tiny-dense --set dtype=fp32 ...; shardsim validate --cluster " << out << " ...\n";
+  return o.str();
+}
+
+json CalibrationSummaryJson(const ClusterSpec& c, const SpreadSummary& s, const std::string& out, double seconds) {
+  return {{"out", out},
+          {"seconds", seconds},
+          {"devices", DeviceCount(c)},
+          {"hosts", c.calibration.hosts},
+          {"peak_flop_per_s", c.chip.peak_flop_per_s.at("fp32")},
+          {"memory_bytes_per_s", c.chip.hbm_bandwidth_bytes_per_s},
+          {"links", {{"shm", {{"latency_s", c.links.at("shm").latency_s}, {"bandwidth_bytes_per_s", c.links.at("shm").bandwidth_bytes_per_s}}}}},
+          {"spread",
+           {{"gemm", SpreadJson(s.gemm)},
+            {"kernels", SpreadJson(s.kernels)},
+            {"triad", s.triad},
+            {"p2p", SpreadJson(s.p2p)},
+            {"collectives", SpreadJson(s.collectives)},
+            {"largest", s.Largest()}}},
+          {"kernels", c.calibration.kernels.size()},
+          {"curves", c.calibration.collectives.size()}};
+}
+
+}  // namespace shardsim::validation

@@ -1,0 +1,24 @@
+// What `shardsim calibrate` prints: the measured figures with their units and how much repeated
+// measurements of each disagreed (the spread: (max - min) / median over the repeats).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/cluster_spec.h"
+
+namespace shardsim::validation {
+
+// Spreads of each measured figure, by section.
+struct SpreadSummary {
+  std::vector<double> gemm, kernels, p2p, collectives;
+  double triad = 0;
+  double Largest() const;
+};
+
+std::string CalibrationSummaryText(const ClusterSpec& cluster, const SpreadSummary& spread, const std::string& out, double seconds);
+nlohmann::json CalibrationSummaryJson(const ClusterSpec& cluster, const SpreadSummary& spread, const std::string& out, double seconds);
+
+}  // namespace shardsim::validation
