@@ -1,5 +1,4 @@
-// The one place CLI11 is used. Subcommands not built yet are declared with their interface so
-// `--help` shows the whole tool; running one says plainly that it is not available yet.
+// The one place CLI11 is used: every subcommand's flags, bound to its plain options struct.
 #include "cli/app.h"
 
 #include <iostream>
@@ -26,13 +25,6 @@ void AddInputs(CLI::App* sub, Inputs& flags, bool with_cluster, bool with_plan) 
     sub->add_option("--set", flags.overrides, "override one plan field, e.g. --set mesh.tensor=8 (repeatable)");
   }
   sub->add_flag("--json", flags.json, "print one JSON object on stdout");
-}
-
-// A subcommand whose engine is not in this build yet: it parses its interface and reports.
-CLI::App* Planned(CLI::App& app, const std::string& name, const std::string& what, bool& selected) {
-  CLI::App* sub = app.add_subcommand(name, what + " [not available yet in this version]");
-  sub->callback([&selected] { selected = true; });
-  return sub;
 }
 
 }  // namespace
@@ -88,10 +80,6 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{50}));
   plan_cmd->add_option("--threads", plan.threads, "search threads (default: all hardware threads)")->check(CLI::Range(0, 1024));
 
-  // The rest of the interface (docs: CLI), filled in as the engines land.
-  Inputs planned_flags;
-  bool planned_selected = false;
-  std::string hostfile, report, out_file;
   SimulateOptions simulate;
   CLI::App* simulate_cmd = app.add_subcommand("simulate", "discrete-event (SimGrid) prediction of one training step over the cluster's links");
   AddInputs(simulate_cmd, simulate, true, true);
@@ -109,13 +97,19 @@ int Run(int argc, char** argv) {
   run_cmd->add_option("--corpus", run.corpus, "train on this text file instead of the shipped corpus");
   run_cmd->add_option("--checkpoint", run.checkpoint, "write a sharded checkpoint into this folder after the last step");
   run_cmd->add_option("--resume", run.resume, "continue from the checkpoint in this folder (same model and plan)");
-  CLI::App* calibrate = Planned(app, "calibrate", "measure this cluster and write a cluster JSON", planned_selected);
-  calibrate->add_option("--out", out_file, "cluster JSON to write");
-  calibrate->add_flag("--json", planned_flags.json, "print one JSON object on stdout");
-  CLI::App* validate = Planned(app, "validate", "run, estimate and simulate one plan and compare", planned_selected);
-  AddInputs(validate, planned_flags, false, true);
-  validate->add_option("--hostfile", hostfile, "MPI hostfile");
-  validate->add_option("--report", report, "write an HTML report");
+  CalibrateOptions calibrate;
+  CLI::App* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (or a hostfile's hosts) and write a cluster JSON of its cores");
+  calibrate_cmd->add_option("--out", calibrate.out, "cluster JSON to write (default cluster.json)");
+  calibrate_cmd->add_option("--hostfile", calibrate.hostfile, "measure these hosts (OpenMPI hostfile, slots = cores per host; docs/multi_host.md)");
+  calibrate_cmd->add_option("--repeats", calibrate.repeats, "whole measurements, medians kept and the spread reported (default 3)");
+  calibrate_cmd->add_flag("--json", calibrate.json, "print one JSON object on stdout");
+  ValidateOptions validate;
+  CLI::App* validate_cmd = app.add_subcommand("validate", "run a plan for real, estimate and simulate it on the calibrated cluster, and compare");
+  AddInputs(validate_cmd, validate, true, true);
+  validate_cmd->add_option("--hostfile", validate.hostfile, "run (and calibrate) over these hosts (docs/multi_host.md)");
+  validate_cmd->add_option("--report", validate.report, "write a self-contained HTML page of the comparison");
+  validate_cmd->add_option("--steps", validate.steps, "training steps (default 6; the first is warm-up)");
+  validate_cmd->add_option("--keep", validate.keep, "keep the runtime's report, trace and calibration in this folder");
 
   try {
     app.parse(argc, argv);
@@ -142,10 +136,8 @@ int Run(int argc, char** argv) {
     }
     if (describe_cmd->parsed()) return RunDescribe(describe, std::cout);
     if (run_cmd->parsed()) return RunRun(run, std::cout);
-    for (CLI::App* sub : app.get_subcommands()) {
-      std::cerr << "shardsim: error: '" << sub->get_name()
-                << "' is not available yet in this version; working now: presets, describe, collective, estimate, simulate, plan, run\n";
-    }
+    if (calibrate_cmd->parsed()) return RunCalibrate(calibrate, std::cout);
+    if (validate_cmd->parsed()) return RunValidate(validate, std::cout);
     return kInternalFailure;
   } catch (const InputError& e) {
     std::cerr << "shardsim: error: " << e.what() << "\n";

@@ -84,4 +84,28 @@ struct RunOptions : Inputs {
 // plan's mesh; returns its exit status.
 int RunRun(const RunOptions& options, std::ostream& out);
 
+struct CalibrateOptions {
+  std::string out = "cluster.json";  // the cluster JSON to write
+  std::string hostfile;              // measure these hosts (equal slots, one per core)
+  int64_t repeats = 3;
+  bool json = false;
+};
+// The ranks calibrate runs: one per core here, or the hostfile's slots over its hosts.
+struct CalibrationJob {
+  int64_t ranks = 1, hosts = 1;
+};
+CalibrationJob CalibrationJobFor(const std::string& hostfile);
+// Launches shardsim-runtime calibrate under mpirun; returns its exit status.
+int RunCalibrate(const CalibrateOptions& options, std::ostream& out);
+
+struct ValidateOptions : Inputs {
+  std::string hostfile;  // run (and calibrate) over these hosts
+  std::string report;    // write an HTML page
+  std::string keep;      // keep the runtime's report, trace and the calibration in this folder
+  int64_t steps = 6;     // training steps run (the first is warm-up, left out of the op diff)
+};
+// Calibrates (unless --cluster is given), runs the plan with shardsim-runtime, estimates and
+// simulates it on the calibrated cluster and compares.
+int RunValidate(const ValidateOptions& options, std::ostream& out);
+
 }  // namespace shardsim::cli

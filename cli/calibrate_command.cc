@@ -1,0 +1,38 @@
+// `shardsim calibrate`: measures the machines it runs on (this one, or a hostfile's hosts) with
+// shardsim-runtime calibrate under mpirun, one rank per core, and writes a cluster JSON.
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/mpi_launch.h"
+#include "core/error.h"
+
+namespace shardsim::cli {
+
+CalibrationJob CalibrationJobFor(const std::string& hostfile) {
+  CalibrationJob job;
+  if (hostfile.empty()) {
+    job.ranks = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    return job;
+  }
+  const Hostfile h = ReadHostfile(hostfile);
+  for (int64_t s : h.slots) {
+    if (s != h.slots.front()) {
+      throw InputError("--hostfile " + hostfile, "hosts have different slot counts", "the same slots=N on every host (one per core)",
+                       "calibrate measures a cluster of equal hosts");
+    }
+  }
+  job.ranks = h.TotalSlots();
+  job.hosts = static_cast<int64_t>(h.hosts.size());
+  return job;
+}
+
+int RunCalibrate(const CalibrateOptions& o, std::ostream& out) {
+  if (o.repeats < 1 || o.repeats > 20) throw InputError("--repeats", std::to_string(o.repeats), "1 to 20");
+  const CalibrationJob job = CalibrationJobFor(o.hostfile);
+  std::vector<std::string> args = {"calibrate", "--out", o.out, "--hosts", std::to_string(job.hosts), "--repeats", std::to_string(o.repeats)};
+  if (o.json) args.push_back("--json");
+  out.flush();
+  return LaunchRuntime(args, job.ranks, o.hostfile);
+}
+
+}  // namespace shardsim::cli

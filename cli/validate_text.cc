@@ -1,0 +1,90 @@
+#include "cli/validate_text.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/text_table.h"
+#include "core/plan_json.h"
+#include "core/units.h"
+
+namespace shardsim::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string Error(double predicted, double measured) { return measured > 0 ? FormatPercent(predicted / measured - 1) : "-"; }
+
+constexpr size_t kWorstOps = 8;
+
+}  // namespace
+
+std::string MemoryComparability(const std::string& category, const PlanSpec& plan) {
+  if (category == "buffers") return "not comparable: the model counts framework buffers (logits copies, gathered weights) the runtime sizes differently";
+  if (category == "activations" && plan.recompute != Recompute::kNone) return "";
+  (void)plan;
+  return "";
+}
+
+void PrintValidate(std::ostream& out, const ValidateContext& c, const validation::Comparison& r, const validation::MeasuredRun& m) {
+  out << "Validation: " << c.model.name << ", " << DescribeMesh(c.plan.mesh) << ", " << c.plan.pipeline_schedule << ", ZeRO " << c.plan.zero_stage
+      << " on " << c.cluster.name << " (" << c.cluster_path;
+  if (!c.cluster.calibration.empty()) out << ", measured " << c.cluster.calibration.measured_at;
+  out << ")\n";
+  out << "  run         " << m.ranks << " ranks, " << m.step_times_s.size() << " steps (median step; op diff over " << r.steps_compared
+      << " steps after the first); " << (c.time_faithful ? "time-faithful: one rank per core" : "NOT time-faithful: ranks time-share cores") << "\n";
+  for (const std::string& n : c.notes) out << "  note        " << n << "\n";
+  out << "\nTime per step (rank 0 measured; estimate and simulation on the calibrated cluster):\n";
+  TextTable t({"category", "measured", "estimated", "error", "simulated", "error"});
+  for (const validation::CategoryRow& row : r.categories) {
+    if (!row.predicted) {
+      t.AddRow({row.category, FormatSeconds(row.measured_s), "-", "-", "-", "-"});
+      continue;
+    }
+    t.AddRow({row.category, FormatSeconds(row.measured_s), FormatSeconds(row.estimated_s), Error(row.estimated_s, row.measured_s),
+              FormatSeconds(row.simulated_s), Error(row.simulated_s, row.measured_s)});
+  }
+  t.Print(out, "  ");
+  out << "  (other: the runtime's own bookkeeping between ops, which no prediction has; the step's error is the figure that counts)\n";
+  out << "\nWorst ops (per step per rank; same keys in the trace and the program):\n";
+  TextTable ops({"op", "category", "spans", "measured", "predicted", "difference"});
+  for (size_t i = 0; i < r.ops.size() && i < kWorstOps; ++i) {
+    const validation::OpRow& o = r.ops[i];
+    char spans[32];
+    std::snprintf(spans, sizeof spans, "%.4g", o.count);
+    ops.AddRow({o.op, o.category, spans, FormatSeconds(o.measured_s), FormatSeconds(o.predicted_s),
+                (o.predicted_s >= o.measured_s ? "+" : "-") + FormatSeconds(std::abs(o.predicted_s - o.measured_s)) + " (" +
+                    Error(o.predicted_s, o.measured_s) + ")"});
+  }
+  ops.Print(out, "  ");
+  if (r.memory.empty()) {
+    out << "\nMemory: the runtime reported no accounting.\n";
+  } else {
+    out << "\nMemory per rank (the runtime's accounting of what it allocates, peak per category, against the memory model):\n";
+    TextTable mem({"rank", "stage", "category", "measured", "predicted", "error", "note"});
+    for (const validation::MemoryRow& row : r.memory) {
+      mem.AddRow({std::to_string(row.rank), std::to_string(row.stage), row.category, FormatBinaryBytes(row.measured_bytes), FormatBinaryBytes(row.predicted_bytes),
+                  Error(row.predicted_bytes, row.measured_bytes), MemoryComparability(row.category, c.plan)});
+    }
+    mem.Print(out, "  ");
+  }
+  if (!c.work_dir_removed) out << "\n  files       " << c.work_dir << " (run.json, trace.json" << (c.cluster_path.rfind(c.work_dir, 0) == 0 ? ", cluster.json" : "") << ")\n";
+}
+
+json ValidateJson(const ValidateContext& c, const validation::Comparison& r, const validation::MeasuredRun& m) {
+  json j = validation::ComparisonJson(r);
+  j["model"] = c.model.name;
+  j["plan"] = PlanToJson(c.plan);
+  j["cluster"] = c.cluster.name;
+  j["cluster_file"] = c.cluster_path;
+  if (!c.cluster.calibration.empty()) j["calibrated_at"] = c.cluster.calibration.measured_at;
+  j["ranks"] = m.ranks;
+  j["time_faithful"] = c.time_faithful;
+  j["step_times_s"] = m.step_times_s;
+  j["notes"] = c.notes;
+  for (json& row : j["memory"]) row["comparable"] = MemoryComparability(row["category"].get<std::string>(), c.plan).empty();
+  if (!c.work_dir_removed) j["files"] = c.work_dir;
+  return j;
+}
+
+}  // namespace shardsim::cli

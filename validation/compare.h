@@ -1,0 +1,79 @@
+// Measured against predicted, for one plan: what `shardsim-runtime train --json --trace`
+// reported, set beside the estimate and the simulation of the same step program on the same
+// (calibrated) cluster, per category of time, per op (the trace's keys are the program's), and
+// memory per rank by category. No MPI here: the CLI reads the runtime's files.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/cluster_spec.h"
+#include "sim/estimate.h"
+#include "sim/op_cost.h"
+#include "strategies/step_program.h"
+
+namespace shardsim::validation {
+
+struct MeasuredSpan {
+  int rank = 0;
+  std::string key, category;
+  double duration_s = 0;
+  int64_t step = 0;
+};
+
+// One rank's peak bytes by category (the runtime's own accounting of what it allocates).
+struct MeasuredMemory {
+  int rank = 0;
+  int64_t stage = 0;
+  std::map<std::string, double> bytes;  // params, grads, optimizer, activations, buffers
+};
+
+struct MeasuredRun {
+  double step_time_s = 0;                   // median over the steps
+  std::vector<double> step_times_s;
+  std::map<std::string, double> category_s;  // mean seconds per step, rank 0
+  std::vector<MeasuredSpan> spans;           // every rank's op spans (the trace)
+  std::vector<MeasuredMemory> memory;        // per rank; empty when the runtime did not report it
+  int ranks = 0;
+};
+// Reads the runtime's --json report and its --trace file; throws InputError naming `where`.
+MeasuredRun ReadMeasuredRun(const nlohmann::json& report, const nlohmann::json& trace, const std::string& where);
+
+struct CategoryRow {
+  std::string category;  // compute, optimizer, tensor, context, expert, pipeline, data, other, step
+  double measured_s = 0, estimated_s = 0, simulated_s = 0;
+  bool predicted = true;  // false where no prediction exists ("other": the runtime's bookkeeping)
+};
+struct OpRow {
+  std::string op;        // the program op's name
+  std::string category;  // the trace's category
+  double count = 0;      // spans per step per rank
+  double measured_s = 0, predicted_s = 0;  // per step per rank
+};
+struct MemoryRow {
+  int rank = 0;
+  int64_t stage = 0;
+  std::string category;
+  double measured_bytes = 0, predicted_bytes = 0;
+};
+struct Comparison {
+  std::vector<CategoryRow> categories;  // the step last
+  std::vector<OpRow> ops;               // largest |measured - predicted| first
+  std::vector<MemoryRow> memory;
+  int64_t steps_compared = 0;
+};
+
+// The categories of time a StepReport predicts for its critical stage, named as the runtime's
+// trace names them (exposed collectives by stream; the bubble counts as pipeline).
+std::map<std::string, double> PredictedCategories(const sim::StepReport& report, const strategies::StepProgram& program, const sim::Roofline& roofline);
+
+Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& program, const ClusterSpec& cluster, sim::AxisCollectives& collectives,
+                   const sim::StepReport& estimate, const sim::StepReport& simulated);
+
+nlohmann::json ComparisonJson(const Comparison& comparison);
+
+}  // namespace shardsim::validation
