@@ -8,7 +8,7 @@ DEMO_CLUSTER ?= dgx-h100:64
 DEMO_TOKENS ?= 4M
 DEMO_SEQ ?= 8192
 
-.PHONY: demo test build setup test-sanitize clean
+.PHONY: demo test build setup test-sanitize clean validate
 
 setup:
 	@bash scripts/setup.sh
@@ -35,6 +35,11 @@ test-sanitize: setup $(SAN_BUILD)/build.ninja
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# The validation suite: calibrate this machine, validate every plan of validation/suite/plans.txt,
+# write validate-results/summary.md. HOSTFILE=hosts.txt runs it over those hosts.
+validate: build
+	bash scripts/validate_suite.sh $(BUILD) validate-results $(HOSTFILE)
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)

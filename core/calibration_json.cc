@@ -104,7 +104,7 @@ CalibrationSpec CalibrationFromJson(JsonReader& r) {
   c.hosts = r.IntOr("hosts", 0, 0, int64_t{1} << 24);
   c.measured_at = r.StringOr("measured_at", "");
   c.method = r.StringOr("method", "");
-  c.spread = r.NumberOr("spread", 0, 0, 100);
+  c.spread = r.NumberOr("spread", 0, 0, 1e9);
   r.Finish();
   return c;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -20,13 +21,19 @@ int Repetitions(MPI_Comm comm, const std::function<void()>& run, double min_s) {
   return std::clamp(static_cast<int>(min_s / std::max(once, 1e-7)), 3, 2000);
 }
 
-// Mean seconds per call over the repetitions, the slowest rank of `comm`.
+// The median call's seconds over the repetitions (robust to a rank being descheduled now and
+// then), the slowest rank of `comm`.
 double TimeCalls(MPI_Comm comm, const std::function<void()>& run, double min_s) {
   const int reps = Repetitions(comm, run, min_s);
+  std::vector<double> times(static_cast<size_t>(reps));
   MPI_Barrier(comm);
-  const double t0 = MPI_Wtime();
-  for (int i = 0; i < reps; ++i) run();
-  double seconds = (MPI_Wtime() - t0) / reps;
+  for (double& t : times) {
+    const double t0 = MPI_Wtime();
+    run();
+    t = MPI_Wtime() - t0;
+  }
+  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
+  double seconds = times[static_cast<size_t>(reps / 2)];
   MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
   return seconds;
 }

@@ -58,12 +58,13 @@ GemmTable MeasureGemm(double min_s) {
 }
 
 std::map<std::string, KernelRate> MeasureKernels(const std::vector<int64_t>& seq_lens) {
-  // Per op name and sequence length: the program's FLOPs or bytes, and the seconds they took.
-  struct Sum {
+  // Per op name and sequence length: the rate of each span (the program's FLOPs or bytes over
+  // the span's seconds); the median counts (robust to a span that was descheduled).
+  struct Rates {
     bool per_flop = false;
-    double work = 0, seconds = 0;
+    std::vector<double> rates;
   };
-  std::map<std::string, std::map<int64_t, Sum>> sums;
+  std::map<std::string, std::map<int64_t, Rates>> sums;
   for (const char* name : {"tiny-dense", "tiny-moe"}) {
     const ModelSpec model = FindModelPreset(name)->spec;
     for (int64_t seq : seq_lens) {
@@ -76,25 +77,27 @@ std::map<std::string, KernelRate> MeasureKernels(const std::vector<int64_t>& seq
       trainer.Step();  // warm the caches and the allocator
       trainer.EnableTrace(true);
       trainer.Step();
+      trainer.Step();
       std::map<std::string, strategies::Op> ops;
       for (const strategies::KeyedOp& k : strategies::StageOps(trainer.program(), 0)) ops.emplace(k.key, k.op);
       for (const runtime::TraceEvent& e : trainer.trace_events()) {
         const auto op = ops.find(e.key);
         if (op == ops.end() || op->second.is_comm() || op->second.kind == strategies::ComputeKind::kMatmul) continue;
-        Sum& sum = sums[op->second.name][seq];
-        sum.per_flop = op->second.kind == strategies::ComputeKind::kAttention;
-        sum.work += sum.per_flop ? op->second.flops : op->second.bytes;
-        sum.seconds += e.duration_s;
+        Rates& r = sums[op->second.name][seq];
+        r.per_flop = op->second.kind == strategies::ComputeKind::kAttention;
+        const double work = r.per_flop ? op->second.flops : op->second.bytes;
+        if (work > 0 && e.duration_s > 0) r.rates.push_back(work / e.duration_s);
       }
     }
   }
   std::map<std::string, KernelRate> kernels;
   for (const auto& [name, by_seq] : sums) {
     KernelRate rate;
-    for (const auto& [seq, sum] : by_seq) {
-      if (sum.work <= 0 || sum.seconds <= 0) continue;
-      rate.per_flop = sum.per_flop;
-      rate.points.push_back({static_cast<double>(seq), sum.work / sum.seconds});
+    for (auto [seq, r] : by_seq) {
+      if (r.rates.empty()) continue;
+      rate.per_flop = r.per_flop;
+      std::nth_element(r.rates.begin(), r.rates.begin() + static_cast<std::ptrdiff_t>(r.rates.size() / 2), r.rates.end());
+      rate.points.push_back({static_cast<double>(seq), r.rates[r.rates.size() / 2]});
     }
     if (!rate.points.empty()) kernels[name] = rate;
   }

@@ -123,5 +123,18 @@ TEST(LocalTest, CoresMeetInSharedMemory) {
   EXPECT_EQ(Classes(c, c.Route(1, 3)), (std::vector<std::string>{"shm", "shm"}));
 }
 
+TEST(LocalTest, HostsMeetOverTcp) {
+  ClusterSpec spec = ParseClusterPreset("local:4", "--cluster");
+  spec.topology.local_hosts = 2;
+  spec.links["tcp"] = LinkSpec{1.25e8, 5e-5, 1, 1.0, "test"};
+  const Cluster c(spec);
+  EXPECT_TRUE(c.structural_routes());
+  EXPECT_EQ(Classes(c, c.Route(0, 1)), (std::vector<std::string>{"shm", "shm"}));  // cores 0 and 1: host 0
+  EXPECT_EQ(Classes(c, c.Route(1, 2)), (std::vector<std::string>{"shm", "tcp", "tcp", "shm"}));
+  for (int64_t a = 0; a < 4; ++a) {
+    for (int64_t b = 0; b < 4; ++b) EXPECT_EQ(c.Route(a, b), c.ReferenceRoute(a, b)) << a << "->" << b;
+  }
+}
+
 }  // namespace
 }  // namespace shardsim::topologies
