@@ -56,6 +56,7 @@ MeasuredRun ReadMeasuredRun(const json& report, const json& trace, const std::st
     s.rank = e.value("tid", 0);  // one track per rank (runtime/trace.h)
     s.key = e["args"]["key"].get<std::string>();
     s.category = e.value("cat", "");
+    s.start_s = e.value("ts", 0.0) * 1e-6;
     s.duration_s = e.value("dur", 0.0) * 1e-6;
     s.step = e["args"].value("step", int64_t{0});
     run.spans.push_back(std::move(s));

@@ -21,6 +21,7 @@ namespace shardsim::validation {
 struct MeasuredSpan {
   int rank = 0;
   std::string key, category;
+  double start_s = 0;  // since the rank's tracer started
   double duration_s = 0;
   int64_t step = 0;
 };
