@@ -7,7 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libsimgrid-dev libboost-graph-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libopenblas-dev
-  chromium  # headless: the tests that load `simulate --report` pages
+  chromium  # headless: the tests that load `simulate --report` and `validate --report` pages
+  python3 iproute2  # the validation suite's summary and page checks; network namespaces (scripts/netns_cluster.sh)
 )
 
 missing=()
