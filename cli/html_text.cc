@@ -42,4 +42,14 @@ std::string Coord(double value) {
   return text;
 }
 
+std::string_view PageBaseStyle() {
+  return R"(
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:3px}
+p.sub{margin:2px 0;color:#555}
+table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+)";
+}
+
 }  // namespace shardsim::cli

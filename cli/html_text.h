@@ -13,4 +13,7 @@ std::string HtmlEscape(std::string_view text);
 // for pages with many thousands of shapes.
 std::string Coord(double value);
 
+// The CSS every page of shardsim starts with (body, headings, tables, numeric cells).
+std::string_view PageBaseStyle();
+
 }  // namespace shardsim::cli

@@ -17,11 +17,6 @@ constexpr int kStreams = 6;  // strategies::Stream's values
 // exposed communication; the bubble and other idle time in greys. Each class sets the SVG fill
 // and the HTML swatch's background alike.
 constexpr const char* kStyle = R"(
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:3px}
-p.sub{margin:2px 0;color:#555}
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .cards{display:flex;flex-wrap:wrap;gap:10px}.card{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:150px}
 .card b{display:block;font-size:19px}.card span{color:#555;font-size:12px}
 svg text{font-size:11px;fill:#333}svg text.device{font-weight:600;font-size:12px}svg text.note{fill:#666}
@@ -44,7 +39,7 @@ std::string SimReportHtml(const sim::SimReport& report, const strategies::StepPr
   html << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
        << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
           "'unsafe-inline'\">\n<title>"
-       << HtmlEscape(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
+       << HtmlEscape(title) << "</title>\n<style>" << PageBaseStyle() << kStyle << "</style>\n</head>\n<body>\n";
   html << "<h1>" << HtmlEscape(title) << "</h1>\n";
   html << "<p class=\"sub\">plan: " << HtmlEscape(PlanSummary(program)) << "</p>\n";
   html << "<p class=\"sub\">cluster: "

@@ -12,8 +12,9 @@
 namespace shardsim::cli {
 namespace {
 
-constexpr double kLeft = 150, kPlot = 1100, kRight = 40, kAxis = 30, kLane = 16, kBar = 12,
-                 kHeading = 20, kGap = 8;
+using G = TimelineGeometry;
+constexpr double kLeft = G::kLeft, kPlot = G::kPlot, kRight = G::kRight, kAxis = G::kAxis, kLane = G::kLane, kBar = G::kBar,
+                 kHeading = G::kHeading, kGap = G::kGap;
 constexpr int kStreams = 6;  // strategies::Stream's values
 
 // A tick spacing of 1, 2 or 5 times a power of ten giving at most about ten ticks over `span`.
@@ -43,6 +44,19 @@ std::string EventTitle(const sim::TimelineEvent& e) {
 }
 
 }  // namespace
+
+std::string TimeAxisSvg(double end_s, double height) {
+  const double scale = kPlot / end_s, step = TickStep(end_s);
+  std::ostringstream svg;
+  for (int i = 0; i <= 11 && i * step <= end_s * (1 + 1e-9); ++i) {
+    const double x = kLeft + i * step * scale;
+    svg << "<line class=\"grid\" x1=\"" << Coord(x) << "\" x2=\"" << Coord(x) << "\" y1=\""
+        << Coord(kAxis - 6) << "\" y2=\"" << Coord(height - 24) << "\"/><text class=\"tick\" x=\""
+        << Coord(x) << "\" y=\"" << Coord(kAxis - 10) << "\" text-anchor=\"middle\">"
+        << HtmlEscape(FormatSeconds(i * step)) << "</text>\n";
+  }
+  return svg.str();
+}
 
 std::string EventClass(const sim::TimelineEvent& event) {
   if (EventCategory(event) == "wait") return "w";
@@ -82,14 +96,7 @@ std::string TimelineSvg(const sim::SimReport& report, const std::vector<int64_t>
   std::ostringstream svg;
   svg << "<svg class=\"timeline\" width=\"" << Coord(width) << "\" height=\"" << Coord(height)
       << "\" viewBox=\"0 0 " << Coord(width) << " " << Coord(height) << "\">\n";
-  const double step = TickStep(end_s);
-  for (int i = 0; i <= 11 && i * step <= end_s * (1 + 1e-9); ++i) {
-    const double x = kLeft + i * step * scale;
-    svg << "<line class=\"grid\" x1=\"" << Coord(x) << "\" x2=\"" << Coord(x) << "\" y1=\""
-        << Coord(kAxis - 6) << "\" y2=\"" << Coord(height - 24) << "\"/><text class=\"tick\" x=\""
-        << Coord(x) << "\" y=\"" << Coord(kAxis - 10) << "\" text-anchor=\"middle\">"
-        << HtmlEscape(FormatSeconds(i * step)) << "</text>\n";
-  }
+  svg << TimeAxisSvg(end_s, height);
   double y = kAxis;
   for (size_t d = 0; d < devices.size(); ++d) {
     const int64_t rank = devices[d];

@@ -27,11 +27,6 @@ constexpr int kStreams = static_cast<int>(strategies::kStreams);
 // The simulate page's look (cli/sim_report_html.cc), plus the three sources of a figure: measured
 // (me), estimated (es), simulated (si). Each class sets the SVG fill and the swatch's background.
 constexpr const char* kStyle = R"(
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:3px}
-p.sub{margin:2px 0;color:#555}
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin-top:10px}.card{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:150px}
 .card b{display:block;font-size:19px}.card span{color:#555;font-size:12px}
 .warn{color:#b3261e;font-weight:600}tr.incomparable td{color:#777}
@@ -222,7 +217,7 @@ std::vector<validation::MeasuredSpan> StepSpans(const validation::MeasuredRun& m
   return spans;
 }
 
-std::string TimelineSections(const ValidateContext& c, const validation::MeasuredRun& m,
+std::string TimelineSections(const validation::MeasuredRun& m,
                              const sim::SimReport& simulated) {
   double step_time_s = 0;
   const int64_t step = DrawnStep(m, &step_time_s);
@@ -349,10 +344,10 @@ void WriteValidateReport(const std::string& path, const ValidateContext& c,
   html << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
        << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
           "'unsafe-inline'\">\n<title>"
-       << HtmlEscape(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
+       << HtmlEscape(title) << "</title>\n<style>" << PageBaseStyle() << kStyle << "</style>\n</head>\n<body>\n";
   html << Header(c, r, m, program);
   html << CategoriesSection(r);
-  html << TimelineSections(c, m, simulated);
+  html << TimelineSections(m, simulated);
   html << OpsSection(r);
   html << MemorySection(c, r);
   html << "</body>\n</html>\n";

@@ -13,21 +13,13 @@
 namespace shardsim::cli {
 namespace {
 
-// The simulate page's geometry (cli/sim_timeline_svg.cc), so the pages look alike.
-constexpr double kLeft = 150, kPlot = 1100, kRight = 40, kAxis = 30, kLane = 16, kBar = 12,
-                 kHeading = 20, kGap = 8, kInset = 3;
+// The simulate page's geometry (cli/sim_timeline_svg.h), so the pages look alike.
+using G = TimelineGeometry;
+constexpr double kLeft = G::kLeft, kPlot = G::kPlot, kRight = G::kRight, kAxis = G::kAxis, kLane = G::kLane, kBar = G::kBar,
+                 kHeading = G::kHeading, kGap = G::kGap, kInset = 3;
 constexpr int kStreams = static_cast<int>(strategies::kStreams);
 constexpr int kMaxDepth = 2;
 
-// A tick spacing of 1, 2 or 5 times a power of ten giving at most about ten ticks over `span`.
-double TickStep(double span) {
-  const double raw = span / 10;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  for (const double factor : {1.0, 2.0, 5.0}) {
-    if (raw <= factor * power) return factor * power;
-  }
-  return 10 * power;
-}
 
 // "0/3/qkv/5 (compute): 1.2 ms at 40 ms".
 std::string SpanTitle(const std::string& what, double start_s, double end_s) {
@@ -123,14 +115,7 @@ std::string LanesSvg(const std::vector<Lane>& lanes, double axis_end_s, double m
   svg << "<svg class=\"timeline\" data-axis-end-s=\"" << end_s << "\" width=\"" << Coord(width)
       << "\" height=\"" << Coord(height) << "\" viewBox=\"0 0 " << Coord(width) << " "
       << Coord(height) << "\">\n";
-  const double step = TickStep(end_s);
-  for (int i = 0; i <= 11 && i * step <= end_s * (1 + 1e-9); ++i) {
-    const double x = kLeft + i * step * scale;
-    svg << "<line class=\"grid\" x1=\"" << Coord(x) << "\" x2=\"" << Coord(x) << "\" y1=\""
-        << Coord(kAxis - 6) << "\" y2=\"" << Coord(height - 24) << "\"/><text class=\"tick\" x=\""
-        << Coord(x) << "\" y=\"" << Coord(kAxis - 10) << "\" text-anchor=\"middle\">"
-        << HtmlEscape(FormatSeconds(i * step)) << "</text>\n";
-  }
+  svg << TimeAxisSvg(end_s, height);
   double y = kAxis;
   for (const Lane& lane : lanes) {
     if (!lane.heading.empty()) {
