@@ -20,9 +20,12 @@ constexpr size_t kWorstOps = 8;
 }  // namespace
 
 std::string MemoryComparability(const std::string& category, const PlanSpec& plan) {
-  if (category == "buffers") return "not comparable: the model counts framework buffers (logits copies, gathered weights) the runtime sizes differently";
-  if (category == "activations" && plan.recompute != Recompute::kNone) return "";
-  (void)plan;
+  const bool sharded_params = plan.mesh.fsdp > 1 || plan.zero_stage >= 3;
+  if (category == "params" && sharded_params) return "not comparable: the runtime holds the whole parameter buffer under FSDP / ZeRO-3";
+  if (category == "grads" && (sharded_params || plan.zero_stage >= 2)) {
+    return "not comparable: the runtime keeps the full gradient buffer beside its shard under ZeRO-2/3 and FSDP";
+  }
+  if (category == "buffers") return "not comparable: the model counts logits and FSDP gathers, the runtime also each layer's backward scratch";
   return "";
 }
 

@@ -18,7 +18,6 @@ struct DataParallel::Bucket {
   int64_t block_grad_offset = 0;        // into block_grads_
   int64_t sub = 0;                      // ZeRO-1: ceil(block / |R|)
   int64_t opt_begin = 0, opt_end = 0;   // what the optimizer updates, flat
-  int64_t reduced_offset = 0;           // into reduced_
   std::string name;
   std::string layer;         // its layer in op keys
   std::string_view kind;     // "dense" or "expert" in op names
@@ -29,6 +28,7 @@ struct DataParallel::Pending {
   int bucket = -1;
   std::string key;  // the op it belongs to
   std::vector<float> send, receive;  // a reduce-scatter's buffers; empty for an all-reduce in place
+  MemoryHold hold;                   // their bytes, while in flight
 };
 
 DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& model) : plan_(plan), comms_(comms), model_(model) {
@@ -67,7 +67,6 @@ DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& m
       // ZeRO-0: every replica ends with the same all-reduced block; one of them counts it.
       counted = b.step_axes.empty() || comms.GroupRank(b.step_axes) == 0;
     }
-    b.reduced_offset = opt_elements_;
     opt_elements_ += b.opt_end - b.opt_begin;
     opt_ranges_.push_back({b.opt_begin, b.opt_end, counted});
     buckets_.push_back(b);
@@ -75,7 +74,12 @@ DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& m
   block_grads_.assign(static_cast<size_t>(block_grads), 0.0f);
   keep_gathered_ = strategies::KeepsGatheredParams(plan);
   gathered_.assign(buckets_.size(), false);
-  reduced_.assign(static_cast<size_t>(opt_elements_), 0.0f);
+}
+
+void DataParallel::set_memory_account(MemoryAccount* account) {
+  account_ = account;
+  block_grads_hold_ = MemoryHold(account, MemoryCategory::kGrads, HeldBytes(block_grads_));
+  gather_hold_ = MemoryHold(account, MemoryCategory::kBuffers, HeldBytes(gather_in_, gather_out_));
 }
 
 DataParallel::~DataParallel() {
@@ -92,6 +96,7 @@ void DataParallel::StartGather(int bucket) {
   gather_in_.assign(params + b.block_begin, params + b.block_end);
   gather_in_.resize(static_cast<size_t>(b.block), 0.0f);
   gather_out_.resize(static_cast<size_t>(b.block * comms_.GroupSize(b.param_axes)));
+  gather_hold_.SetTo(gather_in_, gather_out_);
   gather_request_ = comms_.StartAllGather(gather_out_.data(), gather_in_.data(), b.block, b.param_axes, "sharded " + b.name + " parameter all-gather");
   gathering_ = bucket;
 }
@@ -146,6 +151,7 @@ void DataParallel::GradientsDone(int bucket, bool last, int64_t mb) {
     p.send.resize(static_cast<size_t>(b.block * comms_.GroupSize(b.grad_axes)), 0.0f);
     std::fill(grads, grads + b.count, 0.0f);
     p.receive.resize(static_cast<size_t>(b.block));
+    p.hold = MemoryHold(account_, MemoryCategory::kBuffers, HeldBytes(p.send, p.receive));
     pending_.push_back(std::move(p));
     Pending& q = pending_.back();
     q.request = comms_.StartReduceScatterSum(q.receive.data(), q.send.data(), b.block, b.grad_axes, "sharded " + b.name + " gradient reduce-scatter");
@@ -188,19 +194,22 @@ void DataParallel::FinishScatters() {
 
 std::vector<float>& DataParallel::ReducedGradients() {
   FinishScatters();
-  std::vector<float> padded;
+  float* grads = model_.grads().data();
+  std::vector<float> padded, mine;
+  MemoryHold scratch(account_, MemoryCategory::kBuffers);  // ZeRO-1's partition buffers
   for (const Bucket& b : buckets_) {
     // This rank's block of the summed gradients: reduce-scattered per micro-batch, or the whole
     // bucket.
-    float* block = b.grad_axes.empty() ? model_.grads().data() + b.offset : block_grads_.data() + b.block_grad_offset;
+    float* block = b.grad_axes.empty() ? grads + b.offset : block_grads_.data() + b.block_grad_offset;
     const int64_t valid = b.block_end - b.block_begin;
-    float* out = reduced_.data() + b.reduced_offset;
+    float* out = grads + b.opt_begin;
     if (plan_.zero_stage == 1 && !b.step_axes.empty()) {
       const TraceSpan span(tracer_, Key(b, strategies::ops::DataReduceScatter(b.kind), -1), "data");
       const int64_t r = comms_.GroupSize(b.step_axes);
       padded.assign(block, block + valid);
       padded.resize(static_cast<size_t>(b.sub * r), 0.0f);
-      std::vector<float> mine(static_cast<size_t>(b.sub));
+      mine.resize(static_cast<size_t>(b.sub));
+      scratch.SetTo(padded, mine);
       comms_.ReduceScatterSum(mine.data(), padded.data(), b.sub, b.step_axes, "data-parallel gradient reduce-scatter (bucket)");
       std::copy(mine.begin(), mine.begin() + (b.opt_end - b.opt_begin), out);
     } else {
@@ -208,7 +217,8 @@ std::vector<float>& DataParallel::ReducedGradients() {
         const TraceSpan span(tracer_, Key(b, strategies::ops::DataAllReduce(b.kind), -1), "data");
         comms_.AllReduceSum(block, b.block, b.step_axes, "data-parallel gradient all-reduce (bucket)");
       }
-      std::copy(block + (b.opt_begin - b.block_begin), block + (b.opt_end - b.block_begin), out);
+      const float* from = block + (b.opt_begin - b.block_begin);
+      if (from != out) std::copy(from, from + (b.opt_end - b.opt_begin), out);
     }
   }
   // Sequence parallelism gave each tensor rank a share of the tokens: the replicated weights'
@@ -220,17 +230,18 @@ std::vector<float>& DataParallel::ReducedGradients() {
       for (const ParamTensor& pt : model_.tensors()) {
         if (pt.bucket != static_cast<int>(i) || !pt.tensor_replicated) continue;
         const int64_t lo = std::max(pt.offset, b.opt_begin), hi = std::min(pt.offset + pt.size(), b.opt_end);
-        if (lo < hi) comms_.AllReduceSum(reduced_.data() + b.reduced_offset + (lo - b.opt_begin), hi - lo, {"tensor"}, pt.name + " gradient all-reduce over tensor");
+        if (lo < hi) comms_.AllReduceSum(grads + lo, hi - lo, {"tensor"}, pt.name + " gradient all-reduce over tensor");
       }
     }
   }
   std::fill(block_grads_.begin(), block_grads_.end(), 0.0f);
-  return reduced_;
+  return model_.grads();
 }
 
 void DataParallel::AfterOptimizer() {
   float* params = model_.params().data();
   std::vector<float> in, out;
+  MemoryHold scratch(account_, MemoryCategory::kBuffers);  // the gathers' buffers
   for (const Bucket& b : buckets_) {
     std::optional<TraceSpan> span;
     if ((plan_.zero_stage == 1 && !b.step_axes.empty()) || (plan_.zero_stage == 2 && !b.grad_axes.empty())) {
@@ -241,6 +252,7 @@ void DataParallel::AfterOptimizer() {
       in.assign(params + b.opt_begin, params + b.opt_end);
       in.resize(static_cast<size_t>(b.sub), 0.0f);
       out.resize(static_cast<size_t>(b.sub * comms_.GroupSize(b.step_axes)));
+      scratch.SetTo(in, out);
       comms_.AllGather(out.data(), in.data(), b.sub, b.step_axes, "ZeRO parameter all-gather (bucket)");
       std::copy(out.begin(), out.begin() + (b.block_end - b.block_begin), params + b.block_begin);
     } else if (plan_.zero_stage == 2 && !b.grad_axes.empty()) {
@@ -248,6 +260,7 @@ void DataParallel::AfterOptimizer() {
       in.assign(params + b.block_begin, params + b.block_end);
       in.resize(static_cast<size_t>(b.block), 0.0f);
       out.resize(static_cast<size_t>(b.block * comms_.GroupSize(b.grad_axes)));
+      scratch.SetTo(in, out);
       comms_.AllGather(out.data(), in.data(), b.block, b.grad_axes, "ZeRO parameter all-gather (bucket)");
       std::copy(out.begin(), out.begin() + b.count, params + b.offset);
     }

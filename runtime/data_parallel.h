@@ -28,6 +28,7 @@
 
 #include "core/plan_spec.h"
 #include "runtime/comm.h"
+#include "runtime/memory_account.h"
 #include "runtime/stage_model.h"
 #include "runtime/trace.h"
 
@@ -57,9 +58,11 @@ class DataParallel {
   // After micro-batch `mb`'s backward wrote bucket `bucket`'s gradients; `last` when it was the
   // last micro-batch of the step for this bucket.
   void GradientsDone(int bucket, bool last, int64_t mb);
-  // Completes the step's gradient reduction and returns the gradients of the parameters this rank
-  // updates: the ranges OptimizerRanges() lists, concatenated. Sums the tensor-replicated
-  // weights' gradients over tensor when sequence parallelism split their tokens.
+  // Completes the step's gradient reduction and returns the stage's flat gradient buffer
+  // (StageModel::grads), whose OptimizerRanges() now hold the summed gradients of the parameters
+  // this rank updates, each at its flat offset (written there, so no second copy of the
+  // gradients is kept); the rest of the buffer is stale. Sums the tensor-replicated weights'
+  // gradients over tensor when sequence parallelism split their tokens.
   std::vector<float>& ReducedGradients();
   // The flat parameter ranges this rank's optimizer updates, in bucket order. `counted`: this
   // rank is the one that counts the range in a global sum (ranks holding the same updated range
@@ -73,6 +76,9 @@ class DataParallel {
   int64_t optimizer_elements() const { return opt_elements_; }
   // After the optimizer: all-gathers the updated parameters where ZeRO-1/2 ask for it.
   void AfterOptimizer();
+  // Counts the gradient blocks (grads) and the gather, reduce-scatter and ZeRO partition buffers
+  // (buffers) into `account` from now on; `account` must outlive this.
+  void set_memory_account(MemoryAccount* account);
 
  private:
   struct Bucket;
@@ -92,13 +98,14 @@ class DataParallel {
   std::vector<Bucket> buckets_;
   std::deque<Pending> pending_;  // reduce-scatters and all-reduces in flight, in issue order
   std::vector<float> block_grads_;  // per bucket, this rank's block of the gradients (with G)
-  std::vector<float> reduced_;
   std::vector<Range> opt_ranges_;
   int64_t opt_elements_ = 0;
   bool gathers_ = false, per_microbatch_ = false;
   int gathering_ = -1;  // the bucket whose gather is in flight
   MPI_Request gather_request_ = MPI_REQUEST_NULL;
   std::vector<float> gather_in_, gather_out_;
+  MemoryAccount* account_ = nullptr;
+  MemoryHold block_grads_hold_, gather_hold_;
 };
 
 }  // namespace shardsim::runtime

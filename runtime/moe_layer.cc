@@ -42,6 +42,12 @@ void MoeLayer::Exchange(std::vector<float>& out, const std::vector<float>& in, c
 
 void MoeLayer::ToExpertMajor(std::vector<std::vector<float>>& per_expert, const std::vector<float>& received, const MoeSaved& s) {
   per_expert.assign(static_cast<size_t>(local_experts_), {});
+  // Each expert's rows allocated once, at their size (kept for backward: no growth slack).
+  for (int64_t el = 0; el < local_experts_; ++el) {
+    size_t rows = 0;
+    for (int64_t src = 0; src < ranks_; ++src) rows += static_cast<size_t>(s.expert_rows[static_cast<size_t>(src * local_experts_ + el)]);
+    per_expert[static_cast<size_t>(el)].reserve(rows * static_cast<size_t>(d_));
+  }
   size_t at = 0;
   for (int64_t src = 0; src < ranks_; ++src) {
     for (int64_t el = 0; el < local_experts_; ++el) {
@@ -135,6 +141,9 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
   op(ops::kMoeCombine);
   std::fill(y, y + Size(t, D), 0.0f);
   CombineForward(y, s.expert_out.data(), s.gates.data(), s.assignments.data(), n, K, D);
+  // The pass's scratch and all-to-all buffers, all alive here (released on return).
+  MemoryHold scratch(account_, MemoryCategory::kBuffers);
+  scratch.Set(HeldBytes(logits, rows, received) + HeldBytes(out) + HeldBytes(per_expert));
   if (Fs > 0) {
     op(ops::BlockUp(ops::kSharedExpert));
     s.shared_gate.resize(Size(t, Fs)), s.shared_up.resize(Size(t, Fs)), s.shared_act.resize(Size(t, Fs));
@@ -144,6 +153,7 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
     SwigluForward(s.shared_act.data(), s.shared_gate.data(), s.shared_up.data(), t, Fs);
     op(ops::BlockDown(ops::kSharedExpert));
     std::vector<float> shared(Size(t, D));
+    scratch.Set(scratch.bytes() + HeldBytes(shared));
     LinearForward(shared.data(), s.shared_act.data(), w.shared_down, t, Fs, D);
     op(ops::kMoeCombine);
     for (size_t i = 0; i < shared.size(); ++i) y[i] += shared[i];
@@ -157,9 +167,11 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
   namespace ops = strategies::ops;
   const int D = static_cast<int>(d_), E = static_cast<int>(e_), K = static_cast<int>(k_), Fe = static_cast<int>(fe_), Fs = static_cast<int>(fs_);
   const int n = t * K;
+  MemoryHold scratch(account_, MemoryCategory::kBuffers);  // the pass's scratch and all-to-all buffers
   if (Fs > 0) {
     const std::string block(ops::kSharedExpert);
     std::vector<float> dact(Size(t, Fs), 0.0f), dg(Size(t, Fs)), du(Size(t, Fs));
+    scratch.SetTo(dact, dg, du);
     op(ops::Dgrad(ops::BlockDown(block)));
     LinearBackward(dact.data(), nullptr, dy, s.shared_act.data(), w.shared_down, t, Fs, D);
     weight_grad(ops::BlockDown(block), dw.shared_down, s.shared_act.data(), dy, t, Fs, D);
@@ -215,6 +227,8 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
                         static_cast<float>(aux_coeff_ * weight));
   LinearBackward(dh, nullptr, d_logits.data(), h, w.router, t, D, E);
   weight_grad(ops::kRouter, dw.router, h, d_logits.data(), t, D, E);
+  // Every buffer of the routed part is still alive here: the pass's largest point.
+  scratch.Set(std::max(scratch.bytes(), HeldBytes(d_out, d_gates, received, d_rows, d_logits) + HeldBytes(d_per, dx, dact, dg, du)));
 }
 
 }  // namespace shardsim::runtime

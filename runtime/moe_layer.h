@@ -19,6 +19,7 @@
 
 #include "core/model_spec.h"
 #include "runtime/comm.h"
+#include "runtime/memory_account.h"
 
 namespace shardsim::runtime {
 
@@ -37,6 +38,20 @@ struct MoeSaved {
   std::vector<int> send_counts, receive_counts;  // rows per expert rank (all-to-all)
   std::vector<int> expert_rows;            // rows per (source rank, local expert), source-major
   std::vector<std::vector<float>> x, g, u, act;  // per local expert: its input rows, gate, up, activation
+  int64_t Bytes() const {
+    return HeldBytes(probs, gates, expert_out, shared_gate, shared_up, shared_act) + HeldBytes(top, offsets, assignments) + HeldBytes(counts) +
+           HeldBytes(send_counts, receive_counts, expert_rows) + HeldBytes(x, g, u, act);
+  }
+  // Keeps only what deferred weight gradients read (the experts' input rows and activations,
+  // the shared expert's activation); frees the rest.
+  void KeepWeightGradInputs() {
+    for (std::vector<float>* v : {&probs, &gates, &expert_out, &shared_gate, &shared_up}) std::vector<float>().swap(*v);
+    for (std::vector<int32_t>* v : {&top, &offsets, &assignments}) std::vector<int32_t>().swap(*v);
+    std::vector<int64_t>().swap(counts);
+    for (std::vector<int>* v : {&send_counts, &receive_counts, &expert_rows}) std::vector<int>().swap(*v);
+    std::vector<std::vector<float>>().swap(g);
+    std::vector<std::vector<float>>().swap(u);
+  }
 };
 
 class MoeLayer {
@@ -45,6 +60,8 @@ class MoeLayer {
   MoeLayer(const ModelSpec& model, MeshComms& comms, float aux_coeff);
   int64_t local_experts() const { return local_experts_; }
   int64_t first_expert() const { return first_expert_; }
+  // Counts the all-to-all buffers and scratch of each pass (as buffers) into `account`.
+  void set_memory_account(MemoryAccount* account) { account_ = account; }
   // y [T, D] overwritten with the block's output for h [T, D]. Returns this rank's share of the
   // load-balancing loss for the micro-batch of `batch_tokens` tokens, times `weight` (the micro-
   // batch's share of the step's loss). `op(name)` opens the trace span of the step program's op
@@ -68,6 +85,7 @@ class MoeLayer {
   int64_t ranks_ = 1, local_experts_ = 0, first_expert_ = 0;
   float aux_coeff_ = 0;
   MeshComms& comms_;
+  MemoryAccount* account_ = nullptr;
 };
 
 }  // namespace shardsim::runtime

@@ -97,6 +97,13 @@ class RingAttentionWorkspace {
   // for the same slot.
   float* Floats(Slot slot, int64_t n) { return Grown(floats_[slot], n); }
   int32_t* Positions(int i, int64_t n) { return Grown(positions_[i], n); }
+  // Bytes the slots hold now.
+  int64_t bytes() const {
+    int64_t total = 0;
+    for (const std::vector<float>& v : floats_) total += static_cast<int64_t>(v.capacity() * sizeof(float));
+    for (const std::vector<int32_t>& v : positions_) total += static_cast<int64_t>(v.capacity() * sizeof(int32_t));
+    return total;
+  }
   void Release() {
     for (std::vector<float>& v : floats_) std::vector<float>().swap(v);
     for (std::vector<int32_t>& v : positions_) std::vector<int32_t>().swap(v);

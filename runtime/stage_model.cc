@@ -154,6 +154,14 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
 
 StageModel::~StageModel() = default;
 
+void StageModel::set_memory_account(MemoryAccount* account) {
+  account_ = account;
+  params_hold_ = MemoryHold(account, MemoryCategory::kParams, HeldBytes(params_));
+  grads_hold_ = MemoryHold(account, MemoryCategory::kGrads, HeldBytes(grads_));
+  ring_hold_ = MemoryHold(account, MemoryCategory::kBuffers, ring_workspace_.bytes());
+  if (moe_) moe_->set_memory_account(account);
+}
+
 void StageModel::NewBucket(const std::string& name, const std::string& layer, bool expert) {
   ParamBucket bucket{name, tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size(), 0, expert, layer};
   buckets_.push_back(bucket);
@@ -243,6 +251,9 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
                            double loss_normaliser) {
   namespace ops = strategies::ops;
   auto saved = std::make_unique<Saved>();
+  saved->activations = MemoryHold(account_, MemoryCategory::kActivations);
+  saved->logits = MemoryHold(account_, MemoryCategory::kBuffers);
+  MemoryHold scratch(account_, MemoryCategory::kBuffers);  // x, and the embedding's and head's scratch
   current_mb_ = mb;
   backward_ = false;
   const strategies::ChunkLayout& layout = this->chunk(chunk);
@@ -262,12 +273,14 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
     saved->ids.assign(ids, ids + T);
     Begin(span, lp, embedding_label, ops::kEmbedding);
     Buffer partial(static_cast<size_t>(T) * D);
+    scratch.SetTo(x, partial);
     EmbeddingShardForward(partial.data(), saved->ids.data(), P(embedding_), T, V, v0, Vl, D);
     Tensor(span, lp, embedding_label, ops::kTensorEmbedding, x.data(), partial.data());
     span.reset();
   } else {
     std::copy(in, in + static_cast<size_t>(Tl) * D, x.begin());
   }
+  scratch.SetTo(x);
   const int64_t l0 = layout.first_layer;
   saved->layers.resize(static_cast<size_t>(layout.layers));
   aux_loss_ = 0;
@@ -275,6 +288,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   for (size_t i = 0; i < saved->layers.size(); ++i) {
     for (size_t b = 0; b < layer_buckets_.at(l0 + static_cast<int64_t>(i)).size(); ++b) Use(order, next++);
     LayerForward(l0 + static_cast<int64_t>(i), x.data(), saved->layers[i]);
+    saved->activations.Set(saved->ActivationBytes());
   }
   double loss = 0;
   if (layout.head) {
@@ -314,12 +328,16 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
       Begin(span, lp, head_label, ops::kCrossEntropy);
     }
     loss = VocabShardLoss(saved->sums.data(), row_max.data(), saved->targets.data(), T, loss_normaliser);
+    scratch.SetTo(x, h, row_max);
+    saved->logits.SetTo(saved->probs);
+    saved->activations.Set(saved->ActivationBytes());
     // Every tensor rank holds the same loss over every token: count it once.
     if (tensor_rank_ != 0) loss = 0;
     span.reset();
   } else {
     std::copy(x.begin(), x.end(), out);
   }
+  saved->activations.Set(saved->ActivationBytes());
   saved_[{chunk, mb}] = std::move(saved);
   // The MoE layers' balancing loss, each rank its share.
   return loss + aux_loss_;
@@ -346,6 +364,8 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   const std::string embedding_label(strategies::kEmbeddingLayer), head_label(strategies::kHeadLayer);
   std::optional<TraceSpan> span;
   Buffer dx(static_cast<size_t>(Tl) * D, 0.0f);
+  MemoryHold scratch(account_, MemoryCategory::kBuffers);  // dx, and the head's and embedding's scratch
+  scratch.SetTo(dx);
   if (layout.head) {
     Use(order, next++);
     const strategies::LayerProgram& lp = program_.Layer(strategies::LayerKind::kHead);
@@ -354,6 +374,11 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     VocabShardLossBackward(dlogits.data(), s.probs.data(), s.sums.data(), s.targets.data(), T, Vl, v0, s.normaliser);
     Begin(span, lp, head_label, ops::Dgrad(ops::kLogits));
     Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
+    Buffer dh(static_cast<size_t>(Tl) * D);
+    scratch.SetTo(dx, dlogits, dh_full, dh);
+    // The probabilities are read for the last time: the logits' gradient replaces them.
+    Buffer().swap(s.probs);
+    s.logits.Set(0);
     const float* w = model_.tied_embeddings ? P(embedding_) : P(head_);
     if (model_.tied_embeddings) {
       // logits = h E^T: dh = dlogits E, dE += dlogits^T h (the embedding's bucket reports it).
@@ -369,11 +394,15 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
         LinearBackward(nullptr, G(head_), dlogits.data(), s.final_h_full.data(), w, T, D, Vl);
       }
     }
-    Buffer dh(static_cast<size_t>(Tl) * D);
     Tensor(span, lp, head_label, ops::Grad(ops::kTensorEnterHead), dh.data(), dh_full.data());
     Begin(span, lp, head_label, ops::Grad(ops::kFinalNorm));
     RmsNormBackward(dx.data(), G(final_norm_), dh.data(), s.final_x.data(), P(final_norm_), s.final_rstd.data(), Tl, D);
     span.reset();
+    // The final norm's input is read for the last time (a deferred W reads final_h_full).
+    Buffer().swap(s.final_x);
+    Buffer().swap(s.final_rstd);
+    s.activations.Set(s.ActivationBytes());  // the logits' gradient kept for a deferred W
+    scratch.SetTo(dx);
     if (s.head_deferred.empty()) report(head_bucket_);
   } else {
     std::copy(dout, dout + static_cast<size_t>(Tl) * D, dx.begin());
@@ -386,12 +415,23 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     if (plan_.recompute == Recompute::kFull) {
       // The layer's forward again from its kept input (the program's R ops).
       Buffer x(saved.x);
+      scratch.SetTo(dx, x);
       LayerForward(layer, x.data(), saved, /*recompute=*/true);
     } else if (plan_.recompute == Recompute::kSelective) {
       AttentionCore(span, LayerProgramOf(layer), strategies::DecoderLayer(layer), saved, /*recompute=*/true);
       span.reset();
     }
+    s.activations.Set(s.ActivationBytes());  // recomputed activations, held until this layer's backward is done
+    scratch.SetTo(dx);
     LayerBackward(layer, dx.data(), saved);
+    // What the layer saved is not read again, but for the inputs of weight gradients left for
+    // the W task.
+    if (defer_weights) {
+      saved.KeepWeightGradInputs();
+    } else {
+      saved = LayerSaved();
+    }
+    s.activations.Set(s.ActivationBytes());
     if (!defer_weights) {
       for (int bucket : layer_buckets_.at(layer)) report(bucket);
     }
@@ -400,6 +440,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     Use(order, next++);  // the embedding's backward reads no parameter, but its gather keeps the order
     const strategies::LayerProgram& lp = program_.Layer(strategies::LayerKind::kEmbedding);
     Buffer dfull(static_cast<size_t>(T) * D);
+    scratch.SetTo(dx, dfull);
     Tensor(span, lp, embedding_label, ops::Grad(ops::kTensorEmbedding), dfull.data(), dx.data());
     Begin(span, lp, embedding_label, ops::Grad(ops::kEmbedding));
     EmbeddingShardBackward(G(embedding_), dfull.data(), s.ids.data(), T, V, v0, Vl, D);
@@ -430,12 +471,16 @@ void StageModel::BackwardWeight(int64_t chunk, int64_t mb, const std::function<v
   };
   if (!s.head_deferred.empty()) {
     run(s.head_deferred, program_.Layer(strategies::LayerKind::kHead), std::string(strategies::kHeadLayer));
+    std::vector<Deferred>().swap(s.head_deferred);
+    s.activations.Set(s.ActivationBytes());
     if (done) done(head_bucket_);
   }
   const int64_t l0 = this->chunk(chunk).first_layer;
   for (size_t i = s.layers.size(); i-- > 0;) {
     const int64_t layer = l0 + static_cast<int64_t>(i);
     run(s.layers[i].deferred, LayerProgramOf(layer), strategies::DecoderLayer(layer));
+    s.layers[i] = LayerSaved();
+    s.activations.Set(s.ActivationBytes());
     if (done) {
       for (int bucket : layer_buckets_.at(layer)) done(bucket);
     }

@@ -31,6 +31,7 @@
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
 #include "runtime/comm.h"
+#include "runtime/memory_account.h"
 #include "runtime/moe_layer.h"
 #include "runtime/ring_attention.h"
 #include "runtime/trace.h"
@@ -127,6 +128,9 @@ class StageModel {
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   Tracer* tracer() const { return tracer_; }
   int64_t stage() const { return stage_; }
+  // Counts this stage's parameters, gradients, saved activations and workspaces into `account`
+  // (memory_account.h) from now on; `account` must outlive this.
+  void set_memory_account(MemoryAccount* account);
 
  private:
   struct Saved;  // activations of one chunk and micro-batch
@@ -202,6 +206,8 @@ class StageModel {
   std::map<int64_t, std::vector<int>> layer_buckets_;  // a layer's buckets (dense, then experts)
   std::unique_ptr<MoeLayer> moe_;
   RingAttentionWorkspace ring_workspace_;  // ring attention's buffers, kept between layers and steps
+  MemoryAccount* account_ = nullptr;
+  MemoryHold params_hold_, grads_hold_, ring_hold_;
   double aux_loss_ = 0, aux_weight_ = 0;  // this forward's balancing loss; the micro-batch's share
   int embedding_ = -1, final_norm_ = -1, head_ = -1;
   int embedding_bucket_ = -1, head_bucket_ = -1;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/memory_account.h"
 #include "runtime/moe_layer.h"
 #include "runtime/stage_model.h"
 
@@ -20,7 +21,15 @@ struct StageModel::Deferred {
   const float* x = nullptr;  // a buffer of the saved activations
   Buffer dy;
   int t = 0, in = 0, out = 0;
+  int64_t Bytes() const { return HeldBytes(dy); }  // x is counted where it lives
 };
+
+template <class D>  // StageModel::Deferred (private: deduced, not named)
+int64_t DeferredBytes(const std::vector<D>& deferred) {
+  int64_t bytes = 0;
+  for (const D& d : deferred) bytes += d.Bytes();
+  return bytes;
+}
 
 // What one layer's backward needs from its forward (T tokens of the micro-batch, Tl held).
 
@@ -28,6 +37,16 @@ struct StageModel::LayerSaved {
   Buffer x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act;
   MoeSaved moe;
   std::vector<Deferred> deferred;
+  int64_t Bytes() const {
+    return HeldBytes(x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act) + moe.Bytes() + DeferredBytes(deferred);
+  }
+  // After a backward that left the weight gradients for the W task: frees what only the input
+  // gradients read, keeping the inputs of the matmuls whose weight gradients wait (the
+  // deferred x's point into h_full, o, h2_full, act and the MoE block's expert rows).
+  void KeepWeightGradInputs() {
+    for (Buffer* b : {&x, &rstd1, &q, &k, &v, &lse, &x2, &rstd2, &gate, &up}) Buffer().swap(*b);
+    moe.KeepWeightGradInputs();
+  }
 };
 
 struct StageModel::Saved {
@@ -38,6 +57,14 @@ struct StageModel::Saved {
   Buffer final_x, final_rstd, final_h_full, probs, sums;
   double normaliser = 1;  // the loss's divisor (the step's tokens)
   std::vector<Deferred> head_deferred;  // the output matrix's gradient, left for the W task
+  // Counted in the rank's MemoryAccount while this is kept: `activations` everything above but
+  // the logits, `logits` (a buffer) the probabilities [T, V/t].
+  MemoryHold activations, logits;
+  int64_t ActivationBytes() const {
+    int64_t bytes = HeldBytes(ids, targets) + HeldBytes(final_x, final_rstd, final_h_full, sums) + DeferredBytes(head_deferred);
+    for (const LayerSaved& layer : layers) bytes += layer.Bytes();
+    return bytes;
+  }
 };
 
 }  // namespace shardsim::runtime

@@ -27,7 +27,7 @@ using nlohmann::json;
 CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
   CLI::App* train = app.add_subcommand("train", "train --steps steps with the plan; one MPI rank per device of its mesh");
   train->add_option("--model", a.model, "preset name or model JSON (default tiny-dense)");
-  train->add_option("--plan", a.plan, "plan JSON (docs/cli.md)")->required();
+  train->add_option("--plan", a.plan, "plan JSON (docs/cli.md); or give the plan by --set alone");
   train->add_option("--set", a.set, "override a plan field: key=value");
   train->add_option("--steps", a.steps, "training steps (default 10)");
   train->add_option("--seed", a.seed, "initialisation seed (default 1234)");
@@ -46,6 +46,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
 int RunTrainCommand(const TrainCommandOptions& a) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (a.plan.empty() && a.set.empty()) throw InputError("train", "needs a plan", "--plan FILE and/or --set key=value", "see docs/cli.md");
   const ModelSpec model = LoadModel(a.model);
   const PlanSpec plan = LoadPlan(a.plan, a.set);
   if (a.steps < 1) throw InputError("--steps", std::to_string(a.steps), "1 or more");
@@ -95,6 +96,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
       if (!out) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check free space");
     }
   }
+  const std::vector<RankMemory> memory = trainer.GatherMemory();  // collective
   if (rank != 0) return 0;
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
@@ -105,6 +107,15 @@ int RunTrainCommand(const TrainCommandOptions& a) {
   if (a.json) {
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    // Per rank, each category's peak bytes over the run (runtime/memory_account.h says what each
+    // counts) and the peak of their sum.
+    json memory_bytes = json::array();
+    for (const RankMemory& m : memory) {
+      json entry{{"rank", m.rank}, {"stage", m.stage}};
+      for (int c = 0; c < kMemoryCategories; ++c) entry[std::string(MemoryCategoryName(static_cast<MemoryCategory>(c)))] = m.peak[static_cast<size_t>(c)];
+      entry["peak_total"] = m.peak_total;
+      memory_bytes.push_back(entry);
+    }
     std::cout << json{{"losses", losses},
                       {"step_time_s", median},
                       {"step_times_s", times},
@@ -118,6 +129,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
                       {"model_flop_per_s", model_flops / median},
                       {"corpus_bytes", corpus.bytes()},
                       {"precision", "fp32 (the plan's dtype is for the estimate)"},
+                      {"memory_bytes", memory_bytes},
                       {"blas", BlasConfig()}}
                      .dump(2)
               << "\n";

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
+#include <list>
 #include <optional>
 #include <set>
 #include <fstream>
@@ -52,14 +54,17 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   comms_.set_timeout_s(options.timeout_s);
   model_ = std::make_unique<StageModel>(program_, comms_, options.architecture, options.seed);
   model_->set_tracer(&tracer_);
+  model_->set_memory_account(&memory_);
   comms_.set_tracer(&tracer_);
   data_parallel_ = std::make_unique<DataParallel>(plan_, comms_, *model_);
+  data_parallel_->set_memory_account(&memory_);
   data_parallel_->set_tracer(&tracer_, comms_.Coordinate("pipeline"));
   if (data_parallel_->gathers()) {
     model_->set_param_use([this](int bucket, int next, int64_t mb, bool backward) { data_parallel_->Use(bucket, next, mb, backward); });
   }
   adam_m_.assign(static_cast<size_t>(data_parallel_->optimizer_elements()), 0.0f);
   adam_v_.assign(adam_m_.size(), 0.0f);
+  adam_hold_ = MemoryHold(&memory_, MemoryCategory::kOptimizer, HeldBytes(adam_m_, adam_v_));
 }
 
 Trainer::~Trainer() = default;
@@ -95,8 +100,30 @@ StepRecord Trainer::Step() {
     }
   };
   std::vector<float> in(static_cast<size_t>(local)), grad(static_cast<size_t>(local));
-  std::vector<std::vector<float>> outbox;  // buffers of sends in flight
-  std::vector<MPI_Request> requests;
+  // Sends in flight, each with its buffer (a list: the buffers stay where MPI reads them); freed
+  // as they complete.
+  struct Send {
+    std::vector<float> data;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::list<Send> sends;
+  // The step's token and pipeline buffers.
+  MemoryHold buffers(&memory_, MemoryCategory::kBuffers);
+  auto count_buffers = [&] {
+    int64_t bytes = HeldBytes(ids, targets) + HeldBytes(all_ids, all_targets) + HeldBytes(in, grad);
+    for (const Send& send : sends) bytes += HeldBytes(send.data);
+    buffers.Set(bytes);
+  };
+  // Frees the buffers of the sends that completed (MPI_Test also moves them along).
+  auto reap_sends = [&] {
+    for (auto it = sends.begin(); it != sends.end();) {
+      int done = 0;
+      CheckMpi(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), comms_.world(), "pipeline send");
+      it = done ? sends.erase(it) : std::next(it);
+    }
+    count_buffers();
+  };
+  count_buffers();
   MPI_Comm world = comms_.world();
   double loss = 0;
   const std::vector<strategies::Task> tasks = strategies::StageTasks(program_, stage, microbatches);
@@ -126,16 +153,16 @@ StepRecord Trainer::Step() {
         comms_.Receive(in.data(), local, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first), Tag(position, false),
                        "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(position));
       }
-      outbox.emplace_back(static_cast<size_t>(local));
-      loss += m.Forward(task.chunk, task.microbatch, in.data(), outbox.back().data(), ids.data(), targets.data(), normaliser);
+      reap_sends();
+      // The last part returns the loss and writes no output.
+      if (!chunk.head) sends.push_back({std::vector<float>(static_cast<size_t>(local)), MPI_REQUEST_NULL});
+      count_buffers();
+      loss += m.Forward(task.chunk, task.microbatch, in.data(), chunk.head ? nullptr : sends.back().data.data(), ids.data(), targets.data(), normaliser);
       if (!chunk.head) {
         const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendForward, task.microbatch), "pipeline");
-        requests.emplace_back();
-        CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first),
-                           Tag(position + 1, false), world, &requests.back()),
+        CheckMpi(MPI_Isend(sends.back().data.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first),
+                           Tag(position + 1, false), world, &sends.back().request),
                  world, "pipeline send of activations");
-      } else {
-        outbox.pop_back();
       }
     } else {
       if (!chunk.head) {
@@ -143,25 +170,29 @@ StepRecord Trainer::Step() {
         comms_.Receive(grad.data(), local, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first), Tag(position, true),
                        "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(position));
       }
-      outbox.emplace_back(static_cast<size_t>(local));
+      reap_sends();
+      // The first part writes no input gradient.
+      if (!chunk.embedding) sends.push_back({std::vector<float>(static_cast<size_t>(local)), MPI_REQUEST_NULL});
+      count_buffers();
       const bool last_backward = ++backwards_done[static_cast<size_t>(task.chunk)] == microbatches;
       const bool defer = !(i + 1 < tasks.size() && tasks[i + 1].phase == strategies::Phase::kBackwardWeight &&
                            tasks[i + 1].microbatch == task.microbatch && tasks[i + 1].chunk == task.chunk);
       if (defer) deferred.insert({task.chunk, task.microbatch});
       m.Backward(
-          task.chunk, task.microbatch, grad.data(), outbox.back().data(),
+          task.chunk, task.microbatch, grad.data(), chunk.embedding ? nullptr : sends.back().data.data(),
           [&](int bucket) { data_parallel_->GradientsDone(bucket, last_backward, task.microbatch); }, defer);
       if (!chunk.embedding) {
         const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendBackward, task.microbatch), "pipeline");
-        requests.emplace_back();
-        CheckMpi(MPI_Isend(outbox.back().data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first),
-                           Tag(position - 1, true), world, &requests.back()),
+        CheckMpi(MPI_Isend(sends.back().data.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first),
+                           Tag(position - 1, true), world, &sends.back().request),
                  world, "pipeline send of gradients");
       }
     }
   }
   // The sends' completion (their time counts in "other": the program has no op for it).
-  for (MPI_Request& request : requests) comms_.Wait(&request, "pipeline send");
+  for (Send& send : sends) comms_.Wait(&send.request, "pipeline send");
+  sends.clear();
+  count_buffers();
   Optimize(record);
   // The loss lives on the last stage; every rank reports the total.
   {
@@ -190,7 +221,8 @@ void Trainer::Optimize(StepRecord& record) {
   const std::vector<DataParallel::Range>& ranges = data_parallel_->OptimizerRanges();
   const int64_t tensor_rank = comms_.Coordinate("tensor");
   // Visits the parts of every tensor inside this rank's optimizer ranges: (tensor, flat begin,
-  // flat end, offset of begin in the reduced gradients, counted).
+  // flat end, offset of begin in the AdamW state, counted). The reduced gradients are in `g` at
+  // their flat offsets.
   auto each = [&](const auto& visit) {
     int64_t base = 0;
     for (const DataParallel::Range& r : ranges) {
@@ -203,8 +235,8 @@ void Trainer::Optimize(StepRecord& record) {
   };
   // Global gradient norm: each element once over the world.
   double squares = 0;
-  each([&](const ParamTensor& pt, int64_t lo, int64_t hi, int64_t at, bool counted) {
-    if (counted && !(pt.tensor_replicated && tensor_rank != 0)) squares += GradSquaredSum(g.data() + at, hi - lo);
+  each([&](const ParamTensor& pt, int64_t lo, int64_t hi, int64_t, bool counted) {
+    if (counted && !(pt.tensor_replicated && tensor_rank != 0)) squares += GradSquaredSum(g.data() + lo, hi - lo);
   });
   {
     MPI_Request request;
@@ -216,10 +248,10 @@ void Trainer::Optimize(StepRecord& record) {
   const float factor = ClipFactor(squares, options_.clip_norm);
   std::vector<float>& params = m.params();
   each([&](const ParamTensor& pt, int64_t lo, int64_t hi, int64_t at, bool) {
-    ScaleInPlace(g.data() + at, hi - lo, factor);
+    ScaleInPlace(g.data() + lo, hi - lo, factor);
     AdamWConfig config = options_.adamw;
     if (!pt.decay) config.weight_decay = 0;
-    AdamWStep(params.data() + lo, adam_m_.data() + at, adam_v_.data() + at, g.data() + at, hi - lo, config, step_ + 1);
+    AdamWStep(params.data() + lo, adam_m_.data() + at, adam_v_.data() + at, g.data() + lo, hi - lo, config, step_ + 1);
   });
   span.reset();
   data_parallel_->AfterOptimizer();
@@ -273,6 +305,32 @@ std::string Trainer::GatherTrace() {
     }
   }
   return ChromeTrace(by_rank);
+}
+
+std::vector<RankMemory> Trainer::GatherMemory() {
+  // Per rank: stage, the five peaks, the peak total.
+  constexpr int kFields = kMemoryCategories + 2;
+  std::array<int64_t, kFields> mine{};
+  mine[0] = comms_.Coordinate("pipeline");
+  for (int c = 0; c < kMemoryCategories; ++c) mine[static_cast<size_t>(c) + 1] = memory_.peak(static_cast<MemoryCategory>(c));
+  mine[kFields - 1] = memory_.peak_total();
+  int size = 0;
+  MPI_Comm world = comms_.world();
+  MPI_Comm_size(world, &size);
+  std::vector<int64_t> all(comms_.rank() == 0 ? static_cast<size_t>(size) * kFields : 0);
+  CheckMpi(MPI_Gather(mine.data(), kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T, 0, world), world, "memory report gather");
+  std::vector<RankMemory> ranks;
+  if (comms_.rank() != 0) return ranks;
+  for (int r = 0; r < size; ++r) {
+    const int64_t* f = all.data() + static_cast<size_t>(r) * kFields;
+    RankMemory m;
+    m.rank = r;
+    m.stage = f[0];
+    for (size_t c = 0; c < kMemoryCategories; ++c) m.peak[c] = f[c + 1];
+    m.peak_total = f[kFields - 1];
+    ranks.push_back(m);
+  }
+  return ranks;
 }
 
 void Trainer::SaveCheckpoint(const std::string& dir) {

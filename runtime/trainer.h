@@ -6,6 +6,7 @@
 // sequences of the same global batch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "runtime/comm.h"
 #include "runtime/corpus.h"
 #include "runtime/data_parallel.h"
+#include "runtime/memory_account.h"
 #include "runtime/stage_model.h"
 #include "runtime/trace.h"
 #include "strategies/step_program.h"
@@ -40,6 +42,15 @@ struct StepRecord {
   // reordering), "pipeline" (waits for stage inputs and sends), "data" (gradient reduction,
   // parameter gathers), "optimizer", and "other" (the rest of the step's wall time).
   std::map<std::string, double> category_s;
+};
+
+// One rank's peak bytes per category over the steps run so far (memory_account.h says what each
+// category counts).
+struct RankMemory {
+  int rank = 0;
+  int64_t stage = 0;  // pipeline coordinate
+  std::array<int64_t, kMemoryCategories> peak{};  // by MemoryCategory
+  int64_t peak_total = 0;  // the largest sum of the categories at one moment
 };
 
 class Trainer {
@@ -68,6 +79,10 @@ class Trainer {
   MeshComms& comms() { return comms_; }
   const strategies::StepProgram& program() const { return program_; }
   const DataParallel& data_parallel() const { return *data_parallel_; }
+  // This rank's memory account.
+  const MemoryAccount& memory() const { return memory_; }
+  // Every rank's peaks, in rank order, on rank 0 (empty elsewhere). Collective.
+  std::vector<RankMemory> GatherMemory();
 
  private:
   void Optimize(StepRecord& record);
@@ -77,9 +92,11 @@ class Trainer {
   TrainOptions options_;
   MeshComms comms_;
   const Corpus& corpus_;
+  MemoryAccount memory_;  // outlives the holds of everything below
   std::unique_ptr<StageModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
   std::vector<float> adam_m_, adam_v_;  // over this rank's optimizer ranges (DataParallel)
+  MemoryHold adam_hold_;
   Tracer tracer_;
   int64_t step_ = 0;
 };

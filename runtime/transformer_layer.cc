@@ -60,6 +60,8 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
 
   op(id.moe ? std::string(ops::kMoeNorm) : ops::BlockNorm(ops::kMlp));
   Buffer h2(static_cast<size_t>(Tl) * D);
+  // The layer's scratch, all alive from here to the end (released on return).
+  MemoryHold scratch(account_, MemoryCategory::kBuffers, HeldBytes(h, partial, y, h2));
   s.rstd2.resize(static_cast<size_t>(Tl));
   RmsNormForward(h2.data(), s.rstd2.data(), s.x2.data(), P(id.mlp_norm), Tl, D, config_.norm_eps);
   s.h2_full.resize(static_cast<size_t>(T) * D);
@@ -84,7 +86,9 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
   op(id.moe ? std::string(ops::kMoeCombine) : ops::BlockResidual(ops::kMlp));
   for (size_t i = 0; i < s.x2.size(); ++i) x[i] = s.x2[i] + y[i];
   // What backward will recompute is not kept: with full recomputation only the layer's input,
-  // with selective the attention core's output and statistics.
+  // with selective the attention core's output and statistics. Until then the whole layer's
+  // tensors exist (the caller counts what stays).
+  if (account_ != nullptr && !recompute && plan_.recompute != Recompute::kNone) account_->Transient(MemoryCategory::kActivations, s.Bytes());
   if (!recompute && plan_.recompute == Recompute::kFull) {
     LayerSaved input;
     input.x = std::move(s.x);
@@ -115,6 +119,7 @@ void StageModel::AttentionCore(std::optional<TraceSpan>& span, const strategies:
   } else {
     AttentionForward(s.o.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), shape, true, scale);
   }
+  ring_hold_.Set(ring_workspace_.bytes());
 }
 
 
@@ -148,6 +153,8 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   Buffer dfull(static_cast<size_t>(T) * D);
   Tensor(span, lp, label, ops::Grad(ops::TensorExit(ops::kMlp)), dfull.data(), dx);
   Buffer dh2_full(static_cast<size_t>(T) * D, 0.0f);
+  // The layer's scratch at its largest points: the MLP's, then the attention's (released on return).
+  MemoryHold scratch(account_, MemoryCategory::kBuffers, HeldBytes(dx2, dfull, dh2_full));
   if (id.moe) {
     auto weight_grad = [&](std::string_view name, float* dw, const float* x, const float* dy, int t, int in, int out) {
       if (defer_weights_) {
@@ -162,6 +169,7 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   } else {
     op(ops::Dgrad(ops::BlockDown(ops::kMlp)));
     Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
+    scratch.Set(HeldBytes(dx2, dfull, dh2_full) + HeldBytes(dact, dgate, dup));
     LinearBackward(dact.data(), nullptr, dfull.data(), s.act.data(), P(id.wdown), T, F, D);
     WeightGrads(span, lp, label, ops::BlockDown(ops::kMlp), {{id.wdown, s.act.data(), dfull.data(), T, F, D}}, s);
     op(ops::Grad(ops::BlockActivation(ops::kMlp)));
@@ -194,6 +202,7 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
                                                            d_o.data(), s.lse.data(), seq_positions_.data(), shape, true, scale, comms_,
                                                            RingPass{RingWork::kComputeAndTransfers, {}, &ring_workspace_});
     RingTransfers(lp, label, {ops::Grad(ops::kContextKv), ops::Grad(ops::kContextDkv)}, start, stats.comm_wait_s);
+    ring_hold_.Set(ring_workspace_.bytes());
   } else {
     AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
   }
@@ -209,6 +218,7 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
                {id.wv, s.h_full.data(), dv.data(), T, D, Gl * K}},
               s);
   Buffer dh(static_cast<size_t>(Tl) * D);
+  scratch.Set(std::max(scratch.bytes(), HeldBytes(dx2, dfull, dh2_full, dh2, d_o, dq) + HeldBytes(dk, dv, dh_full, dh)));
   Tensor(span, lp, label, ops::Grad(ops::kTensorEnterAttention), dh.data(), dh_full.data());
   op(ops::Grad(ops::kAttentionNorm));
   RmsNormBackward(dx2.data(), G(id.attn_norm), dh.data(), s.x.data(), P(id.attn_norm), s.rstd1.data(), Tl, D);

@@ -9,15 +9,28 @@
 
 namespace shardsim::strategies {
 
+ElementBytes MemoryBytesPerElement(const std::string& dtype) {
+  // fp32 training (what shardsim-runtime does): fp32 weights and gradients, AdamW's m and v in
+  // fp32 and no master copy (the weights are the master); fp32 activations; fp32 logits only.
+  if (dtype == "fp32") return {.params = 4, .grads = 4, .optimizer = 4 + 4, .activations = 4, .logits = 4};
+  // Mixed precision, as ZeRO counts it (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
+  // Toward Training Trillion Parameter Models", section 3.1): 16-bit parameters (2) and gradients
+  // (2), fp32 master weights, momentum and variance (K = 12), the constants the step program's
+  // traffic uses too (state_bytes.h); 16-bit activations (Korthikanti et al. 2022, section 4);
+  // the loss's logits in fp32 beside their 16-bit copy (4 + 2).
+  return {.params = kParamBytes, .grads = kGradBytes, .optimizer = kOptimizerStateBytes, .activations = 2, .logits = 4 + 2};
+}
+
 double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens, bool moe_layer) {
   const double t = static_cast<double>(p.mesh.tensor);
   const double d = static_cast<double>(m.hidden_size);
+  const double a = MemoryBytesPerElement(p.dtype).activations;  // bytes per activation element
   const double sp = p.sequence_parallel ? t : 1.0;  // replicated activations are split over t with SP
-  const double per_token_full_recompute = 2 * d / sp;  // only the layer input is kept
+  const double per_token_full_recompute = a * d / sp;  // only the layer input is kept
   if (p.recompute == Recompute::kFull) return static_cast<double>(tokens) * per_token_full_recompute;
-  // Per token, in bytes (16-bit activations, 1-byte dropout masks), following Korthikanti's
-  // accounting: inputs of the two norms and of the two blocks, 2 bytes x D each; masks.
-  double replicated = 4 * 2 * d + (m.dropout ? 2 * d : 0);
+  // Per token, in bytes (a bytes per activation, 1-byte dropout masks), following Korthikanti's
+  // accounting: inputs of the two norms and of the two blocks, a bytes x D each; masks.
+  double replicated = 4 * a * d + (m.dropout ? 2 * d : 0);
   // Split over tensor: Q, K, V, the attention output, and the MLP's inner activations.
   const double h = static_cast<double>(m.num_heads), hkv = static_cast<double>(m.num_kv_heads);
   double qk = static_cast<double>(m.head_dim), v = static_cast<double>(m.head_dim), kv_heads = hkv;
@@ -26,30 +39,54 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
     v = static_cast<double>(m.mla->v_head_dim);
     kv_heads = h;  // decompressed per head
   }
-  double split = 2 * (h * qk + kv_heads * qk + kv_heads * v + h * v);
+  double split = a * (h * qk + kv_heads * qk + kv_heads * v + h * v);
   const double gated = m.mlp == MlpKind::kSwiGlu ? 3 : 2;  // gate, up, product (or up, GELU out)
   if (moe_layer) {
     const MoeSpec& e = *m.moe;
     const double copies = static_cast<double>(e.top_k) * p.ep_capacity_factor;
-    split += copies * gated * 2 * static_cast<double>(e.expert_ffn_hidden_size);
-    split += static_cast<double>(e.num_shared_experts) * gated * 2 * static_cast<double>(e.expert_ffn_hidden_size);
-    replicated += copies * 2 * d + 4 * static_cast<double>(e.num_experts);  // dispatched copies, fp32 router logits
+    split += copies * gated * a * static_cast<double>(e.expert_ffn_hidden_size);
+    split += static_cast<double>(e.num_shared_experts) * gated * a * static_cast<double>(e.expert_ffn_hidden_size);
+    // The dispatched copies the experts read, and the experts' outputs back on this rank, which
+    // the combine weights by the gates and the gates' gradient reads (Megatron-core's unpermute
+    // saves them so); fp32 router logits.
+    replicated += 2 * copies * a * d + 4 * static_cast<double>(e.num_experts);
   } else {
-    split += gated * 2 * static_cast<double>(m.ffn_hidden_size);
+    split += gated * a * static_cast<double>(m.ffn_hidden_size);
   }
-  // The S x S attention scores: softmax output (2 bytes), and with dropout its mask (1) and
-  // output (2); never stored by a blockwise kernel or with selective recomputation.
+  // The S x S attention scores: softmax output (a bytes), and with dropout its mask (1) and
+  // output (a); never stored by a blockwise kernel or with selective recomputation.
   double scores = 0;
   if (!p.flash_attention && p.recompute == Recompute::kNone) {
     const double s = static_cast<double>(p.seq_len);
-    scores = h * s * (2 + (m.dropout ? 3 : 0));
+    scores = h * s * (a + (m.dropout ? 1 + a : 0));
   }
   return static_cast<double>(tokens) * (replicated / sp + (split + scores) / t);
 }
 
+namespace {
+
+// The largest sum over `stage_index`'s task order of `chunk_bytes[c]` stored by each F of chunk c
+// and freed by its task of phase `release`. The peak is reached once the schedule is in its
+// steady state.
+double PeakInFlight(const StepProgram& program, int64_t stage_index, const std::vector<double>& chunk_bytes, Phase release, TaskLists* task_lists) {
+  const int64_t played = SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, program.microbatches);
+  double live = 0, peak = 0;
+  std::vector<Task> own;
+  if (!task_lists) own = StageTasks(program, stage_index, played);
+  const std::vector<Task>& tasks =
+      task_lists ? task_lists->Get(*program.schedule, program.layout.stages, played, program.layout.chunks)[static_cast<size_t>(stage_index)] : own;
+  for (const Task& task : tasks) {
+    if (task.phase == Phase::kForward) live += chunk_bytes[static_cast<size_t>(task.chunk)];
+    if (task.phase == release) live -= chunk_bytes[static_cast<size_t>(task.chunk)];
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+}  // namespace
+
 double StageActivationPeak(const StepProgram& program, int64_t stage_index, TaskLists* task_lists) {
-  // Walk the stage's tasks: an F adds its chunk's activations, its W frees them. The peak is
-  // reached once the schedule is in its steady state.
+  // Walk the stage's tasks: an F adds its chunk's activations, its W frees them.
   const Stage& stage = program.stages[static_cast<size_t>(stage_index)];
   std::vector<double> chunk_bytes(stage.chunks.size(), 0);
   for (size_t c = 0; c < stage.chunks.size(); ++c) {
@@ -59,32 +96,23 @@ double StageActivationPeak(const StepProgram& program, int64_t stage_index, Task
       }
     }
   }
-  const int64_t played = SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, program.microbatches);
-  double live = 0, peak = 0;
-  std::vector<Task> own;
-  if (!task_lists) own = StageTasks(program, stage_index, played);
-  const std::vector<Task>& tasks =
-      task_lists ? task_lists->Get(*program.schedule, program.layout.stages, played, program.layout.chunks)[static_cast<size_t>(stage_index)] : own;
-  for (const Task& task : tasks) {
-    if (task.phase == Phase::kForward) live += chunk_bytes[static_cast<size_t>(task.chunk)];
-    if (task.phase == Phase::kBackwardWeight) live -= chunk_bytes[static_cast<size_t>(task.chunk)];
-    peak = std::max(peak, live);
-  }
-  return peak;
+  return PeakInFlight(program, stage_index, chunk_bytes, Phase::kBackwardWeight, task_lists);
 }
 
 MemoryReport EstimateMemory(const StepProgram& program) {
   const ModelSpec& m = program.model;
   const PlanSpec& p = program.plan;
   const double t = static_cast<double>(p.mesh.tensor);
+  const ElementBytes bytes = MemoryBytesPerElement(p.dtype);
   MemoryReport report;
-  for (const Stage& stage : program.stages) {
+  for (size_t stage_index = 0; stage_index < program.stages.size(); ++stage_index) {
+    const Stage& stage = program.stages[stage_index];
     MemoryBreakdown b;
     const double dense_params = stage.dense_params, expert_params = stage.expert_params;
     const ShardDegrees dense = Sharding(p, ParamKind::kDense), expert = Sharding(p, ParamKind::kExpert);
-    b.params = kParamBytes * (dense_params / dense.params + expert_params / expert.params);
-    b.grads = kGradBytes * (dense_params / dense.grads + expert_params / expert.grads);
-    b.optimizer = kOptimizerStateBytes * (dense_params / dense.optimizer + expert_params / expert.optimizer);
+    b.params = bytes.params * (dense_params / dense.params + expert_params / expert.params);
+    b.grads = bytes.grads * (dense_params / dense.grads + expert_params / expert.grads);
+    b.optimizer = bytes.optimizer * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
     // A layer being recomputed holds its full activations once.
     if (p.recompute == Recompute::kFull && !stage.chunks.empty()) {
@@ -92,11 +120,17 @@ MemoryReport EstimateMemory(const StepProgram& program) {
       no_recompute.recompute = Recompute::kNone;
       b.activations += LayerActivationBytes(m, no_recompute, program.tokens_per_microbatch, m.moe.has_value());
     }
-    // Buffers: the fp32 logits (and their bf16 copy) of one micro-batch where the head is;
-    // gathered (FSDP / ZeRO-3) parameters of the current and the prefetched layer.
+    // Buffers: the logits (fp32, and in mixed precision their 16-bit copy) where the head is,
+    // kept from a micro-batch's F to its B (the loss's softmax, for its gradient): one
+    // micro-batch under 1F1B, all of them under GPipe; gathered (FSDP / ZeRO-3) parameters of the
+    // current and the prefetched layer.
+    const double logits = static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.vocab_size) / t * bytes.logits;
+    std::vector<double> head_logits(stage.chunks.size(), 0);
     bool has_head = false;
-    for (const Chunk& chunk : stage.chunks) has_head = has_head || chunk.layout.head;
-    if (has_head) b.buffers += static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.vocab_size) / t * (4 + 2);
+    for (size_t c = 0; c < stage.chunks.size(); ++c) {
+      if (stage.chunks[c].layout.head) head_logits[c] = logits, has_head = true;
+    }
+    if (has_head) b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, nullptr);
     if (!ParamShardAxes(p, ParamKind::kDense).empty()) {
       int64_t layers = 0;
       for (const Chunk& chunk : stage.chunks) {
@@ -106,9 +140,9 @@ MemoryReport EstimateMemory(const StepProgram& program) {
       // the gathered parameters until the last backward (FSDP2's reshard_after_forward=False,
       // torchtitan's default under pipeline parallelism) holds the whole stage.
       if (KeepsGatheredParams(p)) {
-        b.buffers += (kParamBytes + kGradBytes) * stage.params();  // gathered weights, unsharded gradients
+        b.buffers += (bytes.params + bytes.grads) * stage.params();  // gathered weights, unsharded gradients
       } else if (layers > 0) {
-        b.buffers += 2 * kParamBytes * stage.params() / static_cast<double>(layers);
+        b.buffers += 2 * bytes.params * stage.params() / static_cast<double>(layers);
       }
     }
     report.stages.push_back(b);

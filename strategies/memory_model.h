@@ -1,8 +1,11 @@
-// Memory per device: parameters, gradients and optimizer state per ZeRO stage (ZeRO's 2 + 2 + 12
-// bytes per parameter), activations per layer and micro-batch re-derived from Korthikanti et al.
-// 2022 for SwiGLU, GQA, MLA and MoE, times the micro-batches a stage holds at once under its
-// schedule, plus logits and communication buffers.
+// Memory per device: parameters, gradients and optimizer state per ZeRO stage (bytes per element
+// by the plan's dtype: ZeRO's 2 + 2 + 12 per parameter in mixed precision, 4 + 4 + 8 in fp32),
+// activations per layer and micro-batch re-derived from Korthikanti et al. 2022 for SwiGLU, GQA,
+// MLA and MoE, times the micro-batches a stage holds at once under its schedule, plus logits and
+// communication buffers.
 #pragma once
+
+#include <string>
 
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
@@ -10,6 +13,16 @@
 #include "strategies/step_program.h"
 
 namespace shardsim::strategies {
+
+// Bytes per element the memory model counts for each kind of state: parameters, gradients and
+// optimizer state per parameter, activations per stored activation element, and logits per
+// logit of the loss.
+struct ElementBytes {
+  double params = 0, grads = 0, optimizer = 0, activations = 0, logits = 0;
+};
+// The table, by the plan's dtype: "fp32" trains in fp32 (no master copy), any other dtype in
+// mixed precision with fp32 master weights and Adam state (ZeRO's accounting).
+ElementBytes MemoryBytesPerElement(const std::string& dtype);
 
 // Activation bytes one device stores for backward, per layer and micro-batch of `tokens` tokens
 // (b S / context), under the plan's tensor / sequence parallelism, recomputation and attention

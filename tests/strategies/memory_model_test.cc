@@ -62,5 +62,94 @@ TEST(ParameterMemoryTest, OneFOneBHoldsPipelineDepthMicrobatches) {
   EXPECT_NEAR(EstimateMemory(gpipe).stages[0].activations / layer, 16, 1e-9); // GPipe: all m
 }
 
+// tiny-dense's parameters counted by hand from its shapes (LLaMA layer: two RMSNorm weights,
+// Wq, Wk, Wv, Wo, SwiGLU's three matrices; untied embedding and head; final norm), not by
+// CountParams: the memory model's fp32 state is 4 + 4 + 8 bytes of each.
+double TinyDenseParamsByHand(const ModelSpec& m) {
+  const double d = static_cast<double>(m.hidden_size), q = static_cast<double>(m.num_heads * m.head_dim);
+  const double kv = static_cast<double>(m.num_kv_heads * m.head_dim), f = static_cast<double>(m.ffn_hidden_size);
+  const double layer = 2 * d + d * q + 2 * d * kv + q * d + 3 * d * f;
+  return static_cast<double>(m.num_layers) * layer + 2 * static_cast<double>(m.vocab_size) * d + d;
+}
+
+TEST(ParameterMemoryTest, Fp32HoldsFourFourAndEightBytesPerParameter) {
+  const ModelSpec m = FindModelPreset("tiny-dense")->spec;
+  ASSERT_FALSE(m.tied_embeddings);
+  const double n = TinyDenseParamsByHand(m);
+  EXPECT_EQ(n, 3279104.0);  // 4 x 786944 + 2 x 256 x 256 + 256
+  PlanSpec p = Plan(2, 1, 1, 8, 256);
+  p.dtype = "fp32";
+  const double dp = 2;
+  for (int64_t stage = 0; stage <= 3; ++stage) {
+    p.zero_stage = stage;
+    const MemoryBreakdown b = EstimateMemory(BuildStep(m, p)).peak;
+    EXPECT_DOUBLE_EQ(b.params, 4 * n / (stage >= 3 ? dp : 1)) << stage;
+    EXPECT_DOUBLE_EQ(b.grads, 4 * n / (stage >= 2 ? dp : 1)) << stage;
+    EXPECT_DOUBLE_EQ(b.optimizer, 8 * n / (stage >= 1 ? dp : 1)) << stage;  // AdamW m and v, no master copy
+  }
+  // The same plan in bf16 keeps ZeRO's 2 + 2 + 12.
+  p.dtype = "bf16";
+  p.zero_stage = 0;
+  const MemoryBreakdown mixed = EstimateMemory(BuildStep(m, p)).peak;
+  EXPECT_DOUBLE_EQ(mixed.params, 2 * n);
+  EXPECT_DOUBLE_EQ(mixed.grads, 2 * n);
+  EXPECT_DOUBLE_EQ(mixed.optimizer, 12 * n);
+}
+
+TEST(ParameterMemoryTest, BytesPerElementTable) {
+  const ElementBytes fp32 = MemoryBytesPerElement("fp32");
+  EXPECT_EQ(fp32.params + fp32.grads + fp32.optimizer, 16.0);
+  EXPECT_EQ(fp32.optimizer, 8.0);
+  EXPECT_EQ(fp32.activations, 4.0);
+  for (const char* dtype : {"bf16", "fp16", "fp8"}) {
+    const ElementBytes mixed = MemoryBytesPerElement(dtype);
+    EXPECT_EQ(mixed.params, 2.0) << dtype;
+    EXPECT_EQ(mixed.grads, 2.0) << dtype;
+    EXPECT_EQ(mixed.optimizer, 12.0) << dtype;
+    EXPECT_EQ(mixed.activations, 2.0) << dtype;
+  }
+}
+
+// Without dropout masks or attention scores every stored activation is one element, so fp32
+// doubles the 16-bit bytes; tiny-dense at S 256: 4D + (2 H K + 2 G K) + 3F elements per token.
+TEST(ActivationMemoryTest, Fp32ActivationsAreFourBytesPerElement) {
+  const ModelSpec m = FindModelPreset("tiny-dense")->spec;
+  PlanSpec p = Plan(1, 1, 1, 1, 256);
+  const double bf16 = LayerActivationBytes(m, p, 256, false);
+  p.dtype = "fp32";
+  const double fp32 = LayerActivationBytes(m, p, 256, false);
+  EXPECT_DOUBLE_EQ(fp32, 2 * bf16);
+  EXPECT_DOUBLE_EQ(fp32, 256.0 * 4 * (4 * 256 + (2 * 256 + 2 * 128) + 3 * 768));
+  p.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, p, 256, false), 256.0 * 4 * 256);  // the layer input only
+}
+
+// An MoE layer keeps the k routed copies of each token twice: the experts' inputs and their
+// outputs the combine weights by the gates (the gates' gradient reads them).
+TEST(ActivationMemoryTest, MoeKeepsDispatchedRowsAndExpertOutputs) {
+  const ModelSpec m = FindModelPreset("tiny-moe")->spec;  // D 256, 8 experts, top-2, one shared, Fe 256
+  PlanSpec p = Plan(1, 1, 1, 1, 256);
+  p.dtype = "fp32";
+  const double d = 256, fe = 256, k = 2, e = 8;
+  const double attention = 2 * 256 + 2 * 128;
+  const double per_token = 4 * (4 * d + attention + k * 3 * fe + 3 * fe + 2 * k * d) + 4 * e;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, p, 256, true), 256 * per_token);
+}
+
+// The loss's logits are kept from a micro-batch's forward to its backward: one micro-batch on
+// 1F1B's last stage, all of them under GPipe.
+TEST(BufferMemoryTest, LogitsOfEveryMicrobatchInFlight) {
+  const ModelSpec m = FindModelPreset("tiny-dense")->spec;
+  PlanSpec p = Plan(1, 1, 2, 8, 256);
+  p.dtype = "fp32";
+  const double logits = 256.0 * 256 * 4;  // tokens x vocabulary x fp32
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, logits);
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[0].buffers, 0);
+  p.pipeline_schedule = "gpipe";
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits);
+  p.dtype = "bf16";
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * 256.0 * 256 * (4 + 2));
+}
+
 }  // namespace
 }  // namespace shardsim::strategies
