@@ -83,8 +83,11 @@ std::vector<CollectiveCurve> MeasureCollectives(MPI_Comm world, int group, int s
   const int block = rank / (group * stride), offset = rank % stride;
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm_split(world, block * stride + offset, rank, &comm);
-  const size_t largest = static_cast<size_t>(sizes.back());
-  std::vector<char> in(largest, 1), out(largest, 0);
+  // Buffers rotate through pools larger than the caches: training's gradients and activations
+  // come from memory, not from the last call's cache lines.
+  const size_t largest = static_cast<size_t>(sizes.back()), pool = std::max(largest, size_t{64} << 20);
+  std::vector<char> in_pool(pool, 1), out_pool(pool, 0);
+  size_t next = 0;
   std::vector<CollectiveCurve> curves;
   for (const char* op : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}) {
     CollectiveCurve curve{op, group, "shm", {}};
@@ -92,16 +95,36 @@ std::vector<CollectiveCurve> MeasureCollectives(MPI_Comm world, int group, int s
       // nccl-tests sizes: the buffer (all-reduce), the gathered output (all-gather), the input
       // before scattering (reduce-scatter), each rank's whole send buffer (all-to-all).
       const int floats = static_cast<int>(bytes / 4), part = floats / group;
+      const size_t copies = pool / static_cast<size_t>(bytes);
       const std::string name = op;
+      char* in_base = in_pool.data();
+      char* out_base = out_pool.data();
+      // Each call's buffers: the next slot of the pools (every rank of a group in step).
+      auto slot = [&] {
+        const size_t at = (next++ % copies) * static_cast<size_t>(bytes);
+        return std::pair<char*, char*>{in_base + at, out_base + at};
+      };
       std::function<void()> run;
       if (name == "all-reduce") {
-        run = [&] { MPI_Allreduce(in.data(), out.data(), floats, MPI_FLOAT, MPI_SUM, comm); };
+        run = [&] {
+          auto [in, out] = slot();
+          MPI_Allreduce(in, out, floats, MPI_FLOAT, MPI_SUM, comm);
+        };
       } else if (name == "all-gather") {
-        run = [&] { MPI_Allgather(in.data(), part, MPI_FLOAT, out.data(), part, MPI_FLOAT, comm); };
+        run = [&] {
+          auto [in, out] = slot();
+          MPI_Allgather(in, part, MPI_FLOAT, out, part, MPI_FLOAT, comm);
+        };
       } else if (name == "reduce-scatter") {
-        run = [&] { MPI_Reduce_scatter_block(in.data(), out.data(), part, MPI_FLOAT, MPI_SUM, comm); };
+        run = [&] {
+          auto [in, out] = slot();
+          MPI_Reduce_scatter_block(in, out, part, MPI_FLOAT, MPI_SUM, comm);
+        };
       } else {
-        run = [&] { MPI_Alltoall(in.data(), part, MPI_FLOAT, out.data(), part, MPI_FLOAT, comm); };
+        run = [&] {
+          auto [in, out] = slot();
+          MPI_Alltoall(in, part, MPI_FLOAT, out, part, MPI_FLOAT, comm);
+        };
       }
       // Every group runs at once; the world's slowest rank counts.
       curve.points.push_back({bytes, TimeCalls(world, run, min_s)});

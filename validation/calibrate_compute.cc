@@ -36,17 +36,24 @@ double MedianSeconds(F run, double min_s) {
 
 std::vector<int64_t> GemmGridSizes() { return {32, 128, 512, 2048}; }
 
+// Operands rotate through a pool larger than the caches, as training's weights and activations
+// come from memory rather than from the last call's cache lines.
+constexpr size_t kPoolBytes = size_t{96} << 20;
+
 GemmTable MeasureGemm(double min_s) {
   GemmTable table;
   table.m = table.n = table.k = GemmGridSizes();
-  const int64_t largest = table.m.back();
-  std::vector<float> a(static_cast<size_t>(largest * largest), 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
+  std::vector<float> pool(kPoolBytes / sizeof(float), 0.5f);
   for (int64_t m : table.m) {
     for (int64_t n : table.n) {
       for (int64_t k : table.k) {
+        const size_t a = static_cast<size_t>(m * k), b = static_cast<size_t>(k * n), c = static_cast<size_t>(m * n);
+        const size_t copies = std::max<size_t>(1, pool.size() / (a + b + c));
+        size_t next = 0;
         const double seconds = MedianSeconds(
             [&] {
-              runtime::Gemm(c.data(), a.data(), b.data(), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), runtime::Transpose::kNo,
+              float* base = pool.data() + (next++ % copies) * (a + b + c);
+              runtime::Gemm(base + a + b, base, base + a, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), runtime::Transpose::kNo,
                             runtime::Transpose::kNo, 1.0f, 0.0f);
             },
             min_s);
