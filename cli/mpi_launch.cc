@@ -52,13 +52,16 @@ Hostfile ReadHostfile(const std::string& path) {
     if (!(words >> host)) continue;
     int64_t slots = 1;
     while (words >> word) {
-      if (word.rfind("slots=", 0) == 0) {
-        char* end = nullptr;
-        slots = std::strtoll(word.c_str() + 6, &end, 10);
-        if (*end != '\0' || slots < 1) {
-          throw InputError("--hostfile " + path + ":" + std::to_string(number), "'" + word + "' is not a slot count", "slots=N with N >= 1");
-        }
+      const std::string where = "--hostfile " + path + ":" + std::to_string(number);
+      const bool max_slots = word.rfind("max_slots=", 0) == 0 || word.rfind("max-slots=", 0) == 0;
+      if (word.rfind("slots=", 0) != 0 && !max_slots) {
+        throw InputError(where, "unknown word '" + word + "'", "HOST slots=N [max_slots=M]", "see docs/multi_host.md");
       }
+      char* end = nullptr;
+      const char* number_text = word.c_str() + word.find('=') + 1;
+      const long long value = std::strtoll(number_text, &end, 10);
+      if (end == number_text || *end != '\0' || value < 1) throw InputError(where, "'" + word + "' is not a slot count", "slots=N with N >= 1");
+      if (!max_slots) slots = value;
     }
     h.hosts.push_back(host);
     h.slots.push_back(slots);

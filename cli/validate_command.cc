@@ -5,7 +5,9 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <optional>
 #include <fstream>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +39,27 @@ std::string WorkDir(const std::string& keep) {
   return pattern;
 }
 
+// The work folder: removed when validate ends, unless the user asked to keep it (--keep) or a
+// launch failed and its log is worth reading.
+struct WorkFolder {
+  std::string path;
+  bool keep = false;
+  ~WorkFolder() {
+    std::error_code ec;
+    if (!keep) std::filesystem::remove_all(path, ec);
+  }
+};
+
+// A calibrated cluster of CPU cores: what validate predicts on.
+ClusterSpec LoadCalibrated(const std::string& path) {
+  const ClusterSpec c = LoadCluster(path);
+  if (c.topology.kind != TopologyKind::kLocal || c.calibration.empty() || c.calibration.dtype != "fp32") {
+    throw InputError("--cluster " + path, "is not a calibrated cluster of CPU cores", "a cluster JSON written by shardsim calibrate",
+                     "leave --cluster out to calibrate now");
+  }
+  return c;
+}
+
 // The calibrated cluster cut to the plan's ranks: mpirun fills hosts in order, so R ranks take
 // the first ceil(R / cores per host) hosts.
 ClusterSpec ClusterForRanks(const ClusterSpec& calibrated, int64_t ranks, bool* time_faithful) {
@@ -48,7 +71,10 @@ ClusterSpec ClusterForRanks(const ClusterSpec& calibrated, int64_t ranks, bool* 
     t.local_hosts = 1;
   } else {
     t.local_hosts = (ranks + per_host - 1) / per_host;
-    if (ranks % t.local_hosts != 0) t.local_hosts = 1;
+    if (ranks > per_host && ranks % per_host != 0) {
+      throw InputError("the plan's mesh", std::to_string(ranks) + " ranks do not fill whole hosts of " + std::to_string(per_host) + " cores",
+                       "a multiple of the cores per host (or at most one host's cores)", "the cluster model has as many devices on every host");
+    }
   }
   t.local_devices = ranks;
   ValidateCluster(c, "validate cluster");
@@ -81,22 +107,24 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
                        "at least as many slots as the mesh has devices", "add hosts or slots, or shrink the mesh");
     }
   }
-  const std::string dir = WorkDir(o.keep);
+  // A given cluster is checked before anything is made or launched.
+  const std::optional<ClusterSpec> given = o.cluster.empty() ? std::nullopt : std::optional<ClusterSpec>(LoadCalibrated(o.cluster));
+  WorkFolder work{WorkDir(o.keep), !o.keep.empty()};
+  const std::string& dir = work.path;
 
   // The cluster: given, or measured now.
   std::string cluster_path = o.cluster;
-  if (cluster_path.empty()) {
+  if (!given) {
     cluster_path = dir + "/cluster.json";
     const CalibrationJob job = CalibrationJobFor(o.hostfile);
     const int status = LaunchRuntime({"calibrate", "--out", cluster_path, "--hosts", std::to_string(job.hosts)}, job.ranks, o.hostfile,
                                      dir + "/calibrate.txt");
-    if (status != 0) throw InputError("validate", "calibration failed (exit " + std::to_string(status) + ")", "", "see " + dir + "/calibrate.txt");
+    if (status != 0) {
+      work.keep = true;
+      throw std::runtime_error("validate: the calibration failed (mpirun exit " + std::to_string(status) + "); its output: " + dir + "/calibrate.txt");
+    }
   }
-  const ClusterSpec calibrated = LoadCluster(cluster_path);
-  if (calibrated.topology.kind != TopologyKind::kLocal || calibrated.chip.peak_flop_per_s.count("fp32") == 0) {
-    throw InputError("--cluster " + cluster_path, "is not a cluster of CPU cores with an fp32 rate", "a cluster JSON from shardsim calibrate",
-                     "leave --cluster out to calibrate now");
-  }
+  const ClusterSpec calibrated = given ? *given : LoadCalibrated(cluster_path);
   bool time_faithful = true;
   const ClusterSpec cluster = ClusterForRanks(calibrated, ranks, &time_faithful);
   if (!time_faithful) {
@@ -110,7 +138,10 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   for (const std::string& s : overrides) args.insert(args.end(), {"--set", s});
   out.flush();
   const int status = LaunchRuntime(args, ranks, o.hostfile, dir + "/run.json");
-  if (status != 0) throw InputError("validate", "the run failed (exit " + std::to_string(status) + ")", "", "its report: " + dir + "/run.json");
+  if (status != 0) {
+    work.keep = true;
+    throw std::runtime_error("validate: the run failed (mpirun exit " + std::to_string(status) + "); the runtime's error is above, its files in " + dir);
+  }
   const validation::MeasuredRun measured =
       validation::ReadMeasuredRun(ReadJsonFile(dir + "/run.json"), ReadJsonFile(dir + "/trace.json"), dir + "/run.json");
 
@@ -123,6 +154,7 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   const sim::SimReport simulated = sim::Simulate(program, cluster, graph, collectives, options);
   const validation::Comparison comparison = validation::Compare(measured, program, cluster, collectives, simulated.estimate, simulated.step);
 
+  if (!given && o.keep.empty()) cluster_path = "calibrated now, not kept (--keep DIR keeps it)";
   ValidateContext context{model, plan, cluster, cluster_path, dir, o.keep.empty(), time_faithful, notes};
   if (!o.report.empty()) WriteValidateReport(o.report, context, comparison, measured, simulated, program);
   if (o.json) {
@@ -131,7 +163,6 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     PrintValidate(out, context, comparison, measured);
     if (!o.report.empty()) out << "  report      " << o.report << "\n";
   }
-  if (o.keep.empty()) std::filesystem::remove_all(dir);
   return 0;
 }
 

@@ -48,7 +48,8 @@ void PrintValidate(std::ostream& out, const ValidateContext& c, const validation
               FormatSeconds(row.simulated_s), Error(row.simulated_s, row.measured_s)});
   }
   t.Print(out, "  ");
-  out << "  (other: the runtime's own bookkeeping between ops, which no prediction has; the step's error is the figure that counts)\n";
+  out << "  (error: predicted / measured - 1, negative where the prediction is faster; other: the runtime's bookkeeping between\n"
+      << "  ops, which no prediction has; the step's error is the figure that counts)\n";
   out << "\nWorst ops (per step per rank; same keys in the trace and the program):\n";
   TextTable ops({"op", "category", "spans", "measured", "predicted", "difference"});
   for (size_t i = 0; i < r.ops.size() && i < kWorstOps; ++i) {
@@ -71,7 +72,7 @@ void PrintValidate(std::ostream& out, const ValidateContext& c, const validation
     }
     mem.Print(out, "  ");
   }
-  if (!c.work_dir_removed) out << "\n  files       " << c.work_dir << " (run.json, trace.json" << (c.cluster_path.rfind(c.work_dir, 0) == 0 ? ", cluster.json" : "") << ")\n";
+  if (!c.work_dir_removed) out << "\n  files       " << c.work_dir << " (run.json, trace.json, and cluster.json when calibrated now)\n";
 }
 
 json ValidateJson(const ValidateContext& c, const validation::Comparison& r, const validation::MeasuredRun& m) {

@@ -235,10 +235,12 @@ int RunCalibrate(const CalibrateOptions& o) {
                      "a divisor of the ranks (equal slots per host)");
   }
   if (o.repeats < 1) throw InputError("--repeats", std::to_string(o.repeats), "1 or more");
-  if (rank == 0) {
-    std::ofstream probe(o.out, std::ios::app);
-    if (!probe) throw InputError("--out " + o.out, "cannot be written", "a writable file path", "check that the folder exists");
-  }
+  // Rank 0 checks that it can write the result; every rank learns the answer, so all stop
+  // together rather than the others waiting in a barrier for rank 0.
+  int writable = 1;
+  if (rank == 0) writable = std::ofstream(o.out, std::ios::app) ? 1 : 0;
+  MPI_Bcast(&writable, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!writable) throw InputError("--out " + o.out, "cannot be written", "a writable file path", "check that the folder exists");
   const auto start = std::chrono::steady_clock::now();
   std::vector<Measurement> runs;
   for (int64_t r = 0; r < o.repeats; ++r) runs.push_back(MeasureOnce(o.hosts));

@@ -86,11 +86,13 @@ Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& p
   std::set<std::string> names;
   for (const auto& [k, v] : measured.category_s) names.insert(k);
   for (const auto& [k, v] : est) names.insert(k);
-  for (const std::string& n : {"compute", "optimizer", "tensor", "context", "expert", "pipeline", "data", "other"}) {
+  for (const char* name : {"compute", "optimizer", "tensor", "context", "expert", "pipeline", "data", "other"}) {
+    const std::string n = name;
     if (!names.count(n)) continue;
     CategoryRow row{n, measured.category_s.count(n) ? measured.category_s.at(n) : 0.0, est.count(n) ? est.at(n) : 0.0,
                     simc.count(n) ? simc.at(n) : 0.0, n != "other"};
-    if (row.measured_s == 0 && row.estimated_s == 0 && row.simulated_s == 0) continue;
+    constexpr double kNothing_s = 1e-9;  // below a nanosecond everywhere: rounding, not time
+    if (row.measured_s < kNothing_s && row.estimated_s < kNothing_s && row.simulated_s < kNothing_s) continue;
     out.categories.push_back(row);
   }
   out.categories.push_back({"step", measured.step_time_s, estimate.step_time_s, simulated.step_time_s, true});
@@ -104,7 +106,9 @@ Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& p
   auto op_of = [&](const std::string& key) -> const Op* {
     const std::vector<std::string> parts = strategies::SplitOpKey(key);
     if (parts.size() != 4) return nullptr;
-    const int64_t stage = std::stoll(parts[0]);
+    char* end = nullptr;
+    const int64_t stage = std::strtoll(parts[0].c_str(), &end, 10);
+    if (end == parts[0].c_str() || *end != '\0') return nullptr;
     if (stage < 0 || stage >= static_cast<int64_t>(program.stages.size())) return nullptr;
     auto& ops = stage_ops[stage];
     if (ops.empty()) {
@@ -169,7 +173,7 @@ json ComparisonJson(const Comparison& c) {
   }
   for (const MemoryRow& r : c.memory) {
     memory.push_back({{"rank", r.rank}, {"stage", r.stage}, {"category", r.category}, {"measured_bytes", r.measured_bytes}, {"predicted_bytes", r.predicted_bytes},
-                      {"error", r.measured_bytes > 0 ? r.predicted_bytes / r.measured_bytes - 1 : 0.0}});
+                      {"error", r.measured_bytes > 0 ? json(r.predicted_bytes / r.measured_bytes - 1) : json(nullptr)}});
   }
   return {{"categories", categories}, {"ops", ops}, {"memory", memory}, {"steps_compared", c.steps_compared}};
 }

@@ -67,6 +67,14 @@ TEST_F(ValidateCliTest, BadInputIsOneLine) {
   EXPECT_TRUE(IsInputError(RunShardsim({"calibrate", "--hostfile", uneven}), {"uneven.txt", "same slots"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"calibrate", "--hostfile", PathOf("missing.txt")}), {"missing.txt", "cannot be read"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"calibrate", "--repeats", "0"}), {"--repeats", "1 to 20"}));
+  // A preset of this machine's cores has rates from the catalogue, not a calibration.
+  EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-dense", "--cluster", "local:2", "--set", "mesh.data=2", "--set",
+                                        "global_batch_size=4", "--set", "seq_len=64"}),
+                           {"local:2", "not a calibrated cluster"}));
+  const std::string typo = Write("typo.txt", "localhost slot=2\n");
+  EXPECT_TRUE(IsInputError(RunShardsim({"calibrate", "--hostfile", typo}), {"typo.txt:1", "slot=2"}));
+  // An output nobody can write stops at once (the ranks do not wait for each other).
+  EXPECT_TRUE(IsInputError(RunShardsim({"calibrate", "--out", PathOf("no/such/folder/c.json")}), {"--out", "cannot be written"}));
 }
 
 }  // namespace

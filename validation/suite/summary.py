@@ -32,7 +32,7 @@ def main():
         rows.append((path.stem, mesh, r["ranks"], "yes" if faithful else "no (kept out)", step["measured_s"], step["estimated_s"], e,
                      step["simulated_s"], s, f"{worst['op']} {1e3 * worst['difference_s']:+.2f} ms" if worst else "-"))
         for m in r["memory"]:
-            if m["comparable"] and m["measured_bytes"] > 0:
+            if m["comparable"] and m["error"] is not None:
                 memory.setdefault(m["category"], []).append(abs(m["error"]))
     print("| plan | mesh | ranks | time-faithful | measured | estimated | error | simulated | error | worst op (predicted - measured) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
