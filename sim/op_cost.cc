@@ -123,7 +123,9 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
   const int key = CollectiveKey(op, axes);
   const auto known = seconds_.find({key, bytes});
   if (known != seconds_.end()) return known->second;
-  const CollectiveCurve* curve = MeasuredCurve(op, axes, size);
+  auto found = curves_.find(key);
+  if (found == curves_.end()) found = curves_.emplace(key, MeasuredCurve(op, axes, size)).first;
+  const CollectiveCurve* curve = found->second;
   int model_key = 0;
   const double seconds = curve ? CurveSeconds(*curve, bytes) : Model(op, axes, &model_key).Fastest(bytes).estimate.time_s;
   seconds_[{key, bytes}] = seconds;

@@ -45,6 +45,7 @@ class AxisCollectives {
   // Keyed by operation and the set of axes (a bit per mesh axis).
   std::map<int, std::unique_ptr<GroupCollective>> cache_;
   std::map<std::pair<int, double>, double> seconds_;  // (key, bytes) -> seconds
+  std::map<int, const CollectiveCurve*> curves_;       // key -> the measured curve, or null (looked up once per key)
 };
 
 // Fraction of peak an [m, n]-output matmul keeps after tile quantization (partial `tile` x `tile`

@@ -6,22 +6,8 @@
 # Usage: report_page_test.sh SHARDSIM_BIN WORK_DIR. Exits 77 (skipped) without chromium or python3.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: report_page_test.sh SHARDSIM_BIN WORK_DIR" >&2
-  exit 2
-fi
-shardsim=$1
-work=$2
+. "$(dirname "${BASH_SOURCE[0]}")/page_test_prelude.sh" report_page_test.sh "$@"
 check="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/report_page_check.py"
-chromium=$(command -v chromium || command -v chromium-browser || true)
-if [[ -z $chromium ]]; then
-  echo "SKIP: chromium is not installed (scripts/setup.sh installs it)"
-  exit 77
-fi
-if ! command -v python3 >/dev/null; then
-  echo "SKIP: python3 is not installed"
-  exit 77
-fi
 mkdir -p "$work"
 rm -f "$work"/{page.html,trace.json,page.dom,console.log,shot.png,control.html,control.log}
 

@@ -10,22 +10,8 @@
 # python3 or mpirun.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: validate_page_test.sh SHARDSIM_BIN WORK_DIR" >&2
-  exit 2
-fi
-shardsim=$1
-work=$2
+. "$(dirname "${BASH_SOURCE[0]}")/page_test_prelude.sh" validate_page_test.sh "$@"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-chromium=$(command -v chromium || command -v chromium-browser || true)
-if [[ -z $chromium ]]; then
-  echo "SKIP: chromium is not installed (scripts/setup.sh installs it)"
-  exit 77
-fi
-if ! command -v python3 >/dev/null; then
-  echo "SKIP: python3 is not installed"
-  exit 77
-fi
 if ! command -v mpirun >/dev/null; then
   echo "SKIP: mpirun is not installed (scripts/setup.sh installs OpenMPI)"
   exit 77

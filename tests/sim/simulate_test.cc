@@ -74,7 +74,7 @@ TEST(Simulate, AgreesWithTheEstimateWhereNoLinkIsShared) {
 }
 
 TEST(Simulate, FoldedAndUnfoldedAgree) {
-  for (const std::string& cluster : {"dgx-h100:8", "tpu-v5p:4x4x1"}) {
+  for (const char* cluster : {"dgx-h100:8", "tpu-v5p:4x4x1"}) {
     const std::vector<std::string> sets = {"mesh.tensor=2", "mesh.pipeline=2", "mesh.data=2", "global_batch_size=8", "micro_batch_size=1",
                                            "seq_len=2048"};
     std::vector<std::string> torus_sets = {"mesh.tensor=4", "mesh.data=4", "global_batch_size=8", "micro_batch_size=1", "seq_len=2048"};
