@@ -1,13 +1,19 @@
 // The one place CLI11 is used: every subcommand's flags, bound to its plain options struct.
 #include "cli/app.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
+#include "cli/batch_flags.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "planner/frameworks.h"
 
 #include <unistd.h>
 
@@ -16,6 +22,65 @@ namespace {
 
 constexpr int kBadInput = 2;
 constexpr int kInternalFailure = 1;
+
+// A CLI11 check from one of our parsers: its InputError, less the flag (CLI11 puts that first).
+CLI::Validator Parses(std::function<void(const std::string&)> parse, const std::string& description) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          parse(text);
+          return "";
+        } catch (const InputError& e) {
+          return e.problem() + (e.valid().empty() ? "" : "; valid: " + e.valid()) + (e.hint().empty() ? "" : " (hint: " + e.hint() + ")");
+        }
+      },
+      description);
+}
+
+// A finite number in (0, max]: CLI11's own ranges let nan through.
+CLI::Validator PositiveUpTo(double max, const std::string& unit) {
+  char bound[32];
+  std::snprintf(bound, sizeof bound, "%g", max);
+  const std::string valid = "greater than 0 and at most " + std::string(bound) + unit;
+  return Parses(
+      [max, valid](const std::string& text) {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value <= 0 || value > max) {
+          throw InputError("", "'" + text + "' is out of range", valid);
+        }
+      },
+      "(0, " + std::string(bound) + "]");
+}
+
+CLI::Validator TokensPerStep() {
+  return Parses([](const std::string& text) { ParseByteSize(text, ""); }, "TOKENS");
+}
+CLI::Validator TokenBudget() {
+  return Parses([](const std::string& text) { ParseTokenCount(text, ""); }, "TOKENS");
+}
+
+// --max-memory: a fraction of HBM in (0, 1] ("0.85") or a size ("70GiB", ParseByteSize).
+void ParseMaxMemory(const std::string& text) {
+  char* end = nullptr;
+  const double fraction = std::strtod(text.c_str(), &end);
+  if (!text.empty() && end == text.c_str() + text.size()) {
+    if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1) {
+      throw InputError("", "'" + text + "' is not a fraction of HBM", "a fraction in (0, 1], e.g. 0.85, or a size such as 70GiB");
+    }
+    return;
+  }
+  ParseByteSize(text, "");
+}
+
+// --global-batch-tokens and --seq-len, for the subcommands that read a plan (cli/batch_flags.h).
+void AddBatchFlags(CLI::App* sub, BatchFlags& flags) {
+  sub->add_option("--global-batch-tokens", flags.global_batch_tokens,
+                  "tokens per step, e.g. 4M (x1024^2) or 4MB (x1000^2): sets the plan's global_batch_size to this over the sequence length")
+      ->check(TokensPerStep());
+  sub->add_option("--seq-len", flags.seq_len, "tokens per sequence: sets the plan's seq_len (these two win over --plan's; an --set of the same field must agree)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+}
 
 void AddInputs(CLI::App* sub, Inputs& flags, bool with_cluster, bool with_plan) {
   sub->add_option("--model", flags.model, "model: a preset (shardsim presets), a shardsim model JSON, or a Hugging Face config.json");
@@ -63,40 +128,68 @@ int Run(int argc, char** argv) {
   collective_cmd->add_flag("--json", collective.json, "print one JSON object on stdout");
 
   EstimateOptions estimate;
+  BatchFlags estimate_batch;
+  std::string estimate_train_tokens;
   CLI::App* estimate_cmd = app.add_subcommand("estimate", "analytic prediction of one training step: time, MFU, memory, breakdown");
   AddInputs(estimate_cmd, estimate, true, true);
+  AddBatchFlags(estimate_cmd, estimate_batch);
   estimate_cmd->add_flag("--dump-program", estimate.dump_program, "print the step program instead of the estimate (deterministic text; one JSON object with --json)");
+  CLI::Option* estimate_tokens_opt =
+      estimate_cmd->add_option("--train-tokens", estimate_train_tokens, "the whole run: time and device-hours to train on this many tokens, e.g. 15T (x1000^4), 2.5T, 300B")
+          ->check(TokenBudget());
+  estimate_cmd->add_option("--price-per-device-hour", estimate.price_per_device_hour, "with --train-tokens: the run's cost at this price (in its currency)")
+      ->check(PositiveUpTo(1e9, ""))
+      ->needs(estimate_tokens_opt);
 
   PlanOptions plan;
   std::string batch_tokens;
   CLI::App* plan_cmd = app.add_subcommand("plan", "search the shardings of a model on a cluster, rank them and explain the best");
-  AddInputs(plan_cmd, plan, true, false);
-  plan_cmd->add_option("--global-batch-tokens", batch_tokens, "tokens per step, e.g. 4194304 or 4M (x1024^2) or 4MB (x1000^2)");
-  plan_cmd->add_option("--seq-len", plan.seq_len, "tokens per sequence")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  std::string plan_train_tokens;
+  AddInputs(plan_cmd, plan, true, true);
+  plan_cmd->add_option("--global-batch-tokens", batch_tokens, "tokens per step, e.g. 4194304 or 4M (x1024^2) or 4MB (x1000^2) (default: the plan's)")
+      ->check(TokensPerStep());
+  plan_cmd->add_option("--seq-len", plan.seq_len, "tokens per sequence (default: the plan's)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   plan_cmd->add_option("--top", plan.top, "plans to show (default 5)")->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  plan_cmd->add_option("--export", plan.exporter, "print the best plan for megatron, maxtext, torchtitan or jax");
+  plan_cmd->add_option("--export", plan.exporter, "print the best plan for megatron, maxtext, torchtitan, deepspeed or jax");
+  plan_cmd->add_option("--framework", plan.framework, "search only the plans this framework runs: megatron-core (or megatron), torchtitan, maxtext, deepspeed")
+      ->check(Parses([](const std::string& name) { planner::ParseFramework(name, ""); }, "NAME"));
+  plan_cmd->add_option("--max-memory", plan.max_memory, "memory a plan may use per device: a fraction of HBM (0.85) or a size (70GiB); default: 90% of HBM")
+      ->check(Parses(ParseMaxMemory, "FRACTION|SIZE"));
+  plan_cmd->add_flag("--wide", plan.wide, "print every column uncut (wider than 120 columns)");
+  CLI::Option* plan_tokens_opt =
+      plan_cmd->add_option("--train-tokens", plan_train_tokens, "the whole run: time and device-hours to train on this many tokens, e.g. 15T (x1000^4), 2.5T, 300B")
+          ->check(TokenBudget());
+  plan_cmd->add_option("--price-per-device-hour", plan.price_per_device_hour, "with --train-tokens: the run's cost at this price (in its currency)")
+      ->check(PositiveUpTo(1e9, ""))
+      ->needs(plan_tokens_opt);
   plan_cmd->add_option("--plot", plan.plot, "write the Pareto view (tokens/s against memory per device) as an SVG file");
   plan_cmd->add_option("--refine", plan.refine, "simulate the top K plans on SimGrid, rank them by the simulation and say why the predictions differ")
       ->check(CLI::Range(int64_t{1}, int64_t{50}));
   plan_cmd->add_option("--threads", plan.threads, "search threads (default: all hardware threads)")->check(CLI::Range(0, 1024));
 
   SimulateOptions simulate;
+  BatchFlags simulate_batch;
   CLI::App* simulate_cmd = app.add_subcommand("simulate", "discrete-event (SimGrid) prediction of one training step over the cluster's links");
   AddInputs(simulate_cmd, simulate, true, true);
+  AddBatchFlags(simulate_cmd, simulate_batch);
   simulate_cmd->add_option("--trace", simulate.trace, "write a Chrome trace (Perfetto) of the simulated step");
   simulate_cmd->add_option("--report", simulate.report, "write a self-contained HTML page of the simulated step");
   simulate_cmd->add_flag("--no-fold", simulate.no_fold, "simulate every device (small clusters; folding is exact where links are not shared)");
   RunOptions run;
+  BatchFlags run_batch;
   CLI::App* run_cmd = app.add_subcommand("run", "train with a plan for real: shardsim-runtime under mpirun, one rank per device of the mesh");
   AddInputs(run_cmd, run, false, true);
+  AddBatchFlags(run_cmd, run_batch);
   run_cmd->add_option("--steps", run.steps, "training steps (default 10)");
-  run_cmd->add_option("--hostfile", run.hostfile, "MPI hostfile, to spread the ranks over machines");
+  run_cmd->add_option("--hostfile", run.hostfile, "spread the ranks over machines: an Open MPI hostfile, one 'HOST slots=N' per line (docs/multi_host.md)");
   run_cmd->add_option("--trace", run.trace, "write a Chrome trace of every rank's ops (stage/layer/op/microbatch keys)");
   run_cmd->add_option("--seed", run.seed, "initialisation seed (default 1234)");
   run_cmd->add_option("--lr", run.lr, "AdamW learning rate (default 1e-3)");
   run_cmd->add_option("--corpus", run.corpus, "train on this text file instead of the shipped corpus");
   run_cmd->add_option("--checkpoint", run.checkpoint, "write a sharded checkpoint into this folder after the last step");
   run_cmd->add_option("--resume", run.resume, "continue from the checkpoint in this folder (same model and plan)");
+  run_cmd->add_option("--timeout", run.timeout_s, "seconds one receive or collective may wait before the job aborts naming the rank and op (default 600)")
+      ->check(PositiveUpTo(kMaxRunTimeoutS, " s"));
   CalibrateOptions calibrate;
   CLI::App* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (or a hostfile's hosts) and write a cluster JSON of its cores");
   calibrate_cmd->add_option("--out", calibrate.out, "cluster JSON to write (default cluster.json)");
@@ -104,8 +197,10 @@ int Run(int argc, char** argv) {
   calibrate_cmd->add_option("--repeats", calibrate.repeats, "whole measurements, medians kept and the spread reported (default 3)");
   calibrate_cmd->add_flag("--json", calibrate.json, "print one JSON object on stdout");
   ValidateOptions validate;
+  BatchFlags validate_batch;
   CLI::App* validate_cmd = app.add_subcommand("validate", "run a plan for real, estimate and simulate it on the calibrated cluster, and compare");
   AddInputs(validate_cmd, validate, true, true);
+  AddBatchFlags(validate_cmd, validate_batch);
   validate_cmd->add_option("--hostfile", validate.hostfile, "run (and calibrate) over these hosts (docs/multi_host.md)");
   validate_cmd->add_option("--report", validate.report, "write a self-contained HTML page of the comparison");
   validate_cmd->add_option("--steps", validate.steps, "training steps (default 6; the first is warm-up)");
@@ -124,20 +219,33 @@ int Run(int argc, char** argv) {
   try {
     if (presets_cmd->parsed()) return RunPresets(presets, std::cout);
     if (collective_cmd->parsed()) return RunCollective(collective, std::cout);
-    if (estimate_cmd->parsed()) return RunEstimate(estimate, std::cout);
+    if (estimate_cmd->parsed()) {
+      ApplyBatchFlags(estimate_batch, estimate);
+      if (!estimate_train_tokens.empty()) estimate.train_tokens = ParseTokenCount(estimate_train_tokens, "--train-tokens");
+      return RunEstimate(estimate, std::cout);
+    }
     if (simulate_cmd->parsed()) {
+      ApplyBatchFlags(simulate_batch, simulate);
       simulate.progress = isatty(fileno(stderr)) != 0;
       return RunSimulate(simulate, std::cout);
     }
     if (plan_cmd->parsed()) {
       if (!batch_tokens.empty()) plan.global_batch_tokens = ParseByteSize(batch_tokens, "--global-batch-tokens");
+      if (!plan_train_tokens.empty()) plan.train_tokens = ParseTokenCount(plan_train_tokens, "--train-tokens");
       plan.progress = isatty(fileno(stderr)) != 0;
       return RunPlan(plan, std::cout);
     }
     if (describe_cmd->parsed()) return RunDescribe(describe, std::cout);
-    if (run_cmd->parsed()) return RunRun(run, std::cout);
+    if (run_cmd->parsed()) {
+      ApplyBatchFlags(run_batch, run);
+      run.progress = isatty(fileno(stderr)) != 0;
+      return RunRun(run, std::cout);
+    }
     if (calibrate_cmd->parsed()) return RunCalibrate(calibrate, std::cout);
-    if (validate_cmd->parsed()) return RunValidate(validate, std::cout);
+    if (validate_cmd->parsed()) {
+      ApplyBatchFlags(validate_batch, validate);
+      return RunValidate(validate, std::cout);
+    }
     return kInternalFailure;
   } catch (const InputError& e) {
     std::cerr << "shardsim: error: " << e.what() << "\n";

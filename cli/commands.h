@@ -45,6 +45,8 @@ int RunCollective(const CollectiveOptions& options, std::ostream& out);
 
 struct EstimateOptions : Inputs {
   bool dump_program = false;  // print the StepProgram instead of the estimate
+  double train_tokens = 0;           // --train-tokens: report the time and device-hours to train on them (0: off)
+  double price_per_device_hour = 0;  // with --train-tokens: the run's cost at this price (0: not priced)
 };
 int RunEstimate(const EstimateOptions& options, std::ostream& out);
 
@@ -58,13 +60,19 @@ struct SimulateOptions : Inputs {
 inline constexpr int64_t kMaxUnfoldedDevices = 1024;
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
 
+// Inputs' --plan and --set fix plan fields: the search tries only plans that keep them.
 struct PlanOptions : Inputs {
-  int64_t global_batch_tokens = 0;
-  int64_t seq_len = 0;
+  int64_t global_batch_tokens = 0;  // 0: the plan's (--plan/--set global_batch_size x seq_len)
+  int64_t seq_len = 0;              // 0: the plan's
   int64_t top = 5;
   int threads = 0;      // 0: all hardware threads
   bool progress = false;  // progress line on stderr (when it is a terminal)
-  std::string exporter;   // megatron, maxtext, torchtitan or jax: print the best plan for it
+  std::string exporter;   // megatron, maxtext, torchtitan, deepspeed or jax: print the best plan for it
+  std::string framework;  // search only what this framework runs (megatron-core, torchtitan, maxtext, deepspeed)
+  std::string max_memory;  // "0.85" (of HBM) or "70GiB"; empty: the default headroom
+  bool wide = false;       // every column, uncut (text wider than 120 columns)
+  double train_tokens = 0;           // --train-tokens: report the time and device-hours to train on them (0: off)
+  double price_per_device_hour = 0;  // with --train-tokens: the run's cost at this price (0: not priced)
   std::string plot;       // write the Pareto view (tokens/s against memory) as SVG to this file
   int64_t refine = 0;     // simulate the top K plans on SimGrid and rank them by that (0: off)
 };
@@ -79,7 +87,11 @@ struct RunOptions : Inputs {
   std::string corpus;    // a text file instead of the shipped corpus
   std::string checkpoint;  // write a sharded checkpoint here after the last step
   std::string resume;      // continue from the checkpoint in this folder
+  double timeout_s = 0;    // shardsim-runtime train --timeout: longest wait on one receive or collective (0: its default, 600 s)
+  bool progress = false;   // with --json: the runtime's step lines on stderr (when it is a terminal)
 };
+// The longest --timeout run accepts: one receive or collective waiting a day has hung.
+inline constexpr double kMaxRunTimeoutS = 86400;
 // Launches shardsim-runtime (next to this binary) under mpirun with one rank per device of the
 // plan's mesh; returns its exit status.
 int RunRun(const RunOptions& options, std::ostream& out);

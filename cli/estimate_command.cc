@@ -1,6 +1,9 @@
 // `shardsim estimate`: the analytic prediction of one training step for a model, cluster and
 // plan: step time, tokens/s, MFU and HFU, memory per device, and where the time goes.
 #include <cstdio>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/program_json.h"
@@ -10,6 +13,7 @@
 #include "core/error.h"
 #include "core/inputs.h"
 #include "core/plan_json.h"
+#include "core/run_cost.h"
 #include "core/units.h"
 #include "strategies/plan_rules.h"
 #include "sim/estimate.h"
@@ -37,8 +41,12 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   const sim::StepReport r = sim::Estimate(program, cluster, collectives);
   const strategies::MemoryBreakdown& peak = r.memory.peak;
 
+  std::optional<TrainingRun> run;
+  if (o.train_tokens > 0) run = CostOfTraining(o.train_tokens, r.tokens_per_s, plan.mesh.Product(), o.price_per_device_hour);
   if (o.json) {
-    out << ReportJson(model, cluster, plan, r).dump(2) << "\n";
+    nlohmann::json report = ReportJson(model, cluster, plan, r);
+    if (run) report["training_run"] = TrainingRunJson(*run);
+    out << report.dump(2) << "\n";
     return 0;
   }
   const PlanShape shape = DerivePlanShape(plan);
@@ -58,6 +66,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "  step        " << FormatSeconds(r.step_time_s) << " for " << FormatCount(static_cast<double>(shape.tokens_per_step)) << " tokens ("
       << shape.num_microbatches << " micro-batches of " << plan.micro_batch_size << " per replica): " << FormatCount(r.tokens_per_s)
       << " tokens/s\n";
+  if (run) out << "  training    " << DescribeTrainingRun(*run) << "\n";
   out << "  utilisation MFU " << FormatPercent(r.mfu) << " (PaLM's count: " << FormatPercent(r.mfu_palm) << "), HFU " << FormatPercent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
       << plan.dtype << " peak per device (cluster spec); matmuls at " << cluster.efficiency.matmul << " of peak, HBM at "
       << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";

@@ -1,13 +1,32 @@
 #include "cli/plan_text.h"
 
+#include "strategies/data_parallel.h"
+
 namespace shardsim::cli {
 
 std::string MeshText(const PlanSpec& p) {
-  std::string text = DescribeMesh(p.mesh);
-  if (UsesDefaultMeshOrder(p)) return text;
-  std::string order;
-  for (const std::string& a : UsedMeshOrder(p)) order += (order.empty() ? "" : ">") + a;
-  return text + " [outer>inner: " + order + "]";
+  std::string text;
+  for (const std::string& axis : UsedMeshOrder(p)) {
+    text += (text.empty() ? "" : " ") + std::string(AxisFacts(axis).letter) + std::to_string(p.mesh.Size(axis));
+  }
+  if (text.empty()) return "1";
+  return UsesDefaultMeshOrder(p) ? text : text + "*";
+}
+
+std::string MeshLegend() {
+  std::string letters, order;
+  for (const MeshAxisFacts& axis : kMeshAxes) letters += (letters.empty() ? "" : ", ") + std::string(axis.letter) + " " + std::string(axis.name);
+  for (const std::string& axis : DefaultMeshOrder()) order += (order.empty() ? "" : " ") + std::string(AxisFacts(axis).letter);
+  return "mesh: " + letters + ", outermost (slowest links) first; * a layout other than the default " + order;
+}
+
+std::string ZeroText(const PlanSpec& p) {
+  std::string axes;
+  for (const std::string& axis : strategies::ReplicaAxes(p, strategies::ParamKind::kDense)) {
+    if (p.mesh.Size(axis) > 1) axes += (axes.empty() ? "" : ",") + std::string(AxisFacts(axis).letter);
+  }
+  if (axes.empty()) return "-";
+  return std::to_string(p.zero_stage) + " (" + axes + ")";
 }
 
 std::string ScheduleName(const PlanSpec& p) {

@@ -1,5 +1,5 @@
-// A plan's short text in `shardsim plan`'s tables: its mesh (with the layout when not the
-// default) and its pipeline schedule.
+// A plan's short text in `shardsim plan`'s tables: its mesh in the compact notation, its ZeRO
+// stage with the axes it shards over, and its pipeline schedule.
 #pragma once
 
 #include <string>
@@ -8,8 +8,15 @@
 
 namespace shardsim::cli {
 
-// "data=2 x tensor=8", with " [outer>inner: data>context>tensor]" when the mesh_order is not the default.
+// "p2 d2 f8 t2": each axis of size > 1 as its letter and degree (core/mesh_axes.h), outermost
+// first, with "*" after it when the layout is not the default order; "1" on one device.
 std::string MeshText(const PlanSpec& plan);
+// What the letters and the "*" mean, in a line.
+std::string MeshLegend();
+
+// "1 (d,c)": the ZeRO stage and the axes it shards over (the replica axes of the dense
+// parameters); "-" when the plan has no such axis (fsdp shards by itself).
+std::string ZeroText(const PlanSpec& plan);
 
 // "1f1b", "interleaved-1f1b v=2", or "-" without pipeline parallelism.
 std::string ScheduleName(const PlanSpec& plan);

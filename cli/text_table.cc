@@ -28,4 +28,25 @@ void TextTable::Print(std::ostream& out, const std::string& indent) const {
   for (const auto& row : rows_) print(row);
 }
 
+std::string Wrap(const std::string& text, size_t width, const std::string& first, const std::string& rest) {
+  if (first.size() + text.size() <= width) return first + text + "\n";  // as written, spacing kept
+  std::string out, line = first;
+  bool empty = true;  // no word on the line yet
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    start = end + 1;
+    if (word.empty()) continue;
+    if (!empty && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line = rest, empty = true;
+    }
+    line += (empty ? "" : " ") + word;
+    empty = false;
+  }
+  return out + line + "\n";
+}
+
 }  // namespace shardsim::cli

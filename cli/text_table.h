@@ -19,4 +19,9 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// `text` broken at spaces into lines of at most `width` columns (a longer word stays whole): the
+// first line starts with `first`, the others with `rest`; each line ends with a newline. Text
+// that fits on one line is kept as written (runs of spaces too).
+std::string Wrap(const std::string& text, size_t width, const std::string& first, const std::string& rest);
+
 }  // namespace shardsim::cli

@@ -61,12 +61,17 @@ std::string PlanSource(const std::string& path, const std::vector<std::string>& 
   return overrides.empty() ? path : path + " with --set";
 }
 
-PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overrides) {
+nlohmann::json LoadPlanJson(const std::string& path, const std::vector<std::string>& overrides) {
   nlohmann::json value = path.empty() ? nlohmann::json::object() : ReadJsonFile(path);
   if (!value.is_object()) {
     throw InputError(path + ":/", "expected a JSON object, got " + JsonTypeName(value), "a plan object {\"mesh\": {...}, ...}");
   }
   for (const std::string& assignment : overrides) ApplyPlanOverride(value, assignment);
+  return value;
+}
+
+PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overrides) {
+  nlohmann::json value = LoadPlanJson(path, overrides);
   const std::string where = PlanSource(path, overrides);
   if (path.empty() && !value.contains("mesh")) value["mesh"] = nlohmann::json::object();
   return PlanFromJson(value, where);

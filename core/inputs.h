@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/cluster_spec.h"
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
@@ -24,5 +26,8 @@ std::string PlanSource(const std::string& path, const std::vector<std::string>& 
 // A plan JSON file (empty `path`: no file, the plan is built from `overrides` alone) with
 // `--set key=value` overrides applied in order.
 PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overrides);
+// The same plan as JSON before it is read: only the keys the file and overrides name (what
+// `plan` keeps fixed). Throws InputError when the file is not a JSON object.
+nlohmann::json LoadPlanJson(const std::string& path, const std::vector<std::string>& overrides);
 
 }  // namespace shardsim

@@ -16,7 +16,7 @@ constexpr bool TableIsConsistent() {
         static_cast<size_t>(kMeshAxes[i].default_order) >= kMeshAxes.size())
       return false;
     for (size_t j = 0; j < i; ++j) {
-      if (kMeshAxes[i].name == kMeshAxes[j].name ||
+      if (kMeshAxes[i].name == kMeshAxes[j].name || kMeshAxes[i].letter == kMeshAxes[j].letter ||
           kMeshAxes[i].default_order == kMeshAxes[j].default_order)
         return false;
     }
@@ -25,7 +25,7 @@ constexpr bool TableIsConsistent() {
 }
 static_assert(
     TableIsConsistent(),
-    "kMeshAxes: one row per MeshAxis in enum order, distinct names and default positions");
+    "kMeshAxes: one row per MeshAxis in enum order, distinct names, letters and default positions");
 
 }  // namespace
 
@@ -55,23 +55,15 @@ bool ReplicatesParams(const MeshAxisFacts& axis, bool routed_experts) {
   return false;
 }
 
-std::vector<int64_t> SearchedDegrees(MeshAxis axis, int64_t limit, int64_t layers) {
+std::vector<int64_t> SearchedDegrees(MeshAxis axis, int64_t left, int64_t bound) {
   const MeshAxisFacts& f = AxisFacts(axis);
-  const int64_t top = f.search_max > 0 ? std::min(limit, f.search_max) : limit;
   std::vector<int64_t> degrees;
-  switch (f.search_degrees) {
-    case SearchDegrees::kRemainder:
-      if (limit >= 1) degrees.push_back(limit);
-      break;
-    case SearchDegrees::kPowersOfTwo:
-      for (int64_t d = 1; d <= top; d *= 2) degrees.push_back(d);
-      break;
-    case SearchDegrees::kPowersOfTwoOrLayerDivisors:
-      // Powers of two too: stages then differ by a layer, as Llama 3 405B's 126 layers on 16.
-      for (int64_t d = 1; d <= top; ++d) {
-        if ((layers > 0 && layers % d == 0) || (d & (d - 1)) == 0) degrees.push_back(d);
-      }
-      break;
+  if (left < 1) return degrees;
+  if (f.search_degrees == SearchDegrees::kRemainder) return {left};
+  int64_t top = f.search_max > 0 ? std::min(left, f.search_max) : left;
+  if (bound > 0) top = std::min(top, bound);
+  for (int64_t d = 1; d <= top; ++d) {
+    if (left % d == 0) degrees.push_back(d);
   }
   return degrees;
 }

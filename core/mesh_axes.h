@@ -30,15 +30,15 @@ enum class ParamRole {
 
 // The degrees the planner's search tries along an axis (planner/search.cc).
 enum class SearchDegrees {
-  kPowersOfTwo,  // 1, 2, 4, ... up to search_max and the model's and cluster's limits
-  kPowersOfTwoOrLayerDivisors,  // divisors of the decoder layers and powers of two, up to
-                                // search_max
-  kRemainder,                   // whatever devices the other axes leave
+  kDivisors,   // every divisor of the devices the other axes leave, up to search_max and the
+               // model's and cluster's bound (the plan rules then reject what does not divide)
+  kRemainder,  // whatever devices the other axes leave
 };
 
 struct MeshAxisFacts {
   MeshAxis axis;
   std::string_view name;  // the word in plans, --mesh and the JSON keys mesh.<name>, overlap.<name>
+  std::string_view letter;  // the compact mesh notation's letter: "d8 t2 c2 p2"
   std::string_view role;  // what it does, in a line
   // Each rank along the axis reads its own sequences: the batch splits over these axes.
   bool batch_replica;
@@ -60,7 +60,7 @@ struct MeshAxisFacts {
 inline constexpr size_t kMeshAxisCount = 6;
 
 inline constexpr std::array<MeshAxisFacts, kMeshAxisCount> kMeshAxes = {{
-    {MeshAxis::kData, "data",
+    {MeshAxis::kData, "data", "d",
      "data parallelism: whole replicas of the model, gradients reduced once per step", true,
      ParamRole::kReplicated, "data", true,
      "bucketed gradient all-reduce / reduce-scatter under backward", 1, SearchDegrees::kRemainder,
@@ -68,30 +68,30 @@ inline constexpr std::array<MeshAxisFacts, kMeshAxisCount> kMeshAxes = {{
      "the devices left by the other axes; with fsdp and expert it must divide the sequences per "
      "step",
      true},
-    {MeshAxis::kFsdp, "fsdp",
+    {MeshAxis::kFsdp, "fsdp", "f",
      "fully sharded data parallelism (ZeRO-3): parameters sharded and gathered per layer", true,
      ParamRole::kSharded, "data", true, "prefetch parameter all-gathers", 2,
-     SearchDegrees::kPowersOfTwo, 0, "divides what tensor, pipeline, context and expert leave",
+     SearchDegrees::kDivisors, 0, "divides what tensor, pipeline, context and expert leave",
      true},
-    {MeshAxis::kTensor, "tensor",
+    {MeshAxis::kTensor, "tensor", "t",
      "tensor parallelism (Megatron), with sequence parallelism inside it", false, ParamRole::kSplit,
      "tensor", false, "async tensor parallelism (decomposed collectives)", 5,
-     SearchDegrees::kPowersOfTwo, 0,
+     SearchDegrees::kDivisors, 0,
      "the fastest domain (an NVSwitch node, or 16 chips of a torus); divides the query and K/V "
      "heads",
      true},
-    {MeshAxis::kContext, "context",
+    {MeshAxis::kContext, "context", "c",
      "context parallelism: ring attention over chunks of each sequence", false,
      ParamRole::kReplicated, "context", true,
-     "ring attention's K/V transfers under blockwise attention", 4, SearchDegrees::kPowersOfTwo, 32,
+     "ring attention's K/V transfers under blockwise attention", 4, SearchDegrees::kDivisors, 32,
      "2 x context divides seq_len, and at least 1024 tokens per rank", true},
-    {MeshAxis::kPipeline, "pipeline", "pipeline parallelism: consecutive layers on each stage",
+    {MeshAxis::kPipeline, "pipeline", "p", "pipeline parallelism: consecutive layers on each stage",
      false, ParamRole::kSplit, "pipeline", true, "point-to-point sends under compute", 0,
-     SearchDegrees::kPowersOfTwoOrLayerDivisors, 128, "at most the decoder layers", false},
-    {MeshAxis::kExpert, "expert",
+     SearchDegrees::kDivisors, 128, "at most the decoder layers (stages may differ by a layer)", false},
+    {MeshAxis::kExpert, "expert", "e",
      "expert parallelism: the routed experts of MoE layers split; data parallel for the rest", true,
      ParamRole::kReplicatedDense, "expert", false, "all-to-all under shared-expert compute", 3,
-     SearchDegrees::kPowersOfTwo, 0, "divides the routed experts (1 for dense models)", true},
+     SearchDegrees::kDivisors, 0, "divides the routed experts (1 for dense models)", true},
 }};
 
 constexpr const MeshAxisFacts& AxisFacts(MeshAxis axis) {
@@ -105,9 +105,10 @@ const MeshAxisFacts& AxisFacts(std::string_view name);
 // Whether parameters of dense layers (or routed experts) keep a copy on every rank along the axis.
 bool ReplicatesParams(const MeshAxisFacts& axis, bool routed_experts);
 
-// The degrees the search tries along `axis`, ascending: its rule up to its search_max and
-// `limit` (what the model, cluster or other axes allow; for kRemainder the one degree left).
-// `layers`: the model's decoder layers, for kPowersOfTwoOrLayerDivisors.
-std::vector<int64_t> SearchedDegrees(MeshAxis axis, int64_t limit, int64_t layers = 0);
+// The degrees the search tries along `axis`, ascending: for kDivisors every divisor of `left`
+// (the devices the other axes leave) up to the axis's search_max and `bound` (what the model or
+// cluster allows: the decoder layers, the fastest domain, ...; 0: no bound); for kRemainder
+// `left` itself.
+std::vector<int64_t> SearchedDegrees(MeshAxis axis, int64_t left, int64_t bound = 0);
 
 }  // namespace shardsim

@@ -19,7 +19,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
           "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "overlap", "ep_capacity_factor",
-          "flash_attention", "context_kv"};
+          "flash_attention", "context_kv", "framework"};
 }
 
 }  // namespace
@@ -30,7 +30,7 @@ json PlanToJson(const PlanSpec& p) {
     mesh[std::string(axis.name)] = p.mesh.Size(axis.axis);
     overlap[std::string(axis.name)] = p.overlap.Overlaps(axis.axis);
   }
-  return {{"mesh", mesh},
+  json j = {{"mesh", mesh},
           {"mesh_order", p.mesh_order},
           {"global_batch_size", p.global_batch_size},
           {"seq_len", p.seq_len},
@@ -47,6 +47,9 @@ json PlanToJson(const PlanSpec& p) {
           {"ep_capacity_factor", p.ep_capacity_factor},
           {"flash_attention", p.flash_attention},
           {"context_kv", p.context_kv}};
+  // Written only when set, so plans tied to no framework read as before.
+  if (!p.framework.empty()) j["framework"] = p.framework;
+  return j;
 }
 
 PlanSpec PlanFromJson(const json& value, const std::string& where) {
@@ -85,6 +88,14 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 1.0, 64);  // below 1 drops tokens, which the model does not count
   p.flash_attention = r.BoolOr("flash_attention", true);
   p.context_kv = r.EnumOr("context_kv", "ring", {"ring", "all-gather"});
+  // "" (or no key): any framework; "megatron" is read as "megatron-core".
+  const std::string framework = r.StringOr("framework", "");
+  p.framework = CanonicalFrameworkName(framework);
+  if (!framework.empty() && p.framework.empty()) {
+    const std::string s = DidYouMean(framework, PlanFrameworkNames());
+    r.Fail("framework", "unknown framework '" + framework + "'" + (s.empty() ? "" : "; " + s), JoinNames(PlanFrameworkNames()),
+           "leave it out to plan for any framework");
+  }
   r.Finish();
   return p;
 }

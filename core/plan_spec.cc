@@ -110,6 +110,19 @@ std::string ToString(Recompute r) {
   return "none";
 }
 
+const std::vector<std::string>& PlanFrameworkNames() {
+  static const std::vector<std::string> kNames = {"megatron-core", "torchtitan", "maxtext", "deepspeed"};
+  return kNames;
+}
+
+std::string CanonicalFrameworkName(std::string_view name) {
+  if (name == "megatron") return "megatron-core";  // the repository's and the old export's name
+  for (const std::string& known : PlanFrameworkNames()) {
+    if (known == name) return known;
+  }
+  return "";
+}
+
 std::vector<std::string> RecomputeNames() { return {"none", "selective", "full"}; }
 
 Recompute ParseRecompute(const std::string& name) {

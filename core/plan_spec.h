@@ -84,6 +84,9 @@ struct PlanSpec {
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
   std::string context_kv = "ring";  // context parallel K/V exchange: "ring" or "all-gather"
+  // The training framework that must run this plan exactly (one of PlanFrameworkNames(), which
+  // planner/frameworks.h turns into its planner::Framework); empty: any framework.
+  std::string framework;
   bool operator==(const PlanSpec&) const = default;
 };
 
@@ -105,6 +108,13 @@ bool ReshardAfterForward(const PlanSpec& plan);
 // layout), and whether they come in the default order.
 std::vector<std::string> UsedMeshOrder(const PlanSpec& plan);
 bool UsesDefaultMeshOrder(const PlanSpec& plan);
+
+// The plan JSON's `framework` values: "megatron-core", "torchtitan", "maxtext", "deepspeed", in
+// planner::Framework's order. They live here, not in planner/, because plan JSON is read in core.
+const std::vector<std::string>& PlanFrameworkNames();
+// `name` as one of PlanFrameworkNames(), with "megatron" read as "megatron-core"; empty when it is
+// none of them.
+std::string CanonicalFrameworkName(std::string_view name);
 
 std::string ToString(Recompute recompute);
 std::vector<std::string> RecomputeNames();

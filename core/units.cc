@@ -91,6 +91,38 @@ int64_t ParseByteSize(std::string_view raw, const std::string& where) {
   throw InputError(where, "unknown size suffix '" + suffix + "' in '" + text + "'", valid);
 }
 
+double ParseTokenCount(std::string_view raw, const std::string& where) {
+  const std::string text = Trim(raw);
+  const std::string valid = "a positive number of tokens up to 1e18 with an optional suffix K, M, B (or G), T (x1000), e.g. 15T, 2.5T, 300B, 1e12";
+  // The number is the longest prefix from_chars reads; what follows (spaces allowed) is the suffix.
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::general);
+  if (text.empty() || ec == std::errc::invalid_argument || end == text.data()) {
+    throw InputError(where, "'" + text + "' is not a token count", valid);
+  }
+  const std::string suffix = Trim(std::string_view(end, static_cast<size_t>(text.data() + text.size() - end)));
+  double factor = 0;
+  if (suffix.empty()) {
+    factor = 1;
+  } else if (suffix.size() == 1) {
+    switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
+      case 'K': factor = 1e3; break;
+      case 'M': factor = 1e6; break;
+      case 'B':
+      case 'G': factor = 1e9; break;
+      case 'T': factor = 1e12; break;
+      default: break;
+    }
+  }
+  if (factor == 0) throw InputError(where, "unknown suffix '" + suffix + "' in '" + text + "'", valid);
+  const double tokens = value * factor;
+  if (std::isnan(tokens)) throw InputError(where, "'" + text + "' is not a number", valid);
+  if (ec == std::errc::result_out_of_range) throw InputError(where, "'" + text + "' is out of range", valid);
+  if (!(tokens > 0)) throw InputError(where, "'" + text + "' must be positive", valid);
+  if (tokens > 1e18) throw InputError(where, "'" + text + "' is more than 1e18 tokens", valid);
+  return tokens;
+}
+
 std::vector<int64_t> ParseByteSizeList(std::string_view text, const std::string& where) {
   std::vector<int64_t> sizes;
   for (const std::string& part : Split(text, ',')) sizes.push_back(ParseByteSize(part, where));
@@ -144,6 +176,17 @@ std::string FormatSeconds(double seconds) {
   if (magnitude >= 1e-3) return FormatSignificant(seconds * 1e3) + " ms";
   if (magnitude >= 1e-6) return FormatSignificant(seconds * 1e6) + " us";
   return FormatSignificant(seconds * 1e9) + " ns";
+}
+
+std::string FormatDuration(double seconds) {
+  static constexpr struct {
+    double seconds;
+    const char* name;
+  } kUnits[] = {{365.25 * 86400, " years"}, {86400, " days"}, {3600, " hours"}, {60, " minutes"}};
+  for (const auto& unit : kUnits) {
+    if (std::fabs(seconds) >= 2 * unit.seconds) return FormatSignificant(seconds / unit.seconds) + unit.name;
+  }
+  return FormatSeconds(seconds);
 }
 
 int64_t CheckedMul(int64_t a, int64_t b, const std::string& where) {

@@ -20,6 +20,12 @@ std::vector<int64_t> ParseByteSizeList(std::string_view text, const std::string&
 // Parses a positive whole number in [min, max]; throws InputError naming `where` otherwise.
 int64_t ParseInteger(std::string_view text, const std::string& where, int64_t min, int64_t max);
 
+// Parses a token count as people write training budgets: a number (decimals and 1e12 notation
+// allowed) with an optional suffix K, M, B (or G), T, powers of 1000 in either case: "15T" is
+// 15e12 tokens, "2.5T" 2.5e12, "300B" 3e11. Throws InputError naming `where` for anything else,
+// for counts that are not positive and finite, and for counts over 1e18 (a typo, not a budget).
+double ParseTokenCount(std::string_view text, const std::string& where);
+
 // "70.55 B" style count with SI-like suffix (K, M, B, T), 4 significant digits.
 std::string FormatCount(double count);
 // "989.4 TFLOP/s", "80 GB", "3.35 TB/s": value with a decimal SI prefix and the unit.
@@ -30,6 +36,9 @@ std::string FormatBinaryBytes(double bytes);
 std::string FormatPercent(double fraction);
 // "1.5 us", "2.3 ms", "4.0 s".
 std::string FormatSeconds(double seconds);
+// Long spans as people say them: "45 s", "12.5 minutes", "7.2 hours", "41.3 days", "3.1 years"
+// (a unit once the span is at least two of it; shorter than two minutes as FormatSeconds).
+std::string FormatDuration(double seconds);
 
 // Checked 64-bit arithmetic for counts derived from user input (sizes multiply quickly).
 // Throws InputError(where, "... overflows ...") when the result does not fit in int64.

@@ -6,6 +6,7 @@
 
 #include "core/units.h"
 #include "sim/estimate.h"
+#include "sim/op_cost.h"
 
 namespace shardsim::planner {
 namespace {
@@ -68,8 +69,13 @@ std::string WhyLost(const RankedPlan& best, const RankedPlan& other) {
   const double behind = o.step_time_s - b.step_time_s;
   if (deltas.front().first <= 0.01 * behind || deltas.front().first <= 0) return "about as fast";
 
+  // Exposed kinds named by the losing plan's axes ("exposed fsdp all-gather").
+  auto label = [&other](const std::string& what) {
+    const std::string prefix = "exposed ";
+    return what.rfind(prefix, 0) == 0 ? prefix + sim::KindLabel(other.plan.mesh, what.substr(prefix.size())) : what;
+  };
   const auto& [seconds, what] = deltas.front();
-  std::string text = what + " +" + FormatSeconds(seconds) + " per step: ";
+  std::string text = label(what) + " +" + FormatSeconds(seconds) + " per step: ";
   if (what == "compute") {
     text += ComputeReason(best, other);
   } else if (what == "pipeline bubble") {
@@ -82,7 +88,7 @@ std::string WhyLost(const RankedPlan& best, const RankedPlan& other) {
   std::string also;
   for (size_t i = 1; i < deltas.size() && i < 3; ++i) {
     if (deltas[i].first <= 0.05 * behind) break;
-    also += (also.empty() ? "; also " : ", ") + deltas[i].second + " +" + FormatSeconds(deltas[i].first);
+    also += (also.empty() ? "; also " : ", ") + label(deltas[i].second) + " +" + FormatSeconds(deltas[i].first);
   }
   return text + also;
 }

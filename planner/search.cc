@@ -11,7 +11,9 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "planner/explain.h"
+#include "planner/ranking.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
 #include "strategies/plan_rules.h"
@@ -21,12 +23,21 @@
 namespace shardsim::planner {
 namespace {
 
+// The degrees tried along `axis` with `left` devices to share: the fixed one when the
+// constraints fix it (if it divides), else the table's rule within `bound`.
+std::vector<int64_t> Degrees(const PlanConstraints& fixed, MeshAxis axis, int64_t left, int64_t bound = 0) {
+  if (fixed.FixesAxis(axis)) {
+    const int64_t d = fixed.values.mesh.Size(axis);
+    return left % d == 0 ? std::vector<int64_t>{d} : std::vector<int64_t>{};
+  }
+  return SearchedDegrees(axis, left, bound);
+}
+
 // Every mesh of the cluster's devices: each axis takes the degrees the table's search rule gives
-// (core/mesh_axes.h: powers of two as the frameworks run them, pipeline stages also dividing the
-// layers, data what is left), within the limits the model and cluster set here. Tensor
-// parallelism stays inside the fastest domain: an NVSwitch node, or up to 16 chips of a torus
-// (one axis).
-std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, int64_t sequences, int64_t seq_len) {
+// (core/mesh_axes.h: every divisor of the devices left, data what is left), within the limits the
+// model and cluster set here, or the degree the constraints fix. Tensor parallelism stays inside
+// the fastest domain unless fixed: an NVSwitch node, or up to 16 chips of a torus (one axis).
+std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, const PlanConstraints& fixed, int64_t sequences, int64_t seq_len) {
   const int64_t n = DeviceCount(c);
   const int64_t tensor_max = c.topology.kind == TopologyKind::kSwitched ? c.topology.devices_per_node : 16;
   // The plan rules decide what a mesh may be (strategies::CheckPlan on a one-micro-batch 1F1B
@@ -34,20 +45,17 @@ std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, int64_t 
   PlanSpec probe;
   probe.global_batch_size = sequences;
   probe.seq_len = seq_len;
+  // Context parallelism only where each rank keeps at least 1024 tokens of a sequence.
+  const int64_t context_max = std::max<int64_t>(1, seq_len / 1024);
   std::vector<MeshShape> meshes;
-  for (int64_t t : SearchedDegrees(MeshAxis::kTensor, std::min(tensor_max, n))) {
-    if (n % t != 0) continue;
-    for (int64_t p : SearchedDegrees(MeshAxis::kPipeline, m.num_layers, m.num_layers)) {
-      if ((n / t) % p != 0) continue;
-      for (int64_t cp : SearchedDegrees(MeshAxis::kContext, n / t / p)) {
-        // Context parallelism only where each rank keeps at least 1024 tokens of a sequence.
-        if ((n / t / p) % cp != 0 || (cp > 1 && seq_len / cp < 1024)) continue;
-        for (int64_t e : SearchedDegrees(MeshAxis::kExpert, m.moe ? m.moe->num_experts : 1)) {
-          const int64_t rest = n / t / p / cp;
-          if (rest % e != 0) continue;
-          for (int64_t f : SearchedDegrees(MeshAxis::kFsdp, rest / e)) {
-            if ((rest / e) % f != 0) continue;
-            for (int64_t data : SearchedDegrees(MeshAxis::kData, rest / e / f)) {
+  for (int64_t t : Degrees(fixed, MeshAxis::kTensor, n, tensor_max)) {
+    for (int64_t p : Degrees(fixed, MeshAxis::kPipeline, n / t, m.num_layers)) {
+      for (int64_t cp : Degrees(fixed, MeshAxis::kContext, n / t / p, context_max)) {
+        const int64_t rest = n / t / p / cp;
+        for (int64_t e : Degrees(fixed, MeshAxis::kExpert, rest, m.moe ? m.moe->num_experts : 1)) {
+          for (int64_t f : Degrees(fixed, MeshAxis::kFsdp, rest / e)) {
+            for (int64_t data : Degrees(fixed, MeshAxis::kData, rest / e / f)) {
+              if (data != rest / e / f) continue;  // a fixed data degree must take what is left
               probe.mesh.tensor = t, probe.mesh.pipeline = p, probe.mesh.context = cp, probe.mesh.expert = e, probe.mesh.fsdp = f, probe.mesh.data = data;
               if (!strategies::CheckPlan(probe, m, n, c.name)) meshes.push_back(probe.mesh);
             }
@@ -75,62 +83,8 @@ struct Worker {
   std::vector<RankedPlan> plans;  // every feasible plan, pruned to the best per family and overall
   std::vector<RankedPlan> pareto;  // not beaten on both throughput and memory
   std::vector<Miss> misses;
-  int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0;
+  int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0, unsupported = 0;
 };
-
-int AxesUsed(const MeshShape& mesh) {
-  int n = 0;
-  for (const std::string& axis : MeshAxisNames()) n += mesh.Size(axis) > 1 ? 1 : 0;
-  return n;
-}
-
-// Faster first; ties (within a part in a million) go to more memory headroom, then to the plan
-// with fewer parallel axes (the simpler one to run).
-// Every field that tells two plans apart, for a deterministic order among equals.
-auto PlanKey(const PlanSpec& p) {
-  std::array<int64_t, kMeshAxisCount> sizes{};  // in the table's order
-  for (size_t i = 0; i < kMeshAxisCount; ++i) sizes[i] = p.mesh.Size(kMeshAxes[i].axis);
-  return std::make_tuple(sizes, p.zero_stage, p.micro_batch_size, p.pipeline_schedule, p.virtual_stages, static_cast<int>(p.recompute),
-                         p.mesh_order);
-}
-
-bool IsDefaultOrder(const PlanSpec& p) { return UsesDefaultMeshOrder(p); }
-
-// A strict, deterministic order (whatever the threads' merge order): faster first; equal
-// throughput goes to more memory headroom, then to fewer parallel axes (the simpler plan), then
-// to the plan fields.
-bool Better(const RankedPlan& a, const RankedPlan& b) {
-  const double ta = a.report.tokens_per_s, tb = b.report.tokens_per_s;
-  if (ta != tb) return ta > tb;
-  const double ma = a.report.memory.peak.total(), mb = b.report.memory.peak.total();
-  if (ma != mb) return ma < mb;
-  if (AxesUsed(a.plan.mesh) != AxesUsed(b.plan.mesh)) return AxesUsed(a.plan.mesh) < AxesUsed(b.plan.mesh);
-  if (IsDefaultOrder(a.plan) != IsDefaultOrder(b.plan)) return IsDefaultOrder(a.plan);
-  return PlanKey(a.plan) < PlanKey(b.plan);
-}
-
-// Plans that predict the same step exactly (ZeRO-3 over data and ZeRO-0 over fsdp, say).
-bool SameOutcome(const RankedPlan& a, const RankedPlan& b) {
-  return a.report.tokens_per_s == b.report.tokens_per_s && a.report.memory.peak.total() == b.report.memory.peak.total();
-}
-
-bool Dominates(const RankedPlan& a, const RankedPlan& b) {
-  const double ta = a.report.tokens_per_s, tb = b.report.tokens_per_s;
-  const double ma = a.report.memory.peak.total(), mb = b.report.memory.peak.total();
-  return ta >= tb && ma <= mb && (ta > tb || ma < mb);
-}
-
-void AddToFrontier(std::vector<RankedPlan>& frontier, const RankedPlan& plan) {
-  for (const RankedPlan& other : frontier) {
-    if (Dominates(other, plan) || (other.report.tokens_per_s == plan.report.tokens_per_s &&
-                                   other.report.memory.peak.total() == plan.report.memory.peak.total())) {
-      return;
-    }
-  }
-  frontier.erase(std::remove_if(frontier.begin(), frontier.end(), [&](const RankedPlan& other) { return Dominates(plan, other); }),
-                 frontier.end());
-  frontier.push_back(plan);
-}
 
 void Keep(Worker& w, RankedPlan plan, size_t top) {
   AddToFrontier(w.pareto, plan);
@@ -161,58 +115,86 @@ struct Job {
   std::vector<std::string> order;
 };
 
-void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, const SearchOptions& o, const Job& job, Worker& w) {
-  const MeshShape& mesh = job.mesh;
-  PlanSpec base;
-  base.mesh = mesh;
+// The values of an enumerated field the search tries: the fixed one, or `searched`.
+template <typename T>
+std::vector<T> Tried(const PlanConstraints& fixed, std::string_view key, const T& value, std::vector<T> searched) {
+  return fixed.Fixes(key) ? std::vector<T>{value} : searched;
+}
+
+// The plan every plan of a mesh starts from: the fixed fields, else the search's defaults.
+PlanSpec BasePlan(const ClusterSpec& c, const SearchOptions& o, const Job& job) {
+  const PlanConstraints& fixed = o.constraints;
+  PlanSpec base = fixed.values;
+  base.mesh = job.mesh;
   base.mesh_order = job.order;
   base.seq_len = o.seq_len;
   base.global_batch_size = o.global_batch_tokens / o.seq_len;
-  base.sequence_parallel = mesh.tensor > 1;
-  base.flash_attention = o.flash_attention;
+  if (!fixed.Fixes("sequence_parallel")) base.sequence_parallel = job.mesh.tensor > 1;
+  if (!fixed.Fixes("flash_attention")) base.flash_attention = o.flash_attention;
   // bf16 where the chip has it (mixed-precision training), else its first listed dtype.
-  base.dtype = c.chip.peak_flop_per_s.count("bf16") ? "bf16" : c.chip.peak_flop_per_s.begin()->first;
+  if (!fixed.Fixes("dtype")) base.dtype = c.chip.peak_flop_per_s.count("bf16") ? "bf16" : c.chip.peak_flop_per_s.begin()->first;
+  return base;
+}
+
+std::string GiB(double bytes) { return FormatBinaryBytes(bytes); }
+
+void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, const SearchOptions& o, const Job& job, Worker& w) {
+  const PlanConstraints& fixed = o.constraints;
+  const MeshShape& mesh = job.mesh;
+  const PlanSpec base = BasePlan(c, o, job);
   const int64_t per_replica = base.global_batch_size / BatchReplicas(mesh);
-  const double hbm = static_cast<double>(c.chip.hbm_bytes);
+  const double limit = o.max_memory_bytes;
   // Groups of one axis are alike on regular fabrics: cost the first, the middle and the last.
   sim::AxisCollectives collectives(graph, base, 3);
   strategies::TaskLists task_lists;  // one pipeline shape's schedules, shared by this mesh's plans
   // ZeRO shards over the replica axes: without any, every stage is ZeRO-0.
   std::vector<int64_t> zero_stages = {0};
   if (!strategies::ReplicaAxes(base, strategies::ParamKind::kDense).empty()) zero_stages = {0, 1, 2, 3};
-  for (int64_t zero : zero_stages) {
+  for (int64_t zero : Tried(fixed, "zero_stage", base.zero_stage, zero_stages)) {
     PlanSpec z = base;
     z.zero_stage = zero;
     const double bound = StateBytesLowerBound(m, z);
-    if (bound > hbm) {
+    if (bound > limit) {
       ++w.candidates;  // the whole (mesh, ZeRO stage) family, pruned at once
       ++w.pruned;
-      w.misses.push_back({z, "parameters, gradients and optimizer state alone need more than HBM", bound / hbm});
+      w.misses.push_back({z, "parameters, gradients and optimizer state alone need at least " + GiB(bound), bound, bound / limit, false});
       continue;
     }
     // Micro-batches of 1 to 8 sequences; larger when a replica would otherwise run more than
     // 4096 micro-batches a step (the schedule's event simulation grows with them).
     int64_t smallest = 1;
     while (per_replica / smallest > 4096) smallest *= 2;
+    std::vector<int64_t> sizes;
     for (int64_t mbs = smallest; mbs <= std::max<int64_t>(8, smallest) && mbs <= per_replica; mbs *= 2) {
-      if (per_replica % mbs != 0) continue;
+      if (per_replica % mbs == 0) sizes.push_back(mbs);
+    }
+    for (int64_t mbs : Tried(fixed, "micro_batch_size", base.micro_batch_size, sizes)) {
       // The default schedule (on one stage every schedule is plain gradient accumulation), and
       // with stages every other schedule with each chunk count it offers the planner.
-      const std::string base_schedule = PlanSpec{}.pipeline_schedule;
-      std::vector<std::pair<std::string, int64_t>> schedules = {{base_schedule, 1}};
+      std::vector<std::pair<std::string, int64_t>> schedules = {{PlanSpec{}.pipeline_schedule, 1}};
       if (mesh.pipeline > 1) {
         for (const strategies::Schedule* schedule : strategies::AllSchedules()) {
-          if (schedule->name() == base_schedule) continue;
+          if (schedule->name() == schedules.front().first) continue;
           for (int64_t v : schedule->SearchedVirtualStages(mesh.pipeline)) schedules.push_back({std::string(schedule->name()), v});
         }
+      }
+      if (fixed.Fixes("pipeline_schedule") || fixed.Fixes("virtual_stages")) {
+        // The fixed schedule (with each chunk count it offers, or the fixed one) and no other.
+        std::vector<std::pair<std::string, int64_t>> kept;
+        const std::string name = fixed.Fixes("pipeline_schedule") ? base.pipeline_schedule : "";
+        for (const auto& [schedule, v] : schedules) {
+          if ((name.empty() || schedule == name) && (!fixed.Fixes("virtual_stages") || v == base.virtual_stages)) kept.push_back({schedule, v});
+        }
+        if (kept.empty() && !name.empty()) kept.push_back({name, base.virtual_stages});  // CheckPlan says why not
+        schedules = kept;
       }
       for (const auto& [schedule, v] : schedules) {
         // Recomputation only adds work: once a lighter one fits, the heavier ones are slower and
         // only smaller, so they are dropped as dominated.
         bool fitted = false;
-        for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+        for (Recompute recompute : Tried(fixed, "recompute", base.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull})) {
+          ++w.candidates;
           if (fitted) {
-            ++w.candidates;
             ++w.dominated;
             continue;
           }
@@ -221,20 +203,28 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
           plan.pipeline_schedule = schedule;
           plan.virtual_stages = v;
           plan.recompute = recompute;
-          ++w.candidates;
-          if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name)) {
+          if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name) || !fixed.Allows(plan)) {
             ++w.pruned;
             continue;
+          }
+          if (o.framework) {
+            // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
+            plan = AsFrameworkRuns(*o.framework, plan);
+            plan.framework = std::string(FrameworkName(*o.framework));
+            if (!FrameworkGaps(*o.framework, m, plan).empty() || !fixed.Allows(plan)) {
+              ++w.unsupported;
+              continue;
+            }
           }
           const strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists);
           sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists);
           ++w.evaluated;
-          if (!report.fits) {
-            w.misses.push_back({plan, "needs " + std::to_string(report.memory.peak.total() / 1073741824.0).substr(0, 6) + " GiB per device",
-                                report.memory.peak.total() / hbm});
+          const double peak = report.memory.peak.total();
+          if (peak > limit) {
+            w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
             continue;
           }
-          Keep(w, {plan, std::move(report), Family(mesh), ""}, o.top);
+          Keep(w, {plan, std::move(report), Family(mesh), "", {}}, o.top);
           fitted = true;
         }
       }
@@ -324,8 +314,10 @@ std::string Family(const MeshShape& mesh) {
   return family;
 }
 
-SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o) {
+SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  SearchOptions o = options;
+  if (o.max_memory_bytes <= 0) o.max_memory_bytes = kDefaultMemoryFraction * static_cast<double>(c.chip.hbm_bytes);
   if (o.seq_len <= 0 || o.global_batch_tokens <= 0) throw InputError("plan", "needs --global-batch-tokens and --seq-len", "positive whole numbers");
   if (o.global_batch_tokens % o.seq_len != 0) {
     throw InputError("--global-batch-tokens", std::to_string(o.global_batch_tokens) + " is not a whole number of " + std::to_string(o.seq_len) + "-token sequences",
@@ -336,18 +328,31 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
                      "1 to " + std::to_string(m.max_seq_len));
   }
   const int64_t sequences = o.global_batch_tokens / o.seq_len;
-  const std::vector<MeshShape> meshes = Meshes(m, c, sequences, o.seq_len);
+  const std::vector<MeshShape> meshes = Meshes(m, c, o.constraints, sequences, o.seq_len);
   if (meshes.empty()) {
+    std::string fixed_axes;
+    for (const MeshAxisFacts& axis : kMeshAxes) {
+      if (o.constraints.FixesAxis(axis.axis)) fixed_axes += std::string(fixed_axes.empty() ? "" : ", ") + "mesh." + std::string(axis.name) + "=" + std::to_string(o.constraints.values.mesh.Size(axis.axis));
+    }
+    if (!fixed_axes.empty()) {
+      throw InputError("--set " + fixed_axes, "no mesh of the " + std::to_string(DeviceCount(c)) + " devices of " + c.name + " with " + fixed_axes +
+                                                  " runs " + m.name + " with " + std::to_string(sequences) + " sequences of " + std::to_string(o.seq_len),
+                       "fixed degrees whose product divides the devices and that the model divides",
+                       "try 'shardsim estimate' with the full mesh to see which rule it breaks");
+    }
     throw InputError("--global-batch-tokens", "no mesh of the " + std::to_string(DeviceCount(c)) + " devices of " + c.name +
                                                   " splits the " + std::to_string(sequences) + " sequences over its data x fsdp x expert replicas",
                      "a sequence count that the replicas divide, e.g. a multiple of " + std::to_string(DeviceCount(c)),
-                     "the tensor, pipeline and context axes (powers of two, pipeline dividing the layers) take the rest of the devices");
+                     "the tensor, pipeline and context axes take the rest of the devices");
   }
   const topologies::Cluster graph(c);
   const int threads = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<Worker> workers(static_cast<size_t>(threads));
+  // A fixed mesh_order lays every mesh out that way, and no other layout is tried.
+  const bool order_fixed = o.constraints.Fixes("mesh_order");
+  const std::vector<std::string> order = order_fixed ? o.constraints.values.mesh_order : DefaultMeshOrder();
   std::vector<Job> jobs;
-  for (const MeshShape& mesh : meshes) jobs.push_back({mesh, DefaultMeshOrder()});
+  for (const MeshShape& mesh : meshes) jobs.push_back({mesh, order});
   RunJobs(m, c, graph, o, jobs, workers, 0, static_cast<int64_t>(jobs.size()));
 
   // Then the other layouts of the leading meshes: the best distinct outcomes' and each family's.
@@ -358,7 +363,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     return all;
   };
   std::vector<Job> reorders;
-  {
+  if (!order_fixed) {
     const std::vector<RankedPlan> leading = ranked();
     std::vector<MeshShape> chosen;
     std::map<std::string, bool> family_seen;
@@ -371,7 +376,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
       if (std::find(chosen.begin(), chosen.end(), leading[i].plan.mesh) == chosen.end()) chosen.push_back(leading[i].plan.mesh);
     }
     for (const MeshShape& mesh : chosen) {
-      for (const auto& order : OtherOrders(mesh)) reorders.push_back({mesh, order});
+      for (const auto& other : OtherOrders(mesh)) reorders.push_back({mesh, other});
     }
   }
   RunJobs(m, c, graph, o, reorders, workers, static_cast<int64_t>(jobs.size()), static_cast<int64_t>(jobs.size() + reorders.size()));
@@ -379,11 +384,13 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   SearchResult result;
   result.meshes = static_cast<int64_t>(meshes.size());
   result.layouts = static_cast<int64_t>(reorders.size());
+  result.max_memory_bytes = o.max_memory_bytes;
   for (Worker& w : workers) {
     result.candidates += w.candidates;
     result.pruned += w.pruned;
     result.dominated += w.dominated;
     result.evaluated += w.evaluated;
+    result.unsupported += w.unsupported;
     for (const RankedPlan& p : w.pareto) AddToFrontier(result.pareto, p);
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));
   }
@@ -392,15 +399,22 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     if (!result.best.empty() && SameOutcome(result.best.back(), all[i])) continue;  // show distinct outcomes
     result.best.push_back(all[i]);
   }
-  // The best plan of each family other than the winner's.
+  // The best plan of each family other than the winner's, one entry per distinct outcome: a family
+  // whose best predicts exactly the step of an entry already listed joins it.
   std::map<std::string, bool> seen;
   if (!all.empty()) seen[all.front().family] = true;
   for (RankedPlan& p : all) {
     if (seen[p.family]) continue;
     seen[p.family] = true;
+    if (SameOutcome(p, all.front())) continue;  // as good as the winner: one of `best`
+    auto same = std::find_if(result.family_best.begin(), result.family_best.end(), [&](const RankedPlan& q) { return SameOutcome(p, q); });
+    if (same != result.family_best.end()) {
+      same->same_as.push_back(p.family);
+      continue;
+    }
+    if (result.family_best.size() == 8) continue;
     result.family_best.push_back(p);
     result.family_best.back().why_lost = WhyLost(all.front(), p);
-    if (result.family_best.size() == 8) break;
   }
   std::sort(result.pareto.begin(), result.pareto.end(), [](const RankedPlan& a, const RankedPlan& b) {
     return a.report.memory.peak.total() < b.report.memory.peak.total();

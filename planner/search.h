@@ -5,15 +5,23 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/cluster_spec.h"
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
+#include "planner/constraints.h"
+#include "planner/frameworks.h"
 #include "sim/estimate.h"
 
 namespace shardsim::planner {
+
+// The memory a plan may use by default: HBM less a tenth for the caching allocator's
+// fragmentation and the communication libraries' buffers, which the memory model leaves out
+// (docs/cli.md, `plan --max-memory`).
+inline constexpr double kDefaultMemoryFraction = 0.9;
 
 struct SearchOptions {
   int64_t global_batch_tokens = 0;  // tokens per step
@@ -21,6 +29,10 @@ struct SearchOptions {
   size_t top = 5;                   // plans to keep, best first
   int threads = 0;                  // 0: all hardware threads
   bool flash_attention = true;      // the attention kernel plans assume (false: unfused, 2021-22)
+  PlanConstraints constraints;      // fields fixed by --plan / --set: only plans that keep them
+  std::optional<Framework> framework;  // only plans this framework runs (FrameworkGaps empty)
+  double max_memory_bytes = 0;      // a plan fits when its peak is at most this; 0: the
+                                    // default fraction of HBM
   // Called now and then with (meshes done, meshes in all) from the searching threads' owner.
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -30,12 +42,16 @@ struct RankedPlan {
   sim::StepReport report;
   std::string family;  // the axes used, "data x tensor x pipeline"
   std::string why_lost;  // for the other families' best: why it lost to the best plan (WhyLost)
+  // For the other families' best: families whose best plan predicts exactly the same step.
+  std::vector<std::string> same_as;
 };
 
 struct Miss {
   PlanSpec plan;
-  std::string reason;  // why it was rejected (memory over HBM, ...)
-  double overshoot = 0;  // how far from fitting: peak memory / HBM (> 1)
+  std::string reason;  // why it was rejected (memory over the limit, ...)
+  double needed_bytes = 0;  // memory per device it needs (or a lower bound, when pruned unestimated)
+  double overshoot = 0;  // how far from fitting: needed_bytes / the memory limit (> 1)
+  bool estimated = true;  // false: pruned by the state bound (micro-batch, schedule and recompute not chosen)
 };
 
 struct SearchResult {
@@ -51,12 +67,16 @@ struct SearchResult {
                                         // mesh and ZeRO stage at once, counted as one)
   int64_t dominated = 0;                // dropped unestimated: a lighter recomputation of the same plan fits
   int64_t evaluated = 0;                // plans estimated
+  int64_t unsupported = 0;              // dropped unestimated: the framework cannot run them
+  double max_memory_bytes = 0;          // the memory limit a plan had to fit
   double wall_s = 0;
 };
 
-// Searches the plans of `model` on `cluster`: every mesh in the default mesh_order, then other
-// layouts (OtherOrders) of the meshes of the leading plans and of each family's best. Throws InputError when the batch does not split
-// into sequences of seq_len, or seq_len is out of range for the model.
+// Searches the plans of `model` on `cluster` that keep the constraints (and that the framework
+// runs): every mesh in the default mesh_order, then other layouts (OtherOrders) of the meshes of
+// the leading plans and of each family's best. Throws InputError when the batch does not split
+// into sequences of seq_len, seq_len is out of range for the model, or no mesh keeps the
+// constraints. An empty `best` means nothing fits: see nearest_misses.
 SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options);
 
 // "data x tensor x pipeline" (the axes of size > 1), or "single device".

@@ -4,7 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -33,13 +35,23 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
   train->add_option("--seed", a.seed, "initialisation seed (default 1234)");
   train->add_option("--lr", a.lr, "AdamW learning rate (default 1e-3)");
   train->add_option("--corpus", a.corpus, "a text file instead of the shipped corpus (the repository's documentation)");
+  // CLI::PositiveNumber lets nan and inf through, and either would turn the timeout off.
+  const CLI::Validator finite_positive(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !std::isfinite(value) || value <= 0) return "'" + text + "' is not a finite number of seconds > 0";
+        return "";
+      },
+      "SECONDS > 0");
   train->add_option("--timeout", a.timeout_s, "seconds one receive or collective may wait before the job aborts (default 600)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive);
   train->add_option("--trace", a.trace, "write a Chrome trace (Perfetto) of every rank's ops, keyed stage/layer/op/microbatch");
   train->add_option("--checkpoint", a.checkpoint, "write a sharded checkpoint into this folder after the last step");
   train->add_option("--checkpoint-every", a.checkpoint_every, "... and every N steps")->check(CLI::NonNegativeNumber);
   train->add_option("--resume", a.resume, "continue from the checkpoint in this folder (same model and plan)");
   train->add_flag("--json", a.json, "print the JSON report");
+  train->add_flag("--progress", a.progress, "with --json: print the per-step lines on stderr");
   return train;
 }
 
@@ -82,8 +94,10 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     losses.push_back(r.loss);
     times.push_back(r.step_time_s);
     for (const auto& [k, v] : r.category_s) categories[k] += v / static_cast<double>(a.steps);
-    if (rank == 0 && !a.json) {
-      std::printf("step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(first_step + s), r.loss, r.grad_norm, 1e3 * r.step_time_s);
+    if (rank == 0 && (!a.json || a.progress)) {
+      FILE* lines = a.json ? stderr : stdout;  // stdout carries only the JSON report
+      std::fprintf(lines, "step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(first_step + s), r.loss, r.grad_norm, 1e3 * r.step_time_s);
+      std::fflush(lines);
     }
     const bool last = s + 1 == a.steps;
     if (!a.checkpoint.empty() && (last || (a.checkpoint_every > 0 && (s + 1) % a.checkpoint_every == 0))) trainer.SaveCheckpoint(a.checkpoint);

@@ -26,13 +26,15 @@ struct TrainCommandOptions {
   float lr = 1e-3f;
   double timeout_s = 600;  // one receive or collective, before the job aborts
   bool json = false;
+  bool progress = false;  // with json: the per-step lines on stderr (rank 0), so a terminal sees the run move
 };
 
 // Adds the `train` subcommand to `app`, its flags bound to `options`; returns the subcommand.
 CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& options);
 
 // Trains on MPI_COMM_WORLD (collective: every rank calls it with the same options) and prints the
-// report on rank 0 (JSON with options.json, else a line per step and the median). Returns the exit
+// report on rank 0 (JSON with options.json, else a line per step and the median; with
+// options.json and options.progress the step lines go to stderr). Returns the exit
 // code, 0. Throws InputError for unreadable or invalid model, plan, corpus or trace paths.
 int RunTrainCommand(const TrainCommandOptions& options);
 

@@ -25,6 +25,16 @@ struct ChunkPlace {
   int64_t position = 0;
 };
 
+// A schedule's name in each framework that runs it, "" where that framework has none like it.
+// Sources: Megatron-core megatron/core/pipeline_parallel/schedules.py (its two pipelined
+// forward_backward functions); torchtitan's parallelism.pipeline_parallel_schedule, PyTorch's
+// torch/distributed/pipelining/schedules.py class names without "Schedule"; MaxText
+// src/maxtext/layers/pipeline.py (one circular, GPipe-ordered pipeline); DeepSpeed
+// deepspeed/runtime/pipe/schedule.py (TrainSchedule, 1F1B).
+struct FrameworkScheduleNames {
+  std::string_view megatron_core, torchtitan, maxtext, deepspeed;
+};
+
 class Schedule {
  public:
   virtual ~Schedule() = default;
@@ -66,12 +76,9 @@ class Schedule {
   virtual std::vector<Task> Tasks(int64_t stages, int64_t microbatches, int64_t chunks,
                                   int64_t stage) const = 0;
 
-  // The schedule's name in torchtitan's `pipeline_parallel_schedule` ("" when torchtitan has no
-  // such schedule), and whether Megatron-LM runs it (its 1F1B, interleaved with virtual stages).
-  virtual std::string_view torchtitan_name() const = 0;
-  virtual bool megatron_runs() const { return false; }
-  // MaxText pipelines with its own circular (GPipe-like) schedule.
-  virtual bool maxtext_runs() const { return false; }
+  // What each training framework calls this schedule where it runs it as this file describes it
+  // (FrameworkScheduleNames). planner/framework_facts.cc adds each framework's own limits.
+  virtual FrameworkScheduleNames framework_names() const = 0;
 };
 
 // Every schedule shardsim knows, in the order `presets` lists them.

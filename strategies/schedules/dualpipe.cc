@@ -113,8 +113,9 @@ class DualPipe final : public Schedule {
     while (!weights.empty()) weight();
     return tasks;
   }
-  // torchtitan's DualPipeV is DualPipe's V-shaped variant (one model copy, two chunks per rank).
-  std::string_view torchtitan_name() const override { return ""; }
+  // DeepSeek's own DualPipe runs outside these frameworks; torchtitan's DualPipeV is DualPipe's
+  // V-shaped variant (one model copy, two chunks per rank), another schedule.
+  FrameworkScheduleNames framework_names() const override { return {}; }
 };
 
 const Schedule& DualPipeSchedule() {

@@ -22,8 +22,10 @@ class Gpipe final : public OneChunkSchedule {
   // GPipe has 1F1B's bubble at m micro-batches of activations instead of p: never the better
   // plan, so the planner does not try it.
   std::vector<int64_t> SearchedVirtualStages(int64_t) const override { return {}; }
-  std::string_view torchtitan_name() const override { return "GPipe"; }
-  bool maxtext_runs() const override { return true; }
+  // MaxText's pipeline (layers/pipeline.py) runs every forward, then autodiff's backwards.
+  FrameworkScheduleNames framework_names() const override {
+    return {.megatron_core = "", .torchtitan = "GPipe", .maxtext = "circular pipeline, num_pipeline_repeats 1", .deepspeed = ""};
+  }
 };
 
 const Schedule& GpipeSchedule() {

@@ -79,8 +79,9 @@ class Interleaved final : public Schedule {
       AddBackward(tasks, backward.microbatch(), v - 1 - backward.chunk);
     return tasks;
   }
-  std::string_view torchtitan_name() const override { return "Interleaved1F1B"; }
-  bool megatron_runs() const override { return true; }
+  FrameworkScheduleNames framework_names() const override {
+    return {.megatron_core = "forward_backward_pipelining_with_interleaving", .torchtitan = "Interleaved1F1B", .maxtext = "", .deepspeed = ""};
+  }
 };
 
 const Schedule& InterleavedSchedule() {

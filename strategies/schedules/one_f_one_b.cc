@@ -39,8 +39,10 @@ class OneFOneB final : public OneChunkSchedule {
   std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t s) const override {
     return OneFOneBTasks(p, m, s);
   }
-  std::string_view torchtitan_name() const override { return "1F1B"; }
-  bool megatron_runs() const override { return true; }
+  FrameworkScheduleNames framework_names() const override {
+    return {.megatron_core = "forward_backward_pipelining_without_interleaving", .torchtitan = "1F1B", .maxtext = "",
+            .deepspeed = "TrainSchedule"};
+  }
 };
 
 const Schedule& OneFOneBSchedule() {

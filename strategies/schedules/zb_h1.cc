@@ -48,9 +48,10 @@ class ZbH1 final : public OneChunkSchedule {
     while (!pending.empty()) weight();
     return tasks;
   }
-  // torchtitan has no ZB-H1 on one stage per rank; its closest is the multi-stage
-  // InterleavedZeroBubble, which places v > 1 stages per rank.
-  std::string_view torchtitan_name() const override { return ""; }
+  // No framework runs ZB-H1 on one stage per rank: PyTorch's ScheduleInterleavedZeroBubble is a
+  // PipelineScheduleMulti (torchtitan rejects fewer than 2 stages per rank for it,
+  // torchtitan/distributed/pipeline_parallel.py), and Megatron-core has no zero-bubble schedule.
+  FrameworkScheduleNames framework_names() const override { return {}; }
 };
 
 const Schedule& ZbH1Schedule() {

@@ -62,7 +62,9 @@ class ZeroBubbleV final : public Schedule {
     while (weights[0] < backwards[0]) w(0);
     return tasks;
   }
-  std::string_view torchtitan_name() const override { return "ZBVZeroBubble"; }
+  FrameworkScheduleNames framework_names() const override {
+    return {.megatron_core = "", .torchtitan = "ZBVZeroBubble", .maxtext = "", .deepspeed = ""};
+  }
 };
 
 const Schedule& ZeroBubbleVSchedule() {

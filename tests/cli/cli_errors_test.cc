@@ -359,6 +359,23 @@ TEST_F(CliErrorsTest, OptionValueOutOfRange) {
   EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--seq-len", "0"}), {"--seq-len"}));
 }
 
+// plan's flags are checked as they are parsed, before any search.
+TEST_F(CliErrorsTest, PlanFlagsAreCheckedByName) {
+  const std::vector<std::string> base = {"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "1M", "--seq-len", "4096"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--framework", "megatorn"}), {"--framework", "megatron-core"}));
+  for (const char* bad : {"0", "1.5", "nan", "-0.5", "70XB", "0GiB"}) EXPECT_TRUE(IsInputError(with({"--max-memory", bad}), {"--max-memory"})) << bad;
+  EXPECT_TRUE(IsInputError(with({"--train-tokens", "0"}), {"--train-tokens"}));
+  EXPECT_TRUE(IsInputError(with({"--train-tokens", "15T", "--price-per-device-hour", "nan"}), {"--price-per-device-hour"}));
+  EXPECT_TRUE(IsInputError(with({"--price-per-device-hour", "2"}), {"--price-per-device-hour", "--train-tokens"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "1Q"}),
+                           {"--global-batch-tokens", "suffix"}));
+}
+
 TEST_F(CliErrorsTest, NoSubcommand) { EXPECT_TRUE(IsInputError(RunShardsim({}), {"subcommand"})); }
 
 TEST_F(CliErrorsTest, DeviceFileIsRejected) {

@@ -216,5 +216,60 @@ TEST(CliEstimateTest, TextShowsTheLayoutAndKeptGatheredFsdp) {
   EXPECT_NE(r.out.find("gathered once per step"), std::string::npos) << r.out;
 }
 
+// --train-tokens: the whole run at the estimated rate, checked against the report's own tokens/s.
+TEST(CliEstimateTest, TrainTokensGiveTheRunsTimeDeviceHoursAndCost) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--plan",
+                                         std::string(SHARDSIM_EXAMPLES_DIR) + "/llama3-70b-dgx-h100-64.plan.json"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--train-tokens", "15T", "--price-per-device-hour", "2.5", "--json"});
+  json out;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(args), &out));
+  ASSERT_TRUE(out.contains("training_run")) << out.dump();
+  const json& run = out["training_run"];
+  const double seconds = 15e12 / out["tokens_per_s"].get<double>();
+  EXPECT_DOUBLE_EQ(run["tokens"].get<double>(), 15e12);
+  EXPECT_NEAR(run["seconds"].get<double>(), seconds, 1e-9 * seconds);
+  EXPECT_NEAR(run["days"].get<double>(), seconds / 86400, 1e-9 * seconds);
+  EXPECT_NEAR(run["device_hours"].get<double>(), seconds * 64 / 3600, 1e-9 * seconds);
+  EXPECT_EQ(run["devices"], 64);
+  EXPECT_NEAR(run["cost"].get<double>(), 2.5 * seconds * 64 / 3600, 1e-8 * seconds);
+  EXPECT_EQ(run["price_per_device_hour"], 2.5);
+  // Unpriced: no cost. The text says it in days and device-hours.
+  args = base;
+  args.insert(args.end(), {"--train-tokens", "1.5e12", "--json"});
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(args), &out));
+  EXPECT_TRUE(out["training_run"]["cost"].is_null());
+  EXPECT_NEAR(out["training_run"]["seconds"].get<double>(), 1.5e12 / out["tokens_per_s"].get<double>(), 1e-3);
+  args = base;
+  args.insert(args.end(), {"--train-tokens", "150B", "--price-per-device-hour", "2.5"});  // weeks at this rate
+  const CliResult text = RunShardsim(args);
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
+  for (const char* words : {"training    150 B tokens in ", " days at ", " device-hours on 64 devices; cost ", " at 2.5 per device-hour"}) {
+    EXPECT_NE(text.out.find(words), std::string::npos) << words << "\n" << text.out;
+  }
+  // Without --train-tokens the report has no run.
+  args = base;
+  args.push_back("--json");
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(args), &out));
+  EXPECT_FALSE(out.contains("training_run"));
+}
+
+TEST(CliEstimateTest, BadTrainTokensAndPricesAreOneLine) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8",
+                                         "--set", "global_batch_size=64", "--set", "seq_len=4096"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  for (const char* bad : {"0", "-1T", "nan", "inf", "1e19", "15X", "15TB", "T"}) {
+    EXPECT_TRUE(IsInputError(with({"--train-tokens", bad}), {"--train-tokens"})) << bad;
+  }
+  for (const char* bad : {"0", "-2.5", "nan", "inf", "1e10", "two"}) {
+    EXPECT_TRUE(IsInputError(with({"--train-tokens", "1T", "--price-per-device-hour", bad}), {"--price-per-device-hour"})) << bad;
+  }
+  EXPECT_TRUE(IsInputError(with({"--price-per-device-hour", "2.5"}), {"--price-per-device-hour", "--train-tokens"}));
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

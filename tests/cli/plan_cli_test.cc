@@ -59,12 +59,107 @@ TEST_F(CliPlanTest, BadInputIsNamed) {
   EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:16"}), {"--global-batch-tokens", "--seq-len"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "1000", "--seq-len", "512"}),
                            {"--global-batch-tokens", "sequences"}));
-  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-70b", "--cluster", "tpu-v5p:16x16x24", "--global-batch-tokens", "16M",
-                                        "--seq-len", "8192"}),
-                           {"no mesh", "2048 sequences"}));
-  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "1M", "--seq-len",
-                                        "4096", "--set", "mesh.data=2"}),
-                           {"not expected", "--set"}));
+  const std::vector<std::string> base = {"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "1M", "--seq-len", "4096"};
+  auto with = [&base](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "mesh.tensor=3"}), {"mesh.tensor=3", "no mesh"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "zero_stage=5"}), {"zero_stage"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "seq_len=2048"}), {"--seq-len", "seq_len"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp32"}), {"dtype", "no peak"}));
+  EXPECT_TRUE(IsInputError(with({"--framework", "megatorn"}), {"--framework", "megatron-core"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "framework=titan"}), {"framework", "torchtitan"}));
+  EXPECT_TRUE(IsInputError(with({"--framework", "maxtext", "--set", "framework=torchtitan"}), {"--framework", "torchtitan"}));
+  for (const char* bad : {"0", "1.5", "-0.2", "nan", "lots"}) EXPECT_TRUE(IsInputError(with({"--max-memory", bad}), {"--max-memory"})) << bad;
+}
+
+// --set fixes fields: every plan shown keeps them, and the output says they were fixed.
+TEST_F(CliPlanTest, ConstraintsAreKeptAndShown) {
+  const CliResult r = RunShardsim({"plan", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--global-batch-tokens", "4M", "--seq-len", "8192",
+                                       "--set", "mesh.tensor=8", "--set", "dtype=fp8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["fixed"]["mesh.tensor"], 8);
+  EXPECT_EQ(out["fixed"]["dtype"], "fp8");
+  for (const json& p : out["plans"]) {
+    EXPECT_EQ(p["plan"]["mesh"]["tensor"], 8);
+    EXPECT_EQ(p["plan"]["dtype"], "fp8");
+  }
+  const CliResult text = RunShardsim({"plan", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--global-batch-tokens", "4M", "--seq-len", "8192",
+                                          "--set", "mesh.tensor=8"});
+  EXPECT_NE(text.out.find("fixed by --plan/--set: mesh.tensor=8"), std::string::npos) << text.out;
+}
+
+// The batch may come from the plan instead of the flags.
+TEST_F(CliPlanTest, BatchFromThePlan) {
+  const CliResult flags = RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "64K", "--seq-len", "2048", "--json"});
+  const CliResult fixed = RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "global_batch_size=32", "--set", "seq_len=2048", "--json"});
+  ASSERT_EQ(flags.exit_code, 0) << flags.err;
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+  EXPECT_EQ(json::parse(flags.out)["plans"][0]["tokens_per_s"], json::parse(fixed.out)["plans"][0]["tokens_per_s"]);
+}
+
+// Nothing fits: exit 3, the message says so and names the smallest size that fits and what the
+// nearest misses would need.
+TEST_F(CliPlanTest, NothingFitsSaysSoAndHowManyDevices) {
+  const std::vector<std::string> args = {"plan", "--model", "llama3-405b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "4M", "--seq-len", "8192"};
+  const CliResult text = RunShardsim(args);
+  EXPECT_EQ(text.exit_code, 3) << text.err;
+  EXPECT_NE(text.out.find("No plan of llama3-405b fits"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("The smallest size of dgx-h100 on which one fits: dgx-h100:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("more"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("% of HBM)"), std::string::npos) << text.out;
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  const CliResult j = RunShardsim(json_args);
+  EXPECT_EQ(j.exit_code, 3);
+  const json out = json::parse(j.out);
+  EXPECT_FALSE(out["fits"].get<bool>());
+  ASSERT_TRUE(out["smallest_fit"]["found"].get<bool>());
+  EXPECT_GT(out["smallest_fit"]["devices"].get<int64_t>(), 8);
+  EXPECT_LE(out["smallest_fit"]["plan"]["memory"]["peak_bytes_per_device"].get<double>(), out["max_memory_bytes_per_device"].get<double>());
+  for (const json& miss : out["nearest_misses"]) EXPECT_GT(miss["needed_bytes_per_device"].get<double>(), out["max_memory_bytes_per_device"].get<double>());
+}
+
+// The demo's text fits 120 columns; --wide may not, and spells the layout out.
+TEST_F(CliPlanTest, TextFitsOneHundredTwentyColumns) {
+  const std::vector<std::string> demo = {"plan", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--global-batch-tokens", "4M", "--seq-len", "8192",
+                                         "--train-tokens", "15T", "--price-per-device-hour", "2.5", "--export", "megatron-core"};
+  const CliResult r = RunShardsim(demo);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t longest = 0, lines = 0;
+  for (size_t at = 0, end; at < r.out.size(); at = end + 1) {
+    end = r.out.find('\n', at);
+    if (end == std::string::npos) end = r.out.size();
+    longest = std::max(longest, end - at);
+    ++lines;
+  }
+  EXPECT_LE(longest, 120u) << r.out;
+  EXPECT_GT(lines, 30u);
+  EXPECT_NE(r.out.find("Training on 15 T tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--tensor-model-parallel-size"), std::string::npos) << r.out;
+  std::vector<std::string> wide = demo;
+  wide.push_back("--wide");
+  const CliResult w = RunShardsim(wide);
+  EXPECT_NE(w.out.find("layout (outer>inner)"), std::string::npos);
+}
+
+// --json keeps the export of every plan, and the whole run when --train-tokens is given.
+TEST_F(CliPlanTest, JsonHasTheExportAndTheTrainingRun) {
+  const CliResult r = RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "64K", "--seq-len", "2048",
+                                       "--framework", "torchtitan", "--train-tokens", "1T", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["framework"], "torchtitan");
+  for (const json& p : out["plans"]) {
+    EXPECT_EQ(p["export"]["target"], "torchtitan");
+    EXPECT_TRUE(p["export"]["not_expressed"].empty());
+    EXPECT_FALSE(p["export"]["text"].get<std::string>().empty());
+    const double seconds = p["training_run"]["seconds"].get<double>();
+    EXPECT_NEAR(seconds, 1e12 / p["tokens_per_s"].get<double>(), 1e-6 * seconds);
+  }
 }
 
 // A small search (8 GPUs, one node) keeps the two simulations quick.

@@ -110,5 +110,17 @@ TEST_F(RunCliTest, BadPlansStopBeforeLaunching) {
   EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", good, "--steps", "0"}), {"--steps"}));
 }
 
+// --timeout reaches shardsim-runtime; what is not a number of seconds in (0, 86400] stops first.
+TEST_F(RunCliTest, TimeoutIsCheckedAndPassedOn) {
+  const std::string plan = WriteJson("p.json", {{"mesh", {{"data", 1}}}, {"global_batch_size", 2}, {"seq_len", 64}});
+  for (const char* bad : {"nan", "inf", "0", "-1", "1e9", "86401", "abc", ""}) {
+    EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--timeout", bad}), {"--timeout"})) << bad;
+  }
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--timeout", "nan"}), {"86400"}));
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "1", "--timeout", "30.5", "--json"}), &report));
+  EXPECT_EQ(report["losses"].size(), 1u);
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

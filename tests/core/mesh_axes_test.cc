@@ -110,20 +110,20 @@ TEST(MeshAxesTest, PlanJsonOverlapKeysComeFromTheTable) {
 }
 
 TEST(MeshAxesTest, SearchedDegrees) {
+  // Every divisor of the devices left, within the axis's search_max and the given bound.
   EXPECT_EQ(SearchedDegrees(MeshAxis::kTensor, 8), (std::vector<int64_t>{1, 2, 4, 8}));
+  EXPECT_EQ(SearchedDegrees(MeshAxis::kTensor, 24, 16), (std::vector<int64_t>{1, 2, 3, 4, 6, 8, 12}));
   EXPECT_EQ(SearchedDegrees(MeshAxis::kContext, 1024),
             (std::vector<int64_t>{1, 2, 4, 8, 16, 32}));  // search_max 32
   EXPECT_EQ(SearchedDegrees(MeshAxis::kExpert, 1), (std::vector<int64_t>{1}));
-  EXPECT_EQ(SearchedDegrees(MeshAxis::kFsdp, 6), (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(SearchedDegrees(MeshAxis::kFsdp, 6), (std::vector<int64_t>{1, 2, 3, 6}));
   EXPECT_EQ(SearchedDegrees(MeshAxis::kData, 6), (std::vector<int64_t>{6}));  // what is left
-  // Pipeline: divisors of the layers and powers of two (126 layers: 16 stages too), at most 128.
-  EXPECT_EQ(SearchedDegrees(MeshAxis::kPipeline, 12, 12),
-            (std::vector<int64_t>{1, 2, 3, 4, 6, 8, 12}));
-  const std::vector<int64_t> p126 = SearchedDegrees(MeshAxis::kPipeline, 126, 126);
-  EXPECT_NE(std::find(p126.begin(), p126.end(), 16), p126.end());
-  EXPECT_NE(std::find(p126.begin(), p126.end(), 63), p126.end());
-  EXPECT_EQ(p126.back(), 126);
-  EXPECT_EQ(SearchedDegrees(MeshAxis::kPipeline, 256, 256).back(), 128);
+  // Pipeline: any stage count the devices allow up to the layers (uneven stages differ by a
+  // layer: 80 layers on 3 stages are 27, 27, 26), at most 128.
+  EXPECT_EQ(SearchedDegrees(MeshAxis::kPipeline, 6144, 80),
+            (std::vector<int64_t>{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}));
+  EXPECT_EQ(SearchedDegrees(MeshAxis::kPipeline, 1024, 256).back(), 128);
+  EXPECT_TRUE(SearchedDegrees(MeshAxis::kTensor, 0).empty());
 }
 
 }  // namespace

@@ -44,6 +44,41 @@ TEST(FormatTest, UnitsAndPrefixes) {
   EXPECT_EQ(FormatSeconds(1.5e-6), "1.5 us");
 }
 
+TEST(ParseTokenCountTest, SuffixesArePowersOfAThousand) {
+  EXPECT_EQ(ParseTokenCount("15T", "x"), 15e12);
+  EXPECT_EQ(ParseTokenCount("2.5T", "x"), 2.5e12);
+  EXPECT_EQ(ParseTokenCount("300B", "x"), 300e9);
+  EXPECT_EQ(ParseTokenCount("300G", "x"), 300e9);
+  EXPECT_EQ(ParseTokenCount("4M", "x"), 4e6);
+  EXPECT_EQ(ParseTokenCount("8k", "x"), 8e3);
+  EXPECT_EQ(ParseTokenCount("15 t", "x"), 15e12);
+  EXPECT_EQ(ParseTokenCount("1e12", "x"), 1e12);
+  EXPECT_EQ(ParseTokenCount(" 1000000 ", "x"), 1e6);
+  EXPECT_EQ(ParseTokenCount("1e18", "x"), 1e18);
+}
+
+TEST(ParseTokenCountTest, RejectsBadCountsByName) {
+  for (const char* bad : {"", "T", "abc", "0", "-1", "-2T", "0T", "nan", "inf", "-inf", "1e19", "2000000T", "1e400", "15X", "15TB", "15 T x", "1,5T"}) {
+    try {
+      ParseTokenCount(bad, "--train-tokens");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.where(), "--train-tokens") << bad;
+      EXPECT_NE(e.valid(), "") << bad;
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << bad;
+    }
+  }
+}
+
+TEST(FormatDurationTest, PicksTheUnitPeopleSay) {
+  EXPECT_EQ(FormatDuration(45), "45 s");
+  EXPECT_EQ(FormatDuration(750), "12.5 minutes");
+  EXPECT_EQ(FormatDuration(7.5 * 3600), "7.5 hours");
+  EXPECT_EQ(FormatDuration(41.3 * 86400), "41.3 days");
+  EXPECT_EQ(FormatDuration(1.5 * 86400), "36 hours");
+  EXPECT_EQ(FormatDuration(3 * 365.25 * 86400), "3 years");
+}
+
 TEST(CheckedArithmeticTest, OverflowIsAnInputError) {
   EXPECT_EQ(CheckedMul(int64_t{1} << 31, int64_t{1} << 31, "x"), int64_t{1} << 62);
   EXPECT_THROW(CheckedMul(int64_t{1} << 32, int64_t{1} << 32, "x"), InputError);

@@ -1,0 +1,93 @@
+// `shardsim plan --json`: the plans, the other families' best, the Pareto frontier, the misses and
+// (when nothing fits) the smallest size that fits, the search's counts, and, for each plan, the
+// export (--export) and the whole training run (--train-tokens).
+#include <nlohmann/json.hpp>
+
+#include "cli/plan_output.h"
+#include "cli/report_json.h"
+#include "core/plan_json.h"
+#include "core/run_cost.h"
+
+namespace shardsim::cli {
+namespace {
+
+using nlohmann::json;
+
+json PlanEntry(const PlanFindings& f, const planner::RankedPlan& p, const ClusterSpec& cluster) {
+  json j = ReportJson(f.model, cluster, p.plan, p.report);
+  j["family"] = p.family;
+  if (f.target) {
+    const planner::Export e = planner::ExportPlan(f.model, cluster, p.plan, *f.target);
+    j["export"] = {{"target", f.export_name}, {"text", e.text}, {"not_expressed", e.not_expressed}};
+  }
+  if (f.options.train_tokens > 0) {
+    j["training_run"] = TrainingRunJson(CostOfTraining(f.options.train_tokens, p.report.tokens_per_s, DeviceCount(cluster), f.options.price_per_device_hour));
+  }
+  return j;
+}
+
+}  // namespace
+
+json PlanFindingsJson(const PlanFindings& f) {
+  const planner::SearchResult& r = f.result;
+  json plans = json::array();
+  for (const auto& p : r.best) plans.push_back(PlanEntry(f, p, f.cluster));
+  json runners = json::array();
+  for (const auto& p : r.family_best) {
+    json j = PlanEntry(f, p, f.cluster);
+    j["why_lost"] = p.why_lost;
+    j["same_step_as_families"] = p.same_as;
+    runners.push_back(j);
+  }
+  json pareto = json::array();
+  for (const auto& p : r.pareto) {
+    pareto.push_back({{"plan", PlanToJson(p.plan)}, {"tokens_per_s", p.report.tokens_per_s}, {"peak_bytes_per_device", p.report.memory.peak.total()}});
+  }
+  json misses = json::array();
+  for (const auto& miss : r.nearest_misses) {
+    misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"needed_bytes_per_device", miss.needed_bytes}, {"memory_over_limit", miss.overshoot}, {"estimated", miss.estimated}});
+  }
+  const double rate = r.wall_s > 0 ? static_cast<double>(r.evaluated) / r.wall_s : 0;
+  json fixed = json::object();
+  const json values = PlanToJson(f.constraints.values);
+  for (const std::string& key : f.constraints.fixed) {
+    const size_t dot = key.find('.');
+    fixed[key] = dot == std::string::npos ? values.at(key) : values.at(key.substr(0, dot)).at(key.substr(dot + 1));
+  }
+  json j{{"fits", !r.best.empty()},
+         {"plans", plans},
+         {"best_of_other_families", runners},
+         {"pareto", pareto},
+         {"nearest_misses", misses},
+         {"fixed", fixed},
+         {"framework", f.framework ? json(std::string(planner::FrameworkName(*f.framework))) : json(nullptr)},
+         {"max_memory_bytes_per_device", r.max_memory_bytes},
+         {"search",
+          {{"meshes", r.meshes},
+           {"layouts", r.layouts},
+           {"candidates", r.candidates},
+           {"pruned", r.pruned},
+           {"dominated", r.dominated},
+           {"unsupported_by_framework", r.unsupported},
+           {"evaluated", r.evaluated},
+           {"wall_s", r.wall_s},
+           {"plans_per_s", rate}}}};
+  if (f.smallest) {
+    const planner::SmallestFit& s = *f.smallest;
+    j["smallest_fit"] = {{"found", s.found}, {"tried", s.tried}};
+    if (s.found) {
+      j["smallest_fit"]["cluster"] = s.cluster;
+      j["smallest_fit"]["devices"] = s.devices;
+      j["smallest_fit"]["plan"] = PlanEntry(f, s.plan, s.spec);
+    } else {
+      j["smallest_fit"]["why_not"] = s.why_not;
+    }
+  }
+  if (f.options.refine > 0) {
+    j["refined"] = RefinedJson(f.refinement);
+    j["refine_failed"] = RefineFailedJson(f.refinement);
+  }
+  return j;
+}
+
+}  // namespace shardsim::cli

@@ -1,0 +1,194 @@
+// Megatron-core (NVIDIA/Megatron-LM) command-line flags, as megatron/training/arguments.py and the
+// dataclasses it generates flags from (megatron/core/model_parallel_config.py,
+// megatron/core/transformer/transformer_config.py) name them. The world size is torchrun's, so
+// it travels as a launch fact.
+#include <sstream>
+
+#include "planner/export_settings.h"
+#include "strategies/schedule.h"
+#include "strategies/stage_layout.h"
+
+namespace shardsim::planner {
+namespace {
+
+constexpr char kWorld[] = "launch.world_size";
+
+std::string I(int64_t v) { return std::to_string(v); }
+
+std::string Number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
+  std::vector<Setting> s;
+  auto add = [&](const std::string& name, const std::string& value = "") {
+    s.push_back({name, value});
+  };
+  add(kWorld, I(p.mesh.Product()));
+  add("--tensor-model-parallel-size", I(p.mesh.tensor));
+  add("--pipeline-model-parallel-size", I(p.mesh.pipeline));
+  const strategies::Schedule& schedule = strategies::ScheduleOf(p);
+  const int64_t chunks = schedule.Chunks(p.mesh.pipeline, p.virtual_stages);
+  if (p.mesh.pipeline > 1) {
+    // An even split needs no flag (1 chunk) or one number; anything else is a layout string.
+    const int64_t even = EvenChunkLayers(m, p);
+    if (even > 0 && chunks > 1) {
+      add("--num-layers-per-virtual-pipeline-stage", I(even));
+    } else if (even == 0) {
+      // A plan's own layout as written, else the default one collapsed ("Et*7|(t*8|)*14t*7L").
+      const std::string layout = p.pipeline_layout.empty()
+                                     ? strategies::LayoutText(strategies::LayOut(m, p))
+                                     : p.pipeline_layout;
+      add("--pipeline-model-parallel-layout", "\"" + layout + "\"");
+    }
+  }
+  if (p.sequence_parallel && p.mesh.tensor > 1) add("--sequence-parallel");
+  if (p.mesh.context > 1) {
+    add("--context-parallel-size", I(p.mesh.context));
+    add("--cp-comm-type", p.context_kv == "ring" ? "p2p" : "all_gather");
+  }
+  if (p.mesh.expert > 1) {
+    add("--expert-model-parallel-size", I(p.mesh.expert));
+    add("--moe-token-dispatcher-type",
+        "alltoall");  // shardsim's dispatch; Megatron's default is allgather
+  }
+  if (m.moe && p.ep_capacity_factor > 1.0)
+    add("--moe-expert-capacity-factor", Number(p.ep_capacity_factor));
+  if (p.recompute == Recompute::kSelective) add("--recompute-granularity", "selective");
+  if (p.recompute == Recompute::kFull) {
+    add("--recompute-granularity", "full");
+    add("--recompute-method", "uniform");
+    add("--recompute-num-layers", "1");
+  }
+  // ZeRO-1 is the distributed optimizer; ZeRO-2/3 and fsdp are Megatron-FSDP, hybrid (HSDP) with
+  // `data` as the outer replicas when fsdp shards below ZeRO-3.
+  const bool fsdp = p.mesh.fsdp > 1 || p.zero_stage >= 2;
+  if (!fsdp && p.zero_stage == 1) add("--use-distributed-optimizer");
+  if (fsdp) {
+    add("--use-megatron-fsdp");
+    add("--data-parallel-sharding-strategy",
+        p.mesh.fsdp == 1 && p.zero_stage == 2 ? "optim_grads" : "optim_grads_params");
+    if (p.mesh.fsdp > 1 && p.mesh.data > 1 && p.zero_stage < 3) {
+      add("--num-distributed-optimizer-instances", I(p.mesh.data));
+      add("--outer-dp-sharding-strategy", p.zero_stage == 1 ? "optim" : "no_shard");
+    }
+    add("--ckpt-format", "fsdp_dtensor");  // arguments.py: Megatron-FSDP requires it
+  }
+  // --overlap-grad-reduce covers data's and fsdp's reductions alike; --overlap-param-gather is
+  // Megatron-FSDP's prefetch of sharded parameters (the distributed optimizer's gather after the
+  // step, which shardsim does not overlap, stays off).
+  const bool data_overlap = OverlapMatters(p, MeshAxis::kData) && p.overlap.data;
+  const bool fsdp_overlap = fsdp && OverlapMatters(p, MeshAxis::kFsdp) && p.overlap.fsdp;
+  if (data_overlap || fsdp_overlap) add("--overlap-grad-reduce");
+  if (fsdp_overlap && (p.mesh.fsdp > 1 || p.zero_stage == 3)) add("--overlap-param-gather");
+  if (p.mesh.tensor > 1 && p.overlap.tensor && p.sequence_parallel) add("--tp-comm-overlap");
+  if (p.mesh.pipeline > 1 && chunks > 1 && !p.overlap.pipeline)
+    add("--no-overlap-p2p-communication");
+  if (p.mesh.expert > 1 && p.overlap.expert) add("--moe-shared-expert-overlap");
+  if (!p.flash_attention) add("--attention-backend", "unfused");
+  add("--micro-batch-size", I(p.micro_batch_size));
+  add("--global-batch-size", I(p.global_batch_size));
+  add("--seq-length", I(p.seq_len));
+  if (p.dtype == "fp16") add("--fp16");
+  if (p.dtype == "bf16" || p.dtype == "fp8") add("--bf16");
+  if (p.dtype == "fp8") add("--fp8-format", "hybrid");
+  return s;
+}
+
+std::string MegatronText(const std::vector<Setting>& settings) {
+  std::string text;
+  for (const Setting& s : settings) {
+    if (s.name.rfind("launch.", 0) == 0) {
+      text += "# " + s.value +
+              " GPUs: torchrun --nnodes N --nproc-per-node G with N x G = " + s.value + "\n";
+      continue;
+    }
+    text += s.name + (s.value.empty() ? "" : " " + s.value) + " \\\n";
+  }
+  if (text.size() >= 3 && text.substr(text.size() - 3) == " \\\n")
+    text.resize(text.size() - 3), text += "\n";
+  return text;
+}
+
+PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
+  const FrameworkFacts& facts = FactsOf(Framework::kMegatronCore);
+  PlanSpec p = EmptyPlan(facts);
+  const int64_t world = r.Int(kWorld, 0);
+  p.mesh.tensor = r.Int("--tensor-model-parallel-size", 1);
+  p.mesh.pipeline = r.Int("--pipeline-model-parallel-size", 1);
+  p.mesh.context = r.Int("--context-parallel-size", 1);
+  p.mesh.expert = r.Int("--expert-model-parallel-size", 1);
+  const int64_t model_parallel = p.mesh.tensor * p.mesh.pipeline * p.mesh.context * p.mesh.expert;
+  if (world <= 0 || world % model_parallel != 0)
+    r.Fail(kWorld, "must be a multiple of tensor x pipeline x context x expert");
+  const int64_t dp =
+      world / model_parallel;  // shardsim's data x fsdp (Megatron's dp holds expert too)
+  const bool fsdp = r.Has("--use-megatron-fsdp");
+  const std::string strategy = r.Get("--data-parallel-sharding-strategy", "optim_grads_params");
+  const int64_t outer = r.Int("--num-distributed-optimizer-instances", 1);
+  if (fsdp && strategy == "optim_grads_params" && outer > 1) {
+    p.mesh.data = outer, p.mesh.fsdp = dp / outer;
+    p.zero_stage = r.Get("--outer-dp-sharding-strategy", "no_shard") == "optim" ? 1 : 0;
+  } else if (fsdp && strategy == "optim_grads_params") {
+    p.mesh.fsdp = dp, p.zero_stage = 3;
+  } else {
+    p.mesh.data = dp;
+    p.zero_stage = fsdp                                   ? (strategy == "optim_grads" ? 2
+                                                             : strategy == "optim"     ? 1
+                                                                                       : 0)
+                   : r.Has("--use-distributed-optimizer") ? 1
+                                                          : 0;
+  }
+  p.micro_batch_size = r.Int("--micro-batch-size", 1);
+  p.global_batch_size = r.Int("--global-batch-size", 0);
+  p.seq_len = r.Int("--seq-length", 0);
+  p.sequence_parallel = r.Has("--sequence-parallel");
+  p.context_kv = r.Get("--cp-comm-type", "p2p") == "p2p" ? "ring" : "all-gather";
+  p.ep_capacity_factor = r.Number("--moe-expert-capacity-factor", 1.0);
+  const std::string granularity = r.Get("--recompute-granularity");
+  p.recompute = granularity == "full"        ? Recompute::kFull
+                : granularity == "selective" ? Recompute::kSelective
+                                             : Recompute::kNone;
+  p.dtype = r.Has("--fp8-format") ? "fp8"
+            : r.Has("--bf16")     ? "bf16"
+            : r.Has("--fp16")     ? "fp16"
+                                  : "fp32";
+  p.flash_attention = r.Get("--attention-backend") != "unfused";
+  // The schedule follows from the chunks: Megatron-core interleaves whenever there are several.
+  if (p.mesh.pipeline > 1) {
+    if (r.Has("--num-layers-per-virtual-pipeline-stage")) {
+      p.virtual_stages =
+          m.num_layers / (p.mesh.pipeline * r.Int("--num-layers-per-virtual-pipeline-stage", 1));
+    } else if (r.Has("--pipeline-model-parallel-layout")) {
+      std::string layout = r.Get("--pipeline-model-parallel-layout");
+      if (layout.size() >= 2 && layout.front() == '"') layout = layout.substr(1, layout.size() - 2);
+      // The chunks per stage are those that make the layout hold together (repeats like
+      // "(t*8|)*14" hide the count).
+      p.pipeline_layout = layout;
+      for (p.virtual_stages = 1; p.virtual_stages <= m.num_layers; ++p.virtual_stages) {
+        p.pipeline_schedule = p.virtual_stages > 1 ? "interleaved-1f1b" : "1f1b";
+        if (!strategies::CheckLayout(m, p)) break;
+      }
+      if (p.virtual_stages > m.num_layers)
+        r.Fail("--pipeline-model-parallel-layout",
+               "does not lay out the model's layers on the stages");
+    }
+    p.pipeline_schedule = p.virtual_stages > 1 ? "interleaved-1f1b" : "1f1b";
+    if (!p.pipeline_layout.empty()) p.pipeline_layout = LayoutOrEmpty(m, p, PathParts(m, p));
+  }
+  p.overlap.data = r.Has("--overlap-grad-reduce");
+  // Megatron-FSDP's per-layer reductions overlap with --overlap-grad-reduce, its gathers with
+  // --overlap-param-gather: ZeRO-2 (optim_grads) has only the former.
+  p.overlap.fsdp = strategy == "optim_grads" && fsdp ? r.Has("--overlap-grad-reduce")
+                                                     : r.Has("--overlap-param-gather");
+  p.overlap.tensor = r.Has("--tp-comm-overlap");
+  p.overlap.pipeline = !r.Has("--no-overlap-p2p-communication");
+  p.overlap.expert = r.Has("--moe-shared-expert-overlap");
+  return CanonicalSharding(AsFrameworkRuns(Framework::kMegatronCore, p));
+}
+
+}  // namespace shardsim::planner

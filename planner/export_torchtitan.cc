@@ -1,0 +1,193 @@
+// torchtitan (pytorch/torchtitan): assignments to a Trainer.Config, the way torchtitan's
+// config/README.md asks runs to be configured (its --section.option flags are frozen). Names from
+// torchtitan/config/configs.py (TrainingConfig, ParallelismConfig, CompileConfig) and
+// torchtitan/trainer.py (Trainer.Config.activation_checkpoint).
+#include <cstdlib>
+
+#include "planner/export_settings.h"
+#include "strategies/schedule.h"
+
+namespace shardsim::planner {
+namespace {
+
+constexpr char kWorld[] = "launch.world_size";
+constexpr char kConverters[] = "launch.model_converters";
+constexpr char kParts[] = "parallelism.module_fqns_per_model_part";
+
+std::string I(int64_t v) { return std::to_string(v); }
+std::string Py(bool v) { return v ? "True" : "False"; }
+std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// Each chunk's modules as a Python list expression, the decoder layers as a range:
+// [["tok_embeddings"] + [f"layers.{i}" for i in range(0, 7)], ..., [...] + ["norm", "lm_head"]].
+std::string PartsExpression(const std::vector<ChunkParts>& parts) {
+  std::string out = "[";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string part;
+    if (parts[i].embedding) part = "[\"tok_embeddings\"]";
+    if (parts[i].layers > 0) {
+      part += std::string(part.empty() ? "" : " + ") + "[f\"layers.{i}\" for i in range(" +
+              I(parts[i].first_layer) + ", " + I(parts[i].first_layer + parts[i].layers) + ")]";
+    }
+    if (parts[i].head) part += std::string(part.empty() ? "" : " + ") + "[\"norm\", \"lm_head\"]";
+    out += (i ? ", " : "") + part;
+  }
+  return out + "]";
+}
+
+// PartsExpression read back. Counting both brackets and parentheses, the commas at depth 1 are
+// the ones between parts (range's and the module lists' commas sit deeper).
+std::vector<ChunkParts> ReadParts(const SettingReader& r, const std::string& text) {
+  std::vector<std::string> pieces(1);
+  int depth = 0;
+  for (char c : text) {
+    if (c == ']' || c == ')') --depth;
+    if (depth == 1 && c == ',') {
+      pieces.emplace_back();
+    } else if (depth >= 1) {
+      pieces.back() += c;
+    }
+    if (c == '[' || c == '(') ++depth;
+  }
+  std::vector<ChunkParts> parts;
+  for (const std::string& piece : pieces) {
+    ChunkParts part;
+    part.embedding = piece.find("tok_embeddings") != std::string::npos;
+    part.head = piece.find("lm_head") != std::string::npos;
+    if (const size_t at = piece.find("range("); at != std::string::npos) {
+      const size_t comma = piece.find(',', at);
+      if (comma == std::string::npos) r.Fail(kParts, "expected range(first, end) in " + piece);
+      part.first_layer = std::atoll(piece.c_str() + at + 6);
+      part.layers = std::atoll(piece.c_str() + comma + 1) - part.first_layer;
+    }
+    parts.push_back(part);
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
+  std::vector<Setting> s;
+  auto add = [&](const std::string& name, const std::string& value) { s.push_back({name, value}); };
+  add(kWorld, I(p.mesh.Product()));
+  // Expert parallelism borrows its ranks from data_parallel_shard (configs.py).
+  add("parallelism.data_parallel_replicate_degree", I(p.mesh.data));
+  add("parallelism.data_parallel_shard_degree", I(p.mesh.fsdp * p.mesh.expert));
+  add("parallelism.tensor_parallel_degree", I(p.mesh.tensor));
+  if (p.mesh.tensor > 1) add("parallelism.enable_sequence_parallel", Py(p.sequence_parallel));
+  add("parallelism.context_parallel_degree", I(p.mesh.context));
+  add("parallelism.expert_parallel_degree", I(p.mesh.expert));
+  add("parallelism.pipeline_parallel_degree", I(p.mesh.pipeline));
+  if (p.mesh.pipeline > 1) {
+    const std::string_view name = strategies::ScheduleOf(p).framework_names().torchtitan;
+    add("parallelism.pipeline_parallel_schedule",
+        Quoted(std::string(name.empty() ? "1F1B" : name)));
+    add("parallelism.num_pp_microbatches", I(Microbatches(p)));
+    // An even split is one number with the embedding and head counted as no layers; anything
+    // else names each chunk's modules.
+    if (const int64_t even = EvenChunkLayers(m, p); even > 0) {
+      add("parallelism.pipeline_parallel_layers_per_stage", I(even));
+      add("parallelism.pipeline_parallel_first_stage_less_layers", "0");
+      add("parallelism.pipeline_parallel_last_stage_less_layers", "0");
+    } else {
+      add(kParts, PartsExpression(PathParts(m, p)));
+    }
+  }
+  if (p.mesh.fsdp * p.mesh.expert * p.mesh.context > 1 || p.zero_stage == 3) {
+    add("parallelism.fsdp_reshard_after_forward",
+        Quoted(ReshardAfterForward(p) ? "always" : "never"));
+  }
+  if (p.mesh.tensor > 1 && p.overlap.tensor) {
+    add("compile.enable", "True");  // configs.py: async TP requires compiling the model
+    add("compile.enable_async_tensor_parallel", "True");
+  }
+  add("activation_checkpoint", p.recompute == Recompute::kNone   ? "None"
+                               : p.recompute == Recompute::kFull ? "FullAC.Config()"
+                                                                 : "SelectiveAC.Config()");
+  add("training.num_tokens_per_microbatch_per_dp_rank", I(p.micro_batch_size * p.seq_len));
+  add("training.num_tokens_per_train_step", I(p.global_batch_size * p.seq_len));
+  add("training.max_context_length", I(p.seq_len));
+  add("training.mixed_precision_param", Quoted(p.dtype == "fp32" ? "float32" : "bfloat16"));
+  if (p.dtype == "fp8") add(kConverters, "[Float8LinearConverter.Config()]");
+  return s;
+}
+
+std::string TorchtitanText(const std::vector<Setting>& settings) {
+  std::string text = "# in the function that returns your Trainer.Config\n";
+  for (const Setting& s : settings) {
+    if (s.name == kWorld) {
+      text += "# NGPU=" + s.value + " ./run_train.sh\n";
+    } else if (s.name == kConverters) {
+      text += "# config.model_spec = model_registry(<flavor>, converters=" + s.value + ")\n";
+    } else {
+      text += "config." + s.name + " = " + s.value + "\n";
+    }
+  }
+  return text;
+}
+
+PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
+  PlanSpec p = EmptyPlan(FactsOf(Framework::kTorchtitan));
+  auto unquote = [](std::string v) {
+    return v.size() >= 2 && v.front() == '"' ? v.substr(1, v.size() - 2) : v;
+  };
+  p.mesh.data = r.Int("parallelism.data_parallel_replicate_degree", 1);
+  p.mesh.expert = r.Int("parallelism.expert_parallel_degree", 1);
+  const int64_t shard = r.Int("parallelism.data_parallel_shard_degree", 1);
+  if (shard % p.mesh.expert != 0)
+    r.Fail("parallelism.expert_parallel_degree",
+           "must divide data_parallel_shard_degree (context and tensor left aside)");
+  p.mesh.fsdp = shard / p.mesh.expert;
+  p.mesh.tensor = r.Int("parallelism.tensor_parallel_degree", 1);
+  p.mesh.context = r.Int("parallelism.context_parallel_degree", 1);
+  p.mesh.pipeline = r.Int("parallelism.pipeline_parallel_degree", 1);
+  // FSDP2 shards over dp_shard x cp: the expert and context ranks shard too, which is ZeRO-3.
+  p.zero_stage = p.mesh.context > 1 || p.mesh.expert > 1 ? 3 : 0;
+  p.sequence_parallel = p.mesh.tensor > 1 && r.Bool("parallelism.enable_sequence_parallel", true);
+  p.context_kv = "all-gather";
+  const std::string reshard =
+      unquote(r.Get("parallelism.fsdp_reshard_after_forward", "\"default\""));
+  if (reshard != "default") p.fsdp_reshard_after_forward = reshard == "always";
+  p.seq_len = r.Int("training.max_context_length", 0);
+  if (p.seq_len <= 0) r.Fail("training.max_context_length", "must be positive");
+  p.micro_batch_size =
+      r.Int("training.num_tokens_per_microbatch_per_dp_rank", p.seq_len) / p.seq_len;
+  p.global_batch_size = r.Int("training.num_tokens_per_train_step", 0) / p.seq_len;
+  const std::string ac =
+      r.Get("activation_checkpoint", "SelectiveAC.Config()");  // Trainer.Config's default
+  p.recompute = ac == "None"              ? Recompute::kNone
+                : ac == "FullAC.Config()" ? Recompute::kFull
+                                          : Recompute::kSelective;
+  p.dtype = r.Has(kConverters) ? "fp8"
+            : unquote(r.Get("training.mixed_precision_param", "\"bfloat16\"")) == "float32"
+                ? "fp32"
+                : "bf16";
+  p.overlap.tensor = r.Bool("compile.enable_async_tensor_parallel", false);
+  if (p.mesh.pipeline > 1) {
+    const std::string name = unquote(r.Get("parallelism.pipeline_parallel_schedule", "\"1F1B\""));
+    const strategies::Schedule* schedule = nullptr;
+    for (const strategies::Schedule* s : strategies::AllSchedules()) {
+      if (s->framework_names().torchtitan == name) schedule = s;
+    }
+    if (schedule == nullptr)
+      r.Fail("parallelism.pipeline_parallel_schedule",
+             "'" + name + "' is no schedule shardsim models");
+    p.pipeline_schedule = std::string(schedule->name());
+    int64_t positions = 0;
+    std::vector<ChunkParts> parts;
+    if (r.Has(kParts)) {
+      parts = ReadParts(r, r.Get(kParts));
+      positions = static_cast<int64_t>(parts.size());
+    } else {
+      positions = m.num_layers / r.Int("parallelism.pipeline_parallel_layers_per_stage",
+                                       m.num_layers / p.mesh.pipeline);
+    }
+    // Chunks per stage: one for single-stage schedules, else the parts over the ranks.
+    p.virtual_stages = schedule->Chunks(p.mesh.pipeline, 2) == 1 ? 1 : positions / p.mesh.pipeline;
+    if (!parts.empty()) p.pipeline_layout = LayoutOrEmpty(m, p, parts);
+  }
+  return CanonicalSharding(AsFrameworkRuns(Framework::kTorchtitan, p));
+}
+
+}  // namespace shardsim::planner

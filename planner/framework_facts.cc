@@ -1,0 +1,288 @@
+#include "planner/framework_facts.h"
+
+#include "strategies/schedule.h"
+
+namespace shardsim::planner {
+namespace {
+
+using enum MeshAxis;
+constexpr OverlapRule kSw = OverlapRule::kSwitch, kOn = OverlapRule::kAlways,
+                      kOff = OverlapRule::kNever;
+
+// One row per framework, in Framework's order. Sources are paths in each repository at the commit
+// named in `source`; docs/frameworks.md says the same in prose.
+constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
+    {
+        .framework = Framework::kMegatronCore,
+        .name = "megatron-core",
+        .source = "NVIDIA/Megatron-LM d98e8a64",
+        // megatron/core/parallel_state.py: order="tp-cp-ep-dp-pp", tensor fastest; HSDP's outer
+        // replicas (--num-distributed-optimizer-instances) are the outer part of dp.
+        .mesh_order = {kPipeline, kData, kFsdp, kExpert, kContext, kTensor},
+        .mesh_order_text = "Megatron-core orders ranks tp-cp-ep-dp-pp (tensor fastest)",
+        // megatron/training/arguments.py: --use-distributed-optimizer (ZeRO-1 over dp x cp);
+        // --use-megatron-fsdp with --data-parallel-sharding-strategy optim_grads (ZeRO-2) or
+        // optim_grads_params (ZeRO-3), --num-distributed-optimizer-instances and
+        // --outer-dp-sharding-strategy {no_shard, optim} for HSDP. Megatron-FSDP v1 has no
+        // pipeline assertion there (only Torch-FSDP2 asserts pipeline and expert size 1).
+        .sharding = ShardingFamily::kZeroOverAll,
+        // Megatron-FSDP frees gathered parameters after each unit's forward (no option keeps them;
+        // --torch-fsdp2-no-reshard-after-forward is Torch-FSDP2's, which refuses pipelines).
+        .keep_gathered = KeepGathered::kNever,
+        .max_zero_with_pipeline = 3,
+        .fsdp_with_pipeline = true,
+        .sequence_parallel_on = true,
+        .sequence_parallel_off = true,
+        .tensor_with_pipeline = true,
+        // --cp-comm-type p2p (ring) or all_gather (TransformerConfig.cp_comm_type, passed to
+        // Transformer Engine's DotProductAttention).
+        .ring_context = true,
+        .all_gather_context = true,
+        // arguments.py: expert_tensor_parallel_size defaults to tensor_model_parallel_size.
+        .experts_split_over_tensor = true,
+        .expert_with_context = true,
+        .expert_capacity = true,          // --moe-expert-capacity-factor
+        .recompute = {true, true, true},  // --recompute-granularity selective (core_attn) / full
+        .bf16 = true,
+        .fp16 = true,
+        .fp8 = true,
+        .fp32 = true,               // --bf16, --fp16, --fp8-format hybrid
+        .unfused_attention = true,  // --attention-backend unfused
+        .any_layout = true,         // --pipeline-model-parallel-layout
+        .microbatches_multiple_of_stages = false,
+        // --overlap-grad-reduce / --overlap-param-gather (one pair for data and fsdp),
+        // --tp-comm-overlap (asserts --sequence-parallel), --moe-shared-expert-overlap (the
+        // all-to-all under the shared experts, as shardsim's overlap.expert).
+        .overlap = {kSw, kSw, kSw, kOn, kSw, kSw},
+        // arguments.py turns overlap_p2p_comm off for the non-interleaved schedule; interleaved
+        // overlaps by default (--no-overlap-p2p-communication turns it off).
+        .pipeline_overlap_one_chunk = kOff,
+        .pipeline_overlap_interleaved = kSw,
+        // TransformerConfig.cp_comm_type: "p2p" overlaps with attention, "all_gather" is not
+        // async and cannot be overlapped.
+        .context_overlap_ring = kOn,
+        .context_overlap_all_gather = kOff,
+        .one_switch_data_fsdp = true,
+        .tensor_overlap_needs_sequence_parallel = true,
+    },
+    {
+        .framework = Framework::kTorchtitan,
+        .name = "torchtitan",
+        .source = "pytorch/torchtitan b5bcd76c",
+        // torchtitan/distributed/parallel_dims.py: world mesh pp, dp_replicate, dp_shard, cp, tp;
+        // expert parallelism takes the innermost ranks of dp_shard x cp x tp (efsdp, ep).
+        .mesh_order = {kPipeline, kData, kFsdp, kExpert, kContext, kTensor},
+        .mesh_order_text = "torchtitan builds its mesh as pp, dp_replicate, dp_shard, cp, tp",
+        // parallel_dims.py: the fsdp mesh is dp_shard x cp ("when cp is used, FSDP is also
+        // applied"); config/configs.py data_parallel_replicate_degree: HSDP or DDP.
+        .sharding = ShardingFamily::kFsdpOverShard,
+        .keep_gathered = KeepGathered::kSwitch,  // parallelism.fsdp_reshard_after_forward
+        .max_zero_with_pipeline = 3,
+        .fsdp_with_pipeline = true,
+        .sequence_parallel_on = true,  // parallelism.enable_sequence_parallel (default true)
+        .sequence_parallel_off = true,
+        .tensor_with_pipeline = true,
+        // PyTorch's context parallel all-gathers the K/V shards (its rotate method; torchtitan
+        // dropped context_parallel_rotate_method in #3666 and keeps PyTorch's default).
+        .ring_context = false,
+        .all_gather_context = true,
+        // configs.py expert_parallel_degree: EP borrows ranks from FSDP and TP, experts are not
+        // tensor-split; with cp > 1 it borrows context ranks too.
+        .experts_split_over_tensor = false,
+        .expert_with_context = false,
+        .expert_capacity = false,  // dropless token-choice MoE
+        // distributed/activation_checkpoint.py: none, full (FullAC) or SelectiveAC, an op-level
+        // policy that recomputes every second matmul, not the attention core alone.
+        .recompute = {true, false, true},
+        // configs.py training.mixed_precision_param bfloat16/float32; float8 through the
+        // Float8LinearConverter model converter (components/quantization/float8.py); no fp16.
+        .bf16 = true,
+        .fp16 = false,
+        .fp8 = true,
+        .fp32 = true,
+        .unfused_attention = false,  // the models' attention backends are sdpa or flex
+        .any_layout = true,          // parallelism.module_fqns_per_model_part
+        .microbatches_multiple_of_stages = false,
+        // FSDP2 prefetches and replicate() buckets under backward; async TP is
+        // compile.enable_async_tensor_parallel; pipelining sends asynchronously; no all-to-all
+        // overlap in the default MoE.
+        .overlap = {kOn, kOn, kSw, kOn, kOn, kOff},
+        .pipeline_overlap_one_chunk = kOn,
+        .pipeline_overlap_interleaved = kOn,
+        .context_overlap_ring = kOn,
+        .context_overlap_all_gather = kOn,  // the all-gather starts after the first local block
+        .one_switch_data_fsdp = false,
+        .tensor_overlap_needs_sequence_parallel = false,
+    },
+    {
+        .framework = Framework::kMaxText,
+        .name = "maxtext",
+        .source = "AI-Hypercomputer/maxtext e591f30c",
+        // src/maxtext/configs/base.yml mesh_axes: data, stage, fsdp, ..., context, ..., tensor,
+        // ..., expert (DCN axes outside all ICI axes).
+        .mesh_order = {kData, kPipeline, kFsdp, kContext, kTensor, kExpert},
+        .mesh_order_text = "MaxText's mesh_axes run data, stage, fsdp, context, tensor, expert",
+        // base.yml logical_axis_rules: `embed` over fsdp, context, expert; `embed_moe` over fsdp,
+        // context; shard_optimizer_over_data for ZeRO-1 over data.
+        .sharding = ShardingFamily::kWeightsOverShardAxes,
+        .keep_gathered = KeepGathered::kWithPipelineOnly,  // pipeline_fsdp_ag_once
+        .max_zero_with_pipeline = 3,
+        .fsdp_with_pipeline = true,
+        // logical rule activation_embed -> tensor: activations between layers are sharded over
+        // tensor, so its collectives are Megatron SP's reduce-scatter / all-gather, never an
+        // all-reduce.
+        .sequence_parallel_on = true,
+        .sequence_parallel_off = false,
+        .tensor_with_pipeline = true,
+        .ring_context = true,  // context_parallel_strategy "ring" or "all_gather"
+        .all_gather_context = true,
+        .experts_split_over_tensor = true,  // logical rule mlp_moe -> tensor
+        .expert_with_context = true,
+        .expert_capacity = true,  // capacity_factor (-1: dropless)
+        // layers/decoders.py get_remat_policy: always rematerialises under some policy. "full"
+        // for full; "minimal" (all projections saved, the attention core recomputed) for
+        // selective; "minimal_with_context" (everything named saved) for none. Both recompute
+        // elementwise ops too, which shardsim does not cost separately.
+        .recompute = {true, true, true},
+        // base.yml dtype bfloat16 / float32; quantization "fp8"; fp16 is not a TPU dtype.
+        .bf16 = true,
+        .fp16 = false,
+        .fp8 = true,
+        .fp32 = true,
+        .unfused_attention = true,  // attention: dot_product
+        // base.yml: decoder layers = stages x num_layers_per_pipeline_stage x repeats.
+        .any_layout = false,
+        .microbatches_multiple_of_stages = true,  // num_pipeline_microbatches
+        // XLA's scheduler overlaps the data, fsdp, pipeline and context collectives; collective
+        // matmul and all-to-all overlap need XLA flags outside the config.
+        .overlap = {kOn, kOn, kOff, kOn, kOn, kOff},
+        .pipeline_overlap_one_chunk = kOn,
+        .pipeline_overlap_interleaved = kOn,
+        .context_overlap_ring = kOn,
+        .context_overlap_all_gather = kOn,
+        .one_switch_data_fsdp = false,
+        .tensor_overlap_needs_sequence_parallel = false,
+    },
+    {
+        .framework = Framework::kDeepSpeed,
+        .name = "deepspeed",
+        .source = "deepspeedai/DeepSpeed edaa7221",
+        // deepspeed/runtime/pipe/topology.py PipeModelDataParallelTopology: pipe, data, model;
+        // MiCS shard groups and expert groups of consecutive data ranks (utils/groups.py).
+        .mesh_order = {kPipeline, kData, kFsdp, kExpert, kContext, kTensor},
+        .mesh_order_text = "DeepSpeed lays out pipe, data, model (tensor fastest)",
+        // runtime/zero/config.py: zero_optimization.stage 0-3 over the data-parallel group;
+        // mics_shard_size for ZeRO-3 within groups replicated across them (HSDP).
+        .sharding = ShardingFamily::kZeroOverAll,
+        .keep_gathered = KeepGathered::kNever,  // ZeRO-3 releases parameters after use
+        // runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
+        .max_zero_with_pipeline = 1,
+        .fsdp_with_pipeline = false,
+        // runtime/tensor_parallel/config.py tensor_parallel.autotp_size: AutoTP splits linears
+        // and all-reduces, with no sequence parallelism; PipelineEngine takes model parallelism
+        // only from a Megatron mpu, not from AutoTP.
+        .sequence_parallel_on = false,
+        .sequence_parallel_off = true,
+        .tensor_with_pipeline = false,
+        // DeepSpeed's sequence parallelism is Ulysses (all-to-all over heads): neither kind.
+        .ring_context = false,
+        .all_gather_context = false,
+        // module_inject/auto_ep_config.py expert_parallel.autoep_size: experts over data ranks,
+        // not tensor-split; engine.py: AutoEP with ZeRO-3 refuses AutoTP.
+        .experts_split_over_tensor = false,
+        .expert_with_context = true,
+        .expert_capacity = false,
+        // activation_checkpointing / pipeline.activation_checkpoint_interval: whole layers.
+        .recompute = {true, false, true},
+        .bf16 = true,
+        .fp16 = true,
+        .fp8 = false,
+        .fp32 = true,               // bf16.enabled, fp16.enabled
+        .unfused_attention = true,  // the model code's attention
+        // runtime/pipe/module.py partition_method "type:<layer>" balances decoder layers only.
+        .any_layout = false,
+        .microbatches_multiple_of_stages = false,
+        // zero_optimization.overlap_comm (one switch for data and fsdp reductions),
+        // tensor_parallel.tp_overlap_comm; PipelineEngine's sends block (runtime/pipe/p2p.py).
+        .overlap = {kSw, kSw, kSw, kOff, kOff, kOff},
+        .pipeline_overlap_one_chunk = kOff,
+        .pipeline_overlap_interleaved = kOff,
+        .context_overlap_ring = kOff,
+        .context_overlap_all_gather = kOff,
+        .one_switch_data_fsdp = true,
+        .tensor_overlap_needs_sequence_parallel = false,
+    },
+}};
+
+// Whether no used axis sits between `data` and `fsdp` (data outer) in the plan's mesh order: then
+// ZeRO-3 over data x fsdp shards over the same ranks as fsdp alone of their product.
+bool DataNextToFsdp(const PlanSpec& p) {
+  bool between = false, seen_data = false;
+  for (const std::string& name : p.mesh_order) {
+    if (name == "data") {
+      seen_data = true;
+    } else if (name == "fsdp") {
+      return seen_data && !between;
+    } else if (seen_data && p.mesh.Size(name) > 1) {
+      between = true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+DataParallelSharding ShardingOf(const PlanSpec& p) {
+  DataParallelSharding s{p.mesh.data, p.mesh.fsdp, p.zero_stage, false};
+  if (s.zero == 3 && s.data > 1 && DataNextToFsdp(p)) s.fsdp *= s.data, s.data = 1;
+  s.replicas = s.data > 1 || p.mesh.context > 1 || p.mesh.expert > 1;
+  if (!s.replicas) s.zero = 0;
+  return s;
+}
+
+const FrameworkFacts& FactsOf(Framework framework) {
+  return kFrameworks[static_cast<size_t>(framework)];
+}
+
+PlanSpec CanonicalSharding(const PlanSpec& plan) {
+  PlanSpec p = plan;
+  const DataParallelSharding s = ShardingOf(plan);
+  p.mesh.data = s.data, p.mesh.fsdp = s.fsdp, p.zero_stage = s.zero;
+  return p;
+}
+
+OverlapRule OverlapRuleOf(const FrameworkFacts& f, const PlanSpec& p, MeshAxis axis) {
+  if (axis == MeshAxis::kPipeline) {
+    return strategies::ScheduleOf(p).Chunks(p.mesh.pipeline, p.virtual_stages) > 1
+               ? f.pipeline_overlap_interleaved
+               : f.pipeline_overlap_one_chunk;
+  }
+  if (axis == MeshAxis::kContext)
+    return p.context_kv == "ring" ? f.context_overlap_ring : f.context_overlap_all_gather;
+  return f.overlap[static_cast<size_t>(axis)];
+}
+
+bool OverlapMatters(const PlanSpec& p, MeshAxis axis) {
+  const DataParallelSharding s = ShardingOf(p);
+  switch (axis) {
+    case MeshAxis::kData:
+      return s.replicas;  // gradient reduction over the replicas
+    case MeshAxis::kFsdp:
+      return s.fsdp > 1 || (s.zero >= 2 && s.replicas);  // per-layer gathers / reduce-scatters
+    default:
+      return p.mesh.Size(axis) > 1;
+  }
+}
+
+int64_t EvenChunkLayers(const ModelSpec& m, const PlanSpec& p) {
+  if (!p.pipeline_layout.empty()) return 0;
+  // The default layout's positions along a micro-batch's path, without building the layout (the
+  // search asks this of every candidate).
+  const strategies::Schedule& schedule = strategies::ScheduleOf(p);
+  const int64_t stages = p.mesh.pipeline;
+  const int64_t positions =
+      stages * schedule.Chunks(stages, p.virtual_stages) / schedule.Directions(stages);
+  return m.num_layers % positions == 0 ? m.num_layers / positions : 0;
+}
+
+}  // namespace shardsim::planner

@@ -1,0 +1,110 @@
+// What each training framework runs, as one table of facts (framework_facts.cc, each fact with the
+// file of the framework's repository it was read from): FrameworkGaps (planner/frameworks.h) and
+// the exports (planner/export_*.cc) both read it, so a plan the search keeps for a framework is a
+// plan its export expresses. Schedules' names per framework live with the schedules
+// (strategies/schedule.h, FrameworkScheduleNames).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/mesh_axes.h"
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+#include "planner/frameworks.h"
+
+namespace shardsim::planner {
+
+// Whether a framework overlaps one kind of communication with compute.
+enum class OverlapRule {
+  kSwitch,  // a flag or key the export sets from the plan's overlap.<axis>
+  kAlways,  // always: a plan that does not overlap it is not what the framework runs
+  kNever,   // never, or only through settings outside the framework's config (XLA flags)
+};
+
+// How a framework shards parameters, gradients and optimizer state over the data-parallel ranks.
+// In shardsim terms (strategies/data_parallel.h): `fsdp` shards everything, and the replica axes
+// (data, context, and expert for dense parameters) replicate it up to the ZeRO stage.
+enum class ShardingFamily {
+  // Megatron-core, DeepSpeed: ZeRO-1/2/3 over all data-parallel ranks x context together, or a
+  // hybrid with `data` as the outer replicas (Megatron-FSDP HSDP, DeepSpeed MiCS).
+  kZeroOverAll,
+  // torchtitan: FSDP2 over data_parallel_shard x context, which holds the expert ranks;
+  // data_parallel_replicate replicates.
+  kFsdpOverShard,
+  // MaxText: weights over fsdp, context and expert (logical rule `embed`); `data` replicates, its
+  // optimizer state optionally sharded over it (shard_optimizer_over_data).
+  kWeightsOverShardAxes,
+};
+
+// Whether sharded parameters may stay gathered from the first forward to the last backward
+// (FSDP2's reshard_after_forward=False; PlanSpec::fsdp_reshard_after_forward).
+enum class KeepGathered { kNever, kSwitch, kWithPipelineOnly };
+
+struct FrameworkFacts {
+  Framework framework;
+  std::string_view name;    // the plan JSON's `framework` value
+  std::string_view source;  // the repository and the commit read
+  // Rank layout, outermost first: where each used axis of the plan must sit (UsedMeshOrder).
+  std::array<MeshAxis, kMeshAxisCount> mesh_order;
+  std::string_view mesh_order_text;  // in the framework's words
+  ShardingFamily sharding;
+  KeepGathered keep_gathered;
+  int64_t max_zero_with_pipeline;  // ZeRO stages above this do not run with pipeline parallelism
+  bool fsdp_with_pipeline;         // parameter sharding with pipeline parallelism
+  // Tensor parallelism: with Megatron's sequence parallelism (reduce-scatter / all-gather), without
+  // it (all-reduce), and combined with pipeline parallelism.
+  bool sequence_parallel_on, sequence_parallel_off, tensor_with_pipeline;
+  bool ring_context, all_gather_context;  // context_kv values it runs
+  bool experts_split_over_tensor;         // routed experts' MLPs split over tensor like dense MLPs
+  bool expert_with_context;               // expert ranks and context ranks as separate axes
+  bool expert_capacity;                   // a capacity factor above 1 (otherwise dropless only)
+  std::array<bool, 3> recompute;          // none, selective, full (Recompute's order)
+  bool bf16, fp16, fp8, fp32;
+  bool unfused_attention;  // flash_attention false
+  bool any_layout;         // any pipeline_layout; otherwise equal decoder layers per chunk
+  bool microbatches_multiple_of_stages;  // pipeline micro-batches a multiple of the stages
+  // Overlap per axis in MeshAxis order; pipeline one chunk / interleaved and context ring /
+  // all-gather have their own rules below, whatever overlap[kPipeline] / [kContext] say.
+  std::array<OverlapRule, kMeshAxisCount> overlap;
+  OverlapRule pipeline_overlap_one_chunk, pipeline_overlap_interleaved;
+  OverlapRule context_overlap_ring, context_overlap_all_gather;
+  bool one_switch_data_fsdp;  // one switch overlaps both data and fsdp reductions
+  bool tensor_overlap_needs_sequence_parallel;
+};
+
+// The row of `framework`.
+const FrameworkFacts& FactsOf(Framework framework);
+
+// The plan's data-parallel sharding in CanonicalSharding's form, computed without copying it.
+struct DataParallelSharding {
+  int64_t data, fsdp, zero;
+  bool replicas;  // a replica axis of dense parameters (data, context, expert) of size > 1
+};
+DataParallelSharding ShardingOf(const PlanSpec& plan);
+
+// The plan with its data-parallel sharding in one normal form: ZeRO-3 over `data` folded into
+// `fsdp` (the same ranks sharding the same state, when no used axis sits between the two in the
+// mesh order), and zero_stage 0 when no replica axis is left (every stage then shards alike).
+// Exports write this form and PlanFromExport reads it back.
+PlanSpec CanonicalSharding(const PlanSpec& plan);
+
+// The overlap rule for `axis` in `plan` (resolving the pipeline and context special cases).
+OverlapRule OverlapRuleOf(const FrameworkFacts& facts, const PlanSpec& plan, MeshAxis axis);
+
+// Whether overlap.<axis> changes anything in `plan`: the axis communicates at all.
+bool OverlapMatters(const PlanSpec& plan, MeshAxis axis);
+
+// Decoder layers per model chunk when every chunk holds the same number and the layout is the
+// default (embedding and head beside the first and last chunks' layers); 0 otherwise.
+int64_t EvenChunkLayers(const ModelSpec& model, const PlanSpec& plan);
+
+// Appends to `gaps` what of `plan` the framework cannot run (FrameworkGaps' body, in
+// planner/framework_gaps.cc).
+void AppendGaps(const FrameworkFacts& facts, const ModelSpec& model, const PlanSpec& plan,
+                std::vector<std::string>& gaps);
+
+}  // namespace shardsim::planner

@@ -1,0 +1,212 @@
+// FrameworkGaps' body: each rule reads a fact of the framework's row (planner/framework_facts.cc)
+// and says, in one phrase, what of the plan the framework does not run. Strings are built only for
+// the gaps found: the search asks this of every candidate plan.
+#include <string>
+#include <vector>
+
+#include "planner/framework_facts.h"
+#include "strategies/schedule.h"
+#include "strategies/stage_layout.h"
+
+namespace shardsim::planner {
+namespace {
+
+int Position(const FrameworkFacts& f, MeshAxis axis) {
+  for (size_t i = 0; i < f.mesh_order.size(); ++i) {
+    if (f.mesh_order[i] == axis) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The plan's data-parallel sharding in CanonicalSharding's form, without copying the plan.
+bool ParamsSharded(const DataParallelSharding& s) {
+  return s.fsdp > 1 || (s.zero == 3 && s.replicas);
+}
+
+std::string N(int64_t n) { return std::to_string(n); }
+
+void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallelSharding& s,
+                  std::vector<std::string>& gaps) {
+  const bool others = p.mesh.context > 1 || p.mesh.expert > 1;  // replica axes besides data
+  const std::string zero = "ZeRO-" + N(s.zero);
+  switch (f.sharding) {
+    case ShardingFamily::kZeroOverAll:
+      if (s.fsdp > 1 && s.replicas && s.zero < 3) {
+        if (others) {
+          gaps.push_back("fsdp=" + N(s.fsdp) +
+                         " beside context or expert replicas below ZeRO-3: " + std::string(f.name) +
+                         " shards over all data-parallel ranks x context together");
+        } else if (f.framework == Framework::kMegatronCore && s.zero == 2) {
+          gaps.push_back(
+              "ZeRO-2 over data with fsdp: Megatron-FSDP's outer replicas shard nothing or the "
+              "optimizer (no_shard, optim)");
+        } else if (f.framework == Framework::kDeepSpeed && s.zero > 0) {
+          gaps.push_back(zero +
+                         " over data with fsdp: DeepSpeed's MiCS shards only within its groups");
+        }
+      }
+      break;
+    case ShardingFamily::kFsdpOverShard:
+    case ShardingFamily::kWeightsOverShardAxes:
+      if (others && !(s.zero == 3 && s.data == 1)) {
+        gaps.push_back(std::string(f.name) +
+                       " shards parameters over context and expert ranks too (" +
+                       (f.sharding == ShardingFamily::kFsdpOverShard ? "FSDP2 over dp_shard x cp"
+                                                                     : "logical rule embed") +
+                       "): only ZeRO-3 with data=1 is that");
+      } else if (!others && s.data > 1 &&
+                 s.zero > (f.sharding == ShardingFamily::kWeightsOverShardAxes ? 1 : 0)) {
+        gaps.push_back(zero + " over data: " + std::string(f.name) + " replicates over data" +
+                       (f.sharding == ShardingFamily::kWeightsOverShardAxes
+                            ? ", sharding at most the optimizer state (shard_optimizer_over_data)"
+                            : " (data_parallel_replicate_degree); put the sharding on fsdp"));
+      }
+      break;
+  }
+  if (p.mesh.pipeline > 1 && s.zero > f.max_zero_with_pipeline) {
+    gaps.push_back(zero + " with pipeline parallelism: " + std::string(f.name) +
+                   " runs ZeRO up to " + N(f.max_zero_with_pipeline) + " with it");
+  }
+  if (p.mesh.pipeline > 1 && s.fsdp > 1 && !f.fsdp_with_pipeline) {
+    gaps.push_back("fsdp with pipeline parallelism: " + std::string(f.name) +
+                   " does not shard parameters under its pipeline engine");
+  }
+  const bool keeps = ParamsSharded(s) && !ReshardAfterForward(p);
+  if (keeps && (f.keep_gathered == KeepGathered::kNever ||
+                (f.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline == 1))) {
+    gaps.push_back(
+        "sharded parameters kept gathered for the whole step (fsdp_reshard_after_forward false): " +
+        std::string(f.name) + " frees them after each forward" +
+        (f.keep_gathered == KeepGathered::kWithPipelineOnly ? " outside pipelines" : ""));
+  }
+}
+
+void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
+                  std::vector<std::string>& gaps) {
+  if (p.mesh.pipeline == 1) return;  // a single stage is gradient accumulation everywhere
+  const strategies::Schedule& schedule = strategies::ScheduleOf(p);
+  const strategies::FrameworkScheduleNames names = schedule.framework_names();
+  const std::string_view name = f.framework == Framework::kMegatronCore ? names.megatron_core
+                                : f.framework == Framework::kTorchtitan ? names.torchtitan
+                                : f.framework == Framework::kMaxText    ? names.maxtext
+                                                                        : names.deepspeed;
+  const int64_t chunks = schedule.Chunks(p.mesh.pipeline, p.virtual_stages);
+  const int64_t microbatches = DerivePlanShape(p).num_microbatches;
+  if (name.empty()) {
+    gaps.push_back("pipeline schedule " + p.pipeline_schedule + ": " + std::string(f.name) +
+                   " has no such schedule");
+  } else if (f.framework == Framework::kTorchtitan && name != "1F1B" && name != "GPipe" &&
+             chunks < 2) {
+    // torchtitan/distributed/pipeline_parallel.py: multi-stage schedules need 2 stages per rank.
+    gaps.push_back("pipeline schedule " + p.pipeline_schedule +
+                   " with one chunk per stage: torchtitan's " + std::string(name) +
+                   " needs at least 2 stages per rank");
+  } else if (f.framework == Framework::kMegatronCore && chunks > 1 &&
+             microbatches % p.mesh.pipeline != 0) {
+    // megatron/core/pipeline_parallel/schedules.py: micro-batches in groups of pipeline size.
+    gaps.push_back(N(microbatches) + " micro-batches on " + N(p.mesh.pipeline) +
+                   " interleaved stages: Megatron-core needs a multiple of the stages");
+  }
+  if (f.microbatches_multiple_of_stages && microbatches % p.mesh.pipeline != 0) {
+    gaps.push_back(N(microbatches) + " micro-batches on " + N(p.mesh.pipeline) +
+                   " stages: " + std::string(f.name) + " needs a multiple of the stages");
+  }
+  if (!f.any_layout && EvenChunkLayers(m, p) == 0) {
+    gaps.push_back("stage layout " + strategies::DescribePartLayers(strategies::LayOut(m, p)) +
+                   " (decoder layers per chunk): " + std::string(f.name) +
+                   " splits the decoder layers evenly");
+  }
+}
+
+void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
+              std::vector<std::string>& gaps) {
+  int last = -1;
+  for (const std::string& name : p.mesh_order) {
+    const MeshAxisFacts* axis = FindMeshAxis(name);
+    if (axis == nullptr || p.mesh.Size(axis->axis) == 1) continue;
+    const int at = Position(f, axis->axis);
+    if (at < last) {
+      std::string order;
+      for (const std::string& used : UsedMeshOrder(p)) order += (order.empty() ? "" : ",") + used;
+      gaps.push_back("mesh_order " + order +
+                     " (outermost first): " + std::string(f.mesh_order_text));
+      break;
+    }
+    last = at;
+  }
+  const bool moe = m.moe.has_value();
+  if (p.mesh.tensor > 1) {
+    if (p.sequence_parallel ? !f.sequence_parallel_on : !f.sequence_parallel_off) {
+      gaps.push_back(std::string("tensor parallelism ") +
+                     (p.sequence_parallel ? "with" : "without") +
+                     " sequence parallelism: " + std::string(f.name) + " runs it " +
+                     (p.sequence_parallel ? "without" : "with"));
+    }
+    if (p.mesh.pipeline > 1 && !f.tensor_with_pipeline)
+      gaps.push_back("tensor with pipeline parallelism: " + std::string(f.name) +
+                     " runs one or the other");
+    if (moe && !f.experts_split_over_tensor)
+      gaps.push_back("experts split over tensor: " + std::string(f.name) +
+                     " keeps each expert whole");
+  }
+  if (p.mesh.context > 1) {
+    const bool ring = p.context_kv == "ring";
+    if (ring ? !f.ring_context : !f.all_gather_context) {
+      gaps.push_back("context parallelism by " + p.context_kv + ": " + std::string(f.name) +
+                     (f.ring_context || f.all_gather_context
+                          ? " exchanges K/V the other way"
+                          : " splits sequences only by Ulysses all-to-all"));
+    }
+    if (p.mesh.expert > 1 && !f.expert_with_context)
+      gaps.push_back("expert with context parallelism: " + std::string(f.name) +
+                     "'s experts take the context ranks");
+  }
+  if (moe && p.ep_capacity_factor > 1.0 && !f.expert_capacity)
+    gaps.push_back("expert capacity factor: " + std::string(f.name) + " routes dropless");
+  if (!f.recompute[static_cast<size_t>(p.recompute)])
+    gaps.push_back(ToString(p.recompute) + " recomputation: " + std::string(f.name) +
+                   " has no such policy");
+  const bool dtype = p.dtype == "bf16"   ? f.bf16
+                     : p.dtype == "fp16" ? f.fp16
+                     : p.dtype == "fp8"  ? f.fp8
+                                         : f.fp32;
+  if (!dtype) gaps.push_back(p.dtype + ": not a dtype " + std::string(f.name) + " trains in");
+  if (!p.flash_attention && !f.unfused_attention)
+    gaps.push_back("unfused attention: " + std::string(f.name) + "'s attention is a fused kernel");
+}
+
+void OverlapGaps(const FrameworkFacts& f, const PlanSpec& p, std::vector<std::string>& gaps) {
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    if (!OverlapMatters(p, axis.axis)) continue;
+    const bool on = p.overlap.Overlaps(axis.axis);
+    const OverlapRule rule = OverlapRuleOf(f, p, axis.axis);
+    if ((rule == OverlapRule::kAlways && !on) || (rule == OverlapRule::kNever && on)) {
+      gaps.push_back("overlap." + std::string(axis.name) + " " + (on ? "on" : "off") + ": " +
+                     std::string(f.name) + (on ? " never overlaps" : " always overlaps") +
+                     " it here");
+    }
+  }
+  if (f.one_switch_data_fsdp && OverlapMatters(p, MeshAxis::kData) &&
+      OverlapMatters(p, MeshAxis::kFsdp) && p.overlap.data != p.overlap.fsdp) {
+    gaps.push_back("overlap.data and overlap.fsdp differ: " + std::string(f.name) +
+                   " overlaps both reductions with one switch");
+  }
+  if (f.tensor_overlap_needs_sequence_parallel && p.mesh.tensor > 1 && p.overlap.tensor &&
+      !p.sequence_parallel) {
+    gaps.push_back("overlap.tensor without sequence parallelism: " + std::string(f.name) +
+                   "'s --tp-comm-overlap needs --sequence-parallel");
+  }
+}
+
+}  // namespace
+
+void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
+                std::vector<std::string>& gaps) {
+  const DataParallelSharding s = ShardingOf(p);
+  ShardingGaps(f, p, s, gaps);
+  PipelineGaps(f, m, p, gaps);
+  MeshGaps(f, m, p, gaps);
+  OverlapGaps(f, p, gaps);
+}
+
+}  // namespace shardsim::planner

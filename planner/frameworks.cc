@@ -1,0 +1,49 @@
+#include "planner/frameworks.h"
+
+#include "core/error.h"
+#include "core/suggest.h"
+#include "planner/framework_facts.h"
+
+namespace shardsim::planner {
+
+// core/plan_spec.h holds the names (plan JSON is read in core); Framework follows their order.
+std::vector<std::string> FrameworkNames() { return PlanFrameworkNames(); }
+
+std::string_view FrameworkName(Framework framework) { return FactsOf(framework).name; }
+
+Framework ParseFramework(const std::string& name, const std::string& where) {
+  const std::string canonical = CanonicalFrameworkName(name);
+  const std::vector<std::string>& names = PlanFrameworkNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == canonical) return static_cast<Framework>(i);
+  }
+  const std::string s = DidYouMean(name, names);
+  throw InputError(where, "unknown framework '" + name + "'" + (s.empty() ? "" : "; " + s),
+                   JoinNames(names), "\"megatron\" also names megatron-core");
+}
+
+std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& model,
+                                       const PlanSpec& plan) {
+  std::vector<std::string> gaps;
+  AppendGaps(FactsOf(framework), model, plan, gaps);
+  return gaps;
+}
+
+PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
+  const FrameworkFacts& facts = FactsOf(framework);
+  PlanSpec p = plan;
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    const OverlapRule rule = OverlapRuleOf(facts, p, axis.axis);
+    if (rule != OverlapRule::kSwitch) p.overlap.Overlaps(axis.axis) = rule == OverlapRule::kAlways;
+  }
+  if (facts.one_switch_data_fsdp) p.overlap.fsdp = p.overlap.data;
+  if (facts.tensor_overlap_needs_sequence_parallel && !p.sequence_parallel)
+    p.overlap.tensor = false;
+  const bool keeps =
+      facts.keep_gathered == KeepGathered::kSwitch ||
+      (facts.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline > 1);
+  if (!keeps) p.fsdp_reshard_after_forward = true;
+  return p;
+}
+
+}  // namespace shardsim::planner

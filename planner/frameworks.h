@@ -1,0 +1,37 @@
+// The training frameworks a plan can be exported to, and which plans each of them runs exactly as
+// shardsim models them. The facts per framework live in one table (planner/framework_facts.h);
+// both the search (only plans the chosen framework can run) and the exports (their not_expressed
+// list) read them through FrameworkGaps, so the two cannot disagree.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+
+namespace shardsim::planner {
+
+enum class Framework { kMegatronCore, kTorchtitan, kMaxText, kDeepSpeed };
+
+// "megatron-core", "torchtitan", "maxtext", "deepspeed" (the plan JSON's `framework` values).
+std::vector<std::string> FrameworkNames();
+std::string_view FrameworkName(Framework framework);
+// Accepts the names above and "megatron" (alias of megatron-core). Throws InputError naming
+// `where`, listing the valid names and suggesting the closest, for any other name.
+Framework ParseFramework(const std::string& name, const std::string& where);
+
+// What of `plan` the framework cannot run as shardsim models it, one phrase each; empty: it runs
+// this exact plan. Cheap: the search calls it on every candidate plan before estimating, so the
+// empty answer builds no strings. REQUIRES: a plan CheckPlan accepts for `model`.
+std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& model,
+                                       const PlanSpec& plan);
+
+// `plan` with every switch the framework does not offer set as the framework fixes it: overlaps
+// it always or never does, and fsdp_reshard_after_forward true where it cannot keep sharded
+// parameters gathered. FrameworkGaps of the result lists only what no setting can change (the
+// search can score a candidate as the framework would run it).
+PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan);
+
+}  // namespace shardsim::planner

@@ -1,0 +1,215 @@
+// Export, then read the settings back: for plans each framework runs (FrameworkGaps empty), the
+// plan read back equals the exported one in every field the step depends on, and sim::Estimate
+// gives both the same step time.
+#include <gtest/gtest.h>
+
+#include "core/cluster_presets.h"
+#include "core/model_presets.h"
+#include "planner/export.h"
+#include "planner/export_settings.h"
+#include "planner/framework_facts.h"
+#include "planner/frameworks.h"
+#include "sim/estimate.h"
+#include "strategies/build_step.h"
+#include "strategies/plan_rules.h"
+#include "strategies/schedule.h"
+#include "topologies/cluster.h"
+
+namespace shardsim::planner {
+namespace {
+
+struct Case {
+  std::string name, model, cluster;
+  PlanSpec plan;
+};
+
+PlanSpec Plan(std::initializer_list<std::pair<const char*, int64_t>> axes, int64_t global_batch,
+              int64_t seq_len) {
+  PlanSpec p;
+  for (const auto& [axis, size] : axes) p.mesh.Size(axis) = size;
+  p.global_batch_size = global_batch;
+  p.seq_len = seq_len;
+  return p;
+}
+
+// A field-by-field comparison of what the step program reads; `why` names the first difference.
+bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::string& why) {
+  auto differ = [&](const std::string& field) {
+    why = field;
+    return false;
+  };
+  if (!(a.mesh == b.mesh))
+    return differ("mesh " + DescribeMesh(a.mesh) + " vs " + DescribeMesh(b.mesh));
+  if (UsedMeshOrder(a) != UsedMeshOrder(b)) return differ("mesh_order");
+  if (a.global_batch_size != b.global_batch_size || a.seq_len != b.seq_len ||
+      a.micro_batch_size != b.micro_batch_size)
+    return differ("batch");
+  if (a.zero_stage != b.zero_stage)
+    return differ("zero_stage " + std::to_string(a.zero_stage) + " vs " +
+                  std::to_string(b.zero_stage));
+  if (a.mesh.tensor > 1 && a.sequence_parallel != b.sequence_parallel)
+    return differ("sequence_parallel");
+  if (a.mesh.pipeline > 1) {
+    const strategies::Schedule &sa = strategies::ScheduleOf(a), &sb = strategies::ScheduleOf(b);
+    if (sa.name() != sb.name())
+      return differ("pipeline_schedule " + a.pipeline_schedule + " vs " + b.pipeline_schedule);
+    if (sa.Chunks(a.mesh.pipeline, a.virtual_stages) !=
+        sb.Chunks(b.mesh.pipeline, b.virtual_stages))
+      return differ("chunks");
+    const std::vector<ChunkParts> pa = PathParts(m, a), pb = PathParts(m, b);
+    if (pa.size() != pb.size()) return differ("layout");
+    for (size_t i = 0; i < pa.size(); ++i) {
+      if (pa[i].layers != pb[i].layers || pa[i].embedding != pb[i].embedding ||
+          pa[i].head != pb[i].head)
+        return differ("layout chunk " + std::to_string(i));
+    }
+  }
+  if ((a.mesh.fsdp > 1 || a.zero_stage == 3) && ReshardAfterForward(a) != ReshardAfterForward(b))
+    return differ("fsdp_reshard_after_forward");
+  if (a.recompute != b.recompute) return differ("recompute");
+  if (a.dtype != b.dtype) return differ("dtype " + a.dtype + " vs " + b.dtype);
+  if (a.flash_attention != b.flash_attention) return differ("flash_attention");
+  if (a.mesh.context > 1 && a.context_kv != b.context_kv) return differ("context_kv");
+  if (m.moe && a.ep_capacity_factor != b.ep_capacity_factor) return differ("ep_capacity_factor");
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    if (OverlapMatters(a, axis.axis) &&
+        a.overlap.Overlaps(axis.axis) != b.overlap.Overlaps(axis.axis))
+      return differ("overlap." + std::string(axis.name));
+  }
+  return true;
+}
+
+double StepTime(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p) {
+  const topologies::Cluster graph(c);
+  sim::AxisCollectives collectives(graph, p, 3);
+  return sim::Estimate(strategies::BuildStep(m, p), c, collectives).step_time_s;
+}
+
+void RoundTrip(Framework framework, const std::vector<Case>& cases) {
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(FrameworkName(framework)) + ": " + k.name);
+    const ModelSpec model = FindModelPreset(k.model)->spec;
+    const ClusterSpec cluster = ParseClusterPreset(k.cluster, "--cluster");
+    const PlanSpec plan = AsFrameworkRuns(framework, k.plan);
+    ASSERT_FALSE(strategies::CheckPlan(plan, model, DeviceCount(cluster), k.cluster))
+        << strategies::CheckPlan(plan, model, DeviceCount(cluster), k.cluster)->what;
+    const std::vector<std::string> gaps = FrameworkGaps(framework, model, plan);
+    ASSERT_TRUE(gaps.empty()) << gaps.front();
+    const ExportTarget target =
+        ParseExportTarget(std::string(FrameworkName(framework)), "--export");
+    const Export e = ExportPlan(model, cluster, plan, target);
+    EXPECT_TRUE(e.not_expressed.empty()) << e.not_expressed.front();
+    const PlanSpec back = PlanFromExport(target, e.settings, model);
+    ASSERT_FALSE(strategies::CheckPlan(back, model, DeviceCount(cluster), k.cluster)) << e.text;
+    std::string why;
+    EXPECT_TRUE(SameStep(model, CanonicalSharding(plan), back, why)) << why << "\n" << e.text;
+    EXPECT_TRUE(FrameworkGaps(framework, model, back).empty()) << e.text;
+    const double exported = StepTime(model, cluster, plan),
+                 read_back = StepTime(model, cluster, back);
+    EXPECT_NEAR(read_back, exported, 1e-9 * exported) << e.text;
+  }
+}
+
+TEST(ExportRoundTripTest, MegatronCore) {
+  std::vector<Case> cases;
+  PlanSpec p = Plan({{"data", 2}, {"tensor", 8}, {"pipeline", 4}}, 512, 8192);
+  p.sequence_parallel = true, p.pipeline_schedule = "interleaved-1f1b", p.virtual_stages = 5,
+  p.zero_stage = 1, p.recompute = Recompute::kSelective;
+  cases.push_back({"tp-pp interleaved, distributed optimizer", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"fsdp", 8}, {"tensor", 8}}, 512, 8192);
+  p.sequence_parallel = true, p.recompute = Recompute::kFull;
+  cases.push_back({"the demo's fsdp=8 as Megatron-FSDP", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 2}, {"fsdp", 4}, {"tensor", 8}}, 512, 8192);
+  p.zero_stage = 1, p.dtype = "fp8", p.overlap.tensor = true, p.sequence_parallel = true;
+  cases.push_back({"HSDP, optimizer over the outer replicas, fp8", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"tensor", 4}, {"context", 2}, {"pipeline", 8}}, 256, 16384);
+  p.zero_stage = 2, p.context_kv = "all-gather", p.fsdp_reshard_after_forward = true;
+  cases.push_back(
+      {"context all-gather, ZeRO-2 as optim_grads, 1F1B", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 2}, {"fsdp", 4}, {"tensor", 8}}, 512, 8192);
+  p.zero_stage = 3, p.flash_attention = false, p.dtype = "fp16";
+  cases.push_back({"ZeRO-3 over data folded into fsdp", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 2}, {"tensor", 8}, {"pipeline", 4}}, 512, 8192);
+  p.pipeline_schedule = "interleaved-1f1b", p.virtual_stages = 5,
+  p.pipeline_layout = "Et*3|(t*4|)*18t*5L", p.overlap.pipeline = false;
+  cases.push_back({"own layout, no p2p overlap", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 2}, {"pipeline", 16}, {"expert", 64}}, 15360, 4096);
+  p.zero_stage = 1, p.ep_capacity_factor = 1.25, p.overlap.expert = true;
+  cases.push_back({"DeepSeek-V3's 61 layers on 16 stages", "deepseek-v3", "hgx-h800:2048", p});
+  RoundTrip(Framework::kMegatronCore, cases);
+}
+
+TEST(ExportRoundTripTest, Torchtitan) {
+  std::vector<Case> cases;
+  PlanSpec p = Plan({{"fsdp", 8}, {"tensor", 8}}, 512, 8192);
+  p.sequence_parallel = true, p.overlap.tensor = true, p.recompute = Recompute::kFull;
+  cases.push_back({"FSDP2 x async TP", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 2}, {"fsdp", 4}, {"tensor", 8}}, 512, 8192);
+  cases.push_back({"HSDP", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"fsdp", 2}, {"tensor", 8}, {"pipeline", 4}}, 512, 8192);
+  p.pipeline_schedule = "interleaved-1f1b", p.virtual_stages = 5, p.dtype = "fp8";
+  cases.push_back({"FSDP under Interleaved1F1B, float8", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"fsdp", 4}, {"context", 2}, {"tensor", 8}}, 256, 32768);
+  p.zero_stage = 3, p.context_kv = "all-gather", p.fsdp_reshard_after_forward = false;
+  cases.push_back({"context parallel, sharded over dp_shard x cp", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"fsdp", 8}, {"pipeline", 8}}, 512, 8192);
+  p.pipeline_schedule = "zbv";
+  cases.push_back({"ZBVZeroBubble", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"fsdp", 8}, {"pipeline", 8}}, 512, 8192);
+  p.pipeline_layout = "Et*9|(t*10|)*6t*11L";
+  cases.push_back({"uneven stages by module_fqns_per_model_part", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"fsdp", 8}, {"expert", 8}}, 512, 4096);
+  p.zero_stage = 3;
+  cases.push_back({"experts over dp_shard", "mixtral-8x7b", "dgx-h100:64", p});
+  RoundTrip(Framework::kTorchtitan, cases);
+}
+
+TEST(ExportRoundTripTest, MaxText) {
+  std::vector<Case> cases;
+  PlanSpec p = Plan({{"fsdp", 128}, {"tensor", 4}}, 1024, 8192);
+  p.sequence_parallel = true, p.recompute = Recompute::kFull;
+  cases.push_back({"fsdp x tensor", "llama3-70b", "tpu-v5p:8x8x8", p});
+  p = Plan({{"data", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
+  p.sequence_parallel = true, p.zero_stage = 1, p.recompute = Recompute::kSelective;
+  cases.push_back({"optimizer over data", "llama3-70b", "tpu-v5p:8x8x8", p});
+  p = Plan({{"pipeline", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
+  p.sequence_parallel = true, p.pipeline_schedule = "gpipe", p.micro_batch_size = 2;
+  cases.push_back({"GPipe-ordered pipeline, fsdp gathered once", "llama3-70b", "tpu-v5p:8x8x8", p});
+  p = Plan({{"fsdp", 32}, {"context", 4}, {"tensor", 4}}, 256, 65536);
+  p.sequence_parallel = true, p.zero_stage = 3, p.fsdp_reshard_after_forward = true;
+  cases.push_back({"ring context parallel", "llama3-70b", "tpu-v5p:8x8x8", p});
+  p = Plan({{"data", 2}, {"fsdp", 128}, {"tensor", 4}}, 2048, 8192);
+  p.sequence_parallel = true,
+  p.mesh_order = {"data", "pipeline", "fsdp", "context", "tensor", "expert"};
+  cases.push_back({"two slices over data", "llama3-70b", "tpu-v5p:8x8x8,slices=2", p});
+  p = Plan({{"fsdp", 16}, {"tensor", 4}, {"expert", 8}}, 1024, 4096);
+  p.sequence_parallel = true, p.zero_stage = 3, p.ep_capacity_factor = 1.5,
+  p.mesh_order = {"data", "pipeline", "fsdp", "context", "tensor", "expert"};
+  cases.push_back({"experts innermost", "mixtral-8x7b", "tpu-v5p:8x8x8", p});
+  RoundTrip(Framework::kMaxText, cases);
+}
+
+TEST(ExportRoundTripTest, DeepSpeed) {
+  std::vector<Case> cases;
+  PlanSpec p = Plan({{"data", 64}}, 512, 4096);
+  p.zero_stage = 1;
+  cases.push_back({"ZeRO-1", "llama3-8b", "dgx-h100:64", p});
+  p = Plan({{"fsdp", 64}}, 512, 4096);
+  p.recompute = Recompute::kFull, p.fsdp_reshard_after_forward = true;
+  cases.push_back({"ZeRO-3", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 8}, {"fsdp", 8}}, 512, 4096);
+  cases.push_back({"MiCS", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 8}, {"pipeline", 8}}, 512, 4096);
+  p.zero_stage = 1, p.recompute = Recompute::kFull;
+  cases.push_back({"PipelineModule, 1F1B", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 8}, {"tensor", 8}}, 512, 4096);
+  p.zero_stage = 2, p.dtype = "fp16", p.overlap.tensor = true;
+  cases.push_back({"AutoTP with ZeRO-2", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 8}, {"expert", 8}}, 512, 4096);
+  p.zero_stage = 2;
+  cases.push_back({"AutoEP", "mixtral-8x7b", "dgx-h100:64", p});
+  RoundTrip(Framework::kDeepSpeed, cases);
+}
+
+}  // namespace
+}  // namespace shardsim::planner

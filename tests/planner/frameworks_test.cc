@@ -1,0 +1,194 @@
+// FrameworkGaps names what a framework cannot run of a plan, from the one table of framework
+// facts; the plan JSON carries the framework.
+#include "planner/frameworks.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/model_presets.h"
+#include "core/plan_json.h"
+#include "planner/framework_facts.h"
+
+namespace shardsim::planner {
+namespace {
+
+const ModelSpec& Llama() {
+  static const ModelSpec kModel = FindModelPreset("llama3-70b")->spec;
+  return kModel;
+}
+
+PlanSpec Plan(std::initializer_list<std::pair<const char*, int64_t>> axes) {
+  PlanSpec p;
+  for (const auto& [axis, size] : axes) p.mesh.Size(axis) = size;
+  p.global_batch_size = 512;
+  p.seq_len = 8192;
+  return p;
+}
+
+// Whether one of the gaps contains `words`.
+::testing::AssertionResult Names(Framework f, const PlanSpec& plan, const std::string& words,
+                                 const ModelSpec& model = Llama()) {
+  const std::vector<std::string> gaps = FrameworkGaps(f, model, plan);
+  for (const std::string& gap : gaps) {
+    if (gap.find(words) != std::string::npos) return ::testing::AssertionSuccess();
+  }
+  std::string all;
+  for (const std::string& gap : gaps) all += "\n  " + gap;
+  return ::testing::AssertionFailure()
+         << FrameworkName(f) << " gaps lack '" << words << "':" << all;
+}
+
+TEST(FrameworksTest, Names) {
+  EXPECT_EQ(FrameworkNames(),
+            (std::vector<std::string>{"megatron-core", "torchtitan", "maxtext", "deepspeed"}));
+  for (const std::string& name : FrameworkNames())
+    EXPECT_EQ(FrameworkName(ParseFramework(name, "--framework")), name);
+  EXPECT_EQ(ParseFramework("megatron", "--framework"), Framework::kMegatronCore);
+  try {
+    ParseFramework("torchtitn", "--framework");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "--framework");
+    EXPECT_NE(e.problem().find("did you mean 'torchtitan'"), std::string::npos) << e.problem();
+    EXPECT_NE(e.valid().find("megatron-core, torchtitan, maxtext, deepspeed"), std::string::npos)
+        << e.valid();
+  }
+}
+
+// zb-h1 with one stage per rank: PyTorch's InterleavedZeroBubble needs several (the old export's
+// defect); no framework runs it, nor DualPipe.
+TEST(FrameworksTest, ZeroBubbleOnOneStagePerRank) {
+  PlanSpec p = Plan({{"fsdp", 8}, {"pipeline", 8}});
+  p.pipeline_schedule = "zb-h1";
+  for (Framework f : {Framework::kMegatronCore, Framework::kTorchtitan, Framework::kMaxText,
+                      Framework::kDeepSpeed}) {
+    EXPECT_TRUE(Names(f, p, "pipeline schedule zb-h1"));
+  }
+  p.pipeline_schedule = "dualpipe";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, p, "pipeline schedule dualpipe"));
+  p.pipeline_schedule = "zbv";
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), p).empty());
+  EXPECT_TRUE(Names(Framework::kMegatronCore, p, "pipeline schedule zbv"));
+}
+
+TEST(FrameworksTest, ShardingWithPipelines) {
+  PlanSpec p = AsFrameworkRuns(Framework::kDeepSpeed, Plan({{"fsdp", 8}, {"pipeline", 8}}));
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, p, "fsdp with pipeline parallelism"));
+  p = Plan({{"data", 8}, {"pipeline", 8}});
+  p.zero_stage = 2;
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, p,
+                    "ZeRO-2 with pipeline parallelism: deepspeed runs ZeRO up to 1"));
+  // Megatron-FSDP frees gathered parameters after each forward; torchtitan keeps them by default
+  // under a pipeline, as the plan does.
+  p = Plan({{"fsdp", 8}, {"pipeline", 8}});
+  EXPECT_TRUE(Names(Framework::kMegatronCore, p, "kept gathered"));
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), p).empty());
+  EXPECT_TRUE(
+      FrameworkGaps(Framework::kMegatronCore, Llama(), AsFrameworkRuns(Framework::kMegatronCore, p))
+          .empty());
+}
+
+TEST(FrameworksTest, ShardingFamilies) {
+  // Megatron-FSDP's outer replicas shard nothing or the optimizer; MiCS only shards inside groups.
+  PlanSpec hsdp = Plan({{"data", 2}, {"fsdp", 4}, {"tensor", 8}});
+  hsdp.sequence_parallel = true;
+  hsdp.zero_stage = 2;
+  EXPECT_TRUE(Names(Framework::kMegatronCore, hsdp, "ZeRO-2 over data with fsdp"));
+  hsdp.zero_stage = 1;
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, Llama(), hsdp).empty());
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, hsdp, "MiCS"));
+  EXPECT_TRUE(Names(Framework::kTorchtitan, hsdp, "ZeRO-1 over data"));
+  EXPECT_TRUE(
+      FrameworkGaps(Framework::kMaxText, Llama(), AsFrameworkRuns(Framework::kMaxText, hsdp))
+          .empty());
+  // torchtitan and MaxText shard over the context ranks whatever the ZeRO stage.
+  PlanSpec context = Plan({{"fsdp", 4}, {"context", 2}, {"tensor", 8}});
+  context.context_kv = "all-gather";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, context, "only ZeRO-3 with data=1"));
+  context.zero_stage = 3;
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), context).empty());
+  // ZeRO-3 over data is fsdp by another name: frameworks without ZeRO over data run it.
+  PlanSpec zero3 = Plan({{"data", 8}, {"tensor", 8}});
+  zero3.zero_stage = 3;
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), zero3).empty());
+  EXPECT_EQ(CanonicalSharding(zero3).mesh.fsdp, 8);
+  EXPECT_EQ(CanonicalSharding(zero3).zero_stage, 0);
+}
+
+TEST(FrameworksTest, TensorContextExpert) {
+  PlanSpec tp = Plan({{"data", 8}, {"tensor", 8}});
+  EXPECT_TRUE(Names(Framework::kMaxText, tp, "without sequence parallelism"));
+  tp.sequence_parallel = true;
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, tp, "with sequence parallelism"));
+  PlanSpec ring = Plan({{"fsdp", 4}, {"context", 2}, {"tensor", 8}});
+  ring.zero_stage = 3, ring.sequence_parallel = true;
+  EXPECT_TRUE(Names(Framework::kTorchtitan, ring, "context parallelism by ring"));
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, ring, "Ulysses"));
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, Llama(), ring).empty());
+  const ModelSpec mixtral = FindModelPreset("mixtral-8x7b")->spec;
+  PlanSpec moe = Plan({{"expert", 8}, {"tensor", 8}});
+  moe.zero_stage = 3;
+  EXPECT_TRUE(Names(Framework::kTorchtitan, moe, "experts split over tensor", mixtral));
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, mixtral, moe).empty());
+}
+
+TEST(FrameworksTest, RecomputeDtypeAttentionOrder) {
+  PlanSpec p = Plan({{"fsdp", 8}, {"tensor", 8}});
+  p.recompute = Recompute::kSelective;
+  EXPECT_TRUE(Names(Framework::kTorchtitan, p, "selective recomputation"));
+  p.recompute = Recompute::kNone;
+  p.dtype = "fp16";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, p, "fp16"));
+  p.dtype = "fp8";
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, p, "fp8"));
+  p.dtype = "bf16";
+  p.flash_attention = false;
+  EXPECT_TRUE(Names(Framework::kTorchtitan, p, "unfused attention"));
+  PlanSpec staged = Plan({{"data", 2}, {"pipeline", 4}, {"fsdp", 8}});
+  staged.sequence_parallel = true;
+  EXPECT_TRUE(Names(Framework::kMaxText, staged, "mesh_order pipeline,data,fsdp"));
+  staged.mesh_order = {"data", "pipeline", "fsdp", "expert", "context", "tensor"};
+  EXPECT_TRUE(Names(Framework::kMegatronCore, staged, "tp-cp-ep-dp-pp"));
+}
+
+// Overlaps a framework fixes: Megatron-core's non-interleaved 1F1B never overlaps its sends;
+// AsFrameworkRuns sets them as the framework runs them.
+TEST(FrameworksTest, FixedOverlaps) {
+  PlanSpec p = Plan({{"data", 8}, {"pipeline", 8}});
+  p.fsdp_reshard_after_forward = true;
+  EXPECT_TRUE(Names(Framework::kMegatronCore, p, "overlap.pipeline on"));
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, p, "overlap.pipeline on"));
+  EXPECT_TRUE(
+      FrameworkGaps(Framework::kMegatronCore, Llama(), AsFrameworkRuns(Framework::kMegatronCore, p))
+          .empty());
+  PlanSpec t = Plan({{"data", 8}, {"tensor", 8}});
+  t.overlap.tensor = true;
+  EXPECT_TRUE(Names(Framework::kMegatronCore, t, "--tp-comm-overlap needs --sequence-parallel"));
+}
+
+TEST(FrameworksTest, PlanJsonField) {
+  PlanSpec p = Plan({{"data", 8}});
+  EXPECT_FALSE(PlanToJson(p).contains("framework")) << "left out when any framework will do";
+  p.framework = "torchtitan";
+  EXPECT_EQ(PlanFromJson(PlanToJson(p), "plan.json:").framework, "torchtitan");
+  nlohmann::json j = PlanToJson(p);
+  j["framework"] = "megatron";
+  EXPECT_EQ(PlanFromJson(j, "plan.json:").framework, "megatron-core");
+  ApplyPlanOverride(j, "framework=deepspeed");
+  EXPECT_EQ(PlanFromJson(j, "plan.json:").framework, "deepspeed");
+  j["framework"] = "deepspeeed";
+  try {
+    PlanFromJson(j, "plan.json:");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(e.where().find("framework"), std::string::npos) << e.where();
+    EXPECT_NE(e.valid().find("megatron-core, torchtitan, maxtext, deepspeed"), std::string::npos)
+        << e.valid();
+    EXPECT_NE(e.problem().find("did you mean 'deepspeed'"), std::string::npos) << e.problem();
+  }
+}
+
+}  // namespace
+}  // namespace shardsim::planner
