@@ -138,14 +138,15 @@ PlanSpec BasePlan(const ClusterSpec& c, const SearchOptions& o, const Job& job) 
 
 std::string GiB(double bytes) { return FormatBinaryBytes(bytes); }
 
-void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, const SearchOptions& o, const Job& job, Worker& w) {
+void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
+                const Job& job, Worker& w) {
   const PlanConstraints& fixed = o.constraints;
   const MeshShape& mesh = job.mesh;
   const PlanSpec base = BasePlan(c, o, job);
   const int64_t per_replica = base.global_batch_size / BatchReplicas(mesh);
   const double limit = o.max_memory_bytes;
   // Groups of one axis are alike on regular fabrics: cost the first, the middle and the last.
-  sim::AxisCollectives collectives(graph, base, 3);
+  sim::AxisCollectives collectives(graph, base, 3, &shared);
   strategies::TaskLists task_lists;  // one pipeline shape's schedules, shared by this mesh's plans
   // ZeRO shards over the replica axes: without any, every stage is ZeRO-0.
   std::vector<int64_t> zero_stages = {0};
@@ -276,7 +277,8 @@ std::vector<std::vector<std::string>> OtherOrders(const MeshShape& mesh) {
 
 // Runs the jobs on `workers.size()` threads (the calling one included, which reports progress
 // as (done + jobs finished, total)).
-void RunJobs(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, const SearchOptions& o, const std::vector<Job>& jobs,
+void RunJobs(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
+             const std::vector<Job>& jobs,
              std::vector<Worker>& workers, int64_t done_before, int64_t total) {
   std::atomic<size_t> next{0};
   std::atomic<int64_t> done{0};
@@ -285,7 +287,7 @@ void RunJobs(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster
   auto work = [&](Worker& w, bool report) {
     try {
       for (size_t i = next++; i < jobs.size(); i = next++) {
-        SearchMesh(m, c, graph, o, jobs[i], w);
+        SearchMesh(m, c, graph, shared, o, jobs[i], w);
         ++done;
         if (report && o.progress) o.progress(done_before + done.load(), total);
       }
@@ -346,6 +348,8 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
                      "the tensor, pipeline and context axes take the rest of the devices");
   }
   const topologies::Cluster graph(c);
+  // Meshes whose sampled groups are the same devices share their collective models.
+  sim::SharedGroupCollectives shared(graph);
   const int threads = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<Worker> workers(static_cast<size_t>(threads));
   // A fixed mesh_order lays every mesh out that way, and no other layout is tried.
@@ -353,7 +357,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   const std::vector<std::string> order = order_fixed ? o.constraints.values.mesh_order : DefaultMeshOrder();
   std::vector<Job> jobs;
   for (const MeshShape& mesh : meshes) jobs.push_back({mesh, order});
-  RunJobs(m, c, graph, o, jobs, workers, 0, static_cast<int64_t>(jobs.size()));
+  RunJobs(m, c, graph, shared, o, jobs, workers, 0, static_cast<int64_t>(jobs.size()));
 
   // Then the other layouts of the leading meshes: the best distinct outcomes' and each family's.
   auto ranked = [&workers]() {
@@ -379,7 +383,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
       for (const auto& other : OtherOrders(mesh)) reorders.push_back({mesh, other});
     }
   }
-  RunJobs(m, c, graph, o, reorders, workers, static_cast<int64_t>(jobs.size()), static_cast<int64_t>(jobs.size() + reorders.size()));
+  RunJobs(m, c, graph, shared, o, reorders, workers, static_cast<int64_t>(jobs.size()), static_cast<int64_t>(jobs.size() + reorders.size()));
 
   SearchResult result;
   result.meshes = static_cast<int64_t>(meshes.size());

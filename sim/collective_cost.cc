@@ -41,7 +41,7 @@ CollectiveModel::CollectiveModel(const topologies::Cluster& cluster, const Devic
         for (size_t i = 0; i < flows.size(); ++i) add(*flows[i], routes[i]);
       }
     }
-    std::sort(touched.begin(), touched.end());
+    // In any order: ties go to the lowest link id below.
     for (int64_t id : touched) {
       const double fraction = load[static_cast<size_t>(id)];
       load[static_cast<size_t>(id)] = 0;

@@ -78,8 +78,25 @@ std::map<std::string, double> ExposedByKind::Named() const {
   return named;
 }
 
-AxisCollectives::AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups)
-    : cluster_(cluster), plan_(plan), max_modelled_groups_(max_modelled_groups) {}
+std::shared_ptr<const GroupCollective> SharedGroupCollectives::Get(const std::vector<DeviceGroup>& groups, CollectiveOp op, const std::string& where,
+                                                                   size_t max_modelled_groups) {
+  std::vector<std::vector<int64_t>> devices;
+  for (const DeviceGroup& g : groups) devices.push_back(g.devices);
+  auto key = std::make_tuple(static_cast<int>(op), max_modelled_groups, std::move(devices));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = models_.find(key);
+    if (found != models_.end()) return found->second;
+  }
+  // Built outside the lock (routing is the slow part); a second thread building the same model
+  // keeps the first one stored.
+  auto model = std::make_shared<const GroupCollective>(cluster_, groups, op, Algorithm::kAuto, where, max_modelled_groups, /*every_group=*/false);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return models_.emplace(std::move(key), std::move(model)).first->second;
+}
+
+AxisCollectives::AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups, SharedGroupCollectives* shared)
+    : cluster_(cluster), plan_(plan), max_modelled_groups_(max_modelled_groups), shared_(shared) {}
 AxisCollectives::~AxisCollectives() = default;
 
 namespace {
@@ -92,7 +109,7 @@ int CollectiveKey(CollectiveOp op, const std::vector<std::string>& axes) {
 }
 }  // namespace
 
-GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::string>& axes, int* key) {
+const GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::string>& axes, int* key) {
   *key = CollectiveKey(op, axes);
   auto it = cache_.find(*key);
   if (it == cache_.end()) {
@@ -106,9 +123,11 @@ GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::
       std::vector<int64_t> ranks = mesh.Group(rank, axes);
       if (std::none_of(groups.begin(), groups.end(), [&](const DeviceGroup& g) { return g.devices == ranks; })) groups.push_back({std::move(ranks)});
     }
-    it = cache_.emplace(*key, std::make_unique<GroupCollective>(cluster_, groups, op, Algorithm::kAuto, "collective over " + JoinNames(axes, ","), max_modelled_groups_,
-                                                                /*every_group=*/false))
-             .first;
+    const std::string where = "collective over " + JoinNames(axes, ",");
+    std::shared_ptr<const GroupCollective> model =
+        shared_ ? shared_->Get(groups, op, where, max_modelled_groups_)
+                : std::make_shared<const GroupCollective>(cluster_, groups, op, Algorithm::kAuto, where, max_modelled_groups_, /*every_group=*/false);
+    it = cache_.emplace(*key, std::move(model)).first;
   }
   return *it->second;
 }
@@ -145,7 +164,7 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
 
 std::pair<Algorithm, int64_t> AxisCollectives::Choice(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
   int key = 0;
-  GroupCollective& model = Model(op, axes, &key);
+  const GroupCollective& model = Model(op, axes, &key);
   const GroupCollective::Choice choice = model.Fastest(bytes);
   return {model.candidates()[choice.candidate].algorithm, choice.estimate.chunks};
 }

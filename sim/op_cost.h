@@ -8,7 +8,9 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -17,13 +19,28 @@
 
 namespace shardsim::sim {
 
+// GroupCollectives shared by many AxisCollectives on one cluster (the planner's search): plans
+// whose sampled groups are the same devices share one model, routed once. Thread-safe.
+class SharedGroupCollectives {
+ public:
+  explicit SharedGroupCollectives(const topologies::Cluster& cluster) : cluster_(cluster) {}
+  // The model of `op` over `groups` (auto algorithm, modelled groups only), built on first use.
+  std::shared_ptr<const GroupCollective> Get(const std::vector<DeviceGroup>& groups, CollectiveOp op, const std::string& where, size_t max_modelled_groups);
+
+ private:
+  const topologies::Cluster& cluster_;
+  std::mutex mutex_;
+  std::map<std::tuple<int, size_t, std::vector<std::vector<int64_t>>>, std::shared_ptr<const GroupCollective>> models_;
+};
+
 // Collective times over the mesh axes of a plan on a cluster: one GroupCollective (auto
-// algorithm, every group of the axes) per (operation, axes), built on first use and cached.
+// algorithm, every group of the axes) per (operation, axes), built on first use and cached
+// (in `shared` when given, for other plans to reuse).
 class AxisCollectives {
  public:
   // REQUIRES: the plan's mesh product equals the cluster's devices. `cluster` must outlive this.
   // `max_modelled_groups`: groups per axis routed and costed (evenly spread; the slowest counts).
-  AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups = 64);
+  AxisCollectives(const topologies::Cluster& cluster, const PlanSpec& plan, size_t max_modelled_groups = 64, SharedGroupCollectives* shared = nullptr);
   ~AxisCollectives();
   // Seconds for `op` of `bytes` over the groups along `axes` (0 when the axes have one device):
   // the calibration's measured curve where the cluster has one for this operation, group size
@@ -37,13 +54,14 @@ class AxisCollectives {
   const PlanSpec& plan() const { return plan_; }
 
  private:
-  GroupCollective& Model(CollectiveOp op, const std::vector<std::string>& axes, int* key);
+  const GroupCollective& Model(CollectiveOp op, const std::vector<std::string>& axes, int* key);
   const CollectiveCurve* MeasuredCurve(CollectiveOp op, const std::vector<std::string>& axes, int64_t size) const;
   const topologies::Cluster& cluster_;
   PlanSpec plan_;
   size_t max_modelled_groups_;
+  SharedGroupCollectives* shared_;
   // Keyed by operation and the set of axes (a bit per mesh axis).
-  std::map<int, std::unique_ptr<GroupCollective>> cache_;
+  std::map<int, std::shared_ptr<const GroupCollective>> cache_;
   std::map<std::pair<int, double>, double> seconds_;  // (key, bytes) -> seconds
   std::map<int, const CollectiveCurve*> curves_;       // key -> the measured curve, or null (looked up once per key)
 };

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <map>
+#include <numeric>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
@@ -69,6 +70,9 @@ std::string CoordinateName(const std::vector<int64_t>& coordinates) {
   for (size_t i = 0; i < coordinates.size(); ++i) name += (i ? "," : "") + std::to_string(coordinates[i]);
   return name + ")";
 }
+
+// Torus dimensions a route can walk (TPU slices have 2 or 3).
+constexpr size_t kMaxTorusRank = 8;
 
 // Coordinates of chip `index` within a slice, dimension 0 fastest.
 std::vector<int64_t> ChipCoordinates(int64_t index, const std::vector<int64_t>& dims) {
@@ -239,28 +243,39 @@ std::vector<int64_t> Cluster::Impl::TorusRoute(int64_t src, int64_t dst) const {
     return {dcn_up[static_cast<size_t>(src)], dcn_down[static_cast<size_t>(dst)]};
   }
   const int64_t slice_base = src / per_slice * per_slice;
-  std::vector<int64_t> c = ChipCoordinates(src - slice_base, dims);
-  const std::vector<int64_t> target = ChipCoordinates(dst - slice_base, dims);
+  // Walk dimension by dimension, keeping the chip's index in step with its coordinates (the
+  // planner routes millions of flows: no coordinate vectors per hop).
+  std::array<int64_t, kMaxTorusRank> c{}, target{}, stride{};
+  SHARDSIM_CHECK(rank <= static_cast<int64_t>(kMaxTorusRank), "torus rank above kMaxTorusRank");
+  int64_t from = src - slice_base, to = dst - slice_base, s = 1;
+  for (size_t a = 0; a < dims.size(); ++a) {
+    c[a] = from % dims[a], target[a] = to % dims[a], stride[a] = s;
+    from /= dims[a], to /= dims[a], s *= dims[a];
+  }
+  int64_t chip = src;
   std::vector<int64_t> route;
+  route.reserve(static_cast<size_t>(std::accumulate(dims.begin(), dims.end(), int64_t{0})));  // at most every dimension's length
   for (int64_t a = 0; a < rank; ++a) {
-    const int64_t forward = ((target[a] - c[a]) % dims[a] + dims[a]) % dims[a];
+    const int64_t n = dims[static_cast<size_t>(a)];
+    const int64_t forward = ((target[a] - c[a]) % n + n) % n;
     int dir = 0;
     int64_t steps = 0;
-    if (t.wraparound[a] && dims[a] > 2) {
+    if (t.wraparound[static_cast<size_t>(a)] && n > 2) {
       // Half-way round, both ways are equally short: alternate by the source's position so
       // the + and - links share that traffic.
-      dir = forward < dims[a] - forward ? 0 : forward > dims[a] - forward ? 1 : static_cast<int>(c[a] % 2);
-      steps = dir == 0 ? forward : dims[a] - forward;
+      dir = forward < n - forward ? 0 : forward > n - forward ? 1 : static_cast<int>(c[a] % 2);
+      steps = dir == 0 ? forward : n - forward;
     } else {
       dir = target[a] >= c[a] ? 0 : 1;
       steps = std::abs(target[a] - c[a]);
     }
-    for (int64_t s = 0; s < steps; ++s) {
-      const int64_t chip = slice_base + ChipIndex(c, dims);
+    for (int64_t k = 0; k < steps; ++k) {
       const int64_t link = torus_links[static_cast<size_t>((chip * rank + a) * 2 + dir)];
       SHARDSIM_CHECK(link >= 0, "torus route left the slice");
       route.push_back(link);
-      c[a] = ((c[a] + (dir == 0 ? 1 : -1)) % dims[a] + dims[a]) % dims[a];
+      const int64_t next = ((c[a] + (dir == 0 ? 1 : -1)) % n + n) % n;
+      chip += (next - c[a]) * stride[a];
+      c[a] = next;
     }
   }
   return route;
