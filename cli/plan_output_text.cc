@@ -95,6 +95,10 @@ void PrintHeader(const PlanFindings& f, const Writer& w) {
 void PrintNothingFits(const PlanFindings& f, const Writer& w) {
   const planner::SearchResult& r = f.result;
   w.Line("No plan of " + f.model.name + " fits in " + FormatBinaryBytes(r.max_memory_bytes) + " per device on " + f.cluster.name + ".");
+  if (f.framework && r.nearest_misses.empty() && r.unsupported > 0) {
+    w.Line("None of the plans searched is one " + std::string(planner::FrameworkName(*f.framework)) + " runs: its limits (docs/frameworks.md) excluded all " +
+           std::to_string(r.unsupported) + " that split this batch over these devices. Try another device count or batch, or search without --framework.");
+  }
   if (f.smallest) {
     const planner::SmallestFit& s = *f.smallest;
     if (s.found) {

@@ -138,6 +138,43 @@ PlanSpec BasePlan(const ClusterSpec& c, const SearchOptions& o, const Job& job) 
 
 std::string GiB(double bytes) { return FormatBinaryBytes(bytes); }
 
+// The schedules tried on a mesh: the default (on one stage every schedule is plain gradient
+// accumulation), and with stages every other schedule with each chunk count it offers the
+// planner; only the fixed one when the constraints fix it.
+std::vector<std::pair<std::string, int64_t>> Schedules(const MeshShape& mesh, const PlanConstraints& fixed, const PlanSpec& base) {
+  std::vector<std::pair<std::string, int64_t>> schedules = {{PlanSpec{}.pipeline_schedule, 1}};
+  if (mesh.pipeline > 1) {
+    for (const strategies::Schedule* schedule : strategies::AllSchedules()) {
+      if (schedule->name() == schedules.front().first) continue;
+      for (int64_t v : schedule->SearchedVirtualStages(mesh.pipeline)) schedules.push_back({std::string(schedule->name()), v});
+    }
+  }
+  if (!fixed.Fixes("pipeline_schedule") && !fixed.Fixes("virtual_stages")) return schedules;
+  // The fixed schedule (with each chunk count it offers, or the fixed one) and no other.
+  std::vector<std::pair<std::string, int64_t>> kept;
+  const std::string name = fixed.Fixes("pipeline_schedule") ? base.pipeline_schedule : "";
+  for (const auto& [schedule, v] : schedules) {
+    if ((name.empty() || schedule == name) && (!fixed.Fixes("virtual_stages") || v == base.virtual_stages)) kept.push_back({schedule, v});
+  }
+  if (kept.empty() && !name.empty()) kept.push_back({name, base.virtual_stages});  // CheckPlan says why not
+  return kept;
+}
+
+// Whether the framework (if any) runs `plan` with one of `schedules`: a (mesh, ZeRO stage)
+// pruned by memory is a near miss only for a framework that could run it.
+bool FrameworkCouldRun(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o, const PlanSpec& plan,
+                       const std::vector<std::pair<std::string, int64_t>>& schedules) {
+  if (!o.framework) return true;
+  for (const auto& [schedule, v] : schedules) {
+    PlanSpec p = plan;
+    p.pipeline_schedule = schedule, p.virtual_stages = v;
+    p = AsFrameworkRuns(*o.framework, p);
+    if (!strategies::CheckPlan(p, m, DeviceCount(c), c.name) && FrameworkGaps(*o.framework, m, p).empty()) return true;
+  }
+  return false;
+}
+
+
 void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
                 const Job& job, Worker& w) {
   const PlanConstraints& fixed = o.constraints;
@@ -149,6 +186,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
   sim::AxisCollectives collectives(graph, base, 3, &shared);
   strategies::TaskLists task_lists;  // one pipeline shape's schedules, shared by this mesh's plans
   // ZeRO shards over the replica axes: without any, every stage is ZeRO-0.
+  const std::vector<std::pair<std::string, int64_t>> schedules = Schedules(mesh, fixed, base);
   std::vector<int64_t> zero_stages = {0};
   if (!strategies::ReplicaAxes(base, strategies::ParamKind::kDense).empty()) zero_stages = {0, 1, 2, 3};
   for (int64_t zero : Tried(fixed, "zero_stage", base.zero_stage, zero_stages)) {
@@ -158,7 +196,9 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
     if (bound > limit) {
       ++w.candidates;  // the whole (mesh, ZeRO stage) family, pruned at once
       ++w.pruned;
-      w.misses.push_back({z, "parameters, gradients and optimizer state alone need at least " + GiB(bound), bound, bound / limit, false});
+      if (FrameworkCouldRun(m, c, o, z, schedules)) {
+        w.misses.push_back({z, "parameters, gradients and optimizer state alone need at least " + GiB(bound), bound, bound / limit, false});
+      }
       continue;
     }
     // Micro-batches of 1 to 8 sequences; larger when a replica would otherwise run more than
@@ -170,25 +210,6 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
       if (per_replica % mbs == 0) sizes.push_back(mbs);
     }
     for (int64_t mbs : Tried(fixed, "micro_batch_size", base.micro_batch_size, sizes)) {
-      // The default schedule (on one stage every schedule is plain gradient accumulation), and
-      // with stages every other schedule with each chunk count it offers the planner.
-      std::vector<std::pair<std::string, int64_t>> schedules = {{PlanSpec{}.pipeline_schedule, 1}};
-      if (mesh.pipeline > 1) {
-        for (const strategies::Schedule* schedule : strategies::AllSchedules()) {
-          if (schedule->name() == schedules.front().first) continue;
-          for (int64_t v : schedule->SearchedVirtualStages(mesh.pipeline)) schedules.push_back({std::string(schedule->name()), v});
-        }
-      }
-      if (fixed.Fixes("pipeline_schedule") || fixed.Fixes("virtual_stages")) {
-        // The fixed schedule (with each chunk count it offers, or the fixed one) and no other.
-        std::vector<std::pair<std::string, int64_t>> kept;
-        const std::string name = fixed.Fixes("pipeline_schedule") ? base.pipeline_schedule : "";
-        for (const auto& [schedule, v] : schedules) {
-          if ((name.empty() || schedule == name) && (!fixed.Fixes("virtual_stages") || v == base.virtual_stages)) kept.push_back({schedule, v});
-        }
-        if (kept.empty() && !name.empty()) kept.push_back({name, base.virtual_stages});  // CheckPlan says why not
-        schedules = kept;
-      }
       for (const auto& [schedule, v] : schedules) {
         // Recomputation only adds work: once a lighter one fits, the heavier ones are slower and
         // only smaller, so they are dropped as dominated.
