@@ -11,6 +11,7 @@
 
 #include "cli/batch_flags.h"
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "planner/frameworks.h"
@@ -61,16 +62,14 @@ CLI::Validator TokenBudget() {
 }
 
 // --max-memory: a fraction of HBM in (0, 1] ("0.85") or a size ("70GiB", ParseByteSize).
-void ParseMaxMemory(const std::string& text) {
-  char* end = nullptr;
-  const double fraction = std::strtod(text.c_str(), &end);
-  if (!text.empty() && end == text.c_str() + text.size()) {
-    if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1) {
-      throw InputError("", "'" + text + "' is not a fraction of HBM", "a fraction in (0, 1], e.g. 0.85, or a size such as 70GiB");
-    }
-    return;
-  }
-  ParseByteSize(text, "");
+// --train-tokens and --price-per-device-hour (estimate and plan): the whole run (core/run_cost.h).
+void AddTrainingRunFlags(CLI::App* sub, std::string& tokens, double& price) {
+  CLI::Option* tokens_opt =
+      sub->add_option("--train-tokens", tokens, "the whole run: time and device-hours to train on this many tokens, e.g. 15T (x1000^4), 2.5T, 300B")
+          ->check(TokenBudget());
+  sub->add_option("--price-per-device-hour", price, "with --train-tokens: the run's cost at this price (in its currency)")
+      ->check(PositiveUpTo(1e9, ""))
+      ->needs(tokens_opt);
 }
 
 // --global-batch-tokens and --seq-len, for the subcommands that read a plan (cli/batch_flags.h).
@@ -134,12 +133,7 @@ int Run(int argc, char** argv) {
   AddInputs(estimate_cmd, estimate, true, true);
   AddBatchFlags(estimate_cmd, estimate_batch);
   estimate_cmd->add_flag("--dump-program", estimate.dump_program, "print the step program instead of the estimate (deterministic text; one JSON object with --json)");
-  CLI::Option* estimate_tokens_opt =
-      estimate_cmd->add_option("--train-tokens", estimate_train_tokens, "the whole run: time and device-hours to train on this many tokens, e.g. 15T (x1000^4), 2.5T, 300B")
-          ->check(TokenBudget());
-  estimate_cmd->add_option("--price-per-device-hour", estimate.price_per_device_hour, "with --train-tokens: the run's cost at this price (in its currency)")
-      ->check(PositiveUpTo(1e9, ""))
-      ->needs(estimate_tokens_opt);
+  AddTrainingRunFlags(estimate_cmd, estimate_train_tokens, estimate.price_per_device_hour);
 
   PlanOptions plan;
   std::string batch_tokens;
@@ -154,14 +148,9 @@ int Run(int argc, char** argv) {
   plan_cmd->add_option("--framework", plan.framework, "search only the plans this framework runs: megatron-core (or megatron), torchtitan, maxtext, deepspeed")
       ->check(Parses([](const std::string& name) { planner::ParseFramework(name, ""); }, "NAME"));
   plan_cmd->add_option("--max-memory", plan.max_memory, "memory a plan may use per device: a fraction of HBM (0.85) or a size (70GiB); default: 90% of HBM")
-      ->check(Parses(ParseMaxMemory, "FRACTION|SIZE"));
+      ->check(Parses([](const std::string& text) { ParseMemoryLimit(text, 1, ""); }, "FRACTION|SIZE"));
   plan_cmd->add_flag("--wide", plan.wide, "print every column uncut (wider than 120 columns)");
-  CLI::Option* plan_tokens_opt =
-      plan_cmd->add_option("--train-tokens", plan_train_tokens, "the whole run: time and device-hours to train on this many tokens, e.g. 15T (x1000^4), 2.5T, 300B")
-          ->check(TokenBudget());
-  plan_cmd->add_option("--price-per-device-hour", plan.price_per_device_hour, "with --train-tokens: the run's cost at this price (in its currency)")
-      ->check(PositiveUpTo(1e9, ""))
-      ->needs(plan_tokens_opt);
+  AddTrainingRunFlags(plan_cmd, plan_train_tokens, plan.price_per_device_hour);
   plan_cmd->add_option("--plot", plan.plot, "write the Pareto view (tokens/s against memory per device) as an SVG file");
   plan_cmd->add_option("--refine", plan.refine, "simulate the top K plans on SimGrid, rank them by the simulation and say why the predictions differ")
       ->check(CLI::Range(int64_t{1}, int64_t{50}));

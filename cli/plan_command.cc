@@ -1,7 +1,6 @@
 // `shardsim plan`: the best ways to shard a model on a cluster within the user's constraints and
 // framework, why they win, the runner-up of each other family of parallelism with why it lost,
 // and, when nothing fits, how far off the nearest plans are and how many devices would do.
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
 #include "cli/plan_output.h"
 #include "core/error.h"
 #include "core/inputs.h"
@@ -21,20 +21,6 @@ namespace {
 
 // Exit status when no plan fits (docs/cli.md): the search ran, the answer is "none".
 constexpr int kNothingFits = 3;
-
-// --max-memory: a fraction of HBM in (0, 1] ("0.85") or a size ("70GiB", "75GB").
-double MaxMemoryBytes(const std::string& text, double hbm) {
-  if (text.empty()) return 0;  // the search's default fraction
-  const bool size = text.find_first_of("KMGTBkmgtib") != std::string::npos;
-  if (size) return static_cast<double>(ParseByteSize(text, "--max-memory"));
-  char* end = nullptr;
-  const double fraction = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0' || !std::isfinite(fraction) || fraction <= 0 || fraction > 1) {
-    throw InputError("--max-memory " + text, "is neither a fraction of HBM nor a size", "a fraction in (0, 1] such as 0.85, or a size such as 70GiB",
-                     "HBM per device is " + FormatBinaryBytes(hbm));
-  }
-  return fraction * hbm;
-}
 
 // The tokens per step and sequence length from the flags, else from the plan's fixed fields; a
 // flag and a fixed field that disagree are an error.
@@ -118,7 +104,8 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   options.threads = o.threads;
   options.constraints = f.constraints;
   options.framework = f.framework;
-  options.max_memory_bytes = MaxMemoryBytes(o.max_memory, static_cast<double>(cluster.chip.hbm_bytes));
+  // Empty: the search's default fraction of HBM.
+  if (!o.max_memory.empty()) options.max_memory_bytes = ParseMemoryLimit(o.max_memory, static_cast<double>(cluster.chip.hbm_bytes), "--max-memory");
   if (o.progress) {
     options.progress = [](int64_t done, int64_t total) { std::cerr << "\rshardsim plan: " << done << "/" << total << " meshes" << std::flush; };
   }

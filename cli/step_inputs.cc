@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/inputs.h"
 #include "core/plan_json.h"
+#include "planner/frameworks.h"
 #include "strategies/plan_rules.h"
 
 namespace shardsim::cli {
@@ -16,6 +17,17 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
     throw InputError(where + ":/dtype", "dtype '" + in.plan.dtype + "' has no peak on " + in.cluster.chip.name, "", "set dtype to one the chip lists");
   }
   strategies::ValidatePlan(in.plan, in.model, DeviceCount(in.cluster), in.cluster.name, where + ":");
+  // A plan that names its framework must be one that framework runs (what `plan --framework`
+  // returns always is).
+  if (!in.plan.framework.empty()) {
+    const planner::Framework framework = planner::ParseFramework(in.plan.framework, where + ":/framework");
+    const std::vector<std::string> gaps = planner::FrameworkGaps(framework, in.model, in.plan);
+    if (!gaps.empty()) {
+      throw InputError(where + ":/framework", in.plan.framework + " cannot run this plan: " + gaps.front() +
+                                                  (gaps.size() > 1 ? " (and " + std::to_string(gaps.size() - 1) + " more)" : ""),
+                       "a plan the framework runs (docs/frameworks.md)", "drop the framework field, or let 'shardsim plan --framework " + in.plan.framework + "' pick one");
+    }
+  }
   return in;
 }
 
