@@ -74,7 +74,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
       << FormatSeconds(r.bubble_s);
   for (const auto& [key, seconds] : r.exposed_comm_s) {
-    if (seconds > 0) out << ", exposed " << sim::KindLabel(plan.mesh, key) << " " << FormatSeconds(seconds);
+    if (seconds > 0) out << ", exposed " << sim::ExposedLabel(r, key) << " " << FormatSeconds(seconds);
   }
   out << "\n  limited by  " << r.why << "\n";
   out << "  memory      " << FormatBinaryBytes(peak.total()) << " per device on stage " << r.memory.peak_stage << " of "

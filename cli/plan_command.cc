@@ -105,16 +105,34 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   options.constraints = f.constraints;
   options.framework = f.framework;
   // Empty: the search's default fraction of HBM.
-  if (!o.max_memory.empty()) options.max_memory_bytes = ParseMemoryLimit(o.max_memory, static_cast<double>(cluster.chip.hbm_bytes), "--max-memory");
+  const double hbm = static_cast<double>(cluster.chip.hbm_bytes);
+  if (!o.max_memory.empty()) options.max_memory_bytes = ParseMemoryLimit(o.max_memory, hbm, "--max-memory");
+  if (options.max_memory_bytes > hbm) {
+    throw InputError("--max-memory " + o.max_memory, "is more than the " + FormatBinaryBytes(hbm) + " of HBM per device of " + cluster.chip.name,
+                     "at most the HBM (a fraction up to 1)", "e.g. --max-memory 0.95");
+  }
   if (o.progress) {
     options.progress = [](int64_t done, int64_t total) { std::cerr << "\rshardsim plan: " << done << "/" << total << " meshes" << std::flush; };
   }
   f.result = planner::Search(model, cluster, options);
   if (o.progress) std::cerr << "\n";
+  if (f.result.best.empty() && f.framework && f.result.nearest_misses.empty() && f.result.unsupported > 0) {
+    // Not memory: the framework runs none of the plans that split this batch over these devices.
+    std::string reasons;
+    for (const auto& [gap, count] : f.result.framework_gaps) reasons += (reasons.empty() ? "" : "; ") + gap + " (" + std::to_string(count) + " plans)";
+    throw InputError("--framework " + std::string(planner::FrameworkName(*f.framework)),
+                     "runs none of the " + std::to_string(f.result.unsupported) + " plans that split this batch over the devices and keep the fixed fields: " + reasons,
+                     "", "search without --framework, or change the constraints, device count or batch");
+  }
+  // With every mesh axis fixed no other size keeps the mesh: no larger size is searched.
+  bool mesh_fixed = true;
+  for (const MeshAxisFacts& axis : kMeshAxes) mesh_fixed = mesh_fixed && f.constraints.FixesAxis(axis.axis);
   if (f.result.best.empty()) {
-    if (o.progress) std::cerr << "shardsim plan: nothing fits; searching larger sizes of " << cluster.system << "\n";
-    options.progress = nullptr;
-    f.smallest = planner::FindSmallestFit(model, cluster, options);
+    if (!mesh_fixed) {
+      if (o.progress) std::cerr << "shardsim plan: nothing fits; searching larger sizes of " << cluster.system << "\n";
+      options.progress = nullptr;
+      f.smallest = planner::FindSmallestFit(model, cluster, options);
+    }
   } else {
     if (!o.plot.empty()) {
       WriteFile(o.plot, planner::ParetoSvg(f.result.pareto, static_cast<double>(cluster.chip.hbm_bytes),

@@ -128,22 +128,35 @@ void PrintNothingFits(const PlanFindings& f, const Writer& w) {
 void PrintPlans(const PlanFindings& f, const Writer& w) {
   const planner::SearchResult& r = f.result;
   const bool wide = f.options.wide;
-  std::vector<std::string> header = {"rank", "mesh", "schedule", "mbs", "ZeRO", "recompute", "step", "tokens/s", "MFU", "memory", "limited by"};
-  if (wide) header.insert(header.begin() + 2, "layout (outer>inner)");
-  TextTable table(header);
-  for (size_t i = 0; i < r.best.size(); ++i) {
-    const planner::RankedPlan& p = r.best[i];
-    std::vector<std::string> row = {std::to_string(i + 1), MeshText(p.plan), ScheduleName(p.plan), std::to_string(p.plan.micro_batch_size),
-                                    ZeroText(p.plan), ToString(p.plan.recompute), FormatSeconds(p.report.step_time_s), FormatCount(p.report.tokens_per_s),
-                                    FormatPercent(p.report.mfu), FormatBinaryBytes(p.report.memory.peak.total()), p.report.why};
-    if (wide) {
-      std::string order;
-      for (const std::string& a : UsedMeshOrder(p.plan)) order += (order.empty() ? "" : ">") + a;
-      row.insert(row.begin() + 2, order);
+  // The table, with "limited by" as its last column when it fits the width (else a line below).
+  auto table = [&](bool limited_column) {
+    std::vector<std::string> header = {"rank", "mesh", "schedule", "mbs", "ZeRO", "recompute", "step", "tokens/s", "MFU", "memory"};
+    if (limited_column) header.push_back("limited by");
+    if (wide) header.insert(header.begin() + 2, "layout (outer>inner)");
+    TextTable t(header);
+    for (size_t i = 0; i < r.best.size(); ++i) {
+      const planner::RankedPlan& p = r.best[i];
+      std::vector<std::string> row = {std::to_string(i + 1), MeshText(p.plan), ScheduleName(p.plan), std::to_string(p.plan.micro_batch_size),
+                                      ZeroText(p.plan), ToString(p.plan.recompute), FormatSeconds(p.report.step_time_s), FormatCount(p.report.tokens_per_s),
+                                      FormatPercent(p.report.mfu), FormatBinaryBytes(p.report.memory.peak.total())};
+      if (limited_column) row.push_back(p.report.why);
+      if (wide) {
+        std::string order;
+        for (const std::string& a : UsedMeshOrder(p.plan)) order += (order.empty() ? "" : ">") + a;
+        row.insert(row.begin() + 2, order);
+      }
+      t.AddRow(row);
     }
-    table.AddRow(row);
+    return t;
+  };
+  const TextTable full = table(true);
+  const bool fits = full.Width() <= w.width;
+  (fits ? full : table(false)).Print(w.out);
+  if (!fits) {
+    std::string limits;
+    for (size_t i = 0; i < r.best.size(); ++i) limits += (limits.empty() ? "" : "; ") + std::to_string(i + 1) + " " + r.best[i].report.why;
+    w.Line("limited by: " + limits, "  ", "    ");
   }
-  table.Print(w.out);
   w.Line(MeshLegend() + ". ZeRO: the stage (the axes it shards over; - none: fsdp shards by itself). dtype " + r.best.front().plan.dtype + ".", "  ",
          "  ");
   if (f.options.train_tokens > 0) {
@@ -168,7 +181,7 @@ void PrintBest(const PlanFindings& f, const Writer& w) {
   for (const std::string& line : ShardingLines(f.model, best.plan)) w.Line(line, "  ", "              ");
   std::string time = "time: compute " + FormatSeconds(best.report.compute_s) + ", bubble " + FormatSeconds(best.report.bubble_s);
   for (const auto& [key, seconds] : best.report.exposed_comm_s) {
-    if (seconds > 0) time += ", exposed " + sim::KindLabel(best.plan.mesh, key) + " " + FormatSeconds(seconds);
+    if (seconds > 0) time += ", exposed " + sim::ExposedLabel(best.report, key) + " " + FormatSeconds(seconds);
   }
   w.Line(time, "  ", "    ");
 }

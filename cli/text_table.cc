@@ -1,8 +1,20 @@
 #include "cli/text_table.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace shardsim::cli {
+
+size_t TextTable::Width() const {
+  std::vector<size_t> widths(header_.size(), 0);
+  for (size_t i = 0; i < header_.size(); ++i) widths[i] = header_[i].size();
+  for (const auto& row : rows_) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  size_t total = 0;
+  for (size_t w : widths) total += w;
+  return total + (widths.empty() ? 0 : 2 * (widths.size() - 1));
+}
 
 void TextTable::Print(std::ostream& out, const std::string& indent) const {
   std::vector<size_t> widths(header_.size(), 0);
@@ -40,8 +52,19 @@ std::string Wrap(const std::string& text, size_t width, const std::string& first
     start = end + 1;
     if (word.empty()) continue;
     if (!empty && line.size() + 1 + word.size() > width) {
-      out += line + "\n";
-      line = rest, empty = true;
+      // A number stays with its unit ("245.6 s", "8.215 GiB"): it moves to the next line too.
+      const size_t last = line.rfind(' ');
+      const std::string previous = last == std::string::npos ? "" : line.substr(last + 1);
+      const bool unit = !word.empty() && std::isalpha(static_cast<unsigned char>(word.front())) && word.size() <= 8;
+      if (unit && last != std::string::npos && last >= rest.size() && !previous.empty() &&
+          std::isdigit(static_cast<unsigned char>(previous.back()))) {
+        out += line.substr(0, last) + "\n";
+        line = rest + previous;
+      } else {
+        out += line + "\n";
+        line = rest;
+        empty = true;
+      }
     }
     line += (empty ? "" : " ") + word;
     empty = false;

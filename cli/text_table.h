@@ -13,6 +13,8 @@ class TextTable {
   void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
   // Writes the header, a rule, and the rows, columns separated by two spaces, `indent` first.
   void Print(std::ostream& out, const std::string& indent = "") const;
+  // Columns the widest line takes (without an indent).
+  size_t Width() const;
 
  private:
   std::vector<std::string> header_;

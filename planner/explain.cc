@@ -72,7 +72,7 @@ std::string WhyLost(const RankedPlan& best, const RankedPlan& other) {
   // Exposed kinds named by the losing plan's axes ("exposed fsdp all-gather").
   auto label = [&other](const std::string& what) {
     const std::string prefix = "exposed ";
-    return what.rfind(prefix, 0) == 0 ? prefix + sim::KindLabel(other.plan.mesh, what.substr(prefix.size())) : what;
+    return what.rfind(prefix, 0) == 0 ? prefix + sim::ExposedLabel(other.report, what.substr(prefix.size())) : what;
   };
   const auto& [seconds, what] = deltas.front();
   std::string text = label(what) + " +" + FormatSeconds(seconds) + " per step: ";

@@ -88,7 +88,7 @@ SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, 
     if (!fits(size)) last_miss = size;
   }
   if (!fit.found) {
-    fit.why_not = grew ? "no plan fits up to " + parts->system + ":" + size : "the system comes in no larger size";
+    fit.why_not = grew ? "no plan fits up to " + fit.tried.back() : "the system comes in no larger size";
     return fit;
   }
   // Switched systems come in whole nodes: bisect the node counts between the last miss and the fit.

@@ -47,9 +47,12 @@ std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, const Pl
   probe.seq_len = seq_len;
   // Context parallelism only where each rank keeps at least 1024 tokens of a sequence.
   const int64_t context_max = std::max<int64_t>(1, seq_len / 1024);
+  // A fixed pipeline schedule asks for pipeline stages (unless the pipeline degree is fixed too).
+  const bool staged = (fixed.Fixes("pipeline_schedule") || fixed.Fixes("virtual_stages")) && !fixed.FixesAxis(MeshAxis::kPipeline);
   std::vector<MeshShape> meshes;
   for (int64_t t : Degrees(fixed, MeshAxis::kTensor, n, tensor_max)) {
     for (int64_t p : Degrees(fixed, MeshAxis::kPipeline, n / t, m.num_layers)) {
+      if (staged && p == 1) continue;
       for (int64_t cp : Degrees(fixed, MeshAxis::kContext, n / t / p, context_max)) {
         const int64_t rest = n / t / p / cp;
         for (int64_t e : Degrees(fixed, MeshAxis::kExpert, rest, m.moe ? m.moe->num_experts : 1)) {
@@ -84,6 +87,7 @@ struct Worker {
   std::vector<RankedPlan> pareto;  // not beaten on both throughput and memory
   std::vector<Miss> misses;
   int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0, unsupported = 0;
+  std::map<std::string, int64_t> gaps;  // why the framework could not run a plan -> how often
 };
 
 void Keep(Worker& w, RankedPlan plan, size_t top) {
@@ -233,8 +237,10 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
             plan = AsFrameworkRuns(*o.framework, plan);
             plan.framework = std::string(FrameworkName(*o.framework));
-            if (!FrameworkGaps(*o.framework, m, plan).empty() || !fixed.Allows(plan)) {
+            const std::vector<std::string> gaps = FrameworkGaps(*o.framework, m, plan);
+            if (!gaps.empty() || !fixed.Allows(plan)) {
               ++w.unsupported;
+              for (const std::string& gap : gaps) ++w.gaps[gap];
               continue;
             }
           }
@@ -410,15 +416,20 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   result.meshes = static_cast<int64_t>(meshes.size());
   result.layouts = static_cast<int64_t>(reorders.size());
   result.max_memory_bytes = o.max_memory_bytes;
+  std::map<std::string, int64_t> gap_counts;
   for (Worker& w : workers) {
     result.candidates += w.candidates;
     result.pruned += w.pruned;
     result.dominated += w.dominated;
     result.evaluated += w.evaluated;
     result.unsupported += w.unsupported;
+    for (const auto& [gap, count] : w.gaps) gap_counts[gap] += count;
     for (const RankedPlan& p : w.pareto) AddToFrontier(result.pareto, p);
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));
   }
+  for (const auto& [gap, count] : gap_counts) result.framework_gaps.push_back({gap, count});
+  std::sort(result.framework_gaps.begin(), result.framework_gaps.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (result.framework_gaps.size() > 3) result.framework_gaps.resize(3);
   std::vector<RankedPlan> all = ranked();
   for (size_t i = 0; i < all.size() && result.best.size() < o.top; ++i) {
     if (!result.best.empty() && SameOutcome(result.best.back(), all[i])) continue;  // show distinct outcomes

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cluster_spec.h"
@@ -68,6 +69,7 @@ struct SearchResult {
   int64_t dominated = 0;                // dropped unestimated: a lighter recomputation of the same plan fits
   int64_t evaluated = 0;                // plans estimated
   int64_t unsupported = 0;              // dropped unestimated: the framework cannot run them
+  std::vector<std::pair<std::string, int64_t>> framework_gaps;  // the commonest reasons, with counts
   double max_memory_bytes = 0;          // the memory limit a plan had to fit
   double wall_s = 0;
 };

@@ -12,11 +12,26 @@ namespace shardsim::sim {
 using strategies::Op;
 using strategies::StepProgram;
 
+std::string ExposedLabel(const StepReport& report, const std::string& kind) {
+  std::vector<bool> used(kMeshAxisCount, false);
+  for (const CollectiveCost& c : report.collectives) {
+    if (c.exposed_s <= 0 || KindName(c.stream, c.collective) != kind) continue;
+    for (const std::string& axis : c.axes) used[static_cast<size_t>(AxisFacts(axis).axis)] = true;
+  }
+  std::string axes;
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    if (used[static_cast<size_t>(axis.axis)]) axes += (axes.empty() ? "" : "/") + std::string(axis.name);
+  }
+  const size_t space = kind.find(' ');
+  if (axes.empty() || space == std::string::npos) return kind;
+  return axes + kind.substr(space);
+}
+
 std::string WhatLimits(const StepReport& report) {
   std::string limit = "compute";
   double largest = report.compute_s;
   for (const auto& [key, seconds] : report.exposed_comm_s) {
-    if (seconds > largest) largest = seconds, limit = "exposed " + key + " communication";
+    if (seconds > largest) largest = seconds, limit = "exposed " + ExposedLabel(report, key) + " communication";
   }
   if (report.bubble_s > largest) limit = "pipeline bubble";
   return limit + (report.fits ? "" : "; does not fit in memory");

@@ -73,6 +73,22 @@ TEST_F(CliPlanTest, BadInputIsNamed) {
   EXPECT_TRUE(IsInputError(with({"--set", "framework=titan"}), {"framework", "torchtitan"}));
   EXPECT_TRUE(IsInputError(with({"--framework", "maxtext", "--set", "framework=torchtitan"}), {"--framework", "torchtitan"}));
   for (const char* bad : {"0", "1.5", "-0.2", "nan", "lots"}) EXPECT_TRUE(IsInputError(with({"--max-memory", bad}), {"--max-memory"})) << bad;
+  EXPECT_TRUE(IsInputError(with({"--max-memory", "200GiB"}), {"--max-memory", "HBM"}));
+  // Not memory: the framework runs none of the plans, and the error says why.
+  EXPECT_TRUE(IsInputError(with({"--framework", "deepspeed", "--set", "dtype=fp8"}), {"--framework deepspeed", "runs none", "fp8"}));
+}
+
+// A fixed pipeline schedule means pipeline stages: no plan without them meets it.
+TEST_F(CliPlanTest, FixedScheduleMeansStages) {
+  const CliResult r = RunShardsim({"plan", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--global-batch-tokens", "4M", "--seq-len", "8192",
+                                   "--set", "pipeline_schedule=zbv", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  ASSERT_FALSE(out["plans"].empty());
+  for (const json& p : out["plans"]) {
+    EXPECT_GT(p["plan"]["mesh"]["pipeline"].get<int64_t>(), 1);
+    EXPECT_EQ(p["plan"]["pipeline_schedule"], "zbv");
+  }
 }
 
 // --set fixes fields: every plan shown keeps them, and the output says they were fixed.
