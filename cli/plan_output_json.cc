@@ -48,18 +48,12 @@ json PlanFindingsJson(const PlanFindings& f) {
     misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"needed_bytes_per_device", miss.needed_bytes}, {"memory_over_limit", miss.overshoot}, {"estimated", miss.estimated}});
   }
   const double rate = r.wall_s > 0 ? static_cast<double>(r.evaluated) / r.wall_s : 0;
-  json fixed = json::object();
-  const json values = PlanToJson(f.constraints.values);
-  for (const std::string& key : f.constraints.fixed) {
-    const size_t dot = key.find('.');
-    fixed[key] = dot == std::string::npos ? values.at(key) : values.at(key.substr(0, dot)).at(key.substr(dot + 1));
-  }
   json j{{"fits", !r.best.empty()},
          {"plans", plans},
          {"best_of_other_families", runners},
          {"pareto", pareto},
          {"nearest_misses", misses},
-         {"fixed", fixed},
+         {"fixed", planner::FixedJson(f.constraints)},
          {"framework", f.framework ? json(std::string(planner::FrameworkName(*f.framework))) : json(nullptr)},
          {"max_memory_bytes_per_device", r.max_memory_bytes},
          {"search",

@@ -53,11 +53,17 @@ PlanConstraints ConstraintsFromJson(const json& plan, const std::string& where) 
   return c;
 }
 
-std::string DescribeFixed(const PlanConstraints& constraints) {
+json FixedJson(const PlanConstraints& constraints) {
   const json values = PlanToJson(constraints.values);
+  json fixed = json::object();
+  for (const std::string& key : constraints.fixed) fixed[key] = Field(values, key);
+  return fixed;
+}
+
+std::string DescribeFixed(const PlanConstraints& constraints) {
   std::string text;
-  for (const std::string& key : constraints.fixed) {
-    const json& v = Field(values, key);
+  const json fixed = FixedJson(constraints);
+  for (const auto& [key, v] : fixed.items()) {
     std::string shown;
     if (v.is_string()) {
       shown = v.get<std::string>();

@@ -26,6 +26,8 @@ struct PlanConstraints {
 // field for a value the plan JSON reader refuses.
 PlanConstraints ConstraintsFromJson(const nlohmann::json& plan, const std::string& where);
 
+// {"dtype": "fp8", "mesh.tensor": 8}: each fixed key with its value, in key order.
+nlohmann::json FixedJson(const PlanConstraints& constraints);
 // "dtype=fp8, mesh.tensor=8" in key order, or "" when nothing is fixed.
 std::string DescribeFixed(const PlanConstraints& constraints);
 
