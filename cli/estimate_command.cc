@@ -17,7 +17,6 @@
 #include "core/units.h"
 #include "strategies/plan_rules.h"
 #include "sim/estimate.h"
-#include "sim/op_cost.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
 #include "strategies/stage_layout.h"

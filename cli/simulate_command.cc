@@ -15,7 +15,6 @@
 #include "core/inputs.h"
 #include "core/plan_json.h"
 #include "core/units.h"
-#include "sim/op_cost.h"
 #include "sim/simulate.h"
 #include "strategies/build_step.h"
 #include "strategies/plan_rules.h"
@@ -111,7 +110,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
   out << "  time        on stage " << r.step.critical_stage << " (the slowest): compute " << FormatSeconds(r.step.compute_s) << ", bubble "
       << FormatSeconds(r.step.bubble_s);
   for (const auto& [key, seconds] : r.step.exposed_comm_s) {
-    if (seconds > 0) out << ", exposed " << sim::KindLabel(plan.mesh, key) << " " << FormatSeconds(seconds);
+    if (seconds > 0) out << ", exposed " << sim::ExposedLabel(estimate, key) << " " << FormatSeconds(seconds);
   }
   out << "\n  limited by  " << r.step.why << "\n";
   for (const sim::Contention& c : r.contention) {

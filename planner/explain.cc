@@ -6,7 +6,6 @@
 
 #include "core/units.h"
 #include "sim/estimate.h"
-#include "sim/op_cost.h"
 
 namespace shardsim::planner {
 namespace {

@@ -15,7 +15,7 @@ using strategies::StepProgram;
 std::string ExposedLabel(const StepReport& report, const std::string& kind) {
   std::vector<bool> used(kMeshAxisCount, false);
   for (const CollectiveCost& c : report.collectives) {
-    if (c.exposed_s <= 0 || KindName(c.stream, c.collective) != kind) continue;
+    if (KindName(c.stream, c.collective) != kind) continue;
     for (const std::string& axis : c.axes) used[static_cast<size_t>(AxisFacts(axis).axis)] = true;
   }
   std::string axes;

@@ -60,7 +60,7 @@ struct StepReport {
 // bubble, and whether it fits (reads compute_s, exposed_comm_s, bubble_s and fits).
 std::string WhatLimits(const StepReport& report);
 // An exposed kind's name for people ("data all-gather" -> "fsdp all-gather"): the stream's word
-// replaced by the axes its exposed collectives in `report` run over; the kind when it has none.
+// replaced by the axes that kind's collectives in `report` run over; the kind when it has none.
 std::string ExposedLabel(const StepReport& report, const std::string& kind);
 
 // Predicts one step. `collectives` must be built for the same cluster and plan. The schedule is

@@ -52,17 +52,6 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
 
 std::string KindName(Stream stream, CollectiveOp op) { return strategies::ToString(stream) + " " + ToString(op); }
 
-std::string KindLabel(const MeshShape& mesh, const std::string& kind) {
-  const size_t space = kind.find(' ');
-  const std::string stream = kind.substr(0, space);
-  std::string axes;
-  for (const MeshAxisFacts& axis : kMeshAxes) {
-    if (axis.stream == stream && mesh.Size(axis.axis) > 1) axes += (axes.empty() ? "" : "/") + std::string(axis.name);
-  }
-  if (axes.empty() || space == std::string::npos) return kind;
-  return axes + kind.substr(space);
-}
-
 double ExposedByKind::Total() const {
   double total = 0;
   for (double s : seconds) total += s;

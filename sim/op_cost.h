@@ -109,10 +109,6 @@ struct ExposedByKind {
 };
 // "tensor all-reduce": the name a (stream, collective) kind has in reports.
 std::string KindName(strategies::Stream stream, CollectiveOp op);
-// A kind's name for people reading about one plan: the stream's word replaced by the plan's axes
-// (of size > 1) that communicate on it, "fsdp all-gather" for a "data all-gather" on a plan
-// without a data axis; "data/fsdp reduce-scatter" when both are there.
-std::string KindLabel(const MeshShape& mesh, const std::string& kind);
 
 // The cost of one layer's work on one micro-batch in one phase.
 struct PhaseCost {

@@ -19,23 +19,8 @@ fi
 mkdir -p "$work"
 rm -rf "$work"/{page.html,validate.json,validate.err,page.dom,console.log,shot.png,control.html,control.log,run,calibrate.out}
 
-fail() {
-  echo "validate_page_test: $*" >&2
-  exit 1
-}
-
-# Headless Chromium with its own profile, console messages on stderr ("INFO:CONSOLE:1] ..." in
-# recent versions, "INFO:CONSOLE(1)] ..." in older ones).
-browse() {
-  timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$work/profile" \
-    --enable-logging=stderr --v=0 "$@"
-}
-console_lines() { grep -E 'CONSOLE[:(]' "$1" || true; }
-
-# The control: an uncaught error must show in the log, or the console check below proves nothing.
-printf '<!DOCTYPE html><html><body><script>undefined_function()</script></body></html>\n' >"$work/control.html"
-browse --dump-dom "file://$work/control.html" >/dev/null 2>"$work/control.log" || fail "chromium failed on the control page: $(tail -n 3 "$work/control.log")"
-console_lines "$work/control.log" | grep -q "Uncaught" || fail "chromium did not report the control page's uncaught error; its log: $(tail -n 3 "$work/control.log")"
+# The console check below proves something only if Chromium reports a control page's error.
+control_page_reports_errors
 
 # A calibrated cluster of this machine: one repeat is enough for a page (about 20 s).
 "$shardsim" calibrate --out "$work/cluster.json" --repeats 1 >"$work/calibrate.out" 2>&1 ||
