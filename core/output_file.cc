@@ -1,0 +1,86 @@
+#include "core/output_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace shardsim {
+namespace {
+
+[[noreturn]] void Fail(const std::string& flag, const std::string& path, int error) {
+  const std::string reason = std::strerror(error);
+  const std::string hint = error == ENOSPC || error == EDQUOT ? "free some space or write elsewhere"
+                                                            : "check that the folder exists and is writable";
+  throw InputError(flag + " " + path, "cannot be written: " + reason, "", hint);
+}
+
+// Writes all of `text` to `fd`; returns 0 or the errno of the failing write.
+int WriteAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+std::string FolderOf(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+}  // namespace
+
+void CheckOutputWritable(const std::string& path, const std::string& flag) {
+  if (path.empty()) throw InputError(flag, "is an empty path", "a file path");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw InputError(flag + " " + path, "is a folder", "a file path", "name a file inside it");
+    if (!S_ISREG(st.st_mode)) {
+      if (::access(path.c_str(), W_OK) != 0) Fail(flag, path, errno);
+      return;
+    }
+  }
+  const std::string folder = FolderOf(path);
+  struct stat folder_st {};
+  if (::stat(folder.c_str(), &folder_st) != 0) Fail(flag, path, errno);
+  if (!S_ISDIR(folder_st.st_mode)) Fail(flag, path, ENOTDIR);
+  if (::access(folder.c_str(), W_OK) != 0) Fail(flag, path, errno);
+}
+
+void WriteOutputFile(const std::string& path, const std::string& text, const std::string& flag) {
+  if (path.empty()) throw InputError(flag, "is an empty path", "a file path");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw InputError(flag + " " + path, "is a folder", "a file path", "name a file inside it");
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A device or pipe: renaming over it would replace it, so write in place.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) Fail(flag, path, errno);
+    const int error = WriteAll(fd, text);
+    if (::close(fd) != 0 && error == 0) Fail(flag, path, errno);
+    if (error != 0) Fail(flag, path, error);
+    return;
+  }
+  std::string temporary = path + ".XXXXXX";
+  const int fd = ::mkstemp(temporary.data());
+  if (fd < 0) Fail(flag, path, errno);
+  int error = WriteAll(fd, text);
+  if (error == 0 && ::fchmod(fd, 0644) != 0) error = errno;
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error == 0 && std::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
+    ::unlink(temporary.c_str());
+    Fail(flag, path, error);
+  }
+}
+
+}  // namespace shardsim

@@ -1,0 +1,22 @@
+// Writing what a command produces (--write-*, --trace, --report, --plot, --out, checkpoints'
+// manifests): one way, so that a failing write never clobbers an existing file and is always
+// reported. A regular file (or a new path) is written to a temporary file in the same folder,
+// synced, and renamed over the target only when complete; a special file (/dev/stdout, a pipe,
+// /dev/full) is written in place and every write is checked.
+#pragma once
+
+#include <string>
+
+namespace shardsim {
+
+// Writes `text` to `path`. Throws InputError naming `flag` and `path` ("--trace out.json:
+// cannot be written: No space left on device") when any step fails; the temporary file is then
+// removed and an existing `path` is left as it was.
+void WriteOutputFile(const std::string& path, const std::string& text, const std::string& flag);
+
+// Throws InputError naming `flag` and `path` when `path` could not be written later (its folder
+// is missing or not writable, or it is a folder), without creating or changing anything. For
+// checking an output before a long computation.
+void CheckOutputWritable(const std::string& path, const std::string& flag);
+
+}  // namespace shardsim
