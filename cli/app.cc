@@ -176,7 +176,11 @@ int Run(int argc, char** argv) {
   run_cmd->add_option("--lr", run.lr, "AdamW learning rate (default 1e-3)");
   run_cmd->add_option("--corpus", run.corpus, "train on this text file instead of the shipped corpus");
   run_cmd->add_option("--checkpoint", run.checkpoint, "write a sharded checkpoint into this folder after the last step");
+  run_cmd->add_option("--checkpoint-every", run.checkpoint_every, "... and every N steps, each save replacing the last only once complete")
+      ->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--resume", run.resume, "continue from the checkpoint in this folder (same model and plan)");
+  run_cmd->add_flag("--many-ranks", run.many_ranks, "allow more than 16 ranks per core of this machine");
+  run_cmd->add_flag("--skip-memory-check", run.skip_memory_check, "launch even when the plan's memory exceeds what this machine has free");
   run_cmd->add_option("--timeout", run.timeout_s, "seconds one receive or collective may wait before the job aborts naming the rank and op (default 600)")
       ->check(PositiveUpTo(kMaxRunTimeoutS, " s"));
   CalibrateOptions calibrate;

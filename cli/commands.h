@@ -82,10 +82,13 @@ struct RunOptions : Inputs {
   int64_t steps = 10;
   std::string hostfile;  // MPI hostfile: ranks across machines
   std::string trace;     // Chrome trace of every rank's ops
-  uint64_t seed = 1234;
+  int64_t seed = 1234;
   double lr = 1e-3;
   std::string corpus;    // a text file instead of the shipped corpus
   std::string checkpoint;  // write a sharded checkpoint here after the last step
+  int64_t checkpoint_every = 0;  // ... and every N steps (0: only after the last)
+  bool many_ranks = false;         // allow more than kMaxRanksPerCore ranks per core here
+  bool skip_memory_check = false;  // launch even when the plan's memory exceeds what is free
   std::string resume;      // continue from the checkpoint in this folder
   double timeout_s = 0;    // shardsim-runtime train --timeout: longest wait on one receive or collective (0: its default, 600 s)
   bool progress = false;   // with --json: the runtime's step lines on stderr (when it is a terminal)

@@ -6,13 +6,17 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "cli/mpirun_output.h"
+#include "cli/watched_process.h"
 #include "core/error.h"
+#include "core/rank_status.h"
 
 namespace shardsim::cli {
 namespace {
@@ -79,8 +83,13 @@ int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, c
   }
   const std::string mpirun = FindOnPath("mpirun");
   if (mpirun.empty()) throw InputError("mpirun", "is not on PATH", "", "install OpenMPI: apt-get install openmpi-bin");
-  std::vector<std::string> args = {mpirun, "--quiet", "-n", std::to_string(ranks)};
+  std::vector<std::string> args = {mpirun, "-n", std::to_string(ranks)};
   if (!hostfile.empty()) {
+    const int64_t slots = ReadHostfile(hostfile).TotalSlots();
+    if (ranks > slots) {
+      throw InputError("--hostfile " + hostfile, "has " + std::to_string(slots) + " slots for " + std::to_string(ranks) + " ranks",
+                       "at least one slot per rank", "add hosts or slots, or shrink the mesh");
+    }
     args.insert(args.end(), {"--hostfile", hostfile});
   } else if (ranks > static_cast<int64_t>(std::thread::hardware_concurrency())) {
     args.push_back("--oversubscribe");  // more ranks than cores here: they time-share
@@ -92,27 +101,35 @@ int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, c
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   }
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  std::cout.flush();
-  const pid_t child = fork();
-  if (child < 0) throw InputError("mpirun", "cannot be started (fork failed)");
-  if (child == 0) {
-    if (!stdout_path.empty()) {
-      const int fd = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0) _exit(126);
-      close(fd);
-    }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    std::perror("shardsim: exec mpirun");
-    _exit(127);
+  // The ranks on this machine post what they are doing here, so a dead one can be named with its op.
+  std::string status_folder = (std::filesystem::temp_directory_path() / "shardsim-job-XXXXXX").string();
+  if (!mkdtemp(status_folder.data())) status_folder.clear();
+  setenv(kRankStatusFolderVariable, status_folder.c_str(), 1);
+  MpirunOutput output;
+  const WatchedEnd end = RunWatched(args, stdout_path, [&](const std::string& line) {
+    if (output.Take(line)) std::cerr << line << std::endl;
+  });
+  const MpirunNews& news = output.Finish();
+  const int blamed = news.BlamedRank();
+  const std::string doing = blamed >= 0 && !status_folder.empty() ? ReadRankStatus(status_folder, blamed) : "";
+  if (!status_folder.empty()) std::filesystem::remove_all(status_folder, ec);
+  unsetenv(kRankStatusFolderVariable);
+  if (end.forwarded) {
+    std::cerr << "shardsim: stopped by signal " << end.forwarded << " (" << strsignal(end.forwarded) << "): mpirun and its ranks "
+              << (end.escalated ? "were killed " + std::to_string(kGraceSeconds) + " s later" : "ended") << "\n";
+    return 128 + end.forwarded;
   }
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  std::cerr << "shardsim: error: mpirun ended by signal " << WTERMSIG(status) << "\n";
-  return 1;
+  if (end.killed_by) {
+    std::cerr << "shardsim: error: mpirun was killed by signal " << end.killed_by << " (" << strsignal(end.killed_by) << ")\n";
+    return 128 + end.killed_by;
+  }
+  if (end.exit_code == 0) return 0;
+  const std::string line = FailureLine(news, end.exit_code, doing);
+  if (!line.empty()) std::cerr << "shardsim: error: " << line << "\n";
+  // Bad input the ranks agreed on keeps its status 2; a job that could not start or failed while
+  // running (a rank died, aborted or timed out) is 4.
+  const bool input_error = news.runtime_error && news.aborted_rank < 0 && news.killed_rank < 0;
+  return input_error ? 2 : 4;
 }
 
 }  // namespace shardsim::cli

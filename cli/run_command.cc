@@ -5,6 +5,9 @@
 
 #include "cli/commands.h"
 #include "cli/mpi_launch.h"
+#include "cli/run_limits.h"
+#include "core/output_file.h"
+#include "core/train_settings.h"
 #include "strategies/plan_rules.h"
 #include "core/error.h"
 #include "core/inputs.h"
@@ -27,6 +30,8 @@ int RunRun(const RunOptions& o, std::ostream& out) {
     throw InputError("run", "needs --model and --plan", "", "e.g. shardsim run --model tiny-dense --plan examples/tiny-dense-data2.plan.json");
   }
   if (o.steps < 1) throw InputError("--steps", std::to_string(o.steps), "1 or more");
+  CheckLearningRate(o.lr, "--lr");
+  CheckSeed(o.seed, "--seed");
   if (o.timeout_s != 0 && !(o.timeout_s > 0 && o.timeout_s <= kMaxRunTimeoutS)) {
     throw InputError("--timeout", FullPrecision(o.timeout_s) + " is not a timeout", "seconds in (0, " + FullPrecision(kMaxRunTimeoutS) + "]");
   }
@@ -34,6 +39,9 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   const PlanSpec plan = LoadPlan(o.plan, o.overrides);
   const int64_t ranks = plan.mesh.Product();
   strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", PlanSource(o.plan, o.overrides) + ":");
+  CheckRunFitsThisMachine(model, plan, ranks, {.hostfile = !o.hostfile.empty(), .many_ranks = o.many_ranks, .skip_memory = o.skip_memory_check});
+  // Outputs are checked now, not after training.
+  if (!o.trace.empty()) CheckOutputWritable(o.trace, "--trace");
   std::vector<std::string> args;
   args.insert(args.end(), {"train", "--model", o.model, "--steps", std::to_string(o.steps), "--seed", std::to_string(o.seed),
                            "--lr", FullPrecision(o.lr)});
@@ -41,6 +49,7 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   for (const std::string& s : o.overrides) args.insert(args.end(), {"--set", s});
   if (!o.corpus.empty()) args.insert(args.end(), {"--corpus", o.corpus});
   if (!o.checkpoint.empty()) args.insert(args.end(), {"--checkpoint", o.checkpoint});
+  if (o.checkpoint_every > 0) args.insert(args.end(), {"--checkpoint-every", std::to_string(o.checkpoint_every)});
   if (!o.trace.empty()) args.insert(args.end(), {"--trace", o.trace});
   if (!o.resume.empty()) args.insert(args.end(), {"--resume", o.resume});
   if (o.timeout_s != 0) args.insert(args.end(), {"--timeout", FullPrecision(o.timeout_s)});

@@ -17,7 +17,7 @@ void CheckMpi(int code, MPI_Comm comm, const std::string& what) {
   MPI_Error_string(code, text, &length);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "shardsim-runtime: rank %d: MPI error in %s: %.*s\n", rank, what.c_str(), length, text);
+  std::fprintf(stderr, "shardsim-runtime: error: rank %d: MPI error in %s: %.*s\n", rank, what.c_str(), length, text);
   MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, 3);
 }
 
@@ -91,7 +91,7 @@ void MeshComms::Wait(MPI_Request* request, const std::string& what) {
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));  // let oversubscribed ranks run
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s_) {
-      std::fprintf(stderr, "shardsim-runtime: rank %d: timed out after %g s waiting for %s (a rank died or the schedule deadlocks)\n", rank_,
+      std::fprintf(stderr, "shardsim-runtime: error: rank %d: timed out after %g s waiting for %s (a rank it waits on is stopped, dead or stuck; raise --timeout if it is only slow)\n", rank_,
                    timeout_s_, what.c_str());
       std::fflush(stderr);
       MPI_Abort(world_, 4);

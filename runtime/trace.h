@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/rank_status.h"
+
 namespace shardsim::runtime {
 
 struct TraceEvent {
@@ -47,8 +49,16 @@ class Tracer {
     static const std::string kNone;
     return open_.empty() ? kNone : open_.back();
   }
-  void Open(const std::string& key) { open_.push_back(key); }
-  void Close() { open_.pop_back(); }
+  void Open(const std::string& key) {
+    open_.push_back(key);
+    if (status_) status_->SetOp(step_, key);
+  }
+  void Close() {
+    open_.pop_back();
+    if (status_ && !open_.empty()) status_->SetOp(step_, open_.back());
+  }
+  // Where the op in progress is posted for the launcher (rank_status.h); null: nowhere.
+  void set_status(RankStatus* status) { status_ = status; }
   void set_enabled(bool enabled) { enabled_ = enabled; }
   // The step the following events belong to.
   void set_step(int64_t step) { step_ = step; }
@@ -62,6 +72,7 @@ class Tracer {
   std::map<std::string, double> totals_;
   std::vector<std::string> open_;  // keys of the spans open now, innermost last
   int64_t step_ = 0;
+  RankStatus* status_ = nullptr;
 };
 
 // Times [construction, destruction) into the tracer's category totals, and records it as one

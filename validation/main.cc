@@ -8,8 +8,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
 
 #include "core/error.h"
+#include "core/rank_status.h"
 #include "runtime/gemm.h"
 #include "runtime/train_command.h"
 #include "validation/calibrate.h"
@@ -50,6 +54,16 @@ CLI::App* AddRingAttentionCommand(CLI::App& app, validation::RingAttentionBenchO
   return cmd;
 }
 
+// A failure only this rank sees (it cannot allocate, a system call fails): the other ranks may
+// be waiting on it, so the whole job is stopped now, this rank and what it was doing named.
+[[noreturn]] void AbortJob(int rank, const shardsim::RankStatus& status, const std::string& what) {
+  const std::string doing = status.Text();
+  std::fprintf(stderr, "shardsim-runtime: error: rank %d: %s%s\n", rank, what.c_str(), doing.empty() ? "" : (" (during " + doing + ")").c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,6 +71,9 @@ int main(int argc, char** argv) {
   runtime::UseOneBlasThread();
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const char* status_folder = std::getenv(shardsim::kRankStatusFolderVariable);
+  shardsim::RankStatus status(status_folder ? status_folder : "", rank);
+  status.SetPhase("start-up");
   CLI::App app{"shardsim-runtime: train a small transformer with a plan on MPI ranks"};
   app.require_subcommand(1);
   runtime::TrainCommandOptions train;
@@ -80,13 +97,25 @@ int main(int argc, char** argv) {
     } else {
       code = runtime::RunTrainCommand(train);
     }
+  } catch (const CLI::CallForHelp&) {
+    if (rank == 0) std::printf("%s", app.help().c_str());
+  } catch (const CLI::CallForAllHelp&) {
+    if (rank == 0) std::printf("%s", app.help("", CLI::AppFormatMode::All).c_str());
   } catch (const CLI::ParseError& e) {
-    code = rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-    if (code != 0) code = 2;
+    // Every rank parses the same arguments: rank 0 speaks for all, in shardsim's one-line form.
+    if (rank == 0) std::fprintf(stderr, "shardsim-runtime: error: %s (run 'shardsim-runtime train --help')\n", e.what());
+    code = 2;
   } catch (const shardsim::InputError& e) {
+    // The runtime raises InputError only where every rank sees the same problem (the inputs, or a
+    // failure the ranks have agreed on), so rank 0 speaks for all and every rank ends normally.
     if (rank == 0) std::fprintf(stderr, "shardsim-runtime: error: %s\n", e.what());
     code = 2;
+  } catch (const std::bad_alloc&) {
+    AbortJob(rank, status, "cannot allocate memory (the plan needs more than this machine has free; see shardsim estimate's memory per device)");
+  } catch (const std::exception& e) {
+    AbortJob(rank, status, e.what());
   }
+  status.SetPhase(code == 0 ? "finished" : "ended with an error");
   MPI_Finalize();
   return code;
 }
