@@ -128,7 +128,9 @@ int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, c
   if (!line.empty()) std::cerr << "shardsim: error: " << line << "\n";
   // Bad input the ranks agreed on keeps its status 2; a job that could not start or failed while
   // running (a rank died, aborted or timed out) is 4.
-  const bool input_error = news.runtime_error && news.aborted_rank < 0 && news.killed_rank < 0;
+  // (mpirun passes on the ranks' status: 2 when they all ended on bad input, the abort code else;
+  // its banners are not reliable enough to tell, as it may fail to print them while aborting.)
+  const bool input_error = news.runtime_error && end.exit_code == 2 && news.killed_rank < 0;
   return input_error ? 2 : 4;
 }
 
