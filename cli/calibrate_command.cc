@@ -1,11 +1,12 @@
 // `shardsim calibrate`: measures the machines it runs on (this one, or a hostfile's hosts) with
 // shardsim-runtime calibrate under mpirun, one rank per core, and writes a cluster JSON.
-#include <fstream>
+#include <algorithm>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/mpi_launch.h"
 #include "core/error.h"
+#include "core/output_file.h"
 
 namespace shardsim::cli {
 
@@ -30,7 +31,9 @@ CalibrationJob CalibrationJobFor(const std::string& hostfile) {
 int RunCalibrate(const CalibrateOptions& o, std::ostream& out) {
   if (o.repeats < 1 || o.repeats > 20) throw InputError("--repeats", std::to_string(o.repeats), "1 to 20");
   const CalibrationJob job = CalibrationJobFor(o.hostfile);
-  if (!std::ofstream(o.out, std::ios::app)) throw InputError("--out " + o.out, "cannot be written", "a writable file path", "check that the folder exists");
+  // Checked before the measurement, without creating the file: shardsim-runtime writes it at the
+  // end (core/output_file.h), so a failed calibration leaves no empty or partial cluster JSON.
+  CheckOutputWritable(o.out, "--out");
   std::vector<std::string> args = {"calibrate", "--out", o.out, "--hosts", std::to_string(job.hosts), "--repeats", std::to_string(o.repeats)};
   if (o.json) args.push_back("--json");
   out.flush();

@@ -1,7 +1,8 @@
 // `shardsim describe`: what a model, a cluster and (optionally) a plan amount to: parameters,
 // FLOPs per token, devices, peaks, memory and links, each with its source.
-#include <fstream>
+#include <cstdio>
 #include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "core/inputs.h"
 #include "core/model_json.h"
 #include "core/model_presets.h"
+#include "core/output_file.h"
 #include "core/plan_json.h"
 #include "core/mesh.h"
 #include "core/units.h"
@@ -26,13 +28,6 @@ using nlohmann::json;
 constexpr const char* kFlopsConvention =
     "2 FLOPs per multiply-add; matmul = 2 x active matmul parameters (output head included); attention = 2*S*H*(Kqk+Kv) per "
     "layer over the full context (PaLM, no causal halving); training = 3 x forward, recomputation excluded";
-
-void WriteJsonFile(const std::string& path, const json& value, const std::string& flag) {
-  std::ofstream file(path);
-  if (!file) throw InputError(flag + " " + path, "cannot be written", "", "check the folder exists and is writable");
-  file << value.dump(2) << "\n";
-  if (!file) throw InputError(flag + " " + path, "write failed", "", "check free space");
-}
 
 std::string D(double v) { return FormatCount(v); }
 
@@ -234,9 +229,15 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
   if (!model && !o.write_model.empty()) throw InputError("--write-model", "needs --model", "", "add --model M");
   if (!cluster && !o.write_cluster.empty()) throw InputError("--write-cluster", "needs --cluster", "", "add --cluster C");
   if (!plan && !o.write_plan.empty()) throw InputError("--write-plan", "needs --plan or --set", "", "add --plan P");
-  if (model && !o.write_model.empty()) WriteJsonFile(o.write_model, ModelToJson(*model), "--write-model");
-  if (cluster && !o.write_cluster.empty()) WriteJsonFile(o.write_cluster, ClusterToJson(*cluster), "--write-cluster");
-  if (plan && !o.write_plan.empty()) WriteJsonFile(o.write_plan, PlanToJson(*plan), "--write-plan");
+  // Every output is checked before any is written, so a bad one leaves the others unwritten too.
+  const std::pair<const std::string&, const char*> outputs[] = {
+      {o.write_model, "--write-model"}, {o.write_cluster, "--write-cluster"}, {o.write_plan, "--write-plan"}};
+  for (const auto& [path, flag] : outputs) {
+    if (!path.empty()) CheckOutputWritable(path, flag);
+  }
+  if (model && !o.write_model.empty()) WriteOutputFile(o.write_model, ModelToJson(*model).dump(2) + "\n", "--write-model");
+  if (cluster && !o.write_cluster.empty()) WriteOutputFile(o.write_cluster, ClusterToJson(*cluster).dump(2) + "\n", "--write-cluster");
+  if (plan && !o.write_plan.empty()) WriteOutputFile(o.write_plan, PlanToJson(*plan).dump(2) + "\n", "--write-plan");
 
   if (o.json) {
     json j = json::object();

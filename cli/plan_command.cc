@@ -1,8 +1,6 @@
 // `shardsim plan`: the best ways to shard a model on a cluster within the user's constraints and
 // framework, why they win, the runner-up of each other family of parallelism with why it lost,
 // and, when nothing fits, how far off the nearest plans are and how many devices would do.
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -13,6 +11,7 @@
 #include "cli/plan_output.h"
 #include "core/error.h"
 #include "core/inputs.h"
+#include "core/output_file.h"
 #include "core/units.h"
 #include "planner/pareto_plot.h"
 
@@ -48,25 +47,6 @@ void ResolveBatch(const PlanOptions& o, const planner::PlanConstraints& fixed, i
   }
 }
 
-// Writes `text` to `path` through a temporary file renamed over it, so a failure leaves any
-// existing file as it was.
-void WriteFile(const std::string& path, const std::string& text, const std::string& flag) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary);
-    file << text;
-    file.flush();
-    if (!file) {
-      std::remove(temporary.c_str());
-      throw InputError(flag + " " + path, "cannot be written", "", "check the folder exists, is writable and has space");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw InputError(flag + " " + path, "cannot be written", "", "check the folder exists and is writable");
-  }
-}
-
 }  // namespace
 
 int RunPlan(const PlanOptions& o, std::ostream& out) {
@@ -96,6 +76,9 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     f.target = planner::ParseExportTarget(std::string(planner::FrameworkName(*f.framework)), "--framework");  // the framework's own export
   }
   if (f.target) f.export_name = o.exporter.empty() ? std::string(planner::FrameworkName(*f.framework)) : o.exporter;
+
+  // The search can take a while: a --plot that cannot be written is reported before it.
+  if (!o.plot.empty()) CheckOutputWritable(o.plot, "--plot");
 
   planner::SearchOptions options;
   options.global_batch_tokens = f.tokens_per_step;
@@ -135,9 +118,9 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     }
   } else {
     if (!o.plot.empty()) {
-      WriteFile(o.plot, planner::ParetoSvg(f.result.pareto, static_cast<double>(cluster.chip.hbm_bytes),
-                                           model.name + " on " + cluster.name + ": tokens/s against memory per device"),
-                "--plot");
+      WriteOutputFile(o.plot, planner::ParetoSvg(f.result.pareto, static_cast<double>(cluster.chip.hbm_bytes),
+                                                 model.name + " on " + cluster.name + ": tokens/s against memory per device"),
+                      "--plot");
     }
     if (o.refine > 0) f.refinement = Refine(model, cluster, f.result.best, static_cast<size_t>(o.refine), o.progress);
   }

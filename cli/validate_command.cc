@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <optional>
-#include <fstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +16,7 @@
 #include "core/error.h"
 #include "core/inputs.h"
 #include "core/json_input.h"
+#include "core/output_file.h"
 #include "core/plan_json.h"
 #include "sim/simulate.h"
 #include "strategies/build_step.h"
@@ -107,6 +107,8 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
                        "at least as many slots as the mesh has devices", "add hosts or slots, or shrink the mesh");
     }
   }
+  // The report is written after minutes of calibration and running: check it can be, first.
+  if (!o.report.empty()) CheckOutputWritable(o.report, "--report");
   // A given cluster is checked before anything is made or launched.
   const std::optional<ClusterSpec> given = o.cluster.empty() ? std::nullopt : std::optional<ClusterSpec>(LoadCalibrated(o.cluster));
   WorkFolder work{WorkDir(o.keep), !o.keep.empty()};

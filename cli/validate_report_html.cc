@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -14,7 +13,7 @@
 #include "cli/svg_bars.h"
 #include "cli/validate_text.h"
 #include "cli/validate_timeline_svg.h"
-#include "core/error.h"
+#include "core/output_file.h"
 #include "core/units.h"
 
 namespace shardsim::cli {
@@ -351,14 +350,7 @@ void WriteValidateReport(const std::string& path, const ValidateContext& c,
   html << OpsSection(r);
   html << MemorySection(c, r);
   html << "</body>\n</html>\n";
-  std::ofstream file(path, std::ios::binary);
-  if (!file)
-    throw InputError("--report", "cannot open '" + path + "' for writing", "",
-                     "check that the folder exists and is writable");
-  file << html.str();
-  if (!file)
-    throw InputError("--report", "could not write all of '" + path + "'", "",
-                     "check the free space");
+  WriteOutputFile(path, html.str(), "--report");
 }
 
 }  // namespace shardsim::cli

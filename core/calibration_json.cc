@@ -58,10 +58,19 @@ json CalibrationToJson(const CalibrationSpec& c) {
 CalibrationSpec CalibrationFromJson(JsonReader& r) {
   CalibrationSpec c;
   c.dtype = r.String("dtype");
+  // An empty dtype marks "no calibration" (CalibrationSpec::empty): every table would be ignored.
+  if (c.dtype.empty()) r.Fail("dtype", "is empty", "the dtype the rates were measured in, e.g. \"fp32\"");
   if (auto gemm = r.Object("gemm")) {
-    c.gemm.m = gemm->IntList("m", 1, int64_t{1} << 30);
-    c.gemm.n = gemm->IntList("n", 1, int64_t{1} << 30);
-    c.gemm.k = gemm->IntList("k", 1, int64_t{1} << 30);
+    // A bound on each axis keeps the grid's size, their product, exact.
+    constexpr size_t kMaxGridSizes = 1024;
+    const auto axis = [&](const char* key) {
+      std::vector<int64_t> sizes = gemm->IntList(key, 1, int64_t{1} << 30);
+      if (sizes.size() > kMaxGridSizes) gemm->Fail(key, std::to_string(sizes.size()) + " sizes", "at most 1024 sizes per axis");
+      return sizes;
+    };
+    c.gemm.m = axis("m");
+    c.gemm.n = axis("n");
+    c.gemm.k = axis("k");
     const json& rates = gemm->Raw("flop_per_s");
     if (!rates.is_array()) gemm->Fail("flop_per_s", "expected an array of FLOP/s", "one rate per (m, n, k), m outermost");
     for (size_t i = 0; i < rates.size(); ++i) {

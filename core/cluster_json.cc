@@ -117,7 +117,9 @@ std::map<std::string, LinkSpec> LinksFromJson(JsonReader& r) {
     bool valid = false;
     for (const std::string& c : LinkClasses()) valid = valid || c == name;
     if (!valid) classes->Fail(name, "unknown link class '" + name + "'", "ici, dcn, nvlink, infiniband, shm, tcp");
-    JsonReader l = *classes->Object(name);
+    auto link = classes->Object(name);
+    if (!link) classes->Fail(name, "expected an object, got null", "{\"bandwidth_bytes_per_s\": ..., \"latency_s\": ..., \"links_per_device\": ..., \"efficiency\": ...}");
+    JsonReader& l = *link;
     LinkSpec s;
     s.bandwidth_bytes_per_s = l.Number("bandwidth_bytes_per_s", 1, kMaxRate);
     s.latency_s = l.Number("latency_s", 0, 1);

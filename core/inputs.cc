@@ -16,8 +16,14 @@
 namespace shardsim {
 namespace {
 
+// The error_code form: a name too long for the file system is "not there", not an exception.
+bool Exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
 bool LooksLikePath(const std::string& arg) {
-  return arg.find('/') != std::string::npos || arg.find('.') != std::string::npos || std::filesystem::exists(arg);
+  return arg.find('/') != std::string::npos || arg.find('.') != std::string::npos || Exists(arg);
 }
 
 // The name an imported HF config gets: its "_name_or_path", else the folder that holds a
@@ -25,11 +31,13 @@ bool LooksLikePath(const std::string& arg) {
 std::string HfModelName(const nlohmann::json& config, const std::string& path) {
   const auto it = config.find("_name_or_path");
   if (it != config.end() && it->is_string() && !it->get<std::string>().empty()) return it->get<std::string>();
-  const std::filesystem::path p = std::filesystem::absolute(path);
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) p = path;
   if (p.filename() == "config.json" && p.has_parent_path() && !p.parent_path().filename().empty()) {
     return p.parent_path().filename().string();
   }
-  return p.stem().string();
+  return p.stem().empty() ? path : p.stem().string();
 }
 
 }  // namespace
@@ -50,7 +58,7 @@ ModelSpec LoadModel(const std::string& arg) {
 ClusterSpec LoadCluster(const std::string& arg) {
   if (arg.empty()) throw InputError("--cluster", "is empty", "a preset such as dgx-h100:64 or a cluster JSON file");
   if (LooksLikeClusterPreset(arg)) return ParseClusterPreset(arg, "--cluster " + arg);
-  if (std::filesystem::exists(arg) || arg.find('/') != std::string::npos || arg.ends_with(".json")) {
+  if (Exists(arg) || arg.find('/') != std::string::npos || arg.ends_with(".json")) {
     return ClusterFromJson(ReadJsonFile(arg), arg);
   }
   return ParseClusterPreset(arg, "--cluster " + arg);  // not a file: report it as an unknown preset

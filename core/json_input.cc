@@ -1,9 +1,11 @@
 #include "core/json_input.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -37,12 +39,152 @@ std::string ShortValue(const json& value) {
   return text;
 }
 
+// Input bytes in messages: printable ASCII as is, anything else as \xHH, so that a message stays
+// one line of valid text whatever the file held.
+std::string Printable(const std::string& bytes) {
+  std::string out;
+  for (const unsigned char c : bytes) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// Spec files are a few levels deep. The limit keeps every later recursive walk of a value (dump,
+// copy, compare) far from the stack's end, whatever the file holds.
+constexpr size_t kMaxJsonDepth = 64;
+
+// Byte offset of the bracket that first opens nesting level `level` (1 = the outermost), outside
+// strings; text.size() when none does.
+size_t OffsetOfLevel(const std::string& text, size_t level) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth == level) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return text.size();
+}
+
+// Builds the value as nlohmann's own parser does, and keeps what its errors lack: the JSON
+// pointer of the value being read (its number-overflow error has no position), a nesting limit,
+// and duplicate keys (which nlohmann would silently resolve to the last one).
+class DomBuilder : public json::json_sax_t {
+ public:
+  struct Failure {
+    enum Kind { kSyntax, kNumberOutOfRange, kTooDeep, kDuplicateKey } kind = kSyntax;
+    size_t position = 0;   // bytes read when the parser stopped (syntax and number errors)
+    std::string token;     // the offending literal, or the duplicate key
+    std::string message;   // nlohmann's message
+    std::string pointer;   // where in the document ("/mesh/tensor")
+  };
+
+  bool null() override { return Add(json(nullptr)); }
+  bool boolean(bool value) override { return Add(json(value)); }
+  bool number_integer(number_integer_t value) override { return Add(json(value)); }
+  bool number_unsigned(number_unsigned_t value) override { return Add(json(value)); }
+  bool number_float(number_float_t value, const string_t&) override { return Add(json(value)); }
+  bool string(string_t& value) override { return Add(json(std::move(value))); }
+  bool binary(binary_t& value) override { return Add(json::binary(std::move(value))); }  // never from JSON text
+  bool start_object(std::size_t) override { return Open(json::object()); }
+  bool start_array(std::size_t) override { return Open(json::array()); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& key) override {
+    key_ = std::move(key);
+    if (open_.back()->contains(key_)) return Fail(Failure::kDuplicateKey, 0, key_, "");
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string& token, const json::exception& e) override {
+    return Fail(e.id == 406 ? Failure::kNumberOutOfRange : Failure::kSyntax, position, token, e.what());
+  }
+
+  json TakeRoot() { return std::move(root_); }
+  const Failure& failure() const { return failure_; }
+
+ private:
+  // The pointer of the value the parser reads next: the open containers' tokens and its own.
+  std::string NextPointer() const {
+    std::string pointer;
+    for (const std::string& token : path_) pointer += "/" + token;
+    if (!open_.empty()) pointer += "/" + NextToken();
+    return pointer;
+  }
+  std::string NextToken() const {
+    if (open_.back()->is_array()) return std::to_string(open_.back()->size());
+    std::string token;  // RFC 6901 escapes
+    for (const char c : key_) token += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+    return token;
+  }
+
+  bool Fail(Failure::Kind kind, size_t position, const std::string& token, const std::string& message) {
+    failure_ = {kind, position, token, message, NextPointer()};
+    return false;
+  }
+
+  // Places `value` in the open container (or as the root) and returns where it now lives.
+  json* Place(json&& value) {
+    if (open_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    json& parent = *open_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(value));
+      return &parent.back();
+    }
+    return &(parent[key_] = std::move(value));
+  }
+  bool Add(json&& value) {
+    Place(std::move(value));
+    return true;
+  }
+  bool Open(json&& container) {
+    if (open_.size() >= kMaxJsonDepth) return Fail(Failure::kTooDeep, 0, "", "");
+    std::string token = open_.empty() ? "" : NextToken();
+    open_.push_back(Place(std::move(container)));
+    if (open_.size() > 1) path_.push_back(std::move(token));
+    return true;
+  }
+  bool Close() {
+    if (open_.size() > 1) path_.pop_back();
+    open_.pop_back();
+    return true;
+  }
+
+  json root_;
+  std::vector<json*> open_;        // the containers being filled, outermost first
+  std::vector<std::string> path_;  // the pointer tokens of open_[1..]
+  std::string key_;                // the key of the object's next value
+  Failure failure_;
+};
+
 }  // namespace
 
 std::string ReadTextFile(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    throw InputError(path, "cannot be read: " + ec.message(), "", "check the path and its folders' permissions");
+  }
   if (ec || !fs::exists(status)) {
     throw InputError(path, "file not found", "", "give a preset name or the path of an existing file");
   }
@@ -70,19 +212,40 @@ std::string ReadTextFile(const std::string& path) {
 }
 
 json ParseJsonText(const std::string& text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann reports the byte just past the offending token; step back onto it.
-    const size_t offset = e.byte > 0 ? e.byte - 1 : 0;
-    const auto [line, column] = LineColumn(text, offset);
-    std::string reason = e.what();
-    // Keep nlohmann's explanation, drop its "[json.exception.parse_error.101] parse error at..."
-    const size_t colon = reason.find(": ", reason.find("parse error"));
-    if (colon != std::string::npos) reason = reason.substr(colon + 2);
-    throw InputError(source + ":" + std::to_string(line) + ":" + std::to_string(column),
-                     "malformed JSON: " + reason, "", "fix the JSON syntax at that position");
+  DomBuilder builder;
+  if (json::sax_parse(text, &builder)) return builder.TakeRoot();
+  const DomBuilder::Failure& f = builder.failure();
+  const std::string at = f.pointer.empty() ? "/" : f.pointer;
+  switch (f.kind) {
+    case DomBuilder::Failure::kTooDeep: {
+      const auto [line, column] = LineColumn(text, OffsetOfLevel(text, kMaxJsonDepth + 1));
+      throw InputError(source + ":" + std::to_string(line) + ":" + std::to_string(column),
+                       "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at " + at + ")",
+                       "at most " + std::to_string(kMaxJsonDepth) + " levels of objects and arrays", "spec files are a few levels deep; check the brackets");
+    }
+    case DomBuilder::Failure::kDuplicateKey:
+      throw InputError(source + ":" + at, "key '" + Printable(f.token) + "' appears twice in the same object", "each key once",
+                       "remove one of them");
+    case DomBuilder::Failure::kNumberOutOfRange: {
+      // The parser stops just past the literal: step back onto its first byte.
+      const size_t found = text.rfind(f.token, f.position);
+      const auto [line, column] = LineColumn(text, found == std::string::npos ? f.position : found);
+      std::string literal = Printable(f.token);
+      if (literal.size() > 40) literal = literal.substr(0, 37) + "...";
+      throw InputError(source + ":" + at,
+                       "number " + literal + " (line " + std::to_string(line) + ", column " + std::to_string(column) + ") is out of range",
+                       "a finite number, at most about 1.8e308 in magnitude", "check the value for a typo");
+    }
+    case DomBuilder::Failure::kSyntax: break;
   }
+  // nlohmann reports the byte just past the offending token; step back onto it.
+  const auto [line, column] = LineColumn(text, f.position > 0 ? f.position - 1 : 0);
+  // Keep nlohmann's explanation, drop its "[json.exception.parse_error.101] parse error at..."
+  std::string reason = f.message;
+  const size_t colon = reason.find(": ", reason.find("parse error"));
+  if (colon != std::string::npos) reason = reason.substr(colon + 2);
+  throw InputError(source + ":" + std::to_string(line) + ":" + std::to_string(column), "malformed JSON: " + Printable(reason), "",
+                   "fix the JSON syntax at that position");
 }
 
 json ReadJsonFile(const std::string& path) { return ParseJsonText(ReadTextFile(path), path); }

@@ -59,6 +59,13 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   if (!mesh) r.Fail("mesh", "missing required key 'mesh'", "an object of axis sizes, e.g. {\"data\": 8, \"tensor\": 8}");
   for (const std::string& axis : MeshAxisNames()) p.mesh.Size(axis) = mesh->IntOr(axis, 1, 1, kMaxAxis);
   mesh->Finish();
+  // The axes multiply into the device count: no cluster has more than 2^24 devices
+  // (ValidateCluster), and a larger product would overflow the counts derived from it.
+  const int64_t devices = p.mesh.Product();
+  if (devices < 0 || devices > kMaxAxis) {
+    r.Fail("mesh", "mesh " + DescribeMesh(p.mesh) + " has more than " + std::to_string(kMaxAxis) + " devices",
+           "axis sizes whose product is at most " + std::to_string(kMaxAxis), "check the axis sizes for a typo");
+  }
   if (r.Has("mesh_order")) p.mesh_order = r.StringList("mesh_order");
   p.global_batch_size = r.Int("global_batch_size", 1, kMaxBatch);
   p.seq_len = r.Int("seq_len", 1, kMaxSeq);
@@ -128,8 +135,11 @@ void ApplyPlanOverride(json& plan, const std::string& assignment) {
   if (key == "mesh_order") {
     value = Split(text, ',');
   } else {
-    value = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded()) value = text;  // a bare word such as 1f1b or selective
+    try {
+      value = ParseJsonText(text, where);  // bounded like a file: no deep nesting, no 1e999
+    } catch (const InputError&) {
+      value = text;  // a bare word such as 1f1b or selective
+    }
   }
   if (!plan.is_object()) plan = json::object();
   const size_t dot = key.find('.');

@@ -10,12 +10,14 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/cluster_json.h"
 #include "core/error.h"
 #include "core/inputs.h"
+#include "core/output_file.h"
 #include "runtime/gemm.h"
 #include "validation/calibrate_comm.h"
 #include "validation/calibrate_compute.h"
@@ -237,10 +239,17 @@ int RunCalibrate(const CalibrateOptions& o) {
   if (o.repeats < 1) throw InputError("--repeats", std::to_string(o.repeats), "1 or more");
   // Rank 0 checks that it can write the result; every rank learns the answer, so all stop
   // together rather than the others waiting in a barrier for rank 0.
-  int writable = 1;
-  if (rank == 0) writable = std::ofstream(o.out, std::ios::app) ? 1 : 0;
+  std::optional<InputError> unwritable;
+  if (rank == 0) {
+    try {
+      CheckOutputWritable(o.out, "--out");
+    } catch (const InputError& e) {
+      unwritable = e;
+    }
+  }
+  int writable = unwritable ? 0 : 1;
   MPI_Bcast(&writable, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!writable) throw InputError("--out " + o.out, "cannot be written", "a writable file path", "check that the folder exists");
+  if (!writable) throw unwritable ? *unwritable : InputError("--out " + o.out, "cannot be written");
   const auto start = std::chrono::steady_clock::now();
   std::vector<Measurement> runs;
   for (int64_t r = 0; r < o.repeats; ++r) runs.push_back(MeasureOnce(o.hosts));
@@ -248,9 +257,7 @@ int RunCalibrate(const CalibrateOptions& o) {
   if (rank != 0) return 0;
   const ClusterSpec cluster = MakeCluster(folded, size, o.hosts, o.repeats);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::ofstream out(o.out);
-  out << ClusterToJson(cluster).dump(1) << "\n";
-  if (!out) throw InputError("--out " + o.out, "cannot be written", "a writable file path", "check free space");
+  WriteOutputFile(o.out, ClusterToJson(cluster).dump(1) + "\n", "--out");
   if (o.json) {
     std::cout << CalibrationSummaryJson(cluster, folded.spread, o.out, seconds).dump(2) << "\n";
   } else {

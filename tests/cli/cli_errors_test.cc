@@ -1,8 +1,15 @@
 // Bad input, end to end: every case must exit with status 2 (never a crash, abort or hang) and
 // print exactly one `shardsim: error: ` line that names the input and field, what is valid, and
 // a hint. Each test checks a few key words of that line, not the whole line.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -332,6 +339,156 @@ TEST_F(CliErrorsTest, WriteModelIntoMissingFolder) {
   const std::string target = PathOf("no/such/folder/model.json");
   EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--write-model", target}),
                            {"--write-model", target, "cannot be written"}));
+}
+
+// --- Numbers out of double range: one line naming the file, the field and its line. ---
+
+// `text` with the first occurrence of `from` replaced by `to`.
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST_F(CliErrorsTest, NumberOutOfRangeInModelNamesTheField) {
+  const std::string model = Write("model.json", Replace(SmallModel().dump(2), "\"hidden_size\": 256", "\"hidden_size\": 1e999"));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", model}),
+                           {model + ":/hidden_size", "number 1e999", "line ", "out of range", "finite"}));
+}
+
+TEST_F(CliErrorsTest, NumberOutOfRangeInPlanNamesTheField) {
+  const std::string plan = Write("plan.json", Replace(SmallPlan().dump(2), "\"data\": 8", "\"data\": -1e999"));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", plan}),
+                           {plan + ":/mesh/data", "number -1e999", "out of range"}));
+  // plan reads the file through its own path (the search's constraints): the same error.
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", plan}),
+                           {plan + ":/mesh/data", "number -1e999"}));
+}
+
+TEST_F(CliErrorsTest, NumberOutOfRangeInClusterNamesTheField) {
+  std::string text = WrittenCluster("dgx-h100:8").dump(2);
+  const size_t at = text.find("\"latency_s\": ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find(',', at) - at, "\"latency_s\": 1E+999");
+  const std::string cluster = Write("cluster.json", text);
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", cluster}), {cluster + ":/links/", "/latency_s", "1E+999", "out of range"}));
+}
+
+TEST_F(CliErrorsTest, NumberOutOfRangeInHfConfigNamesTheField) {
+  const std::string config = Write("llama/config.json", "{\"model_type\": \"llama\", \"rope_theta\": 1e999, \"hidden_size\": 4096}");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", config}), {config + ":/rope_theta", "1e999"}));
+}
+
+TEST_F(CliErrorsTest, DeeplyNestedAndDuplicatedJsonIsRefused) {
+  const std::string deep = Write("deep.json", "{\"mesh\": " + std::string(10000, '[') + std::string(10000, ']') + "}");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", deep}),
+                           {deep + ":1:", "nested deeper than"}));
+  const std::string twice = Write("twice.json", "{\"mesh\": {\"data\": 8}, \"seq_len\": 4096, \"seq_len\": 2048}");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", twice}),
+                           {twice + ":/seq_len", "appears twice"}));
+}
+
+// --- Outputs: every write checked, and a failed one leaves an existing file as it was. ---
+
+std::string ReadFile(const std::string& path) {
+  std::ostringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
+
+bool IsCharacterDevice(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+TEST_F(CliErrorsTest, WriteModelToFullDeviceFails) {
+  if (!IsCharacterDevice("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", "llama3-8b", "--write-model", "/dev/full"}),
+                           {"--write-model /dev/full", "cannot be written", "No space left on device"}));
+  EXPECT_TRUE(IsCharacterDevice("/dev/full"));
+}
+
+TEST_F(CliErrorsTest, PlotToFullDeviceFails) {
+  if (!IsCharacterDevice("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "1M", "--seq-len",
+                                        "4096", "--plot", "/dev/full"}),
+                           {"--plot /dev/full", "No space left on device"}));
+  EXPECT_TRUE(IsCharacterDevice("/dev/full"));
+}
+
+TEST_F(CliErrorsTest, PlotIntoMissingFolderFailsBeforeTheSearch) {
+  const std::string target = PathOf("no/such/folder/pareto.svg");
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "1M", "--seq-len",
+                                        "4096", "--plot", target}),
+                           {"--plot " + target, "cannot be written"}));
+}
+
+TEST_F(CliErrorsTest, FailedWritesLeaveExistingFilesUntouched) {
+  const std::string model_out = Write("model_out.json", "keep me\n");
+  const std::string plan_out = Write("plan_out.json", "keep me too\n");
+  const std::vector<std::string> plan_args = {"describe", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", WriteJson("plan.json", SmallPlan())};
+  // One output cannot be written: none is, not even the one that could.
+  std::vector<std::string> args = plan_args;
+  args.insert(args.end(), {"--write-model", model_out, "--write-plan", PathOf("missing/plan.json")});
+  EXPECT_TRUE(IsInputError(RunShardsim(args), {"--write-plan", "missing/plan.json", "cannot be written"}));
+  EXPECT_EQ(ReadFile(model_out), "keep me\n");
+  // A bad input: nothing is written.
+  json bad = SmallModel();
+  bad["num_layers"] = 0;
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", WriteJson("bad.json", bad), "--write-model", model_out}), {"/num_layers"}));
+  EXPECT_EQ(ReadFile(model_out), "keep me\n");
+  // A good write replaces the file whole, and leaves no temporary file beside it.
+  args = plan_args;
+  args.insert(args.end(), {"--write-plan", plan_out});
+  const CliResult written = RunShardsim(args);
+  EXPECT_EQ(written.exit_code, 0) << written.err;
+  EXPECT_EQ(json::parse(ReadFile(plan_out))["seq_len"], 4096);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().string().find(".json."), std::string::npos) << entry.path();
+  }
+}
+
+// Runs shardsim with stdout on `device` (not a pipe: /dev/full) and stderr captured.
+CliResult RunWithStdoutOn(const std::string& device, const std::vector<std::string>& args, const std::string& err_file) {
+  CliResult result;
+  result.command = std::string(SHARDSIM_BIN) + " ... > " + device;
+  std::vector<std::string> argv_storage = {SHARDSIM_BIN};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : argv_storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int in = open("/dev/null", O_RDONLY), out = open(device.c_str(), O_WRONLY), err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) _exit(127);
+    dup2(in, STDIN_FILENO);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  result.exited = WIFEXITED(status);
+  result.exit_code = result.exited ? WEXITSTATUS(status) : -1;
+  result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  result.err = ReadFile(err_file);
+  return result;
+}
+
+TEST_F(CliErrorsTest, JsonToFullStdoutFails) {
+  if (!IsCharacterDevice("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string err = PathOf("stderr.txt");
+  const std::vector<std::vector<std::string>> commands = {
+      {"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "1M", "--seq-len", "4096", "--json"},
+      {"describe", "--model", "llama3-8b", "--json"},  // short: still in stdio's buffer when the command returns
+      {"presets"}};
+  for (const auto& args : commands) {
+    EXPECT_TRUE(IsInputError(RunWithStdoutOn("/dev/full", args, err), {"standard output: cannot be written: No space left on device"}))
+        << args[0];
+  }
 }
 
 // --- Hugging Face config.json import. ---

@@ -21,6 +21,51 @@ TEST(ParseJsonTextTest, ReportsLineAndColumn) {
   }
 }
 
+// The error of `text` parsed as "f.json" (fails the test when it parses).
+InputError ParseError(const std::string& text) {
+  try {
+    ParseJsonText(text, "f.json");
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    return e;
+  }
+  ADD_FAILURE() << "parsed: " << text;
+  return InputError("", "");
+}
+
+TEST(ParseJsonTextTest, NumberOutOfRangeNamesFieldAndLine) {
+  const InputError e = ParseError("{\n  \"mesh\": {\"data\": 2},\n  \"hidden_size\": 1e999\n}");
+  EXPECT_EQ(e.where(), "f.json:/hidden_size");
+  EXPECT_EQ(e.problem(), "number 1e999 (line 3, column 18) is out of range");
+  EXPECT_NE(e.valid().find("finite"), std::string::npos);
+  EXPECT_EQ(ParseError("{\"a\": {\"b~/\": [1, 2, -1e999]}}").where(), "f.json:/a/b~0~1/2");
+  EXPECT_EQ(ParseError("[{}, [1E400]]").where(), "f.json:/1/0");
+  EXPECT_EQ(ParseError("1e999").where(), "f.json:/");
+  // Underflow is a number (0), not an error; so is an integer past 64 bits (a float).
+  EXPECT_EQ(ParseJsonText("{\"a\": 1e-999, \"b\": 99999999999999999999}", "f.json")["a"], 0.0);
+}
+
+TEST(ParseJsonTextTest, DeepNestingIsRefusedWithItsPosition) {
+  const InputError e = ParseError("{\"a\":\n" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  EXPECT_EQ(e.where(), "f.json:2:64");  // the bracket that opens level 65
+  EXPECT_NE(e.problem().find("deeper than 64"), std::string::npos);
+  EXPECT_NO_THROW(ParseJsonText(std::string(64, '[') + std::string(64, ']'), "f.json"));
+}
+
+TEST(ParseJsonTextTest, DuplicateKeyIsNamed) {
+  const InputError e = ParseError("{\"mesh\": {\"data\": 2, \"data\": 4}}");
+  EXPECT_EQ(e.where(), "f.json:/mesh/data");
+  EXPECT_NE(e.problem().find("'data' appears twice"), std::string::npos);
+}
+
+TEST(ParseJsonTextTest, InvalidUtf8IsOneLineOfText) {
+  const InputError e = ParseError("{\n\"name\": \"a\xff\"}");
+  EXPECT_EQ(e.where().substr(0, 8), "f.json:2");
+  for (const char c : std::string(e.what())) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << e.what();
+  EXPECT_EQ(ParseError("{} trailing").where(), "f.json:1:6");  // the 'a' that cannot continue "true"
+  EXPECT_EQ(ParseError("").where(), "f.json:1:1");
+}
+
 TEST(JsonReaderTest, UnknownKeyNamesClosestKnown) {
   const json j = {{"num_layer", 4}};
   JsonReader r(j, "m.json");
