@@ -19,6 +19,8 @@
 #include "core/error.h"
 #include "core/inputs.h"
 #include "core/plan_json.h"
+#include "core/train_settings.h"
+#include "runtime/checkpoint.h"
 #include "runtime/gemm.h"
 #include "runtime/trainer.h"
 
@@ -26,14 +28,24 @@ namespace shardsim::runtime {
 
 using nlohmann::json;
 
+namespace {
+
+std::string FormatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+}  // namespace
+
 CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
   CLI::App* train = app.add_subcommand("train", "train --steps steps with the plan; one MPI rank per device of its mesh");
   train->add_option("--model", a.model, "preset name or model JSON (default tiny-dense)");
   train->add_option("--plan", a.plan, "plan JSON (docs/cli.md); or give the plan by --set alone");
   train->add_option("--set", a.set, "override a plan field: key=value");
   train->add_option("--steps", a.steps, "training steps (default 10)");
-  train->add_option("--seed", a.seed, "initialisation seed (default 1234)");
-  train->add_option("--lr", a.lr, "AdamW learning rate (default 1e-3)");
+  train->add_option("--seed", a.seed, "initialisation seed, 0 to 2^63-1 (default 1234)");
+  train->add_option("--lr", a.lr, "AdamW learning rate, in (0, 1] (default 1e-3)");
   train->add_option("--corpus", a.corpus, "a text file instead of the shipped corpus (the repository's documentation)");
   // CLI::PositiveNumber lets nan and inf through, and either would turn the timeout off.
   const CLI::Validator finite_positive(
@@ -47,9 +59,11 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
   train->add_option("--timeout", a.timeout_s, "seconds one receive or collective may wait before the job aborts (default 600)")
       ->check(finite_positive);
   train->add_option("--trace", a.trace, "write a Chrome trace (Perfetto) of every rank's ops, keyed stage/layer/op/microbatch");
-  train->add_option("--checkpoint", a.checkpoint, "write a sharded checkpoint into this folder after the last step");
+  train->add_option("--checkpoint", a.checkpoint,
+                    "write a sharded checkpoint into this folder after the last step (each save in a new step folder, switched to "
+                    "only once every rank's file is complete)");
   train->add_option("--checkpoint-every", a.checkpoint_every, "... and every N steps")->check(CLI::NonNegativeNumber);
-  train->add_option("--resume", a.resume, "continue from the checkpoint in this folder (same model and plan)");
+  train->add_option("--resume", a.resume, "continue from the checkpoint in this folder (same model, plan and ranks; checksums verified)");
   train->add_flag("--json", a.json, "print the JSON report");
   train->add_flag("--progress", a.progress, "with --json: print the per-step lines on stderr");
   return train;
@@ -59,6 +73,12 @@ int RunTrainCommand(const TrainCommandOptions& a) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (a.plan.empty() && a.set.empty()) throw InputError("train", "needs a plan", "--plan FILE and/or --set key=value", "see docs/cli.md");
+  CheckLearningRate(a.lr, "--lr");
+  // The runtime trains in fp32: a rate that rounds to 0 there would train nothing.
+  if (static_cast<float>(a.lr) <= 0) {
+    throw InputError("--lr", FormatNumber(a.lr) + " rounds to 0 in fp32", "a finite number in (0, 1] that fp32 holds (from about 1.4e-45)");
+  }
+  CheckSeed(a.seed, "--seed");
   const ModelSpec model = LoadModel(a.model);
   const PlanSpec plan = LoadPlan(a.plan, a.set);
   if (a.steps < 1) throw InputError("--steps", std::to_string(a.steps), "1 or more");
@@ -79,11 +99,18 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     if (!writable) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check that the folder exists");
   }
   TrainOptions options;
-  options.seed = a.seed;
-  options.adamw.lr = a.lr;
+  options.seed = static_cast<uint64_t>(a.seed);
+  options.adamw.lr = static_cast<float>(a.lr);
   options.timeout_s = a.timeout_s;
+  options.status = a.status;
   Trainer trainer(model, plan, options, MPI_COMM_WORLD, corpus);
-  if (!a.resume.empty()) trainer.LoadCheckpoint(a.resume);
+  // The checkpoint folders are checked now, on every rank, not after training.
+  if (!a.resume.empty()) CheckResumeFolder(trainer.comms(), a.resume);
+  if (!a.checkpoint.empty()) CheckCheckpointFolder(trainer.comms(), a.checkpoint);
+  if (!a.resume.empty()) {
+    if (a.status) a.status->SetPhase("loading the checkpoint " + a.resume);
+    trainer.LoadCheckpoint(a.resume);
+  }
   const int64_t first_step = trainer.steps_done();
   trainer.EnableTrace(!a.trace.empty());
   json steps = json::array();
@@ -100,7 +127,10 @@ int RunTrainCommand(const TrainCommandOptions& a) {
       std::fflush(lines);
     }
     const bool last = s + 1 == a.steps;
-    if (!a.checkpoint.empty() && (last || (a.checkpoint_every > 0 && (s + 1) % a.checkpoint_every == 0))) trainer.SaveCheckpoint(a.checkpoint);
+    if (!a.checkpoint.empty() && (last || (a.checkpoint_every > 0 && (s + 1) % a.checkpoint_every == 0))) {
+      if (a.status) a.status->SetPhase("saving the checkpoint of step " + std::to_string(trainer.steps_done()));
+      trainer.SaveCheckpoint(a.checkpoint);
+    }
   }
   if (!a.trace.empty()) {
     const std::string trace = trainer.GatherTrace();

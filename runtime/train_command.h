@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/rank_status.h"
+
 namespace CLI {
 class App;
 }
@@ -22,11 +24,12 @@ struct TrainCommandOptions {
   std::string checkpoint, resume, trace;
   int64_t checkpoint_every = 0;  // 0: only after the last step
   int64_t steps = 10;
-  uint64_t seed = 1234;
-  float lr = 1e-3f;
+  int64_t seed = 1234;  // 0 to 2^63-1 (a negative one is refused, never wrapped)
+  double lr = 1e-3;     // in (0, 1]; read as double so that 1e300 is refused, not rounded to inf
   double timeout_s = 600;  // one receive or collective, before the job aborts
   bool json = false;
   bool progress = false;  // with json: the per-step lines on stderr (rank 0), so a terminal sees the run move
+  RankStatus* status = nullptr;  // what this rank is doing, for its launcher (not a flag; main's)
 };
 
 // Adds the `train` subcommand to `app`, its flags bound to `options`; returns the subcommand.
@@ -35,7 +38,10 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& options);
 // Trains on MPI_COMM_WORLD (collective: every rank calls it with the same options) and prints the
 // report on rank 0 (JSON with options.json, else a line per step and the median; with
 // options.json and options.progress the step lines go to stderr). Returns the exit
-// code, 0. Throws InputError for unreadable or invalid model, plan, corpus or trace paths.
+// code, 0. Throws InputError (the same on every rank) for unreadable or invalid model, plan,
+// corpus or trace paths, --lr and --seed out of range, a --checkpoint folder a rank cannot write
+// or a --resume folder without a checkpoint (all before the first step), a checkpoint that
+// cannot be resumed, and a save that failed on any rank (the previous checkpoint is kept).
 int RunTrainCommand(const TrainCommandOptions& options);
 
 }  // namespace shardsim::runtime

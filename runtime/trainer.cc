@@ -3,17 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
 #include <iterator>
 #include <list>
 #include <optional>
 #include <set>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
-#include "core/plan_json.h"
+#include "runtime/checkpoint.h"
 #include "strategies/build_step.h"
 #include "strategies/op_keys.h"
 #include "strategies/op_names.h"
@@ -56,6 +52,7 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   model_->set_tracer(&tracer_);
   model_->set_memory_account(&memory_);
   comms_.set_tracer(&tracer_);
+  tracer_.set_status(options.status);
   data_parallel_ = std::make_unique<DataParallel>(plan_, comms_, *model_);
   data_parallel_->set_memory_account(&memory_);
   data_parallel_->set_tracer(&tracer_, comms_.Coordinate("pipeline"));
@@ -257,20 +254,6 @@ void Trainer::Optimize(StepRecord& record) {
   data_parallel_->AfterOptimizer();
 }
 
-namespace {
-
-// What a checkpoint must agree on to be resumed: the model, the plan and the rank layout.
-std::string Identity(const ModelSpec& model, const PlanSpec& plan, int64_t values) {
-  return model.name + " " + std::to_string(model.num_layers) + "x" + std::to_string(model.hidden_size) + " " + PlanToJson(plan).dump() + " " +
-         std::to_string(values);
-}
-
-void WriteArray(std::ofstream& out, const std::vector<float>& values) {
-  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
-}
-
-}  // namespace
-
 std::string Trainer::GatherTrace() {
   // Each rank's events as JSON text, with their program op's kind, gathered to rank 0.
   std::map<std::string, std::string> kinds;
@@ -333,97 +316,13 @@ std::vector<RankMemory> Trainer::GatherMemory() {
   return ranks;
 }
 
-void Trainer::SaveCheckpoint(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw InputError("--checkpoint " + dir, "cannot be created: " + ec.message(), "a writable folder");
-  // The old manifest goes first: until the new one is written, the folder holds no checkpoint.
-  if (comms_.rank() == 0) std::filesystem::remove(std::filesystem::path(dir) / "checkpoint.json", ec);
-  {
-    MPI_Request request;
-    CheckMpi(MPI_Ibarrier(comms_.world(), &request), comms_.world(), "checkpoint barrier");
-    comms_.Wait(&request, "checkpoint barrier");
-  }
-  const std::filesystem::path final_path = std::filesystem::path(dir) / ("rank-" + std::to_string(comms_.rank()) + ".bin");
-  const std::filesystem::path temp = final_path.string() + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    const std::string id = Identity(spec_, plan_, static_cast<int64_t>(model_->params().size()));
-    const int64_t header[3] = {step_, static_cast<int64_t>(id.size()), static_cast<int64_t>(adam_m_.size())};
-    out.write(reinterpret_cast<const char*>(header), sizeof header);
-    out.write(id.data(), static_cast<std::streamsize>(id.size()));
-    WriteArray(out, model_->params());
-    WriteArray(out, adam_m_);
-    WriteArray(out, adam_v_);
-    out.flush();
-    if (!out) throw InputError("--checkpoint " + dir, "write failed for " + temp.string(), "", "check free space");
-  }
-  std::filesystem::rename(temp, final_path, ec);
-  if (ec) throw InputError("--checkpoint " + dir, "cannot rename " + temp.string() + ": " + ec.message());
-  MPI_Request request;
-  CheckMpi(MPI_Ibarrier(comms_.world(), &request), comms_.world(), "checkpoint barrier");
-  comms_.Wait(&request, "checkpoint barrier");
-  if (comms_.rank() == 0) {
-    const std::filesystem::path manifest = std::filesystem::path(dir) / "checkpoint.json";
-    {
-      std::ofstream out(manifest.string() + ".tmp", std::ios::trunc);
-      int size = 0;
-      MPI_Comm_size(comms_.world(), &size);
-      out << nlohmann::json{{"step", step_}, {"ranks", size}, {"model", spec_.name}, {"plan", PlanToJson(plan_)}}.dump(2) << "\n";
-    }
-    std::filesystem::rename(manifest.string() + ".tmp", manifest, ec);
-    if (ec) throw InputError("--checkpoint " + dir, "cannot write checkpoint.json: " + ec.message());
-  }
-  CheckMpi(MPI_Ibarrier(comms_.world(), &request), comms_.world(), "checkpoint barrier");
-  comms_.Wait(&request, "checkpoint barrier");
+CheckpointSubject Trainer::Checkpointed() {
+  return {&comms_, &spec_, &plan_, {{"params", &model_->params()}, {"adam_m", &adam_m_}, {"adam_v", &adam_v_}}};
 }
 
-void Trainer::LoadCheckpoint(const std::string& dir) {
-  const std::string where = "--resume " + dir;
-  // Every rank checks its own file; all ranks then agree on the first failure, so none waits.
-  std::string error;
-  int64_t manifest_step = -1;
-  {
-    std::ifstream manifest(std::filesystem::path(dir) / "checkpoint.json");
-    if (!manifest) {
-      error = "holds no complete checkpoint (no checkpoint.json)";
-    } else {
-      const nlohmann::json j = nlohmann::json::parse(manifest, nullptr, false);
-      if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) manifest_step = j["step"].get<int64_t>();
-      if (manifest_step < 0) error = "has an unreadable checkpoint.json";
-    }
-  }
-  const std::filesystem::path path = std::filesystem::path(dir) / ("rank-" + std::to_string(comms_.rank()) + ".bin");
-  int64_t header[3] = {0, 0, 0};
-  if (error.empty()) {
-    std::ifstream in(path, std::ios::binary);
-    in.read(reinterpret_cast<char*>(header), sizeof header);
-    std::string id(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(header[1], 1 << 20))), '\0');
-    in.read(id.data(), static_cast<std::streamsize>(id.size()));
-    const std::string want = Identity(spec_, plan_, static_cast<int64_t>(model_->params().size()));
-    if (!in) {
-      error = "has no complete " + path.filename().string();
-    } else if (id != want || header[2] != static_cast<int64_t>(adam_m_.size())) {
-      error = "was written for another model or plan";
-    } else if (header[0] != manifest_step) {
-      error = path.filename().string() + " is from step " + std::to_string(header[0]) + ", the manifest from step " + std::to_string(manifest_step);
-    } else {
-      for (std::vector<float>* values : {&model_->params(), &adam_m_, &adam_v_}) {
-        in.read(reinterpret_cast<char*>(values->data()), static_cast<std::streamsize>(values->size() * sizeof(float)));
-      }
-      if (!in) error = path.filename().string() + " is truncated";
-    }
-  }
-  int ok = error.empty() ? 1 : 0;
-  MPI_Request request;
-  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comms_.world(), &request), comms_.world(), "checkpoint check");
-  comms_.Wait(&request, "checkpoint check");
-  if (!ok) {
-    throw InputError(where, error.empty() ? "is incomplete on another rank" : error, "a complete checkpoint of the same model and plan",
-                     "checkpoints are sharded by the plan; resume with the plan that wrote it");
-  }
-  step_ = header[0];
-}
+void Trainer::SaveCheckpoint(const std::string& dir) { runtime::SaveCheckpoint(Checkpointed(), dir, step_); }
+
+void Trainer::LoadCheckpoint(const std::string& dir) { step_ = runtime::LoadCheckpoint(Checkpointed(), dir); }
 
 double RelativeParamDistance(Trainer& trainer, Trainer& reference) {
   StageModel& m = trainer.model();

@@ -24,12 +24,15 @@
 
 namespace shardsim::runtime {
 
+struct CheckpointSubject;
+
 struct TrainOptions {
   uint64_t seed = 1234;
   AdamWConfig adamw{.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
   float clip_norm = 1.0f;
   double timeout_s = 600;  // longest wait on one receive or collective before aborting the job
   ArchitectureConfig architecture;
+  RankStatus* status = nullptr;  // where each op is posted as it starts (core/rank_status.h); null: nowhere
 };
 
 struct StepRecord {
@@ -62,13 +65,16 @@ class Trainer {
   StepRecord Step();
   int64_t steps_done() const { return step_; }
   StageModel& model() { return *model_; }
-  // Writes this job's state after steps_done() steps into `dir`: one file per rank (parameters,
-  // AdamW moments) written to a temporary name and renamed, then `checkpoint.json` from rank 0
-  // once every rank's file is in place, so a checkpoint is complete or absent. Collective.
+  // Writes this job's state after steps_done() steps into `dir` (runtime/checkpoint.h): each
+  // rank's parameters and AdamW moments into a new step folder, then rank 0 switches
+  // `checkpoint.json` to it once every rank's file is durably in place, so a checkpoint is
+  // complete or absent. Throws the same InputError on every rank when a rank cannot write (the
+  // previous checkpoint is kept). Collective.
   void SaveCheckpoint(const std::string& dir);
   // Restores the state SaveCheckpoint wrote; training then continues exactly as if it had not
-  // stopped. Throws InputError when `dir` holds no complete checkpoint or one of another plan or
-  // model. Collective.
+  // stopped. Throws the same InputError on every rank, naming the rank, the file and what differs,
+  // when `dir` holds no checkpoint, a damaged one, or one of another model, plan or world size;
+  // nothing is changed then. Collective.
   void LoadCheckpoint(const std::string& dir);
   // Records every op of the following steps (trace.h) when `enabled`.
   void EnableTrace(bool enabled) { tracer_.set_enabled(enabled); }
@@ -86,6 +92,8 @@ class Trainer {
 
  private:
   void Optimize(StepRecord& record);
+  // What the checkpoint code saves and restores (runtime/checkpoint.h).
+  CheckpointSubject Checkpointed();
   ModelSpec spec_;
   PlanSpec plan_;
   strategies::StepProgram program_;  // what every rank executes

@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   runtime::TrainCommandOptions train;
   runtime::AddTrainCommand(app, train);
+  train.status = &status;
   validation::RingAttentionBenchOptions ring;
   CLI::App* ring_cmd = AddRingAttentionCommand(app, ring);
   validation::CalibrateOptions calibrate;
