@@ -1,8 +1,8 @@
 // Writing what a command produces (--write-*, --trace, --report, --plot, --out, checkpoints'
 // manifests): one way, so that a failing write never clobbers an existing file and is always
 // reported. A regular file (or a new path) is written to a temporary file in the same folder,
-// synced, and renamed over the target only when complete; a special file (/dev/stdout, a pipe,
-// /dev/full) is written in place and every write is checked.
+// synced, and renamed over the target only when complete; a special file or an open stream's name
+// (/dev/stdout, a pipe, /dev/full) is written in place, appended to, and every write is checked.
 #pragma once
 
 #include <string>
