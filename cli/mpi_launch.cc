@@ -74,6 +74,14 @@ Hostfile ReadHostfile(const std::string& path) {
   return h;
 }
 
+void CheckHostfileHolds(const std::string& hostfile, int64_t ranks) {
+  const int64_t slots = ReadHostfile(hostfile).TotalSlots();
+  if (ranks > slots) {
+    throw InputError("--hostfile " + hostfile, "has " + std::to_string(slots) + " slots for " + std::to_string(ranks) + " ranks",
+                     "at least one slot per rank", "add hosts or slots, or shrink the mesh");
+  }
+}
+
 int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, const std::string& hostfile, const std::string& stdout_path) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -85,11 +93,7 @@ int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, c
   if (mpirun.empty()) throw InputError("mpirun", "is not on PATH", "", "install OpenMPI: apt-get install openmpi-bin");
   std::vector<std::string> args = {mpirun, "-n", std::to_string(ranks)};
   if (!hostfile.empty()) {
-    const int64_t slots = ReadHostfile(hostfile).TotalSlots();
-    if (ranks > slots) {
-      throw InputError("--hostfile " + hostfile, "has " + std::to_string(slots) + " slots for " + std::to_string(ranks) + " ranks",
-                       "at least one slot per rank", "add hosts or slots, or shrink the mesh");
-    }
+    CheckHostfileHolds(hostfile, ranks);
     args.insert(args.end(), {"--hostfile", hostfile});
   } else if (ranks > static_cast<int64_t>(std::thread::hardware_concurrency())) {
     args.push_back("--oversubscribe");  // more ranks than cores here: they time-share

@@ -18,6 +18,9 @@ struct Hostfile {
 // Throws InputError naming the file and line for what mpirun would not read.
 Hostfile ReadHostfile(const std::string& path);
 
+// Throws InputError unless `hostfile` reads (ReadHostfile) and has a slot for each of `ranks`.
+void CheckHostfileHolds(const std::string& hostfile, int64_t ranks);
+
 // Runs `shardsim-runtime ARGS...` under mpirun with `ranks` ranks (over `hostfile` when not
 // empty); its standard output goes to `stdout_path` when not empty. Returns its exit status.
 int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, const std::string& hostfile, const std::string& stdout_path = "");

@@ -39,6 +39,7 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   const PlanSpec plan = LoadPlan(o.plan, o.overrides);
   const int64_t ranks = plan.mesh.Product();
   strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", PlanSource(o.plan, o.overrides) + ":");
+  if (!o.hostfile.empty()) CheckHostfileHolds(o.hostfile, ranks);
   CheckRunFitsThisMachine(model, plan, ranks, {.hostfile = !o.hostfile.empty(), .many_ranks = o.many_ranks, .skip_memory = o.skip_memory_check});
   // Outputs are checked now, not after training.
   if (!o.trace.empty()) CheckOutputWritable(o.trace, "--trace");

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/mpi_launch.h"
+#include "cli/run_limits.h"
 #include "cli/validate_text.h"
 #include "core/error.h"
 #include "core/inputs.h"
@@ -100,13 +101,8 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   const ModelSpec model = LoadModel(o.model);
   const int64_t ranks = plan.mesh.Product();
   strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", PlanSource(o.plan, overrides) + ":");
-  if (!o.hostfile.empty()) {
-    const int64_t slots = ReadHostfile(o.hostfile).TotalSlots();
-    if (ranks > slots) {
-      throw InputError("--hostfile " + o.hostfile, "has " + std::to_string(slots) + " slots; the plan needs " + std::to_string(ranks) + " ranks",
-                       "at least as many slots as the mesh has devices", "add hosts or slots, or shrink the mesh");
-    }
-  }
+  if (!o.hostfile.empty()) CheckHostfileHolds(o.hostfile, ranks);
+  CheckRunFitsThisMachine(model, plan, ranks, {.hostfile = !o.hostfile.empty()});
   // The report is written after minutes of calibration and running: check it can be, first.
   if (!o.report.empty()) CheckOutputWritable(o.report, "--report");
   // A given cluster is checked before anything is made or launched.
