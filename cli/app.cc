@@ -124,6 +124,10 @@ int Run(int argc, char** argv) {
   collective_cmd->add_option("--axes", collective.axes, "... and the axes each group runs along, e.g. tensor or data,fsdp");
   collective_cmd->add_option("--algorithm", collective.algorithm, "auto (default), ring, bidirectional-ring, torus, hierarchical, tree, nvls, sharp, direct");
   collective_cmd->add_option("--engine", collective.engine, "analytic (default) or des (SimGrid, every group at once)");
+  collective_cmd->add_option("--max-seconds", collective.max_seconds, "--engine des: wall-time limit of the simulation in seconds (default 600)")
+      ->check(PositiveUpTo(86400, " s"));
+  collective_cmd->add_option("--max-host-memory", collective.max_host_memory,
+                             "--engine des: memory limit of the simulation: a fraction of MemAvailable (0.5, the default) or a size (8GiB)");
   collective_cmd->add_flag("--json", collective.json, "print one JSON object on stdout");
 
   EstimateOptions estimate;
@@ -164,6 +168,9 @@ int Run(int argc, char** argv) {
   simulate_cmd->add_option("--trace", simulate.trace, "write a Chrome trace (Perfetto) of the simulated step");
   simulate_cmd->add_option("--report", simulate.report, "write a self-contained HTML page of the simulated step");
   simulate_cmd->add_flag("--no-fold", simulate.no_fold, "simulate every device (small clusters; folding is exact where links are not shared)");
+  simulate_cmd->add_option("--max-seconds", simulate.max_seconds, "wall-time limit of the simulation in seconds (default 600)")->check(PositiveUpTo(86400, " s"));
+  simulate_cmd->add_option("--max-host-memory", simulate.max_host_memory,
+                           "memory limit of the simulation: a fraction of MemAvailable (0.5, the default) or a size (8GiB)");
   RunOptions run;
   BatchFlags run_batch;
   CLI::App* run_cmd = app.add_subcommand("run", "train with a plan for real: shardsim-runtime under mpirun, one rank per device of the mesh");

@@ -92,13 +92,16 @@ json DesJson(const sim::DesReport& des, const topologies::Cluster& cluster) {
   return {{"wall_s", des.wall_s},
           {"messages", des.messages},
           {"peak_rss_bytes", des.peak_rss_bytes},
+          {"estimated_wall_s", des.estimate.seconds},
+          {"estimated_peak_bytes", des.estimate.bytes},
           {"folded", des.folded},
           {"busiest_links_largest_size", busiest}};
 }
 
 void PrintDes(const sim::DesReport& des, const topologies::Cluster& cluster, std::ostream& out) {
   out << "# SimGrid (CM02 flow model): " << des.messages << " transfers, " << FormatSeconds(des.wall_s) << " wall, peak memory "
-      << FormatBinaryBytes(static_cast<double>(des.peak_rss_bytes)) << "; " << des.folded << "\n";
+      << FormatBinaryBytes(static_cast<double>(des.peak_rss_bytes)) << " (estimated beforehand: " << FormatSeconds(des.estimate.seconds) << ", "
+      << FormatBinaryBytes(des.estimate.bytes) << "); " << des.folded << "\n";
   out << "# busiest links at the largest size (time at full bandwidth x efficiency; groups sharing them):\n";
   for (const sim::LinkLoad& l : des.busiest_links.back()) {
     out << "#   " << cluster.links()[static_cast<size_t>(l.link)].name << ": " << FormatSeconds(l.busy_s) << ", " << l.groups
@@ -125,9 +128,14 @@ int RunCollective(const CollectiveOptions& o, std::ostream& out) {
     throw InputError("--engine", "unknown engine '" + o.engine + "'" + (s.empty() ? "" : "; " + s), "analytic, des");
   }
   const std::vector<int64_t> sizes = ParseByteSizeList(o.bytes, "--bytes");
+  sim::DesLimits limits;
+  if (o.max_seconds > 0) limits.max_seconds = o.max_seconds;
+  if (!o.max_host_memory.empty()) limits.max_memory_bytes = sim::ParseHostMemoryLimit(o.max_host_memory, "--max-host-memory");
   const topologies::Cluster cluster(LoadCluster(o.cluster));
   const Groups groups = ResolveGroups(o, cluster);
   const int64_t n = static_cast<int64_t>(groups.all.front().devices.size());
+  sim::CheckScheduleSize(op, n, o.devices > 0 ? "--devices " + std::to_string(o.devices) : "--mesh " + o.mesh + " --axes " + o.axes);
+  if (o.engine == "des") sim::CheckCollectivesFit(groups.all, op, sizes.size(), limits);  // before any schedule is built
   const sim::GroupCollective collective(cluster, groups.all, op, algorithm, "--algorithm");
 
   struct Row {
@@ -151,7 +159,7 @@ int RunCollective(const CollectiveOptions& o, std::ostream& out) {
   };
   std::optional<sim::DesReport> des;
   if (o.engine == "des") {
-    des = sim::SimulateCollectives(cluster, groups.all, requests);
+    des = sim::SimulateCollectives(cluster, groups.all, requests, limits);
     for (size_t i = 0; i < rows.size(); ++i) rows[i].time_s = des->times_s[i];
   }
 

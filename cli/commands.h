@@ -39,6 +39,8 @@ struct CollectiveOptions {
   std::string axes;       // "tensor" or "data,fsdp"
   std::string algorithm = "auto";
   std::string engine = "analytic";
+  double max_seconds = 0;       // --engine des: wall-time limit of the simulation (0: the default, 600 s)
+  std::string max_host_memory;  // --engine des: memory limit, "0.5" (of MemAvailable) or "8GiB" (empty: half of MemAvailable)
   bool json = false;
 };
 int RunCollective(const CollectiveOptions& options, std::ostream& out);
@@ -55,6 +57,8 @@ struct SimulateOptions : Inputs {
   std::string report;      // write the report page (HTML)
   bool no_fold = false;    // simulate every device
   bool progress = false;   // progress line on stderr (when it is a terminal)
+  double max_seconds = 0;       // wall-time limit of the simulation (0: the default, 600 s)
+  std::string max_host_memory;  // memory limit, "0.5" (of MemAvailable) or "8GiB" (empty: half of MemAvailable)
 };
 // Every device simulated (--no-fold) is for small clusters: above this, refused.
 inline constexpr int64_t kMaxUnfoldedDevices = 1024;

@@ -1,8 +1,6 @@
 // `shardsim simulate`: one training step played out on SimGrid over the cluster's links, with
 // the analytic estimate beside it, what was folded, the busiest links and where contention
 // slowed communication; a Chrome trace (--trace) and a report page (--report) to look at it.
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -13,22 +11,16 @@
 #include "cli/text_table.h"
 #include "core/error.h"
 #include "core/inputs.h"
+#include "core/output_file.h"
 #include "core/plan_json.h"
 #include "core/units.h"
+#include "sim/des_budget.h"
 #include "sim/simulate.h"
 #include "strategies/build_step.h"
 #include "strategies/plan_rules.h"
 
 namespace shardsim::cli {
 namespace {
-
-void WriteFile(const std::string& path, const std::string& text, const std::string& flag) {
-  std::ofstream file(path, std::ios::binary);
-  if (!file) throw InputError(flag, "cannot open '" + path + "' for writing", "", "check that the folder exists and is writable");
-  file << text;
-  file.close();
-  if (!file) throw InputError(flag, "could not write all of '" + path + "'", "", "check the free space");
-}
 
 nlohmann::json SimulationJson(const sim::SimReport& r, const sim::StepReport& estimate) {
   nlohmann::json j;
@@ -45,6 +37,9 @@ nlohmann::json SimulationJson(const sim::SimReport& r, const sim::StepReport& es
   j["activities"] = r.activities;
   j["wall_s"] = r.wall_s;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
+  j["estimated_flows"] = r.engine_load.flows;
+  j["estimated_wall_s"] = r.engine_estimate.seconds;
+  j["estimated_peak_bytes"] = r.engine_estimate.bytes;
   nlohmann::json devices = nlohmann::json::array();
   for (const sim::DeviceUse& d : r.devices) {
     nlohmann::json streams;
@@ -83,17 +78,21 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
     throw InputError("--no-fold", "simulates every device; this plan has " + std::to_string(plan.mesh.Product()) + " devices",
                      "at most " + std::to_string(kMaxUnfoldedDevices), "leave folding on for large clusters");
   }
-  const strategies::StepProgram program = strategies::BuildStep(model, plan);
-  const topologies::Cluster graph(cluster);
-  sim::AxisCollectives collectives(graph, plan);
   sim::SimulateOptions options;
   options.fold = !o.no_fold;
   options.timeline = !o.trace.empty() || !o.report.empty();
   options.progress = o.progress;
+  if (o.max_seconds > 0) options.limits.max_seconds = o.max_seconds;
+  if (!o.max_host_memory.empty()) options.limits.max_memory_bytes = sim::ParseHostMemoryLimit(o.max_host_memory, "--max-host-memory");
+  if (!o.trace.empty()) CheckOutputWritable(o.trace, "--trace");
+  if (!o.report.empty()) CheckOutputWritable(o.report, "--report");
+  const strategies::StepProgram program = strategies::BuildStep(model, plan);
+  const topologies::Cluster graph(cluster);
+  sim::AxisCollectives collectives(graph, plan);
   const sim::SimReport r = sim::Simulate(program, cluster, graph, collectives, options);
   const sim::StepReport& estimate = r.estimate;
-  if (!o.trace.empty()) WriteFile(o.trace, ChromeTrace(r, program).dump() + "\n", "--trace");
-  if (!o.report.empty()) WriteFile(o.report, SimReportHtml(r, program, cluster), "--report");
+  if (!o.trace.empty()) WriteOutputFile(o.trace, ChromeTrace(r, program).dump() + "\n", "--trace");
+  if (!o.report.empty()) WriteOutputFile(o.report, SimReportHtml(r, program, cluster), "--report");
 
   if (o.json) {
     nlohmann::json j = ReportJson(model, cluster, plan, r.step);
@@ -130,7 +129,8 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
   for (const std::string& f : r.folded) out << "  folded      " << f << "\n";
   for (const std::string& s : r.simulated) out << "  explicit    " << s << "\n";
   out << "  engine      " << FormatCount(static_cast<double>(r.flows)) << " flows, " << FormatCount(static_cast<double>(r.activities)) << " activities in "
-      << FormatSeconds(r.wall_s) << " wall, " << FormatBinaryBytes(static_cast<double>(r.peak_rss_bytes)) << " peak memory\n";
+      << FormatSeconds(r.wall_s) << " wall, " << FormatBinaryBytes(static_cast<double>(r.peak_rss_bytes)) << " peak memory (estimated beforehand: "
+      << FormatSeconds(r.engine_estimate.seconds) << ", " << FormatBinaryBytes(r.engine_estimate.bytes) << ")\n";
   if (!o.trace.empty()) out << "  trace       " << o.trace << " (Chrome trace: open in ui.perfetto.dev or chrome://tracing)\n";
   if (!o.report.empty()) out << "  report      " << o.report << "\n";
   return 0;

@@ -1,5 +1,6 @@
 #include "core/cluster_presets.h"
 
+#include <limits>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -215,6 +216,9 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
     CheckTorusShape(c.topology.torus_dims, rules, where, system);
     c.topology.wraparound = TorusWraparound(c.topology.torus_dims, rules);
     c.topology.slices = options.count("slices") ? ParseInteger(options.at("slices"), where + " (slices)", 1, 1024) : 1;
+    int64_t chips = c.topology.slices;
+    for (int64_t d : c.topology.torus_dims) chips *= d;
+    CheckClusterSize(chips, text, where);
     c.topology.source = rules.source;
   } else if (kind == "switched") {
     JsonReader node = *entry.Object("node");
@@ -224,10 +228,11 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
     if (size.empty()) throw InputError(where, "'" + system + "' needs a GPU count", valid, "e.g. " + system + ":" + std::to_string(8 * per_node));
     int64_t gpus = 0;
     try {
-      gpus = ParseInteger(size, where, 1, int64_t{1} << 24);
+      gpus = ParseInteger(size, where, 1, std::numeric_limits<int64_t>::max());
     } catch (const InputError& e) {
-      throw InputError(e.where(), e.problem(), e.valid(), "the size is a GPU count, e.g. " + system + ":" + std::to_string(8 * per_node));
+      throw InputError(e.where(), e.problem(), valid, "the size is a GPU count, e.g. " + system + ":" + std::to_string(8 * per_node));
     }
+    CheckClusterSize(gpus, system + ":" + size, where);
     if (gpus % per_node != 0) {
       const int64_t below = gpus / per_node * per_node;
       throw InputError(where, system + ":" + size + " is not whole nodes (" + std::to_string(per_node) + " GPUs per node)", valid,

@@ -22,6 +22,15 @@ int64_t DeviceCount(const ClusterSpec& cluster) {
   return 0;
 }
 
+void CheckClusterSize(int64_t devices, const std::string& what, const std::string& where) {
+  if (devices <= kMaxClusterDevices) return;
+  throw InputError(where, what + " has " + std::to_string(devices) + " devices, more than shardsim accepts",
+                   "at most " + std::to_string(kMaxClusterDevices) +
+                       " devices (2^18: the largest training clusters today are 100k-200k GPUs; this bound keeps every static command "
+                       "within seconds and a few hundred MiB)",
+                   "model one job's share of the cluster, e.g. a smaller size");
+}
+
 std::vector<std::string> RequiredLinks(const TopologySpec& topology) {
   switch (topology.kind) {
     case TopologyKind::kTorus:
@@ -91,13 +100,13 @@ void ValidateCluster(const ClusterSpec& c, const std::string& where) {
     throw InputError(tw + "/local_hosts", std::to_string(t.local_hosts) + " does not divide the " + std::to_string(t.local_devices) + " devices",
                      "a divisor of local_devices (every host has as many cores)");
   }
-  // Device counts multiply: check they stay sane (no overflow, at most 2^24 devices).
+  // Device counts multiply: check they cannot overflow, then the bound (kMaxClusterDevices).
   int64_t devices = 1;
   for (int64_t d : t.torus_dims) devices = CheckedMul(devices, d, tw);
+  if (t.kind == TopologyKind::kTorus) devices = CheckedMul(devices, t.slices, tw);
   if (t.kind == TopologyKind::kSwitched) devices = CheckedMul(t.devices_per_node, t.nodes, tw);
-  if (devices > (int64_t{1} << 24) || DeviceCount(c) > (int64_t{1} << 24)) {
-    throw InputError(tw, "more than 16M devices", "up to 16777216 devices", "check the sizes");
-  }
+  if (t.kind == TopologyKind::kLocal) devices = t.local_devices;
+  CheckClusterSize(devices, c.name.empty() ? "the cluster" : c.name, tw);
   if (c.chip.peak_flop_per_s.empty()) {
     throw InputError(where + "/chip/peak_flop_per_s", "no peak given", "an object such as {\"bf16\": 9.894e14}");
   }

@@ -87,6 +87,17 @@ struct ClusterSpec {
 // Number of devices (chips, GPUs, or CPU cores).
 int64_t DeviceCount(const ClusterSpec& cluster);
 
+// The most devices a cluster may have: 2^18 = 262,144. The largest training clusters today are
+// 100k-200k GPUs; at this size the analytic commands (collective, estimate) build the cluster
+// graph and answer in under a second and about 400 MiB on a 2-core machine (memory grows by about
+// 1.2 KiB per device: 1M devices took 1.2 GiB; 10M took 11.5 GB and over a minute). docs/cli.md,
+// "Limits".
+inline constexpr int64_t kMaxClusterDevices = int64_t{1} << 18;
+
+// Throws InputError naming `where` when `devices` (what `what` describes, e.g. "dgx-h100:1048576")
+// is more than kMaxClusterDevices.
+void CheckClusterSize(int64_t devices, const std::string& what, const std::string& where);
+
 // Link classes a topology kind requires ("ici" and, with slices > 1, "dcn"; "nvlink" and
 // "infiniband"; "shm" and, over several hosts, "tcp").
 std::vector<std::string> RequiredLinks(const TopologySpec& topology);

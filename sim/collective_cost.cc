@@ -83,6 +83,7 @@ CollectiveEstimate CollectiveModel::Cost(double bytes) const {
 
 std::vector<CollectiveModel> BuildCollectiveModels(const topologies::Cluster& cluster, const DeviceGroup& group,
                                                    CollectiveOp op, Algorithm algorithm, const std::string& where) {
+  CheckScheduleSize(op, static_cast<int64_t>(group.devices.size()), where);
   std::vector<CollectiveModel> models;
   if (algorithm != Algorithm::kAuto) {
     std::string why_not;
@@ -130,6 +131,7 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
     throw InputError(where, "a group of one device has nothing to communicate", "groups of 2 or more devices",
                      "use more devices or an axis of size > 1");
   }
+  CheckScheduleSize(op, static_cast<int64_t>(groups[0].devices.size()), where);
   std::vector<size_t> modelled;
   const size_t step = std::max<size_t>(1, (groups.size() + max_modelled_groups - 1) / max_modelled_groups);
   for (size_t g = 0; g < groups.size(); g += step) modelled.push_back(g);

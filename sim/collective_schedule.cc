@@ -283,6 +283,17 @@ Schedule Tree(CollectiveOp op, int64_t n) {
 
 }  // namespace
 
+void CheckScheduleSize(CollectiveOp op, int64_t group_size, const std::string& where) {
+  if (op != CollectiveOp::kAllToAll || group_size * (group_size - 1) <= kMaxScheduleFlows) return;
+  int64_t largest = 2;
+  while ((largest + 1) * largest <= kMaxScheduleFlows) ++largest;
+  throw InputError(where,
+                   "an all-to-all over " + std::to_string(group_size) + " devices is " + std::to_string(group_size * (group_size - 1)) +
+                       " flows (every pair), more than the " + std::to_string(kMaxScheduleFlows) + " one collective may hold",
+                   "all-to-all groups of at most " + std::to_string(largest) + " devices",
+                   "use a smaller group (expert parallelism is rarely wider than 256)");
+}
+
 std::vector<Algorithm> AlgorithmsFor(CollectiveOp op) {
   switch (op) {
     case CollectiveOp::kAllReduce:
@@ -355,6 +366,10 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
       Schedule s{op, algorithm, n, {}, ""};
       Step step;
       if (op == CollectiveOp::kAllToAll) {
+        if (n * (n - 1) > kMaxScheduleFlows) {
+          *why_not = "an all-to-all over " + std::to_string(n) + " devices has more flows than one collective may hold";
+          return std::nullopt;
+        }
         for (int32_t i = 0; i < n; ++i) {
           for (int32_t j = 0; j < n; ++j) {
             if (i != j) step.flows.push_back({i, j, 1.0 / static_cast<double>(n)});

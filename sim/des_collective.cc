@@ -1,16 +1,10 @@
 #include "sim/des_collective.h"
 
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -201,7 +195,7 @@ void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup
   // step s (its sends and its receives) before any starts step s + 1.
   std::vector<double> start(requests.size(), 0), end(requests.size(), 0);
   RoundBarrier barrier(static_cast<int64_t>(participants.size()));
-  static int payload = 0;
+  int payload = 0;  // what every message carries (its size is what counts); outlives engine.run()
   for (size_t p = 0; p < participants.size(); ++p) {
     const int64_t device = participants[p];
     sg4::Actor::create("a" + std::to_string(device), host[device], [&, device, p] {
@@ -241,55 +235,99 @@ void RunEngine(const topologies::Cluster& cluster, const std::vector<DeviceGroup
   message << wall << " " << static_cast<int64_t>(usage.ru_maxrss) * 1024;
   for (size_t r = 0; r < requests.size(); ++r) message << " " << end[r] - start[r];
   message << "\n";
-  const std::string text = message.str();
-  if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) _exit(3);
+  WriteAll(fd, message.str());
+}
+
+// Distinct (source, destination) members of a schedule's flows; past 2^20 flows, the flows
+// themselves (an upper bound that costs nothing to count).
+int64_t RoutedPairs(const Schedule& schedule) {
+  int64_t flows = 0;
+  for (const Step& step : schedule.steps) flows += static_cast<int64_t>(step.flows.size());
+  if (flows > (int64_t{1} << 20)) return flows;
+  std::vector<uint64_t> pairs;
+  pairs.reserve(static_cast<size_t>(flows));
+  for (const Step& step : schedule.steps) {
+    for (const Flow& f : step.flows) pairs.push_back(static_cast<uint64_t>(static_cast<uint32_t>(f.src)) << 32 | static_cast<uint32_t>(f.dst));
+  }
+  std::sort(pairs.begin(), pairs.end());
+  return static_cast<int64_t>(std::unique(pairs.begin(), pairs.end()) - pairs.begin());
 }
 
 }  // namespace
 
+DesLoad CollectivesLoad(const std::vector<DeviceGroup>& groups, const std::vector<DesRequest>& requests) {
+  DesLoad load;
+  std::vector<int64_t> participants;
+  for (const DeviceGroup& g : groups) participants.insert(participants.end(), g.devices.begin(), g.devices.end());
+  std::sort(participants.begin(), participants.end());
+  load.hosts = std::unique(participants.begin(), participants.end()) - participants.begin();
+  load.actors = load.hosts;  // one per device
+  std::set<const Schedule*> routed;
+  for (const DesRequest& request : requests) {
+    const size_t steps = request.schedules.front()->steps.size();
+    for (size_t s = 0; s < steps; ++s) {
+      int64_t flows = 0;
+      for (const Schedule* schedule : request.schedules) {
+        const Step& step = schedule->steps[s];
+        if (step.rounds > 0) flows += static_cast<int64_t>(step.flows.size());
+      }
+      load.AddLaunches(flows, 1, CollectiveSecondsPerFlow(flows));
+      load.in_flight = std::max(load.in_flight, flows);
+      load.kept_records += flows;                   // resolved in the parent, kept to the end
+      load.activities += 2 * load.actors;           // every device's barrier waits
+    }
+    for (const Schedule* schedule : request.schedules) {
+      if (routed.insert(schedule).second) load.routes += RoutedPairs(*schedule);
+    }
+  }
+  return load;
+}
+
+namespace {
+
+std::string Describe(CollectiveOp op, const std::vector<DeviceGroup>& groups) {
+  return "the SimGrid " + ToString(op) + " over " + std::to_string(groups.size()) + (groups.size() == 1 ? " group" : " groups") + " of " +
+         std::to_string(groups.front().devices.size()) + " devices";
+}
+
+constexpr const char* kHint = "use the analytic engine (the same schedules, without contention), fewer sizes or a smaller group";
+
+}  // namespace
+
+void CheckCollectivesFit(const std::vector<DeviceGroup>& groups, CollectiveOp op, size_t requests, const DesLimits& limits) {
+  DesLoad load = CollectivesLoad(groups, {});
+  for (size_t r = 0; r < requests; ++r) {
+    int64_t flows = 0;
+    for (const DeviceGroup& g : groups) {
+      const int64_t n = static_cast<int64_t>(g.devices.size());
+      flows += op == CollectiveOp::kAllToAll ? n * (n - 1) : n - 1;
+    }
+    load.AddLaunches(flows, 1, CollectiveSecondsPerFlow(flows));
+    load.in_flight = std::max(load.in_flight, flows);
+    load.kept_records += flows;
+    if (r == 0) load.routes = flows;
+  }
+  CheckDesFits(load, EstimateDesCost(load), limits, Describe(op, groups), kHint);
+}
+
 DesReport SimulateCollectives(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups,
-                              const std::vector<DesRequest>& requests) {
+                              const std::vector<DesRequest>& requests, const DesLimits& limits) {
   DesReport report;
   report.folded = "each step's identical rounds run as one transfer of rounds x the bytes after (rounds - 1) latencies";
+  report.load = CollectivesLoad(groups, requests);
+  report.estimate = EstimateDesCost(report.load);
+  ChildGuard guard;
+  guard.limits = limits;
+  guard.what = Describe(requests.front().schedules.front()->op, groups);
+  guard.hint = kHint;
+  guard.estimated_seconds = report.estimate.seconds;
+  guard.estimated_bytes = report.estimate.bytes;
+  CheckDesFits(report.load, report.estimate, limits, guard.what, guard.hint);
   RouteTable table(cluster);
   const auto resolved = Resolve(cluster, groups, requests, table, report);
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) throw std::runtime_error("cannot create a pipe for the simulation");
-  std::cout.flush();
-  std::cerr.flush();
-  const pid_t child = fork();
-  if (child < 0) throw std::runtime_error("cannot fork the simulation process");
-  if (child == 0) {
-    close(pipe_fds[0]);
-    try {
-      RunEngine(cluster, groups, table, resolved, pipe_fds[1]);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "shardsim: SimGrid failed: %s\n", e.what());
-      _exit(2);
-    }
-    _exit(0);
-  }
-  close(pipe_fds[1]);
-  std::string text;
-  char buffer[4096];
-  while (true) {
-    const ssize_t got = read(pipe_fds[0], buffer, sizeof buffer);
-    if (got > 0) {
-      text.append(buffer, static_cast<size_t>(got));
-    } else if (got == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  close(pipe_fds[0]);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status)) {
-    throw std::runtime_error(std::string("the SimGrid simulation process was killed by signal ") + strsignal(WTERMSIG(status)));
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty()) {
-    throw std::runtime_error("the SimGrid simulation process failed (exit status " + std::to_string(WEXITSTATUS(status)) + ")");
-  }
+  Child child = StartChild([&](int fd) { RunEngine(cluster, groups, table, resolved, fd); });
+  const std::string text = std::move(FinishChildren({child}, guard).front());
+  if (text.empty()) throw std::runtime_error("the SimGrid simulation process returned nothing");
   std::istringstream in(text);
   in >> report.wall_s >> report.peak_rss_bytes;
   report.times_s.resize(requests.size());

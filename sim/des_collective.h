@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/collective_schedule.h"
+#include "sim/des_budget.h"
 
 namespace shardsim::sim {
 
@@ -30,14 +31,30 @@ struct DesReport {
   double wall_s = 0;                                // wall time of the simulation
   int64_t peak_rss_bytes = 0;                       // peak memory of the simulating process
   std::string folded;                               // what the engine folded, in words
+  DesLoad load;                                     // what the simulation created, counted beforehand
+  DesEstimate estimate;                             // its wall time and memory, estimated beforehand
 };
 
+// What SimulateCollectives will create for these requests (hosts, actors, routes, flows), from
+// the schedules alone: nothing is routed or built, so it is cheap however large the request.
+DesLoad CollectivesLoad(const std::vector<DeviceGroup>& groups, const std::vector<DesRequest>& requests);
+
+// Before any schedule is built (an all-to-all over 4,096 devices has 16.8M flows): refuses with
+// InputError, in milliseconds, a simulation of `requests` sizes of `op` over `groups` that passes
+// `limits` even at the least any algorithm needs (every pair for an all-to-all, a ring's flows
+// for the rest). SimulateCollectives checks the full estimate again once the schedules exist.
+void CheckCollectivesFit(const std::vector<DeviceGroup>& groups, CollectiveOp op, size_t requests, const DesLimits& limits);
+
 // Runs each request in turn (all `groups` at once, group g executing schedules[g] on its own
-// devices; member indices map through the group's device list) and returns the simulated times. The simulation runs in a child process (SimGrid allows one engine per
-// process), so this can be called repeatedly. Throws std::runtime_error if the child fails.
-// Each step's identical rounds are folded into one transfer of rounds x the bytes after
-// (rounds - 1) step latencies: exact when every round sees the same sharing.
+// devices; member indices map through the group's device list) and returns the simulated times.
+// The simulation runs in a child process (SimGrid allows one engine per process), so this can be
+// called repeatedly. Each step's identical rounds are folded into one transfer of rounds x the
+// bytes after (rounds - 1) step latencies: exact when every round sees the same sharing.
+// Limits: before anything is routed, the run's cost is estimated (CollectivesLoad,
+// EstimateDesCost) and a run past `limits` refused with InputError; while it runs, the child is
+// killed past the deadline or the memory ceiling (InputError naming the limit). Throws
+// std::runtime_error if the child fails.
 DesReport SimulateCollectives(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups,
-                              const std::vector<DesRequest>& requests);
+                              const std::vector<DesRequest>& requests, const DesLimits& limits = {});
 
 }  // namespace shardsim::sim

@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <optional>
 #include <set>
+#include <thread>
 
 #include "core/mesh.h"
 #include "core/suggest.h"
 #include "sim/child_process.h"
 #include "sim/schedule_player.h"
 #include "sim/step_engine.h"
+#include "sim/step_load.h"
 #include "sim/step_setup.h"
 #include "strategies/op_keys.h"
 #include "strategies/op_names.h"
@@ -97,6 +98,19 @@ struct LinkTally {
   }
 };
 
+// Counts of `add` added to `into` (the two plays of one simulation).
+void AddLoad(const DesLoad& add, DesLoad& into) {
+  into.hosts = std::max(into.hosts, add.hosts);  // each play has the same platform
+  into.routes = std::max(into.routes, add.routes);
+  into.actors += add.actors;
+  into.flows += add.flows;
+  into.largest_launch = std::max(into.largest_launch, add.largest_launch);
+  into.in_flight += add.in_flight;
+  into.activities += add.activities;
+  into.kept_records += add.kept_records;
+  into.flow_seconds += add.flow_seconds;
+}
+
 std::string KindText(const StepSetup& setup, int kind, const std::string& collective) {
   const std::string& name = setup.kinds[static_cast<size_t>(kind)].name;
   if (name == "pipeline-neighbours") return "pipeline transfers";
@@ -115,12 +129,35 @@ SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cl
   report.step = report.estimate;
   const StepSetup setup = PrepareStep(program, cluster, graph, collectives, options.fold);
   const SteadyStatePlays plays = PlaysFor(program, options.every_microbatch);
+  // What both plays will cost, refused beforehand past the limits.
+  report.engine_load = StepLoad(setup, plays.scheduled, options.timeline);
+  report.engine_estimate = EstimateDesCost(report.engine_load);
+  if (plays.extended()) {
+    const DesLoad fewer = StepLoad(setup, plays.fewer, false);
+    const DesEstimate cost = EstimateDesCost(fewer);
+    AddLoad(fewer, report.engine_load);
+    report.engine_estimate.bytes += cost.bytes;
+    // The plays run at once: side by side on two cores, one after the other on one.
+    report.engine_estimate.seconds = std::thread::hardware_concurrency() >= 2 ? std::max(report.engine_estimate.seconds, cost.seconds)
+                                                                              : report.engine_estimate.seconds + cost.seconds;
+  }
+  ChildGuard guard;
+  guard.limits = options.limits;
+  guard.what = "the SimGrid step simulation (" + std::to_string(setup.sets.size()) + (setup.sets.size() == 1 ? " actor set" : " actor sets") +
+               " for " + std::to_string(program.plan.mesh.Product()) + " devices, " + std::to_string(plays.scheduled) + " of " +
+               std::to_string(program.microbatches) + " micro-batches)";
+  guard.hint = "leave folding on, simulate fewer devices or micro-batches, or use the analytic estimate (shardsim estimate)";
+  guard.estimated_seconds = report.engine_estimate.seconds;
+  guard.estimated_bytes = report.engine_estimate.bytes;
+  guard.clear_progress_line = options.progress;
+  CheckDesFits(report.engine_load, report.engine_estimate, options.limits, guard.what, guard.hint);
   // Both plays run at once, each in its own process.
-  const Child longer = StartChild([&](int fd) { WriteAll(fd, Serialize(RunStepEngine(setup, plays.scheduled, options.timeline, options.progress))); });
-  std::optional<Child> shorter;
-  if (plays.extended()) shorter = StartChild([&](int fd) { WriteAll(fd, Serialize(RunStepEngine(setup, plays.fewer, false, false))); });
-  const EngineResult full = Deserialize(FinishChild(longer));
-  const EngineResult few = shorter ? Deserialize(FinishChild(*shorter)) : EngineResult{};
+  std::vector<Child> children;
+  children.push_back(StartChild([&](int fd) { WriteAll(fd, Serialize(RunStepEngine(setup, plays.scheduled, options.timeline, options.progress))); }));
+  if (plays.extended()) children.push_back(StartChild([&](int fd) { WriteAll(fd, Serialize(RunStepEngine(setup, plays.fewer, false, false))); }));
+  const std::vector<std::string> outputs = FinishChildren(std::move(children), guard);
+  const EngineResult full = Deserialize(outputs.front());
+  const EngineResult few = plays.extended() ? Deserialize(outputs.back()) : EngineResult{};
   auto extend = [&](double at, double at_fewer) { return plays.extended() ? plays.Extend(at, at_fewer) : at; };
 
   // Per set, extended over the steady state.

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/des_budget.h"
 #include "sim/estimate.h"
 
 namespace shardsim::sim {
@@ -34,6 +35,8 @@ struct SimulateOptions {
   bool timeline = false;          // keep every op's events (for --trace and --report)
   bool progress = false;          // a progress line on stderr once a simulation passes a second
                                   // (the caller checks that stderr is a terminal)
+  DesLimits limits;               // wall time and memory the simulation may take: refused
+                                  // beforehand when its estimate passes them, stopped when it does
 };
 
 // One op on one stream of one simulated device, as the timeline shows it.
@@ -102,6 +105,8 @@ struct SimReport {
   int64_t microbatches_simulated = 0, microbatches = 0;
   int64_t flows = 0;               // SimGrid transfers
   int64_t activities = 0;          // executions + transfers + waits
+  DesLoad engine_load;             // what the simulation created (both plays), counted beforehand
+  DesEstimate engine_estimate;     // its wall time and memory, estimated beforehand
   double wall_s = 0;               // wall time of the simulation (children included)
   int64_t peak_rss_bytes = 0;      // largest simulating process
   std::vector<TimelineEvent> events;  // SimulateOptions::timeline: the longer play's events
@@ -109,7 +114,9 @@ struct SimReport {
 };
 
 // Simulates one step of `program` on `cluster` (its graph `graph`), costing ops as Estimate does
-// with `collectives`. Throws std::runtime_error when a simulation process fails.
+// with `collectives`. Throws InputError naming the limit when the simulation's estimated cost
+// passes `options.limits` (before any engine starts) or the running simulation does (its
+// processes killed); std::runtime_error when a simulation process fails.
 SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cluster, const topologies::Cluster& graph, AxisCollectives& collectives,
                    const SimulateOptions& options = {});
 

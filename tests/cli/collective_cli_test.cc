@@ -1,4 +1,8 @@
-// `shardsim collective` end to end: the nccl-tests style sweep, its JSON, and its input errors.
+// `shardsim collective` end to end: the nccl-tests style sweep, its JSON, and its input errors;
+// and the stated limits it shares with `simulate` (docs/cli.md "Limits"): the cluster size bound,
+// the all-to-all group bound, and SimGrid runs refused before they start.
+#include <chrono>
+
 #include "tests/cli/cli_test_util.h"
 
 namespace shardsim::cli_test {
@@ -66,6 +70,81 @@ TEST(CliCollectiveTest, BadInputIsNamed) {
                            {"--bytes", "must be positive"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"collective", "--cluster", "dgx-h100:16", "--op", "all-reduce", "--devices", "8", "--bytes", "1M,x"}),
                            {"--bytes", "not a byte size"}));
+}
+
+// Runs shardsim and returns how long it took (seconds) in `*seconds`.
+CliResult Timed(const std::vector<std::string>& args, double* seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  CliResult r = RunShardsim(args);
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+// The tester's case: 10M GPUs took 11.5 GB and over a minute. Refused at once, with the bound and
+// why; the bound itself answers quickly.
+TEST(CliLimitsTest, ClusterSizeBoundIsStatedAndFast) {
+  double seconds = 0;
+  EXPECT_TRUE(IsInputError(Timed({"collective", "--cluster", "dgx-h100:10000000", "--op", "all-reduce", "--bytes", "1GiB", "--devices", "8"}, &seconds),
+                           {"--cluster dgx-h100:10000000", "10000000 devices", "at most 262144 devices", "100k-200k GPUs"}));
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "tpu-v5p:16x16x16,slices=128"}), {"524288 devices", "at most 262144"}));
+  json out;
+  ASSERT_TRUE(IsJsonSuccess(Timed({"collective", "--cluster", "dgx-h100:262144", "--op", "all-reduce", "--bytes", "1GiB", "--devices", "8", "--json"},
+                                  &seconds),
+                            &out));
+  EXPECT_LT(seconds, 20.0);  // about 0.5 s in a release build
+  EXPECT_GT(out["results"][0]["time_s"].get<double>(), 0);
+}
+
+TEST(CliLimitsTest, AllToAllGroupBound) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"collective", "--cluster", "dgx-h100:8192", "--op", "all-to-all", "--bytes", "1M", "--devices", "8192"}),
+                           {"--devices 8192", "67100672 flows", "at most 4096 devices"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"collective", "--cluster", "dgx-h100:16384", "--op", "all-to-all", "--bytes", "1M", "--mesh",
+                                        "data=2,expert=8192", "--axes", "expert"}),
+                           {"--mesh data=2,expert=8192 --axes expert", "at most 4096 devices"}));
+}
+
+// The tester's case: the SimGrid all-to-all over 4,096 chips ran 34 minutes and took 24 GiB.
+TEST(CliLimitsTest, SimGridRunsTooBigAreRefusedBeforeStarting) {
+  double seconds = 0;
+  EXPECT_TRUE(IsInputError(Timed({"collective", "--cluster", "tpu-v5p:16x16x16", "--op", "all-to-all", "--bytes", "1GiB", "--devices", "4096",
+                                  "--engine", "des"},
+                                 &seconds),
+                           {"--max-host-memory", "16773120 flows", "refused before starting", "analytic engine"}));
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_TRUE(IsInputError(Timed({"collective", "--cluster", "tpu-v5p:8x8x8", "--op", "all-to-all", "--bytes", "1GiB", "--devices", "512",
+                                  "--engine", "des", "--max-seconds", "10"},
+                                 &seconds),
+                           {"--max-seconds", "would take about", "at most 10 s (--max-seconds)"}));
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_TRUE(IsInputError(Timed({"collective", "--cluster", "dgx-h100:64", "--op", "all-to-all", "--bytes", "1GiB", "--devices", "64", "--engine",
+                                  "des", "--max-host-memory", "1MiB"},
+                                 &seconds),
+                           {"--max-host-memory", "would need about", "at most 1 MiB (--max-host-memory)"}));
+  // The same on the step simulation: every device of 1,024 simulated, with 10 ms to do it.
+  EXPECT_TRUE(IsInputError(Timed({"simulate", "--model", "gpt3-175b", "--cluster", "dgx-a100:1024", "--set", "mesh.tensor=8", "--set",
+                                  "mesh.pipeline=16", "--set", "mesh.data=8", "--set", "global_batch_size=64", "--set", "seq_len=2048", "--no-fold",
+                                  "--max-seconds", "0.01"},
+                                 &seconds),
+                           {"--max-seconds", "the SimGrid step simulation (1024 actor sets", "refused before starting", "leave folding on"}));
+  EXPECT_LT(seconds, 10.0);
+}
+
+TEST(CliLimitsTest, LimitFlagsAreChecked) {
+  const std::vector<std::string> base = {"collective", "--cluster", "dgx-h100:8", "--op", "all-reduce", "--bytes", "1M", "--devices", "8", "--engine", "des"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--max-seconds", "0"}), {"--max-seconds", "greater than 0"}));
+  EXPECT_TRUE(IsInputError(with({"--max-seconds", "nan"}), {"--max-seconds"}));
+  EXPECT_TRUE(IsInputError(with({"--max-host-memory", "1.5"}), {"--max-host-memory", "fraction"}));
+  EXPECT_TRUE(IsInputError(with({"--max-host-memory", "lots"}), {"--max-host-memory", "byte size"}));
+  json out;
+  ASSERT_TRUE(IsJsonSuccess(with({"--max-seconds", "60", "--max-host-memory", "0.5", "--json"}), &out));
+  EXPECT_GT(out["des"]["estimated_wall_s"].get<double>(), 0);
+  EXPECT_GT(out["des"]["estimated_peak_bytes"].get<double>(), 0);
 }
 
 }  // namespace

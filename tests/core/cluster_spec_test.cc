@@ -91,6 +91,35 @@ TEST(ClusterPresetsTest, BadStringsAreNamed) {
   ExpectRejected("tpu-v5e:16x16,slices=0", "out of range");
 }
 
+// The stated bound on devices (kMaxClusterDevices = 2^18): the largest presets of that size are
+// accepted, one node more is refused by every way of giving a cluster, naming the bound and why.
+TEST(ClusterPresetsTest, SizeBoundIsStatedAndEnforced) {
+  EXPECT_EQ(kMaxClusterDevices, 262144);
+  EXPECT_EQ(DeviceCount(ParseClusterPreset("dgx-h100:262144", "--cluster")), kMaxClusterDevices);
+  EXPECT_EQ(DeviceCount(ParseClusterPreset("tpu-v5p:16x16x16,slices=64", "--cluster")), kMaxClusterDevices);
+  ExpectRejected("dgx-h100:262152", "at most 262144 devices");
+  ExpectRejected("dgx-h100:10000000", "10000000 devices");
+  ExpectRejected("dgx-h100:10000000", "100k-200k GPUs");
+  ExpectRejected("gb200-nvl72:262224", "at most 262144");
+  ExpectRejected("tpu-v5p:16x16x16,slices=65", "266240 devices");
+  ExpectRejected("dgx-h100:99999999999999999999", "out of range");
+  nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-h100:16", "--cluster"));
+  j["topology"]["nodes"] = 32769;  // 262,152 GPUs
+  try {
+    ClusterFromJson(j, "c.json");
+    ADD_FAILURE() << "accepted 262152 devices";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "c.json:/topology");
+    EXPECT_NE(e.valid().find("at most 262144"), std::string::npos) << e.what();
+  }
+  j = ClusterToJson(ParseClusterPreset("local:4", "--cluster"));
+  j["topology"]["local_devices"] = 1 << 20;
+  EXPECT_THROW(ClusterFromJson(j, "c.json"), InputError);
+  j = ClusterToJson(ParseClusterPreset("tpu-v5p:4x4x4", "--cluster"));
+  j["topology"]["slices"] = 5000;  // 320,000 chips
+  EXPECT_THROW(ClusterFromJson(j, "c.json"), InputError);
+}
+
 TEST(ClusterJsonTest, MissingLinkClassIsNamed) {
   nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-h100:16", "--cluster"));
   j["links"].erase("infiniband");
