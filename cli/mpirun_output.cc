@@ -38,7 +38,12 @@ bool MpirunOutput::Take(const std::string& line) {
     return false;
   }
   if (IsProcessNoise(line)) return false;
-  if (line.rfind("shardsim-runtime: error:", 0) == 0) news_.runtime_error = true;
+  if (line.rfind("shardsim-runtime: error:", 0) == 0) {
+    // The first error is the cause; a later one is its consequence (a stopped rank, continued by
+    // mpirun's abort, finds its own wait over time before it is ended).
+    if (news_.runtime_error) return false;
+    news_.runtime_error = true;
+  }
   return true;
 }
 

@@ -40,6 +40,7 @@ TEST(MpirunOutputTest, AKilledRankIsNamedAndTheBannersHidden) {
 TEST(MpirunOutputTest, ARanksOwnErrorLineIsTheOnlyLine) {
   MpirunOutput output;
   const auto shown = Feed(output, "shardsim-runtime: error: rank 0: timed out after 3 s waiting for x\n"
+                                  "shardsim-runtime: error: rank 1: timed out after 3 s waiting for y\n"
                                   "[vm:22744] [[13350,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer\n" +
                                       Banner("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\nwith errorcode 4.\n\nNOTE: invoking MPI_ABORT ..."));
   ASSERT_EQ(shown.size(), 1u);
