@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -179,7 +180,9 @@ int Run(int argc, char** argv) {
   run_cmd->add_option("--steps", run.steps, "training steps (default 10)");
   run_cmd->add_option("--hostfile", run.hostfile, "spread the ranks over machines: an Open MPI hostfile, one 'HOST slots=N' per line (docs/multi_host.md)");
   run_cmd->add_option("--trace", run.trace, "write a Chrome trace of every rank's ops (stage/layer/op/microbatch keys)");
-  run_cmd->add_option("--seed", run.seed, "initialisation seed (default 1234)");
+  // Parsed by ParseInteger first: CLI11 alone clamps 2^64 to 2^63-1 silently.
+  run_cmd->add_option("--seed", run.seed, "initialisation seed, 0 to 2^63-1 (default 1234)")
+      ->check(Parses([](const std::string& text) { ParseInteger(text, "--seed", 0, std::numeric_limits<int64_t>::max()); }, "0 to 2^63-1"));
   run_cmd->add_option("--lr", run.lr, "AdamW learning rate (default 1e-3)");
   run_cmd->add_option("--corpus", run.corpus, "train on this text file instead of the shipped corpus");
   run_cmd->add_option("--checkpoint", run.checkpoint, "write a sharded checkpoint into this folder after the last step");

@@ -17,6 +17,7 @@
 #include "cli/watched_process.h"
 #include "core/error.h"
 #include "core/rank_status.h"
+#include "core/units.h"
 
 namespace shardsim::cli {
 namespace {
@@ -36,6 +37,23 @@ std::string FindOnPath(const std::string& name) {
   return "";
 }
 
+// The folder the ranks on this machine post their status in (core/rank_status.h), named to them
+// by the environment, removed with everything in it when the launch ends however it ends.
+struct StatusFolder {
+  std::string path = (std::filesystem::temp_directory_path() / "shardsim-job-XXXXXX").string();
+  StatusFolder() {
+    if (!mkdtemp(path.data())) path.clear();
+    setenv(kRankStatusFolderVariable, path.c_str(), 1);
+  }
+  ~StatusFolder() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove_all(path, ignored);
+    unsetenv(kRankStatusFolderVariable);
+  }
+  StatusFolder(const StatusFolder&) = delete;
+  StatusFolder& operator=(const StatusFolder&) = delete;
+};
+
 }  // namespace
 
 int64_t Hostfile::TotalSlots() const {
@@ -45,6 +63,8 @@ int64_t Hostfile::TotalSlots() const {
 }
 
 Hostfile ReadHostfile(const std::string& path) {
+  std::error_code folder_error;
+  if (std::filesystem::is_directory(path, folder_error)) throw InputError("--hostfile " + path, "is a folder", "an OpenMPI hostfile", "name the file");
   std::ifstream in(path);
   if (!in) throw InputError("--hostfile " + path, "cannot be read", "an OpenMPI hostfile: one 'HOST slots=N' per line", "check the path");
   Hostfile h;
@@ -61,10 +81,8 @@ Hostfile ReadHostfile(const std::string& path) {
       if (word.rfind("slots=", 0) != 0 && !max_slots) {
         throw InputError(where, "unknown word '" + word + "'", "HOST slots=N [max_slots=M]", "see docs/multi_host.md");
       }
-      char* end = nullptr;
-      const char* number_text = word.c_str() + word.find('=') + 1;
-      const long long value = std::strtoll(number_text, &end, 10);
-      if (end == number_text || *end != '\0' || value < 1) throw InputError(where, "'" + word + "' is not a slot count", "slots=N with N >= 1");
+      // At most 2^20 slots a host: their sum cannot overflow, and no machine has more cores.
+      const int64_t value = ParseInteger(word.substr(word.find('=') + 1), where + " " + word, 1, int64_t{1} << 20);
       if (!max_slots) slots = value;
     }
     h.hosts.push_back(host);
@@ -106,9 +124,8 @@ int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, c
   }
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
   // The ranks on this machine post what they are doing here, so a dead one can be named with its op.
-  std::string status_folder = (std::filesystem::temp_directory_path() / "shardsim-job-XXXXXX").string();
-  if (!mkdtemp(status_folder.data())) status_folder.clear();
-  setenv(kRankStatusFolderVariable, status_folder.c_str(), 1);
+  const StatusFolder status;
+  const std::string& status_folder = status.path;
   MpirunOutput output;
   const WatchedEnd end = RunWatched(args, stdout_path, [&](const std::string& line) {
     if (output.Take(line)) std::cerr << line << std::endl;
@@ -116,8 +133,6 @@ int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, c
   const MpirunNews& news = output.Finish();
   const int blamed = news.BlamedRank();
   const std::string doing = blamed >= 0 && !status_folder.empty() ? ReadRankStatus(status_folder, blamed) : "";
-  if (!status_folder.empty()) std::filesystem::remove_all(status_folder, ec);
-  unsetenv(kRankStatusFolderVariable);
   if (end.forwarded) {
     std::cerr << "shardsim: stopped by signal " << end.forwarded << " (" << strsignal(end.forwarded) << "): mpirun and its ranks "
               << (end.escalated ? "were killed " + std::to_string(kGraceSeconds) + " s later" : "ended") << "\n";

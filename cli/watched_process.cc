@@ -68,28 +68,43 @@ class ForwardSignals {
 
 WatchedEnd RunWatched(const std::vector<std::string>& argv, const std::string& stdout_path,
                       const std::function<void(const std::string&)>& on_line) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw InputError(argv.front(), "cannot be started (no pipe)");
+  // stderr always comes back; stdout too unless it goes to a file, so that a write to ours that
+  // fails (a full disk, a closed pipe) is seen here rather than lost inside mpirun.
+  int err_pipe[2], out_pipe[2] = {-1, -1};
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) throw InputError(argv.front(), "cannot be started (no pipe)");
+  if (stdout_path.empty() && pipe2(out_pipe, O_CLOEXEC) != 0) {
+    close(err_pipe[0]);
+    close(err_pipe[1]);
+    throw InputError(argv.front(), "cannot be started (no pipe)");
+  }
   std::cout.flush();
   std::cerr.flush();
   ForwardSignals forwarding;
   received = 0;
   const pid_t child = fork();
   if (child < 0) {
-    close(fds[0]);
-    close(fds[1]);
+    for (int fd : {err_pipe[0], err_pipe[1], out_pipe[0], out_pipe[1]}) {
+      if (fd >= 0) close(fd);
+    }
     throw InputError(argv.front(), "cannot be started (fork failed)");
   }
-  if (child == 0) ExecChild(argv, stdout_path, fds[1]);
+  if (child == 0) {
+    if (out_pipe[1] >= 0) dup2(out_pipe[1], STDOUT_FILENO);
+    ExecChild(argv, stdout_path, err_pipe[1]);
+  }
   setpgid(child, child);  // also here, so the group exists before any signal is forwarded
   forward_to = child;
-  close(fds[1]);
+  if (received) kill(child, received);  // a signal that came before there was a child to forward to
+  close(err_pipe[1]);
+  if (out_pipe[1] >= 0) close(out_pipe[1]);
   WatchedEnd end;
   std::string pending;
   std::chrono::steady_clock::time_point signalled, reaped_at;
   int status = 0;
   bool reaped = false;
-  while (true) {
+  std::vector<pollfd> open_fds = {{err_pipe[0], POLLIN, 0}};
+  if (out_pipe[0] >= 0) open_fds.push_back({out_pipe[0], POLLIN, 0});
+  while (!open_fds.empty()) {
     const auto now = std::chrono::steady_clock::now();
     if (received && !end.forwarded) end.forwarded = received, signalled = now;
     if (end.forwarded && !end.escalated && now - signalled > std::chrono::seconds(kGraceSeconds)) {
@@ -97,22 +112,37 @@ WatchedEnd RunWatched(const std::vector<std::string>& argv, const std::string& s
       end.escalated = true;
     }
     if (!reaped && waitpid(child, &status, WNOHANG) == child) reaped = true, reaped_at = now;
-    // A rank that outlives mpirun keeps the pipe open: it gets a moment to finish writing.
+    // A rank that outlives mpirun keeps the pipes open: it gets a moment to finish writing.
     if (reaped && now - reaped_at > std::chrono::seconds(2)) break;
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    char buffer[4096];
-    const ssize_t got = read(fds[0], buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    pending.append(buffer, static_cast<size_t>(got));
-    for (size_t newline; (newline = pending.find('\n')) != std::string::npos;) {
-      on_line(pending.substr(0, newline));
-      pending.erase(0, newline + 1);
+    if (poll(open_fds.data(), open_fds.size(), 200) <= 0) continue;
+    for (size_t i = 0; i < open_fds.size();) {
+      if (!(open_fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+        ++i;
+        continue;
+      }
+      char buffer[4096];
+      const ssize_t got = read(open_fds[i].fd, buffer, sizeof buffer);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        close(open_fds[i].fd);
+        open_fds.erase(open_fds.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      if (open_fds[i].fd == err_pipe[0]) {
+        pending.append(buffer, static_cast<size_t>(got));
+        for (size_t newline; (newline = pending.find('\n')) != std::string::npos;) {
+          on_line(pending.substr(0, newline));
+          pending.erase(0, newline + 1);
+        }
+      } else {
+        std::cout.write(buffer, got);  // shardsim's stdout is checked when the command returns
+        std::cout.flush();
+      }
+      ++i;
     }
   }
   if (!pending.empty()) on_line(pending);
-  close(fds[0]);
+  for (const pollfd& p : open_fds) close(p.fd);
   while (!reaped && waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   forward_to = 0;

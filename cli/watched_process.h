@@ -19,8 +19,8 @@ struct WatchedEnd {
   bool escalated = false;   // the grace period passed and the process group was killed
 };
 
-// Runs `argv` (argv[0] a path) with stdout to `stdout_path` (inherited when empty) and each line of
-// its stderr handed to `on_line`. Throws InputError when it cannot be started.
+// Runs `argv` (argv[0] a path) with stdout to `stdout_path` (copied to std::cout when empty) and
+// each line of its stderr handed to `on_line`. Throws InputError when it cannot be started.
 WatchedEnd RunWatched(const std::vector<std::string>& argv, const std::string& stdout_path,
                       const std::function<void(const std::string&)>& on_line);
 

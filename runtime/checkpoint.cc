@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <sstream>
 
 #include "core/error.h"
@@ -219,7 +220,17 @@ Live ReadLive(const fs::path& root) {
 
 std::string RankFileName(int rank) { return "rank-" + std::to_string(rank) + ".bin"; }
 
-bool IsStepFolderName(const std::string& name) { return name.rfind("step-", 0) == 0; }
+// Only the names StepFolderName makes (and their "-1" twin): a user's own "step-by-step/" is not ours.
+bool IsStepFolderName(const std::string& name) {
+  static const std::regex ours(R"(step-\d{6,}(-1)?)");
+  return std::regex_match(name, ours);
+}
+
+// A rank file or its temporary, of any rank.
+bool IsRankFileName(const std::string& name) {
+  static const std::regex ours(R"(rank-\d+\.bin(\.tmp)?)");
+  return std::regex_match(name, ours);
+}
 
 // The entries of `folder` (none when it cannot be read; never throws).
 std::vector<fs::path> List(const fs::path& folder) {
@@ -320,7 +331,7 @@ void SaveCheckpoint(const CheckpointSubject& subject, const std::string& dir, in
   }
   agreement.Broadcast(decided, 0, "checkpoint folder broadcast");
   const json decision = json::parse(decided);
-  const std::string name = decision["folder"].get<std::string>(), live_folder = decision["live"].get<std::string>();
+  const std::string name = decision["folder"].get<std::string>();
   const std::string kept = decision["kept"].get<std::string>();
   const fs::path folder = root / name;
   const fs::path file = folder / RankFileName(rank);
@@ -439,17 +450,22 @@ void SaveCheckpoint(const CheckpointSubject& subject, const std::string& dir, in
     fs::remove(o / RankFileName(rank), ignored);
     fs::remove(o / (RankFileName(rank) + ".tmp"), ignored);
   }
-  // The earlier format's rank file beside the manifest.
-  if (live_folder.empty()) fs::remove(root / RankFileName(rank), ignored);
   agreement.Sync("checkpoint clean-up");
   if (rank == 0) {
-    for (const fs::path& o : old) fs::remove_all(o, ignored);
+    // Only rank files are removed, then the folder if that left it empty: anything else a user
+    // put there stays.
+    for (const fs::path& o : old) {
+      for (const fs::path& entry : List(o)) {
+        if (IsRankFileName(entry.filename().string())) fs::remove(entry, ignored);
+      }
+      fs::remove(o, ignored);
+    }
     // Files in the new folder that are not this job's (a stale folder of the same step).
     for (const fs::path& entry : List(folder)) {
       const std::string entry_name = entry.filename().string();
       bool ours = false;
       for (int r = 0; r < ranks && !ours; ++r) ours = entry_name == RankFileName(r);
-      if (!ours) fs::remove_all(entry, ignored);
+      if (!ours && IsRankFileName(entry_name)) fs::remove(entry, ignored);
     }
   }
 }

@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/units.h"
+#include "core/output_file.h"
 #include "core/inputs.h"
 #include "core/plan_json.h"
 #include "core/train_settings.h"
@@ -44,7 +48,18 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
   train->add_option("--plan", a.plan, "plan JSON (docs/cli.md); or give the plan by --set alone");
   train->add_option("--set", a.set, "override a plan field: key=value");
   train->add_option("--steps", a.steps, "training steps (default 10)");
-  train->add_option("--seed", a.seed, "initialisation seed, 0 to 2^63-1 (default 1234)");
+  // Whole numbers only, in range: CLI11 alone clamps 2^64 to 2^63-1 silently.
+  train->add_option("--seed", a.seed, "initialisation seed, 0 to 2^63-1 (default 1234)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              ParseInteger(text, "--seed", 0, std::numeric_limits<int64_t>::max());
+              return "";
+            } catch (const InputError& e) {
+              return e.problem() + "; valid: " + e.valid();
+            }
+          },
+          "0 to 2^63-1"));
   train->add_option("--lr", a.lr, "AdamW learning rate, in (0, 1] (default 1e-3)");
   train->add_option("--corpus", a.corpus, "a text file instead of the shipped corpus (the repository's documentation)");
   // CLI::PositiveNumber lets nan and inf through, and either would turn the timeout off.
@@ -93,10 +108,18 @@ int RunTrainCommand(const TrainCommandOptions& a) {
   const Corpus corpus(text, plan.seq_len);
   if (!a.trace.empty()) {
     // Rank 0 writes the trace after training: find out now, on every rank, that it can.
-    int writable = 1;
-    if (rank == 0) writable = std::ofstream(a.trace, std::ios::app) ? 1 : 0;
+    // (CheckOutputWritable creates nothing: a refused run leaves no empty file behind.)
+    std::string problem;
+    if (rank == 0) {
+      try {
+        CheckOutputWritable(a.trace, "--trace");
+      } catch (const InputError& e) {
+        problem = e.what();
+      }
+    }
+    int writable = problem.empty() ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &writable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!writable) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check that the folder exists");
+    if (!writable) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check that the folder exists and is writable");
   }
   TrainOptions options;
   options.seed = static_cast<uint64_t>(a.seed);
@@ -134,11 +157,19 @@ int RunTrainCommand(const TrainCommandOptions& a) {
   }
   if (!a.trace.empty()) {
     const std::string trace = trainer.GatherTrace();
+    // Rank 0 writes (an existing trace survives a failed write); every rank learns how it went,
+    // so none is left waiting in the collective below.
+    std::optional<InputError> failed;
     if (rank == 0) {
-      std::ofstream out(a.trace);
-      out << trace << "\n";
-      if (!out) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check free space");
+      try {
+        WriteOutputFile(a.trace, trace + "\n", "--trace");
+      } catch (const InputError& e) {
+        failed = e;
+      }
     }
+    int written = failed ? 0 : 1;
+    MPI_Allreduce(MPI_IN_PLACE, &written, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!written) throw failed ? *failed : InputError("--trace " + a.trace, "cannot be written");  // rank 0's is printed
   }
   const std::vector<RankMemory> memory = trainer.GatherMemory();  // collective
   if (rank != 0) return 0;

@@ -59,12 +59,12 @@ int WorldRankOf(pid_t pid) {
 // `shardsim run` started in the background, its stdout and stderr going to files.
 class Job {
  public:
-  Job(const std::vector<std::string>& args, const TempDir& dir, const std::string& program = SHARDSIM_BIN)
+  Job(const std::vector<std::string>& args, const TempDir& dir, const std::string& program = SHARDSIM_BIN, const std::string& stdout_to = "")
       : out_(dir.PathOf("job.out")), err_(dir.PathOf("job.err")) {
     pid_ = fork();
     if (pid_ == 0) {
       freopen("/dev/null", "r", stdin);
-      freopen(out_.c_str(), "w", stdout);
+      freopen(stdout_to.empty() ? out_.c_str() : stdout_to.c_str(), "w", stdout);
       freopen(err_.c_str(), "w", stderr);
       std::vector<char*> argv = {const_cast<char*>(program.c_str())};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -214,13 +214,19 @@ TEST_F(RunFaultTest, ValuesOutOfRangeAreRefusedBeforeLaunching) {
   for (const std::string lr : {"nan", "inf", "-inf", "1e300", "-1", "0"}) EXPECT_TRUE(IsInputError(with({"--lr", lr}), {"--lr", "(0, 1]"})) << lr;
   std::vector<std::string> negative_seed = base;
   negative_seed.back() = "-1";  // the job's own --seed
-  EXPECT_TRUE(IsInputError(RunShardsim(negative_seed), {"--seed", "negative"}));
+  EXPECT_TRUE(IsInputError(RunShardsim(negative_seed), {"--seed", "'-1' is out of range"}));
   for (const std::string t : {"nan", "0", "-3", "1e999"}) EXPECT_TRUE(IsInputError(with({"--timeout", t}), {"--timeout"})) << t;
   EXPECT_TRUE(IsInputError(with({"--hostfile", PathOf("none.txt")}), {"--hostfile", "cannot be read"}));
   EXPECT_TRUE(IsInputError(with({"--hostfile", Write("empty.txt", "")}), {"--hostfile", "lists no host"}));
   EXPECT_TRUE(IsInputError(with({"--hostfile", Write("one.txt", "localhost slots=1\n")}), {"--hostfile", "1 slots for 2 ranks"}));
   EXPECT_TRUE(IsInputError(with({"--trace", PathOf("missing/trace.json")}), {"--trace", "No such file"}));
   EXPECT_TRUE(IsInputError(with({"--checkpoint-every", "-1"}), {"--checkpoint-every"}));
+  std::vector<std::string> huge_seed = base;
+  huge_seed.back() = "18446744073709551616";  // 2^64: refused, not clamped to 2^63-1
+  EXPECT_TRUE(IsInputError(RunShardsim(huge_seed), {"--seed", "out of range"}));
+  EXPECT_TRUE(IsInputError(with({"--hostfile", Write("big.txt", "a slots=9223372036854775807\nb slots=9223372036854775807\n")}),
+                           {"--hostfile", "big.txt:1", "out of range"}));
+  EXPECT_TRUE(IsInputError(with({"--hostfile", dir_.path().string()}), {"--hostfile", "is a folder"}));
   // Far more ranks than this machine's cores could time-share.
   EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--set", "mesh.data=100000", "--global-batch-tokens", "6400000", "--seq-len",
                                         "64", "--steps", "1"}),
@@ -234,6 +240,33 @@ TEST_F(RunFaultTest, RuntimeArgumentErrorsAreOneLine) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("shardsim-runtime: error: --corpus"), std::string::npos) << r.err;
+}
+
+// A checkpoint folder may hold the user's own files, even ones named like ours: only rank files
+// of older saves are removed.
+TEST_F(RunFaultTest, CheckpointsRemoveOnlyTheirOwnFiles) {
+  const std::string notes = Write("ck/step-by-step-notes/notes.txt", "precious");
+  const std::string mine = Write("ck/step-000001/mine.txt", "also mine");
+  const std::string plan = Write("p.json", R"({"mesh": {"data": 2}, "global_batch_size": 4, "seq_len": 64})");
+  const CliResult r = RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "3", "--checkpoint", PathOf("ck"),
+                                   "--checkpoint-every", "1", "--seed", seed_});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(notes));
+  EXPECT_TRUE(std::filesystem::exists(mine));
+  EXPECT_FALSE(std::filesystem::exists(PathOf("ck/step-000001/rank-0.bin")));
+  EXPECT_FALSE(std::filesystem::exists(PathOf("ck/step-000002")));
+  EXPECT_TRUE(std::filesystem::exists(PathOf("ck/step-000003/rank-1.bin")));
+}
+
+// The ranks' stdout comes through shardsim, so a full disk there is an error, not a lost report.
+TEST_F(RunFaultTest, AReportThatCannotBeWrittenIsAnError) {
+  const std::string plan = Write("p.json", R"({"mesh": {"data": 2}, "global_batch_size": 4, "seq_len": 64})");
+  Job job({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "1", "--json", "--seed", seed_}, dir_, SHARDSIM_BIN, "/dev/full");
+  const CliResult r = job.Finish(60);
+  EXPECT_TRUE(r.exited && r.exit_code != 0) << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("standard output: cannot be written"), std::string::npos) << r.err;
+  EXPECT_TRUE(NothingLeft(seed_));
 }
 
 // shardsim-runtime started by hand (one rank, no mpirun): its argument errors are one line in

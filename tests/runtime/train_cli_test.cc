@@ -109,7 +109,8 @@ TEST_F(TrainCliTest, LearningRatesOutOfRangeAreOneLineErrors) {
 }
 
 TEST_F(TrainCliTest, ANegativeSeedIsRefusedNotWrapped) {
-  ExpectOneLineError(Train("--steps 1 --seed -1"), "--seed: -1 is negative; valid: a whole number from 0 to 2^63-1");
+  ExpectOneLineError(Train("--steps 1 --seed -1"), "--seed: '-1' is out of range; valid: 0 to 9223372036854775807");
+  ExpectOneLineError(Train("--steps 1 --seed 18446744073709551616"), "--seed: '18446744073709551616' is out of range");
 }
 
 TEST_F(TrainCliTest, CheckpointFoldersThatCannotBeUsedAreReportedBeforeAnyStep) {
