@@ -14,6 +14,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/cli/cli_test_util.h"
 
@@ -241,6 +242,41 @@ TEST_F(RunFaultTest, RuntimeArgumentErrorsAreOneLine) {
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("shardsim-runtime: error: --corpus"), std::string::npos) << r.err;
 }
+
+// Faults mid-run (a rank killed by SIGKILL, shardsim sent SIGTERM) leave the last complete
+// checkpoint, which resumes bit-identically: its next loss equals an uninterrupted run's.
+class CheckpointAfterFaultTest : public RunFaultTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(CheckpointAfterFaultTest, TheLastGoodCheckpointResumesBitIdentically) {
+  const bool kill_rank = GetParam();
+  const std::string plan = Write("p.json", R"({"mesh": {"data": 2}, "global_batch_size": 4, "seq_len": 64})");
+  Job job({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "100000", "--seed", seed_, "--checkpoint", PathOf("ck"),
+           "--checkpoint-every", "1"},
+          dir_);
+  ASSERT_TRUE(job.WaitFor("step   3", 60)) << ReadAll(PathOf("job.err"));
+  pid_t victim = job.pid();
+  if (kill_rank) {
+    for (pid_t p : JobProcesses(seed_, true)) {
+      if (WorldRankOf(p) == 1) victim = p;
+    }
+  }
+  kill(victim, kill_rank ? SIGKILL : SIGTERM);
+  const CliResult ended = job.Finish(30);
+  EXPECT_TRUE(ended.exited && ended.exit_code == (kill_rank ? 4 : 128 + SIGTERM)) << ended.err;
+  EXPECT_TRUE(NothingLeft(seed_));
+  const nlohmann::json manifest = nlohmann::json::parse(ReadAll(PathOf("ck/checkpoint.json")));
+  const int64_t step = manifest.at("step").get<int64_t>();
+  ASSERT_GE(step, 3);
+  const CliResult resumed = RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "1", "--seed", seed_, "--resume", PathOf("ck"), "--json"});
+  ASSERT_TRUE(resumed.exited && resumed.exit_code == 0) << resumed.err;
+  const CliResult straight = RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--steps", std::to_string(step + 1), "--seed", seed_, "--json"});
+  ASSERT_TRUE(straight.exited && straight.exit_code == 0) << straight.err;
+  const nlohmann::json a = nlohmann::json::parse(resumed.out), b = nlohmann::json::parse(straight.out);
+  EXPECT_EQ(a.at("first_step").get<int64_t>(), step);
+  EXPECT_EQ(a.at("losses").at(0).get<double>(), b.at("losses").at(static_cast<size_t>(step)).get<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(KillAndTerm, CheckpointAfterFaultTest, ::testing::Bool());
 
 // A checkpoint folder may hold the user's own files, even ones named like ours: only rank files
 // of older saves are removed.
