@@ -20,17 +20,6 @@ namespace {
   throw InputError(flag + " " + path, "cannot be written: " + reason, "", hint);
 }
 
-// Writes all of `text` to `fd`; returns 0 or the errno of the failing write.
-int WriteAll(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? errno : EIO;
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
 
 // Names of streams already open (/dev/stdout, /dev/fd/3, /proc/self/fd/1) are written in place
 // and appended to even when they lead to a regular file: a file renamed over would be cut off
@@ -43,6 +32,18 @@ std::string FolderOf(const std::string& path) {
 }
 
 }  // namespace
+
+int WriteFully(int fd, const void* data, size_t size) {
+  const char* bytes = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, bytes + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
 
 void CheckOutputWritable(const std::string& path, const std::string& flag) {
   if (path.empty()) throw InputError(flag, "is an empty path", "a file path");
@@ -69,7 +70,7 @@ void WriteOutputFile(const std::string& path, const std::string& text, const std
     // A device or pipe: renaming over it would replace it, so write in place.
     const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0) Fail(flag, path, errno);
-    const int error = WriteAll(fd, text);
+    const int error = WriteFully(fd, text.data(), text.size());
     if (::close(fd) != 0 && error == 0) Fail(flag, path, errno);
     if (error != 0) Fail(flag, path, error);
     return;
@@ -88,7 +89,7 @@ void WriteOutputFile(const std::string& path, const std::string& text, const std
   std::string temporary = target + ".XXXXXX";
   const int fd = ::mkstemp(temporary.data());
   if (fd < 0) Fail(flag, path, errno);
-  int error = WriteAll(fd, text);
+  int error = WriteFully(fd, text.data(), text.size());
   if (error == 0 && ::fchmod(fd, mode) != 0) error = errno;
   if (error == 0 && ::fsync(fd) != 0) error = errno;
   if (::close(fd) != 0 && error == 0) error = errno;

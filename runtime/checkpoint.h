@@ -43,12 +43,11 @@
 
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
+#include "runtime/checkpoint_files.h"
 #include "runtime/comm.h"
 
 namespace shardsim::runtime {
 
-inline constexpr char kCheckpointMagic[8] = {'S', 'H', 'S', 'I', 'M', 'C', 'K', 'P'};
-inline constexpr uint32_t kCheckpointVersion = 2;
 inline constexpr const char* kCheckpointManifest = "checkpoint.json";
 // The largest magnitude a stored value may have. AdamW moves a parameter by at most about lr
 // (<= 1) per step and the moments hold clipped gradients, so a state beyond this is damage (or a
@@ -88,21 +87,5 @@ void CheckCheckpointFolder(MeshComms& comms, const std::string& dir, const std::
 // the others take theirs from). Collective.
 void CheckResumeFolder(MeshComms& comms, const std::string& dir, const std::string& flag = "--resume");
 
-// The step folder's name for `step` ("step-000120").
-std::string StepFolderName(int64_t step);
-
-// The pieces of the format, for tools and tests that must write a file by hand.
-// CRC-32 (Boost.CRC crc_32_type) of `size` bytes.
-uint32_t Crc32(const void* data, size_t size);
-// A rank file's bytes: magic, version, `header` (its payload_bytes and payload_crc32 set from
-// `payload` here), the header's CRC, then `payload`.
-std::string EncodeRankFile(nlohmann::json header, const std::string& payload);
-// A rank file split into its header JSON and payload, with no checks but the framing; throws
-// InputError when the framing cannot be read.
-struct RawRankFile {
-  nlohmann::json header;
-  std::string payload;
-};
-RawRankFile DecodeRankFile(const std::string& bytes, const std::string& where);
 
 }  // namespace shardsim::runtime
