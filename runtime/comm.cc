@@ -100,9 +100,29 @@ void MeshComms::Wait(MPI_Request* request, const std::string& what) {
 }
 
 void MeshComms::Receive(float* data, int64_t count, int source, int tag, const std::string& what) {
+  MPI_Request request = StartReceive(data, count, source, tag, what);
+  Wait(&request, what + " from rank " + std::to_string(source));
+}
+
+MPI_Request MeshComms::StartReceive(float* data, int64_t count, int source, int tag, const std::string& what) {
   MPI_Request request;
   CheckMpi(MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, source, tag, world_, &request), world_, what);
-  Wait(&request, what + " from rank " + std::to_string(source));
+  return request;
+}
+
+void MeshComms::ExchangeSumWithStage(float* data, int64_t count, int64_t stage, const std::string& what) {
+  if (count == 0) return;
+  Record(CollectiveOp::kPermute, {"pipeline"}, count, what);
+  // Far above the pipeline's point-to-point tags (trainer.cc), which stay below 4 x positions.
+  constexpr int kTag = 32000;
+  const int peer = PipelinePeer(stage);
+  std::vector<float> theirs(static_cast<size_t>(count));
+  MPI_Request requests[2];
+  CheckMpi(MPI_Irecv(theirs.data(), static_cast<int>(count), MPI_FLOAT, peer, kTag, world_, &requests[0]), world_, what);
+  CheckMpi(MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, peer, kTag, world_, &requests[1]), world_, what);
+  Wait(&requests[0], what + " from rank " + std::to_string(peer));
+  Wait(&requests[1], what + " to rank " + std::to_string(peer));
+  for (int64_t i = 0; i < count; ++i) data[i] += theirs[static_cast<size_t>(i)];
 }
 
 void MeshComms::Record(CollectiveOp op, const std::vector<std::string>& axes, int64_t elements, const std::string& what) {

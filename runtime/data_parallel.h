@@ -64,7 +64,7 @@ class DataParallel {
   // gradients is kept); the rest of the buffer is stale. Sums the tensor-replicated weights'
   // gradients over tensor when sequence parallelism split their tokens.
   std::vector<float>& ReducedGradients();
-  // The flat parameter ranges this rank's optimizer updates, in bucket order. `counted`: this
+  // The flat parameter ranges this rank's optimizer updates, one per bucket, in bucket order. `counted`: this
   // rank is the one that counts the range in a global sum (ranks holding the same updated range
   // after an all-reduce count it once), so that summing counted ranges (tensor-replicated tensors
   // on tensor rank 0 only) over the world visits every parameter once.
@@ -73,6 +73,8 @@ class DataParallel {
     bool counted = true;
   };
   const std::vector<Range>& OptimizerRanges() const { return opt_ranges_; }
+  // Bucket `bucket`'s range is counted on another stage (a copy of its parameters: stage_copies.h).
+  void Uncount(int bucket) { opt_ranges_[static_cast<size_t>(bucket)].counted = false; }
   int64_t optimizer_elements() const { return opt_elements_; }
   // After the optimizer: all-gathers the updated parameters where ZeRO-1/2 ask for it.
   void AfterOptimizer();

@@ -39,20 +39,8 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (p.mesh.context > 1 && p.context_kv != "ring") refuse("plan:/context_kv", "context_kv " + p.context_kv, "ring (the runtime passes K/V around the ring)");
   if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
   if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");
-  if (m.tied_embeddings && p.mesh.pipeline > 1) {
-    const strategies::StageLayout layout = strategies::LayOut(m, p);
-    const auto& path = layout.paths.front();
-    if (path.front().first != path.back().first) refuse("model/tied_embeddings", "tied embeddings across pipeline stages", "untied, or the embedding and loss on one stage (zbv)");
-  }
   if (p.zero_stage == 2 && p.mesh.fsdp > 1) {
     refuse("plan:/zero_stage", "ZeRO-2 with fsdp > 1 (gradients and parameters sharded over different groups)", "0, 1 or 3 with fsdp");
-  }
-  if (strategies::ScheduleOf(p).Directions(p.mesh.pipeline) > 1) {
-    std::vector<std::string> one_direction;
-    for (const strategies::Schedule* schedule : strategies::AllSchedules()) {
-      if (schedule->Directions(p.mesh.pipeline) == 1) one_direction.emplace_back(schedule->name());
-    }
-    refuse("plan:/pipeline_schedule", p.pipeline_schedule + " (two model copies per stage)", "schedules with one direction: " + JoinNames(one_direction));
   }
 }
 
@@ -85,6 +73,8 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
   const int64_t tr = tensor_rank_;
   // Output projections scaled down with depth (GPT-2's 1/sqrt(2L)).
   const float out_stddev = config.init_stddev / std::sqrt(2.0f * static_cast<float>(model.num_layers));
+  bool holds_embedding = false;
+  for (const strategies::ChunkLayout& layout : program.layout.at[static_cast<size_t>(stage_)]) holds_embedding = holds_embedding || layout.embedding;
   for (const strategies::ChunkLayout& layout : program.layout.at[static_cast<size_t>(stage_)]) {
     chunk_buckets_.emplace_back();
     if (layout.embedding) {
@@ -137,9 +127,16 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
       // Vocabulary-parallel: this tensor rank's columns of the output matrix.
       if (!model.tied_embeddings) {
         head_ = Add("head", d, model.vocab_size, 0, d, vocab0_, vocab0_ + vocab_local_, false, true, config.init_stddev);
+      } else if (!holds_embedding) {
+        // A tied head on a stage without the embedding reads its own copy of this tensor rank's
+        // rows of the table, in a bucket of its own (stage_copies.h).
+        NewBucket("tied_embedding", std::string(strategies::kHeadLayer), false);
+        tied_copy_bucket_ = static_cast<int>(buckets_.size()) - 1;
+        embedding_ = Add("embedding", model.vocab_size, d, vocab0_, vocab0_ + vocab_local_, 0, d, false, true, config.init_stddev);
       }
     }
   }
+  MarkCopies();
   for (const ParamTensor& pt : tensors_) buckets_[static_cast<size_t>(pt.bucket)].count += pt.size();
   // Values: norms start at one, the rest from the sharding-independent normal draws.
   params_.assign(tensors_.empty() ? 0 : static_cast<size_t>(tensors_.back().offset + tensors_.back().size()), 0.0f);
@@ -163,9 +160,32 @@ void StageModel::set_memory_account(MemoryAccount* account) {
 }
 
 void StageModel::NewBucket(const std::string& name, const std::string& layer, bool expert) {
-  ParamBucket bucket{name, tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size(), 0, expert, layer};
+  ParamBucket bucket;
+  bucket.name = name;
+  bucket.offset = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size();
+  bucket.expert = expert;
+  bucket.layer = layer;
+  bucket.chunk = static_cast<int64_t>(chunk_buckets_.size()) - 1;
   buckets_.push_back(bucket);
   chunk_buckets_.back().push_back(static_cast<int>(buckets_.size()) - 1);
+}
+
+void StageModel::MarkCopies() {
+  const int64_t p = plan_.mesh.pipeline;
+  const auto& path = program_.layout.paths.front();
+  const int64_t embedding_stage = path.front().first, head_stage = path.back().first;
+  for (ParamBucket& b : buckets_) {
+    if (program_.layout.paths.size() > 1) {
+      // DualPipe: stage p - 1 - s holds the same parts; the copy in a direction-0 chunk counts.
+      b.copy_stage = p - 1 - stage_;
+      b.copy_of = b.name;
+      b.copy_counted = chunk(b.chunk).direction == 0;
+    } else if (model_.tied_embeddings && embedding_stage != head_stage && (b.name == "embedding" || b.name == "tied_embedding")) {
+      b.copy_stage = b.name == "embedding" ? head_stage : embedding_stage;
+      b.copy_of = "embedding";
+      b.copy_counted = b.name == "embedding";
+    }
+  }
 }
 
 int StageModel::Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t row1, int64_t col0, int64_t col1, bool replicated,
@@ -302,6 +322,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
     saved->final_h_full.resize(static_cast<size_t>(T) * D);
     Tensor(span, lp, head_label, ops::kTensorEnterHead, saved->final_h_full.data(), h.data());
     // Logits of this rank's vocabulary columns for every token: h W[D, V/t] (tied: h E_shard^T).
+    if (tied_copy_bucket_ >= 0) Use(order, next++);
     Begin(span, lp, head_label, ops::kLogits);
     saved->probs.resize(static_cast<size_t>(T) * Vl);
     if (model_.tied_embeddings) {
@@ -368,6 +389,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
   scratch.SetTo(dx);
   if (layout.head) {
     Use(order, next++);
+    if (tied_copy_bucket_ >= 0) Use(order, next++);  // the copy, read first in reverse order, then the head's bucket
     const strategies::LayerProgram& lp = program_.Layer(strategies::LayerKind::kHead);
     Begin(span, lp, head_label, ops::Grad(ops::kCrossEntropy));
     Buffer dlogits(static_cast<size_t>(T) * Vl);
@@ -404,6 +426,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     s.activations.Set(s.ActivationBytes());  // the logits' gradient kept for a deferred W
     scratch.SetTo(dx);
     if (s.head_deferred.empty()) report(head_bucket_);
+    if (tied_copy_bucket_ >= 0) report(tied_copy_bucket_);
   } else {
     std::copy(dout, dout + static_cast<size_t>(Tl) * D, dx.begin());
   }

@@ -70,10 +70,17 @@ struct ParamBucket {
   int64_t offset = 0, count = 0;
   bool expert = false;  // routed experts' weights (sharded over expert, not replicated on it)
   std::string layer;    // its layer in op keys: the decoder layer's index, E or L (strategies/op_keys.h)
+  int64_t chunk = 0;    // the stage's chunk that reads it
+  // A copy of the same parameters held by pipeline stage `copy_stage` (stage_copies.h; -1:
+  // none), named `copy_of` on both stages; `copy_counted`: this stage's copy is the one global
+  // sums count.
+  int64_t copy_stage = -1;
+  std::string copy_of;
+  bool copy_counted = true;
 };
 
 // Throws InputError when the runtime cannot run `model` (MLA, biases, GELU, LayerNorm, learned
-// positions, MoE for now) or `plan` (axes and schedules it does not implement yet).
+// positions, MoE for now) or `plan` (what it does not implement yet).
 void CheckRuntimeSupports(const ModelSpec& model, const PlanSpec& plan);
 
 class StageModel {
@@ -128,6 +135,7 @@ class StageModel {
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   Tracer* tracer() const { return tracer_; }
   int64_t stage() const { return stage_; }
+  const strategies::StepProgram& program() const { return program_; }
   // Counts this stage's parameters, gradients, saved activations and workspaces into `account`
   // (memory_account.h) from now on; `account` must outlive this.
   void set_memory_account(MemoryAccount* account);
@@ -150,6 +158,8 @@ class StageModel {
   bool defer_weights_ = false;
   bool backward_ = false;  // inside a backward (B or W) task
   void NewBucket(const std::string& name, const std::string& layer, bool expert);
+  // Sets the buckets' copy fields (ParamBucket::copy_stage).
+  void MarkCopies();
   void Use(const std::vector<int>& order, size_t i);
   // The layer program a decoder layer runs.
   const strategies::LayerProgram& LayerProgramOf(int64_t layer) const;
@@ -211,6 +221,9 @@ class StageModel {
   double aux_loss_ = 0, aux_weight_ = 0;  // this forward's balancing loss; the micro-batch's share
   int embedding_ = -1, final_norm_ = -1, head_ = -1;
   int embedding_bucket_ = -1, head_bucket_ = -1;
+  // The copy of a tied embedding on a stage that holds the head but not the embedding (read by
+  // the head, its gradients summed with the embedding stage's: stage_copies.h); -1: none.
+  int tied_copy_bucket_ = -1;
   std::vector<int32_t> positions_;  // of the micro-batch's tokens
   Tracer* tracer_ = nullptr;
   int64_t current_mb_ = 0;

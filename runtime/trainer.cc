@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "runtime/checkpoint.h"
+#include "runtime/stage_copies.h"
 #include "strategies/build_step.h"
 #include "strategies/op_keys.h"
 #include "strategies/op_names.h"
@@ -22,11 +23,11 @@ namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Point-to-point tags: one per (receiving chunk's position on the path, direction). Every
-// schedule sends and receives a chunk's micro-batches in increasing order, and MPI delivers
-// messages of one sender and tag in order, so the micro-batch needs no tag of its own (which keeps
-// tags far below MPI_TAG_UB).
-int Tag(int64_t position, bool backward) { return static_cast<int>(position * 2 + (backward ? 1 : 0)); }
+// Point-to-point tags: one per (receiving chunk's position on its path, forward or backward,
+// the path's direction: DualPipe has two). Every schedule sends and receives a chunk's
+// micro-batches in increasing order, and MPI delivers messages of one sender and tag in order,
+// so the micro-batch needs no tag of its own (which keeps tags far below MPI_TAG_UB).
+int Tag(int64_t direction, int64_t position, bool backward) { return static_cast<int>((position * 2 + (backward ? 1 : 0)) * 2 + direction); }
 
 // Checks what the MPI job and the plan must agree on before any communicator is made (the splits
 // are collective: a rank that fails later would leave the others waiting).
@@ -56,6 +57,7 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   data_parallel_ = std::make_unique<DataParallel>(plan_, comms_, *model_);
   data_parallel_->set_memory_account(&memory_);
   data_parallel_->set_tracer(&tracer_, comms_.Coordinate("pipeline"));
+  UncountCopies(*model_, *data_parallel_);
   if (data_parallel_->gathers()) {
     model_->set_param_use([this](int bucket, int next, int64_t mb, bool backward) { data_parallel_->Use(bucket, next, mb, backward); });
   }
@@ -75,7 +77,6 @@ StepRecord Trainer::Step() {
   tracer_.set_step(step_);
   const int64_t stage = comms_.Coordinate("pipeline");
   const int64_t v = program_.layout.chunks;
-  const auto& path = program_.layout.paths.front();
   // Replicas that read their own sequences: data x fsdp x expert.
   const int64_t replicas = plan_.mesh.data * plan_.mesh.fsdp * plan_.mesh.expert;
   const int64_t replica = (comms_.Coordinate("data") * plan_.mesh.fsdp + comms_.Coordinate("fsdp")) * plan_.mesh.expert + comms_.Coordinate("expert");
@@ -96,7 +97,6 @@ StepRecord Trainer::Step() {
       }
     }
   };
-  std::vector<float> in(static_cast<size_t>(local)), grad(static_cast<size_t>(local));
   // Sends in flight, each with its buffer (a list: the buffers stay where MPI reads them); freed
   // as they complete.
   struct Send {
@@ -104,11 +104,21 @@ StepRecord Trainer::Step() {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   std::list<Send> sends;
+  // Receives of stage inputs (activations forward, gradients backward), each posted one task
+  // ahead of the task that reads it, so that the next task's input (under DualPipe, the other
+  // direction's micro-batch) arrives while this task computes, as far as MPI's progress allows.
+  struct Receipt {
+    std::vector<float> data;
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::string what;
+  };
+  std::map<size_t, Receipt> receipts;  // by task index
   // The step's token and pipeline buffers.
   MemoryHold buffers(&memory_, MemoryCategory::kBuffers);
   auto count_buffers = [&] {
-    int64_t bytes = HeldBytes(ids, targets) + HeldBytes(all_ids, all_targets) + HeldBytes(in, grad);
+    int64_t bytes = HeldBytes(ids, targets) + HeldBytes(all_ids, all_targets);
     for (const Send& send : sends) bytes += HeldBytes(send.data);
+    for (const auto& [index, receipt] : receipts) bytes += HeldBytes(receipt.data);
     buffers.Set(bytes);
   };
   // Frees the buffers of the sends that completed (MPI_Test also moves them along).
@@ -128,16 +138,47 @@ StepRecord Trainer::Step() {
   // the last micro-batch's backward (data parallelism), reduce-scattered per micro-batch (ZeRO-2,
   // ZeRO-3, FSDP).
   std::vector<int64_t> backwards_done(static_cast<size_t>(v), 0);
+  // The micro-batches through each chunk (all of them, or DualPipe's half in its direction).
+  std::vector<int64_t> chunk_microbatches(static_cast<size_t>(v), 0);
+  for (const strategies::Task& task : tasks) {
+    if (task.phase == strategies::Phase::kForward) ++chunk_microbatches[static_cast<size_t>(task.chunk)];
+  }
   // A zero-bubble schedule runs a micro-batch's weight gradients (W) apart from its input
   // gradients (B); where W follows its B at once, both are computed in the B task.
   std::vector<int64_t> weights_done(static_cast<size_t>(v), 0);
   std::set<std::pair<int64_t, int64_t>> deferred;
+  auto post_receive = [&](size_t j) {
+    if (j >= tasks.size() || receipts.count(j)) return;
+    const strategies::Task& t = tasks[j];
+    const strategies::ChunkLayout& c = m.chunk(t.chunk);
+    const bool forward = t.phase == strategies::Phase::kForward;
+    if (t.phase == strategies::Phase::kBackwardWeight || (forward ? c.embedding : c.head)) return;
+    const int64_t from = program_.layout.paths[static_cast<size_t>(c.direction)][static_cast<size_t>(forward ? c.position - 1 : c.position + 1)].first;
+    Receipt& r = receipts[j];
+    r.data.resize(static_cast<size_t>(local));
+    r.what = std::string("pipeline receive of ") + (forward ? "activations" : "gradients") + " for micro-batch " + std::to_string(t.microbatch) +
+             " of part " + std::to_string(c.position) + " from rank " + std::to_string(comms_.PipelinePeer(from));
+    r.request = comms_.StartReceive(r.data.data(), local, comms_.PipelinePeer(from), Tag(c.direction, c.position, !forward), r.what);
+    count_buffers();
+  };
+  // Waits for task i's input under its receive op; null when it has none.
+  auto receive = [&](size_t i, std::string_view op) -> float* {
+    const auto it = receipts.find(i);
+    if (it == receipts.end()) return nullptr;
+    const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(tasks[i].chunk), op, tasks[i].microbatch), "pipeline");
+    comms_.Wait(&it->second.request, it->second.what);
+    return it->second.data.data();
+  };
   for (size_t i = 0; i < tasks.size(); ++i) {
+    post_receive(i);
+    post_receive(i + 1);
     const strategies::Task& task = tasks[i];
     const strategies::ChunkLayout& chunk = m.chunk(task.chunk);
-    const int64_t position = chunk.position;
+    const int64_t position = chunk.position, direction = chunk.direction;
+    const auto& path = program_.layout.paths[static_cast<size_t>(direction)];
+    const int64_t through = chunk_microbatches[static_cast<size_t>(task.chunk)];
     if (task.phase == strategies::Phase::kBackwardWeight) {
-      const bool last_weight = ++weights_done[static_cast<size_t>(task.chunk)] == microbatches;
+      const bool last_weight = ++weights_done[static_cast<size_t>(task.chunk)] == through;
       if (deferred.erase({task.chunk, task.microbatch})) {
         m.BackwardWeight(task.chunk, task.microbatch, [&](int bucket) { data_parallel_->GradientsDone(bucket, last_weight, task.microbatch); });
       }
@@ -145,46 +186,39 @@ StepRecord Trainer::Step() {
     }
     if (task.phase == strategies::Phase::kForward) {
       if (chunk.embedding || chunk.head) load(task.microbatch);
-      if (!chunk.embedding) {
-        const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kRecvForward, task.microbatch), "pipeline");
-        comms_.Receive(in.data(), local, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first), Tag(position, false),
-                       "pipeline receive of activations for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(position));
-      }
+      const float* in = receive(i, strategies::ops::kRecvForward);
       reap_sends();
       // The last part returns the loss and writes no output.
       if (!chunk.head) sends.push_back({std::vector<float>(static_cast<size_t>(local)), MPI_REQUEST_NULL});
       count_buffers();
-      loss += m.Forward(task.chunk, task.microbatch, in.data(), chunk.head ? nullptr : sends.back().data.data(), ids.data(), targets.data(), normaliser);
+      loss += m.Forward(task.chunk, task.microbatch, in, chunk.head ? nullptr : sends.back().data.data(), ids.data(), targets.data(), normaliser);
       if (!chunk.head) {
         const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendForward, task.microbatch), "pipeline");
         CheckMpi(MPI_Isend(sends.back().data.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first),
-                           Tag(position + 1, false), world, &sends.back().request),
+                           Tag(direction, position + 1, false), world, &sends.back().request),
                  world, "pipeline send of activations");
       }
     } else {
-      if (!chunk.head) {
-        const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kRecvBackward, task.microbatch), "pipeline");
-        comms_.Receive(grad.data(), local, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first), Tag(position, true),
-                       "pipeline receive of gradients for micro-batch " + std::to_string(task.microbatch) + " of part " + std::to_string(position));
-      }
+      const float* grad = receive(i, strategies::ops::kRecvBackward);
       reap_sends();
       // The first part writes no input gradient.
       if (!chunk.embedding) sends.push_back({std::vector<float>(static_cast<size_t>(local)), MPI_REQUEST_NULL});
       count_buffers();
-      const bool last_backward = ++backwards_done[static_cast<size_t>(task.chunk)] == microbatches;
+      const bool last_backward = ++backwards_done[static_cast<size_t>(task.chunk)] == through;
       const bool defer = !(i + 1 < tasks.size() && tasks[i + 1].phase == strategies::Phase::kBackwardWeight &&
                            tasks[i + 1].microbatch == task.microbatch && tasks[i + 1].chunk == task.chunk);
       if (defer) deferred.insert({task.chunk, task.microbatch});
       m.Backward(
-          task.chunk, task.microbatch, grad.data(), chunk.embedding ? nullptr : sends.back().data.data(),
+          task.chunk, task.microbatch, grad, chunk.embedding ? nullptr : sends.back().data.data(),
           [&](int bucket) { data_parallel_->GradientsDone(bucket, last_backward, task.microbatch); }, defer);
       if (!chunk.embedding) {
         const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendBackward, task.microbatch), "pipeline");
         CheckMpi(MPI_Isend(sends.back().data.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first),
-                           Tag(position - 1, true), world, &sends.back().request),
+                           Tag(direction, position - 1, true), world, &sends.back().request),
                  world, "pipeline send of gradients");
       }
     }
+    receipts.erase(i);
   }
   // The sends' completion (their time counts in "other": the program has no op for it).
   for (Send& send : sends) comms_.Wait(&send.request, "pipeline send");
@@ -212,6 +246,7 @@ StepRecord Trainer::Step() {
 void Trainer::Optimize(StepRecord& record) {
   StageModel& m = *model_;
   std::vector<float>& g = data_parallel_->ReducedGradients();
+  SumCopiedGradients(m, *data_parallel_, g, comms_, &tracer_);
   // Clipping (the global norm's all-reduce included) and AdamW: the program's optimizer op.
   std::optional<TraceSpan> span(std::in_place, &tracer_,
                                 strategies::OpKey(comms_.Coordinate("pipeline"), strategies::kStepLayer, strategies::ops::kOptimizer, -1), "optimizer");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "core/model_spec.h"
@@ -37,6 +38,9 @@ struct Case {
   std::optional<ModelSpec> model = std::nullopt;  // instead of TestModel() / TestMoeModel()
   int64_t global_batch_size = 8;
 };
+
+// googletest prints a case by its name.
+inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 MeshShape Mesh(int64_t data, int64_t tensor, int64_t pipeline, int64_t context = 1, int64_t fsdp = 1, int64_t expert = 1);
 // An MoE model's case: mesh data x expert x pipeline x context x fsdp.
