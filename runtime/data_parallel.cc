@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "runtime/resident_pages.h"
 #include "strategies/data_parallel.h"
 #include "strategies/op_keys.h"
 #include "strategies/op_names.h"
@@ -74,6 +75,42 @@ DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& m
   block_grads_.assign(static_cast<size_t>(block_grads), 0.0f);
   keep_gathered_ = strategies::KeepsGatheredParams(plan);
   gathered_.assign(buckets_.size(), false);
+  // Every parameter was written at initialisation: the sharded buckets give back all but this
+  // rank's block until they are gathered.
+  resident_.assign(buckets_.size(), true);
+  exempt_.assign(buckets_.size(), false);
+  const ModelSpec& spec = model.program().model;
+  bool holds_head = false;
+  for (int64_t c = 0; c < model.program().layout.chunks; ++c) holds_head = holds_head || model.chunk(c).head;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    // A tied head reads the embedding's bucket in another chunk's pass.
+    exempt_[i] = spec.tied_embeddings && holds_head && buckets_[i].name == "embedding";
+  }
+  ReleaseGathered();
+}
+
+void DataParallel::Release(int bucket) {
+  const Bucket& b = buckets_[static_cast<size_t>(bucket)];
+  if (b.param_axes.empty() || !resident_[static_cast<size_t>(bucket)]) return;
+  float* params = model_.params().data();
+  ReleaseToZero(params + b.offset, params + b.block_begin);
+  ReleaseToZero(params + b.block_end, params + b.offset + b.count);
+  resident_[static_cast<size_t>(bucket)] = false;
+}
+
+void DataParallel::ReleaseGathered() {
+  for (size_t i = 0; i < buckets_.size(); ++i) Release(static_cast<int>(i));
+  in_use_.clear();
+  model_.CountStates();
+}
+
+void DataParallel::EndPass() {
+  if (keep_gathered_) return;
+  for (int b : in_use_) {
+    if (!exempt_[static_cast<size_t>(b)]) Release(b);
+  }
+  in_use_.clear();
+  model_.CountStates();
 }
 
 void DataParallel::set_memory_account(MemoryAccount* account) {
@@ -106,6 +143,8 @@ void DataParallel::FinishGather(int bucket) {
   comms_.Wait(&gather_request_, "sharded " + b.name + " parameter all-gather");
   std::copy(gather_out_.begin(), gather_out_.begin() + b.count, model_.params().begin() + b.offset);
   gathering_ = -1;
+  resident_[static_cast<size_t>(bucket)] = true;
+  model_.CountStates();
 }
 
 std::string DataParallel::Key(const Bucket& b, std::string_view op, int64_t mb) const {
@@ -116,6 +155,9 @@ void DataParallel::BeginStep() { std::fill(gathered_.begin(), gathered_.end(), f
 
 void DataParallel::Use(int bucket, int next, int64_t mb, bool backward) {
   const Bucket& b = buckets_[static_cast<size_t>(bucket)];
+  // A bucket of another layer: the previous layer's are done with (FSDP's reshard after use).
+  if (!in_use_.empty() && buckets_[static_cast<size_t>(in_use_.front())].layer != b.layer) EndPass();
+  in_use_.push_back(bucket);
   // Kept gathered: one gather per step, the step program's step-level op.
   const bool needed = !b.param_axes.empty() && !(keep_gathered_ && gathered_[static_cast<size_t>(bucket)]);
   if (!needed && gathering_ != bucket) return;
@@ -149,7 +191,9 @@ void DataParallel::GradientsDone(int bucket, bool last, int64_t mb) {
     p.key = key;
     p.send.assign(grads, grads + b.count);
     p.send.resize(static_cast<size_t>(b.block * comms_.GroupSize(b.grad_axes)), 0.0f);
-    std::fill(grads, grads + b.count, 0.0f);
+    model_.CountStates();  // the bucket's full gradients, at their largest
+    ReleaseToZero(grads, grads + b.count);
+    model_.CountStates();
     p.receive.resize(static_cast<size_t>(b.block));
     p.hold = MemoryHold(account_, MemoryCategory::kBuffers, HeldBytes(p.send, p.receive));
     pending_.push_back(std::move(p));
@@ -235,6 +279,7 @@ std::vector<float>& DataParallel::ReducedGradients() {
     }
   }
   std::fill(block_grads_.begin(), block_grads_.end(), 0.0f);
+  model_.CountStates();
   return model_.grads();
 }
 
@@ -265,6 +310,7 @@ void DataParallel::AfterOptimizer() {
       std::copy(out.begin(), out.begin() + b.count, params + b.offset);
     }
   }
+  ReleaseGathered();
 }
 
 }  // namespace shardsim::runtime

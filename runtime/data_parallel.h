@@ -14,8 +14,11 @@
 //   - once per step over R: ZeRO-0 all-reduces the block (without G: bucket by bucket under the
 //     last backward), ZeRO-1 reduce-scatters it into a sub-block the optimizer updates and
 //     all-gathers the updated parameters after; ZeRO-2 all-gathers the updated parameters over G.
-// The gathered parameters stay in the flat buffer between uses (this CPU runtime does not free
-// them); only this rank's block is ever updated, so a missing gather would train on stale values.
+// The gathered parameters live in the flat buffer while the layer that reads them runs and are
+// given back after it (resident_pages.h; kept gathered: at the step's end), but for this rank's
+// block, the only part ever updated; a bucket's full gradients are given back once
+// reduce-scattered. A tied embedding read by a head in another chunk of the stage stays gathered
+// for the step.
 #pragma once
 
 #include <mpi.h>
@@ -76,8 +79,15 @@ class DataParallel {
   // Bucket `bucket`'s range is counted on another stage (a copy of its parameters: stage_copies.h).
   void Uncount(int bucket) { opt_ranges_[static_cast<size_t>(bucket)].counted = false; }
   int64_t optimizer_elements() const { return opt_elements_; }
-  // After the optimizer: all-gathers the updated parameters where ZeRO-1/2 ask for it.
+  // After the optimizer: all-gathers the updated parameters where ZeRO-1/2 ask for it, gives
+  // back every gathered sharded bucket.
   void AfterOptimizer();
+  // After each forward or backward task: gives back the gathered buckets it read (not when kept
+  // gathered).
+  void EndPass();
+  // Gives back every gathered sharded bucket but this rank's blocks (after a checkpoint wrote
+  // the whole buffer, say).
+  void ReleaseGathered();
   // Counts the gradient blocks (grads) and the gather, reduce-scatter and ZeRO partition buffers
   // (buffers) into `account` from now on; `account` must outlive this.
   void set_memory_account(MemoryAccount* account);
@@ -94,6 +104,10 @@ class DataParallel {
   void FinishGather(int bucket);
   void Complete(Pending& p);  // waits for it; adds a reduce-scatter into this rank's block
   void FinishScatters();
+  void Release(int bucket);       // gives back the bucket's gathered parameters but this rank's block
+  std::vector<bool> resident_;    // per bucket, its sharded parameters gathered in the flat buffer now
+  std::vector<bool> exempt_;      // per bucket, read outside its chunk's pass: kept for the step
+  std::vector<int> in_use_;       // the buckets of the layer being read now
   const PlanSpec& plan_;
   MeshComms& comms_;
   StageModel& model_;

@@ -1,13 +1,15 @@
 // The bytes one rank of the runtime holds, per category, counted from the buffers it actually
 // allocates (std::vector capacities), so that they can be set beside the memory model's
 // (strategies/memory_model.h) per-device figures. Categories, as the runtime fills them:
-//   params       the flat parameter buffer of this rank's stage (StageModel::params): its tensor
-//                shards of its pipeline chunks and its expert rank's experts. Under FSDP / ZeRO-3
-//                the runtime gathers into this same whole buffer and never frees it, so it holds
-//                the unsharded stage (not what the memory model's sharded figure describes).
-//   grads        the flat gradient buffer the backward accumulates into (StageModel::grads,
-//                whole stage) and DataParallel's per-bucket blocks of reduce-scattered gradients
-//                accumulated over micro-batches (ZeRO-2/3, FSDP).
+//   params       the resident part of the flat parameter buffer of this rank's stage
+//                (StageModel::params): its tensor shards of its pipeline chunks and its expert
+//                rank's experts. Under FSDP / ZeRO-3 only this rank's blocks stay; a bucket's
+//                gathered parameters are held while its layer runs (resident_pages.h).
+//   grads        the resident part of the flat gradient buffer the backward accumulates into
+//                (StageModel::grads: with ZeRO-2/3 and FSDP a bucket's full gradients only until
+//                they are reduce-scattered, then the reduced range this rank updates) and
+//                DataParallel's per-bucket blocks of reduce-scattered gradients accumulated over
+//                micro-batches.
 //   optimizer    AdamW's m and v over this rank's optimizer ranges (fp32, no master copy).
 //   activations  what a chunk's forward keeps for its backward, per micro-batch in flight: every
 //                layer's saved tensors (runtime/stage_model_saved.h, MoE's saved routing and

@@ -13,6 +13,7 @@
 #include "runtime/gemm.h"
 #include "runtime/init.h"
 #include "runtime/linear.h"
+#include "runtime/resident_pages.h"
 #include "runtime/rmsnorm.h"
 #include "strategies/schedule.h"
 #include "strategies/op_keys.h"
@@ -141,6 +142,7 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
   // Values: norms start at one, the rest from the sharding-independent normal draws.
   params_.assign(tensors_.empty() ? 0 : static_cast<size_t>(tensors_.back().offset + tensors_.back().size()), 0.0f);
   grads_.assign(params_.size(), 0.0f);
+  ReleaseToZero(grads_.data(), grads_.data() + grads_.size());  // held only where a backward writes
   for (const ParamTensor& pt : tensors_) {
     float* out = params_.data() + pt.offset;
     for (int64_t r = pt.row0; r < pt.row1; ++r) {
@@ -153,10 +155,16 @@ StageModel::~StageModel() = default;
 
 void StageModel::set_memory_account(MemoryAccount* account) {
   account_ = account;
-  params_hold_ = MemoryHold(account, MemoryCategory::kParams, HeldBytes(params_));
-  grads_hold_ = MemoryHold(account, MemoryCategory::kGrads, HeldBytes(grads_));
+  params_hold_ = MemoryHold(account, MemoryCategory::kParams);
+  grads_hold_ = MemoryHold(account, MemoryCategory::kGrads);
+  CountStates();
   ring_hold_ = MemoryHold(account, MemoryCategory::kBuffers, ring_workspace_.bytes());
   if (moe_) moe_->set_memory_account(account);
+}
+
+void StageModel::CountStates() {
+  params_hold_.Set(ResidentBytes(params_.data(), params_.data() + params_.size()));
+  grads_hold_.Set(ResidentBytes(grads_.data(), grads_.data() + grads_.size()));
 }
 
 void StageModel::NewBucket(const std::string& name, const std::string& layer, bool expert) {

@@ -139,6 +139,9 @@ class StageModel {
   // Counts this stage's parameters, gradients, saved activations and workspaces into `account`
   // (memory_account.h) from now on; `account` must outlive this.
   void set_memory_account(MemoryAccount* account);
+  // Counts the parameter and gradient bytes resident now (resident_pages.h): sharded parts that
+  // data parallelism gave back are not held.
+  void CountStates();
 
  private:
   struct Saved;  // activations of one chunk and micro-batch

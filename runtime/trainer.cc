@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "runtime/checkpoint.h"
+#include "runtime/resident_pages.h"
 #include "runtime/stage_copies.h"
 #include "strategies/build_step.h"
 #include "strategies/op_keys.h"
@@ -51,10 +52,12 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   comms_.set_timeout_s(options.timeout_s);
   model_ = std::make_unique<StageModel>(program_, comms_, options.architecture, options.seed);
   model_->set_tracer(&tracer_);
-  model_->set_memory_account(&memory_);
   comms_.set_tracer(&tracer_);
   tracer_.set_status(options.status);
   data_parallel_ = std::make_unique<DataParallel>(plan_, comms_, *model_);
+  // Counted from here: the parameters were drawn whole, and data parallelism has now given
+  // back what this rank does not hold (resident_pages.h).
+  model_->set_memory_account(&memory_);
   data_parallel_->set_memory_account(&memory_);
   data_parallel_->set_tracer(&tracer_, comms_.Coordinate("pipeline"));
   UncountCopies(*model_, *data_parallel_);
@@ -72,7 +75,7 @@ StepRecord Trainer::Step() {
   StepRecord record;
   const double start = Now();
   StageModel& m = *model_;
-  std::fill(m.grads().begin(), m.grads().end(), 0.0f);
+  ReleaseToZero(m.grads().data(), m.grads().data() + m.grads().size());  // zeros, held again only where written
   data_parallel_->BeginStep();
   tracer_.set_step(step_);
   const int64_t stage = comms_.Coordinate("pipeline");
@@ -181,6 +184,7 @@ StepRecord Trainer::Step() {
       const bool last_weight = ++weights_done[static_cast<size_t>(task.chunk)] == through;
       if (deferred.erase({task.chunk, task.microbatch})) {
         m.BackwardWeight(task.chunk, task.microbatch, [&](int bucket) { data_parallel_->GradientsDone(bucket, last_weight, task.microbatch); });
+        data_parallel_->EndPass();
       }
       continue;
     }
@@ -192,6 +196,7 @@ StepRecord Trainer::Step() {
       if (!chunk.head) sends.push_back({std::vector<float>(static_cast<size_t>(local)), MPI_REQUEST_NULL});
       count_buffers();
       loss += m.Forward(task.chunk, task.microbatch, in, chunk.head ? nullptr : sends.back().data.data(), ids.data(), targets.data(), normaliser);
+      data_parallel_->EndPass();
       if (!chunk.head) {
         const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendForward, task.microbatch), "pipeline");
         CheckMpi(MPI_Isend(sends.back().data.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first),
@@ -211,6 +216,7 @@ StepRecord Trainer::Step() {
       m.Backward(
           task.chunk, task.microbatch, grad, chunk.embedding ? nullptr : sends.back().data.data(),
           [&](int bucket) { data_parallel_->GradientsDone(bucket, last_backward, task.microbatch); }, defer);
+      data_parallel_->EndPass();
       if (!chunk.embedding) {
         const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendBackward, task.microbatch), "pipeline");
         CheckMpi(MPI_Isend(sends.back().data.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first),
@@ -357,7 +363,10 @@ CheckpointSubject Trainer::Checkpointed() {
 
 void Trainer::SaveCheckpoint(const std::string& dir) { runtime::SaveCheckpoint(Checkpointed(), dir, step_); }
 
-void Trainer::LoadCheckpoint(const std::string& dir) { step_ = runtime::LoadCheckpoint(Checkpointed(), dir); }
+void Trainer::LoadCheckpoint(const std::string& dir) {
+  step_ = runtime::LoadCheckpoint(Checkpointed(), dir);
+  data_parallel_->ReleaseGathered();  // the checkpoint wrote the whole buffer
+}
 
 double RelativeParamDistance(Trainer& trainer, Trainer& reference) {
   StageModel& m = trainer.model();
