@@ -1,5 +1,7 @@
 #include "runtime/train_command.h"
 
+#include <malloc.h>
+
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -121,6 +123,11 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     MPI_Allreduce(MPI_IN_PLACE, &writable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!writable) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check that the folder exists and is writable");
   }
+  // Large buffers (a layer's gathered parameters, its gradients on their way to a reduce-scatter)
+  // come and go every layer: kept mapped on their own, they go back to the system when freed,
+  // instead of glibc's heap keeping its high-water mark (its default threshold grows with every
+  // large free), so the resident set follows what the trainer holds.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   TrainOptions options;
   options.seed = static_cast<uint64_t>(a.seed);
   options.adamw.lr = static_cast<float>(a.lr);
@@ -189,6 +196,12 @@ int RunTrainCommand(const TrainCommandOptions& a) {
       json entry{{"rank", m.rank}, {"stage", m.stage}};
       for (int c = 0; c < kMemoryCategories; ++c) entry[std::string(MemoryCategoryName(static_cast<MemoryCategory>(c)))] = m.peak[static_cast<size_t>(c)];
       entry["peak_total"] = m.peak_total;
+      // The process's resident set as the operating system sees it (a cross-check): before the
+      // trainer was built, and its peak over the steps.
+      if (m.resident_base >= 0) {
+        entry["resident_base"] = m.resident_base;
+        entry["resident_peak"] = m.resident_peak;
+      }
       memory_bytes.push_back(entry);
     }
     std::cout << json{{"losses", losses},

@@ -67,6 +67,7 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   adam_m_.assign(static_cast<size_t>(data_parallel_->optimizer_elements()), 0.0f);
   adam_v_.assign(adam_m_.size(), 0.0f);
   adam_hold_ = MemoryHold(&memory_, MemoryCategory::kOptimizer, HeldBytes(adam_m_, adam_v_));
+  if (!ResetProcessPeakResident()) resident_base_ = -1;  // the peak would include the construction's
 }
 
 Trainer::~Trainer() = default;
@@ -332,12 +333,14 @@ std::string Trainer::GatherTrace() {
 }
 
 std::vector<RankMemory> Trainer::GatherMemory() {
-  // Per rank: stage, the five peaks, the peak total.
-  constexpr int kFields = kMemoryCategories + 2;
+  // Per rank: stage, the five peaks, the peak total, the resident set before the trainer and its peak.
+  constexpr int kFields = kMemoryCategories + 4;
   std::array<int64_t, kFields> mine{};
   mine[0] = comms_.Coordinate("pipeline");
   for (int c = 0; c < kMemoryCategories; ++c) mine[static_cast<size_t>(c) + 1] = memory_.peak(static_cast<MemoryCategory>(c));
-  mine[kFields - 1] = memory_.peak_total();
+  mine[kFields - 3] = memory_.peak_total();
+  mine[kFields - 2] = resident_base_;
+  mine[kFields - 1] = resident_base_ < 0 ? -1 : ProcessPeakResidentBytes();
   int size = 0;
   MPI_Comm world = comms_.world();
   MPI_Comm_size(world, &size);
@@ -351,7 +354,9 @@ std::vector<RankMemory> Trainer::GatherMemory() {
     m.rank = r;
     m.stage = f[0];
     for (size_t c = 0; c < kMemoryCategories; ++c) m.peak[c] = f[c + 1];
-    m.peak_total = f[kFields - 1];
+    m.peak_total = f[kFields - 3];
+    m.resident_base = f[kFields - 2];
+    m.resident_peak = f[kFields - 1];
     ranks.push_back(m);
   }
   return ranks;

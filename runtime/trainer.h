@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host_resources.h"
 #include "runtime/adamw.h"
 #include "runtime/comm.h"
 #include "runtime/corpus.h"
@@ -54,6 +55,11 @@ struct RankMemory {
   int64_t stage = 0;  // pipeline coordinate
   std::array<int64_t, kMemoryCategories> peak{};  // by MemoryCategory
   int64_t peak_total = 0;  // the largest sum of the categories at one moment
+  // The process's resident set before the trainer was built and its peak over the steps (from
+  // the trainer's end of construction, its parameters drawn and sharded): the operating system's
+  // view, a cross-check of the accounting (the difference also holds MPI's and the allocator's
+  // own memory). -1 where /proc cannot tell.
+  int64_t resident_base = -1, resident_peak = -1;
 };
 
 class Trainer {
@@ -91,6 +97,8 @@ class Trainer {
   std::vector<RankMemory> GatherMemory();
 
  private:
+  // First member: the resident set before anything of the trainer exists (RankMemory).
+  int64_t resident_base_ = ProcessResidentBytes();
   void Optimize(StepRecord& record);
   // What the checkpoint code saves and restores (runtime/checkpoint.h).
   CheckpointSubject Checkpointed();
