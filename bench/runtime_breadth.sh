@@ -14,7 +14,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 python3 - "$dir/m.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
-m.update(name="deep-narrow", num_layers=32, hidden_size=128, num_heads=4, num_kv_heads=4, head_dim=32, ffn_hidden_size=512)
+m.update(name="deep-narrow", num_layers=64, hidden_size=128, num_heads=4, num_kv_heads=4, head_dim=32, ffn_hidden_size=512)
 json.dump(m, open(sys.argv[1], "w"))
 PY
 train() {  # plan JSON, steps -> the report

@@ -161,15 +161,20 @@ void DataParallel::Use(int bucket, int next, int64_t mb, bool backward) {
   // Kept gathered: one gather per step, the step program's step-level op.
   const bool needed = !b.param_axes.empty() && !(keep_gathered_ && gathered_[static_cast<size_t>(bucket)]);
   if (!needed && gathering_ != bucket) return;
-  const TraceSpan span(tracer_,
-                       keep_gathered_ ? Key(b, strategies::ops::StepParamAllGather(b.kind), -1)
-                                      : Key(b, backward ? strategies::ops::ParamAllGatherBackward(b.kind) : strategies::ops::ParamAllGather(b.kind), mb),
-                       "data");
-  if (gathering_ >= 0 && gathering_ != bucket) FinishGather(gathering_);  // a prefetch not used next: complete it
-  if (gathering_ != bucket) StartGather(bucket);
-  FinishGather(bucket);
+  // Each gather under its own bucket's op (a prefetch too: the next bucket may be of the other kind).
+  auto key = [&](const Bucket& of) {
+    return keep_gathered_ ? Key(of, strategies::ops::StepParamAllGather(of.kind), -1)
+                          : Key(of, backward ? strategies::ops::ParamAllGatherBackward(of.kind) : strategies::ops::ParamAllGather(of.kind), mb);
+  };
+  {
+    const TraceSpan span(tracer_, key(b), "data");
+    if (gathering_ >= 0 && gathering_ != bucket) FinishGather(gathering_);  // a prefetch not used next: complete it
+    if (gathering_ != bucket) StartGather(bucket);
+    FinishGather(bucket);
+  }
   gathered_[static_cast<size_t>(bucket)] = true;
   if (next >= 0 && !buckets_[static_cast<size_t>(next)].param_axes.empty() && !(keep_gathered_ && gathered_[static_cast<size_t>(next)])) {
+    const TraceSpan span(tracer_, key(buckets_[static_cast<size_t>(next)]), "data");
     StartGather(next);
   }
 }

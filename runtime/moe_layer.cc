@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "runtime/linear.h"
 #include "runtime/moe_dispatch.h"
+#include "runtime/moe_tensor.h"
 #include "runtime/router.h"
 #include "runtime/swiglu.h"
 #include "strategies/op_names.h"
@@ -21,7 +22,9 @@ MoeLayer::MoeLayer(const ModelSpec& model, MeshComms& comms, float aux_coeff) : 
   d_ = model.hidden_size;
   e_ = model.moe->num_experts;
   k_ = model.moe->top_k;
-  fe_ = model.moe->expert_ffn_hidden_size;
+  tensor_ = comms.GroupSize({"tensor"});
+  SHARDSIM_CHECK(model.moe->expert_ffn_hidden_size % tensor_ == 0, "tensor must divide the expert width");
+  fe_ = model.moe->expert_ffn_hidden_size / tensor_;
   fs_ = model.moe->num_shared_experts * fe_;
   ranks_ = comms.GroupSize({"expert"});
   SHARDSIM_CHECK(e_ % ranks_ == 0, "expert must divide the experts");
@@ -40,18 +43,19 @@ void MoeLayer::Exchange(std::vector<float>& out, const std::vector<float>& in, c
   comms_.AllToAllV(out.data(), receive, in.data(), send, {"expert"}, what);
 }
 
-void MoeLayer::ToExpertMajor(std::vector<std::vector<float>>& per_expert, const std::vector<float>& received, const MoeSaved& s) {
+void MoeLayer::ToExpertMajor(std::vector<std::vector<float>>& per_expert, const std::vector<float>& received, const std::vector<int>& table) {
+  const int64_t blocks = static_cast<int64_t>(table.size()) / local_experts_;
   per_expert.assign(static_cast<size_t>(local_experts_), {});
   // Each expert's rows allocated once, at their size (kept for backward: no growth slack).
   for (int64_t el = 0; el < local_experts_; ++el) {
     size_t rows = 0;
-    for (int64_t src = 0; src < ranks_; ++src) rows += static_cast<size_t>(s.expert_rows[static_cast<size_t>(src * local_experts_ + el)]);
+    for (int64_t src = 0; src < blocks; ++src) rows += static_cast<size_t>(table[static_cast<size_t>(src * local_experts_ + el)]);
     per_expert[static_cast<size_t>(el)].reserve(rows * static_cast<size_t>(d_));
   }
   size_t at = 0;
-  for (int64_t src = 0; src < ranks_; ++src) {
+  for (int64_t src = 0; src < blocks; ++src) {
     for (int64_t el = 0; el < local_experts_; ++el) {
-      const size_t n = Size(s.expert_rows[static_cast<size_t>(src * local_experts_ + el)], d_);
+      const size_t n = Size(table[static_cast<size_t>(src * local_experts_ + el)], d_);
       std::vector<float>& dst = per_expert[static_cast<size_t>(el)];
       dst.insert(dst.end(), received.begin() + static_cast<std::ptrdiff_t>(at), received.begin() + static_cast<std::ptrdiff_t>(at + n));
       at += n;
@@ -59,12 +63,13 @@ void MoeLayer::ToExpertMajor(std::vector<std::vector<float>>& per_expert, const 
   }
 }
 
-void MoeLayer::FromExpertMajor(std::vector<float>& received, const std::vector<std::vector<float>>& per_expert, const MoeSaved& s) {
+void MoeLayer::FromExpertMajor(std::vector<float>& received, const std::vector<std::vector<float>>& per_expert, const std::vector<int>& table) {
+  const int64_t blocks = static_cast<int64_t>(table.size()) / local_experts_;
   received.clear();
   std::vector<size_t> taken(static_cast<size_t>(local_experts_), 0);
-  for (int64_t src = 0; src < ranks_; ++src) {
+  for (int64_t src = 0; src < blocks; ++src) {
     for (int64_t el = 0; el < local_experts_; ++el) {
-      const size_t n = Size(s.expert_rows[static_cast<size_t>(src * local_experts_ + el)], d_);
+      const size_t n = Size(table[static_cast<size_t>(src * local_experts_ + el)], d_);
       const std::vector<float>& rows = per_expert[static_cast<size_t>(el)];
       size_t& from = taken[static_cast<size_t>(el)];
       received.insert(received.end(), rows.begin() + static_cast<std::ptrdiff_t>(from), rows.begin() + static_cast<std::ptrdiff_t>(from + n));
@@ -85,12 +90,13 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
   s.top.resize(static_cast<size_t>(n));
   s.gates.resize(static_cast<size_t>(n));
   RouterForward(s.probs.data(), s.top.data(), s.gates.data(), logits.data(), t, E, K);
-  // The balancing loss counts the whole micro-batch: context ranks hold its other tokens.
+  // The balancing loss counts the whole micro-batch: tensor (sequence parallel) and context ranks
+  // hold its other tokens.
   s.counts.resize(static_cast<size_t>(E));
   RouterExpertCounts(s.counts.data(), s.top.data(), t, E, K);
   std::vector<double> counts(s.counts.begin(), s.counts.end());
-  if (comms_.GroupSize({"context"}) > 1) op(ops::kRouterCounts);
-  comms_.AllReduceSum(counts.data(), E, {"context"}, where + " router counts all-reduce");
+  if (comms_.GroupSize({"tensor", "context"}) > 1) op(ops::kRouterCounts);
+  comms_.AllReduceSum(counts.data(), E, {"tensor", "context"}, where + " router counts all-reduce");
   for (int e = 0; e < E; ++e) s.counts[static_cast<size_t>(e)] = static_cast<int64_t>(counts[static_cast<size_t>(e)] + 0.5);
   const double aux = weight * RouterAuxLoss(s.probs.data(), s.counts.data(), t, E, K, static_cast<double>(batch_tokens), aux_coeff_);
 
@@ -113,9 +119,15 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
       s.receive_counts[static_cast<size_t>(r)] += s.expert_rows[static_cast<size_t>(r * local_experts_ + el)];
     }
   }
-  std::vector<float> received;
+  std::vector<float> received, all;
   Exchange(received, rows, s, false, where + " expert dispatch all-to-all");
-  ToExpertMajor(s.x, received, s);
+  s.tensor_rows = s.expert_rows;
+  if (tensor_ > 1) {
+    op(ops::kTensorEnterExperts);
+    s.tensor_rows = GatherRowTable(comms_, s.expert_rows, where + " expert row counts over tensor");
+    AllGatherRows(comms_, all, received, s.tensor_rows, ranks_ * local_experts_, d_, where + " expert rows all-gather over tensor");
+  }
+  ToExpertMajor(s.x, tensor_ > 1 ? all : received, s.tensor_rows);
 
   const size_t le = static_cast<size_t>(local_experts_);
   s.g.assign(le, {}), s.u.assign(le, {}), s.act.assign(le, {});
@@ -135,28 +147,50 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
     out[el].resize(Size(rows_e, D));
     LinearForward(out[el].data(), s.act[el].data(), w.down[el], rows_e, Fe, D);
   }
+  if (tensor_ > 1) {
+    op(ops::kTensorExitExperts);
+    FromExpertMajor(all, out, s.tensor_rows);
+    ReduceScatterRows(comms_, received, all, s.tensor_rows, ranks_ * local_experts_, d_, where + " expert rows reduce-scatter over tensor");
+  } else {
+    FromExpertMajor(received, out, s.tensor_rows);
+  }
   if (ranks_ > 1) op(ops::kExpertCombine);
-  FromExpertMajor(received, out, s);
   Exchange(s.expert_out, received, s, true, where + " expert combine all-to-all");
   op(ops::kMoeCombine);
   std::fill(y, y + Size(t, D), 0.0f);
   CombineForward(y, s.expert_out.data(), s.gates.data(), s.assignments.data(), n, K, D);
   // The pass's scratch and all-to-all buffers, all alive here (released on return).
   MemoryHold scratch(account_, MemoryCategory::kBuffers);
-  scratch.Set(HeldBytes(logits, rows, received) + HeldBytes(out) + HeldBytes(per_expert));
+  scratch.Set(HeldBytes(logits, rows, received, all) + HeldBytes(out) + HeldBytes(per_expert));
   if (Fs > 0) {
+    // The shared experts as a dense MLP split over tensor: every token's input gathered, the
+    // partial outputs reduce-scattered back to each rank's tokens.
+    const int T = t * static_cast<int>(tensor_);
+    const float* x = h;
+    if (tensor_ > 1) {
+      op(ops::TensorEnter(ops::kSharedExpert));
+      s.shared_h.resize(Size(T, D));
+      comms_.AllGather(s.shared_h.data(), h, int64_t{t} * D, {"tensor"}, where + " shared expert input all-gather");
+      x = s.shared_h.data();
+    }
     op(ops::BlockUp(ops::kSharedExpert));
-    s.shared_gate.resize(Size(t, Fs)), s.shared_up.resize(Size(t, Fs)), s.shared_act.resize(Size(t, Fs));
-    LinearForward(s.shared_gate.data(), h, w.shared_gate, t, D, Fs);
-    LinearForward(s.shared_up.data(), h, w.shared_up, t, D, Fs);
+    s.shared_gate.resize(Size(T, Fs)), s.shared_up.resize(Size(T, Fs)), s.shared_act.resize(Size(T, Fs));
+    LinearForward(s.shared_gate.data(), x, w.shared_gate, T, D, Fs);
+    LinearForward(s.shared_up.data(), x, w.shared_up, T, D, Fs);
     op(ops::BlockActivation(ops::kSharedExpert));
-    SwigluForward(s.shared_act.data(), s.shared_gate.data(), s.shared_up.data(), t, Fs);
+    SwigluForward(s.shared_act.data(), s.shared_gate.data(), s.shared_up.data(), T, Fs);
     op(ops::BlockDown(ops::kSharedExpert));
-    std::vector<float> shared(Size(t, D));
+    std::vector<float> shared(Size(T, D)), mine;
     scratch.Set(scratch.bytes() + HeldBytes(shared));
-    LinearForward(shared.data(), s.shared_act.data(), w.shared_down, t, Fs, D);
+    LinearForward(shared.data(), s.shared_act.data(), w.shared_down, T, Fs, D);
+    if (tensor_ > 1) {
+      op(ops::TensorExit(ops::kSharedExpert));
+      mine.resize(Size(t, D));
+      comms_.ReduceScatterSum(mine.data(), shared.data(), int64_t{t} * D, {"tensor"}, where + " shared expert output reduce-scatter");
+      shared.swap(mine);
+    }
     op(ops::kMoeCombine);
-    for (size_t i = 0; i < shared.size(); ++i) y[i] += shared[i];
+    for (size_t i = 0; i < Size(t, D); ++i) y[i] += shared[i];
   }
   return aux;
 }
@@ -170,27 +204,50 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
   MemoryHold scratch(account_, MemoryCategory::kBuffers);  // the pass's scratch and all-to-all buffers
   if (Fs > 0) {
     const std::string block(ops::kSharedExpert);
-    std::vector<float> dact(Size(t, Fs), 0.0f), dg(Size(t, Fs)), du(Size(t, Fs));
-    scratch.SetTo(dact, dg, du);
+    const int T = t * static_cast<int>(tensor_);
+    const float* x = tensor_ > 1 ? s.shared_h.data() : h;
+    std::vector<float> dact(Size(T, Fs), 0.0f), dg(Size(T, Fs)), du(Size(T, Fs)), dy_all, dx_all;
+    const float* g = dy;
+    float* dx = dh;
+    if (tensor_ > 1) {
+      // The output's reduce-scatter backward: every token's gradient gathered.
+      op(ops::Grad(ops::TensorExit(block)));
+      dy_all.resize(Size(T, D));
+      comms_.AllGather(dy_all.data(), dy, int64_t{t} * D, {"tensor"}, where + " shared expert output gradient all-gather");
+      dx_all.assign(Size(T, D), 0.0f);
+      g = dy_all.data(), dx = dx_all.data();
+    }
+    scratch.SetTo(dact, dg, du, dy_all, dx_all);
     op(ops::Dgrad(ops::BlockDown(block)));
-    LinearBackward(dact.data(), nullptr, dy, s.shared_act.data(), w.shared_down, t, Fs, D);
-    weight_grad(ops::BlockDown(block), dw.shared_down, s.shared_act.data(), dy, t, Fs, D);
+    LinearBackward(dact.data(), nullptr, g, s.shared_act.data(), w.shared_down, T, Fs, D);
+    weight_grad(ops::BlockDown(block), dw.shared_down, s.shared_act.data(), g, T, Fs, D);
     op(ops::Grad(ops::BlockActivation(block)));
-    SwigluBackward(dg.data(), du.data(), dact.data(), s.shared_gate.data(), s.shared_up.data(), t, Fs);
+    SwigluBackward(dg.data(), du.data(), dact.data(), s.shared_gate.data(), s.shared_up.data(), T, Fs);
     op(ops::Dgrad(ops::BlockUp(block)));
-    LinearBackward(dh, nullptr, dg.data(), h, w.shared_gate, t, D, Fs);
-    LinearBackward(dh, nullptr, du.data(), h, w.shared_up, t, D, Fs);
-    weight_grad(ops::BlockUp(block), dw.shared_gate, h, dg.data(), t, D, Fs);
-    weight_grad(ops::BlockUp(block), dw.shared_up, h, du.data(), t, D, Fs);
+    LinearBackward(dx, nullptr, dg.data(), x, w.shared_gate, T, D, Fs);
+    LinearBackward(dx, nullptr, du.data(), x, w.shared_up, T, D, Fs);
+    weight_grad(ops::BlockUp(block), dw.shared_gate, x, dg.data(), T, D, Fs);
+    weight_grad(ops::BlockUp(block), dw.shared_up, x, du.data(), T, D, Fs);
+    if (tensor_ > 1) {
+      // The input's all-gather backward: the partial input gradients summed to each rank's tokens.
+      op(ops::Grad(ops::TensorEnter(block)));
+      std::vector<float> mine(Size(t, D));
+      comms_.ReduceScatterSum(mine.data(), dx_all.data(), int64_t{t} * D, {"tensor"}, where + " shared expert input gradient reduce-scatter");
+      for (size_t i = 0; i < mine.size(); ++i) dh[i] += mine[i];
+    }
   }
   op(ops::Grad(ops::kMoeCombine));
   std::vector<float> d_out(Size(n, D)), d_gates(static_cast<size_t>(n), 0.0f);
   CombineBackward(d_out.data(), d_gates.data(), dy, s.expert_out.data(), s.gates.data(), s.assignments.data(), n, K, D);
   if (ranks_ > 1) op(ops::Grad(ops::kExpertCombine));
-  std::vector<float> received;
+  std::vector<float> received, all;
   Exchange(received, d_out, s, false, where + " expert combine gradient all-to-all");
+  if (tensor_ > 1) {
+    op(ops::Grad(ops::kTensorExitExperts));
+    AllGatherRows(comms_, all, received, s.tensor_rows, ranks_ * local_experts_, d_, where + " expert output gradient all-gather over tensor");
+  }
   std::vector<std::vector<float>> d_per;
-  ToExpertMajor(d_per, received, s);
+  ToExpertMajor(d_per, tensor_ > 1 ? all : received, s.tensor_rows);
   const size_t le = static_cast<size_t>(local_experts_);
   std::vector<std::vector<float>> dx(le), dact(le), dg(le), du(le);
   auto rows_of = [&](size_t el) { return static_cast<int>(s.x[el].size() / Size(1, D)); };
@@ -215,8 +272,14 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
     weight_grad(ops::kExpertsUp, dw.gate[el], s.x[el].data(), dg[el].data(), rows_of(el), D, Fe);
     weight_grad(ops::kExpertsUp, dw.up[el], s.x[el].data(), du[el].data(), rows_of(el), D, Fe);
   }
+  if (tensor_ > 1) {
+    op(ops::Grad(ops::kTensorEnterExperts));
+    FromExpertMajor(all, dx, s.tensor_rows);
+    ReduceScatterRows(comms_, received, all, s.tensor_rows, ranks_ * local_experts_, d_, where + " expert input gradient reduce-scatter over tensor");
+  } else {
+    FromExpertMajor(received, dx, s.tensor_rows);
+  }
   if (ranks_ > 1) op(ops::Grad(ops::kExpertDispatch));
-  FromExpertMajor(received, dx, s);
   std::vector<float> d_rows;
   Exchange(d_rows, received, s, true, where + " expert dispatch gradient all-to-all");
   DispatchGatherBackward(dh, d_rows.data(), s.assignments.data(), n, K, D);
@@ -228,7 +291,7 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
   LinearBackward(dh, nullptr, d_logits.data(), h, w.router, t, D, E);
   weight_grad(ops::kRouter, dw.router, h, d_logits.data(), t, D, E);
   // Every buffer of the routed part is still alive here: the pass's largest point.
-  scratch.Set(std::max(scratch.bytes(), HeldBytes(d_out, d_gates, received, d_rows, d_logits) + HeldBytes(d_per, dx, dact, dg, du)));
+  scratch.Set(std::max(scratch.bytes(), HeldBytes(d_out, d_gates, received, d_rows, d_logits, all) + HeldBytes(d_per, dx, dact, dg, du)));
 }
 
 }  // namespace shardsim::runtime

@@ -11,6 +11,11 @@
 //   shared experts' SwiGLU MLP on every token. Backward is the mirror, with the same all-to-alls.
 // Dropless: every routed copy is computed (no capacity limit), so the all-to-all sizes follow the
 // routing; the step program costs them at its capacity factor.
+// With tensor parallelism (sequence parallel: each tensor rank holds its share of the tokens) the
+// experts' and shared experts' matrices are split over tensor as a dense MLP's are: the routed rows
+// are all-gathered over tensor after the dispatch and reduce-scattered back before the combine
+// (moe_tensor.h), the shared experts' input all-gathered and output reduce-scattered; the router
+// is replicated and the balancing loss's counts summed over tensor and context.
 #pragma once
 
 #include <cstdint>
@@ -37,18 +42,20 @@ struct MoeSaved {
   std::vector<int64_t> counts;             // per expert over the micro-batch
   std::vector<int> send_counts, receive_counts;  // rows per expert rank (all-to-all)
   std::vector<int> expert_rows;            // rows per (source rank, local expert), source-major
+  std::vector<int> tensor_rows;            // every tensor rank's expert_rows, rank-major (moe_tensor.h)
+  std::vector<float> shared_h;             // the shared experts' input gathered over tensor (sequence parallel)
   std::vector<std::vector<float>> x, g, u, act;  // per local expert: its input rows, gate, up, activation
   int64_t Bytes() const {
     return HeldBytes(probs, gates, expert_out, shared_gate, shared_up, shared_act) + HeldBytes(top, offsets, assignments) + HeldBytes(counts) +
-           HeldBytes(send_counts, receive_counts, expert_rows) + HeldBytes(x, g, u, act);
+           HeldBytes(send_counts, receive_counts, expert_rows, tensor_rows) + HeldBytes(x, g, u, act) + HeldBytes(shared_h);
   }
   // Keeps only what deferred weight gradients read (the experts' input rows and activations,
-  // the shared expert's activation); frees the rest.
+  // the shared expert's input and activation); frees the rest.
   void KeepWeightGradInputs() {
     for (std::vector<float>* v : {&probs, &gates, &expert_out, &shared_gate, &shared_up}) std::vector<float>().swap(*v);
     for (std::vector<int32_t>* v : {&top, &offsets, &assignments}) std::vector<int32_t>().swap(*v);
     std::vector<int64_t>().swap(counts);
-    for (std::vector<int>* v : {&send_counts, &receive_counts, &expert_rows}) std::vector<int>().swap(*v);
+    for (std::vector<int>* v : {&send_counts, &receive_counts, &expert_rows, &tensor_rows}) std::vector<int>().swap(*v);
     std::vector<std::vector<float>>().swap(g);
     std::vector<std::vector<float>>().swap(u);
   }
@@ -78,10 +85,12 @@ class MoeLayer {
  private:
   // rows [n, D] in this rank's dispatch order -> the expert ranks, or back (reverse = true).
   void Exchange(std::vector<float>& out, const std::vector<float>& in, const MoeSaved& s, bool reverse, const std::string& what);
-  // Between source-major received rows and expert-major rows (and back).
-  void ToExpertMajor(std::vector<std::vector<float>>& per_expert, const std::vector<float>& received, const MoeSaved& s);
-  void FromExpertMajor(std::vector<float>& received, const std::vector<std::vector<float>>& per_expert, const MoeSaved& s);
-  int64_t d_ = 0, e_ = 0, k_ = 0, fe_ = 0, fs_ = 0;
+  // Between block-major received rows (blocks of `table`: rows per (block, local expert), a block
+  // per source rank, or per (tensor rank, source rank)) and expert-major rows (and back).
+  void ToExpertMajor(std::vector<std::vector<float>>& per_expert, const std::vector<float>& received, const std::vector<int>& table);
+  void FromExpertMajor(std::vector<float>& received, const std::vector<std::vector<float>>& per_expert, const std::vector<int>& table);
+  int64_t d_ = 0, e_ = 0, k_ = 0, fe_ = 0, fs_ = 0;  // fe_, fs_: this tensor rank's widths
+  int64_t tensor_ = 1;
   int64_t ranks_ = 1, local_experts_ = 0, first_expert_ = 0;
   float aux_coeff_ = 0;
   MeshComms& comms_;

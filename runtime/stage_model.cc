@@ -28,7 +28,15 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
     throw InputError(where, what + ": the runtime does not implement it yet", valid, "plan and estimate it with shardsim plan / estimate instead");
   };
   if (m.mla) refuse("model", "multi-head latent attention", "grouped-query attention");
-  if (m.moe && p.mesh.tensor > 1) refuse("plan:/mesh/tensor", "tensor parallelism of MoE layers", "tensor 1 with MoE models (expert, data, fsdp, context, pipeline)");
+  if (m.moe && p.mesh.tensor > 1 && !p.sequence_parallel) {
+    // Megatron-core's MoELayer refuses it too ("performance may degrade if MoE and tensor
+    // parallelism are enabled without also enabling sequence parallelism"): each tensor rank
+    // routes its own share of the tokens.
+    refuse("plan:/sequence_parallel", "tensor parallelism of MoE layers without sequence parallelism", "sequence_parallel true with tensor > 1");
+  }
+  if (m.moe && m.moe->expert_ffn_hidden_size % p.mesh.tensor != 0) {
+    refuse("plan:/mesh/tensor", "tensor not dividing the experts' width", "a divisor of expert_ffn_hidden_size");
+  }
   if (m.linear_bias || m.qkv_bias) refuse("model", "linear biases", "bias-free linears (LLaMA)");
   if (m.mlp != MlpKind::kSwiGlu) refuse("model/mlp", "a GELU MLP", "swiglu");
   if (m.norm != NormKind::kRmsNorm) refuse("model/norm", "LayerNorm", "rmsnorm");
@@ -102,17 +110,19 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
         ids.moe = true;
         ids.router = Add(n + "router", d, e, 0, d, 0, e, true, true, config.init_stddev);
         if (fs > 0) {
-          ids.shared_gate = Add(n + "shared_gate", d, fs, 0, d, 0, fs, true, true, config.init_stddev);
-          ids.shared_up = Add(n + "shared_up", d, fs, 0, d, 0, fs, true, true, config.init_stddev);
-          ids.shared_down = Add(n + "shared_down", fs, d, 0, fs, 0, d, true, true, out_stddev);
+          // Split over tensor as a dense MLP: gate and up by columns, down by rows.
+          ids.shared_gate = Add(n + "shared_gate", d, fs, 0, d, tr * fs / t_, (tr + 1) * fs / t_, false, true, config.init_stddev);
+          ids.shared_up = Add(n + "shared_up", d, fs, 0, d, tr * fs / t_, (tr + 1) * fs / t_, false, true, config.init_stddev);
+          ids.shared_down = Add(n + "shared_down", fs, d, tr * fs / t_, (tr + 1) * fs / t_, 0, d, false, true, out_stddev);
         }
         NewBucket("layer" + std::to_string(l) + ".experts", strategies::DecoderLayer(l), true);
         layer_buckets_[l].push_back(static_cast<int>(buckets_.size()) - 1);
         for (int64_t x = moe_->first_expert(); x < moe_->first_expert() + moe_->local_experts(); ++x) {
           const std::string ex = n + "expert" + std::to_string(x) + ".";
-          ids.expert_gate.push_back(Add(ex + "wgate", d, fe, 0, d, 0, fe, true, true, config.init_stddev));
-          ids.expert_up.push_back(Add(ex + "wup", d, fe, 0, d, 0, fe, true, true, config.init_stddev));
-          ids.expert_down.push_back(Add(ex + "wdown", fe, d, 0, fe, 0, d, true, true, out_stddev));
+          // Expert-tensor parallelism: each expert split over tensor as a dense MLP.
+          ids.expert_gate.push_back(Add(ex + "wgate", d, fe, 0, d, tr * fe / t_, (tr + 1) * fe / t_, false, true, config.init_stddev));
+          ids.expert_up.push_back(Add(ex + "wup", d, fe, 0, d, tr * fe / t_, (tr + 1) * fe / t_, false, true, config.init_stddev));
+          ids.expert_down.push_back(Add(ex + "wdown", fe, d, tr * fe / t_, (tr + 1) * fe / t_, 0, d, false, true, out_stddev));
         }
       } else {
         ids.wgate = Add(n + "wgate", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);

@@ -64,13 +64,15 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
   MemoryHold scratch(account_, MemoryCategory::kBuffers, HeldBytes(h, partial, y, h2));
   s.rstd2.resize(static_cast<size_t>(Tl));
   RmsNormForward(h2.data(), s.rstd2.data(), s.x2.data(), P(id.mlp_norm), Tl, D, config_.norm_eps);
-  s.h2_full.resize(static_cast<size_t>(T) * D);
-  tensor(ops::TensorEnter(ops::kMlp), s.h2_full.data(), h2.data());
   if (id.moe) {
-    const double aux = moe_->Forward(partial.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false),
-                                     s.moe, op, where);
+    // The MoE block reads and writes this rank's tokens: its tensor ops are its own (moe_layer.h).
+    s.h2_full.assign(h2.begin(), h2.end());
+    const double aux = moe_->Forward(y.data(), s.h2_full.data(), Tl, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false), s.moe,
+                                     op, where);
     if (!recompute) aux_loss_ += aux;
   } else {
+    s.h2_full.resize(static_cast<size_t>(T) * D);
+    tensor(ops::TensorEnter(ops::kMlp), s.h2_full.data(), h2.data());
     op(ops::BlockUp(ops::kMlp));
     s.gate.resize(static_cast<size_t>(T) * F);
     s.up.resize(static_cast<size_t>(T) * F);
@@ -81,8 +83,8 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
     SwigluForward(s.act.data(), s.gate.data(), s.up.data(), T, F);
     op(ops::BlockDown(ops::kMlp));
     LinearForward(partial.data(), s.act.data(), P(id.wdown), T, F, D);
+    tensor(ops::TensorExit(ops::kMlp), y.data(), partial.data());
   }
-  tensor(ops::TensorExit(ops::kMlp), y.data(), partial.data());
   op(id.moe ? std::string(ops::kMoeCombine) : ops::BlockResidual(ops::kMlp));
   for (size_t i = 0; i < s.x2.size(); ++i) x[i] = s.x2[i] + y[i];
   // What backward will recompute is not kept: with full recomputation only the layer's input,
@@ -151,7 +153,7 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   op(id.moe ? ops::Grad(ops::kMoeCombine) : ops::Grad(ops::BlockResidual(ops::kMlp)));
   Buffer dx2(dx, dx + static_cast<size_t>(Tl) * D);
   Buffer dfull(static_cast<size_t>(T) * D);
-  Tensor(span, lp, label, ops::Grad(ops::TensorExit(ops::kMlp)), dfull.data(), dx);
+  if (!id.moe) Tensor(span, lp, label, ops::Grad(ops::TensorExit(ops::kMlp)), dfull.data(), dx);
   Buffer dh2_full(static_cast<size_t>(T) * D, 0.0f);
   // The layer's scratch at its largest points: the MLP's, then the attention's (released on return).
   MemoryHold scratch(account_, MemoryCategory::kBuffers, HeldBytes(dx2, dfull, dh2_full));
@@ -164,7 +166,8 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
       op(ops::Wgrad(name));
       LinearBackward(nullptr, dw, dy, x, nullptr, t, in, out);
     };
-    moe_->Backward(dh2_full.data(), dfull.data(), s.h2_full.data(), T, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false),
+    // On this rank's tokens, as the forward (its tensor ops are its own).
+    moe_->Backward(dh2_full.data(), dx, s.h2_full.data(), Tl, plan_.micro_batch_size * plan_.seq_len, aux_weight_, MoePointers(id, false),
                    MoePointers(id, true), s.moe, op, weight_grad, where);
   } else {
     op(ops::Dgrad(ops::BlockDown(ops::kMlp)));
@@ -181,7 +184,11 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
                 {{id.wgate, s.h2_full.data(), dgate.data(), T, D, F}, {id.wup, s.h2_full.data(), dup.data(), T, D, F}}, s);
   }
   Buffer dh2(static_cast<size_t>(Tl) * D);
-  Tensor(span, lp, label, ops::Grad(ops::TensorEnter(ops::kMlp)), dh2.data(), dh2_full.data());
+  if (id.moe) {
+    std::copy(dh2_full.begin(), dh2_full.begin() + static_cast<std::ptrdiff_t>(dh2.size()), dh2.begin());
+  } else {
+    Tensor(span, lp, label, ops::Grad(ops::TensorEnter(ops::kMlp)), dh2.data(), dh2_full.data());
+  }
   op(id.moe ? ops::Grad(ops::kMoeNorm) : ops::Grad(ops::BlockNorm(ops::kMlp)));
   RmsNormBackward(dx2.data(), G(id.mlp_norm), dh2.data(), s.x2.data(), P(id.mlp_norm), s.rstd2.data(), Tl, D);
 

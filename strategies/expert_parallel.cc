@@ -15,10 +15,14 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
     AppendMlpBlock(layer, m, plan, moe.num_shared_experts * moe.expert_ffn_hidden_size, ops::kSharedExpert, /*standalone=*/false);
   }
   layer.Matmul(ops::kRouter, s.tokens, d, moe.num_experts);
-  if (plan.mesh.context > 1) {
-    // The balancing loss counts each expert's tokens over the whole sequence: the counts are
-    // summed over context (Megatron-core reduces them over its tensor x context group).
-    layer.Collective(ops::kRouterCounts, Stream::kExpert, {"context"}, static_cast<double>(moe.num_experts) * 8, true, CollectiveOp::kAllReduce, false,
+  if (plan.mesh.context > 1 || t > 1) {
+    // The balancing loss counts each expert's tokens over the whole micro-batch, whose tokens the
+    // context ranks and (sequence parallel) the tensor ranks share: the counts are summed over
+    // them (Megatron-core reduces them over its tensor x context group).
+    std::vector<std::string> axes;
+    if (t > 1) axes.emplace_back("tensor");
+    if (plan.mesh.context > 1) axes.emplace_back("context");
+    layer.Collective(ops::kRouterCounts, Stream::kExpert, axes, static_cast<double>(moe.num_experts) * 8, true, CollectiveOp::kAllReduce, false,
                      CollectiveOp::kAllReduce, false);
   }
   // Token copies routed to experts (balanced load times capacity). Megatron-Core splits the

@@ -99,7 +99,9 @@ TEST_F(RunCliTest, WhatTheRuntimeCannotRunIsOneLine) {
   ASSERT_TRUE(r.exited) << r.command;
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("shardsim-runtime: error: plan:/mesh/tensor: tensor parallelism of MoE layers"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("shardsim-runtime: error: plan:/sequence_parallel: tensor parallelism of MoE layers without sequence parallelism"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(RunCliTest, BadPlansStopBeforeLaunching) {
