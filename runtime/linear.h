@@ -12,4 +12,10 @@ void LinearForward(float* y, const float* x, const float* w, int t, int in, int 
 void LinearBackward(float* dx, float* dw, const float* dy, const float* x, const float* w, int t,
                     int in, int out);
 
+// y [T, n] += b [n] on every row (a linear's bias).
+void AddRowBias(float* y, const float* b, int t, int n);
+
+// db [n] += the sum over rows of dy [T, n] (a bias's gradient; accumulates).
+void AddColumnSums(float* db, const float* dy, int t, int n);
+
 }  // namespace shardsim::runtime

@@ -13,8 +13,8 @@
 #include "runtime/gemm.h"
 #include "runtime/init.h"
 #include "runtime/linear.h"
+#include "runtime/norm.h"
 #include "runtime/resident_pages.h"
-#include "runtime/rmsnorm.h"
 #include "strategies/schedule.h"
 #include "strategies/op_keys.h"
 #include "strategies/op_names.h"
@@ -37,13 +37,11 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.moe && m.moe->expert_ffn_hidden_size % p.mesh.tensor != 0) {
     refuse("plan:/mesh/tensor", "tensor not dividing the experts' width", "a divisor of expert_ffn_hidden_size");
   }
-  if (m.linear_bias || m.qkv_bias) refuse("model", "linear biases", "bias-free linears (LLaMA)");
-  if (m.mlp != MlpKind::kSwiGlu) refuse("model/mlp", "a GELU MLP", "swiglu");
-  if (m.norm != NormKind::kRmsNorm) refuse("model/norm", "LayerNorm", "rmsnorm");
-  if (m.position != PositionKind::kRope) refuse("model/position", "learned positions", "rope");
+  if (m.linear_bias && m.mlp == MlpKind::kSwiGlu) refuse("model/linear_bias", "linear biases with a SwiGLU MLP", "linear_bias with a GELU MLP (GPT), or qkv_bias");
+  if (m.moe && m.mlp != MlpKind::kSwiGlu) refuse("model/mlp", "GELU experts", "swiglu with an MoE model");
   if (m.num_heads * m.head_dim != m.hidden_size) refuse("model/head_dim", "head_dim x heads != hidden_size", "head_dim = hidden_size / heads");
   if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");
-  if (m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
+  if (m.position == PositionKind::kRope && m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
   if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
   if (p.mesh.context > 1 && p.context_kv != "ring") refuse("plan:/context_kv", "context_kv " + p.context_kv, "ring (the runtime passes K/V around the ring)");
   if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
@@ -91,18 +89,36 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
       embedding_bucket_ = static_cast<int>(buckets_.size()) - 1;
       // Vocabulary-parallel: this tensor rank's rows of the table.
       embedding_ = Add("embedding", model.vocab_size, d, vocab0_, vocab0_ + vocab_local_, 0, d, false, true, config.init_stddev);
+      if (model.position == PositionKind::kLearned) {
+        // Learned positions (GPT): replicated over tensor, in a bucket of their own (so that the
+        // table's bucket is the same on every stage that holds a copy of it).
+        NewBucket("positions", std::string(strategies::kEmbeddingLayer), false);
+        pos_bucket_ = static_cast<int>(buckets_.size()) - 1;
+        pos_table_ = Add("positions", model.max_seq_len, d, 0, model.max_seq_len, 0, d, true, true, config.init_stddev);
+      }
     }
     for (int64_t l = layout.first_layer; l < layout.first_layer + layout.layers; ++l) {
       const std::string n = "layer" + std::to_string(l) + ".";
       NewBucket("layer" + std::to_string(l), strategies::DecoderLayer(l), false);
       layer_buckets_[l].push_back(static_cast<int>(buckets_.size()) - 1);
       LayerIds ids;
+      const bool layer_norm = model.norm == NormKind::kLayerNorm, qkv_bias = model.linear_bias || model.qkv_bias;
       ids.attn_norm = Add(n + "attn_norm", 1, d, 0, 1, 0, d, true, false, 0);
+      if (layer_norm) ids.attn_norm_b = AddBias(n + "attn_norm_bias", d, 0, d, true);
       ids.wq = Add(n + "wq", d, q_cols, 0, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, false, true, config.init_stddev);
       ids.wk = Add(n + "wk", d, kv_cols, 0, d, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false, true, config.init_stddev);
       ids.wv = Add(n + "wv", d, kv_cols, 0, d, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false, true, config.init_stddev);
+      if (qkv_bias) {
+        // Column-parallel biases: split with their columns.
+        ids.bq = AddBias(n + "bq", q_cols, tr * q_cols / t_, (tr + 1) * q_cols / t_, false);
+        ids.bk = AddBias(n + "bk", kv_cols, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false);
+        ids.bv = AddBias(n + "bv", kv_cols, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false);
+      }
       ids.wo = Add(n + "wo", q_cols, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, 0, d, false, true, out_stddev);
+      // A row-parallel bias: replicated, added once after the reduction (Megatron-LM).
+      if (model.linear_bias) ids.bo = AddBias(n + "bo", d, 0, d, true);
       ids.mlp_norm = Add(n + "mlp_norm", 1, d, 0, 1, 0, d, true, false, 0);
+      if (layer_norm) ids.mlp_norm_b = AddBias(n + "mlp_norm_bias", d, 0, d, true);
       if (IsMoeLayer(model, l)) {
         // Router and shared experts: dense (replicated over expert); the routed experts this
         // expert rank holds: their own bucket, sharded over expert.
@@ -125,9 +141,12 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
           ids.expert_down.push_back(Add(ex + "wdown", fe, d, tr * fe / t_, (tr + 1) * fe / t_, 0, d, false, true, out_stddev));
         }
       } else {
-        ids.wgate = Add(n + "wgate", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);
+        // SwiGLU: gate and up; GELU (GPT): up only, with its biases.
+        if (model.mlp == MlpKind::kSwiGlu) ids.wgate = Add(n + "wgate", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);
         ids.wup = Add(n + "wup", d, f, 0, d, tr * f / t_, (tr + 1) * f / t_, false, true, config.init_stddev);
+        if (model.linear_bias) ids.bup = AddBias(n + "bup", f, tr * f / t_, (tr + 1) * f / t_, false);
         ids.wdown = Add(n + "wdown", f, d, tr * f / t_, (tr + 1) * f / t_, 0, d, false, true, out_stddev);
+        if (model.linear_bias) ids.bdown = AddBias(n + "bdown", d, 0, d, true);
       }
       layer_ids_[l] = ids;
     }
@@ -135,6 +154,7 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
       NewBucket("head", std::string(strategies::kHeadLayer), false);
       head_bucket_ = static_cast<int>(buckets_.size()) - 1;
       final_norm_ = Add("final_norm", 1, d, 0, 1, 0, d, true, false, 0);
+      if (model.norm == NormKind::kLayerNorm) final_norm_b_ = AddBias("final_norm_bias", d, 0, d, true);
       // Vocabulary-parallel: this tensor rank's columns of the output matrix.
       if (!model.tied_embeddings) {
         head_ = Add("head", d, model.vocab_size, 0, d, vocab0_, vocab0_ + vocab_local_, false, true, config.init_stddev);
@@ -156,7 +176,7 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
   for (const ParamTensor& pt : tensors_) {
     float* out = params_.data() + pt.offset;
     for (int64_t r = pt.row0; r < pt.row1; ++r) {
-      for (int64_t c = pt.col0; c < pt.col1; ++c) *out++ = pt.init_stddev == 0 ? 1.0f : InitNormal(seed, pt.name, r, c, pt.init_stddev);
+      for (int64_t c = pt.col0; c < pt.col1; ++c) *out++ = pt.zeros ? 0.0f : pt.init_stddev == 0 ? 1.0f : InitNormal(seed, pt.name, r, c, pt.init_stddev);
     }
   }
 }
@@ -186,6 +206,12 @@ void StageModel::NewBucket(const std::string& name, const std::string& layer, bo
   bucket.chunk = static_cast<int64_t>(chunk_buckets_.size()) - 1;
   buckets_.push_back(bucket);
   chunk_buckets_.back().push_back(static_cast<int>(buckets_.size()) - 1);
+}
+
+int StageModel::AddBias(const std::string& name, int64_t cols, int64_t col0, int64_t col1, bool replicated) {
+  const int id = Add(name, 1, cols, 0, 1, col0, col1, replicated, false, 0);
+  tensors_.back().zeros = true;
+  return id;
 }
 
 void StageModel::MarkCopies() {
@@ -314,6 +340,16 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
     scratch.SetTo(x, partial);
     EmbeddingShardForward(partial.data(), saved->ids.data(), P(embedding_), T, V, v0, Vl, D);
     Tensor(span, lp, embedding_label, ops::kTensorEmbedding, x.data(), partial.data());
+    if (pos_table_ >= 0) {
+      // Learned positions, added to this rank's tokens (with sequence parallelism, its share).
+      Use(order, next++);
+      Begin(span, lp, embedding_label, ops::kEmbedding);
+      const int64_t first = sp_ ? tensor_rank_ * Tl : 0;
+      for (int i = 0; i < Tl; ++i) {
+        const float* pos = P(pos_table_) + static_cast<int64_t>(positions_[static_cast<size_t>(first + i)]) * D;
+        for (int j = 0; j < D; ++j) x[static_cast<size_t>(i) * D + static_cast<size_t>(j)] += pos[j];
+      }
+    }
     span.reset();
   } else {
     std::copy(in, in + static_cast<size_t>(Tl) * D, x.begin());
@@ -336,7 +372,9 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
     saved->final_x = x;
     Buffer h(x.size());
     saved->final_rstd.resize(static_cast<size_t>(Tl));
-    RmsNormForward(h.data(), saved->final_rstd.data(), x.data(), P(final_norm_), Tl, D, config_.norm_eps);
+    if (final_norm_b_ >= 0) saved->final_mean.resize(static_cast<size_t>(Tl));
+    NormForward(model_.norm, h.data(), saved->final_mean.data(), saved->final_rstd.data(), x.data(), P(final_norm_),
+                final_norm_b_ >= 0 ? P(final_norm_b_) : nullptr, Tl, D, config_.norm_eps);
     saved->final_h_full.resize(static_cast<size_t>(T) * D);
     Tensor(span, lp, head_label, ops::kTensorEnterHead, saved->final_h_full.data(), h.data());
     // Logits of this rank's vocabulary columns for every token: h W[D, V/t] (tied: h E_shard^T).
@@ -436,11 +474,13 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     }
     Tensor(span, lp, head_label, ops::Grad(ops::kTensorEnterHead), dh.data(), dh_full.data());
     Begin(span, lp, head_label, ops::Grad(ops::kFinalNorm));
-    RmsNormBackward(dx.data(), G(final_norm_), dh.data(), s.final_x.data(), P(final_norm_), s.final_rstd.data(), Tl, D);
+    NormBackward(model_.norm, dx.data(), G(final_norm_), final_norm_b_ >= 0 ? G(final_norm_b_) : nullptr, dh.data(), s.final_x.data(), P(final_norm_),
+                 s.final_mean.data(), s.final_rstd.data(), Tl, D);
     span.reset();
     // The final norm's input is read for the last time (a deferred W reads final_h_full).
     Buffer().swap(s.final_x);
     Buffer().swap(s.final_rstd);
+    Buffer().swap(s.final_mean);
     s.activations.Set(s.ActivationBytes());  // the logits' gradient kept for a deferred W
     scratch.SetTo(dx);
     if (s.head_deferred.empty()) report(head_bucket_);
@@ -478,8 +518,19 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     }
   }
   if (layout.embedding) {
-    Use(order, next++);  // the embedding's backward reads no parameter, but its gather keeps the order
     const strategies::LayerProgram& lp = program_.Layer(strategies::LayerKind::kEmbedding);
+    if (pos_table_ >= 0) {
+      // The learned positions' gradient from this rank's tokens (partial over tensor with
+      // sequence parallelism: summed with the replicated weights').
+      Use(order, next++);
+      Begin(span, lp, embedding_label, ops::Grad(ops::kEmbedding));
+      const int64_t first = sp_ ? tensor_rank_ * Tl : 0;
+      for (int i = 0; i < Tl; ++i) {
+        float* dpos = G(pos_table_) + static_cast<int64_t>(positions_[static_cast<size_t>(first + i)]) * D;
+        for (int j = 0; j < D; ++j) dpos[j] += dx[static_cast<size_t>(i) * D + static_cast<size_t>(j)];
+      }
+    }
+    Use(order, next++);  // the embedding's backward reads no parameter, but its gather keeps the order
     Buffer dfull(static_cast<size_t>(T) * D);
     scratch.SetTo(dx, dfull);
     Tensor(span, lp, embedding_label, ops::Grad(ops::kTensorEmbedding), dfull.data(), dx.data());
@@ -487,7 +538,10 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     EmbeddingShardBackward(G(embedding_), dfull.data(), s.ids.data(), T, V, v0, Vl, D);
     span.reset();
     // The program reduces gradients in the W phase: with W deferred, the W task reports it.
-    if (!defer_weights) report(embedding_bucket_);
+    if (!defer_weights) {
+      report(embedding_bucket_);
+      if (pos_bucket_ >= 0) report(pos_bucket_);
+    }
   } else {
     std::copy(dx.begin(), dx.end(), din);
   }
@@ -526,7 +580,10 @@ void StageModel::BackwardWeight(int64_t chunk, int64_t mb, const std::function<v
       for (int bucket : layer_buckets_.at(layer)) done(bucket);
     }
   }
-  if (this->chunk(chunk).embedding && done) done(embedding_bucket_);
+  if (this->chunk(chunk).embedding && done) {
+    done(embedding_bucket_);
+    if (pos_bucket_ >= 0) done(pos_bucket_);
+  }
   saved_.erase(it);
 }
 

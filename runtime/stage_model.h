@@ -59,6 +59,7 @@ struct ParamTensor {
   int64_t offset = 0;              // into the flat parameter / gradient buffers
   float init_stddev = 0;           // normal(0, init_stddev) at start; 0: ones (norm weights)
   int bucket = 0;                  // the ParamBucket holding it
+  bool zeros = false;              // starts at zero (biases), whatever init_stddev says
   int64_t size() const { return (row1 - row0) * (col1 - col0); }
 };
 
@@ -179,6 +180,8 @@ class StageModel {
               float* in);
   int Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t row1, int64_t col0, int64_t col1, bool replicated,
           bool decay, float stddev);
+  // A bias [1, cols] (columns [col0, col1) held), starting at zero, without weight decay.
+  int AddBias(const std::string& name, int64_t cols, int64_t col0, int64_t col1, bool replicated);
   // Events for ring attention's transfer ops `names`, which ran inside the attention op begun at
   // `start_s` and left it waiting `wait_s`.
   void RingTransfers(const strategies::LayerProgram& layer, const std::string& label, std::initializer_list<std::string_view> names, double start_s,
@@ -210,6 +213,8 @@ class StageModel {
   // Tensor ids per layer (by global layer index) and the embedding/head.
   struct LayerIds {
     int attn_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, mlp_norm = -1, wgate = -1, wup = -1, wdown = -1;
+    // LayerNorm's biases; the linears' biases (GPT: every linear; Qwen2: q, k, v only); -1: none.
+    int attn_norm_b = -1, mlp_norm_b = -1, bq = -1, bk = -1, bv = -1, bo = -1, bup = -1, bdown = -1;
     bool moe = false;  // an MoE block instead of the MLP: router, shared experts, local experts
     int router = -1, shared_gate = -1, shared_up = -1, shared_down = -1;
     std::vector<int> expert_gate, expert_up, expert_down;
@@ -223,6 +228,8 @@ class StageModel {
   MemoryHold params_hold_, grads_hold_, ring_hold_;
   double aux_loss_ = 0, aux_weight_ = 0;  // this forward's balancing loss; the micro-batch's share
   int embedding_ = -1, final_norm_ = -1, head_ = -1;
+  int final_norm_b_ = -1;                  // the final LayerNorm's bias
+  int pos_table_ = -1, pos_bucket_ = -1;   // learned positions [max_seq_len, D], in a bucket of their own
   int embedding_bucket_ = -1, head_bucket_ = -1;
   // The copy of a tied embedding on a stage that holds the head but not the embedding (read by
   // the head, its gradients summed with the embedding stage's: stage_copies.h); -1: none.

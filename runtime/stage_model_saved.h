@@ -35,16 +35,18 @@ int64_t DeferredBytes(const std::vector<D>& deferred) {
 
 struct StageModel::LayerSaved {
   Buffer x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act;
+  Buffer mean1, mean2;  // LayerNorm's row means
   MoeSaved moe;
   std::vector<Deferred> deferred;
   int64_t Bytes() const {
-    return HeldBytes(x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act) + moe.Bytes() + DeferredBytes(deferred);
+    return HeldBytes(x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act) + HeldBytes(mean1, mean2) + moe.Bytes() +
+           DeferredBytes(deferred);
   }
   // After a backward that left the weight gradients for the W task: frees what only the input
   // gradients read, keeping the inputs of the matmuls whose weight gradients wait (the
   // deferred x's point into h_full, o, h2_full, act and the MoE block's expert rows).
   void KeepWeightGradInputs() {
-    for (Buffer* b : {&x, &rstd1, &q, &k, &v, &lse, &x2, &rstd2, &gate, &up}) Buffer().swap(*b);
+    for (Buffer* b : {&x, &rstd1, &q, &k, &v, &lse, &x2, &rstd2, &gate, &up, &mean1, &mean2}) Buffer().swap(*b);
     moe.KeepWeightGradInputs();
   }
 };
@@ -54,14 +56,14 @@ struct StageModel::Saved {
   std::vector<int32_t> ids, targets;  // the micro-batch's tokens on this context rank, and the next tokens
   // Last part: the final norm's input and statistics, its output over all tokens, the softmax
   // numerators of this rank's logit columns [T, V/t] and per token (sum, target logit).
-  Buffer final_x, final_rstd, final_h_full, probs, sums;
+  Buffer final_x, final_rstd, final_mean, final_h_full, probs, sums;
   double normaliser = 1;  // the loss's divisor (the step's tokens)
   std::vector<Deferred> head_deferred;  // the output matrix's gradient, left for the W task
   // Counted in the rank's MemoryAccount while this is kept: `activations` everything above but
   // the logits, `logits` (a buffer) the probabilities [T, V/t].
   MemoryHold activations, logits;
   int64_t ActivationBytes() const {
-    int64_t bytes = HeldBytes(ids, targets) + HeldBytes(final_x, final_rstd, final_h_full, sums) + DeferredBytes(head_deferred);
+    int64_t bytes = HeldBytes(ids, targets) + HeldBytes(final_x, final_rstd, final_mean, final_h_full, sums) + DeferredBytes(head_deferred);
     for (const LayerSaved& layer : layers) bytes += layer.Bytes();
     return bytes;
   }

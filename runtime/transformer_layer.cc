@@ -9,7 +9,8 @@
 #include "runtime/attention.h"
 #include "runtime/linear.h"
 #include "runtime/ring_attention.h"
-#include "runtime/rmsnorm.h"
+#include "runtime/gelu.h"
+#include "runtime/norm.h"
 #include "runtime/rope.h"
 #include "runtime/stage_model.h"
 #include "runtime/stage_model_saved.h"
@@ -36,7 +37,9 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
   op(ops::kAttentionNorm);
   Buffer h(static_cast<size_t>(Tl) * D);
   s.rstd1.resize(static_cast<size_t>(Tl));
-  RmsNormForward(h.data(), s.rstd1.data(), x, P(id.attn_norm), Tl, D, config_.norm_eps);
+  if (id.attn_norm_b >= 0) s.mean1.resize(static_cast<size_t>(Tl));
+  NormForward(model_.norm, h.data(), s.mean1.data(), s.rstd1.data(), x, P(id.attn_norm), id.attn_norm_b >= 0 ? P(id.attn_norm_b) : nullptr, Tl, D,
+              config_.norm_eps);
   s.h_full.resize(static_cast<size_t>(T) * D);
   tensor(ops::kTensorEnterAttention, s.h_full.data(), h.data());
   op(ops::kQkv);
@@ -46,8 +49,15 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
   LinearForward(s.q.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
   LinearForward(s.k.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
   LinearForward(s.v.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
-  RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
-  RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  if (id.bq >= 0) {
+    AddRowBias(s.q.data(), P(id.bq), T, Hl * K);
+    AddRowBias(s.k.data(), P(id.bk), T, Gl * K);
+    AddRowBias(s.v.data(), P(id.bv), T, Gl * K);
+  }
+  if (model_.position == PositionKind::kRope) {
+    RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
+    RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  }
   AttentionCore(span, lp, label, s, recompute);
   op(ops::kAttentionOut);
   Buffer partial(static_cast<size_t>(T) * D);
@@ -55,6 +65,7 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
   Buffer y(static_cast<size_t>(T) * D);
   tensor(ops::kTensorExitAttention, y.data(), partial.data());
   op(ops::kAttentionResidual);
+  if (id.bo >= 0) AddRowBias(y.data(), P(id.bo), Tl, D);  // after the reduction: once per token
   s.x2.resize(static_cast<size_t>(Tl) * D);
   for (size_t i = 0; i < s.x2.size(); ++i) s.x2[i] = x[i] + y[i];
 
@@ -63,7 +74,9 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
   // The layer's scratch, all alive from here to the end (released on return).
   MemoryHold scratch(account_, MemoryCategory::kBuffers, HeldBytes(h, partial, y, h2));
   s.rstd2.resize(static_cast<size_t>(Tl));
-  RmsNormForward(h2.data(), s.rstd2.data(), s.x2.data(), P(id.mlp_norm), Tl, D, config_.norm_eps);
+  if (id.mlp_norm_b >= 0) s.mean2.resize(static_cast<size_t>(Tl));
+  NormForward(model_.norm, h2.data(), s.mean2.data(), s.rstd2.data(), s.x2.data(), P(id.mlp_norm), id.mlp_norm_b >= 0 ? P(id.mlp_norm_b) : nullptr, Tl, D,
+              config_.norm_eps);
   if (id.moe) {
     // The MoE block reads and writes this rank's tokens: its tensor ops are its own (moe_layer.h).
     s.h2_full.assign(h2.begin(), h2.end());
@@ -74,18 +87,25 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
     s.h2_full.resize(static_cast<size_t>(T) * D);
     tensor(ops::TensorEnter(ops::kMlp), s.h2_full.data(), h2.data());
     op(ops::BlockUp(ops::kMlp));
-    s.gate.resize(static_cast<size_t>(T) * F);
+    const bool gated = id.wgate >= 0;  // SwiGLU; else GELU (GPT)
+    if (gated) s.gate.resize(static_cast<size_t>(T) * F);
     s.up.resize(static_cast<size_t>(T) * F);
     s.act.resize(static_cast<size_t>(T) * F);
-    LinearForward(s.gate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
+    if (gated) LinearForward(s.gate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
     LinearForward(s.up.data(), s.h2_full.data(), P(id.wup), T, D, F);
+    if (id.bup >= 0) AddRowBias(s.up.data(), P(id.bup), T, F);
     op(ops::BlockActivation(ops::kMlp));
-    SwigluForward(s.act.data(), s.gate.data(), s.up.data(), T, F);
+    if (gated) {
+      SwigluForward(s.act.data(), s.gate.data(), s.up.data(), T, F);
+    } else {
+      GeluForward(s.act.data(), s.up.data(), static_cast<int64_t>(T) * F);
+    }
     op(ops::BlockDown(ops::kMlp));
     LinearForward(partial.data(), s.act.data(), P(id.wdown), T, F, D);
     tensor(ops::TensorExit(ops::kMlp), y.data(), partial.data());
   }
   op(id.moe ? std::string(ops::kMoeCombine) : ops::BlockResidual(ops::kMlp));
+  if (id.bdown >= 0) AddRowBias(y.data(), P(id.bdown), Tl, D);
   for (size_t i = 0; i < s.x2.size(); ++i) x[i] = s.x2[i] + y[i];
   // What backward will recompute is not kept: with full recomputation only the layer's input,
   // with selective the attention core's output and statistics. Until then the whole layer's
@@ -151,6 +171,7 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   auto op = [&](std::string_view name) { Begin(span, lp, label, name); };
   // dx holds d(out); out = x2 + mlp(x2): dx flows to x2 and through the MLP.
   op(id.moe ? ops::Grad(ops::kMoeCombine) : ops::Grad(ops::BlockResidual(ops::kMlp)));
+  if (id.bdown >= 0) AddColumnSums(G(id.bdown), dx, Tl, D);
   Buffer dx2(dx, dx + static_cast<size_t>(Tl) * D);
   Buffer dfull(static_cast<size_t>(T) * D);
   if (!id.moe) Tensor(span, lp, label, ops::Grad(ops::TensorExit(ops::kMlp)), dfull.data(), dx);
@@ -171,17 +192,27 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
                    MoePointers(id, true), s.moe, op, weight_grad, where);
   } else {
     op(ops::Dgrad(ops::BlockDown(ops::kMlp)));
-    Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(static_cast<size_t>(T) * F), dup(static_cast<size_t>(T) * F);
+    const bool gated = id.wgate >= 0;
+    Buffer dact(static_cast<size_t>(T) * F, 0.0f), dgate(gated ? static_cast<size_t>(T) * F : 0), dup(static_cast<size_t>(T) * F);
     scratch.Set(HeldBytes(dx2, dfull, dh2_full) + HeldBytes(dact, dgate, dup));
     LinearBackward(dact.data(), nullptr, dfull.data(), s.act.data(), P(id.wdown), T, F, D);
     WeightGrads(span, lp, label, ops::BlockDown(ops::kMlp), {{id.wdown, s.act.data(), dfull.data(), T, F, D}}, s);
     op(ops::Grad(ops::BlockActivation(ops::kMlp)));
-    SwigluBackward(dgate.data(), dup.data(), dact.data(), s.gate.data(), s.up.data(), T, F);
+    if (gated) {
+      SwigluBackward(dgate.data(), dup.data(), dact.data(), s.gate.data(), s.up.data(), T, F);
+    } else {
+      GeluBackward(dup.data(), dact.data(), s.up.data(), static_cast<int64_t>(T) * F);
+    }
     op(ops::Dgrad(ops::BlockUp(ops::kMlp)));
-    LinearBackward(dh2_full.data(), nullptr, dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
+    if (gated) LinearBackward(dh2_full.data(), nullptr, dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
     LinearBackward(dh2_full.data(), nullptr, dup.data(), s.h2_full.data(), P(id.wup), T, D, F);
-    WeightGrads(span, lp, label, ops::BlockUp(ops::kMlp),
-                {{id.wgate, s.h2_full.data(), dgate.data(), T, D, F}, {id.wup, s.h2_full.data(), dup.data(), T, D, F}}, s);
+    if (id.bup >= 0) AddColumnSums(G(id.bup), dup.data(), T, F);
+    if (gated) {
+      WeightGrads(span, lp, label, ops::BlockUp(ops::kMlp),
+                  {{id.wgate, s.h2_full.data(), dgate.data(), T, D, F}, {id.wup, s.h2_full.data(), dup.data(), T, D, F}}, s);
+    } else {
+      WeightGrads(span, lp, label, ops::BlockUp(ops::kMlp), {{id.wup, s.h2_full.data(), dup.data(), T, D, F}}, s);
+    }
   }
   Buffer dh2(static_cast<size_t>(Tl) * D);
   if (id.moe) {
@@ -190,11 +221,13 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
     Tensor(span, lp, label, ops::Grad(ops::TensorEnter(ops::kMlp)), dh2.data(), dh2_full.data());
   }
   op(id.moe ? ops::Grad(ops::kMoeNorm) : ops::Grad(ops::BlockNorm(ops::kMlp)));
-  RmsNormBackward(dx2.data(), G(id.mlp_norm), dh2.data(), s.x2.data(), P(id.mlp_norm), s.rstd2.data(), Tl, D);
+  NormBackward(model_.norm, dx2.data(), G(id.mlp_norm), id.mlp_norm_b >= 0 ? G(id.mlp_norm_b) : nullptr, dh2.data(), s.x2.data(), P(id.mlp_norm),
+               s.mean2.data(), s.rstd2.data(), Tl, D);
 
   // x2 = x + attention(x): dx2 flows to both.
   Tensor(span, lp, label, ops::Grad(ops::kTensorExitAttention), dfull.data(), dx2.data());
   op(ops::Dgrad(ops::kAttentionOut));
+  if (id.bo >= 0) AddColumnSums(G(id.bo), dx2.data(), Tl, D);
   Buffer d_o(static_cast<size_t>(T) * Hl * K, 0.0f);
   LinearBackward(d_o.data(), nullptr, dfull.data(), s.o.data(), P(id.wo), T, Hl * K, D);
   WeightGrads(span, lp, label, ops::kAttentionOut, {{id.wo, s.o.data(), dfull.data(), T, Hl * K, D}}, s);
@@ -213,9 +246,16 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   } else {
     AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
   }
-  RopeBackward(dq.data(), dq.data(), positions_.data(), T, Hl, K, config_.rope_theta);
-  RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  if (model_.position == PositionKind::kRope) {
+    RopeBackward(dq.data(), dq.data(), positions_.data(), T, Hl, K, config_.rope_theta);
+    RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  }
   op(ops::Dgrad(ops::kQkv));
+  if (id.bq >= 0) {
+    AddColumnSums(G(id.bq), dq.data(), T, Hl * K);
+    AddColumnSums(G(id.bk), dk.data(), T, Gl * K);
+    AddColumnSums(G(id.bv), dv.data(), T, Gl * K);
+  }
   Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
   LinearBackward(dh_full.data(), nullptr, dq.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
   LinearBackward(dh_full.data(), nullptr, dk.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
@@ -228,7 +268,8 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   scratch.Set(std::max(scratch.bytes(), HeldBytes(dx2, dfull, dh2_full, dh2, d_o, dq) + HeldBytes(dk, dv, dh_full, dh)));
   Tensor(span, lp, label, ops::Grad(ops::kTensorEnterAttention), dh.data(), dh_full.data());
   op(ops::Grad(ops::kAttentionNorm));
-  RmsNormBackward(dx2.data(), G(id.attn_norm), dh.data(), s.x.data(), P(id.attn_norm), s.rstd1.data(), Tl, D);
+  NormBackward(model_.norm, dx2.data(), G(id.attn_norm), id.attn_norm_b >= 0 ? G(id.attn_norm_b) : nullptr, dh.data(), s.x.data(), P(id.attn_norm),
+               s.mean1.data(), s.rstd1.data(), Tl, D);
   op(ops::Grad(ops::kAttentionResidual));
   std::copy(dx2.begin(), dx2.end(), dx);
 }
