@@ -270,14 +270,15 @@ std::vector<float>& DataParallel::ReducedGradients() {
       if (from != out) std::copy(from, from + (b.opt_end - b.opt_begin), out);
     }
   }
-  // Sequence parallelism gave each tensor rank a share of the tokens: the replicated weights'
-  // gradients are partial sums over tensor (every tensor rank holds the same ranges).
+  // Sequence parallelism gave each tensor rank a share of the tokens (MLA's down projections a
+  // share of the heads): those replicated weights' gradients are partial sums over tensor (every
+  // tensor rank holds the same ranges).
   if (model_.replicated_grads_partial()) {
     const TraceSpan span(tracer_, strategies::OpKey(stage_, strategies::kStepLayer, strategies::ops::kTensorReplicatedGrads, -1), "tensor");
     for (size_t i = 0; i < buckets_.size(); ++i) {
       const Bucket& b = buckets_[i];
       for (const ParamTensor& pt : model_.tensors()) {
-        if (pt.bucket != static_cast<int>(i) || !pt.tensor_replicated) continue;
+        if (pt.bucket != static_cast<int>(i) || !pt.tensor_partial) continue;
         const int64_t lo = std::max(pt.offset, b.opt_begin), hi = std::min(pt.offset + pt.size(), b.opt_end);
         if (lo < hi) comms_.AllReduceSum(grads + lo, hi - lo, {"tensor"}, pt.name + " gradient all-reduce over tensor");
       }

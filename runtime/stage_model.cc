@@ -27,7 +27,6 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   auto refuse = [](const std::string& where, const std::string& what, const std::string& valid) {
     throw InputError(where, what + ": the runtime does not implement it yet", valid, "plan and estimate it with shardsim plan / estimate instead");
   };
-  if (m.mla) refuse("model", "multi-head latent attention", "grouped-query attention");
   if (m.moe && p.mesh.tensor > 1 && !p.sequence_parallel) {
     // Megatron-core's MoELayer refuses it too ("performance may degrade if MoE and tensor
     // parallelism are enabled without also enabling sequence parallelism"): each tensor rank
@@ -39,9 +38,11 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   }
   if (m.linear_bias && m.mlp == MlpKind::kSwiGlu) refuse("model/linear_bias", "linear biases with a SwiGLU MLP", "linear_bias with a GELU MLP (GPT), or qkv_bias");
   if (m.moe && m.mlp != MlpKind::kSwiGlu) refuse("model/mlp", "GELU experts", "swiglu with an MoE model");
-  if (m.num_heads * m.head_dim != m.hidden_size) refuse("model/head_dim", "head_dim x heads != hidden_size", "head_dim = hidden_size / heads");
+  if (m.mla && m.mla->qk_rope_head_dim % 2 != 0) refuse("model/mla/qk_rope_head_dim", "an odd qk_rope_head_dim (RoPE rotates pairs)", "an even one");
+  if (m.mla && m.num_kv_heads != m.num_heads) refuse("model/num_kv_heads", "MLA with fewer K/V heads than heads", "num_kv_heads = num_heads with MLA");
+  if (!m.mla && m.num_heads * m.head_dim != m.hidden_size) refuse("model/head_dim", "head_dim x heads != hidden_size", "head_dim = hidden_size / heads");
   if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");
-  if (m.position == PositionKind::kRope && m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
+  if (!m.mla && m.position == PositionKind::kRope && m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
   if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
   if (p.mesh.context > 1 && p.context_kv != "ring") refuse("plan:/context_kv", "context_kv " + p.context_kv, "ring (the runtime passes K/V around the ring)");
   if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
@@ -72,6 +73,13 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
   heads_ = model.num_heads / t_;
   kv_heads_ = model.num_kv_heads / t_;
   ffn_ = model.ffn_hidden_size / t_;
+  attn_dim_ = model.head_dim, attn_kv_heads_ = kv_heads_, out_dim_ = model.head_dim;
+  attn_scale_ = 1.0f / std::sqrt(static_cast<float>(model.head_dim));
+  if (model.mla) {
+    const MlaSpec& a = *model.mla;
+    attn_dim_ = std::max(a.qk_nope_head_dim + a.qk_rope_head_dim, a.v_head_dim), attn_kv_heads_ = heads_, out_dim_ = a.v_head_dim;
+    attn_scale_ = 1.0f / std::sqrt(static_cast<float>(a.qk_nope_head_dim + a.qk_rope_head_dim));
+  }
   SHARDSIM_CHECK(model.ffn_hidden_size % t_ == 0, "tensor must divide the MLP width");
   if (model.moe) moe_ = std::make_unique<MoeLayer>(model, comms, config.router_aux_coeff);
   for (int64_t b = 0; b < plan.micro_batch_size; ++b) positions_.insert(positions_.end(), seq_positions_.begin(), seq_positions_.end());
@@ -105,16 +113,21 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
       const bool layer_norm = model.norm == NormKind::kLayerNorm, qkv_bias = model.linear_bias || model.qkv_bias;
       ids.attn_norm = Add(n + "attn_norm", 1, d, 0, 1, 0, d, true, false, 0);
       if (layer_norm) ids.attn_norm_b = AddBias(n + "attn_norm_bias", d, 0, d, true);
-      ids.wq = Add(n + "wq", d, q_cols, 0, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, false, true, config.init_stddev);
-      ids.wk = Add(n + "wk", d, kv_cols, 0, d, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false, true, config.init_stddev);
-      ids.wv = Add(n + "wv", d, kv_cols, 0, d, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false, true, config.init_stddev);
+      if (model.mla) {
+        AddMla(n, ids, config.init_stddev);
+      } else {
+        ids.wq = Add(n + "wq", d, q_cols, 0, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, false, true, config.init_stddev);
+        ids.wk = Add(n + "wk", d, kv_cols, 0, d, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false, true, config.init_stddev);
+        ids.wv = Add(n + "wv", d, kv_cols, 0, d, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false, true, config.init_stddev);
+      }
       if (qkv_bias) {
         // Column-parallel biases: split with their columns.
         ids.bq = AddBias(n + "bq", q_cols, tr * q_cols / t_, (tr + 1) * q_cols / t_, false);
         ids.bk = AddBias(n + "bk", kv_cols, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false);
         ids.bv = AddBias(n + "bv", kv_cols, tr * kv_cols / t_, (tr + 1) * kv_cols / t_, false);
       }
-      ids.wo = Add(n + "wo", q_cols, d, tr * q_cols / t_, (tr + 1) * q_cols / t_, 0, d, false, true, out_stddev);
+      const int64_t o_rows = model.num_heads * out_dim_;  // the attention output's width
+      ids.wo = Add(n + "wo", o_rows, d, tr * o_rows / t_, (tr + 1) * o_rows / t_, 0, d, false, true, out_stddev);
       // A row-parallel bias: replicated, added once after the reduction (Megatron-LM).
       if (model.linear_bias) ids.bo = AddBias(n + "bo", d, 0, d, true);
       ids.mlp_norm = Add(n + "mlp_norm", 1, d, 0, 1, 0, d, true, false, 0);
@@ -168,6 +181,11 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
     }
   }
   MarkCopies();
+  // Sequence parallelism: every replicated tensor sees a share of the tokens.
+  for (ParamTensor& pt : tensors_) {
+    pt.tensor_partial = t_ > 1 && pt.tensor_replicated && (sp_ || pt.tensor_partial);
+    tensor_partial_ = tensor_partial_ || pt.tensor_partial;
+  }
   for (const ParamTensor& pt : tensors_) buckets_[static_cast<size_t>(pt.bucket)].count += pt.size();
   // Values: norms start at one, the rest from the sharding-independent normal draws.
   params_.assign(tensors_.empty() ? 0 : static_cast<size_t>(tensors_.back().offset + tensors_.back().size()), 0.0f);

@@ -60,6 +60,10 @@ struct ParamTensor {
   float init_stddev = 0;           // normal(0, init_stddev) at start; 0: ones (norm weights)
   int bucket = 0;                  // the ParamBucket holding it
   bool zeros = false;              // starts at zero (biases), whatever init_stddev says
+  // Replicated over tensor, but each tensor rank's backward sees a share of what it reads (its
+  // tokens with sequence parallelism; its heads for MLA's down projections): the gradients are
+  // summed over tensor once per step (data_parallel.h).
+  bool tensor_partial = false;
   int64_t size() const { return (row1 - row0) * (col1 - col0); }
 };
 
@@ -131,7 +135,7 @@ class StageModel {
   int64_t current_microbatch() const { return current_mb_; }
   // Whether sequence parallelism gave each tensor rank a share of the tokens, so that the
   // tensor-replicated weights' gradients must be summed over tensor.
-  bool replicated_grads_partial() const { return sp_; }
+  bool replicated_grads_partial() const { return tensor_partial_; }
   // Spans of every op, keyed stage/layer/op/microbatch with the step program's op names.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   Tracer* tracer() const { return tracer_; }
@@ -147,6 +151,7 @@ class StageModel {
  private:
   struct Saved;  // activations of one chunk and micro-batch
   struct LayerSaved;
+  struct LayerIds;  // a decoder layer's tensors
   struct Deferred;
   // One weight gradient dW += x^T dy of a linear [in, out] over t rows.
   struct WeightGrad {
@@ -182,6 +187,8 @@ class StageModel {
           bool decay, float stddev);
   // A bias [1, cols] (columns [col0, col1) held), starting at zero, without weight decay.
   int AddBias(const std::string& name, int64_t cols, int64_t col0, int64_t col1, bool replicated);
+  // MLA's tensors of the layer named `prefix` into `ids` (mla_attention.cc).
+  void AddMla(const std::string& prefix, LayerIds& ids, float init_stddev);
   // Events for ring attention's transfer ops `names`, which ran inside the attention op begun at
   // `start_s` and left it waiting `wait_s`.
   void RingTransfers(const strategies::LayerProgram& layer, const std::string& label, std::initializer_list<std::string_view> names, double start_s,
@@ -191,6 +198,11 @@ class StageModel {
   // The attention kernel (ring attention over context) from the saved q, k, v into o and lse.
   void AttentionCore(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, LayerSaved& s, bool recompute);
   void LayerBackward(int64_t layer, float* dx, LayerSaved& s);
+  // MLA's projections (mla_attention.cc): from the saved h_full to the attention kernel's q, k,
+  // v (padded to attn_dim_ per head), and back from their gradients into dh_full.
+  void MlaForward(const LayerIds& id, const strategies::LayerProgram& layer, const std::string& label, LayerSaved& s, bool recompute);
+  void MlaBackward(const LayerIds& id, const strategies::LayerProgram& layer, const std::string& label, LayerSaved& s, const float* dq,
+                   const float* dk, const float* dv, float* dh_full);
   float* P(int id) { return params_.data() + tensors_[static_cast<size_t>(id)].offset; }
   float* G(int id) { return grads_.data() + tensors_[static_cast<size_t>(id)].offset; }
 
@@ -203,6 +215,11 @@ class StageModel {
   int64_t tokens_ = 0, local_tokens_ = 0, hidden_ = 0, heads_ = 0, kv_heads_ = 0, ffn_ = 0;
   int64_t vocab0_ = 0, vocab_local_ = 0;  // this tensor rank's vocabulary rows / logit columns
   bool sp_ = false;
+  bool tensor_partial_ = false;  // some tensor's gradients are partial over tensor
+  // The attention kernel's per-head width (MLA pads q, k and v to the widest of its query/key
+  // and value widths), K/V heads, scale, and the per-head width of its output.
+  int64_t attn_dim_ = 0, attn_kv_heads_ = 0, out_dim_ = 0;
+  float attn_scale_ = 1;
   int64_t c_ = 1;                      // context ranks
   std::vector<int32_t> seq_positions_;  // this context rank's positions within a sequence
   std::vector<ParamTensor> tensors_;
@@ -215,6 +232,9 @@ class StageModel {
     int attn_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, mlp_norm = -1, wgate = -1, wup = -1, wdown = -1;
     // LayerNorm's biases; the linears' biases (GPT: every linear; Qwen2: q, k, v only); -1: none.
     int attn_norm_b = -1, mlp_norm_b = -1, bq = -1, bk = -1, bv = -1, bo = -1, bup = -1, bdown = -1;
+    // MLA (mla_attention.cc): down projections and latent norms (replicated), up projections
+    // (split by heads); wq is its query projection when queries are not compressed.
+    int q_down = -1, q_norm = -1, q_up = -1, kv_down = -1, kv_norm = -1, kv_up = -1;
     bool moe = false;  // an MoE block instead of the MLP: router, shared experts, local experts
     int router = -1, shared_gate = -1, shared_up = -1, shared_down = -1;
     std::vector<int> expert_gate, expert_up, expert_down;

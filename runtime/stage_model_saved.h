@@ -36,17 +36,21 @@ int64_t DeferredBytes(const std::vector<D>& deferred) {
 struct StageModel::LayerSaved {
   Buffer x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act;
   Buffer mean1, mean2;  // LayerNorm's row means
+  // MLA: the query latent, its norm's statistic and output, the K/V latent, its statistic and
+  // output, the attention output without padding (mla_attention.cc).
+  Buffer cq, rstd_q, cqn, c, rstd_kv, cn, o_v;
   MoeSaved moe;
   std::vector<Deferred> deferred;
   int64_t Bytes() const {
-    return HeldBytes(x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act) + HeldBytes(mean1, mean2) + moe.Bytes() +
-           DeferredBytes(deferred);
+    return HeldBytes(x, rstd1, h_full, q, k, v, o, lse, x2, rstd2, h2_full, gate, up, act) + HeldBytes(mean1, mean2) +
+           HeldBytes(cq, rstd_q, cqn, c, rstd_kv, cn, o_v) + moe.Bytes() + DeferredBytes(deferred);
   }
   // After a backward that left the weight gradients for the W task: frees what only the input
   // gradients read, keeping the inputs of the matmuls whose weight gradients wait (the
-  // deferred x's point into h_full, o, h2_full, act and the MoE block's expert rows).
+  // deferred x's point into h_full, o, h2_full, act, MLA's cqn, cn and o_v, and the MoE block's
+  // expert rows).
   void KeepWeightGradInputs() {
-    for (Buffer* b : {&x, &rstd1, &q, &k, &v, &lse, &x2, &rstd2, &gate, &up, &mean1, &mean2}) Buffer().swap(*b);
+    for (Buffer* b : {&x, &rstd1, &q, &k, &v, &lse, &x2, &rstd2, &gate, &up, &mean1, &mean2, &cq, &rstd_q, &c, &rstd_kv}) Buffer().swap(*b);
     moe.KeepWeightGradInputs();
   }
 };

@@ -42,26 +42,42 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
               config_.norm_eps);
   s.h_full.resize(static_cast<size_t>(T) * D);
   tensor(ops::kTensorEnterAttention, s.h_full.data(), h.data());
-  op(ops::kQkv);
-  s.q.resize(static_cast<size_t>(T) * Hl * K);
-  s.k.resize(static_cast<size_t>(T) * Gl * K);
-  s.v.resize(static_cast<size_t>(T) * Gl * K);
-  LinearForward(s.q.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
-  LinearForward(s.k.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
-  LinearForward(s.v.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
-  if (id.bq >= 0) {
-    AddRowBias(s.q.data(), P(id.bq), T, Hl * K);
-    AddRowBias(s.k.data(), P(id.bk), T, Gl * K);
-    AddRowBias(s.v.data(), P(id.bv), T, Gl * K);
-  }
-  if (model_.position == PositionKind::kRope) {
-    RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
-    RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+  if (model_.mla) {
+    span.reset();
+    MlaForward(id, lp, label, s, recompute);
+  } else {
+    op(ops::kQkv);
+    s.q.resize(static_cast<size_t>(T) * Hl * K);
+    s.k.resize(static_cast<size_t>(T) * Gl * K);
+    s.v.resize(static_cast<size_t>(T) * Gl * K);
+    LinearForward(s.q.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
+    LinearForward(s.k.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
+    LinearForward(s.v.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
+    if (id.bq >= 0) {
+      AddRowBias(s.q.data(), P(id.bq), T, Hl * K);
+      AddRowBias(s.k.data(), P(id.bk), T, Gl * K);
+      AddRowBias(s.v.data(), P(id.bv), T, Gl * K);
+    }
+    if (model_.position == PositionKind::kRope) {
+      RopeForward(s.q.data(), s.q.data(), positions_.data(), T, Hl, K, config_.rope_theta);
+      RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+    }
   }
   AttentionCore(span, lp, label, s, recompute);
+  const int Vw = Hl * static_cast<int>(out_dim_);  // the attention output's width
+  if (model_.mla) {
+    // The padded heads' value columns.
+    const size_t Kp = static_cast<size_t>(attn_dim_), dv = static_cast<size_t>(out_dim_);
+    s.o_v.resize(static_cast<size_t>(T) * static_cast<size_t>(Vw));
+    for (size_t row = 0; row < static_cast<size_t>(T) * static_cast<size_t>(Hl); ++row) {
+      std::copy(s.o.begin() + static_cast<std::ptrdiff_t>(row * Kp), s.o.begin() + static_cast<std::ptrdiff_t>(row * Kp + dv),
+                s.o_v.begin() + static_cast<std::ptrdiff_t>(row * dv));
+    }
+  }
+  const float* o = model_.mla ? s.o_v.data() : s.o.data();
   op(ops::kAttentionOut);
   Buffer partial(static_cast<size_t>(T) * D);
-  LinearForward(partial.data(), s.o.data(), P(id.wo), T, Hl * K, D);
+  LinearForward(partial.data(), o, P(id.wo), T, Vw, D);
   Buffer y(static_cast<size_t>(T) * D);
   tensor(ops::kTensorExitAttention, y.data(), partial.data());
   op(ops::kAttentionResidual);
@@ -125,13 +141,13 @@ void StageModel::AttentionCore(std::optional<TraceSpan>& span, const strategies:
                                bool recompute) {
   namespace ops = strategies::ops;
   auto name = [&](std::string_view n) { return recompute ? ops::Recomputed(n) : std::string(n); };
-  const int T = static_cast<int>(tokens_), K = static_cast<int>(model_.head_dim), Hl = static_cast<int>(heads_), Gl = static_cast<int>(kv_heads_);
+  const int T = static_cast<int>(tokens_), K = static_cast<int>(attn_dim_), Hl = static_cast<int>(heads_), Gl = static_cast<int>(attn_kv_heads_);
   Begin(span, lp, label, name(ops::kAttention));
   const int S = static_cast<int>(plan_.seq_len / c_);
   const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
   s.o.resize(static_cast<size_t>(T) * Hl * K);
   s.lse.resize(static_cast<size_t>(plan_.micro_batch_size * Hl * S));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
+  const float scale = attn_scale_;
   if (c_ > 1) {
     const double start = tracer_ ? tracer_->Now() : 0;
     const RingAttentionStats stats =
@@ -228,14 +244,28 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   Tensor(span, lp, label, ops::Grad(ops::kTensorExitAttention), dfull.data(), dx2.data());
   op(ops::Dgrad(ops::kAttentionOut));
   if (id.bo >= 0) AddColumnSums(G(id.bo), dx2.data(), Tl, D);
-  Buffer d_o(static_cast<size_t>(T) * Hl * K, 0.0f);
-  LinearBackward(d_o.data(), nullptr, dfull.data(), s.o.data(), P(id.wo), T, Hl * K, D);
-  WeightGrads(span, lp, label, ops::kAttentionOut, {{id.wo, s.o.data(), dfull.data(), T, Hl * K, D}}, s);
+  const int Vw = Hl * static_cast<int>(out_dim_);
+  const float* o = model_.mla ? s.o_v.data() : s.o.data();
+  Buffer d_ov(static_cast<size_t>(T) * static_cast<size_t>(Vw), 0.0f);
+  LinearBackward(d_ov.data(), nullptr, dfull.data(), o, P(id.wo), T, Vw, D);
+  WeightGrads(span, lp, label, ops::kAttentionOut, {{id.wo, o, dfull.data(), T, Vw, D}}, s);
   op(ops::Grad(ops::kAttention));
+  // The kernel's per-head width (MLA: padded, mla_attention.cc).
+  const int Ka = static_cast<int>(attn_dim_), Ga = static_cast<int>(attn_kv_heads_);
+  Buffer d_o;
+  if (model_.mla) {
+    d_o.assign(static_cast<size_t>(T) * Hl * Ka, 0.0f);
+    for (size_t row = 0; row < static_cast<size_t>(T) * static_cast<size_t>(Hl); ++row) {
+      std::copy(d_ov.begin() + static_cast<std::ptrdiff_t>(row * out_dim_), d_ov.begin() + static_cast<std::ptrdiff_t>((row + 1) * out_dim_),
+                d_o.begin() + static_cast<std::ptrdiff_t>(row * static_cast<size_t>(Ka)));
+    }
+  } else {
+    d_o.swap(d_ov);
+  }
   const int S = static_cast<int>(plan_.seq_len / c_);
-  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Gl, K};
-  Buffer dq(static_cast<size_t>(T) * Hl * K, 0.0f), dk(static_cast<size_t>(T) * Gl * K, 0.0f), dv(static_cast<size_t>(T) * Gl * K, 0.0f);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(K));
+  const AttentionShape shape{static_cast<int>(plan_.micro_batch_size), S, S, Hl, Ga, Ka};
+  Buffer dq(static_cast<size_t>(T) * Hl * Ka, 0.0f), dk(static_cast<size_t>(T) * Ga * Ka, 0.0f), dv(static_cast<size_t>(T) * Ga * Ka, 0.0f);
+  const float scale = attn_scale_;
   if (c_ > 1) {
     const double start = tracer_ ? tracer_->Now() : 0;
     const RingAttentionStats stats = RingAttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(),
@@ -246,24 +276,29 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
   } else {
     AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
   }
-  if (model_.position == PositionKind::kRope) {
-    RopeBackward(dq.data(), dq.data(), positions_.data(), T, Hl, K, config_.rope_theta);
-    RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
-  }
-  op(ops::Dgrad(ops::kQkv));
-  if (id.bq >= 0) {
-    AddColumnSums(G(id.bq), dq.data(), T, Hl * K);
-    AddColumnSums(G(id.bk), dk.data(), T, Gl * K);
-    AddColumnSums(G(id.bv), dv.data(), T, Gl * K);
-  }
   Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
-  LinearBackward(dh_full.data(), nullptr, dq.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
-  LinearBackward(dh_full.data(), nullptr, dk.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
-  LinearBackward(dh_full.data(), nullptr, dv.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
-  WeightGrads(span, lp, label, ops::kQkv,
-              {{id.wq, s.h_full.data(), dq.data(), T, D, Hl * K}, {id.wk, s.h_full.data(), dk.data(), T, D, Gl * K},
-               {id.wv, s.h_full.data(), dv.data(), T, D, Gl * K}},
-              s);
+  if (model_.mla) {
+    span.reset();
+    MlaBackward(id, lp, label, s, dq.data(), dk.data(), dv.data(), dh_full.data());
+  } else {
+    if (model_.position == PositionKind::kRope) {
+      RopeBackward(dq.data(), dq.data(), positions_.data(), T, Hl, K, config_.rope_theta);
+      RopeBackward(dk.data(), dk.data(), positions_.data(), T, Gl, K, config_.rope_theta);
+    }
+    op(ops::Dgrad(ops::kQkv));
+    if (id.bq >= 0) {
+      AddColumnSums(G(id.bq), dq.data(), T, Hl * K);
+      AddColumnSums(G(id.bk), dk.data(), T, Gl * K);
+      AddColumnSums(G(id.bv), dv.data(), T, Gl * K);
+    }
+    LinearBackward(dh_full.data(), nullptr, dq.data(), s.h_full.data(), P(id.wq), T, D, Hl * K);
+    LinearBackward(dh_full.data(), nullptr, dk.data(), s.h_full.data(), P(id.wk), T, D, Gl * K);
+    LinearBackward(dh_full.data(), nullptr, dv.data(), s.h_full.data(), P(id.wv), T, D, Gl * K);
+    WeightGrads(span, lp, label, ops::kQkv,
+                {{id.wq, s.h_full.data(), dq.data(), T, D, Hl * K}, {id.wk, s.h_full.data(), dk.data(), T, D, Gl * K},
+                 {id.wv, s.h_full.data(), dv.data(), T, D, Gl * K}},
+                s);
+  }
   Buffer dh(static_cast<size_t>(Tl) * D);
   scratch.Set(std::max(scratch.bytes(), HeldBytes(dx2, dfull, dh2_full, dh2, d_o, dq) + HeldBytes(dk, dv, dh_full, dh)));
   Tensor(span, lp, label, ops::Grad(ops::kTensorEnterAttention), dh.data(), dh_full.data());

@@ -54,18 +54,35 @@ LayerParams ParamsOf(const ModelSpec& m, const PlanSpec& p, bool moe) {
   return lp;
 }
 
-// Parameters of `stage` replicated over tensor: each layer's two norms (and an MoE layer's
-// router), the final norm, a learned position table.
-double ReplicatedOverTensor(const ModelSpec& m, const PlanSpec&, const Stage& stage, bool holds_embedding, bool holds_head) {
+// MLA's low-rank down projections and their latent norms, per layer: replicated over tensor,
+// but each tensor rank's backward sees only its own heads, so their gradients are partial sums
+// over tensor, with sequence parallelism or without.
+double MlaDownParams(const ModelSpec& m) {
+  if (!m.mla) return 0;
+  const MlaSpec& a = *m.mla;
+  return static_cast<double>(m.hidden_size) * static_cast<double>(a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) +
+         static_cast<double>(a.q_lora_rank + a.kv_lora_rank);
+}
+
+// Parameters of `stage` replicated over tensor whose gradients are partial sums over tensor:
+// with sequence parallelism (`sequence_parallel`: each tensor rank sees a share of the tokens),
+// each layer's two norms with their LayerNorm biases, the row-parallel linears' biases, an MoE
+// layer's router, the final norm and a learned position table; always, MLA's down projections.
+double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const Stage& stage, bool holds_embedding, bool holds_head) {
   const double d = static_cast<double>(m.hidden_size);
+  const double norms = (m.norm == NormKind::kLayerNorm ? 4 : 2) * d + (m.linear_bias ? 2 * d : 0);
   double n = 0;
   for (const Chunk& chunk : stage.chunks) {
     for (const auto& [kind, count] : chunk.layers) {
-      if (kind == LayerKind::kDense) n += static_cast<double>(count) * 2 * d;
-      if (kind == LayerKind::kMoe) n += static_cast<double>(count) * (2 * d + d * static_cast<double>(m.moe->num_experts));
+      if (kind != LayerKind::kDense && kind != LayerKind::kMoe) continue;
+      n += static_cast<double>(count) * MlaDownParams(m);
+      if (!sequence_parallel) continue;
+      n += static_cast<double>(count) * norms;
+      if (kind == LayerKind::kMoe) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts);
     }
   }
-  if (holds_head) n += d;
+  if (!sequence_parallel) return n;
+  if (holds_head) n += (m.norm == NormKind::kLayerNorm ? 2 : 1) * d;
   if (holds_embedding && m.position == PositionKind::kLearned) n += static_cast<double>(m.max_seq_len) * d;
   return n;
 }
@@ -162,9 +179,10 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     stage.step_ops = DataParallelStepOps(p, dense, expert);
     // Sequence parallelism: the weights replicated over tensor (norms, the MoE router, learned
     // positions) see a share of the tokens on each tensor rank, so their gradients are summed
-    // over tensor once per step (Megatron-LM all-reduces the layernorm gradients so).
-    if (ShapeOf(p).sequence_parallel) {
-      const double replicated = ReplicatedOverTensor(m, p, stage, holds_embedding, holds_head);
+    // over tensor once per step (Megatron-LM all-reduces the layernorm gradients so); MLA's down
+    // projections see a share of the heads, so theirs are summed too.
+    if (ShapeOf(p).sequence_parallel || (m.mla && t > 1)) {
+      const double replicated = ReplicatedOverTensor(m, ShapeOf(p).sequence_parallel, stage, holds_embedding, holds_head);
       stage.step_ops.insert(stage.step_ops.begin(), CommOp(std::string(ops::kTensorReplicatedGrads), Phase::kBackwardWeight, Stream::kTensor,
                                                             CollectiveOp::kAllReduce, {"tensor"}, replicated * kGradBytes, false));
     }
