@@ -23,35 +23,6 @@
 namespace shardsim::runtime {
 
 
-void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
-  auto refuse = [](const std::string& where, const std::string& what, const std::string& valid) {
-    throw InputError(where, what + ": the runtime does not implement it yet", valid, "plan and estimate it with shardsim plan / estimate instead");
-  };
-  if (m.moe && p.mesh.tensor > 1 && !p.sequence_parallel) {
-    // Megatron-core's MoELayer refuses it too ("performance may degrade if MoE and tensor
-    // parallelism are enabled without also enabling sequence parallelism"): each tensor rank
-    // routes its own share of the tokens.
-    refuse("plan:/sequence_parallel", "tensor parallelism of MoE layers without sequence parallelism", "sequence_parallel true with tensor > 1");
-  }
-  if (m.moe && m.moe->expert_ffn_hidden_size % p.mesh.tensor != 0) {
-    refuse("plan:/mesh/tensor", "tensor not dividing the experts' width", "a divisor of expert_ffn_hidden_size");
-  }
-  if (m.linear_bias && m.mlp == MlpKind::kSwiGlu) refuse("model/linear_bias", "linear biases with a SwiGLU MLP", "linear_bias with a GELU MLP (GPT), or qkv_bias");
-  if (m.moe && m.mlp != MlpKind::kSwiGlu) refuse("model/mlp", "GELU experts", "swiglu with an MoE model");
-  if (m.mla && m.mla->qk_rope_head_dim % 2 != 0) refuse("model/mla/qk_rope_head_dim", "an odd qk_rope_head_dim (RoPE rotates pairs)", "an even one");
-  if (m.mla && m.num_kv_heads != m.num_heads) refuse("model/num_kv_heads", "MLA with fewer K/V heads than heads", "num_kv_heads = num_heads with MLA");
-  if (!m.mla && m.num_heads * m.head_dim != m.hidden_size) refuse("model/head_dim", "head_dim x heads != hidden_size", "head_dim = hidden_size / heads");
-  if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");
-  if (!m.mla && m.position == PositionKind::kRope && m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
-  if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
-  if (p.mesh.context > 1 && p.context_kv != "ring") refuse("plan:/context_kv", "context_kv " + p.context_kv, "ring (the runtime passes K/V around the ring)");
-  if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
-  if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");
-  if (p.zero_stage == 2 && p.mesh.fsdp > 1) {
-    refuse("plan:/zero_stage", "ZeRO-2 with fsdp > 1 (gradients and parameters sharded over different groups)", "0, 1 or 3 with fsdp");
-  }
-}
-
 StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms, const ArchitectureConfig& config, uint64_t seed)
     : model_(program.model), plan_(program.plan), comms_(comms), config_(config), program_(program) {
   const ModelSpec& model = model_;
