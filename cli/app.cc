@@ -189,6 +189,8 @@ int Run(int argc, char** argv) {
   run_cmd->add_option("--checkpoint-every", run.checkpoint_every, "... and every N steps, each save replacing the last only once complete")
       ->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--resume", run.resume, "continue from the checkpoint in this folder (same model and plan)");
+  run_cmd->add_option("--plot", run.plot, "write the loss per step as an SVG, with the --compare runs overlaid");
+  run_cmd->add_option("--compare", run.compare, "a report of an earlier run (shardsim run --json > FILE) to overlay on --plot; repeatable; without --model, plots these only");
   run_cmd->add_flag("--many-ranks", run.many_ranks, "allow more than 16 ranks per core of this machine");
   run_cmd->add_flag("--skip-memory-check", run.skip_memory_check, "launch even when the plan's memory exceeds what this machine has free");
   run_cmd->add_option("--timeout", run.timeout_s, "seconds one receive or collective may wait before the job aborts naming the rank and op (default 600)")

@@ -96,6 +96,8 @@ struct RunOptions : Inputs {
   std::string resume;      // continue from the checkpoint in this folder
   double timeout_s = 0;    // shardsim-runtime train --timeout: longest wait on one receive or collective (0: its default, 600 s)
   bool progress = false;   // with --json: the runtime's step lines on stderr (when it is a terminal)
+  std::string plot;        // the loss per step as an SVG (cli/loss_plot.h)
+  std::vector<std::string> compare;  // reports of earlier runs (run --json) overlaid on the plot
 };
 // The longest --timeout run accepts: one receive or collective waiting a day has hung.
 inline constexpr double kMaxRunTimeoutS = 86400;

@@ -3,7 +3,14 @@
 // hostfile spreads the ranks; as root too).
 #include <cstdio>
 
+#include <cstdlib>
+#include <iostream>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
+#include "cli/loss_plot.h"
 #include "cli/mpi_launch.h"
 #include "cli/run_limits.h"
 #include "core/output_file.h"
@@ -11,6 +18,7 @@
 #include "strategies/plan_rules.h"
 #include "core/error.h"
 #include "core/inputs.h"
+#include "core/json_input.h"
 
 namespace shardsim::cli {
 namespace {
@@ -22,10 +30,57 @@ std::string FullPrecision(double value) {
   return text;
 }
 
+// A temporary file removed when this goes.
+class TempFile {
+ public:
+  TempFile() {
+    char name[] = "/tmp/shardsim-run-XXXXXX";
+    const int fd = mkstemp(name);
+    if (fd < 0) throw InputError("--plot", "cannot create a temporary file in /tmp for the run's report", "a writable /tmp");
+    close(fd);
+    path_ = name;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The runs --compare names, read before anything is launched.
+std::vector<LossRun> ComparedRuns(const RunOptions& o) {
+  if (!o.compare.empty() && o.plot.empty()) throw InputError("--compare", "needs --plot", "--plot FILE.svg", "the compared runs are drawn on the plot");
+  if (!o.plot.empty()) CheckOutputWritable(o.plot, "--plot");
+  std::vector<LossRun> runs;
+  for (const std::string& path : o.compare) runs.push_back(ReadLossRun(path));
+  return runs;
+}
+
+// Writes the plot of `runs` and says so in one line (or a JSON object with --json and no run).
+void WritePlot(const RunOptions& o, const std::vector<LossRun>& runs, std::ostream& out, bool json) {
+  WriteOutputFile(o.plot, LossPlotSvg(runs), "--plot");
+  const LossDifference diff = LargestRelativeDifference(runs);
+  if (json) {
+    out << nlohmann::json{{"plot", o.plot}, {"runs", runs.size()}, {"largest_relative_difference", diff.relative}}.dump(2) << "\n";
+    return;
+  }
+  out << "wrote " << o.plot << ": the loss per step of " << runs.size() << (runs.size() == 1 ? " run" : " runs");
+  if (diff.run > 0) out << ", largest relative difference from the first " << FullPrecision(diff.relative) << " (step " << diff.step + 1 << ")";
+  out << "\n";
+}
+
 }  // namespace
 
 int RunRun(const RunOptions& o, std::ostream& out) {
   out.flush();
+  std::vector<LossRun> compared = ComparedRuns(o);
+  if (o.model.empty() && !compared.empty()) {
+    // Only the earlier runs: nothing is launched.
+    WritePlot(o, compared, out, o.json);
+    return 0;
+  }
   if (o.model.empty() || (o.plan.empty() && o.overrides.empty())) {
     throw InputError("run", "needs --model and --plan", "", "e.g. shardsim run --model tiny-dense --plan examples/tiny-dense-data2.plan.json");
   }
@@ -54,9 +109,24 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   if (!o.trace.empty()) args.insert(args.end(), {"--trace", o.trace});
   if (!o.resume.empty()) args.insert(args.end(), {"--resume", o.resume});
   if (o.timeout_s != 0) args.insert(args.end(), {"--timeout", FullPrecision(o.timeout_s)});
-  if (o.json) args.push_back("--json");
+  if (o.json || !o.plot.empty()) args.push_back("--json");
   if (o.json && o.progress) args.push_back("--progress");  // without --json the step lines are on stdout already
-  return LaunchRuntime(args, ranks, o.hostfile);
+  if (o.plot.empty()) return LaunchRuntime(args, ranks, o.hostfile);
+  // With --plot the report goes to a file first, its losses drawn, then it is shown.
+  const TempFile report;
+  const int status = LaunchRuntime(args, ranks, o.hostfile, report.path());
+  if (status != 0) return status;
+  const nlohmann::json result = ReadJsonFile(report.path());
+  std::vector<LossRun> runs{LossRunFromReport(result, "shardsim-runtime's report")};
+  runs.insert(runs.end(), compared.begin(), compared.end());
+  if (o.json) {
+    out << result.dump(2) << "\n";
+  } else {
+    const std::vector<double>& losses = runs.front().losses;
+    for (size_t s = 0; s < losses.size(); ++s) out << "step " << s + 1 << "  loss " << FullPrecision(losses[s]) << " nats\n";
+  }
+  WritePlot(o, runs, o.json ? std::cerr : out, false);
+  return 0;
 }
 
 }  // namespace shardsim::cli

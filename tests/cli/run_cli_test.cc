@@ -93,6 +93,35 @@ TEST_F(RunCliTest, TrainsTinyMoeWithExpertParallelism) {
   }
 }
 
+// --plot draws this run's loss per step with earlier runs (--compare) overlaid; without --model
+// it draws the earlier runs only. Data parallelism equals one rank: the plot says how closely.
+TEST_F(RunCliTest, PlotOverlaysTheRunWithEarlierOnes) {
+  const std::string one = WriteJson("one.json", {{"mesh", {{"data", 1}}}, {"global_batch_size", 4}, {"seq_len", 64}});
+  const std::string two = WriteJson("two.json", {{"mesh", {{"data", 2}}}, {"global_batch_size", 4}, {"seq_len", 64}});
+  const CliResult first = RunShardsim({"run", "--model", "tiny-dense", "--plan", one, "--steps", "3", "--json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string reference = PathOf("one_rank.json");
+  std::ofstream(reference) << first.out;
+  const std::string svg_path = PathOf("loss.svg");
+  const CliResult r = RunShardsim({"run", "--model", "tiny-dense", "--plan", two, "--steps", "3", "--plot", svg_path, "--compare", reference});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("step 3  loss "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote " + svg_path + ": the loss per step of 2 runs, largest relative difference from the first "), std::string::npos) << r.out;
+  std::ifstream in(svg_path);
+  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find("data=2 (3 steps"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("one rank (3 steps"), std::string::npos) << svg;
+  // Only earlier runs, as JSON.
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"run", "--plot", PathOf("only.svg"), "--compare", reference, "--compare", reference, "--json"}), &report));
+  EXPECT_EQ(report["runs"], 2);
+  EXPECT_EQ(report["largest_relative_difference"], 0.0);
+  // Refused before anything runs.
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--compare", reference}), {"--compare", "--plot"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--plot", PathOf("x.svg"), "--compare", PathOf("missing.json")}), {"missing.json"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", two, "--plot", "/nonexistent/x.svg"}), {"--plot"}));
+}
+
 TEST_F(RunCliTest, WhatTheRuntimeCannotRunIsOneLine) {
   const std::string plan = WriteJson("p.json", {{"mesh", {{"tensor", 2}}}, {"global_batch_size", 4}, {"seq_len", 64}});
   const CliResult r = RunShardsim({"run", "--model", "tiny-moe", "--plan", plan, "--steps", "1"});
