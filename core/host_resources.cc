@@ -7,22 +7,11 @@
 
 namespace shardsim {
 
-int64_t AvailableMemoryBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream words(line);
-    std::string name;
-    int64_t kib = 0;
-    if (words >> name >> kib && name == "MemAvailable:") return kib * 1024;
-  }
-  return -1;
-}
-
 namespace {
 
-int64_t StatusKib(const std::string& field) {
-  std::ifstream in("/proc/self/status");
+// The "NAME: N kB" line `field` of a /proc file in bytes, or -1.
+int64_t ProcKib(const char* path, const std::string& field) {
+  std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream words(line);
@@ -35,9 +24,11 @@ int64_t StatusKib(const std::string& field) {
 
 }  // namespace
 
-int64_t ProcessResidentBytes() { return StatusKib("VmRSS:"); }
+int64_t AvailableMemoryBytes() { return ProcKib("/proc/meminfo", "MemAvailable:"); }
 
-int64_t ProcessPeakResidentBytes() { return StatusKib("VmHWM:"); }
+int64_t ProcessResidentBytes() { return ProcKib("/proc/self/status", "VmRSS:"); }
+
+int64_t ProcessPeakResidentBytes() { return ProcKib("/proc/self/status", "VmHWM:"); }
 
 bool ResetProcessPeakResident() {
   std::ofstream out("/proc/self/clear_refs");

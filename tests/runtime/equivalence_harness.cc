@@ -192,4 +192,18 @@ void ExpectTraceMatchesProgram(const Case& c) {
   }
 }
 
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+
+TEST_P(EquivalenceTest, LossesAndParametersMatchOneRank) {
+  const Case& c = GetParam();
+  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
+  ExpectMatchesOneRank(c);
+}
+
+TEST_P(EquivalenceTest, TraceMatchesTheStepProgram) {
+  const Case& c = GetParam();
+  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
+  ExpectTraceMatchesProgram(c);
+}
+
 }  // namespace shardsim::runtime::equivalence

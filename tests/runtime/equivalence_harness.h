@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+
+#include <gtest/gtest.h>
 #include <string>
 
 #include "core/model_spec.h"
@@ -58,5 +60,11 @@ void ExpectMatchesOneRank(const Case& c);
 // op's; a split backward's W ops start after their B task; every collective issued runs under a
 // program op of the same kind and axes (tensor ops also of the same size). REQUIRES: as above.
 void ExpectTraceMatchesProgram(const Case& c);
+
+// The two checks over a list of cases: each file instantiates it with its own,
+//   INSTANTIATE_TEST_SUITE_P(Gpt, EquivalenceTest, ::testing::ValuesIn(Cases()), CaseName);
+// a case whose mesh does not fit the job's ranks is skipped.
+class EquivalenceTest : public ::testing::TestWithParam<Case> {};
+std::string CaseName(const ::testing::TestParamInfo<Case>& info);
 
 }  // namespace shardsim::runtime::equivalence

@@ -61,22 +61,7 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-class MpiGptTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(MpiGptTest, LossesAndParametersMatchOneRank) {
-  const Case& c = GetParam();
-  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
-  ExpectMatchesOneRank(c);
-}
-
-TEST_P(MpiGptTest, TraceMatchesTheStepProgram) {
-  const Case& c = GetParam();
-  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
-  ExpectTraceMatchesProgram(c);
-}
-
-INSTANTIATE_TEST_SUITE_P(Plans, MpiGptTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Gpt, EquivalenceTest, ::testing::ValuesIn(Cases()), CaseName);
 
 }  // namespace
 }  // namespace shardsim::runtime

@@ -19,6 +19,7 @@
 
 #include "core/inputs.h"
 #include "core/model_json.h"
+#include "core/plan_json.h"
 #include "runtime/train_command.h"
 #include "strategies/build_step.h"
 #include "strategies/memory_model.h"
@@ -38,22 +39,29 @@ int WorldSize() {
   return size;
 }
 
-// Trains tiny-dense for 2 steps with `plan` (JSON) on every rank, and checks on rank 0 every
-// rank's report against the memory model of its stage.
-void ExpectReportMatchesModel(const nlohmann::json& plan) {
+// Trains `model` (a preset name or a model JSON) with `plan` for 2 steps on every rank; returns
+// the report of `train --json` on rank 0 (null elsewhere).
+nlohmann::json Train(const std::string& model, const nlohmann::json& plan) {
   const std::string path = ::testing::TempDir() + "memory_plan_rank" + std::to_string(Rank()) + ".json";
   std::ofstream(path) << plan.dump();
-  const strategies::MemoryReport model = strategies::EstimateMemory(strategies::BuildStep(LoadModel("tiny-dense"), LoadPlan(path, {})));
   TrainCommandOptions options;
-  options.model = "tiny-dense";
+  options.model = model;
   options.plan = path;
   options.steps = 2;
   options.json = true;
   if (Rank() == 0) ::testing::internal::CaptureStdout();
   RunTrainCommand(options);
   std::filesystem::remove(path);
+  return Rank() == 0 ? nlohmann::json::parse(::testing::internal::GetCapturedStdout()) : nlohmann::json();
+}
+
+// Trains tiny-dense for 2 steps with `plan` (JSON) on every rank, and checks on rank 0 every
+// rank's report against the memory model of its stage.
+void ExpectReportMatchesModel(const nlohmann::json& plan) {
+  const nlohmann::json report = Train("tiny-dense", plan);
   if (Rank() != 0) return;
-  const nlohmann::json report = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  const strategies::MemoryReport model =
+      strategies::EstimateMemory(strategies::BuildStep(LoadModel("tiny-dense"), PlanFromJson(plan, "the test's plan")));
   const nlohmann::json& ranks = report.at("memory_bytes");
   ASSERT_EQ(ranks.size(), static_cast<size_t>(WorldSize()));
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -109,19 +117,9 @@ TEST(MpiMemoryTest, PipelineStagesMatchTheirStageOfTheModel) {
 // of the runtime's accounting over the ranks and the largest growth of a rank's resident set (the
 // report's peak over the steps less the resident set before the trainer was built).
 std::pair<double, double> PeakBytes(const std::string& model, const nlohmann::json& plan) {
-  const std::string path = ::testing::TempDir() + "memory_peak_plan_rank" + std::to_string(Rank()) + ".json";
-  std::ofstream(path) << plan.dump();
-  TrainCommandOptions options;
-  options.model = model;
-  options.plan = path;
-  options.steps = 2;
-  options.json = true;
-  if (Rank() == 0) ::testing::internal::CaptureStdout();
-  RunTrainCommand(options);
-  std::filesystem::remove(path);
+  const nlohmann::json report = Train(model, plan);
   if (Rank() != 0) return {0, 0};
   double peak = 0, growth = 0;
-  const nlohmann::json report = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
   for (const nlohmann::json& r : report.at("memory_bytes")) {
     peak = std::max(peak, r.at("peak_total").get<double>());
     if (r.contains("resident_peak")) {

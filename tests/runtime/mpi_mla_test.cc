@@ -51,22 +51,7 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-class MpiMlaTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(MpiMlaTest, LossesAndParametersMatchOneRank) {
-  const Case& c = GetParam();
-  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
-  ExpectMatchesOneRank(c);
-}
-
-TEST_P(MpiMlaTest, TraceMatchesTheStepProgram) {
-  const Case& c = GetParam();
-  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
-  ExpectTraceMatchesProgram(c);
-}
-
-INSTANTIATE_TEST_SUITE_P(Plans, MpiMlaTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Mla, EquivalenceTest, ::testing::ValuesIn(Cases()), CaseName);
 
 }  // namespace
 }  // namespace shardsim::runtime

@@ -32,22 +32,7 @@ std::vector<Case> Cases() {
   };
 }
 
-class MpiMoeTensorTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(MpiMoeTensorTest, LossesAndParametersMatchOneRank) {
-  const Case& c = GetParam();
-  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
-  ExpectMatchesOneRank(c);
-}
-
-TEST_P(MpiMoeTensorTest, TraceMatchesTheStepProgram) {
-  const Case& c = GetParam();
-  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
-  ExpectTraceMatchesProgram(c);
-}
-
-INSTANTIATE_TEST_SUITE_P(Plans, MpiMoeTensorTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
+INSTANTIATE_TEST_SUITE_P(MoeTensor, EquivalenceTest, ::testing::ValuesIn(Cases()), CaseName);
 
 }  // namespace
 }  // namespace shardsim::runtime

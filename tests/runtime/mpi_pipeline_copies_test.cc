@@ -59,22 +59,7 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-class MpiPipelineCopiesTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(MpiPipelineCopiesTest, LossesAndParametersMatchOneRank) {
-  const Case& c = GetParam();
-  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
-  ExpectMatchesOneRank(c);
-}
-
-TEST_P(MpiPipelineCopiesTest, TraceMatchesTheStepProgram) {
-  const Case& c = GetParam();
-  if (c.mesh.Product() != WorldSize()) GTEST_SKIP() << "needs " << c.mesh.Product() << " ranks";
-  ExpectTraceMatchesProgram(c);
-}
-
-INSTANTIATE_TEST_SUITE_P(Plans, MpiPipelineCopiesTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& param_info) { return param_info.param.name; });
+INSTANTIATE_TEST_SUITE_P(PipelineCopies, EquivalenceTest, ::testing::ValuesIn(Cases()), CaseName);
 
 }  // namespace
 }  // namespace shardsim::runtime
