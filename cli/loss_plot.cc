@@ -23,7 +23,9 @@ std::string PlanLabel(const nlohmann::json& plan) {
     }
   }
   if (label.empty()) label = "one rank";
-  if (plan.contains("mesh") && plan["mesh"].value("pipeline", 1) > 1 && plan.contains("pipeline_schedule") && plan["pipeline_schedule"].is_string()) {
+  const bool pipelined = plan.contains("mesh") && plan["mesh"].is_object() && plan["mesh"].contains("pipeline") &&
+                         plan["mesh"]["pipeline"].is_number_integer() && plan["mesh"]["pipeline"].get<int64_t>() > 1;
+  if (pipelined && plan.contains("pipeline_schedule") && plan["pipeline_schedule"].is_string()) {
     label += ", " + plan["pipeline_schedule"].get<std::string>();
   }
   if (plan.contains("zero_stage") && plan["zero_stage"].is_number_integer() && plan["zero_stage"].get<int64_t>() > 0) {
@@ -50,11 +52,17 @@ LossRun LossRunFromReport(const nlohmann::json& report, const std::string& sourc
   LossRun run;
   for (size_t i = 0; i < losses.size(); ++i) {
     if (!losses[i].is_number() || !std::isfinite(losses[i].get<double>())) {
-      throw InputError(source + ":/losses/" + std::to_string(i), JsonTypeName(losses[i]) + " " + losses[i].dump(), "a finite number of nats");
+      throw InputError(source + ":/losses/" + std::to_string(i), losses[i].is_null() ? std::string("null") : JsonTypeName(losses[i]) + " " + losses[i].dump(), "a finite number of nats");
     }
     run.losses.push_back(losses[i].get<double>());
   }
   run.model = report.contains("model") && report["model"].is_string() ? report["model"].get<std::string>() : "";
+  if (report.contains("first_step")) {
+    if (!report["first_step"].is_number_integer() || report["first_step"].get<int64_t>() < 0) {
+      throw InputError(source + ":/first_step", report["first_step"].dump(), "the step of the first loss, 0 or more");
+    }
+    run.first_step = report["first_step"].get<int64_t>();
+  }
   run.label = report.contains("plan") && report["plan"].is_object() ? PlanLabel(report["plan"]) : source;
   return run;
 }
@@ -64,12 +72,15 @@ LossRun ReadLossRun(const std::string& path) { return LossRunFromReport(ReadJson
 LossDifference LargestRelativeDifference(const std::vector<LossRun>& runs) {
   LossDifference worst;
   if (runs.size() < 2) return worst;
+  const LossRun& first = runs[0];
   for (size_t r = 1; r < runs.size(); ++r) {
-    const size_t steps = std::min(runs[0].losses.size(), runs[r].losses.size());
-    for (size_t s = 0; s < steps; ++s) {
-      const double want = runs[0].losses[s];
-      const double d = want == 0 ? std::abs(runs[r].losses[s]) : std::abs(runs[r].losses[s] - want) / std::abs(want);
-      if (worst.step < 0 || d > worst.relative) worst = {d, static_cast<int>(s), static_cast<int>(r)};
+    const int64_t from = std::max(first.first_step, runs[r].first_step);
+    const int64_t to = std::min(first.first_step + static_cast<int64_t>(first.losses.size()), runs[r].first_step + static_cast<int64_t>(runs[r].losses.size()));
+    for (int64_t a = from; a < to; ++a) {
+      const double want = first.losses[static_cast<size_t>(a - first.first_step)];
+      const double got = runs[r].losses[static_cast<size_t>(a - runs[r].first_step)];
+      const double d = want == 0 ? std::abs(got) : std::abs(got - want) / std::abs(want);
+      if (worst.step < 0 || d > worst.relative) worst = {d, static_cast<int>(a), static_cast<int>(r)};
     }
   }
   return worst;
@@ -80,12 +91,15 @@ std::string LossPlotSvg(const std::vector<LossRun>& runs) {
   // Plot area in pixels, and the data's range with a margin.
   const double width = 720, height = 420, left = 70, right = 20, top = 50, bottom = 60 + 18.0 * static_cast<double>(runs.size());
   const double plot_w = width - left - right, plot_h = height - top - 60;
-  size_t steps = 0;
+  // Steps by absolute number (a resumed run starts later), [first, first + steps).
+  int64_t first = runs.front().first_step, end = first;
   double lo = runs.front().losses.front(), hi = lo;
   for (const LossRun& r : runs) {
-    steps = std::max(steps, r.losses.size());
+    first = std::min(first, r.first_step);
+    end = std::max(end, r.first_step + static_cast<int64_t>(r.losses.size()));
     for (double l : r.losses) lo = std::min(lo, l), hi = std::max(hi, l);
   }
+  const size_t steps = static_cast<size_t>(end - first);
   const double pad = std::max((hi - lo) * 0.05, 1e-3);
   lo -= pad, hi += pad;
   auto x = [&](size_t step) { return left + (steps > 1 ? plot_w * static_cast<double>(step) / static_cast<double>(steps - 1) : plot_w / 2); };
@@ -108,7 +122,8 @@ std::string LossPlotSvg(const std::vector<LossRun>& runs) {
   }
   const size_t every = std::max<size_t>(1, (steps + 9) / 10);
   for (size_t s = 0; s < steps; s += every) {
-    svg << "<text class=\"xtick\" x=\"" << Coord(x(s)) << "\" y=\"" << Coord(top + plot_h + 16) << "\" text-anchor=\"middle\">" << s + 1 << "</text>\n";
+    svg << "<text class=\"xtick\" x=\"" << Coord(x(s)) << "\" y=\"" << Coord(top + plot_h + 16) << "\" text-anchor=\"middle\">" << first + static_cast<int64_t>(s)
+        << "</text>\n";
   }
   svg << "<text class=\"xlabel\" x=\"" << Coord(left + plot_w / 2) << "\" y=\"" << Coord(top + plot_h + 34) << "\" text-anchor=\"middle\">step</text>\n";
   svg << "<text class=\"ylabel\" transform=\"translate(16 " << Coord(top + plot_h / 2) << ") rotate(-90)\" text-anchor=\"middle\">loss (nats)</text>\n";
@@ -116,7 +131,8 @@ std::string LossPlotSvg(const std::vector<LossRun>& runs) {
   for (size_t r = 0; r < runs.size(); ++r) {
     svg << "<polyline class=\"run\" fill=\"none\" stroke=\"" << kColours[r % 8] << "\" stroke-width=\"2\"" << (r > 0 ? " stroke-dasharray=\"6 4\"" : "")
         << " points=\"";
-    for (size_t s = 0; s < runs[r].losses.size(); ++s) svg << (s ? " " : "") << Coord(x(s)) << "," << Coord(y(runs[r].losses[s]));
+    const size_t offset = static_cast<size_t>(runs[r].first_step - first);
+    for (size_t s = 0; s < runs[r].losses.size(); ++s) svg << (s ? " " : "") << Coord(x(offset + s)) << "," << Coord(y(runs[r].losses[s]));
     svg << "\"><title>" << HtmlEscape(runs[r].label) << "</title></polyline>\n";
   }
   for (size_t r = 0; r < runs.size(); ++r) {
@@ -128,7 +144,7 @@ std::string LossPlotSvg(const std::vector<LossRun>& runs) {
   const LossDifference diff = LargestRelativeDifference(runs);
   if (diff.run > 0) {
     svg << "<text class=\"difference\" x=\"" << Coord(left + plot_w) << "\" y=\"40\" text-anchor=\"end\">largest relative difference from "
-        << HtmlEscape(runs.front().label) << ": " << Number(diff.relative, "%.2e") << " (step " << diff.step + 1 << ", " << HtmlEscape(runs[diff.run].label)
+        << HtmlEscape(runs.front().label) << ": " << Number(diff.relative, "%.2e") << " (step " << diff.step << ", " << HtmlEscape(runs[diff.run].label)
         << ")</text>\n";
   }
   svg << "</svg>\n";

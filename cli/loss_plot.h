@@ -3,6 +3,7 @@
 // equals one rank" can be seen, with the largest relative difference between the runs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct LossRun {
   std::string label;          // the plan (its mesh axes above 1, schedule, ZeRO stage) or the file
   std::string model;          // the model's name in the report
   std::vector<double> losses;  // nats, one per step
+  int64_t first_step = 0;      // the step of losses[0] (0-based; after a --resume, the steps done before)
 };
 
 // The run in a report of `shardsim run --json` / `shardsim-runtime train --json` read from
@@ -23,8 +25,9 @@ LossRun LossRunFromReport(const nlohmann::json& report, const std::string& sourc
 // The same from a file. Throws InputError naming the file when it cannot be read or parsed.
 LossRun ReadLossRun(const std::string& path);
 
-// The largest |loss - first run's loss| / first run's loss over the steps every run has, and
-// where: the step (0-based) and the run; {0, -1, -1} for fewer than two runs.
+// The largest |loss - first run's loss| / first run's loss over the steps (by absolute step) that a
+// run shares with the first, and where: the step (0-based, absolute) and the run; {0, -1, -1}
+// when no other run shares a step with the first.
 struct LossDifference {
   double relative = 0;
   int step = -1, run = -1;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <unistd.h>
 
@@ -54,7 +55,17 @@ std::vector<LossRun> ComparedRuns(const RunOptions& o) {
   if (!o.compare.empty() && o.plot.empty()) throw InputError("--compare", "needs --plot", "--plot FILE.svg", "the compared runs are drawn on the plot");
   if (!o.plot.empty()) CheckOutputWritable(o.plot, "--plot");
   std::vector<LossRun> runs;
-  for (const std::string& path : o.compare) runs.push_back(ReadLossRun(path));
+  for (const std::string& path : o.compare) {
+    std::error_code error;
+    if (std::filesystem::equivalent(path, o.plot, error)) {
+      throw InputError("--plot " + o.plot, "is the --compare report " + path + ": the plot would replace it", "another file, e.g. loss.svg");
+    }
+    runs.push_back(ReadLossRun(path));
+    if (runs.back().model != runs.front().model) {
+      throw InputError("--compare " + path, "is a run of model '" + runs.back().model + "', " + o.compare.front() + " of '" + runs.front().model + "'",
+                       "reports of one model", "compare runs of the same model: their losses differ by the model, not by the sharding");
+    }
+  }
   return runs;
 }
 
@@ -67,7 +78,7 @@ void WritePlot(const RunOptions& o, const std::vector<LossRun>& runs, std::ostre
     return;
   }
   out << "wrote " << o.plot << ": the loss per step of " << runs.size() << (runs.size() == 1 ? " run" : " runs");
-  if (diff.run > 0) out << ", largest relative difference from the first " << FullPrecision(diff.relative) << " (step " << diff.step + 1 << ")";
+  if (diff.run > 0) out << ", largest relative difference from the first " << FullPrecision(diff.relative) << " (step " << diff.step << ")";
   out << "\n";
 }
 
@@ -110,7 +121,9 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   if (!o.resume.empty()) args.insert(args.end(), {"--resume", o.resume});
   if (o.timeout_s != 0) args.insert(args.end(), {"--timeout", FullPrecision(o.timeout_s)});
   if (o.json || !o.plot.empty()) args.push_back("--json");
-  if (o.json && o.progress) args.push_back("--progress");  // without --json the step lines are on stdout already
+  // Without --json the step lines are on stdout already; with --plot the report goes to a file,
+  // so the runtime's step lines go to stderr (when it is a terminal) as the steps end.
+  if ((o.json && o.progress) || !o.plot.empty()) args.push_back("--progress");
   if (o.plot.empty()) return LaunchRuntime(args, ranks, o.hostfile);
   // With --plot the report goes to a file first, its losses drawn, then it is shown.
   const TempFile report;
@@ -118,12 +131,17 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   if (status != 0) return status;
   const nlohmann::json result = ReadJsonFile(report.path());
   std::vector<LossRun> runs{LossRunFromReport(result, "shardsim-runtime's report")};
+  if (!compared.empty() && compared.front().model != runs.front().model) {
+    throw InputError("--compare " + o.compare.front(), "is a run of model '" + compared.front().model + "', this run of '" + runs.front().model + "'",
+                     "reports of the same model");
+  }
   runs.insert(runs.end(), compared.begin(), compared.end());
   if (o.json) {
     out << result.dump(2) << "\n";
   } else {
     const std::vector<double>& losses = runs.front().losses;
-    for (size_t s = 0; s < losses.size(); ++s) out << "step " << s + 1 << "  loss " << FullPrecision(losses[s]) << " nats\n";
+    // Numbered as the runtime numbers its steps (from 0, or from the checkpoint's step).
+    for (size_t s = 0; s < losses.size(); ++s) out << "step " << runs.front().first_step + static_cast<int64_t>(s) << "  loss " << FullPrecision(losses[s]) << " nats\n";
   }
   WritePlot(o, runs, o.json ? std::cerr : out, false);
   return 0;

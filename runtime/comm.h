@@ -82,8 +82,8 @@ class MeshComms {
   void Receive(float* data, int64_t count, int source, int tag, const std::string& what);
   // The same, started: Wait() on the request before reading `data`.
   MPI_Request StartReceive(float* data, int64_t count, int source, int tag, const std::string& what);
-  // data[i] += the pipeline neighbour `stage`'s data[i] (a swap with it, a permute over pipeline
-  // in the step program's terms): both call it with the same count. Blocking, under the timeout.
+  // data[i] += pipeline stage `stage`'s data[i] (the rank with this rank's other coordinates: a
+  // swap with it, a permute over pipeline in the step program's terms): both call it with the same count. Blocking, under the timeout.
   void ExchangeSumWithStage(float* data, int64_t count, int64_t stage, const std::string& what);
   void set_timeout_s(double seconds) { timeout_s_ = seconds; }
   // Record every collective issued over more than one rank into `log` (null: stop recording).

@@ -20,6 +20,7 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.linear_bias && m.mlp == MlpKind::kSwiGlu) refuse("model/linear_bias", "linear biases with a SwiGLU MLP", "linear_bias with a GELU MLP (GPT), or qkv_bias");
   if (m.moe && m.mlp != MlpKind::kSwiGlu) refuse("model/mlp", "GELU experts", "swiglu with an MoE model");
   if (m.mla && m.mla->qk_rope_head_dim % 2 != 0) refuse("model/mla/qk_rope_head_dim", "an odd qk_rope_head_dim (RoPE rotates pairs)", "an even one");
+  if (m.mla && m.position != PositionKind::kRope) refuse("model/position", "MLA with " + ToString(m.position) + " positions", "rope (MLA's shared key part carries RoPE)");
   if (m.mla && m.num_kv_heads != m.num_heads) refuse("model/num_kv_heads", "MLA with fewer K/V heads than heads", "num_kv_heads = num_heads with MLA");
   if (!m.mla && m.num_heads * m.head_dim != m.hidden_size) refuse("model/head_dim", "head_dim x heads != hidden_size", "head_dim = hidden_size / heads");
   if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");

@@ -5,7 +5,7 @@
 // drawn by tensor name) and must stay equal: once per step, after the data-parallel reduction,
 // each copy's reduced gradients are summed with the other copy's, so both apply the same update
 // (the step program's tied_embedding_grad_sync / dualpipe_copy_grad_sync, a swap with the
-// pipeline neighbour holding the copy).
+// stage holding the copy).
 //
 // Each copied bucket has the same size on both stages, and data parallelism cuts every bucket
 // alike (data_parallel.h), so the ranks of two copies that share their other coordinates update

@@ -84,8 +84,8 @@ struct ParamBucket {
   bool copy_counted = true;
 };
 
-// Throws InputError when the runtime cannot run `model` (MLA, biases, GELU, LayerNorm, learned
-// positions, MoE for now) or `plan` (what it does not implement yet).
+// Throws InputError when the runtime cannot run `model` or `plan` (runtime_supports.cc; the
+// README's run section lists each refusal with its reason).
 void CheckRuntimeSupports(const ModelSpec& model, const PlanSpec& plan);
 
 class StageModel {
@@ -133,8 +133,8 @@ class StageModel {
   void set_param_use(std::function<void(int bucket, int next, int64_t mb, bool backward)> use) { param_use_ = std::move(use); }
   // The micro-batch of the task running now, and whether it is a backward.
   int64_t current_microbatch() const { return current_mb_; }
-  // Whether sequence parallelism gave each tensor rank a share of the tokens, so that the
-  // tensor-replicated weights' gradients must be summed over tensor.
+  // Whether some tensor-replicated weights' gradients are partial over tensor and must be summed
+  // over it (sequence parallelism's token shares; MLA's down projections: ParamTensor::tensor_partial).
   bool replicated_grads_partial() const { return tensor_partial_; }
   // Spans of every op, keyed stage/layer/op/microbatch with the step program's op names.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }

@@ -47,7 +47,7 @@ TEST(LossPlotTest, DrawsALinePerRunWithAPointPerStepAndTheLegend) {
   EXPECT_NE(svg.find(">step<"), std::string::npos);
   EXPECT_NE(svg.find("Training loss of tiny-dense"), std::string::npos);
   EXPECT_NE(svg.find("data=2, ZeRO-1 (3 steps, last 4.1000 nats)"), std::string::npos);
-  EXPECT_NE(svg.find("largest relative difference from data=2, ZeRO-1: 2.08e-03 (step 2, one rank, ZeRO-1)"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("largest relative difference from data=2, ZeRO-1: 2.08e-03 (step 1, one rank, ZeRO-1)"), std::string::npos) << svg;
   const LossDifference d = LargestRelativeDifference({a, b});
   EXPECT_NEAR(d.relative, 0.01 / 4.8, 1e-12);
   EXPECT_EQ(d.step, 1);
@@ -59,6 +59,28 @@ TEST(LossPlotTest, DrawsALinePerRunWithAPointPerStepAndTheLegend) {
   EXPECT_EQ(one.find("largest relative difference"), std::string::npos);
   EXPECT_EQ(one.find("<script>"), std::string::npos);
   EXPECT_NE(one.find("&lt;script&gt;"), std::string::npos);
+}
+
+// A resumed run (first_step) is drawn and compared at its own steps.
+TEST(LossPlotTest, ResumedRunsLineUpByStep) {
+  json late = Report({4.8, 4.1}, {{"data", 2}});
+  late["first_step"] = 1;
+  const LossRun a = LossRunFromReport(Report({5.5, 4.8, 4.1}, {{"data", 1}}), "a.json");
+  const LossRun b = LossRunFromReport(late, "b.json");
+  EXPECT_EQ(b.first_step, 1);
+  const LossDifference d = LargestRelativeDifference({a, b});
+  EXPECT_EQ(d.relative, 0.0);
+  EXPECT_EQ(d.run, 1);
+  const std::string svg = LossPlotSvg({a, b});
+  EXPECT_NE(svg.find(">2</text>"), std::string::npos);  // the last step's tick
+  // A plan whose mesh is not an object only loses its label's details.
+  json odd = Report({1.0}, 5);
+  EXPECT_EQ(LossRunFromReport(odd, "o.json").label, "one rank, ZeRO-1");
+  odd["plan"]["mesh"] = {{"pipeline", "x"}};
+  EXPECT_NO_THROW(LossRunFromReport(odd, "o.json"));
+  json negative = Report({1.0}, {{"data", 1}});
+  negative["first_step"] = -1;
+  EXPECT_THROW(LossRunFromReport(negative, "n.json"), InputError);
 }
 
 TEST(LossPlotTest, ReportsWithoutLossesAreRefusedNamingTheField) {

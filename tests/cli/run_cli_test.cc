@@ -105,7 +105,7 @@ TEST_F(RunCliTest, PlotOverlaysTheRunWithEarlierOnes) {
   const std::string svg_path = PathOf("loss.svg");
   const CliResult r = RunShardsim({"run", "--model", "tiny-dense", "--plan", two, "--steps", "3", "--plot", svg_path, "--compare", reference});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("step 3  loss "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 2  loss "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wrote " + svg_path + ": the loss per step of 2 runs, largest relative difference from the first "), std::string::npos) << r.out;
   std::ifstream in(svg_path);
   const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -120,6 +120,13 @@ TEST_F(RunCliTest, PlotOverlaysTheRunWithEarlierOnes) {
   EXPECT_TRUE(IsInputError(RunShardsim({"run", "--compare", reference}), {"--compare", "--plot"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"run", "--plot", PathOf("x.svg"), "--compare", PathOf("missing.json")}), {"missing.json"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", two, "--plot", "/nonexistent/x.svg"}), {"--plot"}));
+  // The plot may not replace a compared report; reports of another model are not compared.
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--plot", reference, "--compare", reference}), {"--plot", "would replace it"}));
+  json other = json::parse(first.out);
+  other["model"] = "tiny-moe";
+  const std::string moe = PathOf("moe.json");
+  std::ofstream(moe) << other.dump();
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--plot", PathOf("y.svg"), "--compare", reference, "--compare", moe}), {"--compare", "tiny-moe"}));
 }
 
 TEST_F(RunCliTest, WhatTheRuntimeCannotRunIsOneLine) {
