@@ -78,14 +78,6 @@ DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& m
   // Every parameter was written at initialisation: the sharded buckets give back all but this
   // rank's block until they are gathered.
   resident_.assign(buckets_.size(), true);
-  exempt_.assign(buckets_.size(), false);
-  const ModelSpec& spec = model.program().model;
-  bool holds_head = false;
-  for (int64_t c = 0; c < model.program().layout.chunks; ++c) holds_head = holds_head || model.chunk(c).head;
-  for (size_t i = 0; i < buckets_.size(); ++i) {
-    // A tied head reads the embedding's bucket in another chunk's pass.
-    exempt_[i] = spec.tied_embeddings && holds_head && buckets_[i].name == "embedding";
-  }
   ReleaseGathered();
 }
 
@@ -107,7 +99,7 @@ void DataParallel::ReleaseGathered() {
 void DataParallel::EndPass() {
   if (keep_gathered_) return;
   for (int b : in_use_) {
-    if (!exempt_[static_cast<size_t>(b)]) Release(b);
+    if (!model_.buckets()[static_cast<size_t>(b)].read_by_other_chunk) Release(b);
   }
   in_use_.clear();
   model_.CountStates();
@@ -151,7 +143,19 @@ std::string DataParallel::Key(const Bucket& b, std::string_view op, int64_t mb) 
   return strategies::OpKey(stage_, mb < 0 ? strategies::kStepLayer : std::string_view(b.layer), op, mb);
 }
 
-void DataParallel::BeginStep() { std::fill(gathered_.begin(), gathered_.end(), false); }
+void DataParallel::BeginStep() {
+  std::fill(gathered_.begin(), gathered_.end(), false);
+  // The step's gradients start at zero: a bucket reduced whole is written whole again, so it is
+  // cleared in place; a reduce-scattered one holds only its reduced range, given back.
+  float* grads = model_.grads().data();
+  for (const Bucket& b : buckets_) {
+    if (b.grad_axes.empty()) {
+      std::fill(grads + b.offset, grads + b.offset + b.count, 0.0f);
+    } else {
+      ReleaseToZero(grads + b.offset, grads + b.offset + b.count);
+    }
+  }
+}
 
 void DataParallel::Use(int bucket, int next, int64_t mb, bool backward) {
   const Bucket& b = buckets_[static_cast<size_t>(bucket)];

@@ -52,7 +52,7 @@ class DataParallel {
 
   // Traces every collective under the step program's op key (stage `stage`).
   void set_tracer(Tracer* tracer, int64_t stage) { tracer_ = tracer, stage_ = stage; }
-  // At the start of a step (parameters kept gathered are gathered again).
+  // At the start of a step: the gradients zeroed (parameters kept gathered are gathered again).
   void BeginStep();
   // Before bucket `bucket`'s parameters are read by micro-batch `mb`'s forward or backward:
   // completes its gather, then starts `next`'s (-1: none). Kept gathered (strategies::
@@ -106,7 +106,6 @@ class DataParallel {
   void FinishScatters();
   void Release(int bucket);       // gives back the bucket's gathered parameters but this rank's block
   std::vector<bool> resident_;    // per bucket, its sharded parameters gathered in the flat buffer now
-  std::vector<bool> exempt_;      // per bucket, read outside its chunk's pass: kept for the step
   std::vector<int> in_use_;       // the buckets of the layer being read now
   const PlanSpec& plan_;
   MeshComms& comms_;

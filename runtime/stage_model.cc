@@ -207,7 +207,10 @@ void StageModel::MarkCopies() {
   const int64_t p = plan_.mesh.pipeline;
   const auto& path = program_.layout.paths.front();
   const int64_t embedding_stage = path.front().first, head_stage = path.back().first;
+  bool holds_head = false;
+  for (int64_t c = 0; c < program_.layout.chunks; ++c) holds_head = holds_head || chunk(c).head;
   for (ParamBucket& b : buckets_) {
+    b.read_by_other_chunk = model_.tied_embeddings && holds_head && static_cast<int>(&b - buckets_.data()) == embedding_bucket_;
     if (program_.layout.paths.size() > 1) {
       // DualPipe: stage p - 1 - s holds the same parts; the copy in a direction-0 chunk counts.
       b.copy_stage = p - 1 - stage_;

@@ -76,6 +76,7 @@ struct ParamBucket {
   bool expert = false;  // routed experts' weights (sharded over expert, not replicated on it)
   std::string layer;    // its layer in op keys: the decoder layer's index, E or L (strategies/op_keys.h)
   int64_t chunk = 0;    // the stage's chunk that reads it
+  bool read_by_other_chunk = false;  // also read in another chunk's pass (a tied embedding, by the head)
   // A copy of the same parameters held by pipeline stage `copy_stage` (stage_copies.h; -1:
   // none), named `copy_of` on both stages; `copy_counted`: this stage's copy is the one global
   // sums count.
@@ -167,7 +168,7 @@ class StageModel {
   bool defer_weights_ = false;
   bool backward_ = false;  // inside a backward (B or W) task
   void NewBucket(const std::string& name, const std::string& layer, bool expert);
-  // Sets the buckets' copy fields (ParamBucket::copy_stage).
+  // Sets the buckets' copy fields (ParamBucket::copy_stage) and read_by_other_chunk.
   void MarkCopies();
   void Use(const std::vector<int>& order, size_t i);
   // The layer program a decoder layer runs.

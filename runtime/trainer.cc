@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "runtime/checkpoint.h"
-#include "runtime/resident_pages.h"
 #include "runtime/stage_copies.h"
 #include "strategies/build_step.h"
 #include "strategies/op_keys.h"
@@ -76,7 +75,6 @@ StepRecord Trainer::Step() {
   StepRecord record;
   const double start = Now();
   StageModel& m = *model_;
-  ReleaseToZero(m.grads().data(), m.grads().data() + m.grads().size());  // zeros, held again only where written
   data_parallel_->BeginStep();
   tracer_.set_step(step_);
   const int64_t stage = comms_.Coordinate("pipeline");

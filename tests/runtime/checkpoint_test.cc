@@ -38,6 +38,7 @@
 #include "core/plan_json.h"
 #include "runtime/checkpoint.h"
 #include "runtime/trainer.h"
+#include "tests/runtime/test_models.h"
 
 namespace shardsim::runtime {
 namespace {
@@ -51,25 +52,10 @@ int Rank() {
   return rank;
 }
 
-int WorldSize() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
 void Sync() { MPI_Barrier(MPI_COMM_WORLD); }
 
-// The equivalence test's narrow tiny-dense: 4 layers, width 64, 4 heads over 2 K/V heads of 16.
-ModelSpec TestModel() {
-  ModelSpec m = FindModelPreset("tiny-dense")->spec;
-  m.name = "mpi-test";
-  m.hidden_size = 64;
-  m.num_heads = 4;
-  m.num_kv_heads = 2;
-  m.head_dim = 16;
-  m.ffn_hidden_size = 128;
-  return m;
-}
+using equivalence::TestModel;
+using equivalence::WorldSize;
 
 // Pipeline and data parallel with ZeRO-1 where the world allows (sharded optimizer state).
 PlanSpec TestPlan() {

@@ -17,31 +17,6 @@
 
 namespace shardsim::runtime::equivalence {
 
-int WorldSize() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
-ModelSpec TestModel() {
-  ModelSpec m = FindModelPreset("tiny-dense")->spec;
-  m.name = "mpi-test";
-  m.hidden_size = 64;
-  m.num_heads = 4;
-  m.num_kv_heads = 2;
-  m.head_dim = 16;
-  m.ffn_hidden_size = 128;
-  return m;
-}
-
-ModelSpec TestMoeModel() {
-  ModelSpec m = TestModel();
-  m.name = "mpi-test-moe";
-  m.moe = MoeSpec{.num_experts = 4, .top_k = 2, .num_shared_experts = 1, .expert_ffn_hidden_size = 32, .first_dense_layers = 1, .layer_interval = 1};
-  return m;
-}
-
-
 PlanSpec PlanOf(const Case& c) {
   PlanSpec p;
   p.mesh = c.mesh;

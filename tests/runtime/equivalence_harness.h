@@ -14,17 +14,9 @@
 
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
+#include "tests/runtime/test_models.h"
 
 namespace shardsim::runtime::equivalence {
-
-int WorldSize();
-
-// tiny-dense's shape, narrower so that eight oversubscribed ranks train it in seconds: 4 layers,
-// width 64, 4 heads over 2 K/V heads (grouped-query), MLP 128, byte vocabulary.
-ModelSpec TestModel();
-// tiny-moe's shape, as narrow: the first layer dense, then MoE layers of 4 experts (top-2, width
-// 32) and one shared expert.
-ModelSpec TestMoeModel();
 
 struct Case {
   std::string name;
