@@ -28,7 +28,12 @@ CalibrationJob CalibrationJobFor(const std::string& hostfile) {
   return job;
 }
 
-int RunCalibrate(const CalibrateOptions& o, std::ostream& out) {
+int RunCalibrate(const CalibrateOptions& options, std::ostream& out) {
+  if (!options.out_dir.empty() || options.no_fit) {
+    throw InputError(options.no_fit ? "--no-fit" : "--out-dir", "only with --from-runs", "", "calibrate --from-runs runs.json --out-dir DIR");
+  }
+  CalibrateOptions o = options;
+  if (o.out.empty()) o.out = "cluster.json";
   if (o.repeats < 1 || o.repeats > 20) throw InputError("--repeats", std::to_string(o.repeats), "1 to 20");
   const CalibrationJob job = CalibrationJobFor(o.hostfile);
   // Checked before the measurement, without creating the file: shardsim-runtime writes it at the

@@ -106,11 +106,16 @@ inline constexpr double kMaxRunTimeoutS = 86400;
 int RunRun(const RunOptions& options, std::ostream& out);
 
 struct CalibrateOptions {
-  std::string out = "cluster.json";  // the cluster JSON to write
-  std::string hostfile;              // measure these hosts (equal slots, one per core)
+  std::string out;       // the cluster JSON to write ("" : cluster.json when measuring, none from runs)
+  std::string hostfile;  // measure these hosts (equal slots, one per core)
   int64_t repeats = 3;
   bool json = false;
+  std::string from_runs;  // fit efficiencies to these measured runs instead of measuring
+  std::string out_dir;    // from runs: one GROUP.cluster.json per group of runs
+  bool no_fit = false;    // from runs: predict with the clusters' own efficiencies
 };
+// calibrate --from-runs (cli/calibrate_runs.cc).
+int RunCalibrateFromRuns(const CalibrateOptions& options, std::ostream& out);
 // The ranks calibrate runs: one per core here, or the hostfile's slots over its hosts.
 struct CalibrationJob {
   int64_t ranks = 1, hosts = 1;

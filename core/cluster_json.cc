@@ -138,9 +138,19 @@ EfficiencySpec EfficiencyFromJson(JsonReader& r) {
   if (!eff) r.Fail("efficiency", "missing required key 'efficiency'", "{\"matmul\": 0.8, \"hbm\": 0.85, \"source\": \"...\"}");
   e.matmul = eff->Number("matmul", 1e-3, 1);
   e.hbm = eff->Number("hbm", 1e-3, 1);
+  e.attention = eff->NumberOr("attention", 0, 0, 1);
+  e.fp8_matmul = eff->NumberOr("fp8_matmul", 0, 0, 1);
   e.source = eff->StringOr("source", "");
   eff->Finish();
   return e;
+}
+
+json EfficiencyToJson(const EfficiencySpec& e) {
+  json j = {{"matmul", e.matmul}, {"hbm", e.hbm}};
+  if (e.attention > 0) j["attention"] = e.attention;
+  if (e.fp8_matmul > 0) j["fp8_matmul"] = e.fp8_matmul;
+  j["source"] = e.source;
+  return j;
 }
 
 json ClusterToJson(const ClusterSpec& c) {
@@ -157,7 +167,7 @@ json ClusterToJson(const ClusterSpec& c) {
             {"chip", ChipToJson(c.chip)},
             {"topology", TopologyToJson(c.topology)},
             {"links", links},
-            {"efficiency", {{"matmul", c.efficiency.matmul}, {"hbm", c.efficiency.hbm}, {"source", c.efficiency.source}}}};
+            {"efficiency", EfficiencyToJson(c.efficiency)}};
   if (!c.calibration.empty()) j["calibration"] = CalibrationToJson(c.calibration);
   return j;
 }

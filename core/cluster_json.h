@@ -21,5 +21,6 @@ ClusterSpec ClusterFromJson(const nlohmann::json& value, const std::string& wher
 ChipSpec ChipFromJson(JsonReader& reader);
 std::map<std::string, LinkSpec> LinksFromJson(JsonReader& reader);
 EfficiencySpec EfficiencyFromJson(JsonReader& reader);
+nlohmann::json EfficiencyToJson(const EfficiencySpec& efficiency);
 
 }  // namespace shardsim

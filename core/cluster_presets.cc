@@ -123,7 +123,7 @@ std::map<std::string, std::string> ParseOptions(const std::string& text, const s
 
 std::vector<std::string> OptionsFor(const std::string& kind) {
   if (kind == "torus") return {"slices"};
-  if (kind == "switched") return {"oversubscription", "fabric", "sharp"};
+  if (kind == "switched") return {"oversubscription", "fabric", "sharp", "domain"};
   return {};
 }
 
@@ -233,15 +233,25 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
       throw InputError(e.where(), e.problem(), valid, "the size is a GPU count, e.g. " + system + ":" + std::to_string(8 * per_node));
     }
     CheckClusterSize(gpus, system + ":" + size, where);
-    if (gpus % per_node != 0) {
+    // The GPUs the job uses in each NVLink domain: all of them, all of one partial domain, or
+    // `domain=K` of each (a job on 64 of each GB200 NVL72 rack's 72 GPUs).
+    int64_t used_per_node = gpus < per_node ? gpus : per_node;
+    if (options.count("domain")) {
+      used_per_node = ParseInteger(options.at("domain"), where + " (domain)", 1, per_node);
+      if (gpus % used_per_node != 0) {
+        throw InputError(where, system + ":" + size + " is not a whole number of domains of " + options.at("domain") + " GPUs",
+                         "domain=K with K dividing the GPU count and at most " + std::to_string(per_node), "e.g. " + system + ":128,domain=64");
+      }
+    }
+    if (gpus % used_per_node != 0) {
       const int64_t below = gpus / per_node * per_node;
       throw InputError(where, system + ":" + size + " is not whole nodes (" + std::to_string(per_node) + " GPUs per node)", valid,
                        "use " + (below > 0 ? system + ":" + std::to_string(below) + " or " : std::string()) + system + ":" +
-                           std::to_string(below + per_node));
+                           std::to_string(below + per_node) + ", or add ,domain=K to use K GPUs of each node");
     }
     c.topology.kind = TopologyKind::kSwitched;
-    c.topology.devices_per_node = per_node;
-    c.topology.nodes = gpus / per_node;
+    c.topology.devices_per_node = used_per_node;
+    c.topology.nodes = gpus / used_per_node;
     c.topology.fabric = node.Enum("fabric", {"fat-tree", "rail-optimized"});
     c.topology.oversubscription = node.Number("oversubscription", 1, 1024);
     c.topology.leaf_ports = node.Int("leaf_ports", 1, 4096);

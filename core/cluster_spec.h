@@ -40,7 +40,15 @@ struct LinkSpec {
 struct EfficiencySpec {
   double matmul = 1;  // of peak FLOP/s, for large matmuls
   double hbm = 1;     // of HBM bandwidth, for memory-bound ops
+  // Of the 16-bit peak, for attention kernels (flash attention runs at its own share of peak);
+  // 0: as `matmul`.
+  double attention = 0;
+  // Of the FP8 peak, for FP8 weight matmuls (scaled GEMMs reach a smaller share of their doubled
+  // peak); 0: as `matmul`.
+  double fp8_matmul = 0;
   std::string source;
+  double Attention() const { return attention > 0 ? attention : matmul; }
+  double Fp8Matmul() const { return fp8_matmul > 0 ? fp8_matmul : matmul; }
   bool operator==(const EfficiencySpec&) const = default;
 };
 

@@ -105,6 +105,9 @@ struct FlopsPerToken {
   double attention = 0;
   double forward() const { return matmul + attention; }
   double training() const { return 3 * forward(); }
+  // Training FLOPs with causal attention counted at half (the masked blocks skipped): what MFU
+  // counts throughout shardsim (PaLM's count is training()).
+  double causal_training() const { return 3 * (matmul + attention / 2); }
 };
 FlopsPerToken ForwardFlopsPerToken(const ModelSpec& model, int64_t seq_len);
 

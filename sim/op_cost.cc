@@ -37,8 +37,13 @@ double Roofline::Seconds(const Op& op) const {
     }
   }
   const double memory = op.bytes / hbm_bytes_per_s;
-  if (op.kind == ComputeKind::kMatmul) return std::max(op.flops / (peak_flop_per_s * matmul_efficiency * Quantization(op.m, op.n)), memory);
-  if (op.kind == ComputeKind::kAttention) return std::max(op.flops / (peak_flop_per_s * matmul_efficiency), memory);
+  if (op.kind == ComputeKind::kMatmul) {
+    const double gemm = std::max(op.flops / (peak_flop_per_s * matmul_efficiency * Quantization(op.m, op.n)), memory);
+    if (!fp8_casts) return gemm;
+    const double a = static_cast<double>(op.m) * static_cast<double>(op.k), b = static_cast<double>(op.k) * static_cast<double>(op.n);
+    return gemm + (3 * (a + b) + 2 * a) / hbm_bytes_per_s;
+  }
+  if (op.kind == ComputeKind::kAttention) return std::max(op.flops / attention_flop_per_s, memory);
   return memory;
 }
 
@@ -46,8 +51,24 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
   const auto peak = cluster.chip.peak_flop_per_s.find(dtype);
   SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + dtype);
   const CalibrationSpec* calibration = cluster.calibration.dtype == dtype ? &cluster.calibration : nullptr;
-  return Roofline{peak->second, cluster.efficiency.matmul, cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm, cluster.chip.matmul_tile,
-                  cluster.chip.compute_units, calibration, tokens};
+  const bool fp8 = dtype == "fp8";
+  // The 16-bit peak attention runs at: bf16's, else fp16's, else (no 16-bit peak) the dtype's.
+  double attention_peak = peak->second;
+  if (fp8) {
+    const auto& peaks = cluster.chip.peak_flop_per_s;
+    if (peaks.count("bf16")) attention_peak = peaks.at("bf16");
+    else if (peaks.count("fp16")) attention_peak = peaks.at("fp16");
+  }
+  Roofline r{.peak_flop_per_s = peak->second,
+             .matmul_efficiency = fp8 ? cluster.efficiency.Fp8Matmul() : cluster.efficiency.matmul,
+             .attention_flop_per_s = attention_peak * cluster.efficiency.Attention(),
+             .fp8_casts = fp8,
+             .hbm_bytes_per_s = cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm,
+             .tile = cluster.chip.matmul_tile,
+             .units = cluster.chip.compute_units,
+             .calibration = calibration,
+             .tokens = tokens};
+  return r;
 }
 
 std::string KindName(Stream stream, CollectiveOp op) { return strategies::ToString(stream) + " " + ToString(op); }

@@ -75,8 +75,15 @@ double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n);
 // dtype covers an op (the GEMM table for matmuls, the kernel's rate by op name at the
 // micro-batch's tokens for the rest).
 struct Roofline {
-  double peak_flop_per_s = 0;
+  double peak_flop_per_s = 0;  // of the weight matmuls' dtype
   double matmul_efficiency = 1;
+  // Attention runs in 16 bits whatever the matmuls' dtype (TransformerEngine keeps
+  // DotProductAttention in BF16 unless fp8_dpa is set; torchao's Float8Linear converts only
+  // linear layers), at its kernel's share of that peak.
+  double attention_flop_per_s = 0;  // peak x efficiency
+  // FP8 weight matmuls cast both operands first (read 16 bits, write 8) and take the amax of
+  // the activation for its scale (read 16 bits): memory-bound kernels beside the GEMM.
+  bool fp8_casts = false;
   double hbm_bytes_per_s = 0;  // x efficiency
   int64_t tile = 0, units = 0;
   const CalibrationSpec* calibration = nullptr;  // of this dtype, else null (the cluster's; it outlives this)

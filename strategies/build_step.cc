@@ -204,7 +204,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
              p.overlap.pipeline);
   const FlopsPerToken flops = ForwardFlopsPerToken(m, p.seq_len);
   program.palm_flops_per_step = flops.training() * static_cast<double>(shape.tokens_per_step);
-  program.model_flops_per_step = 3 * (flops.matmul + flops.attention / 2) * static_cast<double>(shape.tokens_per_step);
+  program.model_flops_per_step = flops.causal_training() * static_cast<double>(shape.tokens_per_step);
   return program;
 }
 

@@ -1,0 +1,109 @@
+// `shardsim calibrate --from-runs runs.json`: fits each group's compute efficiencies to measured
+// step times (validation/runs_fit.h), prints every run predicted against measured, the error
+// statistics of the fit and the test runs per source and group, and the memory model against
+// published peaks; writes the fitted clusters.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/text_table.h"
+#include "core/cluster_json.h"
+#include "core/error.h"
+#include "core/output_file.h"
+#include "validation/measured_runs.h"
+#include "validation/runs_fit.h"
+#include "validation/runs_report.h"
+
+namespace shardsim::cli {
+namespace {
+
+using validation::ErrorStats;
+using validation::GroupFit;
+
+std::string Fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+std::string Percent(double fraction) { return Fixed(100 * fraction, 1) + "%"; }
+std::string Signed(double fraction) { return (fraction >= 0 ? "+" : "") + Fixed(100 * fraction, 1) + "%"; }
+
+void PrintStats(const std::string& title, const std::map<std::string, ErrorStats>& by, const ErrorStats& all, std::ostream& out) {
+  TextTable t({title, "runs", "median |error|", "p90 |error|"});
+  for (const auto& [key, s] : by) t.AddRow({key, std::to_string(s.runs), Percent(s.median), Percent(s.p90)});
+  t.AddRow({"all", std::to_string(all.runs), Percent(all.median), Percent(all.p90)});
+  t.Print(out, "  ");
+}
+
+void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
+  out << "\nGroup " << g.group << ": " << g.results.size() << " runs (" << g.fit_runs << " fit, " << g.results.size() - static_cast<size_t>(g.fit_runs)
+      << " test)\n";
+  TextTable p({"efficiency", "catalogue", fitted ? "fitted" : "used", "fit runs it acts on", "bounds"});
+  for (const validation::FittedParameter& f : g.parameters) {
+    p.AddRow({f.name, Fixed(f.start, 3), Fixed(f.value, 3) + (f.at_bound ? " (at bound)" : ""), std::to_string(f.fit_runs),
+              Fixed(f.low, 2) + "-" + Fixed(f.high, 2)});
+  }
+  p.Print(out, "  ");
+  if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << Fixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations)\n";
+  TextTable t({"run", "split", "measured s", "predicted s", "error", "memory GiB (published)"});
+  for (const validation::RunResult& r : g.results) {
+    const std::string memory = Fixed(r.predicted_memory_gib, 1) + (r.run->peak_memory_gib > 0 ? " (" + Fixed(r.run->peak_memory_gib, 1) + ")" : "");
+    t.AddRow({r.run->id, r.run->fit ? "fit" : "test", Fixed(r.run->step_time_s, 3), Fixed(r.predicted_s, 3), Signed(r.error), memory});
+  }
+  t.Print(out, "  ");
+}
+
+void WriteClusters(const CalibrateOptions& o, const std::vector<GroupFit>& fits, std::ostream& out) {
+  if (!o.out.empty()) {
+    if (fits.size() != 1) {
+      throw InputError("--out", "the runs form " + std::to_string(fits.size()) + " groups", "--out with runs of one group",
+                       "use --out-dir DIR to write one cluster JSON per group");
+    }
+    WriteOutputFile(o.out, ClusterToJson(fits.front().cluster).dump(2) + "\n", "--out");
+    out << "Wrote " << o.out << " (" << fits.front().cluster.name << " with the fitted efficiencies)\n";
+  }
+  if (!o.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.out_dir, ec);
+    if (ec) throw InputError("--out-dir " + o.out_dir, "cannot create the directory: " + ec.message(), "a writable directory path");
+    for (const GroupFit& g : fits) {
+      const std::string path = (std::filesystem::path(o.out_dir) / (g.group + ".cluster.json")).string();
+      WriteOutputFile(path, ClusterToJson(g.cluster).dump(2) + "\n", "--out-dir");
+      out << "Wrote " << path << " (" << g.cluster.name << ")\n";
+    }
+  }
+}
+
+}  // namespace
+
+int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
+  if (!o.out.empty()) CheckOutputWritable(o.out, "--out");
+  const std::vector<validation::PublishedRun> runs = validation::ReadMeasuredRuns(o.from_runs);
+  const std::vector<GroupFit> fits = validation::FitRuns(runs, {.fit = !o.no_fit, .source_path = o.from_runs});
+  const validation::AccuracySummary summary = validation::Summarize(fits);
+  if (o.json) {
+    out << validation::RunsReportJson(fits, summary).dump(2) << "\n";
+    std::ostringstream quiet;
+    WriteClusters(o, fits, quiet);
+    return 0;
+  }
+  out << (o.no_fit ? "Predicted " : "Calibrated from ") << runs.size() << " measured runs in " << o.from_runs << " (" << summary.fit.runs << " fit, "
+      << summary.test.runs << " test, as the file's split says); error = predicted / measured step time - 1\n";
+  for (const GroupFit& g : fits) PrintGroup(g, !o.no_fit, out);
+  out << "\nAccuracy on the test runs" << (o.no_fit ? "" : " (not fitted on)") << "\n";
+  PrintStats("source", summary.test_by_source, summary.test, out);
+  PrintStats("group", summary.test_by_group, summary.test, out);
+  out << "\nOn the fit runs\n";
+  PrintStats("source", summary.fit_by_source, summary.fit, out);
+  if (summary.memory.runs > 0) {
+    out << "\nMemory per device against the " << summary.memory.runs << " published peaks: median |error| " << Percent(summary.memory.median)
+        << ", p90 " << Percent(summary.memory.p90) << "\n";
+  }
+  WriteClusters(o, fits, out);
+  return 0;
+}
+
+}  // namespace shardsim::cli

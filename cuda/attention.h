@@ -1,0 +1,61 @@
+// Causal or full self-attention with grouped-query heads on the GPU, blockwise as in
+// runtime/attention.h: the sequence is cut into tiles, each (query tile, key tile) pair is a pair
+// of cuBLAS products batched over the heads with the scores of one tile pair in memory, and the
+// partial results merge by log-sum-exp (FlashAttention-2's online softmax, Dao 2023, at tile
+// granularity). The backward recomputes each tile's probabilities from the saved lse.
+//
+// Shapes (token-major, row-major): q, o, dq [B, S, H, K]; k, v, dk, dv [B, S, G, K]; lse [B, H, S].
+// Query head h reads key/value head h / (H / G); scores are scale * q.k; causal masks keys after
+// the query. T is float or bf16; products accumulate in fp32 and the lse is fp32.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/blas.h"
+#include "cuda/device_buffer.h"
+
+namespace shardsim::cuda {
+
+struct AttentionDims {
+  int batch = 1;
+  int seq = 0;
+  int heads = 1;
+  int kv_heads = 1;
+  int head_dim = 1;
+  int tile = 1024;  // query and key tile length
+};
+
+template <typename T>
+class GpuAttention {
+ public:
+  // Workspace for one tile pair and one batch row. REQUIRES: heads % kv_heads == 0, tile > 0.
+  GpuAttention(const AttentionDims& dims, bool causal, float scale);
+
+  // o, lse overwritten.
+  void Forward(Blas& blas, T* o, float* lse, const T* q, const T* k, const T* v);
+  // dq, dk, dv overwritten; o and lse as the forward returned them.
+  void Backward(Blas& blas, T* dq, T* dk, T* dv, const T* q, const T* k, const T* v, const T* o, const T* d_o,
+                const float* lse);
+  // Bytes of workspace held.
+  int64_t WorkspaceBytes() const;
+
+ private:
+  // k, v of batch row b with each K/V head repeated for its H/G query heads: [S, H, K].
+  const T* Expanded(const T* x, int b, DeviceBuffer<T>& out);
+
+  AttentionDims d_;
+  bool causal_;
+  float scale_;
+  DeviceBuffer<float> scores_;  // [H, tile, tile]
+  DeviceBuffer<T> probs_;       // [H, tile, tile]
+  DeviceBuffer<float> o_tile_;  // [tile, H, K]
+  DeviceBuffer<float> o_acc_;   // [tile, H, K]
+  DeviceBuffer<float> row_m_;   // [H, tile]
+  DeviceBuffer<float> row_l_;   // [H, tile]
+  DeviceBuffer<float> lse_acc_; // [H, tile]
+  DeviceBuffer<T> k_rep_, v_rep_;           // [S, H, K] when G < H
+  DeviceBuffer<float> dq_acc_, dk_acc_, dv_acc_;  // [S, H, K]
+  DeviceBuffer<float> delta_;   // [H, S]
+};
+
+}  // namespace shardsim::cuda

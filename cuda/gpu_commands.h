@@ -1,0 +1,35 @@
+// The subcommands of shardsim-gpu: `info`, `calibrate` (measure the GPU, write a cluster JSON)
+// and `train` (one rank's training steps on the GPU, timed, model FLOP/s against the peak).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace shardsim::cuda {
+
+struct GpuCalibrateOptions {
+  std::string cluster;            // preset whose JSON is written with the measured figures ("" : by device name)
+  std::string model = "llama3-8b";  // its layer shapes are the products measured
+  int64_t seq_len = 4096;
+  int64_t tokens = 8192;          // rows of the measured products
+  std::string out;                // cluster JSON to write ("" : none)
+  bool json = false;
+};
+
+struct GpuTrainOptions {
+  std::string model;
+  int64_t seq_len = 4096;
+  int64_t micro_batch = 1;
+  int64_t steps = 5;
+  std::string dtype = "bf16";
+  std::string cluster;  // whose peak MFU is against ("" : by device name)
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+int RunGpuInfo(std::ostream& out);
+int RunGpuCalibrate(const GpuCalibrateOptions& options, std::ostream& out);
+int RunGpuTrain(const GpuTrainOptions& options, std::ostream& out);
+
+}  // namespace shardsim::cuda

@@ -1,0 +1,372 @@
+#include "cuda/gpu_model.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "cuda/attention.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device_buffer.h"
+#include "cuda/kernels.h"
+
+namespace shardsim::cuda {
+
+void CheckGpuTrainable(const ModelSpec& m) {
+  std::string why;
+  if (m.moe) why = "mixture-of-experts layers";
+  else if (m.mla) why = "multi-head latent attention";
+  else if (m.mlp != MlpKind::kSwiGlu) why = "an MLP other than SwiGLU";
+  else if (m.norm != NormKind::kRmsNorm) why = "a norm other than RMSNorm";
+  else if (m.position != PositionKind::kRope) why = "positions other than RoPE";
+  else if (m.linear_bias || m.qkv_bias) why = "biases";
+  else if (m.num_heads % m.num_kv_heads != 0 || m.head_dim % 2 != 0) why = "heads not a multiple of K/V heads or an odd head dimension";
+  if (!why.empty()) {
+    throw InputError("--model", "the CUDA path does not train " + why + " (model '" + m.name + "')",
+                     "LLaMA-style dense models: SwiGLU, RMSNorm, RoPE, no biases", "run it on the CPU runtime (--device cpu)");
+  }
+}
+
+// Offsets of one layer's tensors in the flat parameter array.
+struct LayerParams {
+  int64_t attn_norm, wq, wk, wv, wo, mlp_norm, wg, wu, wd;
+};
+
+// Saved activations of one layer (T) and its norms' rstd (fp32).
+template <typename T>
+struct LayerActs {
+  DeviceBuffer<T> x_in, xn1, q, k, v, o, x_mid, xn2, gate, up, h;
+  DeviceBuffer<float> rstd1, rstd2, lse;
+};
+
+class GpuModel::Impl {
+ public:
+  virtual ~Impl() = default;
+  virtual GpuStepStats Step(const std::vector<int32_t>& tokens) = 0;
+  virtual int64_t Parameters() const = 0;
+  virtual int64_t DeviceBytes() const = 0;
+};
+
+namespace {
+
+template <typename T>
+constexpr DType TypeOf() {
+  return std::is_same_v<T, float> ? DType::kF32 : DType::kBf16;
+}
+
+template <typename T>
+class Model final : public GpuModel::Impl {
+ public:
+  Model(const ModelSpec& m, const GpuTrainConfig& c)
+      : m_(m), c_(c), tok_(static_cast<int64_t>(c.micro_batch) * c.seq_len), D_(m.hidden_size), H_(m.num_heads),
+        G_(m.num_kv_heads), K_(m.head_dim), F_(m.ffn_hidden_size), V_(m.vocab_size), L_(m.num_layers),
+        attention_({c.micro_batch, c.seq_len, static_cast<int>(H_), static_cast<int>(G_), static_cast<int>(K_), c.attention_tile},
+                   true, 1.0f / std::sqrt(static_cast<float>(K_))) {
+    Layout();
+    params_ = DeviceBuffer<float>(n_);
+    grads_ = DeviceBuffer<float>(n_);
+    adam_m_ = DeviceBuffer<float>(n_);
+    adam_v_ = DeviceBuffer<float>(n_);
+    if constexpr (!std::is_same_v<T, float>) weights_ = DeviceBuffer<T>(n_);
+    Init();
+    grads_.Zero();
+    adam_m_.Zero();
+    adam_v_.Zero();
+    acts_.resize(static_cast<size_t>(L_));
+    const int64_t td = tok_ * D_, thk = tok_ * H_ * K_, tgk = tok_ * G_ * K_, tf = tok_ * F_;
+    for (LayerActs<T>& a : acts_) {
+      a.x_in = DeviceBuffer<T>(td);
+      a.xn1 = DeviceBuffer<T>(td);
+      a.q = DeviceBuffer<T>(thk);
+      a.k = DeviceBuffer<T>(tgk);
+      a.v = DeviceBuffer<T>(tgk);
+      a.o = DeviceBuffer<T>(thk);
+      a.x_mid = DeviceBuffer<T>(td);
+      a.xn2 = DeviceBuffer<T>(td);
+      a.gate = DeviceBuffer<T>(tf);
+      a.up = DeviceBuffer<T>(tf);
+      a.h = DeviceBuffer<T>(tf);
+      a.rstd1 = DeviceBuffer<float>(tok_);
+      a.rstd2 = DeviceBuffer<float>(tok_);
+      a.lse = DeviceBuffer<float>(static_cast<int64_t>(c.micro_batch) * H_ * c.seq_len);
+    }
+    x_final_ = DeviceBuffer<T>(td);
+    xnf_ = DeviceBuffer<T>(td);
+    rstdf_ = DeviceBuffer<float>(tok_);
+    tmp_d_ = DeviceBuffer<T>(td);
+    dres_ = DeviceBuffer<float>(td);
+    dxn_ = DeviceBuffer<float>(td);
+    dh_ = DeviceBuffer<T>(tf);
+    dgate_ = DeviceBuffer<T>(tf);
+    dup_ = DeviceBuffer<T>(tf);
+    d_o_ = DeviceBuffer<T>(thk);
+    dq_ = DeviceBuffer<T>(thk);
+    dk_ = DeviceBuffer<T>(tgk);
+    dv_ = DeviceBuffer<T>(tgk);
+    logits_ = DeviceBuffer<float>(tok_ * V_);
+    if constexpr (!std::is_same_v<T, float>) dlogits_t_ = DeviceBuffer<T>(tok_ * V_);
+    ids_ = DeviceBuffer<int32_t>(tok_);
+    targets_ = DeviceBuffer<int32_t>(tok_);
+    std::vector<int32_t> pos(static_cast<size_t>(tok_));
+    for (int64_t i = 0; i < tok_; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i % c.seq_len);
+    positions_ = ToDevice(pos);
+  }
+
+  int64_t Parameters() const override { return n_; }
+
+  int64_t DeviceBytes() const override {
+    int64_t bytes = static_cast<int64_t>(params_.bytes() * 4 + weights_.bytes());
+    for (const LayerActs<T>& a : acts_) {
+      bytes += a.x_in.bytes() * 4 + a.q.bytes() * 2 + a.k.bytes() * 2 + a.gate.bytes() * 3 + a.rstd1.bytes() * 2 + a.lse.bytes();
+    }
+    bytes += x_final_.bytes() * 3 + dres_.bytes() * 2 + dh_.bytes() * 3 + d_o_.bytes() * 2 + dk_.bytes() * 2 + logits_.bytes() +
+             dlogits_t_.bytes() + attention_.WorkspaceBytes();
+    return bytes;
+  }
+
+  GpuStepStats Step(const std::vector<int32_t>& tokens) override {
+    const int S = c_.seq_len;
+    if (static_cast<int64_t>(tokens.size()) != static_cast<int64_t>(c_.micro_batch) * (S + 1)) {
+      throw CudaError("GpuModel::Step: expected micro_batch x (seq_len + 1) tokens");
+    }
+    std::vector<int32_t> ids(static_cast<size_t>(tok_)), targets(static_cast<size_t>(tok_));
+    for (int b = 0; b < c_.micro_batch; ++b) {
+      for (int s = 0; s < S; ++s) {
+        const int32_t in = tokens[static_cast<size_t>(b) * (S + 1) + s], out = tokens[static_cast<size_t>(b) * (S + 1) + s + 1];
+        if (in < 0 || in >= V_ || out < 0 || out >= V_) throw CudaError("GpuModel::Step: token id outside the vocabulary");
+        ids[static_cast<size_t>(b) * S + s] = in;
+        targets[static_cast<size_t>(b) * S + s] = out;
+      }
+    }
+    ids_.Upload(ids);
+    targets_.Upload(targets);
+    GpuStepStats stats;
+    stats.loss = Forward();
+    Backward();
+    stats.grad_norm = Optimize();
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    return stats;
+  }
+
+ private:
+  int64_t Add(int64_t n) {
+    const int64_t at = n_;
+    n_ += n;
+    return at;
+  }
+
+  void Layout() {
+    layers_.resize(static_cast<size_t>(L_));
+    for (LayerParams& p : layers_) {
+      p.attn_norm = Add(D_);
+      p.wq = Add(D_ * H_ * K_);
+      p.wk = Add(D_ * G_ * K_);
+      p.wv = Add(D_ * G_ * K_);
+      p.wo = Add(H_ * K_ * D_);
+      p.mlp_norm = Add(D_);
+      p.wg = Add(D_ * F_);
+      p.wu = Add(D_ * F_);
+      p.wd = Add(F_ * D_);
+    }
+    emb_ = Add(V_ * D_);
+    final_norm_ = Add(D_);
+    head_ = m_.tied_embeddings ? -1 : Add(D_ * V_);
+  }
+
+  void Init() {
+    const float std_in = 0.02f, std_out = 0.02f / std::sqrt(2.0f * static_cast<float>(L_));
+    uint64_t stream = 0;
+    auto normal = [&](int64_t at, int64_t n, float sd) { FillNormal(params_.data() + at, n, c_.seed, ++stream, sd); };
+    for (const LayerParams& p : layers_) {
+      Fill(params_.data() + p.attn_norm, D_, 1.0f);
+      normal(p.wq, D_ * H_ * K_, std_in);
+      normal(p.wk, D_ * G_ * K_, std_in);
+      normal(p.wv, D_ * G_ * K_, std_in);
+      normal(p.wo, H_ * K_ * D_, std_out);
+      Fill(params_.data() + p.mlp_norm, D_, 1.0f);
+      normal(p.wg, D_ * F_, std_in);
+      normal(p.wu, D_ * F_, std_in);
+      normal(p.wd, F_ * D_, std_out);
+    }
+    normal(emb_, V_ * D_, std_in);
+    Fill(params_.data() + final_norm_, D_, 1.0f);
+    if (head_ >= 0) normal(head_, D_ * V_, std_in);
+    RefreshWeights();
+  }
+
+  void RefreshWeights() {
+    if constexpr (!std::is_same_v<T, float>) Convert(weights_.data(), params_.data(), n_);
+  }
+
+  const T* W(int64_t at) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return params_.data() + at;
+    } else {
+      return weights_.data() + at;
+    }
+  }
+  const float* P(int64_t at) const { return params_.data() + at; }
+  float* Gr(int64_t at) { return grads_.data() + at; }
+
+  // out [tok, n] = x [tok, k] W [k, n]; beta 1 adds to out.
+  template <typename Tout>
+  void Linear(Tout* out, const T* x, int64_t w, int64_t k, int64_t n, float beta = 0.0f) {
+    blas_.Gemm({out, std::is_same_v<Tout, float> ? DType::kF32 : TypeOf<T>(), n, 0}, {x, TypeOf<T>(), k, Op::kNo, 0},
+               {W(w), TypeOf<T>(), n, Op::kNo, 0}, tok_, n, k, 1.0f, beta);
+  }
+  // grad W [k, n] += x^T dy; dx [tok, k] (fp32 or T) = dy W^T (+ beta dx).
+  void LinearWeightGrad(int64_t w, const T* x, const T* dy, int64_t k, int64_t n) {
+    blas_.Gemm({Gr(w), DType::kF32, n, 0}, {x, TypeOf<T>(), k, Op::kYes, 0}, {dy, TypeOf<T>(), n, Op::kNo, 0}, k, n, tok_,
+               1.0f, 1.0f);
+  }
+  template <typename Tout>
+  void LinearInputGrad(Tout* dx, const T* dy, int64_t w, int64_t k, int64_t n, float beta = 0.0f) {
+    blas_.Gemm({dx, std::is_same_v<Tout, float> ? DType::kF32 : TypeOf<T>(), k, 0}, {dy, TypeOf<T>(), n, Op::kNo, 0},
+               {W(w), TypeOf<T>(), n, Op::kYes, 0}, tok_, k, n, 1.0f, beta);
+  }
+
+  void CopyT(T* dst, const T* src, int64_t n) {
+    Check(cudaMemcpyAsync(dst, src, sizeof(T) * static_cast<size_t>(n), cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
+  }
+
+  double Forward() {
+    const int t = static_cast<int>(tok_), d = static_cast<int>(D_);
+    const int64_t hk = H_ * K_, gk = G_ * K_;
+    EmbeddingForward(acts_[0].x_in.data(), ids_.data(), P(emb_), t, d);
+    for (int64_t l = 0; l < L_; ++l) {
+      LayerActs<T>& a = acts_[static_cast<size_t>(l)];
+      const LayerParams& p = layers_[static_cast<size_t>(l)];
+      RmsNormForward(a.xn1.data(), a.rstd1.data(), a.x_in.data(), P(p.attn_norm), t, d, c_.norm_eps);
+      Linear(a.q.data(), a.xn1.data(), p.wq, D_, hk);
+      Linear(a.k.data(), a.xn1.data(), p.wk, D_, gk);
+      Linear(a.v.data(), a.xn1.data(), p.wv, D_, gk);
+      RopeForward(a.q.data(), positions_.data(), t, static_cast<int>(H_), static_cast<int>(K_), c_.rope_theta);
+      RopeForward(a.k.data(), positions_.data(), t, static_cast<int>(G_), static_cast<int>(K_), c_.rope_theta);
+      attention_.Forward(blas_, a.o.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data());
+      CopyT(a.x_mid.data(), a.x_in.data(), tok_ * D_);
+      Linear(a.x_mid.data(), a.o.data(), p.wo, hk, D_, 1.0f);
+      RmsNormForward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), P(p.mlp_norm), t, d, c_.norm_eps);
+      Linear(a.gate.data(), a.xn2.data(), p.wg, D_, F_);
+      Linear(a.up.data(), a.xn2.data(), p.wu, D_, F_);
+      SwigluForward(a.h.data(), a.gate.data(), a.up.data(), tok_ * F_);
+      T* next = l + 1 < L_ ? acts_[static_cast<size_t>(l + 1)].x_in.data() : x_final_.data();
+      CopyT(next, a.x_mid.data(), tok_ * D_);
+      Linear(next, a.h.data(), p.wd, F_, D_, 1.0f);
+    }
+    RmsNormForward(xnf_.data(), rstdf_.data(), x_final_.data(), P(final_norm_), t, d, c_.norm_eps);
+    if (head_ >= 0) {
+      Linear(logits_.data(), xnf_.data(), head_, D_, V_);
+    } else {  // tied: logits = x E^T
+      blas_.Gemm({logits_.data(), DType::kF32, V_, 0}, {xnf_.data(), TypeOf<T>(), D_, Op::kNo, 0},
+                 {W(emb_), TypeOf<T>(), D_, Op::kYes, 0}, tok_, V_, D_, 1.0f, 0.0f);
+    }
+    return CrossEntropy(logits_.data(), logits_.data(), targets_.data(), t, static_cast<int>(V_), static_cast<double>(tok_));
+  }
+
+  void Backward() {
+    const int t = static_cast<int>(tok_), d = static_cast<int>(D_);
+    const int64_t hk = H_ * K_, gk = G_ * K_;
+    const T* dlog = nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      dlog = logits_.data();
+    } else {
+      Convert(dlogits_t_.data(), logits_.data(), tok_ * V_);
+      dlog = dlogits_t_.data();
+    }
+    if (head_ >= 0) {
+      LinearWeightGrad(head_, xnf_.data(), dlog, D_, V_);
+      LinearInputGrad(dxn_.data(), dlog, head_, D_, V_);
+    } else {
+      blas_.Gemm({Gr(emb_), DType::kF32, D_, 0}, {dlog, TypeOf<T>(), V_, Op::kYes, 0}, {xnf_.data(), TypeOf<T>(), D_, Op::kNo, 0},
+                 V_, D_, tok_, 1.0f, 1.0f);
+      blas_.Gemm({dxn_.data(), DType::kF32, D_, 0}, {dlog, TypeOf<T>(), V_, Op::kNo, 0}, {W(emb_), TypeOf<T>(), D_, Op::kNo, 0},
+                 tok_, D_, V_, 1.0f, 0.0f);
+    }
+    dres_.Zero();
+    RmsNormBackward(dres_.data(), Gr(final_norm_), dxn_.data(), x_final_.data(), P(final_norm_), rstdf_.data(), t, d);
+    for (int64_t l = L_ - 1; l >= 0; --l) {
+      LayerActs<T>& a = acts_[static_cast<size_t>(l)];
+      const LayerParams& p = layers_[static_cast<size_t>(l)];
+      // MLP
+      Convert(tmp_d_.data(), dres_.data(), tok_ * D_);
+      LinearWeightGrad(p.wd, a.h.data(), tmp_d_.data(), F_, D_);
+      LinearInputGrad(dh_.data(), tmp_d_.data(), p.wd, F_, D_);
+      SwigluBackward(dgate_.data(), dup_.data(), dh_.data(), a.gate.data(), a.up.data(), tok_ * F_);
+      LinearWeightGrad(p.wg, a.xn2.data(), dgate_.data(), D_, F_);
+      LinearWeightGrad(p.wu, a.xn2.data(), dup_.data(), D_, F_);
+      LinearInputGrad(dxn_.data(), dgate_.data(), p.wg, D_, F_);
+      LinearInputGrad(dxn_.data(), dup_.data(), p.wu, D_, F_, 1.0f);
+      RmsNormBackward(dres_.data(), Gr(p.mlp_norm), dxn_.data(), a.x_mid.data(), P(p.mlp_norm), a.rstd2.data(), t, d);
+      // attention
+      Convert(tmp_d_.data(), dres_.data(), tok_ * D_);
+      LinearWeightGrad(p.wo, a.o.data(), tmp_d_.data(), hk, D_);
+      LinearInputGrad(d_o_.data(), tmp_d_.data(), p.wo, hk, D_);
+      attention_.Backward(blas_, dq_.data(), dk_.data(), dv_.data(), a.q.data(), a.k.data(), a.v.data(), a.o.data(),
+                          d_o_.data(), a.lse.data());
+      RopeBackward(dq_.data(), positions_.data(), t, static_cast<int>(H_), static_cast<int>(K_), c_.rope_theta);
+      RopeBackward(dk_.data(), positions_.data(), t, static_cast<int>(G_), static_cast<int>(K_), c_.rope_theta);
+      LinearWeightGrad(p.wq, a.xn1.data(), dq_.data(), D_, hk);
+      LinearWeightGrad(p.wk, a.xn1.data(), dk_.data(), D_, gk);
+      LinearWeightGrad(p.wv, a.xn1.data(), dv_.data(), D_, gk);
+      LinearInputGrad(dxn_.data(), dq_.data(), p.wq, D_, hk);
+      LinearInputGrad(dxn_.data(), dk_.data(), p.wk, D_, gk, 1.0f);
+      LinearInputGrad(dxn_.data(), dv_.data(), p.wv, D_, gk, 1.0f);
+      RmsNormBackward(dres_.data(), Gr(p.attn_norm), dxn_.data(), a.x_in.data(), P(p.attn_norm), a.rstd1.data(), t, d);
+    }
+    EmbeddingBackward(Gr(emb_), dres_.data(), ids_.data(), t, d);
+  }
+
+  double Optimize() {
+    const double norm = std::sqrt(SquaredSum(grads_.data(), n_));
+    const float factor = norm > c_.clip_norm ? static_cast<float>(c_.clip_norm / (norm + 1e-6)) : 1.0f;
+    if (factor < 1.0f) Scale(grads_.data(), n_, factor);
+    ++step_;
+    auto adam = [&](int64_t at, int64_t n, bool decay) {
+      AdamW(params_.data() + at, adam_m_.data() + at, adam_v_.data() + at, grads_.data() + at, n, c_.lr, 0.9f, 0.95f, 1e-8f,
+            decay ? c_.weight_decay : 0.0f, step_);
+    };
+    for (const LayerParams& p : layers_) {
+      adam(p.attn_norm, D_, false);
+      adam(p.wq, p.mlp_norm - p.wq, true);  // wq, wk, wv, wo are contiguous
+      adam(p.mlp_norm, D_, false);
+      adam(p.wg, 3 * D_ * F_, true);        // wg, wu, wd
+    }
+    adam(emb_, V_ * D_, true);
+    adam(final_norm_, D_, false);
+    if (head_ >= 0) adam(head_, D_ * V_, true);
+    RefreshWeights();
+    grads_.Zero();
+    return norm;
+  }
+
+  ModelSpec m_;
+  GpuTrainConfig c_;
+  int64_t tok_, D_, H_, G_, K_, F_, V_, L_;
+  Blas blas_;
+  GpuAttention<T> attention_;
+  int64_t n_ = 0, emb_ = 0, final_norm_ = 0, head_ = -1, step_ = 0;
+  std::vector<LayerParams> layers_;
+  DeviceBuffer<float> params_, grads_, adam_m_, adam_v_;
+  DeviceBuffer<T> weights_;
+  std::vector<LayerActs<T>> acts_;
+  DeviceBuffer<T> x_final_, xnf_, tmp_d_, dh_, dgate_, dup_, d_o_, dq_, dk_, dv_, dlogits_t_;
+  DeviceBuffer<float> rstdf_, dres_, dxn_, logits_;
+  DeviceBuffer<int32_t> ids_, targets_, positions_;
+};
+
+}  // namespace
+
+GpuModel::GpuModel(const ModelSpec& model, const GpuTrainConfig& config) {
+  CheckGpuTrainable(model);
+  if (config.dtype == DType::kF32) {
+    impl_ = std::make_unique<Model<float>>(model, config);
+  } else {
+    impl_ = std::make_unique<Model<bf16>>(model, config);
+  }
+}
+
+GpuModel::~GpuModel() = default;
+GpuStepStats GpuModel::Step(const std::vector<int32_t>& tokens) { return impl_->Step(tokens); }
+int64_t GpuModel::Parameters() const { return impl_->Parameters(); }
+int64_t GpuModel::DeviceBytes() const { return impl_->DeviceBytes(); }
+
+}  // namespace shardsim::cuda

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The GPU figures of docs/gpu.md, on a machine with one NVIDIA GPU: the CUDA path's tests, the
+# GPU's calibration (cluster JSON) and the ~1B-parameter training step at sequence 4096 in bf16.
+# Usage: scripts/gpu_check.sh BIN_DIR OUT_DIR   (BIN_DIR holds shardsim-gpu and cuda_kernels_test,
+# built with `make build` where nvcc is found).
+set -u
+bin=${1:?usage: scripts/gpu_check.sh BIN_DIR OUT_DIR}
+out=${2:?usage: scripts/gpu_check.sh BIN_DIR OUT_DIR}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee "$out/nvidia-smi.txt"
+"$bin/shardsim-gpu" info
+"$bin/cuda_kernels_test" --gtest_brief=1 2>&1 | tee "$out/cuda_tests.txt"
+model=examples/my-1b.model.json
+"$bin/shardsim-gpu" calibrate --model "$model" --seq 4096 --tokens 4096 --out "$out/gpu.cluster.json" --json > "$out/calibrate.json"
+echo "calibrate: exit $?"; head -c 3000 "$out/calibrate.json" | grep -E '"(flop_per_s|hbm_bytes_per_s|matmul|attention|hbm|m|n|k|training_flop_per_s|forward_flop_per_s)"' | tr -d ' ' | paste -sd' ' | head -c 1500; echo
+"$bin/shardsim-gpu" train --model "$model" --seq 4096 --micro-batch 1 --steps 6 --dtype bf16 | tee "$out/train_bf16.txt"
+"$bin/shardsim-gpu" train --model "$model" --seq 4096 --micro-batch 1 --steps 6 --dtype bf16 --json > "$out/train_bf16.json"
+"$bin/shardsim-gpu" train --model "$model" --seq 4096 --micro-batch 2 --steps 4 --dtype bf16 | tee "$out/train_bf16_mb2.txt"
+"$bin/shardsim-gpu" train --model tiny-dense --seq 512 --micro-batch 2 --steps 8 --dtype fp32 | tee "$out/train_fp32_tiny.txt"

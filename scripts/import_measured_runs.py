@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Turn the published measured runs (measured_runs.json, one row per published run with its full
+configuration and source) into shardsim's runs format (docs/accuracy.md): per run a shardsim model
+JSON, a cluster preset, a plan JSON, the measured step time, the source and every assumption made
+to fill what the source does not publish. The same rules apply to every row of a source; rows
+shardsim cannot express yet are listed under "skipped" with the reason.
+
+The split: within each (source family, chip) group, rows sorted by id alternate between "fit"
+(used by `shardsim calibrate --from-runs` to fit efficiencies) and "test" (only predicted).
+
+Usage: scripts/import_measured_runs.py SHARED/measured_runs.json tests/data/measured_runs.json
+"""
+import json
+import sys
+
+BASE_MAXTEXT = dict(num_layers=16, hidden_size=2560, num_heads=8, head_dim=256, ffn_hidden_size=8192, vocab_size=32768)
+
+
+class Skip(Exception):
+    pass
+
+
+def model_of(row):
+    c = row["model"]["config"]
+    t = c.get("model_type")
+    name = row["model"]["arch_key"] or row["model"]["name_as_published"]
+    src = row["model"]["config"].get("arch_source", "")
+    if t in ("nemotron_h",):
+        raise Skip("hybrid Mamba-2 layers (nemotron_h) are not modelled yet")
+    if t == "gpt_oss":
+        raise Skip("sliding-window attention and attention sinks (gpt_oss) are not modelled yet")
+    if c.get("hidden_size") is None:
+        raise Skip("architecture not published")
+    m = {
+        "name": name,
+        "num_layers": c["num_hidden_layers"],
+        "hidden_size": c["hidden_size"],
+        "num_heads": c["num_attention_heads"],
+        "num_kv_heads": c.get("num_key_value_heads") or c["num_attention_heads"],
+        "head_dim": c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+        "ffn_hidden_size": c.get("intermediate_size_mlp") or c["intermediate_size"],
+        "mlp": "swiglu" if c.get("mlp_gated") else "gelu",
+        "norm": "layernorm" if t in ("gpt2", "mpt", "nemotron") else "rmsnorm",
+        "position": "learned" if c.get("position_embedding") == "learned_absolute" else "rope",
+        "vocab_size": c["vocab_size"],
+        "max_seq_len": max(row["batch"]["seq_len"], 2048),
+        "tied_embeddings": bool(c.get("tie_word_embeddings")),
+        "linear_bias": bool(c.get("bias")),
+        "source": src,
+    }
+    experts = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
+    if experts:
+        moe = {"num_experts": experts, "top_k": c["num_experts_per_tok"],
+               "num_shared_experts": c.get("n_shared_experts") or 0,
+               "expert_ffn_hidden_size": c.get("moe_intermediate_size") or c["intermediate_size"],
+               "first_dense_layers": c.get("first_k_dense_replace") or 0,
+               "layer_interval": c.get("interleave_moe_layer_step") or 1}
+        m["moe"] = moe
+        if moe["first_dense_layers"] == 0 and moe["layer_interval"] == 1:
+            m["ffn_hidden_size"] = moe["expert_ffn_hidden_size"]
+    if c.get("kv_lora_rank"):
+        m["mla"] = {k: c[k] or 0 for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
+    return m
+
+
+def cluster_of(row):
+    h = row["hardware"]
+    n = h["num_devices"]
+    chip = h["chip"]
+    if "TPU v5p" in chip or "TPU v4" in chip:
+        system = "tpu-v5p" if "v5p" in chip else "tpu-v4"
+        slices = row["parallelism"].get("dcn_data_parallelism") or 1
+        per = n // slices
+        shapes = {64: "4x4x4", 128: "4x4x8", 192: "4x4x12", 256: "4x8x8", 512: "8x8x8", 1024: "8x8x16", 2048: "8x16x16", 4096: "16x16x16"}
+        if per not in shapes:
+            raise Skip(f"no torus shape for {per} chips per slice")
+        return f"{system}:{shapes[per]}" + (f",slices={slices}" if slices > 1 else "")
+    if "GB200" in chip:
+        # NeMo's GB200 jobs use 64 of each NVL72 rack's 72 GPUs beyond one rack (an assumption:
+        # the pages give the GPU count only).
+        return f"gb200-nvl72:{n}" + (",domain=64" if n > 72 else "")
+    if "B200" in chip:
+        return f"dgx-b200:{n}"
+    if "H200" in chip:
+        return f"dgx-h200:{n}"
+    if "H100" in chip:
+        return f"dgx-h100:{n}"
+    if "A100" in chip:
+        return f"dgx-a100:{n}"
+    raise Skip(f"no preset for chip '{chip}'")
+
+
+def recompute_of(text, assumed, default):
+    if text is None:
+        assumed.append(f"recompute: {default} (not published)")
+        return default
+    t = text.lower()
+    if t.startswith("none"):
+        return "none"
+    if "minimal" in t:
+        assumed.append("recompute: MaxText remat_policy=minimal read as selective")
+        return "selective"
+    if "selective" in t:
+        return "selective"
+    if "full" in t:
+        return "full"
+    raise Skip(f"recompute '{text}' not understood")
+
+
+def dtype_of(row):
+    p = row["training"]["precision"]
+    if p is None:
+        raise Skip("precision not published")
+    return "fp8" if p.startswith("fp8") else "bf16"
+
+
+def plan_of(row, assumed):
+    fam = row["source_family"]
+    par, bat = row["parallelism"], row["batch"]
+    n = row["hardware"]["num_devices"]
+    tp, pp, cp = par.get("tp") or 1, par.get("pp") or 1, par.get("cp") or 1
+    ep = par.get("ep") or 1
+    dp = n // (tp * pp * cp)
+    if dp * tp * pp * cp != n:
+        raise Skip("TP*PP*CP does not divide the devices")
+    gbs, seq, mbs = bat["gbs"], bat["seq_len"], bat.get("mbs")
+    plan = {"global_batch_size": gbs, "seq_len": seq, "dtype": dtype_of(row)}
+    mesh = {"tensor": tp, "pipeline": pp, "context": cp}
+    if fam == "maxtext":
+        slices = par.get("dcn_data_parallelism") or 1
+        mesh.update(data=slices, fsdp=par["ici_fsdp_parallelism"])
+        plan["zero_stage"] = 3
+        mbs = gbs // (slices * par["ici_fsdp_parallelism"])
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "full")
+        framework = "maxtext"
+    elif fam == "llm_foundry":
+        mesh["fsdp" if par["fsdp_published"] == "FULL_SHARD" else "data"] = dp
+        plan["zero_stage"] = 3 if par["fsdp_published"] == "FULL_SHARD" else 2
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
+        framework = "pytorch-fsdp"
+    elif fam == "torchtitan":
+        mesh.update(fsdp=par.get("dp_shard_fsdp") or dp, data=par.get("dp_replicate") or 1)
+        plan["zero_stage"] = 3
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
+        if tp > 1:
+            plan["sequence_parallel"] = True
+        framework = "torchtitan"
+    elif fam == "nemo_automodel":
+        fsdp = par.get("fsdp_published") or dp
+        if ep > 1:
+            assumed.append(f"expert parallelism {ep} laid over the FSDP ranks: mesh fsdp {fsdp // ep} x expert {ep} (shardsim has no MoE parallel folding yet)")
+        mesh.update(fsdp=fsdp // ep, expert=ep, data=dp // fsdp)
+        plan["zero_stage"] = 3
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
+        framework = "torchtitan"
+        assumed.append("PyTorch FSDP2 (NeMo AutoModel) costed as torchtitan")
+    else:  # NeMo (Megatron-core)
+        if par.get("fsdp_published") == 1:
+            mesh.update(fsdp=dp // ep, expert=ep)
+            plan["zero_stage"] = 3
+        else:
+            mesh.update(data=dp // ep, expert=ep)
+            plan["zero_stage"] = 1
+            assumed.append("distributed optimizer (ZeRO-1) as NeMo's recipes enable it")
+        if tp > 1:
+            plan["sequence_parallel"] = True
+            assumed.append("sequence parallelism with tensor parallelism, as NeMo's recipes enable it")
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
+        framework = "megatron-core"
+    if ep > 1 and dp % ep:
+        raise Skip("expert degree does not divide the data-parallel ranks")
+    if pp > 1:
+        vp = par.get("vp") or 1
+        sched = (par.get("pp_schedule") or "").lower()
+        if vp > 1 or "interleaved" in sched:
+            plan["pipeline_schedule"] = "interleaved-1f1b"
+            if vp == 1:
+                vp = 2
+                assumed.append("interleaved 1F1B with 2 chunks per stage (chunks not published)")
+            plan["virtual_stages"] = vp
+        else:
+            plan["pipeline_schedule"] = "1f1b"
+        if mbs is None:
+            replicas = n // (tp * pp * cp)
+            local = gbs // replicas
+            mbs = max(1, local // pp)
+            assumed.append(f"micro-batch {mbs}: torchtitan's default of as many micro-batches as stages")
+    if mbs is None:
+        raise Skip("micro-batch size not published")
+    plan["micro_batch_size"] = mbs
+    plan["mesh"] = {k: v for k, v in mesh.items() if v != 1}
+    if not plan["mesh"]:
+        plan["mesh"] = {"data": 1}
+    return plan, framework
+
+
+def measured_of(row):
+    m, b, n = row["metrics"], row["batch"], row["hardware"]["num_devices"]
+    tokens = b["gbs"] * b["seq_len"]
+    if m.get("step_time_s"):
+        return {"step_time_s": m["step_time_s"], "what": "time per global step (published)"}
+    if m.get("tokens_per_sec_per_gpu"):
+        return {"step_time_s": tokens / (m["tokens_per_sec_per_gpu"] * n), "what": f"tokens/s per device {m['tokens_per_sec_per_gpu']} (published)"}
+    if m.get("tokens_per_sec_per_chip_derived"):
+        return {"step_time_s": tokens / (m["tokens_per_sec_per_chip_derived"] * n),
+                "what": f"TFLOP/s per chip {m['model_tflops_per_gpu']} (published) under the source's own FLOP count"}
+    raise Skip("no throughput or step time published")
+
+
+def main(src, dst):
+    rows = json.load(open(src))
+    runs, skipped = [], []
+    for row in rows:
+        assumed = []
+        try:
+            if row.get("flags"):
+                raise Skip("flagged by the collector: " + "; ".join(row["flags"]))
+            model = model_of(row)
+            cluster = cluster_of(row)
+            plan, framework = plan_of(row, assumed)
+            measured = measured_of(row)
+        except Skip as e:
+            skipped.append({"id": row["id"], "why": str(e)})
+            continue
+        run = {"id": row["id"], "source_family": row["source_family"], "source": row["source"]["ref"],
+               "model": model, "cluster": cluster, "plan": plan, "framework": framework,
+               "published_precision": row["training"]["precision_as_published"], "measured": measured, "assumed": assumed}
+        if row["metrics"].get("peak_memory_gib"):
+            run["peak_memory_gib"] = row["metrics"]["peak_memory_gib"]
+            run["memory_metric"] = row["metrics"].get("memory_metric", "")
+        runs.append(run)
+    groups = {}
+    for run in runs:
+        groups.setdefault((run["source_family"], run["cluster"].split(":")[0]), []).append(run)
+    for group in groups.values():
+        for i, run in enumerate(sorted(group, key=lambda r: r["id"])):
+            run["split"] = "fit" if i % 2 == 0 else "test"
+    out = {"_about": "Published measured training runs in shardsim's runs format (docs/accuracy.md), imported by "
+                     "scripts/import_measured_runs.py from a hand-collected set (each row's `source` names the repository@commit:path "
+                     "or page its figures come from). `assumed` lists what the source does not publish and how it was filled; "
+                     "`split` says whether calibrate fits on the row or only tests on it (alternate rows by id within each "
+                     "source and system).",
+           "runs": runs, "skipped": skipped}
+    with open(dst, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print(f"{len(runs)} runs, {len(skipped)} skipped", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

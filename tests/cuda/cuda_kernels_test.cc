@@ -1,0 +1,173 @@
+// The CUDA path against the CPU reference kernels (runtime/), in fp32 without TF32: products,
+// norms, RoPE, SwiGLU, cross-entropy, AdamW and the blockwise attention forward and backward with
+// grouped-query heads and a sequence that is not a multiple of the tile. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/attention.h"
+#include "cuda/blas.h"
+#include "cuda/device_buffer.h"
+#include "cuda/device_info.h"
+#include "cuda/kernels.h"
+#include "runtime/adamw.h"
+#include "runtime/attention.h"
+#include "runtime/cross_entropy.h"
+#include "runtime/gemm.h"
+#include "runtime/rmsnorm.h"
+#include "runtime/rope.h"
+#include "runtime/swiglu.h"
+
+namespace shardsim::cuda {
+namespace {
+
+class CudaKernelsTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  }
+};
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Largest |a - b| / (1e-3 + max |b|) over the arrays: relative to the reference's scale.
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double scale = 1e-3, worst = 0;
+  for (float x : b) scale = std::max(scale, static_cast<double>(std::fabs(x)));
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return worst / scale;
+}
+
+TEST_F(CudaKernelsTest, GemmMatchesTheCpuInEveryTransposition) {
+  Blas blas;
+  const int m = 37, n = 53, k = 29;
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      const std::vector<float> a = Random(m * k, 1), b = Random(k * n, 2), c0 = Random(m * n, 3);
+      std::vector<float> cpu = c0;
+      runtime::Gemm(cpu.data(), a.data(), b.data(), m, n, k, ta ? runtime::Transpose::kYes : runtime::Transpose::kNo,
+                    tb ? runtime::Transpose::kYes : runtime::Transpose::kNo, 0.5f, 1.0f);
+      DeviceBuffer<float> da = ToDevice(a), db = ToDevice(b), dc = ToDevice(c0);
+      blas.Gemm({dc.data(), DType::kF32, n, 0}, {da.data(), DType::kF32, ta ? m : k, ta ? Op::kYes : Op::kNo, 0},
+                {db.data(), DType::kF32, tb ? k : n, tb ? Op::kYes : Op::kNo, 0}, m, n, k, 0.5f, 1.0f);
+      EXPECT_LT(RelativeError(dc.Download(), cpu), 1e-5) << "trans_a " << ta << " trans_b " << tb;
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, RmsNormForwardAndBackward) {
+  const int t = 19, d = 300;
+  const std::vector<float> x = Random(t * d, 4), w = Random(d, 5), dy = Random(t * d, 6);
+  std::vector<float> y(t * d), rstd(t), dx(t * d, 0.25f), dw(d, 0.5f);
+  runtime::RmsNormForward(y.data(), rstd.data(), x.data(), w.data(), t, d, 1e-5f);
+  runtime::RmsNormBackward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), t, d);
+  DeviceBuffer<float> gx = ToDevice(x), gw = ToDevice(w), gdy = ToDevice(dy), gy(t * d), grstd(t);
+  DeviceBuffer<float> gdx = ToDevice(std::vector<float>(t * d, 0.25f)), gdw = ToDevice(std::vector<float>(d, 0.5f));
+  RmsNormForward(gy.data(), grstd.data(), gx.data(), gw.data(), t, d, 1e-5f);
+  RmsNormBackward(gdx.data(), gdw.data(), gdy.data(), gx.data(), gw.data(), grstd.data(), t, d);
+  EXPECT_LT(RelativeError(gy.Download(), y), 1e-5);
+  EXPECT_LT(RelativeError(grstd.Download(), rstd), 1e-5);
+  EXPECT_LT(RelativeError(gdx.Download(), dx), 1e-5);
+  EXPECT_LT(RelativeError(gdw.Download(), dw), 1e-5);
+}
+
+TEST_F(CudaKernelsTest, RopeForwardAndBackward) {
+  const int t = 23, heads = 3, k = 16;
+  const std::vector<float> x = Random(t * heads * k, 7);
+  std::vector<int32_t> pos(t);
+  for (int i = 0; i < t; ++i) pos[i] = 5 + 3 * i;  // non-contiguous, as a context-parallel rank holds
+  std::vector<float> y(x.size()), back(x.size());
+  runtime::RopeForward(y.data(), x.data(), pos.data(), t, heads, k, 10000.0f);
+  runtime::RopeBackward(back.data(), x.data(), pos.data(), t, heads, k, 10000.0f);
+  DeviceBuffer<float> g = ToDevice(x), gb = ToDevice(x);
+  DeviceBuffer<int32_t> gp = ToDevice(pos);
+  RopeForward(g.data(), gp.data(), t, heads, k, 10000.0f);
+  RopeBackward(gb.data(), gp.data(), t, heads, k, 10000.0f);
+  EXPECT_LT(RelativeError(g.Download(), y), 1e-5);
+  EXPECT_LT(RelativeError(gb.Download(), back), 1e-5);
+}
+
+TEST_F(CudaKernelsTest, SwigluForwardAndBackward) {
+  const int n = 1000;
+  const std::vector<float> gate = Random(n, 8, 3.0f), up = Random(n, 9), dh = Random(n, 10);
+  std::vector<float> h(n), dg(n), du(n);
+  runtime::SwigluForward(h.data(), gate.data(), up.data(), 1, n);
+  runtime::SwigluBackward(dg.data(), du.data(), dh.data(), gate.data(), up.data(), 1, n);
+  DeviceBuffer<float> gg = ToDevice(gate), gu = ToDevice(up), gdh = ToDevice(dh), gh(n), gdg(n), gdu(n);
+  SwigluForward(gh.data(), gg.data(), gu.data(), n);
+  SwigluBackward(gdg.data(), gdu.data(), gdh.data(), gg.data(), gu.data(), n);
+  EXPECT_LT(RelativeError(gh.Download(), h), 1e-5);
+  EXPECT_LT(RelativeError(gdg.Download(), dg), 1e-5);
+  EXPECT_LT(RelativeError(gdu.Download(), du), 1e-5);
+}
+
+TEST_F(CudaKernelsTest, CrossEntropyLossAndGradient) {
+  const int t = 13, v = 5000;
+  const std::vector<float> logits = Random(t * v, 11, 4.0f);
+  std::vector<int32_t> targets(t);
+  for (int i = 0; i < t; ++i) targets[i] = i == 4 ? -1 : (i * 389) % v;  // one ignored token
+  std::vector<float> dl(t * v);
+  const double loss = runtime::CrossEntropyForwardBackward(dl.data(), logits.data(), targets.data(), t, v, 12.0);
+  DeviceBuffer<float> g = ToDevice(logits);
+  DeviceBuffer<int32_t> gt = ToDevice(targets);
+  const double gpu_loss = CrossEntropy(g.data(), g.data(), gt.data(), t, v, 12.0);
+  EXPECT_NEAR(gpu_loss, loss, 1e-5 * std::fabs(loss));
+  EXPECT_LT(RelativeError(g.Download(), dl), 1e-5);
+}
+
+TEST_F(CudaKernelsTest, AdamWSteps) {
+  const int n = 777;
+  std::vector<float> p = Random(n, 12), m(n, 0), v(n, 0);
+  DeviceBuffer<float> gp = ToDevice(p), gm = ToDevice(m), gv = ToDevice(v);
+  runtime::AdamWConfig cfg;
+  for (int step = 1; step <= 3; ++step) {
+    const std::vector<float> g = Random(n, 100 + step);
+    runtime::AdamWStep(p.data(), m.data(), v.data(), g.data(), n, cfg, step);
+    DeviceBuffer<float> gg = ToDevice(g);
+    AdamW(gp.data(), gm.data(), gv.data(), gg.data(), n, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, step);
+  }
+  EXPECT_LT(RelativeError(gp.Download(), p), 1e-6);
+  EXPECT_LT(RelativeError(gv.Download(), v), 1e-5);
+}
+
+// Blockwise attention on the GPU against the CPU's, causal and full, with grouped heads, two
+// sequences and a tile that does not divide the sequence.
+void CheckAttention(bool causal) {
+  const int b = 2, s = 50, h = 4, g = 2, k = 8;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(k));
+  const std::vector<float> q = Random(b * s * h * k, 20), kk = Random(b * s * g * k, 21), v = Random(b * s * g * k, 22),
+                           d_o = Random(b * s * h * k, 23);
+  runtime::AttentionShape shape{b, s, s, h, g, k};
+  std::vector<float> o(q.size()), lse(b * h * s), dq(q.size(), 0), dk(kk.size(), 0), dv(v.size(), 0);
+  runtime::AttentionForward(o.data(), lse.data(), q.data(), kk.data(), v.data(), shape, causal, scale);
+  runtime::AttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), kk.data(), v.data(), o.data(), d_o.data(), lse.data(),
+                             shape, causal, scale);
+  Blas blas;
+  GpuAttention<float> attn({b, s, h, g, k, 16}, causal, scale);
+  DeviceBuffer<float> gq = ToDevice(q), gk = ToDevice(kk), gv = ToDevice(v), gdo = ToDevice(d_o), go(q.size()), glse(b * h * s),
+                      gdq(q.size()), gdk(kk.size()), gdv(v.size());
+  attn.Forward(blas, go.data(), glse.data(), gq.data(), gk.data(), gv.data());
+  attn.Backward(blas, gdq.data(), gdk.data(), gdv.data(), gq.data(), gk.data(), gv.data(), go.data(), gdo.data(), glse.data());
+  EXPECT_LT(RelativeError(go.Download(), o), 1e-5);
+  EXPECT_LT(RelativeError(glse.Download(), lse), 1e-5);
+  EXPECT_LT(RelativeError(gdq.Download(), dq), 1e-5);
+  EXPECT_LT(RelativeError(gdk.Download(), dk), 1e-5);
+  EXPECT_LT(RelativeError(gdv.Download(), dv), 1e-5);
+}
+
+TEST_F(CudaKernelsTest, CausalAttentionForwardAndBackward) { CheckAttention(true); }
+TEST_F(CudaKernelsTest, FullAttentionForwardAndBackward) { CheckAttention(false); }
+
+}  // namespace
+}  // namespace shardsim::cuda

@@ -1,0 +1,108 @@
+// `calibrate --from-runs`'s pieces: the runs file reader's errors, the error statistics, and the
+// fit recovering efficiencies that generated a set of step times.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cluster_json.h"
+#include "core/error.h"
+#include "core/inputs.h"
+#include "core/model_presets.h"
+#include "core/plan_json.h"
+#include "validation/measured_runs.h"
+#include "validation/runs_fit.h"
+#include "validation/runs_report.h"
+
+namespace shardsim::validation {
+namespace {
+
+using nlohmann::json;
+
+std::string WriteTemp(const std::string& name, const json& value) {
+  const std::string path = testing::TempDir() + name;
+  std::ofstream(path) << value.dump(1);
+  return path;
+}
+
+json RunJson(const std::string& id, int64_t seq, const std::string& cluster) {
+  return {{"id", id},
+          {"model", "llama3-8b"},
+          {"cluster", cluster},
+          {"plan", {{"global_batch_size", 64}, {"seq_len", seq}, {"dtype", "bf16"}, {"micro_batch_size", 1}, {"mesh", {{"data", 8}}}}},
+          {"measured", {{"step_time_s", 10.0}}}};
+}
+
+TEST(MeasuredRunsTest, ReadsTheShippedRunsFile) {
+  const std::vector<PublishedRun> runs = ReadMeasuredRuns(std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/measured_runs.json");
+  EXPECT_GT(runs.size(), 150u);
+  int64_t test = 0;
+  for (const PublishedRun& r : runs) {
+    test += r.fit ? 0 : 1;
+    EXPECT_GT(r.step_time_s, 0) << r.id;
+  }
+  EXPECT_GT(test, 50);
+}
+
+TEST(MeasuredRunsTest, DuplicateIdNamesTheRun) {
+  const std::string path = WriteTemp("dup.json", {{"runs", {RunJson("a", 4096, "dgx-h100:8"), RunJson("a", 8192, "dgx-h100:8")}}});
+  try {
+    ReadMeasuredRuns(path);
+    FAIL() << "duplicate ids accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/runs/1/id"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MeasuredRunsTest, MissingMeasurementAndUnknownKeysAreRefused) {
+  json run = RunJson("a", 4096, "dgx-h100:8");
+  run.erase("measured");
+  EXPECT_THROW(ReadMeasuredRuns(WriteTemp("missing.json", {{"runs", {run}}})), InputError);
+  json extra = RunJson("a", 4096, "dgx-h100:8");
+  extra["measurd"] = 1;
+  EXPECT_THROW(ReadMeasuredRuns(WriteTemp("extra.json", {{"runs", {extra}}})), InputError);
+  json both = RunJson("a", 4096, "dgx-h100:8");
+  both["measured"]["tokens_per_s_per_device"] = 1000;
+  EXPECT_THROW(ReadMeasuredRuns(WriteTemp("both.json", {{"runs", {both}}})), InputError);
+}
+
+TEST(RunsReportTest, MedianAndNearestRankP90) {
+  const ErrorStats s = StatsOf({0.10, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.01});
+  EXPECT_EQ(s.runs, 10);
+  EXPECT_NEAR(s.median, 0.055, 1e-12);  // even count: the mean of the middle two
+  EXPECT_NEAR(s.p90, 0.09, 1e-12);
+}
+
+// Step times predicted on a cluster whose matmul and attention efficiencies are known: fitting the
+// catalogue cluster to them finds those efficiencies again.
+TEST(RunsFitTest, RecoversTheEfficienciesThatMadeTheTimes) {
+  ClusterSpec truth = LoadCluster("dgx-h100:8");
+  truth.efficiency.matmul = 0.55;
+  truth.efficiency.attention = 0.35;
+  const std::string truth_path = WriteTemp("truth.cluster.json", ClusterToJson(truth));
+  json list = json::array();
+  for (int64_t seq : {2048, 4096, 8192, 16384, 32768, 65536}) list.push_back(RunJson("s" + std::to_string(seq), seq, truth_path));
+  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("truth.json", {{"runs", list}}));
+  const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
+  ASSERT_EQ(generated.size(), 1u);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].step_time_s = generated[0].results[i].predicted_s;
+    runs[i].cluster = "dgx-h100:8";
+  }
+  const std::vector<GroupFit> fitted = FitRuns(runs, {.fit = true, .source_path = "generated"});
+  ASSERT_EQ(fitted.size(), 1u);
+  for (const FittedParameter& p : fitted[0].parameters) {
+    if (p.name == "matmul") {
+      EXPECT_NEAR(p.value, 0.55, 0.01);
+    } else if (p.name == "attention") {
+      EXPECT_NEAR(p.value, 0.35, 0.01);
+    }
+  }
+  for (const RunResult& r : fitted[0].results) EXPECT_NEAR(r.error, 0, 0.01) << r.run->id;
+}
+
+}  // namespace
+}  // namespace shardsim::validation

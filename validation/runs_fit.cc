@@ -1,0 +1,159 @@
+#include "validation/runs_fit.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <functional>
+#include <memory>
+
+#include "core/inputs.h"
+#include "core/suggest.h"
+#include "sim/estimate.h"
+#include "strategies/build_step.h"
+#include "topologies/cluster.h"
+
+namespace shardsim::validation {
+namespace {
+
+// What one run needs for repeated estimates: the routed cluster and the collective models stay,
+// only the efficiencies of `cluster` change between evaluations.
+struct Prepared {
+  const PublishedRun* run;
+  ClusterSpec cluster;
+  std::unique_ptr<topologies::Cluster> graph;
+  std::unique_ptr<sim::AxisCollectives> collectives;
+  strategies::StepProgram program;
+};
+
+// Bounds: the range of shares of peak that public kernels reach (GEMMs 30-95%, attention kernels
+// 10-95%, FP8 GEMMs 20-95% of the FP8 peak); a fit at a bound is reported as such.
+struct Bound {
+  const char* name;
+  double low, high;
+};
+std::string Fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+constexpr Bound kBounds[] = {{"matmul", 0.3, 0.95}, {"fp8_matmul", 0.2, 0.95}, {"attention", 0.1, 0.95}};
+
+double& Field(EfficiencySpec& e, const std::string& name) {
+  if (name == "matmul") return e.matmul;
+  if (name == "fp8_matmul") return e.fp8_matmul;
+  return e.attention;
+}
+
+double Start(const EfficiencySpec& e, const std::string& name) {
+  if (name == "matmul") return e.matmul;
+  if (name == "fp8_matmul") return e.Fp8Matmul();
+  return e.Attention();
+}
+
+bool Acts(const std::string& name, const PlanSpec& plan) {
+  if (name == "fp8_matmul") return plan.dtype == "fp8";
+  if (name == "matmul") return plan.dtype != "fp8";
+  return true;
+}
+
+sim::StepReport EstimateWith(Prepared& p, const std::vector<FittedParameter>& parameters) {
+  for (const FittedParameter& f : parameters) Field(p.cluster.efficiency, f.name) = f.value;
+  return sim::Estimate(p.program, p.cluster, *p.collectives);
+}
+
+double Objective(std::vector<Prepared>& prepared, const std::vector<FittedParameter>& parameters) {
+  double sum = 0;
+  for (Prepared& p : prepared) {
+    if (!p.run->fit) continue;
+    const double e = std::log(EstimateWith(p, parameters).step_time_s / p.run->step_time_s);
+    sum += e * e;
+  }
+  return sum;
+}
+
+// Golden-section search of parameter `i` over its bounds, in log space.
+void LineSearch(std::vector<Prepared>& prepared, std::vector<FittedParameter>& parameters, size_t i, int64_t& evaluations) {
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  double a = std::log(parameters[i].low), b = std::log(parameters[i].high);
+  auto f = [&](double x) {
+    parameters[i].value = std::exp(x);
+    ++evaluations;
+    return Objective(prepared, parameters);
+  };
+  double c = b - phi * (b - a), d = a + phi * (b - a);
+  double fc = f(c), fd = f(d);
+  for (int k = 0; k < 24; ++k) {
+    if (fc < fd) {
+      b = d, d = c, fd = fc;
+      c = b - phi * (b - a), fc = f(c);
+    } else {
+      a = c, c = d, fc = fd;
+      d = a + phi * (b - a), fd = f(d);
+    }
+  }
+  parameters[i].value = std::exp(fc < fd ? c : d);
+}
+
+GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, const FitOptions& options) {
+  GroupFit g;
+  g.group = group;
+  const Prepared* largest = &prepared.front();
+  for (const Prepared& p : prepared) {
+    if (DeviceCount(p.cluster) > DeviceCount(largest->cluster)) largest = &p;
+    g.fit_runs += p.run->fit ? 1 : 0;
+  }
+  g.cluster = largest->cluster;
+  for (const Bound& b : kBounds) {
+    FittedParameter f{.name = b.name, .start = Start(g.cluster.efficiency, b.name), .low = b.low, .high = b.high};
+    f.value = f.start;
+    for (const Prepared& p : prepared) f.fit_runs += p.run->fit && Acts(f.name, p.run->plan) ? 1 : 0;
+    g.parameters.push_back(f);
+  }
+  if (options.fit && g.fit_runs > 0) {
+    for (int sweep = 0; sweep < 4; ++sweep) {
+      for (size_t i = 0; i < g.parameters.size(); ++i) {
+        if (g.parameters[i].fit_runs > 0) LineSearch(prepared, g.parameters, i, g.evaluations);
+      }
+    }
+    std::vector<std::string> figures;
+    for (FittedParameter& f : g.parameters) {
+      if (f.fit_runs == 0) continue;
+      f.at_bound = f.value < f.low * 1.01 || f.value > f.high * 0.99;
+      Field(g.cluster.efficiency, f.name) = f.value;
+      figures.push_back(f.name + " " + Fixed(f.value, 3) + " (" + std::to_string(f.fit_runs) + " runs)");
+    }
+    g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +
+                                  " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) +
+                                  "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul 0.2-0.95, attention 0.1-0.95; hbm " +
+                                  Fixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
+  }
+  double sum = 0;
+  for (Prepared& p : prepared) {
+    const sim::StepReport r = EstimateWith(p, g.parameters);
+    g.results.push_back({p.run, r.step_time_s, r.step_time_s / p.run->step_time_s - 1, r.memory.peak.total() / (1024.0 * 1024 * 1024)});
+    if (p.run->fit) sum += std::pow(std::log(r.step_time_s / p.run->step_time_s), 2);
+  }
+  g.rms_log_error = g.fit_runs > 0 ? std::sqrt(sum / static_cast<double>(g.fit_runs)) : 0;
+  return g;
+}
+
+}  // namespace
+
+std::vector<GroupFit> FitRuns(const std::vector<PublishedRun>& runs, const FitOptions& options) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<Prepared>> groups;
+  for (const PublishedRun& run : runs) {
+    if (!groups.count(run.group)) order.push_back(run.group);
+    Prepared p{.run = &run, .cluster = LoadCluster(run.cluster)};
+    p.graph = std::make_unique<topologies::Cluster>(p.cluster);
+    p.collectives = std::make_unique<sim::AxisCollectives>(*p.graph, run.plan);
+    p.program = strategies::BuildStep(run.model, run.plan);
+    groups[run.group].push_back(std::move(p));
+  }
+  std::vector<GroupFit> fits;
+  for (const std::string& group : order) fits.push_back(FitGroup(group, groups[group], options));
+  return fits;
+}
+
+}  // namespace shardsim::validation

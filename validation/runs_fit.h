@@ -1,0 +1,51 @@
+// Fitting a cluster's compute efficiencies to measured runs (`shardsim calibrate --from-runs`):
+// per group of runs (one system), the matmul, FP8-matmul and attention efficiencies that minimise
+// the squared log error of the analytic estimate's step time over the group's "fit" runs, within
+// bounds, by coordinate descent with golden-section line searches. Communication keeps the link
+// model's figures; HBM efficiency is the catalogue's. Every run (fit and test) is then predicted
+// with the fitted figures.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/cluster_spec.h"
+#include "validation/measured_runs.h"
+
+namespace shardsim::validation {
+
+struct FittedParameter {
+  std::string name;        // "matmul", "fp8_matmul", "attention"
+  double start = 0;        // the cluster's own figure
+  double value = 0;        // fitted (= start when not fitted)
+  double low = 0, high = 0;
+  int64_t fit_runs = 0;    // fit runs whose time it changes (0: not fitted)
+  bool at_bound = false;
+};
+
+struct RunResult {
+  const PublishedRun* run = nullptr;
+  double predicted_s = 0;
+  double error = 0;              // predicted / measured - 1
+  double predicted_memory_gib = 0;  // the memory model's peak per device
+};
+
+struct GroupFit {
+  std::string group;
+  std::vector<FittedParameter> parameters;
+  ClusterSpec cluster;  // the cluster of the group's largest run, with the fitted efficiencies
+  std::vector<RunResult> results;  // every run of the group, in the file's order
+  int64_t fit_runs = 0, evaluations = 0;
+  double rms_log_error = 0;  // over the fit runs, after the fit
+};
+
+struct FitOptions {
+  bool fit = true;           // false: predict with the clusters' own efficiencies
+  std::string source_path;   // named in the fitted clusters' provenance
+};
+
+// One GroupFit per group, in order of first appearance. A group without fit runs keeps its
+// clusters' figures.
+std::vector<GroupFit> FitRuns(const std::vector<PublishedRun>& runs, const FitOptions& options);
+
+}  // namespace shardsim::validation

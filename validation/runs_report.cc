@@ -1,0 +1,80 @@
+#include "validation/runs_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardsim::validation {
+
+using nlohmann::json;
+
+ErrorStats StatsOf(std::vector<double> errors) {
+  ErrorStats s;
+  s.runs = static_cast<int64_t>(errors.size());
+  if (errors.empty()) return s;
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  s.median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  s.p90 = errors[static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n))) - 1];
+  return s;
+}
+
+namespace {
+
+std::map<std::string, ErrorStats> StatsBy(const std::map<std::string, std::vector<double>>& errors) {
+  std::map<std::string, ErrorStats> out;
+  for (const auto& [key, list] : errors) out[key] = StatsOf(list);
+  return out;
+}
+
+json StatsJson(const ErrorStats& s) { return {{"runs", s.runs}, {"median_abs_error", s.median}, {"p90_abs_error", s.p90}}; }
+
+json StatsMapJson(const std::map<std::string, ErrorStats>& m) {
+  json j = json::object();
+  for (const auto& [key, s] : m) j[key] = StatsJson(s);
+  return j;
+}
+
+}  // namespace
+
+AccuracySummary Summarize(const std::vector<GroupFit>& fits) {
+  std::vector<double> fit, test, memory;
+  std::map<std::string, std::vector<double>> test_source, test_group, fit_source, fit_group;
+  for (const GroupFit& g : fits) {
+    for (const RunResult& r : g.results) {
+      const double e = std::abs(r.error);
+      (r.run->fit ? fit : test).push_back(e);
+      (r.run->fit ? fit_source : test_source)[r.run->source_family].push_back(e);
+      (r.run->fit ? fit_group : test_group)[g.group].push_back(e);
+      if (r.run->peak_memory_gib > 0) memory.push_back(std::abs(r.predicted_memory_gib / r.run->peak_memory_gib - 1));
+    }
+  }
+  return {StatsOf(fit), StatsOf(test), StatsBy(test_source), StatsBy(test_group), StatsBy(fit_source), StatsBy(fit_group), StatsOf(memory)};
+}
+
+json RunsReportJson(const std::vector<GroupFit>& fits, const AccuracySummary& s) {
+  json groups = json::array();
+  for (const GroupFit& g : fits) {
+    json parameters = json::array();
+    for (const FittedParameter& f : g.parameters) {
+      parameters.push_back({{"name", f.name}, {"start", f.start}, {"value", f.value}, {"low", f.low}, {"high", f.high},
+                            {"fit_runs", f.fit_runs}, {"at_bound", f.at_bound}});
+    }
+    json runs = json::array();
+    for (const RunResult& r : g.results) {
+      json run = {{"id", r.run->id}, {"split", r.run->fit ? "fit" : "test"}, {"source_family", r.run->source_family},
+                  {"measured_step_time_s", r.run->step_time_s}, {"predicted_step_time_s", r.predicted_s}, {"error", r.error},
+                  {"predicted_memory_gib", r.predicted_memory_gib}};
+      if (r.run->peak_memory_gib > 0) run["published_peak_memory_gib"] = r.run->peak_memory_gib;
+      runs.push_back(run);
+    }
+    groups.push_back({{"group", g.group}, {"fit_runs", g.fit_runs}, {"evaluations", g.evaluations}, {"rms_log_error", g.rms_log_error},
+                      {"parameters", parameters}, {"efficiency_source", g.cluster.efficiency.source}, {"runs", runs}});
+  }
+  return {{"groups", groups},
+          {"summary",
+           {{"fit", StatsJson(s.fit)}, {"test", StatsJson(s.test)}, {"test_by_source", StatsMapJson(s.test_by_source)},
+            {"test_by_group", StatsMapJson(s.test_by_group)}, {"fit_by_source", StatsMapJson(s.fit_by_source)},
+            {"fit_by_group", StatsMapJson(s.fit_by_group)}, {"memory", StatsJson(s.memory)}}}};
+}
+
+}  // namespace shardsim::validation
