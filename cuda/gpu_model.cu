@@ -41,7 +41,10 @@ struct LayerActs {
 class GpuModel::Impl {
  public:
   virtual ~Impl() = default;
-  virtual GpuStepStats Step(const std::vector<int32_t>& tokens) = 0;
+  virtual double ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser) = 0;
+  virtual double Optimize(float lr) = 0;
+  virtual const std::vector<GpuParamTensor>& Tensors() const = 0;
+  virtual void LoadParameters(const std::vector<float>& values) = 0;
   virtual int64_t Parameters() const = 0;
   virtual int64_t DeviceBytes() const = 0;
 };
@@ -123,73 +126,79 @@ class Model final : public GpuModel::Impl {
     return bytes;
   }
 
-  GpuStepStats Step(const std::vector<int32_t>& tokens) override {
-    const int S = c_.seq_len;
-    if (static_cast<int64_t>(tokens.size()) != static_cast<int64_t>(c_.micro_batch) * (S + 1)) {
-      throw CudaError("GpuModel::Step: expected micro_batch x (seq_len + 1) tokens");
+  double ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser) override {
+    if (static_cast<int64_t>(ids.size()) != tok_ || static_cast<int64_t>(targets.size()) != tok_) {
+      throw CudaError("GpuModel::ForwardBackward: expected micro_batch x seq_len ids and targets");
     }
-    std::vector<int32_t> ids(static_cast<size_t>(tok_)), targets(static_cast<size_t>(tok_));
-    for (int b = 0; b < c_.micro_batch; ++b) {
-      for (int s = 0; s < S; ++s) {
-        const int32_t in = tokens[static_cast<size_t>(b) * (S + 1) + s], out = tokens[static_cast<size_t>(b) * (S + 1) + s + 1];
-        if (in < 0 || in >= V_ || out < 0 || out >= V_) throw CudaError("GpuModel::Step: token id outside the vocabulary");
-        ids[static_cast<size_t>(b) * S + s] = in;
-        targets[static_cast<size_t>(b) * S + s] = out;
-      }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= V_ || targets[i] >= V_) throw CudaError("GpuModel::ForwardBackward: token id outside the vocabulary");
     }
     ids_.Upload(ids);
     targets_.Upload(targets);
-    GpuStepStats stats;
-    stats.loss = Forward();
+    const double loss = Forward(normaliser);
     Backward();
-    stats.grad_norm = Optimize();
+    return loss;
+  }
+
+  double Optimize(float lr) override {
+    const double norm = OptimizeStep(lr);
     Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    return stats;
+    return norm;
+  }
+
+  const std::vector<GpuParamTensor>& Tensors() const override { return tensors_; }
+
+  void LoadParameters(const std::vector<float>& values) override {
+    params_.Upload(values);
+    adam_m_.Zero();
+    adam_v_.Zero();
+    grads_.Zero();
+    step_ = 0;
+    RefreshWeights();
   }
 
  private:
-  int64_t Add(int64_t n) {
+  int64_t Add(const std::string& name, int64_t rows, int64_t cols, float init_stddev, bool decay) {
     const int64_t at = n_;
-    n_ += n;
+    n_ += rows * cols;
+    tensors_.push_back({name, rows, cols, at, init_stddev, decay});
     return at;
   }
 
   void Layout() {
+    // The CPU runtime's names, shapes and initial scales (runtime/stage_model.cc): output
+    // projections scaled down with depth (GPT-2's 1/sqrt(2L)), norms at one.
+    const float in = 0.02f, out = 0.02f / std::sqrt(2.0f * static_cast<float>(L_));
     layers_.resize(static_cast<size_t>(L_));
-    for (LayerParams& p : layers_) {
-      p.attn_norm = Add(D_);
-      p.wq = Add(D_ * H_ * K_);
-      p.wk = Add(D_ * G_ * K_);
-      p.wv = Add(D_ * G_ * K_);
-      p.wo = Add(H_ * K_ * D_);
-      p.mlp_norm = Add(D_);
-      p.wg = Add(D_ * F_);
-      p.wu = Add(D_ * F_);
-      p.wd = Add(F_ * D_);
+    for (int64_t l = 0; l < L_; ++l) {
+      LayerParams& p = layers_[static_cast<size_t>(l)];
+      const std::string n = "layer" + std::to_string(l) + ".";
+      p.attn_norm = Add(n + "attn_norm", 1, D_, 0, false);
+      p.wq = Add(n + "wq", D_, H_ * K_, in, true);
+      p.wk = Add(n + "wk", D_, G_ * K_, in, true);
+      p.wv = Add(n + "wv", D_, G_ * K_, in, true);
+      p.wo = Add(n + "wo", H_ * K_, D_, out, true);
+      p.mlp_norm = Add(n + "mlp_norm", 1, D_, 0, false);
+      p.wg = Add(n + "wgate", D_, F_, in, true);
+      p.wu = Add(n + "wup", D_, F_, in, true);
+      p.wd = Add(n + "wdown", F_, D_, out, true);
     }
-    emb_ = Add(V_ * D_);
-    final_norm_ = Add(D_);
-    head_ = m_.tied_embeddings ? -1 : Add(D_ * V_);
+    emb_ = Add("embedding", V_, D_, in, true);
+    final_norm_ = Add("final_norm", 1, D_, 0, false);
+    head_ = m_.tied_embeddings ? -1 : Add("head", D_, V_, in, true);
   }
 
+  // Drawn on the device (fast for large models; LoadParameters replaces them with the CPU
+  // runtime's values where runs are compared).
   void Init() {
-    const float std_in = 0.02f, std_out = 0.02f / std::sqrt(2.0f * static_cast<float>(L_));
     uint64_t stream = 0;
-    auto normal = [&](int64_t at, int64_t n, float sd) { FillNormal(params_.data() + at, n, c_.seed, ++stream, sd); };
-    for (const LayerParams& p : layers_) {
-      Fill(params_.data() + p.attn_norm, D_, 1.0f);
-      normal(p.wq, D_ * H_ * K_, std_in);
-      normal(p.wk, D_ * G_ * K_, std_in);
-      normal(p.wv, D_ * G_ * K_, std_in);
-      normal(p.wo, H_ * K_ * D_, std_out);
-      Fill(params_.data() + p.mlp_norm, D_, 1.0f);
-      normal(p.wg, D_ * F_, std_in);
-      normal(p.wu, D_ * F_, std_in);
-      normal(p.wd, F_ * D_, std_out);
+    for (const GpuParamTensor& t : tensors_) {
+      if (t.init_stddev == 0) {
+        Fill(params_.data() + t.offset, t.rows * t.cols, 1.0f);
+      } else {
+        FillNormal(params_.data() + t.offset, t.rows * t.cols, c_.seed, ++stream, t.init_stddev);
+      }
     }
-    normal(emb_, V_ * D_, std_in);
-    Fill(params_.data() + final_norm_, D_, 1.0f);
-    if (head_ >= 0) normal(head_, D_ * V_, std_in);
     RefreshWeights();
   }
 
@@ -228,7 +237,7 @@ class Model final : public GpuModel::Impl {
     Check(cudaMemcpyAsync(dst, src, sizeof(T) * static_cast<size_t>(n), cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
   }
 
-  double Forward() {
+  double Forward(double normaliser) {
     const int t = static_cast<int>(tok_), d = static_cast<int>(D_);
     const int64_t hk = H_ * K_, gk = G_ * K_;
     EmbeddingForward(acts_[0].x_in.data(), ids_.data(), P(emb_), t, d);
@@ -259,7 +268,7 @@ class Model final : public GpuModel::Impl {
       blas_.Gemm({logits_.data(), DType::kF32, V_, 0}, {xnf_.data(), TypeOf<T>(), D_, Op::kNo, 0},
                  {W(emb_), TypeOf<T>(), D_, Op::kYes, 0}, tok_, V_, D_, 1.0f, 0.0f);
     }
-    return CrossEntropy(logits_.data(), logits_.data(), targets_.data(), t, static_cast<int>(V_), static_cast<double>(tok_));
+    return CrossEntropy(logits_.data(), logits_.data(), targets_.data(), t, static_cast<int>(V_), normaliser);
   }
 
   void Backward() {
@@ -315,24 +324,17 @@ class Model final : public GpuModel::Impl {
     EmbeddingBackward(Gr(emb_), dres_.data(), ids_.data(), t, d);
   }
 
-  double Optimize() {
+  // Global-norm clipping as PyTorch's clip_grad_norm_ (runtime/adamw.h's ClipFactor), then AdamW
+  // per tensor (no decay on norms).
+  double OptimizeStep(float lr) {
     const double norm = std::sqrt(SquaredSum(grads_.data(), n_));
-    const float factor = norm > c_.clip_norm ? static_cast<float>(c_.clip_norm / (norm + 1e-6)) : 1.0f;
+    const float factor = std::min(1.0f, static_cast<float>(c_.clip_norm / (norm + 1e-6)));
     if (factor < 1.0f) Scale(grads_.data(), n_, factor);
     ++step_;
-    auto adam = [&](int64_t at, int64_t n, bool decay) {
-      AdamW(params_.data() + at, adam_m_.data() + at, adam_v_.data() + at, grads_.data() + at, n, c_.lr, 0.9f, 0.95f, 1e-8f,
-            decay ? c_.weight_decay : 0.0f, step_);
-    };
-    for (const LayerParams& p : layers_) {
-      adam(p.attn_norm, D_, false);
-      adam(p.wq, p.mlp_norm - p.wq, true);  // wq, wk, wv, wo are contiguous
-      adam(p.mlp_norm, D_, false);
-      adam(p.wg, 3 * D_ * F_, true);        // wg, wu, wd
+    for (const GpuParamTensor& t : tensors_) {
+      AdamW(params_.data() + t.offset, adam_m_.data() + t.offset, adam_v_.data() + t.offset, grads_.data() + t.offset, t.rows * t.cols, lr,
+            0.9f, 0.95f, 1e-8f, t.decay ? c_.weight_decay : 0.0f, step_);
     }
-    adam(emb_, V_ * D_, true);
-    adam(final_norm_, D_, false);
-    if (head_ >= 0) adam(head_, D_ * V_, true);
     RefreshWeights();
     grads_.Zero();
     return norm;
@@ -345,6 +347,7 @@ class Model final : public GpuModel::Impl {
   GpuAttention<T> attention_;
   int64_t n_ = 0, emb_ = 0, final_norm_ = 0, head_ = -1, step_ = 0;
   std::vector<LayerParams> layers_;
+  std::vector<GpuParamTensor> tensors_;
   DeviceBuffer<float> params_, grads_, adam_m_, adam_v_;
   DeviceBuffer<T> weights_;
   std::vector<LayerActs<T>> acts_;
@@ -355,7 +358,7 @@ class Model final : public GpuModel::Impl {
 
 }  // namespace
 
-GpuModel::GpuModel(const ModelSpec& model, const GpuTrainConfig& config) {
+GpuModel::GpuModel(const ModelSpec& model, const GpuTrainConfig& config) : config_(config) {
   CheckGpuTrainable(model);
   if (config.dtype == DType::kF32) {
     impl_ = std::make_unique<Model<float>>(model, config);
@@ -365,7 +368,27 @@ GpuModel::GpuModel(const ModelSpec& model, const GpuTrainConfig& config) {
 }
 
 GpuModel::~GpuModel() = default;
-GpuStepStats GpuModel::Step(const std::vector<int32_t>& tokens) { return impl_->Step(tokens); }
+GpuStepStats GpuModel::Step(const std::vector<int32_t>& tokens) {
+  const int64_t rows = config_.micro_batch, seq = config_.seq_len;
+  if (static_cast<int64_t>(tokens.size()) != rows * (seq + 1)) throw CudaError("GpuModel::Step: expected micro_batch x (seq_len + 1) tokens");
+  std::vector<int32_t> ids(static_cast<size_t>(rows * seq)), targets(ids.size());
+  for (int64_t b = 0; b < rows; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      ids[static_cast<size_t>(b * seq + s)] = tokens[static_cast<size_t>(b * (seq + 1) + s)];
+      targets[static_cast<size_t>(b * seq + s)] = tokens[static_cast<size_t>(b * (seq + 1) + s + 1)];
+    }
+  }
+  GpuStepStats stats;
+  stats.loss = impl_->ForwardBackward(ids, targets, static_cast<double>(rows * seq));
+  stats.grad_norm = impl_->Optimize(config_.lr);
+  return stats;
+}
+double GpuModel::ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser) {
+  return impl_->ForwardBackward(ids, targets, normaliser);
+}
+double GpuModel::Optimize(float lr) { return impl_->Optimize(lr); }
+const std::vector<GpuParamTensor>& GpuModel::Tensors() const { return impl_->Tensors(); }
+void GpuModel::LoadParameters(const std::vector<float>& values) { impl_->LoadParameters(values); }
 int64_t GpuModel::Parameters() const { return impl_->Parameters(); }
 int64_t GpuModel::DeviceBytes() const { return impl_->DeviceBytes(); }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/model_spec.h"
@@ -30,6 +31,15 @@ struct GpuTrainConfig {
   int attention_tile = 1024;
 };
 
+// One parameter tensor in the flat fp32 array, named as the CPU runtime names it
+// (runtime/stage_model.h: "layer3.wq", "embedding", ...), global shape [rows, cols].
+struct GpuParamTensor {
+  std::string name;
+  int64_t rows = 0, cols = 0, offset = 0;
+  float init_stddev = 0;  // 0: ones (norm weights)
+  bool decay = true;      // AdamW weight decay applies (not to norms)
+};
+
 struct GpuStepStats {
   double loss = 0;       // mean cross-entropy over the step's tokens, nats
   double grad_norm = 0;  // global gradient norm before clipping
@@ -47,12 +57,23 @@ class GpuModel {
   // One training step on tokens [micro_batch, seq_len + 1]: inputs are the first seq_len of each
   // row, targets the last seq_len. Synchronises.
   GpuStepStats Step(const std::vector<int32_t>& tokens);
+  // The pieces of a step with gradient accumulation: forward and backward of one micro-batch
+  // (ids, targets [micro_batch x seq_len]; the loss summed and divided by `normaliser`, the step's
+  // token count), adding to the gradients; then clipping and AdamW at `lr`, which returns the
+  // gradient norm before clipping and clears the gradients.
+  double ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser);
+  double Optimize(float lr);
+  // The tensors and their places; replace every parameter with `values` [Parameters()] (the
+  // optimizer state is reset).
+  const std::vector<GpuParamTensor>& Tensors() const;
+  void LoadParameters(const std::vector<float>& values);
   int64_t Parameters() const;
   int64_t DeviceBytes() const;  // parameters, gradients, optimizer state, activations, workspace
 
   class Impl;
 
  private:
+  GpuTrainConfig config_;
   std::unique_ptr<Impl> impl_;
 };
 

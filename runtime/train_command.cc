@@ -28,6 +28,7 @@
 #include "core/train_settings.h"
 #include "runtime/checkpoint.h"
 #include "runtime/gemm.h"
+#include "runtime/train_gpu.h"
 #include "runtime/trainer.h"
 
 namespace shardsim::runtime {
@@ -81,6 +82,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
                     "only once every rank's file is complete)");
   train->add_option("--checkpoint-every", a.checkpoint_every, "... and every N steps")->check(CLI::NonNegativeNumber);
   train->add_option("--resume", a.resume, "continue from the checkpoint in this folder (same model, plan and ranks; checksums verified)");
+  train->add_option("--device", a.device, "cpu (default) or cuda: one rank's compute on its GPU (docs/gpu.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   train->add_flag("--json", a.json, "print the JSON report");
   train->add_flag("--progress", a.progress, "with --json: print the per-step lines on stderr");
   return train;
@@ -108,6 +111,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     text = all.str();
   }
   const Corpus corpus(text, plan.seq_len);
+  if (a.device == "cuda") return RunTrainOnGpu(a, model, plan, corpus);
   if (!a.trace.empty()) {
     // Rank 0 writes the trace after training: find out now, on every rank, that it can.
     // (CheckOutputWritable creates nothing: a refused run leaves no empty file behind.)

@@ -27,6 +27,7 @@ struct TrainCommandOptions {
   int64_t seed = 1234;  // 0 to 2^63-1 (a negative one is refused, never wrapped)
   double lr = 1e-3;     // in (0, 1]; read as double so that 1e300 is refused, not rounded to inf
   double timeout_s = 600;  // one receive or collective, before the job aborts
+  std::string device = "cpu";  // "cuda": one rank on the GPU (runtime/train_gpu.h)
   bool json = false;
   bool progress = false;  // with json: the per-step lines on stderr (rank 0), so a terminal sees the run move
   RankStatus* status = nullptr;  // what this rank is doing, for its launcher (not a flag; main's)

@@ -1,0 +1,122 @@
+#include "runtime/train_gpu.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/plan_json.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
+#include "cuda/gpu_model.h"
+#include "runtime/init.h"
+
+namespace shardsim::runtime {
+
+bool GpuTrainingBuilt() { return true; }
+
+namespace {
+
+void CheckGpuJob(const TrainCommandOptions& a, const PlanSpec& plan) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != 1 || plan.mesh.Product() != 1) {
+    throw InputError("--device cuda", "runs one rank without model parallelism in this version (the job has " + std::to_string(size) +
+                                          " ranks, the plan's mesh " + DescribeMesh(plan.mesh) + ")",
+                     "one rank and every mesh axis 1", "run the plan on the CPU runtime (--device cpu), or one rank on the GPU");
+  }
+  if (!a.trace.empty() || !a.checkpoint.empty() || !a.resume.empty()) {
+    throw InputError(!a.trace.empty() ? "--trace" : !a.checkpoint.empty() ? "--checkpoint" : "--resume", "not on the GPU path yet", "",
+                     "leave it out with --device cuda");
+  }
+}
+
+// The CPU runtime's initial values, element by element (init.h), in the GPU model's layout.
+std::vector<float> RuntimeInitialValues(const std::vector<cuda::GpuParamTensor>& tensors, uint64_t seed) {
+  std::vector<float> values(tensors.empty() ? 0 : static_cast<size_t>(tensors.back().offset + tensors.back().rows * tensors.back().cols));
+  for (const cuda::GpuParamTensor& t : tensors) {
+    float* out = values.data() + t.offset;
+    for (int64_t r = 0; r < t.rows; ++r) {
+      for (int64_t c = 0; c < t.cols; ++c) *out++ = t.init_stddev == 0 ? 1.0f : InitNormal(seed, t.name, r, c, t.init_stddev);
+    }
+  }
+  return values;
+}
+
+}  // namespace
+
+int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const PlanSpec& plan, const Corpus& corpus) {
+  CheckGpuJob(a, plan);
+  cuda::CheckGpuTrainable(model);
+  std::string why;
+  if (!cuda::HasDevice(&why)) throw InputError("--device cuda", why, "cpu", "run where an NVIDIA GPU and its driver are");
+  const cuda::DeviceInfo device = cuda::QueryDevice();
+  cuda::GpuTrainConfig config;
+  config.micro_batch = static_cast<int>(plan.micro_batch_size);
+  config.seq_len = static_cast<int>(plan.seq_len);
+  config.dtype = plan.dtype == "fp32" ? cuda::DType::kF32 : cuda::DType::kBf16;
+  config.lr = static_cast<float>(a.lr);
+  config.seed = static_cast<uint64_t>(a.seed);
+  cuda::GpuModel gpu(model, config);
+  gpu.LoadParameters(RuntimeInitialValues(gpu.Tensors(), static_cast<uint64_t>(a.seed)));
+
+  const int64_t mbs = plan.global_batch_size / plan.micro_batch_size;
+  const int64_t tokens = plan.micro_batch_size * plan.seq_len;
+  const double normaliser = static_cast<double>(plan.global_batch_size * plan.seq_len);
+  std::vector<int32_t> ids(static_cast<size_t>(tokens)), targets(ids.size());
+  std::vector<double> losses, times;
+  for (int64_t s = 0; s < a.steps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    double loss = 0;
+    for (int64_t mb = 0; mb < mbs; ++mb) {
+      corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, mb * plan.micro_batch_size, plan.micro_batch_size);
+      loss += gpu.ForwardBackward(ids, targets, normaliser);
+    }
+    const double norm = gpu.Optimize(config.lr);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    losses.push_back(loss);
+    times.push_back(seconds);
+    if (!a.json || a.progress) {
+      FILE* lines = a.json ? stderr : stdout;
+      std::fprintf(lines, "step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(s), loss, norm, 1e3 * seconds);
+      std::fflush(lines);
+    }
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const FlopsPerToken f = ForwardFlopsPerToken(model, plan.seq_len);
+  const double model_flops = f.causal_training() * normaliser;
+  const std::string precision = config.dtype == cuda::DType::kF32 ? "fp32 on the GPU (no TF32)"
+                                                                  : "bf16 products with fp32 accumulation, fp32 master weights and AdamW state";
+  if (a.json) {
+    std::cout << nlohmann::json{{"losses", losses},
+                                {"step_time_s", median},
+                                {"step_times_s", times},
+                                {"first_step", 0},
+                                {"ranks", 1},
+                                {"model", model.name},
+                                {"plan", PlanToJson(plan)},
+                                {"tokens_per_step", plan.global_batch_size * plan.seq_len},
+                                {"model_flops_per_step", model_flops},
+                                {"model_flop_per_s", model_flops / median},
+                                {"corpus_bytes", corpus.bytes()},
+                                {"precision", precision},
+                                {"device", device.name}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("median step %.1f ms: %.2f TFLOP/s of model FLOPs on one %s (%s)\n", 1e3 * median, model_flops / median / 1e12,
+                device.name.c_str(), precision.c_str());
+  }
+  return 0;
+}
+
+}  // namespace shardsim::runtime
