@@ -8,7 +8,7 @@ DEMO_CLUSTER ?= dgx-h100:64
 DEMO_TOKENS ?= 4M
 DEMO_SEQ ?= 8192
 
-.PHONY: demo test build setup test-sanitize clean validate
+.PHONY: demo test build setup test-sanitize clean validate accuracy
 
 setup:
 	@bash scripts/setup.sh
@@ -40,6 +40,11 @@ test-sanitize: setup $(SAN_BUILD)/build.ninja
 # write validate-results/summary.md. HOSTFILE=hosts.txt runs it over those hosts.
 validate: build
 	bash scripts/validate_suite.sh $(BUILD) validate-results $(HOSTFILE)
+
+# Accuracy against the published runs of tests/data/measured_runs.json (docs/accuracy.md): the
+# catalogue's errors, then the per-system fit and its test-split errors; clusters in build/accuracy.
+accuracy: build
+	bash bench/accuracy.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)

@@ -178,6 +178,7 @@ int Run(int argc, char** argv) {
   AddInputs(run_cmd, run, false, true);
   AddBatchFlags(run_cmd, run_batch);
   run_cmd->add_option("--steps", run.steps, "training steps (default 10)");
+  run_cmd->add_option("--device", run.device, "cpu (default) or cuda: one rank's compute on its GPU (docs/gpu.md)")->check(CLI::IsMember({"cpu", "cuda"}));
   run_cmd->add_option("--hostfile", run.hostfile, "spread the ranks over machines: an Open MPI hostfile, one 'HOST slots=N' per line (docs/multi_host.md)");
   run_cmd->add_option("--trace", run.trace, "write a Chrome trace of every rank's ops (stage/layer/op/microbatch keys)");
   // Parsed by ParseInteger first: CLI11 alone clamps 2^64 to 2^63-1 silently.
@@ -201,6 +202,8 @@ int Run(int argc, char** argv) {
   CLI::Option* hostfile_opt = calibrate_cmd->add_option("--hostfile", calibrate.hostfile, "measure these hosts (OpenMPI hostfile, slots = cores per host; docs/multi_host.md)");
   CLI::Option* repeats_opt = calibrate_cmd->add_option("--repeats", calibrate.repeats, "whole measurements, medians kept and the spread reported (default 3)");
   calibrate_cmd->add_flag("--json", calibrate.json, "print one JSON object on stdout");
+  calibrate_cmd->add_option("--device", calibrate.device, "cpu (default: the cores, under mpirun) or cuda (this machine's GPU, with shardsim-gpu; docs/gpu.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   calibrate_cmd->add_option("--from-runs", calibrate.from_runs, "fit the efficiencies to these measured runs (docs/accuracy.md) instead of measuring this machine")
       ->excludes(hostfile_opt)
       ->excludes(repeats_opt);

@@ -1,10 +1,15 @@
 // `shardsim calibrate`: measures the machines it runs on (this one, or a hostfile's hosts) with
 // shardsim-runtime calibrate under mpirun, one rank per core, and writes a cluster JSON.
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <iostream>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/mpi_launch.h"
+#include "cli/watched_process.h"
 #include "core/error.h"
 #include "core/output_file.h"
 
@@ -28,12 +33,34 @@ CalibrationJob CalibrationJobFor(const std::string& hostfile) {
   return job;
 }
 
+namespace {
+
+// The GPU is measured by shardsim-gpu (cuda/), built next to this program where nvcc was found.
+int CalibrateGpu(const CalibrateOptions& o) {
+  if (!o.hostfile.empty()) throw InputError("--hostfile", "not with --device cuda", "", "run shardsim calibrate --device cuda on each GPU machine");
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path gpu = self.parent_path() / "shardsim-gpu";
+  if (ec || access(gpu.c_str(), X_OK) != 0) {
+    throw InputError("--device cuda", "this build has no shardsim-gpu (no CUDA compiler was found when it was configured)", "cpu",
+                     "rebuild where nvcc is installed (docs/gpu.md)");
+  }
+  CheckOutputWritable(o.out, "--out");
+  std::vector<std::string> args = {gpu.string(), "calibrate", "--out", o.out};
+  if (o.json) args.push_back("--json");
+  const WatchedEnd end = RunWatched(args, "", [](const std::string& line) { std::cerr << line << "\n"; });
+  return end.killed_by != 0 ? 128 + end.killed_by : end.exit_code;
+}
+
+}  // namespace
+
 int RunCalibrate(const CalibrateOptions& options, std::ostream& out) {
   if (!options.out_dir.empty() || options.no_fit) {
     throw InputError(options.no_fit ? "--no-fit" : "--out-dir", "only with --from-runs", "", "calibrate --from-runs runs.json --out-dir DIR");
   }
   CalibrateOptions o = options;
   if (o.out.empty()) o.out = "cluster.json";
+  if (o.device == "cuda") return CalibrateGpu(o);
   if (o.repeats < 1 || o.repeats > 20) throw InputError("--repeats", std::to_string(o.repeats), "1 to 20");
   const CalibrationJob job = CalibrationJobFor(o.hostfile);
   // Checked before the measurement, without creating the file: shardsim-runtime writes it at the

@@ -98,6 +98,7 @@ struct RunOptions : Inputs {
   bool progress = false;   // with --json: the runtime's step lines on stderr (when it is a terminal)
   std::string plot;        // the loss per step as an SVG (cli/loss_plot.h)
   std::vector<std::string> compare;  // reports of earlier runs (run --json) overlaid on the plot
+  std::string device = "cpu";  // "cuda": one rank's compute on its GPU (shardsim-runtime train --device cuda)
 };
 // The longest --timeout run accepts: one receive or collective waiting a day has hung.
 inline constexpr double kMaxRunTimeoutS = 86400;
@@ -113,6 +114,7 @@ struct CalibrateOptions {
   std::string from_runs;  // fit efficiencies to these measured runs instead of measuring
   std::string out_dir;    // from runs: one GROUP.cluster.json per group of runs
   bool no_fit = false;    // from runs: predict with the clusters' own efficiencies
+  std::string device = "cpu";  // "cuda": measure this machine's GPU with shardsim-gpu (docs/gpu.md)
 };
 // calibrate --from-runs (cli/calibrate_runs.cc).
 int RunCalibrateFromRuns(const CalibrateOptions& options, std::ostream& out);

@@ -106,7 +106,9 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   const int64_t ranks = plan.mesh.Product();
   strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", PlanSource(o.plan, o.overrides) + ":");
   if (!o.hostfile.empty()) CheckHostfileHolds(o.hostfile, ranks);
-  CheckRunFitsThisMachine(model, plan, ranks, {.hostfile = !o.hostfile.empty(), .many_ranks = o.many_ranks, .skip_memory = o.skip_memory_check});
+  // On the GPU the plan's memory is the device's, not this machine's (shardsim-gpu info says how much).
+  CheckRunFitsThisMachine(model, plan, ranks,
+                          {.hostfile = !o.hostfile.empty(), .many_ranks = o.many_ranks, .skip_memory = o.skip_memory_check || o.device == "cuda"});
   // Outputs are checked now, not after training.
   if (!o.trace.empty()) CheckOutputWritable(o.trace, "--trace");
   std::vector<std::string> args;
@@ -120,6 +122,7 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   if (!o.trace.empty()) args.insert(args.end(), {"--trace", o.trace});
   if (!o.resume.empty()) args.insert(args.end(), {"--resume", o.resume});
   if (o.timeout_s != 0) args.insert(args.end(), {"--timeout", FullPrecision(o.timeout_s)});
+  if (o.device != "cpu") args.insert(args.end(), {"--device", o.device});
   if (o.json || !o.plot.empty()) args.push_back("--json");
   // Without --json the step lines are on stdout already; with --plot the report goes to a file,
   // so the runtime's step lines go to stderr (when it is a terminal) as the steps end.
