@@ -20,6 +20,12 @@ bool HasDevice(std::string* why) {
   return true;
 }
 
+void SelectDevice(int index) {
+  int count = 0;
+  Check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  Check(cudaSetDevice(index % count), "cudaSetDevice");
+}
+
 DeviceInfo QueryDevice() {
   int device = 0;
   Check(cudaGetDevice(&device), "cudaGetDevice");

@@ -18,6 +18,9 @@ struct DeviceInfo {
 
 // Empty when there is no usable GPU; `why` then says what the CUDA runtime answered.
 bool HasDevice(std::string* why);
+// Makes device `index` modulo the device count current for this process (ranks sharing a machine
+// spread over its GPUs; several ranks may share one). REQUIRES: HasDevice().
+void SelectDevice(int index);
 // The current device. REQUIRES: HasDevice().
 DeviceInfo QueryDevice();
 

@@ -45,6 +45,8 @@ class GpuModel::Impl {
   virtual double Optimize(float lr) = 0;
   virtual const std::vector<GpuParamTensor>& Tensors() const = 0;
   virtual void LoadParameters(const std::vector<float>& values) = 0;
+  virtual std::vector<float> Gradients() const = 0;
+  virtual void SetGradients(const std::vector<float>& values) = 0;
   virtual int64_t Parameters() const = 0;
   virtual int64_t DeviceBytes() const = 0;
 };
@@ -147,6 +149,8 @@ class Model final : public GpuModel::Impl {
   }
 
   const std::vector<GpuParamTensor>& Tensors() const override { return tensors_; }
+  std::vector<float> Gradients() const override { return grads_.Download(); }
+  void SetGradients(const std::vector<float>& values) override { grads_.Upload(values); }
 
   void LoadParameters(const std::vector<float>& values) override {
     params_.Upload(values);
@@ -389,6 +393,8 @@ double GpuModel::ForwardBackward(const std::vector<int32_t>& ids, const std::vec
 double GpuModel::Optimize(float lr) { return impl_->Optimize(lr); }
 const std::vector<GpuParamTensor>& GpuModel::Tensors() const { return impl_->Tensors(); }
 void GpuModel::LoadParameters(const std::vector<float>& values) { impl_->LoadParameters(values); }
+std::vector<float> GpuModel::Gradients() const { return impl_->Gradients(); }
+void GpuModel::SetGradients(const std::vector<float>& values) { impl_->SetGradients(values); }
 int64_t GpuModel::Parameters() const { return impl_->Parameters(); }
 int64_t GpuModel::DeviceBytes() const { return impl_->DeviceBytes(); }
 

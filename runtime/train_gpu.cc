@@ -17,6 +17,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
 #include "cuda/gpu_model.h"
+#include "runtime/comm.h"
 #include "runtime/init.h"
 
 namespace shardsim::runtime {
@@ -28,10 +29,14 @@ namespace {
 void CheckGpuJob(const TrainCommandOptions& a, const PlanSpec& plan) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != 1 || plan.mesh.Product() != 1) {
-    throw InputError("--device cuda", "runs one rank without model parallelism in this version (the job has " + std::to_string(size) +
-                                          " ranks, the plan's mesh " + DescribeMesh(plan.mesh) + ")",
-                     "one rank and every mesh axis 1", "run the plan on the CPU runtime (--device cpu), or one rank on the GPU");
+  if (plan.mesh.Product() != plan.mesh.data || plan.zero_stage != 0) {
+    throw InputError("--device cuda", "runs data parallelism only in this version (the plan's mesh is " + DescribeMesh(plan.mesh) +
+                                          (plan.zero_stage != 0 ? ", ZeRO stage " + std::to_string(plan.zero_stage) : std::string()) + ")",
+                     "a mesh of data alone and zero_stage 0", "run the plan on the CPU runtime (--device cpu)");
+  }
+  if (size != plan.mesh.data) {
+    throw InputError("--device cuda", "the job has " + std::to_string(size) + " ranks for a mesh of " + std::to_string(plan.mesh.data),
+                     "one rank per data-parallel replica", "launch with mpiexec -n " + std::to_string(plan.mesh.data));
   }
   if (!a.trace.empty() || !a.checkpoint.empty() || !a.resume.empty()) {
     throw InputError(!a.trace.empty() ? "--trace" : !a.checkpoint.empty() ? "--checkpoint" : "--resume", "not on the GPU path yet", "",
@@ -69,6 +74,9 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   cuda::CheckGpuTrainable(model);
   std::string why;
   if (!cuda::HasDevice(&why)) throw InputError("--device cuda", why, "cpu", "run where an NVIDIA GPU and its driver are");
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  cuda::SelectDevice(rank);
   const cuda::DeviceInfo device = cuda::QueryDevice();
   cuda::GpuTrainConfig config;
   config.micro_batch = static_cast<int>(plan.micro_batch_size);
@@ -79,7 +87,9 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   cuda::GpuModel gpu(model, config);
   gpu.LoadParameters(RuntimeInitialValues(gpu.Tensors(), static_cast<uint64_t>(a.seed)));
 
-  const int64_t mbs = plan.global_batch_size / plan.micro_batch_size;
+  // Each replica reads its own share of the global batch, as the CPU trainer's replicas do.
+  const int64_t replicas = plan.mesh.data, per_replica = plan.global_batch_size / replicas;
+  const int64_t mbs = per_replica / plan.micro_batch_size;
   const int64_t tokens = plan.micro_batch_size * plan.seq_len;
   const double normaliser = static_cast<double>(plan.global_batch_size * plan.seq_len);
   std::vector<int32_t> ids(static_cast<size_t>(tokens)), targets(ids.size());
@@ -88,19 +98,34 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
     const auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
     for (int64_t mb = 0; mb < mbs; ++mb) {
-      corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, mb * plan.micro_batch_size, plan.micro_batch_size);
+      corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, rank * per_replica + mb * plan.micro_batch_size,
+                   plan.micro_batch_size);
       loss += gpu.ForwardBackward(ids, targets, normaliser);
+    }
+    if (replicas > 1) {
+      // The data-parallel reduction, staged through host memory: every replica's gradient summed
+      // (each loss is divided by the global token count), then the same AdamW step everywhere.
+      std::vector<float> grads = gpu.Gradients();
+      constexpr size_t kChunk = size_t{1} << 28;  // MPI counts are int
+      for (size_t at = 0; at < grads.size(); at += kChunk) {
+        CheckMpi(MPI_Allreduce(MPI_IN_PLACE, grads.data() + at, static_cast<int>(std::min(kChunk, grads.size() - at)), MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD),
+                 MPI_COMM_WORLD, "gradient all-reduce");
+      }
+      gpu.SetGradients(grads);
+      CheckMpi(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), MPI_COMM_WORLD, "loss all-reduce");
     }
     const double norm = gpu.Optimize(config.lr);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     losses.push_back(loss);
     times.push_back(seconds);
-    if (!a.json || a.progress) {
+    if (rank == 0 && (!a.json || a.progress)) {
       FILE* lines = a.json ? stderr : stdout;
       std::fprintf(lines, "step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(s), loss, norm, 1e3 * seconds);
       std::fflush(lines);
     }
   }
+  if (rank != 0) return 0;
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
@@ -113,7 +138,7 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
                                 {"step_time_s", median},
                                 {"step_times_s", times},
                                 {"first_step", 0},
-                                {"ranks", 1},
+                                {"ranks", replicas},
                                 {"model", model.name},
                                 {"plan", PlanToJson(plan)},
                                 {"tokens_per_step", plan.global_batch_size * plan.seq_len},

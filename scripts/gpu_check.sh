@@ -13,7 +13,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 model=examples/my-1b.model.json
 "$bin/shardsim-gpu" calibrate --model "$model" --seq 4096 --tokens 4096 --out "$out/gpu.cluster.json" --json > "$out/calibrate.json"
 echo "calibrate: exit $?"; head -c 3000 "$out/calibrate.json" | grep -E '"(flop_per_s|hbm_bytes_per_s|matmul|attention|hbm|m|n|k|training_flop_per_s|forward_flop_per_s)"' | tr -d ' ' | paste -sd' ' | head -c 1500; echo
-"$bin/shardsim-gpu" train --model "$model" --seq 4096 --micro-batch 1 --steps 6 --dtype bf16 | tee "$out/train_bf16.txt"
+# The training runs' reports in one file (a GPU machine's tool brings back few files).
+{
+  "$bin/shardsim-gpu" train --model "$model" --seq 4096 --micro-batch 1 --steps 6 --dtype bf16
+  "$bin/shardsim-gpu" train --model "$model" --seq 4096 --micro-batch 2 --steps 4 --dtype bf16
+  "$bin/shardsim-gpu" train --model tiny-dense --seq 512 --micro-batch 2 --steps 8 --dtype fp32
+} 2>&1 | tee "$out/train.txt"
 "$bin/shardsim-gpu" train --model "$model" --seq 4096 --micro-batch 1 --steps 6 --dtype bf16 --json > "$out/train_bf16.json"
-"$bin/shardsim-gpu" train --model "$model" --seq 4096 --micro-batch 2 --steps 4 --dtype bf16 | tee "$out/train_bf16_mb2.txt"
-"$bin/shardsim-gpu" train --model tiny-dense --seq 512 --micro-batch 2 --steps 8 --dtype fp32 | tee "$out/train_fp32_tiny.txt"
