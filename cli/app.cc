@@ -198,7 +198,7 @@ int Run(int argc, char** argv) {
       ->check(PositiveUpTo(kMaxRunTimeoutS, " s"));
   CalibrateOptions calibrate;
   CLI::App* calibrate_cmd = app.add_subcommand("calibrate", "measure this machine (or a hostfile's hosts) and write a cluster JSON of its cores");
-  calibrate_cmd->add_option("--out", calibrate.out, "cluster JSON to write (default cluster.json; from runs: only when given, one group of runs)");
+  CLI::Option* out_opt = calibrate_cmd->add_option("--out", calibrate.out, "cluster JSON to write (default cluster.json; from runs: only when given, one group of runs)");
   CLI::Option* hostfile_opt = calibrate_cmd->add_option("--hostfile", calibrate.hostfile, "measure these hosts (OpenMPI hostfile, slots = cores per host; docs/multi_host.md)");
   CLI::Option* repeats_opt = calibrate_cmd->add_option("--repeats", calibrate.repeats, "whole measurements, medians kept and the spread reported (default 3)");
   calibrate_cmd->add_flag("--json", calibrate.json, "print one JSON object on stdout");
@@ -207,7 +207,8 @@ int Run(int argc, char** argv) {
   calibrate_cmd->add_option("--from-runs", calibrate.from_runs, "fit the efficiencies to these measured runs (docs/accuracy.md) instead of measuring this machine")
       ->excludes(hostfile_opt)
       ->excludes(repeats_opt);
-  calibrate_cmd->add_option("--out-dir", calibrate.out_dir, "from runs: write GROUP.cluster.json per group of runs into this directory");
+  calibrate_cmd->add_option("--out-dir", calibrate.out_dir, "from runs: write GROUP.cluster.json per group of runs into this directory")
+      ->excludes(out_opt);
   calibrate_cmd->add_flag("--no-fit", calibrate.no_fit, "from runs: predict every run with its cluster's own efficiencies (the accuracy of the catalogue)");
   ValidateOptions validate;
   BatchFlags validate_batch;
@@ -254,7 +255,13 @@ int Run(int argc, char** argv) {
       run.progress = isatty(fileno(stderr)) != 0;
       return RunRun(run, std::cout);
     }
-    if (calibrate_cmd->parsed()) return calibrate.from_runs.empty() ? RunCalibrate(calibrate, std::cout) : RunCalibrateFromRuns(calibrate, std::cout);
+    if (calibrate_cmd->parsed()) {
+      if (calibrate.device == "cuda" && (repeats_opt->count() > 0 || !calibrate.from_runs.empty())) {
+        throw InputError(repeats_opt->count() > 0 ? "--repeats" : "--from-runs", "not with --device cuda", "",
+                         "--device cuda measures this machine's GPU once per call (shardsim-gpu calibrate)");
+      }
+      return calibrate.from_runs.empty() ? RunCalibrate(calibrate, std::cout) : RunCalibrateFromRuns(calibrate, std::cout);
+    }
     if (validate_cmd->parsed()) {
       ApplyBatchFlags(validate_batch, validate);
       return RunValidate(validate, std::cout);

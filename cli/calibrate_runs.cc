@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -21,6 +22,9 @@ namespace {
 
 using validation::ErrorStats;
 using validation::GroupFit;
+
+// Fewer fit runs than this in a group: its fitted figures are flagged as weakly determined.
+constexpr int64_t kFewFitRuns = 3;
 
 std::string Fixed(double value, int digits) {
   char text[32];
@@ -48,12 +52,23 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
   }
   p.Print(out, "  ");
   if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << Fixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations)\n";
-  TextTable t({"run", "split", "measured s", "predicted s", "error", "memory GiB (published)"});
+  if (fitted && g.fit_runs > 0 && g.fit_runs < kFewFitRuns) {
+    out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " only: the figures are weakly determined\n";
+  }
+  const double hbm_gib = static_cast<double>(g.cluster.chip.hbm_bytes) / (1024.0 * 1024.0 * 1024.0);
+  TextTable t({"run", "split", "measured s", "predicted s", "error", "memory GiB: predicted (published)"});
   for (const validation::RunResult& r : g.results) {
-    const std::string memory = Fixed(r.predicted_memory_gib, 1) + (r.run->peak_memory_gib > 0 ? " (" + Fixed(r.run->peak_memory_gib, 1) + ")" : "");
+    const std::string memory = Fixed(r.predicted_memory_gib, 1) + (r.run->peak_memory_gib > 0 ? " (" + Fixed(r.run->peak_memory_gib, 1) + ")" : "") +
+                               (hbm_gib > 0 && r.predicted_memory_gib > hbm_gib ? " > HBM" : "");
     t.AddRow({r.run->id, r.run->fit ? "fit" : "test", Fixed(r.run->step_time_s, 3), Fixed(r.predicted_s, 3), Signed(r.error), memory});
   }
   t.Print(out, "  ");
+}
+
+std::string WhatWasWritten(const CalibrateOptions& o, const GroupFit& g) {
+  if (o.no_fit) return "the catalogue's efficiencies (--no-fit)";
+  if (g.fit_runs == 0) return "the catalogue's efficiencies: the group has no fit runs";
+  return "the efficiencies fitted on " + std::to_string(g.fit_runs) + " runs";
 }
 
 void WriteClusters(const CalibrateOptions& o, const std::vector<GroupFit>& fits, std::ostream& out) {
@@ -63,25 +78,41 @@ void WriteClusters(const CalibrateOptions& o, const std::vector<GroupFit>& fits,
                        "use --out-dir DIR to write one cluster JSON per group");
     }
     WriteOutputFile(o.out, ClusterToJson(fits.front().cluster).dump(2) + "\n", "--out");
-    out << "Wrote " << o.out << " (" << fits.front().cluster.name << " with the fitted efficiencies)\n";
+    out << "Wrote " << o.out << " (" << fits.front().cluster.name << " with " << WhatWasWritten(o, fits.front()) << ")\n";
+  }
+  if (!o.out_dir.empty()) {
+    for (const GroupFit& g : fits) {
+      const std::string path = (std::filesystem::path(o.out_dir) / (g.group + ".cluster.json")).string();
+      WriteOutputFile(path, ClusterToJson(g.cluster).dump(2) + "\n", "--out-dir");
+      out << "Wrote " << path << " (" << g.cluster.name << " with " << WhatWasWritten(o, g) << ")\n";
+    }
+  }
+}
+
+// Before the fit: --out needs runs of one group, --out-dir a folder that can be made and written.
+void CheckOutputs(const CalibrateOptions& o, const std::vector<validation::PublishedRun>& runs) {
+  if (!o.out.empty()) {
+    std::set<std::string> groups;
+    for (const validation::PublishedRun& r : runs) groups.insert(r.group);
+    if (groups.size() != 1) {
+      throw InputError("--out", "the runs form " + std::to_string(groups.size()) + " groups", "--out with runs of one group",
+                       "use --out-dir DIR to write one cluster JSON per group");
+    }
+    CheckOutputWritable(o.out, "--out");
   }
   if (!o.out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.out_dir, ec);
     if (ec) throw InputError("--out-dir " + o.out_dir, "cannot create the directory: " + ec.message(), "a writable directory path");
-    for (const GroupFit& g : fits) {
-      const std::string path = (std::filesystem::path(o.out_dir) / (g.group + ".cluster.json")).string();
-      WriteOutputFile(path, ClusterToJson(g.cluster).dump(2) + "\n", "--out-dir");
-      out << "Wrote " << path << " (" << g.cluster.name << ")\n";
-    }
+    CheckOutputWritable((std::filesystem::path(o.out_dir) / "group.cluster.json").string(), "--out-dir");
   }
 }
 
 }  // namespace
 
 int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
-  if (!o.out.empty()) CheckOutputWritable(o.out, "--out");
   const std::vector<validation::PublishedRun> runs = validation::ReadMeasuredRuns(o.from_runs);
+  CheckOutputs(o, runs);
   const std::vector<GroupFit> fits = validation::FitRuns(runs, {.fit = !o.no_fit, .source_path = o.from_runs});
   const validation::AccuracySummary summary = validation::Summarize(fits);
   if (o.json) {
@@ -98,6 +129,16 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
   PrintStats("group", summary.test_by_group, summary.test, out);
   out << "\nOn the fit runs\n";
   PrintStats("source", summary.fit_by_source, summary.fit, out);
+  int64_t over = 0;
+  for (const GroupFit& g : fits) {
+    const double hbm_gib = static_cast<double>(g.cluster.chip.hbm_bytes) / (1024.0 * 1024.0 * 1024.0);
+    for (const validation::RunResult& r : g.results) over += hbm_gib > 0 && r.predicted_memory_gib > hbm_gib ? 1 : 0;
+  }
+  if (over > 0) {
+    out << "\n" << over << " of the " << runs.size()
+        << " runs are predicted above their device's HBM (marked > HBM) although they ran: the memory model or the run's assumed plan "
+           "(recompute, sharding) is off for them\n";
+  }
   if (summary.memory.runs > 0) {
     out << "\nMemory per device against the " << summary.memory.runs << " published peaks: median |error| " << Percent(summary.memory.median)
         << ", p90 " << Percent(summary.memory.p90) << "\n";

@@ -10,7 +10,12 @@ bool HasDevice(std::string* why) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    if (why != nullptr) *why = std::string("no CUDA device: ") + cudaGetErrorString(status);
+    // Without an NVIDIA driver the runtime answers "driver version is insufficient": say what it means.
+    const bool absent = status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice;
+    if (why != nullptr) {
+      *why = absent ? std::string("no NVIDIA GPU or driver found (the CUDA runtime says: ") + cudaGetErrorString(status) + ")"
+                    : std::string("no usable CUDA device: ") + cudaGetErrorString(status);
+    }
     return false;
   }
   if (count == 0) {

@@ -78,6 +78,7 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
   if (o.seq_len < 16 || o.seq_len > 131072) throw InputError("--seq", "must be in [16, 131072], got " + std::to_string(o.seq_len));
   if (o.tokens < 16 || o.tokens > 65536) throw InputError("--tokens", "must be in [16, 65536], got " + std::to_string(o.tokens));
   if (!o.out.empty()) CheckOutputWritable(o.out, "--out");
+  if (!o.cluster.empty()) LoadCluster(o.cluster);  // a bad --cluster is named before the device is looked for
   const DeviceInfo device = RequireDevice();
   ClusterSpec cluster = ClusterFor(o.cluster, device);
   const double peak = PeakOf(cluster, "bf16");
@@ -130,8 +131,7 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
     out << "matrix products (M x N x K, row-major, cuBLAS, fp32 accumulation):\n";
     for (const GemmMeasure& g : cal.gemms) {
       out << "  " << g.dtype << "  " << Shape(g.shape) << "  " << FormatSI(g.flop_per_s, "FLOP/s") << "  "
-          << FormatPercent(g.flop_per_s / PeakOf(cluster, g.dtype == "fp32" && cluster.chip.peak_flop_per_s.count("fp32") ? "fp32" : "bf16"))
-          << " of peak  (" << g.shape.what << ")\n";
+          << FormatPercent(g.flop_per_s / peak) << " of the bf16 peak  (" << g.shape.what << ")\n";
     }
     out << "attention (bf16, causal, S=" << a.seq << ", " << a.heads << " heads, " << a.kv_heads << " K/V heads, head dim " << a.head_dim
         << "): forward " << FormatSI(a.forward_flop_per_s, "FLOP/s") << " (" << FormatSeconds(a.forward_s) << "), forward+backward "
@@ -154,9 +154,15 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   if (o.micro_batch < 1 || o.micro_batch > 4096) throw InputError("--micro-batch", "must be in [1, 4096], got " + std::to_string(o.micro_batch));
   if (o.steps < 1 || o.steps > 100000) throw InputError("--steps", "must be in [1, 100000], got " + std::to_string(o.steps));
   if (o.dtype != "bf16" && o.dtype != "fp32") throw InputError("--dtype", "unknown dtype '" + o.dtype + "'", "bf16 or fp32", "");
+  if (o.micro_batch * o.seq_len > (int64_t{1} << 30)) {
+    throw InputError("--micro-batch", std::to_string(o.micro_batch * o.seq_len) + " tokens per step (with --seq)", "at most 2^30", "");
+  }
+  if (!o.cluster.empty()) LoadCluster(o.cluster);  // a bad --cluster is named before the device is looked for
   const DeviceInfo device = RequireDevice();
   const ClusterSpec cluster = ClusterFor(o.cluster, device);
-  const double peak = PeakOf(cluster, o.dtype == "fp32" && cluster.chip.peak_flop_per_s.count("fp32") ? "fp32" : "bf16");
+  // MFU against the dtype's own peak where the chip lists one, else the bf16 peak (said so).
+  const std::string peak_dtype = o.dtype == "fp32" && cluster.chip.peak_flop_per_s.count("fp32") ? "fp32" : "bf16";
+  const double peak = PeakOf(cluster, peak_dtype);
 
   GpuTrainConfig config;
   config.micro_batch = static_cast<int>(o.micro_batch);
@@ -174,7 +180,7 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
     const GpuStepStats st = gpu.Step(tokens);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s > 0 || o.steps == 1) times.push_back(sec);
-    steps.push_back({{"step", s + 1}, {"loss", st.loss}, {"grad_norm", st.grad_norm}, {"seconds", sec}});
+    steps.push_back({{"step", s}, {"loss", st.loss}, {"grad_norm", st.grad_norm}, {"seconds", sec}});
     if (s == 0) Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   }
   const double tokens_per_step = static_cast<double>(o.micro_batch * o.seq_len);
@@ -197,6 +203,7 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
                 {"mfu", model_flops / peak},
                 {"mfu_palm", palm_flops / peak},
                 {"peak_flop_per_s", peak},
+                {"peak_dtype", peak_dtype},
                 {"peak_source", cluster.name + " (cluster spec)"},
                 {"device_memory_used_bytes", used}}
                .dump(2)
@@ -216,9 +223,10 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   out << "step time " << FormatSeconds(step_s) << " (median of " << times.size() << (o.steps > 1 ? " steps after the first" : " step") << "), "
       << FormatSI(tokens_per_step / step_s, "tokens/s") << "\n";
   out << "model FLOP/s " << FormatSI(model_flops, "FLOP/s") << ": MFU " << FormatPercent(model_flops / peak) << " (PaLM's count: "
-      << FormatPercent(palm_flops / peak) << ") of " << FormatSI(peak, "FLOP/s") << " " << (o.dtype == "fp32" ? "" : "bf16 ")
-      << "peak (" << cluster.name << ", cluster spec)\n";
-  out << "device memory in use " << FormatBinaryBytes(used) << " of " << FormatBinaryBytes(static_cast<double>(total_bytes)) << "\n";
+      << FormatPercent(palm_flops / peak) << ") of " << FormatSI(peak, "FLOP/s") << " " << peak_dtype << " peak (" << cluster.name
+      << ", cluster spec)\n";
+  out << "device memory in use " << FormatBinaryBytes(used) << " of " << FormatBinaryBytes(static_cast<double>(total_bytes))
+      << " (the whole device's, after the first step)\n";
   return 0;
 }
 

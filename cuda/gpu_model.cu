@@ -364,6 +364,11 @@ class Model final : public GpuModel::Impl {
 
 GpuModel::GpuModel(const ModelSpec& model, const GpuTrainConfig& config) : config_(config) {
   CheckGpuTrainable(model);
+  // Kernels index tokens and rows with int: a step's tokens stay well inside it.
+  if (static_cast<int64_t>(config.micro_batch) * config.seq_len > (int64_t{1} << 30) || config.micro_batch < 1 || config.seq_len < 1) {
+    throw InputError("--micro-batch", std::to_string(static_cast<int64_t>(config.micro_batch) * config.seq_len) + " tokens per micro-batch",
+                     "1 to 2^30 (micro-batch x sequence length)");
+  }
   if (config.dtype == DType::kF32) {
     impl_ = std::make_unique<Model<float>>(model, config);
   } else {

@@ -1,5 +1,6 @@
 #include "cuda/kernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/cuda_check.h"
@@ -121,19 +122,21 @@ __global__ void RmsNormBackwardKernel(float* dx, const float* dy, const T* x, co
 }
 
 // dw[j] += sum over a chunk of rows of dy * x * rstd; chunks meet in atomic adds.
+// (The grid's y extent is capped at 65535: chunks beyond it are taken in turn, grid-stride.)
 template <typename T>
 __global__ void RmsNormWeightGradKernel(float* dw, const float* dy, const T* x, const float* rstd, int t, int d,
                                         int rows_per_block) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= d) return;
-  const int r0 = blockIdx.y * rows_per_block;
-  const int r1 = min(t, r0 + rows_per_block);
-  float acc = 0;
-  for (int r = r0; r < r1; ++r) {
-    const int64_t i = static_cast<int64_t>(r) * d + j;
-    acc += dy[i] * ToF(x[i]) * rstd[r];
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_block; r0 < t; r0 += static_cast<int64_t>(gridDim.y) * rows_per_block) {
+    const int64_t r1 = min(static_cast<int64_t>(t), r0 + rows_per_block);
+    float acc = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = r * d + j;
+      acc += dy[i] * ToF(x[i]) * rstd[r];
+    }
+    atomicAdd(dw + j, acc);
   }
-  atomicAdd(dw + j, acc);
 }
 
 // One thread per (token, head, i < K/2) pair: (x_i, x_{i+K/2}) rotated by +angle (sign 1) or
@@ -281,7 +284,7 @@ void RmsNormBackward(float* dx, float* dw, const float* dy, const T* x, const fl
   if (t == 0) return;
   if (dw != nullptr) {
     constexpr int kRows = 64;
-    const dim3 grid((d + kThreads - 1) / kThreads, (t + kRows - 1) / kRows);
+    const dim3 grid((d + kThreads - 1) / kThreads, std::min((t + kRows - 1) / kRows, 65535));
     RmsNormWeightGradKernel<<<grid, kThreads>>>(dw, dy, x, rstd, t, d, kRows);
     CheckLaunch("RmsNormWeightGrad");
   }

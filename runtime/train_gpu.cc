@@ -38,6 +38,10 @@ void CheckGpuJob(const TrainCommandOptions& a, const PlanSpec& plan) {
     throw InputError("--device cuda", "the job has " + std::to_string(size) + " ranks for a mesh of " + std::to_string(plan.mesh.data),
                      "one rank per data-parallel replica", "launch with mpiexec -n " + std::to_string(plan.mesh.data));
   }
+  if (plan.dtype != "bf16" && plan.dtype != "fp32") {
+    throw InputError("--device cuda", "trains bf16 or fp32, not the plan's dtype " + plan.dtype, "dtype bf16 or fp32",
+                     "--set dtype=bf16 (fp16 and fp8 recipes are not on the GPU path)");
+  }
   if (!a.trace.empty() || !a.checkpoint.empty() || !a.resume.empty()) {
     throw InputError(!a.trace.empty() ? "--trace" : !a.checkpoint.empty() ? "--checkpoint" : "--resume", "not on the GPU path yet", "",
                      "leave it out with --device cuda");
@@ -76,7 +80,13 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   if (!cuda::HasDevice(&why)) throw InputError("--device cuda", why, "cpu", "run where an NVIDIA GPU and its driver are");
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  cuda::SelectDevice(rank);
+  // The ranks on this machine spread over its GPUs by their rank within the machine.
+  MPI_Comm local;
+  CheckMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local), MPI_COMM_WORLD, "ranks per machine");
+  int local_rank = 0;
+  MPI_Comm_rank(local, &local_rank);
+  MPI_Comm_free(&local);
+  cuda::SelectDevice(local_rank);
   const cuda::DeviceInfo device = cuda::QueryDevice();
   cuda::GpuTrainConfig config;
   config.micro_batch = static_cast<int>(plan.micro_batch_size);
@@ -150,8 +160,8 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
                      .dump(2)
               << "\n";
   } else {
-    std::printf("median step %.1f ms: %.2f TFLOP/s of model FLOPs on one %s (%s)\n", 1e3 * median, model_flops / median / 1e12,
-                device.name.c_str(), precision.c_str());
+    std::printf("median step %.1f ms (rank 0): %.2f TFLOP/s of model FLOPs over %lld rank%s on %s (%s)\n", 1e3 * median,
+                model_flops / median / 1e12, static_cast<long long>(replicas), replicas == 1 ? "" : "s", device.name.c_str(), precision.c_str());
   }
   return 0;
 }

@@ -31,7 +31,9 @@ void ExpectGradientsMatchFiniteDifferences(const ModelSpec& model) {
   const strategies::StepProgram program = strategies::BuildStep(model, plan);
   MeshComms comms(MPI_COMM_SELF, plan);
   StageModel m(program, comms, ArchitectureConfig{}, 99);
-  const Corpus corpus(std::string(ShippedCorpus()), plan.seq_len);
+  // A fixed text, not the shipped corpus (the documentation, which changes): finite differences
+  // of top-k routing are only valid away from a routing switch, which these tokens are.
+  const Corpus corpus("# shardsim: architecture\n\nshardsim answers one question for people who train large transformers", plan.seq_len);
   std::vector<int32_t> ids(16), targets(16);
   corpus.Batch(ids.data(), targets.data(), 0, 1, 0, 1);
   auto loss = [&] { return m.Forward(0, 0, nullptr, nullptr, ids.data(), targets.data(), 16.0); };
