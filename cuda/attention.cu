@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cuda/flash_attention.h"
 #include "cuda/kernels.h"
 
 namespace shardsim::cuda {
@@ -166,6 +167,8 @@ GpuAttention<T>::GpuAttention(const AttentionDims& dims, bool causal, float scal
     throw CudaError("GpuAttention: heads must be a multiple of kv_heads, tile and head_dim positive");
   }
   d_.tile = std::min(d_.tile, std::max(1, d_.seq));
+  use_fused_ = std::is_same_v<T, bf16> && d_.fused && FlashAttentionSupports(d_.seq, d_.head_dim);
+  if (use_fused_) return;  // the fused kernels need no tile workspace
   const int64_t tt = static_cast<int64_t>(d_.heads) * d_.tile * d_.tile;
   const int64_t thk = static_cast<int64_t>(d_.tile) * d_.heads * d_.head_dim;
   const int64_t shk = static_cast<int64_t>(d_.seq) * d_.heads * d_.head_dim;
@@ -201,6 +204,12 @@ const T* GpuAttention<T>::Expanded(const T* x, int b, DeviceBuffer<T>& out) {
 
 template <typename T>
 void GpuAttention<T>::Forward(Blas& blas, T* o, float* lse, const T* q, const T* k, const T* v) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (use_fused_) {
+      FlashAttentionForward(o, lse, q, k, v, d_.batch, d_.seq, d_.heads, d_.kv_heads, d_.head_dim, causal_, scale_);
+      return;
+    }
+  }
   const int S = d_.seq, H = d_.heads, K = d_.head_dim, tile = d_.tile;
   const int64_t hk = static_cast<int64_t>(H) * K;
   const DType t = TypeOf<T>();
@@ -242,7 +251,30 @@ void GpuAttention<T>::Backward(Blas& blas, T* dq, T* dk, T* dv, const T* q, cons
   const int64_t hk = static_cast<int64_t>(H) * K;
   const int64_t shk = static_cast<int64_t>(S) * hk;
   const DType t = TypeOf<T>();
-  if (dq_acc_.size() == 0) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (use_fused_) {
+      const int64_t all = d_.batch * shk;
+      if (dq_acc_.size() != all) {
+        dq_acc_ = DeviceBuffer<float>(all);
+        dk_acc_ = DeviceBuffer<float>(all);
+        dv_acc_ = DeviceBuffer<float>(all);
+        delta_ = DeviceBuffer<float>(static_cast<int64_t>(d_.batch) * H * S);
+      }
+      for (int b = 0; b < d_.batch; ++b) {
+        DeltaKernel<<<dim3(S, H), 32>>>(delta_.data() + static_cast<int64_t>(b) * H * S, o + b * shk, d_o + b * shk, S, H, K);
+        CheckLaunch("Delta");
+      }
+      FlashAttentionBackward(dq_acc_.data(), dk_acc_.data(), dv_acc_.data(), q, k, v, d_o, lse, delta_.data(), d_.batch, S, H, G, K, causal_,
+                             scale_);
+      Convert(dq, dq_acc_.data(), all);
+      const int64_t bsgk = static_cast<int64_t>(d_.batch) * S * G * K;
+      ReduceKvKernel<<<Blocks(bsgk), 256>>>(dk, dk_acc_.data(), d_.batch * S, G, H / G, K);
+      ReduceKvKernel<<<Blocks(bsgk), 256>>>(dv, dv_acc_.data(), d_.batch * S, G, H / G, K);
+      CheckLaunch("ReduceKv");
+      return;
+    }
+  }
+  if (dq_acc_.size() != shk) {
     dq_acc_ = DeviceBuffer<float>(shk);
     dk_acc_ = DeviceBuffer<float>(shk);
     dv_acc_ = DeviceBuffer<float>(shk);

@@ -6,7 +6,9 @@
 //
 // Shapes (token-major, row-major): q, o, dq [B, S, H, K]; k, v, dk, dv [B, S, G, K]; lse [B, H, S].
 // Query head h reads key/value head h / (H / G); scores are scale * q.k; causal masks keys after
-// the query. T is float or bf16; products accumulate in fp32 and the lse is fp32.
+// the query. T is float or bf16; products accumulate in fp32 and the lse is fp32. bf16 attention
+// whose shape the fused kernels take (head dim 64 or 128, sequence a multiple of 64) runs on them
+// instead (cuda/flash_attention.h): scores then never reach device memory.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,9 @@ struct AttentionDims {
   int kv_heads = 1;
   int head_dim = 1;
   int tile = 1024;  // query and key tile length
+  // bf16 with a shape FlashAttentionSupports takes: the fused kernels (cuda/flash_attention.h)
+  // instead of the tiled products. false: always the tiled products.
+  bool fused = true;
 };
 
 template <typename T>
@@ -55,7 +60,8 @@ class GpuAttention {
   DeviceBuffer<float> lse_acc_; // [H, tile]
   DeviceBuffer<T> k_rep_, v_rep_;           // [S, H, K] when G < H
   DeviceBuffer<float> dq_acc_, dk_acc_, dv_acc_;  // [S, H, K]
-  DeviceBuffer<float> delta_;   // [H, S]
+  DeviceBuffer<float> delta_;   // [H, S]; [B, H, S] on the fused path
+  bool use_fused_ = false;
 };
 
 }  // namespace shardsim::cuda

@@ -167,6 +167,64 @@ void CheckAttention(bool causal) {
 }
 
 TEST_F(CudaKernelsTest, CausalAttentionForwardAndBackward) { CheckAttention(true); }
+
+std::vector<float> RoundToBf16(std::vector<float> x) {
+  for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
+  return x;
+}
+
+DeviceBuffer<bf16> ToDeviceBf16(const std::vector<float>& x) {
+  DeviceBuffer<float> f = ToDevice(x);
+  DeviceBuffer<bf16> out(static_cast<int64_t>(x.size()));
+  Convert(out.data(), f.data(), f.size());
+  return out;
+}
+
+std::vector<float> Download(const DeviceBuffer<bf16>& x) {
+  DeviceBuffer<float> f(x.size());
+  Convert(f.data(), x.data(), x.size());
+  return f.Download();
+}
+
+// bf16 attention (fused kernels, or the tiled products) against the CPU's fp32 on the same
+// bf16-rounded inputs: within bf16's precision (probabilities and outputs rounded to 8 bits).
+void CheckBf16Attention(bool causal, int head_dim, bool fused) {
+  const int b = 2, s = 192, h = 4, g = 2, k = head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(k));
+  const std::vector<float> q = RoundToBf16(Random(b * s * h * k, 30)), kk = RoundToBf16(Random(b * s * g * k, 31)),
+                           v = RoundToBf16(Random(b * s * g * k, 32)), d_o = RoundToBf16(Random(b * s * h * k, 33));
+  runtime::AttentionShape shape{b, s, s, h, g, k};
+  std::vector<float> o(q.size()), lse(b * h * s), dq(q.size(), 0), dk(kk.size(), 0), dv(v.size(), 0);
+  runtime::AttentionForward(o.data(), lse.data(), q.data(), kk.data(), v.data(), shape, causal, scale);
+  // The backward from the output the GPU will hold (bf16-rounded), as the GPU's delta reads it.
+  const std::vector<float> o16 = RoundToBf16(o);
+  runtime::AttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), kk.data(), v.data(), o16.data(), d_o.data(), lse.data(), shape,
+                             causal, scale);
+  Blas blas;
+  AttentionDims dims{b, s, h, g, k, 64};
+  dims.fused = fused;
+  GpuAttention<bf16> attn(dims, causal, scale);
+  DeviceBuffer<bf16> gq = ToDeviceBf16(q), gk = ToDeviceBf16(kk), gv = ToDeviceBf16(v), gdo = ToDeviceBf16(d_o), go(q.size()), gdq(q.size()),
+                     gdk(kk.size()), gdv(v.size());
+  DeviceBuffer<float> glse(b * h * s);
+  attn.Forward(blas, go.data(), glse.data(), gq.data(), gk.data(), gv.data());
+  attn.Backward(blas, gdq.data(), gdk.data(), gdv.data(), gq.data(), gk.data(), gv.data(), go.data(), gdo.data(), glse.data());
+  const std::string what = std::string(fused ? "fused" : "tiled") + (causal ? " causal" : " full") + " head dim " + std::to_string(k);
+  EXPECT_LT(RelativeError(Download(go), o), 2e-2) << what;
+  EXPECT_LT(RelativeError(glse.Download(), lse), 1e-3) << what;
+  EXPECT_LT(RelativeError(Download(gdq), dq), 3e-2) << what;
+  EXPECT_LT(RelativeError(Download(gdk), dk), 3e-2) << what;
+  EXPECT_LT(RelativeError(Download(gdv), dv), 3e-2) << what;
+}
+
+TEST_F(CudaKernelsTest, Bf16AttentionFusedAndTiledMatchTheCpu) {
+  for (const bool causal : {true, false}) {
+    for (const int head_dim : {64, 128}) {
+      CheckBf16Attention(causal, head_dim, true);
+      CheckBf16Attention(causal, head_dim, false);
+    }
+  }
+}
 TEST_F(CudaKernelsTest, FullAttentionForwardAndBackward) { CheckAttention(false); }
 
 }  // namespace

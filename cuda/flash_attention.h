@@ -1,0 +1,28 @@
+// Fused attention for bf16 on the tensor cores (FlashAttention-2, Dao 2023): one kernel reads Q, K,
+// V tiles into shared memory, computes scores, an online softmax and the output without writing
+// scores to device memory; the backward is two kernels, dK/dV per key tile and dQ per query tile,
+// recomputing the probabilities from the saved lse. WMMA 16x16x16 bf16 products with fp32
+// accumulation. Shapes and semantics as cuda/attention.h (q, o [B, S, H, K]; k, v [B, S, G, K];
+// lse [B, H, S]).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+namespace shardsim::cuda {
+
+// Whether the fused kernels take this shape: head dim 64 or 128, sequence a multiple of 64.
+bool FlashAttentionSupports(int seq, int head_dim);
+
+// o, lse overwritten.
+void FlashAttentionForward(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                           int batch, int seq, int heads, int kv_heads, int head_dim, bool causal, float scale);
+
+// delta [B, H, S] = rowsum(dO o O) must be given; dq_acc [B, S, H, K], dk_acc and dv_acc
+// [B, S, H, K] (one per query head: the caller sums each K/V head's group) are overwritten, fp32.
+void FlashAttentionBackward(float* dq_acc, float* dk_acc, float* dv_acc, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                            const __nv_bfloat16* v, const __nv_bfloat16* d_o, const float* lse, const float* delta, int batch, int seq,
+                            int heads, int kv_heads, int head_dim, bool causal, float scale);
+
+}  // namespace shardsim::cuda
