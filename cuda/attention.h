@@ -6,9 +6,9 @@
 //
 // Shapes (token-major, row-major): q, o, dq [B, S, H, K]; k, v, dk, dv [B, S, G, K]; lse [B, H, S].
 // Query head h reads key/value head h / (H / G); scores are scale * q.k; causal masks keys after
-// the query. T is float or bf16; products accumulate in fp32 and the lse is fp32. bf16 attention
-// whose shape the fused kernels take (head dim 64 or 128, sequence a multiple of 64) runs on them
-// instead (cuda/flash_attention.h): scores then never reach device memory.
+// the query. T is float or bf16; products accumulate in fp32 and the lse is fp32. With
+// AttentionDims::fused, bf16 attention whose shape the fused kernels take (head dim 64 or 128,
+// sequence a multiple of 64) runs on them instead (cuda/flash_attention.h).
 #pragma once
 
 #include <cstdint>
@@ -25,9 +25,10 @@ struct AttentionDims {
   int kv_heads = 1;
   int head_dim = 1;
   int tile = 1024;  // query and key tile length
-  // bf16 with a shape FlashAttentionSupports takes: the fused kernels (cuda/flash_attention.h)
-  // instead of the tiled products. false: always the tiled products.
-  bool fused = true;
+  // true: bf16 with a shape FlashAttentionSupports takes runs on the fused kernels
+  // (cuda/flash_attention.h) instead of the tiled products. Off by default: measured on an H100
+  // they reach half the tiled products' rate so far (docs/gpu.md).
+  bool fused = false;
 };
 
 template <typename T>
@@ -43,6 +44,7 @@ class GpuAttention {
                 const float* lse);
   // Bytes of workspace held.
   int64_t WorkspaceBytes() const;
+  bool fused() const { return use_fused_; }
 
  private:
   // k, v of batch row b with each K/V head repeated for its H/G query heads: [S, H, K].

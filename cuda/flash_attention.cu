@@ -23,6 +23,16 @@ using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
 using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;  // reads a row-major tile as its transpose
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
+__device__ float WarpMax(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+__device__ float WarpSum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
 // dst [64][D] = rows [row0, row0 + 64) of head n of a [S, N, D] tensor (one batch row), 16-byte loads.
 template <int D>
 __device__ void LoadTile(bf16* dst, const bf16* src, int row0, int n_heads, int n) {
@@ -84,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) ForwardKernel(bf16* o, float* lse, c
   bf16* sP = reinterpret_cast<bf16*>(sS + kWarps * kRows * kTile);
   float* sO = reinterpret_cast<float*>(sP + kWarps * kRows * kTile);
   const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bf16* qb = q + static_cast<int64_t>(b) * seq * heads * D;
   const bf16* kb = k + static_cast<int64_t>(b) * seq * kv_heads * D;
   const bf16* vb = v + static_cast<int64_t>(b) * seq * kv_heads * D;
@@ -95,8 +105,15 @@ __global__ void __launch_bounds__(kThreads) ForwardKernel(bf16* o, float* lse, c
   FragC acc[D / 16];
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
-  const int qpos = qt * kTile + warp * kRows + row;
-  float m = -INFINITY, l = 0;  // lanes 2r and 2r+1 both hold row r's
+  const int q0 = qt * kTile + warp * kRows;  // this warp's first query
+  // Per row of the warp, every lane holds the running maximum and sum (the warp reduces each row
+  // over its 64 columns, two per lane: column-major over lanes, so shared memory sees no conflicts).
+  float m[kRows], l[kRows], alpha[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0;
+  }
   const int last = causal ? qt : seq / kTile - 1;
   for (int kt = 0; kt <= last; ++kt) {
     __syncthreads();
@@ -105,31 +122,29 @@ __global__ void __launch_bounds__(kThreads) ForwardKernel(bf16* o, float* lse, c
     __syncthreads();
     RowsTimesTransposed<D>(S, sQ + warp * kRows * D, sK);
     __syncwarp();
-    // Online softmax over this tile's keys: each lane takes 32 columns of its row. Key 0 is in the
-    // first tile, so the running maximum is finite from then on.
-    float mx = -INFINITY;
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const float x = causal && kt * kTile + c > qpos ? -INFINITY : S[row * kTile + c] * scale;
-      S[row * kTile + c] = x;
-      mx = fmaxf(mx, x);
+    // Online softmax over this tile's keys. Key 0 is in the first tile, so the running maximum is
+    // finite from then on.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int k0 = kt * kTile + lane, qpos = q0 + r;
+      const float x0 = causal && k0 > qpos ? -INFINITY : S[r * kTile + lane] * scale;
+      const float x1 = causal && k0 + 32 > qpos ? -INFINITY : S[r * kTile + lane + 32] * scale;
+      const float m_new = fmaxf(m[r], WarpMax(fmaxf(x0, x1)));
+      const bf16 p0 = __float2bfloat16(expf(x0 - m_new)), p1 = __float2bfloat16(expf(x1 - m_new));
+      P[r * kTile + lane] = p0;
+      P[r * kTile + lane + 32] = p1;
+      alpha[r] = expf(m[r] - m_new);
+      l[r] = l[r] * alpha[r] + WarpSum(__bfloat162float(p0) + __bfloat162float(p1));
+      m[r] = m_new;
     }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    const float m_new = fmaxf(m, mx);
-    const float alpha = expf(m - m_new);
-    float sum = 0;
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const bf16 p = __float2bfloat16(expf(S[row * kTile + c] - m_new));
-      P[row * kTile + c] = p;
-      sum += __bfloat162float(p);
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    l = l * alpha + sum;
-    m = m_new;
     if (kt > 0) {  // the output so far, rescaled row by row (fragment layouts are opaque: via shared memory)
 #pragma unroll
       for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(O + n * 16, acc[n], D, wmma::mem_row_major);
       __syncwarp();
-      for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) O[row * D + c] *= alpha;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        for (int c = lane; c < D; c += 32) O[r * D + c] *= alpha[r];
+      }
       __syncwarp();
 #pragma unroll
       for (int n = 0; n < D / 16; ++n) wmma::load_matrix_sync(acc[n], O + n * 16, D, wmma::mem_row_major);
@@ -140,10 +155,13 @@ __global__ void __launch_bounds__(kThreads) ForwardKernel(bf16* o, float* lse, c
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(O + n * 16, acc[n], D, wmma::mem_row_major);
   __syncwarp();
-  const float inv = 1.0f / l;
-  bf16* out = o + ((static_cast<int64_t>(b) * seq + qpos) * heads + h) * D;
-  for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) out[c] = __float2bfloat16(O[row * D + c] * inv);
-  if (half == 0) lse[(static_cast<int64_t>(b) * heads + h) * seq + qpos] = m + logf(l);
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const float inv = 1.0f / l[r];
+    bf16* out = o + ((static_cast<int64_t>(b) * seq + q0 + r) * heads + h) * D;
+    for (int c = lane; c < D; c += 32) out[c] = __float2bfloat16(O[r * D + c] * inv);
+    if (lane == 0) lse[(static_cast<int64_t>(b) * heads + h) * seq + q0 + r] = m[r] + logf(l[r]);
+  }
 }
 
 template <int D>
@@ -167,7 +185,7 @@ __global__ void __launch_bounds__(kThreads) BackwardKvKernel(float* dk_acc, floa
   float* sLse = reinterpret_cast<float*>(sP + kWarps * kRows * kTile);
   float* sDelta = sLse + kTile;
   const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t qrow = static_cast<int64_t>(b) * seq * heads * D, kvrow = static_cast<int64_t>(b) * seq * kv_heads * D;
   const float* lse_bh = lse + (static_cast<int64_t>(b) * heads + h) * seq;
   const float* delta_bh = delta + (static_cast<int64_t>(b) * heads + h) * seq;
@@ -182,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) BackwardKvKernel(float* dk_acc, floa
     wmma::fill_fragment(dk[n], 0.0f);
     wmma::fill_fragment(dv[n], 0.0f);
   }
-  const int kpos = kt * kTile + warp * kRows + row;
+  const int k0 = kt * kTile + warp * kRows;  // this warp's first key
   for (int qt = causal ? kt : 0; qt < seq / kTile; ++qt) {
     __syncthreads();
     LoadTile<D>(sQ, q + qrow, qt * kTile, heads, h);
@@ -195,16 +213,22 @@ __global__ void __launch_bounds__(kThreads) BackwardKvKernel(float* dk_acc, floa
     RowsTimesTransposed<D>(S, sK + warp * kRows * D, sQ);    // S^T: keys x queries
     RowsTimesTransposed<D>(DP, sV + warp * kRows * D, sdO);  // dP^T = V dO^T
     __syncwarp();
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const float p = causal && kpos > qt * kTile + c ? 0.0f : expf(S[row * kTile + c] * scale - sLse[c]);
-      S[row * kTile + c] = p;
-      P[row * kTile + c] = __float2bfloat16(p);
+#pragma unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      for (int c = lane; c < kTile; c += 32) {
+        const float p = causal && k0 + r > qt * kTile + c ? 0.0f : expf(S[r * kTile + c] * scale - sLse[c]);
+        S[r * kTile + c] = p;
+        P[r * kTile + c] = __float2bfloat16(p);
+      }
     }
     __syncwarp();
     AccumulateTimesTile<D>(dv, P, sdO);  // dV += P^T dO
     __syncwarp();
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      P[row * kTile + c] = __float2bfloat16(S[row * kTile + c] * (DP[row * kTile + c] - sDelta[c]));  // dS^T
+#pragma unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      for (int c = lane; c < kTile; c += 32) {
+        P[r * kTile + c] = __float2bfloat16(S[r * kTile + c] * (DP[r * kTile + c] - sDelta[c]));  // dS^T
+      }
     }
     __syncwarp();
     AccumulateTimesTile<D>(dk, P, sQ);  // dK += dS^T Q (scale below)
@@ -237,16 +261,20 @@ __global__ void __launch_bounds__(kThreads) BackwardQKernel(float* dq_acc, const
   float* sDP = sS + kWarps * kRows * kTile;
   bf16* sP = reinterpret_cast<bf16*>(sDP + kWarps * kRows * kTile);
   const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t qrow = static_cast<int64_t>(b) * seq * heads * D, kvrow = static_cast<int64_t>(b) * seq * kv_heads * D;
   float* S = sS + warp * kRows * kTile;
   float* DP = sDP + warp * kRows * kTile;
   bf16* P = sP + warp * kRows * kTile;
   LoadTile<D>(sQ, q + qrow, qt * kTile, heads, h);
   LoadTile<D>(sdO, d_o + qrow, qt * kTile, heads, h);
-  const int qpos = qt * kTile + warp * kRows + row;
-  const float my_lse = lse[(static_cast<int64_t>(b) * heads + h) * seq + qpos];
-  const float my_delta = delta[(static_cast<int64_t>(b) * heads + h) * seq + qpos];
+  const int q0 = qt * kTile + warp * kRows;  // this warp's first query
+  float row_lse[kRows], row_delta[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    row_lse[r] = lse[(static_cast<int64_t>(b) * heads + h) * seq + q0 + r];
+    row_delta[r] = delta[(static_cast<int64_t>(b) * heads + h) * seq + q0 + r];
+  }
   FragC dq[D / 16];
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dq[n], 0.0f);
@@ -259,9 +287,12 @@ __global__ void __launch_bounds__(kThreads) BackwardQKernel(float* dq_acc, const
     RowsTimesTransposed<D>(S, sQ + warp * kRows * D, sK);    // S = Q K^T
     RowsTimesTransposed<D>(DP, sdO + warp * kRows * D, sV);  // dP = dO V^T
     __syncwarp();
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const float p = causal && kt * kTile + c > qpos ? 0.0f : expf(S[row * kTile + c] * scale - my_lse);
-      P[row * kTile + c] = __float2bfloat16(p * (DP[row * kTile + c] - my_delta));  // dS
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      for (int c = lane; c < kTile; c += 32) {
+        const float p = causal && kt * kTile + c > q0 + r ? 0.0f : expf(S[r * kTile + c] * scale - row_lse[r]);
+        P[r * kTile + c] = __float2bfloat16(p * (DP[r * kTile + c] - row_delta[r]));  // dS
+      }
     }
     __syncwarp();
     AccumulateTimesTile<D>(dq, P, sK);  // dQ += dS K (scale below)

@@ -76,7 +76,8 @@ AttentionMeasure MeasureAttention(Blas& blas, AttentionMeasure a) {
     FillNormal(tmp.data(), x->size(), 7, ++stream, 1.0f);
     Convert(x->data(), tmp.data(), x->size());
   }
-  GpuAttention<bf16> attn({1, a.seq, a.heads, a.kv_heads, a.head_dim, 1024}, true, 1.0f / std::sqrt(static_cast<float>(a.head_dim)));
+  GpuAttention<bf16> attn({1, a.seq, a.heads, a.kv_heads, a.head_dim, 1024, a.fused}, true, 1.0f / std::sqrt(static_cast<float>(a.head_dim)));
+  a.fused = attn.fused();
   const double flops = 2.0 * a.heads * a.head_dim * static_cast<double>(a.seq) * a.seq;  // (QK + PV) causal
   a.forward_s = TimePerCall([&] { attn.Forward(blas, o.data(), lse.data(), q.data(), k.data(), v.data()); });
   a.training_s = TimePerCall([&] {

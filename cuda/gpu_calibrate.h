@@ -25,6 +25,7 @@ struct GemmMeasure {
 
 struct AttentionMeasure {
   int seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  bool fused = false;              // the fused kernels (cuda/flash_attention.h), else the tiled products
   double forward_flop_per_s = 0;   // causal FLOPs actually needed: 2 products x 2 x H x K x S^2 / 2
   double training_flop_per_s = 0;  // forward + backward, counted as 3x the forward's FLOPs
   double forward_s = 0, training_s = 0;

@@ -14,6 +14,7 @@
 #include "core/units.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
+#include "cuda/flash_attention.h"
 #include "cuda/gpu_calibrate.h"
 #include "cuda/gpu_model.h"
 
@@ -93,18 +94,26 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
   attention.heads = static_cast<int>(model.num_heads);
   attention.kv_heads = static_cast<int>(model.num_kv_heads);
   attention.head_dim = static_cast<int>(model.head_dim);
-  const GpuCalibration cal = MeasureGpu(shapes, {attention});
+  std::vector<AttentionMeasure> kernels{attention};
+  if (FlashAttentionSupports(attention.seq, attention.head_dim)) {  // both kernels measured; the faster one sets the efficiency
+    kernels.push_back(attention);
+    kernels.back().fused = true;
+  }
+  const GpuCalibration cal = MeasureGpu(shapes, kernels);
 
   std::vector<double> model_rates;
   for (size_t i = 0; i < model_shapes; ++i) model_rates.push_back(cal.gemms[i].flop_per_s);
   const double matmul = Median(model_rates) / peak;
-  const AttentionMeasure& a = cal.attention.front();
+  const AttentionMeasure& a = *std::max_element(cal.attention.begin(), cal.attention.end(), [](const AttentionMeasure& x, const AttentionMeasure& y) {
+    return x.training_flop_per_s < y.training_flop_per_s;
+  });
   const double attention_eff = a.training_flop_per_s / peak;
   const double hbm = cal.hbm_bytes_per_s / cluster.chip.hbm_bandwidth_bytes_per_s;
   const std::string provenance = "measured by shardsim-gpu calibrate on one " + device.name + " (CUDA driver " + device.driver +
                                  "): matmul = median bf16 cuBLAS rate over " + o.model + "'s " + std::to_string(model_shapes) +
-                                 " layer products at " + std::to_string(o.tokens) + " tokens; attention = the blockwise attention's forward+backward at S=" +
-                                 std::to_string(o.seq_len) + "; hbm = a device-to-device copy";
+                                 " layer products at " + std::to_string(o.tokens) + " tokens; attention = the " +
+                                 (a.fused ? "fused" : "tiled") + " attention's forward+backward at S=" + std::to_string(o.seq_len) +
+                                 " (the faster kernel); hbm = a device-to-device copy";
   cluster.efficiency.matmul = std::min(1.0, matmul);
   cluster.efficiency.attention = std::min(1.0, attention_eff);
   cluster.efficiency.hbm = std::min(1.0, hbm);
@@ -114,11 +123,14 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
     json j = {{"device", {{"name", device.name}, {"multiprocessors", device.multiprocessors}, {"memory_bytes", device.memory_bytes}, {"driver", device.driver}}},
               {"peak_bf16_flop_per_s", peak},
               {"gemms", json::array()},
-              {"attention", {{"seq", a.seq}, {"heads", a.heads}, {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim},
-                             {"forward_flop_per_s", a.forward_flop_per_s}, {"training_flop_per_s", a.training_flop_per_s},
-                             {"forward_s", a.forward_s}, {"training_s", a.training_s}}},
+              {"attention", json::array()},
               {"hbm_bytes_per_s", cal.hbm_bytes_per_s},
               {"efficiency", EfficiencyToJson(cluster.efficiency)}};
+    for (const AttentionMeasure& m : cal.attention) {
+      j["attention"].push_back({{"kernel", m.fused ? "fused" : "tiled"}, {"seq", m.seq}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
+                                {"head_dim", m.head_dim}, {"forward_flop_per_s", m.forward_flop_per_s},
+                                {"training_flop_per_s", m.training_flop_per_s}, {"forward_s", m.forward_s}, {"training_s", m.training_s}});
+    }
     for (const GemmMeasure& g : cal.gemms) {
       j["gemms"].push_back({{"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"what", g.shape.what}, {"dtype", g.dtype},
                             {"flop_per_s", g.flop_per_s}, {"seconds", g.seconds}});
@@ -133,9 +145,12 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
       out << "  " << g.dtype << "  " << Shape(g.shape) << "  " << FormatSI(g.flop_per_s, "FLOP/s") << "  "
           << FormatPercent(g.flop_per_s / peak) << " of the bf16 peak  (" << g.shape.what << ")\n";
     }
-    out << "attention (bf16, causal, S=" << a.seq << ", " << a.heads << " heads, " << a.kv_heads << " K/V heads, head dim " << a.head_dim
-        << "): forward " << FormatSI(a.forward_flop_per_s, "FLOP/s") << " (" << FormatSeconds(a.forward_s) << "), forward+backward "
-        << FormatSI(a.training_flop_per_s, "FLOP/s") << " (" << FormatSeconds(a.training_s) << ")\n";
+    for (const AttentionMeasure& m : cal.attention) {
+      out << "attention, " << (m.fused ? "fused kernels" : "tiled products") << " (bf16, causal, S=" << m.seq << ", " << m.heads << " heads, "
+          << m.kv_heads << " K/V heads, head dim " << m.head_dim << "): forward " << FormatSI(m.forward_flop_per_s, "FLOP/s") << " ("
+          << FormatSeconds(m.forward_s) << "), forward+backward " << FormatSI(m.training_flop_per_s, "FLOP/s") << " ("
+          << FormatSeconds(m.training_s) << ")\n";
+    }
     out << "HBM: device-to-device copy " << FormatSI(cal.hbm_bytes_per_s, "B/s") << " (bytes read + written)\n";
     out << "efficiencies: matmul " << FormatPercent(matmul) << ", attention " << FormatPercent(attention_eff) << ", hbm " << FormatPercent(hbm)
         << " (catalogue: matmul " << FormatPercent(LoadCluster(cluster.name).efficiency.matmul) << ")\n";
@@ -154,6 +169,7 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   if (o.micro_batch < 1 || o.micro_batch > 4096) throw InputError("--micro-batch", "must be in [1, 4096], got " + std::to_string(o.micro_batch));
   if (o.steps < 1 || o.steps > 100000) throw InputError("--steps", "must be in [1, 100000], got " + std::to_string(o.steps));
   if (o.dtype != "bf16" && o.dtype != "fp32") throw InputError("--dtype", "unknown dtype '" + o.dtype + "'", "bf16 or fp32", "");
+  if (o.attention != "tiled" && o.attention != "fused") throw InputError("--attention", "unknown kernel '" + o.attention + "'", "tiled or fused", "");
   if (o.micro_batch * o.seq_len > (int64_t{1} << 30)) {
     throw InputError("--micro-batch", std::to_string(o.micro_batch * o.seq_len) + " tokens per step (with --seq)", "at most 2^30", "");
   }
@@ -169,6 +185,7 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   config.seq_len = static_cast<int>(o.seq_len);
   config.dtype = o.dtype == "fp32" ? DType::kF32 : DType::kBf16;
   config.seed = o.seed;
+  config.fused_attention = o.attention == "fused";
   GpuModel gpu(model, config);
   const std::vector<int32_t> tokens = SyntheticTokens(o.micro_batch, o.seq_len, model.vocab_size);
   size_t free_bytes = 0, total_bytes = 0;
@@ -196,6 +213,7 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
                 {"seq_len", o.seq_len},
                 {"micro_batch", o.micro_batch},
                 {"dtype", o.dtype},
+                {"attention", o.attention},
                 {"steps", steps},
                 {"step_time_s", step_s},
                 {"tokens_per_s", tokens_per_step / step_s},
@@ -212,7 +230,7 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   }
   out << model.name << " (" << FormatCount(static_cast<double>(gpu.Parameters())) << " parameters) on one " << device.name << ", "
       << o.micro_batch << " x " << o.seq_len << " tokens per step, " << o.dtype
-      << (o.dtype == "bf16" ? " (bf16 products, fp32 master weights and optimizer)" : " (fp32, no TF32)") << "\n";
+      << (o.dtype == "bf16" ? " (bf16 products, fp32 master weights and optimizer)" : " (fp32, no TF32)") << ", attention " << o.attention << "\n";
   out << "  step  loss (nats)  grad norm  time\n";
   for (const json& s : steps) {
     char line[128];

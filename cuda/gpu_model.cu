@@ -64,7 +64,8 @@ class Model final : public GpuModel::Impl {
   Model(const ModelSpec& m, const GpuTrainConfig& c)
       : m_(m), c_(c), tok_(static_cast<int64_t>(c.micro_batch) * c.seq_len), D_(m.hidden_size), H_(m.num_heads),
         G_(m.num_kv_heads), K_(m.head_dim), F_(m.ffn_hidden_size), V_(m.vocab_size), L_(m.num_layers),
-        attention_({c.micro_batch, c.seq_len, static_cast<int>(H_), static_cast<int>(G_), static_cast<int>(K_), c.attention_tile},
+        attention_({c.micro_batch, c.seq_len, static_cast<int>(H_), static_cast<int>(G_), static_cast<int>(K_), c.attention_tile,
+                    c.fused_attention},
                    true, 1.0f / std::sqrt(static_cast<float>(K_))) {
     Layout();
     params_ = DeviceBuffer<float>(n_);

@@ -29,6 +29,7 @@ struct GpuTrainConfig {
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
   int attention_tile = 1024;
+  bool fused_attention = false;  // the fused bf16 kernels where they apply (cuda/attention.h)
 };
 
 // One parameter tensor in the flat fp32 array, named as the CPU runtime names it
