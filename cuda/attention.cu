@@ -3,29 +3,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cuda/device_math.cuh"
 #include "cuda/flash_attention.h"
 #include "cuda/kernels.h"
 
 namespace shardsim::cuda {
 namespace {
 
-__device__ __forceinline__ float ToF(float x) { return x; }
-__device__ __forceinline__ float ToF(bf16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ __forceinline__ T FromF(float x);
-template <>
-__device__ __forceinline__ float FromF<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ bf16 FromF<bf16>(float x) { return __float2bfloat16(x); }
+using device::FromF;
+using device::ToF;
+using device::WarpMax;
+using device::WarpSum;
 
-__device__ float WarpSum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ float WarpMax(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
+
 
 // out [S, H, K] = x [S, G, K] with head h reading group h / rep.
 template <typename T>

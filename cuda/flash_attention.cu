@@ -5,9 +5,13 @@
 #include <cmath>
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_math.cuh"
 
 namespace shardsim::cuda {
 namespace {
+
+using device::WarpMax;
+using device::WarpSum;
 
 using namespace nvcuda;  // NOLINT: wmma's names
 using bf16 = __nv_bfloat16;
@@ -23,15 +27,6 @@ using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
 using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;  // reads a row-major tile as its transpose
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-__device__ float WarpMax(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-
-__device__ float WarpSum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 // dst [64][D] = rows [row0, row0 + 64) of head n of a [S, N, D] tensor (one batch row), 16-byte loads.
 template <int D>

@@ -4,23 +4,19 @@
 #include <cmath>
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_math.cuh"
 #include "cuda/device_buffer.h"
 
 namespace shardsim::cuda {
 namespace {
 
+using device::FromF;
+using device::ToF;
+
 constexpr int kThreads = 256;
 
 int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
 
-__device__ __forceinline__ float ToF(float x) { return x; }
-__device__ __forceinline__ float ToF(bf16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ __forceinline__ T FromF(float x);
-template <>
-__device__ __forceinline__ float FromF<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ bf16 FromF<bf16>(float x) { return __float2bfloat16(x); }
 
 // Sum over the block's threads; every thread gets the total. `scratch` holds 32 floats.
 __device__ float BlockSum(float x, float* scratch) {

@@ -89,6 +89,27 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
   return train;
 }
 
+json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& times, int64_t first_step, int64_t ranks,
+                     const ModelSpec& model, const PlanSpec& plan, int64_t corpus_bytes, const std::string& precision) {
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  // Model FLOPs: 6 N per token plus causal attention (blockwise: the masked half is skipped).
+  const double model_flops = ForwardFlopsPerToken(model, plan.seq_len).causal_training() * static_cast<double>(plan.global_batch_size * plan.seq_len);
+  return json{{"losses", losses},
+              {"step_time_s", median},
+              {"step_times_s", times},
+              {"first_step", first_step},
+              {"ranks", ranks},
+              {"model", model.name},
+              {"plan", PlanToJson(plan)},
+              {"tokens_per_step", plan.global_batch_size * plan.seq_len},
+              {"model_flops_per_step", model_flops},
+              {"model_flop_per_s", model_flops / median},
+              {"corpus_bytes", corpus_bytes},
+              {"precision", precision}};
+}
+
 int RunTrainCommand(const TrainCommandOptions& a) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -187,9 +208,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
-  // Model FLOPs: 6 N per token plus causal attention (blockwise: the masked half is skipped).
-  const FlopsPerToken f = ForwardFlopsPerToken(model, plan.seq_len);
-  const double model_flops = 3 * (f.matmul + f.attention / 2) * static_cast<double>(plan.global_batch_size * plan.seq_len);
+  const double model_flops = ForwardFlopsPerToken(model, plan.seq_len).causal_training() * static_cast<double>(plan.global_batch_size * plan.seq_len);
   if (a.json) {
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -208,23 +227,11 @@ int RunTrainCommand(const TrainCommandOptions& a) {
       }
       memory_bytes.push_back(entry);
     }
-    std::cout << json{{"losses", losses},
-                      {"step_time_s", median},
-                      {"step_times_s", times},
-                      {"first_step", first_step},
-                      {"category_s", categories},
-                      {"ranks", size},
-                      {"model", model.name},
-                      {"plan", PlanToJson(plan)},
-                      {"tokens_per_step", plan.global_batch_size * plan.seq_len},
-                      {"model_flops_per_step", model_flops},
-                      {"model_flop_per_s", model_flops / median},
-                      {"corpus_bytes", corpus.bytes()},
-                      {"precision", "fp32 (the plan's dtype is for the estimate)"},
-                      {"memory_bytes", memory_bytes},
-                      {"blas", BlasConfig()}}
-                     .dump(2)
-              << "\n";
+    json report = TrainReportJson(losses, times, first_step, size, model, plan, corpus.bytes(), "fp32 (the plan's dtype is for the estimate)");
+    report["category_s"] = categories;
+    report["memory_bytes"] = memory_bytes;
+    report["blas"] = BlasConfig();
+    std::cout << report.dump(2) << "\n";
   } else {
     std::printf("median step %.1f ms (rank 0): %.2f GFLOP/s of model FLOPs over all ranks; %s\n", 1e3 * median, model_flops / median / 1e9,
                 BlasConfig().c_str());

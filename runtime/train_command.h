@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
 #include "core/rank_status.h"
 
 namespace CLI {
@@ -32,6 +36,12 @@ struct TrainCommandOptions {
   bool progress = false;  // with json: the per-step lines on stderr (rank 0), so a terminal sees the run move
   RankStatus* status = nullptr;  // what this rank is doing, for its launcher (not a flag; main's)
 };
+
+// The report's keys both devices share: losses, step_time_s (the median), step_times_s,
+// first_step, ranks, model, plan, tokens_per_step, model_flops_per_step (causal attention at half),
+// model_flop_per_s, corpus_bytes and precision.
+nlohmann::json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& times, int64_t first_step, int64_t ranks,
+                               const ModelSpec& model, const PlanSpec& plan, int64_t corpus_bytes, const std::string& precision);
 
 // Adds the `train` subcommand to `app`, its flags bound to `options`; returns the subcommand.
 CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& options);

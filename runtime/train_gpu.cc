@@ -144,21 +144,9 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   const std::string precision = config.dtype == cuda::DType::kF32 ? "fp32 on the GPU (no TF32)"
                                                                   : "bf16 products with fp32 accumulation, fp32 master weights and AdamW state";
   if (a.json) {
-    std::cout << nlohmann::json{{"losses", losses},
-                                {"step_time_s", median},
-                                {"step_times_s", times},
-                                {"first_step", 0},
-                                {"ranks", replicas},
-                                {"model", model.name},
-                                {"plan", PlanToJson(plan)},
-                                {"tokens_per_step", plan.global_batch_size * plan.seq_len},
-                                {"model_flops_per_step", model_flops},
-                                {"model_flop_per_s", model_flops / median},
-                                {"corpus_bytes", corpus.bytes()},
-                                {"precision", precision},
-                                {"device", device.name}}
-                     .dump(2)
-              << "\n";
+    nlohmann::json report = TrainReportJson(losses, times, 0, replicas, model, plan, corpus.bytes(), precision);
+    report["device"] = device.name;
+    std::cout << report.dump(2) << "\n";
   } else {
     std::printf("median step %.1f ms (rank 0): %.2f TFLOP/s of model FLOPs over %lld rank%s on %s (%s)\n", 1e3 * median,
                 model_flops / median / 1e12, static_cast<long long>(replicas), replicas == 1 ? "" : "s", device.name.c_str(), precision.c_str());
