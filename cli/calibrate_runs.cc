@@ -13,6 +13,7 @@
 #include "core/cluster_json.h"
 #include "core/error.h"
 #include "core/output_file.h"
+#include "core/units.h"
 #include "validation/measured_runs.h"
 #include "validation/runs_fit.h"
 #include "validation/runs_report.h"
@@ -26,19 +27,12 @@ using validation::GroupFit;
 // Fewer fit runs than this in a group: its fitted figures are flagged as weakly determined.
 constexpr int64_t kFewFitRuns = 3;
 
-std::string Fixed(double value, int digits) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.*f", digits, value);
-  return text;
-}
-
-std::string Percent(double fraction) { return Fixed(100 * fraction, 1) + "%"; }
-std::string Signed(double fraction) { return (fraction >= 0 ? "+" : "") + Fixed(100 * fraction, 1) + "%"; }
+std::string Signed(double fraction) { return (fraction >= 0 ? "+" : "") + FormatPercent(fraction); }
 
 void PrintStats(const std::string& title, const std::map<std::string, ErrorStats>& by, const ErrorStats& all, std::ostream& out) {
   TextTable t({title, "runs", "median |error|", "p90 |error|"});
-  for (const auto& [key, s] : by) t.AddRow({key, std::to_string(s.runs), Percent(s.median), Percent(s.p90)});
-  t.AddRow({"all", std::to_string(all.runs), Percent(all.median), Percent(all.p90)});
+  for (const auto& [key, s] : by) t.AddRow({key, std::to_string(s.runs), FormatPercent(s.median), FormatPercent(s.p90)});
+  t.AddRow({"all", std::to_string(all.runs), FormatPercent(all.median), FormatPercent(all.p90)});
   t.Print(out, "  ");
 }
 
@@ -47,20 +41,20 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
       << " test)\n";
   TextTable p({"efficiency", "catalogue", fitted ? "fitted" : "used", "fit runs it acts on", "bounds"});
   for (const validation::FittedParameter& f : g.parameters) {
-    p.AddRow({f.name, Fixed(f.start, 3), Fixed(f.value, 3) + (f.at_bound ? " (at bound)" : ""), std::to_string(f.fit_runs),
-              Fixed(f.low, 2) + "-" + Fixed(f.high, 2)});
+    p.AddRow({f.name, FormatFixed(f.start, 3), FormatFixed(f.value, 3) + (f.at_bound ? " (at bound)" : ""), std::to_string(f.fit_runs),
+              FormatFixed(f.low, 2) + "-" + FormatFixed(f.high, 2)});
   }
   p.Print(out, "  ");
-  if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << Fixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations)\n";
+  if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations)\n";
   if (fitted && g.fit_runs > 0 && g.fit_runs < kFewFitRuns) {
     out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " only: the figures are weakly determined\n";
   }
   const double hbm_gib = static_cast<double>(g.cluster.chip.hbm_bytes) / (1024.0 * 1024.0 * 1024.0);
   TextTable t({"run", "split", "measured s", "predicted s", "error", "memory GiB: predicted (published)"});
   for (const validation::RunResult& r : g.results) {
-    const std::string memory = Fixed(r.predicted_memory_gib, 1) + (r.run->peak_memory_gib > 0 ? " (" + Fixed(r.run->peak_memory_gib, 1) + ")" : "") +
+    const std::string memory = FormatFixed(r.predicted_memory_gib, 1) + (r.run->peak_memory_gib > 0 ? " (" + FormatFixed(r.run->peak_memory_gib, 1) + ")" : "") +
                                (hbm_gib > 0 && r.predicted_memory_gib > hbm_gib ? " > HBM" : "");
-    t.AddRow({r.run->id, r.run->fit ? "fit" : "test", Fixed(r.run->step_time_s, 3), Fixed(r.predicted_s, 3), Signed(r.error), memory});
+    t.AddRow({r.run->id, r.run->fit ? "fit" : "test", FormatFixed(r.run->step_time_s, 3), FormatFixed(r.predicted_s, 3), Signed(r.error), memory});
   }
   t.Print(out, "  ");
 }
@@ -140,8 +134,8 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
            "(recompute, sharding) is off for them\n";
   }
   if (summary.memory.runs > 0) {
-    out << "\nMemory per device against the " << summary.memory.runs << " published peaks: median |error| " << Percent(summary.memory.median)
-        << ", p90 " << Percent(summary.memory.p90) << "\n";
+    out << "\nMemory per device against the " << summary.memory.runs << " published peaks: median |error| " << FormatPercent(summary.memory.median)
+        << ", p90 " << FormatPercent(summary.memory.p90) << "\n";
   }
   WriteClusters(o, fits, out);
   return 0;

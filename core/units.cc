@@ -170,6 +170,12 @@ std::string FormatPercent(double fraction) {
   return buffer;
 }
 
+std::string FormatFixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  return buffer;
+}
+
 std::string FormatSeconds(double seconds) {
   const double magnitude = std::fabs(seconds);
   if (magnitude >= 1 || magnitude == 0) return FormatSignificant(seconds) + " s";

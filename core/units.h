@@ -34,6 +34,8 @@ std::string FormatSI(double value, std::string_view unit);
 std::string FormatBinaryBytes(double bytes);
 // "45.2%" for 0.452.
 std::string FormatPercent(double fraction);
+// `value` with `decimals` digits after the point: "0.553" for (0.5531, 3); for table columns.
+std::string FormatFixed(double value, int decimals);
 // "1.5 us", "2.3 ms", "4.0 s".
 std::string FormatSeconds(double seconds);
 // Long spans as people say them: "45 s", "12.5 minutes", "7.2 hours", "41.3 days", "3.1 years"

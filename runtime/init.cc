@@ -28,4 +28,8 @@ float InitNormal(uint64_t seed, const std::string& name, int64_t row, int64_t co
   return static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
 
+float InitialValue(uint64_t seed, const std::string& name, int64_t row, int64_t col, float stddev) {
+  return stddev == 0 ? 1.0f : InitNormal(seed, name, row, col, stddev);
+}
+
 }  // namespace shardsim::runtime

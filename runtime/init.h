@@ -12,4 +12,8 @@ namespace shardsim::runtime {
 // of the key, then Box-Muller).
 float InitNormal(uint64_t seed, const std::string& name, int64_t row, int64_t col, float stddev);
 
+// A parameter's starting value: one where `stddev` is 0 (norm weights), else InitNormal's draw.
+// Every device's model starts from these (the CPU stage model, the GPU path).
+float InitialValue(uint64_t seed, const std::string& name, int64_t row, int64_t col, float stddev);
+
 }  // namespace shardsim::runtime

@@ -165,7 +165,7 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
   for (const ParamTensor& pt : tensors_) {
     float* out = params_.data() + pt.offset;
     for (int64_t r = pt.row0; r < pt.row1; ++r) {
-      for (int64_t c = pt.col0; c < pt.col1; ++c) *out++ = pt.zeros ? 0.0f : pt.init_stddev == 0 ? 1.0f : InitNormal(seed, pt.name, r, c, pt.init_stddev);
+      for (int64_t c = pt.col0; c < pt.col1; ++c) *out++ = pt.zeros ? 0.0f : InitialValue(seed, pt.name, r, c, pt.init_stddev);
     }
   }
 }

@@ -57,7 +57,7 @@ std::vector<float> RuntimeInitialValues(const std::vector<cuda::GpuParamTensor>&
     auto rows = [&](int64_t r0, int64_t r1) {
       float* out = values.data() + t.offset + r0 * t.cols;
       for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t c = 0; c < t.cols; ++c) *out++ = t.init_stddev == 0 ? 1.0f : InitNormal(seed, t.name, r, c, t.init_stddev);
+        for (int64_t c = 0; c < t.cols; ++c) *out++ = InitialValue(seed, t.name, r, c, t.init_stddev);
       }
     };
     if (t.rows * t.cols < (int64_t{1} << 20) || workers == 1) {

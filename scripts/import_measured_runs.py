@@ -241,9 +241,13 @@ def main(src, dst):
                      "`split` says whether calibrate fits on the row or only tests on it (alternate rows by id within each "
                      "source and system).",
            "runs": runs, "skipped": skipped}
+    # One run (and one skipped row) per line: a diff shows which runs changed.
     with open(dst, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
+        f.write("{\"_about\": " + json.dumps(out["_about"]) + ",\n")
+        for key in ("runs", "skipped"):
+            rows = ",\n".join(" " + json.dumps(row, separators=(",", ":")) for row in out[key])
+            f.write(f"\"{key}\": [\n{rows}\n]" + (",\n" if key == "runs" else "\n"))
+        f.write("}\n")
     print(f"{len(runs)} runs, {len(skipped)} skipped", file=sys.stderr)
 
 

@@ -1,13 +1,13 @@
 #include "validation/runs_fit.h"
 
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <functional>
 #include <memory>
 
 #include "core/inputs.h"
 #include "core/suggest.h"
+#include "core/units.h"
 #include "sim/estimate.h"
 #include "strategies/build_step.h"
 #include "topologies/cluster.h"
@@ -18,11 +18,11 @@ namespace {
 // What one run needs for repeated estimates: the routed cluster and the collective models stay,
 // only the efficiencies of `cluster` change between evaluations.
 struct Prepared {
-  const PublishedRun* run;
-  ClusterSpec cluster;
-  std::unique_ptr<topologies::Cluster> graph;
-  std::unique_ptr<sim::AxisCollectives> collectives;
-  strategies::StepProgram program;
+  const PublishedRun* run = nullptr;
+  ClusterSpec cluster{};
+  std::unique_ptr<topologies::Cluster> graph{};
+  std::unique_ptr<sim::AxisCollectives> collectives{};
+  strategies::StepProgram program{};
 };
 
 // Bounds: the range of shares of peak that public kernels reach (GEMMs 30-95%, attention kernels
@@ -31,12 +31,6 @@ struct Bound {
   const char* name;
   double low, high;
 };
-std::string Fixed(double value, int digits) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.*f", digits, value);
-  return text;
-}
-
 constexpr Bound kBounds[] = {{"matmul", 0.3, 0.95}, {"fp8_matmul", 0.2, 0.95}, {"attention", 0.1, 0.95}};
 
 double& Field(EfficiencySpec& e, const std::string& name) {
@@ -62,10 +56,11 @@ sim::StepReport EstimateWith(Prepared& p, const std::vector<FittedParameter>& pa
   return sim::Estimate(p.program, p.cluster, *p.collectives);
 }
 
-double Objective(std::vector<Prepared>& prepared, const std::vector<FittedParameter>& parameters) {
+// Over the fit runs that `name` acts on: the others' terms do not move with it.
+double Objective(std::vector<Prepared>& prepared, const std::vector<FittedParameter>& parameters, const std::string& name) {
   double sum = 0;
   for (Prepared& p : prepared) {
-    if (!p.run->fit) continue;
+    if (!p.run->fit || !Acts(name, p.run->plan)) continue;
     const double e = std::log(EstimateWith(p, parameters).step_time_s / p.run->step_time_s);
     sum += e * e;
   }
@@ -79,7 +74,7 @@ void LineSearch(std::vector<Prepared>& prepared, std::vector<FittedParameter>& p
   auto f = [&](double x) {
     parameters[i].value = std::exp(x);
     ++evaluations;
-    return Objective(prepared, parameters);
+    return Objective(prepared, parameters, parameters[i].name);
   };
   double c = b - phi * (b - a), d = a + phi * (b - a);
   double fc = f(c), fd = f(d);
@@ -121,12 +116,12 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
       if (f.fit_runs == 0) continue;
       f.at_bound = f.value < f.low * 1.01 || f.value > f.high * 0.99;
       Field(g.cluster.efficiency, f.name) = f.value;
-      figures.push_back(f.name + " " + Fixed(f.value, 3) + " (" + std::to_string(f.fit_runs) + " runs)");
+      figures.push_back(f.name + " " + FormatFixed(f.value, 3) + " (" + std::to_string(f.fit_runs) + " runs)");
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +
                                   " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) +
                                   "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul 0.2-0.95, attention 0.1-0.95; hbm " +
-                                  Fixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
+                                  FormatFixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
   }
   double sum = 0;
   for (Prepared& p : prepared) {
