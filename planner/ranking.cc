@@ -39,6 +39,11 @@ bool Better(const RankedPlan& a, const RankedPlan& b) {
   return PlanKey(a.plan) < PlanKey(b.plan);
 }
 
+bool Closer(const Miss& a, const Miss& b) {
+  if (a.overshoot != b.overshoot) return a.overshoot < b.overshoot;
+  return PlanKey(a.plan) < PlanKey(b.plan);
+}
+
 bool SameOutcome(const RankedPlan& a, const RankedPlan& b) {
   return a.report.tokens_per_s == b.report.tokens_per_s && Memory(a) == Memory(b);
 }

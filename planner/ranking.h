@@ -13,6 +13,9 @@ namespace shardsim::planner {
 // default mesh order, then to the plan fields.
 bool Better(const RankedPlan& a, const RankedPlan& b);
 
+// Near misses closest to fitting first; equal ones in the plan fields' order (deterministic).
+bool Closer(const Miss& a, const Miss& b);
+
 // Plans that predict the same step exactly (ZeRO-3 over data and ZeRO-0 over fsdp, say).
 bool SameOutcome(const RankedPlan& a, const RankedPlan& b);
 

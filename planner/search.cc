@@ -16,6 +16,7 @@
 #include "planner/ranking.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
+#include "strategies/memory_model.h"
 #include "strategies/plan_rules.h"
 #include "strategies/schedule.h"
 #include "topologies/cluster.h"
@@ -245,13 +246,15 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             }
           }
           const strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists);
-          sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists);
           ++w.evaluated;
-          const double peak = report.memory.peak.total();
+          // Memory first: it needs the program only, and a plan that does not fit is a near miss
+          // whatever its time (the estimate's memory is this same model).
+          const double peak = strategies::EstimateMemory(program).peak.total();
           if (peak > limit) {
             w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
             continue;
           }
+          sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists);
           Keep(w, {plan, std::move(report), Family(mesh), "", {}}, o.top);
           fitted = true;
         }
@@ -259,7 +262,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
     }
   }
   // Only the closest misses matter.
-  std::sort(w.misses.begin(), w.misses.end(), [](const Miss& a, const Miss& b) { return a.overshoot < b.overshoot; });
+  std::sort(w.misses.begin(), w.misses.end(), Closer);
   if (w.misses.size() > 16) w.misses.resize(16);
 }
 
@@ -455,7 +458,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   std::sort(result.pareto.begin(), result.pareto.end(), [](const RankedPlan& a, const RankedPlan& b) {
     return a.report.memory.peak.total() < b.report.memory.peak.total();
   });
-  std::sort(result.nearest_misses.begin(), result.nearest_misses.end(), [](const Miss& a, const Miss& b) { return a.overshoot < b.overshoot; });
+  std::sort(result.nearest_misses.begin(), result.nearest_misses.end(), Closer);
   if (result.nearest_misses.size() > 5) result.nearest_misses.resize(5);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -90,8 +90,16 @@ std::map<std::string, double> ExposedByKind::Named() const {
 
 std::shared_ptr<const GroupCollective> SharedGroupCollectives::Get(const std::vector<DeviceGroup>& groups, CollectiveOp op, const std::string& where,
                                                                    size_t max_modelled_groups) {
+  // Groups of one shape cost the same wherever the fabric's symmetry moves them: keyed (and
+  // modelled) at the place it moves them to, each shape once (the cost is the slowest group's).
   std::vector<std::vector<int64_t>> devices;
-  for (const DeviceGroup& g : groups) devices.push_back(g.devices);
+  std::vector<DeviceGroup> moved;
+  for (const DeviceGroup& g : groups) {
+    std::vector<int64_t> at = cluster_.Translated(g.devices);
+    if (std::find(devices.begin(), devices.end(), at) != devices.end()) continue;
+    devices.push_back(at);
+    moved.push_back({std::move(at)});
+  }
   auto key = std::make_tuple(static_cast<int>(op), max_modelled_groups, std::move(devices));
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -100,7 +108,7 @@ std::shared_ptr<const GroupCollective> SharedGroupCollectives::Get(const std::ve
   }
   // Built outside the lock (routing is the slow part); a second thread building the same model
   // keeps the first one stored.
-  auto model = std::make_shared<const GroupCollective>(cluster_, groups, op, Algorithm::kAuto, where, max_modelled_groups, /*every_group=*/false);
+  auto model = std::make_shared<const GroupCollective>(cluster_, moved, op, Algorithm::kAuto, where, max_modelled_groups, /*every_group=*/false);
   std::lock_guard<std::mutex> lock(mutex_);
   return models_.emplace(std::move(key), std::move(model)).first->second;
 }

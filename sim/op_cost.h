@@ -24,7 +24,9 @@ namespace shardsim::sim {
 class SharedGroupCollectives {
  public:
   explicit SharedGroupCollectives(const topologies::Cluster& cluster) : cluster_(cluster) {}
-  // The model of `op` over `groups` (auto algorithm, modelled groups only), built on first use.
+  // The model of `op` over `groups` (auto algorithm, modelled groups only), built on first use:
+  // groups are moved by the fabric's symmetry first (Cluster::Translated), so one model serves
+  // every place a group shape occurs.
   std::shared_ptr<const GroupCollective> Get(const std::vector<DeviceGroup>& groups, CollectiveOp op, const std::string& where, size_t max_modelled_groups);
 
  private:

@@ -140,6 +140,8 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   const LayerParams dense_layer = ParamsOf(m, p, false);
   const LayerParams moe_layer = m.moe ? ParamsOf(m, p, true) : LayerParams{};
   program.stages.resize(static_cast<size_t>(stages));
+  std::vector<Op> last_step_ops;
+  double last_dense = 0, last_expert = 0;
   for (int64_t s = 0; s < stages; ++s) {
     Stage& stage = program.stages[static_cast<size_t>(s)];
     double dense = 0, expert = 0;
@@ -176,7 +178,12 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     }
     stage.dense_params = dense;
     stage.expert_params = expert;
-    stage.step_ops = DataParallelStepOps(p, dense, expert);
+    // Stages of equal parameters (most of a uniform pipeline) share one derivation.
+    if (s == 0 || dense != last_dense || expert != last_expert) {
+      last_step_ops = DataParallelStepOps(p, dense, expert);
+      last_dense = dense, last_expert = expert;
+    }
+    stage.step_ops = last_step_ops;
     // Sequence parallelism: the weights replicated over tensor (norms, the MoE router, learned
     // positions) see a share of the tokens on each tensor rank, so their gradients are summed
     // over tensor once per step (Megatron-LM all-reduces the layernorm gradients so); MLA's down

@@ -1,5 +1,6 @@
 #include "topologies/cluster.h"
 
+#include <array>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -468,6 +469,36 @@ std::vector<int64_t> Cluster::TorusCoordinates(int64_t device) const {
   std::vector<int64_t> c = ChipCoordinates(device % per_slice, t.torus_dims);
   if (t.slices > 1) c.push_back(device / per_slice);
   return c;
+}
+
+std::vector<int64_t> Cluster::Translated(const std::vector<int64_t>& devices) const {
+  const TopologySpec& t = impl_->spec.topology;
+  if (t.kind != TopologyKind::kTorus || t.slices > 1 || devices.empty()) return devices;
+  const std::vector<int64_t>& dims = t.torus_dims;
+  std::array<int64_t, kMaxTorusRank> shift{}, stride{};
+  SHARDSIM_CHECK(dims.size() <= kMaxTorusRank, "torus rank above kMaxTorusRank");
+  bool moves = false;
+  int64_t first = devices.front(), s = 1;
+  for (size_t a = 0; a < dims.size(); ++a) {
+    const int64_t c = first % dims[a];
+    first /= dims[a];
+    stride[a] = s, s *= dims[a];
+    if (t.wraparound[a] && dims[a] > 2) shift[a] = c - c % 2;
+    moves = moves || shift[a] != 0;
+  }
+  if (!moves) return devices;
+  std::vector<int64_t> moved;
+  moved.reserve(devices.size());
+  for (int64_t d : devices) {
+    int64_t index = 0, rest = d;
+    for (size_t a = 0; a < dims.size(); ++a) {
+      const int64_t c = rest % dims[a];
+      rest /= dims[a];
+      index += ((c - shift[a]) % dims[a] + dims[a]) % dims[a] * stride[a];
+    }
+    moved.push_back(index);
+  }
+  return moved;
 }
 
 }  // namespace shardsim::topologies
