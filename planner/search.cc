@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -85,6 +86,11 @@ double StateBytesLowerBound(const ModelSpec& m, const PlanSpec& p) {
 
 struct Worker {
   std::vector<RankedPlan> plans;  // every feasible plan, pruned to the best per family and overall
+  // After a pruning: the last plan of the `top`-th distinct outcome (when there are that many)
+  // and each family's best, as indices into `plans`. A plan Better loses to both would be
+  // pruned by every later pruning, so it is not kept at all.
+  std::optional<size_t> cutoff;
+  std::map<std::string, size_t> family_best;
   std::vector<RankedPlan> pareto;  // not beaten on both throughput and memory
   std::vector<Miss> misses;
   int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0, unsupported = 0;
@@ -93,6 +99,10 @@ struct Worker {
 
 void Keep(Worker& w, RankedPlan plan, size_t top) {
   AddToFrontier(w.pareto, plan);
+  if (w.cutoff && Better(w.plans[*w.cutoff], plan) && !SameOutcome(w.plans[*w.cutoff], plan)) {
+    const auto family = w.family_best.find(plan.family);
+    if (family != w.family_best.end() && Better(w.plans[family->second], plan)) return;
+  }
   w.plans.push_back(std::move(plan));
   if (w.plans.size() < 4 * top + 64) return;
   // Keep the best `top` distinct outcomes (with every plan that shares them, so the final
@@ -112,6 +122,17 @@ void Keep(Worker& w, RankedPlan plan, size_t top) {
     }
   }
   w.plans = std::move(kept);
+  w.cutoff.reset();
+  w.family_best.clear();
+  outcomes = 0, last_rate = -1, last_memory = -1;
+  for (size_t i = 0; i < w.plans.size(); ++i) {
+    const RankedPlan& p = w.plans[i];
+    const double rate = p.report.tokens_per_s, memory = p.report.memory.peak.total();
+    if (rate != last_rate || memory != last_memory) ++outcomes;
+    last_rate = rate, last_memory = memory;
+    if (outcomes == top) w.cutoff = i;
+    w.family_best.emplace(p.family, i);  // the first of each family is its best
+  }
 }
 
 // One mesh laid out in one order: every plan on it.
@@ -185,11 +206,13 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
   const PlanConstraints& fixed = o.constraints;
   const MeshShape& mesh = job.mesh;
   const PlanSpec base = BasePlan(c, o, job);
+  const std::string family = Family(mesh);
   const int64_t per_replica = base.global_batch_size / BatchReplicas(mesh);
   const double limit = o.max_memory_bytes;
   // Groups of one axis are alike on regular fabrics: cost the first, the middle and the last.
   sim::AxisCollectives collectives(graph, base, 3, &shared);
   strategies::TaskLists task_lists;  // one pipeline shape's schedules, shared by this mesh's plans
+  strategies::LayerCache layers;      // the layers' programs, shared by plans of other schedules
   // ZeRO shards over the replica axes: without any, every stage is ZeRO-0.
   const std::vector<std::pair<std::string, int64_t>> schedules = Schedules(mesh, fixed, base);
   std::vector<int64_t> zero_stages = {0};
@@ -215,13 +238,15 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
       if (per_replica % mbs == 0) sizes.push_back(mbs);
     }
     for (int64_t mbs : Tried(fixed, "micro_batch_size", base.micro_batch_size, sizes)) {
-      for (const auto& [schedule, v] : schedules) {
-        // Recomputation only adds work: once a lighter one fits, the heavier ones are slower and
-        // only smaller, so they are dropped as dominated.
-        bool fitted = false;
-        for (Recompute recompute : Tried(fixed, "recompute", base.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull})) {
+      // Recomputation only adds work: once a lighter one fits a schedule, the heavier ones are
+      // slower and only smaller there, so they are dropped as dominated. The schedules run
+      // innermost: their plans share the layers' programs (`layers`).
+      std::vector<bool> fitted(schedules.size(), false);
+      for (Recompute recompute : Tried(fixed, "recompute", base.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull})) {
+        for (size_t k = 0; k < schedules.size(); ++k) {
+          const auto& [schedule, v] = schedules[k];
           ++w.candidates;
-          if (fitted) {
+          if (fitted[k]) {
             ++w.dominated;
             continue;
           }
@@ -245,18 +270,19 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               continue;
             }
           }
-          const strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists);
+          const strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists, &layers);
           ++w.evaluated;
           // Memory first: it needs the program only, and a plan that does not fit is a near miss
           // whatever its time (the estimate's memory is this same model).
-          const double peak = strategies::EstimateMemory(program).peak.total();
+          const strategies::MemoryReport memory = strategies::EstimateMemory(program, &task_lists);
+          const double peak = memory.peak.total();
           if (peak > limit) {
             w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
             continue;
           }
-          sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists);
-          Keep(w, {plan, std::move(report), Family(mesh), "", {}}, o.top);
-          fitted = true;
+          sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
+          Keep(w, {plan, std::move(report), family, "", {}}, o.top);
+          fitted[k] = true;
         }
       }
     }

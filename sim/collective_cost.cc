@@ -13,7 +13,7 @@ CollectiveModel::CollectiveModel(const topologies::Cluster& cluster, const Devic
     : schedule_(std::move(schedule)) {
   const std::vector<topologies::Link>& links = cluster.links();
   std::vector<double> load(links.size(), 0);  // link id -> fraction of `bytes` it carries
-  std::vector<int64_t> touched;
+  std::vector<int64_t> touched, path;  // path: one flow's route (storage reused)
   for (const Step& step : schedule_.steps) {
     pipelined_ = pipelined_ || step.pipelined;
     StepProfile profile;
@@ -28,7 +28,8 @@ CollectiveModel::CollectiveModel(const topologies::Cluster& cluster, const Devic
     };
     if (cluster.fast_routes()) {
       for (const Flow& flow : step.flows) {
-        add(flow, cluster.Route(group.devices[static_cast<size_t>(flow.src)], group.devices[static_cast<size_t>(flow.dst)]));
+        cluster.Route(group.devices[static_cast<size_t>(flow.src)], group.devices[static_cast<size_t>(flow.dst)], &path);
+        add(flow, path);
       }
     } else {
       // Route the step's flows source by source: one search per source, however many it feeds.

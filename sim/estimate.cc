@@ -38,7 +38,7 @@ std::string WhatLimits(const StepReport& report) {
 }
 
 StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives, bool play_every_microbatch,
-                    strategies::TaskLists* task_lists) {
+                    strategies::TaskLists* task_lists, const strategies::MemoryReport* memory) {
   const PlanSpec& plan = program.plan;
   StepReport report;
   const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch));
@@ -155,7 +155,7 @@ StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, Axis
   report.hfu = report.hardware_flops_per_step / capacity;
   report.tokens_per_s = static_cast<double>(plan.global_batch_size * plan.seq_len) / report.step_time_s;
 
-  report.memory = strategies::EstimateMemory(program);
+  report.memory = memory ? *memory : strategies::EstimateMemory(program, task_lists);
   report.hbm_bytes = static_cast<double>(cluster.chip.hbm_bytes);
   report.fits = report.memory.peak.total() <= report.hbm_bytes;
 

@@ -67,8 +67,9 @@ std::string ExposedLabel(const StepReport& report, const std::string& kind);
 // played over at most strategies::SteadyStateMicrobatches micro-batches and its steady state
 // extended to all of them, unless `play_every_microbatch` (for tests of that shortcut).
 // `task_lists`, when given, keeps the schedule's task lists for the next plans of the same
-// pipeline shape.
+// pipeline shape. `memory`, when given, is strategies::EstimateMemory(program) already computed.
 StepReport Estimate(const strategies::StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives,
-                    bool play_every_microbatch = false, strategies::TaskLists* task_lists = nullptr);
+                    bool play_every_microbatch = false, strategies::TaskLists* task_lists = nullptr,
+                    const strategies::MemoryReport* memory = nullptr);
 
 }  // namespace shardsim::sim

@@ -104,7 +104,30 @@ LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, bool moe) {
 
 }  // namespace
 
-StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lists) {
+namespace {
+
+// `plan` with the fields the layer programs do not read set to their defaults.
+PlanSpec WithoutSchedule(const PlanSpec& plan) {
+  PlanSpec p = plan;
+  p.pipeline_schedule = PlanSpec{}.pipeline_schedule;
+  p.virtual_stages = PlanSpec{}.virtual_stages;
+  return p;
+}
+
+}  // namespace
+
+const std::array<LayerProgram, 2>* LayerCache::Find(const PlanSpec& plan) const {
+  if (!valid_) return nullptr;
+  return WithoutSchedule(plan) == plan_ ? &layers_ : nullptr;
+}
+
+void LayerCache::Keep(const PlanSpec& plan, const LayerProgram& dense, const LayerProgram& moe) {
+  plan_ = WithoutSchedule(plan);
+  layers_ = {dense, moe};
+  valid_ = true;
+}
+
+StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lists, LayerCache* layers) {
   StepProgram program;
   program.model = m;
   program.plan = p;
@@ -115,8 +138,14 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   program.layout = LayOut(m, p);
 
   auto& programs = program.layer_programs;
-  programs[static_cast<size_t>(LayerKind::kDense)] = TransformerLayer(m, p, false);
-  programs[static_cast<size_t>(LayerKind::kMoe)] = m.moe ? TransformerLayer(m, p, true) : LayerProgram{LayerKind::kMoe, {}};
+  if (const auto* kept = layers ? layers->Find(p) : nullptr) {
+    programs[static_cast<size_t>(LayerKind::kDense)] = (*kept)[0];
+    programs[static_cast<size_t>(LayerKind::kMoe)] = (*kept)[1];
+  } else {
+    programs[static_cast<size_t>(LayerKind::kDense)] = TransformerLayer(m, p, false);
+    programs[static_cast<size_t>(LayerKind::kMoe)] = m.moe ? TransformerLayer(m, p, true) : LayerProgram{LayerKind::kMoe, {}};
+    if (layers) layers->Keep(p, programs[static_cast<size_t>(LayerKind::kDense)], programs[static_cast<size_t>(LayerKind::kMoe)]);
+  }
   const double t = static_cast<double>(p.mesh.tensor);
   const double vocab_params = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / t;
   // The tied head shares the embedding's matrix when both sit on one stage (one stage, or ZB-V's

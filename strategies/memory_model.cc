@@ -99,7 +99,7 @@ double StageActivationPeak(const StepProgram& program, int64_t stage_index, Task
   return PeakInFlight(program, stage_index, chunk_bytes, Phase::kBackwardWeight, task_lists);
 }
 
-MemoryReport EstimateMemory(const StepProgram& program) {
+MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
   const ModelSpec& m = program.model;
   const PlanSpec& p = program.plan;
   const double t = static_cast<double>(p.mesh.tensor);
@@ -130,7 +130,7 @@ MemoryReport EstimateMemory(const StepProgram& program) {
     for (size_t c = 0; c < stage.chunks.size(); ++c) {
       if (stage.chunks[c].layout.head) head_logits[c] = logits, has_head = true;
     }
-    if (has_head) b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, nullptr);
+    if (has_head) b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, task_lists);
     if (!ParamShardAxes(p, ParamKind::kDense).empty()) {
       int64_t layers = 0;
       for (const Chunk& chunk : stage.chunks) {

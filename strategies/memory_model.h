@@ -46,7 +46,7 @@ struct MemoryReport {
 double StageActivationPeak(const StepProgram& program, int64_t stage, TaskLists* task_lists = nullptr);
 
 // Memory of every stage of `program`. In-flight micro-batches come from each stage's task order
-// (an F stores a chunk's activations, its W releases them).
-MemoryReport EstimateMemory(const StepProgram& program);
+// (an F stores a chunk's activations, its W releases them). `task_lists` as above.
+MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists = nullptr);
 
 }  // namespace shardsim::strategies

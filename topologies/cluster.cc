@@ -59,7 +59,7 @@ struct Cluster::Impl {
   void BuildSwitched();
   void BuildLocal();
   void BuildGraph();
-  std::vector<int64_t> TorusRoute(int64_t src, int64_t dst) const;
+  void TorusRoute(int64_t src, int64_t dst, std::vector<int64_t>& route) const;
   std::vector<int64_t> StructuralRoute(int64_t src, int64_t dst) const;
   void CheckStructuralRoutes();
   std::vector<std::vector<int64_t>> ShortestRoutes(int64_t src, const std::vector<int64_t>& dsts) const;
@@ -235,14 +235,17 @@ void Cluster::Impl::BuildGraph() {
   }
 }
 
-std::vector<int64_t> Cluster::Impl::TorusRoute(int64_t src, int64_t dst) const {
+void Cluster::Impl::TorusRoute(int64_t src, int64_t dst, std::vector<int64_t>& route) const {
   const TopologySpec& t = spec.topology;
   const std::vector<int64_t>& dims = t.torus_dims;
   const int64_t rank = static_cast<int64_t>(dims.size());
   int64_t per_slice = 1;
   for (int64_t d : dims) per_slice *= d;
+  route.clear();
   if (src / per_slice != dst / per_slice) {
-    return {dcn_up[static_cast<size_t>(src)], dcn_down[static_cast<size_t>(dst)]};
+    route.push_back(dcn_up[static_cast<size_t>(src)]);
+    route.push_back(dcn_down[static_cast<size_t>(dst)]);
+    return;
   }
   const int64_t slice_base = src / per_slice * per_slice;
   // Walk dimension by dimension, keeping the chip's index in step with its coordinates (the
@@ -255,8 +258,6 @@ std::vector<int64_t> Cluster::Impl::TorusRoute(int64_t src, int64_t dst) const {
     from /= dims[a], to /= dims[a], s *= dims[a];
   }
   int64_t chip = src;
-  std::vector<int64_t> route;
-  route.reserve(static_cast<size_t>(std::accumulate(dims.begin(), dims.end(), int64_t{0})));  // at most every dimension's length
   for (int64_t a = 0; a < rank; ++a) {
     const int64_t n = dims[static_cast<size_t>(a)];
     const int64_t forward = ((target[a] - c[a]) % n + n) % n;
@@ -280,7 +281,6 @@ std::vector<int64_t> Cluster::Impl::TorusRoute(int64_t src, int64_t dst) const {
       c[a] = next;
     }
   }
-  return route;
 }
 
 namespace {
@@ -431,9 +431,17 @@ const std::vector<Link>& Cluster::links() const { return impl_->links; }
 std::vector<int64_t> Cluster::Route(int64_t src, int64_t dst) const {
   SHARDSIM_CHECK(src >= 0 && src < num_devices() && dst >= 0 && dst < num_devices(), "device out of range");
   if (src == dst) return {};
-  if (impl_->spec.topology.kind == TopologyKind::kTorus) return impl_->TorusRoute(src, dst);
-  if (impl_->structural) return impl_->StructuralRoute(src, dst);
-  return std::move(impl_->ShortestRoutes(src, {dst}).front());
+  std::vector<int64_t> route;
+  Route(src, dst, &route);
+  return route;
+}
+
+void Cluster::Route(int64_t src, int64_t dst, std::vector<int64_t>* route) const {
+  SHARDSIM_CHECK(src >= 0 && src < num_devices() && dst >= 0 && dst < num_devices(), "device out of range");
+  route->clear();
+  if (src == dst) return;
+  if (impl_->spec.topology.kind == TopologyKind::kTorus) return impl_->TorusRoute(src, dst, *route);
+  *route = impl_->structural ? impl_->StructuralRoute(src, dst) : std::move(impl_->ShortestRoutes(src, {dst}).front());
 }
 
 std::vector<int64_t> Cluster::ReferenceRoute(int64_t src, int64_t dst) const {
@@ -450,7 +458,10 @@ std::vector<std::vector<int64_t>> Cluster::RoutesFrom(int64_t src, const std::ve
   SHARDSIM_CHECK(src >= 0 && src < num_devices(), "device out of range");
   if (impl_->spec.topology.kind == TopologyKind::kTorus) {
     std::vector<std::vector<int64_t>> routes;
-    for (int64_t d : dsts) routes.push_back(d == src ? std::vector<int64_t>{} : impl_->TorusRoute(src, d));
+    for (int64_t d : dsts) {
+      routes.emplace_back();
+      if (d != src) impl_->TorusRoute(src, d, routes.back());
+    }
     return routes;
   }
   if (impl_->structural) {

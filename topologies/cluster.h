@@ -63,6 +63,9 @@ class Cluster {
   // off the fabric's structure when that agrees with Dijkstra on a sample of pairs.
   // REQUIRES: 0 <= src, dst < num_devices(). Thread-safe.
   std::vector<int64_t> Route(int64_t src, int64_t dst) const;
+  // The same route written into `*route` (its storage reused: routing a torus allocates nothing
+  // once the vector has grown to the longest route).
+  void Route(int64_t src, int64_t dst, std::vector<int64_t>* route) const;
   // The lowest-latency route by Dijkstra over the graph, whatever fast path Route() takes (the
   // reference the fast paths are checked against). Not for tori.
   std::vector<int64_t> ReferenceRoute(int64_t src, int64_t dst) const;
