@@ -212,7 +212,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
   // Groups of one axis are alike on regular fabrics: cost the first, the middle and the last.
   sim::AxisCollectives collectives(graph, base, 3, &shared);
   strategies::TaskLists task_lists;  // one pipeline shape's schedules, shared by this mesh's plans
-  strategies::LayerCache layers;      // the layers' programs, shared by plans of other schedules
+  strategies::LayerCache layers;      // what plans of other schedules share (layer programs, step ops)
   // ZeRO shards over the replica axes: without any, every stage is ZeRO-0.
   const std::vector<std::pair<std::string, int64_t>> schedules = Schedules(mesh, fixed, base);
   std::vector<int64_t> zero_stages = {0};
@@ -270,7 +270,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               continue;
             }
           }
-          const strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists, &layers);
+          strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists, &layers);
           ++w.evaluated;
           // Memory first: it needs the program only, and a plan that does not fit is a near miss
           // whatever its time (the estimate's memory is this same model).
@@ -278,9 +278,11 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
           const double peak = memory.peak.total();
           if (peak > limit) {
             w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
+            layers.Recycle(std::move(program));
             continue;
           }
           sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
+          layers.Recycle(std::move(program));
           Keep(w, {plan, std::move(report), family, "", {}}, o.top);
           fitted[k] = true;
         }

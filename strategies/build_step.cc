@@ -116,18 +116,30 @@ PlanSpec WithoutSchedule(const PlanSpec& plan) {
 
 }  // namespace
 
-const std::array<LayerProgram, 2>* LayerCache::Find(const PlanSpec& plan) const {
-  if (!valid_) return nullptr;
-  return WithoutSchedule(plan) == plan_ ? &layers_ : nullptr;
+void LayerCache::Prepare(const PlanSpec& plan) {
+  PlanSpec shared = WithoutSchedule(plan);
+  if (valid_ && shared == plan_) return;
+  plan_ = std::move(shared);
+  valid_ = true, has_layers_ = false;
+  step_ops_.clear();
 }
 
-void LayerCache::Keep(const PlanSpec& plan, const LayerProgram& dense, const LayerProgram& moe) {
-  plan_ = WithoutSchedule(plan);
-  layers_ = {dense, moe};
-  valid_ = true;
+void LayerCache::Recycle(StepProgram&& program) {
+  if (!valid_ || has_layers_ || WithoutSchedule(program.plan) != plan_) return;
+  layers_ = {std::move(program.layer_programs[static_cast<size_t>(LayerKind::kDense)]),
+             std::move(program.layer_programs[static_cast<size_t>(LayerKind::kMoe)])};
+  has_layers_ = true;
 }
 
-StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lists, LayerCache* layers) {
+const std::vector<Op>& LayerCache::StepOps(const PlanSpec& plan, double dense, double expert) {
+  for (const auto& [d, e, ops] : step_ops_) {
+    if (d == dense && e == expert) return ops;
+  }
+  step_ops_.emplace_back(dense, expert, DataParallelStepOps(plan, dense, expert));
+  return std::get<2>(step_ops_.back());
+}
+
+StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lists, LayerCache* cache) {
   StepProgram program;
   program.model = m;
   program.plan = p;
@@ -138,13 +150,14 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   program.layout = LayOut(m, p);
 
   auto& programs = program.layer_programs;
-  if (const auto* kept = layers ? layers->Find(p) : nullptr) {
-    programs[static_cast<size_t>(LayerKind::kDense)] = (*kept)[0];
-    programs[static_cast<size_t>(LayerKind::kMoe)] = (*kept)[1];
+  if (cache) cache->Prepare(p);
+  if (cache && cache->has_layers_) {
+    programs[static_cast<size_t>(LayerKind::kDense)] = std::move(cache->layers_[0]);
+    programs[static_cast<size_t>(LayerKind::kMoe)] = std::move(cache->layers_[1]);
+    cache->has_layers_ = false;
   } else {
     programs[static_cast<size_t>(LayerKind::kDense)] = TransformerLayer(m, p, false);
     programs[static_cast<size_t>(LayerKind::kMoe)] = m.moe ? TransformerLayer(m, p, true) : LayerProgram{LayerKind::kMoe, {}};
-    if (layers) layers->Keep(p, programs[static_cast<size_t>(LayerKind::kDense)], programs[static_cast<size_t>(LayerKind::kMoe)]);
   }
   const double t = static_cast<double>(p.mesh.tensor);
   const double vocab_params = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / t;
@@ -169,8 +182,6 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   const LayerParams dense_layer = ParamsOf(m, p, false);
   const LayerParams moe_layer = m.moe ? ParamsOf(m, p, true) : LayerParams{};
   program.stages.resize(static_cast<size_t>(stages));
-  std::vector<Op> last_step_ops;
-  double last_dense = 0, last_expert = 0;
   for (int64_t s = 0; s < stages; ++s) {
     Stage& stage = program.stages[static_cast<size_t>(s)];
     double dense = 0, expert = 0;
@@ -207,12 +218,12 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     }
     stage.dense_params = dense;
     stage.expert_params = expert;
-    // Stages of equal parameters (most of a uniform pipeline) share one derivation.
-    if (s == 0 || dense != last_dense || expert != last_expert) {
-      last_step_ops = DataParallelStepOps(p, dense, expert);
-      last_dense = dense, last_expert = expert;
+    // Stages of equal parameters (most of a pipeline) share one derivation.
+    if (cache) {
+      stage.step_ops = cache->StepOps(p, dense, expert);
+    } else {
+      stage.step_ops = DataParallelStepOps(p, dense, expert);
     }
-    stage.step_ops = last_step_ops;
     // Sequence parallelism: the weights replicated over tensor (norms, the MoE router, learned
     // positions) see a share of the tokens on each tensor rank, so their gradients are summed
     // over tensor once per step (Megatron-LM all-reduces the layernorm gradients so); MLA's down

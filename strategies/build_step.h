@@ -2,6 +2,8 @@
 #pragma once
 
 #include <array>
+#include <tuple>
+#include <vector>
 
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
@@ -10,26 +12,32 @@
 
 namespace shardsim::strategies {
 
-// The dense and MoE layer programs BuildStep made for one plan (see BuildStep). One model per cache.
+// What BuildStep derives from a plan apart from its pipeline schedule and virtual stages, for
+// the next plans that differ from it only there: the dense and MoE layer programs (lent to the
+// program BuildStep returns; Recycle takes them back) and the data-parallel step ops per stage
+// parameter count. One model per cache.
 class LayerCache {
  public:
-  // The kept programs when `plan` differs from theirs at most in its schedule and virtual stages.
-  const std::array<LayerProgram, 2>* Find(const PlanSpec& plan) const;
-  void Keep(const PlanSpec& plan, const LayerProgram& dense, const LayerProgram& moe);
+  // Takes back the layer programs of a program built with this cache, once it is done with.
+  void Recycle(StepProgram&& program);
 
  private:
-  bool valid_ = false;
+  friend StepProgram BuildStep(const ModelSpec&, const PlanSpec&, TaskLists*, LayerCache*);
+  // Empties the cache unless it holds what `plan` shares with its plan.
+  void Prepare(const PlanSpec& plan);
+  const std::vector<Op>& StepOps(const PlanSpec& plan, double dense, double expert);
+
   PlanSpec plan_;  // with the default schedule and one virtual stage
+  bool valid_ = false, has_layers_ = false;
   std::array<LayerProgram, 2> layers_;  // dense, MoE
+  std::vector<std::tuple<double, double, std::vector<Op>>> step_ops_;  // (dense, expert params) -> ops
 };
 
 // Builds one training step. REQUIRES: ValidatePlan(plan, model, plan.mesh.Product(), ...) passed.
 // Throws InputError for plans the program cannot express yet (the dualpipe schedule).
 // `task_lists`, when given, keeps the schedule's task lists the memory model walks, for the
 // estimate and the next plans of the same pipeline shape.
-// `layers`, when given, keeps the transformer layers' programs for the next plans of the same
-// model that differ only in their pipeline schedule or virtual stages (on which the layers do not
-// depend): a plan that matches the kept one reuses them instead of building them.
-StepProgram BuildStep(const ModelSpec& model, const PlanSpec& plan, TaskLists* task_lists = nullptr, LayerCache* layers = nullptr);
+// `cache`, when given, shares what plans differing only in schedule have in common (LayerCache).
+StepProgram BuildStep(const ModelSpec& model, const PlanSpec& plan, TaskLists* task_lists = nullptr, LayerCache* cache = nullptr);
 
 }  // namespace shardsim::strategies
