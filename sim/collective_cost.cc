@@ -9,10 +9,13 @@
 
 namespace shardsim::sim {
 
-CollectiveModel::CollectiveModel(const topologies::Cluster& cluster, const DeviceGroup& group, Schedule schedule)
+CollectiveModel::CollectiveModel(const topologies::Cluster& cluster, const DeviceGroup& group, Schedule schedule, std::vector<double>* scratch)
     : schedule_(std::move(schedule)) {
   const std::vector<topologies::Link>& links = cluster.links();
-  std::vector<double> load(links.size(), 0);  // link id -> fraction of `bytes` it carries
+  std::vector<double> own;
+  if (!scratch) own.assign(links.size(), 0);
+  std::vector<double>& load = scratch ? *scratch : own;  // link id -> fraction of `bytes` it carries
+  SHARDSIM_CHECK(load.size() == links.size(), "scratch of another cluster");
   std::vector<int64_t> touched, path;  // path: one flow's route (storage reused)
   for (const Step& step : schedule_.steps) {
     pipelined_ = pipelined_ || step.pipelined;
@@ -139,6 +142,7 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
   if (modelled.back() != groups.size() - 1) modelled.push_back(groups.size() - 1);
 
   const std::vector<Algorithm> wanted = algorithm == Algorithm::kAuto ? AlgorithmsFor(op) : std::vector<Algorithm>{algorithm};
+  std::vector<double> scratch;  // the models' link loads, one zero per link between uses
   std::string first_reason;
   for (Algorithm a : wanted) {
     Candidate candidate{a, {}, modelled, {}};
@@ -167,8 +171,9 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
     // Groups that are translates of one another on a regular fabric cost the same: keep one
     // model per distinct cost profile.
     std::vector<size_t> kept;
+    if (scratch.empty()) scratch.assign(cluster.links().size(), 0);
     for (size_t g : modelled) {
-      CollectiveModel model(cluster, groups[g], candidate.schedules[schedule_of.at(g)]);
+      CollectiveModel model(cluster, groups[g], candidate.schedules[schedule_of.at(g)], &scratch);
       bool same = false;
       for (const CollectiveModel& other : candidate.models) same = same || SameCost(other, model);
       if (same) continue;

@@ -25,8 +25,9 @@ struct CollectiveEstimate {
 class CollectiveModel {
  public:
   // Routes every flow of `schedule` over `cluster`. REQUIRES: the schedule's members index into
-  // `group`. `cluster` must outlive the model.
-  CollectiveModel(const topologies::Cluster& cluster, const DeviceGroup& group, Schedule schedule);
+  // `group`. `cluster` must outlive the model. `scratch`, when given, is one zero per link of the
+  // cluster, used and left zero (models built one after another share it).
+  CollectiveModel(const topologies::Cluster& cluster, const DeviceGroup& group, Schedule schedule, std::vector<double>* scratch = nullptr);
 
   // Time for `bytes` (nccl-tests size). Pipelined steps use the chunk count that minimises the
   // time (powers of two up to 2^20), as a tuned implementation would.

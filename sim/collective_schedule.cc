@@ -99,10 +99,9 @@ std::optional<TorusBox> FindBox(const Cluster& cluster, const DeviceGroup& group
 }
 
 int32_t Neighbour(const TorusBox& box, int32_t member, size_t axis, int direction) {
-  std::vector<int64_t> c = box.local[static_cast<size_t>(member)];
-  c[axis] = Mod(c[axis] + direction, box.extent[axis]);
+  const std::vector<int64_t>& c = box.local[static_cast<size_t>(member)];
   int64_t index = 0;
-  for (size_t a = c.size(); a-- > 0;) index = index * box.extent[a] + c[a];
+  for (size_t a = c.size(); a-- > 0;) index = index * box.extent[a] + (a == axis ? Mod(c[a] + direction, box.extent[a]) : c[a]);
   return box.member_at[static_cast<size_t>(index)];
 }
 

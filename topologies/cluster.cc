@@ -276,7 +276,7 @@ void Cluster::Impl::TorusRoute(int64_t src, int64_t dst, std::vector<int64_t>& r
       const int64_t link = torus_links[static_cast<size_t>((chip * rank + a) * 2 + dir)];
       SHARDSIM_CHECK(link >= 0, "torus route left the slice");
       route.push_back(link);
-      const int64_t next = ((c[a] + (dir == 0 ? 1 : -1)) % n + n) % n;
+      const int64_t next = dir == 0 ? (c[a] + 1 == n ? 0 : c[a] + 1) : (c[a] == 0 ? n - 1 : c[a] - 1);
       chip += (next - c[a]) * stride[a];
       c[a] = next;
     }

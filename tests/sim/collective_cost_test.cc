@@ -123,5 +123,24 @@ TEST(CollectiveModelTest, BusBandwidthFactorsFollowNcclTests) {
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(CollectiveOp::kBroadcast, 8), 1.0);
 }
 
+// The planner shares one model between groups the torus's symmetry maps onto each other
+// (Cluster::Translated): every algorithm must cost them the same.
+TEST(TranslationTest, TranslatedGroupsCostTheSame) {
+  const topologies::Cluster c = MakeCluster("tpu-v5p:8x8x8");
+  for (const auto& [stride, size] : {std::pair<int64_t, int64_t>{1, 8}, {8, 8}, {3, 16}, {64, 8}, {9, 32}}) {
+    for (int64_t first : {0, 5, 77, 300}) {
+      DeviceGroup group;
+      for (int64_t k = 0; k < size; ++k) group.devices.push_back((first + k * stride) % c.num_devices());
+      const DeviceGroup moved{c.Translated(group.devices)};
+      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kAllToAll}) {
+        const GroupCollective a(c, {group}, op, Algorithm::kAuto, "test"), b(c, {moved}, op, Algorithm::kAuto, "test");
+        for (double bytes : {1e3, 1e6, 1e9}) {
+          EXPECT_EQ(a.Fastest(bytes).estimate.time_s, b.Fastest(bytes).estimate.time_s) << "stride " << stride << " first " << first;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardsim::sim

@@ -267,5 +267,29 @@ TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
   EXPECT_EQ(layers, 126);
 }
 
+// The planner builds plans that differ only in schedule through one LayerCache (layer programs
+// and step ops shared); each program must equal the one built without it, whatever came before.
+TEST(StepProgramTest, LayerCacheBuildsWhatBuildStepBuildsAlone) {
+  for (const char* name : {"llama3-8b", "mixtral-8x7b", "deepseek-v3"}) {
+    const ModelSpec m = FindModelPreset(name)->spec;
+    LayerCache cache;
+    TaskLists lists;
+    for (int64_t zero : {0, 1}) {
+      for (Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
+        for (const auto& [schedule, v] : {std::pair<std::string, int64_t>{"1f1b", 1}, {"interleaved-1f1b", 2}, {"zb-h1", 1}, {"zbv", 2}, {"dualpipe", 1}, {"gpipe", 1}}) {
+          PlanSpec p = Plan(2, 2, 4, 32, 4096);
+          p.zero_stage = zero, p.recompute = recompute, p.pipeline_schedule = schedule, p.virtual_stages = v;
+          p.micro_batch_size = 1;
+          if (m.num_layers % 8 != 0 && schedule == "interleaved-1f1b") continue;
+          const std::string alone = DumpProgram(BuildStep(m, p));
+          StepProgram shared = BuildStep(m, p, &lists, &cache);
+          EXPECT_EQ(DumpProgram(shared), alone) << name << " " << schedule << " zero " << zero;
+          cache.Recycle(std::move(shared));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardsim::strategies

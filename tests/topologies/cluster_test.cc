@@ -66,6 +66,44 @@ TEST(TorusTest, SubCubeSlicesHaveNoWraparound) {
   EXPECT_EQ(v5e.Route(0, 7).size(), 7u);         // (0,0) -> (7,0) along a line of 8
 }
 
+// The direction labels ("+axis0", "-axis2") of a route's links, in order.
+std::vector<std::string> Directions(const Cluster& c, int64_t src, int64_t dst) {
+  std::vector<std::string> out;
+  for (int64_t id : c.Route(src, dst)) {
+    const std::string& name = c.links()[static_cast<size_t>(id)].name;
+    out.push_back(name.substr(name.rfind(' ') + 1));
+  }
+  return out;
+}
+
+TEST(TorusTest, TranslatedGroupsRouteTheSameWay) {
+  // Wrapped (8x8x8, even and odd lengths on v5e) and partly unwrapped (2x4x4) tori.
+  for (const std::string preset : {"tpu-v5p:8x8x8", "tpu-v5p:2x4x4", "tpu-v5e:8x16", "tpu-v5p:4x4x12"}) {
+    const Cluster c = Make(preset);
+    const int64_t n = c.num_devices();
+    for (int64_t first = 0; first < n; first += 7) {
+      const std::vector<int64_t> group = {first, (first * 5 + 3) % n, (first * 11 + 17) % n, (first + n / 2) % n};
+      const std::vector<int64_t> moved = c.Translated(group);
+      ASSERT_EQ(moved.size(), group.size());
+      // Each coordinate of the first device stays, or moves by an even amount to 0 or 1.
+      const std::vector<int64_t> from = c.TorusCoordinates(first), to = c.TorusCoordinates(moved.front());
+      for (size_t a = 0; a < from.size(); ++a) EXPECT_TRUE(to[a] == from[a] || to[a] == from[a] % 2) << preset << " axis " << a;
+      for (size_t i = 0; i < group.size(); ++i) {
+        for (size_t j = 0; j < group.size(); ++j) {
+          EXPECT_EQ(Directions(c, moved[i], moved[j]), Directions(c, group[i], group[j])) << preset << " " << group[i] << " -> " << group[j];
+        }
+      }
+    }
+  }
+}
+
+TEST(TorusTest, OnlyTorusSlicesTranslate) {
+  const std::vector<int64_t> group = {300, 301, 302};
+  EXPECT_EQ(Make("tpu-v5e:16x16,slices=2").Translated(group), group);  // slices meet over DCN: no symmetry used
+  EXPECT_EQ(Make("dgx-h100:64").Translated(group), group);
+  EXPECT_NE(Make("tpu-v5p:8x8x8").Translated(group), group);
+}
+
 TEST(TorusTest, SlicesMeetOverDcn) {
   const Cluster c = Make("tpu-v5e:16x16,slices=2");
   EXPECT_EQ(c.num_devices(), 512);
