@@ -20,6 +20,6 @@ run --model deepseek-v3 --cluster hgx-h800:2048 --global-batch-tokens 60M --seq-
 # The same spaces for one framework each (only the plans it runs are estimated).
 run --model llama3-405b --cluster dgx-h100:16384 --global-batch-tokens 16M --seq-len 8192 --framework megatron-core
 run --model deepseek-v3 --cluster hgx-h800:2048 --global-batch-tokens 60M --seq-len 4096 --framework torchtitan
-run --model llama3-70b --cluster tpu-v5p:16x16x24 --global-batch-tokens 4M --seq-len 8192 --framework maxtext
+run --model llama3-70b --cluster tpu-v5p:16x16x24 --global-batch-tokens 24M --seq-len 8192 --framework maxtext
 # Nothing fits: the search, then larger sizes of the system until one fits.
 run --model llama3-405b --cluster dgx-h100:8 --global-batch-tokens 4M --seq-len 8192

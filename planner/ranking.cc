@@ -18,7 +18,7 @@ auto PlanKey(const PlanSpec& p) {
   std::array<int64_t, kMeshAxisCount> sizes{};  // in the table's order
   for (size_t i = 0; i < kMeshAxisCount; ++i) sizes[i] = p.mesh.Size(kMeshAxes[i].axis);
   return std::make_tuple(sizes, p.zero_stage, p.micro_batch_size, p.pipeline_schedule, p.virtual_stages, static_cast<int>(p.recompute),
-                         p.mesh_order);
+                         ReshardAfterForward(p), p.mesh_order);
 }
 
 double Memory(const RankedPlan& p) { return p.report.memory.peak.total(); }
