@@ -223,7 +223,7 @@ TEST_F(CliDescribeTest, WriteModelOfLargeHfImportReadsBack) {
 
 TEST_F(CliDescribeTest, WriteClusterRoundTrip) {
   for (const std::string cluster : {"dgx-h100:64", "dgx-a100:1024,fabric=fat-tree,oversubscription=2", "tpu-v5p:8x8x8,slices=2",
-                                    "tpu-v5e:16x16", "gb200-nvl72:144", "local:4"}) {
+                                    "tpu-v5e:16x16", "gb200-nvl72:144", "dgx-b300:16", "gb300-nvl72:128,domain=64", "local:4"}) {
     SCOPED_TRACE(cluster);
     const std::string written = PathOf("written_cluster.json");
     const json first = DescribeJson({"--cluster", cluster, "--write-cluster", written});

@@ -42,6 +42,21 @@ TEST(ClusterPresetsTest, GpuNodes) {
   EXPECT_FALSE(ParseClusterPreset("dgx-a100:16", "--cluster").topology.nvls);
 }
 
+// Blackwell Ultra: the catalogue's figures, each from the sources its entries name.
+TEST(ClusterPresetsTest, BlackwellUltraSystems) {
+  const ClusterSpec b300 = ParseClusterPreset("dgx-b300:16", "--cluster");
+  EXPECT_EQ(b300.topology.devices_per_node, 8);
+  EXPECT_DOUBLE_EQ(b300.chip.peak_flop_per_s.at("bf16"), 2.25e15);
+  EXPECT_DOUBLE_EQ(b300.chip.peak_flop_per_s.at("fp8"), 4.5e15);
+  EXPECT_EQ(b300.chip.hbm_bytes, 288000000000);
+  EXPECT_DOUBLE_EQ(b300.links.at("infiniband").bandwidth_bytes_per_s, 1e11);  // 800 Gb/s ConnectX-8
+  const ClusterSpec gb300 = ParseClusterPreset("gb300-nvl72:128,domain=64", "--cluster");
+  EXPECT_EQ(DeviceCount(gb300), 128);
+  EXPECT_DOUBLE_EQ(gb300.chip.peak_flop_per_s.at("bf16"), 2.5e15);
+  EXPECT_EQ(gb300.chip.hbm_bytes, 279000000000);
+  EXPECT_NE(gb300.efficiency.source.find("not measured on GB300"), std::string::npos);
+}
+
 TEST(ClusterPresetsTest, TorusWraparoundFollowsSliceShape) {
   const ClusterSpec cube = ParseClusterPreset("tpu-v5p:16x16x16", "--cluster");
   EXPECT_EQ(DeviceCount(cube), 4096);
