@@ -64,6 +64,7 @@ json PlanFindingsJson(const PlanFindings& f) {
            {"dominated", r.dominated},
            {"unsupported_by_framework", r.unsupported},
            {"evaluated", r.evaluated},
+           {"over_memory_limit", r.over_limit},
            {"wall_s", r.wall_s},
            {"plans_per_s", rate}}}};
   if (f.smallest) {

@@ -75,7 +75,7 @@ void PrintHeader(const PlanFindings& f, const Writer& w) {
   w.out << "Plans for " << f.model.name << " on " << f.cluster.name << ": " << FormatCount(static_cast<double>(f.tokens_per_step)) << " tokens per step ("
         << f.tokens_per_step / f.seq_len << " sequences of " << f.seq_len << ")\n";
   const std::string fixed = planner::DescribeFixed(f.constraints);
-  if (!fixed.empty()) w.Line("fixed by --plan/--set: " + fixed + "; every other field searched", "  ");
+  if (!fixed.empty()) w.Line("fixed by --plan/--set: " + fixed + "; the other fields searched (docs/plan.md)", "  ");
   if (f.framework) {
     w.Line("framework: " + std::string(planner::FrameworkName(*f.framework)) + ", only the plans it runs exactly (" + std::to_string(r.unsupported) +
                " others skipped; docs/frameworks.md)",
@@ -86,7 +86,8 @@ void PrintHeader(const PlanFindings& f, const Writer& w) {
          "  ");
   const double rate = r.wall_s > 0 ? static_cast<double>(r.evaluated) / r.wall_s : 0;
   w.Line("searched " + std::to_string(r.meshes) + " meshes and " + std::to_string(r.layouts) + " other layouts of the leading ones, " +
-             std::to_string(r.candidates) + " plans: " + std::to_string(r.evaluated) + " estimated, " + std::to_string(r.pruned) + " pruned, " +
+             std::to_string(r.candidates) + " plans: " + std::to_string(r.evaluated - r.over_limit) + " estimated, " + std::to_string(r.over_limit) +
+             " over the memory limit, " + std::to_string(r.pruned) + " pruned, " +
              std::to_string(r.dominated) + " dominated, in " + FormatSeconds(r.wall_s) + " (" + FormatCount(rate) + " plans/s)",
          "  ");
   w.out << "\n";
@@ -157,7 +158,8 @@ void PrintPlans(const PlanFindings& f, const Writer& w) {
     for (size_t i = 0; i < r.best.size(); ++i) limits += (limits.empty() ? "" : "; ") + std::to_string(i + 1) + " " + r.best[i].report.why;
     w.Line("limited by: " + limits, "  ", "    ");
   }
-  w.Line(MeshLegend() + ". ZeRO: the stage (the axes it shards over; - none: fsdp shards by itself). dtype " + r.best.front().plan.dtype + ".", "  ",
+  w.Line(MeshLegend() + ". ZeRO: the stage (the axes it shards over; - none: fsdp shards by itself; rg / kg: sharded parameters re-gathered for "
+             "the backward / kept gathered, not the default with this pipeline). dtype " + r.best.front().plan.dtype + ".", "  ",
          "  ");
   if (f.options.train_tokens > 0) {
     w.out << "\nTraining on " << FormatCount(f.options.train_tokens) << " tokens (--train-tokens) at each plan's predicted tokens/s:\n";

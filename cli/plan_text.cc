@@ -25,8 +25,15 @@ std::string ZeroText(const PlanSpec& p) {
   for (const std::string& axis : strategies::ReplicaAxes(p, strategies::ParamKind::kDense)) {
     if (p.mesh.Size(axis) > 1) axes += (axes.empty() ? "" : ",") + std::string(AxisFacts(axis).letter);
   }
-  if (axes.empty()) return "-";
-  return std::to_string(p.zero_stage) + " (" + axes + ")";
+  // Sharded parameters re-gathered for the backward ("rg") or kept gathered ("kg") where that is
+  // not the default (docs/plan.md).
+  std::string reshard;
+  if (p.fsdp_reshard_after_forward && *p.fsdp_reshard_after_forward != (p.mesh.pipeline == 1) &&
+      !strategies::ParamShardAxes(p, strategies::ParamKind::kDense).empty()) {
+    reshard = *p.fsdp_reshard_after_forward ? " rg" : " kg";
+  }
+  if (axes.empty()) return "-" + reshard;
+  return std::to_string(p.zero_stage) + " (" + axes + ")" + reshard;
 }
 
 std::string ScheduleName(const PlanSpec& p) {

@@ -15,7 +15,8 @@ std::string MeshText(const PlanSpec& plan);
 std::string MeshLegend();
 
 // "1 (d,c)": the ZeRO stage and the axes it shards over (the replica axes of the dense
-// parameters); "-" when the plan has no such axis (fsdp shards by itself).
+// parameters); "-" when the plan has no such axis (fsdp shards by itself); " rg" / " kg" added
+// when sharded parameters are re-gathered for the backward / kept gathered against the default.
 std::string ZeroText(const PlanSpec& plan);
 
 // "1f1b", "interleaved-1f1b v=2", or "-" without pipeline parallelism.

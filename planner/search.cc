@@ -87,13 +87,14 @@ double StateBytesLowerBound(const ModelSpec& m, const PlanSpec& p) {
 struct Worker {
   std::vector<RankedPlan> plans;  // every feasible plan, pruned to the best per family and overall
   // After a pruning: the last plan of the `top`-th distinct outcome (when there are that many)
-  // and each family's best, as indices into `plans`. A plan Better loses to both would be
-  // pruned by every later pruning, so it is not kept at all.
+  // and each family's best, as indices into `plans`. A plan whose outcome is worse than the
+  // cutoff's (Better orders by tokens/s, then memory, first) and that also loses to its family's
+  // best would be pruned by every later pruning, so it is not kept at all.
   std::optional<size_t> cutoff;
   std::map<std::string, size_t> family_best;
   std::vector<RankedPlan> pareto;  // not beaten on both throughput and memory
   std::vector<Miss> misses;
-  int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0, unsupported = 0;
+  int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0, over_limit = 0, unsupported = 0;
   std::map<std::string, int64_t> gaps;  // why the framework could not run a plan -> how often
 };
 
@@ -237,54 +238,77 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
     for (int64_t mbs = smallest; mbs <= std::max<int64_t>(8, smallest) && mbs <= per_replica; mbs *= 2) {
       if (per_replica % mbs == 0) sizes.push_back(mbs);
     }
+    // With pipeline stages, sharded parameters stay gathered from the forward to the backward by
+    // default (less traffic); re-gathering them (less memory) is a heavier rung of the same
+    // ladder as recomputation, tried where keeping them does not fit.
+    std::vector<std::optional<bool>> reshards = {z.fsdp_reshard_after_forward};
+    if (!fixed.Fixes("fsdp_reshard_after_forward") && mesh.pipeline > 1 && !ReshardAfterForward(z) &&
+        !strategies::ParamShardAxes(z, strategies::ParamKind::kDense).empty()) {
+      reshards.push_back(true);
+    }
+    const std::vector<Recompute> recomputes = Tried(fixed, "recompute", base.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
     for (int64_t mbs : Tried(fixed, "micro_batch_size", base.micro_batch_size, sizes)) {
-      // Recomputation only adds work: once a lighter one fits a schedule, the heavier ones are
-      // slower and only smaller there, so they are dropped as dominated. The schedules run
+      // Recomputation and re-gathering only add work: once a plan of a schedule fits, the plans
+      // of that schedule with more recomputation, or with as much and re-gathering, are slower
+      // and only smaller, so they are dropped as dominated. fitted[k][r]: the lightest
+      // recomputation (index) at which schedule k fitted with reshards[r]. The schedules run
       // innermost: their plans share the layers' programs (`layers`).
-      std::vector<bool> fitted(schedules.size(), false);
-      for (Recompute recompute : Tried(fixed, "recompute", base.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull})) {
-        for (size_t k = 0; k < schedules.size(); ++k) {
-          const auto& [schedule, v] = schedules[k];
-          ++w.candidates;
-          if (fitted[k]) {
-            ++w.dominated;
-            continue;
-          }
-          PlanSpec plan = z;
-          plan.micro_batch_size = mbs;
-          plan.pipeline_schedule = schedule;
-          plan.virtual_stages = v;
-          plan.recompute = recompute;
-          if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name) || !fixed.Allows(plan)) {
-            ++w.pruned;
-            continue;
-          }
-          if (o.framework) {
-            // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
-            plan = AsFrameworkRuns(*o.framework, plan);
-            plan.framework = std::string(FrameworkName(*o.framework));
-            const std::vector<std::string> gaps = FrameworkGaps(*o.framework, m, plan);
-            if (!gaps.empty() || !fixed.Allows(plan)) {
-              ++w.unsupported;
-              for (const std::string& gap : gaps) ++w.gaps[gap];
+      std::vector<std::vector<size_t>> fitted(schedules.size(), std::vector<size_t>(reshards.size(), recomputes.size()));
+      for (size_t rc = 0; rc < recomputes.size(); ++rc) {
+        for (size_t r = 0; r < reshards.size(); ++r) {
+          for (size_t k = 0; k < schedules.size(); ++k) {
+            const auto& [schedule, v] = schedules[k];
+            ++w.candidates;
+            if (fitted[k][0] <= rc || fitted[k][r] <= rc) {
+              ++w.dominated;
               continue;
             }
-          }
-          strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists, &layers);
-          ++w.evaluated;
-          // Memory first: it needs the program only, and a plan that does not fit is a near miss
-          // whatever its time (the estimate's memory is this same model).
-          const strategies::MemoryReport memory = strategies::EstimateMemory(program, &task_lists);
-          const double peak = memory.peak.total();
-          if (peak > limit) {
-            w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
+            if (r > 0 && rc > 0) {
+              ++w.pruned;  // re-gathering is tried without recomputation only (the search's bound)
+              continue;
+            }
+            PlanSpec plan = z;
+            plan.fsdp_reshard_after_forward = reshards[r];
+            plan.micro_batch_size = mbs;
+            plan.pipeline_schedule = schedule;
+            plan.virtual_stages = v;
+            plan.recompute = recomputes[rc];
+            if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name) || !fixed.Allows(plan)) {
+              ++w.pruned;
+              continue;
+            }
+            if (o.framework) {
+              // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
+              plan = AsFrameworkRuns(*o.framework, plan);
+              plan.framework = std::string(FrameworkName(*o.framework));
+              if (r > 0 && ReshardAfterForward(AsFrameworkRuns(*o.framework, z))) {
+                ++w.pruned;  // the framework re-gathers anyway: the first rung's plan already
+                continue;
+              }
+              const std::vector<std::string> gaps = FrameworkGaps(*o.framework, m, plan);
+              if (!gaps.empty() || !fixed.Allows(plan)) {
+                ++w.unsupported;
+                for (const std::string& gap : gaps) ++w.gaps[gap];
+                continue;
+              }
+            }
+            strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists, &layers);
+            ++w.evaluated;
+            // Memory first: it needs the program only, and a plan that does not fit is a near
+            // miss whatever its time (the estimate's memory is this same model).
+            const strategies::MemoryReport memory = strategies::EstimateMemory(program, &task_lists);
+            const double peak = memory.peak.total();
+            if (peak > limit) {
+              ++w.over_limit;
+              w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
+              layers.Recycle(std::move(program));
+              continue;
+            }
+            sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
             layers.Recycle(std::move(program));
-            continue;
+            Keep(w, {plan, std::move(report), family, "", {}}, o.top);
+            fitted[k][r] = std::min(fitted[k][r], rc);
           }
-          sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
-          layers.Recycle(std::move(program));
-          Keep(w, {plan, std::move(report), family, "", {}}, o.top);
-          fitted[k] = true;
         }
       }
     }
@@ -453,6 +477,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     result.pruned += w.pruned;
     result.dominated += w.dominated;
     result.evaluated += w.evaluated;
+    result.over_limit += w.over_limit;
     result.unsupported += w.unsupported;
     for (const auto& [gap, count] : w.gaps) gap_counts[gap] += count;
     for (const RankedPlan& p : w.pareto) AddToFrontier(result.pareto, p);

@@ -66,8 +66,9 @@ struct SearchResult {
   int64_t candidates = 0;               // plans enumerated
   int64_t pruned = 0;                   // rejected before estimating (divisibility; a memory bound prunes a
                                         // mesh and ZeRO stage at once, counted as one)
-  int64_t dominated = 0;                // dropped unestimated: a lighter recomputation of the same plan fits
-  int64_t evaluated = 0;                // plans estimated
+  int64_t dominated = 0;                // dropped unestimated: a lighter rung (recomputation, re-gathering) fits
+  int64_t evaluated = 0;                // plans whose program was built and its memory judged
+  int64_t over_limit = 0;               // of those, over the memory limit (near misses: time not estimated)
   int64_t unsupported = 0;              // dropped unestimated: the framework cannot run them
   std::vector<std::pair<std::string, int64_t>> framework_gaps;  // the commonest reasons, with counts
   double max_memory_bytes = 0;          // the memory limit a plan had to fit

@@ -116,7 +116,9 @@ PlanSpec WithoutSchedule(const PlanSpec& plan) {
 
 }  // namespace
 
-void LayerCache::Prepare(const PlanSpec& plan) {
+void LayerCache::Prepare(const ModelSpec& model, const PlanSpec& plan) {
+  SHARDSIM_CHECK(model_ == nullptr || model_ == &model, "a LayerCache serves one model");
+  model_ = &model;
   PlanSpec shared = WithoutSchedule(plan);
   if (valid_ && shared == plan_) return;
   plan_ = std::move(shared);
@@ -150,7 +152,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   program.layout = LayOut(m, p);
 
   auto& programs = program.layer_programs;
-  if (cache) cache->Prepare(p);
+  if (cache) cache->Prepare(m, p);
   if (cache && cache->has_layers_) {
     programs[static_cast<size_t>(LayerKind::kDense)] = std::move(cache->layers_[0]);
     programs[static_cast<size_t>(LayerKind::kMoe)] = std::move(cache->layers_[1]);

@@ -23,10 +23,12 @@ class LayerCache {
 
  private:
   friend StepProgram BuildStep(const ModelSpec&, const PlanSpec&, TaskLists*, LayerCache*);
-  // Empties the cache unless it holds what `plan` shares with its plan.
-  void Prepare(const PlanSpec& plan);
+  // Empties the cache unless it holds what `plan` shares with its plan. REQUIRES: the same
+  // `model` object every time (checked).
+  void Prepare(const ModelSpec& model, const PlanSpec& plan);
   const std::vector<Op>& StepOps(const PlanSpec& plan, double dense, double expert);
 
+  const ModelSpec* model_ = nullptr;
   PlanSpec plan_;  // with the default schedule and one virtual stage
   bool valid_ = false, has_layers_ = false;
   std::array<LayerProgram, 2> layers_;  // dense, MoE

@@ -486,27 +486,30 @@ std::vector<int64_t> Cluster::Translated(const std::vector<int64_t>& devices) co
   const TopologySpec& t = impl_->spec.topology;
   if (t.kind != TopologyKind::kTorus || t.slices > 1 || devices.empty()) return devices;
   const std::vector<int64_t>& dims = t.torus_dims;
-  std::array<int64_t, kMaxTorusRank> shift{}, stride{};
   SHARDSIM_CHECK(dims.size() <= kMaxTorusRank, "torus rank above kMaxTorusRank");
+  auto coordinate = [&dims](int64_t device, size_t axis) {
+    for (size_t a = 0; a < axis; ++a) device /= dims[a];
+    return device % dims[axis];
+  };
+  // Each movable axis shifts by its smallest member coordinate rounded down to even: no member
+  // crosses the wraparound, so a group that is a box stays one (FindBox does not wrap).
+  std::array<int64_t, kMaxTorusRank> shift{}, stride{};
   bool moves = false;
-  int64_t first = devices.front(), s = 1;
+  int64_t s = 1;
   for (size_t a = 0; a < dims.size(); ++a) {
-    const int64_t c = first % dims[a];
-    first /= dims[a];
     stride[a] = s, s *= dims[a];
-    if (t.wraparound[a] && dims[a] > 2) shift[a] = c - c % 2;
+    if (!t.wraparound[a] || dims[a] <= 2) continue;
+    int64_t lowest = dims[a];
+    for (int64_t d : devices) lowest = std::min(lowest, coordinate(d, a));
+    shift[a] = lowest - lowest % 2;
     moves = moves || shift[a] != 0;
   }
   if (!moves) return devices;
   std::vector<int64_t> moved;
   moved.reserve(devices.size());
   for (int64_t d : devices) {
-    int64_t index = 0, rest = d;
-    for (size_t a = 0; a < dims.size(); ++a) {
-      const int64_t c = rest % dims[a];
-      rest /= dims[a];
-      index += ((c - shift[a]) % dims[a] + dims[a]) % dims[a] * stride[a];
-    }
+    int64_t index = d;
+    for (size_t a = 0; a < dims.size(); ++a) index -= shift[a] * stride[a];
     moved.push_back(index);
   }
   return moved;

@@ -86,8 +86,9 @@ class Cluster {
   // of the same class, bandwidth and latency, chosen to bring the first device as near the origin
   // as that symmetry allows: so groups of the same shape anywhere get the same devices (and the
   // same collective costs). On one torus slice, each wrapped axis longer than 2 moves by the
-  // first device's coordinate rounded down to even (routes half-way round break ties by the
-  // parity of the coordinate); unwrapped axes, several slices and other fabrics do not move.
+  // smallest member coordinate rounded down to even (routes half-way round break ties by the
+  // parity of the coordinate; no member crosses the wraparound, so boxes stay boxes); unwrapped
+  // axes, several slices and other fabrics do not move.
   std::vector<int64_t> Translated(const std::vector<int64_t>& devices) const;
 
  private:

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <optional>
 
 #include "core/cluster_presets.h"
 #include "core/model_presets.h"
 #include "planner/search.h"
 #include "strategies/build_step.h"
+#include "strategies/data_parallel.h"
 #include "strategies/plan_rules.h"
 #include "strategies/schedule.h"
 #include "topologies/cluster.h"
@@ -87,10 +89,19 @@ Brute BruteForce(const ModelSpec& model, const ClusterSpec& cluster, int64_t seq
             for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
               PlanSpec plan = base;
               plan.zero_stage = zero, plan.micro_batch_size = mbs, plan.pipeline_schedule = schedule, plan.virtual_stages = v, plan.recompute = recompute;
-              if (strategies::CheckPlan(plan, model, DeviceCount(cluster), cluster.name)) continue;
-              const sim::StepReport r = sim::Estimate(strategies::BuildStep(model, plan), cluster, collectives);
-              ++brute.estimated;
-              if (r.memory.peak.total() <= limit) brute.best_tokens_per_s = std::max(brute.best_tokens_per_s, r.tokens_per_s);
+              // The search's space: the default resharding, and with pipeline stages (where the
+              // default keeps sharded parameters gathered) re-gathering without recomputation.
+              std::vector<std::optional<bool>> reshards = {std::nullopt};
+              if (mesh.pipeline > 1 && recompute == Recompute::kNone && !strategies::ParamShardAxes(plan, strategies::ParamKind::kDense).empty()) {
+                reshards.push_back(true);
+              }
+              for (const std::optional<bool>& reshard : reshards) {
+                plan.fsdp_reshard_after_forward = reshard;
+                if (strategies::CheckPlan(plan, model, DeviceCount(cluster), cluster.name)) continue;
+                const sim::StepReport r = sim::Estimate(strategies::BuildStep(model, plan), cluster, collectives);
+                ++brute.estimated;
+                if (r.memory.peak.total() <= limit) brute.best_tokens_per_s = std::max(brute.best_tokens_per_s, r.tokens_per_s);
+              }
             }
           }
         }

@@ -127,8 +127,9 @@ TEST(CollectiveModelTest, BusBandwidthFactorsFollowNcclTests) {
 // (Cluster::Translated): every algorithm must cost them the same.
 TEST(TranslationTest, TranslatedGroupsCostTheSame) {
   const topologies::Cluster c = MakeCluster("tpu-v5p:8x8x8");
-  for (const auto& [stride, size] : {std::pair<int64_t, int64_t>{1, 8}, {8, 8}, {3, 16}, {64, 8}, {9, 32}}) {
-    for (int64_t first : {0, 5, 77, 300}) {
+  // (64, 4) and (8, 4) from z or y = 6 wrap round: {6, 7, 0, 1} is no box, though its translate would be.
+  for (const auto& [stride, size] : {std::pair<int64_t, int64_t>{1, 8}, {8, 8}, {3, 16}, {64, 8}, {9, 32}, {64, 4}, {8, 4}}) {
+    for (int64_t first : {0, 5, 77, 300, 6 * 64 + 3, 6 * 8 + 1}) {
       DeviceGroup group;
       for (int64_t k = 0; k < size; ++k) group.devices.push_back((first + k * stride) % c.num_devices());
       const DeviceGroup moved{c.Translated(group.devices)};

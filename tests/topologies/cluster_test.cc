@@ -85,9 +85,17 @@ TEST(TorusTest, TranslatedGroupsRouteTheSameWay) {
       const std::vector<int64_t> group = {first, (first * 5 + 3) % n, (first * 11 + 17) % n, (first + n / 2) % n};
       const std::vector<int64_t> moved = c.Translated(group);
       ASSERT_EQ(moved.size(), group.size());
-      // Each coordinate of the first device stays, or moves by an even amount to 0 or 1.
-      const std::vector<int64_t> from = c.TorusCoordinates(first), to = c.TorusCoordinates(moved.front());
-      for (size_t a = 0; a < from.size(); ++a) EXPECT_TRUE(to[a] == from[a] || to[a] == from[a] % 2) << preset << " axis " << a;
+      // Every member moves by the same even amount along each axis, and none crosses the
+      // wraparound (coordinates only decrease, by at most the smallest one).
+      const std::vector<int64_t> from = c.TorusCoordinates(group.front()), to = c.TorusCoordinates(moved.front());
+      for (size_t i = 0; i < group.size(); ++i) {
+        const std::vector<int64_t> a = c.TorusCoordinates(group[i]), b = c.TorusCoordinates(moved[i]);
+        for (size_t axis = 0; axis < a.size(); ++axis) {
+          EXPECT_EQ(a[axis] - b[axis], from[axis] - to[axis]) << preset << " axis " << axis;
+          EXPECT_GE(b[axis], 0);
+          EXPECT_EQ((a[axis] - b[axis]) % 2, 0);
+        }
+      }
       for (size_t i = 0; i < group.size(); ++i) {
         for (size_t j = 0; j < group.size(); ++j) {
           EXPECT_EQ(Directions(c, moved[i], moved[j]), Directions(c, group[i], group[j])) << preset << " " << group[i] << " -> " << group[j];
