@@ -70,15 +70,13 @@ namespace {
 // steady state.
 double PeakInFlight(const StepProgram& program, int64_t stage_index, const std::vector<double>& chunk_bytes, Phase release, TaskLists* task_lists) {
   const int64_t played = SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, program.microbatches);
-  double live = 0, peak = 0;
-  std::vector<Task> own;
-  if (!task_lists) own = StageTasks(program, stage_index, played);
-  const std::vector<Task>& tasks =
-      task_lists ? task_lists->Get(*program.schedule, program.layout.stages, played, program.layout.chunks)[static_cast<size_t>(stage_index)] : own;
-  for (const Task& task : tasks) {
-    if (task.phase == Phase::kForward) live += chunk_bytes[static_cast<size_t>(task.chunk)];
-    if (task.phase == release) live -= chunk_bytes[static_cast<size_t>(task.chunk)];
-    peak = std::max(peak, live);
+  TaskLists own;
+  TaskLists& lists = task_lists ? *task_lists : own;
+  double peak = 0;
+  for (const std::vector<int64_t>& counts : lists.InFlightPeaks(*program.schedule, program.layout.stages, played, program.layout.chunks, stage_index, release)) {
+    double bytes = 0;
+    for (size_t c = 0; c < counts.size(); ++c) bytes += static_cast<double>(counts[c]) * chunk_bytes[c];
+    peak = std::max(peak, bytes);
   }
   return peak;
 }

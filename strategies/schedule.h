@@ -98,9 +98,16 @@ class TaskLists {
   using Lists = std::vector<std::vector<Task>>;
   // The lists of stages 0 .. stages - 1; valid while this object lives.
   const Lists& Get(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t chunks);
+  // Over stage `stage`'s task order, the counts of micro-batches in flight per chunk (stored by
+  // an F, released by the chunk's task of phase `release`) that no other point of the walk
+  // exceeds on every chunk: the peak of any non-negative weighting of the counts is at one of
+  // them (the memory model's in-flight peaks, without walking the tasks again).
+  const std::vector<std::vector<int64_t>>& InFlightPeaks(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t chunks,
+                                                         int64_t stage, Phase release);
 
  private:
   std::map<std::tuple<const Schedule*, int64_t, int64_t, int64_t>, Lists> lists_;
+  std::map<std::tuple<const Schedule*, int64_t, int64_t, int64_t, int64_t, int>, std::vector<std::vector<int64_t>>> peaks_;
 };
 
 // How many micro-batches a schedule needs to reach its steady state: its peak of micro-batches in

@@ -57,6 +57,29 @@ const TaskLists::Lists& TaskLists::Get(const Schedule& schedule, int64_t stages,
   return lists_.emplace(key, std::move(lists)).first->second;
 }
 
+const std::vector<std::vector<int64_t>>& TaskLists::InFlightPeaks(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t chunks,
+                                                                  int64_t stage, Phase release) {
+  const auto key = std::make_tuple(&schedule, stages, microbatches, chunks, stage, static_cast<int>(release));
+  auto it = peaks_.find(key);
+  if (it != peaks_.end()) return it->second;
+  std::vector<std::vector<int64_t>> peaks;
+  std::vector<int64_t> live(static_cast<size_t>(chunks), 0);
+  auto dominates = [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    for (size_t c = 0; c < a.size(); ++c) {
+      if (a[c] < b[c]) return false;
+    }
+    return true;
+  };
+  for (const Task& task : Get(schedule, stages, microbatches, chunks)[static_cast<size_t>(stage)]) {
+    if (task.phase == Phase::kForward) ++live[static_cast<size_t>(task.chunk)];
+    if (task.phase == release) --live[static_cast<size_t>(task.chunk)];
+    if (std::any_of(peaks.begin(), peaks.end(), [&](const std::vector<int64_t>& p) { return dominates(p, live); })) continue;
+    peaks.erase(std::remove_if(peaks.begin(), peaks.end(), [&](const std::vector<int64_t>& p) { return dominates(live, p); }), peaks.end());
+    peaks.push_back(live);
+  }
+  return peaks_.emplace(key, std::move(peaks)).first->second;
+}
+
 int64_t SteadyStateMicrobatches(int64_t stages, int64_t chunks, int64_t microbatches) {
   const int64_t played = 8 * stages * chunks;
   return microbatches <= played + 2 * stages ? microbatches : played;
