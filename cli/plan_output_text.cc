@@ -159,7 +159,7 @@ void PrintPlans(const PlanFindings& f, const Writer& w) {
     w.Line("limited by: " + limits, "  ", "    ");
   }
   w.Line(MeshLegend() + ". ZeRO: the stage (the axes it shards over; - none: fsdp shards by itself; rg / kg: sharded parameters re-gathered for "
-             "the backward / kept gathered, not the default with this pipeline). dtype " + r.best.front().plan.dtype + ".", "  ",
+             "the backward / kept gathered, not the default for this pipeline depth). dtype " + r.best.front().plan.dtype + ".", "  ",
          "  ");
   if (f.options.train_tokens > 0) {
     w.out << "\nTraining on " << FormatCount(f.options.train_tokens) << " tokens (--train-tokens) at each plan's predicted tokens/s:\n";

@@ -239,8 +239,11 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
       if (per_replica % mbs == 0) sizes.push_back(mbs);
     }
     // With pipeline stages, sharded parameters stay gathered from the forward to the backward by
-    // default (less traffic); re-gathering them (less memory) is a heavier rung of the same
-    // ladder as recomputation, tried where keeping them does not fit.
+    // default (less traffic); re-gathering them (less memory) is tried, without recomputation,
+    // where keeping them does not fit. A bound of the search: where keeping fits, re-gathering
+    // can still be faster (keeping gathers the whole stage before the first forward, which
+    // lengthens the pipeline's fill), by a little; trying it everywhere costs half again the
+    // estimates (docs/plan.md).
     std::vector<std::optional<bool>> reshards = {z.fsdp_reshard_after_forward};
     if (!fixed.Fixes("fsdp_reshard_after_forward") && mesh.pipeline > 1 && !ReshardAfterForward(z) &&
         !strategies::ParamShardAxes(z, strategies::ParamKind::kDense).empty()) {
@@ -248,11 +251,11 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
     }
     const std::vector<Recompute> recomputes = Tried(fixed, "recompute", base.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
     for (int64_t mbs : Tried(fixed, "micro_batch_size", base.micro_batch_size, sizes)) {
-      // Recomputation and re-gathering only add work: once a plan of a schedule fits, the plans
-      // of that schedule with more recomputation, or with as much and re-gathering, are slower
-      // and only smaller, so they are dropped as dominated. fitted[k][r]: the lightest
-      // recomputation (index) at which schedule k fitted with reshards[r]. The schedules run
-      // innermost: their plans share the layers' programs (`layers`).
+      // Recomputation only adds work: once a plan of a schedule fits, the plans of that schedule
+      // and resharding with more recomputation are slower and only smaller, so they are dropped
+      // as dominated; re-gathering is dropped where keeping fits (the bound above).
+      // fitted[k][r]: the lightest recomputation (index) at which schedule k fitted with
+      // reshards[r]. The schedules run innermost: their plans share the layers' programs.
       std::vector<std::vector<size_t>> fitted(schedules.size(), std::vector<size_t>(reshards.size(), recomputes.size()));
       for (size_t rc = 0; rc < recomputes.size(); ++rc) {
         for (size_t r = 0; r < reshards.size(); ++r) {
@@ -263,7 +266,7 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               ++w.dominated;
               continue;
             }
-            if (r > 0 && rc > 0) {
+            if (r > 0 && recomputes[rc] != Recompute::kNone) {
               ++w.pruned;  // re-gathering is tried without recomputation only (the search's bound)
               continue;
             }

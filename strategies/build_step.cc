@@ -245,7 +245,8 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
                                                             Stream::kData, CollectiveOp::kPermute, {"pipeline"}, shared * 2, false));
     }
   }
-  for (int64_t s = 0; s < stages; ++s) program.stages[static_cast<size_t>(s)].activation_peak_bytes = StageActivationPeak(program, s, task_lists);
+  TaskLists own;  // one set of task lists for every stage, when the caller keeps none
+  for (int64_t s = 0; s < stages; ++s) program.stages[static_cast<size_t>(s)].activation_peak_bytes = StageActivationPeak(program, s, task_lists ? task_lists : &own);
   program.pipeline_send =
       CommOp(std::string(ops::kPipelineSend), Phase::kForward, Stream::kPipeline, CollectiveOp::kPermute, {"pipeline"},
              static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.hidden_size) * ShapeOf(p).element_bytes /

@@ -98,6 +98,8 @@ double StageActivationPeak(const StepProgram& program, int64_t stage_index, Task
 }
 
 MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
+  TaskLists own;  // one set of task lists for every stage, when the caller keeps none
+  if (!task_lists) task_lists = &own;
   const ModelSpec& m = program.model;
   const PlanSpec& p = program.plan;
   const double t = static_cast<double>(p.mesh.tensor);
