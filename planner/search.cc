@@ -110,30 +110,21 @@ void Keep(Worker& w, RankedPlan plan, size_t top) {
   // order does not depend on how plans were split among threads) and the best of each family.
   std::sort(w.plans.begin(), w.plans.end(), Better);
   std::vector<RankedPlan> kept;
-  std::map<std::string, bool> seen;
+  w.cutoff.reset();
+  w.family_best.clear();
   size_t outcomes = 0;  // distinct outcomes met so far, in sorted order
   double last_rate = -1, last_memory = -1;
   for (RankedPlan& p : w.plans) {
     const double rate = p.report.tokens_per_s, memory = p.report.memory.peak.total();
     if (rate != last_rate || memory != last_memory) ++outcomes;
     last_rate = rate, last_memory = memory;
-    if (outcomes <= top || !seen[p.family]) {
-      seen[p.family] = true;
+    const bool first_of_family = w.family_best.emplace(p.family, kept.size()).second;  // the first of each family is its best
+    if (outcomes <= top || first_of_family) {
+      if (outcomes == top) w.cutoff = kept.size();
       kept.push_back(std::move(p));
     }
   }
   w.plans = std::move(kept);
-  w.cutoff.reset();
-  w.family_best.clear();
-  outcomes = 0, last_rate = -1, last_memory = -1;
-  for (size_t i = 0; i < w.plans.size(); ++i) {
-    const RankedPlan& p = w.plans[i];
-    const double rate = p.report.tokens_per_s, memory = p.report.memory.peak.total();
-    if (rate != last_rate || memory != last_memory) ++outcomes;
-    last_rate = rate, last_memory = memory;
-    if (outcomes == top) w.cutoff = i;
-    w.family_best.emplace(p.family, i);  // the first of each family is its best
-  }
 }
 
 // One mesh laid out in one order: every plan on it.

@@ -487,10 +487,6 @@ std::vector<int64_t> Cluster::Translated(const std::vector<int64_t>& devices) co
   if (t.kind != TopologyKind::kTorus || t.slices > 1 || devices.empty()) return devices;
   const std::vector<int64_t>& dims = t.torus_dims;
   SHARDSIM_CHECK(dims.size() <= kMaxTorusRank, "torus rank above kMaxTorusRank");
-  auto coordinate = [&dims](int64_t device, size_t axis) {
-    for (size_t a = 0; a < axis; ++a) device /= dims[a];
-    return device % dims[axis];
-  };
   // Each movable axis shifts by its smallest member coordinate rounded down to even: no member
   // crosses the wraparound, so a group that is a box stays one (FindBox does not wrap).
   std::array<int64_t, kMaxTorusRank> shift{}, stride{};
@@ -500,7 +496,7 @@ std::vector<int64_t> Cluster::Translated(const std::vector<int64_t>& devices) co
     stride[a] = s, s *= dims[a];
     if (!t.wraparound[a] || dims[a] <= 2) continue;
     int64_t lowest = dims[a];
-    for (int64_t d : devices) lowest = std::min(lowest, coordinate(d, a));
+    for (int64_t d : devices) lowest = std::min(lowest, ChipCoordinates(d, dims)[a]);
     shift[a] = lowest - lowest % 2;
     moves = moves || shift[a] != 0;
   }
