@@ -21,11 +21,12 @@ struct CostPoint {
   double concurrent, us_per_flow;
 };
 constexpr CostPoint kCollectiveFlowCost[] = {{1, 2}, {1024, 4}, {4096, 10}, {16384, 14}, {65536, 70}, {262144, 160}};
-// The step engine: 2 us per flow with launches of 8 to 64 flows (gpt3-175b on dgx-a100:1024: 1M
-// flows in 2 s), 58 us with launches of 4,096 sharing torus links with another stream's
-// (llama3-70b on tpu-v5p:16x16x16: 2.4M flows in 136 s; estimated 76 s).
+// The step engine (its flows put by sim/flow_ports.h): 2 us per flow with launches of 8 to 64
+// flows (gpt3-175b on dgx-a100:1024: 1M flows in 1.8 s), 17 us with launches of 4,096 sharing
+// torus links with another stream's (llama3-70b on tpu-v5p:16x16x16: 2.4M flows in 40 s), 14 us
+// with launches of 2,048 (16x16x8) and 7 us with launches of 1,024 (16x16x4).
 constexpr double kStepFlowBaseSeconds = 2e-6;
-constexpr double kStepFlowSecondsPerConcurrent = 7e-9;
+constexpr double kStepFlowSecondsPerConcurrent = 3.5e-9;
 // Every event of the engine also visits every host (SimGrid 3.32's host model): 16,384 hosts added
 // about 5 us per flow to llama3-405b on dgx-h100:16384.
 constexpr double kSecondsPerHostPerEvent = 0.3e-9;

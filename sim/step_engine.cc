@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "sim/child_process.h"
+#include "sim/flow_ports.h"
 #include "sim/schedule_player.h"
 #include "strategies/schedule.h"
 
@@ -50,6 +51,7 @@ class StepEngine {
     sg4::Engine engine(&argc, argv.data());
     BuildPlatform();
     mutex_ = sg4::Mutex::create();
+    ports_ = std::make_unique<FlowPorts>(host_, setup_.hosts, mutex_);
     const auto& lists = task_lists_.Get(*program_.schedule, static_cast<int64_t>(program_.stages.size()), count_,
                                         static_cast<int64_t>(program_.stages.front().chunks.size()));
     tasks_ = &lists;
@@ -84,6 +86,7 @@ class StepEngine {
     }
     wall_start_ = std::chrono::steady_clock::now();
     engine.run();
+    ports_.reset();
     if (printed_) std::fprintf(stderr, "\r%60s\r", "");
     result_.wall_s = Wall();
     rusage usage{};
@@ -141,16 +144,9 @@ class StepEngine {
   // Puts one step's flows on the links and waits for all of them.
   void Launch(const FlowStep& step) {
     if (step.sleep_s > 0) sg4::this_actor::sleep_for(step.sleep_s);
-    std::vector<sg4::CommPtr> comms;
-    comms.reserve(step.src.size());
-    for (size_t i = 0; i < step.src.size(); ++i) {
-      if (step.src[i] == step.dst[i]) continue;
-      comms.push_back(sg4::Comm::sendto_async(host_[static_cast<size_t>(step.src[i])], host_[static_cast<size_t>(step.dst[i])],
-                                              static_cast<uint64_t>(step.bytes[i])));
-    }
-    result_.flows += static_cast<int64_t>(comms.size());
-    result_.activities += static_cast<int64_t>(comms.size());
-    sg4::Comm::wait_all(comms);
+    const int64_t flows = ports_->Launch(step);
+    result_.flows += flows;
+    result_.activities += flows;
   }
 
   // Puts every step of collective `comm` of set `s` on the links, counting it and its time.
@@ -483,6 +479,7 @@ class StepEngine {
     if (++finished_sets_ == setup_.sets.size()) {
       std::unique_lock<sg4::Mutex> lock(*mutex_);
       stopping_ = true;
+      ports_->Stop();
       for (SetState& state : states_) {
         for (Queue& queue : state.streams) queue.cv->notify_all();
         for (Queue& queue : state.send_queues) queue.cv->notify_all();
@@ -511,6 +508,7 @@ class StepEngine {
   const strategies::TaskLists::Lists* tasks_ = nullptr;
   std::vector<sg4::Host*> host_;
   sg4::MutexPtr mutex_;
+  std::unique_ptr<FlowPorts> ports_;
   std::vector<SetState> states_;
   std::map<std::pair<int64_t, int64_t>, Rendezvous> rendezvous_;
   EngineResult result_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "sim/flow_ports.h"
 #include "sim/schedule_player.h"
 
 namespace shardsim::sim {
@@ -35,6 +36,8 @@ DesLoad StepLoad(const StepSetup& setup, int64_t microbatches, bool timeline) {
   load.hosts = static_cast<int64_t>(setup.hosts.size());
   load.routes = static_cast<int64_t>(setup.routes.size());
   const PipelinePath path = PathOf(program);
+  // The flow ports' drains, one per host (sim/flow_ports.h); their couriers are counted below.
+  load.actors += load.hosts;
   for (const ActorSet& set : setup.sets) {
     load.actors += 1 + static_cast<int64_t>(strategies::kStreams) + static_cast<int64_t>(set.sends.size());
     const strategies::Stage& stage = program.stages[static_cast<size_t>(set.stage)];
@@ -75,6 +78,7 @@ DesLoad StepLoad(const StepSetup& setup, int64_t microbatches, bool timeline) {
       }
     }
     load.in_flight += largest;
+    load.actors += largest > kDirectFlows ? (largest + kFlowChunk - 1) / kFlowChunk : 0;
     // Queued items live to the end; with a timeline, so does every event.
     load.kept_records += timeline ? load.activities - activities_before : (load.activities - activities_before) / 4;
   }

@@ -56,7 +56,9 @@ TEST(DesBudgetTest, CostModelFollowsItsMeasuredPoints) {
     EXPECT_GT(CollectiveSecondsPerFlow(c), previous) << c;
     previous = CollectiveSecondsPerFlow(c);
   }
-  EXPECT_NEAR(StepSecondsPerFlow(4096), 2e-6 + 4096 * 7e-9, 1e-12);
+  // The step engine's measured point: launches of 4,096 flows on a 4,096-chip torus, 17 us each.
+  EXPECT_NEAR(StepSecondsPerFlow(4096), 17e-6, 1.5e-6);
+  EXPECT_LT(StepSecondsPerFlow(64), 2.5e-6);
   // SimGrid's full zone keeps a route slot per pair of hosts: 65,536 hosts alone pass 32 GiB.
   DesLoad load;
   load.hosts = 65536;
