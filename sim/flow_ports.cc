@@ -6,6 +6,8 @@
 
 #include <simgrid/s4u.hpp>
 
+#include "core/error.h"
+
 namespace shardsim::sim {
 
 namespace sg4 = simgrid::s4u;
@@ -22,9 +24,9 @@ struct FlowPorts::Courier {
   Batch* batch = nullptr;          // nullptr while idle
 };
 
-FlowPorts::FlowPorts(const std::vector<sg4::Host*>& hosts, const std::vector<int64_t>& receivers, sg4::MutexPtr mutex)
-    : hosts_(hosts), mutex_(std::move(mutex)), box_(hosts.size(), nullptr) {
-  for (int64_t d : receivers) {
+FlowPorts::FlowPorts(const std::vector<sg4::Host*>& hosts, const std::vector<int64_t>& devices, sg4::MutexPtr mutex, int64_t direct_flows)
+    : hosts_(hosts), mutex_(std::move(mutex)), box_(hosts.size(), nullptr), direct_flows_(direct_flows) {
+  for (int64_t d : devices) {
     const size_t i = static_cast<size_t>(d);
     if (box_[i] || !hosts_[i]) continue;
     box_[i] = sg4::Mailbox::by_name("flows" + std::to_string(d));
@@ -44,7 +46,7 @@ int64_t FlowPorts::Launch(const FlowStep& step) {
   int64_t flows = 0;
   for (size_t i = 0; i < step.src.size(); ++i) flows += step.src[i] != step.dst[i] ? 1 : 0;
   if (flows == 0) return 0;
-  if (direct_in_flight_ + flows <= kDirectFlows) {
+  if (direct_in_flight_ + flows <= direct_flows_) {
     // Few host-to-host comms in flight: the global list stays short, and sendto costs less than
     // handing the flows to couriers.
     direct_in_flight_ += flows;
@@ -108,6 +110,8 @@ void FlowPorts::CourierLoop(Courier* courier) {
 }
 
 void FlowPorts::Stop() {
+  // Killing a drain cancels the comm it waits for: there must be none left in flight.
+  SHARDSIM_CHECK(direct_in_flight_ == 0 && idle_.size() == couriers_.size(), "flow ports stopped with flows in flight");
   {
     std::unique_lock<sg4::Mutex> lock(*mutex_);
     stopping_ = true;

@@ -130,10 +130,10 @@ SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cl
   const StepSetup setup = PrepareStep(program, cluster, graph, collectives, options.fold);
   const SteadyStatePlays plays = PlaysFor(program, options.every_microbatch);
   // What both plays will cost, refused beforehand past the limits.
-  report.engine_load = StepLoad(setup, plays.scheduled, options.timeline);
+  report.engine_load = StepLoad(setup, plays.scheduled, options.timeline, options.direct_flows);
   report.engine_estimate = EstimateDesCost(report.engine_load);
   if (plays.extended()) {
-    const DesLoad fewer = StepLoad(setup, plays.fewer, false);
+    const DesLoad fewer = StepLoad(setup, plays.fewer, false, options.direct_flows);
     const DesEstimate cost = EstimateDesCost(fewer);
     AddLoad(fewer, report.engine_load);
     report.engine_estimate.bytes += cost.bytes;
@@ -153,8 +153,8 @@ SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cl
   CheckDesFits(report.engine_load, report.engine_estimate, options.limits, guard.what, guard.hint);
   // Both plays run at once, each in its own process.
   std::vector<Child> children;
-  children.push_back(StartChild([&](int fd) { WriteAll(fd, Serialize(RunStepEngine(setup, plays.scheduled, options.timeline, options.progress))); }));
-  if (plays.extended()) children.push_back(StartChild([&](int fd) { WriteAll(fd, Serialize(RunStepEngine(setup, plays.fewer, false, false))); }));
+  children.push_back(StartChild([&](int fd) { WriteAll(fd, Serialize(RunStepEngine(setup, plays.scheduled, options.timeline, options.progress, options.direct_flows))); }));
+  if (plays.extended()) children.push_back(StartChild([&](int fd) { WriteAll(fd, Serialize(RunStepEngine(setup, plays.fewer, false, false, options.direct_flows))); }));
   const std::vector<std::string> outputs = FinishChildren(std::move(children), guard);
   const EngineResult full = Deserialize(outputs.front());
   const EngineResult few = plays.extended() ? Deserialize(outputs.back()) : EngineResult{};

@@ -35,6 +35,10 @@ struct SimulateOptions {
   bool timeline = false;          // keep every op's events (for --trace and --report)
   bool progress = false;          // a progress line on stderr once a simulation passes a second
                                   // (the caller checks that stderr is a terminal)
+  // Most host-to-host comms in flight before a launch's flows go through the flow ports instead
+  // (sim/flow_ports.h): the same flows either way, only the wall time differs (the tests run
+  // both paths: 0 and a number no step reaches).
+  int64_t direct_flows = 256;
   DesLimits limits;               // wall time and memory the simulation may take: refused
                                   // beforehand when its estimate passes them, stopped when it does
 };

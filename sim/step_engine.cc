@@ -40,8 +40,9 @@ struct Item {
 
 class StepEngine {
  public:
-  StepEngine(const StepSetup& setup, int64_t microbatches, bool timeline, bool progress)
-      : setup_(setup), program_(*setup.program), count_(microbatches), timeline_(timeline), progress_(progress), path_(PathOf(program_)) {}
+  StepEngine(const StepSetup& setup, int64_t microbatches, bool timeline, bool progress, int64_t direct_flows)
+      : setup_(setup), program_(*setup.program), count_(microbatches), timeline_(timeline), progress_(progress), direct_flows_(direct_flows),
+        path_(PathOf(program_)) {}
 
   EngineResult Run() {
     std::vector<std::string> args = SimGridArguments("shardsim-step");
@@ -51,7 +52,7 @@ class StepEngine {
     sg4::Engine engine(&argc, argv.data());
     BuildPlatform();
     mutex_ = sg4::Mutex::create();
-    ports_ = std::make_unique<FlowPorts>(host_, setup_.hosts, mutex_);
+    ports_ = std::make_unique<FlowPorts>(host_, setup_.hosts, mutex_, direct_flows_);
     const auto& lists = task_lists_.Get(*program_.schedule, static_cast<int64_t>(program_.stages.size()), count_,
                                         static_cast<int64_t>(program_.stages.front().chunks.size()));
     tasks_ = &lists;
@@ -477,9 +478,9 @@ class StepEngine {
     // The last compute actor to finish lets the stream and transfer actors end (actors, not
     // daemons: SimGrid's thread contexts, used under the sanitizers, hang tearing daemons down).
     if (++finished_sets_ == setup_.sets.size()) {
+      ports_->Stop();  // every launch has returned: no flow is in flight
       std::unique_lock<sg4::Mutex> lock(*mutex_);
       stopping_ = true;
-      ports_->Stop();
       for (SetState& state : states_) {
         for (Queue& queue : state.streams) queue.cv->notify_all();
         for (Queue& queue : state.send_queues) queue.cv->notify_all();
@@ -503,6 +504,7 @@ class StepEngine {
   const strategies::StepProgram& program_;
   int64_t count_;
   bool timeline_, progress_;
+  int64_t direct_flows_;
   PipelinePath path_;
   strategies::TaskLists task_lists_;
   const strategies::TaskLists::Lists* tasks_ = nullptr;
@@ -522,8 +524,8 @@ class StepEngine {
 
 }  // namespace
 
-EngineResult RunStepEngine(const StepSetup& setup, int64_t microbatches, bool timeline, bool progress) {
-  return StepEngine(setup, microbatches, timeline, progress).Run();
+EngineResult RunStepEngine(const StepSetup& setup, int64_t microbatches, bool timeline, bool progress, int64_t direct_flows) {
+  return StepEngine(setup, microbatches, timeline, progress, direct_flows).Run();
 }
 
 }  // namespace shardsim::sim

@@ -55,7 +55,7 @@ struct EngineResult {
 
 // Runs the engine (call in a child process: one SimGrid engine per process). `timeline`: keep
 // events. `progress`: a progress line on stderr after a second of wall time.
-EngineResult RunStepEngine(const StepSetup& setup, int64_t microbatches, bool timeline, bool progress);
+EngineResult RunStepEngine(const StepSetup& setup, int64_t microbatches, bool timeline, bool progress, int64_t direct_flows);
 
 std::string Serialize(const EngineResult& result);
 EngineResult Deserialize(const std::string& bytes);

@@ -29,14 +29,15 @@ void AddComm(const CommPlan& plan, double runs, DesLoad& load, int64_t& largest)
 
 }  // namespace
 
-DesLoad StepLoad(const StepSetup& setup, int64_t microbatches, bool timeline) {
+DesLoad StepLoad(const StepSetup& setup, int64_t microbatches, bool timeline, int64_t direct_flows) {
   const strategies::StepProgram& program = *setup.program;
   const double mb = static_cast<double>(microbatches);
   DesLoad load;
   load.hosts = static_cast<int64_t>(setup.hosts.size());
   load.routes = static_cast<int64_t>(setup.routes.size());
   const PipelinePath path = PathOf(program);
-  // The flow ports' drains, one per host (sim/flow_ports.h); their couriers are counted below.
+  // The flow ports' drains, one per host (sim/flow_ports.h); their couriers (for each set's
+  // largest launch) are counted below.
   load.actors += load.hosts;
   for (const ActorSet& set : setup.sets) {
     load.actors += 1 + static_cast<int64_t>(strategies::kStreams) + static_cast<int64_t>(set.sends.size());
@@ -78,7 +79,7 @@ DesLoad StepLoad(const StepSetup& setup, int64_t microbatches, bool timeline) {
       }
     }
     load.in_flight += largest;
-    load.actors += largest > kDirectFlows ? (largest + kFlowChunk - 1) / kFlowChunk : 0;
+    load.actors += largest > direct_flows ? (largest + kFlowChunk - 1) / kFlowChunk : 0;
     // Queued items live to the end; with a timeline, so does every event.
     load.kept_records += timeline ? load.activities - activities_before : (load.activities - activities_before) / 4;
   }

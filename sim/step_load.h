@@ -13,6 +13,6 @@
 namespace shardsim::sim {
 
 // `microbatches`: the play's micro-batches; `timeline`: every op's events are kept.
-DesLoad StepLoad(const StepSetup& setup, int64_t microbatches, bool timeline);
+DesLoad StepLoad(const StepSetup& setup, int64_t microbatches, bool timeline, int64_t direct_flows);
 
 }  // namespace shardsim::sim

@@ -90,6 +90,24 @@ TEST(Simulate, FoldedAndUnfoldedAgree) {
   }
 }
 
+// The flow ports (sim/flow_ports.h) put the same flows as sendto: every launch through couriers
+// and drains (direct_flows 0) and every launch direct give the same step, unfolded, where flows
+// of all groups share links and end at different times.
+TEST(Simulate, FlowPortsAndSendtoPutTheSameFlows) {
+  for (const char* cluster : {"dgx-h100:16", "tpu-v5p:4x4x1"}) {
+    SimulateOptions couriers, direct;
+    couriers.fold = direct.fold = false;
+    couriers.direct_flows = 0;
+    direct.direct_flows = int64_t{1} << 40;
+    const std::vector<std::string> sets = {"mesh.tensor=4", "mesh.fsdp=4", "global_batch_size=8", "micro_batch_size=1", "seq_len=2048"};
+    const Both a = RunPlan(Preset("llama3-8b"), cluster, sets, couriers);
+    const Both b = RunPlan(Preset("llama3-8b"), cluster, sets, direct);
+    EXPECT_GT(a.simulated.flows, 1000) << cluster;
+    EXPECT_EQ(a.simulated.flows, b.simulated.flows) << cluster;
+    EXPECT_NEAR(a.simulated.step.step_time_s, b.simulated.step.step_time_s, 1e-9 * b.simulated.step.step_time_s) << cluster;
+  }
+}
+
 // Uniform stages, transfers of no consequence: the bubble is the schedule's (p - 1) / (m + p - 1)
 // for GPipe and 1F1B, (p - 1) / (v m + p - 1) interleaved.
 TEST(Simulate, BubblesMatchTheSchedulesKnownFractions) {
