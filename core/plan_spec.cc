@@ -89,6 +89,18 @@ bool UsesDefaultMeshOrder(const PlanSpec& p) {
   return UsedMeshOrder(p) == UsedMeshOrder(d);
 }
 
+double ParamGatherBytes(const PlanSpec& p) { return p.dtype == "fp32" ? 4 : 2; }
+
+double GradReduceBytes(const PlanSpec& p) {
+  if (p.grad_reduce_dtype.empty()) return ParamGatherBytes(p);
+  return p.grad_reduce_dtype == "fp32" ? 4 : 2;
+}
+
+const std::vector<std::string>& GradReduceDtypeNames() {
+  static const std::vector<std::string> names = {"bf16", "fp16", "fp32"};
+  return names;
+}
+
 bool ReshardAfterForward(const PlanSpec& p) { return p.fsdp_reshard_after_forward.value_or(p.mesh.pipeline == 1); }
 
 PlanShape DerivePlanShape(const PlanSpec& p) {

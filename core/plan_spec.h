@@ -80,6 +80,10 @@ struct PlanSpec {
   std::optional<bool> fsdp_reshard_after_forward;
   Recompute recompute = Recompute::kNone;
   std::string dtype = "bf16";     // compute dtype; names a key of the chip's peak_flop_per_s
+  // The dtype data-parallel gradient reductions move: "bf16", "fp16" or "fp32". Empty: the
+  // gradients' own width (the compute dtype's, 2 bytes below fp32), unless a framework profile
+  // sets its default (planner::AsFrameworkRuns). See GradReduceBytes.
+  std::string grad_reduce_dtype;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -99,6 +103,14 @@ struct PlanShape {
   int64_t tokens_per_step = 0;
 };
 PlanShape DerivePlanShape(const PlanSpec& plan);
+
+// Bytes per element of what data-parallel collectives move: parameters are gathered at the
+// compute width (4 bytes for fp32 plans, else 2), gradients reduced at grad_reduce_dtype's width,
+// else at the parameters'. The one home of both for the step program and its exports.
+double ParamGatherBytes(const PlanSpec& plan);
+double GradReduceBytes(const PlanSpec& plan);
+// grad_reduce_dtype's values.
+const std::vector<std::string>& GradReduceDtypeNames();
 
 // The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
 // false with it.

@@ -64,6 +64,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .context_overlap_all_gather = kOff,
         .one_switch_data_fsdp = true,
         .tensor_overlap_needs_sequence_parallel = true,
+        // arguments.py sets accumulate_allreduce_grads_in_fp32 when main grads are fp32 (the
+        // default) and --grad-reduce-in-bf16 clears it; training.py passes it to DDP as
+        // grad_reduce_in_fp32.
+        .grad_reduce_default = "fp32",
+        .grad_reduce_switch = true,
     },
     {
         .framework = Framework::kTorchtitan,
@@ -113,6 +118,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .context_overlap_all_gather = kOn,  // the all-gather starts after the first local block
         .one_switch_data_fsdp = false,
         .tensor_overlap_needs_sequence_parallel = false,
+        // torchtitan/config/configs.py: mixed_precision_reduce: Literal["float32"] (FSDP2's
+        // reduce dtype; DDP reduces the fp32 parameters' gradients).
+        .grad_reduce_default = "fp32",
+        .grad_reduce_switch = false,
     },
     {
         .framework = Framework::kMaxText,
@@ -162,6 +171,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .context_overlap_all_gather = kOn,
         .one_switch_data_fsdp = false,
         .tensor_overlap_needs_sequence_parallel = false,
+        // configs/base.yml weight_dtype "float32": XLA reduces the gradients of the fp32 weights
+        // inside the backward (grad_dtype only casts them afterwards, trainers/pre_train/train.py).
+        .grad_reduce_default = "fp32",
+        .grad_reduce_switch = false,
     },
     {
         .framework = Framework::kDeepSpeed,
@@ -211,6 +224,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .context_overlap_all_gather = kOff,
         .one_switch_data_fsdp = true,
         .tensor_overlap_needs_sequence_parallel = false,
+        // runtime/engine.py communication_data_type: the config's, else the fp16 / bf16 in use
+        // (constants.py COMMUNICATION_DATA_TYPE_DEFAULT None).
+        .grad_reduce_default = "",
+        .grad_reduce_switch = true,
     },
 }};
 

@@ -74,6 +74,10 @@ struct FrameworkFacts {
   OverlapRule context_overlap_ring, context_overlap_all_gather;
   bool one_switch_data_fsdp;  // one switch overlaps both data and fsdp reductions
   bool tensor_overlap_needs_sequence_parallel;
+  // Gradient reductions: the dtype they move where the plan sets none (PlanSpec::
+  // grad_reduce_dtype; "" for the compute dtype's width), and whether the plan may set another.
+  std::string_view grad_reduce_default;
+  bool grad_reduce_switch;
 };
 
 // The row of `framework`.

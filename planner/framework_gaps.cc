@@ -71,6 +71,10 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back("fsdp with pipeline parallelism: " + std::string(f.name) +
                    " does not shard parameters under its pipeline engine");
   }
+  if (!f.grad_reduce_switch && !p.grad_reduce_dtype.empty() && p.grad_reduce_dtype != f.grad_reduce_default) {
+    gaps.push_back("gradient reductions in " + p.grad_reduce_dtype + ": " + std::string(f.name) + " reduces gradients in " +
+                   std::string(f.grad_reduce_default));
+  }
   const bool keeps = ParamsSharded(s) && !ReshardAfterForward(p);
   if (keeps && (f.keep_gathered == KeepGathered::kNever ||
                 (f.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline == 1))) {

@@ -43,6 +43,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
       facts.keep_gathered == KeepGathered::kSwitch ||
       (facts.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline > 1);
   if (!keeps) p.fsdp_reshard_after_forward = true;
+  if (p.grad_reduce_dtype.empty() || !facts.grad_reduce_switch) p.grad_reduce_dtype = facts.grad_reduce_default;
   return p;
 }
 

@@ -233,7 +233,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     if (ShapeOf(p).sequence_parallel || (m.mla && t > 1)) {
       const double replicated = ReplicatedOverTensor(m, ShapeOf(p).sequence_parallel, stage, holds_embedding, holds_head);
       stage.step_ops.insert(stage.step_ops.begin(), CommOp(std::string(ops::kTensorReplicatedGrads), Phase::kBackwardWeight, Stream::kTensor,
-                                                            CollectiveOp::kAllReduce, {"tensor"}, replicated * kGradBytes, false));
+                                                            CollectiveOp::kAllReduce, {"tensor"}, replicated * GradReduceBytes(p), false));
     }
     // Copies of one matrix on two stages keep their gradients equal once per step: the tied
     // embedding and head (Megatron's embedding group), and DualPipe's two copies of every part.

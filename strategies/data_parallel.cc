@@ -69,12 +69,12 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
     if (params > 0 && KeepsGatheredParams(p)) {
       const std::vector<std::string> gather_axes = ParamShardAxes(p, kind), grad_axes = GradShardAxes(p, kind);
       if (!gather_axes.empty()) {
-        ops.push_back(CommOp(ops::StepParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, gather_axes, params * kParamBytes,
+        ops.push_back(CommOp(ops::StepParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, gather_axes, params * ParamGatherBytes(p),
                              false));
       }
       if (!grad_axes.empty()) {
         ops.push_back(CommOp(ops::StepGradReduceScatter(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, grad_axes,
-                             params * kGradBytes, p.zero_stage == 2 ? p.overlap.data : p.overlap.fsdp));
+                             params * GradReduceBytes(p), p.zero_stage == 2 ? p.overlap.data : p.overlap.fsdp));
       }
     }
     const std::vector<std::string> axes = ReplicaAxes(p, kind);
@@ -82,15 +82,15 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
     if (params <= 0 || axes.empty() || p.zero_stage == 3) continue;
     const double shard = params / Product(p, GatheredShardAxes(p));  // what each fsdp rank holds
     if (p.zero_stage == 0) {
-      ops.push_back(CommOp(ops::DataAllReduce(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllReduce, axes, shard * kGradBytes,
+      ops.push_back(CommOp(ops::DataAllReduce(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllReduce, axes, shard * GradReduceBytes(p),
                            p.overlap.data));
     } else {
       if (p.zero_stage == 1) {
         ops.push_back(CommOp(ops::DataReduceScatter(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, axes,
-                             shard * kGradBytes, p.overlap.data));
+                             shard * GradReduceBytes(p), p.overlap.data));
       }
       ops.push_back(CommOp(ops::ZeroParamAllGather(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllGather, axes,
-                           shard * kParamBytes, false));
+                           shard * ParamGatherBytes(p), false));
     }
   }
   ops.push_back(ComputeOp(std::string(ops::kOptimizer), Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, optimizer_params * kOptimizerTrafficBytes));
@@ -105,7 +105,7 @@ void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& p, double dense_
     if (params <= 0) continue;
     const std::vector<std::string> axes = ParamShardAxes(p, kind);
     if (!axes.empty()) {
-      Op gather = CommOp(ops::ParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, axes, params * kParamBytes,
+      Op gather = CommOp(ops::ParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, axes, params * ParamGatherBytes(p),
                          p.overlap.fsdp);
       layer.ops.insert(layer.ops.begin(), gather);
       gather.name = ops::ParamAllGatherBackward(name);
@@ -116,7 +116,7 @@ void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& p, double dense_
     if (!grad_axes.empty()) {
       // Sharded gradients cannot accumulate over micro-batches: each backward reduce-scatters.
       layer.ops.push_back(CommOp(ops::GradReduceScatter(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, grad_axes,
-                                 params * kGradBytes, p.zero_stage == 2 ? p.overlap.data : p.overlap.fsdp));
+                                 params * GradReduceBytes(p), p.zero_stage == 2 ? p.overlap.data : p.overlap.fsdp));
     }
   }
 }

@@ -5,8 +5,10 @@
 
 namespace shardsim::strategies {
 
-inline constexpr double kParamBytes = 2;            // bf16 weights (what all-gathers move)
-inline constexpr double kGradBytes = 2;             // bf16 gradients (what reductions move)
+// Held per parameter (memory); what data-parallel collectives move per element is the plan's
+// ParamGatherBytes / GradReduceBytes (core/plan_spec.h).
+inline constexpr double kParamBytes = 2;            // bf16 weights
+inline constexpr double kGradBytes = 2;             // bf16 gradients
 inline constexpr double kOptimizerStateBytes = 12;  // fp32 master + Adam m + Adam v, held
 // HBM traffic of one AdamW update per parameter: reads gradient, master, m, v (2 + 4 + 4 + 4)
 // and writes master, m, v and the bf16 parameter (4 + 4 + 4 + 2); counted twice for the

@@ -38,6 +38,7 @@ TEST(ExportTest, SettingNamesAreTheFrameworks) {
         "--num-layers-per-virtual-pipeline-stage",
         "--pipeline-model-parallel-layout",
         "--sequence-parallel",
+        "--grad-reduce-in-bf16",
         "--context-parallel-size",
         "--cp-comm-type",
         "--expert-model-parallel-size",
@@ -121,7 +122,7 @@ TEST(ExportTest, SettingNamesAreTheFrameworks) {
       {ExportTarget::kDeepSpeed,
        {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
         "zero_optimization.stage", "zero_optimization.mics_shard_size",
-        "zero_optimization.overlap_comm", "bf16.enabled", "fp16.enabled",
+        "zero_optimization.overlap_comm", "bf16.enabled", "fp16.enabled", "communication_data_type",
         "tensor_parallel.autotp_size", "tensor_parallel.tp_overlap_comm", "expert_parallel.enabled",
         "expert_parallel.autoep_size"}},
   };

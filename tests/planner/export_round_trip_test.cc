@@ -67,6 +67,8 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
   if ((a.mesh.fsdp > 1 || a.zero_stage == 3) && ReshardAfterForward(a) != ReshardAfterForward(b))
     return differ("fsdp_reshard_after_forward");
   if (a.recompute != b.recompute) return differ("recompute");
+  if (GradReduceBytes(a) != GradReduceBytes(b))
+    return differ("grad_reduce_dtype " + a.grad_reduce_dtype + " vs " + b.grad_reduce_dtype);
   if (a.dtype != b.dtype) return differ("dtype " + a.dtype + " vs " + b.dtype);
   if (a.flash_attention != b.flash_attention) return differ("flash_attention");
   if (a.mesh.context > 1 && a.context_kv != b.context_kv) return differ("context_kv");
@@ -119,6 +121,8 @@ TEST(ExportRoundTripTest, MegatronCore) {
   p = Plan({{"fsdp", 8}, {"tensor", 8}}, 512, 8192);
   p.sequence_parallel = true, p.recompute = Recompute::kFull;
   cases.push_back({"the demo's fsdp=8 as Megatron-FSDP", "llama3-70b", "dgx-h100:64", p});
+  p.grad_reduce_dtype = "bf16";
+  cases.push_back({"Megatron-FSDP, gradients reduced in bf16", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"data", 2}, {"fsdp", 4}, {"tensor", 8}}, 512, 8192);
   p.zero_stage = 1, p.dtype = "fp8", p.overlap.tensor = true, p.sequence_parallel = true;
   cases.push_back({"HSDP, optimizer over the outer replicas, fp8", "llama3-70b", "dgx-h100:64", p});
@@ -208,6 +212,9 @@ TEST(ExportRoundTripTest, DeepSpeed) {
   p = Plan({{"data", 8}, {"expert", 8}}, 512, 4096);
   p.zero_stage = 2;
   cases.push_back({"AutoEP", "mixtral-8x7b", "dgx-h100:64", p});
+  p = Plan({{"fsdp", 8}, {"data", 8}}, 512, 4096);
+  p.grad_reduce_dtype = "fp32";
+  cases.push_back({"MiCS, gradients reduced in fp32", "llama3-70b", "dgx-h100:64", p});
   RoundTrip(Framework::kDeepSpeed, cases);
 }
 
