@@ -45,6 +45,8 @@ std::vector<Setting> DeepSpeedSettings(const ModelSpec& m, const PlanSpec& p) {
   }
   if (p.dtype == "bf16") add("bf16.enabled", "true");
   if (p.dtype == "fp16") add("fp16.enabled", "true");
+  // runtime/engine.py: gradients move in the fp16 / bf16 in use unless communication_data_type says.
+  if (p.dtype != "fp32" && GradReduceBytes(p) == 4) add("communication_data_type", "\"fp32\"");
   if (p.mesh.tensor > 1) {
     add("tensor_parallel.autotp_size", I(p.mesh.tensor));
     add("tensor_parallel.tp_overlap_comm", B(p.overlap.tensor));
@@ -108,6 +110,7 @@ PlanSpec DeepSpeedPlan(const SettingReader& r, const ModelSpec& m) {
             : r.Bool("fp16.enabled", false) ? "fp16"
                                             : "fp32";
   p.recompute = r.Int(kInterval, 0) > 0 || r.Has(kCheckpoint) ? Recompute::kFull : Recompute::kNone;
+  if (r.Get("communication_data_type", "") == "\"fp32\"") p.grad_reduce_dtype = "fp32";
   p.flash_attention = r.Get(kAttention, "flash") == "flash";
   p.overlap.data = p.overlap.fsdp = r.Bool(
       "zero_optimization.overlap_comm", stage == 3);  // zero/config.py: default on at stage 3 only

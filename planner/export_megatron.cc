@@ -47,6 +47,8 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     }
   }
   if (p.sequence_parallel && p.mesh.tensor > 1) add("--sequence-parallel");
+  // Megatron reduces gradients in fp32 unless told otherwise (arguments.py).
+  if (p.dtype != "fp32" && GradReduceBytes(p) < 4) add("--grad-reduce-in-bf16");
   if (p.mesh.context > 1) {
     add("--context-parallel-size", I(p.mesh.context));
     add("--cp-comm-type", p.context_kv == "ring" ? "p2p" : "all_gather");
@@ -158,6 +160,7 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
             : r.Has("--fp16")     ? "fp16"
                                   : "fp32";
   p.flash_attention = r.Get("--attention-backend") != "unfused";
+  p.grad_reduce_dtype = r.Has("--grad-reduce-in-bf16") ? "bf16" : "fp32";
   // The schedule follows from the chunks: Megatron-core interleaves whenever there are several.
   if (p.mesh.pipeline > 1) {
     if (r.Has("--num-layers-per-virtual-pipeline-stage")) {
