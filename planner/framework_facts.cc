@@ -171,9 +171,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .context_overlap_all_gather = kOn,
         .one_switch_data_fsdp = false,
         .tensor_overlap_needs_sequence_parallel = false,
-        // configs/base.yml weight_dtype "float32": XLA reduces the gradients of the fp32 weights
-        // inside the backward (grad_dtype only casts them afterwards, trainers/pre_train/train.py).
-        .grad_reduce_default = "fp32",
+        // No setting: XLA's partitioner reduces the weight gradients inside the backward, as the
+        // dots produce them (dtype "bfloat16" in configs/base.yml; the fp32 weights, weight_dtype,
+        // take them after, and grad_dtype only casts them afterwards, trainers/pre_train/train.py).
+        // shardsim's reading of the code, not a measurement.
+        .grad_reduce_default = "",
         .grad_reduce_switch = false,
     },
     {

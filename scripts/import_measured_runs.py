@@ -144,6 +144,8 @@ def plan_of(row, assumed):
         plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
         if tp > 1:
             plan["sequence_parallel"] = True
+        # torchtitan/config/configs.py: mixed_precision_reduce: Literal["float32"].
+        plan["grad_reduce_dtype"] = "fp32"
         framework = "torchtitan"
     elif fam == "nemo_automodel":
         fsdp = par.get("fsdp_published") or dp
@@ -166,6 +168,9 @@ def plan_of(row, assumed):
             plan["sequence_parallel"] = True
             assumed.append("sequence parallelism with tensor parallelism, as NeMo's recipes enable it")
         plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
+        # NeMo's performance recipes (performance_mode) set grad_reduce_in_fp32 = False.
+        plan["grad_reduce_dtype"] = "bf16"
+        assumed.append("gradient reductions in bf16, as NeMo's performance recipes set (grad_reduce_in_fp32 False)")
         framework = "megatron-core"
     if ep > 1 and dp % ep:
         raise Skip("expert degree does not divide the data-parallel ranks")
