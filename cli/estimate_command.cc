@@ -15,6 +15,7 @@
 #include "core/plan_json.h"
 #include "core/run_cost.h"
 #include "core/units.h"
+#include "planner/frameworks.h"
 #include "strategies/plan_rules.h"
 #include "sim/estimate.h"
 #include "strategies/build_step.h"
@@ -70,6 +71,10 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "  utilisation MFU " << FormatPercent(r.mfu) << " (PaLM's count: " << FormatPercent(r.mfu_palm) << "), HFU " << FormatPercent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
       << plan.dtype << " peak per device (cluster spec); matmuls at " << cluster.efficiency.matmul << " of peak, HBM at "
       << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
+  if (!plan.framework.empty()) {
+    const planner::FrameworkMfu own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), r.mfu, r.mfu_palm);
+    out << "              MFU as " << plan.framework << " counts it: " << FormatPercent(own.mfu) << " (" << own.count << "; " << own.source << ")\n";
+  }
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
       << FormatSeconds(r.bubble_s);
   for (const auto& [key, seconds] : r.exposed_comm_s) {

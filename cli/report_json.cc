@@ -1,6 +1,7 @@
 #include "cli/report_json.h"
 
 #include "core/plan_json.h"
+#include "planner/frameworks.h"
 
 namespace shardsim::cli {
 
@@ -22,7 +23,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
                            {"per_step", c.per_step},
                            {"exposed_per_step_s", c.exposed_s * c.per_step}});
   }
-  return {{"engine", "analytic"},
+  nlohmann::json j = {{"engine", "analytic"},
           {"model", model.name},
           {"cluster", cluster.name},
           {"plan", PlanToJson(plan)},
@@ -50,6 +51,11 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"collectives", collectives},
           {"stage_time_s", r.stage_time_s},
           {"why", r.why}};
+  if (!plan.framework.empty()) {
+    const planner::FrameworkMfu own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), r.mfu, r.mfu_palm);
+    j["framework_mfu"] = {{"framework", plan.framework}, {"mfu", own.mfu}, {"count", own.count}, {"source", own.source}};
+  }
+  return j;
 }
 
 }  // namespace shardsim::cli

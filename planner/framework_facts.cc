@@ -69,6 +69,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // grad_reduce_in_fp32.
         .grad_reduce_default = "fp32",
         .grad_reduce_switch = true,
+        .flop_count = FlopCount::kCausalAttention,
+        .flop_count_source = "megatron/training/training.py num_floating_point_operations (core attention / 2 for the causal mask)",
     },
     {
         .framework = Framework::kTorchtitan,
@@ -122,6 +124,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // reduce dtype; DDP reduces the fp32 parameters' gradients).
         .grad_reduce_default = "fp32",
         .grad_reduce_switch = false,
+        .flop_count = FlopCount::kFullAttention,
+        .flop_count_source = "torchtitan/models/utils.py get_dense_model_nparams_and_flops (no causal sparsity)",
     },
     {
         .framework = Framework::kMaxText,
@@ -177,6 +181,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // shardsim's reading of the code, not a measurement.
         .grad_reduce_default = "",
         .grad_reduce_switch = false,
+        .flop_count = FlopCount::kCausalAttention,
+        .flop_count_source = "src/maxtext/utils/maxtext_utils.py calculate_tflops_training_per_device (attention / 2 for the causal mask)",
     },
     {
         .framework = Framework::kDeepSpeed,
@@ -230,6 +236,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // (constants.py COMMUNICATION_DATA_TYPE_DEFAULT None).
         .grad_reduce_default = "",
         .grad_reduce_switch = true,
+        .flop_count = FlopCount::kFullAttention,
+        .flop_count_source = "deepspeed/profiling/flops_profiler/profiler.py (3 x forward FLOPs; scaled_dot_product_attention counted whole)",
     },
 }};
 

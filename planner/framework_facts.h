@@ -44,6 +44,14 @@ enum class ShardingFamily {
 // (FSDP2's reshard_after_forward=False; PlanSpec::fsdp_reshard_after_forward).
 enum class KeepGathered { kNever, kSwitch, kWithPipelineOnly };
 
+// The model FLOPs a framework's own MFU (or TFLOP/s) divides by, in shardsim's terms
+// (sim::StepReport): both count 6 x matmul parameters x tokens and no recomputation; they differ
+// in the attention scores' S x S products.
+enum class FlopCount {
+  kCausalAttention,  // half of them (the causal mask): StepReport::mfu
+  kFullAttention,    // all of them (PaLM's count): StepReport::mfu_palm
+};
+
 struct FrameworkFacts {
   Framework framework;
   std::string_view name;    // the plan JSON's `framework` value
@@ -78,6 +86,8 @@ struct FrameworkFacts {
   // grad_reduce_dtype; "" for the compute dtype's width), and whether the plan may set another.
   std::string_view grad_reduce_default;
   bool grad_reduce_switch;
+  FlopCount flop_count;
+  std::string_view flop_count_source;  // where the count is made, in the framework's code
 };
 
 // The row of `framework`.

@@ -29,6 +29,14 @@ std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& mod
   return gaps;
 }
 
+FrameworkMfu MfuAsFrameworkCounts(Framework framework, double mfu, double mfu_palm) {
+  const FrameworkFacts& facts = FactsOf(framework);
+  const bool causal = facts.flop_count == FlopCount::kCausalAttention;
+  return {.mfu = causal ? mfu : mfu_palm,
+          .count = causal ? "causal attention at half" : "all of the attention",
+          .source = std::string(facts.source) + ": " + std::string(facts.flop_count_source)};
+}
+
 PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
   const FrameworkFacts& facts = FactsOf(framework);
   PlanSpec p = plan;

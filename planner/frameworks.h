@@ -22,6 +22,16 @@ std::string_view FrameworkName(Framework framework);
 // `where`, listing the valid names and suggesting the closest, for any other name.
 Framework ParseFramework(const std::string& name, const std::string& where);
 
+// The MFU `framework` reports for a step whose MFU under shardsim's count (causal attention at
+// half) is `mfu` and under PaLM's (all of the attention) `mfu_palm`: its own FLOP count
+// (FrameworkFacts::flop_count), with what that count is and where the framework makes it.
+struct FrameworkMfu {
+  double mfu = 0;
+  std::string count;   // "causal attention at half", "all of the attention"
+  std::string source;  // file and function in the framework's repository
+};
+FrameworkMfu MfuAsFrameworkCounts(Framework framework, double mfu, double mfu_palm);
+
 // What of `plan` the framework cannot run as shardsim models it, one phrase each; empty: it runs
 // this exact plan. Cheap: the search calls it on every candidate plan before estimating, so the
 // empty answer builds no strings. REQUIRES: a plan CheckPlan accepts for `model`.

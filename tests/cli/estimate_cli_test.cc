@@ -216,6 +216,31 @@ TEST(CliEstimateTest, TextShowsTheLayoutAndKeptGatheredFsdp) {
   EXPECT_NE(r.out.find("gathered once per step"), std::string::npos) << r.out;
 }
 
+// A plan tied to a framework also reports the MFU that framework would print: torchtitan counts
+// all of the attention (PaLM's count), Megatron-core half of it (shardsim's own), each cited.
+TEST(CliEstimateTest, FrameworkPlansShowTheFrameworksOwnMfu) {
+  for (const auto& [framework, palm] : std::vector<std::pair<std::string, bool>>{{"torchtitan", true}, {"megatron-core", false}}) {
+    json out;
+    ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set",
+                                           "global_batch_size=16", "--set", "seq_len=8192", "--set", "framework=" + framework, "--json"}),
+                              &out));
+    ASSERT_TRUE(out.contains("framework_mfu")) << framework;
+    const json& own = out["framework_mfu"];
+    EXPECT_EQ(own["framework"], framework);
+    EXPECT_DOUBLE_EQ(own["mfu"].get<double>(), out[palm ? "mfu_palm" : "mfu"].get<double>()) << framework;
+    EXPECT_GT(out["mfu_palm"].get<double>(), out["mfu"].get<double>());
+    EXPECT_NE(own["source"].get<std::string>().find(palm ? "get_dense_model_nparams_and_flops" : "num_floating_point_operations"), std::string::npos);
+    const CliResult text = RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set",
+                                        "global_batch_size=16", "--set", "seq_len=8192", "--set", "framework=" + framework});
+    EXPECT_NE(text.out.find("MFU as " + framework + " counts it: "), std::string::npos) << text.out;
+  }
+  json plain;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set",
+                                         "global_batch_size=16", "--set", "seq_len=8192", "--json"}),
+                            &plain));
+  EXPECT_FALSE(plain.contains("framework_mfu"));
+}
+
 // --train-tokens: the whole run at the estimated rate, checked against the report's own tokens/s.
 TEST(CliEstimateTest, TrainTokensGiveTheRunsTimeDeviceHoursAndCost) {
   const std::vector<std::string> base = {"estimate", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--plan",
