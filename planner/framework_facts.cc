@@ -63,6 +63,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .context_overlap_ring = kOn,
         .context_overlap_all_gather = kOff,
         .one_switch_data_fsdp = true,
+        .reduces_after_pipeline_drains = false,
         .tensor_overlap_needs_sequence_parallel = true,
         // arguments.py sets accumulate_allreduce_grads_in_fp32 when main grads are fp32 (the
         // default) and --grad-reduce-in-bf16 clears it; training.py passes it to DDP as
@@ -119,6 +120,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .context_overlap_ring = kOn,
         .context_overlap_all_gather = kOn,  // the all-gather starts after the first local block
         .one_switch_data_fsdp = false,
+        .reduces_after_pipeline_drains = false,
         .tensor_overlap_needs_sequence_parallel = false,
         // torchtitan/config/configs.py: mixed_precision_reduce: Literal["float32"] (FSDP2's
         // reduce dtype; DDP reduces the fp32 parameters' gradients).
@@ -174,6 +176,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .context_overlap_ring = kOn,
         .context_overlap_all_gather = kOn,
         .one_switch_data_fsdp = false,
+        .reduces_after_pipeline_drains = false,
         .tensor_overlap_needs_sequence_parallel = false,
         // No setting: XLA's partitioner reduces the weight gradients inside the backward, as the
         // dots produce them (dtype "bfloat16" in configs/base.yml; the fp32 weights, weight_dtype,
@@ -231,6 +234,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .context_overlap_ring = kOff,
         .context_overlap_all_gather = kOff,
         .one_switch_data_fsdp = true,
+        // runtime/pipe/schedule.py TrainSchedule: ReduceGrads after the last micro-batch's step.
+        .reduces_after_pipeline_drains = true,
         .tensor_overlap_needs_sequence_parallel = false,
         // runtime/engine.py communication_data_type: the config's, else the fp16 / bf16 in use
         // (constants.py COMMUNICATION_DATA_TYPE_DEFAULT None).
@@ -286,6 +291,8 @@ OverlapRule OverlapRuleOf(const FrameworkFacts& f, const PlanSpec& p, MeshAxis a
   }
   if (axis == MeshAxis::kContext)
     return p.context_kv == "ring" ? f.context_overlap_ring : f.context_overlap_all_gather;
+  if ((axis == MeshAxis::kData || axis == MeshAxis::kFsdp) && p.mesh.pipeline > 1 && f.reduces_after_pipeline_drains)
+    return OverlapRule::kNever;
   return f.overlap[static_cast<size_t>(axis)];
 }
 

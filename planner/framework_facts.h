@@ -81,6 +81,9 @@ struct FrameworkFacts {
   OverlapRule pipeline_overlap_one_chunk, pipeline_overlap_interleaved;
   OverlapRule context_overlap_ring, context_overlap_all_gather;
   bool one_switch_data_fsdp;  // one switch overlaps both data and fsdp reductions
+  // With pipeline stages, gradients are reduced once the pipeline has drained, never under the
+  // backward (data and fsdp overlap kNever whatever `overlap` says).
+  bool reduces_after_pipeline_drains;
   bool tensor_overlap_needs_sequence_parallel;
   // Gradient reductions: the dtype they move where the plan sets none (PlanSpec::
   // grad_reduce_dtype; "" for the compute dtype's width), and whether the plan may set another.

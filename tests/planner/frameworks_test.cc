@@ -57,6 +57,31 @@ TEST(FrameworksTest, Names) {
   }
 }
 
+// Gradient reductions as each framework runs them: DeepSpeed's pipeline engine reduces after the
+// pipeline drains (never overlapped there, a switch without a pipeline); the reduction dtype is
+// each framework's default where the plan sets none, and kept where the framework has a switch.
+TEST(FrameworksTest, WhenAndInWhatGradientsAreReduced) {
+  PlanSpec p;
+  p.mesh.data = 8;
+  p.overlap.data = true;
+  EXPECT_TRUE(AsFrameworkRuns(Framework::kDeepSpeed, p).overlap.data);
+  p.mesh.pipeline = 8;
+  EXPECT_FALSE(AsFrameworkRuns(Framework::kDeepSpeed, p).overlap.data);
+  EXPECT_TRUE(AsFrameworkRuns(Framework::kMegatronCore, p).overlap.data);
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, p).grad_reduce_dtype, "fp32");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, p).grad_reduce_dtype, "fp32");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kDeepSpeed, p).grad_reduce_dtype, "");
+  EXPECT_DOUBLE_EQ(GradReduceBytes(AsFrameworkRuns(Framework::kMegatronCore, p)), 4);
+  EXPECT_DOUBLE_EQ(GradReduceBytes(AsFrameworkRuns(Framework::kDeepSpeed, p)), 2);
+  p.grad_reduce_dtype = "bf16";
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, p).grad_reduce_dtype, "bf16");  // --grad-reduce-in-bf16
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, p).grad_reduce_dtype, "fp32");    // no switch
+  p.dtype = "fp32";
+  p.grad_reduce_dtype.clear();
+  EXPECT_DOUBLE_EQ(GradReduceBytes(p), 4);  // fp32 gradients move at their width
+  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 4);
+}
+
 // zb-h1 with one stage per rank: PyTorch's InterleavedZeroBubble needs several (the old export's
 // defect); no framework runs it, nor DualPipe.
 TEST(FrameworksTest, ZeroBubbleOnOneStagePerRank) {
