@@ -107,6 +107,20 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   if (!o.report.empty()) CheckOutputWritable(o.report, "--report");
   // A given cluster is checked before anything is made or launched.
   const std::optional<ClusterSpec> given = o.cluster.empty() ? std::nullopt : std::optional<ClusterSpec>(LoadCalibrated(o.cluster));
+  // A calibration speaks for the hosts it measured: a run over another number of hosts would
+  // cross links (and cores) it never measured.
+  if (given && given->calibration.hosts > 0) {
+    const int64_t hosts = o.hostfile.empty() ? 1 : static_cast<int64_t>(ReadHostfile(o.hostfile).hosts.size());
+    const int64_t calibrated_hosts = given->calibration.hosts;
+    if (hosts != calibrated_hosts) {
+      const auto count = [](int64_t n) { return std::to_string(n) + (n == 1 ? " host" : " hosts"); };
+      throw InputError(o.hostfile.empty() ? "--cluster" : "--hostfile",
+                       "the run would span " + count(hosts) + (o.hostfile.empty() ? " (this machine)" : " (" + o.hostfile + ")") + ", but " + o.cluster +
+                           " was calibrated on " + count(calibrated_hosts) + " (calibration.hosts)",
+                       "a hostfile of " + count(calibrated_hosts) + (calibrated_hosts == 1 ? ", or none" : ""),
+                       "calibrate the hosts the run uses (shardsim calibrate --hostfile H --out C), or leave --cluster out to calibrate them now");
+    }
+  }
   WorkFolder work{WorkDir(o.keep), !o.keep.empty()};
   const std::string& dir = work.path;
 

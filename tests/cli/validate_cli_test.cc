@@ -47,6 +47,11 @@ TEST_F(ValidateCliTest, CalibratesThenValidatesATwoRankPlan) {
   bool params = false;
   for (const json& m : v["memory"]) params = params || (m["category"] == "params" && m["measured_bytes"].get<double>() > 0);
   EXPECT_TRUE(params) << v["memory"].dump();
+  // The calibration measured this one machine: a run over two hosts is refused before it starts.
+  const std::string two = Write("two-hosts.txt", "10.213.0.1 slots=1\n10.213.0.2 slots=1\n");
+  EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-dense", "--cluster", cluster, "--hostfile", two, "--set", "mesh.data=2", "--set",
+                                        "global_batch_size=4", "--set", "seq_len=64"}),
+                           {"--hostfile", "2 hosts", "calibrated on 1 host"}));
 }
 
 TEST_F(ValidateCliTest, BadInputIsOneLine) {
