@@ -27,6 +27,8 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
                                                   (gaps.size() > 1 ? " (and " + std::to_string(gaps.size() - 1) + " more)" : ""),
                        "a plan the framework runs (docs/frameworks.md)", "drop the framework field, or let 'shardsim plan --framework " + in.plan.framework + "' pick one");
     }
+    // What the plan leaves unset is what the framework does (its gradient-reduction dtype).
+    in.plan = planner::AsFrameworkRuns(framework, in.plan);
   }
   return in;
 }
