@@ -72,8 +72,14 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       << plan.dtype << " peak per device (cluster spec); matmuls at " << cluster.efficiency.matmul << " of peak, HBM at "
       << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
   if (!plan.framework.empty()) {
-    const planner::FrameworkMfu own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), r.mfu, r.mfu_palm);
-    out << "              MFU as " << plan.framework << " counts it: " << FormatPercent(own.mfu) << " (" << own.count << "; " << own.source << ")\n";
+    const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), r.mfu, r.mfu_palm);
+    if (own) {
+      out << "              MFU under " << plan.framework << "'s FLOP count: " << FormatPercent(own->mfu) << " (" << own->count << "; " << own->source << ")\n";
+    }
+  }
+  if (!plan.grad_reduce_dtype.empty()) {
+    out << "  gradients   reduced and held in " << plan.grad_reduce_dtype << " (grad_reduce_dtype"
+        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
       << FormatSeconds(r.bubble_s);

@@ -4,6 +4,7 @@
 // category, per op and memory per rank (validation/compare.h).
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -107,17 +108,25 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   if (!o.report.empty()) CheckOutputWritable(o.report, "--report");
   // A given cluster is checked before anything is made or launched.
   const std::optional<ClusterSpec> given = o.cluster.empty() ? std::nullopt : std::optional<ClusterSpec>(LoadCalibrated(o.cluster));
-  // A calibration speaks for the hosts it measured: a run over another number of hosts would
-  // cross links (and cores) it never measured.
-  if (given && given->calibration.hosts > 0) {
-    const int64_t hosts = o.hostfile.empty() ? 1 : static_cast<int64_t>(ReadHostfile(o.hostfile).hosts.size());
-    const int64_t calibrated_hosts = given->calibration.hosts;
-    if (hosts != calibrated_hosts) {
+  // The prediction cuts the calibrated cluster to the ranks (ClusterForRanks): the run must span
+  // as many hosts as that cut, or it crosses links (and cores) the prediction does not.
+  if (given) {
+    int64_t run_hosts = 1;
+    if (!o.hostfile.empty()) {
+      const Hostfile hosts = ReadHostfile(o.hostfile);
+      int64_t slots = 0;
+      for (run_hosts = 0; run_hosts < static_cast<int64_t>(hosts.slots.size()) && slots < ranks; ++run_hosts) slots += hosts.slots[static_cast<size_t>(run_hosts)];
+    }
+    const TopologySpec& t = given->topology;
+    const int64_t per_host = t.local_devices / std::max<int64_t>(1, t.local_hosts);
+    const int64_t cut_hosts = ranks <= t.local_devices ? (ranks + per_host - 1) / per_host : 1;
+    if (run_hosts != cut_hosts) {
       const auto count = [](int64_t n) { return std::to_string(n) + (n == 1 ? " host" : " hosts"); };
       throw InputError(o.hostfile.empty() ? "--cluster" : "--hostfile",
-                       "the run would span " + count(hosts) + (o.hostfile.empty() ? " (this machine)" : " (" + o.hostfile + ")") + ", but " + o.cluster +
-                           " was calibrated on " + count(calibrated_hosts) + " (calibration.hosts)",
-                       "a hostfile of " + count(calibrated_hosts) + (calibrated_hosts == 1 ? ", or none" : ""),
+                       "the " + std::to_string(ranks) + " ranks would run on " + count(run_hosts) +
+                           (o.hostfile.empty() ? " (this machine)" : " (" + o.hostfile + ")") + ", but " + o.cluster + " puts them on " +
+                           count(cut_hosts) + " of " + std::to_string(per_host) + " cores (its calibration)",
+                       "hosts that hold the ranks as the calibrated cluster does",
                        "calibrate the hosts the run uses (shardsim calibrate --hostfile H --out C), or leave --cluster out to calibrate them now");
     }
   }

@@ -46,7 +46,8 @@ std::vector<Setting> DeepSpeedSettings(const ModelSpec& m, const PlanSpec& p) {
   if (p.dtype == "bf16") add("bf16.enabled", "true");
   if (p.dtype == "fp16") add("fp16.enabled", "true");
   // runtime/engine.py: gradients move in the fp16 / bf16 in use unless communication_data_type says.
-  if (p.dtype != "fp32" && GradReduceBytes(p) == 4) add("communication_data_type", "\"fp32\"");
+  const std::string compute = p.dtype == "fp8" ? "bf16" : p.dtype;
+  if (!p.grad_reduce_dtype.empty() && p.grad_reduce_dtype != compute) add("communication_data_type", "\"" + p.grad_reduce_dtype + "\"");
   if (p.mesh.tensor > 1) {
     add("tensor_parallel.autotp_size", I(p.mesh.tensor));
     add("tensor_parallel.tp_overlap_comm", B(p.overlap.tensor));
@@ -110,7 +111,8 @@ PlanSpec DeepSpeedPlan(const SettingReader& r, const ModelSpec& m) {
             : r.Bool("fp16.enabled", false) ? "fp16"
                                             : "fp32";
   p.recompute = r.Int(kInterval, 0) > 0 || r.Has(kCheckpoint) ? Recompute::kFull : Recompute::kNone;
-  if (r.Get("communication_data_type", "") == "\"fp32\"") p.grad_reduce_dtype = "fp32";
+  const std::string comm = r.Get("communication_data_type", "");
+  if (comm.size() > 2) p.grad_reduce_dtype = comm.substr(1, comm.size() - 2);  // quoted
   p.flash_attention = r.Get(kAttention, "flash") == "flash";
   p.overlap.data = p.overlap.fsdp = r.Bool(
       "zero_optimization.overlap_comm", stage == 3);  // zero/config.py: default on at stage 3 only

@@ -65,11 +65,12 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .one_switch_data_fsdp = true,
         .reduces_after_pipeline_drains = false,
         .tensor_overlap_needs_sequence_parallel = true,
-        // arguments.py sets accumulate_allreduce_grads_in_fp32 when main grads are fp32 (the
-        // default) and --grad-reduce-in-bf16 clears it; training.py passes it to DDP as
-        // grad_reduce_in_fp32.
-        .grad_reduce_default = "fp32",
-        .grad_reduce_switch = true,
+        // arguments.py: under --bf16, accumulate_allreduce_grads_in_fp32 is set when main grads
+        // are fp32 (the default) and --grad-reduce-in-bf16 clears it (training.py passes it to
+        // DDP as grad_reduce_in_fp32); under --fp16 only --accumulate-allreduce-grads-in-fp32
+        // sets it. Megatron-FSDP reads neither: --megatron-fsdp-grad-comm-dtype, default "auto",
+        // the parameters' dtype.
+        .grad_reduce = GradReduceRule::kMegatron,
         .flop_count = FlopCount::kCausalAttention,
         .flop_count_source = "megatron/training/training.py num_floating_point_operations (core attention / 2 for the causal mask)",
     },
@@ -124,8 +125,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .tensor_overlap_needs_sequence_parallel = false,
         // torchtitan/config/configs.py: mixed_precision_reduce: Literal["float32"] (FSDP2's
         // reduce dtype; DDP reduces the fp32 parameters' gradients).
-        .grad_reduce_default = "fp32",
-        .grad_reduce_switch = false,
+        .grad_reduce = GradReduceRule::kFp32,
         .flop_count = FlopCount::kFullAttention,
         .flop_count_source = "torchtitan/models/utils.py get_dense_model_nparams_and_flops (no causal sparsity)",
     },
@@ -182,8 +182,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // dots produce them (dtype "bfloat16" in configs/base.yml; the fp32 weights, weight_dtype,
         // take them after, and grad_dtype only casts them afterwards, trainers/pre_train/train.py).
         // shardsim's reading of the code, not a measurement.
-        .grad_reduce_default = "",
-        .grad_reduce_switch = false,
+        .grad_reduce = GradReduceRule::kComputeDtype,
         .flop_count = FlopCount::kCausalAttention,
         .flop_count_source = "src/maxtext/utils/maxtext_utils.py calculate_tflops_training_per_device (attention / 2 for the causal mask)",
     },
@@ -238,11 +237,12 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .reduces_after_pipeline_drains = true,
         .tensor_overlap_needs_sequence_parallel = false,
         // runtime/engine.py communication_data_type: the config's, else the fp16 / bf16 in use
-        // (constants.py COMMUNICATION_DATA_TYPE_DEFAULT None).
-        .grad_reduce_default = "",
-        .grad_reduce_switch = true,
-        .flop_count = FlopCount::kFullAttention,
-        .flop_count_source = "deepspeed/profiling/flops_profiler/profiler.py (3 x forward FLOPs; scaled_dot_product_attention counted whole)",
+        // (constants.py COMMUNICATION_DATA_TYPE_DEFAULT None); config.py reads fp32/bf16/fp16.
+        .grad_reduce = GradReduceRule::kAnyByConfig,
+        // profiling/flops_profiler/profiler.py counts the torch ops it sees (3 x forward):
+        // flash-attn kernels not at all, elementwise ops too. No model-FLOP convention.
+        .flop_count = FlopCount::kNone,
+        .flop_count_source = "deepspeed/profiling/flops_profiler/profiler.py (counts the ops it sees; no model-FLOP count)",
     },
 }};
 
@@ -281,6 +281,26 @@ PlanSpec CanonicalSharding(const PlanSpec& plan) {
   const DataParallelSharding s = ShardingOf(plan);
   p.mesh.data = s.data, p.mesh.fsdp = s.fsdp, p.zero_stage = s.zero;
   return p;
+}
+
+GradReduceChoice GradReduceOf(const FrameworkFacts& f, const PlanSpec& p) {
+  // The compute dtype's own name for its width: fp8 trains with bf16 weights and gradients.
+  const std::string compute = p.dtype == "fp8" ? "bf16" : p.dtype;
+  switch (f.grad_reduce) {
+    case GradReduceRule::kFp32:
+      return {"fp32", {"fp32"}};
+    case GradReduceRule::kComputeDtype:
+      return {compute, {compute}};
+    case GradReduceRule::kAnyByConfig:
+      return {compute, GradReduceDtypeNames()};
+    case GradReduceRule::kMegatron: {
+      const DataParallelSharding s = ShardingOf(p);
+      if (s.fsdp > 1 || s.zero >= 2 || compute == "fp32") return {compute, {compute}};
+      if (compute == "fp16") return {"fp16", {"fp16", "fp32"}};
+      return {"fp32", {"fp32", "bf16"}};
+    }
+  }
+  return {compute, {compute}};
 }
 
 OverlapRule OverlapRuleOf(const FrameworkFacts& f, const PlanSpec& p, MeshAxis axis) {

@@ -44,12 +44,23 @@ enum class ShardingFamily {
 // (FSDP2's reshard_after_forward=False; PlanSpec::fsdp_reshard_after_forward).
 enum class KeepGathered { kNever, kSwitch, kWithPipelineOnly };
 
+// How a framework picks the dtype of its data-parallel gradient reductions (GradReduceOf).
+enum class GradReduceRule {
+  kFp32,          // always fp32 (torchtitan)
+  kMegatron,      // fp32 under bf16 with DDP or the distributed optimizer (--grad-reduce-in-bf16:
+                  // bf16); under fp16 the compute dtype (--accumulate-allreduce-grads-in-fp32:
+                  // fp32); under Megatron-FSDP the parameters' dtype (no switch modelled)
+  kComputeDtype,  // the compute dtype, no setting (MaxText)
+  kAnyByConfig,   // the compute dtype unless the config names one (DeepSpeed)
+};
+
 // The model FLOPs a framework's own MFU (or TFLOP/s) divides by, in shardsim's terms
 // (sim::StepReport): both count 6 x matmul parameters x tokens and no recomputation; they differ
 // in the attention scores' S x S products.
 enum class FlopCount {
   kCausalAttention,  // half of them (the causal mask): StepReport::mfu
   kFullAttention,    // all of them (PaLM's count): StepReport::mfu_palm
+  kNone,             // no model-FLOP count (a profiler of the ops it sees)
 };
 
 struct FrameworkFacts {
@@ -85,10 +96,7 @@ struct FrameworkFacts {
   // backward (data and fsdp overlap kNever whatever `overlap` says).
   bool reduces_after_pipeline_drains;
   bool tensor_overlap_needs_sequence_parallel;
-  // Gradient reductions: the dtype they move where the plan sets none (PlanSpec::
-  // grad_reduce_dtype; "" for the compute dtype's width), and whether the plan may set another.
-  std::string_view grad_reduce_default;
-  bool grad_reduce_switch;
+  GradReduceRule grad_reduce;
   FlopCount flop_count;
   std::string_view flop_count_source;  // where the count is made, in the framework's code
 };
@@ -111,6 +119,14 @@ PlanSpec CanonicalSharding(const PlanSpec& plan);
 
 // The overlap rule for `axis` in `plan` (resolving the pipeline and context special cases).
 OverlapRule OverlapRuleOf(const FrameworkFacts& facts, const PlanSpec& plan, MeshAxis axis);
+
+// What `facts`' framework reduces `plan`'s gradients in where the plan sets no
+// grad_reduce_dtype, and the values a plan may set (the default among them).
+struct GradReduceChoice {
+  std::string default_dtype;
+  std::vector<std::string> settable;
+};
+GradReduceChoice GradReduceOf(const FrameworkFacts& facts, const PlanSpec& plan);
 
 // Whether overlap.<axis> changes anything in `plan`: the axis communicates at all.
 bool OverlapMatters(const PlanSpec& plan, MeshAxis axis);

@@ -1,6 +1,7 @@
 // FrameworkGaps' body: each rule reads a fact of the framework's row (planner/framework_facts.cc)
 // and says, in one phrase, what of the plan the framework does not run. Strings are built only for
 // the gaps found: the search asks this of every candidate plan.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -71,9 +72,13 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back("fsdp with pipeline parallelism: " + std::string(f.name) +
                    " does not shard parameters under its pipeline engine");
   }
-  if (!f.grad_reduce_switch && !p.grad_reduce_dtype.empty() && p.grad_reduce_dtype != f.grad_reduce_default) {
-    gaps.push_back("gradient reductions in " + p.grad_reduce_dtype + ": " + std::string(f.name) + " reduces gradients in " +
-                   std::string(f.grad_reduce_default));
+  if (!p.grad_reduce_dtype.empty()) {
+    const GradReduceChoice reduce = GradReduceOf(f, p);
+    if (std::find(reduce.settable.begin(), reduce.settable.end(), p.grad_reduce_dtype) == reduce.settable.end()) {
+      std::string can;
+      for (const std::string& d : reduce.settable) can += (can.empty() ? "" : " or ") + d;
+      gaps.push_back("grad_reduce_dtype " + p.grad_reduce_dtype + ": " + std::string(f.name) + " reduces this plan's gradients in " + can);
+    }
   }
   const bool keeps = ParamsSharded(s) && !ReshardAfterForward(p);
   if (keeps && (f.keep_gathered == KeepGathered::kNever ||

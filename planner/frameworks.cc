@@ -29,12 +29,13 @@ std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& mod
   return gaps;
 }
 
-FrameworkMfu MfuAsFrameworkCounts(Framework framework, double mfu, double mfu_palm) {
+std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, double mfu, double mfu_palm) {
   const FrameworkFacts& facts = FactsOf(framework);
+  if (facts.flop_count == FlopCount::kNone) return std::nullopt;
   const bool causal = facts.flop_count == FlopCount::kCausalAttention;
-  return {.mfu = causal ? mfu : mfu_palm,
-          .count = causal ? "causal attention at half" : "all of the attention",
-          .source = std::string(facts.source) + ": " + std::string(facts.flop_count_source)};
+  return FrameworkMfu{.mfu = causal ? mfu : mfu_palm,
+                      .count = causal ? "causal attention at half" : "all of the attention",
+                      .source = std::string(facts.source) + ": " + std::string(facts.flop_count_source)};
 }
 
 PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
@@ -51,7 +52,8 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
       facts.keep_gathered == KeepGathered::kSwitch ||
       (facts.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline > 1);
   if (!keeps) p.fsdp_reshard_after_forward = true;
-  if (p.grad_reduce_dtype.empty() || !facts.grad_reduce_switch) p.grad_reduce_dtype = facts.grad_reduce_default;
+  // An unset reduction dtype is the framework's; a set one stays (FrameworkGaps judges it).
+  if (p.grad_reduce_dtype.empty()) p.grad_reduce_dtype = GradReduceOf(facts, p).default_dtype;
   return p;
 }
 

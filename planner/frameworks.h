@@ -4,6 +4,7 @@
 // list) read them through FrameworkGaps, so the two cannot disagree.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,15 +23,16 @@ std::string_view FrameworkName(Framework framework);
 // `where`, listing the valid names and suggesting the closest, for any other name.
 Framework ParseFramework(const std::string& name, const std::string& where);
 
-// The MFU `framework` reports for a step whose MFU under shardsim's count (causal attention at
-// half) is `mfu` and under PaLM's (all of the attention) `mfu_palm`: its own FLOP count
-// (FrameworkFacts::flop_count), with what that count is and where the framework makes it.
+// The MFU of a step under `framework`'s own model-FLOP count (FrameworkFacts::flop_count: the
+// count behind the MFU or TFLOP/s it logs), given the step's MFU under shardsim's count (causal
+// attention at half) `mfu` and under PaLM's (all of the attention) `mfu_palm`, with what that
+// count is and where the framework makes it; nullopt for a framework with no such count.
 struct FrameworkMfu {
   double mfu = 0;
   std::string count;   // "causal attention at half", "all of the attention"
   std::string source;  // file and function in the framework's repository
 };
-FrameworkMfu MfuAsFrameworkCounts(Framework framework, double mfu, double mfu_palm);
+std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, double mfu, double mfu_palm);
 
 // What of `plan` the framework cannot run as shardsim models it, one phrase each; empty: it runs
 // this exact plan. Cheap: the search calls it on every candidate plan before estimating, so the

@@ -242,7 +242,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     if (holds_tied_copy || two_copies) {
       const double shared = two_copies ? stage.params() / 2 : vocab_params;
       stage.step_ops.insert(stage.step_ops.begin(), CommOp(std::string(two_copies ? ops::kDualPipeCopySync : ops::kTiedEmbeddingSync), Phase::kBackwardWeight,
-                                                            Stream::kData, CollectiveOp::kPermute, {"pipeline"}, shared * 2, false));
+                                                            Stream::kData, CollectiveOp::kPermute, {"pipeline"}, shared * GradReduceBytes(p), false));
     }
   }
   TaskLists own;  // one set of task lists for every stage, when the caller keeps none

@@ -111,7 +111,9 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     const double dense_params = stage.dense_params, expert_params = stage.expert_params;
     const ShardDegrees dense = Sharding(p, ParamKind::kDense), expert = Sharding(p, ParamKind::kExpert);
     b.params = bytes.params * (dense_params / dense.params + expert_params / expert.params);
-    b.grads = bytes.grads * (dense_params / dense.grads + expert_params / expert.grads);
+    // Gradients are held at the width they are reduced in (Megatron's fp32 main_grad buffers,
+    // FSDP2's fp32 shards under an fp32 reduce dtype): the compute width unless the plan says.
+    b.grads = GradReduceBytes(p) * (dense_params / dense.grads + expert_params / expert.grads);
     b.optimizer = bytes.optimizer * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
     // A layer being recomputed holds its full activations once.

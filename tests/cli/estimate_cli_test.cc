@@ -232,7 +232,7 @@ TEST(CliEstimateTest, FrameworkPlansShowTheFrameworksOwnMfu) {
     EXPECT_NE(own["source"].get<std::string>().find(palm ? "get_dense_model_nparams_and_flops" : "num_floating_point_operations"), std::string::npos);
     const CliResult text = RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set",
                                         "global_batch_size=16", "--set", "seq_len=8192", "--set", "framework=" + framework});
-    EXPECT_NE(text.out.find("MFU as " + framework + " counts it: "), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("MFU under " + framework + "'s FLOP count: "), std::string::npos) << text.out;
   }
   json plain;
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set",

@@ -51,7 +51,7 @@ TEST_F(ValidateCliTest, CalibratesThenValidatesATwoRankPlan) {
   const std::string two = Write("two-hosts.txt", "10.213.0.1 slots=1\n10.213.0.2 slots=1\n");
   EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-dense", "--cluster", cluster, "--hostfile", two, "--set", "mesh.data=2", "--set",
                                         "global_batch_size=4", "--set", "seq_len=64"}),
-                           {"--hostfile", "2 hosts", "calibrated on 1 host"}));
+                           {"--hostfile", "on 2 hosts", "puts them on 1 host"}));
 }
 
 TEST_F(ValidateCliTest, BadInputIsOneLine) {

@@ -39,6 +39,7 @@ TEST(ExportTest, SettingNamesAreTheFrameworks) {
         "--pipeline-model-parallel-layout",
         "--sequence-parallel",
         "--grad-reduce-in-bf16",
+        "--accumulate-allreduce-grads-in-fp32",
         "--context-parallel-size",
         "--cp-comm-type",
         "--expert-model-parallel-size",

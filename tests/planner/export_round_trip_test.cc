@@ -121,8 +121,11 @@ TEST(ExportRoundTripTest, MegatronCore) {
   p = Plan({{"fsdp", 8}, {"tensor", 8}}, 512, 8192);
   p.sequence_parallel = true, p.recompute = Recompute::kFull;
   cases.push_back({"the demo's fsdp=8 as Megatron-FSDP", "llama3-70b", "dgx-h100:64", p});
-  p.grad_reduce_dtype = "bf16";
-  cases.push_back({"Megatron-FSDP, gradients reduced in bf16", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"data", 8}, {"tensor", 8}}, 512, 8192);
+  p.zero_stage = 1, p.grad_reduce_dtype = "bf16";
+  cases.push_back({"distributed optimizer, gradients reduced in bf16", "llama3-70b", "dgx-h100:64", p});
+  p.dtype = "fp16", p.grad_reduce_dtype = "fp32";
+  cases.push_back({"fp16, gradients accumulated and reduced in fp32", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"data", 2}, {"fsdp", 4}, {"tensor", 8}}, 512, 8192);
   p.zero_stage = 1, p.dtype = "fp8", p.overlap.tensor = true, p.sequence_parallel = true;
   cases.push_back({"HSDP, optimizer over the outer replicas, fp8", "llama3-70b", "dgx-h100:64", p});

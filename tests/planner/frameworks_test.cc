@@ -68,14 +68,35 @@ TEST(FrameworksTest, WhenAndInWhatGradientsAreReduced) {
   p.mesh.pipeline = 8;
   EXPECT_FALSE(AsFrameworkRuns(Framework::kDeepSpeed, p).overlap.data);
   EXPECT_TRUE(AsFrameworkRuns(Framework::kMegatronCore, p).overlap.data);
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, p).grad_reduce_dtype, "fp32");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, p).grad_reduce_dtype, "fp32");  // DDP under bf16
   EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, p).grad_reduce_dtype, "fp32");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kDeepSpeed, p).grad_reduce_dtype, "");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kDeepSpeed, p).grad_reduce_dtype, "bf16");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, p).grad_reduce_dtype, "bf16");
   EXPECT_DOUBLE_EQ(GradReduceBytes(AsFrameworkRuns(Framework::kMegatronCore, p)), 4);
   EXPECT_DOUBLE_EQ(GradReduceBytes(AsFrameworkRuns(Framework::kDeepSpeed, p)), 2);
+  PlanSpec fsdp = p;
+  fsdp.mesh.data = 1, fsdp.mesh.fsdp = 8;
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, fsdp).grad_reduce_dtype, "bf16");  // Megatron-FSDP: the parameters'
+  PlanSpec half = p;
+  half.dtype = "fp16";
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, half).grad_reduce_dtype, "fp16");
+  // A set value stays; the gaps say where the framework cannot run it.
+  const ModelSpec model = FindModelPreset("llama3-8b")->spec;
   p.grad_reduce_dtype = "bf16";
   EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, p).grad_reduce_dtype, "bf16");  // --grad-reduce-in-bf16
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, p).grad_reduce_dtype, "fp32");    // no switch
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, p).grad_reduce_dtype, "bf16");
+  auto has_gap = [&](Framework f, const PlanSpec& plan) {
+    for (const std::string& g : FrameworkGaps(f, model, plan)) {
+      if (g.find("grad_reduce_dtype") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(has_gap(Framework::kMegatronCore, p));
+  EXPECT_TRUE(has_gap(Framework::kTorchtitan, p));
+  EXPECT_FALSE(has_gap(Framework::kMaxText, p));  // what MaxText does under bf16
+  fsdp.grad_reduce_dtype = "fp32";
+  EXPECT_TRUE(has_gap(Framework::kMegatronCore, fsdp));
+  EXPECT_FALSE(has_gap(Framework::kDeepSpeed, fsdp));  // communication_data_type
   p.dtype = "fp32";
   p.grad_reduce_dtype.clear();
   EXPECT_DOUBLE_EQ(GradReduceBytes(p), 4);  // fp32 gradients move at their width
