@@ -62,6 +62,12 @@ int64_t Hostfile::TotalSlots() const {
   return total;
 }
 
+int64_t Hostfile::HostsFor(int64_t ranks) const {
+  int64_t hosts = 0, filled = 0;
+  for (; hosts < static_cast<int64_t>(slots.size()) && filled < ranks; ++hosts) filled += slots[static_cast<size_t>(hosts)];
+  return hosts;
+}
+
 Hostfile ReadHostfile(const std::string& path) {
   std::error_code folder_error;
   if (std::filesystem::is_directory(path, folder_error)) throw InputError("--hostfile " + path, "is a folder", "an OpenMPI hostfile", "name the file");

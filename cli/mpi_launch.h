@@ -14,6 +14,8 @@ struct Hostfile {
   std::vector<std::string> hosts;
   std::vector<int64_t> slots;  // per host (1 where the line gives none)
   int64_t TotalSlots() const;
+  // The hosts `ranks` ranks occupy: mpirun fills each host's slots in order.
+  int64_t HostsFor(int64_t ranks) const;
 };
 // Throws InputError naming the file and line for what mpirun would not read.
 Hostfile ReadHostfile(const std::string& path);

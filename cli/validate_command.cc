@@ -4,7 +4,6 @@
 // category, per op and memory per rank (validation/compare.h).
 #include <stdlib.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -62,17 +61,21 @@ ClusterSpec LoadCalibrated(const std::string& path) {
   return c;
 }
 
-// The calibrated cluster cut to the plan's ranks: mpirun fills hosts in order, so R ranks take
-// the first ceil(R / cores per host) hosts.
+// The hosts of a calibrated cluster that `ranks` ranks take: mpirun fills hosts in order, so the
+// first ceil(R / cores per host); one (time-shared) when they outnumber its cores.
+int64_t CutHosts(const TopologySpec& t, int64_t ranks) {
+  const int64_t per_host = t.local_devices / t.local_hosts;
+  return ranks <= t.local_devices ? (ranks + per_host - 1) / per_host : 1;
+}
+
+// The calibrated cluster cut to the plan's ranks (CutHosts).
 ClusterSpec ClusterForRanks(const ClusterSpec& calibrated, int64_t ranks, bool* time_faithful) {
   ClusterSpec c = calibrated;
   TopologySpec& t = c.topology;
   const int64_t per_host = t.local_devices / t.local_hosts;
   *time_faithful = ranks <= t.local_devices;
-  if (!*time_faithful) {
-    t.local_hosts = 1;
-  } else {
-    t.local_hosts = (ranks + per_host - 1) / per_host;
+  t.local_hosts = CutHosts(calibrated.topology, ranks);
+  if (*time_faithful) {
     if (ranks > per_host && ranks % per_host != 0) {
       throw InputError("the plan's mesh", std::to_string(ranks) + " ranks do not fill whole hosts of " + std::to_string(per_host) + " cores",
                        "a multiple of the cores per host (or at most one host's cores)", "the cluster model has as many devices on every host");
@@ -111,15 +114,9 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   // The prediction cuts the calibrated cluster to the ranks (ClusterForRanks): the run must span
   // as many hosts as that cut, or it crosses links (and cores) the prediction does not.
   if (given) {
-    int64_t run_hosts = 1;
-    if (!o.hostfile.empty()) {
-      const Hostfile hosts = ReadHostfile(o.hostfile);
-      int64_t slots = 0;
-      for (run_hosts = 0; run_hosts < static_cast<int64_t>(hosts.slots.size()) && slots < ranks; ++run_hosts) slots += hosts.slots[static_cast<size_t>(run_hosts)];
-    }
-    const TopologySpec& t = given->topology;
-    const int64_t per_host = t.local_devices / std::max<int64_t>(1, t.local_hosts);
-    const int64_t cut_hosts = ranks <= t.local_devices ? (ranks + per_host - 1) / per_host : 1;
+    const int64_t run_hosts = o.hostfile.empty() ? 1 : ReadHostfile(o.hostfile).HostsFor(ranks);
+    const int64_t cut_hosts = CutHosts(given->topology, ranks);
+    const int64_t per_host = given->topology.local_devices / given->topology.local_hosts;
     if (run_hosts != cut_hosts) {
       const auto count = [](int64_t n) { return std::to_string(n) + (n == 1 ? " host" : " hosts"); };
       throw InputError(o.hostfile.empty() ? "--cluster" : "--hostfile",

@@ -91,6 +91,8 @@ bool UsesDefaultMeshOrder(const PlanSpec& p) {
 
 double ParamGatherBytes(const PlanSpec& p) { return p.dtype == "fp32" ? 4 : 2; }
 
+std::string WeightDtype(const PlanSpec& p) { return p.dtype == "fp8" ? "bf16" : p.dtype; }
+
 double GradReduceBytes(const PlanSpec& p) {
   if (p.grad_reduce_dtype.empty()) return ParamGatherBytes(p);
   return p.grad_reduce_dtype == "fp32" ? 4 : 2;

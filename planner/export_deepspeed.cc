@@ -46,8 +46,7 @@ std::vector<Setting> DeepSpeedSettings(const ModelSpec& m, const PlanSpec& p) {
   if (p.dtype == "bf16") add("bf16.enabled", "true");
   if (p.dtype == "fp16") add("fp16.enabled", "true");
   // runtime/engine.py: gradients move in the fp16 / bf16 in use unless communication_data_type says.
-  const std::string compute = p.dtype == "fp8" ? "bf16" : p.dtype;
-  if (!p.grad_reduce_dtype.empty() && p.grad_reduce_dtype != compute) add("communication_data_type", "\"" + p.grad_reduce_dtype + "\"");
+  if (!p.grad_reduce_dtype.empty() && p.grad_reduce_dtype != WeightDtype(p)) add("communication_data_type", "\"" + p.grad_reduce_dtype + "\"");
   if (p.mesh.tensor > 1) {
     add("tensor_parallel.autotp_size", I(p.mesh.tensor));
     add("tensor_parallel.tp_overlap_comm", B(p.overlap.tensor));

@@ -47,12 +47,13 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     }
   }
   if (p.sequence_parallel && p.mesh.tensor > 1) add("--sequence-parallel");
-  // DDP and the distributed optimizer reduce in fp32 under --bf16 unless --grad-reduce-in-bf16,
-  // in fp16 under --fp16 unless --accumulate-allreduce-grads-in-fp32 (arguments.py); Megatron-FSDP
-  // in the parameters' dtype (GradReduceOf).
-  if (p.mesh.fsdp == 1 && p.zero_stage < 2) {
-    if ((p.dtype == "bf16" || p.dtype == "fp8") && GradReduceBytes(p) < 4) add("--grad-reduce-in-bf16");
-    if (p.dtype == "fp16" && GradReduceBytes(p) == 4) add("--accumulate-allreduce-grads-in-fp32");
+  // Megatron's own reduction dtype (GradReduceDefault) flipped by its one flag where the plan
+  // reduces at the other width (framework_facts.cc: --grad-reduce-in-bf16 from fp32,
+  // --accumulate-allreduce-grads-in-fp32 from fp16).
+  {
+    PlanSpec own = p;
+    own.grad_reduce_dtype = GradReduceDefault(FactsOf(Framework::kMegatronCore), p);
+    if (GradReduceBytes(own) != GradReduceBytes(p)) add(GradReduceBytes(own) == 4 ? "--grad-reduce-in-bf16" : "--accumulate-allreduce-grads-in-fp32");
   }
   if (p.mesh.context > 1) {
     add("--context-parallel-size", I(p.mesh.context));
@@ -165,14 +166,9 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
             : r.Has("--fp16")     ? "fp16"
                                   : "fp32";
   p.flash_attention = r.Get("--attention-backend") != "unfused";
-  const std::string compute = p.dtype == "fp8" ? "bf16" : p.dtype;
-  if (p.mesh.fsdp > 1 || p.zero_stage >= 2 || compute == "fp32") {
-    p.grad_reduce_dtype = compute;
-  } else if (compute == "fp16") {
-    p.grad_reduce_dtype = r.Has("--accumulate-allreduce-grads-in-fp32") ? "fp32" : "fp16";
-  } else {
-    p.grad_reduce_dtype = r.Has("--grad-reduce-in-bf16") ? "bf16" : "fp32";
-  }
+  p.grad_reduce_dtype = GradReduceDefault(FactsOf(Framework::kMegatronCore), p);
+  if (r.Has("--grad-reduce-in-bf16")) p.grad_reduce_dtype = "bf16";
+  if (r.Has("--accumulate-allreduce-grads-in-fp32")) p.grad_reduce_dtype = "fp32";
   // The schedule follows from the chunks: Megatron-core interleaves whenever there are several.
   if (p.mesh.pipeline > 1) {
     if (r.Has("--num-layers-per-virtual-pipeline-stage")) {

@@ -283,24 +283,37 @@ PlanSpec CanonicalSharding(const PlanSpec& plan) {
   return p;
 }
 
-GradReduceChoice GradReduceOf(const FrameworkFacts& f, const PlanSpec& p) {
-  // The compute dtype's own name for its width: fp8 trains with bf16 weights and gradients.
-  const std::string compute = p.dtype == "fp8" ? "bf16" : p.dtype;
+namespace {
+
+// Megatron's DDP and distributed optimizer under 16-bit training (not Megatron-FSDP, which
+// reduces in the parameters' dtype).
+bool MegatronDdp(const PlanSpec& p) {
+  const DataParallelSharding s = ShardingOf(p);
+  return s.fsdp == 1 && s.zero < 2 && p.dtype != "fp32";
+}
+
+}  // namespace
+
+std::string GradReduceDefault(const FrameworkFacts& f, const PlanSpec& p) {
+  if (f.grad_reduce == GradReduceRule::kFp32) return "fp32";
+  // Megatron's DDP reduces in fp32 under bf16 (--grad-reduce-in-bf16 aside), fp16 under fp16.
+  if (f.grad_reduce == GradReduceRule::kMegatron && MegatronDdp(p) && p.dtype != "fp16") return "fp32";
+  return WeightDtype(p);
+}
+
+std::vector<std::string> GradReduceSettable(const FrameworkFacts& f, const PlanSpec& p) {
   switch (f.grad_reduce) {
-    case GradReduceRule::kFp32:
-      return {"fp32", {"fp32"}};
-    case GradReduceRule::kComputeDtype:
-      return {compute, {compute}};
     case GradReduceRule::kAnyByConfig:
-      return {compute, GradReduceDtypeNames()};
-    case GradReduceRule::kMegatron: {
-      const DataParallelSharding s = ShardingOf(p);
-      if (s.fsdp > 1 || s.zero >= 2 || compute == "fp32") return {compute, {compute}};
-      if (compute == "fp16") return {"fp16", {"fp16", "fp32"}};
-      return {"fp32", {"fp32", "bf16"}};
-    }
+      return GradReduceDtypeNames();
+    case GradReduceRule::kMegatron:
+      // --grad-reduce-in-bf16 under bf16, --accumulate-allreduce-grads-in-fp32 under fp16.
+      if (MegatronDdp(p)) return {GradReduceDefault(f, p), p.dtype == "fp16" ? "fp32" : "bf16"};
+      return {GradReduceDefault(f, p)};
+    case GradReduceRule::kFp32:
+    case GradReduceRule::kComputeDtype:
+      return {GradReduceDefault(f, p)};
   }
-  return {compute, {compute}};
+  return {GradReduceDefault(f, p)};
 }
 
 OverlapRule OverlapRuleOf(const FrameworkFacts& f, const PlanSpec& p, MeshAxis axis) {

@@ -44,7 +44,7 @@ enum class ShardingFamily {
 // (FSDP2's reshard_after_forward=False; PlanSpec::fsdp_reshard_after_forward).
 enum class KeepGathered { kNever, kSwitch, kWithPipelineOnly };
 
-// How a framework picks the dtype of its data-parallel gradient reductions (GradReduceOf).
+// How a framework picks the dtype of its data-parallel gradient reductions (GradReduceDefault).
 enum class GradReduceRule {
   kFp32,          // always fp32 (torchtitan)
   kMegatron,      // fp32 under bf16 with DDP or the distributed optimizer (--grad-reduce-in-bf16:
@@ -121,12 +121,10 @@ PlanSpec CanonicalSharding(const PlanSpec& plan);
 OverlapRule OverlapRuleOf(const FrameworkFacts& facts, const PlanSpec& plan, MeshAxis axis);
 
 // What `facts`' framework reduces `plan`'s gradients in where the plan sets no
-// grad_reduce_dtype, and the values a plan may set (the default among them).
-struct GradReduceChoice {
-  std::string default_dtype;
-  std::vector<std::string> settable;
-};
-GradReduceChoice GradReduceOf(const FrameworkFacts& facts, const PlanSpec& plan);
+// grad_reduce_dtype (asked of every candidate of a framework search: no allocation), and the
+// values a plan may set (the default among them; asked only where a plan sets one).
+std::string GradReduceDefault(const FrameworkFacts& facts, const PlanSpec& plan);
+std::vector<std::string> GradReduceSettable(const FrameworkFacts& facts, const PlanSpec& plan);
 
 // Whether overlap.<axis> changes anything in `plan`: the axis communicates at all.
 bool OverlapMatters(const PlanSpec& plan, MeshAxis axis);

@@ -73,10 +73,10 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
                    " does not shard parameters under its pipeline engine");
   }
   if (!p.grad_reduce_dtype.empty()) {
-    const GradReduceChoice reduce = GradReduceOf(f, p);
-    if (std::find(reduce.settable.begin(), reduce.settable.end(), p.grad_reduce_dtype) == reduce.settable.end()) {
+    const std::vector<std::string> settable = GradReduceSettable(f, p);
+    if (std::find(settable.begin(), settable.end(), p.grad_reduce_dtype) == settable.end()) {
       std::string can;
-      for (const std::string& d : reduce.settable) can += (can.empty() ? "" : " or ") + d;
+      for (const std::string& d : settable) can += (can.empty() ? "" : " or ") + d;
       gaps.push_back("grad_reduce_dtype " + p.grad_reduce_dtype + ": " + std::string(f.name) + " reduces this plan's gradients in " + can);
     }
   }

@@ -53,7 +53,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
       (facts.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline > 1);
   if (!keeps) p.fsdp_reshard_after_forward = true;
   // An unset reduction dtype is the framework's; a set one stays (FrameworkGaps judges it).
-  if (p.grad_reduce_dtype.empty()) p.grad_reduce_dtype = GradReduceOf(facts, p).default_dtype;
+  if (p.grad_reduce_dtype.empty()) p.grad_reduce_dtype = GradReduceDefault(facts, p);
   return p;
 }
 
