@@ -1,7 +1,5 @@
 #include "runtime/train_command.h"
 
-#include <malloc.h>
-
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +26,7 @@
 #include "core/train_settings.h"
 #include "runtime/checkpoint.h"
 #include "runtime/gemm.h"
+#include "runtime/heap_policy.h"
 #include "runtime/train_gpu.h"
 #include "runtime/trainer.h"
 
@@ -148,11 +147,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     MPI_Allreduce(MPI_IN_PLACE, &writable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!writable) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check that the folder exists and is writable");
   }
-  // Large buffers (a layer's gathered parameters, its gradients on their way to a reduce-scatter)
-  // come and go every layer: kept mapped on their own, they go back to the system when freed,
-  // instead of glibc's heap keeping its high-water mark (its default threshold grows with every
-  // large free), so the resident set follows what the trainer holds.
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  UseCachingHeap();
   TrainOptions options;
   options.seed = static_cast<uint64_t>(a.seed);
   options.adamw.lr = static_cast<float>(a.lr);
