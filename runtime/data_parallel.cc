@@ -69,6 +69,8 @@ DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& m
       counted = b.step_axes.empty() || comms.GroupRank(b.step_axes) == 0;
     }
     opt_elements_ += b.opt_end - b.opt_begin;
+    if (!b.param_axes.empty()) poolable_bytes_ += (b.count - (b.block_end - b.block_begin)) * static_cast<int64_t>(sizeof(float));
+    if (!b.grad_axes.empty()) poolable_bytes_ += b.count * static_cast<int64_t>(sizeof(float));
     opt_ranges_.push_back({b.opt_begin, b.opt_end, counted});
     buckets_.push_back(b);
   }
@@ -79,14 +81,15 @@ DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& m
   // rank's block until they are gathered.
   resident_.assign(buckets_.size(), true);
   ReleaseGathered();
+  pages_.Trim(0);  // the whole model existed only for initialisation: its pages go to the system
 }
 
 void DataParallel::Release(int bucket) {
   const Bucket& b = buckets_[static_cast<size_t>(bucket)];
   if (b.param_axes.empty() || !resident_[static_cast<size_t>(bucket)]) return;
   float* params = model_.params().data();
-  ReleaseToZero(params + b.offset, params + b.block_begin);
-  ReleaseToZero(params + b.block_end, params + b.offset + b.count);
+  pages_.Release(params + b.offset, params + b.block_begin);
+  pages_.Release(params + b.block_end, params + b.offset + b.count);
   resident_[static_cast<size_t>(bucket)] = false;
 }
 
@@ -133,6 +136,8 @@ void DataParallel::StartGather(int bucket) {
 void DataParallel::FinishGather(int bucket) {
   const Bucket& b = buckets_[static_cast<size_t>(bucket)];
   comms_.Wait(&gather_request_, "sharded " + b.name + " parameter all-gather");
+  float* params = model_.params().data() + b.offset;
+  pages_.Acquire(params, params + b.count);
   std::copy(gather_out_.begin(), gather_out_.begin() + b.count, model_.params().begin() + b.offset);
   gathering_ = -1;
   resident_[static_cast<size_t>(bucket)] = true;
@@ -144,6 +149,9 @@ std::string DataParallel::Key(const Bucket& b, std::string_view op, int64_t mb) 
 }
 
 void DataParallel::BeginStep() {
+  // The pool never needs more than the buffers can give back: every sharded bucket's gathered
+  // parameters and full gradients. More means a write without Acquire took fresh pages.
+  pages_.Trim(poolable_bytes_);
   std::fill(gathered_.begin(), gathered_.end(), false);
   // The step's gradients start at zero: a bucket reduced whole is written whole again, so it is
   // cleared in place; a reduce-scattered one holds only its reduced range, given back.
@@ -152,7 +160,7 @@ void DataParallel::BeginStep() {
     if (b.grad_axes.empty()) {
       std::fill(grads + b.offset, grads + b.offset + b.count, 0.0f);
     } else {
-      ReleaseToZero(grads + b.offset, grads + b.offset + b.count);
+      pages_.Release(grads + b.offset, grads + b.offset + b.count);
     }
   }
 }
@@ -162,6 +170,11 @@ void DataParallel::Use(int bucket, int next, int64_t mb, bool backward) {
   // A bucket of another layer: the previous layer's are done with (FSDP's reshard after use).
   if (!in_use_.empty() && buckets_[static_cast<size_t>(in_use_.front())].layer != b.layer) EndPass();
   in_use_.push_back(bucket);
+  // The backward writes the bucket's gradients: pooled pages where they were given back.
+  if (backward && !b.grad_axes.empty()) {
+    float* grads = model_.grads().data() + b.offset;
+    pages_.Acquire(grads, grads + b.count);
+  }
   // Kept gathered: one gather per step, the step program's step-level op.
   const bool needed = !b.param_axes.empty() && !(keep_gathered_ && gathered_[static_cast<size_t>(bucket)]);
   if (!needed && gathering_ != bucket) return;
@@ -201,7 +214,7 @@ void DataParallel::GradientsDone(int bucket, bool last, int64_t mb) {
     p.send.assign(grads, grads + b.count);
     p.send.resize(static_cast<size_t>(b.block * comms_.GroupSize(b.grad_axes)), 0.0f);
     model_.CountStates();  // the bucket's full gradients, at their largest
-    ReleaseToZero(grads, grads + b.count);
+    pages_.Release(grads, grads + b.count);
     model_.CountStates();
     p.receive.resize(static_cast<size_t>(b.block));
     p.hold = MemoryHold(account_, MemoryCategory::kBuffers, HeldBytes(p.send, p.receive));
@@ -256,6 +269,7 @@ std::vector<float>& DataParallel::ReducedGradients() {
     float* block = b.grad_axes.empty() ? grads + b.offset : block_grads_.data() + b.block_grad_offset;
     const int64_t valid = b.block_end - b.block_begin;
     float* out = grads + b.opt_begin;
+    pages_.Acquire(out, out + (b.opt_end - b.opt_begin));  // given back after its reduce-scatter
     if (plan_.zero_stage == 1 && !b.step_axes.empty()) {
       const TraceSpan span(tracer_, Key(b, strategies::ops::DataReduceScatter(b.kind), -1), "data");
       const int64_t r = comms_.GroupSize(b.step_axes);

@@ -15,9 +15,10 @@
 //     last backward), ZeRO-1 reduce-scatters it into a sub-block the optimizer updates and
 //     all-gathers the updated parameters after; ZeRO-2 all-gathers the updated parameters over G.
 // The gathered parameters live in the flat buffer while the layer that reads them runs and are
-// given back after it (resident_pages.h; kept gathered: at the step's end), but for this rank's
-// block, the only part ever updated; a bucket's full gradients are given back once
-// reduce-scattered. A tied embedding read by a head in another chunk of the stage stays gathered
+// given back after it (kept gathered: at the step's end), but for this rank's block, the only
+// part ever updated; a bucket's full gradients are given back once reduce-scattered. What is given
+// back goes to a page pool (page_pool.h) that the next gather, or the next backward's gradients,
+// take their pages from, as a framework's caching allocator reuses a freed block. A tied embedding read by a head in another chunk of the stage stays gathered
 // for the step.
 #pragma once
 
@@ -28,6 +29,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "runtime/page_pool.h"
 
 #include "core/plan_spec.h"
 #include "runtime/comm.h"
@@ -121,6 +124,8 @@ class DataParallel {
   std::vector<float> gather_in_, gather_out_;
   MemoryAccount* account_ = nullptr;
   MemoryHold block_grads_hold_, gather_hold_;
+  PagePool pages_;  // what the flat parameter and gradient buffers gave back
+  int64_t poolable_bytes_ = 0;  // the most they can give back: sharded buckets' gathers and gradients
 };
 
 }  // namespace shardsim::runtime
