@@ -67,6 +67,10 @@ double CurveSeconds(const CollectiveCurve& curve, double bytes) {
   return std::max(p[i - 1].seconds + slope * (bytes - p[i - 1].bytes), p.front().seconds);
 }
 
+bool CollectivesOverlapCompute(const CalibrationSpec& calibration) {
+  return calibration.collective_hidden < 0 || calibration.collective_hidden > 0.5;
+}
+
 const CollectiveCurve* FindCurve(const CalibrationSpec& calibration, const std::string& op, int64_t group, const std::string& link) {
   for (const CollectiveCurve& c : calibration.collectives) {
     if (c.op == op && c.group == group && c.link == link) return &c;

@@ -56,6 +56,10 @@ struct CalibrationSpec {
   std::vector<CollectiveCurve> collectives;
   // How and when: the processor, cores per host, hosts, the BLAS kernel, the date, and the
   // largest relative spread between repeated measurements (a fraction).
+  // The share of a non-blocking collective's time that compute issued after it hides: the
+  // largest over all-gather, reduce-scatter and all-reduce of a few MiB under matrix products;
+  // < 0: not measured. MPI on CPU cores moves a collective only inside MPI calls: about 0.
+  double collective_hidden = -1;
   std::string processor, blas, measured_at, method;
   int64_t cores_per_host = 0, hosts = 0;
   double spread = 0;
@@ -74,6 +78,11 @@ double KernelRateAt(const KernelRate& kernel, double tokens);
 // Seconds of `bytes` on a curve: linear between points; past the last point at the last
 // segment's bandwidth, below the first at the first point's time.
 double CurveSeconds(const CollectiveCurve& curve, double bytes);
+
+// Whether the collectives a step program overlaps with compute (Op::overlapped) run under it on
+// this cluster: yes, unless a calibration measured that at most half of their time hides; then
+// the step engines run them as blocking (strategies::WithBlockingCollectives).
+bool CollectivesOverlapCompute(const CalibrationSpec& calibration);
 
 // The curve for (op, group size, link) if measured, else nullptr.
 const CollectiveCurve* FindCurve(const CalibrationSpec& calibration, const std::string& op, int64_t group, const std::string& link);

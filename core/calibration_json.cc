@@ -52,7 +52,8 @@ json CalibrationToJson(const CalibrationSpec& c) {
           {"hosts", c.hosts},
           {"measured_at", c.measured_at},
           {"method", c.method},
-          {"spread", c.spread}};
+          {"spread", c.spread},
+          {"collective_hidden", c.collective_hidden}};
 }
 
 CalibrationSpec CalibrationFromJson(JsonReader& r) {
@@ -114,6 +115,7 @@ CalibrationSpec CalibrationFromJson(JsonReader& r) {
   c.measured_at = r.StringOr("measured_at", "");
   c.method = r.StringOr("method", "");
   c.spread = r.NumberOr("spread", 0, 0, 1e9);
+  c.collective_hidden = r.NumberOr("collective_hidden", -1, -1, 1);
   r.Finish();
   return c;
 }

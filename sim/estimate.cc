@@ -37,8 +37,16 @@ std::string WhatLimits(const StepReport& report) {
   return limit + (report.fits ? "" : "; does not fit in memory");
 }
 
-StepReport Estimate(const StepProgram& program, const ClusterSpec& cluster, AxisCollectives& collectives, bool play_every_microbatch,
+const StepProgram& ProgramOnCluster(const StepProgram& program, const ClusterSpec& cluster, std::optional<StepProgram>& copy) {
+  if (CollectivesOverlapCompute(cluster.calibration)) return program;
+  copy = strategies::WithBlockingCollectives(program);
+  return *copy;
+}
+
+StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCollectives& collectives, bool play_every_microbatch,
                     strategies::TaskLists* task_lists, const strategies::MemoryReport* memory) {
+  std::optional<StepProgram> blocking;
+  const StepProgram& program = ProgramOnCluster(given, cluster, blocking);
   const PlanSpec& plan = program.plan;
   StepReport report;
   const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch));

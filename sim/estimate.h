@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,12 @@ std::string WhatLimits(const StepReport& report);
 // An exposed kind's name for people ("data all-gather" -> "fsdp all-gather"): the stream's word
 // replaced by the axes that kind's collectives in `report` run over; the kind when it has none.
 std::string ExposedLabel(const StepReport& report, const std::string& kind);
+
+// `program` as `cluster` runs it: its overlapped collectives blocking where a calibration measured
+// that the cluster's collectives do not move under compute (CollectivesOverlapCompute); `copy`
+// holds the changed program then. Estimate and Simulate run every program through this.
+const strategies::StepProgram& ProgramOnCluster(const strategies::StepProgram& program, const ClusterSpec& cluster,
+                                                std::optional<strategies::StepProgram>& copy);
 
 // Predicts one step. `collectives` must be built for the same cluster and plan. The schedule is
 // played over at most strategies::SteadyStateMicrobatches micro-batches and its steady state

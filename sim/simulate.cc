@@ -119,9 +119,11 @@ std::string KindText(const StepSetup& setup, int kind, const std::string& collec
 
 }  // namespace
 
-SimReport Simulate(const strategies::StepProgram& program, const ClusterSpec& cluster, const topologies::Cluster& graph, AxisCollectives& collectives,
+SimReport Simulate(const strategies::StepProgram& given, const ClusterSpec& cluster, const topologies::Cluster& graph, AxisCollectives& collectives,
                    const SimulateOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
+  std::optional<strategies::StepProgram> blocking;
+  const strategies::StepProgram& program = ProgramOnCluster(given, cluster, blocking);
   SimReport report;
   // The analytic report gives what does not depend on the engine (memory, FLOPs, the list of
   // collectives) and the baseline the simulation is compared with.

@@ -169,4 +169,15 @@ std::string DumpProgram(const StepProgram& program) {
   return out.str();
 }
 
+StepProgram WithBlockingCollectives(StepProgram program) {
+  auto block = [](std::vector<Op>& ops) {
+    for (Op& op : ops) {
+      if (op.is_comm() && op.collective != CollectiveOp::kPermute) op.overlapped = false;
+    }
+  };
+  for (LayerProgram& layer : program.layer_programs) block(layer.ops);
+  for (Stage& stage : program.stages) block(stage.step_ops);
+  return program;
+}
+
 }  // namespace shardsim::strategies

@@ -117,6 +117,11 @@ std::string ToString(Phase phase);
 std::string ToString(ComputeKind kind);
 std::string ToString(LayerKind kind);
 
+// The program with every collective it overlaps with compute run as blocking instead (point-to-
+// point transfers, CollectiveOp::kPermute, keep theirs): what a cluster runs whose collectives do
+// not move under compute (CollectivesOverlapCompute in core/calibration.h).
+StepProgram WithBlockingCollectives(StepProgram program);
+
 // Sum over a phase of a layer program's compute FLOPs.
 double PhaseFlops(const LayerProgram& layer, Phase phase);
 

@@ -34,6 +34,7 @@ struct Measurement {
   double triad_bytes_per_s = 0;
   CollectiveCurve shm_p2p, tcp_p2p;  // tcp: empty over one host
   std::vector<CollectiveCurve> collectives;
+  double collective_hidden = -1;  // one rank: not measured
 };
 
 double Median(std::vector<double> v) {
@@ -99,6 +100,8 @@ Measurement MeasureOnce(int64_t hosts) {
     if (hosts % g == 0) add(MeasureCollectives(MPI_COMM_WORLD, g, per_host, sizes, 0.02), "tcp");
   }
   if (hosts >= 2 && per_host >= 2) add(MeasureCollectives(MPI_COMM_WORLD, size, 1, sizes, 0.02), "tcp");
+  // Overlap: groups of a host's ranks (one host's cores busy computing), or the whole job.
+  if (size >= 2) m.collective_hidden = MeasureCollectiveHidden(MPI_COMM_WORLD, per_host >= 2 ? per_host : size, 4.0 * (1 << 20), 0.02);
   return m;
 }
 
@@ -143,6 +146,8 @@ Folded FoldRuns(std::vector<Measurement> runs) {
       f.spread.collectives.push_back(Fold(runs, m, [c, i](Measurement& r) { return &r.collectives[c].points[i].seconds; }));
     }
   }
+  // A share near zero: its median only (a spread relative to it would mean nothing).
+  Fold(runs, m, [](Measurement& r) { return &r.collective_hidden; });
   return f;
 }
 
@@ -220,9 +225,11 @@ ClusterSpec MakeCluster(const Folded& f, int64_t devices, int64_t hosts, int64_t
   cal.measured_at = when;
   cal.method = "shardsim-runtime calibrate, " + std::to_string(repeats) +
                " repeats (medians): sgemm over a 4x4x4 grid of shapes; the runtime's kernels from traced one-rank steps of tiny-dense and "
-               "tiny-moe at 64, 256 and 1024 tokens; a triad; MPI ping-pong and collectives with every group at once; compute figures "
+               "tiny-moe at 64, 256 and 1024 tokens; a triad; MPI ping-pong and collectives (the runtime's non-blocking calls) with every group at once; the share of a collective hidden "
+               "under matrix products issued after it; compute figures "
                "are the median over ranks, all ranks measuring at once";
   cal.spread = f.spread.Largest();
+  cal.collective_hidden = m.collective_hidden;
   ValidateCluster(c, "calibration");
   return c;
 }

@@ -65,6 +65,13 @@ std::string CalibrationSummaryText(const ClusterSpec& c, const SpreadSummary& s,
   }
   o << "  collectives  " << cal.collectives.size() << " curves (all-reduce, all-gather, reduce-scatter, all-to-all per group; point to point); "
     << SpreadText(s.collectives) << "\n";
+  if (cal.collective_hidden >= 0) {
+    o << "  overlap      compute hides " << FormatPercent(cal.collective_hidden)
+      << " of a non-blocking 4 MiB collective's time (the most over all-gather, reduce-scatter, all-reduce): "
+      << (CollectivesOverlapCompute(cal) ? "predictions overlap collectives with compute where the plan does"
+                                         : "predictions run every collective as blocking (at most half hides)")
+      << "\n";
+  }
   o << "Use it: shardsim estimate --cluster " << out << " --model tiny-dense --set dtype=fp32 ...; shardsim validate --cluster " << out << " ...\n";
   return o.str();
 }
@@ -84,6 +91,7 @@ json CalibrationSummaryJson(const ClusterSpec& c, const SpreadSummary& s, const 
             {"p2p", SpreadJson(s.p2p)},
             {"collectives", SpreadJson(s.collectives)},
             {"largest", s.Largest()}}},
+          {"collective_hidden", c.calibration.collective_hidden},
           {"kernels", c.calibration.kernels.size()},
           {"curves", c.calibration.collectives.size()}};
 }
