@@ -180,6 +180,13 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
   return seconds;
 }
 
+double AxisCollectives::BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
+  const double seconds = Seconds(op, axes, bytes);
+  if (seconds <= 0 || curves_.at(CollectiveKey(op, axes)) == nullptr) return 0;
+  int key = 0;
+  return std::max(0.0, seconds - Model(op, axes, &key).Fastest(bytes).estimate.time_s);
+}
+
 std::pair<Algorithm, int64_t> AxisCollectives::Choice(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
   int key = 0;
   const GroupCollective& model = Model(op, axes, &key);

@@ -48,6 +48,10 @@ class AxisCollectives {
   // the calibration's measured curve where the cluster has one for this operation, group size
   // and transport, else the analytic model.
   double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
+  // What the measured curve takes beyond the analytic model for the same collective (the MPI
+  // library's own algorithm, copies and progress), 0 without a curve or where the model is slower:
+  // the simulator waits this out besides the flows of the model's schedule.
+  double BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
   // The algorithm the analytic model picks for `op` of `bytes` over `axes` and its pipeline
   // chunks (the simulator runs the same schedule). REQUIRES: the axes have several devices.
   std::pair<Algorithm, int64_t> Choice(CollectiveOp op, const std::vector<std::string>& axes, double bytes);

@@ -333,6 +333,8 @@ class Preparer {
       groups.assign(all.begin(), all.end());
     }
     plan.steps = Resolve(op, bytes, groups, &plan.flows);
+    // A calibrated cluster's measured curve: its time beyond the model's is waited out first.
+    if (!plan.steps.empty()) plan.steps.front().sleep_s += collectives_.BeyondModelSeconds(op.collective, op.axes, bytes);
     return plan;
   }
 

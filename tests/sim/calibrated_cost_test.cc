@@ -1,6 +1,8 @@
 // The step engines cost ops at a calibration's measured rates where it covers them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/inputs.h"
 #include "sim/estimate.h"
 #include "sim/op_cost.h"
@@ -90,6 +92,56 @@ TEST(CalibratedCostTest, MeasuredCollectiveCurvesReplaceTheModelPerTransport) {
   const topologies::Cluster graph(c);
   AxisCollectives collectives(graph, plan);
   EXPECT_DOUBLE_EQ(collectives.Seconds(CollectiveOp::kAllReduce, {"data"}, 1048576), 1e-2);
+}
+
+// A cluster whose calibration measured that compute hides at most half of a collective runs the
+// program's overlapped collectives as blocking: every one of them adds its whole time.
+TEST(CalibratedCostTest, CollectivesThatDoNotMoveUnderComputeRunAsBlocking) {
+  const ModelSpec model = LoadModel("tiny-dense");
+  PlanSpec plan = DataPlan();
+  plan.mesh.data = 1;
+  plan.mesh.fsdp = 2;
+  const strategies::StepProgram program = strategies::BuildStep(model, plan);
+  auto estimate = [&](double hidden) {
+    ClusterSpec c = Calibrated(5e10, 2e10, 4e9);
+    c.calibration.collective_hidden = hidden;
+    const topologies::Cluster graph(c);
+    AxisCollectives collectives(graph, plan);
+    return Estimate(program, c, collectives);
+  };
+  const StepReport overlapping = estimate(-1), measured_overlap = estimate(0.9), blocking = estimate(0.1);
+  ASSERT_TRUE(std::any_of(overlapping.collectives.begin(), overlapping.collectives.end(), [](const CollectiveCost& c) { return c.overlapped; }));
+  EXPECT_DOUBLE_EQ(measured_overlap.step_time_s, overlapping.step_time_s);
+  double all = 0;
+  for (const CollectiveCost& c : blocking.collectives) {
+    EXPECT_FALSE(c.overlapped) << c.op;
+    EXPECT_DOUBLE_EQ(c.exposed_s, c.seconds) << c.op;
+    all += c.seconds * c.per_step;
+  }
+  EXPECT_NEAR(blocking.step_time_s - overlapping.step_time_s, all - (overlapping.step_time_s - overlapping.compute_s - overlapping.bubble_s),
+              0.05 * all);
+  EXPECT_GT(blocking.step_time_s, overlapping.step_time_s + 0.5 * all);
+}
+
+TEST(CalibratedCostTest, BlockingCollectivesKeepPointToPointOverlap) {
+  PlanSpec plan = DataPlan();
+  plan.mesh.data = 1;
+  plan.mesh.context = 2;
+  plan.overlap.context = true;
+  const strategies::StepProgram program = strategies::WithBlockingCollectives(strategies::BuildStep(LoadModel("tiny-dense"), plan));
+  int permutes = 0;
+  for (const strategies::LayerProgram& layer : program.layer_programs) {
+    for (const Op& op : layer.ops) {
+      if (!op.is_comm()) continue;
+      if (op.collective == CollectiveOp::kPermute) {
+        ++permutes;
+        EXPECT_TRUE(op.overlapped) << op.name;
+      } else {
+        EXPECT_FALSE(op.overlapped) << op.name;
+      }
+    }
+  }
+  EXPECT_GT(permutes, 0);
 }
 
 }  // namespace
