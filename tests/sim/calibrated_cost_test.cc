@@ -6,6 +6,7 @@
 #include "core/inputs.h"
 #include "sim/estimate.h"
 #include "sim/op_cost.h"
+#include "sim/simulate.h"
 #include "strategies/build_step.h"
 #include "topologies/cluster.h"
 
@@ -142,6 +143,25 @@ TEST(CalibratedCostTest, BlockingCollectivesKeepPointToPointOverlap) {
     }
   }
   EXPECT_GT(permutes, 0);
+}
+
+// Both engines cost a collective as the calibration measured it: the simulator routes the model's
+// flows and waits out what the measured curve takes beyond them.
+TEST(CalibratedCostTest, SimulationFollowsMeasuredCurvesSlowerThanTheModel) {
+  const ModelSpec model = LoadModel("tiny-dense");
+  const PlanSpec plan = DataPlan();
+  const strategies::StepProgram program = strategies::BuildStep(model, plan);
+  ClusterSpec c = Calibrated(5e10, 2e10, 4e9);
+  c.calibration.collective_hidden = 0;
+  // Ten times the shared-memory link's time: 10 ms per MiB.
+  c.calibration.collectives.push_back({"all-reduce", 2, "shm", {{1024, 1e-4}, {1048576, 1e-2}, {67108864, 0.64}}});
+  const topologies::Cluster graph(c);
+  AxisCollectives collectives(graph, plan);
+  const SimReport r = Simulate(program, c, graph, collectives);
+  EXPECT_NEAR(r.step.step_time_s, r.estimate.step_time_s, 0.02 * r.estimate.step_time_s);
+  double all_reduce = 0;
+  for (const CollectiveCost& cc : r.estimate.collectives) all_reduce += cc.seconds * cc.per_step;
+  EXPECT_GT(all_reduce, 0.2 * r.estimate.step_time_s);  // the curve weighs in the step
 }
 
 }  // namespace
