@@ -155,10 +155,12 @@ cmd_up() {
   } > "$dir/agent"
   chmod +x "$dir/agent"
 
-  # What mpirun needs: our agent, TCP only (shared memory would bypass the links) over eth0, and
-  # OpenMPI's two opt-in variables for running as root.
+  # What mpirun needs: our agent, TCP only (shared memory would bypass the links) over eth0, no
+  # binding (every host's daemon sees this machine's cores and would bind its first rank to core
+  # 0: the hosts' ranks would share one core), and OpenMPI's two opt-in variables for root.
   cat > "$dir/env" <<EOF
 export OMPI_MCA_plm_rsh_agent=$dir/agent
+export OMPI_MCA_hwloc_base_binding_policy=none
 export OMPI_MCA_btl=tcp,self
 export OMPI_MCA_btl_tcp_if_include=eth0
 export OMPI_MCA_oob_tcp_if_include=eth0
