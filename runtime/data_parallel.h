@@ -58,8 +58,10 @@ class DataParallel {
   // At the start of a step: the gradients zeroed (parameters kept gathered are gathered again).
   void BeginStep();
   // Before bucket `bucket`'s parameters are read by micro-batch `mb`'s forward or backward:
-  // completes its gather, then starts `next`'s (-1: none). Kept gathered (strategies::
-  // KeepsGatheredParams): gathered at its first use in the step only.
+  // completes its gather, then starts `next`'s (-1: none); in a backward, takes pooled pages for
+  // its gradients where they were given back. Kept gathered (strategies::KeepsGatheredParams):
+  // gathered at its first use in the step only. Needed where gathers() or
+  // scatters_per_microbatch().
   void Use(int bucket, int next, int64_t mb, bool backward);
   // After micro-batch `mb`'s backward wrote bucket `bucket`'s gradients; `last` when it was the
   // last micro-batch of the step for this bucket.

@@ -60,7 +60,7 @@ Trainer::Trainer(const ModelSpec& model, const PlanSpec& plan, const TrainOption
   data_parallel_->set_memory_account(&memory_);
   data_parallel_->set_tracer(&tracer_, comms_.Coordinate("pipeline"));
   UncountCopies(*model_, *data_parallel_);
-  if (data_parallel_->gathers()) {
+  if (data_parallel_->gathers() || data_parallel_->scatters_per_microbatch()) {
     model_->set_param_use([this](int bucket, int next, int64_t mb, bool backward) { data_parallel_->Use(bucket, next, mb, backward); });
   }
   adam_m_.assign(static_cast<size_t>(data_parallel_->optimizer_elements()), 0.0f);
