@@ -84,13 +84,14 @@ DataParallel::DataParallel(const PlanSpec& plan, MeshComms& comms, StageModel& m
   pages_.Trim(0);  // the whole model existed only for initialisation: its pages go to the system
 }
 
-void DataParallel::Release(int bucket) {
+bool DataParallel::Release(int bucket) {
   const Bucket& b = buckets_[static_cast<size_t>(bucket)];
-  if (b.param_axes.empty() || !resident_[static_cast<size_t>(bucket)]) return;
+  if (b.param_axes.empty() || !resident_[static_cast<size_t>(bucket)]) return false;
   float* params = model_.params().data();
   pages_.Release(params + b.offset, params + b.block_begin);
   pages_.Release(params + b.block_end, params + b.offset + b.count);
   resident_[static_cast<size_t>(bucket)] = false;
+  return true;
 }
 
 void DataParallel::ReleaseGathered() {
@@ -101,11 +102,12 @@ void DataParallel::ReleaseGathered() {
 
 void DataParallel::EndPass() {
   if (keep_gathered_) return;
+  bool released = false;
   for (int b : in_use_) {
-    if (!model_.buckets()[static_cast<size_t>(b)].read_by_other_chunk) Release(b);
+    if (!model_.buckets()[static_cast<size_t>(b)].read_by_other_chunk) released = Release(b) || released;
   }
   in_use_.clear();
-  model_.CountStates();
+  if (released) model_.CountStates();  // ZeRO-2's buckets hold their parameters: nothing to count
 }
 
 void DataParallel::set_memory_account(MemoryAccount* account) {

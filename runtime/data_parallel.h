@@ -109,7 +109,7 @@ class DataParallel {
   void FinishGather(int bucket);
   void Complete(Pending& p);  // waits for it; adds a reduce-scatter into this rank's block
   void FinishScatters();
-  void Release(int bucket);       // gives back the bucket's gathered parameters but this rank's block
+  bool Release(int bucket);       // gives back the bucket's gathered parameters but this rank's block (false: none held)
   std::vector<bool> resident_;    // per bucket, its sharded parameters gathered in the flat buffer now
   std::vector<int> in_use_;       // the buckets of the layer being read now
   const PlanSpec& plan_;
