@@ -139,7 +139,7 @@ void DataParallel::FinishGather(int bucket) {
   const Bucket& b = buckets_[static_cast<size_t>(bucket)];
   comms_.Wait(&gather_request_, "sharded " + b.name + " parameter all-gather");
   float* params = model_.params().data() + b.offset;
-  pages_.Acquire(params, params + b.count);
+  pages_.Acquire(params, params + b.count, PagePool::Contents::kOverwritten);  // the copy below writes it all
   std::copy(gather_out_.begin(), gather_out_.begin() + b.count, model_.params().begin() + b.offset);
   gathering_ = -1;
   resident_[static_cast<size_t>(bucket)] = true;

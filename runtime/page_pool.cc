@@ -73,13 +73,13 @@ void PagePool::Release(float* begin, float* end) {
   if (!listed) ReleaseToZero(reinterpret_cast<float*>(first), reinterpret_cast<float*>(last));
 }
 
-void PagePool::Acquire(float* begin, float* end) {
+void PagePool::Acquire(float* begin, float* end, Contents contents) {
   if (pieces_.empty() || end <= begin) return;
   const auto [first, last] = WholePages(begin, end);
   if (first == nullptr) return;
   ForEachRun(first, last, false, [&](char* at, size_t bytes) {
     const size_t filled = Fill(at, bytes);
-    std::memset(at, 0, filled);  // pooled pages hold what their last buffer wrote
+    if (contents == Contents::kZeros) std::memset(at, 0, filled);  // pooled pages hold what their last buffer wrote
     return filled == bytes;
   });
 }

@@ -35,9 +35,11 @@ class PagePool {
   // Sets [begin, end) to zero; its resident whole pages go to the pool (the elements on pages it
   // covers only partly are zeroed in place).
   void Release(float* begin, float* end);
-  // Whole pages of [begin, end) that are not resident take pooled pages, zeroed, while the pool
-  // has them; the range reads as zeros there as before.
-  void Acquire(float* begin, float* end);
+  // What Acquire leaves in the pages it takes: zeros, as the range read before, or their old
+  // contents where the caller overwrites all of [begin, end) before reading it.
+  enum class Contents { kZeros, kOverwritten };
+  // Whole pages of [begin, end) that are not resident take pooled pages while the pool has them.
+  void Acquire(float* begin, float* end, Contents contents = Contents::kZeros);
 
   // Gives pooled pages back to the system, the oldest first, until at most `bytes` are pooled.
   void Trim(int64_t bytes);
