@@ -1,6 +1,7 @@
 // How the runtime's processes take memory from the system: one policy for training, calibration
-// and the ring-attention bench, so that what calibrate measures runs under the allocator that
-// training runs under.
+// and the ring-attention bench (shardsim-runtime's main sets it for every command; the train
+// command sets it too, for in-process callers), so that what calibrate measures runs under the
+// allocator that training runs under.
 #pragma once
 
 namespace shardsim::runtime {

@@ -19,7 +19,6 @@
 #include "core/inputs.h"
 #include "core/output_file.h"
 #include "runtime/gemm.h"
-#include "runtime/heap_policy.h"
 #include "validation/calibrate_comm.h"
 #include "validation/calibrate_compute.h"
 #include "validation/calibrate_text.h"
@@ -240,7 +239,6 @@ ClusterSpec MakeCluster(const Folded& f, int64_t devices, int64_t hosts, int64_t
 }  // namespace
 
 int RunCalibrate(const CalibrateOptions& o) {
-  runtime::UseCachingHeap();  // the kernels are measured under training's allocator
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

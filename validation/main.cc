@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/rank_status.h"
 #include "runtime/gemm.h"
+#include "runtime/heap_policy.h"
 #include "runtime/train_command.h"
 #include "validation/calibrate.h"
 #include "validation/ring_attention_bench.h"
@@ -69,6 +70,7 @@ CLI::App* AddRingAttentionCommand(CLI::App& app, validation::RingAttentionBenchO
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   runtime::UseOneBlasThread();
+  runtime::UseCachingHeap();  // every command: calibrate measures under training's allocator
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const char* status_folder = std::getenv(shardsim::kRankStatusFolderVariable);

@@ -14,7 +14,6 @@
 
 #include "core/error.h"
 #include "core/plan_spec.h"
-#include "runtime/heap_policy.h"
 #include "runtime/init.h"
 #include "runtime/ring_attention.h"
 #include "validation/ring_attention_bench_text.h"
@@ -583,7 +582,6 @@ json RingAttentionBenchReport(const RingAttentionBenchOptions& o) {
 }
 
 int RunRingAttentionBench(const RingAttentionBenchOptions& options) {
-  runtime::UseCachingHeap();
   const json report = RingAttentionBenchReport(options);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
