@@ -54,12 +54,12 @@ struct CalibrationSpec {
   GemmTable gemm;
   std::map<std::string, KernelRate> kernels;  // by the step program's op name
   std::vector<CollectiveCurve> collectives;
+  // The share of a non-blocking collective's time that compute issued after it hides: the
+  // median over all-gather, reduce-scatter and all-reduce of 4 MiB under matrix products; < 0:
+  // not measured. MPI on CPU cores moves a collective only inside MPI calls: 0 to 0.25 measured.
+  double collective_hidden = -1;
   // How and when: the processor, cores per host, hosts, the BLAS kernel, the date, and the
   // largest relative spread between repeated measurements (a fraction).
-  // The share of a non-blocking collective's time that compute issued after it hides: the
-  // largest over all-gather, reduce-scatter and all-reduce of a few MiB under matrix products;
-  // < 0: not measured. MPI on CPU cores moves a collective only inside MPI calls: about 0.
-  double collective_hidden = -1;
   std::string processor, blas, measured_at, method;
   int64_t cores_per_host = 0, hosts = 0;
   double spread = 0;

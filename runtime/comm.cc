@@ -6,7 +6,6 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/host_resources.h"
 #include "runtime/trace.h"
 
 namespace shardsim::runtime {
@@ -28,12 +27,6 @@ MeshComms::MeshComms(MPI_Comm world, const PlanSpec& plan) : world_(world), mesh
   MPI_Comm_size(world_, &size);
   SHARDSIM_CHECK(size == mesh_.size(), "the MPI job has " + std::to_string(size) + " ranks, the plan's mesh " + std::to_string(mesh_.size()));
   MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
-  MPI_Comm host = MPI_COMM_NULL;
-  CheckMpi(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host), world_, "communicator split by host");
-  int host_ranks = 1;
-  MPI_Comm_size(host, &host_ranks);
-  MPI_Comm_free(&host);
-  oversubscribed_ = host_ranks > UsableCores();
   // Splitting is collective over the whole world, so every communicator is made here, in the
   // same order on every rank: one per subset of the axes larger than one, in mesh_order.
   std::vector<std::string> used;
@@ -95,9 +88,7 @@ void MeshComms::Wait(MPI_Request* request, const std::string& what) {
     int done = 0;
     CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), world_, what);
     if (done) return;
-    // More ranks than cores on this host: sleep, so that the rank it waits on runs. Otherwise poll,
-    // as MPI does: its non-blocking collectives move only inside MPI calls.
-    if (oversubscribed_ && spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));  // let oversubscribed ranks run
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s_) {
       std::fprintf(stderr, "shardsim-runtime: error: rank %d: timed out after %g s waiting for %s (a rank it waits on is stopped, dead or stuck; raise --timeout if it is only slow)\n", rank_,

@@ -7,15 +7,20 @@
 //
 // Release moves a range's resident pages into the pool (mremap with MREMAP_DONTUNMAP: the range
 // stays mapped, reads as zeros and is no longer resident, as after madvise(MADV_DONTNEED), so
-// resident_pages.h's accounting sees it given back). Acquire moves pooled pages onto a range's
-// pages that are not resident and zeroes them. A range written without Acquire faults its pages
-// in as before: slower, never wrong. The pool holds what was given back and not taken again, so
-// the process's resident set is the high-water mark of what the buffers held, like a caching
+// resident_pages.h's accounting sees it given back; swapped-out pages are dropped with madvise).
+// Acquire moves pooled pages onto a range's empty pages (neither resident nor swapped out, as
+// /proc/self/pagemap tells) and zeroes them. A range written without Acquire faults its pages in
+// as before: slower, never wrong. The pool holds what was given back and not taken again, so the
+// process's resident set is the high-water mark of what the buffers held, like a caching
 // allocator's reserved memory. mremap moves pages within one mapping only, and every move splits
 // mappings at its ends: the pool keeps the addresses where it may have split one and moves the
-// pages between two such addresses at a time. Where the kernel refuses all the same (before Linux
-// 5.7, or memory that is not private and anonymous), those pages are given back with madvise, as
-// ReleaseToZero does.
+// pages between two such addresses at a time; a move refused all the same reads the process's
+// mapping boundaries and tries again. Where the kernel refuses to move (EINVAL before Linux 5.7)
+// or pagemap cannot be read, pages are given back with madvise, as ReleaseToZero does.
+// For private anonymous memory only (the runtime's buffers): on shared memory, which Linux 5.13
+// moves too, the range would keep showing the pages the pool holds.
+// A read of a given-back range maps the kernel's zero page, which counts as resident: such pages
+// move to the pool and back like written ones (no memory, but counted in pooled_bytes).
 #pragma once
 
 #include <cstddef>
@@ -27,7 +32,7 @@ namespace shardsim::runtime {
 
 class PagePool {
  public:
-  PagePool() = default;
+  PagePool();
   PagePool(const PagePool&) = delete;
   PagePool& operator=(const PagePool&) = delete;
   ~PagePool();
@@ -67,6 +72,7 @@ class PagePool {
   std::vector<Piece> pieces_;
   std::set<uintptr_t> splits_;  // where a move may have cut a mapping
   int64_t refused_bytes_ = 0;
+  int pagemap_ = -1;      // /proc/self/pagemap, open for the pool's life
   bool moved_ = false;    // a move has succeeded
   bool refused_ = false;  // the first move was refused: this kernel does not move pages, madvise
 };

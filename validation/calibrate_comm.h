@@ -24,8 +24,8 @@ std::vector<CollectiveCurve> MeasureCollectives(MPI_Comm world, int group, int s
 // The share of a non-blocking collective's time that compute issued after it hides, over groups
 // of `group` consecutive ranks all at once: for an all-gather, a reduce-scatter and an all-reduce
 // of `bytes` (the runtime's calls), (alone + compute alone - both) / alone with matrix products
-// taking about twice the collective, clamped to [0, 1]; the largest of the three. Collective over
-// `world`, whose size `group` divides.
+// taking about as long as the collective, clamped to [0, 1]; the median of the three. Collective
+// over `world`, whose size `group` divides.
 double MeasureCollectiveHidden(MPI_Comm world, int group, double bytes, double min_s);
 
 }  // namespace shardsim::validation

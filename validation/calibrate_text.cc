@@ -67,9 +67,9 @@ std::string CalibrationSummaryText(const ClusterSpec& c, const SpreadSummary& s,
     << SpreadText(s.collectives) << "\n";
   if (cal.collective_hidden >= 0) {
     o << "  overlap      compute hides " << FormatPercent(cal.collective_hidden)
-      << " of a non-blocking 4 MiB collective's time (the most over all-gather, reduce-scatter, all-reduce): "
+      << " of a non-blocking 4 MiB collective's time (the median over all-gather, reduce-scatter, all-reduce): "
       << (CollectivesOverlapCompute(cal) ? "predictions overlap collectives with compute where the plan does"
-                                         : "predictions run every collective as blocking (at most half hides)")
+                                         : "predictions run collectives as blocking (at most half hides; point to point keeps its overlap)")
       << "\n";
   }
   o << "Use it: shardsim estimate --cluster " << out << " --model tiny-dense --set dtype=fp32 ...; shardsim validate --cluster " << out << " ...\n";

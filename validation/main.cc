@@ -68,9 +68,9 @@ CLI::App* AddRingAttentionCommand(CLI::App& app, validation::RingAttentionBenchO
 }  // namespace
 
 int main(int argc, char** argv) {
+  runtime::UseCachingHeap();  // every command, MPI's own buffers too: calibrate measures under training's allocator
   MPI_Init(&argc, &argv);
   runtime::UseOneBlasThread();
-  runtime::UseCachingHeap();  // every command: calibrate measures under training's allocator
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const char* status_folder = std::getenv(shardsim::kRankStatusFolderVariable);
