@@ -50,7 +50,8 @@ class AxisCollectives {
   double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
   // What the measured curve takes beyond the analytic model for the same collective (the MPI
   // library's own algorithm, copies and progress), 0 without a curve or where the model is slower:
-  // the simulator waits this out besides the flows of the model's schedule.
+  // the simulator waits this out besides the flows of the model's schedule. Where the model is
+  // slower than the curve, the simulation keeps the model's flows (slower than measured).
   double BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
   // The algorithm the analytic model picks for `op` of `bytes` over `axes` and its pipeline
   // chunks (the simulator runs the same schedule). REQUIRES: the axes have several devices.
