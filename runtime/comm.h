@@ -98,6 +98,7 @@ class MeshComms {
   LogicalMesh mesh_;
   std::map<std::vector<std::string>, MPI_Comm> comms_;
   double timeout_s_ = 600;
+  bool oversubscribed_ = false;  // more ranks on this host than it has cores
   std::vector<IssuedCollective>* log_ = nullptr;
   const Tracer* tracer_ = nullptr;
   void Record(CollectiveOp op, const std::vector<std::string>& axes, int64_t elements, const std::string& what);
