@@ -22,17 +22,6 @@ namespace {
 // and a process may have about 65,000.
 constexpr size_t kMaxPieces = 1024;
 
-uintptr_t PageSize() { return static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)); }
-
-// The whole pages inside [begin, end), empty where there are none.
-std::pair<char*, char*> WholePages(float* begin, float* end) {
-  const uintptr_t page = PageSize();
-  const uintptr_t b = reinterpret_cast<uintptr_t>(begin), e = reinterpret_cast<uintptr_t>(end);
-  const uintptr_t first = (b + page - 1) / page * page, last = e / page * page;
-  if (first >= last) return {nullptr, nullptr};
-  return {reinterpret_cast<char*>(first), reinterpret_cast<char*>(last)};
-}
-
 // Each whole page of [first, last): resident (mapped: written, or the kernel's zero page after a
 // read), swapped out (holding data on disk) or empty (reading as zeros), from /proc/self/pagemap
 // (bit 63 present, bit 62 swapped; mincore cannot tell the last two apart). False where the file

@@ -8,25 +8,29 @@
 #include <vector>
 
 namespace shardsim::runtime {
-namespace {
 
 uintptr_t PageSize() { return static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)); }
 
-}  // namespace
+std::pair<char*, char*> WholePages(float* begin, float* end) {
+  if (end <= begin) return {nullptr, nullptr};
+  const uintptr_t page = PageSize();
+  const uintptr_t b = reinterpret_cast<uintptr_t>(begin), e = reinterpret_cast<uintptr_t>(end);
+  const uintptr_t first = (b + page - 1) / page * page, last = e / page * page;
+  if (first >= last) return {nullptr, nullptr};
+  return {reinterpret_cast<char*>(first), reinterpret_cast<char*>(last)};
+}
 
 void ReleaseToZero(float* begin, float* end) {
   if (end <= begin) return;
-  const uintptr_t page = PageSize();
-  const uintptr_t b = reinterpret_cast<uintptr_t>(begin), e = reinterpret_cast<uintptr_t>(end);
-  const uintptr_t first = (b + page - 1) / page * page, last = e / page * page;  // whole pages inside
-  if (first >= last) {
+  const auto [first, last] = WholePages(begin, end);
+  if (first == nullptr) {
     std::fill(begin, end, 0.0f);
     return;
   }
   std::fill(begin, reinterpret_cast<float*>(first), 0.0f);
   std::fill(reinterpret_cast<float*>(last), end, 0.0f);
   // Private anonymous memory (the heap and malloc's own mappings): the pages read as zeros after.
-  if (madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) {
+  if (madvise(first, static_cast<size_t>(last - first), MADV_DONTNEED) != 0) {
     std::fill(reinterpret_cast<float*>(first), reinterpret_cast<float*>(last), 0.0f);
   }
 }

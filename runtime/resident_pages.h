@@ -8,8 +8,16 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 namespace shardsim::runtime {
+
+// The system's page size in bytes.
+uintptr_t PageSize();
+
+// The whole pages inside [begin, end) as [first, last) byte addresses; {nullptr, nullptr} where
+// there are none.
+std::pair<char*, char*> WholePages(float* begin, float* end);
 
 // Sets [begin, end) to zero, returning the pages that lie wholly inside it to the system (the
 // elements on pages it covers only partly are zeroed in place).

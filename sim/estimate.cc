@@ -38,7 +38,8 @@ std::string WhatLimits(const StepReport& report) {
 }
 
 const StepProgram& ProgramOnCluster(const StepProgram& program, const ClusterSpec& cluster, std::optional<StepProgram>& copy) {
-  if (CollectivesOverlapCompute(cluster.calibration)) return program;
+  // Simulate hands Estimate a program already made blocking: no second copy.
+  if (CollectivesOverlapCompute(cluster.calibration) || !strategies::OverlapsCollectives(program)) return program;
   copy = strategies::WithBlockingCollectives(program);
   return *copy;
 }

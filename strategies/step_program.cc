@@ -1,5 +1,6 @@
 #include "strategies/step_program.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -169,15 +170,27 @@ std::string DumpProgram(const StepProgram& program) {
   return out.str();
 }
 
+namespace {
+
+bool OverlappedCollective(const Op& op) { return op.is_comm() && op.collective != CollectiveOp::kPermute && op.overlapped; }
+
+}  // namespace
+
 StepProgram WithBlockingCollectives(StepProgram program) {
   auto block = [](std::vector<Op>& ops) {
     for (Op& op : ops) {
-      if (op.is_comm() && op.collective != CollectiveOp::kPermute) op.overlapped = false;
+      if (OverlappedCollective(op)) op.overlapped = false;
     }
   };
   for (LayerProgram& layer : program.layer_programs) block(layer.ops);
   for (Stage& stage : program.stages) block(stage.step_ops);
   return program;
+}
+
+bool OverlapsCollectives(const StepProgram& program) {
+  auto any = [](const std::vector<Op>& ops) { return std::any_of(ops.begin(), ops.end(), OverlappedCollective); };
+  return std::any_of(program.layer_programs.begin(), program.layer_programs.end(), [&](const LayerProgram& l) { return any(l.ops); }) ||
+         std::any_of(program.stages.begin(), program.stages.end(), [&](const Stage& s) { return any(s.step_ops); });
 }
 
 }  // namespace shardsim::strategies

@@ -121,6 +121,9 @@ std::string ToString(LayerKind kind);
 // point transfers, CollectiveOp::kPermute, keep theirs): what a cluster runs whose collectives do
 // not move under compute (CollectivesOverlapCompute in core/calibration.h).
 StepProgram WithBlockingCollectives(StepProgram program);
+// Whether the program overlaps any collective (point-to-point transfers aside) with compute:
+// what WithBlockingCollectives would change.
+bool OverlapsCollectives(const StepProgram& program);
 
 // Sum over a phase of a layer program's compute FLOPs.
 double PhaseFlops(const LayerProgram& layer, Phase phase);

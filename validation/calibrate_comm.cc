@@ -40,6 +40,24 @@ double TimeCalls(MPI_Comm comm, const std::function<void()>& run, double min_s) 
   return seconds;
 }
 
+// Starts `op` ("all-reduce", "all-gather", "reduce-scatter", "all-to-all") of `floats` floats
+// (nccl-tests size) over `comm`'s `group` ranks with the runtime's calls (runtime/comm.cc:
+// non-blocking, then waited for; Open MPI runs them with other algorithms than the blocking ones).
+MPI_Request StartCollective(const std::string& op, const float* in, float* out, int floats, int group, MPI_Comm comm) {
+  const int part = floats / group;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (op == "all-reduce") {
+    MPI_Iallreduce(in, out, floats, MPI_FLOAT, MPI_SUM, comm, &request);
+  } else if (op == "all-gather") {
+    MPI_Iallgather(in, part, MPI_FLOAT, out, part, MPI_FLOAT, comm, &request);
+  } else if (op == "reduce-scatter") {
+    MPI_Ireduce_scatter_block(in, out, part, MPI_FLOAT, MPI_SUM, comm, &request);
+  } else {
+    MPI_Ialltoall(in, part, MPI_FLOAT, out, part, MPI_FLOAT, comm, &request);
+  }
+  return request;
+}
+
 }  // namespace
 
 CollectiveCurve MeasurePointToPoint(MPI_Comm world, int a, int b, const std::vector<double>& sizes, double min_s) {
@@ -96,7 +114,7 @@ std::vector<CollectiveCurve> MeasureCollectives(MPI_Comm world, int group, int s
     for (double bytes : sizes) {
       // nccl-tests sizes: the buffer (all-reduce), the gathered output (all-gather), the input
       // before scattering (reduce-scatter), each rank's whole send buffer (all-to-all).
-      const int floats = static_cast<int>(bytes / 4), part = floats / group;
+      const int floats = static_cast<int>(bytes / 4);
       const size_t copies = pool / static_cast<size_t>(bytes);
       const std::string name = op;
       char* in_base = in_pool.data();
@@ -106,39 +124,12 @@ std::vector<CollectiveCurve> MeasureCollectives(MPI_Comm world, int group, int s
         const size_t at = (next++ % copies) * static_cast<size_t>(bytes);
         return std::pair<char*, char*>{in_base + at, out_base + at};
       };
-      std::function<void()> run;
-      if (name == "all-reduce") {
-        run = [&] {
-          auto [in, out] = slot();
-          MPI_Request request;
-          MPI_Iallreduce(in, out, floats, MPI_FLOAT, MPI_SUM, comm, &request);
-          MPI_Wait(&request, MPI_STATUS_IGNORE);
-        };
-      } else if (name == "all-gather") {
-        run = [&] {
-          auto [in, out] = slot();
-          MPI_Request request;
-          MPI_Iallgather(in, part, MPI_FLOAT, out, part, MPI_FLOAT, comm, &request);
-          MPI_Wait(&request, MPI_STATUS_IGNORE);
-        };
-      } else if (name == "reduce-scatter") {
-        run = [&] {
-          auto [in, out] = slot();
-          MPI_Request request;
-          MPI_Ireduce_scatter_block(in, out, part, MPI_FLOAT, MPI_SUM, comm, &request);
-          MPI_Wait(&request, MPI_STATUS_IGNORE);
-        };
-      } else {
-        run = [&] {
-          auto [in, out] = slot();
-          MPI_Request request;
-          MPI_Ialltoall(in, part, MPI_FLOAT, out, part, MPI_FLOAT, comm, &request);
-          MPI_Wait(&request, MPI_STATUS_IGNORE);
-        };
-      }
-      // The runtime's calls (runtime/comm.cc: non-blocking, then waited for), which Open MPI runs
-      // with other algorithms than the blocking ones. Every group runs at once; the world's
-      // slowest rank counts.
+      auto run = [&] {
+        auto [in, out] = slot();
+        MPI_Request request = StartCollective(name, reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out), floats, group, comm);
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
+      };
+      // Every group runs at once; the world's slowest rank counts.
       curve.points.push_back({bytes, TimeCalls(world, run, min_s)});
     }
     curves.push_back(std::move(curve));
@@ -152,7 +143,7 @@ double MeasureCollectiveHidden(MPI_Comm world, int group, double bytes, double m
   MPI_Comm_rank(world, &rank);
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm_split(world, rank / group, rank, &comm);
-  const int floats = static_cast<int>(bytes / 4), part = floats / group;
+  const int floats = static_cast<int>(bytes / 4);
   std::vector<float> in(static_cast<size_t>(floats), 1.0f), out(static_cast<size_t>(floats), 0.0f);
   // Compute: products of 256 x 256 matrices, as many as take about as long as the collective
   // (longer compute would only add its own noise to the difference).
@@ -164,16 +155,7 @@ double MeasureCollectiveHidden(MPI_Comm world, int group, double bytes, double m
   };
   std::vector<double> hidden;
   for (const char* op : {"all-gather", "reduce-scatter", "all-reduce"}) {
-    const std::string name = op;
-    auto start = [&](MPI_Request* request) {
-      if (name == "all-gather") {
-        MPI_Iallgather(in.data(), part, MPI_FLOAT, out.data(), part, MPI_FLOAT, comm, request);
-      } else if (name == "reduce-scatter") {
-        MPI_Ireduce_scatter_block(in.data(), out.data(), part, MPI_FLOAT, MPI_SUM, comm, request);
-      } else {
-        MPI_Iallreduce(in.data(), out.data(), floats, MPI_FLOAT, MPI_SUM, comm, request);
-      }
-    };
+    auto start = [&](MPI_Request* request) { *request = StartCollective(op, in.data(), out.data(), floats, group, comm); };
     const double alone = TimeCalls(world, [&] {
       MPI_Request request;
       start(&request);
