@@ -1,5 +1,5 @@
 // Device helpers the CUDA kernels share: fp32 arithmetic on any storage type (float or bf16) and
-// warp-wide reductions. Included by .cu files only.
+// warp- and block-wide reductions. Included by .cu files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,6 +23,31 @@ __device__ __forceinline__ float WarpSum(float x) {
 __device__ __forceinline__ float WarpMax(float x) {
   for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
   return x;
+}
+
+// Sum over the block's threads; every thread gets the total. `scratch` holds 32 floats.
+__device__ __forceinline__ float BlockSum(float x, float* scratch) {
+  x = WarpSum(x);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  float total = 0;
+  for (int w = 0; w < warps; ++w) total += scratch[w];
+  return total;
+}
+
+__device__ __forceinline__ float BlockMax(float x, float* scratch) {
+  x = WarpMax(x);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  float m = -INFINITY;
+  for (int w = 0; w < warps; ++w) m = fmaxf(m, scratch[w]);
+  return m;
 }
 
 }  // namespace shardsim::cuda::device

@@ -8,6 +8,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
 #include "cuda/kernels.h"
+#include "cuda/vocab_parallel_loss.h"
 
 namespace shardsim::cuda {
 
@@ -41,8 +42,11 @@ struct LayerActs {
 class GpuModel::Impl {
  public:
   virtual ~Impl() = default;
-  virtual double ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser) = 0;
-  virtual double Optimize(float lr) = 0;
+  virtual double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
+                         std::vector<float>* output) = 0;
+  virtual void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input) = 0;
+  virtual double GradientSquares(bool replicated) const = 0;
+  virtual double Optimize(float lr, double squares) = 0;
   virtual const std::vector<GpuParamTensor>& Tensors() const = 0;
   virtual void LoadParameters(const std::vector<float>& values) = 0;
   virtual std::vector<float> Gradients() const = 0;
@@ -62,8 +66,9 @@ template <typename T>
 class Model final : public GpuModel::Impl {
  public:
   Model(const ModelSpec& m, const GpuTrainConfig& c)
-      : m_(m), c_(c), tok_(static_cast<int64_t>(c.micro_batch) * c.seq_len), D_(m.hidden_size), H_(m.num_heads),
-        G_(m.num_kv_heads), K_(m.head_dim), F_(m.ffn_hidden_size), V_(m.vocab_size), L_(m.num_layers),
+      : m_(m), c_(c), group_(c.tensor_group), t_(group_ != nullptr ? group_->Size() : 1), tr_(group_ != nullptr ? group_->Rank() : 0),
+        tok_(static_cast<int64_t>(c.micro_batch) * c.seq_len), D_(m.hidden_size), H_(m.num_heads / t_), G_(m.num_kv_heads / t_),
+        K_(m.head_dim), F_(m.ffn_hidden_size / t_), V_(m.vocab_size / t_), L_(c.layers < 0 ? m.num_layers : c.layers), vocab0_(tr_ * V_),
         attention_({c.micro_batch, c.seq_len, static_cast<int>(H_), static_cast<int>(G_), static_cast<int>(K_), c.attention_tile,
                     c.fused_attention},
                    true, 1.0f / std::sqrt(static_cast<float>(K_))) {
@@ -108,8 +113,10 @@ class Model final : public GpuModel::Impl {
     dq_ = DeviceBuffer<T>(thk);
     dk_ = DeviceBuffer<T>(tgk);
     dv_ = DeviceBuffer<T>(tgk);
-    logits_ = DeviceBuffer<float>(tok_ * V_);
-    if constexpr (!std::is_same_v<T, float>) dlogits_t_ = DeviceBuffer<T>(tok_ * V_);
+    if (c.head) {
+      logits_ = DeviceBuffer<float>(tok_ * V_);
+      if constexpr (!std::is_same_v<T, float>) dlogits_t_ = DeviceBuffer<T>(tok_ * V_);
+    }
     ids_ = DeviceBuffer<int32_t>(tok_);
     targets_ = DeviceBuffer<int32_t>(tok_);
     std::vector<int32_t> pos(static_cast<size_t>(tok_));
@@ -129,22 +136,48 @@ class Model final : public GpuModel::Impl {
     return bytes;
   }
 
-  double ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser) override {
+  double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
+                 std::vector<float>* output) override {
     if (static_cast<int64_t>(ids.size()) != tok_ || static_cast<int64_t>(targets.size()) != tok_) {
-      throw CudaError("GpuModel::ForwardBackward: expected micro_batch x seq_len ids and targets");
+      throw CudaError("GpuModel::Forward: expected micro_batch x seq_len ids and targets");
     }
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] < 0 || ids[i] >= V_ || targets[i] >= V_) throw CudaError("GpuModel::ForwardBackward: token id outside the vocabulary");
+      if (ids[i] < 0 || ids[i] >= m_.vocab_size || targets[i] >= m_.vocab_size) throw CudaError("GpuModel::Forward: token id outside the vocabulary");
+    }
+    if (c_.embedding != input.empty() || static_cast<int64_t>(input.size()) != (c_.embedding ? 0 : tok_ * D_)) {
+      throw CudaError("GpuModel::Forward: the first stage takes no input, the others [tokens, hidden]");
     }
     ids_.Upload(ids);
     targets_.Upload(targets);
-    const double loss = Forward(normaliser);
-    Backward();
+    host_targets_ = targets;
+    if (!c_.embedding) Stage(acts_[0].x_in.data(), input);
+    const double loss = ForwardPass(normaliser);
+    if (output != nullptr) output->clear();
+    if (!c_.head && output != nullptr) *output = Unstage(x_final_.data());
     return loss;
   }
 
-  double Optimize(float lr) override {
-    const double norm = OptimizeStep(lr);
+  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input) override {
+    if (c_.head != grad_output.empty() || static_cast<int64_t>(grad_output.size()) != (c_.head ? 0 : tok_ * D_)) {
+      throw CudaError("GpuModel::Backward: the last stage takes no gradient, the others [tokens, hidden]");
+    }
+    if (!c_.head) dres_.Upload(grad_output);
+    BackwardPass();
+    if (grad_input != nullptr) grad_input->clear();
+    if (!c_.embedding && grad_input != nullptr) *grad_input = dres_.Download();
+  }
+
+  double GradientSquares(bool replicated) const override {
+    if (t_ == 1) return SquaredSum(grads_.data(), n_);
+    double squares = 0;
+    for (const GpuParamTensor& t : tensors_) {
+      if (!t.replicated || replicated) squares += SquaredSum(grads_.data() + t.offset, t.rows * t.cols);
+    }
+    return squares;
+  }
+
+  double Optimize(float lr, double squares) override {
+    const double norm = OptimizeStep(lr, squares);
     Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     return norm;
   }
@@ -163,34 +196,43 @@ class Model final : public GpuModel::Impl {
   }
 
  private:
-  int64_t Add(const std::string& name, int64_t rows, int64_t cols, float init_stddev, bool decay) {
+  // This rank's block [rows, cols] of the global tensor `name`, from global (row0, col0).
+  int64_t Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t col0, bool replicated, float init_stddev,
+              bool decay) {
     const int64_t at = n_;
     n_ += rows * cols;
-    tensors_.push_back({name, rows, cols, at, init_stddev, decay});
+    GpuParamTensor t;
+    t.name = name, t.rows = rows, t.cols = cols, t.offset = at, t.row0 = row0, t.col0 = col0, t.replicated = replicated;
+    t.init_stddev = init_stddev, t.decay = decay;
+    tensors_.push_back(t);
     return at;
   }
 
   void Layout() {
-    // The CPU runtime's names, shapes and initial scales (runtime/stage_model.cc): output
-    // projections scaled down with depth (GPT-2's 1/sqrt(2L)), norms at one.
-    const float in = 0.02f, out = 0.02f / std::sqrt(2.0f * static_cast<float>(L_));
+    // The CPU runtime's names, shapes, shards and initial scales (runtime/stage_model.cc): output
+    // projections scaled down with depth (GPT-2's 1/sqrt(2L)), norms at one; this tensor rank's
+    // heads, MLP columns and vocabulary rows.
+    const float in = 0.02f, out = 0.02f / std::sqrt(2.0f * static_cast<float>(m_.num_layers));
+    const int64_t q0 = tr_ * H_ * K_, kv0 = tr_ * G_ * K_, f0 = tr_ * F_;
     layers_.resize(static_cast<size_t>(L_));
     for (int64_t l = 0; l < L_; ++l) {
       LayerParams& p = layers_[static_cast<size_t>(l)];
-      const std::string n = "layer" + std::to_string(l) + ".";
-      p.attn_norm = Add(n + "attn_norm", 1, D_, 0, false);
-      p.wq = Add(n + "wq", D_, H_ * K_, in, true);
-      p.wk = Add(n + "wk", D_, G_ * K_, in, true);
-      p.wv = Add(n + "wv", D_, G_ * K_, in, true);
-      p.wo = Add(n + "wo", H_ * K_, D_, out, true);
-      p.mlp_norm = Add(n + "mlp_norm", 1, D_, 0, false);
-      p.wg = Add(n + "wgate", D_, F_, in, true);
-      p.wu = Add(n + "wup", D_, F_, in, true);
-      p.wd = Add(n + "wdown", F_, D_, out, true);
+      const std::string n = "layer" + std::to_string(c_.first_layer + l) + ".";
+      p.attn_norm = Add(n + "attn_norm", 1, D_, 0, 0, true, 0, false);
+      p.wq = Add(n + "wq", D_, H_ * K_, 0, q0, false, in, true);
+      p.wk = Add(n + "wk", D_, G_ * K_, 0, kv0, false, in, true);
+      p.wv = Add(n + "wv", D_, G_ * K_, 0, kv0, false, in, true);
+      p.wo = Add(n + "wo", H_ * K_, D_, q0, 0, false, out, true);
+      p.mlp_norm = Add(n + "mlp_norm", 1, D_, 0, 0, true, 0, false);
+      p.wg = Add(n + "wgate", D_, F_, 0, f0, false, in, true);
+      p.wu = Add(n + "wup", D_, F_, 0, f0, false, in, true);
+      p.wd = Add(n + "wdown", F_, D_, f0, 0, false, out, true);
     }
-    emb_ = Add("embedding", V_, D_, in, true);
-    final_norm_ = Add("final_norm", 1, D_, 0, false);
-    head_ = m_.tied_embeddings ? -1 : Add("head", D_, V_, in, true);
+    if (c_.embedding) emb_ = Add("embedding", V_, D_, vocab0_, 0, false, in, true);
+    if (c_.head) {
+      final_norm_ = Add("final_norm", 1, D_, 0, 0, true, 0, false);
+      head_ = m_.tied_embeddings ? -1 : Add("head", D_, V_, 0, vocab0_, false, in, true);
+    }
   }
 
   // Drawn on the device (fast for large models; LoadParameters replaces them with the CPU
@@ -238,14 +280,55 @@ class Model final : public GpuModel::Impl {
                {W(w), TypeOf<T>(), n, Op::kYes, 0}, tok_, k, n, 1.0f, beta);
   }
 
+  // dst [tok, D] = a host activation [tok, D] (fp32, converted to T); and back.
+  void Stage(T* dst, const std::vector<float>& host) {
+    dres_.Upload(host);
+    Convert(dst, dres_.data(), tok_ * D_);
+  }
+  std::vector<float> Unstage(const T* src) {
+    Convert(dres_.data(), src, tok_ * D_);
+    return dres_.Download();
+  }
+
   void CopyT(T* dst, const T* src, int64_t n) {
     Check(cudaMemcpyAsync(dst, src, sizeof(T) * static_cast<size_t>(n), cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
   }
 
-  double Forward(double normaliser) {
+  // x [n] summed over the tensor-parallel group, in place, staged through host memory.
+  void GroupSum(float* x, int64_t n, const std::string& what) {
+    if (t_ == 1) return;
+    host_.resize(static_cast<size_t>(n));
+    Check(cudaMemcpy(host_.data(), x, sizeof(float) * static_cast<size_t>(n), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    group_->Sum(host_.data(), n, what);
+    Check(cudaMemcpy(x, host_.data(), sizeof(float) * static_cast<size_t>(n), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+
+  // next [tok, D] = residual + x W for a row-parallel W [k, D] (this rank's rows: its partial
+  // product summed over the group first, in fp32).
+  void RowParallel(T* next, const T* residual, const T* x, int64_t w, int64_t k, const std::string& what) {
+    CopyT(next, residual, tok_ * D_);
+    if (t_ == 1) {
+      Linear(next, x, w, k, D_, 1.0f);
+      return;
+    }
+    Linear(dres_.data(), x, w, k, D_);
+    GroupSum(dres_.data(), tok_ * D_, what);
+    Convert(tmp_d_.data(), dres_.data(), tok_ * D_);
+    AddInPlace(next, tmp_d_.data(), tok_ * D_);
+  }
+
+  // This stage's layers on acts_[0].x_in (looked up here on the first stage); returns the loss on
+  // the last, else 0 with the output in x_final_.
+  double ForwardPass(double normaliser) {
     const int t = static_cast<int>(tok_), d = static_cast<int>(D_);
     const int64_t hk = H_ * K_, gk = G_ * K_;
-    EmbeddingForward(acts_[0].x_in.data(), ids_.data(), P(emb_), t, d);
+    if (c_.embedding && t_ == 1) {
+      EmbeddingForward(acts_[0].x_in.data(), ids_.data(), P(emb_), t, d, 0, static_cast<int>(V_));
+    } else if (c_.embedding) {  // each rank looks up the ids in its rows, zeros elsewhere; the sum is the lookup
+      EmbeddingForward(dres_.data(), ids_.data(), P(emb_), t, d, static_cast<int>(vocab0_), static_cast<int>(V_));
+      GroupSum(dres_.data(), tok_ * D_, "tensor all-reduce of the embedding lookup");
+      Convert(acts_[0].x_in.data(), dres_.data(), tok_ * D_);
+    }
     for (int64_t l = 0; l < L_; ++l) {
       LayerActs<T>& a = acts_[static_cast<size_t>(l)];
       const LayerParams& p = layers_[static_cast<size_t>(l)];
@@ -256,16 +339,15 @@ class Model final : public GpuModel::Impl {
       RopeForward(a.q.data(), positions_.data(), t, static_cast<int>(H_), static_cast<int>(K_), c_.rope_theta);
       RopeForward(a.k.data(), positions_.data(), t, static_cast<int>(G_), static_cast<int>(K_), c_.rope_theta);
       attention_.Forward(blas_, a.o.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data());
-      CopyT(a.x_mid.data(), a.x_in.data(), tok_ * D_);
-      Linear(a.x_mid.data(), a.o.data(), p.wo, hk, D_, 1.0f);
+      RowParallel(a.x_mid.data(), a.x_in.data(), a.o.data(), p.wo, hk, "tensor all-reduce of layer " + std::to_string(c_.first_layer + l) + " attention output");
       RmsNormForward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), P(p.mlp_norm), t, d, c_.norm_eps);
       Linear(a.gate.data(), a.xn2.data(), p.wg, D_, F_);
       Linear(a.up.data(), a.xn2.data(), p.wu, D_, F_);
       SwigluForward(a.h.data(), a.gate.data(), a.up.data(), tok_ * F_);
       T* next = l + 1 < L_ ? acts_[static_cast<size_t>(l + 1)].x_in.data() : x_final_.data();
-      CopyT(next, a.x_mid.data(), tok_ * D_);
-      Linear(next, a.h.data(), p.wd, F_, D_, 1.0f);
+      RowParallel(next, a.x_mid.data(), a.h.data(), p.wd, F_, "tensor all-reduce of layer " + std::to_string(c_.first_layer + l) + " MLP output");
     }
+    if (!c_.head) return 0.0;
     RmsNormForward(xnf_.data(), rstdf_.data(), x_final_.data(), P(final_norm_), t, d, c_.norm_eps);
     if (head_ >= 0) {
       Linear(logits_.data(), xnf_.data(), head_, D_, V_);
@@ -273,12 +355,57 @@ class Model final : public GpuModel::Impl {
       blas_.Gemm({logits_.data(), DType::kF32, V_, 0}, {xnf_.data(), TypeOf<T>(), D_, Op::kNo, 0},
                  {W(emb_), TypeOf<T>(), D_, Op::kYes, 0}, tok_, V_, D_, 1.0f, 0.0f);
     }
+    if (t_ > 1) {
+      return VocabParallelCrossEntropy(logits_.data(), logits_.data(), targets_.data(), host_targets_, t, static_cast<int>(V_),
+                                       static_cast<int>(vocab0_), normaliser, *group_);
+    }
     return CrossEntropy(logits_.data(), logits_.data(), targets_.data(), t, static_cast<int>(V_), normaliser);
   }
 
-  void Backward() {
+  // From the loss on the last stage, else from the gradient of the output already in dres_; the
+  // gradient of this stage's input is left in dres_.
+  void BackwardPass() {
     const int t = static_cast<int>(tok_), d = static_cast<int>(D_);
     const int64_t hk = H_ * K_, gk = G_ * K_;
+    if (c_.head) HeadBackward();
+    for (int64_t l = L_ - 1; l >= 0; --l) {
+      LayerActs<T>& a = acts_[static_cast<size_t>(l)];
+      const LayerParams& p = layers_[static_cast<size_t>(l)];
+      const std::string layer = std::to_string(c_.first_layer + l);
+      // MLP
+      Convert(tmp_d_.data(), dres_.data(), tok_ * D_);
+      LinearWeightGrad(p.wd, a.h.data(), tmp_d_.data(), F_, D_);
+      LinearInputGrad(dh_.data(), tmp_d_.data(), p.wd, F_, D_);
+      SwigluBackward(dgate_.data(), dup_.data(), dh_.data(), a.gate.data(), a.up.data(), tok_ * F_);
+      LinearWeightGrad(p.wg, a.xn2.data(), dgate_.data(), D_, F_);
+      LinearWeightGrad(p.wu, a.xn2.data(), dup_.data(), D_, F_);
+      LinearInputGrad(dxn_.data(), dgate_.data(), p.wg, D_, F_);
+      LinearInputGrad(dxn_.data(), dup_.data(), p.wu, D_, F_, 1.0f);
+      GroupSum(dxn_.data(), tok_ * D_, "tensor all-reduce of layer " + layer + " MLP input gradient");
+      RmsNormBackward(dres_.data(), Gr(p.mlp_norm), dxn_.data(), a.x_mid.data(), P(p.mlp_norm), a.rstd2.data(), t, d);
+      // attention
+      Convert(tmp_d_.data(), dres_.data(), tok_ * D_);
+      LinearWeightGrad(p.wo, a.o.data(), tmp_d_.data(), hk, D_);
+      LinearInputGrad(d_o_.data(), tmp_d_.data(), p.wo, hk, D_);
+      attention_.Backward(blas_, dq_.data(), dk_.data(), dv_.data(), a.q.data(), a.k.data(), a.v.data(), a.o.data(),
+                          d_o_.data(), a.lse.data());
+      RopeBackward(dq_.data(), positions_.data(), t, static_cast<int>(H_), static_cast<int>(K_), c_.rope_theta);
+      RopeBackward(dk_.data(), positions_.data(), t, static_cast<int>(G_), static_cast<int>(K_), c_.rope_theta);
+      LinearWeightGrad(p.wq, a.xn1.data(), dq_.data(), D_, hk);
+      LinearWeightGrad(p.wk, a.xn1.data(), dk_.data(), D_, gk);
+      LinearWeightGrad(p.wv, a.xn1.data(), dv_.data(), D_, gk);
+      LinearInputGrad(dxn_.data(), dq_.data(), p.wq, D_, hk);
+      LinearInputGrad(dxn_.data(), dk_.data(), p.wk, D_, gk, 1.0f);
+      LinearInputGrad(dxn_.data(), dv_.data(), p.wv, D_, gk, 1.0f);
+      GroupSum(dxn_.data(), tok_ * D_, "tensor all-reduce of layer " + layer + " attention input gradient");
+      RmsNormBackward(dres_.data(), Gr(p.attn_norm), dxn_.data(), a.x_in.data(), P(p.attn_norm), a.rstd1.data(), t, d);
+    }
+    if (c_.embedding) EmbeddingBackward(Gr(emb_), dres_.data(), ids_.data(), t, d, static_cast<int>(vocab0_), static_cast<int>(V_));
+  }
+
+  // The loss's gradient through the head and the final norm into dres_.
+  void HeadBackward() {
+    const int t = static_cast<int>(tok_), d = static_cast<int>(D_);
     const T* dlog = nullptr;
     if constexpr (std::is_same_v<T, float>) {
       dlog = logits_.data();
@@ -295,44 +422,15 @@ class Model final : public GpuModel::Impl {
       blas_.Gemm({dxn_.data(), DType::kF32, D_, 0}, {dlog, TypeOf<T>(), V_, Op::kNo, 0}, {W(emb_), TypeOf<T>(), D_, Op::kNo, 0},
                  tok_, D_, V_, 1.0f, 0.0f);
     }
+    GroupSum(dxn_.data(), tok_ * D_, "tensor all-reduce of the head's input gradient");
     dres_.Zero();
     RmsNormBackward(dres_.data(), Gr(final_norm_), dxn_.data(), x_final_.data(), P(final_norm_), rstdf_.data(), t, d);
-    for (int64_t l = L_ - 1; l >= 0; --l) {
-      LayerActs<T>& a = acts_[static_cast<size_t>(l)];
-      const LayerParams& p = layers_[static_cast<size_t>(l)];
-      // MLP
-      Convert(tmp_d_.data(), dres_.data(), tok_ * D_);
-      LinearWeightGrad(p.wd, a.h.data(), tmp_d_.data(), F_, D_);
-      LinearInputGrad(dh_.data(), tmp_d_.data(), p.wd, F_, D_);
-      SwigluBackward(dgate_.data(), dup_.data(), dh_.data(), a.gate.data(), a.up.data(), tok_ * F_);
-      LinearWeightGrad(p.wg, a.xn2.data(), dgate_.data(), D_, F_);
-      LinearWeightGrad(p.wu, a.xn2.data(), dup_.data(), D_, F_);
-      LinearInputGrad(dxn_.data(), dgate_.data(), p.wg, D_, F_);
-      LinearInputGrad(dxn_.data(), dup_.data(), p.wu, D_, F_, 1.0f);
-      RmsNormBackward(dres_.data(), Gr(p.mlp_norm), dxn_.data(), a.x_mid.data(), P(p.mlp_norm), a.rstd2.data(), t, d);
-      // attention
-      Convert(tmp_d_.data(), dres_.data(), tok_ * D_);
-      LinearWeightGrad(p.wo, a.o.data(), tmp_d_.data(), hk, D_);
-      LinearInputGrad(d_o_.data(), tmp_d_.data(), p.wo, hk, D_);
-      attention_.Backward(blas_, dq_.data(), dk_.data(), dv_.data(), a.q.data(), a.k.data(), a.v.data(), a.o.data(),
-                          d_o_.data(), a.lse.data());
-      RopeBackward(dq_.data(), positions_.data(), t, static_cast<int>(H_), static_cast<int>(K_), c_.rope_theta);
-      RopeBackward(dk_.data(), positions_.data(), t, static_cast<int>(G_), static_cast<int>(K_), c_.rope_theta);
-      LinearWeightGrad(p.wq, a.xn1.data(), dq_.data(), D_, hk);
-      LinearWeightGrad(p.wk, a.xn1.data(), dk_.data(), D_, gk);
-      LinearWeightGrad(p.wv, a.xn1.data(), dv_.data(), D_, gk);
-      LinearInputGrad(dxn_.data(), dq_.data(), p.wq, D_, hk);
-      LinearInputGrad(dxn_.data(), dk_.data(), p.wk, D_, gk, 1.0f);
-      LinearInputGrad(dxn_.data(), dv_.data(), p.wv, D_, gk, 1.0f);
-      RmsNormBackward(dres_.data(), Gr(p.attn_norm), dxn_.data(), a.x_in.data(), P(p.attn_norm), a.rstd1.data(), t, d);
-    }
-    EmbeddingBackward(Gr(emb_), dres_.data(), ids_.data(), t, d);
   }
 
-  // Global-norm clipping as PyTorch's clip_grad_norm_ (runtime/adamw.h's ClipFactor), then AdamW
-  // per tensor (no decay on norms).
-  double OptimizeStep(float lr) {
-    const double norm = std::sqrt(SquaredSum(grads_.data(), n_));
+  // Global-norm clipping as PyTorch's clip_grad_norm_ (runtime/adamw.h's ClipFactor) to
+  // sqrt(squares), the whole model's, then AdamW per tensor (no decay on norms).
+  double OptimizeStep(float lr, double squares) {
+    const double norm = std::sqrt(squares);
     const float factor = std::min(1.0f, static_cast<float>(c_.clip_norm / (norm + 1e-6)));
     if (factor < 1.0f) Scale(grads_.data(), n_, factor);
     ++step_;
@@ -347,7 +445,11 @@ class Model final : public GpuModel::Impl {
 
   ModelSpec m_;
   GpuTrainConfig c_;
-  int64_t tok_, D_, H_, G_, K_, F_, V_, L_;
+  HostGroup* group_;
+  int64_t t_, tr_;  // tensor-parallel size and this rank's place
+  // Tokens per micro-batch, hidden size, this rank's heads, K/V heads, head dimension, MLP width,
+  // vocabulary rows (from vocab0_), layers.
+  int64_t tok_, D_, H_, G_, K_, F_, V_, L_, vocab0_;
   Blas blas_;
   GpuAttention<T> attention_;
   int64_t n_ = 0, emb_ = 0, final_norm_ = 0, head_ = -1, step_ = 0;
@@ -359,6 +461,8 @@ class Model final : public GpuModel::Impl {
   DeviceBuffer<T> x_final_, xnf_, tmp_d_, dh_, dgate_, dup_, d_o_, dq_, dk_, dv_, dlogits_t_;
   DeviceBuffer<float> rstdf_, dres_, dxn_, logits_;
   DeviceBuffer<int32_t> ids_, targets_, positions_;
+  std::vector<int32_t> host_targets_;
+  std::vector<float> host_;  // staging for the group's reductions
 };
 
 }  // namespace
@@ -370,10 +474,31 @@ GpuModel::GpuModel(const ModelSpec& model, const GpuTrainConfig& config) : confi
     throw InputError("--micro-batch", std::to_string(static_cast<int64_t>(config.micro_batch) * config.seq_len) + " tokens per micro-batch",
                      "1 to 2^30 (micro-batch x sequence length)");
   }
-  if (config.dtype == DType::kF32) {
-    impl_ = std::make_unique<Model<float>>(model, config);
+  if (HostGroup* g = config.tensor_group; g != nullptr && g->Size() > 1) {
+    const int64_t t = g->Size();
+    for (auto [what, n] : {std::pair<const char*, int64_t>{"attention heads", model.num_heads}, {"K/V heads", model.num_kv_heads},
+                           {"MLP width", model.ffn_hidden_size}, {"vocabulary", model.vocab_size}}) {
+      if (n % t != 0) {
+        throw InputError("mesh.tensor", std::to_string(t) + " does not divide the model's " + what + " (" + std::to_string(n) + ")",
+                         "a tensor size dividing heads, K/V heads, MLP width and vocabulary", "choose a smaller mesh.tensor");
+      }
+    }
   } else {
-    impl_ = std::make_unique<Model<bf16>>(model, config);
+    config_.tensor_group = nullptr;
+  }
+  const int64_t layers = config.layers < 0 ? model.num_layers : config.layers;
+  if (config.first_layer < 0 || layers < 1 || config.first_layer + layers > model.num_layers) {
+    throw InputError("pipeline stage", "layers [" + std::to_string(config.first_layer) + ", " + std::to_string(config.first_layer + layers) + ")",
+                     "at least one of the model's " + std::to_string(model.num_layers) + " layers");
+  }
+  if (model.tied_embeddings && config.head && !config.embedding) {
+    throw InputError("--model", "a tied output head on a pipeline stage without the embedding is not on the GPU path yet (model '" + model.name + "')",
+                     "untied embeddings, or pipeline 1", "run it on the CPU runtime (--device cpu)");
+  }
+  if (config.dtype == DType::kF32) {
+    impl_ = std::make_unique<Model<float>>(model, config_);
+  } else {
+    impl_ = std::make_unique<Model<bf16>>(model, config_);
   }
 }
 
@@ -389,14 +514,28 @@ GpuStepStats GpuModel::Step(const std::vector<int32_t>& tokens) {
     }
   }
   GpuStepStats stats;
-  stats.loss = impl_->ForwardBackward(ids, targets, static_cast<double>(rows * seq));
-  stats.grad_norm = impl_->Optimize(config_.lr);
+  stats.loss = ForwardBackward(ids, targets, static_cast<double>(rows * seq));
+  stats.grad_norm = Optimize(config_.lr);
   return stats;
 }
 double GpuModel::ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser) {
-  return impl_->ForwardBackward(ids, targets, normaliser);
+  const double loss = impl_->Forward(ids, targets, normaliser, {}, nullptr);
+  impl_->Backward({}, nullptr);
+  return loss;
 }
-double GpuModel::Optimize(float lr) { return impl_->Optimize(lr); }
+double GpuModel::Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
+                         std::vector<float>* output) {
+  return impl_->Forward(ids, targets, normaliser, input, output);
+}
+void GpuModel::Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input) { impl_->Backward(grad_output, grad_input); }
+double GpuModel::GradientSquares(bool replicated) const { return impl_->GradientSquares(replicated); }
+double GpuModel::Optimize(float lr, double squares) { return impl_->Optimize(lr, squares); }
+double GpuModel::Optimize(float lr) {
+  if (config_.tensor_group != nullptr || !config_.embedding || !config_.head) {
+    throw CudaError("GpuModel::Optimize(lr): a sharded model's norm is over its ranks: Optimize(lr, squares summed over them)");
+  }
+  return impl_->Optimize(lr, impl_->GradientSquares(true));
+}
 const std::vector<GpuParamTensor>& GpuModel::Tensors() const { return impl_->Tensors(); }
 void GpuModel::LoadParameters(const std::vector<float>& values) { impl_->LoadParameters(values); }
 std::vector<float> GpuModel::Gradients() const { return impl_->Gradients(); }

@@ -15,6 +15,7 @@
 
 #include "core/model_spec.h"
 #include "cuda/blas.h"
+#include "cuda/host_group.h"
 
 namespace shardsim::cuda {
 
@@ -30,13 +31,27 @@ struct GpuTrainConfig {
   float norm_eps = 1e-5f;
   int attention_tile = 1024;
   bool fused_attention = false;  // the fused bf16 kernels where they apply (cuda/attention.h)
+  // Tensor parallelism (Megatron-LM's, without sequence parallelism), as the CPU runtime shards
+  // (runtime/stage_model.h): heads and the MLP width split over the group, Q/K/V, gate and up by
+  // columns, the output and down projections by rows (their partial sums reduced over the group),
+  // the embedding table, head and loss split by vocabulary, norms replicated. Null: one rank
+  // holds everything. Not owned; outlives the model.
+  HostGroup* tensor_group = nullptr;
+  // Pipeline parallelism: this stage's decoder layers [first_layer, first_layer + layers) (-1:
+  // all), and whether it holds the embedding (first stage) and the final norm, head and loss
+  // (last stage); the others take and give activations [tokens, hidden] (Forward, Backward).
+  int64_t first_layer = 0, layers = -1;
+  bool embedding = true, head = true;
 };
 
 // One parameter tensor in the flat fp32 array, named as the CPU runtime names it
-// (runtime/stage_model.h: "layer3.wq", "embedding", ...), global shape [rows, cols].
+// (runtime/stage_model.h: "layer3.wq", "embedding", ...): this rank's block [rows, cols] of the
+// global tensor, from global row row0 and column col0.
 struct GpuParamTensor {
   std::string name;
   int64_t rows = 0, cols = 0, offset = 0;
+  int64_t row0 = 0, col0 = 0;
+  bool replicated = true;  // every tensor-parallel rank holds the same block (norms)
   float init_stddev = 0;  // 0: ones (norm weights)
   bool decay = true;      // AdamW weight decay applies (not to norms)
 };
@@ -64,12 +79,26 @@ class GpuModel {
   // gradient norm before clipping and clears the gradients.
   double ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser);
   double Optimize(float lr);
+  // The same on one pipeline stage: Forward takes the previous stage's output [tokens, hidden]
+  // (`input`, empty on the stage with the embedding), returns the micro-batch's loss (0 on stages
+  // without the head) and writes this stage's output to `output` (left empty on the last stage);
+  // Backward takes the gradient of that output (`grad_output`, empty on the last stage) and writes
+  // the gradient of `input` to `grad_input` (left empty on the first). One micro-batch's
+  // activations are held at a time: each Forward is followed by its Backward.
+  double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
+                 std::vector<float>* output);
+  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input);
+  // The sum of this rank's squared gradients (tensor-replicated ones only with `replicated`, so
+  // that a group counts them once), and the optimizer step clipping to the global norm
+  // sqrt(`squares`) (the sum over the ranks that hold different parameters); returns that norm.
+  double GradientSquares(bool replicated) const;
+  double Optimize(float lr, double squares);
   // The tensors and their places; replace every parameter with `values` [Parameters()] (the
   // optimizer state is reset).
   const std::vector<GpuParamTensor>& Tensors() const;
   void LoadParameters(const std::vector<float>& values);
-  // The accumulated gradients [Parameters()] copied to the host, and back (host staging for the
-  // data-parallel reduction over MPI: Debian's OpenMPI is not CUDA-aware).
+  // This rank's accumulated gradients [Parameters()] copied to the host, and back (host staging
+  // for the data-parallel reduction over MPI: Debian's OpenMPI is not CUDA-aware).
   std::vector<float> Gradients() const;
   void SetGradients(const std::vector<float>& values);
   int64_t Parameters() const;

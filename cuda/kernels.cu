@@ -10,6 +10,8 @@
 namespace shardsim::cuda {
 namespace {
 
+using device::BlockMax;
+using device::BlockSum;
 using device::FromF;
 using device::ToF;
 
@@ -17,31 +19,6 @@ constexpr int kThreads = 256;
 
 int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
 
-
-// Sum over the block's threads; every thread gets the total. `scratch` holds 32 floats.
-__device__ float BlockSum(float x, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();
-  if (lane == 0) scratch[warp] = x;
-  __syncthreads();
-  const int warps = (blockDim.x + 31) / 32;
-  float total = 0;
-  for (int w = 0; w < warps; ++w) total += scratch[w];
-  return total;
-}
-
-__device__ float BlockMax(float x, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();
-  if (lane == 0) scratch[warp] = x;
-  __syncthreads();
-  const int warps = (blockDim.x + 31) / 32;
-  float m = -INFINITY;
-  for (int w = 0; w < warps; ++w) m = fmaxf(m, scratch[w]);
-  return m;
-}
 
 template <typename Tout, typename Tin>
 __global__ void ConvertKernel(Tout* out, const Tin* in, int64_t n) {
@@ -77,15 +54,19 @@ __global__ void FillKernel(float* x, int64_t n, float value) {
 }
 
 template <typename T>
-__global__ void EmbeddingForwardKernel(T* out, const int32_t* ids, const float* table, int d) {
+__global__ void EmbeddingForwardKernel(T* out, const int32_t* ids, const float* table, int d, int row0, int rows) {
   const int row = blockIdx.x;
-  const float* src = table + static_cast<int64_t>(ids[row]) * d;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) out[static_cast<int64_t>(row) * d + j] = FromF<T>(src[j]);
+  const int id = ids[row] - row0;
+  const bool held = id >= 0 && id < rows;
+  const float* src = table + static_cast<int64_t>(held ? id : 0) * d;
+  for (int j = threadIdx.x; j < d; j += blockDim.x) out[static_cast<int64_t>(row) * d + j] = FromF<T>(held ? src[j] : 0.0f);
 }
 
-__global__ void EmbeddingBackwardKernel(float* d_table, const float* d_out, const int32_t* ids, int d) {
+__global__ void EmbeddingBackwardKernel(float* d_table, const float* d_out, const int32_t* ids, int d, int row0, int rows) {
   const int row = blockIdx.x;
-  float* dst = d_table + static_cast<int64_t>(ids[row]) * d;
+  const int id = ids[row] - row0;
+  if (id < 0 || id >= rows) return;
+  float* dst = d_table + static_cast<int64_t>(id) * d;
   for (int j = threadIdx.x; j < d; j += blockDim.x) atomicAdd(dst + j, d_out[static_cast<int64_t>(row) * d + j]);
 }
 
@@ -256,15 +237,15 @@ void Fill(float* x, int64_t n, float value) {
 }
 
 template <typename T>
-void EmbeddingForward(T* out, const int32_t* ids, const float* table, int t, int d) {
+void EmbeddingForward(T* out, const int32_t* ids, const float* table, int t, int d, int row0, int rows) {
   if (t == 0) return;
-  EmbeddingForwardKernel<<<t, kThreads>>>(out, ids, table, d);
+  EmbeddingForwardKernel<<<t, kThreads>>>(out, ids, table, d, row0, rows);
   CheckLaunch("EmbeddingForward");
 }
 
-void EmbeddingBackward(float* d_table, const float* d_out, const int32_t* ids, int t, int d) {
+void EmbeddingBackward(float* d_table, const float* d_out, const int32_t* ids, int t, int d, int row0, int rows) {
   if (t == 0) return;
-  EmbeddingBackwardKernel<<<t, kThreads>>>(d_table, d_out, ids, d);
+  EmbeddingBackwardKernel<<<t, kThreads>>>(d_table, d_out, ids, d, row0, rows);
   CheckLaunch("EmbeddingBackward");
 }
 
@@ -355,7 +336,7 @@ void Scale(float* x, int64_t n, float factor) {
 
 #define SHARDSIM_CUDA_ACTIVATIONS(T)                                                                            \
   template void AddInPlace<T>(T*, const T*, int64_t);                                                           \
-  template void EmbeddingForward<T>(T*, const int32_t*, const float*, int, int);                                \
+  template void EmbeddingForward<T>(T*, const int32_t*, const float*, int, int, int, int);                      \
   template void RmsNormForward<T>(T*, float*, const T*, const float*, int, int, float);                         \
   template void RmsNormBackward<T>(float*, float*, const float*, const T*, const float*, const float*, int, int); \
   template void RopeForward<T>(T*, const int32_t*, int, int, int, float);                                       \

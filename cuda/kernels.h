@@ -24,10 +24,12 @@ void AddInPlace(T* y, const T* x, int64_t n);
 void FillNormal(float* x, int64_t n, uint64_t seed, uint64_t stream, float stddev);
 void Fill(float* x, int64_t n, float value);
 
-// out [T, D] = table [V, D] rows of ids; d_table [V, D] += d_out rows scattered (atomic adds).
+// out [T, D] = table rows of ids; d_table += d_out rows scattered (atomic adds). The table holds
+// rows [row0, row0 + rows) of the vocabulary (all of it: 0, V; a vocabulary-parallel shard: its
+// block): ids outside read zeros and scatter nothing, so the shards' outputs sum to the lookup.
 template <typename T>
-void EmbeddingForward(T* out, const int32_t* ids, const float* table, int t, int d);
-void EmbeddingBackward(float* d_table, const float* d_out, const int32_t* ids, int t, int d);
+void EmbeddingForward(T* out, const int32_t* ids, const float* table, int t, int d, int row0, int rows);
+void EmbeddingBackward(float* d_table, const float* d_out, const int32_t* ids, int t, int d, int row0, int rows);
 
 // RMSNorm: y [T, D] = x / sqrt(mean(x^2) + eps) * w; rstd [T] saved. Backward: dx [T, D] += and
 // dw [D] += from dy [T, D] (fp32, the products' output).

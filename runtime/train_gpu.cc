@@ -17,8 +17,11 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
 #include "cuda/gpu_model.h"
+#include "cuda/host_group.h"
 #include "runtime/comm.h"
 #include "runtime/init.h"
+#include "strategies/plan_rules.h"
+#include "strategies/stage_layout.h"
 
 namespace shardsim::runtime {
 
@@ -26,17 +29,27 @@ bool GpuTrainingBuilt() { return true; }
 
 namespace {
 
-void CheckGpuJob(const TrainCommandOptions& a, const PlanSpec& plan) {
+// The plan's stage layout, after the checks that the GPU path runs it (before any communicator is
+// made: the splits are collective, and every rank fails the same way here).
+strategies::StageLayout CheckGpuJob(const TrainCommandOptions& a, const ModelSpec& model, const PlanSpec& plan) {
+  if (plan.mesh.Product() != plan.mesh.data * plan.mesh.tensor * plan.mesh.pipeline || plan.zero_stage != 0) {
+    throw InputError("--device cuda",
+                     "runs data, tensor and pipeline parallelism only in this version (the plan's mesh is " + DescribeMesh(plan.mesh) +
+                         (plan.zero_stage != 0 ? ", ZeRO stage " + std::to_string(plan.zero_stage) : std::string()) + ")",
+                     "a mesh of data, tensor and pipeline axes and zero_stage 0", "run the plan on the CPU runtime (--device cpu)");
+  }
+  if (plan.sequence_parallel && plan.mesh.tensor > 1) {
+    throw InputError("--device cuda", "sequence parallelism is not on the GPU path yet", "sequence_parallel false",
+                     "--set sequence_parallel=false (the same losses; activations not split over tensor)");
+  }
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (plan.mesh.Product() != plan.mesh.data || plan.zero_stage != 0) {
-    throw InputError("--device cuda", "runs data parallelism only in this version (the plan's mesh is " + DescribeMesh(plan.mesh) +
-                                          (plan.zero_stage != 0 ? ", ZeRO stage " + std::to_string(plan.zero_stage) : std::string()) + ")",
-                     "a mesh of data alone and zero_stage 0", "run the plan on the CPU runtime (--device cpu)");
-  }
-  if (size != plan.mesh.data) {
-    throw InputError("--device cuda", "the job has " + std::to_string(size) + " ranks for a mesh of " + std::to_string(plan.mesh.data),
-                     "one rank per data-parallel replica", "launch with mpiexec -n " + std::to_string(plan.mesh.data));
+  strategies::ValidatePlan(plan, model, size, "the MPI job", "plan:");
+  strategies::StageLayout layout = strategies::LayOut(model, plan);
+  if (layout.chunks > 1 || layout.paths.size() > 1) {
+    throw InputError("--device cuda", "runs one model chunk per pipeline stage in this version (the plan has " + std::to_string(layout.chunks) +
+                                          " per stage on " + std::to_string(layout.paths.size()) + " path(s): " + plan.pipeline_schedule + ")",
+                     "virtual_stages 1 and a one-direction schedule", "--set virtual_stages=1 --set pipeline_schedule=1f1b");
   }
   if (plan.dtype != "bf16" && plan.dtype != "fp32") {
     throw InputError("--device cuda", "trains bf16 or fp32, not the plan's dtype " + plan.dtype, "dtype bf16 or fp32",
@@ -46,10 +59,12 @@ void CheckGpuJob(const TrainCommandOptions& a, const PlanSpec& plan) {
     throw InputError(!a.trace.empty() ? "--trace" : !a.checkpoint.empty() ? "--checkpoint" : "--resume", "not on the GPU path yet", "",
                      "leave it out with --device cuda");
   }
+  return layout;
 }
 
-// The CPU runtime's initial values, element by element (init.h), in the GPU model's layout; each
-// tensor's rows drawn by all cores (a 1B model's 1.2 billion draws take minutes on one).
+// The CPU runtime's initial values, element by element (init.h), in the GPU model's layout (this
+// rank's block of each global tensor); each tensor's rows drawn by all cores (a 1B model's 1.2
+// billion draws take minutes on one).
 std::vector<float> RuntimeInitialValues(const std::vector<cuda::GpuParamTensor>& tensors, uint64_t seed) {
   std::vector<float> values(tensors.empty() ? 0 : static_cast<size_t>(tensors.back().offset + tensors.back().rows * tensors.back().cols));
   const int64_t workers = std::max(1u, std::thread::hardware_concurrency());
@@ -57,7 +72,7 @@ std::vector<float> RuntimeInitialValues(const std::vector<cuda::GpuParamTensor>&
     auto rows = [&](int64_t r0, int64_t r1) {
       float* out = values.data() + t.offset + r0 * t.cols;
       for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t c = 0; c < t.cols; ++c) *out++ = InitialValue(seed, t.name, r, c, t.init_stddev);
+        for (int64_t c = 0; c < t.cols; ++c) *out++ = InitialValue(seed, t.name, t.row0 + r, t.col0 + c, t.init_stddev);
       }
     };
     if (t.rows * t.cols < (int64_t{1} << 20) || workers == 1) {
@@ -71,15 +86,51 @@ std::vector<float> RuntimeInitialValues(const std::vector<cuda::GpuParamTensor>&
   return values;
 }
 
+// Tags of the activations and their gradients between pipeline stages (one micro-batch in flight).
+constexpr int kForwardTag = 1, kBackwardTag = 2;
+
+// Sends `data` to world rank `peer` under the job's timeout (a dead peer aborts, never hangs).
+void SendToStage(MeshComms& comms, const std::vector<float>& data, int peer, int tag, const std::string& what) {
+  MPI_Request request;
+  CheckMpi(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, peer, tag, comms.world(), &request), comms.world(), what);
+  comms.Wait(&request, what);
+}
+
+// `reduce(at, count)` over pieces of at most 2^28 elements: MPI counts are int, and a 1B model's
+// gradients are more.
+template <typename F>
+void Chunks(int64_t n, const F& reduce) {
+  constexpr int64_t kChunk = int64_t{1} << 28;
+  for (int64_t at = 0; at < n; at += kChunk) reduce(at, std::min(kChunk, n - at));
+}
+
+// The tensor-parallel group's reductions over MPI on host memory (Debian's Open MPI is not
+// CUDA-aware), under the job's timeout.
+class TensorGroup final : public cuda::HostGroup {
+ public:
+  explicit TensorGroup(MeshComms& comms) : comms_(comms) {}
+  int Size() const override { return static_cast<int>(comms_.GroupSize({"tensor"})); }
+  int Rank() const override { return static_cast<int>(comms_.Coordinate("tensor")); }
+  void Sum(float* data, int64_t n, const std::string& what) override { Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceSum(data + at, k, {"tensor"}, what); }); }
+  void Sum(double* data, int64_t n, const std::string& what) override { Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceSum(data + at, k, {"tensor"}, what); }); }
+  void Max(float* data, int64_t n, const std::string& what) override { Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceMax(data + at, k, {"tensor"}, what); }); }
+
+ private:
+  MeshComms& comms_;
+};
+
 }  // namespace
 
 int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const PlanSpec& plan, const Corpus& corpus) {
-  CheckGpuJob(a, plan);
+  const strategies::StageLayout layout = CheckGpuJob(a, model, plan);
   cuda::CheckGpuTrainable(model);
   std::string why;
   if (!cuda::HasDevice(&why)) throw InputError("--device cuda", why, "cpu", "run where an NVIDIA GPU and its driver are");
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MeshComms comms(MPI_COMM_WORLD, plan);
+  comms.set_timeout_s(a.timeout_s);
+  TensorGroup tensor(comms);
   // The ranks on this machine spread over its GPUs by their rank within the machine.
   MPI_Comm local;
   CheckMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local), MPI_COMM_WORLD, "ranks per machine");
@@ -94,38 +145,61 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   config.dtype = plan.dtype == "fp32" ? cuda::DType::kF32 : cuda::DType::kBf16;
   config.lr = static_cast<float>(a.lr);
   config.seed = static_cast<uint64_t>(a.seed);
+  config.tensor_group = &tensor;
+  const int64_t stage = comms.Coordinate("pipeline"), stages = plan.mesh.pipeline;
+  const strategies::ChunkLayout& part = layout.Chunk(stage, 0);
+  config.first_layer = part.first_layer, config.layers = part.layers, config.embedding = part.embedding, config.head = part.head;
   cuda::GpuModel gpu(model, config);
   gpu.LoadParameters(RuntimeInitialValues(gpu.Tensors(), static_cast<uint64_t>(a.seed)));
 
-  // Each replica reads its own share of the global batch, as the CPU trainer's replicas do.
-  const int64_t replicas = plan.mesh.data, per_replica = plan.global_batch_size / replicas;
+  // Each replica reads its own share of the global batch, as the CPU trainer's replicas do; the
+  // ranks of a tensor group read the same.
+  const int64_t replicas = plan.mesh.data, per_replica = plan.global_batch_size / replicas, replica = comms.Coordinate("data");
   const int64_t mbs = per_replica / plan.micro_batch_size;
   const int64_t tokens = plan.micro_batch_size * plan.seq_len;
   const double normaliser = static_cast<double>(plan.global_batch_size * plan.seq_len);
+  const int64_t activations = tokens * model.hidden_size;
   std::vector<int32_t> ids(static_cast<size_t>(tokens)), targets(ids.size());
+  std::vector<float> input, output, grad_output, grad_input;
   std::vector<double> losses, times;
   for (int64_t s = 0; s < a.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
     for (int64_t mb = 0; mb < mbs; ++mb) {
-      corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, rank * per_replica + mb * plan.micro_batch_size,
+      // Every stage reads the micro-batch (the first for its ids, the last for its targets). Over
+      // pipeline stages one micro-batch is in flight at a time: its forward down the stages, then
+      // its backward up them (the plan's schedule interleaves micro-batches; not on the GPU yet).
+      corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, replica * per_replica + mb * plan.micro_batch_size,
                    plan.micro_batch_size);
-      loss += gpu.ForwardBackward(ids, targets, normaliser);
+      const std::string at = "step " + std::to_string(s) + " micro-batch " + std::to_string(mb);
+      if (stage > 0) {
+        input.resize(static_cast<size_t>(activations));
+        comms.Receive(input.data(), activations, comms.PipelinePeer(stage - 1), kForwardTag, "pipeline activations of " + at);
+      }
+      loss += gpu.Forward(ids, targets, normaliser, input, &output);
+      if (stage + 1 < stages) {
+        SendToStage(comms, output, comms.PipelinePeer(stage + 1), kForwardTag, "pipeline activations of " + at);
+        grad_output.resize(static_cast<size_t>(activations));
+        comms.Receive(grad_output.data(), activations, comms.PipelinePeer(stage + 1), kBackwardTag, "pipeline gradients of " + at);
+      }
+      gpu.Backward(grad_output, &grad_input);
+      if (stage > 0) SendToStage(comms, grad_input, comms.PipelinePeer(stage - 1), kBackwardTag, "pipeline gradients of " + at);
     }
+    comms.AllReduceSum(&loss, 1, {"pipeline"}, "pipeline loss all-reduce");  // the last stage's
     if (replicas > 1) {
       // The data-parallel reduction, staged through host memory: every replica's gradient summed
       // (each loss is divided by the global token count), then the same AdamW step everywhere.
       std::vector<float> grads = gpu.Gradients();
-      constexpr size_t kChunk = size_t{1} << 28;  // MPI counts are int
-      for (size_t at = 0; at < grads.size(); at += kChunk) {
-        CheckMpi(MPI_Allreduce(MPI_IN_PLACE, grads.data() + at, static_cast<int>(std::min(kChunk, grads.size() - at)), MPI_FLOAT, MPI_SUM,
-                               MPI_COMM_WORLD),
-                 MPI_COMM_WORLD, "gradient all-reduce");
-      }
+      Chunks(static_cast<int64_t>(grads.size()),
+             [&](int64_t at, int64_t k) { comms.AllReduceSum(grads.data() + at, k, {"data"}, "data-parallel gradient all-reduce"); });
       gpu.SetGradients(grads);
-      CheckMpi(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), MPI_COMM_WORLD, "loss all-reduce");
+      comms.AllReduceSum(&loss, 1, {"data"}, "data-parallel loss all-reduce");
     }
-    const double norm = gpu.Optimize(config.lr);
+    // The global norm: each parameter once (tensor-replicated ones on tensor rank 0), summed over
+    // the ranks that hold different parameters; data replicas hold the same after the reduction.
+    double squares = gpu.GradientSquares(comms.Coordinate("tensor") == 0);
+    comms.AllReduceSum(&squares, 1, {"tensor", "pipeline"}, "gradient norm all-reduce");
+    const double norm = gpu.Optimize(config.lr, squares);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     losses.push_back(loss);
     times.push_back(seconds);
@@ -144,12 +218,13 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   const std::string precision = config.dtype == cuda::DType::kF32 ? "fp32 on the GPU (no TF32)"
                                                                   : "bf16 products with fp32 accumulation, fp32 master weights and AdamW state";
   if (a.json) {
-    nlohmann::json report = TrainReportJson(losses, times, 0, replicas, model, plan, corpus.bytes(), precision);
+    nlohmann::json report = TrainReportJson(losses, times, 0, plan.mesh.Product(), model, plan, corpus.bytes(), precision);
     report["device"] = device.name;
     std::cout << report.dump(2) << "\n";
   } else {
     std::printf("median step %.1f ms (rank 0): %.2f TFLOP/s of model FLOPs over %lld rank%s on %s (%s)\n", 1e3 * median,
-                model_flops / median / 1e12, static_cast<long long>(replicas), replicas == 1 ? "" : "s", device.name.c_str(), precision.c_str());
+                model_flops / median / 1e12, static_cast<long long>(plan.mesh.Product()), plan.mesh.Product() == 1 ? "" : "s", device.name.c_str(),
+                precision.c_str());
   }
   return 0;
 }

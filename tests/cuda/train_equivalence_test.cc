@@ -1,7 +1,8 @@
 // `shardsim-runtime train --device cuda` against the CPU runtime: the same model, initial values,
 // corpus batches and AdamW, fp32 on both sides (no TF32); the losses agree step by step to 1e-4
-// relative, with micro-batches accumulated per step, on one rank and on two data-parallel ranks.
-// Skips without a GPU.
+// relative, with micro-batches accumulated per step, on one rank and on data-parallel,
+// tensor-parallel and pipeline-parallel ranks sharing the GPU, alone and together. Skips without a
+// GPU.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -17,8 +18,9 @@
 
 namespace {
 
-// `ranks` > 1: under mpiexec (SHARDSIM_MPIEXEC, else the one CMake found), data parallel.
-std::vector<double> Losses(const std::string& device, int ranks = 1) {
+// The runtime's output for `mesh` ("--set mesh.data=2 ..."), under mpiexec (SHARDSIM_MPIEXEC,
+// else the one CMake found) when `ranks` > 1; `status` gets the exit status.
+std::string RunRuntime(const std::string& device, int ranks, const std::string& mesh, int* status = nullptr) {
   const char* mpiexec = std::getenv("SHARDSIM_MPIEXEC");
   const std::string launch = ranks == 1 ? "" : std::string(mpiexec != nullptr ? mpiexec : SHARDSIM_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
   // SHARDSIM_RUNTIME_BIN: the program to run where the build folder's path does not exist (a
@@ -26,13 +28,22 @@ std::vector<double> Losses(const std::string& device, int ranks = 1) {
   const char* bin = std::getenv("SHARDSIM_RUNTIME_BIN");
   const std::string command = launch + std::string(bin != nullptr ? bin : SHARDSIM_RUNTIME) +
                               " train --model tiny-dense --set global_batch_size=8 --set micro_batch_size=2 --set seq_len=128"
-                              " --set dtype=fp32 --steps 6 --json --set mesh.data=" + std::to_string(ranks) + " --device " + device + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::string out;
+                              " --set dtype=fp32 --steps 6 --json " + mesh + " --device " + device + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out = command + "\n";
   std::array<char, 4096> buf{};
-  while (pipe && fgets(buf.data(), buf.size(), pipe.get()) != nullptr) out += buf.data();
+  while (pipe != nullptr && fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
+  const int code = pipe != nullptr ? pclose(pipe) : -1;
+  if (status != nullptr) *status = code;
+  return out;
+}
+
+// The per-step losses of the run (`ranks` ranks over `mesh`; data parallel by default).
+std::vector<double> Losses(const std::string& device, int ranks = 1, std::string mesh = "") {
+  if (mesh.empty()) mesh = "--set mesh.data=" + std::to_string(ranks);
+  const std::string out = RunRuntime(device, ranks, mesh);
   const nlohmann::json report = nlohmann::json::parse(out.substr(std::min(out.find('{'), out.size())), nullptr, false);
-  EXPECT_FALSE(report.is_discarded()) << command << "\n" << out;
+  EXPECT_FALSE(report.is_discarded()) << out;
   return report.is_discarded() ? std::vector<double>{} : report["losses"].get<std::vector<double>>();
 }
 
@@ -57,6 +68,49 @@ TEST(GpuTrainEquivalenceTest, DataParallelRanksMatchTheCpuRuntime) {
   std::string why;
   if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
   ExpectSameLosses(Losses("cpu", 2), Losses("cuda", 2));
+}
+
+// Two tensor-parallel ranks sharing the GPU (heads, MLP width and vocabulary split; partial sums
+// and the loss's row figures reduced over MPI through host memory) against the CPU runtime's.
+TEST(GpuTrainEquivalenceTest, TensorParallelRanksMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  const std::string mesh = "--set mesh.tensor=2";
+  ExpectSameLosses(Losses("cpu", 2, mesh), Losses("cuda", 2, mesh));
+}
+
+// Two pipeline stages (layers 0-1 with the embedding, 2-3 with the head), activations and their
+// gradients sent between them through host memory.
+TEST(GpuTrainEquivalenceTest, PipelineStagesMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  const std::string mesh = "--set mesh.pipeline=2";
+  ExpectSameLosses(Losses("cpu", 2, mesh), Losses("cuda", 2, mesh));
+}
+
+// Two axes together: four ranks on the GPU.
+TEST(GpuTrainEquivalenceTest, DataAndTensorParallelRanksMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  const std::string mesh = "--set mesh.data=2 --set mesh.tensor=2";
+  ExpectSameLosses(Losses("cpu", 4, mesh), Losses("cuda", 4, mesh));
+}
+
+TEST(GpuTrainEquivalenceTest, TensorParallelPipelineStagesMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  const std::string mesh = "--set mesh.tensor=2 --set mesh.pipeline=2";
+  ExpectSameLosses(Losses("cpu", 4, mesh), Losses("cuda", 4, mesh));
+}
+
+// A mesh the GPU path does not run is refused with one line naming what it runs, before any GPU
+// is looked for (so this runs without one).
+TEST(GpuTrainRefusalTest, ContextMeshIsRefusedWithTheAxesItRuns) {
+  int status = 0;
+  const std::string out = RunRuntime("cuda", 2, "--set mesh.context=2", &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("runs data, tensor and pipeline parallelism only"), std::string::npos) << out;
+  EXPECT_NE(out.find("context"), std::string::npos) << out;
 }
 
 }  // namespace

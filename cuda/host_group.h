@@ -1,0 +1,22 @@
+// The reductions a GPU rank needs over the other ranks of its tensor-parallel group, on host
+// memory: the runtime implements them over MPI (runtime/train_gpu.cc), since Debian's Open MPI is
+// not CUDA-aware; cuda/ itself stays free of MPI. `what` names the reduction in error messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shardsim::cuda {
+
+class HostGroup {
+ public:
+  virtual ~HostGroup() = default;
+  virtual int Size() const = 0;
+  virtual int Rank() const = 0;
+  // In place, element by element over the group's ranks.
+  virtual void Sum(float* data, int64_t n, const std::string& what) = 0;
+  virtual void Sum(double* data, int64_t n, const std::string& what) = 0;
+  virtual void Max(float* data, int64_t n, const std::string& what) = 0;
+};
+
+}  // namespace shardsim::cuda
