@@ -45,22 +45,30 @@ __global__ void ReduceKvKernel(T* out, const float* acc, int seq, int kv_heads, 
   out[i] = FromF<T>(sum);
 }
 
-__device__ __forceinline__ bool Masked(bool causal, int q, int k) { return causal && k > q; }
+// Where the causal mask compares: query q and key k by their positions (null: their indices).
+struct MaskPositions {
+  const int32_t* query = nullptr;
+  const int32_t* key = nullptr;
+  bool causal = false;
+  __device__ __forceinline__ bool Masked(int q, int k) const {
+    return causal && (key != nullptr ? key[k] : k) > (query != nullptr ? query[q] : q);
+  }
+};
 
 // One warp per (head, query row) of a tile: p = exp(s - max), row max and sum kept.
 template <typename T>
 __global__ void TileSoftmaxKernel(T* probs, float* row_m, float* row_l, const float* scores, int bq, int bk, int q0,
-                                  int k0, bool causal, int tile) {
+                                  int k0, MaskPositions mask, int tile) {
   const int i = blockIdx.x, h = blockIdx.y;
   const int64_t base = (static_cast<int64_t>(h) * bq + i) * bk;
   float m = -INFINITY;
   for (int j = threadIdx.x; j < bk; j += 32) {
-    if (!Masked(causal, q0 + i, k0 + j)) m = fmaxf(m, scores[base + j]);
+    if (!mask.Masked(q0 + i, k0 + j)) m = fmaxf(m, scores[base + j]);
   }
   m = WarpMax(m);
   float l = 0;
   for (int j = threadIdx.x; j < bk; j += 32) {
-    const float p = (m == -INFINITY || Masked(causal, q0 + i, k0 + j)) ? 0.0f : expf(scores[base + j] - m);
+    const float p = (m == -INFINITY || mask.Masked(q0 + i, k0 + j)) ? 0.0f : expf(scores[base + j] - m);
     const T stored = FromF<T>(p);
     probs[base + j] = stored;
     l += ToF(stored);  // the sum of what the product with V will read
@@ -122,12 +130,12 @@ __global__ void DeltaKernel(float* delta, const T* o, const T* d_o, int seq, int
 // Backward, per tile: probs = exp(scores - lse) (masked: 0).
 template <typename T>
 __global__ void TileProbsKernel(T* probs, const float* scores, const float* lse, int bq, int bk, int q0, int k0,
-                                bool causal, int seq) {
+                                MaskPositions mask, int seq) {
   const int i = blockIdx.x, h = blockIdx.y;
   const int64_t base = (static_cast<int64_t>(h) * bq + i) * bk;
   const float l = lse[static_cast<int64_t>(h) * seq + q0 + i];
   for (int j = threadIdx.x; j < bk; j += blockDim.x) {
-    const bool off = l == -INFINITY || Masked(causal, q0 + i, k0 + j);
+    const bool off = l == -INFINITY || mask.Masked(q0 + i, k0 + j);
     probs[base + j] = FromF<T>(off ? 0.0f : expf(scores[base + j] - l));
   }
 }
@@ -156,12 +164,16 @@ GpuAttention<T>::GpuAttention(const AttentionDims& dims, bool causal, float scal
   if (d_.heads % d_.kv_heads != 0 || d_.tile <= 0 || d_.head_dim <= 0) {
     throw CudaError("GpuAttention: heads must be a multiple of kv_heads, tile and head_dim positive");
   }
-  d_.tile = std::min(d_.tile, std::max(1, d_.seq));
-  use_fused_ = std::is_same_v<T, bf16> && d_.fused && FlashAttentionSupports(d_.seq, d_.head_dim);
+  if (d_.kv_seq == 0) d_.kv_seq = d_.seq;
+  d_.tile = std::min(d_.tile, std::max(1, std::max(d_.seq, d_.kv_seq)));
+  // By index until SetPositions: each tile's latest query and earliest key.
+  for (int q0 = 0; q0 < d_.seq; q0 += d_.tile) q_tile_max_.push_back(std::min(q0 + d_.tile, d_.seq) - 1);
+  for (int k0 = 0; k0 < d_.kv_seq; k0 += d_.tile) k_tile_min_.push_back(k0);
+  use_fused_ = std::is_same_v<T, bf16> && d_.fused && d_.kv_seq == d_.seq && FlashAttentionSupports(d_.seq, d_.head_dim);
   if (use_fused_) return;  // the fused kernels need no tile workspace
   const int64_t tt = static_cast<int64_t>(d_.heads) * d_.tile * d_.tile;
   const int64_t thk = static_cast<int64_t>(d_.tile) * d_.heads * d_.head_dim;
-  const int64_t shk = static_cast<int64_t>(d_.seq) * d_.heads * d_.head_dim;
+  const int64_t shk = static_cast<int64_t>(d_.kv_seq) * d_.heads * d_.head_dim;
   scores_ = DeviceBuffer<float>(tt);
   probs_ = DeviceBuffer<T>(tt);
   o_tile_ = DeviceBuffer<float>(thk);
@@ -183,11 +195,34 @@ int64_t GpuAttention<T>::WorkspaceBytes() const {
 }
 
 template <typename T>
+void GpuAttention<T>::SetPositions(const std::vector<int32_t>& query, const std::vector<int32_t>& key) {
+  if (static_cast<int>(query.size()) != d_.seq || static_cast<int>(key.size()) != d_.kv_seq) {
+    throw CudaError("GpuAttention::SetPositions: expected seq query and kv_seq key positions");
+  }
+  if (use_fused_) throw CudaError("GpuAttention::SetPositions: not on the fused kernels (construct with fused off)");
+  q_pos_ = ToDevice(query);
+  k_pos_ = ToDevice(key);
+  for (size_t t = 0; t < q_tile_max_.size(); ++t) {
+    const auto from = query.begin() + static_cast<std::ptrdiff_t>(t) * d_.tile;
+    q_tile_max_[t] = *std::max_element(from, std::min(from + d_.tile, query.end()));
+  }
+  for (size_t t = 0; t < k_tile_min_.size(); ++t) {
+    const auto from = key.begin() + static_cast<std::ptrdiff_t>(t) * d_.tile;
+    k_tile_min_[t] = *std::min_element(from, std::min(from + d_.tile, key.end()));
+  }
+}
+
+template <typename T>
+bool GpuAttention<T>::Skipped(int q0, int k0) const {
+  return causal_ && k_tile_min_[static_cast<size_t>(k0 / d_.tile)] > q_tile_max_[static_cast<size_t>(q0 / d_.tile)];
+}
+
+template <typename T>
 const T* GpuAttention<T>::Expanded(const T* x, int b, DeviceBuffer<T>& out) {
-  const int64_t row = static_cast<int64_t>(d_.seq) * d_.kv_heads * d_.head_dim;
+  const int64_t row = static_cast<int64_t>(d_.kv_seq) * d_.kv_heads * d_.head_dim;
   if (d_.kv_heads == d_.heads) return x + b * row;
-  const int64_t n = static_cast<int64_t>(d_.seq) * d_.heads * d_.head_dim;
-  RepeatKvKernel<<<Blocks(n), 256>>>(out.data(), x + b * row, d_.seq, d_.heads, d_.heads / d_.kv_heads, d_.head_dim);
+  const int64_t n = static_cast<int64_t>(d_.kv_seq) * d_.heads * d_.head_dim;
+  RepeatKvKernel<<<Blocks(n), 256>>>(out.data(), x + b * row, d_.kv_seq, d_.heads, d_.heads / d_.kv_heads, d_.head_dim);
   CheckLaunch("RepeatKv");
   return out.data();
 }
@@ -200,10 +235,11 @@ void GpuAttention<T>::Forward(Blas& blas, T* o, float* lse, const T* q, const T*
       return;
     }
   }
-  const int S = d_.seq, H = d_.heads, K = d_.head_dim, tile = d_.tile;
+  const int S = d_.seq, Sk = d_.kv_seq, H = d_.heads, K = d_.head_dim, tile = d_.tile;
   const int64_t hk = static_cast<int64_t>(H) * K;
   const DType t = TypeOf<T>();
   const int threads = std::min(K, 256);
+  const MaskPositions mask{q_pos_.data(), k_pos_.data(), causal_};
   for (int b = 0; b < d_.batch; ++b) {
     const T* kr = Expanded(k, b, k_rep_);
     const T* vr = Expanded(v, b, v_rep_);
@@ -212,13 +248,14 @@ void GpuAttention<T>::Forward(Blas& blas, T* o, float* lse, const T* q, const T*
       const int bq = std::min(tile, S - q0);
       InitRowsKernel<<<Blocks(static_cast<int64_t>(H) * tile), 256>>>(lse_acc_.data(), H * tile);
       CheckLaunch("InitRows");
-      for (int k0 = 0; k0 < S && !(causal_ && k0 > q0 + bq - 1); k0 += tile) {
-        const int bk = std::min(tile, S - k0);
+      for (int k0 = 0; k0 < Sk; k0 += tile) {
+        if (Skipped(q0, k0)) continue;
+        const int bk = std::min(tile, Sk - k0);
         const int64_t tt = static_cast<int64_t>(bq) * bk;
         blas.Gemm({scores_.data(), DType::kF32, bk, tt}, {qb + q0 * hk, t, hk, Op::kNo, K},
                   {kr + k0 * hk, t, hk, Op::kYes, K}, bq, bk, K, scale_, 0.0f, H);
         TileSoftmaxKernel<<<dim3(bq, H), 32>>>(probs_.data(), row_m_.data(), row_l_.data(), scores_.data(), bq, bk, q0,
-                                               k0, causal_, tile);
+                                               k0, mask, tile);
         CheckLaunch("TileSoftmax");
         blas.Gemm({o_tile_.data(), DType::kF32, hk, K}, {probs_.data(), t, bk, Op::kNo, tt},
                   {vr + k0 * hk, t, hk, Op::kNo, K}, bq, K, bk, 1.0f, 0.0f, H);
@@ -237,10 +274,11 @@ void GpuAttention<T>::Forward(Blas& blas, T* o, float* lse, const T* q, const T*
 template <typename T>
 void GpuAttention<T>::Backward(Blas& blas, T* dq, T* dk, T* dv, const T* q, const T* k, const T* v, const T* o,
                                const T* d_o, const float* lse) {
-  const int S = d_.seq, H = d_.heads, G = d_.kv_heads, K = d_.head_dim, tile = d_.tile;
+  const int S = d_.seq, Sk = d_.kv_seq, H = d_.heads, G = d_.kv_heads, K = d_.head_dim, tile = d_.tile;
   const int64_t hk = static_cast<int64_t>(H) * K;
-  const int64_t shk = static_cast<int64_t>(S) * hk;
+  const int64_t shk = static_cast<int64_t>(S) * hk, skhk = static_cast<int64_t>(Sk) * hk;
   const DType t = TypeOf<T>();
+  const MaskPositions mask{q_pos_.data(), k_pos_.data(), causal_};
   if constexpr (std::is_same_v<T, bf16>) {
     if (use_fused_) {
       const int64_t all = d_.batch * shk;
@@ -264,10 +302,10 @@ void GpuAttention<T>::Backward(Blas& blas, T* dq, T* dk, T* dv, const T* q, cons
       return;
     }
   }
-  if (dq_acc_.size() != shk) {
+  if (dq_acc_.size() != shk || dk_acc_.size() != skhk) {
     dq_acc_ = DeviceBuffer<float>(shk);
-    dk_acc_ = DeviceBuffer<float>(shk);
-    dv_acc_ = DeviceBuffer<float>(shk);
+    dk_acc_ = DeviceBuffer<float>(skhk);
+    dv_acc_ = DeviceBuffer<float>(skhk);
     delta_ = DeviceBuffer<float>(static_cast<int64_t>(H) * S);
   }
   for (int b = 0; b < d_.batch; ++b) {
@@ -283,12 +321,13 @@ void GpuAttention<T>::Backward(Blas& blas, T* dq, T* dk, T* dv, const T* q, cons
     dv_acc_.Zero();
     for (int q0 = 0; q0 < S; q0 += tile) {
       const int bq = std::min(tile, S - q0);
-      for (int k0 = 0; k0 < S && !(causal_ && k0 > q0 + bq - 1); k0 += tile) {
-        const int bk = std::min(tile, S - k0);
+      for (int k0 = 0; k0 < Sk; k0 += tile) {
+        if (Skipped(q0, k0)) continue;
+        const int bk = std::min(tile, Sk - k0);
         const int64_t tt = static_cast<int64_t>(bq) * bk;
         blas.Gemm({scores_.data(), DType::kF32, bk, tt}, {qb + q0 * hk, t, hk, Op::kNo, K},
                   {kr + k0 * hk, t, hk, Op::kYes, K}, bq, bk, K, scale_, 0.0f, H);
-        TileProbsKernel<<<dim3(bq, H), 128>>>(probs_.data(), scores_.data(), lseb, bq, bk, q0, k0, causal_, S);
+        TileProbsKernel<<<dim3(bq, H), 128>>>(probs_.data(), scores_.data(), lseb, bq, bk, q0, k0, mask, S);
         CheckLaunch("TileProbs");
         // dV += P^T dO
         blas.Gemm({dv_acc_.data() + k0 * hk, DType::kF32, hk, K}, {probs_.data(), t, bk, Op::kYes, tt},
@@ -306,9 +345,9 @@ void GpuAttention<T>::Backward(Blas& blas, T* dq, T* dk, T* dv, const T* q, cons
       }
     }
     Convert(dq + b * shk, dq_acc_.data(), shk);
-    const int64_t sgk = static_cast<int64_t>(S) * G * K;
-    ReduceKvKernel<<<Blocks(sgk), 256>>>(dk + b * sgk, dk_acc_.data(), S, G, H / G, K);
-    ReduceKvKernel<<<Blocks(sgk), 256>>>(dv + b * sgk, dv_acc_.data(), S, G, H / G, K);
+    const int64_t sgk = static_cast<int64_t>(Sk) * G * K;
+    ReduceKvKernel<<<Blocks(sgk), 256>>>(dk + b * sgk, dk_acc_.data(), Sk, G, H / G, K);
+    ReduceKvKernel<<<Blocks(sgk), 256>>>(dv + b * sgk, dv_acc_.data(), Sk, G, H / G, K);
     CheckLaunch("ReduceKv");
   }
 }

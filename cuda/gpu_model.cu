@@ -1,5 +1,6 @@
 #include "cuda/gpu_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -67,10 +68,11 @@ class Model final : public GpuModel::Impl {
  public:
   Model(const ModelSpec& m, const GpuTrainConfig& c)
       : m_(m), c_(c), group_(c.tensor_group), t_(group_ != nullptr ? group_->Size() : 1), tr_(group_ != nullptr ? group_->Rank() : 0),
-        tok_(static_cast<int64_t>(c.micro_batch) * c.seq_len), D_(m.hidden_size), H_(m.num_heads / t_), G_(m.num_kv_heads / t_),
+        context_(c.context_group), cs_(context_ != nullptr ? context_->Size() : 1), seq_(c.seq_len / cs_),
+        tok_(static_cast<int64_t>(c.micro_batch) * seq_), D_(m.hidden_size), H_(m.num_heads / t_), G_(m.num_kv_heads / t_),
         K_(m.head_dim), F_(m.ffn_hidden_size / t_), V_(m.vocab_size / t_), L_(c.layers < 0 ? m.num_layers : c.layers), vocab0_(tr_ * V_),
-        attention_({c.micro_batch, c.seq_len, static_cast<int>(H_), static_cast<int>(G_), static_cast<int>(K_), c.attention_tile,
-                    c.fused_attention},
+        attention_({c.micro_batch, static_cast<int>(seq_), static_cast<int>(H_), static_cast<int>(G_), static_cast<int>(K_), c.attention_tile,
+                    c.fused_attention && cs_ == 1, cs_ > 1 ? c.seq_len : 0},
                    true, 1.0f / std::sqrt(static_cast<float>(K_))) {
     Layout();
     params_ = DeviceBuffer<float>(n_);
@@ -98,7 +100,7 @@ class Model final : public GpuModel::Impl {
       a.h = DeviceBuffer<T>(tf);
       a.rstd1 = DeviceBuffer<float>(tok_);
       a.rstd2 = DeviceBuffer<float>(tok_);
-      a.lse = DeviceBuffer<float>(static_cast<int64_t>(c.micro_batch) * H_ * c.seq_len);
+      a.lse = DeviceBuffer<float>(static_cast<int64_t>(c.micro_batch) * H_ * seq_);
     }
     x_final_ = DeviceBuffer<T>(td);
     xnf_ = DeviceBuffer<T>(td);
@@ -119,9 +121,22 @@ class Model final : public GpuModel::Impl {
     }
     ids_ = DeviceBuffer<int32_t>(tok_);
     targets_ = DeviceBuffer<int32_t>(tok_);
+    // Each token's position in its sequence (RoPE's angle): its index, or this context rank's.
     std::vector<int32_t> pos(static_cast<size_t>(tok_));
-    for (int64_t i = 0; i < tok_; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i % c.seq_len);
+    for (int64_t i = 0; i < tok_; ++i) {
+      pos[static_cast<size_t>(i)] = cs_ > 1 ? c.positions[static_cast<size_t>(i % seq_)] : static_cast<int32_t>(i % seq_);
+    }
     positions_ = ToDevice(pos);
+    if (cs_ > 1) {
+      attention_.SetPositions(c.positions, c.key_positions);
+      const int64_t kv = tok_ * cs_ * G_ * K_;
+      k_full_ = DeviceBuffer<T>(kv);
+      v_full_ = DeviceBuffer<T>(kv);
+      dk_full_ = DeviceBuffer<T>(kv);
+      dv_full_ = DeviceBuffer<T>(kv);
+      kv_f_ = DeviceBuffer<float>(tok_ * G_ * K_);
+      kv_full_f_ = DeviceBuffer<float>(kv);
+    }
   }
 
   int64_t Parameters() const override { return n_; }
@@ -303,6 +318,39 @@ class Model final : public GpuModel::Impl {
     Check(cudaMemcpy(x, host_.data(), sizeof(float) * static_cast<size_t>(n), cudaMemcpyHostToDevice), "cudaMemcpy to device");
   }
 
+  // full [B, S, G, K] = the context group's local K or V [B, S / c, G, K], each batch row's
+  // tokens in group order (key_positions'), staged through host memory in fp32.
+  void GatherKv(T* full, const T* local, const std::string& what) {
+    const int64_t n = tok_ * G_ * K_, row = seq_ * G_ * K_, rows = c_.micro_batch;
+    Convert(kv_f_.data(), local, n);
+    const std::vector<float> mine = kv_f_.Download();
+    host_.resize(static_cast<size_t>(n * cs_));
+    context_->AllGather(host_.data(), mine.data(), n, what);
+    std::vector<float> ordered(host_.size());  // [rank][b][row] -> [b][rank][row]
+    for (int64_t r = 0; r < cs_; ++r) {
+      for (int64_t b = 0; b < rows; ++b) {
+        std::copy_n(host_.begin() + (r * rows + b) * row, row, ordered.begin() + (b * cs_ + r) * row);
+      }
+    }
+    kv_full_f_.Upload(ordered);
+    Convert(full, kv_full_f_.data(), n * cs_);
+  }
+
+  // local [B, S / c, G, K] = this rank's block of the context group's sum of full [B, S, G, K].
+  void ScatterKvGrad(T* local, const T* full, const std::string& what) {
+    const int64_t n = tok_ * G_ * K_, row = seq_ * G_ * K_, rows = c_.micro_batch;
+    Convert(kv_full_f_.data(), full, n * cs_);
+    const std::vector<float> all = kv_full_f_.Download();
+    host_.resize(static_cast<size_t>(n * cs_));  // [b][rank][row] -> [rank][b][row]
+    for (int64_t r = 0; r < cs_; ++r) {
+      for (int64_t b = 0; b < rows; ++b) std::copy_n(all.begin() + (b * cs_ + r) * row, row, host_.begin() + (r * rows + b) * row);
+    }
+    std::vector<float> mine(static_cast<size_t>(n));
+    context_->ReduceScatterSum(mine.data(), host_.data(), n, what);
+    kv_f_.Upload(mine);
+    Convert(local, kv_f_.data(), n);
+  }
+
   // next [tok, D] = residual + x W for a row-parallel W [k, D] (this rank's rows: its partial
   // product summed over the group first, in fp32).
   void RowParallel(T* next, const T* residual, const T* x, int64_t w, int64_t k, const std::string& what) {
@@ -338,7 +386,14 @@ class Model final : public GpuModel::Impl {
       Linear(a.v.data(), a.xn1.data(), p.wv, D_, gk);
       RopeForward(a.q.data(), positions_.data(), t, static_cast<int>(H_), static_cast<int>(K_), c_.rope_theta);
       RopeForward(a.k.data(), positions_.data(), t, static_cast<int>(G_), static_cast<int>(K_), c_.rope_theta);
-      attention_.Forward(blas_, a.o.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data());
+      if (cs_ == 1) {
+        attention_.Forward(blas_, a.o.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data());
+      } else {
+        const std::string layer = "layer " + std::to_string(c_.first_layer + l);
+        GatherKv(k_full_.data(), a.k.data(), "context all-gather of " + layer + " K");
+        GatherKv(v_full_.data(), a.v.data(), "context all-gather of " + layer + " V");
+        attention_.Forward(blas_, a.o.data(), a.lse.data(), a.q.data(), k_full_.data(), v_full_.data());
+      }
       RowParallel(a.x_mid.data(), a.x_in.data(), a.o.data(), p.wo, hk, "tensor all-reduce of layer " + std::to_string(c_.first_layer + l) + " attention output");
       RmsNormForward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), P(p.mlp_norm), t, d, c_.norm_eps);
       Linear(a.gate.data(), a.xn2.data(), p.wg, D_, F_);
@@ -387,8 +442,17 @@ class Model final : public GpuModel::Impl {
       Convert(tmp_d_.data(), dres_.data(), tok_ * D_);
       LinearWeightGrad(p.wo, a.o.data(), tmp_d_.data(), hk, D_);
       LinearInputGrad(d_o_.data(), tmp_d_.data(), p.wo, hk, D_);
-      attention_.Backward(blas_, dq_.data(), dk_.data(), dv_.data(), a.q.data(), a.k.data(), a.v.data(), a.o.data(),
-                          d_o_.data(), a.lse.data());
+      if (cs_ == 1) {
+        attention_.Backward(blas_, dq_.data(), dk_.data(), dv_.data(), a.q.data(), a.k.data(), a.v.data(), a.o.data(), d_o_.data(),
+                            a.lse.data());
+      } else {  // K and V gathered again (as ring attention passes them round again), dK and dV sent home
+        GatherKv(k_full_.data(), a.k.data(), "context all-gather of layer " + layer + " K in backward");
+        GatherKv(v_full_.data(), a.v.data(), "context all-gather of layer " + layer + " V in backward");
+        attention_.Backward(blas_, dq_.data(), dk_full_.data(), dv_full_.data(), a.q.data(), k_full_.data(), v_full_.data(), a.o.data(),
+                            d_o_.data(), a.lse.data());
+        ScatterKvGrad(dk_.data(), dk_full_.data(), "context reduce-scatter of layer " + layer + " dK");
+        ScatterKvGrad(dv_.data(), dv_full_.data(), "context reduce-scatter of layer " + layer + " dV");
+      }
       RopeBackward(dq_.data(), positions_.data(), t, static_cast<int>(H_), static_cast<int>(K_), c_.rope_theta);
       RopeBackward(dk_.data(), positions_.data(), t, static_cast<int>(G_), static_cast<int>(K_), c_.rope_theta);
       LinearWeightGrad(p.wq, a.xn1.data(), dq_.data(), D_, hk);
@@ -447,6 +511,8 @@ class Model final : public GpuModel::Impl {
   GpuTrainConfig c_;
   HostGroup* group_;
   int64_t t_, tr_;  // tensor-parallel size and this rank's place
+  HostGroup* context_;
+  int64_t cs_, seq_;  // context-parallel size; tokens of a sequence this rank holds
   // Tokens per micro-batch, hidden size, this rank's heads, K/V heads, head dimension, MLP width,
   // vocabulary rows (from vocab0_), layers.
   int64_t tok_, D_, H_, G_, K_, F_, V_, L_, vocab0_;
@@ -461,6 +527,8 @@ class Model final : public GpuModel::Impl {
   DeviceBuffer<T> x_final_, xnf_, tmp_d_, dh_, dgate_, dup_, d_o_, dq_, dk_, dv_, dlogits_t_;
   DeviceBuffer<float> rstdf_, dres_, dxn_, logits_;
   DeviceBuffer<int32_t> ids_, targets_, positions_;
+  DeviceBuffer<T> k_full_, v_full_, dk_full_, dv_full_;  // context parallelism: the group's K, V [B, S, G, K]
+  DeviceBuffer<float> kv_f_, kv_full_f_;                 // their fp32 staging, local and whole
   std::vector<int32_t> host_targets_;
   std::vector<float> host_;  // staging for the group's reductions
 };
@@ -485,6 +553,16 @@ GpuModel::GpuModel(const ModelSpec& model, const GpuTrainConfig& config) : confi
     }
   } else {
     config_.tensor_group = nullptr;
+  }
+  if (HostGroup* g = config.context_group; g != nullptr && g->Size() > 1) {
+    const size_t cs = static_cast<size_t>(g->Size()), seq = static_cast<size_t>(config.seq_len);
+    if (seq % cs != 0 || config.positions.size() * cs != seq || config.key_positions.size() != seq) {
+      throw InputError("mesh.context", std::to_string(cs) + " ranks for sequences of " + std::to_string(seq) + " with " +
+                                           std::to_string(config.positions.size()) + " positions each",
+                       "a context size dividing the sequence, each rank given its positions and all ranks'", "");
+    }
+  } else {
+    config_.context_group = nullptr;
   }
   const int64_t layers = config.layers < 0 ? model.num_layers : config.layers;
   if (config.first_layer < 0 || layers < 1 || config.first_layer + layers > model.num_layers) {

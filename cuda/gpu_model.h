@@ -42,6 +42,13 @@ struct GpuTrainConfig {
   // (last stage); the others take and give activations [tokens, hidden] (Forward, Backward).
   int64_t first_layer = 0, layers = -1;
   bool embedding = true, head = true;
+  // Context parallelism: this rank's token positions in each sequence (`positions`, seq_len /
+  // context of them) and every context rank's in group order (`key_positions`, seq_len: the
+  // keys' order after the all-gather). Attention gathers the group's K and V over MPI through
+  // host memory, runs this rank's queries against them masked by position, and reduce-scatters
+  // dK and dV back (the same sums as ring attention). Null: one rank holds whole sequences.
+  HostGroup* context_group = nullptr;
+  std::vector<int32_t> positions, key_positions;
 };
 
 // One parameter tensor in the flat fp32 array, named as the CPU runtime names it

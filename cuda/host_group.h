@@ -1,6 +1,7 @@
-// The reductions a GPU rank needs over the other ranks of its tensor-parallel group, on host
-// memory: the runtime implements them over MPI (runtime/train_gpu.cc), since Debian's Open MPI is
-// not CUDA-aware; cuda/ itself stays free of MPI. `what` names the reduction in error messages.
+// The collectives a GPU rank needs over the other ranks of one mesh axis (its tensor-parallel or
+// context-parallel group), on host memory: the runtime implements them over MPI
+// (runtime/train_gpu.cc), since Debian's Open MPI is not CUDA-aware; cuda/ itself stays free of
+// MPI. `what` names the collective in error messages.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,10 @@ class HostGroup {
   virtual void Sum(float* data, int64_t n, const std::string& what) = 0;
   virtual void Sum(double* data, int64_t n, const std::string& what) = 0;
   virtual void Max(float* data, int64_t n, const std::string& what) = 0;
+  // out [Size() * n] = every rank's in [n], in rank order.
+  virtual void AllGather(float* out, const float* in, int64_t n, const std::string& what) = 0;
+  // out [n] = this rank's block of the sum over the ranks of in [Size() * n].
+  virtual void ReduceScatterSum(float* out, const float* in, int64_t n, const std::string& what) = 0;
 };
 
 }  // namespace shardsim::cuda

@@ -20,6 +20,7 @@
 #include "cuda/host_group.h"
 #include "runtime/comm.h"
 #include "runtime/init.h"
+#include "runtime/ring_attention.h"
 #include "strategies/plan_rules.h"
 #include "strategies/stage_layout.h"
 
@@ -32,11 +33,12 @@ namespace {
 // The plan's stage layout, after the checks that the GPU path runs it (before any communicator is
 // made: the splits are collective, and every rank fails the same way here).
 strategies::StageLayout CheckGpuJob(const TrainCommandOptions& a, const ModelSpec& model, const PlanSpec& plan) {
-  if (plan.mesh.Product() != plan.mesh.data * plan.mesh.tensor * plan.mesh.pipeline || plan.zero_stage != 0) {
+  const MeshShape& m = plan.mesh;
+  if (m.Product() != m.data * m.tensor * m.pipeline * m.context || plan.zero_stage != 0) {
     throw InputError("--device cuda",
-                     "runs data, tensor and pipeline parallelism only in this version (the plan's mesh is " + DescribeMesh(plan.mesh) +
+                     "runs data, tensor, pipeline and context parallelism only in this version (the plan's mesh is " + DescribeMesh(m) +
                          (plan.zero_stage != 0 ? ", ZeRO stage " + std::to_string(plan.zero_stage) : std::string()) + ")",
-                     "a mesh of data, tensor and pipeline axes and zero_stage 0", "run the plan on the CPU runtime (--device cpu)");
+                     "a mesh of data, tensor, pipeline and context axes and zero_stage 0", "run the plan on the CPU runtime (--device cpu)");
   }
   if (plan.sequence_parallel && plan.mesh.tensor > 1) {
     throw InputError("--device cuda", "sequence parallelism is not on the GPU path yet", "sequence_parallel false",
@@ -104,19 +106,43 @@ void Chunks(int64_t n, const F& reduce) {
   for (int64_t at = 0; at < n; at += kChunk) reduce(at, std::min(kChunk, n - at));
 }
 
-// The tensor-parallel group's reductions over MPI on host memory (Debian's Open MPI is not
-// CUDA-aware), under the job's timeout.
-class TensorGroup final : public cuda::HostGroup {
+// One mesh axis's collectives over MPI on host memory (Debian's Open MPI is not CUDA-aware), under
+// the job's timeout: the tensor or context group of the GPU model.
+class AxisGroup final : public cuda::HostGroup {
  public:
-  explicit TensorGroup(MeshComms& comms) : comms_(comms) {}
-  int Size() const override { return static_cast<int>(comms_.GroupSize({"tensor"})); }
-  int Rank() const override { return static_cast<int>(comms_.Coordinate("tensor")); }
-  void Sum(float* data, int64_t n, const std::string& what) override { Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceSum(data + at, k, {"tensor"}, what); }); }
-  void Sum(double* data, int64_t n, const std::string& what) override { Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceSum(data + at, k, {"tensor"}, what); }); }
-  void Max(float* data, int64_t n, const std::string& what) override { Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceMax(data + at, k, {"tensor"}, what); }); }
+  AxisGroup(MeshComms& comms, std::string axis) : comms_(comms), axes_{std::move(axis)} {}
+  int Size() const override { return static_cast<int>(comms_.GroupSize(axes_)); }
+  int Rank() const override { return comms_.GroupRank(axes_); }
+  void Sum(float* data, int64_t n, const std::string& what) override {
+    Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceSum(data + at, k, axes_, what); });
+  }
+  void Sum(double* data, int64_t n, const std::string& what) override {
+    Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceSum(data + at, k, axes_, what); });
+  }
+  void Max(float* data, int64_t n, const std::string& what) override {
+    Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceMax(data + at, k, axes_, what); });
+  }
+  void AllGather(float* out, const float* in, int64_t n, const std::string& what) override {
+    CheckCount(n, what);
+    if (Size() == 1) std::copy_n(in, n, out);
+    else comms_.AllGather(out, in, n, axes_, what);
+  }
+  void ReduceScatterSum(float* out, const float* in, int64_t n, const std::string& what) override {
+    CheckCount(n, what);
+    if (Size() == 1) std::copy_n(in, n, out);
+    else comms_.ReduceScatterSum(out, in, n, axes_, what);
+  }
 
  private:
+  // MPI counts are int: a gather or scatter over 2^31 elements would need pieces in another order.
+  void CheckCount(int64_t n, const std::string& what) const {
+    if (n * Size() > int64_t{INT32_MAX}) {
+      throw InputError("--device cuda", what + " moves " + std::to_string(n * Size()) + " elements", "under 2^31",
+                       "a smaller micro-batch or sequence per context rank");
+    }
+  }
   MeshComms& comms_;
+  std::vector<std::string> axes_;
 };
 
 }  // namespace
@@ -130,7 +156,7 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MeshComms comms(MPI_COMM_WORLD, plan);
   comms.set_timeout_s(a.timeout_s);
-  TensorGroup tensor(comms);
+  AxisGroup tensor(comms, "tensor"), context(comms, "context");
   // The ranks on this machine spread over its GPUs by their rank within the machine.
   MPI_Comm local;
   CheckMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local), MPI_COMM_WORLD, "ranks per machine");
@@ -149,6 +175,18 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   const int64_t stage = comms.Coordinate("pipeline"), stages = plan.mesh.pipeline;
   const strategies::ChunkLayout& part = layout.Chunk(stage, 0);
   config.first_layer = part.first_layer, config.layers = part.layers, config.embedding = part.embedding, config.head = part.head;
+  // This context rank's tokens of each sequence and every rank's, as the CPU runtime splits them
+  // (two zigzag chunks each, ring_attention.h).
+  const int64_t cs = plan.mesh.context;
+  if (cs > 1) {
+    const int64_t me = context.Rank();
+    for (int64_t r = 0; r < cs; ++r) {
+      std::vector<int32_t> theirs = SequencePositions(SequenceLayout::kZigzag, plan.seq_len, cs, r);
+      if (r == me) config.positions = theirs;
+      config.key_positions.insert(config.key_positions.end(), theirs.begin(), theirs.end());
+    }
+    config.context_group = &context;
+  }
   cuda::GpuModel gpu(model, config);
   gpu.LoadParameters(RuntimeInitialValues(gpu.Tensors(), static_cast<uint64_t>(a.seed)));
 
@@ -156,10 +194,11 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   // ranks of a tensor group read the same.
   const int64_t replicas = plan.mesh.data, per_replica = plan.global_batch_size / replicas, replica = comms.Coordinate("data");
   const int64_t mbs = per_replica / plan.micro_batch_size;
-  const int64_t tokens = plan.micro_batch_size * plan.seq_len;
+  const int64_t tokens = plan.micro_batch_size * plan.seq_len / cs, seq_local = plan.seq_len / cs;
   const double normaliser = static_cast<double>(plan.global_batch_size * plan.seq_len);
   const int64_t activations = tokens * model.hidden_size;
   std::vector<int32_t> ids(static_cast<size_t>(tokens)), targets(ids.size());
+  std::vector<int32_t> all_ids(static_cast<size_t>(plan.micro_batch_size * plan.seq_len)), all_targets(all_ids.size());
   std::vector<float> input, output, grad_output, grad_input;
   std::vector<double> losses, times;
   for (int64_t s = 0; s < a.steps; ++s) {
@@ -169,8 +208,15 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
       // Every stage reads the micro-batch (the first for its ids, the last for its targets). Over
       // pipeline stages one micro-batch is in flight at a time: its forward down the stages, then
       // its backward up them (the plan's schedule interleaves micro-batches; not on the GPU yet).
-      corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, replica * per_replica + mb * plan.micro_batch_size,
+      corpus.Batch(all_ids.data(), all_targets.data(), s, plan.global_batch_size, replica * per_replica + mb * plan.micro_batch_size,
                    plan.micro_batch_size);
+      for (int64_t b = 0; b < plan.micro_batch_size; ++b) {  // this context rank's tokens
+        for (int64_t i = 0; i < seq_local; ++i) {
+          const size_t from = static_cast<size_t>(b * plan.seq_len + (cs > 1 ? config.positions[static_cast<size_t>(i)] : i));
+          ids[static_cast<size_t>(b * seq_local + i)] = all_ids[from];
+          targets[static_cast<size_t>(b * seq_local + i)] = all_targets[from];
+        }
+      }
       const std::string at = "step " + std::to_string(s) + " micro-batch " + std::to_string(mb);
       if (stage > 0) {
         input.resize(static_cast<size_t>(activations));
@@ -185,18 +231,22 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
       gpu.Backward(grad_output, &grad_input);
       if (stage > 0) SendToStage(comms, grad_input, comms.PipelinePeer(stage - 1), kBackwardTag, "pipeline gradients of " + at);
     }
-    comms.AllReduceSum(&loss, 1, {"pipeline"}, "pipeline loss all-reduce");  // the last stage's
-    if (replicas > 1) {
-      // The data-parallel reduction, staged through host memory: every replica's gradient summed
-      // (each loss is divided by the global token count), then the same AdamW step everywhere.
+    // The loss of each context rank's tokens, on the last stage.
+    comms.AllReduceSum(&loss, 1, {"pipeline", "context"}, "pipeline and context loss all-reduce");
+    if (replicas * cs > 1) {
+      // The data- and context-parallel reduction, staged through host memory: every replica's
+      // and every context rank's gradient summed (each loss is divided by the global token
+      // count), then the same AdamW step everywhere.
       std::vector<float> grads = gpu.Gradients();
-      Chunks(static_cast<int64_t>(grads.size()),
-             [&](int64_t at, int64_t k) { comms.AllReduceSum(grads.data() + at, k, {"data"}, "data-parallel gradient all-reduce"); });
+      Chunks(static_cast<int64_t>(grads.size()), [&](int64_t at, int64_t k) {
+        comms.AllReduceSum(grads.data() + at, k, {"data", "context"}, "data- and context-parallel gradient all-reduce");
+      });
       gpu.SetGradients(grads);
       comms.AllReduceSum(&loss, 1, {"data"}, "data-parallel loss all-reduce");
     }
     // The global norm: each parameter once (tensor-replicated ones on tensor rank 0), summed over
-    // the ranks that hold different parameters; data replicas hold the same after the reduction.
+    // the ranks that hold different parameters; data and context replicas hold the same after
+    // the reduction.
     double squares = gpu.GradientSquares(comms.Coordinate("tensor") == 0);
     comms.AllReduceSum(&squares, 1, {"tensor", "pipeline"}, "gradient norm all-reduce");
     const double norm = gpu.Optimize(config.lr, squares);

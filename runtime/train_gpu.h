@@ -1,12 +1,15 @@
 // `shardsim-runtime train --device cuda`: the same model, initial values (init.h), corpus batches
 // and optimizer as the CPU trainer, on one rank's GPU (cuda/gpu_model.h), so the two runs'
-// losses can be compared step by step. Data and tensor parallelism in this version (ranks may
-// share a GPU): each data-parallel replica reads its share of the global batch as the CPU
-// trainer's replicas do, its gradients summed over MPI through host memory (Debian's OpenMPI is
-// not CUDA-aware); each tensor group shards the model as the CPU runtime does (Megatron-LM's
-// tensor parallelism with a vocabulary-parallel embedding and loss, cuda/gpu_model.h), its
-// partial sums reduced the same way; gradient accumulation over micro-batches. Sequence,
-// pipeline, context, expert, FSDP and ZeRO on the GPU are not built yet.
+// losses can be compared step by step. Data, tensor, pipeline and context parallelism in this
+// version (ranks may share a GPU), split as the CPU runtime splits them, every transfer over MPI
+// through host memory (Debian's OpenMPI is not CUDA-aware): each data-parallel replica reads its
+// share of the global batch; each tensor group shards the model (Megatron-LM's tensor
+// parallelism with a vocabulary-parallel embedding and loss, cuda/gpu_model.h); each pipeline
+// stage holds its layers and passes activations and their gradients on, one micro-batch in
+// flight (the plan's schedule is not followed yet); each context rank holds two zigzag chunks of
+// every sequence and gathers the group's K and V; gradients are summed over data and context,
+// with accumulation over micro-batches. Sequence parallelism, expert parallelism, FSDP and ZeRO
+// on the GPU are not built yet.
 #pragma once
 
 #include "core/model_spec.h"
@@ -20,7 +23,7 @@ namespace shardsim::runtime {
 bool GpuTrainingBuilt();
 
 // Trains on the GPU and prints the report as RunTrainCommand does (on rank 0 of a one-rank job).
-// Throws InputError for a mesh with other axes than data and tensor, ZeRO, sequence parallelism,
+// Throws InputError for a mesh with other axes (fsdp, expert), ZeRO, sequence parallelism,
 // a job whose size is not the mesh's, --trace/--checkpoint/--resume (not on the GPU path yet), no
 // GPU, a build without CUDA, and models the GPU path does not train.
 int RunTrainOnGpu(const TrainCommandOptions& options, const ModelSpec& model, const PlanSpec& plan, const Corpus& corpus);

@@ -168,6 +168,63 @@ void CheckAttention(bool causal) {
 
 TEST_F(CudaKernelsTest, CausalAttentionForwardAndBackward) { CheckAttention(true); }
 
+// Rows [b][at[i]] of x [B, S, W], for each batch row: [B, at.size(), W].
+std::vector<float> Rows(const std::vector<float>& x, int batch, int seq, const std::vector<int32_t>& at) {
+  const size_t w = x.size() / static_cast<size_t>(batch * seq);
+  std::vector<float> out;
+  for (int b = 0; b < batch; ++b) {
+    for (const int32_t i : at) out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(b * seq + i)) * w),
+                                          x.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(b * seq + i) + 1) * w));
+  }
+  return out;
+}
+
+// Context parallelism's attention: one rank's queries (zigzag chunks 1 and 2 of 4) against the
+// whole sequence's keys in the ranks' order (chunks 0, 3, 1, 2), masked by position, equal to
+// those rows of the whole sequence's attention; dK and dV are the local queries' share (the CPU's
+// backward with the other rows' output gradients zero). Tiles of 16 straddle the chunks.
+TEST_F(CudaKernelsTest, AttentionByPositionMatchesThoseRowsOfTheWholeSequence) {
+  const int b = 2, s = 48, h = 4, g = 2, k = 8, c = 12;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(k));
+  std::vector<int32_t> mine, keys;
+  for (int i = c; i < 3 * c; ++i) mine.push_back(i);
+  for (const int chunk : {0, 3, 1, 2}) {
+    for (int i = 0; i < c; ++i) keys.push_back(chunk * c + i);
+  }
+  const std::vector<float> q = Random(b * s * h * k, 40), kk = Random(b * s * g * k, 41), v = Random(b * s * g * k, 42);
+  std::vector<float> d_o = Random(b * s * h * k, 43);
+  for (int r = 0; r < b; ++r) {
+    for (int i = 0; i < s; ++i) {
+      if (i < c || i >= 3 * c) std::fill_n(d_o.begin() + (static_cast<std::ptrdiff_t>(r) * s + i) * h * k, h * k, 0.0f);
+    }
+  }
+  runtime::AttentionShape shape{b, s, s, h, g, k};
+  std::vector<float> o(q.size()), lse(b * h * s), dq(q.size(), 0), dk(kk.size(), 0), dv(v.size(), 0);
+  runtime::AttentionForward(o.data(), lse.data(), q.data(), kk.data(), v.data(), shape, true, scale);
+  runtime::AttentionBackward(dq.data(), dk.data(), dv.data(), q.data(), kk.data(), v.data(), o.data(), d_o.data(), lse.data(), shape,
+                             true, scale);
+  const int sl = static_cast<int>(mine.size());
+  AttentionDims dims{b, sl, h, g, k, 16};
+  dims.kv_seq = s;
+  GpuAttention<float> attn(dims, true, scale);
+  attn.SetPositions(mine, keys);
+  Blas blas;
+  DeviceBuffer<float> gq = ToDevice(Rows(q, b, s, mine)), gk = ToDevice(Rows(kk, b, s, keys)), gv = ToDevice(Rows(v, b, s, keys)),
+                      gdo = ToDevice(Rows(d_o, b, s, mine)), go(b * sl * h * k), glse(b * h * sl), gdq(b * sl * h * k), gdk(kk.size()),
+                      gdv(v.size());
+  attn.Forward(blas, go.data(), glse.data(), gq.data(), gk.data(), gv.data());
+  attn.Backward(blas, gdq.data(), gdk.data(), gdv.data(), gq.data(), gk.data(), gv.data(), go.data(), gdo.data(), glse.data());
+  std::vector<float> lse_rows;  // lse [B, H, S] at the local positions
+  for (int r = 0; r < b * h; ++r) {
+    for (const int32_t i : mine) lse_rows.push_back(lse[static_cast<size_t>(r * s + i)]);
+  }
+  EXPECT_LT(RelativeError(go.Download(), Rows(o, b, s, mine)), 1e-5);
+  EXPECT_LT(RelativeError(glse.Download(), lse_rows), 1e-5);
+  EXPECT_LT(RelativeError(gdq.Download(), Rows(dq, b, s, mine)), 1e-5);
+  EXPECT_LT(RelativeError(gdk.Download(), Rows(dk, b, s, keys)), 1e-5);
+  EXPECT_LT(RelativeError(gdv.Download(), Rows(dv, b, s, keys)), 1e-5);
+}
+
 std::vector<float> RoundToBf16(std::vector<float> x) {
   for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
   return x;

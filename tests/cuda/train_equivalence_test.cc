@@ -1,8 +1,8 @@
 // `shardsim-runtime train --device cuda` against the CPU runtime: the same model, initial values,
 // corpus batches and AdamW, fp32 on both sides (no TF32); the losses agree step by step to 1e-4
 // relative, with micro-batches accumulated per step, on one rank and on data-parallel,
-// tensor-parallel and pipeline-parallel ranks sharing the GPU, alone and together. Skips without a
-// GPU.
+// tensor-parallel, pipeline-parallel and context-parallel ranks sharing the GPU, alone and
+// together. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -103,14 +103,30 @@ TEST(GpuTrainEquivalenceTest, TensorParallelPipelineStagesMatchTheCpuRuntime) {
   ExpectSameLosses(Losses("cpu", 4, mesh), Losses("cuda", 4, mesh));
 }
 
+// Two context ranks, two zigzag chunks of each sequence each: K and V all-gathered and dK, dV
+// reduce-scattered over MPI through host memory, gradients summed over context.
+TEST(GpuTrainEquivalenceTest, ContextParallelRanksMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  const std::string mesh = "--set mesh.context=2";
+  ExpectSameLosses(Losses("cpu", 2, mesh), Losses("cuda", 2, mesh));
+}
+
+TEST(GpuTrainEquivalenceTest, TensorAndContextParallelRanksMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  const std::string mesh = "--set mesh.tensor=2 --set mesh.context=2";
+  ExpectSameLosses(Losses("cpu", 4, mesh), Losses("cuda", 4, mesh));
+}
+
 // A mesh the GPU path does not run is refused with one line naming what it runs, before any GPU
 // is looked for (so this runs without one).
-TEST(GpuTrainRefusalTest, ContextMeshIsRefusedWithTheAxesItRuns) {
+TEST(GpuTrainRefusalTest, FsdpMeshIsRefusedWithTheAxesItRuns) {
   int status = 0;
-  const std::string out = RunRuntime("cuda", 2, "--set mesh.context=2", &status);
+  const std::string out = RunRuntime("cuda", 2, "--set mesh.fsdp=2", &status);
   EXPECT_NE(status, 0) << out;
-  EXPECT_NE(out.find("runs data, tensor and pipeline parallelism only"), std::string::npos) << out;
-  EXPECT_NE(out.find("context"), std::string::npos) << out;
+  EXPECT_NE(out.find("runs data, tensor, pipeline and context parallelism only"), std::string::npos) << out;
+  EXPECT_NE(out.find("fsdp"), std::string::npos) << out;
 }
 
 }  // namespace
