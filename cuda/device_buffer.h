@@ -1,4 +1,5 @@
-// Owned device memory (cudaMalloc, never managed memory) for n elements of T.
+// Owned device memory (cudaMalloc, never managed memory) for n elements of T, and owned pinned
+// host memory.
 #pragma once
 
 #include <cstddef>
@@ -53,6 +54,37 @@ class DeviceBuffer {
     if (data_ != nullptr) cudaFree(data_);
     data_ = nullptr;
   }
+  T* data_ = nullptr;
+  int64_t n_ = 0;
+};
+
+// Owned page-locked host memory (cudaMallocHost) for n elements of T: what asynchronous copies
+// from the device need to run while the host goes on.
+template <typename T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(int64_t n) : n_(n) {
+    if (n > 0) Check(cudaMallocHost(reinterpret_cast<void**>(&data_), sizeof(T) * static_cast<size_t>(n)), "cudaMallocHost");
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  PinnedBuffer(PinnedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    if (this != &o) {
+      if (data_ != nullptr) cudaFreeHost(data_);
+      data_ = std::exchange(o.data_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  ~PinnedBuffer() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+  }
+  T* data() { return data_; }
+  int64_t size() const { return n_; }
+
+ private:
   T* data_ = nullptr;
   int64_t n_ = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <string>
 
 #include "core/error.h"
@@ -45,7 +46,8 @@ class GpuModel::Impl {
   virtual ~Impl() = default;
   virtual double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
                          std::vector<float>* output) = 0;
-  virtual void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input) = 0;
+  virtual void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink) = 0;
+  virtual void LoadStreamedGradients() = 0;
   virtual double GradientSquares(bool replicated) const = 0;
   virtual double Optimize(float lr, double squares) = 0;
   virtual const std::vector<GpuParamTensor>& Tensors() const = 0;
@@ -172,14 +174,35 @@ class Model final : public GpuModel::Impl {
     return loss;
   }
 
-  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input) override {
+  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink) override {
     if (c_.head != grad_output.empty() || static_cast<int64_t>(grad_output.size()) != (c_.head ? 0 : tok_ * D_)) {
       throw CudaError("GpuModel::Backward: the last stage takes no gradient, the others [tokens, hidden]");
     }
     if (!c_.head) dres_.Upload(grad_output);
+    sink_ = sink;
+    if (sink_ != nullptr && pinned_.size() != n_) {
+      pinned_ = PinnedBuffer<float>(n_);
+      if (copy_stream_ == nullptr) Check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    }
     BackwardPass();
+    if (sink_ != nullptr) {  // the embedding, final norm and head (the tail of the array), then every copy handed over
+      const int64_t layers_end = L_ > 0 ? layers_.back().wd + F_ * D_ : 0;
+      StreamGradients(layers_end, n_ - layers_end);
+      HandOver(true);
+      sink_ = nullptr;
+    }
     if (grad_input != nullptr) grad_input->clear();
     if (!c_.embedding && grad_input != nullptr) *grad_input = dres_.Download();
+  }
+
+  void LoadStreamedGradients() override {
+    if (pinned_.size() != n_) throw CudaError("GpuModel::LoadStreamedGradients: no Backward streamed gradients");
+    Check(cudaMemcpy(grads_.data(), pinned_.data(), sizeof(float) * static_cast<size_t>(n_), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+
+  ~Model() override {
+    for (const Pending& p : pending_) cudaEventDestroy(p.done);
+    if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
   }
 
   double GradientSquares(bool replicated) const override {
@@ -316,6 +339,42 @@ class Model final : public GpuModel::Impl {
     Check(cudaMemcpy(host_.data(), x, sizeof(float) * static_cast<size_t>(n), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
     group_->Sum(host_.data(), n, what);
     Check(cudaMemcpy(x, host_.data(), sizeof(float) * static_cast<size_t>(n), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+
+  // Gradients [offset, offset + n), final once the work queued so far has run: copied to pinned
+  // memory on the copy stream after it, then handed to the sink (HandOver).
+  void StreamGradients(int64_t offset, int64_t n) {
+    if (n <= 0) return;
+    cudaEvent_t queued = nullptr, copied = nullptr;
+    Check(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming), "cudaEventCreate");
+    Check(cudaEventRecord(queued, nullptr), "cudaEventRecord");
+    Check(cudaStreamWaitEvent(copy_stream_, queued, 0), "cudaStreamWaitEvent");
+    Check(cudaEventDestroy(queued), "cudaEventDestroy");
+    Check(cudaMemcpyAsync(pinned_.data() + offset, grads_.data() + offset, sizeof(float) * static_cast<size_t>(n), cudaMemcpyDeviceToHost,
+                          copy_stream_),
+          "cudaMemcpyAsync to host");
+    Check(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "cudaEventCreate");
+    Check(cudaEventRecord(copied, copy_stream_), "cudaEventRecord");
+    pending_.push_back({copied, offset, n});
+    HandOver(false);
+  }
+
+  // Hands the finished copies to the sink, in order; with `all`, waits for every one, letting the
+  // sink's reductions progress meanwhile.
+  void HandOver(bool all) {
+    while (!pending_.empty()) {
+      const cudaError_t state = cudaEventQuery(pending_.front().done);
+      if (state == cudaSuccess) {
+        const Pending p = pending_.front();
+        pending_.pop_front();
+        Check(cudaEventDestroy(p.done), "cudaEventDestroy");
+        sink_->Ready(pinned_.data() + p.offset, p.offset, p.n);
+        continue;
+      }
+      if (state != cudaErrorNotReady) Check(state, "cudaEventQuery");
+      if (!all) return;
+      sink_->Progress();
+    }
   }
 
   // full [B, S, G, K] = the context group's local K or V [B, S / c, G, K], each batch row's
@@ -463,6 +522,7 @@ class Model final : public GpuModel::Impl {
       LinearInputGrad(dxn_.data(), dv_.data(), p.wv, D_, gk, 1.0f);
       GroupSum(dxn_.data(), tok_ * D_, "tensor all-reduce of layer " + layer + " attention input gradient");
       RmsNormBackward(dres_.data(), Gr(p.attn_norm), dxn_.data(), a.x_in.data(), P(p.attn_norm), a.rstd1.data(), t, d);
+      if (sink_ != nullptr) StreamGradients(p.attn_norm, p.wd + F_ * D_ - p.attn_norm);  // the layer's tensors lie together
     }
     if (c_.embedding) EmbeddingBackward(Gr(emb_), dres_.data(), ids_.data(), t, d, static_cast<int>(vocab0_), static_cast<int>(V_));
   }
@@ -529,6 +589,15 @@ class Model final : public GpuModel::Impl {
   DeviceBuffer<int32_t> ids_, targets_, positions_;
   DeviceBuffer<T> k_full_, v_full_, dk_full_, dv_full_;  // context parallelism: the group's K, V [B, S, G, K]
   DeviceBuffer<float> kv_f_, kv_full_f_;                 // their fp32 staging, local and whole
+  // Streaming gradients to a sink during the backward (Backward with a sink).
+  struct Pending {
+    cudaEvent_t done;
+    int64_t offset, n;
+  };
+  GradientSink* sink_ = nullptr;
+  PinnedBuffer<float> pinned_;
+  cudaStream_t copy_stream_ = nullptr;
+  std::deque<Pending> pending_;
   std::vector<int32_t> host_targets_;
   std::vector<float> host_;  // staging for the group's reductions
 };
@@ -598,14 +667,17 @@ GpuStepStats GpuModel::Step(const std::vector<int32_t>& tokens) {
 }
 double GpuModel::ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser) {
   const double loss = impl_->Forward(ids, targets, normaliser, {}, nullptr);
-  impl_->Backward({}, nullptr);
+  impl_->Backward({}, nullptr, nullptr);
   return loss;
 }
 double GpuModel::Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
                          std::vector<float>* output) {
   return impl_->Forward(ids, targets, normaliser, input, output);
 }
-void GpuModel::Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input) { impl_->Backward(grad_output, grad_input); }
+void GpuModel::Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink) {
+  impl_->Backward(grad_output, grad_input, sink);
+}
+void GpuModel::LoadStreamedGradients() { impl_->LoadStreamedGradients(); }
 double GpuModel::GradientSquares(bool replicated) const { return impl_->GradientSquares(replicated); }
 double GpuModel::Optimize(float lr, double squares) { return impl_->Optimize(lr, squares); }
 double GpuModel::Optimize(float lr) {

@@ -15,6 +15,7 @@
 
 #include "core/model_spec.h"
 #include "cuda/blas.h"
+#include "cuda/gradient_sink.h"
 #include "cuda/host_group.h"
 
 namespace shardsim::cuda {
@@ -91,10 +92,15 @@ class GpuModel {
   // without the head) and writes this stage's output to `output` (left empty on the last stage);
   // Backward takes the gradient of that output (`grad_output`, empty on the last stage) and writes
   // the gradient of `input` to `grad_input` (left empty on the first). One micro-batch's
-  // activations are held at a time: each Forward is followed by its Backward.
+  // activations are held at a time: each Forward is followed by its Backward. With a `sink` (the
+  // step's last micro-batch), each layer's finished gradients are copied to pinned host memory
+  // on a stream of their own and handed to the sink while the GPU goes on; Backward returns when
+  // every copy has been handed over, and LoadStreamedGradients then takes what the sink left in
+  // that memory (the reduced gradients) as this rank's gradients.
   double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
                  std::vector<float>* output);
-  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input);
+  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink = nullptr);
+  void LoadStreamedGradients();
   // The sum of this rank's squared gradients (tensor-replicated ones only with `replicated`, so
   // that a group counts them once), and the optimizer step clipping to the global norm
   // sqrt(`squares`) (the sum over the ranks that hold different parameters); returns that norm.

@@ -70,6 +70,14 @@ TEST(GpuTrainEquivalenceTest, DataParallelRanksMatchTheCpuRuntime) {
   ExpectSameLosses(Losses("cpu", 2), Losses("cuda", 2));
 }
 
+// The same with the reduction after the backward instead of overlapped with it (the plan's
+// overlap.data, on by default: each layer's gradients reduced as the backward finishes them).
+TEST(GpuTrainEquivalenceTest, DataParallelRanksWithoutOverlapMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  ExpectSameLosses(Losses("cpu", 2), Losses("cuda", 2, "--set mesh.data=2 --set overlap.data=false"));
+}
+
 // Two tensor-parallel ranks sharing the GPU (heads, MLP width and vocabulary split; partial sums
 // and the loss's row figures reduced over MPI through host memory) against the CPU runtime's.
 TEST(GpuTrainEquivalenceTest, TensorParallelRanksMatchTheCpuRuntime) {
