@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,9 +18,8 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
 #include "cuda/gpu_model.h"
-#include "cuda/gradient_sink.h"
-#include "cuda/host_group.h"
 #include "runtime/comm.h"
+#include "runtime/gpu_host_collectives.h"
 #include "runtime/init.h"
 #include "runtime/ring_attention.h"
 #include "strategies/plan_rules.h"
@@ -99,88 +99,6 @@ void SendToStage(MeshComms& comms, const std::vector<float>& data, int peer, int
   comms.Wait(&request, what);
 }
 
-// `reduce(at, count)` over pieces of at most 2^28 elements: MPI counts are int, and a 1B model's
-// gradients are more.
-template <typename F>
-void Chunks(int64_t n, const F& reduce) {
-  constexpr int64_t kChunk = int64_t{1} << 28;
-  for (int64_t at = 0; at < n; at += kChunk) reduce(at, std::min(kChunk, n - at));
-}
-
-// One mesh axis's collectives over MPI on host memory (Debian's Open MPI is not CUDA-aware), under
-// the job's timeout: the tensor or context group of the GPU model.
-class AxisGroup final : public cuda::HostGroup {
- public:
-  AxisGroup(MeshComms& comms, std::string axis) : comms_(comms), axes_{std::move(axis)} {}
-  int Size() const override { return static_cast<int>(comms_.GroupSize(axes_)); }
-  int Rank() const override { return comms_.GroupRank(axes_); }
-  void Sum(float* data, int64_t n, const std::string& what) override {
-    Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceSum(data + at, k, axes_, what); });
-  }
-  void Sum(double* data, int64_t n, const std::string& what) override {
-    Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceSum(data + at, k, axes_, what); });
-  }
-  void Max(float* data, int64_t n, const std::string& what) override {
-    Chunks(n, [&](int64_t at, int64_t k) { comms_.AllReduceMax(data + at, k, axes_, what); });
-  }
-  void AllGather(float* out, const float* in, int64_t n, const std::string& what) override {
-    CheckCount(n, what);
-    if (Size() == 1) std::copy_n(in, n, out);
-    else comms_.AllGather(out, in, n, axes_, what);
-  }
-  void ReduceScatterSum(float* out, const float* in, int64_t n, const std::string& what) override {
-    CheckCount(n, what);
-    if (Size() == 1) std::copy_n(in, n, out);
-    else comms_.ReduceScatterSum(out, in, n, axes_, what);
-  }
-
- private:
-  // MPI counts are int: a gather or scatter over 2^31 elements would need pieces in another order.
-  void CheckCount(int64_t n, const std::string& what) const {
-    if (n * Size() > int64_t{INT32_MAX}) {
-      throw InputError("--device cuda", what + " moves " + std::to_string(n * Size()) + " elements", "under 2^31",
-                       "a smaller micro-batch or sequence per context rank");
-    }
-  }
-  MeshComms& comms_;
-  std::vector<std::string> axes_;
-};
-
-// The data- and context-parallel gradient reduction overlapped with the backward (the plan's
-// overlap.data, as Megatron-LM's --overlap-grad-reduce): each layer's gradients are summed in
-// place over MPI as soon as the GPU model hands them over, while the GPU computes the layers
-// before it.
-class OverlappedReduction final : public cuda::GradientSink {
- public:
-  explicit OverlappedReduction(MeshComms& comms) : comms_(comms) {}
-  void Ready(float* data, int64_t offset, int64_t n) override {
-    Chunks(n, [&](int64_t at, int64_t k) {
-      requests_.push_back(comms_.StartAllReduceSum(data + at, k, kAxes, what(offset + at)));
-      names_.push_back(offset + at);
-    });
-    Progress();
-  }
-  void Progress() override {
-    int done = 0;
-    if (!requests_.empty()) {
-      CheckMpi(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE), comms_.world(), what(names_.front()));
-    }
-  }
-  // Waits for every reduction started (under the job's timeout).
-  void Finish() {
-    for (size_t i = 0; i < requests_.size(); ++i) comms_.Wait(&requests_[i], what(names_[i]));
-    requests_.clear();
-    names_.clear();
-  }
-
- private:
-  static std::string what(int64_t offset) { return "data- and context-parallel gradient all-reduce from parameter " + std::to_string(offset); }
-  static inline const std::vector<std::string> kAxes{"data", "context"};
-  MeshComms& comms_;
-  std::vector<MPI_Request> requests_;
-  std::vector<int64_t> names_;
-};
-
 }  // namespace
 
 int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const PlanSpec& plan, const Corpus& corpus) {
@@ -237,7 +155,8 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   std::vector<int32_t> all_ids(static_cast<size_t>(plan.micro_batch_size * plan.seq_len)), all_targets(all_ids.size());
   std::vector<float> input, output, grad_output, grad_input;
   const bool overlap = replicas * cs > 1 && plan.overlap.data;
-  OverlappedReduction reduction(comms);
+  std::optional<OverlappedReduction> reduction;
+  if (overlap) reduction.emplace(comms);
   std::vector<double> losses, times;
   for (int64_t s = 0; s < a.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -266,13 +185,13 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
         grad_output.resize(static_cast<size_t>(activations));
         comms.Receive(grad_output.data(), activations, comms.PipelinePeer(stage + 1), kBackwardTag, "pipeline gradients of " + at);
       }
-      gpu.Backward(grad_output, &grad_input, overlap && mb + 1 == mbs ? &reduction : nullptr);
+      gpu.Backward(grad_output, &grad_input, overlap && mb + 1 == mbs ? &*reduction : nullptr);
       if (stage > 0) SendToStage(comms, grad_input, comms.PipelinePeer(stage - 1), kBackwardTag, "pipeline gradients of " + at);
     }
     // The loss of each context rank's tokens, on the last stage.
     comms.AllReduceSum(&loss, 1, {"pipeline", "context"}, "pipeline and context loss all-reduce");
     if (overlap) {
-      reduction.Finish();
+      reduction->Finish();
       gpu.LoadStreamedGradients();
       comms.AllReduceSum(&loss, 1, {"data"}, "data-parallel loss all-reduce");
     } else if (replicas * cs > 1) {
@@ -280,7 +199,7 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
       // every replica's and every context rank's gradient summed (each loss is divided by the
       // global token count), then the same AdamW step everywhere.
       std::vector<float> grads = gpu.Gradients();
-      Chunks(static_cast<int64_t>(grads.size()), [&](int64_t at, int64_t k) {
+      InPieces(static_cast<int64_t>(grads.size()), [&](int64_t at, int64_t k) {
         comms.AllReduceSum(grads.data() + at, k, {"data", "context"}, "data- and context-parallel gradient all-reduce");
       });
       gpu.SetGradients(grads);
