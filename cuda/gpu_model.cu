@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <string>
 
 #include "core/error.h"
 #include "cuda/attention.h"
+#include "cuda/context_kv.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
+#include "cuda/gradient_stream.h"
 #include "cuda/kernels.h"
 #include "cuda/vocab_parallel_loss.h"
 
@@ -55,7 +56,6 @@ class GpuModel::Impl {
   virtual std::vector<float> Gradients() const = 0;
   virtual void SetGradients(const std::vector<float>& values) = 0;
   virtual int64_t Parameters() const = 0;
-  virtual int64_t DeviceBytes() const = 0;
 };
 
 namespace {
@@ -131,27 +131,11 @@ class Model final : public GpuModel::Impl {
     positions_ = ToDevice(pos);
     if (cs_ > 1) {
       attention_.SetPositions(c.positions, c.key_positions);
-      const int64_t kv = tok_ * cs_ * G_ * K_;
-      k_full_ = DeviceBuffer<T>(kv);
-      v_full_ = DeviceBuffer<T>(kv);
-      dk_full_ = DeviceBuffer<T>(kv);
-      dv_full_ = DeviceBuffer<T>(kv);
-      kv_f_ = DeviceBuffer<float>(tok_ * G_ * K_);
-      kv_full_f_ = DeviceBuffer<float>(kv);
+      context_kv_ = std::make_unique<ContextKv<T>>(*context_, c.micro_batch, seq_, G_ * K_);
     }
   }
 
   int64_t Parameters() const override { return n_; }
-
-  int64_t DeviceBytes() const override {
-    int64_t bytes = static_cast<int64_t>(params_.bytes() * 4 + weights_.bytes());
-    for (const LayerActs<T>& a : acts_) {
-      bytes += a.x_in.bytes() * 4 + a.q.bytes() * 2 + a.k.bytes() * 2 + a.gate.bytes() * 3 + a.rstd1.bytes() * 2 + a.lse.bytes();
-    }
-    bytes += x_final_.bytes() * 3 + dres_.bytes() * 2 + dh_.bytes() * 3 + d_o_.bytes() * 2 + dk_.bytes() * 2 + logits_.bytes() +
-             dlogits_t_.bytes() + attention_.WorkspaceBytes();
-    return bytes;
-  }
 
   double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
                  std::vector<float>* output) override {
@@ -179,31 +163,18 @@ class Model final : public GpuModel::Impl {
       throw CudaError("GpuModel::Backward: the last stage takes no gradient, the others [tokens, hidden]");
     }
     if (!c_.head) dres_.Upload(grad_output);
-    sink_ = sink;
-    if (sink_ != nullptr && pinned_.size() != n_) {
-      pinned_ = PinnedBuffer<float>(n_);
-      if (copy_stream_ == nullptr) Check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    }
+    if (sink != nullptr) stream_.Begin(sink, n_);
     BackwardPass();
-    if (sink_ != nullptr) {  // the embedding, final norm and head (the tail of the array), then every copy handed over
+    if (stream_.active()) {  // the embedding, final norm and head (the tail of the array), then every copy handed over
       const int64_t layers_end = L_ > 0 ? layers_.back().wd + F_ * D_ : 0;
-      StreamGradients(layers_end, n_ - layers_end);
-      HandOver(true);
-      sink_ = nullptr;
+      stream_.Send(grads_.data(), layers_end, n_ - layers_end);
+      stream_.Finish();
     }
     if (grad_input != nullptr) grad_input->clear();
     if (!c_.embedding && grad_input != nullptr) *grad_input = dres_.Download();
   }
 
-  void LoadStreamedGradients() override {
-    if (pinned_.size() != n_) throw CudaError("GpuModel::LoadStreamedGradients: no Backward streamed gradients");
-    Check(cudaMemcpy(grads_.data(), pinned_.data(), sizeof(float) * static_cast<size_t>(n_), cudaMemcpyHostToDevice), "cudaMemcpy to device");
-  }
-
-  ~Model() override {
-    for (const Pending& p : pending_) cudaEventDestroy(p.done);
-    if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
-  }
+  void LoadStreamedGradients() override { stream_.Load(grads_.data(), n_); }
 
   double GradientSquares(bool replicated) const override {
     if (t_ == 1) return SquaredSum(grads_.data(), n_);
@@ -341,75 +312,6 @@ class Model final : public GpuModel::Impl {
     Check(cudaMemcpy(x, host_.data(), sizeof(float) * static_cast<size_t>(n), cudaMemcpyHostToDevice), "cudaMemcpy to device");
   }
 
-  // Gradients [offset, offset + n), final once the work queued so far has run: copied to pinned
-  // memory on the copy stream after it, then handed to the sink (HandOver).
-  void StreamGradients(int64_t offset, int64_t n) {
-    if (n <= 0) return;
-    cudaEvent_t queued = nullptr, copied = nullptr;
-    Check(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming), "cudaEventCreate");
-    Check(cudaEventRecord(queued, nullptr), "cudaEventRecord");
-    Check(cudaStreamWaitEvent(copy_stream_, queued, 0), "cudaStreamWaitEvent");
-    Check(cudaEventDestroy(queued), "cudaEventDestroy");
-    Check(cudaMemcpyAsync(pinned_.data() + offset, grads_.data() + offset, sizeof(float) * static_cast<size_t>(n), cudaMemcpyDeviceToHost,
-                          copy_stream_),
-          "cudaMemcpyAsync to host");
-    Check(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "cudaEventCreate");
-    Check(cudaEventRecord(copied, copy_stream_), "cudaEventRecord");
-    pending_.push_back({copied, offset, n});
-    HandOver(false);
-  }
-
-  // Hands the finished copies to the sink, in order; with `all`, waits for every one, letting the
-  // sink's reductions progress meanwhile.
-  void HandOver(bool all) {
-    while (!pending_.empty()) {
-      const cudaError_t state = cudaEventQuery(pending_.front().done);
-      if (state == cudaSuccess) {
-        const Pending p = pending_.front();
-        pending_.pop_front();
-        Check(cudaEventDestroy(p.done), "cudaEventDestroy");
-        sink_->Ready(pinned_.data() + p.offset, p.offset, p.n);
-        continue;
-      }
-      if (state != cudaErrorNotReady) Check(state, "cudaEventQuery");
-      if (!all) return;
-      sink_->Progress();
-    }
-  }
-
-  // full [B, S, G, K] = the context group's local K or V [B, S / c, G, K], each batch row's
-  // tokens in group order (key_positions'), staged through host memory in fp32.
-  void GatherKv(T* full, const T* local, const std::string& what) {
-    const int64_t n = tok_ * G_ * K_, row = seq_ * G_ * K_, rows = c_.micro_batch;
-    Convert(kv_f_.data(), local, n);
-    const std::vector<float> mine = kv_f_.Download();
-    host_.resize(static_cast<size_t>(n * cs_));
-    context_->AllGather(host_.data(), mine.data(), n, what);
-    std::vector<float> ordered(host_.size());  // [rank][b][row] -> [b][rank][row]
-    for (int64_t r = 0; r < cs_; ++r) {
-      for (int64_t b = 0; b < rows; ++b) {
-        std::copy_n(host_.begin() + (r * rows + b) * row, row, ordered.begin() + (b * cs_ + r) * row);
-      }
-    }
-    kv_full_f_.Upload(ordered);
-    Convert(full, kv_full_f_.data(), n * cs_);
-  }
-
-  // local [B, S / c, G, K] = this rank's block of the context group's sum of full [B, S, G, K].
-  void ScatterKvGrad(T* local, const T* full, const std::string& what) {
-    const int64_t n = tok_ * G_ * K_, row = seq_ * G_ * K_, rows = c_.micro_batch;
-    Convert(kv_full_f_.data(), full, n * cs_);
-    const std::vector<float> all = kv_full_f_.Download();
-    host_.resize(static_cast<size_t>(n * cs_));  // [b][rank][row] -> [rank][b][row]
-    for (int64_t r = 0; r < cs_; ++r) {
-      for (int64_t b = 0; b < rows; ++b) std::copy_n(all.begin() + (b * cs_ + r) * row, row, host_.begin() + (r * rows + b) * row);
-    }
-    std::vector<float> mine(static_cast<size_t>(n));
-    context_->ReduceScatterSum(mine.data(), host_.data(), n, what);
-    kv_f_.Upload(mine);
-    Convert(local, kv_f_.data(), n);
-  }
-
   // next [tok, D] = residual + x W for a row-parallel W [k, D] (this rank's rows: its partial
   // product summed over the group first, in fp32).
   void RowParallel(T* next, const T* residual, const T* x, int64_t w, int64_t k, const std::string& what) {
@@ -420,8 +322,7 @@ class Model final : public GpuModel::Impl {
     }
     Linear(dres_.data(), x, w, k, D_);
     GroupSum(dres_.data(), tok_ * D_, what);
-    Convert(tmp_d_.data(), dres_.data(), tok_ * D_);
-    AddInPlace(next, tmp_d_.data(), tok_ * D_);
+    AddInPlace(next, dres_.data(), tok_ * D_);
   }
 
   // This stage's layers on acts_[0].x_in (looked up here on the first stage); returns the loss on
@@ -449,9 +350,10 @@ class Model final : public GpuModel::Impl {
         attention_.Forward(blas_, a.o.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data());
       } else {
         const std::string layer = "layer " + std::to_string(c_.first_layer + l);
-        GatherKv(k_full_.data(), a.k.data(), "context all-gather of " + layer + " K");
-        GatherKv(v_full_.data(), a.v.data(), "context all-gather of " + layer + " V");
-        attention_.Forward(blas_, a.o.data(), a.lse.data(), a.q.data(), k_full_.data(), v_full_.data());
+        ContextKv<T>& kv = *context_kv_;
+        kv.Gather(kv.k(), a.k.data(), "context all-gather of " + layer + " K");
+        kv.Gather(kv.v(), a.v.data(), "context all-gather of " + layer + " V");
+        attention_.Forward(blas_, a.o.data(), a.lse.data(), a.q.data(), kv.k(), kv.v());
       }
       RowParallel(a.x_mid.data(), a.x_in.data(), a.o.data(), p.wo, hk, "tensor all-reduce of layer " + std::to_string(c_.first_layer + l) + " attention output");
       RmsNormForward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), P(p.mlp_norm), t, d, c_.norm_eps);
@@ -505,12 +407,12 @@ class Model final : public GpuModel::Impl {
         attention_.Backward(blas_, dq_.data(), dk_.data(), dv_.data(), a.q.data(), a.k.data(), a.v.data(), a.o.data(), d_o_.data(),
                             a.lse.data());
       } else {  // K and V gathered again (as ring attention passes them round again), dK and dV sent home
-        GatherKv(k_full_.data(), a.k.data(), "context all-gather of layer " + layer + " K in backward");
-        GatherKv(v_full_.data(), a.v.data(), "context all-gather of layer " + layer + " V in backward");
-        attention_.Backward(blas_, dq_.data(), dk_full_.data(), dv_full_.data(), a.q.data(), k_full_.data(), v_full_.data(), a.o.data(),
-                            d_o_.data(), a.lse.data());
-        ScatterKvGrad(dk_.data(), dk_full_.data(), "context reduce-scatter of layer " + layer + " dK");
-        ScatterKvGrad(dv_.data(), dv_full_.data(), "context reduce-scatter of layer " + layer + " dV");
+        ContextKv<T>& kv = *context_kv_;
+        kv.Gather(kv.k(), a.k.data(), "context all-gather of layer " + layer + " K in backward");
+        kv.Gather(kv.v(), a.v.data(), "context all-gather of layer " + layer + " V in backward");
+        attention_.Backward(blas_, dq_.data(), kv.dk(), kv.dv(), a.q.data(), kv.k(), kv.v(), a.o.data(), d_o_.data(), a.lse.data());
+        kv.ScatterSum(dk_.data(), kv.dk(), "context reduce-scatter of layer " + layer + " dK");
+        kv.ScatterSum(dv_.data(), kv.dv(), "context reduce-scatter of layer " + layer + " dV");
       }
       RopeBackward(dq_.data(), positions_.data(), t, static_cast<int>(H_), static_cast<int>(K_), c_.rope_theta);
       RopeBackward(dk_.data(), positions_.data(), t, static_cast<int>(G_), static_cast<int>(K_), c_.rope_theta);
@@ -522,7 +424,7 @@ class Model final : public GpuModel::Impl {
       LinearInputGrad(dxn_.data(), dv_.data(), p.wv, D_, gk, 1.0f);
       GroupSum(dxn_.data(), tok_ * D_, "tensor all-reduce of layer " + layer + " attention input gradient");
       RmsNormBackward(dres_.data(), Gr(p.attn_norm), dxn_.data(), a.x_in.data(), P(p.attn_norm), a.rstd1.data(), t, d);
-      if (sink_ != nullptr) StreamGradients(p.attn_norm, p.wd + F_ * D_ - p.attn_norm);  // the layer's tensors lie together
+      if (stream_.active()) stream_.Send(grads_.data(), p.attn_norm, p.wd + F_ * D_ - p.attn_norm);  // the layer's tensors lie together
     }
     if (c_.embedding) EmbeddingBackward(Gr(emb_), dres_.data(), ids_.data(), t, d, static_cast<int>(vocab0_), static_cast<int>(V_));
   }
@@ -587,17 +489,8 @@ class Model final : public GpuModel::Impl {
   DeviceBuffer<T> x_final_, xnf_, tmp_d_, dh_, dgate_, dup_, d_o_, dq_, dk_, dv_, dlogits_t_;
   DeviceBuffer<float> rstdf_, dres_, dxn_, logits_;
   DeviceBuffer<int32_t> ids_, targets_, positions_;
-  DeviceBuffer<T> k_full_, v_full_, dk_full_, dv_full_;  // context parallelism: the group's K, V [B, S, G, K]
-  DeviceBuffer<float> kv_f_, kv_full_f_;                 // their fp32 staging, local and whole
-  // Streaming gradients to a sink during the backward (Backward with a sink).
-  struct Pending {
-    cudaEvent_t done;
-    int64_t offset, n;
-  };
-  GradientSink* sink_ = nullptr;
-  PinnedBuffer<float> pinned_;
-  cudaStream_t copy_stream_ = nullptr;
-  std::deque<Pending> pending_;
+  std::unique_ptr<ContextKv<T>> context_kv_;  // context parallelism's K/V exchange
+  GradientStream stream_;                     // gradients to a sink during the backward
   std::vector<int32_t> host_targets_;
   std::vector<float> host_;  // staging for the group's reductions
 };
@@ -611,37 +504,21 @@ GpuModel::GpuModel(const ModelSpec& model, const GpuTrainConfig& config) : confi
     throw InputError("--micro-batch", std::to_string(static_cast<int64_t>(config.micro_batch) * config.seq_len) + " tokens per micro-batch",
                      "1 to 2^30 (micro-batch x sequence length)");
   }
-  if (HostGroup* g = config.tensor_group; g != nullptr && g->Size() > 1) {
-    const int64_t t = g->Size();
-    for (auto [what, n] : {std::pair<const char*, int64_t>{"attention heads", model.num_heads}, {"K/V heads", model.num_kv_heads},
-                           {"MLP width", model.ffn_hidden_size}, {"vocabulary", model.vocab_size}}) {
-      if (n % t != 0) {
-        throw InputError("mesh.tensor", std::to_string(t) + " does not divide the model's " + what + " (" + std::to_string(n) + ")",
-                         "a tensor size dividing heads, K/V heads, MLP width and vocabulary", "choose a smaller mesh.tensor");
-      }
-    }
-  } else {
-    config_.tensor_group = nullptr;
-  }
-  if (HostGroup* g = config.context_group; g != nullptr && g->Size() > 1) {
-    const size_t cs = static_cast<size_t>(g->Size()), seq = static_cast<size_t>(config.seq_len);
-    if (seq % cs != 0 || config.positions.size() * cs != seq || config.key_positions.size() != seq) {
-      throw InputError("mesh.context", std::to_string(cs) + " ranks for sequences of " + std::to_string(seq) + " with " +
-                                           std::to_string(config.positions.size()) + " positions each",
-                       "a context size dividing the sequence, each rank given its positions and all ranks'", "");
-    }
-  } else {
-    config_.context_group = nullptr;
-  }
+  // The runtime has refused what users can get wrong (train_gpu.cc); this is the caller's contract.
+  const int64_t t = config.tensor_group != nullptr ? config.tensor_group->Size() : 1;
+  const int64_t c = config.context_group != nullptr ? config.context_group->Size() : 1;
   const int64_t layers = config.layers < 0 ? model.num_layers : config.layers;
-  if (config.first_layer < 0 || layers < 1 || config.first_layer + layers > model.num_layers) {
-    throw InputError("pipeline stage", "layers [" + std::to_string(config.first_layer) + ", " + std::to_string(config.first_layer + layers) + ")",
-                     "at least one of the model's " + std::to_string(model.num_layers) + " layers");
+  const size_t seq = static_cast<size_t>(config.seq_len);
+  const bool shards = model.num_heads % t == 0 && model.num_kv_heads % t == 0 && model.ffn_hidden_size % t == 0 && model.vocab_size % t == 0;
+  const bool positions = c == 1 || (config.positions.size() * static_cast<size_t>(c) == seq && config.key_positions.size() == seq);
+  const bool stage = config.first_layer >= 0 && layers >= 1 && config.first_layer + layers <= model.num_layers &&
+                     !(model.tied_embeddings && config.head && !config.embedding);
+  if (!shards || !positions || !stage) {
+    throw CudaError("GpuModel: a split the model cannot take (tensor dividing heads, K/V heads, MLP width and vocabulary; each context "
+                    "rank given its positions and all ranks'; a stage of at least one layer; a tied head with its embedding)");
   }
-  if (model.tied_embeddings && config.head && !config.embedding) {
-    throw InputError("--model", "a tied output head on a pipeline stage without the embedding is not on the GPU path yet (model '" + model.name + "')",
-                     "untied embeddings, or pipeline 1", "run it on the CPU runtime (--device cpu)");
-  }
+  if (t == 1) config_.tensor_group = nullptr;
+  if (c == 1) config_.context_group = nullptr;
   if (config.dtype == DType::kF32) {
     impl_ = std::make_unique<Model<float>>(model, config_);
   } else {
@@ -681,7 +558,7 @@ void GpuModel::LoadStreamedGradients() { impl_->LoadStreamedGradients(); }
 double GpuModel::GradientSquares(bool replicated) const { return impl_->GradientSquares(replicated); }
 double GpuModel::Optimize(float lr, double squares) { return impl_->Optimize(lr, squares); }
 double GpuModel::Optimize(float lr) {
-  if (config_.tensor_group != nullptr || !config_.embedding || !config_.head) {
+  if (config_.tensor_group != nullptr || config_.context_group != nullptr || !config_.embedding || !config_.head) {
     throw CudaError("GpuModel::Optimize(lr): a sharded model's norm is over its ranks: Optimize(lr, squares summed over them)");
   }
   return impl_->Optimize(lr, impl_->GradientSquares(true));
@@ -691,6 +568,5 @@ void GpuModel::LoadParameters(const std::vector<float>& values) { impl_->LoadPar
 std::vector<float> GpuModel::Gradients() const { return impl_->Gradients(); }
 void GpuModel::SetGradients(const std::vector<float>& values) { impl_->SetGradients(values); }
 int64_t GpuModel::Parameters() const { return impl_->Parameters(); }
-int64_t GpuModel::DeviceBytes() const { return impl_->DeviceBytes(); }
 
 }  // namespace shardsim::cuda

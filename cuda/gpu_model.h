@@ -111,11 +111,11 @@ class GpuModel {
   const std::vector<GpuParamTensor>& Tensors() const;
   void LoadParameters(const std::vector<float>& values);
   // This rank's accumulated gradients [Parameters()] copied to the host, and back (host staging
-  // for the data-parallel reduction over MPI: Debian's OpenMPI is not CUDA-aware).
+  // for the data- and context-parallel reduction over MPI after the backward: Debian's OpenMPI is
+  // not CUDA-aware).
   std::vector<float> Gradients() const;
   void SetGradients(const std::vector<float>& values);
   int64_t Parameters() const;
-  int64_t DeviceBytes() const;  // parameters, gradients, optimizer state, activations, workspace
 
   class Impl;
 

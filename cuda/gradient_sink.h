@@ -1,7 +1,7 @@
-// Where a GPU rank's gradients go as its backward finishes them, so that their data-parallel
-// reduction (over MPI, in runtime/) runs while the GPU computes the layers before them: the GPU
-// model copies each finished layer's gradients to host memory on a stream of its own and hands
-// them over when the copy is done (cuda/gpu_model.h, GpuModel::Backward).
+// Where a GPU rank's gradients go as its backward finishes them, so that their data- and
+// context-parallel reduction (over MPI, runtime/gpu_host_collectives.h) runs while the GPU
+// computes the layers before them: the GPU model copies each finished layer's gradients to host
+// memory on a stream of its own and hands them over when the copy is done (gradient_stream.h).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The collectives a GPU rank needs over the other ranks of one mesh axis (its tensor-parallel or
 // context-parallel group), on host memory: the runtime implements them over MPI
-// (runtime/train_gpu.cc), since Debian's Open MPI is not CUDA-aware; cuda/ itself stays free of
-// MPI. `what` names the collective in error messages.
+// (runtime/gpu_host_collectives.h), since Debian's Open MPI is not CUDA-aware; cuda/ itself stays
+// free of MPI. `what` names the collective in error messages.
 #pragma once
 
 #include <cstdint>

@@ -27,7 +27,7 @@ __global__ void ConvertKernel(Tout* out, const Tin* in, int64_t n) {
 }
 
 template <typename T>
-__global__ void AddKernel(T* y, const T* x, int64_t n) {
+__global__ void AddKernel(T* y, const float* x, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) y[i] = FromF<T>(ToF(y[i]) + ToF(x[i]));
 }
@@ -218,7 +218,7 @@ void Convert(Tout* out, const Tin* in, int64_t n) {
 }
 
 template <typename T>
-void AddInPlace(T* y, const T* x, int64_t n) {
+void AddInPlace(T* y, const float* x, int64_t n) {
   if (n == 0) return;
   AddKernel<<<Blocks(n), kThreads>>>(y, x, n);
   CheckLaunch("AddInPlace");
@@ -335,7 +335,7 @@ void Scale(float* x, int64_t n, float factor) {
 }
 
 #define SHARDSIM_CUDA_ACTIVATIONS(T)                                                                            \
-  template void AddInPlace<T>(T*, const T*, int64_t);                                                           \
+  template void AddInPlace<T>(T*, const float*, int64_t);                                                       \
   template void EmbeddingForward<T>(T*, const int32_t*, const float*, int, int, int, int);                      \
   template void RmsNormForward<T>(T*, float*, const T*, const float*, int, int, float);                         \
   template void RmsNormBackward<T>(float*, float*, const float*, const T*, const float*, const float*, int, int); \

@@ -16,9 +16,9 @@ using bf16 = __nv_bfloat16;
 // out [n] = in [n] converted (round to nearest for bf16).
 template <typename Tout, typename Tin>
 void Convert(Tout* out, const Tin* in, int64_t n);
-// y [n] += x [n].
+// y [n] += x [n], summed in fp32 and rounded once to T.
 template <typename T>
-void AddInPlace(T* y, const T* x, int64_t n);
+void AddInPlace(T* y, const float* x, int64_t n);
 // x [n] = normal(0, stddev) draws keyed by (seed, stream, index): counter-based, so the same
 // tensor comes out whatever the launch shape; or x [n] = value.
 void FillNormal(float* x, int64_t n, uint64_t seed, uint64_t stream, float stddev);

@@ -116,6 +116,12 @@ void MeshComms::Receive(float* data, int64_t count, int source, int tag, const s
   Wait(&request, what + " from rank " + std::to_string(source));
 }
 
+void MeshComms::Send(const float* data, int64_t count, int dest, int tag, const std::string& what) {
+  MPI_Request request;
+  CheckMpi(MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, dest, tag, world_, &request), world_, what);
+  Wait(&request, what + " to rank " + std::to_string(dest));
+}
+
 MPI_Request MeshComms::StartReceive(float* data, int64_t count, int source, int tag, const std::string& what) {
   MPI_Request request;
   CheckMpi(MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, source, tag, world_, &request), world_, what);

@@ -80,7 +80,9 @@ class MeshComms {
   void Wait(MPI_Request* request, const std::string& what);
   // Blocking receive from world rank `source` under the same timeout.
   void Receive(float* data, int64_t count, int source, int tag, const std::string& what);
-  // The same, started: Wait() on the request before reading `data`.
+  // Blocking send to world rank `dest` under the same timeout.
+  void Send(const float* data, int64_t count, int dest, int tag, const std::string& what);
+  // The receive, started: Wait() on the request before reading `data`.
   MPI_Request StartReceive(float* data, int64_t count, int source, int tag, const std::string& what);
   // data[i] += pipeline stage `stage`'s data[i] (the rank with this rank's other coordinates: a
   // swap with it, a permute over pipeline in the step program's terms): both call it with the same count. Blocking, under the timeout.

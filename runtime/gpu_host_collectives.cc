@@ -8,16 +8,16 @@
 namespace shardsim::runtime {
 namespace {
 
-const std::vector<std::string>& ReducedAxes() {
-  static const std::vector<std::string> axes{"data", "context"};
-  return axes;
-}
-
 std::string ReductionName(int64_t offset) {
   return "data- and context-parallel gradient all-reduce from parameter " + std::to_string(offset);
 }
 
 }  // namespace
+
+const std::vector<std::string>& GradientReductionAxes() {
+  static const std::vector<std::string> axes{"data", "context"};
+  return axes;
+}
 
 void InPieces(int64_t n, const std::function<void(int64_t at, int64_t count)>& reduce) {
   constexpr int64_t kPiece = int64_t{1} << 28;
@@ -63,7 +63,7 @@ void AxisGroup::CheckCount(int64_t n, const std::string& what) const {
 }
 
 OverlappedReduction::OverlappedReduction(MeshComms& comms) : comms_(comms) {
-  CheckMpi(MPI_Comm_dup(comms.Comm(ReducedAxes()), &comm_), comms.world(), "gradient reduction communicator");
+  CheckMpi(MPI_Comm_dup(comms.Comm(GradientReductionAxes()), &comm_), comms.world(), "gradient reduction communicator");
 }
 
 OverlappedReduction::~OverlappedReduction() {

@@ -17,6 +17,10 @@
 
 namespace shardsim::runtime {
 
+// The axes a GPU rank's gradients are summed over: data and context (every parameter is replicated
+// over both).
+const std::vector<std::string>& GradientReductionAxes();
+
 // `reduce(at, count)` over pieces of at most 2^28 elements: MPI counts are int, and a 1B model's
 // gradients are more.
 void InPieces(int64_t n, const std::function<void(int64_t at, int64_t count)>& reduce);

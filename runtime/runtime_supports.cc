@@ -4,7 +4,7 @@
 
 namespace shardsim::runtime {
 
-void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
+void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::string& context_kv) {
   auto refuse = [](const std::string& where, const std::string& what, const std::string& valid) {
     throw InputError(where, what + ": the runtime does not implement it yet", valid, "plan and estimate it with shardsim plan / estimate instead");
   };
@@ -26,7 +26,11 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p) {
   if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");
   if (!m.mla && m.position == PositionKind::kRope && m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");
   if (m.ffn_hidden_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing ffn_hidden_size", "a divisor of ffn_hidden_size");
-  if (p.mesh.context > 1 && p.context_kv != "ring") refuse("plan:/context_kv", "context_kv " + p.context_kv, "ring (the runtime passes K/V around the ring)");
+  if (p.mesh.context > 1 && p.context_kv != context_kv) {
+    throw InputError("plan:/context_kv", "context_kv " + p.context_kv + ": " + (context_kv == "ring" ? "the CPU" : "the GPU") + " runtime does not implement it",
+                     context_kv == "ring" ? "ring (the CPU runtime passes K/V around the ring)" : "all-gather (the GPU path gathers the group's K/V)",
+                     "--set context_kv=" + context_kv + " (the same sums; other transfers)");
+  }
   if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
   if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");
   if (p.zero_stage == 2 && p.mesh.fsdp > 1) {

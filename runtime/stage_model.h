@@ -86,8 +86,9 @@ struct ParamBucket {
 };
 
 // Throws InputError when the runtime cannot run `model` or `plan` (runtime_supports.cc; the
-// README's run section lists each refusal with its reason).
-void CheckRuntimeSupports(const ModelSpec& model, const PlanSpec& plan);
+// README's run section lists each refusal with its reason). `context_kv`: the context-parallel
+// K/V exchange the device runs ("ring" on the CPU, "all-gather" on the GPU path).
+void CheckRuntimeSupports(const ModelSpec& model, const PlanSpec& plan, const std::string& context_kv = "ring");
 
 class StageModel {
  public:

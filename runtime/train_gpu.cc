@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "runtime/gpu_host_collectives.h"
 #include "runtime/init.h"
 #include "runtime/ring_attention.h"
+#include "runtime/stage_model.h"
 #include "strategies/plan_rules.h"
 #include "strategies/stage_layout.h"
 
@@ -48,11 +50,27 @@ strategies::StageLayout CheckGpuJob(const TrainCommandOptions& a, const ModelSpe
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   strategies::ValidatePlan(plan, model, size, "the MPI job", "plan:");
+  CheckRuntimeSupports(model, plan, "all-gather");
   strategies::StageLayout layout = strategies::LayOut(model, plan);
   if (layout.chunks > 1 || layout.paths.size() > 1) {
     throw InputError("--device cuda", "runs one model chunk per pipeline stage in this version (the plan has " + std::to_string(layout.chunks) +
                                           " per stage on " + std::to_string(layout.paths.size()) + " path(s): " + plan.pipeline_schedule + ")",
                      "virtual_stages 1 and a one-direction schedule", "--set virtual_stages=1 --set pipeline_schedule=1f1b");
+  }
+  for (int64_t s = 0; s < layout.stages; ++s) {
+    const strategies::ChunkLayout& part = layout.Chunk(s, 0);
+    if (model.tied_embeddings && part.head && !part.embedding) {
+      throw InputError("--device cuda", "a tied output head on pipeline stage " + std::to_string(s) + " without the embedding is not on the GPU path yet (model '" +
+                                            model.name + "')",
+                       "untied embeddings, or the embedding and the head on one stage", "--set mesh.pipeline=1, or run it on the CPU runtime (--device cpu)");
+    }
+  }
+  // MPI counts are int: a stage's activations and a context group's gathered K/V must fit.
+  const int64_t tokens = plan.micro_batch_size * plan.seq_len / m.context;
+  const int64_t largest = std::max(tokens * model.hidden_size, tokens * m.context * model.num_kv_heads / m.tensor * model.head_dim);
+  if (largest > int64_t{INT_MAX}) {
+    throw InputError("--device cuda", "a transfer of " + std::to_string(largest) + " elements (activations between stages or gathered K/V)",
+                     "under 2^31 elements", "a smaller micro_batch_size");
   }
   if (plan.dtype != "bf16" && plan.dtype != "fp32") {
     throw InputError("--device cuda", "trains bf16 or fp32, not the plan's dtype " + plan.dtype, "dtype bf16 or fp32",
@@ -91,13 +109,6 @@ std::vector<float> RuntimeInitialValues(const std::vector<cuda::GpuParamTensor>&
 
 // Tags of the activations and their gradients between pipeline stages (one micro-batch in flight).
 constexpr int kForwardTag = 1, kBackwardTag = 2;
-
-// Sends `data` to world rank `peer` under the job's timeout (a dead peer aborts, never hangs).
-void SendToStage(MeshComms& comms, const std::vector<float>& data, int peer, int tag, const std::string& what) {
-  MPI_Request request;
-  CheckMpi(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, peer, tag, comms.world(), &request), comms.world(), what);
-  comms.Wait(&request, what);
-}
 
 }  // namespace
 
@@ -181,12 +192,12 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
       }
       loss += gpu.Forward(ids, targets, normaliser, input, &output);
       if (stage + 1 < stages) {
-        SendToStage(comms, output, comms.PipelinePeer(stage + 1), kForwardTag, "pipeline activations of " + at);
+        comms.Send(output.data(), activations, comms.PipelinePeer(stage + 1), kForwardTag, "pipeline activations of " + at);
         grad_output.resize(static_cast<size_t>(activations));
         comms.Receive(grad_output.data(), activations, comms.PipelinePeer(stage + 1), kBackwardTag, "pipeline gradients of " + at);
       }
       gpu.Backward(grad_output, &grad_input, overlap && mb + 1 == mbs ? &*reduction : nullptr);
-      if (stage > 0) SendToStage(comms, grad_input, comms.PipelinePeer(stage - 1), kBackwardTag, "pipeline gradients of " + at);
+      if (stage > 0) comms.Send(grad_input.data(), activations, comms.PipelinePeer(stage - 1), kBackwardTag, "pipeline gradients of " + at);
     }
     // The loss of each context rank's tokens, on the last stage.
     comms.AllReduceSum(&loss, 1, {"pipeline", "context"}, "pipeline and context loss all-reduce");
@@ -200,7 +211,7 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
       // global token count), then the same AdamW step everywhere.
       std::vector<float> grads = gpu.Gradients();
       InPieces(static_cast<int64_t>(grads.size()), [&](int64_t at, int64_t k) {
-        comms.AllReduceSum(grads.data() + at, k, {"data", "context"}, "data- and context-parallel gradient all-reduce");
+        comms.AllReduceSum(grads.data() + at, k, GradientReductionAxes(), "data- and context-parallel gradient all-reduce");
       });
       gpu.SetGradients(grads);
       comms.AllReduceSum(&loss, 1, {"data"}, "data-parallel loss all-reduce");

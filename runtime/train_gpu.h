@@ -22,10 +22,13 @@ namespace shardsim::runtime {
 // Whether this build has the CUDA path (SHARDSIM_CUDA found nvcc at configure time).
 bool GpuTrainingBuilt();
 
-// Trains on the GPU and prints the report as RunTrainCommand does (on rank 0 of a one-rank job).
-// Throws InputError for a mesh with other axes (fsdp, expert), ZeRO, sequence parallelism,
-// a job whose size is not the mesh's, --trace/--checkpoint/--resume (not on the GPU path yet), no
-// GPU, a build without CUDA, and models the GPU path does not train.
+// Trains on the GPU (collective: every rank calls it) and prints the report as RunTrainCommand
+// does, on rank 0. Throws InputError, on every rank alike, for a mesh with other axes (fsdp,
+// expert), ZeRO, sequence parallelism, more than one model chunk per stage (virtual stages,
+// DualPipe), a tied head on a stage without the embedding, context_kv other than all-gather, what
+// the runtime refuses anyway (CheckRuntimeSupports), a job whose size is not the mesh's,
+// --trace/--checkpoint/--resume (not on the GPU path yet), no GPU, a build without CUDA, and
+// models the GPU path does not train.
 int RunTrainOnGpu(const TrainCommandOptions& options, const ModelSpec& model, const PlanSpec& plan, const Corpus& corpus);
 
 }  // namespace shardsim::runtime

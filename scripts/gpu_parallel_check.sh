@@ -5,7 +5,7 @@
 # bf16 runs of tensor x pipeline and tensor x context ranks. Usage:
 # scripts/gpu_parallel_check.sh BIN_DIR OUT_DIR (BIN_DIR holds shardsim-runtime and
 # cuda_kernels_test from `make build` where nvcc is found).
-set -u
+set -uo pipefail
 bin=${1:?usage: scripts/gpu_parallel_check.sh BIN_DIR OUT_DIR}
 out=${2:?usage: scripts/gpu_parallel_check.sh BIN_DIR OUT_DIR}
 mkdir -p "$out"
@@ -16,5 +16,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee 
 echo "cuda_kernels_test: exit ${PIPESTATUS[0]}"
 "$SHARDSIM_MPIEXEC" -n 4 --oversubscribe "$bin/shardsim-runtime" train --model tiny-dense --set global_batch_size=8 --set micro_batch_size=2 \
   --set seq_len=512 --set dtype=bf16 --set mesh.tensor=2 --set mesh.pipeline=2 --steps 6 --device cuda 2>&1 | tee "$out/bf16_tensor_pipeline.txt"
+echo "bf16 tensor x pipeline: exit $?"
 "$SHARDSIM_MPIEXEC" -n 4 --oversubscribe "$bin/shardsim-runtime" train --model tiny-dense --set global_batch_size=8 --set micro_batch_size=2 \
-  --set seq_len=512 --set dtype=bf16 --set mesh.tensor=2 --set mesh.context=2 --steps 6 --device cuda 2>&1 | tee "$out/bf16_tensor_context.txt"
+  --set seq_len=512 --set dtype=bf16 --set mesh.tensor=2 --set mesh.context=2 --set context_kv=all-gather --steps 6 --device cuda 2>&1 |
+  tee "$out/bf16_tensor_context.txt"
+echo "bf16 tensor x context: exit $?"

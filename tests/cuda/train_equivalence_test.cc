@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -20,14 +23,15 @@ namespace {
 
 // The runtime's output for `mesh` ("--set mesh.data=2 ..."), under mpiexec (SHARDSIM_MPIEXEC,
 // else the one CMake found) when `ranks` > 1; `status` gets the exit status.
-std::string RunRuntime(const std::string& device, int ranks, const std::string& mesh, int* status = nullptr) {
+std::string RunRuntime(const std::string& device, int ranks, const std::string& mesh, int* status = nullptr,
+                       const std::string& model = "tiny-dense") {
   const char* mpiexec = std::getenv("SHARDSIM_MPIEXEC");
   const std::string launch = ranks == 1 ? "" : std::string(mpiexec != nullptr ? mpiexec : SHARDSIM_MPIEXEC) + " -n " + std::to_string(ranks) + " --oversubscribe ";
   // SHARDSIM_RUNTIME_BIN: the program to run where the build folder's path does not exist (a
   // copy of the binaries on a GPU machine).
   const char* bin = std::getenv("SHARDSIM_RUNTIME_BIN");
   const std::string command = launch + std::string(bin != nullptr ? bin : SHARDSIM_RUNTIME) +
-                              " train --model tiny-dense --set global_batch_size=8 --set micro_batch_size=2 --set seq_len=128"
+                              " train --model " + model + " --set global_batch_size=8 --set micro_batch_size=2 --set seq_len=128"
                               " --set dtype=fp32 --steps 6 --json " + mesh + " --device " + device + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string out = command + "\n";
@@ -111,30 +115,84 @@ TEST(GpuTrainEquivalenceTest, TensorParallelPipelineStagesMatchTheCpuRuntime) {
   ExpectSameLosses(Losses("cpu", 4, mesh), Losses("cuda", 4, mesh));
 }
 
-// Two context ranks, two zigzag chunks of each sequence each: K and V all-gathered and dK, dV
-// reduce-scattered over MPI through host memory, gradients summed over context.
+// Two context ranks, two zigzag chunks of each sequence each: on the GPU K and V all-gathered
+// and dK, dV reduce-scattered over MPI through host memory (the plan's context_kv all-gather),
+// on the CPU passed round the ring; the same sums. Gradients summed over context.
 TEST(GpuTrainEquivalenceTest, ContextParallelRanksMatchTheCpuRuntime) {
   std::string why;
   if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
   const std::string mesh = "--set mesh.context=2";
-  ExpectSameLosses(Losses("cpu", 2, mesh), Losses("cuda", 2, mesh));
+  ExpectSameLosses(Losses("cpu", 2, mesh), Losses("cuda", 2, mesh + " --set context_kv=all-gather"));
 }
 
 TEST(GpuTrainEquivalenceTest, TensorAndContextParallelRanksMatchTheCpuRuntime) {
   std::string why;
   if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
   const std::string mesh = "--set mesh.tensor=2 --set mesh.context=2";
+  ExpectSameLosses(Losses("cpu", 4, mesh), Losses("cuda", 4, mesh + " --set context_kv=all-gather"));
+}
+
+// The overlapped reduction on pipeline stages (a middle or last stage streams no embedding) and
+// over data x context (the reduction over both axes at once).
+TEST(GpuTrainEquivalenceTest, DataParallelPipelineStagesMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  const std::string mesh = "--set mesh.data=2 --set mesh.pipeline=2";
   ExpectSameLosses(Losses("cpu", 4, mesh), Losses("cuda", 4, mesh));
 }
 
-// A mesh the GPU path does not run is refused with one line naming what it runs, before any GPU
-// is looked for (so this runs without one).
+TEST(GpuTrainEquivalenceTest, DataAndContextParallelRanksMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  const std::string mesh = "--set mesh.data=2 --set mesh.context=2";
+  ExpectSameLosses(Losses("cpu", 4, mesh), Losses("cuda", 4, mesh + " --set context_kv=all-gather"));
+}
+
+// What the GPU path does not run is refused with one line naming it, on every rank alike and
+// before any GPU is looked for (so these run without one).
 TEST(GpuTrainRefusalTest, FsdpMeshIsRefusedWithTheAxesItRuns) {
   int status = 0;
   const std::string out = RunRuntime("cuda", 2, "--set mesh.fsdp=2", &status);
   EXPECT_NE(status, 0) << out;
   EXPECT_NE(out.find("runs data, tensor, pipeline and context parallelism only"), std::string::npos) << out;
   EXPECT_NE(out.find("fsdp"), std::string::npos) << out;
+}
+
+TEST(GpuTrainRefusalTest, RingContextExchangeIsRefusedWithTheHint) {
+  int status = 0;
+  const std::string out = RunRuntime("cuda", 2, "--set mesh.context=2", &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("plan:/context_kv"), std::string::npos) << out;
+  EXPECT_NE(out.find("--set context_kv=all-gather"), std::string::npos) << out;
+}
+
+TEST(GpuTrainRefusalTest, SequenceParallelismIsRefused) {
+  int status = 0;
+  const std::string out = RunRuntime("cuda", 2, "--set mesh.tensor=2 --set sequence_parallel=true", &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("sequence parallelism is not on the GPU path yet"), std::string::npos) << out;
+}
+
+// A tied head on the last stage would need the embedding's copy kept in step with the first
+// stage's: refused on every rank (rank 0 holds the embedding; a refusal on the last stage alone
+// would leave it waiting for activations until the timeout).
+TEST(GpuTrainRefusalTest, TiedHeadOnALaterPipelineStageIsRefusedOnEveryRank) {
+  char path[] = "/tmp/shardsim-tied-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string model = R"({"name": "tiny-tied", "num_layers": 4, "hidden_size": 256, "num_heads": 8, "num_kv_heads": 4,
+    "head_dim": 32, "ffn_hidden_size": 768, "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "vocab_size": 256,
+    "max_seq_len": 1024, "tied_embeddings": true, "linear_bias": false, "qkv_bias": false, "dropout": false, "moe": null,
+    "mla": null, "source": "a tied tiny-dense for this test"})";
+  ASSERT_EQ(write(fd, model.data(), model.size()), static_cast<ssize_t>(model.size()));
+  close(fd);
+  int status = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string out = RunRuntime("cuda", 2, "--set mesh.pipeline=2 --timeout 60", &status, path);
+  std::remove(path);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("tied output head on pipeline stage 1"), std::string::npos) << out;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0) << out;
 }
 
 }  // namespace
