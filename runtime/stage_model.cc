@@ -378,6 +378,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
     } else {
       LinearForward(saved->probs.data(), saved->final_h_full.data(), P(head_), T, D, Vl);
     }
+    KeepShard(saved->final_h_full, saved->final_h, h);
     // Vocabulary-parallel cross-entropy: the row maxima and then the sums over tensor.
     Begin(span, lp, head_label, ops::kCrossEntropy);
     saved->targets.assign(targets, targets + T);
@@ -442,6 +443,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     Begin(span, lp, head_label, ops::Grad(ops::kCrossEntropy));
     Buffer dlogits(static_cast<size_t>(T) * Vl);
     VocabShardLossBackward(dlogits.data(), s.probs.data(), s.sums.data(), s.targets.data(), T, Vl, v0, s.normaliser);
+    Regather(span, lp, head_label, ops::kTensorEnterHead, s.final_h_full, s.final_h);
     Begin(span, lp, head_label, ops::Dgrad(ops::kLogits));
     Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
     Buffer dh(static_cast<size_t>(Tl) * D);

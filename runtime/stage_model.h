@@ -185,6 +185,13 @@ class StageModel {
   // when the program has no such op (tensor 1, or the identity half of Megatron's f/g pair).
   void Tensor(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view name, float* out,
               float* in);
+  // Sequence parallelism (Megatron-LM's sequence-parallel linears): after the forward's products,
+  // keep only this rank's shard `local` of the region's gathered input `full`; the backward
+  // gathers it again into `full` (the program's ops::Regather of `enter`) before the products'
+  // gradients. Without sequence parallelism both leave `full` as the forward made it.
+  void KeepShard(std::vector<float>& full, std::vector<float>& shard, const std::vector<float>& local) const;
+  void Regather(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view enter,
+                std::vector<float>& full, std::vector<float>& shard);
   int Add(const std::string& name, int64_t rows, int64_t cols, int64_t row0, int64_t row1, int64_t col0, int64_t col1, bool replicated,
           bool decay, float stddev);
   // A bias [1, cols] (columns [col0, col1) held), starting at zero, without weight decay.

@@ -20,6 +20,20 @@
 
 namespace shardsim::runtime {
 
+void StageModel::KeepShard(Buffer& full, Buffer& shard, const Buffer& local) const {
+  if (!sp_) return;
+  shard.assign(local.begin(), local.end());
+  Buffer().swap(full);
+}
+
+void StageModel::Regather(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view enter,
+                          Buffer& full, Buffer& shard) {
+  if (!sp_) return;
+  full.resize(static_cast<size_t>(tokens_ * hidden_));
+  Tensor(span, layer, label, strategies::ops::Grad(strategies::ops::Regather(enter)), full.data(), shard.data());
+  Buffer().swap(shard);
+}
+
 void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recompute) {
   namespace ops = strategies::ops;
   const LayerIds& id = layer_ids_.at(layer);
@@ -63,6 +77,7 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
       RopeForward(s.k.data(), s.k.data(), positions_.data(), T, Gl, K, config_.rope_theta);
     }
   }
+  KeepShard(s.h_full, s.h, h);
   AttentionCore(span, lp, label, s, recompute);
   const int Vw = Hl * static_cast<int>(out_dim_);  // the attention output's width
   if (model_.mla) {
@@ -109,6 +124,7 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
     s.act.resize(static_cast<size_t>(T) * F);
     if (gated) LinearForward(s.gate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
     LinearForward(s.up.data(), s.h2_full.data(), P(id.wup), T, D, F);
+    KeepShard(s.h2_full, s.h2, h2);
     if (id.bup >= 0) AddRowBias(s.up.data(), P(id.bup), T, F);
     op(ops::BlockActivation(ops::kMlp));
     if (gated) {
@@ -219,6 +235,7 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
     } else {
       GeluBackward(dup.data(), dact.data(), s.up.data(), static_cast<int64_t>(T) * F);
     }
+    Regather(span, lp, label, ops::TensorEnter(ops::kMlp), s.h2_full, s.h2);
     op(ops::Dgrad(ops::BlockUp(ops::kMlp)));
     if (gated) LinearBackward(dh2_full.data(), nullptr, dgate.data(), s.h2_full.data(), P(id.wgate), T, D, F);
     LinearBackward(dh2_full.data(), nullptr, dup.data(), s.h2_full.data(), P(id.wup), T, D, F);
@@ -277,6 +294,7 @@ void StageModel::LayerBackward(int64_t layer, float* dx, LayerSaved& s) {
     AttentionBackward(dq.data(), dk.data(), dv.data(), s.q.data(), s.k.data(), s.v.data(), s.o.data(), d_o.data(), s.lse.data(), shape, true, scale);
   }
   Buffer dh_full(static_cast<size_t>(T) * D, 0.0f);
+  Regather(span, lp, label, ops::kTensorEnterAttention, s.h_full, s.h);
   if (model_.mla) {
     span.reset();
     MlaBackward(id, lp, label, s, dq.data(), dk.data(), dv.data(), dh_full.data());

@@ -34,6 +34,10 @@ inline std::string BlockResidual(std::string_view block) {
 }
 inline std::string TensorEnter(std::string_view block) { return "tp_enter_" + std::string(block); }
 inline std::string TensorExit(std::string_view block) { return "tp_exit_" + std::string(block); }
+// Sequence parallelism keeps a tensor-parallel region's input as this rank's shard and gathers it
+// again in backward for the weight gradients (Megatron-LM's sequence-parallel linears): the
+// second all-gather of the region entered by `enter`.
+inline std::string Regather(std::string_view enter) { return std::string(enter) + "_regather"; }
 
 // Context parallelism (context_parallel.cc): ring K/V passes and the dK/dV trip home.
 inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv",

@@ -30,6 +30,12 @@ void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_vi
                    sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, plan.overlap.tensor);
 }
 
+void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width) {
+  if (plan.mesh.tensor == 1 || !layer.shape().sequence_parallel) return;
+  layer.Collective(ops::Regather(enter), Stream::kTensor, {"tensor"}, RegionBytes(layer.shape(), width), false, CollectiveOp::kAllGather, true,
+                   CollectiveOp::kAllGather, plan.overlap.tensor);
+}
+
 void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width) {
   if (plan.mesh.tensor == 1) return;
   const bool sp = layer.shape().sequence_parallel;
@@ -44,6 +50,7 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   const int64_t heads = Div(m.num_heads, t), kv_heads = Div(m.num_kv_heads, t);
   layer.Elementwise(ops::kAttentionNorm, 2 * ActivationBytes(s, d));
   AppendTensorEnter(layer, plan, ops::kTensorEnterAttention, d);
+  AppendTensorRegather(layer, plan, ops::kTensorEnterAttention, d);
   int64_t qk_dim = m.head_dim, v_dim = m.head_dim, kv_width = 2 * kv_heads * m.head_dim;
   if (m.mla) {
     // DeepSeek-V2/V3 multi-head latent attention: low-rank down projections (replicated over
@@ -89,6 +96,8 @@ void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const bool gated = m.mlp == MlpKind::kSwiGlu;
   if (standalone) layer.Elementwise(ops::BlockNorm(name), 2 * ActivationBytes(s, d));
   AppendTensorEnter(layer, plan, ops::TensorEnter(name), d);
+  // The MoE layer's shared experts keep their gathered input (moe_layer.h).
+  if (standalone) AppendTensorRegather(layer, plan, ops::TensorEnter(name), d);
   layer.Matmul(ops::BlockUp(name), tokens, d, (gated ? 2 : 1) * local);
   // SwiGLU reads gate and up and writes their product; GELU reads and writes one tensor.
   layer.Elementwise(ops::BlockActivation(name), static_cast<double>(tokens) * static_cast<double>(local) * s.element_bytes * (gated ? 3 : 2));
@@ -113,6 +122,7 @@ void AppendHead(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
   const int64_t t = plan.mesh.tensor;
   layer.Elementwise(ops::kFinalNorm, 2 * ActivationBytes(s, m.hidden_size));
   AppendTensorEnter(layer, plan, ops::kTensorEnterHead, m.hidden_size);
+  AppendTensorRegather(layer, plan, ops::kTensorEnterHead, m.hidden_size);
   layer.Matmul(ops::kLogits, s.tokens, m.hidden_size, Div(m.vocab_size, t));
   // Softmax cross-entropy in fp32 over the local vocabulary shard: read logits, write
   // probabilities; the backward writes the logit gradients.

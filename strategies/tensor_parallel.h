@@ -37,5 +37,10 @@ void AppendHead(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& pla
 // backward collectives as above); nothing when tensor = 1.
 void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width);
 void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width);
+// With sequence parallelism, the backward all-gather of the input of the region entered by
+// `enter` (ops::Regather), placed right after the enter op: in backward it runs after the
+// region's input gradients and before their reduce-scatter, ahead of the weight gradients that
+// read it; nothing without.
+void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width);
 
 }  // namespace shardsim::strategies
