@@ -67,8 +67,15 @@ void PrintValidate(std::ostream& out, const ValidateContext& c, const validation
     out << "\nMemory per rank (the runtime's accounting of what it allocates, peak per category, against the memory model):\n";
     TextTable mem({"rank", "stage", "category", "measured", "predicted", "error", "note"});
     for (const validation::MemoryRow& row : r.memory) {
+      std::string note = MemoryComparability(row.category, c.plan);
+      if (note.empty() && row.rows_received >= 0) {
+        // Dropless MoE: the model at the routing that happened, the balanced routing's beside it.
+        note = "at the measured routing: " + std::to_string(row.rows_received) + " expert rows received, " + std::to_string(row.rows_sent) +
+               " sent (balanced routing predicts " + FormatBinaryBytes(row.predicted_bytes - row.routing_bytes) + ", " +
+               Error(row.predicted_bytes - row.routing_bytes, row.measured_bytes) + ")";
+      }
       mem.AddRow({std::to_string(row.rank), std::to_string(row.stage), row.category, FormatBinaryBytes(row.measured_bytes), FormatBinaryBytes(row.predicted_bytes),
-                  Error(row.predicted_bytes, row.measured_bytes), MemoryComparability(row.category, c.plan)});
+                  Error(row.predicted_bytes, row.measured_bytes), note});
     }
     mem.Print(out, "  ");
   }

@@ -40,17 +40,32 @@ inline constexpr int kMemoryCategories = 5;
 // "params", "grads", "optimizer", "activations", "buffers": the report's keys.
 std::string_view MemoryCategoryName(MemoryCategory category);
 
-// Current and peak bytes per category, and the peak of their sum. One per rank, owned by the
-// Trainer; not thread-safe (the runtime is one thread per rank).
+// Routed token copies (expert rows) the saved activations hold: the rows this rank's experts
+// received from the dispatch, and the copies this rank's own tokens sent (what balanced routing
+// would bring back). Dropless routing makes the activations depend on them.
+struct RoutedRows {
+  int64_t received = 0, sent = 0;
+};
+
+// Current and peak bytes per category, and the peak of their sum; and the routed rows held when
+// the activations peaked, so that the memory model can be evaluated at the routing that
+// happened. One per rank, owned by the Trainer; not thread-safe (one thread per rank).
 class MemoryAccount {
  public:
   void Add(MemoryCategory category, int64_t bytes) {
     int64_t& now = current_[Index(category)];
     now += bytes;
     total_ += bytes;
+    if (category == MemoryCategory::kActivations && now > peak_[Index(category)]) routed_at_peak_ = routed_;
     peak_[Index(category)] = std::max(peak_[Index(category)], now);
     peak_total_ = std::max(peak_total_, total_);
   }
+  // Changes the routed rows held (before the activation bytes that hold them are added).
+  void AddRoutedRows(RoutedRows delta) {
+    routed_.received += delta.received;
+    routed_.sent += delta.sent;
+  }
+  RoutedRows routed_at_activation_peak() const { return routed_at_peak_; }
   void Release(MemoryCategory category, int64_t bytes) { Add(category, -bytes); }
   // `bytes` held for a moment only (allocated and freed before anything else is): counts in the
   // peaks, not in what is held after.
@@ -66,6 +81,33 @@ class MemoryAccount {
   static size_t Index(MemoryCategory category) { return static_cast<size_t>(category); }
   std::array<int64_t, kMemoryCategories> current_{}, peak_{};
   int64_t total_ = 0, peak_total_ = 0;
+  RoutedRows routed_, routed_at_peak_;
+};
+
+// Routed rows held in an account, adjusted as they change (as MemoryHold holds bytes).
+class RoutedRowsHold {
+ public:
+  explicit RoutedRowsHold(MemoryAccount* account = nullptr) : account_(account) {}
+  ~RoutedRowsHold() { Set({}); }
+  RoutedRowsHold(const RoutedRowsHold&) = delete;
+  RoutedRowsHold& operator=(const RoutedRowsHold&) = delete;
+  RoutedRowsHold(RoutedRowsHold&& other) noexcept : account_(std::exchange(other.account_, nullptr)), rows_(std::exchange(other.rows_, {})) {}
+  RoutedRowsHold& operator=(RoutedRowsHold&& other) noexcept {
+    if (this != &other) {
+      Set({});
+      account_ = std::exchange(other.account_, nullptr);
+      rows_ = std::exchange(other.rows_, {});
+    }
+    return *this;
+  }
+  void Set(RoutedRows rows) {
+    if (account_ != nullptr) account_->AddRoutedRows({rows.received - rows_.received, rows.sent - rows_.sent});
+    rows_ = rows;
+  }
+
+ private:
+  MemoryAccount* account_ = nullptr;
+  RoutedRows rows_;
 };
 
 // Bytes a vector holds (its capacity).

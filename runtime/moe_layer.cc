@@ -88,6 +88,7 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
   LinearForward(logits.data(), h, w.router, t, D, E);
   s.probs.resize(Size(t, E));
   s.top.resize(static_cast<size_t>(n));
+  s.sent_rows = n;
   s.gates.resize(static_cast<size_t>(n));
   RouterForward(s.probs.data(), s.top.data(), s.gates.data(), logits.data(), t, E, K);
   // The balancing loss counts the whole micro-batch: tensor (sequence parallel) and context ranks

@@ -45,6 +45,15 @@ struct MoeSaved {
   std::vector<int> tensor_rows;            // every tensor rank's expert_rows, rank-major (moe_tensor.h)
   std::vector<float> shared_h;             // the shared experts' input gathered over tensor (sequence parallel)
   std::vector<std::vector<float>> x, g, u, act;  // per local expert: its input rows, gate, up, activation
+  int64_t sent_rows = 0;                         // this rank's token copies routed (tokens x top-k)
+  // The routed rows held: received (the local experts' input rows, `width` elements each) and
+  // sent; none once the input rows are freed.
+  RoutedRows Routed(int64_t width) const {
+    RoutedRows rows;
+    for (const std::vector<float>& v : x) rows.received += static_cast<int64_t>(v.size()) / width;
+    if (rows.received > 0) rows.sent = sent_rows;
+    return rows;
+  }
   int64_t Bytes() const {
     return HeldBytes(probs, gates, expert_out, shared_gate, shared_up, shared_act) + HeldBytes(top, offsets, assignments) + HeldBytes(counts) +
            HeldBytes(send_counts, receive_counts, expert_rows, tensor_rows) + HeldBytes(x, g, u, act) + HeldBytes(shared_h);

@@ -308,6 +308,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   namespace ops = strategies::ops;
   auto saved = std::make_unique<Saved>();
   saved->activations = MemoryHold(account_, MemoryCategory::kActivations);
+  saved->routed = RoutedRowsHold(account_);
   saved->logits = MemoryHold(account_, MemoryCategory::kBuffers);
   MemoryHold scratch(account_, MemoryCategory::kBuffers);  // x, and the embedding's and head's scratch
   current_mb_ = mb;
@@ -354,7 +355,7 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
   for (size_t i = 0; i < saved->layers.size(); ++i) {
     for (size_t b = 0; b < layer_buckets_.at(l0 + static_cast<int64_t>(i)).size(); ++b) Use(order, next++);
     LayerForward(l0 + static_cast<int64_t>(i), x.data(), saved->layers[i]);
-    saved->activations.Set(saved->ActivationBytes());
+    saved->Account(hidden_);
   }
   double loss = 0;
   if (layout.head) {
@@ -400,14 +401,14 @@ double StageModel::Forward(int64_t chunk, int64_t mb, const float* in, float* ou
     loss = VocabShardLoss(saved->sums.data(), row_max.data(), saved->targets.data(), T, loss_normaliser);
     scratch.SetTo(x, h, row_max);
     saved->logits.SetTo(saved->probs);
-    saved->activations.Set(saved->ActivationBytes());
+    saved->Account(hidden_);
     // Every tensor rank holds the same loss over every token: count it once.
     if (tensor_rank_ != 0) loss = 0;
     span.reset();
   } else {
     std::copy(x.begin(), x.end(), out);
   }
-  saved->activations.Set(saved->ActivationBytes());
+  saved->Account(hidden_);
   saved_[{chunk, mb}] = std::move(saved);
   // The MoE layers' balancing loss, each rank its share.
   return loss + aux_loss_;
@@ -475,7 +476,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     Buffer().swap(s.final_x);
     Buffer().swap(s.final_rstd);
     Buffer().swap(s.final_mean);
-    s.activations.Set(s.ActivationBytes());  // the logits' gradient kept for a deferred W
+    s.Account(hidden_);  // the logits' gradient kept for a deferred W
     scratch.SetTo(dx);
     if (s.head_deferred.empty()) report(head_bucket_);
     if (tied_copy_bucket_ >= 0) report(tied_copy_bucket_);
@@ -496,7 +497,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
       AttentionCore(span, LayerProgramOf(layer), strategies::DecoderLayer(layer), saved, /*recompute=*/true);
       span.reset();
     }
-    s.activations.Set(s.ActivationBytes());  // recomputed activations, held until this layer's backward is done
+    s.Account(hidden_);  // recomputed activations, held until this layer's backward is done
     scratch.SetTo(dx);
     LayerBackward(layer, dx.data(), saved);
     // What the layer saved is not read again, but for the inputs of weight gradients left for
@@ -506,7 +507,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
     } else {
       saved = LayerSaved();
     }
-    s.activations.Set(s.ActivationBytes());
+    s.Account(hidden_);
     if (!defer_weights) {
       for (int bucket : layer_buckets_.at(layer)) report(bucket);
     }
@@ -561,7 +562,7 @@ void StageModel::BackwardWeight(int64_t chunk, int64_t mb, const std::function<v
   if (!s.head_deferred.empty()) {
     run(s.head_deferred, program_.Layer(strategies::LayerKind::kHead), std::string(strategies::kHeadLayer));
     std::vector<Deferred>().swap(s.head_deferred);
-    s.activations.Set(s.ActivationBytes());
+    s.Account(hidden_);
     if (done) done(head_bucket_);
   }
   const int64_t l0 = this->chunk(chunk).first_layer;
@@ -569,7 +570,7 @@ void StageModel::BackwardWeight(int64_t chunk, int64_t mb, const std::function<v
     const int64_t layer = l0 + static_cast<int64_t>(i);
     run(s.layers[i].deferred, LayerProgramOf(layer), strategies::DecoderLayer(layer));
     s.layers[i] = LayerSaved();
-    s.activations.Set(s.ActivationBytes());
+    s.Account(hidden_);
     if (done) {
       for (int bucket : layer_buckets_.at(layer)) done(bucket);
     }

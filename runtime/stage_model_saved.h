@@ -70,6 +70,19 @@ struct StageModel::Saved {
   // Counted in the rank's MemoryAccount while this is kept: `activations` everything above but
   // the logits, `logits` (a buffer) the probabilities [T, V/t].
   MemoryHold activations, logits;
+  RoutedRowsHold routed;  // the MoE layers' routed rows held (memory_account.h)
+  // Counts what is held now in the account: the routed rows first (the account notes them when
+  // the activations peak), then the bytes; `width`: the hidden size (an expert row's width).
+  void Account(int64_t width) {
+    RoutedRows rows;
+    for (const LayerSaved& layer : layers) {
+      const RoutedRows r = layer.moe.Routed(width);
+      rows.received += r.received;
+      rows.sent += r.sent;
+    }
+    routed.Set(rows);
+    activations.Set(ActivationBytes());
+  }
   int64_t ActivationBytes() const {
     int64_t bytes = HeldBytes(ids, targets) + HeldBytes(final_x, final_rstd, final_mean, final_h_full, final_h, sums) + DeferredBytes(head_deferred);
     for (const LayerSaved& layer : layers) bytes += layer.Bytes();

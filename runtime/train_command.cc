@@ -214,6 +214,11 @@ int RunTrainCommand(const TrainCommandOptions& a) {
       json entry{{"rank", m.rank}, {"stage", m.stage}};
       for (int c = 0; c < kMemoryCategories; ++c) entry[std::string(MemoryCategoryName(static_cast<MemoryCategory>(c)))] = m.peak[static_cast<size_t>(c)];
       entry["peak_total"] = m.peak_total;
+      // MoE (dropless routing): the routed rows the saved activations held at their peak, received
+      // by this rank's experts and sent by its tokens (balanced routing receives what it sends).
+      if (m.routed_at_activation_peak.sent > 0) {
+        entry["expert_rows_at_activation_peak"] = {{"received", m.routed_at_activation_peak.received}, {"sent", m.routed_at_activation_peak.sent}};
+      }
       // The process's resident set as the operating system sees it (a cross-check): before the
       // trainer was built, and its peak over the steps.
       if (m.resident_base >= 0) {

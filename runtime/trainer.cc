@@ -331,11 +331,14 @@ std::string Trainer::GatherTrace() {
 }
 
 std::vector<RankMemory> Trainer::GatherMemory() {
-  // Per rank: stage, the five peaks, the peak total, the resident set before the trainer and its peak.
-  constexpr int kFields = kMemoryCategories + 4;
+  // Per rank: stage, the five peaks, the routed rows at the activations' peak (received, sent),
+  // the peak total, the resident set before the trainer and its peak.
+  constexpr int kFields = kMemoryCategories + 6;
   std::array<int64_t, kFields> mine{};
   mine[0] = comms_.Coordinate("pipeline");
   for (int c = 0; c < kMemoryCategories; ++c) mine[static_cast<size_t>(c) + 1] = memory_.peak(static_cast<MemoryCategory>(c));
+  mine[kMemoryCategories + 1] = memory_.routed_at_activation_peak().received;
+  mine[kMemoryCategories + 2] = memory_.routed_at_activation_peak().sent;
   mine[kFields - 3] = memory_.peak_total();
   mine[kFields - 2] = resident_base_;
   mine[kFields - 1] = resident_base_ < 0 ? -1 : ProcessPeakResidentBytes();
@@ -352,6 +355,7 @@ std::vector<RankMemory> Trainer::GatherMemory() {
     m.rank = r;
     m.stage = f[0];
     for (size_t c = 0; c < kMemoryCategories; ++c) m.peak[c] = f[c + 1];
+    m.routed_at_activation_peak = {f[kMemoryCategories + 1], f[kMemoryCategories + 2]};
     m.peak_total = f[kFields - 3];
     m.resident_base = f[kFields - 2];
     m.resident_peak = f[kFields - 1];

@@ -60,6 +60,7 @@ struct RankMemory {
   // view, a cross-check of the accounting (the difference also holds MPI's and the allocator's
   // own memory). -1 where /proc cannot tell.
   int64_t resident_base = -1, resident_peak = -1;
+  RoutedRows routed_at_activation_peak;  // MoE: the routed rows held when the activations peaked
 };
 
 class Trainer {

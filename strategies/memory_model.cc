@@ -9,6 +9,14 @@
 
 namespace shardsim::strategies {
 
+namespace {
+
+// The [tokens, width] tensors an MLP keeps per token of its width: gate, up and their product
+// (SwiGLU), or up and the GELU's output.
+double SavedMlpTensors(const ModelSpec& m) { return m.mlp == MlpKind::kSwiGlu ? 3 : 2; }
+
+}  // namespace
+
 ElementBytes MemoryBytesPerElement(const std::string& dtype) {
   // fp32 training (what shardsim-runtime does): fp32 weights and gradients, AdamW's m and v in
   // fp32 and no master copy (the weights are the master); fp32 activations; fp32 logits only.
@@ -40,7 +48,7 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
     kv_heads = h;  // decompressed per head
   }
   double split = a * (h * qk + kv_heads * qk + kv_heads * v + h * v);
-  const double gated = m.mlp == MlpKind::kSwiGlu ? 3 : 2;  // gate, up, product (or up, GELU out)
+  const double gated = SavedMlpTensors(m);
   if (moe_layer) {
     const MoeSpec& e = *m.moe;
     const double copies = static_cast<double>(e.top_k) * p.ep_capacity_factor;
@@ -61,6 +69,13 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
     scores = h * s * (a + (m.dropout ? 1 + a : 0));
   }
   return static_cast<double>(tokens) * (replicated / sp + (split + scores) / t);
+}
+
+double ExpertRowActivationBytes(const ModelSpec& m, const PlanSpec& p) {
+  if (!m.moe) return 0;
+  const double a = MemoryBytesPerElement(p.dtype).activations;
+  const double gated = SavedMlpTensors(m);
+  return a * (static_cast<double>(m.hidden_size) + gated * static_cast<double>(m.moe->expert_ffn_hidden_size) / static_cast<double>(p.mesh.tensor));
 }
 
 namespace {

@@ -29,6 +29,12 @@ ElementBytes MemoryBytesPerElement(const std::string& dtype);
 // kernel. MoE layers add their routed experts' activations.
 double LayerActivationBytes(const ModelSpec& model, const PlanSpec& plan, int64_t tokens, bool moe_layer);
 
+// Bytes one routed token copy adds to the saved activations of the rank whose expert computes it:
+// its input row and its gate, up and activation rows (the MoE term of LayerActivationBytes per
+// copy). Dropless routing sends a rank more or fewer copies than its tokens route (balanced);
+// `shardsim validate` evaluates the model at the routing that happened with it.
+double ExpertRowActivationBytes(const ModelSpec& model, const PlanSpec& plan);
+
 struct MemoryBreakdown {
   double params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
   double total() const { return params + grads + optimizer + activations + buffers; }

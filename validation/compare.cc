@@ -44,6 +44,10 @@ MeasuredRun ReadMeasuredRun(const json& report, const json& trace, const std::st
       for (const char* c : {"params", "grads", "optimizer", "activations", "buffers"}) {
         if (r.contains(c)) m.bytes[c] = r[c].get<double>();
       }
+      if (r.contains("expert_rows_at_activation_peak")) {
+        m.rows_received = r["expert_rows_at_activation_peak"].value("received", int64_t{-1});
+        m.rows_sent = r["expert_rows_at_activation_peak"].value("sent", int64_t{-1});
+      }
       run.memory.push_back(std::move(m));
     }
   }
@@ -142,15 +146,29 @@ Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& p
   std::sort(out.ops.begin(), out.ops.end(),
             [](const OpRow& a, const OpRow& b) { return std::abs(a.measured_s - a.predicted_s) > std::abs(b.measured_s - b.predicted_s); });
 
-  // Memory per rank by category.
+  out.memory = CompareMemory(measured, program);
+  return out;
+}
+
+std::vector<MemoryRow> CompareMemory(const MeasuredRun& measured, const strategies::StepProgram& program) {
+  std::vector<MemoryRow> rows;
   const strategies::MemoryReport memory = strategies::EstimateMemory(program);
   for (const MeasuredMemory& m : measured.memory) {
     const strategies::MemoryBreakdown& p = memory.stages[static_cast<size_t>(std::clamp<int64_t>(m.stage, 0, static_cast<int64_t>(memory.stages.size()) - 1))];
     const std::map<std::string, double> predicted = {
         {"params", p.params}, {"grads", p.grads}, {"optimizer", p.optimizer}, {"activations", p.activations}, {"buffers", p.buffers}};
-    for (const auto& [category, bytes] : m.bytes) out.memory.push_back({m.rank, m.stage, category, bytes, predicted.at(category)});
+    for (const auto& [category, bytes] : m.bytes) {
+      MemoryRow row{m.rank, m.stage, category, bytes, predicted.at(category)};
+      if (category == "activations" && m.rows_received >= 0 && m.rows_sent >= 0) {
+        // Dropless routing: the model at the routing that happened (balanced receives what it sends).
+        row.rows_received = m.rows_received, row.rows_sent = m.rows_sent;
+        row.routing_bytes = static_cast<double>(m.rows_received - m.rows_sent) * strategies::ExpertRowActivationBytes(program.model, program.plan);
+        row.predicted_bytes += row.routing_bytes;
+      }
+      rows.push_back(row);
+    }
   }
-  return out;
+  return rows;
 }
 
 json ComparisonJson(const Comparison& c) {
@@ -172,8 +190,15 @@ json ComparisonJson(const Comparison& c) {
                    {"difference_s", r.predicted_s - r.measured_s}});
   }
   for (const MemoryRow& r : c.memory) {
-    memory.push_back({{"rank", r.rank}, {"stage", r.stage}, {"category", r.category}, {"measured_bytes", r.measured_bytes}, {"predicted_bytes", r.predicted_bytes},
-                      {"error", r.measured_bytes > 0 ? json(r.predicted_bytes / r.measured_bytes - 1) : json(nullptr)}});
+    json row = {{"rank", r.rank}, {"stage", r.stage}, {"category", r.category}, {"measured_bytes", r.measured_bytes}, {"predicted_bytes", r.predicted_bytes},
+                {"error", r.measured_bytes > 0 ? json(r.predicted_bytes / r.measured_bytes - 1) : json(nullptr)}};
+    if (r.rows_received >= 0) {
+      row["expert_rows_received"] = r.rows_received;
+      row["expert_rows_sent"] = r.rows_sent;
+      row["predicted_balanced_bytes"] = r.predicted_bytes - r.routing_bytes;
+      row["balanced_error"] = r.measured_bytes > 0 ? json((r.predicted_bytes - r.routing_bytes) / r.measured_bytes - 1) : json(nullptr);
+    }
+    memory.push_back(row);
   }
   return {{"categories", categories}, {"ops", ops}, {"memory", memory}, {"steps_compared", c.steps_compared}};
 }

@@ -31,6 +31,9 @@ struct MeasuredMemory {
   int rank = 0;
   int64_t stage = 0;
   std::map<std::string, double> bytes;  // params, grads, optimizer, activations, buffers
+  // MoE: the routed rows the activations held at their peak (received by this rank's experts,
+  // sent by its tokens); -1 where the runtime reported none.
+  int64_t rows_received = -1, rows_sent = -1;
 };
 
 struct MeasuredRun {
@@ -60,6 +63,10 @@ struct MemoryRow {
   int64_t stage = 0;
   std::string category;
   double measured_bytes = 0, predicted_bytes = 0;
+  // MoE activations: predicted_bytes is the model at the measured routing, the balanced routing's
+  // prediction plus routing_bytes for the rows received beyond those sent (or minus, fewer).
+  double routing_bytes = 0;
+  int64_t rows_received = -1, rows_sent = -1;
 };
 struct Comparison {
   std::vector<CategoryRow> categories;  // the step last
@@ -71,6 +78,10 @@ struct Comparison {
 // The categories of time a StepReport predicts for its critical stage, named as the runtime's
 // trace names them (exposed collectives by stream; the bubble counts as pipeline).
 std::map<std::string, double> PredictedCategories(const sim::StepReport& report, const strategies::StepProgram& program, const sim::Roofline& roofline);
+
+// Memory per rank by category, measured against the memory model for the rank's stage (MoE
+// activations at the routing the rank reported: MemoryRow::routing_bytes).
+std::vector<MemoryRow> CompareMemory(const MeasuredRun& measured, const strategies::StepProgram& program);
 
 Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& program, const ClusterSpec& cluster, sim::AxisCollectives& collectives,
                    const sim::StepReport& estimate, const sim::StepReport& simulated);

@@ -26,6 +26,30 @@ TEST(MemoryAccountTest, KeepsCurrentAndPeakPerCategoryAndThePeakTotal) {
   EXPECT_EQ(account.peak_total(), 250);
 }
 
+// The routed rows held when the activations peaked: noted with the peak, not after it.
+TEST(MemoryAccountTest, NotesTheRoutedRowsHeldAtTheActivationPeak) {
+  MemoryAccount account;
+  {
+    RoutedRowsHold rows(&account);
+    MemoryHold bytes(&account, MemoryCategory::kActivations);
+    rows.Set({300, 200});
+    bytes.Set(1000);
+    rows.Set({500, 400});
+    bytes.Set(900);  // more rows, fewer bytes: not a peak
+    RoutedRowsHold more = std::move(rows);
+    more.Set({700, 400});
+    bytes.Set(1200);  // the peak
+    bytes.Set(100);
+  }
+  EXPECT_EQ(account.routed_at_activation_peak().received, 700);
+  EXPECT_EQ(account.routed_at_activation_peak().sent, 400);
+  EXPECT_EQ(account.current(MemoryCategory::kActivations), 0);
+  RoutedRowsHold again(&account);  // everything held was released with its holds
+  again.Set({1, 1});
+  MemoryHold bytes(&account, MemoryCategory::kActivations, 1300);
+  EXPECT_EQ(account.routed_at_activation_peak().received, 1);
+}
+
 TEST(MemoryAccountTest, HoldsReleaseOnDestructionAndFollowSetAndMoves) {
   MemoryAccount account;
   std::vector<float> a(10), b(6);

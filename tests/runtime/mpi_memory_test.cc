@@ -99,6 +99,29 @@ TEST(MpiMemoryTest, DataParallelReportMatchesTheMemoryModel) {
   ExpectReportMatchesModel(Plan({{"data", 2}}));
 }
 
+// Expert parallelism with dropless routing: each rank reports the routed rows its activations
+// held at their peak (received by its experts, sent by its tokens), and the memory model at that
+// routing is within 10% of its activations (validation/compare.h evaluates it so).
+TEST(MpiMemoryTest, ExpertRanksReportTheRoutingTheirActivationsHeld) {
+  if (WorldSize() != 2) GTEST_SKIP() << "needs 2 ranks";
+  const nlohmann::json plan = Plan({{"expert", 2}});
+  const nlohmann::json report = Train("tiny-moe", plan);
+  if (Rank() != 0) return;
+  const strategies::StepProgram program = strategies::BuildStep(LoadModel("tiny-moe"), PlanFromJson(plan, "the test's plan"));
+  const double balanced = strategies::EstimateMemory(program).stages[0].activations;
+  const double row = strategies::ExpertRowActivationBytes(program.model, program.plan);
+  for (const nlohmann::json& got : report.at("memory_bytes")) {
+    ASSERT_TRUE(got.contains("expert_rows_at_activation_peak")) << got.dump();
+    const int64_t received = got["expert_rows_at_activation_peak"].at("received").get<int64_t>();
+    const int64_t sent = got["expert_rows_at_activation_peak"].at("sent").get<int64_t>();
+    // 256 tokens x top-2 per MoE layer, 4 layers: the copies one micro-batch's tokens route.
+    EXPECT_EQ(sent, 4 * 256 * 2) << got.dump();
+    EXPECT_GT(received, 0) << got.dump();
+    const double measured = got.at("activations").get<double>();
+    EXPECT_LE(std::abs((balanced + static_cast<double>(received - sent) * row) / measured - 1), 0.10) << got.dump();
+  }
+}
+
 TEST(MpiMemoryTest, ZeroOneShardsTheOptimizerStateAsTheModelDoes) {
   if (WorldSize() != 2) GTEST_SKIP() << "needs 2 ranks";
   nlohmann::json plan = Plan({{"data", 2}});

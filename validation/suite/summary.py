@@ -16,7 +16,7 @@ def main():
     out = pathlib.Path(sys.argv[1])
     calibrate_s, suite_s = float(sys.argv[2]), float(sys.argv[3])
     rows, est_errors, sim_errors = [], [], []
-    memory = {}
+    memory, balanced = {}, []
     for path in sorted(out.glob("*.json")):
         if path.name == "cluster.json" or path.stat().st_size == 0:
             continue  # the calibration, or a plan that failed (its .err says why)
@@ -34,6 +34,8 @@ def main():
         for m in r["memory"]:
             if m["comparable"] and m["error"] is not None:
                 memory.setdefault(m["category"], []).append(abs(m["error"]))
+                if m.get("balanced_error") is not None:
+                    balanced.append(abs(m["balanced_error"]))
     print("| plan | mesh | ranks | time-faithful | measured | estimated | error | simulated | error | worst op (predicted - measured) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, mesh, ranks, faithful, m, e, ee, s, se, worst in rows:
@@ -44,6 +46,9 @@ def main():
               f"max {100 * max(est_errors):.1f}%; simulation |error| median {100 * statistics.median(sim_errors):.1f}%, max {100 * max(sim_errors):.1f}%")
     for category, errors in sorted(memory.items()):
         print(f"Memory {category}: |error| median {100 * statistics.median(errors):.1f}%, max {100 * max(errors):.1f}% over {len(errors)} ranks")
+    if balanced:
+        print(f"  (MoE ranks' activations are set beside the model at the routing they reported; at balanced routing, the model's "
+              f"own assumption: |error| median {100 * statistics.median(balanced):.1f}%, max {100 * max(balanced):.1f}% over {len(balanced)} ranks)")
     print(f"Calibration {calibrate_s:.0f} s; {len(rows)} plans validated in {suite_s:.0f} s")
 
 

@@ -1,0 +1,70 @@
+// `shardsim validate`'s memory comparison: the runtime's report read, and MoE activations set
+// beside the memory model at the routing the rank reported (dropless routing sends a rank more or
+// fewer expert rows than its tokens route).
+#include "validation/compare.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model_presets.h"
+#include "strategies/build_step.h"
+#include "strategies/memory_model.h"
+
+namespace shardsim::validation {
+namespace {
+
+strategies::StepProgram ExpertPlan() {
+  PlanSpec p;
+  p.mesh.expert = 2;
+  p.global_batch_size = 8;
+  p.seq_len = 256;
+  p.micro_batch_size = 1;
+  p.dtype = "fp32";
+  return strategies::BuildStep(FindModelPreset("tiny-moe")->spec, p);
+}
+
+nlohmann::json Report(const nlohmann::json& memory) {
+  return {{"step_time_s", 0.1}, {"ranks", 2}, {"memory_bytes", memory}};
+}
+
+nlohmann::json NoTrace() { return {{"traceEvents", nlohmann::json::array()}}; }
+
+TEST(CompareMemoryTest, MoeActivationsAreSetBesideTheModelAtTheReportedRouting) {
+  const strategies::StepProgram program = ExpertPlan();
+  const double balanced = strategies::EstimateMemory(program).stages[0].activations;
+  const double row = strategies::ExpertRowActivationBytes(program.model, program.plan);
+  // tiny-moe: a row is its input (256 floats) and its gate, up and activation (256 each).
+  EXPECT_DOUBLE_EQ(row, 4.0 * (256 + 3 * 256));
+  const MeasuredRun run = ReadMeasuredRun(
+      Report({{{"rank", 0}, {"stage", 0}, {"activations", 25e6}, {"expert_rows_at_activation_peak", {{"received", 2927}, {"sent", 2048}}}},
+              {{"rank", 1}, {"stage", 0}, {"activations", 19e6}, {"expert_rows_at_activation_peak", {{"received", 1500}, {"sent", 2048}}}},
+              {{"rank", 2}, {"stage", 0}, {"activations", 21e6}}}),
+      NoTrace(), "test");
+  const std::vector<MemoryRow> rows = CompareMemory(run, program);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(rows[0].predicted_bytes, balanced + (2927 - 2048) * row);
+  EXPECT_DOUBLE_EQ(rows[0].routing_bytes, (2927 - 2048) * row);
+  EXPECT_DOUBLE_EQ(rows[1].predicted_bytes, balanced - (2048 - 1500) * row);
+  // A rank that reported no routing is compared with the balanced prediction.
+  EXPECT_DOUBLE_EQ(rows[2].predicted_bytes, balanced);
+  EXPECT_EQ(rows[2].rows_received, -1);
+  // The JSON keeps the balanced prediction and its error beside the routed one.
+  Comparison c;
+  c.memory = rows;
+  const nlohmann::json j = ComparisonJson(c);
+  EXPECT_DOUBLE_EQ(j["memory"][0]["predicted_balanced_bytes"].get<double>(), balanced);
+  EXPECT_EQ(j["memory"][0]["expert_rows_received"].get<int64_t>(), 2927);
+  EXPECT_FALSE(j["memory"][2].contains("predicted_balanced_bytes"));
+}
+
+TEST(CompareMemoryTest, DenseModelsHaveNoExpertRows) {
+  PlanSpec p;
+  p.mesh.data = 2;
+  p.global_batch_size = 8;
+  p.seq_len = 256;
+  EXPECT_EQ(strategies::ExpertRowActivationBytes(FindModelPreset("tiny-dense")->spec, p), 0.0);
+}
+
+}  // namespace
+}  // namespace shardsim::validation
