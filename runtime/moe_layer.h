@@ -46,12 +46,11 @@ struct MoeSaved {
   std::vector<float> shared_h;             // the shared experts' input gathered over tensor (sequence parallel)
   std::vector<std::vector<float>> x, g, u, act;  // per local expert: its input rows, gate, up, activation
   int64_t sent_rows = 0;                         // this rank's token copies routed (tokens x top-k)
-  // The routed rows held: received (the local experts' input rows, `width` elements each) and
-  // sent; none once the input rows are freed.
+  // The routed rows held: received (the local experts' input rows, `width` elements each; none
+  // may come) and sent (none once the layer's state is cleared).
   RoutedRows Routed(int64_t width) const {
-    RoutedRows rows;
+    RoutedRows rows{0, sent_rows};
     for (const std::vector<float>& v : x) rows.received += static_cast<int64_t>(v.size()) / width;
-    if (rows.received > 0) rows.sent = sent_rows;
     return rows;
   }
   int64_t Bytes() const {
