@@ -66,18 +66,25 @@ void PrintValidate(std::ostream& out, const ValidateContext& c, const validation
   } else {
     out << "\nMemory per rank (the runtime's accounting of what it allocates, peak per category, against the memory model):\n";
     TextTable mem({"rank", "stage", "category", "measured", "predicted", "error", "note"});
+    bool routed = false;
     for (const validation::MemoryRow& row : r.memory) {
-      std::string note = MemoryComparability(row.category, c.plan);
-      if (note.empty() && row.rows_received >= 0) {
+      const std::string comparability = MemoryComparability(row.category, c.plan);
+      std::string note = comparability;
+      if (note.empty() && row.routing_bytes != 0) {
         // Dropless MoE: the model at the routing that happened, the balanced routing's beside it.
-        note = "at the measured routing: " + std::to_string(row.rows_received) + " expert rows received, " + std::to_string(row.rows_sent) +
-               " sent (balanced routing predicts " + FormatBinaryBytes(row.predicted_bytes - row.routing_bytes) + ", " +
-               Error(row.predicted_bytes - row.routing_bytes, row.measured_bytes) + ")";
+        routed = true;
+        note = "routed: " + std::to_string(row.rows_received) + " rows in, " + std::to_string(row.rows_sent) + " out; balanced " +
+               FormatBinaryBytes(row.predicted_bytes - row.routing_bytes) + " (" + Error(row.predicted_bytes - row.routing_bytes, row.measured_bytes) + ")";
       }
       mem.AddRow({std::to_string(row.rank), std::to_string(row.stage), row.category, FormatBinaryBytes(row.measured_bytes), FormatBinaryBytes(row.predicted_bytes),
-                  Error(row.predicted_bytes, row.measured_bytes), note});
+                  comparability.empty() ? Error(row.predicted_bytes, row.measured_bytes) : "-", note});
     }
     mem.Print(out, "  ");
+    if (routed) {
+      out << "  (routed: dropless MoE sends a rank's experts more or fewer token copies than its tokens route; at the activations'\n"
+          << "  peak, the rows in to its experts and out from its tokens over its MoE layers and micro-batches in flight. The\n"
+          << "  prediction is the memory model at that routing; balanced: the model's own, at balanced routing)\n";
+    }
   }
   if (!c.work_dir_removed) out << "\n  files       " << c.work_dir << " (run.json, trace.json, and cluster.json when calibrated now)\n";
 }

@@ -473,6 +473,7 @@ void StageModel::Backward(int64_t chunk, int64_t mb, const float* dout, float* d
                  s.final_mean.data(), s.final_rstd.data(), Tl, D);
     span.reset();
     // The final norm's input is read for the last time (a deferred W reads final_h_full).
+    if (s.head_deferred.empty()) Buffer().swap(s.final_h_full);
     Buffer().swap(s.final_x);
     Buffer().swap(s.final_rstd);
     Buffer().swap(s.final_mean);

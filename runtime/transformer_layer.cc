@@ -142,7 +142,13 @@ void StageModel::LayerForward(int64_t layer, float* x, LayerSaved& s, bool recom
   // What backward will recompute is not kept: with full recomputation only the layer's input,
   // with selective the attention core's output and statistics. Until then the whole layer's
   // tensors exist (the caller counts what stays).
-  if (account_ != nullptr && !recompute && plan_.recompute != Recompute::kNone) account_->Transient(MemoryCategory::kActivations, s.Bytes());
+  if (account_ != nullptr && !recompute && plan_.recompute != Recompute::kNone) {
+    // The layer's routed rows are held with its bytes (the account notes them at a peak).
+    const RoutedRows rows = s.moe.Routed(hidden_);
+    account_->AddRoutedRows(rows);
+    account_->Transient(MemoryCategory::kActivations, s.Bytes());
+    account_->AddRoutedRows({-rows.received, -rows.sent});
+  }
   if (!recompute && plan_.recompute == Recompute::kFull) {
     LayerSaved input;
     input.x = std::move(s.x);

@@ -38,9 +38,10 @@ void AppendHead(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& pla
 void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width);
 void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width);
 // With sequence parallelism, the backward all-gather of the input of the region entered by
-// `enter` (ops::Regather), placed right after the enter op: in backward it runs after the
-// region's input gradients and before their reduce-scatter, ahead of the weight gradients that
-// read it; nothing without.
+// `enter` (ops::Regather), placed right after the enter op: in the program's backward order it
+// comes after the region's input gradients and before their reduce-scatter, ahead of the weight
+// gradients that read it (the runtime gathers it before the input gradients; a phase's cost is
+// the sum of its ops either way); nothing without.
 void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width);
 
 }  // namespace shardsim::strategies

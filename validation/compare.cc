@@ -159,8 +159,11 @@ std::vector<MemoryRow> CompareMemory(const MeasuredRun& measured, const strategi
         {"params", p.params}, {"grads", p.grads}, {"optimizer", p.optimizer}, {"activations", p.activations}, {"buffers", p.buffers}};
     for (const auto& [category, bytes] : m.bytes) {
       MemoryRow row{m.rank, m.stage, category, bytes, predicted.at(category)};
-      if (category == "activations" && m.rows_received >= 0 && m.rows_sent >= 0) {
-        // Dropless routing: the model at the routing that happened (balanced receives what it sends).
+      if (category == "activations" && m.rows_received >= 0 && m.rows_sent >= 0 && program.plan.mesh.tensor == 1 &&
+          program.plan.ep_capacity_factor == 1.0) {
+        // Dropless routing: the model at the routing that happened (balanced receives what it
+        // sends). Not with tensor > 1, where experts read rows gathered over tensor, nor with a
+        // capacity factor, which the model counts on both sides and the runtime does not apply.
         row.rows_received = m.rows_received, row.rows_sent = m.rows_sent;
         row.routing_bytes = static_cast<double>(m.rows_received - m.rows_sent) * strategies::ExpertRowActivationBytes(program.model, program.plan);
         row.predicted_bytes += row.routing_bytes;

@@ -63,8 +63,10 @@ struct MemoryRow {
   int64_t stage = 0;
   std::string category;
   double measured_bytes = 0, predicted_bytes = 0;
-  // MoE activations: predicted_bytes is the model at the measured routing, the balanced routing's
-  // prediction plus routing_bytes for the rows received beyond those sent (or minus, fewer).
+  // MoE activations (tensor 1, capacity factor 1): predicted_bytes is the model at the measured
+  // routing, the balanced routing's prediction plus routing_bytes for the rows received beyond
+  // those sent (or minus, fewer). Rows: token copies routed to this rank's experts / by its own
+  // tokens, summed over the stage's MoE layers and micro-batches in flight at the peak.
   double routing_bytes = 0;
   int64_t rows_received = -1, rows_sent = -1;
 };

@@ -58,6 +58,30 @@ TEST(CompareMemoryTest, MoeActivationsAreSetBesideTheModelAtTheReportedRouting) 
   EXPECT_FALSE(j["memory"][2].contains("predicted_balanced_bytes"));
 }
 
+// With tensor > 1 the experts read rows gathered over tensor (received is t x sent when
+// balanced), and a capacity factor is counted on both sides by the model only: no adjustment.
+TEST(CompareMemoryTest, NoRoutingAdjustmentWithTensorParallelExpertsOrACapacityFactor) {
+  for (const bool tensor : {true, false}) {
+    PlanSpec p;
+    p.mesh.expert = tensor ? 1 : 2;
+    p.mesh.tensor = tensor ? 2 : 1;
+    p.sequence_parallel = tensor;
+    p.ep_capacity_factor = tensor ? 1.0 : 1.25;
+    p.global_batch_size = 8;
+    p.seq_len = 256;
+    p.micro_batch_size = 1;
+    p.dtype = "fp32";
+    const strategies::StepProgram program = strategies::BuildStep(FindModelPreset("tiny-moe")->spec, p);
+    const MeasuredRun run = ReadMeasuredRun(
+        Report({{{"rank", 0}, {"stage", 0}, {"activations", 25e6}, {"expert_rows_at_activation_peak", {{"received", 2048}, {"sent", 1024}}}}}), NoTrace(),
+        "test");
+    const std::vector<MemoryRow> rows = CompareMemory(run, program);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].routing_bytes, 0.0) << (tensor ? "tensor 2" : "capacity factor 1.25");
+    EXPECT_DOUBLE_EQ(rows[0].predicted_bytes, strategies::EstimateMemory(program).stages[0].activations);
+  }
+}
+
 TEST(CompareMemoryTest, DenseModelsHaveNoExpertRows) {
   PlanSpec p;
   p.mesh.data = 2;

@@ -47,8 +47,9 @@ def main():
     for category, errors in sorted(memory.items()):
         print(f"Memory {category}: |error| median {100 * statistics.median(errors):.1f}%, max {100 * max(errors):.1f}% over {len(errors)} ranks")
     if balanced:
-        print(f"  (MoE ranks' activations are set beside the model at the routing they reported; at balanced routing, the model's "
-              f"own assumption: |error| median {100 * statistics.median(balanced):.1f}%, max {100 * max(balanced):.1f}% over {len(balanced)} ranks)")
+        print(f"  (the activations of {len(balanced)} expert-parallel ranks are set beside the memory model at the routing they reported; "
+              f"at balanced routing, the model's own assumption, their |error| is median {100 * statistics.median(balanced):.1f}%, "
+              f"max {100 * max(balanced):.1f}%)")
     print(f"Calibration {calibrate_s:.0f} s; {len(rows)} plans validated in {suite_s:.0f} s")
 
 
