@@ -32,8 +32,13 @@ void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_vi
 
 void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width) {
   if (plan.mesh.tensor == 1 || !layer.shape().sequence_parallel) return;
+  // Overlapped whatever overlap.tensor says: Megatron-core issues it asynchronously and computes
+  // the input gradient while it runs (tensor_parallel/layers.py,
+  // LinearWithGradAccumulationAndAsyncCommunication.backward, with CUDA_DEVICE_MAX_CONNECTIONS=1
+  // ordering the gather first). Where collectives do not move under compute (CPU ranks:
+  // CollectivesOverlapCompute) it runs blocking like every overlapped collective.
   layer.Collective(ops::Regather(enter), Stream::kTensor, {"tensor"}, RegionBytes(layer.shape(), width), false, CollectiveOp::kAllGather, true,
-                   CollectiveOp::kAllGather, plan.overlap.tensor);
+                   CollectiveOp::kAllGather, true);
 }
 
 void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width) {
