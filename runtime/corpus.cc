@@ -12,12 +12,21 @@ Corpus::Corpus(std::string text, int64_t seq_len) : text_(std::move(text)), seq_
 }
 
 void Corpus::Batch(int32_t* ids, int32_t* targets, int64_t step, int64_t batch, int64_t first, int64_t count) const {
+  std::vector<int32_t> all(static_cast<size_t>(seq_len_));
+  for (int64_t i = 0; i < seq_len_; ++i) all[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  Batch(ids, targets, step, batch, first, count, all);
+}
+
+void Corpus::Batch(int32_t* ids, int32_t* targets, int64_t step, int64_t batch, int64_t first, int64_t count,
+                   const std::vector<int32_t>& positions) const {
   const int64_t span = static_cast<int64_t>(text_.size()) - seq_len_ - 1;
+  const int64_t n = static_cast<int64_t>(positions.size());
   for (int64_t j = 0; j < count; ++j) {
     const int64_t start = ((step * batch + first + j) * seq_len_) % span;
-    for (int64_t i = 0; i < seq_len_; ++i) {
-      ids[j * seq_len_ + i] = static_cast<unsigned char>(text_[static_cast<size_t>(start + i)]);
-      targets[j * seq_len_ + i] = static_cast<unsigned char>(text_[static_cast<size_t>(start + i + 1)]);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t at = static_cast<size_t>(start + positions[static_cast<size_t>(i)]);
+      ids[j * n + i] = static_cast<unsigned char>(text_[at]);
+      targets[j * n + i] = static_cast<unsigned char>(text_[at + 1]);
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <string_view>
 #include <vector>
 
@@ -22,6 +23,9 @@ class Corpus {
   // Inputs and next-token targets of `count` sequences starting at global sequence `first` of
   // `step` (global batch `batch` sequences): ids and targets [count * seq_len], token-major.
   void Batch(int32_t* ids, int32_t* targets, int64_t step, int64_t batch, int64_t first, int64_t count) const;
+  // The same sequences' tokens at `positions` only (a context rank's share of each sequence,
+  // ring_attention.h SequencePositions): ids and targets [count * positions.size()].
+  void Batch(int32_t* ids, int32_t* targets, int64_t step, int64_t batch, int64_t first, int64_t count, const std::vector<int32_t>& positions) const;
 
  private:
   std::string text_;

@@ -159,11 +159,10 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   // ranks of a tensor group read the same.
   const int64_t replicas = plan.mesh.data, per_replica = plan.global_batch_size / replicas, replica = comms.Coordinate("data");
   const int64_t mbs = per_replica / plan.micro_batch_size;
-  const int64_t tokens = plan.micro_batch_size * plan.seq_len / cs, seq_local = plan.seq_len / cs;
+  const int64_t tokens = plan.micro_batch_size * plan.seq_len / cs;
   const double normaliser = static_cast<double>(plan.global_batch_size * plan.seq_len);
   const int64_t activations = tokens * model.hidden_size;
   std::vector<int32_t> ids(static_cast<size_t>(tokens)), targets(ids.size());
-  std::vector<int32_t> all_ids(static_cast<size_t>(plan.micro_batch_size * plan.seq_len)), all_targets(all_ids.size());
   std::vector<float> input, output, grad_output, grad_input;
   const bool overlap = replicas * cs > 1 && plan.overlap.data;
   std::optional<OverlappedReduction> reduction;
@@ -176,14 +175,11 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
       // Every stage reads the micro-batch (the first for its ids, the last for its targets). Over
       // pipeline stages one micro-batch is in flight at a time: its forward down the stages, then
       // its backward up them (the plan's schedule interleaves micro-batches; not on the GPU yet).
-      corpus.Batch(all_ids.data(), all_targets.data(), s, plan.global_batch_size, replica * per_replica + mb * plan.micro_batch_size,
-                   plan.micro_batch_size);
-      for (int64_t b = 0; b < plan.micro_batch_size; ++b) {  // this context rank's tokens
-        for (int64_t i = 0; i < seq_local; ++i) {
-          const size_t from = static_cast<size_t>(b * plan.seq_len + (cs > 1 ? config.positions[static_cast<size_t>(i)] : i));
-          ids[static_cast<size_t>(b * seq_local + i)] = all_ids[from];
-          targets[static_cast<size_t>(b * seq_local + i)] = all_targets[from];
-        }
+      const int64_t first = replica * per_replica + mb * plan.micro_batch_size;
+      if (cs > 1) {  // this context rank's tokens of each sequence
+        corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, first, plan.micro_batch_size, config.positions);
+      } else {
+        corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, first, plan.micro_batch_size);
       }
       const std::string at = "step " + std::to_string(s) + " micro-batch " + std::to_string(mb);
       if (stage > 0) {

@@ -86,18 +86,11 @@ StepRecord Trainer::Step() {
   const double normaliser = static_cast<double>(plan_.global_batch_size * plan_.seq_len);
   const int64_t tokens = m.tokens(), local = m.local_tokens() * m.hidden();
   std::vector<int32_t> ids(static_cast<size_t>(tokens)), targets(static_cast<size_t>(tokens));
-  std::vector<int32_t> all_ids(static_cast<size_t>(plan_.micro_batch_size * plan_.seq_len)), all_targets(all_ids.size());
   const std::vector<int32_t>& mine = m.sequence_positions();
   auto load = [&](int64_t mb) {
-    corpus_.Batch(all_ids.data(), all_targets.data(), step_, plan_.global_batch_size, replica * per_replica + mb * plan_.micro_batch_size,
-                  plan_.micro_batch_size);
     // This context rank's tokens of each sequence.
-    for (int64_t b = 0; b < plan_.micro_batch_size; ++b) {
-      for (size_t i = 0; i < mine.size(); ++i) {
-        ids[static_cast<size_t>(b) * mine.size() + i] = all_ids[static_cast<size_t>(b * plan_.seq_len + mine[i])];
-        targets[static_cast<size_t>(b) * mine.size() + i] = all_targets[static_cast<size_t>(b * plan_.seq_len + mine[i])];
-      }
-    }
+    corpus_.Batch(ids.data(), targets.data(), step_, plan_.global_batch_size, replica * per_replica + mb * plan_.micro_batch_size,
+                  plan_.micro_batch_size, mine);
   };
   // Sends in flight, each with its buffer (a list: the buffers stay where MPI reads them); freed
   // as they complete.
@@ -118,7 +111,7 @@ StepRecord Trainer::Step() {
   // The step's token and pipeline buffers.
   MemoryHold buffers(&memory_, MemoryCategory::kBuffers);
   auto count_buffers = [&] {
-    int64_t bytes = HeldBytes(ids, targets) + HeldBytes(all_ids, all_targets);
+    int64_t bytes = HeldBytes(ids, targets);
     for (const Send& send : sends) bytes += HeldBytes(send.data);
     for (const auto& [index, receipt] : receipts) bytes += HeldBytes(receipt.data);
     buffers.Set(bytes);
