@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "core/units.h"
+#include "planner/frameworks.h"
 #include "validation/measured_runs.h"
 #include "validation/runs_fit.h"
 #include "validation/runs_report.h"
@@ -105,7 +106,14 @@ void CheckOutputs(const CalibrateOptions& o, const std::vector<validation::Publi
 }  // namespace
 
 int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
-  const std::vector<validation::PublishedRun> runs = validation::ReadMeasuredRuns(o.from_runs);
+  std::vector<validation::PublishedRun> runs = validation::ReadMeasuredRuns(o.from_runs);
+  // A run made with a framework shardsim profiles is costed as that framework runs it: the
+  // overlaps and FSDP behaviour it fixes, its gradient-reduction dtype where the run leaves it
+  // unset (docs/frameworks.md). Other frameworks' runs keep their plans as written.
+  for (validation::PublishedRun& r : runs) {
+    if (CanonicalFrameworkName(r.framework).empty()) continue;
+    r.plan = planner::AsFrameworkRuns(planner::ParseFramework(r.framework, o.from_runs + ": run " + r.id + "/framework"), r.plan);
+  }
   CheckOutputs(o, runs);
   const std::vector<GroupFit> fits = validation::FitRuns(runs, {.fit = !o.no_fit, .source_path = o.from_runs});
   const validation::AccuracySummary summary = validation::Summarize(fits);

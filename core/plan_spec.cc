@@ -120,6 +120,9 @@ std::string ToString(Recompute r) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
+    case Recompute::kSelectiveOp: return "selective-op";
+    case Recompute::kSelectiveLayer: return "selective-layer";
+    case Recompute::kMinimal: return "minimal";
   }
   return "none";
 }
@@ -137,11 +140,15 @@ std::string CanonicalFrameworkName(std::string_view name) {
   return "";
 }
 
-std::vector<std::string> RecomputeNames() { return {"none", "selective", "full"}; }
+std::vector<std::string> RecomputeNames() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kRecomputes; ++i) names.push_back(ToString(static_cast<Recompute>(i)));
+  return names;
+}
 
 Recompute ParseRecompute(const std::string& name) {
-  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-    if (ToString(r) == name) return r;
+  for (size_t i = 0; i < kRecomputes; ++i) {
+    if (ToString(static_cast<Recompute>(i)) == name) return static_cast<Recompute>(i);
   }
   SHARDSIM_CHECK(false, "unknown recompute " + name);
 }

@@ -13,7 +13,14 @@
 
 namespace shardsim {
 
-enum class Recompute { kNone, kSelective, kFull };
+// Activation recomputation policies, each a set of the tensors a layer keeps for its backward
+// (strategies/saved_tensors.h holds the sets): none keeps all; selective is Megatron-core's
+// (--recompute-granularity selective: the attention core); full keeps the layer input only;
+// selective-op is torchtitan's per-op SelectiveAC (every second matmul recomputed);
+// selective-layer is torchtitan's older per-layer option (every second layer fully); minimal is
+// MaxText's remat_policy minimal (projections kept, attention core and elementwise recomputed).
+enum class Recompute { kNone, kSelective, kFull, kSelectiveOp, kSelectiveLayer, kMinimal };
+inline constexpr size_t kRecomputes = 6;
 
 // Mesh axes are words (core/mesh_axes.h holds what each one is); `expert` shards the experts of
 // MoE layers and acts as data parallelism for everything else; `context` is ring attention's axis

@@ -95,9 +95,9 @@ std::vector<Setting> MaxTextSettings(const ModelSpec& m, const ClusterSpec& c, c
   add("per_device_batch_size", Number(static_cast<double>(p.global_batch_size) /
                                       static_cast<double>(devices * accumulation)));
   add("max_target_length", I(p.seq_len));
-  add("remat_policy", p.recompute == Recompute::kFull        ? "full"
-                      : p.recompute == Recompute::kSelective ? "minimal"
-                                                             : "minimal_with_context");
+  add("remat_policy", p.recompute == Recompute::kFull      ? "full"
+                      : p.recompute == Recompute::kMinimal ? "minimal"
+                                                           : "minimal_with_context");
   add("attention", p.flash_attention ? "flash" : "dot_product");
   if (p.mesh.context > 1)
     add("context_parallel_strategy", p.context_kv == "ring" ? "ring" : "all_gather");
@@ -144,7 +144,7 @@ PlanSpec MaxTextPlan(const SettingReader& r, const ModelSpec& m) {
   }
   const std::string remat = r.Get("remat_policy", "full");
   p.recompute = remat == "full"      ? Recompute::kFull
-                : remat == "minimal" ? Recompute::kSelective
+                : remat == "minimal" ? Recompute::kMinimal
                                      : Recompute::kNone;
   p.flash_attention = r.Get("attention", "flash") != "dot_product";
   p.context_kv = r.Get("context_parallel_strategy", "all_gather") == "ring" ? "ring" : "all-gather";

@@ -104,7 +104,7 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   }
   add("activation_checkpoint", p.recompute == Recompute::kNone   ? "None"
                                : p.recompute == Recompute::kFull ? "FullAC.Config()"
-                                                                 : "SelectiveAC.Config()");
+                                                                 : "SelectiveAC.Config()");  // selective-op
   add("training.num_tokens_per_microbatch_per_dp_rank", I(p.micro_batch_size * p.seq_len));
   add("training.num_tokens_per_train_step", I(p.global_batch_size * p.seq_len));
   add("training.max_context_length", I(p.seq_len));
@@ -158,7 +158,7 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
       r.Get("activation_checkpoint", "SelectiveAC.Config()");  // Trainer.Config's default
   p.recompute = ac == "None"              ? Recompute::kNone
                 : ac == "FullAC.Config()" ? Recompute::kFull
-                                          : Recompute::kSelective;
+                                          : Recompute::kSelectiveOp;
   p.dtype = r.Has(kConverters) ? "fp8"
             : unquote(r.Get("training.mixed_precision_param", "\"bfloat16\"")) == "float32"
                 ? "fp32"

@@ -42,7 +42,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .experts_split_over_tensor = true,
         .expert_with_context = true,
         .expert_capacity = true,          // --moe-expert-capacity-factor
-        .recompute = {true, true, true},  // --recompute-granularity selective (core_attn) / full
+        // --recompute-granularity selective (core_attn) / full.
+        .recompute = {true, true, true, false, false, false},
         .bf16 = true,
         .fp16 = true,
         .fp8 = true,
@@ -100,9 +101,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .experts_split_over_tensor = false,
         .expert_with_context = false,
         .expert_capacity = false,  // dropless token-choice MoE
-        // distributed/activation_checkpoint.py: none, full (FullAC) or SelectiveAC, an op-level
-        // policy that recomputes every second matmul, not the attention core alone.
-        .recompute = {true, false, true},
+        // distributed/activation_checkpoint.py: none, full (FullAC) or SelectiveAC, the op-level
+        // policy that recomputes every second matmul (selective-op). The per-layer option
+        // (selective_ac_option "2") is gone at this commit.
+        .recompute = {true, false, true, true, false, false},
         // configs.py training.mixed_precision_param bfloat16/float32; float8 through the
         // Float8LinearConverter model converter (components/quantization/float8.py); no fp16.
         .bf16 = true,
@@ -155,10 +157,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .expert_with_context = true,
         .expert_capacity = true,  // capacity_factor (-1: dropless)
         // layers/decoders.py get_remat_policy: always rematerialises under some policy. "full"
-        // for full; "minimal" (all projections saved, the attention core recomputed) for
-        // selective; "minimal_with_context" (everything named saved) for none. Both recompute
-        // elementwise ops too, which shardsim does not cost separately.
-        .recompute = {true, true, true},
+        // for full; "minimal" (checkpoint_dots_with_no_batch_dims: the projections saved, the
+        // attention core, norms and activations rebuilt) for minimal; "minimal_with_context"
+        // (everything named saved) for none.
+        .recompute = {true, false, true, false, false, true},
         // base.yml dtype bfloat16 / float32; quantization "fp8"; fp16 is not a TPU dtype.
         .bf16 = true,
         .fp16 = false,
@@ -216,7 +218,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .expert_with_context = true,
         .expert_capacity = false,
         // activation_checkpointing / pipeline.activation_checkpoint_interval: whole layers.
-        .recompute = {true, false, true},
+        .recompute = {true, false, true, false, false, false},
         .bf16 = true,
         .fp16 = true,
         .fp8 = false,

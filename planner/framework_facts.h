@@ -81,7 +81,7 @@ struct FrameworkFacts {
   bool experts_split_over_tensor;         // routed experts' MLPs split over tensor like dense MLPs
   bool expert_with_context;               // expert ranks and context ranks as separate axes
   bool expert_capacity;                   // a capacity factor above 1 (otherwise dropless only)
-  std::array<bool, 3> recompute;          // none, selective, full (Recompute's order)
+  std::array<bool, kRecomputes> recompute;  // per Recompute, in its order
   bool bf16, fp16, fp8, fp32;
   bool unfused_attention;  // flash_attention false
   bool any_layout;         // any pipeline_layout; otherwise equal decoder layers per chunk

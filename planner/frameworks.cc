@@ -38,6 +38,15 @@ std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, double mfu
                       .source = std::string(facts.source) + ": " + std::string(facts.flop_count_source)};
 }
 
+std::vector<Recompute> FrameworkRecomputes(Framework framework) {
+  const FrameworkFacts& facts = FactsOf(framework);
+  std::vector<Recompute> kinds;
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kSelectiveOp, Recompute::kMinimal, Recompute::kSelectiveLayer, Recompute::kFull}) {
+    if (facts.recompute[static_cast<size_t>(r)]) kinds.push_back(r);
+  }
+  return kinds;
+}
+
 PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
   const FrameworkFacts& facts = FactsOf(framework);
   PlanSpec p = plan;

@@ -46,4 +46,8 @@ std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& mod
 // search can score a candidate as the framework would run it).
 PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan);
 
+// The recomputation policies `framework` runs, from the most memory kept to the least (the
+// order the search tries them in).
+std::vector<Recompute> FrameworkRecomputes(Framework framework);
+
 }  // namespace shardsim::planner

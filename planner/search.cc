@@ -240,7 +240,10 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
         !strategies::ParamShardAxes(z, strategies::ParamKind::kDense).empty()) {
       reshards.push_back(true);
     }
-    const std::vector<Recompute> recomputes = Tried(fixed, "recompute", base.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+    // Megatron-core's three unless a framework names its own policies (most memory kept first).
+    const std::vector<Recompute> recomputes = Tried(fixed, "recompute", base.recompute,
+                                                    o.framework ? FrameworkRecomputes(*o.framework)
+                                                                : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull});
     for (int64_t mbs : Tried(fixed, "micro_batch_size", base.micro_batch_size, sizes)) {
       // Recomputation only adds work: once a plan of a schedule fits, the plans of that schedule
       // and resharding with more recomputation are slower and only smaller, so they are dropped

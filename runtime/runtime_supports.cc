@@ -31,6 +31,9 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::stri
                      context_kv == "ring" ? "ring (the CPU runtime passes K/V around the ring)" : "all-gather (the GPU path gathers the group's K/V)",
                      "--set context_kv=" + context_kv + " (the same sums; other transfers)");
   }
+  if (p.recompute != Recompute::kNone && p.recompute != Recompute::kSelective && p.recompute != Recompute::kFull) {
+    refuse("plan:/recompute", "recompute " + ToString(p.recompute), "none, selective or full");
+  }
   if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
   if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");
   if (p.zero_stage == 2 && p.mesh.fsdp > 1) {

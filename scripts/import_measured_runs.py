@@ -90,7 +90,7 @@ def cluster_of(row):
     raise Skip(f"no preset for chip '{chip}'")
 
 
-def recompute_of(text, assumed, default):
+def recompute_of(text, assumed, default, family):
     if text is None:
         assumed.append(f"recompute: {default} (not published)")
         return default
@@ -98,8 +98,10 @@ def recompute_of(text, assumed, default):
     if t.startswith("none"):
         return "none"
     if "minimal" in t:
-        assumed.append("recompute: MaxText remat_policy=minimal read as selective")
-        return "selective"
+        return "minimal"  # MaxText's remat_policy minimal
+    if family == "torchtitan" and "selective" in t:
+        # torchtitan's selective AC: per-layer (selective_ac_option an integer) or per-op.
+        return "selective-layer" if "layer" in t else "selective-op"
     if "selective" in t:
         return "selective"
     if "full" in t:
@@ -129,19 +131,25 @@ def plan_of(row, assumed):
     if fam == "maxtext":
         slices = par.get("dcn_data_parallelism") or 1
         mesh.update(data=slices, fsdp=par["ici_fsdp_parallelism"])
-        plan["zero_stage"] = 3
+        # Weights and optimizer state are sharded over fsdp inside a slice and replicated over the
+        # slices (base.yml logical_axis_rules shard weights over fsdp, not data): ZeRO-0 over data.
+        plan["zero_stage"] = 3 if slices == 1 else 0
         mbs = gbs // (slices * par["ici_fsdp_parallelism"])
-        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "full")
+        if tp > 1:
+            # base.yml logical_axis_rules: activation_embed -> tensor (activations sharded over
+            # tensor between layers, as sequence parallelism shards them).
+            plan["sequence_parallel"] = True
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "full", fam)
         framework = "maxtext"
     elif fam == "llm_foundry":
         mesh["fsdp" if par["fsdp_published"] == "FULL_SHARD" else "data"] = dp
         plan["zero_stage"] = 3 if par["fsdp_published"] == "FULL_SHARD" else 2
-        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
         framework = "pytorch-fsdp"
     elif fam == "torchtitan":
         mesh.update(fsdp=par.get("dp_shard_fsdp") or dp, data=par.get("dp_replicate") or 1)
         plan["zero_stage"] = 3
-        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
         if tp > 1:
             plan["sequence_parallel"] = True
         # torchtitan/config/configs.py: mixed_precision_reduce: Literal["float32"].
@@ -153,7 +161,7 @@ def plan_of(row, assumed):
             assumed.append(f"expert parallelism {ep} laid over the FSDP ranks: mesh fsdp {fsdp // ep} x expert {ep} (shardsim has no MoE parallel folding yet)")
         mesh.update(fsdp=fsdp // ep, expert=ep, data=dp // fsdp)
         plan["zero_stage"] = 3
-        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
         framework = "torchtitan"
         assumed.append("PyTorch FSDP2 (NeMo AutoModel) costed as torchtitan")
     else:  # NeMo (Megatron-core)
@@ -167,7 +175,7 @@ def plan_of(row, assumed):
         if tp > 1:
             plan["sequence_parallel"] = True
             assumed.append("sequence parallelism with tensor parallelism, as NeMo's recipes enable it")
-        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none")
+        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
         # NeMo's performance recipes (performance_mode) set grad_reduce_in_fp32 = False.
         plan["grad_reduce_dtype"] = "bf16"
         assumed.append("gradient reductions in bf16, as NeMo's performance recipes set (grad_reduce_in_fp32 False)")

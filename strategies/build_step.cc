@@ -96,7 +96,7 @@ LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, bool moe) {
     AppendMlpBlock(builder, m, p, m.ffn_hidden_size, ops::kMlp);
   }
   LayerProgram layer = builder.Build();
-  ApplyRecompute(layer, p.recompute);
+  ApplyRecompute(layer, m, p);
   const LayerParams lp = ParamsOf(m, p, moe);
   AppendShardedParamOps(layer, p, lp.dense, lp.expert);
   return layer;

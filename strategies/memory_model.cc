@@ -4,6 +4,7 @@
 #include <map>
 
 #include "strategies/data_parallel.h"
+#include "strategies/saved_tensors.h"
 #include "strategies/schedule.h"
 #include "strategies/state_bytes.h"
 
@@ -30,45 +31,15 @@ ElementBytes MemoryBytesPerElement(const std::string& dtype) {
 }
 
 double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens, bool moe_layer) {
-  const double t = static_cast<double>(p.mesh.tensor);
-  const double d = static_cast<double>(m.hidden_size);
-  const double a = MemoryBytesPerElement(p.dtype).activations;  // bytes per activation element
-  const double sp = p.sequence_parallel ? t : 1.0;  // replicated activations are split over t with SP
-  const double per_token_full_recompute = a * d / sp;  // only the layer input is kept
-  if (p.recompute == Recompute::kFull) return static_cast<double>(tokens) * per_token_full_recompute;
-  // Per token, in bytes (a bytes per activation, 1-byte dropout masks), following Korthikanti's
-  // accounting: inputs of the two norms and of the two blocks, a bytes x D each; masks.
-  double replicated = 4 * a * d + (m.dropout ? 2 * d : 0);
-  // Split over tensor: Q, K, V, the attention output, and the MLP's inner activations.
-  const double h = static_cast<double>(m.num_heads), hkv = static_cast<double>(m.num_kv_heads);
-  double qk = static_cast<double>(m.head_dim), v = static_cast<double>(m.head_dim), kv_heads = hkv;
-  if (m.mla) {
-    qk = static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim);
-    v = static_cast<double>(m.mla->v_head_dim);
-    kv_heads = h;  // decompressed per head
+  // Per token: what the plan's recomputation keeps of each tensor the backward reads
+  // (saved_tensors.h).
+  double per_token = 0;
+  for (int i = 0; i < kLayerTensors; ++i) {
+    const auto tensor = static_cast<LayerTensor>(i);
+    const double share = KeptShare(p.recompute, tensor, m, p);
+    if (share > 0) per_token += share * TensorBytesPerToken(tensor, m, p, moe_layer);
   }
-  double split = a * (h * qk + kv_heads * qk + kv_heads * v + h * v);
-  const double gated = SavedMlpTensors(m);
-  if (moe_layer) {
-    const MoeSpec& e = *m.moe;
-    const double copies = static_cast<double>(e.top_k) * p.ep_capacity_factor;
-    split += copies * gated * a * static_cast<double>(e.expert_ffn_hidden_size);
-    split += static_cast<double>(e.num_shared_experts) * gated * a * static_cast<double>(e.expert_ffn_hidden_size);
-    // The dispatched copies the experts read, and the experts' outputs back on this rank, which
-    // the combine weights by the gates and the gates' gradient reads (Megatron-core's unpermute
-    // saves them so); fp32 router logits.
-    replicated += 2 * copies * a * d + 4 * static_cast<double>(e.num_experts);
-  } else {
-    split += gated * a * static_cast<double>(m.ffn_hidden_size);
-  }
-  // The S x S attention scores: softmax output (a bytes), and with dropout its mask (1) and
-  // output (a); never stored by a blockwise kernel or with selective recomputation.
-  double scores = 0;
-  if (!p.flash_attention && p.recompute == Recompute::kNone) {
-    const double s = static_cast<double>(p.seq_len);
-    scores = h * s * (a + (m.dropout ? 1 + a : 0));
-  }
-  return static_cast<double>(tokens) * (replicated / sp + (split + scores) / t);
+  return static_cast<double>(tokens) * per_token;
 }
 
 double ExpertRowActivationBytes(const ModelSpec& m, const PlanSpec& p) {
@@ -131,11 +102,13 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     b.grads = GradReduceBytes(p) * (dense_params / dense.grads + expert_params / expert.grads);
     b.optimizer = bytes.optimizer * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
-    // A layer being recomputed holds its full activations once.
-    if (p.recompute == Recompute::kFull && !stage.chunks.empty()) {
+    // A layer being recomputed holds what its recomputation rebuilds, once.
+    if (p.recompute != Recompute::kNone && !stage.chunks.empty()) {
       PlanSpec no_recompute = p;
       no_recompute.recompute = Recompute::kNone;
-      b.activations += LayerActivationBytes(m, no_recompute, program.tokens_per_microbatch, m.moe.has_value());
+      const bool moe = m.moe.has_value();
+      b.activations += LayerActivationBytes(m, no_recompute, program.tokens_per_microbatch, moe) -
+                       LayerActivationBytes(m, p, program.tokens_per_microbatch, moe);
     }
     // Buffers: the logits (fp32, and in mixed precision their 16-bit copy) where the head is,
     // kept from a micro-batch's F to its B (the loss's softmax, for its gradient): one

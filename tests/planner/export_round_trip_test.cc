@@ -152,7 +152,8 @@ TEST(ExportRoundTripTest, Torchtitan) {
   p.sequence_parallel = true, p.overlap.tensor = true, p.recompute = Recompute::kFull;
   cases.push_back({"FSDP2 x async TP", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"data", 2}, {"fsdp", 4}, {"tensor", 8}}, 512, 8192);
-  cases.push_back({"HSDP", "llama3-70b", "dgx-h100:64", p});
+  p.recompute = Recompute::kSelectiveOp;
+  cases.push_back({"HSDP, per-op selective recomputation", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"fsdp", 2}, {"tensor", 8}, {"pipeline", 4}}, 512, 8192);
   p.pipeline_schedule = "interleaved-1f1b", p.virtual_stages = 5, p.dtype = "fp8";
   cases.push_back({"FSDP under Interleaved1F1B, float8", "llama3-70b", "dgx-h100:64", p});
@@ -177,7 +178,7 @@ TEST(ExportRoundTripTest, MaxText) {
   p.sequence_parallel = true, p.recompute = Recompute::kFull;
   cases.push_back({"fsdp x tensor", "llama3-70b", "tpu-v5p:8x8x8", p});
   p = Plan({{"data", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
-  p.sequence_parallel = true, p.zero_stage = 1, p.recompute = Recompute::kSelective;
+  p.sequence_parallel = true, p.zero_stage = 1, p.recompute = Recompute::kMinimal;
   cases.push_back({"optimizer over data", "llama3-70b", "tpu-v5p:8x8x8", p});
   p = Plan({{"pipeline", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
   p.sequence_parallel = true, p.pipeline_schedule = "gpipe", p.micro_batch_size = 2;

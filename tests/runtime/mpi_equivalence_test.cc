@@ -128,6 +128,16 @@ TEST(MpiRuntimeTest, LossFallsAndUnsupportedAxesAreRefused) {
       EXPECT_NE(std::string(e.what()).find("the runtime does not implement it yet"), std::string::npos) << e.what();
     }
   }
+  // The frameworks' own recomputation sets are estimated, not run: refused on every rank alike.
+  PlanSpec op_level = plan;
+  op_level.recompute = Recompute::kSelectiveOp;
+  try {
+    Trainer refused(model, op_level, TrainOptions{}, MPI_COMM_WORLD, corpus);
+    ADD_FAILURE() << "recompute selective-op accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("recompute selective-op"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("none, selective or full"), std::string::npos) << e.what();
+  }
 }
 
 // A job stopped after a checkpoint and resumed gives bit-identical losses to one that never

@@ -1,0 +1,197 @@
+#include "strategies/saved_tensors.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strategies/memory_model.h"
+#include "strategies/op_names.h"
+
+namespace shardsim::strategies {
+namespace {
+
+using T = LayerTensor;
+
+bool Gated(const ModelSpec& m) { return m.mlp == MlpKind::kSwiGlu; }
+
+// One matmul product of a layer, in forward order: the program's op that computes it (fused
+// projections hold several), the tensor it yields (none for MLA's low-rank downs and the shared
+// experts, whose activations kExperts holds) and its width per token.
+struct Product {
+  std::string op;
+  std::optional<LayerTensor> tensor;
+  double width = 0;
+};
+
+// The products torchtitan's SelectiveAC counts (aten.mm / aten.linear, in forward order; the
+// router's is forced to recompute and the routed experts' grouped matmuls are cached whole, so
+// neither counts).
+std::vector<Product> CountedProducts(const ModelSpec& m, bool moe_layer) {
+  const double d = static_cast<double>(m.hidden_size), h = static_cast<double>(m.num_heads), kv = static_cast<double>(m.num_kv_heads),
+               hd = static_cast<double>(m.head_dim);
+  std::vector<Product> products;
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const double qk = static_cast<double>(a.qk_nope_head_dim + a.qk_rope_head_dim);
+    if (a.q_lora_rank > 0) {
+      products.push_back({std::string(ops::kQDown), std::nullopt, static_cast<double>(a.q_lora_rank)});
+      products.push_back({std::string(ops::kQUp), T::kQ, h * qk});
+    } else {
+      products.push_back({std::string(ops::kQ), T::kQ, h * qk});
+    }
+    products.push_back({std::string(ops::kKvDown), std::nullopt, static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim)});
+    products.push_back({std::string(ops::kKvUp), T::kK, h * (qk + static_cast<double>(a.v_head_dim))});
+  } else {
+    products.push_back({std::string(ops::kQkv), T::kQ, h * hd});
+    products.push_back({std::string(ops::kQkv), T::kK, kv * hd});
+    products.push_back({std::string(ops::kQkv), T::kV, kv * hd});
+  }
+  products.push_back({std::string(ops::kAttentionOut), T::kAttentionProj, d});
+  const bool shared = moe_layer && m.moe && m.moe->num_shared_experts > 0;
+  if (moe_layer && !shared) return products;
+  const std::string block(moe_layer ? ops::kSharedExpert : ops::kMlp);
+  const double f = moe_layer ? static_cast<double>(m.moe->expert_ffn_hidden_size * m.moe->num_shared_experts) : static_cast<double>(m.ffn_hidden_size);
+  auto tensor = [&](LayerTensor t) { return moe_layer ? std::nullopt : std::optional<LayerTensor>(t); };
+  if (Gated(m)) products.push_back({ops::BlockUp(block), tensor(T::kMlpGate), f});
+  products.push_back({ops::BlockUp(block), tensor(T::kMlpUp), f});
+  products.push_back({ops::BlockDown(block), tensor(T::kMlpDown), d});
+  return products;
+}
+
+// Whether SelectiveAC caches `tensor`: a counted product at an odd position (1-based), or the
+// output projection's reduce-scatter under sequence parallelism (the residual's input).
+bool SelectiveOpKeeps(LayerTensor tensor, const ModelSpec& m, const PlanSpec& p, bool moe_layer) {
+  switch (tensor) {
+    case T::kInput: case T::kAttentionCore: case T::kExperts: return true;
+    case T::kAttentionProj:
+      if (p.mesh.tensor > 1 && p.sequence_parallel) return true;
+      break;
+    case T::kMlpDown:
+      if (p.mesh.tensor > 1 && p.sequence_parallel) return true;
+      break;
+    default: break;
+  }
+  const std::vector<Product> products = CountedProducts(m, moe_layer);
+  for (size_t i = 0; i < products.size(); ++i) {
+    if (products[i].tensor == tensor) return i % 2 == 0;
+  }
+  return false;  // norms, scores, residuals, activations, masks
+}
+
+bool MinimalKeeps(LayerTensor tensor) {
+  switch (tensor) {
+    case T::kInput: case T::kQ: case T::kK: case T::kV: case T::kAttentionProj: case T::kMlpGate: case T::kMlpUp: case T::kMlpDown:
+    case T::kExperts:
+      return true;
+    default: return false;
+  }
+}
+
+// The projections' outputs feed only the residual adds, whose backward does not read them: a
+// policy keeps them only by caching every output of some op kind (selective-op, minimal).
+bool BackwardReads(LayerTensor t) { return t != T::kAttentionProj && t != T::kMlpDown; }
+
+bool IsDenseMlpTensor(LayerTensor t) { return t == T::kMlpGate || t == T::kMlpUp || t == T::kMlpActivation || t == T::kMlpDown; }
+
+}  // namespace
+
+double KeptShare(Recompute mode, LayerTensor tensor, const ModelSpec& m, const PlanSpec& p) {
+  const bool moe_layer = false;  // the MoE layer's attention block counts like the dense layer's
+  switch (mode) {
+    case Recompute::kNone: return BackwardReads(tensor) ? 1 : 0;
+    case Recompute::kSelective: return BackwardReads(tensor) && tensor != T::kAttentionScores ? 1 : 0;
+    case Recompute::kFull: return tensor == T::kInput ? 1 : 0;
+    case Recompute::kSelectiveLayer: return tensor == T::kInput ? 1 : BackwardReads(tensor) ? 0.5 : 0;
+    case Recompute::kSelectiveOp: return SelectiveOpKeeps(tensor, m, p, moe_layer) ? 1 : 0;
+    case Recompute::kMinimal: return MinimalKeeps(tensor) ? 1 : 0;
+  }
+  return 1;
+}
+
+double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpec& p, bool moe_layer) {
+  const double t = static_cast<double>(p.mesh.tensor);
+  const double sp = p.sequence_parallel ? t : 1.0;  // replicated activations are split over t with SP
+  const double d = static_cast<double>(m.hidden_size);
+  const double a = MemoryBytesPerElement(p.dtype).activations;
+  const double h = static_cast<double>(m.num_heads);
+  double qk = static_cast<double>(m.head_dim), v = static_cast<double>(m.head_dim), kv_heads = static_cast<double>(m.num_kv_heads);
+  if (m.mla) {
+    qk = static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim);
+    v = static_cast<double>(m.mla->v_head_dim);
+    kv_heads = h;  // decompressed per head
+  }
+  if (moe_layer && IsDenseMlpTensor(tensor)) return 0;
+  const double f = static_cast<double>(m.ffn_hidden_size);
+  switch (tensor) {
+    case T::kInput: case T::kAttentionNormOut: case T::kAttentionProj: case T::kAttentionResidual: case T::kMlpNormOut: case T::kMlpDown:
+      return a * d / sp;
+    case T::kQ: return a * h * qk / t;
+    case T::kK: return a * kv_heads * qk / t;
+    case T::kV: return a * kv_heads * v / t;
+    case T::kAttentionCore: return a * h * v / t;
+    case T::kAttentionScores: {
+      // The softmax output (a bytes), and with dropout its mask (1) and output (a); never
+      // stored by a blockwise kernel.
+      if (p.flash_attention) return 0;
+      return h * static_cast<double>(p.seq_len) * (a + (m.dropout ? 1 + a : 0)) / t;
+    }
+    case T::kMlpGate: return Gated(m) ? a * f / t : 0;
+    case T::kMlpUp: case T::kMlpActivation: return a * f / t;
+    case T::kDropoutMasks: return m.dropout ? 2 * d / sp : 0;
+    case T::kExperts: {
+      if (!moe_layer) return 0;
+      const MoeSpec& e = *m.moe;
+      const double copies = static_cast<double>(e.top_k) * p.ep_capacity_factor;
+      const double gated = Gated(m) ? 3 : 2;  // gate, up and their product; or up and GELU's output
+      const double fe = static_cast<double>(e.expert_ffn_hidden_size);
+      // The routed copies' and the shared experts' MLP activations (split over tensor); the
+      // dispatched copies the experts read and the experts' outputs back on this rank, which the
+      // combine weights by the gates and the gates' gradient reads (Megatron-core's unpermute
+      // saves them so); fp32 router logits.
+      return (copies + static_cast<double>(e.num_shared_experts)) * gated * a * fe / t + (2 * copies * a * d + 4 * static_cast<double>(e.num_experts)) / sp;
+    }
+  }
+  return 0;
+}
+
+double RerunShare(Recompute mode, const Op& op, const ModelSpec& m) {
+  if (op.phase != Phase::kForward) return 0;
+  // Data-parallel parameter gathers are not redone: the gathered weights serve the backward.
+  if (op.stream == Stream::kData) return 0;
+  const bool attention_core = (op.stream == Stream::kCompute && (op.kind == ComputeKind::kAttention || op.name == ops::kAttentionScores)) ||
+                              op.stream == Stream::kContext;
+  switch (mode) {
+    case Recompute::kNone: return 0;
+    case Recompute::kFull: return 1;
+    case Recompute::kSelectiveLayer: return 0.5;
+    // The attention core, with ring attention's K/V passes when the sequence is split over context.
+    case Recompute::kSelective: return attention_core ? 1 : 0;
+    case Recompute::kMinimal:
+      // The projections are kept; everything between them is rebuilt, the tensor all-gathers
+      // and expert all-to-alls that feed the rebuilt values included.
+      if (op.stream == Stream::kCompute) return op.kind == ComputeKind::kMatmul ? 0 : 1;
+      if (op.stream == Stream::kTensor) return op.collective == CollectiveOp::kAllGather ? 1 : 0;
+      return op.stream == Stream::kExpert || attention_core ? 1 : 0;
+    case Recompute::kSelectiveOp: {
+      // Cached: the attention (its context exchange inside), grouped matmuls (the routed
+      // experts), reduce-scatters and all-to-alls; the odd counted products.
+      if (attention_core || op.stream == Stream::kExpert) return 0;
+      if (op.stream != Stream::kCompute) return op.collective == CollectiveOp::kReduceScatter ? 0 : 1;
+      if (op.kind != ComputeKind::kMatmul) return 1;
+      if (op.name == ops::kExpertsUp || op.name == ops::kExpertsDown) return 0;
+      if (op.name == ops::kRouter) return 1;
+      const bool moe_layer = m.moe.has_value() && (op.name == ops::BlockUp(ops::kSharedExpert) || op.name == ops::BlockDown(ops::kSharedExpert));
+      double total = 0, rerun = 0;
+      const std::vector<Product> products = CountedProducts(m, moe_layer);
+      for (size_t i = 0; i < products.size(); ++i) {
+        if (products[i].op != op.name) continue;
+        total += products[i].width;
+        if (i % 2 == 1) rerun += products[i].width;
+      }
+      return total > 0 ? rerun / total : 0;
+    }
+  }
+  return 0;
+}
+
+}  // namespace shardsim::strategies

@@ -1,0 +1,62 @@
+// What each recomputation policy (core/plan_spec.h Recompute) keeps of a transformer layer for
+// its backward, and which of the layer's forward ops it runs again: one table that the memory
+// model (memory_model.cc) and the recomputation ops (recompute.cc) both read.
+//
+// Policies, as each framework implements them:
+// - none keeps every tensor below.
+// - selective (Megatron-core --recompute-granularity selective, Korthikanti et al. 2022) drops
+//   the attention core's S x S scores and reruns the attention core.
+// - full keeps the layer input and reruns the whole forward.
+// - selective-op is torchtitan's SelectiveAC (distributed/activation_checkpoint.py): the block's
+//   forward is replayed; the outputs of compute-intensive ops (attention, grouped matmuls),
+//   reduce-scatters and all-to-alls are cached, and of the matmuls every odd one in forward order
+//   (q, v, the MLP's gate, its down projection) while the even ones (k, the attention output
+//   projection, the MLP's up) and every other op (norms, rope, activations, all-reduces and
+//   all-gathers) run again. The router's matmul is always recomputed.
+// - selective-layer is torchtitan's older per-layer option (selective_ac_option "2", Dec 2024):
+//   every second layer fully recomputed, costed as half of each layer.
+// - minimal is MaxText's remat_policy minimal (layers/decoders.py: jax.checkpoint_policies
+//   checkpoint_dots_with_no_batch_dims): the projections' outputs are kept; the attention core,
+//   norms, activations and residual adds are rebuilt, with the tensor all-gathers that feed them
+//   and the expert all-to-alls.
+#pragma once
+
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+#include "strategies/step_program.h"
+
+namespace shardsim::strategies {
+
+// The activations a layer's backward reads, per token.
+enum class LayerTensor {
+  kInput,              // the layer's input (the residual stream)
+  kAttentionNormOut,   // the attention norm's output (Q/K/V's input)
+  kQ, kK, kV,          // the projections (MLA: decompressed per head)
+  kAttentionCore,      // the attention's output (the output projection's input)
+  kAttentionScores,    // S x S softmax (and dropout) of an unfused kernel
+  kAttentionProj,      // the output projection's output
+  kAttentionResidual,  // input plus attention: the MLP norm's input
+  kMlpNormOut,         // the MLP (MoE) norm's output
+  kMlpGate, kMlpUp,    // the MLP's gate and up projections (no gate: kMlpUp only)
+  kMlpActivation,      // the down projection's input
+  kMlpDown,            // the down projection's output
+  kDropoutMasks,       // 1-byte masks of the two residual dropouts
+  kExperts,            // an MoE layer's experts: dispatched copies, their MLPs, shared experts
+};
+inline constexpr int kLayerTensors = 16;
+
+// The share of `tensor` that `mode` keeps from forward to backward: 0 or 1, or 1/2 for a
+// policy that recomputes every second layer. An MoE layer has kExperts in place of the MLP's.
+double KeptShare(Recompute mode, LayerTensor tensor, const ModelSpec& m, const PlanSpec& p);
+
+// Bytes per token that one device stores of `tensor` when kept, under the plan's tensor and
+// sequence parallelism and attention kernel (Korthikanti et al. 2022's accounting, re-derived
+// for GQA, MLA, SwiGLU and MoE); 0 for a tensor the layer kind lacks.
+double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpec& p, bool moe_layer);
+
+// The share of forward `op` (of a dense or MoE layer program) that `mode` runs again before the
+// layer's backward: 0 when its output is kept or unneeded, 1 when rerun whole, a fraction for a
+// fused matmul of which only some products are recomputed (selective-op's k of qkv).
+double RerunShare(Recompute mode, const Op& op, const ModelSpec& m);
+
+}  // namespace shardsim::strategies

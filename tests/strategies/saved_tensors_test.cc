@@ -1,0 +1,121 @@
+#include "strategies/saved_tensors.h"
+
+#include <gtest/gtest.h>
+
+#include "strategies/build_step.h"
+#include "strategies/memory_model.h"
+#include "strategies/op_names.h"
+#include "tests/strategies/test_models.h"
+
+namespace shardsim::strategies {
+namespace {
+
+const ModelSpec& Llama8b() {
+  static const ModelSpec m = FindModelPreset("llama3-8b")->spec;  // D 4096, 32 heads, 8 K/V heads, F 14336
+  return m;
+}
+
+PlanSpec PlanWith(Recompute r) {
+  PlanSpec p = Plan(1, 1, 1, 1, 4096);
+  p.recompute = r;
+  return p;
+}
+
+const Op& ForwardOp(const LayerProgram& layer, std::string_view name) {
+  for (const Op& op : layer.ops) {
+    if (op.phase == Phase::kForward && op.name == name) return op;
+  }
+  ADD_FAILURE() << "no forward op " << name;
+  return layer.ops.front();
+}
+
+double RecomputedFlops(const LayerProgram& layer, std::string_view name) {
+  for (const Op& op : layer.ops) {
+    if (op.phase == Phase::kRecompute && op.name == ops::Recomputed(name)) return op.flops;
+  }
+  return 0;
+}
+
+// torchtitan's SelectiveAC on a SwiGLU GQA layer: the odd matmuls in forward order are q, v, gate
+// and down; with the attention's output and the layer input that is D + D + kv + D + F + D values
+// per token, against 4D + (D + 2 kv + D) + 3F that no recomputation keeps.
+TEST(SavedTensorsTest, SelectiveOpKeepsTheOddMatmulsOfTheForward) {
+  const ModelSpec& m = Llama8b();
+  const double d = 4096, kv = 8 * 128, f = 14336, tokens = 4096;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, PlanWith(Recompute::kSelectiveOp), 4096, false), 2 * tokens * (4 * d + kv + f));
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, PlanWith(Recompute::kNone), 4096, false), 2 * tokens * (6 * d + 2 * kv + 3 * f));
+  for (LayerTensor kept : {LayerTensor::kInput, LayerTensor::kQ, LayerTensor::kV, LayerTensor::kAttentionCore, LayerTensor::kMlpGate, LayerTensor::kMlpDown}) {
+    EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, kept, m, PlanWith(Recompute::kSelectiveOp)), 1) << static_cast<int>(kept);
+  }
+  for (LayerTensor rebuilt : {LayerTensor::kK, LayerTensor::kAttentionNormOut, LayerTensor::kAttentionProj, LayerTensor::kMlpUp, LayerTensor::kMlpActivation}) {
+    EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, rebuilt, m, PlanWith(Recompute::kSelectiveOp)), 0) << static_cast<int>(rebuilt);
+  }
+}
+
+// The same policy reruns what it did not keep: k's share of the fused qkv, the output projection
+// whole, the up half of gate/up, never the attention core or the down projection.
+TEST(SavedTensorsTest, SelectiveOpRerunsTheEvenMatmulsAndTheRest) {
+  const ModelSpec& m = Llama8b();
+  const StepProgram program = BuildStep(m, PlanWith(Recompute::kSelectiveOp));
+  const LayerProgram& layer = program.Layer(LayerKind::kDense);
+  const double q = 32 * 128, kv = 8 * 128;
+  EXPECT_DOUBLE_EQ(RecomputedFlops(layer, ops::kQkv), ForwardOp(layer, ops::kQkv).flops * kv / (q + 2 * kv));
+  EXPECT_DOUBLE_EQ(RecomputedFlops(layer, ops::kAttentionOut), ForwardOp(layer, ops::kAttentionOut).flops);
+  EXPECT_DOUBLE_EQ(RecomputedFlops(layer, ops::BlockUp(ops::kMlp)), ForwardOp(layer, ops::BlockUp(ops::kMlp)).flops / 2);
+  EXPECT_DOUBLE_EQ(RecomputedFlops(layer, ops::kAttentionNorm), ForwardOp(layer, ops::kAttentionNorm).flops);
+  EXPECT_EQ(RecomputedFlops(layer, ops::kAttention), 0);
+  EXPECT_EQ(RecomputedFlops(layer, ops::BlockDown(ops::kMlp)), 0);
+}
+
+// Under tensor and sequence parallelism the output projection's reduce-scatter is cached (the
+// residual's input), its all-reduce without sequence parallelism is not.
+TEST(SavedTensorsTest, SelectiveOpCachesReduceScattersNotAllReduces) {
+  const ModelSpec& m = Llama8b();
+  PlanSpec p = PlanWith(Recompute::kSelectiveOp);
+  p.mesh.tensor = 8;
+  EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, LayerTensor::kAttentionProj, m, p), 0);
+  LayerProgram layer = BuildStep(m, p).Layer(LayerKind::kDense);
+  EXPECT_GT(RecomputedFlops(layer, ops::kAttentionOut), 0);
+  bool all_reduce_rerun = false;
+  for (const Op& op : layer.ops) all_reduce_rerun = all_reduce_rerun || (op.phase == Phase::kRecompute && op.name == ops::Recomputed(ops::kTensorExitAttention));
+  EXPECT_TRUE(all_reduce_rerun);
+  p.sequence_parallel = true;
+  EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, LayerTensor::kAttentionProj, m, p), 1);
+  layer = BuildStep(m, p).Layer(LayerKind::kDense);
+  for (const Op& op : layer.ops) EXPECT_NE(op.name, ops::Recomputed(ops::kTensorExitAttention)) << "a reduce-scatter rerun";
+}
+
+// MaxText's minimal keeps every projection's output and rebuilds the attention core, norms and
+// activation: no matmul reruns, the attention does.
+TEST(SavedTensorsTest, MinimalKeepsTheProjectionsAndRerunsTheAttention) {
+  const ModelSpec& m = Llama8b();
+  const StepProgram program = BuildStep(m, PlanWith(Recompute::kMinimal));
+  const LayerProgram& layer = program.Layer(LayerKind::kDense);
+  for (const Op& op : layer.ops) {
+    if (op.phase == Phase::kRecompute) {
+      EXPECT_NE(op.kind, ComputeKind::kMatmul) << op.name;
+    }
+  }
+  EXPECT_GT(RecomputedFlops(layer, ops::kAttention), 0);
+  const double d = 4096, kv = 8 * 128, f = 14336, tokens = 4096;
+  // Input, Q, K, V, the output projection, gate, up, down.
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, PlanWith(Recompute::kMinimal), 4096, false), 2 * tokens * (4 * d + 2 * kv + 2 * f));
+}
+
+// Each policy keeps between full's and none's, and reruns between none's and full's.
+TEST(SavedTensorsTest, PoliciesLieBetweenNoneAndFull) {
+  const ModelSpec& m = Llama8b();
+  auto bytes = [&](Recompute r) { return LayerActivationBytes(m, PlanWith(r), 4096, false); };
+  auto rerun = [&](Recompute r) { return PhaseFlops(BuildStep(m, PlanWith(r)).Layer(LayerKind::kDense), Phase::kRecompute); };
+  for (Recompute r : {Recompute::kSelective, Recompute::kSelectiveOp, Recompute::kSelectiveLayer, Recompute::kMinimal}) {
+    EXPECT_LE(bytes(r), bytes(Recompute::kNone)) << ToString(r);
+    EXPECT_GT(bytes(r), bytes(Recompute::kFull)) << ToString(r);
+    EXPECT_LT(rerun(r), rerun(Recompute::kFull)) << ToString(r);
+  }
+  EXPECT_DOUBLE_EQ(bytes(Recompute::kSelectiveLayer), (bytes(Recompute::kNone) + bytes(Recompute::kFull)) / 2);
+  EXPECT_DOUBLE_EQ(rerun(Recompute::kSelectiveLayer), rerun(Recompute::kFull) / 2);
+  EXPECT_EQ(rerun(Recompute::kNone), 0);
+}
+
+}  // namespace
+}  // namespace shardsim::strategies
