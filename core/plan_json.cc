@@ -18,7 +18,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv", "framework"};
 }
 
@@ -50,6 +50,7 @@ json PlanToJson(const PlanSpec& p) {
   // Written only when set, so plans tied to no framework read as before.
   if (!p.framework.empty()) j["framework"] = p.framework;
   if (!p.grad_reduce_dtype.empty()) j["grad_reduce_dtype"] = p.grad_reduce_dtype;
+  if (!p.cross_entropy.empty()) j["cross_entropy"] = p.cross_entropy;
   return j;
 }
 
@@ -87,6 +88,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.recompute = ParseRecompute(r.EnumOr("recompute", "none", RecomputeNames()));
   p.dtype = r.EnumOr("dtype", "bf16", {"bf16", "fp16", "fp8", "fp32"});
   if (r.Has("grad_reduce_dtype")) p.grad_reduce_dtype = r.EnumOr("grad_reduce_dtype", "bf16", GradReduceDtypeNames());
+  if (r.Has("cross_entropy")) p.cross_entropy = r.EnumOr("cross_entropy", "fused", CrossEntropyNames());
   if (auto overlap = r.Object("overlap")) {
     for (const MeshAxisFacts& axis : kMeshAxes) {
       bool& on = p.overlap.Overlaps(axis.axis);

@@ -127,6 +127,11 @@ std::string ToString(Recompute r) {
   return "none";
 }
 
+const std::vector<std::string>& CrossEntropyNames() {
+  static const std::vector<std::string> kNames = {"fused", "eager"};
+  return kNames;
+}
+
 const std::vector<std::string>& PlanFrameworkNames() {
   static const std::vector<std::string> kNames = {"megatron-core", "torchtitan", "maxtext", "deepspeed"};
   return kNames;

@@ -91,6 +91,11 @@ struct PlanSpec {
   // gradients' own width (the compute dtype's, 2 bytes below fp32), unless a framework profile
   // sets its default (planner::AsFrameworkRuns). See GradReduceBytes.
   std::string grad_reduce_dtype;
+  // How the loss is computed, which sets its memory: "fused" (Megatron-core's vocab-parallel
+  // cross-entropy, or a compiled loss: the fp32 softmax made in place) or "eager" (PyTorch's
+  // F.cross_entropy over an fp32 copy of the logits). Empty: fused unless a framework profile sets
+  // its default (planner::AsFrameworkRuns). See CrossEntropyNames.
+  std::string cross_entropy;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -121,6 +126,8 @@ std::string WeightDtype(const PlanSpec& plan);
 double GradReduceBytes(const PlanSpec& plan);
 // grad_reduce_dtype's values.
 const std::vector<std::string>& GradReduceDtypeNames();
+// cross_entropy's values: "fused", "eager".
+const std::vector<std::string>& CrossEntropyNames();
 
 // The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
 // false with it.

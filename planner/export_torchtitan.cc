@@ -98,10 +98,14 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
     add("parallelism.fsdp_reshard_after_forward",
         Quoted(ReshardAfterForward(p) ? "always" : "never"));
   }
-  if (p.mesh.tensor > 1 && p.overlap.tensor) {
-    add("compile.enable", "True");  // configs.py: async TP requires compiling the model
-    add("compile.enable_async_tensor_parallel", "True");
+  // configs.py CompileConfig: async TP requires compiling the model; a fused loss is the compiled
+  // one (components/loss.py _maybe_compile).
+  const bool async_tp = p.mesh.tensor > 1 && p.overlap.tensor, fused_loss = p.cross_entropy == "fused";
+  if (async_tp || fused_loss) {
+    add("compile.enable", "True");
+    add("compile.components", async_tp && fused_loss ? "[\"model\", \"loss\"]" : async_tp ? "[\"model\"]" : "[\"loss\"]");
   }
+  if (async_tp) add("compile.enable_async_tensor_parallel", "True");
   add("activation_checkpoint", p.recompute == Recompute::kNone   ? "None"
                                : p.recompute == Recompute::kFull ? "FullAC.Config()"
                                                                  : "SelectiveAC.Config()");  // selective-op
@@ -164,6 +168,9 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
                 ? "fp32"
                 : "bf16";
   p.overlap.tensor = r.Bool("compile.enable_async_tensor_parallel", false);
+  // CompileConfig.components defaults to ["model", "loss"].
+  const bool compiled_loss = r.Bool("compile.enable", false) && r.Get("compile.components", "[\"model\", \"loss\"]").find("\"loss\"") != std::string::npos;
+  p.cross_entropy = compiled_loss ? "fused" : "eager";
   if (p.mesh.pipeline > 1) {
     const std::string name = unquote(r.Get("parallelism.pipeline_parallel_schedule", "\"1F1B\""));
     const strategies::Schedule* schedule = nullptr;

@@ -74,6 +74,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .grad_reduce = GradReduceRule::kMegatron,
         .flop_count = FlopCount::kCausalAttention,
         .flop_count_source = "megatron/training/training.py num_floating_point_operations (core attention / 2 for the causal mask)",
+        // core/tensor_parallel/cross_entropy.py vocab_parallel_cross_entropy: the fp32 logits
+        // turned into the softmax in place and saved for the backward.
+        .fused_cross_entropy = true,
+        .eager_cross_entropy = false,
+        .cross_entropy_default = "fused",
     },
     {
         .framework = Framework::kTorchtitan,
@@ -130,6 +135,12 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .grad_reduce = GradReduceRule::kFp32,
         .flop_count = FlopCount::kFullAttention,
         .flop_count_source = "torchtitan/models/utils.py get_dense_model_nparams_and_flops (no causal sparsity)",
+        // components/loss.py cross_entropy_loss: F.cross_entropy(pred.float(), ...), compiled
+        // (fused) only when compile.enable and "loss" in compile.components (_maybe_compile;
+        // compile.enable defaults to False). Before April 2025 (#1033) the loss was never compiled.
+        .fused_cross_entropy = true,
+        .eager_cross_entropy = true,
+        .cross_entropy_default = "eager",
     },
     {
         .framework = Framework::kMaxText,
@@ -187,6 +198,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .grad_reduce = GradReduceRule::kComputeDtype,
         .flop_count = FlopCount::kCausalAttention,
         .flop_count_source = "src/maxtext/utils/maxtext_utils.py calculate_tflops_training_per_device (attention / 2 for the causal mask)",
+        // The loss is traced into the jitted train step with everything else: XLA fuses it.
+        .fused_cross_entropy = true,
+        .eager_cross_entropy = false,
+        .cross_entropy_default = "fused",
     },
     {
         .framework = Framework::kDeepSpeed,
@@ -245,6 +260,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // flash-attn kernels not at all, elementwise ops too. No model-FLOP convention.
         .flop_count = FlopCount::kNone,
         .flop_count_source = "deepspeed/profiling/flops_profiler/profiler.py (counts the ops it sees; no model-FLOP count)",
+        // The loss is the model code's (Hugging Face models upcast the logits and call
+        // F.cross_entropy): eager.
+        .fused_cross_entropy = false,
+        .eager_cross_entropy = true,
+        .cross_entropy_default = "eager",
     },
 }};
 

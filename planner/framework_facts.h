@@ -99,6 +99,9 @@ struct FrameworkFacts {
   GradReduceRule grad_reduce;
   FlopCount flop_count;
   std::string_view flop_count_source;  // where the count is made, in the framework's code
+  // The losses it computes (PlanSpec::cross_entropy), and the one a plan that sets none gets.
+  bool fused_cross_entropy, eager_cross_entropy;
+  std::string_view cross_entropy_default;
 };
 
 // The row of `framework`.

@@ -80,6 +80,10 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
       gaps.push_back("grad_reduce_dtype " + p.grad_reduce_dtype + ": " + std::string(f.name) + " reduces this plan's gradients in " + can);
     }
   }
+  if ((p.cross_entropy == "fused" && !f.fused_cross_entropy) || (p.cross_entropy == "eager" && !f.eager_cross_entropy)) {
+    gaps.push_back(p.cross_entropy + " cross-entropy: " + std::string(f.name) + " computes the loss " +
+                   (f.fused_cross_entropy ? "fused" : "eagerly, over an fp32 copy of the logits"));
+  }
   const bool keeps = ParamsSharded(s) && !ReshardAfterForward(p);
   if (keeps && (f.keep_gathered == KeepGathered::kNever ||
                 (f.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline == 1))) {

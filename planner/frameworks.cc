@@ -63,6 +63,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
   if (!keeps) p.fsdp_reshard_after_forward = true;
   // An unset reduction dtype is the framework's; a set one stays (FrameworkGaps judges it).
   if (p.grad_reduce_dtype.empty()) p.grad_reduce_dtype = GradReduceDefault(facts, p);
+  if (p.cross_entropy.empty()) p.cross_entropy = std::string(facts.cross_entropy_default);
   return p;
 }
 

@@ -83,6 +83,8 @@ def cluster_of(row):
         return f"dgx-b200:{n}"
     if "H200" in chip:
         return f"dgx-h200:{n}"
+    if "H100" in chip and "HBM2e" in chip:
+        return f"grand-teton-h100:{n}"  # Meta's 96 GB HBM2e H100s at 500 W (torchtitan's benchmarks)
     if "H100" in chip:
         return f"dgx-h100:{n}"
     if "A100" in chip:
@@ -152,8 +154,14 @@ def plan_of(row, assumed):
         plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
         if tp > 1:
             plan["sequence_parallel"] = True
+            # compile.enable_async_tensor_parallel, as each run publishes it.
+            plan["overlap"] = {"tensor": bool(par.get("async_tp"))}
         # torchtitan/config/configs.py: mixed_precision_reduce: Literal["float32"].
         plan["grad_reduce_dtype"] = "fp32"
+        # The loss is compiled (fused) with the model from April 2025 (components/loss.py, #1033);
+        # before, never (train.py at 9dec370: "compiling loss function causes CUDA errors").
+        compiled = row["training"].get("torch_compile") and int(row["id"][2:6]) >= 2504
+        plan["cross_entropy"] = "fused" if compiled else "eager"
         framework = "torchtitan"
     elif fam == "nemo_automodel":
         fsdp = par.get("fsdp_published") or dp

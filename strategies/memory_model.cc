@@ -30,6 +30,11 @@ ElementBytes MemoryBytesPerElement(const std::string& dtype) {
   return {.params = kParamBytes, .grads = kGradBytes, .optimizer = kOptimizerStateBytes, .activations = 2, .logits = 4 + 2};
 }
 
+LogitBytes LossBytesPerLogit(const PlanSpec& p) {
+  if (p.cross_entropy == "eager") return {.held = 4, .backward = 4 + 4};
+  return {.held = MemoryBytesPerElement(p.dtype).logits, .backward = 0};
+}
+
 double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens, bool moe_layer) {
   // Per token: what the plan's recomputation keeps of each tensor the backward reads
   // (saved_tensors.h).
@@ -110,17 +115,19 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
       b.activations += LayerActivationBytes(m, no_recompute, program.tokens_per_microbatch, moe) -
                        LayerActivationBytes(m, p, program.tokens_per_microbatch, moe);
     }
-    // Buffers: the logits (fp32, and in mixed precision their 16-bit copy) where the head is,
-    // kept from a micro-batch's F to its B (the loss's softmax, for its gradient): one
-    // micro-batch under 1F1B, all of them under GPipe; gathered (FSDP / ZeRO-3) parameters of the
-    // current and the prefetched layer.
-    const double logits = static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.vocab_size) / t * bytes.logits;
+    // Buffers: what the loss keeps of the logits where the head is (LossBytesPerLogit), from a
+    // micro-batch's F to its B: one micro-batch under 1F1B, all of them under GPipe; and what its
+    // backward adds, once; gathered (FSDP / ZeRO-3) parameters of the current and the prefetched
+    // layer.
+    const double stage_logits = static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.vocab_size) / t;
+    const LogitBytes loss = LossBytesPerLogit(p);
+    const double logits = stage_logits * loss.held;
     std::vector<double> head_logits(stage.chunks.size(), 0);
     bool has_head = false;
     for (size_t c = 0; c < stage.chunks.size(); ++c) {
       if (stage.chunks[c].layout.head) head_logits[c] = logits, has_head = true;
     }
-    if (has_head) b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, task_lists);
+    if (has_head) b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, task_lists) + stage_logits * loss.backward;
     if (!ParamShardAxes(p, ParamKind::kDense).empty()) {
       int64_t layers = 0;
       for (const Chunk& chunk : stage.chunks) {

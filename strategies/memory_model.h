@@ -24,6 +24,17 @@ struct ElementBytes {
 // mixed precision with fp32 master weights and Adam state (ZeRO's accounting).
 ElementBytes MemoryBytesPerElement(const std::string& dtype);
 
+// Bytes per logit of the loss: `held` from a micro-batch's forward to its backward, and
+// `backward` more while its backward runs. Fused (Megatron-core's vocab-parallel cross-entropy,
+// or a compiled loss): the logits and their fp32 softmax made in place (the dtype's `logits`),
+// nothing more. Eager (PyTorch's F.cross_entropy over logits.float(), torchtitan's loss without
+// torch.compile): the fp32 log-probabilities it saves, then their gradient and the logits' fp32
+// gradient (4 + 4).
+struct LogitBytes {
+  double held = 0, backward = 0;
+};
+LogitBytes LossBytesPerLogit(const PlanSpec& plan);
+
 // Activation bytes one device stores for backward, per layer and micro-batch of `tokens` tokens
 // (b S / context), under the plan's tensor / sequence parallelism, recomputation and attention
 // kernel. MoE layers add their routed experts' activations.

@@ -84,6 +84,7 @@ TEST(ExportTest, SettingNamesAreTheFrameworks) {
         "parallelism.module_fqns_per_model_part",
         "parallelism.fsdp_reshard_after_forward",
         "compile.enable",
+        "compile.components",
         "compile.enable_async_tensor_parallel",
         "activation_checkpoint",
         "training.num_tokens_per_microbatch_per_dp_rank",

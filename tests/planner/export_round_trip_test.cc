@@ -67,6 +67,7 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
   if ((a.mesh.fsdp > 1 || a.zero_stage == 3) && ReshardAfterForward(a) != ReshardAfterForward(b))
     return differ("fsdp_reshard_after_forward");
   if (a.recompute != b.recompute) return differ("recompute");
+  if (a.cross_entropy != b.cross_entropy) return differ("cross_entropy " + a.cross_entropy + " vs " + b.cross_entropy);
   if (GradReduceBytes(a) != GradReduceBytes(b))
     return differ("grad_reduce_dtype " + a.grad_reduce_dtype + " vs " + b.grad_reduce_dtype);
   if (a.dtype != b.dtype) return differ("dtype " + a.dtype + " vs " + b.dtype);
@@ -154,6 +155,11 @@ TEST(ExportRoundTripTest, Torchtitan) {
   p = Plan({{"data", 2}, {"fsdp", 4}, {"tensor", 8}}, 512, 8192);
   p.recompute = Recompute::kSelectiveOp;
   cases.push_back({"HSDP, per-op selective recomputation", "llama3-70b", "dgx-h100:64", p});
+  p.cross_entropy = "fused";
+  cases.push_back({"HSDP, compiled loss", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"fsdp", 8}, {"tensor", 8}}, 512, 8192);
+  p.sequence_parallel = true, p.overlap.tensor = true, p.cross_entropy = "fused";
+  cases.push_back({"async TP with a compiled loss", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"fsdp", 2}, {"tensor", 8}, {"pipeline", 4}}, 512, 8192);
   p.pipeline_schedule = "interleaved-1f1b", p.virtual_stages = 5, p.dtype = "fp8";
   cases.push_back({"FSDP under Interleaved1F1B, float8", "llama3-70b", "dgx-h100:64", p});

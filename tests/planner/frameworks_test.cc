@@ -192,6 +192,22 @@ TEST(FrameworksTest, RecomputeDtypeAttentionOrder) {
   p.dtype = "bf16";
   p.flash_attention = false;
   EXPECT_TRUE(Names(Framework::kTorchtitan, p, "unfused attention"));
+  // Recomputation sets and losses each framework has: torchtitan's per-op policy and eager or
+  // compiled loss, MaxText's minimal, Megatron-core's fused loss only.
+  p.recompute = Recompute::kSelectiveOp;
+  EXPECT_TRUE(Names(Framework::kMegatronCore, p, "selective-op recomputation"));
+  EXPECT_FALSE(Names(Framework::kTorchtitan, p, "recomputation"));
+  p.recompute = Recompute::kMinimal;
+  EXPECT_TRUE(Names(Framework::kTorchtitan, p, "minimal recomputation"));
+  EXPECT_FALSE(Names(Framework::kMaxText, p, "recomputation"));
+  p.recompute = Recompute::kNone;
+  p.cross_entropy = "eager";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, p, "eager cross-entropy"));
+  EXPECT_FALSE(Names(Framework::kTorchtitan, p, "cross-entropy"));
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Plan({{"fsdp", 8}})).cross_entropy, "eager");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Plan({{"fsdp", 8}})).cross_entropy, "fused");
+  EXPECT_EQ(FrameworkRecomputes(Framework::kMaxText), (std::vector<Recompute>{Recompute::kNone, Recompute::kMinimal, Recompute::kFull}));
+  p.cross_entropy.clear();
   PlanSpec staged = Plan({{"data", 2}, {"pipeline", 4}, {"fsdp", 8}});
   staged.sequence_parallel = true;
   EXPECT_TRUE(Names(Framework::kMaxText, staged, "mesh_order pipeline,data,fsdp"));

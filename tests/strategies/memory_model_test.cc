@@ -151,5 +151,19 @@ TEST(BufferMemoryTest, LogitsOfEveryMicrobatchInFlight) {
   EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * 256.0 * 256 * (4 + 2));
 }
 
+// PyTorch's F.cross_entropy over an fp32 copy of the logits (torchtitan without a compiled loss)
+// keeps the fp32 log-probabilities of each micro-batch in flight, and its backward adds their
+// gradient and the logits' fp32 gradient once: 4 per logit held, 8 more in the backward.
+TEST(BufferMemoryTest, EagerCrossEntropyHoldsLogProbabilitiesAndTwoGradients) {
+  const ModelSpec m = FindModelPreset("tiny-dense")->spec;
+  PlanSpec p = Plan(1, 1, 2, 8, 256);
+  p.pipeline_schedule = "gpipe";
+  const double logits = 256.0 * 256;  // tokens x vocabulary per micro-batch
+  p.cross_entropy = "eager";
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * 4 + logits * 8);
+  p.cross_entropy = "fused";
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * (4 + 2));
+}
+
 }  // namespace
 }  // namespace shardsim::strategies
