@@ -20,6 +20,7 @@
 #include "sim/estimate.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
+#include "strategies/memory_model.h"
 #include "strategies/stage_layout.h"
 
 namespace shardsim::cli {
@@ -79,6 +80,12 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   if (!plan.grad_reduce_dtype.empty()) {
     out << "  gradients   reduced and held in " << plan.grad_reduce_dtype << " (grad_reduce_dtype"
+        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+  }
+  if (!plan.cross_entropy.empty()) {
+    const strategies::LogitBytes loss = strategies::LossBytesPerLogit(plan);
+    out << "  loss        " << plan.cross_entropy << " cross-entropy: " << FormatFixed(loss.held, 0) << " B per logit held to the backward"
+        << (loss.backward > 0 ? ", " + FormatFixed(loss.backward, 0) + " more in it" : "") << " (cross_entropy"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "

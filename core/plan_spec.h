@@ -20,7 +20,7 @@ namespace shardsim {
 // selective-layer is torchtitan's older per-layer option (every second layer fully); minimal is
 // MaxText's remat_policy minimal (projections kept, attention core and elementwise recomputed).
 enum class Recompute { kNone, kSelective, kFull, kSelectiveOp, kSelectiveLayer, kMinimal };
-inline constexpr size_t kRecomputes = 6;
+inline constexpr size_t kRecomputes = static_cast<size_t>(Recompute::kMinimal) + 1;
 
 // Mesh axes are words (core/mesh_axes.h holds what each one is); `expert` shards the experts of
 // MoE layers and acts as data parallelism for everything else; `context` is ring attention's axis

@@ -71,9 +71,13 @@ Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const Plan
                   ExportTarget target) {
   const std::optional<Framework> framework = FrameworkOf(target);
   if (!framework) return Jax(plan);
-  const PlanSpec p = CanonicalSharding(plan);
+  // The loss as the plan was estimated: unset is fused (strategies::LossBytesPerLogit), whatever
+  // the framework's own default.
+  PlanSpec estimated = plan;
+  if (estimated.cross_entropy.empty()) estimated.cross_entropy = "fused";
+  const PlanSpec p = CanonicalSharding(estimated);
   Export e;
-  e.not_expressed = FrameworkGaps(*framework, model, plan);
+  e.not_expressed = FrameworkGaps(*framework, model, estimated);
   switch (*framework) {
     case Framework::kMegatronCore:
       e.settings = MegatronSettings(model, p);
@@ -84,7 +88,7 @@ Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const Plan
       e.text = TorchtitanText(e.settings);
       break;
     case Framework::kMaxText:
-      if (std::optional<std::string> gap = MaxTextDcnGap(cluster, plan))
+      if (std::optional<std::string> gap = MaxTextDcnGap(cluster, estimated))
         e.not_expressed.push_back(*gap);
       e.settings = MaxTextSettings(model, cluster, p);
       e.text = MaxTextText(e.settings);

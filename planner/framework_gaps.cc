@@ -176,9 +176,13 @@ void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   }
   if (moe && p.ep_capacity_factor > 1.0 && !f.expert_capacity)
     gaps.push_back("expert capacity factor: " + std::string(f.name) + " routes dropless");
-  if (!f.recompute[static_cast<size_t>(p.recompute)])
-    gaps.push_back(ToString(p.recompute) + " recomputation: " + std::string(f.name) +
-                   " has no such policy");
+  if (!f.recompute[static_cast<size_t>(p.recompute)]) {
+    std::string runs;
+    for (size_t r = 0; r < kRecomputes; ++r) {
+      if (f.recompute[r]) runs += (runs.empty() ? "" : ", ") + ToString(static_cast<Recompute>(r));
+    }
+    gaps.push_back(ToString(p.recompute) + " recomputation: " + std::string(f.name) + " has no such policy (it runs " + runs + ")");
+  }
   const bool dtype = p.dtype == "bf16"   ? f.bf16
                      : p.dtype == "fp16" ? f.fp16
                      : p.dtype == "fp8"  ? f.fp8

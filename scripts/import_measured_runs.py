@@ -11,6 +11,7 @@ The split: within each (source family, chip) group, rows sorted by id alternate 
 Usage: scripts/import_measured_runs.py SHARED/measured_runs.json tests/data/measured_runs.json
 """
 import json
+import re
 import sys
 
 BASE_MAXTEXT = dict(num_layers=16, hidden_size=2560, num_heads=8, head_dim=256, ffn_hidden_size=8192, vocab_size=32768)
@@ -111,6 +112,17 @@ def recompute_of(text, assumed, default, family):
     raise Skip(f"recompute '{text}' not understood")
 
 
+MONTHS = {m: i + 1 for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"])}
+
+
+def run_date(row):
+    """The (year, month) the source's reference gives for the run ("...; Dec 2024)")."""
+    m = re.search(r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* (\d{4})\)?$", row["source"]["ref"])
+    if not m:
+        raise Skip("no run date in the source reference")
+    return int(m.group(2)), MONTHS[m.group(1)]
+
+
 def dtype_of(row):
     p = row["training"]["precision"]
     if p is None:
@@ -155,13 +167,18 @@ def plan_of(row, assumed):
         if tp > 1:
             plan["sequence_parallel"] = True
             # compile.enable_async_tensor_parallel, as each run publishes it.
+            if par.get("async_tp") is None:
+                assumed.append("async TP off (not published)")
             plan["overlap"] = {"tensor": bool(par.get("async_tp"))}
         # torchtitan/config/configs.py: mixed_precision_reduce: Literal["float32"].
         plan["grad_reduce_dtype"] = "fp32"
         # The loss is compiled (fused) with the model from April 2025 (components/loss.py, #1033);
         # before, never (train.py at 9dec370: "compiling loss function causes CUDA errors").
-        compiled = row["training"].get("torch_compile") and int(row["id"][2:6]) >= 2504
+        year, month = run_date(row)
+        compiled = bool(row["training"].get("torch_compile")) and (year, month) >= (2025, 4)
         plan["cross_entropy"] = "fused" if compiled else "eager"
+        assumed.append(f"loss {plan['cross_entropy']}: torch.compile {'on' if row['training'].get('torch_compile') else 'off'} "
+                       f"at torchtitan of {year}-{month:02d}, which compiles the loss with the model from 2025-04")
         framework = "torchtitan"
     elif fam == "nemo_automodel":
         fsdp = par.get("fsdp_published") or dp

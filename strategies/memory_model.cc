@@ -10,14 +10,6 @@
 
 namespace shardsim::strategies {
 
-namespace {
-
-// The [tokens, width] tensors an MLP keeps per token of its width: gate, up and their product
-// (SwiGLU), or up and the GELU's output.
-double SavedMlpTensors(const ModelSpec& m) { return m.mlp == MlpKind::kSwiGlu ? 3 : 2; }
-
-}  // namespace
-
 ElementBytes MemoryBytesPerElement(const std::string& dtype) {
   // fp32 training (what shardsim-runtime does): fp32 weights and gradients, AdamW's m and v in
   // fp32 and no master copy (the weights are the master); fp32 activations; fp32 logits only.
@@ -107,13 +99,16 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     b.grads = GradReduceBytes(p) * (dense_params / dense.grads + expert_params / expert.grads);
     b.optimizer = bytes.optimizer * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
-    // A layer being recomputed holds what its recomputation rebuilds, once.
+    // A layer being recomputed holds what its recomputation rebuilds, once: all it does not keep
+    // (a selective-layer layer rebuilds a whole one). For full recomputation that is the layer's
+    // activations less its input, which the stored activations count already.
     if (p.recompute != Recompute::kNone && !stage.chunks.empty()) {
-      PlanSpec no_recompute = p;
-      no_recompute.recompute = Recompute::kNone;
+      PlanSpec none = p, kept = p;
+      none.recompute = Recompute::kNone;
+      if (p.recompute == Recompute::kSelectiveLayer) kept.recompute = Recompute::kFull;
       const bool moe = m.moe.has_value();
-      b.activations += LayerActivationBytes(m, no_recompute, program.tokens_per_microbatch, moe) -
-                       LayerActivationBytes(m, p, program.tokens_per_microbatch, moe);
+      b.activations += LayerActivationBytes(m, none, program.tokens_per_microbatch, moe) -
+                       LayerActivationBytes(m, kept, program.tokens_per_microbatch, moe);
     }
     // Buffers: what the loss keeps of the logits where the head is (LossBytesPerLogit), from a
     // micro-batch's F to its B: one micro-batch under 1F1B, all of them under GPipe; and what its

@@ -1,5 +1,8 @@
 #include "strategies/recompute.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "strategies/op_names.h"
 #include "strategies/saved_tensors.h"
 
@@ -9,14 +12,16 @@ void ApplyRecompute(LayerProgram& layer, const ModelSpec& model, const PlanSpec&
   if (plan.recompute == Recompute::kNone) return;
   std::vector<Op> redo;
   for (const Op& op : layer.ops) {
-    const double share = RerunShare(plan.recompute, op, model);
-    if (share <= 0) continue;
+    const Rerun rerun = RerunOf(plan.recompute, op, model);
+    if (rerun.share <= 0) continue;
     Op again = op;
     again.name = ops::Recomputed(op.name);
     again.phase = Phase::kRecompute;
-    again.flops *= share;
-    again.bytes *= share;
-    again.comm_bytes *= share;
+    again.flops *= rerun.share;
+    again.bytes *= rerun.share;
+    again.comm_bytes *= rerun.share;
+    // A slice of a fused matmul's columns is a narrower matmul (its efficiency by its own shape).
+    if (rerun.narrower && again.n > 0) again.n = std::max<int64_t>(1, std::llround(static_cast<double>(again.n) * rerun.share));
     redo.push_back(again);
   }
   layer.ops.insert(layer.ops.end(), redo.begin(), redo.end());

@@ -1,6 +1,5 @@
 #include "strategies/saved_tensors.h"
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +18,7 @@ bool Gated(const ModelSpec& m) { return m.mlp == MlpKind::kSwiGlu; }
 // experts, whose activations kExperts holds) and its width per token.
 struct Product {
   std::string op;
-  std::optional<LayerTensor> tensor;
+  std::vector<LayerTensor> tensors;
   double width = 0;
 };
 
@@ -34,54 +33,65 @@ std::vector<Product> CountedProducts(const ModelSpec& m, bool moe_layer) {
     const MlaSpec& a = *m.mla;
     const double qk = static_cast<double>(a.qk_nope_head_dim + a.qk_rope_head_dim);
     if (a.q_lora_rank > 0) {
-      products.push_back({std::string(ops::kQDown), std::nullopt, static_cast<double>(a.q_lora_rank)});
-      products.push_back({std::string(ops::kQUp), T::kQ, h * qk});
+      products.push_back({std::string(ops::kQDown), {}, static_cast<double>(a.q_lora_rank)});
+      products.push_back({std::string(ops::kQUp), {T::kQ}, h * qk});
     } else {
-      products.push_back({std::string(ops::kQ), T::kQ, h * qk});
+      products.push_back({std::string(ops::kQ), {T::kQ}, h * qk});
     }
-    products.push_back({std::string(ops::kKvDown), std::nullopt, static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim)});
-    products.push_back({std::string(ops::kKvUp), T::kK, h * (qk + static_cast<double>(a.v_head_dim))});
+    products.push_back({std::string(ops::kKvDown), {}, static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim)});
+    products.push_back({std::string(ops::kKvUp), {T::kK, T::kV}, h * (qk + static_cast<double>(a.v_head_dim))});
   } else {
-    products.push_back({std::string(ops::kQkv), T::kQ, h * hd});
-    products.push_back({std::string(ops::kQkv), T::kK, kv * hd});
-    products.push_back({std::string(ops::kQkv), T::kV, kv * hd});
+    products.push_back({std::string(ops::kQkv), {T::kQ}, h * hd});
+    products.push_back({std::string(ops::kQkv), {T::kK}, kv * hd});
+    products.push_back({std::string(ops::kQkv), {T::kV}, kv * hd});
   }
-  products.push_back({std::string(ops::kAttentionOut), T::kAttentionProj, d});
+  products.push_back({std::string(ops::kAttentionOut), {T::kAttentionProj}, d});
   const bool shared = moe_layer && m.moe && m.moe->num_shared_experts > 0;
   if (moe_layer && !shared) return products;
   const std::string block(moe_layer ? ops::kSharedExpert : ops::kMlp);
   const double f = moe_layer ? static_cast<double>(m.moe->expert_ffn_hidden_size * m.moe->num_shared_experts) : static_cast<double>(m.ffn_hidden_size);
-  auto tensor = [&](LayerTensor t) { return moe_layer ? std::nullopt : std::optional<LayerTensor>(t); };
+  auto tensor = [&](LayerTensor t) { return moe_layer ? std::vector<LayerTensor>{} : std::vector<LayerTensor>{t}; };
   if (Gated(m)) products.push_back({ops::BlockUp(block), tensor(T::kMlpGate), f});
   products.push_back({ops::BlockUp(block), tensor(T::kMlpUp), f});
   products.push_back({ops::BlockDown(block), tensor(T::kMlpDown), d});
   return products;
 }
 
-// Whether SelectiveAC caches `tensor`: a counted product at an odd position (1-based), or the
-// output projection's reduce-scatter under sequence parallelism (the residual's input).
-bool SelectiveOpKeeps(LayerTensor tensor, const ModelSpec& m, const PlanSpec& p, bool moe_layer) {
-  switch (tensor) {
-    case T::kInput: case T::kAttentionCore: case T::kExperts: return true;
-    case T::kAttentionProj:
-      if (p.mesh.tensor > 1 && p.sequence_parallel) return true;
-      break;
-    case T::kMlpDown:
-      if (p.mesh.tensor > 1 && p.sequence_parallel) return true;
-      break;
-    default: break;
-  }
+// Whether the counted product yielding `tensor` sits at an odd position (1-based): SelectiveAC
+// caches it.
+bool AtOddPosition(LayerTensor tensor, const ModelSpec& m, bool moe_layer) {
   const std::vector<Product> products = CountedProducts(m, moe_layer);
   for (size_t i = 0; i < products.size(); ++i) {
-    if (products[i].tensor == tensor) return i % 2 == 0;
+    for (LayerTensor t : products[i].tensors) {
+      if (t == tensor) return i % 2 == 0;
+    }
   }
-  return false;  // norms, scores, residuals, activations, masks
+  return false;
+}
+
+// Whether SelectiveAC caches `tensor`: the attention's output, grouped matmuls (the routed
+// experts), all-to-alls and reduce-scatters (under sequence parallelism the row-parallel
+// projections' reduced outputs), and the odd counted products, the row-parallel ones as their
+// unreduced matmul outputs under tensor parallelism.
+bool SelectiveOpKeeps(LayerTensor tensor, const ModelSpec& m, const PlanSpec& p, bool moe_layer) {
+  const bool tensor_parallel = p.mesh.tensor > 1;
+  switch (tensor) {
+    case T::kInput: case T::kAttentionCore: case T::kAttentionScores: case T::kExperts: return true;
+    case T::kAttentionProj: case T::kMlpDown:
+      return tensor_parallel ? p.sequence_parallel : AtOddPosition(tensor, m, moe_layer);
+    case T::kAttentionProjPartial:
+      return tensor_parallel && AtOddPosition(T::kAttentionProj, m, moe_layer);
+    case T::kMlpDownPartial:
+      return tensor_parallel && AtOddPosition(T::kMlpDown, m, moe_layer);
+    case T::kQ: case T::kK: case T::kV: case T::kMlpGate: case T::kMlpUp:
+      return AtOddPosition(tensor, m, moe_layer);
+    default: return false;  // norms, residuals, activations, masks
+  }
 }
 
 bool MinimalKeeps(LayerTensor tensor) {
   switch (tensor) {
-    case T::kInput: case T::kQ: case T::kK: case T::kV: case T::kAttentionProj: case T::kMlpGate: case T::kMlpUp: case T::kMlpDown:
-    case T::kExperts:
+    case T::kInput: case T::kQ: case T::kK: case T::kV: case T::kAttentionProj: case T::kMlpGate: case T::kMlpUp:
       return true;
     default: return false;
   }
@@ -89,11 +99,17 @@ bool MinimalKeeps(LayerTensor tensor) {
 
 // The projections' outputs feed only the residual adds, whose backward does not read them: a
 // policy keeps them only by caching every output of some op kind (selective-op, minimal).
-bool BackwardReads(LayerTensor t) { return t != T::kAttentionProj && t != T::kMlpDown; }
+bool BackwardReads(LayerTensor t) {
+  return t != T::kAttentionProj && t != T::kMlpDown && t != T::kAttentionProjPartial && t != T::kMlpDownPartial;
+}
 
-bool IsDenseMlpTensor(LayerTensor t) { return t == T::kMlpGate || t == T::kMlpUp || t == T::kMlpActivation || t == T::kMlpDown; }
+bool IsDenseMlpTensor(LayerTensor t) {
+  return t == T::kMlpGate || t == T::kMlpUp || t == T::kMlpActivation || t == T::kMlpDown || t == T::kMlpDownPartial;
+}
 
 }  // namespace
+
+double SavedMlpTensors(const ModelSpec& m) { return Gated(m) ? 3 : 2; }
 
 double KeptShare(Recompute mode, LayerTensor tensor, const ModelSpec& m, const PlanSpec& p) {
   const bool moe_layer = false;  // the MoE layer's attention block counts like the dense layer's
@@ -125,6 +141,8 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
   switch (tensor) {
     case T::kInput: case T::kAttentionNormOut: case T::kAttentionProj: case T::kAttentionResidual: case T::kMlpNormOut: case T::kMlpDown:
       return a * d / sp;
+    case T::kAttentionProjPartial: case T::kMlpDownPartial:
+      return t > 1 ? a * d : 0;  // every token's partial sum, before the all-reduce or reduce-scatter
     case T::kQ: return a * h * qk / t;
     case T::kK: return a * kv_heads * qk / t;
     case T::kV: return a * kv_heads * v / t;
@@ -142,7 +160,7 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
       if (!moe_layer) return 0;
       const MoeSpec& e = *m.moe;
       const double copies = static_cast<double>(e.top_k) * p.ep_capacity_factor;
-      const double gated = Gated(m) ? 3 : 2;  // gate, up and their product; or up and GELU's output
+      const double gated = SavedMlpTensors(m);
       const double fe = static_cast<double>(e.expert_ffn_hidden_size);
       // The routed copies' and the shared experts' MLP activations (split over tensor); the
       // dispatched copies the experts read and the experts' outputs back on this rank, which the
@@ -154,32 +172,34 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
   return 0;
 }
 
-double RerunShare(Recompute mode, const Op& op, const ModelSpec& m) {
-  if (op.phase != Phase::kForward) return 0;
+Rerun RerunOf(Recompute mode, const Op& op, const ModelSpec& m) {
+  if (op.phase != Phase::kForward) return {};
   // Data-parallel parameter gathers are not redone: the gathered weights serve the backward.
-  if (op.stream == Stream::kData) return 0;
+  if (op.stream == Stream::kData) return {};
   const bool attention_core = (op.stream == Stream::kCompute && (op.kind == ComputeKind::kAttention || op.name == ops::kAttentionScores)) ||
                               op.stream == Stream::kContext;
+  const bool routed_experts = op.name == ops::kExpertsUp || op.name == ops::kExpertsDown;
+  auto whole = [](bool rerun) { return Rerun{.share = rerun ? 1.0 : 0.0}; };
   switch (mode) {
-    case Recompute::kNone: return 0;
-    case Recompute::kFull: return 1;
-    case Recompute::kSelectiveLayer: return 0.5;
+    case Recompute::kNone: return {};
+    case Recompute::kFull: return whole(true);
+    case Recompute::kSelectiveLayer: return {.share = 0.5};
     // The attention core, with ring attention's K/V passes when the sequence is split over context.
-    case Recompute::kSelective: return attention_core ? 1 : 0;
+    case Recompute::kSelective: return whole(attention_core);
     case Recompute::kMinimal:
       // The projections are kept; everything between them is rebuilt, the tensor all-gathers
-      // and expert all-to-alls that feed the rebuilt values included.
-      if (op.stream == Stream::kCompute) return op.kind == ComputeKind::kMatmul ? 0 : 1;
-      if (op.stream == Stream::kTensor) return op.collective == CollectiveOp::kAllGather ? 1 : 0;
-      return op.stream == Stream::kExpert || attention_core ? 1 : 0;
+      // that feed the rebuilt values included, and the routed experts with their all-to-alls.
+      if (op.stream == Stream::kCompute) return whole(op.kind != ComputeKind::kMatmul || routed_experts);
+      if (op.stream == Stream::kTensor) return whole(op.collective == CollectiveOp::kAllGather);
+      return whole(op.stream == Stream::kExpert || attention_core);
     case Recompute::kSelectiveOp: {
       // Cached: the attention (its context exchange inside), grouped matmuls (the routed
       // experts), reduce-scatters and all-to-alls; the odd counted products.
-      if (attention_core || op.stream == Stream::kExpert) return 0;
-      if (op.stream != Stream::kCompute) return op.collective == CollectiveOp::kReduceScatter ? 0 : 1;
-      if (op.kind != ComputeKind::kMatmul) return 1;
-      if (op.name == ops::kExpertsUp || op.name == ops::kExpertsDown) return 0;
-      if (op.name == ops::kRouter) return 1;
+      if (attention_core || op.stream == Stream::kExpert) return {};
+      if (op.stream != Stream::kCompute) return whole(op.collective != CollectiveOp::kReduceScatter);
+      if (op.kind != ComputeKind::kMatmul) return whole(true);
+      if (routed_experts) return {};
+      if (op.name == ops::kRouter) return whole(true);
       const bool moe_layer = m.moe.has_value() && (op.name == ops::BlockUp(ops::kSharedExpert) || op.name == ops::BlockDown(ops::kSharedExpert));
       double total = 0, rerun = 0;
       const std::vector<Product> products = CountedProducts(m, moe_layer);
@@ -188,10 +208,10 @@ double RerunShare(Recompute mode, const Op& op, const ModelSpec& m) {
         total += products[i].width;
         if (i % 2 == 1) rerun += products[i].width;
       }
-      return total > 0 ? rerun / total : 0;
+      return {.share = total > 0 ? rerun / total : 0, .narrower = true};
     }
   }
-  return 0;
+  return {};
 }
 
 }  // namespace shardsim::strategies

@@ -14,11 +14,15 @@
 //   projection, the MLP's up) and every other op (norms, rope, activations, all-reduces and
 //   all-gathers) run again. The router's matmul is always recomputed.
 // - selective-layer is torchtitan's older per-layer option (selective_ac_option "2", Dec 2024):
-//   every second layer fully recomputed, costed as half of each layer.
+//   every second layer fully recomputed, costed as half of each layer (its collectives as half
+//   their bytes, their latency paid once in full: an approximation).
 // - minimal is MaxText's remat_policy minimal (layers/decoders.py: jax.checkpoint_policies
-//   checkpoint_dots_with_no_batch_dims): the projections' outputs are kept; the attention core,
-//   norms, activations and residual adds are rebuilt, with the tensor all-gathers that feed them
-//   and the expert all-to-alls.
+//   checkpoint_dots_with_no_batch_dims): of what the backward reads, the outputs of dots without a
+//   batch dimension are kept (q, k, v, the output projection's, which rebuilds the residual, gate
+//   and up; not the down projection's, which nothing reads); the attention core, norms,
+//   activations and residual adds are rebuilt, with the tensor all-gathers that feed them; the
+//   routed experts' dots carry an expert batch dimension, so an MoE block's experts and their
+//   all-to-alls are rebuilt too.
 #pragma once
 
 #include "core/model_spec.h"
@@ -40,10 +44,18 @@ enum class LayerTensor {
   kMlpGate, kMlpUp,    // the MLP's gate and up projections (no gate: kMlpUp only)
   kMlpActivation,      // the down projection's input
   kMlpDown,            // the down projection's output
+  // Under tensor parallelism the two row-parallel projections' own outputs, partial sums over
+  // all the tokens before their reduction (kAttentionProj and kMlpDown are the reduced ones);
+  // only a policy that caches matmul outputs keeps them.
+  kAttentionProjPartial, kMlpDownPartial,
   kDropoutMasks,       // 1-byte masks of the two residual dropouts
   kExperts,            // an MoE layer's experts: dispatched copies, their MLPs, shared experts
 };
-inline constexpr int kLayerTensors = 16;
+inline constexpr int kLayerTensors = static_cast<int>(LayerTensor::kExperts) + 1;
+
+// The [tokens, width] tensors an MLP keeps per token of its width: gate, up and their product
+// (SwiGLU), or up and the GELU's output.
+double SavedMlpTensors(const ModelSpec& m);
 
 // The share of `tensor` that `mode` keeps from forward to backward: 0 or 1, or 1/2 for a
 // policy that recomputes every second layer. An MoE layer has kExperts in place of the MLP's.
@@ -54,9 +66,14 @@ double KeptShare(Recompute mode, LayerTensor tensor, const ModelSpec& m, const P
 // for GQA, MLA, SwiGLU and MoE); 0 for a tensor the layer kind lacks.
 double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpec& p, bool moe_layer);
 
-// The share of forward `op` (of a dense or MoE layer program) that `mode` runs again before the
-// layer's backward: 0 when its output is kept or unneeded, 1 when rerun whole, a fraction for a
-// fused matmul of which only some products are recomputed (selective-op's k of qkv).
-double RerunShare(Recompute mode, const Op& op, const ModelSpec& m);
+// What `mode` runs again of forward `op` (of a dense or MoE layer program) before the layer's
+// backward: `share` 0 when its output is kept or unneeded, 1 when rerun whole, a fraction
+// otherwise: of the op's output columns (`narrower`: selective-op's k of the fused qkv, a matmul
+// of that many fewer columns) or of the layers (selective-layer's half: the same op, half as often).
+struct Rerun {
+  double share = 0;
+  bool narrower = false;
+};
+Rerun RerunOf(Recompute mode, const Op& op, const ModelSpec& m);
 
 }  // namespace shardsim::strategies

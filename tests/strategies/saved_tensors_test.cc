@@ -98,8 +98,89 @@ TEST(SavedTensorsTest, MinimalKeepsTheProjectionsAndRerunsTheAttention) {
   }
   EXPECT_GT(RecomputedFlops(layer, ops::kAttention), 0);
   const double d = 4096, kv = 8 * 128, f = 14336, tokens = 4096;
-  // Input, Q, K, V, the output projection, gate, up, down.
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, PlanWith(Recompute::kMinimal), 4096, false), 2 * tokens * (4 * d + 2 * kv + 2 * f));
+  // Input, Q, K, V, the output projection (it rebuilds the residual), gate, up; not the down
+  // projection's output, which the backward does not read.
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, PlanWith(Recompute::kMinimal), 4096, false), 2 * tokens * (3 * d + 2 * kv + 2 * f));
+}
+
+// Under minimal the routed experts' dots carry an expert batch dimension: MaxText rebuilds them
+// and their all-to-alls, and keeps none of their activations; the router's dot is kept.
+TEST(SavedTensorsTest, MinimalRebuildsTheRoutedExperts) {
+  const ModelSpec m = FindModelPreset("mixtral-8x7b")->spec;
+  PlanSpec p = PlanWith(Recompute::kMinimal);
+  p.mesh.expert = 2, p.global_batch_size = 2;
+  EXPECT_EQ(KeptShare(Recompute::kMinimal, LayerTensor::kExperts, m, p), 0);
+  const StepProgram program = BuildStep(m, p);
+  const LayerProgram& layer = program.Layer(LayerKind::kMoe);
+  EXPECT_DOUBLE_EQ(RecomputedFlops(layer, ops::kExpertsUp), ForwardOp(layer, ops::kExpertsUp).flops);
+  EXPECT_EQ(RecomputedFlops(layer, ops::kRouter), 0);
+  bool dispatch_rerun = false;
+  for (const Op& op : layer.ops) dispatch_rerun = dispatch_rerun || (op.phase == Phase::kRecompute && op.name == ops::Recomputed(ops::kExpertDispatch));
+  EXPECT_TRUE(dispatch_rerun);
+}
+
+// MLA without a query down projection: q, kv_down, kv_up (K and V, decompressed), the output
+// projection: SelectiveAC keeps q and kv_up's K and V, reruns kv_down and the output projection.
+TEST(SavedTensorsTest, SelectiveOpOnMlaKeepsKeysAndValuesTogether) {
+  ModelSpec m = FindModelPreset("deepseek-v3")->spec;
+  m.mla->q_lora_rank = 0;
+  const PlanSpec p = PlanWith(Recompute::kSelectiveOp);
+  EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, LayerTensor::kQ, m, p), 1);
+  EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, LayerTensor::kK, m, p), 1);
+  EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, LayerTensor::kV, m, p), 1);
+  EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, LayerTensor::kAttentionProj, m, p), 0);
+  m.mla->q_lora_rank = 1536;  // q_down, q_up, kv_down, kv_up: now q_up and kv_up are even
+  EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, LayerTensor::kQ, m, p), 0);
+  EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, LayerTensor::kV, m, p), 0);
+  EXPECT_EQ(KeptShare(Recompute::kSelectiveOp, LayerTensor::kAttentionProj, m, p), 1);
+}
+
+// Under tensor and sequence parallelism SelectiveAC keeps the down projection's own output (the
+// seventh matmul, odd: every token's partial sum, D wide) and its reduce-scatter's output (D / t),
+// the output projection's reduce-scatter output only (the fourth matmul is even).
+TEST(SavedTensorsTest, SelectiveOpUnderSequenceParallelKeepsPartialAndReducedDown) {
+  const ModelSpec& m = Llama8b();
+  PlanSpec p = PlanWith(Recompute::kSelectiveOp);
+  p.mesh.tensor = 8, p.sequence_parallel = true;
+  const double d = 4096, q = 4096, kv = 8 * 128, f = 14336, tokens = 4096, t = 8;
+  // Input, attention and down reduced outputs (D / t each); q, v, attention output, gate (/ t);
+  // the down projection's partial sums (D).
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, p, 4096, false), 2 * tokens * (3 * d / t + (q + kv + q + f) / t + d));
+}
+
+// A recomputed layer holds, once, what its policy does not keep: full's layer less its input;
+// selective-layer's a whole layer, as the layers it recomputes are full ones.
+TEST(SavedTensorsTest, TheLayerBeingRecomputedIsCountedOnce) {
+  const ModelSpec& m = Llama8b();
+  PlanSpec p = PlanWith(Recompute::kNone);
+  p.global_batch_size = 1, p.micro_batch_size = 1;
+  const double none = LayerActivationBytes(m, p, 4096, false);
+  auto stored = [&](Recompute r) {
+    PlanSpec q = p;
+    q.recompute = r;
+    return EstimateMemory(BuildStep(m, q)).peak.activations - static_cast<double>(m.num_layers) * LayerActivationBytes(m, q, 4096, false);
+  };
+  const double input = 2 * 4096.0 * 4096;
+  EXPECT_DOUBLE_EQ(stored(Recompute::kFull), none - input);
+  EXPECT_DOUBLE_EQ(stored(Recompute::kSelectiveLayer), none - input);
+  EXPECT_DOUBLE_EQ(stored(Recompute::kSelectiveOp), none - LayerActivationBytes(m, PlanWith(Recompute::kSelectiveOp), 4096, false));
+  EXPECT_DOUBLE_EQ(stored(Recompute::kNone), 0);
+}
+
+// A rerun slice of a fused matmul is a narrower matmul (costed by its own shape): k's columns of
+// qkv; selective-layer's half keeps the shape (the same matmul, in half the layers).
+TEST(SavedTensorsTest, RerunSlicesAreNarrowerMatmuls) {
+  const ModelSpec& m = Llama8b();
+  const StepProgram op_level = BuildStep(m, PlanWith(Recompute::kSelectiveOp));
+  const StepProgram layer_level = BuildStep(m, PlanWith(Recompute::kSelectiveLayer));
+  auto recomputed = [](const LayerProgram& layer, std::string_view name) {
+    for (const Op& op : layer.ops) {
+      if (op.phase == Phase::kRecompute && op.name == ops::Recomputed(name)) return op;
+    }
+    return Op{};
+  };
+  EXPECT_EQ(recomputed(op_level.Layer(LayerKind::kDense), ops::kQkv).n, 8 * 128);
+  EXPECT_EQ(recomputed(layer_level.Layer(LayerKind::kDense), ops::kQkv).n, ForwardOp(layer_level.Layer(LayerKind::kDense), ops::kQkv).n);
 }
 
 // Each policy keeps between full's and none's, and reruns between none's and full's.
