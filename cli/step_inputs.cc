@@ -16,6 +16,11 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
   if (in.cluster.chip.peak_flop_per_s.count(in.plan.dtype) == 0) {
     throw InputError(where + ":/dtype", "dtype '" + in.plan.dtype + "' has no peak on " + in.cluster.chip.name, "", "set dtype to one the chip lists");
   }
+  // Microscaling (32-element blocks) is Blackwell's, whose chips list an fp4 peak too.
+  if (in.plan.fp8_recipe == "mxfp8" && in.cluster.chip.peak_flop_per_s.count("fp4") == 0) {
+    throw InputError(where + ":/fp8_recipe", "fp8_recipe mxfp8 on " + in.cluster.chip.name + ", which has no microscaling tensor cores", "tensorwise, rowwise or blockwise",
+                     "mxfp8 needs a Blackwell system (dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72)");
+  }
   strategies::ValidatePlan(in.plan, in.model, DeviceCount(in.cluster), in.cluster.name, where + ":");
   // A plan that names its framework must be one that framework runs (what `plan --framework`
   // returns always is).

@@ -4,6 +4,7 @@
 
 #include "core/calibration_json.h"
 #include "core/json_input.h"
+#include "core/plan_spec.h"
 
 namespace shardsim {
 namespace {
@@ -140,6 +141,12 @@ EfficiencySpec EfficiencyFromJson(JsonReader& r) {
   e.hbm = eff->Number("hbm", 1e-3, 1);
   e.attention = eff->NumberOr("attention", 0, 0, 1);
   e.fp8_matmul = eff->NumberOr("fp8_matmul", 0, 0, 1);
+  if (auto recipes = eff->Object("fp8_matmul_recipes")) {
+    for (const std::string& recipe : Fp8RecipeNames()) {
+      if (recipes->Has(recipe)) e.fp8_matmul_recipes[recipe] = recipes->Number(recipe, 1e-3, 1);
+    }
+    recipes->Finish();
+  }
   e.source = eff->StringOr("source", "");
   eff->Finish();
   return e;
@@ -149,6 +156,7 @@ json EfficiencyToJson(const EfficiencySpec& e) {
   json j = {{"matmul", e.matmul}, {"hbm", e.hbm}};
   if (e.attention > 0) j["attention"] = e.attention;
   if (e.fp8_matmul > 0) j["fp8_matmul"] = e.fp8_matmul;
+  if (!e.fp8_matmul_recipes.empty()) j["fp8_matmul_recipes"] = e.fp8_matmul_recipes;
   j["source"] = e.source;
   return j;
 }

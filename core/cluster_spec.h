@@ -46,9 +46,16 @@ struct EfficiencySpec {
   // Of the FP8 peak, for FP8 weight matmuls (scaled GEMMs reach a smaller share of their doubled
   // peak); 0: as `matmul`.
   double fp8_matmul = 0;
+  // Of the FP8 peak, per scaling recipe (PlanSpec::fp8_recipe: rowwise, blockwise, mxfp8), where
+  // a recipe's GEMMs reach their own share; absent: fp8_matmul's.
+  std::map<std::string, double> fp8_matmul_recipes;
   std::string source;
   double Attention() const { return attention > 0 ? attention : matmul; }
-  double Fp8Matmul() const { return fp8_matmul > 0 ? fp8_matmul : matmul; }
+  double Fp8Matmul(const std::string& recipe = "") const {
+    const auto own = fp8_matmul_recipes.find(recipe);
+    if (own != fp8_matmul_recipes.end() && own->second > 0) return own->second;
+    return fp8_matmul > 0 ? fp8_matmul : matmul;
+  }
   bool operator==(const EfficiencySpec&) const = default;
 };
 

@@ -18,7 +18,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv", "framework"};
 }
 
@@ -51,6 +51,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.framework.empty()) j["framework"] = p.framework;
   if (!p.grad_reduce_dtype.empty()) j["grad_reduce_dtype"] = p.grad_reduce_dtype;
   if (!p.cross_entropy.empty()) j["cross_entropy"] = p.cross_entropy;
+  if (!p.fp8_recipe.empty()) j["fp8_recipe"] = p.fp8_recipe;
   return j;
 }
 
@@ -89,6 +90,10 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.dtype = r.EnumOr("dtype", "bf16", {"bf16", "fp16", "fp8", "fp32"});
   if (r.Has("grad_reduce_dtype")) p.grad_reduce_dtype = r.EnumOr("grad_reduce_dtype", "bf16", GradReduceDtypeNames());
   if (r.Has("cross_entropy")) p.cross_entropy = r.EnumOr("cross_entropy", "fused", CrossEntropyNames());
+  if (r.Has("fp8_recipe")) {
+    p.fp8_recipe = r.EnumOr("fp8_recipe", "tensorwise", Fp8RecipeNames());
+    if (p.dtype != "fp8") r.Fail("fp8_recipe", "fp8_recipe " + p.fp8_recipe + " with dtype " + p.dtype, "dtype fp8", "set dtype to fp8 or drop fp8_recipe");
+  }
   if (auto overlap = r.Object("overlap")) {
     for (const MeshAxisFacts& axis : kMeshAxes) {
       bool& on = p.overlap.Overlaps(axis.axis);

@@ -127,6 +127,11 @@ std::string ToString(Recompute r) {
   return "none";
 }
 
+const std::vector<std::string>& Fp8RecipeNames() {
+  static const std::vector<std::string> kNames = {"tensorwise", "rowwise", "blockwise", "mxfp8"};
+  return kNames;
+}
+
 const std::vector<std::string>& CrossEntropyNames() {
   static const std::vector<std::string> kNames = {"fused", "eager"};
   return kNames;

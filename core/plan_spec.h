@@ -96,6 +96,12 @@ struct PlanSpec {
   // F.cross_entropy over an fp32 copy of the logits). Empty: fused unless a framework profile sets
   // its default (planner::AsFrameworkRuns). See CrossEntropyNames.
   std::string cross_entropy;
+  // An fp8 plan's scaling recipe: "tensorwise" (one scale per tensor: Transformer Engine's delayed
+  // or current scaling, torchao's default), "rowwise" (torchao), "blockwise" (1x128 / 128x128
+  // tiles, DeepSeek-V3; Transformer Engine's Float8BlockScaling) or "mxfp8" (32-element blocks,
+  // Blackwell). Each runs its GEMMs at its own efficiency (EfficiencySpec::Fp8Matmul). Empty:
+  // tensorwise. See Fp8RecipeNames.
+  std::string fp8_recipe;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -128,6 +134,8 @@ double GradReduceBytes(const PlanSpec& plan);
 const std::vector<std::string>& GradReduceDtypeNames();
 // cross_entropy's values: "fused", "eager".
 const std::vector<std::string>& CrossEntropyNames();
+// fp8_recipe's values: "tensorwise", "rowwise", "blockwise", "mxfp8".
+const std::vector<std::string>& Fp8RecipeNames();
 
 // The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
 // false with it.

@@ -75,6 +75,7 @@ Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const Plan
   // the framework's own default.
   PlanSpec estimated = plan;
   if (estimated.cross_entropy.empty()) estimated.cross_entropy = "fused";
+  if (estimated.dtype == "fp8" && estimated.fp8_recipe.empty()) estimated.fp8_recipe = "tensorwise";  // likewise the recipe
   const PlanSpec p = CanonicalSharding(estimated);
   Export e;
   e.not_expressed = FrameworkGaps(*framework, model, estimated);

@@ -103,7 +103,10 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
   add("--seq-length", I(p.seq_len));
   if (p.dtype == "fp16") add("--fp16");
   if (p.dtype == "bf16" || p.dtype == "fp8") add("--bf16");
-  if (p.dtype == "fp8") add("--fp8-format", "hybrid");
+  if (p.dtype == "fp8") {
+    add("--fp8-format", "hybrid");
+    add("--fp8-recipe", p.fp8_recipe.empty() ? "tensorwise" : p.fp8_recipe);  // core/enums.py Fp8Recipe
+  }
   return s;
 }
 
@@ -165,6 +168,10 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
             : r.Has("--bf16")     ? "bf16"
             : r.Has("--fp16")     ? "fp16"
                                   : "fp32";
+  if (p.dtype == "fp8") {
+    const std::string recipe = r.Get("--fp8-recipe", "delayed");  // Megatron-core's default
+    p.fp8_recipe = recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise";  // delayed and tensorwise scale per tensor
+  }
   p.flash_attention = r.Get("--attention-backend") != "unfused";
   p.grad_reduce_dtype = GradReduceDefault(FactsOf(Framework::kMegatronCore), p);
   if (r.Has("--grad-reduce-in-bf16")) p.grad_reduce_dtype = "bf16";

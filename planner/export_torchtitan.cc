@@ -113,7 +113,9 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   add("training.num_tokens_per_train_step", I(p.global_batch_size * p.seq_len));
   add("training.max_context_length", I(p.seq_len));
   add("training.mixed_precision_param", Quoted(p.dtype == "fp32" ? "float32" : "bfloat16"));
-  if (p.dtype == "fp8") add(kConverters, "[Float8LinearConverter.Config()]");
+  // components/quantization: Float8LinearConverter scales rowwise (its recipe_name's default),
+  // MXFP8LinearConverter in 32-element blocks; per-tensor and blockwise are gaps.
+  if (p.dtype == "fp8") add(kConverters, p.fp8_recipe == "mxfp8" ? "[MXFP8LinearConverter.Config()]" : "[Float8LinearConverter.Config()]");
   return s;
 }
 
@@ -167,6 +169,7 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
             : unquote(r.Get("training.mixed_precision_param", "\"bfloat16\"")) == "float32"
                 ? "fp32"
                 : "bf16";
+  if (p.dtype == "fp8") p.fp8_recipe = r.Get(kConverters).find("MXFP8") != std::string::npos ? "mxfp8" : "rowwise";
   p.overlap.tensor = r.Bool("compile.enable_async_tensor_parallel", false);
   // CompileConfig.components defaults to ["model", "loss"].
   const bool compiled_loss = r.Bool("compile.enable", false) && r.Get("compile.components", "[\"model\", \"loss\"]").find("\"loss\"") != std::string::npos;

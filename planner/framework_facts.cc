@@ -79,6 +79,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_cross_entropy = true,
         .eager_cross_entropy = false,
         .cross_entropy_default = "fused",
+        // core/enums.py Fp8Recipe: delayed and tensorwise (per-tensor scales), blockwise,
+        // mxfp8 (--fp8-recipe; delayed by default).
+        .fp8_recipes = {true, false, true, true},
+        .fp8_recipe_default = "tensorwise",
     },
     {
         .framework = Framework::kTorchtitan,
@@ -141,6 +145,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_cross_entropy = true,
         .eager_cross_entropy = true,
         .cross_entropy_default = "eager",
+        // components/quantization/float8.py Float8LinearConverter: recipe_name "rowwise" (or
+        // "rowwise_with_gw_hp"), per-tensor scaling gone; mx.py MXFP8LinearConverter: mxfp8.
+        .fp8_recipes = {false, true, false, true},
+        .fp8_recipe_default = "rowwise",
     },
     {
         .framework = Framework::kMaxText,
@@ -202,6 +210,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_cross_entropy = true,
         .eager_cross_entropy = false,
         .cross_entropy_default = "fused",
+        // base.yml quantization "fp8": per-tensor scales (shardsim's reading).
+        .fp8_recipes = {true, false, false, false},
+        .fp8_recipe_default = "tensorwise",
     },
     {
         .framework = Framework::kDeepSpeed,
@@ -265,6 +276,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_cross_entropy = false,
         .eager_cross_entropy = true,
         .cross_entropy_default = "eager",
+        .fp8_recipes = {false, false, false, false},  // no fp8 training
+        .fp8_recipe_default = "",
     },
 }};
 

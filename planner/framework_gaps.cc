@@ -84,6 +84,17 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back(p.cross_entropy + " cross-entropy: " + std::string(f.name) + " computes the loss " +
                    (f.fused_cross_entropy ? "fused" : "eagerly, over an fp32 copy of the logits"));
   }
+  if (p.dtype == "fp8" && !p.fp8_recipe.empty()) {
+    const std::vector<std::string>& recipes = Fp8RecipeNames();
+    std::string runs;
+    bool runs_it = false;
+    for (size_t i = 0; i < recipes.size(); ++i) {
+      if (!f.fp8_recipes[i]) continue;
+      runs += (runs.empty() ? "" : ", ") + recipes[i];
+      runs_it = runs_it || recipes[i] == p.fp8_recipe;
+    }
+    if (!runs_it && !runs.empty()) gaps.push_back(p.fp8_recipe + " fp8 scaling: " + std::string(f.name) + " scales " + runs);
+  }
   const bool keeps = ParamsSharded(s) && !ReshardAfterForward(p);
   if (keeps && (f.keep_gathered == KeepGathered::kNever ||
                 (f.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline == 1))) {

@@ -66,6 +66,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
   // An unset reduction dtype is the framework's; a set one stays (FrameworkGaps judges it).
   if (p.grad_reduce_dtype.empty()) p.grad_reduce_dtype = GradReduceDefault(facts, p);
   if (p.cross_entropy.empty()) p.cross_entropy = std::string(facts.cross_entropy_default);
+  if (p.dtype == "fp8" && p.fp8_recipe.empty()) p.fp8_recipe = std::string(facts.fp8_recipe_default);
   return p;
 }
 

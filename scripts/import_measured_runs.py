@@ -141,6 +141,10 @@ def plan_of(row, assumed):
         raise Skip("TP*PP*CP does not divide the devices")
     gbs, seq, mbs = bat["gbs"], bat["seq_len"], bat.get("mbs")
     plan = {"global_batch_size": gbs, "seq_len": seq, "dtype": dtype_of(row)}
+    if plan["dtype"] == "fp8" and row["source_family"] == "torchtitan":
+        # torchao's scaling as each run publishes it (torchtitan's default changed to row-wise).
+        plan["fp8_recipe"] = "rowwise" if "rowwise" in row["training"]["precision"] else "tensorwise"
+    # Every other FP8 row is per-tensor (Transformer Engine's delayed or current scaling).
     mesh = {"tensor": tp, "pipeline": pp, "context": cp}
     if fam == "maxtext":
         slices = par.get("dcn_data_parallelism") or 1

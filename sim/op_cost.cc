@@ -47,7 +47,7 @@ double Roofline::Seconds(const Op& op) const {
   return memory;
 }
 
-Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens) {
+Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens, const std::string& fp8_recipe) {
   const auto peak = cluster.chip.peak_flop_per_s.find(dtype);
   SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + dtype);
   const CalibrationSpec* calibration = cluster.calibration.dtype == dtype ? &cluster.calibration : nullptr;
@@ -60,7 +60,7 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
     else if (peaks.count("fp16")) attention_peak = peaks.at("fp16");
   }
   Roofline r{.peak_flop_per_s = peak->second,
-             .matmul_efficiency = fp8 ? cluster.efficiency.Fp8Matmul() : cluster.efficiency.matmul,
+             .matmul_efficiency = fp8 ? cluster.efficiency.Fp8Matmul(fp8_recipe) : cluster.efficiency.matmul,
              .attention_flop_per_s = attention_peak * cluster.efficiency.Attention(),
              .fp8_casts = fp8,
              .hbm_bytes_per_s = cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm,

@@ -1,6 +1,8 @@
 #include "validation/runs_fit.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <map>
 #include <functional>
 #include <memory>
@@ -26,33 +28,51 @@ struct Prepared {
 };
 
 // Bounds: the range of shares of peak that public kernels reach (GEMMs 30-95%, attention kernels
-// 10-95%, FP8 GEMMs 20-95% of the FP8 peak); a fit at a bound is reported as such.
+// 10-95%, FP8 GEMMs 20-95% of the FP8 peak, whatever their scaling recipe); a fit at a bound is
+// reported as such.
 struct Bound {
   const char* name;
   double low, high;
 };
 constexpr Bound kBounds[] = {{"matmul", 0.3, 0.95}, {"fp8_matmul", 0.2, 0.95}, {"attention", 0.1, 0.95}};
+constexpr Bound kFp8RecipeBound = {"fp8_matmul", 0.2, 0.95};
+
+// "fp8_matmul.<recipe>": an FP8 scaling recipe's own GEMM efficiency (EfficiencySpec's
+// fp8_matmul_recipes); fitted where the group's runs use the recipe. Empty: not such a name.
+constexpr std::string_view kRecipePrefix = "fp8_matmul.";
+std::string RecipeOf(const std::string& name) {
+  return name.rfind(kRecipePrefix, 0) == 0 ? name.substr(kRecipePrefix.size()) : std::string();
+}
+// A plan's recipe as the efficiencies name it: tensorwise is fp8_matmul's own.
+std::string RecipeOf(const PlanSpec& plan) { return plan.fp8_recipe == "tensorwise" ? "" : plan.fp8_recipe; }
 
 double& Field(EfficiencySpec& e, const std::string& name) {
   if (name == "matmul") return e.matmul;
   if (name == "fp8_matmul") return e.fp8_matmul;
+  if (const std::string recipe = RecipeOf(name); !recipe.empty()) return e.fp8_matmul_recipes[recipe];
   return e.attention;
 }
 
 double Start(const EfficiencySpec& e, const std::string& name) {
   if (name == "matmul") return e.matmul;
   if (name == "fp8_matmul") return e.Fp8Matmul();
+  if (const std::string recipe = RecipeOf(name); !recipe.empty()) return e.Fp8Matmul(recipe);
   return e.Attention();
 }
 
 bool Acts(const std::string& name, const PlanSpec& plan) {
-  if (name == "fp8_matmul") return plan.dtype == "fp8";
+  if (name == "fp8_matmul") return plan.dtype == "fp8" && RecipeOf(plan).empty();
+  if (const std::string recipe = RecipeOf(name); !recipe.empty()) return plan.dtype == "fp8" && RecipeOf(plan) == recipe;
   if (name == "matmul") return plan.dtype != "fp8";
   return true;
 }
 
 sim::StepReport EstimateWith(Prepared& p, const std::vector<FittedParameter>& parameters) {
-  for (const FittedParameter& f : parameters) Field(p.cluster.efficiency, f.name) = f.value;
+  for (const FittedParameter& f : parameters) {
+    // A recipe no fit run uses keeps falling back to fp8_matmul (fitted or not).
+    if (f.fit_runs == 0 && !RecipeOf(f.name).empty()) continue;
+    Field(p.cluster.efficiency, f.name) = f.value;
+  }
   return sim::Estimate(p.program, p.cluster, *p.collectives);
 }
 
@@ -99,8 +119,16 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     g.fit_runs += p.run->fit ? 1 : 0;
   }
   g.cluster = largest->cluster;
-  for (const Bound& b : kBounds) {
-    FittedParameter f{.name = b.name, .start = Start(g.cluster.efficiency, b.name), .low = b.low, .high = b.high};
+  std::vector<std::pair<std::string, Bound>> bounds;
+  for (const Bound& b : kBounds) bounds.emplace_back(b.name, b);
+  std::vector<std::string> recipes;  // the group's FP8 recipes other than tensorwise, in order
+  for (const Prepared& p : prepared) {
+    const std::string recipe = RecipeOf(p.run->plan);
+    if (p.run->plan.dtype == "fp8" && !recipe.empty() && std::find(recipes.begin(), recipes.end(), recipe) == recipes.end()) recipes.push_back(recipe);
+  }
+  for (const std::string& recipe : recipes) bounds.emplace_back(std::string(kRecipePrefix) + recipe, kFp8RecipeBound);
+  for (const auto& [name, b] : bounds) {
+    FittedParameter f{.name = name, .start = Start(g.cluster.efficiency, name), .low = b.low, .high = b.high};
     f.value = f.start;
     for (const Prepared& p : prepared) f.fit_runs += p.run->fit && Acts(f.name, p.run->plan) ? 1 : 0;
     g.parameters.push_back(f);
@@ -120,7 +148,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +
                                   " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) +
-                                  "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul 0.2-0.95, attention 0.1-0.95; hbm " +
+                                  "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul (each recipe) 0.2-0.95, attention 0.1-0.95; hbm " +
                                   FormatFixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
   }
   double sum = 0;

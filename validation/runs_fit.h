@@ -15,7 +15,7 @@
 namespace shardsim::validation {
 
 struct FittedParameter {
-  std::string name;        // "matmul", "fp8_matmul", "attention"
+  std::string name;        // "matmul", "fp8_matmul", "fp8_matmul.<recipe>", "attention"
   double start = 0;        // the cluster's own figure
   double value = 0;        // fitted (= start when not fitted)
   double low = 0, high = 0;

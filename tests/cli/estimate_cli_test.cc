@@ -317,5 +317,21 @@ TEST_F(CliPlanFieldsTest, CalibrateFromRunsCostsEachRunAsItsFrameworkRunsIt) {
       << "torchtitan's eager loss holds more than the fused default";
 }
 
+
+// An FP8 recipe needs an fp8 plan, and microscaling a Blackwell chip: one line each.
+TEST(CliEstimateTest, Fp8RecipesAreChecked) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set", "global_batch_size=8", "--set", "seq_len=4096"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "fp8_recipe=rowwise"}), {"fp8_recipe", "dtype fp8"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "fp8_recipe=mxfp8"}), {"fp8_recipe", "Blackwell"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "fp8_recipe=square"}), {"fp8_recipe", "rowwise"}));
+  json out;
+  EXPECT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "fp8_recipe=blockwise", "--json"}), &out));
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -65,7 +65,8 @@ TEST(ExportTest, SettingNamesAreTheFrameworks) {
         "--seq-length",
         "--fp16",
         "--bf16",
-        "--fp8-format"}},
+        "--fp8-format",
+        "--fp8-recipe"}},
       // torchtitan/config/configs.py (ParallelismConfig, TrainingConfig, CompileConfig),
       // trainer.py.
       {ExportTarget::kTorchtitan,

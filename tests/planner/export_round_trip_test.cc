@@ -68,6 +68,7 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
     return differ("fsdp_reshard_after_forward");
   if (a.recompute != b.recompute) return differ("recompute");
   if (a.cross_entropy != b.cross_entropy) return differ("cross_entropy " + a.cross_entropy + " vs " + b.cross_entropy);
+  if (a.dtype == "fp8" && a.fp8_recipe != b.fp8_recipe) return differ("fp8_recipe " + a.fp8_recipe + " vs " + b.fp8_recipe);
   if (GradReduceBytes(a) != GradReduceBytes(b))
     return differ("grad_reduce_dtype " + a.grad_reduce_dtype + " vs " + b.grad_reduce_dtype);
   if (a.dtype != b.dtype) return differ("dtype " + a.dtype + " vs " + b.dtype);
@@ -130,6 +131,10 @@ TEST(ExportRoundTripTest, MegatronCore) {
   p = Plan({{"data", 2}, {"fsdp", 4}, {"tensor", 8}}, 512, 8192);
   p.zero_stage = 1, p.dtype = "fp8", p.overlap.tensor = true, p.sequence_parallel = true;
   cases.push_back({"HSDP, optimizer over the outer replicas, fp8", "llama3-70b", "dgx-h100:64", p});
+  p.fp8_recipe = "blockwise";
+  cases.push_back({"the same, block-wise FP8 scaling", "llama3-70b", "dgx-h100:64", p});
+  p.fp8_recipe = "mxfp8";
+  cases.push_back({"the same, MXFP8", "llama3-70b", "dgx-b200:64", p});
   p = Plan({{"tensor", 4}, {"context", 2}, {"pipeline", 8}}, 256, 16384);
   p.zero_stage = 2, p.context_kv = "all-gather", p.fsdp_reshard_after_forward = true;
   cases.push_back(
@@ -162,7 +167,9 @@ TEST(ExportRoundTripTest, Torchtitan) {
   cases.push_back({"async TP with a compiled loss", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"fsdp", 2}, {"tensor", 8}, {"pipeline", 4}}, 512, 8192);
   p.pipeline_schedule = "interleaved-1f1b", p.virtual_stages = 5, p.dtype = "fp8";
-  cases.push_back({"FSDP under Interleaved1F1B, float8", "llama3-70b", "dgx-h100:64", p});
+  cases.push_back({"FSDP under Interleaved1F1B, float8 row-wise", "llama3-70b", "dgx-h100:64", p});
+  p.fp8_recipe = "mxfp8";
+  cases.push_back({"FSDP under Interleaved1F1B, MXFP8", "llama3-70b", "dgx-b200:64", p});
   p = Plan({{"fsdp", 4}, {"context", 2}, {"tensor", 8}}, 256, 32768);
   p.zero_stage = 3, p.context_kv = "all-gather", p.fsdp_reshard_after_forward = false;
   cases.push_back({"context parallel, sharded over dp_shard x cp", "llama3-70b", "dgx-h100:64", p});

@@ -104,5 +104,48 @@ TEST(RunsFitTest, RecoversTheEfficienciesThatMadeTheTimes) {
   for (const RunResult& r : fitted[0].results) EXPECT_NEAR(r.error, 0, 0.01) << r.run->id;
 }
 
+
+// A scaling recipe's FP8 GEMMs get their own efficiency, fitted on the runs that use it only:
+// row-wise runs made at 0.30 and per-tensor ones at 0.60 are told apart, and the fitted cluster
+// writes both (fp8_matmul, fp8_matmul_recipes.rowwise).
+TEST(RunsFitTest, EachFp8RecipeHasItsOwnEfficiency) {
+  ClusterSpec truth = LoadCluster("dgx-h100:8");
+  truth.efficiency.attention = 0.35;
+  truth.efficiency.fp8_matmul = 0.60;
+  truth.efficiency.fp8_matmul_recipes["rowwise"] = 0.30;
+  const std::string truth_path = WriteTemp("fp8.cluster.json", ClusterToJson(truth));
+  json list = json::array();
+  for (int64_t seq : {2048, 8192, 32768, 65536}) {
+    for (const char* recipe : {"tensorwise", "rowwise"}) {
+      json run = RunJson(std::string(recipe) + std::to_string(seq), seq, truth_path);
+      run["plan"]["dtype"] = "fp8";
+      run["plan"]["fp8_recipe"] = recipe;
+      list.push_back(run);
+    }
+  }
+  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("fp8.json", {{"runs", list}}));
+  const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].step_time_s = generated[0].results[i].predicted_s;
+    runs[i].cluster = "dgx-h100:8";
+  }
+  const std::vector<GroupFit> fitted = FitRuns(runs, {.fit = true, .source_path = "generated"});
+  bool rowwise = false;
+  for (const FittedParameter& p : fitted[0].parameters) {
+    if (p.name == "fp8_matmul") {
+      EXPECT_NEAR(p.value, 0.60, 0.02);
+    }
+    if (p.name == "fp8_matmul.rowwise") {
+      EXPECT_NEAR(p.value, 0.30, 0.02);
+      rowwise = true;
+    }
+  }
+  EXPECT_TRUE(rowwise) << "no row-wise parameter";
+  for (const RunResult& r : fitted[0].results) EXPECT_NEAR(r.error, 0, 0.02) << r.run->id;
+  const ClusterSpec back = ClusterFromJson(ClusterToJson(fitted[0].cluster), "fitted");
+  EXPECT_NEAR(back.efficiency.Fp8Matmul("rowwise"), 0.30, 0.02);
+  EXPECT_NEAR(back.efficiency.Fp8Matmul("tensorwise"), 0.60, 0.02);
+}
+
 }  // namespace
 }  // namespace shardsim::validation
