@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "planner/explain.h"
+#include "planner/framework_facts.h"
 #include "planner/ranking.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
@@ -275,6 +276,9 @@ void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               continue;
             }
             if (o.framework) {
+              // A fused loss keeps less than an eager one for the same time: where the framework
+              // computes both (torchtitan compiles its loss on request), the search asks for it.
+              if (plan.cross_entropy.empty() && FactsOf(*o.framework).fused_cross_entropy) plan.cross_entropy = "fused";
               // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
               plan = AsFrameworkRuns(*o.framework, plan);
               plan.framework = std::string(FrameworkName(*o.framework));
