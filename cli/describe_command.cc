@@ -200,12 +200,7 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
                        "add --model M --cluster C");
     }
     plan = LoadPlan(o.plan, o.overrides);
-    if (cluster->chip.peak_flop_per_s.count(plan->dtype) == 0) {
-      std::string have;
-      for (const auto& [dtype, peak] : cluster->chip.peak_flop_per_s) have += (have.empty() ? "" : ", ") + dtype;
-      throw InputError((o.plan.empty() ? std::string("plan") : o.plan) + ":/dtype",
-                       "dtype '" + plan->dtype + "' has no peak on " + cluster->chip.name, have, "set dtype to one the chip lists");
-    }
+    CheckPrecisionOnChip(*plan, *cluster, o.plan.empty() ? std::string("plan") : o.plan);
     strategies::ValidatePlan(*plan, *model, DeviceCount(*cluster), cluster->name, PlanSource(o.plan, o.overrides) + ":");
   }
   // Which links each mesh axis uses: from --mesh, else from the plan.

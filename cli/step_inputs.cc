@@ -13,14 +13,7 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
   if (o.plan.empty() && o.overrides.empty()) throw InputError(command, "needs a plan", "--plan FILE and/or --set key=value", "see examples/*.plan.json");
   StepInputs in{LoadModel(o.model), LoadCluster(o.cluster), LoadPlan(o.plan, o.overrides)};
   const std::string where = PlanSource(o.plan, o.overrides);
-  if (in.cluster.chip.peak_flop_per_s.count(in.plan.dtype) == 0) {
-    throw InputError(where + ":/dtype", "dtype '" + in.plan.dtype + "' has no peak on " + in.cluster.chip.name, "", "set dtype to one the chip lists");
-  }
-  // Microscaling (32-element blocks) is Blackwell's, whose chips list an fp4 peak too.
-  if (in.plan.fp8_recipe == "mxfp8" && in.cluster.chip.peak_flop_per_s.count("fp4") == 0) {
-    throw InputError(where + ":/fp8_recipe", "fp8_recipe mxfp8 on " + in.cluster.chip.name + ", which has no microscaling tensor cores", "tensorwise, rowwise or blockwise",
-                     "mxfp8 needs a Blackwell system (dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72)");
-  }
+  CheckPrecisionOnChip(in.plan, in.cluster, where);
   strategies::ValidatePlan(in.plan, in.model, DeviceCount(in.cluster), in.cluster.name, where + ":");
   // A plan that names its framework must be one that framework runs (what `plan --framework`
   // returns always is).

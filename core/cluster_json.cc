@@ -26,6 +26,7 @@ json ChipToJson(const ChipSpec& c) {
           {"hbm_bandwidth_bytes_per_s", c.hbm_bandwidth_bytes_per_s},
           {"matmul_tile", c.matmul_tile},
           {"compute_units", c.compute_units},
+          {"microscaling", c.microscaling},
           {"source", c.source}};
 }
 
@@ -104,6 +105,7 @@ ChipSpec ChipFromJson(JsonReader& r) {
   c.hbm_bandwidth_bytes_per_s = r.Number("hbm_bandwidth_bytes_per_s", 1, kMaxRate);
   c.matmul_tile = r.IntOr("matmul_tile", 0, 0, 4096);
   c.compute_units = r.IntOr("compute_units", 0, 0, 1 << 20);
+  c.microscaling = r.BoolOr("microscaling", false);
   c.source = r.StringOr("source", "");
   return c;
 }
@@ -142,8 +144,9 @@ EfficiencySpec EfficiencyFromJson(JsonReader& r) {
   e.attention = eff->NumberOr("attention", 0, 0, 1);
   e.fp8_matmul = eff->NumberOr("fp8_matmul", 0, 0, 1);
   if (auto recipes = eff->Object("fp8_matmul_recipes")) {
+    // Per-tensor scaling's figure is fp8_matmul itself: the other recipes only.
     for (const std::string& recipe : Fp8RecipeNames()) {
-      if (recipes->Has(recipe)) e.fp8_matmul_recipes[recipe] = recipes->Number(recipe, 1e-3, 1);
+      if (recipe != "tensorwise" && recipes->Has(recipe)) e.fp8_matmul_recipes[recipe] = recipes->Number(recipe, 1e-3, 1);
     }
     recipes->Finish();
   }

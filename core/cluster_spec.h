@@ -22,6 +22,8 @@ struct ChipSpec {
   // (NVIDIA's Matrix Multiplication Background guide: tile and wave quantization). 0: ignored.
   int64_t matmul_tile = 0;
   int64_t compute_units = 0;
+  // Tensor cores that scale 32-element blocks (MXFP8 / MXFP4: Blackwell): fp8_recipe mxfp8.
+  bool microscaling = false;
   std::string source;
   bool operator==(const ChipSpec&) const = default;
 };

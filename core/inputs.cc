@@ -85,4 +85,17 @@ PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overr
   return PlanFromJson(value, where);
 }
 
+void CheckPrecisionOnChip(const PlanSpec& plan, const ClusterSpec& cluster, const std::string& where) {
+  const std::map<std::string, double>& peaks = cluster.chip.peak_flop_per_s;
+  if (peaks.count(plan.dtype) == 0) {
+    std::string have;
+    for (const auto& [dtype, peak] : peaks) have += (have.empty() ? "" : ", ") + dtype;
+    throw InputError(where + ":/dtype", "dtype '" + plan.dtype + "' has no peak on " + cluster.chip.name, have, "set dtype to one the chip lists");
+  }
+  if (plan.fp8_recipe == "mxfp8" && !cluster.chip.microscaling) {
+    throw InputError(where + ":/fp8_recipe", "fp8_recipe mxfp8 on " + cluster.chip.name + ", which has no microscaling tensor cores", "tensorwise, rowwise or blockwise",
+                     "mxfp8 needs a Blackwell system (dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72)");
+  }
+}
+
 }  // namespace shardsim

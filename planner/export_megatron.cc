@@ -105,7 +105,8 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
   if (p.dtype == "bf16" || p.dtype == "fp8") add("--bf16");
   if (p.dtype == "fp8") {
     add("--fp8-format", "hybrid");
-    add("--fp8-recipe", p.fp8_recipe.empty() ? "tensorwise" : p.fp8_recipe);  // core/enums.py Fp8Recipe
+    // core/enums.py Fp8Recipe; row-wise scaling is none of them (a gap): per-tensor is written.
+    add("--fp8-recipe", p.fp8_recipe == "blockwise" || p.fp8_recipe == "mxfp8" ? p.fp8_recipe : "tensorwise");
   }
   return s;
 }

@@ -144,7 +144,8 @@ def plan_of(row, assumed):
     if plan["dtype"] == "fp8" and row["source_family"] == "torchtitan":
         # torchao's scaling as each run publishes it (torchtitan's default changed to row-wise).
         plan["fp8_recipe"] = "rowwise" if "rowwise" in row["training"]["precision"] else "tensorwise"
-    # Every other FP8 row is per-tensor (Transformer Engine's delayed or current scaling).
+    elif plan["dtype"] == "fp8" and "current_scaling" not in row["training"]["precision"]:
+        assumed.append("FP8 per-tensor scaling (Transformer Engine's delayed or current scaling; the recipe is not published)")
     mesh = {"tensor": tp, "pipeline": pp, "context": cp}
     if fam == "maxtext":
         slices = par.get("dcn_data_parallelism") or 1

@@ -172,6 +172,9 @@ TEST_F(CliPlanTest, JsonHasTheExportAndTheTrainingRun) {
   for (const json& p : out["plans"]) {
     EXPECT_EQ(p["export"]["target"], "torchtitan");
     EXPECT_TRUE(p["export"]["not_expressed"].empty());
+    // torchtitan compiles its loss on request: the search asks for the fused one, and exports it.
+    EXPECT_EQ(p["plan"]["cross_entropy"], "fused");
+    EXPECT_NE(p["export"]["text"].get<std::string>().find("\"loss\""), std::string::npos);
     EXPECT_FALSE(p["export"]["text"].get<std::string>().empty());
     const double seconds = p["training_run"]["seconds"].get<double>();
     EXPECT_NEAR(seconds, 1e12 / p["tokens_per_s"].get<double>(), 1e-6 * seconds);
