@@ -71,7 +71,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (run) out << "  training    " << DescribeTrainingRun(*run) << "\n";
   out << "  utilisation MFU " << FormatPercent(r.mfu) << " (PaLM's count: " << FormatPercent(r.mfu_palm) << "), HFU " << FormatPercent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
       << plan.dtype << " peak per device (cluster spec); matmuls at "
-      << (plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(plan.fp8_recipe) : cluster.efficiency.matmul) << " of peak, HBM at "
+      << (plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul) << " of peak, HBM at "
       << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
   if (!plan.framework.empty()) {
     const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), r.mfu, r.mfu_palm);
@@ -84,9 +84,9 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
   if (plan.dtype == "fp8") {
-    out << "  fp8         " << (plan.fp8_recipe.empty() ? "tensorwise" : plan.fp8_recipe) << " scaling (fp8_recipe"
+    out << "  fp8         " << Fp8RecipeOf(plan) << " scaling (fp8_recipe"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md")
-        << "): its GEMMs at " << cluster.efficiency.Fp8Matmul(plan.fp8_recipe) << " of the fp8 peak\n";
+        << "): its GEMMs at " << cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) << " of the fp8 peak\n";
   }
   if (!plan.cross_entropy.empty()) {
     const strategies::LogitBytes loss = strategies::LossBytesPerLogit(plan);

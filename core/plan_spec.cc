@@ -132,6 +132,13 @@ const std::vector<std::string>& Fp8RecipeNames() {
   return kNames;
 }
 
+std::string CrossEntropyOf(const PlanSpec& p) { return p.cross_entropy.empty() ? "fused" : p.cross_entropy; }
+
+std::string Fp8RecipeOf(const PlanSpec& p) {
+  if (p.dtype != "fp8") return "";
+  return p.fp8_recipe.empty() ? "tensorwise" : p.fp8_recipe;
+}
+
 const std::vector<std::string>& CrossEntropyNames() {
   static const std::vector<std::string> kNames = {"fused", "eager"};
   return kNames;

@@ -137,6 +137,12 @@ const std::vector<std::string>& CrossEntropyNames();
 // fp8_recipe's values: "tensorwise", "rowwise", "blockwise", "mxfp8".
 const std::vector<std::string>& Fp8RecipeNames();
 
+// The values in effect where a plan leaves them unset (a framework profile sets its own first,
+// planner::AsFrameworkRuns): the loss "fused"; an fp8 plan's recipe "tensorwise" ("" for other
+// dtypes). The one home of both defaults for the memory model, the costs and the exports.
+std::string CrossEntropyOf(const PlanSpec& plan);
+std::string Fp8RecipeOf(const PlanSpec& plan);
+
 // The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
 // false with it.
 bool ReshardAfterForward(const PlanSpec& plan);

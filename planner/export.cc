@@ -71,11 +71,11 @@ Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const Plan
                   ExportTarget target) {
   const std::optional<Framework> framework = FrameworkOf(target);
   if (!framework) return Jax(plan);
-  // The loss as the plan was estimated: unset is fused (strategies::LossBytesPerLogit), whatever
-  // the framework's own default.
+  // The loss and recipe as the plan was estimated (CrossEntropyOf, Fp8RecipeOf), whatever the
+  // framework's own defaults.
   PlanSpec estimated = plan;
-  if (estimated.cross_entropy.empty()) estimated.cross_entropy = "fused";
-  if (estimated.dtype == "fp8" && estimated.fp8_recipe.empty()) estimated.fp8_recipe = "tensorwise";  // likewise the recipe
+  estimated.cross_entropy = CrossEntropyOf(plan);
+  estimated.fp8_recipe = Fp8RecipeOf(plan);  // likewise the recipe
   const PlanSpec p = CanonicalSharding(estimated);
   Export e;
   e.not_expressed = FrameworkGaps(*framework, model, estimated);

@@ -106,7 +106,8 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
   if (p.dtype == "fp8") {
     add("--fp8-format", "hybrid");
     // core/enums.py Fp8Recipe; row-wise scaling is none of them (a gap): per-tensor is written.
-    add("--fp8-recipe", p.fp8_recipe == "blockwise" || p.fp8_recipe == "mxfp8" ? p.fp8_recipe : "tensorwise");
+    const std::string recipe = Fp8RecipeOf(p);
+    add("--fp8-recipe", recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise");
   }
   return s;
 }

@@ -100,7 +100,7 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   }
   // configs.py CompileConfig: async TP requires compiling the model; a fused loss is the compiled
   // one (components/loss.py _maybe_compile).
-  const bool async_tp = p.mesh.tensor > 1 && p.overlap.tensor, fused_loss = p.cross_entropy != "eager";
+  const bool async_tp = p.mesh.tensor > 1 && p.overlap.tensor, fused_loss = CrossEntropyOf(p) == "fused";
   if (async_tp || fused_loss) {
     add("compile.enable", "True");
     add("compile.components", async_tp && fused_loss ? "[\"model\", \"loss\"]" : async_tp ? "[\"model\"]" : "[\"loss\"]");

@@ -50,7 +50,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   const StepProgram& program = ProgramOnCluster(given, cluster, blocking);
   const PlanSpec& plan = program.plan;
   StepReport report;
-  const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch), plan.fp8_recipe);
+  const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(plan));
   report.peak_flop_per_s = roofline.peak_flop_per_s;
 
   const ProgramCosts costs = CostProgram(program, roofline, collectives);

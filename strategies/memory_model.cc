@@ -23,7 +23,7 @@ ElementBytes MemoryBytesPerElement(const std::string& dtype) {
 }
 
 LogitBytes LossBytesPerLogit(const PlanSpec& p) {
-  if (p.cross_entropy == "eager") return {.held = 4, .backward = 4 + 4};
+  if (CrossEntropyOf(p) == "eager") return {.held = 4, .backward = 4 + 4};
   return {.held = MemoryBytesPerElement(p.dtype).logits, .backward = 0};
 }
 

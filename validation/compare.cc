@@ -84,7 +84,7 @@ std::map<std::string, double> PredictedCategories(const sim::StepReport& report,
 Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& program, const ClusterSpec& cluster, sim::AxisCollectives& collectives,
                    const sim::StepReport& estimate, const sim::StepReport& simulated) {
   Comparison out;
-  const sim::Roofline roofline = sim::RooflineOf(cluster, program.plan.dtype, static_cast<double>(program.tokens_per_microbatch), program.plan.fp8_recipe);
+  const sim::Roofline roofline = sim::RooflineOf(cluster, program.plan.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(program.plan));
   // Categories.
   const auto est = PredictedCategories(estimate, program, roofline), simc = PredictedCategories(simulated, program, roofline);
   std::set<std::string> names;

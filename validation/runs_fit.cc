@@ -44,7 +44,10 @@ std::string RecipeOf(const std::string& name) {
   return name.rfind(kRecipePrefix, 0) == 0 ? name.substr(kRecipePrefix.size()) : std::string();
 }
 // A plan's recipe as the efficiencies name it: tensorwise is fp8_matmul's own.
-std::string RecipeOf(const PlanSpec& plan) { return plan.fp8_recipe == "tensorwise" ? "" : plan.fp8_recipe; }
+std::string RecipeOf(const PlanSpec& plan) {
+  const std::string recipe = Fp8RecipeOf(plan);
+  return recipe == "tensorwise" ? "" : recipe;
+}
 
 double& Field(EfficiencySpec& e, const std::string& name) {
   if (name == "matmul") return e.matmul;
@@ -62,7 +65,7 @@ double Start(const EfficiencySpec& e, const std::string& name) {
 
 bool Acts(const std::string& name, const PlanSpec& plan) {
   if (name == "fp8_matmul") return plan.dtype == "fp8" && RecipeOf(plan).empty();
-  if (const std::string recipe = RecipeOf(name); !recipe.empty()) return plan.dtype == "fp8" && RecipeOf(plan) == recipe;
+  if (const std::string recipe = RecipeOf(name); !recipe.empty()) return RecipeOf(plan) == recipe;
   if (name == "matmul") return plan.dtype != "fp8";
   return true;
 }
@@ -124,7 +127,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
   std::vector<std::string> recipes;  // the group's FP8 recipes other than tensorwise, in order
   for (const Prepared& p : prepared) {
     const std::string recipe = RecipeOf(p.run->plan);
-    if (p.run->plan.dtype == "fp8" && !recipe.empty() && std::find(recipes.begin(), recipes.end(), recipe) == recipes.end()) recipes.push_back(recipe);
+    if (!recipe.empty() && std::find(recipes.begin(), recipes.end(), recipe) == recipes.end()) recipes.push_back(recipe);
   }
   for (const std::string& recipe : recipes) bounds.emplace_back(std::string(kRecipePrefix) + recipe, kFp8RecipeBound);
   for (const auto& [name, b] : bounds) {
