@@ -163,14 +163,17 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   const validation::MeasuredRun measured =
       validation::ReadMeasuredRun(ReadJsonFile(dir + "/run.json"), ReadJsonFile(dir + "/trace.json"), dir + "/run.json");
 
-  // The predictions, on the same program.
-  const strategies::StepProgram program = strategies::BuildStep(model, plan);
+  // The predictions, on the same program at the routing that happened.
+  const strategies::StepProgram balanced = strategies::BuildStep(model, plan);
+  const PlanSpec timed_plan = validation::AtMeasuredRouting(plan, measured, notes);
+  const strategies::StepProgram program = strategies::BuildStep(model, timed_plan);
   const topologies::Cluster graph(cluster);
-  sim::AxisCollectives collectives(graph, plan);
+  sim::AxisCollectives collectives(graph, timed_plan);
   sim::SimulateOptions options;
   options.timeline = !o.report.empty();
   const sim::SimReport simulated = sim::Simulate(program, cluster, graph, collectives, options);
-  const validation::Comparison comparison = validation::Compare(measured, program, cluster, collectives, simulated.estimate, simulated.step);
+  const validation::Comparison comparison =
+      validation::Compare(measured, program, balanced, cluster, collectives, simulated.estimate, simulated.step);
 
   if (!given && o.keep.empty()) cluster_path = "calibrated now, not kept (--keep DIR keeps it)";
   ValidateContext context{model, plan, cluster, cluster_path, dir, o.keep.empty(), time_faithful, notes};

@@ -34,7 +34,7 @@ void PrintValidate(std::ostream& out, const ValidateContext& c, const validation
       << " on " << c.cluster.name << " (" << c.cluster_path;
   if (!c.cluster.calibration.empty()) out << ", measured " << c.cluster.calibration.measured_at;
   out << ")\n";
-  out << "  run         " << m.ranks << " ranks, " << m.step_times_s.size() << " steps (median step; op diff over " << r.steps_compared
+  out << "  run         " << m.ranks << " ranks, " << m.step_times_s.size() << " steps (median step and op diff over the " << r.steps_compared
       << " steps after the first); " << (c.time_faithful ? "time-faithful: one rank per core" : "NOT time-faithful: ranks time-share cores") << "\n";
   for (const std::string& n : c.notes) out << "  note        " << n << "\n";
   out << "\nTime per step (rank 0 measured; estimate and simulation on the calibrated cluster):\n";
@@ -99,6 +99,7 @@ json ValidateJson(const ValidateContext& c, const validation::Comparison& r, con
   j["ranks"] = m.ranks;
   j["time_faithful"] = c.time_faithful;
   j["step_times_s"] = m.step_times_s;
+  if (m.expert_load_imbalance != 1) j["expert_load_imbalance"] = m.expert_load_imbalance;
   j["notes"] = c.notes;
   for (json& row : j["memory"]) row["comparable"] = MemoryComparability(row["category"].get<std::string>(), c.plan).empty();
   if (!c.work_dir_removed) j["files"] = c.work_dir;

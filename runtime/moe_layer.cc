@@ -1,6 +1,7 @@
 #include "runtime/moe_layer.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.h"
 #include "runtime/linear.h"
@@ -120,6 +121,7 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
       s.receive_counts[static_cast<size_t>(r)] += s.expert_rows[static_cast<size_t>(r * local_experts_ + el)];
     }
   }
+  received_rows_.push_back(std::accumulate(s.expert_rows.begin(), s.expert_rows.end(), int64_t{0}));
   std::vector<float> received, all;
   Exchange(received, rows, s, false, where + " expert dispatch all-to-all");
   s.tensor_rows = s.expert_rows;

@@ -77,6 +77,11 @@ class MoeLayer {
   int64_t first_expert() const { return first_expert_; }
   // Counts the all-to-all buffers and scratch of each pass (as buffers) into `account`.
   void set_memory_account(MemoryAccount* account) { account_ = account; }
+  // The rows this rank's experts received in each forward pass since the last clear, in pass
+  // order (every rank of an expert group runs the same passes): what the routing loaded each
+  // expert rank with, as the step program's balanced load cannot know.
+  const std::vector<int64_t>& received_rows() const { return received_rows_; }
+  void ClearReceivedRows() { received_rows_.clear(); }
   // y [T, D] overwritten with the block's output for h [T, D]. Returns this rank's share of the
   // load-balancing loss for the micro-batch of `batch_tokens` tokens, times `weight` (the micro-
   // batch's share of the step's loss). `op(name)` opens the trace span of the step program's op
@@ -103,6 +108,7 @@ class MoeLayer {
   float aux_coeff_ = 0;
   MeshComms& comms_;
   MemoryAccount* account_ = nullptr;
+  std::vector<int64_t> received_rows_;
 };
 
 }  // namespace shardsim::runtime

@@ -125,6 +125,8 @@ class StageModel {
   // The W task: the weight gradients Backward deferred for this chunk and micro-batch.
   void BackwardWeight(int64_t chunk, int64_t mb, const std::function<void(int)>& done = nullptr);
 
+  // The MoE block's routing log (moe_layer.h), null in a dense model.
+  MoeLayer* moe() { return moe_.get(); }
   std::vector<float>& params() { return params_; }
   std::vector<float>& grads() { return grads_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }

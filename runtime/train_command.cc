@@ -88,11 +88,17 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
   return train;
 }
 
+double MedianStepTime(const std::vector<double>& times) {
+  if (times.empty()) return 0;
+  std::vector<double> sorted(times.size() > 1 ? times.begin() + 1 : times.begin(), times.end());
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  return n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
 json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& times, int64_t first_step, int64_t ranks,
                      const ModelSpec& model, const PlanSpec& plan, int64_t corpus_bytes, const std::string& precision) {
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[sorted.size() / 2];
+  const double median = MedianStepTime(times);
   // Model FLOPs: 6 N per token plus causal attention (blockwise: the masked half is skipped).
   const double model_flops = ForwardFlopsPerToken(model, plan.seq_len).causal_training() * static_cast<double>(plan.global_batch_size * plan.seq_len);
   return json{{"losses", losses},
@@ -199,10 +205,9 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     if (!written) throw failed ? *failed : InputError("--trace " + a.trace, "cannot be written");  // rank 0's is printed
   }
   const std::vector<RankMemory> memory = trainer.GatherMemory();  // collective
+  const double expert_load = trainer.ExpertLoadImbalance();        // collective
   if (rank != 0) return 0;
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[sorted.size() / 2];
+  const double median = MedianStepTime(times);
   const double model_flops = ForwardFlopsPerToken(model, plan.seq_len).causal_training() * static_cast<double>(plan.global_batch_size * plan.seq_len);
   if (a.json) {
     int size = 0;
@@ -231,6 +236,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     report["category_s"] = categories;
     report["memory_bytes"] = memory_bytes;
     report["blas"] = BlasConfig();
+    if (plan.mesh.expert > 1 && model.moe) report["expert_load_imbalance"] = expert_load;
     std::cout << report.dump(2) << "\n";
   } else {
     std::printf("median step %.1f ms (rank 0): %.2f GFLOP/s of model FLOPs over all ranks; %s\n", 1e3 * median, model_flops / median / 1e9,

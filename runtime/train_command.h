@@ -37,7 +37,11 @@ struct TrainCommandOptions {
   RankStatus* status = nullptr;  // what this rank is doing, for its launcher (not a flag; main's)
 };
 
-// The report's keys both devices share: losses, step_time_s (the median), step_times_s,
+// The median step time: over the steps after the first (warm-up: first touches of the buffers,
+// cold caches) when there are several.
+double MedianStepTime(const std::vector<double>& times);
+
+// The report's keys both devices share: losses, step_time_s (MedianStepTime), step_times_s,
 // first_step, ranks, model, plan, tokens_per_step, model_flops_per_step (causal attention at half),
 // model_flop_per_s, corpus_bytes and precision.
 nlohmann::json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& times, int64_t first_step, int64_t ranks,

@@ -228,9 +228,7 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
     }
   }
   if (rank != 0) return 0;
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[sorted.size() / 2];
+  const double median = MedianStepTime(times);
   const FlopsPerToken f = ForwardFlopsPerToken(model, plan.seq_len);
   const double model_flops = f.causal_training() * normaliser;
   const std::string precision = config.dtype == cuda::DType::kF32 ? "fp32 on the GPU (no TF32)"

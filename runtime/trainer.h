@@ -96,6 +96,12 @@ class Trainer {
   const MemoryAccount& memory() const { return memory_; }
   // Every rank's peaks, in rank order, on rank 0 (empty elsewhere). Collective.
   std::vector<RankMemory> GatherMemory();
+  // The routing's load on the expert ranks over the steps after this run's first (warm-up): per
+  // MoE forward pass, the most rows any rank of the expert group received over their mean, then
+  // the mean over passes and groups. 1 without expert parallelism or before a second step; the
+  // step program costs balanced routing (1), so `shardsim validate` predicts at this load.
+  // Collective.
+  double ExpertLoadImbalance();
 
  private:
   // First member: the resident set before anything of the trainer exists (RankMemory).
@@ -116,6 +122,7 @@ class Trainer {
   MemoryHold adam_hold_;
   Tracer tracer_;
   int64_t step_ = 0;
+  int64_t steps_run_ = 0;  // by this process (a resumed run counts from its first step here)
 };
 
 // Relative distance between this job's parameters and a single-rank reference trainer's:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,7 @@ MeasuredRun ReadMeasuredRun(const json& report, const json& trace, const std::st
   run.step_time_s = Number(report, "step_time_s", where);
   if (report.contains("step_times_s")) run.step_times_s = report["step_times_s"].get<std::vector<double>>();
   run.ranks = static_cast<int>(Number(report, "ranks", where));
+  if (report.contains("expert_load_imbalance")) run.expert_load_imbalance = Number(report, "expert_load_imbalance", where);
   if (report.contains("category_s")) run.category_s = report["category_s"].get<std::map<std::string, double>>();
   if (report.contains("memory_bytes")) {
     for (const json& r : report["memory_bytes"]) {
@@ -81,8 +83,21 @@ std::map<std::string, double> PredictedCategories(const sim::StepReport& report,
   return c;
 }
 
-Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& program, const ClusterSpec& cluster, sim::AxisCollectives& collectives,
-                   const sim::StepReport& estimate, const sim::StepReport& simulated) {
+PlanSpec AtMeasuredRouting(PlanSpec plan, const MeasuredRun& measured, std::vector<std::string>& notes) {
+  constexpr double kBalanced = 1.005;  // below half a percent: balanced, as the program costs it
+  if (plan.ep_capacity_factor != 1.0 || measured.expert_load_imbalance < kBalanced) return plan;
+  plan.ep_capacity_factor = measured.expert_load_imbalance;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "expert routing: the busiest expert rank received %.2fx the mean rows (over the forward passes after the first step); "
+                "estimate and simulation cost it as a capacity factor of %.2f, as every rank waits for that one",
+                measured.expert_load_imbalance, measured.expert_load_imbalance);
+  notes.push_back(text);
+  return plan;
+}
+
+Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& program, const strategies::StepProgram& balanced,
+                   const ClusterSpec& cluster, sim::AxisCollectives& collectives, const sim::StepReport& estimate, const sim::StepReport& simulated) {
   Comparison out;
   const sim::Roofline roofline = sim::RooflineOf(cluster, program.plan.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(program.plan));
   // Categories.
@@ -146,7 +161,7 @@ Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& p
   std::sort(out.ops.begin(), out.ops.end(),
             [](const OpRow& a, const OpRow& b) { return std::abs(a.measured_s - a.predicted_s) > std::abs(b.measured_s - b.predicted_s); });
 
-  out.memory = CompareMemory(measured, program);
+  out.memory = CompareMemory(measured, balanced);
   return out;
 }
 

@@ -43,6 +43,9 @@ struct MeasuredRun {
   std::vector<MeasuredSpan> spans;           // every rank's op spans (the trace)
   std::vector<MeasuredMemory> memory;        // per rank; empty when the runtime did not report it
   int ranks = 0;
+  // MoE with expert parallelism: the busiest expert rank's routed rows over the group's mean,
+  // averaged over the forward passes after the first step (runtime Trainer::ExpertLoadImbalance).
+  double expert_load_imbalance = 1;
 };
 // Reads the runtime's --json report and its --trace file; throws InputError naming `where`.
 MeasuredRun ReadMeasuredRun(const nlohmann::json& report, const nlohmann::json& trace, const std::string& where);
@@ -85,8 +88,17 @@ std::map<std::string, double> PredictedCategories(const sim::StepReport& report,
 // activations at the routing the rank reported: MemoryRow::routing_bytes).
 std::vector<MemoryRow> CompareMemory(const MeasuredRun& measured, const strategies::StepProgram& program);
 
-Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& program, const ClusterSpec& cluster, sim::AxisCollectives& collectives,
-                   const sim::StepReport& estimate, const sim::StepReport& simulated);
+// The plan whose program the time predictions cost: the measured one at the routing that happened.
+// Dropless routing (capacity factor 1) that loaded the busiest expert rank with f times the mean
+// rows is costed as a capacity of f: every rank of the group waits for that rank at the
+// all-to-alls, as a padded capacity makes each rank compute f times the balanced rows. Appends
+// what it changed to `notes`.
+PlanSpec AtMeasuredRouting(PlanSpec plan, const MeasuredRun& measured, std::vector<std::string>& notes);
+
+// `timed`: the program of AtMeasuredRouting's plan, which the estimate and simulation ran;
+// `balanced`: the plan's own, which memory is set beside (at each rank's reported routing).
+Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& timed, const strategies::StepProgram& balanced,
+                   const ClusterSpec& cluster, sim::AxisCollectives& collectives, const sim::StepReport& estimate, const sim::StepReport& simulated);
 
 nlohmann::json ComparisonJson(const Comparison& comparison);
 

@@ -94,6 +94,15 @@ nlohmann::json Plan(const nlohmann::json& mesh) {
   return {{"mesh", mesh}, {"global_batch_size", 8}, {"seq_len", 256}, {"dtype", "fp32"}};
 }
 
+// The report's step time: the median of the steps after the first (the warm-up's first touches
+// and cold caches are not a step's time); of the only step when there is one.
+TEST(TrainReportTest, MedianStepTimeLeavesOutTheWarmUp) {
+  EXPECT_DOUBLE_EQ(MedianStepTime({9.0, 1.0, 3.0, 2.0}), 2.0);
+  EXPECT_DOUBLE_EQ(MedianStepTime({9.0, 1.0, 3.0}), 2.0);
+  EXPECT_DOUBLE_EQ(MedianStepTime({5.0}), 5.0);
+  EXPECT_DOUBLE_EQ(MedianStepTime({}), 0.0);
+}
+
 TEST(MpiMemoryTest, DataParallelReportMatchesTheMemoryModel) {
   if (WorldSize() != 2) GTEST_SKIP() << "needs 2 ranks";
   ExpectReportMatchesModel(Plan({{"data", 2}}));
@@ -120,6 +129,12 @@ TEST(MpiMemoryTest, ExpertRanksReportTheRoutingTheirActivationsHeld) {
     const double measured = got.at("activations").get<double>();
     EXPECT_LE(std::abs((balanced + static_cast<double>(received - sent) * row) / measured - 1), 0.10) << got.dump();
   }
+  // The routing's load on the expert ranks: the busiest one's rows over the mean, between
+  // balanced (1) and everything on one rank (the group's 2 ranks).
+  ASSERT_TRUE(report.contains("expert_load_imbalance")) << report.dump();
+  const double load = report["expert_load_imbalance"].get<double>();
+  EXPECT_GE(load, 1.0);
+  EXPECT_LE(load, 2.0);
 }
 
 TEST(MpiMemoryTest, ZeroOneShardsTheOptimizerStateAsTheModelDoes) {

@@ -90,5 +90,35 @@ TEST(CompareMemoryTest, DenseModelsHaveNoExpertRows) {
   EXPECT_EQ(strategies::ExpertRowActivationBytes(FindModelPreset("tiny-dense")->spec, p), 0.0);
 }
 
+// The time predictions cost dropless routing at the load the run reported (the busiest expert
+// rank's rows over the mean) as that capacity factor; balanced runs and plans with their own
+// capacity factor are costed as planned.
+TEST(CompareMemoryTest, TimePredictionsCostTheRoutingThatHappened) {
+  MeasuredRun run = ReadMeasuredRun({{"step_time_s", 0.1}, {"ranks", 2}, {"expert_load_imbalance", 1.42}}, NoTrace(), "test");
+  EXPECT_DOUBLE_EQ(run.expert_load_imbalance, 1.42);
+  const PlanSpec plan = ExpertPlan().plan;
+  std::vector<std::string> notes;
+  EXPECT_DOUBLE_EQ(AtMeasuredRouting(plan, run, notes).ep_capacity_factor, 1.42);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("1.42x"), std::string::npos) << notes[0];
+  // More rows on the busiest rank: more expert compute in the program it costs.
+  auto expert_flops = [](const strategies::StepProgram& p) {
+    double flops = 0;
+    for (const strategies::Op& op : p.Layer(strategies::LayerKind::kMoe).ops) {
+      if (op.name.rfind("experts_", 0) == 0) flops += op.flops;
+    }
+    return flops;
+  };
+  const strategies::StepProgram timed = strategies::BuildStep(FindModelPreset("tiny-moe")->spec, AtMeasuredRouting(plan, run, notes));
+  EXPECT_GT(expert_flops(timed), 1.3 * expert_flops(ExpertPlan()));
+  notes.clear();
+  PlanSpec capped = plan;
+  capped.ep_capacity_factor = 1.25;
+  EXPECT_DOUBLE_EQ(AtMeasuredRouting(capped, run, notes).ep_capacity_factor, 1.25);
+  run.expert_load_imbalance = 1.0;
+  EXPECT_DOUBLE_EQ(AtMeasuredRouting(plan, run, notes).ep_capacity_factor, 1.0);
+  EXPECT_TRUE(notes.empty());
+}
+
 }  // namespace
 }  // namespace shardsim::validation
