@@ -62,6 +62,31 @@ TEST(ParameterMemoryTest, OneFOneBHoldsPipelineDepthMicrobatches) {
   EXPECT_NEAR(EstimateMemory(gpipe).stages[0].activations / layer, 16, 1e-9); // GPipe: all m
 }
 
+// FSDP2 kept gathered (reshard_after_forward=False, torchtitan's default under pipeline
+// parallelism): the stage's whole weights at the compute width, and its unsharded gradients
+// accumulated over the micro-batches at the reduction width (FSDP2 upcasts them to its
+// reduce_dtype while gradient sync is off), beside the sharded states.
+TEST(BufferMemoryTest, KeptGatheredStageHoldsWeightsAndGradientsAtTheReductionWidth) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  PlanSpec p = Plan(1, 1, 4, 16, 2048);
+  p.mesh.fsdp = 8;
+  p.zero_stage = 3;
+  p.global_batch_size = 128;
+  p.fsdp_reshard_after_forward = false;
+  auto gathered = [&](const std::string& reduce) {
+    p.grad_reduce_dtype = reduce;
+    const StepProgram program = BuildStep(m, p);
+    PlanSpec resharded = p;
+    resharded.fsdp_reshard_after_forward = true;
+    const StepProgram other = BuildStep(m, resharded);
+    const int64_t stage = 1;  // no head, no loss buffers
+    return (EstimateMemory(program).stages[stage].buffers - EstimateMemory(other).stages[stage].buffers) / program.stages[stage].params();
+  };
+  // Less the two layers resharding keeps gathered (2 of the stage's 8, at 2 bytes).
+  EXPECT_NEAR(gathered("fp32"), 2 + 4 - 2.0 * 2 / 8, 1e-9);
+  EXPECT_NEAR(gathered("bf16"), 2 + 2 - 2.0 * 2 / 8, 1e-9);
+}
+
 // tiny-dense's parameters counted by hand from its shapes (LLaMA layer: two RMSNorm weights,
 // Wq, Wk, Wv, Wo, SwiGLU's three matrices; untied embedding and head; final norm), not by
 // CountParams: the memory model's fp32 state is 4 + 4 + 8 bytes of each.
