@@ -140,7 +140,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
       for (const PhaseCost& cost : layer_costs[i]) {
         for (const PhaseCost::Collective& c : cost.collectives) {
           report.collectives.push_back({c.op->name, strategies::ToString(program.layer_programs[i].kind), c.op->phase, c.op->stream, c.op->collective,
-                                        c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s, c.op->overlapped ? cost.compute_s : 0.0, runs[i],
+                                        c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s, c.hide_under_s, runs[i],
                                         c.op->overlapped});
         }
       }

@@ -198,7 +198,8 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
   PhaseCost cost;
   double overlapped = 0;
   ExposedByKind overlapped_by_kind;
-  for (const Op& op : layer.ops) {
+  for (size_t i = 0; i < layer.ops.size(); ++i) {
+    const Op& op = layer.ops[i];
     if (op.phase != phase) continue;
     if (!op.is_comm()) {
       cost.compute_s += roofline.Seconds(op);
@@ -206,7 +207,16 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
       continue;
     }
     const double seconds = collectives.Seconds(op.collective, op.axes, op.comm_bytes);
-    cost.collectives.push_back({&op, seconds, op.overlapped ? 0.0 : seconds});
+    // A tensor-parallel collective overlapped with its own product (strategies::OverlapPartner)
+    // hides under that product alone: what it takes beyond it is exposed.
+    if (const int64_t partner = strategies::OverlapPartner(layer.ops, i); partner >= 0) {
+      const double under = roofline.Seconds(layer.ops[static_cast<size_t>(partner)]);
+      const double exposed = std::max(0.0, seconds - under);
+      cost.collectives.push_back({&op, seconds, exposed, under});
+      cost.exposed_s[op] += exposed;
+      continue;
+    }
+    cost.collectives.push_back({&op, seconds, op.overlapped ? 0.0 : seconds, 0.0});
     if (op.overlapped) {
       overlapped += seconds;
       overlapped_by_kind[op] += seconds;
@@ -219,7 +229,10 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
   const double sticking_out = std::max(0.0, overlapped - cost.compute_s - cost.exposed_s.Total());
   if (overlapped > 0) cost.exposed_s.Add(overlapped_by_kind, sticking_out / overlapped);
   for (PhaseCost::Collective& c : cost.collectives) {
-    if (c.op->overlapped) c.exposed_s = sticking_out * c.seconds / overlapped;
+    if (c.op->overlapped && strategies::OverlapPartner(layer.ops, static_cast<size_t>(c.op - layer.ops.data())) < 0) {
+      c.exposed_s = sticking_out * c.seconds / overlapped;
+      c.hide_under_s = cost.compute_s;
+    }
   }
   cost.total_s = cost.compute_s + cost.exposed_s.Total();
   return cost;

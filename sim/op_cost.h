@@ -132,10 +132,11 @@ struct PhaseCost {
   double flops = 0;
   ExposedByKind exposed_s;  // by stream and collective
   // Each collective of the phase (layer costs only; AddCost does not carry them): the op, its
-  // seconds alone and its exposed share.
+  // seconds alone, its exposed share and the compute it may hide under (the phase's, or its
+  // product's for a tensor collective overlapped with it; 0 when not overlapped).
   struct Collective {
     const strategies::Op* op;
-    double seconds, exposed_s;
+    double seconds, exposed_s, hide_under_s;
   };
   std::vector<Collective> collectives;
 };

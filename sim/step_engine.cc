@@ -320,7 +320,9 @@ class StepEngine {
   }
 
   // One layer program's ops of one phase: overlapped collectives posted at the phase's start,
-  // compute runs and blocking collectives in order, then the wait for the overlapped ones.
+  // compute runs and blocking collectives in order, then the wait for the overlapped ones; a
+  // tensor collective overlapped with its own product is posted as that product starts and
+  // waited for as it ends.
   void RunPhase(size_t s, LayerKind kind, Phase phase, int32_t label, int64_t mb) {
     const auto& actions = setup_.actions[static_cast<size_t>(kind)][static_cast<size_t>(ActionPhase(phase))];
     if (actions.empty()) return;
@@ -332,9 +334,7 @@ class StepEngine {
     base.set = static_cast<int32_t>(s);
     base.label = label;
     base.microbatch = static_cast<int32_t>(mb);
-    std::vector<std::pair<Item*, const Op*>> posted;
-    for (const Action& a : actions) {
-      if (a.kind != Action::kOverlapped) continue;
+    auto post = [&](const Action& a) -> std::pair<Item*, const Op*> {
       const Op& op = ops[static_cast<size_t>(a.op)];
       Item item;
       item.comm = comm_of[static_cast<size_t>(a.op)];
@@ -342,10 +342,18 @@ class StepEngine {
       item.event.stream = static_cast<int8_t>(op.stream);
       item.event.op = a.op;
       item.event.comm = item.comm;
-      posted.push_back({Post(s, states_[s].streams[static_cast<size_t>(op.stream)], item), &op});
+      return {Post(s, states_[s].streams[static_cast<size_t>(op.stream)], item), &op};
+    };
+    std::vector<std::pair<Item*, const Op*>> posted, fused;
+    for (const Action& a : actions) {
+      if (a.kind == Action::kOverlapped) posted.push_back(post(a));
     }
     SetResult& r = result_.sets[s];
     for (const Action& a : actions) {
+      if (a.kind == Action::kFused) {
+        fused.push_back(post(a));
+        continue;
+      }
       if (a.kind == Action::kCompute) {
         const double start = Now();
         sg4::this_actor::execute(a.seconds * kSpeed);
@@ -362,6 +370,8 @@ class StepEngine {
             Record(event);
           }
         }
+        for (const auto& [item, op] : fused) WaitFor(s, item, *op);
+        fused.clear();
       } else if (a.kind == Action::kBlocking) {
         const Op& op = ops[static_cast<size_t>(a.op)];
         RawEvent event = base;

@@ -91,12 +91,28 @@ class Preparer {
       const auto& ops = program_.layer_programs[k].ops;
       for (int ph = 0; ph < 4; ++ph) {
         std::vector<Action>& actions = setup_.actions[k][static_cast<size_t>(ph)];
+        // Tensor collectives overlapped with their own product, by that product.
+        std::vector<std::vector<int32_t>> fused_on(ops.size());
+        std::vector<bool> fused(ops.size(), false);
+        for (size_t i = 0; i < ops.size(); ++i) {
+          if (ActionPhase(ops[i].phase) != ph || !ops[i].is_comm() || collectives_.Seconds(ops[i].collective, ops[i].axes, ops[i].comm_bytes) <= 0) continue;
+          if (const int64_t partner = strategies::OverlapPartner(ops, i); partner >= 0) {
+            fused_on[static_cast<size_t>(partner)].push_back(static_cast<int32_t>(i));
+            fused[i] = true;
+          }
+        }
         for (size_t i = 0; i < ops.size(); ++i) {
           const Op& op = ops[i];
-          if (ActionPhase(op.phase) != ph) continue;
+          if (ActionPhase(op.phase) != ph || fused[i]) continue;
+          if (!fused_on[i].empty()) {
+            for (int32_t c : fused_on[i]) actions.push_back({Action::kFused, 0, 0, 0, c});
+            actions.push_back({Action::kCompute, setup_.roofline.Seconds(op), static_cast<int32_t>(i), 1, -1, static_cast<int32_t>(fused_on[i].size())});
+            continue;
+          }
           if (!op.is_comm()) {
             const double seconds = setup_.roofline.Seconds(op);
-            if (!actions.empty() && actions.back().kind == Action::kCompute && actions.back().first_op + actions.back().ops == static_cast<int32_t>(i)) {
+            if (!actions.empty() && actions.back().kind == Action::kCompute && actions.back().fused == 0 &&
+                actions.back().first_op + actions.back().ops == static_cast<int32_t>(i)) {
               actions.back().seconds += seconds;
               ++actions.back().ops;
             } else {

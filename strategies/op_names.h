@@ -38,6 +38,8 @@ inline std::string TensorExit(std::string_view block) { return "tp_exit_" + std:
 // again in backward for the weight gradients (Megatron-LM's sequence-parallel linears): the
 // second all-gather of the region entered by `enter`.
 inline std::string Regather(std::string_view enter) { return std::string(enter) + "_regather"; }
+// A regather, or its backward op (named by Grad).
+inline bool IsRegather(std::string_view name) { return name.find("_regather") != std::string_view::npos; }
 
 // Context parallelism (context_parallel.cc): ring K/V passes and the dK/dV trip home.
 inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv",

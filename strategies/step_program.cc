@@ -7,6 +7,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "strategies/op_names.h"
 #include "strategies/schedule.h"
 
 namespace shardsim::strategies {
@@ -175,6 +176,24 @@ namespace {
 bool OverlappedCollective(const Op& op) { return op.is_comm() && op.collective != CollectiveOp::kPermute && op.overlapped; }
 
 }  // namespace
+
+int64_t OverlapPartner(const std::vector<Op>& ops, size_t index) {
+  const Op& op = ops[index];
+  if (!OverlappedCollective(op) || op.stream != Stream::kTensor) return -1;
+  auto partner = [&](size_t j) { return !ops[j].is_comm() && ops[j].kind == ComputeKind::kMatmul && ops[j].phase == op.phase; };
+  // The sequence-parallel input gathered again in the backward runs beside the input-gradient
+  // product issued before it (its weight gradient, in the W phase, reads what it gathers).
+  if (op.collective == CollectiveOp::kAllGather && !ops::IsRegather(op.name)) {
+    for (size_t j = index + 1; j < ops.size(); ++j) {
+      if (partner(j)) return static_cast<int64_t>(j);
+    }
+    return -1;
+  }
+  for (size_t j = index; j-- > 0;) {
+    if (partner(j)) return static_cast<int64_t>(j);
+  }
+  return -1;
+}
 
 StepProgram WithBlockingCollectives(StepProgram program) {
   auto block = [](std::vector<Op>& ops) {

@@ -125,6 +125,17 @@ StepProgram WithBlockingCollectives(StepProgram program);
 // what WithBlockingCollectives would change.
 bool OverlapsCollectives(const StepProgram& program);
 
+// The matrix product an overlapped tensor-parallel collective of `ops` (a layer program's, in
+// issue order) hides under: the first one after it in its phase for an all-gather (the product
+// that reads what it gathers), the last one before it for a reduce-scatter or all-reduce (the
+// product whose output it reduces). That is how tensor-parallel overlap works: Megatron-core's
+// tp-comm-overlap and torchtitan's async TP split the product and its collective into chunks
+// that pipeline (collective matmul), and Megatron's backward all-gather of the sequence-parallel
+// input runs while the input-gradient product computes; neither can hide under the rest of the
+// phase, which waits for the product's output. -1 for any other op, or where the phase has no
+// such product (the collective then hides under the phase's compute, as other overlapped ones).
+int64_t OverlapPartner(const std::vector<Op>& ops, size_t index);
+
 // Sum over a phase of a layer program's compute FLOPs.
 double PhaseFlops(const LayerProgram& layer, Phase phase);
 

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/error.h"
 #include "strategies/build_step.h"
+#include "strategies/op_names.h"
 #include "strategies/data_parallel.h"
 #include "tests/strategies/test_models.h"
 
@@ -72,6 +75,43 @@ TEST(StepProgramTest, TensorParallelIssuesTwoAllReducesEachWay) {
   EXPECT_EQ((count[{static_cast<int>(Phase::kForward), CollectiveOp::kReduceScatter}]), 2);
   EXPECT_EQ((count[{static_cast<int>(Phase::kBackwardInput), CollectiveOp::kAllGather}]), 4);
   EXPECT_EQ((count[{static_cast<int>(Phase::kBackwardInput), CollectiveOp::kReduceScatter}]), 2);
+}
+
+// Tensor-parallel overlap pairs each collective with its own product: the forward all-gather
+// with the product that reads what it gathers, the reduce-scatter with the one whose output it
+// reduces, the sequence-parallel regather with the input-gradient product it runs beside. Without
+// overlap.tensor only the regather (always asynchronous) has one.
+TEST(StepProgramTest, TensorCollectivesOverlapTheirOwnProduct) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  PlanSpec p = Plan(1, 4, 1, 4, 2048);
+  p.sequence_parallel = true;
+  p.overlap.tensor = true;
+  auto partners = [&](const PlanSpec& plan) {
+    const StepProgram program = BuildStep(m, plan);
+    const std::vector<Op>& ops = program.Layer(LayerKind::kDense).ops;
+    std::map<std::pair<std::string, int>, std::string> out;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const int64_t partner = OverlapPartner(ops, i);
+      if (partner >= 0) {
+        EXPECT_EQ(ops[static_cast<size_t>(partner)].phase, ops[i].phase) << ops[i].name;
+        out[{ops[i].name, static_cast<int>(ops[i].phase)}] = ops[static_cast<size_t>(partner)].name;
+      } else {
+        EXPECT_FALSE(ops[i].is_comm() && ops[i].stream == Stream::kTensor && ops[i].overlapped && ops[i].phase == Phase::kForward) << ops[i].name;
+      }
+    }
+    return out;
+  };
+  const int forward = static_cast<int>(Phase::kForward), backward = static_cast<int>(Phase::kBackwardInput);
+  auto overlapped = partners(p);
+  EXPECT_EQ((overlapped[{std::string(ops::kTensorEnterAttention), forward}]), ops::kQkv);
+  EXPECT_EQ((overlapped[{std::string(ops::kTensorExitAttention), forward}]), ops::kAttentionOut);
+  EXPECT_EQ((overlapped[{ops::Grad(ops::kTensorExitAttention), backward}]), ops::Dgrad(ops::kAttentionOut));
+  EXPECT_EQ((overlapped[{ops::Grad(ops::kTensorEnterAttention), backward}]), ops::Dgrad(ops::kQkv));
+  EXPECT_EQ((overlapped[{ops::Grad(ops::Regather(ops::kTensorEnterAttention)), backward}]), ops::Dgrad(ops::kQkv));
+  p.overlap.tensor = false;
+  const auto blocking = partners(p);
+  EXPECT_EQ(blocking.size(), 2u);  // the two regathers (attention, MLP)
+  EXPECT_EQ((blocking.at({ops::Grad(ops::Regather(ops::kTensorEnterAttention)), backward})), ops::Dgrad(ops::kQkv));
 }
 
 TEST(StepProgramTest, ExpertAllToAllMovesTheRoutedTokens) {
