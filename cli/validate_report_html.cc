@@ -92,7 +92,7 @@ std::string Header(const ValidateContext& c, const validation::Comparison& r,
   html << "<p class=\"sub\">" << HtmlEscape(calibration) << "</p>\n";
   html << "<p class=\"sub\">run: "
        << HtmlEscape(std::to_string(m.ranks) + " ranks, " + std::to_string(m.step_times_s.size()) +
-                     " steps (step time: the median; ops: over the " +
+                     " steps (step time: the median of the " + StepsAfterFirst(r.steps_compared) + "; ops: over the " +
                      StepsAfterFirst(r.steps_compared) + "); ")
        << (c.time_faithful
                ? "time-faithful: one rank per core"

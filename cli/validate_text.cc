@@ -99,7 +99,7 @@ json ValidateJson(const ValidateContext& c, const validation::Comparison& r, con
   j["ranks"] = m.ranks;
   j["time_faithful"] = c.time_faithful;
   j["step_times_s"] = m.step_times_s;
-  if (m.expert_load_imbalance != 1) j["expert_load_imbalance"] = m.expert_load_imbalance;
+  if (m.expert_load_imbalance > 0) j["expert_load_imbalance"] = m.expert_load_imbalance;
   j["notes"] = c.notes;
   for (json& row : j["memory"]) row["comparable"] = MemoryComparability(row["category"].get<std::string>(), c.plan).empty();
   if (!c.work_dir_removed) j["files"] = c.work_dir;

@@ -43,6 +43,7 @@ std::string TraceCollective(const std::string& key, const RankedPlan& other) {
                      (per_layer ? " per " + worst->layer + " layer and micro-batch" : " for the " + worst->layer + " per micro-batch") + " over " +
                      AxesText(other.plan, worst->axes) + " takes " + FormatSeconds(worst->seconds);
   if (!worst->overlapped) return text + ", not overlapped with compute";
+  if (!worst->hides_under.empty()) return text + " against " + FormatSeconds(worst->hide_under_s) + " of its own product (" + worst->hides_under + ") to hide under";
   return text + " against " + FormatSeconds(worst->hide_under_s) + " of " + strategies::ToString(worst->phase) + " compute to hide under";
 }
 

@@ -176,7 +176,10 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     const StepRecord r = trainer.Step();
     losses.push_back(r.loss);
     times.push_back(r.step_time_s);
-    for (const auto& [k, v] : r.category_s) categories[k] += v / static_cast<double>(a.steps);
+    // Per category: the mean over the steps MedianStepTime counts (after the first, when several).
+    if (a.steps == 1 || s > 0) {
+      for (const auto& [k, v] : r.category_s) categories[k] += v / static_cast<double>(a.steps == 1 ? 1 : a.steps - 1);
+    }
     if (rank == 0 && (!a.json || a.progress)) {
       FILE* lines = a.json ? stderr : stdout;  // stdout carries only the JSON report
       std::fprintf(lines, "step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(first_step + s), r.loss, r.grad_norm, 1e3 * r.step_time_s);
@@ -236,7 +239,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     report["category_s"] = categories;
     report["memory_bytes"] = memory_bytes;
     report["blas"] = BlasConfig();
-    if (plan.mesh.expert > 1 && model.moe) report["expert_load_imbalance"] = expert_load;
+    if (expert_load >= 1) report["expert_load_imbalance"] = expert_load;
     std::cout << report.dump(2) << "\n";
   } else {
     std::printf("median step %.1f ms (rank 0): %.2f GFLOP/s of model FLOPs over all ranks; %s\n", 1e3 * median, model_flops / median / 1e9,

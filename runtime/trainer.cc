@@ -239,7 +239,9 @@ StepRecord Trainer::Step() {
   double covered = 0;
   for (const auto& [category, seconds] : record.category_s) covered += seconds;
   record.category_s["other"] = std::max(0.0, record.step_time_s - covered);
-  if (steps_run_++ == 0 && m.moe() != nullptr) m.moe()->ClearReceivedRows();  // the warm-up's routing is not counted
+  // The routing's load, outside the step's time: the warm-up's is not counted.
+  if (steps_run_++ > 0) FoldExpertLoad();
+  if (m.moe() != nullptr) m.moe()->ClearReceivedRows();
   ++step_;
   return record;
 }
@@ -360,31 +362,31 @@ std::vector<RankMemory> Trainer::GatherMemory() {
   return ranks;
 }
 
-double Trainer::ExpertLoadImbalance() {
+void Trainer::FoldExpertLoad() {
   const int64_t ranks = comms_.GroupSize({"expert"});
   MoeLayer* moe = model_->moe();
+  if (ranks <= 1 || moe == nullptr || moe->received_rows().empty()) return;
   // Every rank of a group has run the same passes: each writes its own column, the sum over the
   // group fills the table [passes, ranks].
-  int64_t passes = moe == nullptr ? 0 : static_cast<int64_t>(moe->received_rows().size());
-  double ratio_sum = 0;
-  int64_t counted = 0;
-  if (ranks > 1 && passes > 0) {
-    std::vector<double> table(static_cast<size_t>(passes * ranks), 0.0);
-    const int64_t me = comms_.Coordinate("expert");
-    for (int64_t p = 0; p < passes; ++p) table[static_cast<size_t>(p * ranks + me)] = static_cast<double>(moe->received_rows()[static_cast<size_t>(p)]);
-    comms_.AllReduceSum(table.data(), passes * ranks, {"expert"}, "expert load table all-reduce");
-    for (int64_t p = 0; p < passes; ++p) {
-      const double* row = table.data() + p * ranks;
-      const double total = std::accumulate(row, row + ranks, 0.0);
-      if (total <= 0) continue;
-      ratio_sum += *std::max_element(row, row + ranks) / (total / static_cast<double>(ranks));
-      ++counted;
-    }
+  const int64_t passes = static_cast<int64_t>(moe->received_rows().size());
+  std::vector<double> table(static_cast<size_t>(passes * ranks), 0.0);
+  const int64_t me = comms_.Coordinate("expert");
+  for (int64_t p = 0; p < passes; ++p) table[static_cast<size_t>(p * ranks + me)] = static_cast<double>(moe->received_rows()[static_cast<size_t>(p)]);
+  comms_.AllReduceSum(table.data(), passes * ranks, {"expert"}, "expert load table all-reduce");
+  for (int64_t p = 0; p < passes; ++p) {
+    const double* row = table.data() + p * ranks;
+    const double total = std::accumulate(row, row + ranks, 0.0);
+    if (total <= 0) continue;
+    expert_load_[0] += *std::max_element(row, row + ranks) / (total / static_cast<double>(ranks));
+    expert_load_[1] += 1;
   }
-  std::array<double, 2> sums{ratio_sum, static_cast<double>(counted)};
+}
+
+double Trainer::ExpertLoadImbalance() {
+  std::array<double, 2> sums = expert_load_;
   MPI_Comm world = comms_.world();
   CheckMpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), 2, MPI_DOUBLE, MPI_SUM, world), world, "expert load all-reduce");
-  return sums[1] > 0 ? sums[0] / sums[1] : 1.0;
+  return sums[1] > 0 ? sums[0] / sums[1] : -1;
 }
 
 CheckpointSubject Trainer::Checkpointed() {

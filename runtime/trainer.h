@@ -97,8 +97,9 @@ class Trainer {
   // Every rank's peaks, in rank order, on rank 0 (empty elsewhere). Collective.
   std::vector<RankMemory> GatherMemory();
   // The routing's load on the expert ranks over the steps after this run's first (warm-up): per
-  // MoE forward pass, the most rows any rank of the expert group received over their mean, then
-  // the mean over passes and groups. 1 without expert parallelism or before a second step; the
+  // MoE forward pass, the most rows any rank of the expert group received over their mean (rows
+  // as this rank's tensor shard routes them, before any gather over tensor), then the mean over
+  // passes and groups; -1 where nothing was measured (no expert parallelism, a single step). The
   // step program costs balanced routing (1), so `shardsim validate` predicts at this load.
   // Collective.
   double ExpertLoadImbalance();
@@ -123,6 +124,10 @@ class Trainer {
   Tracer tracer_;
   int64_t step_ = 0;
   int64_t steps_run_ = 0;  // by this process (a resumed run counts from its first step here)
+  // After each step but the first: folds the step's expert loads into expert_load_ (sum of the
+  // per-pass ratios, passes). Collective over the expert group.
+  void FoldExpertLoad();
+  std::array<double, 2> expert_load_{};
 };
 
 // Relative distance between this job's parameters and a single-rank reference trainer's:

@@ -141,13 +141,14 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
         for (const PhaseCost::Collective& c : cost.collectives) {
           report.collectives.push_back({c.op->name, strategies::ToString(program.layer_programs[i].kind), c.op->phase, c.op->stream, c.op->collective,
                                         c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s, c.hide_under_s, runs[i],
-                                        c.op->overlapped});
+                                        c.op->overlapped,
+                                        c.partner >= 0 ? program.layer_programs[i].ops[static_cast<size_t>(c.partner)].name : std::string()});
         }
       }
     }
     for (const StepCollective& c : step_collectives[cs]) {
       report.collectives.push_back({c.op->name, "step", c.op->phase, c.op->stream, c.op->collective, c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s,
-                                    c.hide_under_s, 1.0, c.op->overlapped});
+                                    c.hide_under_s, 1.0, c.op->overlapped, std::string()});
     }
   }
   report.bubble_s = std::max(0.0, clock[cs] - busy[cs]);

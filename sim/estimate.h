@@ -32,6 +32,7 @@ struct CollectiveCost {
   double hide_under_s = 0;  // the compute it may hide under (0 when not overlapped)
   double per_step = 0;      // occurrences per step on the critical stage
   bool overlapped = false;
+  std::string hides_under;  // the product it hides under (strategies::OverlapPartner), "" for its phase's compute
 };
 
 struct StepReport {

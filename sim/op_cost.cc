@@ -1,6 +1,7 @@
 #include "sim/op_cost.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 #include "core/suggest.h"
@@ -198,6 +199,7 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
   PhaseCost cost;
   double overlapped = 0;
   ExposedByKind overlapped_by_kind;
+  std::map<int64_t, double> on_product;  // tensor collectives overlapped with a product: their seconds, by product
   for (size_t i = 0; i < layer.ops.size(); ++i) {
     const Op& op = layer.ops[i];
     if (op.phase != phase) continue;
@@ -207,29 +209,33 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
       continue;
     }
     const double seconds = collectives.Seconds(op.collective, op.axes, op.comm_bytes);
-    // A tensor-parallel collective overlapped with its own product (strategies::OverlapPartner)
-    // hides under that product alone: what it takes beyond it is exposed.
-    if (const int64_t partner = strategies::OverlapPartner(layer.ops, i); partner >= 0) {
-      const double under = roofline.Seconds(layer.ops[static_cast<size_t>(partner)]);
-      const double exposed = std::max(0.0, seconds - under);
-      cost.collectives.push_back({&op, seconds, exposed, under});
-      cost.exposed_s[op] += exposed;
-      continue;
-    }
-    cost.collectives.push_back({&op, seconds, op.overlapped ? 0.0 : seconds, 0.0});
-    if (op.overlapped) {
+    const int64_t partner = strategies::OverlapPartner(layer.ops, i);
+    cost.collectives.push_back({&op, seconds, op.overlapped ? 0.0 : seconds, 0.0, partner});
+    if (partner >= 0) {
+      on_product[partner] += seconds;
+    } else if (op.overlapped) {
       overlapped += seconds;
       overlapped_by_kind[op] += seconds;
     } else {
       cost.exposed_s[op] += seconds;
     }
   }
-  // Overlapped collectives hide under the phase's compute; what sticks out is exposed, shared
-  // among them in proportion.
+  // Tensor collectives overlapped with their own product (strategies::OverlapPartner) hide under
+  // that product alone, one after another on the tensor stream: what they take together beyond
+  // it is exposed, shared among them in proportion.
+  for (PhaseCost::Collective& c : cost.collectives) {
+    if (c.partner < 0) continue;
+    const double together = on_product.at(c.partner);
+    c.hide_under_s = roofline.Seconds(layer.ops[static_cast<size_t>(c.partner)]);
+    c.exposed_s = together > 0 ? std::max(0.0, together - c.hide_under_s) * c.seconds / together : 0.0;
+    cost.exposed_s[*c.op] += c.exposed_s;
+  }
+  // Other overlapped collectives hide under the phase's compute; what sticks out is exposed,
+  // shared among them in proportion.
   const double sticking_out = std::max(0.0, overlapped - cost.compute_s - cost.exposed_s.Total());
   if (overlapped > 0) cost.exposed_s.Add(overlapped_by_kind, sticking_out / overlapped);
   for (PhaseCost::Collective& c : cost.collectives) {
-    if (c.op->overlapped && strategies::OverlapPartner(layer.ops, static_cast<size_t>(c.op - layer.ops.data())) < 0) {
+    if (c.op->overlapped && c.partner < 0) {
       c.exposed_s = sticking_out * c.seconds / overlapped;
       c.hide_under_s = cost.compute_s;
     }

@@ -131,11 +131,12 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
       // Resharding after forward keeps the current and the prefetched layer gathered; keeping
       // the gathered parameters until the last backward (FSDP2's reshard_after_forward=False,
       // torchtitan's default under pipeline parallelism) holds the whole stage, and the stage's
-      // unsharded gradients accumulate over the micro-batches at the reduction width (FSDP2's
-      // FSDPParam.to_accumulated_grad_if_needed upcasts them to its reduce_dtype while gradient
-      // sync is off, as pipeline schedules keep it until the last micro-batch).
+      // unsharded gradients; over several micro-batches they accumulate at the reduction width
+      // (FSDP2's FSDPParam.to_accumulated_grad_if_needed upcasts them to its reduce_dtype while
+      // gradient sync is off, as pipeline schedules keep it until the last micro-batch).
       if (KeepsGatheredParams(p)) {
-        b.buffers += (bytes.params + GradReduceBytes(p)) * stage.params();  // gathered weights, unsharded gradients
+        const double unsharded_grads = program.microbatches > 1 ? GradReduceBytes(p) : bytes.grads;
+        b.buffers += (bytes.params + unsharded_grads) * stage.params();  // gathered weights, unsharded gradients
       } else if (layers > 0) {
         b.buffers += 2 * bytes.params * stage.params() / static_cast<double>(layers);
       }

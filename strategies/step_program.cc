@@ -180,17 +180,22 @@ bool OverlappedCollective(const Op& op) { return op.is_comm() && op.collective !
 int64_t OverlapPartner(const std::vector<Op>& ops, size_t index) {
   const Op& op = ops[index];
   if (!OverlappedCollective(op) || op.stream != Stream::kTensor) return -1;
-  auto partner = [&](size_t j) { return !ops[j].is_comm() && ops[j].kind == ComputeKind::kMatmul && ops[j].phase == op.phase; };
+  // The nearest compute op of the phase that way (other collectives in between are skipped): the
+  // partner if it is a matrix product, else none (a loss reduction is not a product's output).
+  auto nearest = [&](size_t j) -> int64_t {
+    if (ops[j].phase != op.phase || ops[j].is_comm()) return -2;  // keep looking
+    return ops[j].kind == ComputeKind::kMatmul ? static_cast<int64_t>(j) : -1;
+  };
   // The sequence-parallel input gathered again in the backward runs beside the input-gradient
   // product issued before it (its weight gradient, in the W phase, reads what it gathers).
   if (op.collective == CollectiveOp::kAllGather && !ops::IsRegather(op.name)) {
     for (size_t j = index + 1; j < ops.size(); ++j) {
-      if (partner(j)) return static_cast<int64_t>(j);
+      if (const int64_t found = nearest(j); found != -2) return found;
     }
     return -1;
   }
   for (size_t j = index; j-- > 0;) {
-    if (partner(j)) return static_cast<int64_t>(j);
+    if (const int64_t found = nearest(j); found != -2) return found;
   }
   return -1;
 }

@@ -132,8 +132,11 @@ bool OverlapsCollectives(const StepProgram& program);
 // tp-comm-overlap and torchtitan's async TP split the product and its collective into chunks
 // that pipeline (collective matmul), and Megatron's backward all-gather of the sequence-parallel
 // input runs while the input-gradient product computes; neither can hide under the rest of the
-// phase, which waits for the product's output. -1 for any other op, or where the phase has no
-// such product (the collective then hides under the phase's compute, as other overlapped ones).
+// phase, which waits for the product's output. The product must be the nearest compute op that
+// way (collectives in between are passed over). -1 for any other op, or where there is no such
+// product (the collective then hides under the phase's compute, as other overlapped ones).
+// Several collectives may share a product: they run one after another on the tensor stream, and
+// what they take together beyond it is exposed.
 int64_t OverlapPartner(const std::vector<Op>& ops, size_t index);
 
 // Sum over a phase of a layer program's compute FLOPs.

@@ -41,11 +41,11 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// The lowest over ranks of each element of `values` (the same length on every rank): a rate of
-// the slowest rank. A synchronous step goes at its slowest rank's pace (the others wait for it in
-// every collective), and the cores of one machine need not be equally fast: on this project's
-// 2-core machines the second core ran the same training ops 3-6% (matrix products) to 25%
-// (memory-bound ops) slower than the first, step after step.
+// The lowest over ranks of each element of `values` (the same length on every rank): each the
+// slowest rank's rate on that figure. A synchronous step goes at its slowest rank's pace (the
+// others wait for it in every collective), and the cores of one machine need not be equally fast:
+// on this project's 2-core machines the second core ran the same training ops 3-6% (matrix
+// products) to 25% (memory-bound ops) slower than the first, step after step.
 std::vector<double> SlowestOverRanks(const std::vector<double>& values) {
   std::vector<double> out(values.size());
   MPI_Allreduce(values.data(), out.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);

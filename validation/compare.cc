@@ -85,14 +85,17 @@ std::map<std::string, double> PredictedCategories(const sim::StepReport& report,
 
 PlanSpec AtMeasuredRouting(PlanSpec plan, const MeasuredRun& measured, std::vector<std::string>& notes) {
   constexpr double kBalanced = 1.005;  // below half a percent: balanced, as the program costs it
-  if (plan.ep_capacity_factor != 1.0 || measured.expert_load_imbalance < kBalanced) return plan;
-  plan.ep_capacity_factor = measured.expert_load_imbalance;
-  char text[256];
+  if (measured.expert_load_imbalance <= 0) return plan;
+  const double load = measured.expert_load_imbalance < kBalanced ? 1.0 : measured.expert_load_imbalance;
+  if (load == plan.ep_capacity_factor) return plan;
+  char text[320];
   std::snprintf(text, sizeof text,
-                "expert routing: the busiest expert rank received %.2fx the mean rows (over the forward passes after the first step); "
-                "estimate and simulation cost it as a capacity factor of %.2f, as every rank waits for that one",
-                measured.expert_load_imbalance, measured.expert_load_imbalance);
+                "expert routing: the busiest expert rank received %.2fx the mean rows (over the forward passes after the first step; the "
+                "runtime routes dropless); estimate and simulation cost a capacity factor of %.2f (the plan's: %.2f), as every rank waits "
+                "for that one",
+                measured.expert_load_imbalance, load, plan.ep_capacity_factor);
   notes.push_back(text);
+  plan.ep_capacity_factor = load;
   return plan;
 }
 
@@ -116,7 +119,8 @@ Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& p
   }
   out.categories.push_back({"step", measured.step_time_s, estimate.step_time_s, simulated.step_time_s, true});
 
-  // Ops: the spans of every step but the first (warm-up) when there are several.
+  // Ops: the spans of every step but the first (warm-up) when there are several, averaged over
+  // ranks, so against the balanced program (each rank's mean load), not the busiest rank's.
   int64_t last_step = 0;
   for (const MeasuredSpan& s : measured.spans) last_step = std::max(last_step, s.step);
   const int64_t first = last_step > 0 ? 1 : 0;
@@ -128,10 +132,10 @@ Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& p
     char* end = nullptr;
     const int64_t stage = std::strtoll(parts[0].c_str(), &end, 10);
     if (end == parts[0].c_str() || *end != '\0') return nullptr;
-    if (stage < 0 || stage >= static_cast<int64_t>(program.stages.size())) return nullptr;
+    if (stage < 0 || stage >= static_cast<int64_t>(balanced.stages.size())) return nullptr;
     auto& ops = stage_ops[stage];
     if (ops.empty()) {
-      for (strategies::KeyedOp& k : strategies::StageOps(program, stage)) ops.emplace(k.key, k.op);
+      for (strategies::KeyedOp& k : strategies::StageOps(balanced, stage)) ops.emplace(k.key, k.op);
     }
     const auto it = ops.find(key);
     return it == ops.end() ? nullptr : &it->second;

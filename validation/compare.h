@@ -39,13 +39,14 @@ struct MeasuredMemory {
 struct MeasuredRun {
   double step_time_s = 0;                   // median over the steps
   std::vector<double> step_times_s;
-  std::map<std::string, double> category_s;  // mean seconds per step, rank 0
+  std::map<std::string, double> category_s;  // mean seconds per step after the first, rank 0
   std::vector<MeasuredSpan> spans;           // every rank's op spans (the trace)
   std::vector<MeasuredMemory> memory;        // per rank; empty when the runtime did not report it
   int ranks = 0;
   // MoE with expert parallelism: the busiest expert rank's routed rows over the group's mean,
-  // averaged over the forward passes after the first step (runtime Trainer::ExpertLoadImbalance).
-  double expert_load_imbalance = 1;
+  // averaged over the forward passes after the first step (runtime Trainer::ExpertLoadImbalance);
+  // 0 where the run did not report it.
+  double expert_load_imbalance = 0;
 };
 // Reads the runtime's --json report and its --trace file; throws InputError naming `where`.
 MeasuredRun ReadMeasuredRun(const nlohmann::json& report, const nlohmann::json& trace, const std::string& where);
@@ -89,14 +90,17 @@ std::map<std::string, double> PredictedCategories(const sim::StepReport& report,
 std::vector<MemoryRow> CompareMemory(const MeasuredRun& measured, const strategies::StepProgram& program);
 
 // The plan whose program the time predictions cost: the measured one at the routing that happened.
-// Dropless routing (capacity factor 1) that loaded the busiest expert rank with f times the mean
-// rows is costed as a capacity of f: every rank of the group waits for that rank at the
-// all-to-alls, as a padded capacity makes each rank compute f times the balanced rows. Appends
-// what it changed to `notes`.
+// The runtime routes dropless (whatever capacity factor the plan names), so a run that loaded
+// the busiest expert rank with f times the mean rows is costed with a capacity factor of f (1
+// below half a percent over): every rank of the group waits for that rank at the all-to-alls, as
+// a padded capacity makes each rank compute f times the balanced rows. Unchanged where the run
+// reported no load. Appends what it changed to `notes`.
 PlanSpec AtMeasuredRouting(PlanSpec plan, const MeasuredRun& measured, std::vector<std::string>& notes);
 
-// `timed`: the program of AtMeasuredRouting's plan, which the estimate and simulation ran;
-// `balanced`: the plan's own, which memory is set beside (at each rank's reported routing).
+// `timed`: the program of AtMeasuredRouting's plan, which the estimate and simulation ran (the
+// step and its categories: rank 0's, which waits for the busiest rank); `balanced`: the plan's
+// own, which the ops (averaged over ranks: the mean load) and memory (at each rank's reported
+// routing) are set beside.
 Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& timed, const strategies::StepProgram& balanced,
                    const ClusterSpec& cluster, sim::AxisCollectives& collectives, const sim::StepReport& estimate, const sim::StepReport& simulated);
 

@@ -129,11 +129,12 @@ TEST(MpiMemoryTest, ExpertRanksReportTheRoutingTheirActivationsHeld) {
     const double measured = got.at("activations").get<double>();
     EXPECT_LE(std::abs((balanced + static_cast<double>(received - sent) * row) / measured - 1), 0.10) << got.dump();
   }
-  // The routing's load on the expert ranks: the busiest one's rows over the mean, between
-  // balanced (1) and everything on one rank (the group's 2 ranks).
+  // The routing's load on the expert ranks: the busiest one's rows over the mean, above balanced
+  // (1: an untrained router never splits every pass evenly) and at most everything on one rank
+  // (the group's 2 ranks).
   ASSERT_TRUE(report.contains("expert_load_imbalance")) << report.dump();
   const double load = report["expert_load_imbalance"].get<double>();
-  EXPECT_GE(load, 1.0);
+  EXPECT_GT(load, 1.0);
   EXPECT_LE(load, 2.0);
 }
 

@@ -85,6 +85,10 @@ TEST(BufferMemoryTest, KeptGatheredStageHoldsWeightsAndGradientsAtTheReductionWi
   // Less the two layers resharding keeps gathered (2 of the stage's 8, at 2 bytes).
   EXPECT_NEAR(gathered("fp32"), 2 + 4 - 2.0 * 2 / 8, 1e-9);
   EXPECT_NEAR(gathered("bf16"), 2 + 2 - 2.0 * 2 / 8, 1e-9);
+  // One micro-batch per step: nothing accumulates, the gradients stay at the compute width.
+  p.global_batch_size = 8;
+  p.micro_batch_size = 1;
+  EXPECT_NEAR(gathered("fp32"), 2 + 2 - 2.0 * 2 / 8, 1e-9);
 }
 
 // tiny-dense's parameters counted by hand from its shapes (LLaMA layer: two RMSNorm weights,

@@ -108,6 +108,16 @@ TEST(StepProgramTest, TensorCollectivesOverlapTheirOwnProduct) {
   EXPECT_EQ((overlapped[{ops::Grad(ops::kTensorExitAttention), backward}]), ops::Dgrad(ops::kAttentionOut));
   EXPECT_EQ((overlapped[{ops::Grad(ops::kTensorEnterAttention), backward}]), ops::Dgrad(ops::kQkv));
   EXPECT_EQ((overlapped[{ops::Grad(ops::Regather(ops::kTensorEnterAttention)), backward}]), ops::Dgrad(ops::kQkv));
+  // The loss's all-reduces reduce the cross-entropy's output, not a product's: none.
+  const StepProgram overlapping = BuildStep(m, p);
+  const std::vector<Op>& head = overlapping.Layer(LayerKind::kHead).ops;
+  int loss_reductions = 0;
+  for (size_t i = 0; i < head.size(); ++i) {
+    if (head[i].name != ops::kTensorLossMax && head[i].name != ops::kTensorLossSum) continue;
+    ++loss_reductions;
+    EXPECT_EQ(OverlapPartner(head, i), -1) << head[i].name;
+  }
+  EXPECT_EQ(loss_reductions, 2);
   p.overlap.tensor = false;
   const auto blocking = partners(p);
   EXPECT_EQ(blocking.size(), 2u);  // the two regathers (attention, MLP)

@@ -7,9 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cluster_presets.h"
 #include "core/model_presets.h"
+#include "sim/estimate.h"
 #include "strategies/build_step.h"
 #include "strategies/memory_model.h"
+#include "strategies/op_names.h"
+#include "topologies/cluster.h"
 
 namespace shardsim::validation {
 namespace {
@@ -90,10 +94,10 @@ TEST(CompareMemoryTest, DenseModelsHaveNoExpertRows) {
   EXPECT_EQ(strategies::ExpertRowActivationBytes(FindModelPreset("tiny-dense")->spec, p), 0.0);
 }
 
-// The time predictions cost dropless routing at the load the run reported (the busiest expert
-// rank's rows over the mean) as that capacity factor; balanced runs and plans with their own
-// capacity factor are costed as planned.
-TEST(CompareMemoryTest, TimePredictionsCostTheRoutingThatHappened) {
+// The time predictions cost the routing the run reported (the busiest expert rank's rows over the
+// mean) as that capacity factor, whatever factor the plan names (the runtime routes dropless);
+// a balanced run at 1, a run that reported none as planned.
+TEST(MeasuredRoutingTest, TimePredictionsCostTheRoutingThatHappened) {
   MeasuredRun run = ReadMeasuredRun({{"step_time_s", 0.1}, {"ranks", 2}, {"expert_load_imbalance", 1.42}}, NoTrace(), "test");
   EXPECT_DOUBLE_EQ(run.expert_load_imbalance, 1.42);
   const PlanSpec plan = ExpertPlan().plan;
@@ -110,14 +114,58 @@ TEST(CompareMemoryTest, TimePredictionsCostTheRoutingThatHappened) {
     return flops;
   };
   const strategies::StepProgram timed = strategies::BuildStep(FindModelPreset("tiny-moe")->spec, AtMeasuredRouting(plan, run, notes));
-  EXPECT_GT(expert_flops(timed), 1.3 * expert_flops(ExpertPlan()));
-  notes.clear();
+  EXPECT_NEAR(expert_flops(timed) / expert_flops(ExpertPlan()), 1.42, 0.01);
+  // A plan's own capacity factor does not describe the dropless run: the measured load wins.
   PlanSpec capped = plan;
   capped.ep_capacity_factor = 1.25;
-  EXPECT_DOUBLE_EQ(AtMeasuredRouting(capped, run, notes).ep_capacity_factor, 1.25);
-  run.expert_load_imbalance = 1.0;
+  EXPECT_DOUBLE_EQ(AtMeasuredRouting(capped, run, notes).ep_capacity_factor, 1.42);
+  run.expert_load_imbalance = 1.002;
+  EXPECT_DOUBLE_EQ(AtMeasuredRouting(capped, run, notes).ep_capacity_factor, 1.0);
+  notes.clear();
   EXPECT_DOUBLE_EQ(AtMeasuredRouting(plan, run, notes).ep_capacity_factor, 1.0);
   EXPECT_TRUE(notes.empty());
+  // Not reported (a dense run, one step): as planned.
+  const MeasuredRun silent = ReadMeasuredRun({{"step_time_s", 0.1}, {"ranks", 2}}, NoTrace(), "test");
+  EXPECT_DOUBLE_EQ(AtMeasuredRouting(capped, silent, notes).ep_capacity_factor, 1.25);
+  EXPECT_TRUE(notes.empty());
+}
+
+// Memory is set beside the balanced program (at each rank's reported routing), the per-op table
+// too (averaged over ranks: the mean load); only the step and its categories use the program at
+// the busiest rank's load.
+TEST(MeasuredRoutingTest, MemoryAndOpsStayWithTheBalancedProgram) {
+  const strategies::StepProgram balanced = ExpertPlan();
+  const nlohmann::json trace = {{"traceEvents",
+                                 {{{"ph", "X"}, {"tid", 0}, {"ts", 0.0}, {"dur", 1000.0}, {"cat", "compute"},
+                                   {"args", {{"key", "0/0/experts_up/0"}, {"step", 0}}}}}}};
+  MeasuredRun run = ReadMeasuredRun(
+      Report({{{"rank", 0}, {"stage", 0}, {"activations", 25e6}, {"expert_rows_at_activation_peak", {{"received", 2048}, {"sent", 2048}}}}}),
+      trace, "test");
+  run.expert_load_imbalance = 1.5;
+  std::vector<std::string> notes;
+  const strategies::StepProgram timed = strategies::BuildStep(FindModelPreset("tiny-moe")->spec, AtMeasuredRouting(balanced.plan, run, notes));
+  ClusterSpec cluster = ParseClusterPreset("dgx-h100:2", "--cluster");
+  cluster.chip.peak_flop_per_s["fp32"] = 67e12;  // the runtime's dtype: H100 SXM's fp32 (non-tensor) peak
+  const topologies::Cluster graph(cluster);
+  sim::AxisCollectives collectives(graph, timed.plan);
+  const sim::StepReport report = sim::Estimate(timed, cluster, collectives);
+  const Comparison c = Compare(run, timed, balanced, cluster, collectives, report, report);
+  ASSERT_FALSE(c.memory.empty());
+  EXPECT_DOUBLE_EQ(c.memory[0].predicted_bytes, CompareMemory(run, balanced)[0].predicted_bytes);
+  EXPECT_LT(c.memory[0].predicted_bytes, strategies::EstimateMemory(timed).stages[0].activations);
+  // The one measured span, against the balanced program's op (the timed one computes 1.5x the
+  // rows); per step per rank over the report's 2 ranks.
+  ASSERT_EQ(c.ops.size(), 1u);
+  const sim::Roofline roofline = sim::RooflineOf(cluster, balanced.plan.dtype, static_cast<double>(balanced.tokens_per_microbatch));
+  auto experts_up = [](const strategies::StepProgram& p) {
+    for (const strategies::Op& op : p.Layer(strategies::LayerKind::kMoe).ops) {
+      if (op.name == strategies::ops::kExpertsUp && op.phase == strategies::Phase::kForward) return op;
+    }
+    ADD_FAILURE() << "no experts_up";
+    return strategies::Op{};
+  };
+  EXPECT_NEAR(experts_up(timed).flops / experts_up(balanced).flops, 1.5, 1e-9);
+  EXPECT_DOUBLE_EQ(c.ops[0].predicted_s, roofline.Seconds(experts_up(balanced)) / 2);
 }
 
 }  // namespace
