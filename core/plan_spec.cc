@@ -123,6 +123,10 @@ std::string ToString(Recompute r) {
     case Recompute::kSelectiveOp: return "selective-op";
     case Recompute::kSelectiveLayer: return "selective-layer";
     case Recompute::kMinimal: return "minimal";
+    case Recompute::kSaveQkvProj: return "save-qkv-proj";
+    case Recompute::kSaveDotExceptMlp: return "save-dot-except-mlp";
+    case Recompute::kSaveDotWithContextExceptMlp: return "save-dot-with-context-except-mlp";
+    case Recompute::kSaveOutProj: return "save-out-proj";
   }
   return "none";
 }

@@ -18,9 +18,14 @@ namespace shardsim {
 // (--recompute-granularity selective: the attention core); full keeps the layer input only;
 // selective-op is torchtitan's per-op SelectiveAC (every second matmul recomputed);
 // selective-layer is torchtitan's older per-layer option (every second layer fully); minimal is
-// MaxText's remat_policy minimal (projections kept, attention core and elementwise recomputed).
-enum class Recompute { kNone, kSelective, kFull, kSelectiveOp, kSelectiveLayer, kMinimal };
-inline constexpr size_t kRecomputes = static_cast<size_t>(Recompute::kMinimal) + 1;
+// MaxText's remat_policy minimal (projections kept, attention core and elementwise recomputed);
+// the save-* ones are MaxText's named-save policies (save_qkv_proj, save_dot_except_mlp,
+// save_dot_with_context_except_mlp, save_out_proj: those projections kept, all else rebuilt).
+enum class Recompute {
+  kNone, kSelective, kFull, kSelectiveOp, kSelectiveLayer, kMinimal,
+  kSaveQkvProj, kSaveDotExceptMlp, kSaveDotWithContextExceptMlp, kSaveOutProj
+};
+inline constexpr size_t kRecomputes = static_cast<size_t>(Recompute::kSaveOutProj) + 1;
 
 // Mesh axes are words (core/mesh_axes.h holds what each one is); `expert` shards the experts of
 // MoE layers and acts as data parallelism for everything else; `context` is ring attention's axis

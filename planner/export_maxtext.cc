@@ -4,12 +4,44 @@
 #include <cmath>
 #include <iomanip>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "planner/export_settings.h"
 #include "strategies/schedule.h"
 
 namespace shardsim::planner {
 namespace {
+
+// MaxText's remat_policy (layers/decoders.py get_remat_policy) for each recomputation it runs;
+// "minimal_with_context" saves every named output, which is none's set (MaxText always remats).
+struct RematName {
+  Recompute recompute;
+  std::string_view policy;
+};
+constexpr RematName kRematNames[] = {
+    {Recompute::kFull, "full"},
+    {Recompute::kMinimal, "minimal"},
+    {Recompute::kNone, "minimal_with_context"},
+    {Recompute::kSaveQkvProj, "save_qkv_proj"},
+    {Recompute::kSaveDotExceptMlp, "save_dot_except_mlp"},
+    {Recompute::kSaveDotWithContextExceptMlp, "save_dot_with_context_except_mlp"},
+    {Recompute::kSaveOutProj, "save_out_proj"},
+};
+
+std::string_view RematPolicyOf(Recompute r) {
+  for (const RematName& n : kRematNames) {
+    if (n.recompute == r) return n.policy;
+  }
+  return "minimal_with_context";  // a policy MaxText lacks: the framework's gaps say so
+}
+
+Recompute RecomputeOfRematPolicy(const std::string& policy) {
+  for (const RematName& n : kRematNames) {
+    if (n.policy == policy) return n.recompute;
+  }
+  return Recompute::kNone;
+}
 
 std::string I(int64_t v) { return std::to_string(v); }
 
@@ -95,9 +127,7 @@ std::vector<Setting> MaxTextSettings(const ModelSpec& m, const ClusterSpec& c, c
   add("per_device_batch_size", Number(static_cast<double>(p.global_batch_size) /
                                       static_cast<double>(devices * accumulation)));
   add("max_target_length", I(p.seq_len));
-  add("remat_policy", p.recompute == Recompute::kFull      ? "full"
-                      : p.recompute == Recompute::kMinimal ? "minimal"
-                                                           : "minimal_with_context");
+  add("remat_policy", std::string(RematPolicyOf(p.recompute)));
   add("attention", p.flash_attention ? "flash" : "dot_product");
   if (p.mesh.context > 1)
     add("context_parallel_strategy", p.context_kv == "ring" ? "ring" : "all_gather");
@@ -142,10 +172,7 @@ PlanSpec MaxTextPlan(const SettingReader& r, const ModelSpec& m) {
     }
     p.fsdp_reshard_after_forward = !r.Bool("pipeline_fsdp_ag_once", false);
   }
-  const std::string remat = r.Get("remat_policy", "full");
-  p.recompute = remat == "full"      ? Recompute::kFull
-                : remat == "minimal" ? Recompute::kMinimal
-                                     : Recompute::kNone;
+  p.recompute = RecomputeOfRematPolicy(r.Get("remat_policy", "full"));
   p.flash_attention = r.Get("attention", "flash") != "dot_product";
   p.context_kv = r.Get("context_parallel_strategy", "all_gather") == "ring" ? "ring" : "all-gather";
   const double capacity = r.Number("capacity_factor", -1);

@@ -178,8 +178,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // layers/decoders.py get_remat_policy: always rematerialises under some policy. "full"
         // for full; "minimal" (checkpoint_dots_with_no_batch_dims: the projections saved, the
         // attention core, norms and activations rebuilt) for minimal; "minimal_with_context"
-        // (everything named saved) for none.
-        .recompute = {true, false, true, false, false, true},
+        // (everything named saved) for none; save_qkv_proj, save_dot_except_mlp,
+        // save_dot_with_context_except_mlp and save_out_proj for the save-* policies.
+        .recompute = {true, false, true, false, false, true, true, true, true, true},
         // base.yml dtype bfloat16 / float32; quantization "fp8"; fp16 is not a TPU dtype.
         .bf16 = true,
         .fp16 = false,

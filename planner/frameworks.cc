@@ -42,8 +42,12 @@ std::vector<Recompute> FrameworkRecomputes(Framework framework) {
   const FrameworkFacts& facts = FactsOf(framework);
   std::vector<Recompute> kinds;
   // By what Llama 3 8B keeps per layer (strategies/saved_tensors.h): none and selective all of it
-  // under a blockwise kernel, minimal 62%, selective-layer 53%, selective-op 46%, full the input.
-  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kMinimal, Recompute::kSelectiveLayer, Recompute::kSelectiveOp, Recompute::kFull}) {
+  // under a blockwise kernel, minimal 62%, selective-layer 53%, selective-op 46%,
+  // save-dot-with-context-except-mlp 26%, save-dot-except-mlp 21%, save-qkv-proj 15%,
+  // save-out-proj 12%, full the input (6%).
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kMinimal, Recompute::kSelectiveLayer, Recompute::kSelectiveOp,
+                      Recompute::kSaveDotWithContextExceptMlp, Recompute::kSaveDotExceptMlp, Recompute::kSaveQkvProj, Recompute::kSaveOutProj,
+                      Recompute::kFull}) {
     if (facts.recompute[static_cast<size_t>(r)]) kinds.push_back(r);
   }
   return kinds;

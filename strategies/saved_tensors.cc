@@ -97,6 +97,34 @@ bool MinimalKeeps(LayerTensor tensor) {
   }
 }
 
+// What a MaxText named-save policy (layers/decoders.py get_remat_policy:
+// jax.checkpoint_policies.save_only_these_names) saves: the query/key/value projections
+// ("query_proj", "key_proj", "value_proj", "qkv_proj"), the attention's output ("context"), the
+// output projection ("out_proj"); the MLP's dots ("mlpwi*", "mlpwo") none of them. The layer
+// input (the scan carry) is always kept; everything else is rebuilt from what is.
+struct NamedSaves {
+  bool qkv = false, context = false, out_proj = false;
+};
+NamedSaves NamedSavesOf(Recompute mode) {
+  switch (mode) {
+    case Recompute::kSaveQkvProj: return {true, false, false};
+    case Recompute::kSaveDotExceptMlp: return {true, false, true};
+    case Recompute::kSaveDotWithContextExceptMlp: return {true, true, true};
+    case Recompute::kSaveOutProj: return {false, false, true};
+    default: return {};
+  }
+}
+
+bool NamedKeeps(NamedSaves s, LayerTensor tensor) {
+  switch (tensor) {
+    case T::kInput: return true;
+    case T::kQ: case T::kK: case T::kV: return s.qkv;
+    case T::kAttentionCore: return s.context;
+    case T::kAttentionProj: case T::kAttentionProjPartial: return s.out_proj;  // rebuilds the residual the MLP norm reads
+    default: return false;
+  }
+}
+
 // The projections' outputs feed only the residual adds, whose backward does not read them: a
 // policy keeps them only by caching every output of some op kind (selective-op, minimal).
 bool BackwardReads(LayerTensor t) {
@@ -120,6 +148,8 @@ double KeptShare(Recompute mode, LayerTensor tensor, const ModelSpec& m, const P
     case Recompute::kSelectiveLayer: return tensor == T::kInput ? 1 : BackwardReads(tensor) ? 0.5 : 0;
     case Recompute::kSelectiveOp: return SelectiveOpKeeps(tensor, m, p, moe_layer) ? 1 : 0;
     case Recompute::kMinimal: return MinimalKeeps(tensor) ? 1 : 0;
+    case Recompute::kSaveQkvProj: case Recompute::kSaveDotExceptMlp: case Recompute::kSaveDotWithContextExceptMlp: case Recompute::kSaveOutProj:
+      return NamedKeeps(NamedSavesOf(mode), tensor) ? 1 : 0;
   }
   return 1;
 }
@@ -192,6 +222,29 @@ Rerun RerunOf(Recompute mode, const Op& op, const ModelSpec& m) {
       if (op.stream == Stream::kCompute) return whole(op.kind != ComputeKind::kMatmul || routed_experts);
       if (op.stream == Stream::kTensor) return whole(op.collective == CollectiveOp::kAllGather);
       return whole(op.stream == Stream::kExpert || attention_core);
+    case Recompute::kSaveQkvProj: case Recompute::kSaveDotExceptMlp: case Recompute::kSaveDotWithContextExceptMlp: case Recompute::kSaveOutProj: {
+      // Rebuilt: what the backward reads and the policy did not save, and what that needs. The
+      // norms, activations and residual adds always; Q, K and V (and the gather of their input
+      // over tensor) unless saved; the attention core unless its output is; the output
+      // projection (and its reduction) unless saved, for the residual the MLP norm reads; the
+      // MLP's gate and up (and their input's gather) always, not its down projection, which the
+      // backward does not read; the routed experts with their all-to-alls.
+      const NamedSaves s = NamedSavesOf(mode);
+      if (attention_core) return whole(!s.context);
+      if (op.stream == Stream::kExpert || routed_experts) return whole(true);
+      if (op.name == ops::kTensorEnterAttention) return whole(!s.qkv);
+      if (op.name == ops::kTensorExitAttention) return whole(!s.out_proj);
+      // The MLP's and the experts' input gathers; of the reductions, the experts' (their outputs
+      // are rebuilt for the combine), not the MLP's down projection's.
+      if (op.stream == Stream::kTensor) return whole(op.collective == CollectiveOp::kAllGather || op.name == ops::kTensorExitExperts);
+      if (op.stream != Stream::kCompute) return {};
+      if (op.kind != ComputeKind::kMatmul) return whole(true);
+      if (op.name == ops::kQkv || op.name == ops::kQ || op.name == ops::kQDown || op.name == ops::kQUp || op.name == ops::kKvDown || op.name == ops::kKvUp) {
+        return whole(!s.qkv);
+      }
+      if (op.name == ops::kAttentionOut) return whole(!s.out_proj);
+      return whole(op.name == ops::BlockUp(ops::kMlp) || op.name == ops::BlockUp(ops::kSharedExpert) || op.name == ops::kRouter);
+    }
     case Recompute::kSelectiveOp: {
       // Cached: the attention (its context exchange inside), grouped matmuls (the routed
       // experts), reduce-scatters and all-to-alls; the odd counted products.

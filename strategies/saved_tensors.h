@@ -23,6 +23,13 @@
 //   activations and residual adds are rebuilt, with the tensor all-gathers that feed them; the
 //   routed experts' dots carry an expert batch dimension, so an MoE block's experts and their
 //   all-to-alls are rebuilt too.
+// - save-qkv-proj, save-dot-except-mlp, save-dot-with-context-except-mlp and save-out-proj are
+//   MaxText's named-save policies (layers/decoders.py: save_only_these_names of the query, key
+//   and value projections; those and the output projection; those and the attention's output
+//   "context"; the output projection alone): the layer input and the named outputs are kept,
+//   everything else the backward reads is rebuilt from them (norms, activations, residual adds,
+//   the MLP's gate and up, the routed experts; Q, K, V, the attention core and the output
+//   projection where not named), with the tensor collectives the rebuilt values need.
 #pragma once
 
 #include "core/model_spec.h"

@@ -193,6 +193,10 @@ TEST(ExportRoundTripTest, MaxText) {
   p = Plan({{"data", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
   p.sequence_parallel = true, p.zero_stage = 1, p.recompute = Recompute::kMinimal;
   cases.push_back({"optimizer over data", "llama3-70b", "tpu-v5p:8x8x8", p});
+  for (Recompute named : {Recompute::kSaveQkvProj, Recompute::kSaveDotExceptMlp, Recompute::kSaveDotWithContextExceptMlp, Recompute::kSaveOutProj}) {
+    p.recompute = named;
+    cases.push_back({"remat " + ToString(named), "llama3-70b", "tpu-v5p:8x8x8", p});
+  }
   p = Plan({{"pipeline", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
   p.sequence_parallel = true, p.pipeline_schedule = "gpipe", p.micro_batch_size = 2;
   cases.push_back({"GPipe-ordered pipeline, fsdp gathered once", "llama3-70b", "tpu-v5p:8x8x8", p});

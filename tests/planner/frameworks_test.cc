@@ -206,7 +206,9 @@ TEST(FrameworksTest, RecomputeDtypeAttentionOrder) {
   EXPECT_FALSE(Names(Framework::kTorchtitan, p, "cross-entropy"));
   EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Plan({{"fsdp", 8}})).cross_entropy, "eager");
   EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Plan({{"fsdp", 8}})).cross_entropy, "fused");
-  EXPECT_EQ(FrameworkRecomputes(Framework::kMaxText), (std::vector<Recompute>{Recompute::kNone, Recompute::kMinimal, Recompute::kFull}));
+  EXPECT_EQ(FrameworkRecomputes(Framework::kMaxText),
+            (std::vector<Recompute>{Recompute::kNone, Recompute::kMinimal, Recompute::kSaveDotWithContextExceptMlp, Recompute::kSaveDotExceptMlp,
+                                    Recompute::kSaveQkvProj, Recompute::kSaveOutProj, Recompute::kFull}));
   p.cross_entropy.clear();
   PlanSpec staged = Plan({{"data", 2}, {"pipeline", 4}, {"fsdp", 8}});
   staged.sequence_parallel = true;

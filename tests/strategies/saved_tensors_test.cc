@@ -119,6 +119,54 @@ TEST(SavedTensorsTest, MinimalRebuildsTheRoutedExperts) {
   EXPECT_TRUE(dispatch_rerun);
 }
 
+// MaxText's named-save policies keep the layer input and the outputs they name; of the matmuls
+// only the unnamed ones the backward needs rerun (gate and up always, never the down projection;
+// QKV and the output projection unless named), and the attention core unless "context" is.
+TEST(SavedTensorsTest, NamedSavePoliciesKeepWhatTheyNameAndRebuildTheRest) {
+  const ModelSpec& m = Llama8b();
+  const double d = 4096, kv = 8 * 128, tokens = 4096;
+  struct Case {
+    Recompute policy;
+    bool qkv, context, out_proj;
+  };
+  for (const Case& c : {Case{Recompute::kSaveQkvProj, true, false, false}, Case{Recompute::kSaveDotExceptMlp, true, false, true},
+                        Case{Recompute::kSaveDotWithContextExceptMlp, true, true, true}, Case{Recompute::kSaveOutProj, false, false, true}}) {
+    const PlanSpec p = PlanWith(c.policy);
+    const double kept = d + (c.qkv ? d + 2 * kv : 0) + (c.context ? d : 0) + (c.out_proj ? d : 0);
+    EXPECT_DOUBLE_EQ(LayerActivationBytes(m, p, 4096, false), 2 * tokens * kept) << ToString(c.policy);
+    const StepProgram program = BuildStep(m, p);
+    const LayerProgram& layer = program.Layer(LayerKind::kDense);
+    auto rerun = [&](std::string_view op) { return RecomputedFlops(layer, op) > 0; };
+    EXPECT_EQ(rerun(ops::kQkv), !c.qkv) << ToString(c.policy);
+    EXPECT_EQ(rerun(ops::kAttention), !c.context) << ToString(c.policy);
+    EXPECT_EQ(rerun(ops::kAttentionOut), !c.out_proj) << ToString(c.policy);
+    EXPECT_TRUE(rerun(ops::BlockUp(ops::kMlp))) << ToString(c.policy);
+    EXPECT_FALSE(rerun(ops::BlockDown(ops::kMlp))) << ToString(c.policy);
+  }
+}
+
+// Under tensor and sequence parallelism the rebuilt products need their gathered inputs: the
+// attention's gather reruns with QKV, the MLP's always; the attention's reduction with the output
+// projection, the MLP's never.
+TEST(SavedTensorsTest, NamedSavePoliciesRerunTheCollectivesTheirRebuildsNeed) {
+  const ModelSpec& m = Llama8b();
+  auto reruns = [&](Recompute r, std::string_view name) {
+    PlanSpec p = PlanWith(r);
+    p.mesh.tensor = 4, p.sequence_parallel = true;
+    const StepProgram program = BuildStep(m, p);
+    for (const Op& op : program.Layer(LayerKind::kDense).ops) {
+      if (op.phase == Phase::kRecompute && op.name == ops::Recomputed(name)) return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(reruns(Recompute::kSaveQkvProj, ops::kTensorEnterAttention));
+  EXPECT_TRUE(reruns(Recompute::kSaveOutProj, ops::kTensorEnterAttention));
+  EXPECT_TRUE(reruns(Recompute::kSaveQkvProj, ops::kTensorExitAttention));
+  EXPECT_FALSE(reruns(Recompute::kSaveDotExceptMlp, ops::kTensorExitAttention));
+  EXPECT_TRUE(reruns(Recompute::kSaveDotExceptMlp, ops::TensorEnter(ops::kMlp)));
+  EXPECT_FALSE(reruns(Recompute::kSaveDotExceptMlp, ops::TensorExit(ops::kMlp)));
+}
+
 // MLA without a query down projection: q, kv_down, kv_up (K and V, decompressed), the output
 // projection: SelectiveAC keeps q and kv_up's K and V, reruns kv_down and the output projection.
 TEST(SavedTensorsTest, SelectiveOpOnMlaKeepsKeysAndValuesTogether) {
@@ -188,7 +236,8 @@ TEST(SavedTensorsTest, PoliciesLieBetweenNoneAndFull) {
   const ModelSpec& m = Llama8b();
   auto bytes = [&](Recompute r) { return LayerActivationBytes(m, PlanWith(r), 4096, false); };
   auto rerun = [&](Recompute r) { return PhaseFlops(BuildStep(m, PlanWith(r)).Layer(LayerKind::kDense), Phase::kRecompute); };
-  for (Recompute r : {Recompute::kSelective, Recompute::kSelectiveOp, Recompute::kSelectiveLayer, Recompute::kMinimal}) {
+  for (Recompute r : {Recompute::kSelective, Recompute::kSelectiveOp, Recompute::kSelectiveLayer, Recompute::kMinimal, Recompute::kSaveQkvProj,
+                      Recompute::kSaveDotExceptMlp, Recompute::kSaveDotWithContextExceptMlp, Recompute::kSaveOutProj}) {
     EXPECT_LE(bytes(r), bytes(Recompute::kNone)) << ToString(r);
     EXPECT_GT(bytes(r), bytes(Recompute::kFull)) << ToString(r);
     EXPECT_LT(rerun(r), rerun(Recompute::kFull)) << ToString(r);
