@@ -15,6 +15,10 @@ namespace {
 
 // MaxText's remat_policy (layers/decoders.py get_remat_policy) for each recomputation it runs;
 // "minimal_with_context" saves every named output, which is none's set (MaxText always remats).
+// The first name of a recomputation is the one exported; the others import as it: "none" leaves
+// nn.remat without a policy, which saves nothing (full); save_dot_except_mlpwi also names the
+// down projection's output, which no backward reads; minimal_flash is minimal_with_context's old
+// name.
 struct RematName {
   Recompute recompute;
   std::string_view policy;
@@ -27,6 +31,9 @@ constexpr RematName kRematNames[] = {
     {Recompute::kSaveDotExceptMlp, "save_dot_except_mlp"},
     {Recompute::kSaveDotWithContextExceptMlp, "save_dot_with_context_except_mlp"},
     {Recompute::kSaveOutProj, "save_out_proj"},
+    {Recompute::kFull, "none"},
+    {Recompute::kSaveDotExceptMlp, "save_dot_except_mlpwi"},
+    {Recompute::kNone, "minimal_flash"},
 };
 
 std::string_view RematPolicyOf(Recompute r) {
@@ -36,11 +43,16 @@ std::string_view RematPolicyOf(Recompute r) {
   return "minimal_with_context";  // a policy MaxText lacks: the framework's gaps say so
 }
 
-Recompute RecomputeOfRematPolicy(const std::string& policy) {
+// The recomputation of a remat_policy; false for one shardsim has no set for (the offloading
+// ones, custom, the quantization variants).
+bool RecomputeOfRematPolicy(const std::string& policy, Recompute* recompute) {
   for (const RematName& n : kRematNames) {
-    if (n.policy == policy) return n.recompute;
+    if (n.policy == policy) {
+      *recompute = n.recompute;
+      return true;
+    }
   }
-  return Recompute::kNone;
+  return false;
 }
 
 std::string I(int64_t v) { return std::to_string(v); }
@@ -172,7 +184,13 @@ PlanSpec MaxTextPlan(const SettingReader& r, const ModelSpec& m) {
     }
     p.fsdp_reshard_after_forward = !r.Bool("pipeline_fsdp_ag_once", false);
   }
-  p.recompute = RecomputeOfRematPolicy(r.Get("remat_policy", "full"));
+  const std::string remat = r.Get("remat_policy", "full");
+  if (!RecomputeOfRematPolicy(remat, &p.recompute)) {
+    std::string known;
+    for (const RematName& n : kRematNames) known += (known.empty() ? "" : ", ") + std::string(n.policy);
+    r.Fail("remat_policy", "'" + remat + "' has no recomputation set in shardsim (offloading and custom policies are not modelled); " +
+                               "valid: " + known);
+  }
   p.flash_attention = r.Get("attention", "flash") != "dot_product";
   p.context_kv = r.Get("context_parallel_strategy", "all_gather") == "ring" ? "ring" : "all-gather";
   const double capacity = r.Number("capacity_factor", -1);

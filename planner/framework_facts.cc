@@ -176,8 +176,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .expert_with_context = true,
         .expert_capacity = true,  // capacity_factor (-1: dropless)
         // layers/decoders.py get_remat_policy: always rematerialises under some policy. "full"
-        // for full; "minimal" (checkpoint_dots_with_no_batch_dims: the projections saved, the
-        // attention core, norms and activations rebuilt) for minimal; "minimal_with_context"
+        // for full; "minimal" for minimal (shardsim's set is the checkpoint_dots_with_no_batch_dims
+        // one MaxText had until 6426085, Aug 2025: the projections saved, the attention core,
+        // norms, activations and routed experts rebuilt; since, minimal also saves the routed
+        // experts' mlpwi_0 / mlpwo, which shardsim's set does not yet); "minimal_with_context"
         // (everything named saved) for none; save_qkv_proj, save_dot_except_mlp,
         // save_dot_with_context_except_mlp and save_out_proj for the save-* policies.
         .recompute = {true, false, true, false, false, true, true, true, true, true},

@@ -12,7 +12,7 @@ void ApplyRecompute(LayerProgram& layer, const ModelSpec& model, const PlanSpec&
   if (plan.recompute == Recompute::kNone) return;
   std::vector<Op> redo;
   for (const Op& op : layer.ops) {
-    const Rerun rerun = RerunOf(plan.recompute, op, model);
+    const Rerun rerun = RerunOf(plan.recompute, op, model, plan);
     if (rerun.share <= 0) continue;
     Op again = op;
     again.name = ops::Recomputed(op.name);

@@ -105,14 +105,19 @@ bool MinimalKeeps(LayerTensor tensor) {
 struct NamedSaves {
   bool qkv = false, context = false, out_proj = false;
 };
-NamedSaves NamedSavesOf(Recompute mode) {
+// MaxText tags "context" only in its flash kernels' paths (attention_op.py: apply_attention_dot
+// names nothing so): with an unfused kernel nothing of the attention core is saved.
+NamedSaves NamedSavesOf(Recompute mode, const PlanSpec& p) {
+  NamedSaves s;
   switch (mode) {
-    case Recompute::kSaveQkvProj: return {true, false, false};
-    case Recompute::kSaveDotExceptMlp: return {true, false, true};
-    case Recompute::kSaveDotWithContextExceptMlp: return {true, true, true};
-    case Recompute::kSaveOutProj: return {false, false, true};
-    default: return {};
+    case Recompute::kSaveQkvProj: s = {true, false, false}; break;
+    case Recompute::kSaveDotExceptMlp: s = {true, false, true}; break;
+    case Recompute::kSaveDotWithContextExceptMlp: s = {true, true, true}; break;
+    case Recompute::kSaveOutProj: s = {false, false, true}; break;
+    default: break;
   }
+  s.context = s.context && p.flash_attention;
+  return s;
 }
 
 bool NamedKeeps(NamedSaves s, LayerTensor tensor) {
@@ -120,7 +125,7 @@ bool NamedKeeps(NamedSaves s, LayerTensor tensor) {
     case T::kInput: return true;
     case T::kQ: case T::kK: case T::kV: return s.qkv;
     case T::kAttentionCore: return s.context;
-    case T::kAttentionProj: case T::kAttentionProjPartial: return s.out_proj;  // rebuilds the residual the MLP norm reads
+    case T::kAttentionProj: return s.out_proj;  // rebuilds the residual the MLP norm reads (saved reduced: the partial sums never)
     default: return false;
   }
 }
@@ -149,7 +154,7 @@ double KeptShare(Recompute mode, LayerTensor tensor, const ModelSpec& m, const P
     case Recompute::kSelectiveOp: return SelectiveOpKeeps(tensor, m, p, moe_layer) ? 1 : 0;
     case Recompute::kMinimal: return MinimalKeeps(tensor) ? 1 : 0;
     case Recompute::kSaveQkvProj: case Recompute::kSaveDotExceptMlp: case Recompute::kSaveDotWithContextExceptMlp: case Recompute::kSaveOutProj:
-      return NamedKeeps(NamedSavesOf(mode), tensor) ? 1 : 0;
+      return NamedKeeps(NamedSavesOf(mode, p), tensor) ? 1 : 0;
   }
   return 1;
 }
@@ -202,7 +207,7 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
   return 0;
 }
 
-Rerun RerunOf(Recompute mode, const Op& op, const ModelSpec& m) {
+Rerun RerunOf(Recompute mode, const Op& op, const ModelSpec& m, const PlanSpec& p) {
   if (op.phase != Phase::kForward) return {};
   // Data-parallel parameter gathers are not redone: the gathered weights serve the backward.
   if (op.stream == Stream::kData) return {};
@@ -228,20 +233,21 @@ Rerun RerunOf(Recompute mode, const Op& op, const ModelSpec& m) {
       // over tensor) unless saved; the attention core unless its output is; the output
       // projection (and its reduction) unless saved, for the residual the MLP norm reads; the
       // MLP's gate and up (and their input's gather) always, not its down projection, which the
-      // backward does not read; the routed experts with their all-to-alls.
-      const NamedSaves s = NamedSavesOf(mode);
+      // backward does not read; the routed experts with their all-to-alls. MLA's low-rank
+      // latents are named by neither list (attention_mla.py: mla_q, mla_kv), and its up
+      // projections' weight gradients read them: its down projections always rerun.
+      const NamedSaves s = NamedSavesOf(mode, p);
       if (attention_core) return whole(!s.context);
       if (op.stream == Stream::kExpert || routed_experts) return whole(true);
-      if (op.name == ops::kTensorEnterAttention) return whole(!s.qkv);
+      if (op.name == ops::kTensorEnterAttention) return whole(!s.qkv || m.mla.has_value());
       if (op.name == ops::kTensorExitAttention) return whole(!s.out_proj);
       // The MLP's and the experts' input gathers; of the reductions, the experts' (their outputs
       // are rebuilt for the combine), not the MLP's down projection's.
       if (op.stream == Stream::kTensor) return whole(op.collective == CollectiveOp::kAllGather || op.name == ops::kTensorExitExperts);
       if (op.stream != Stream::kCompute) return {};
       if (op.kind != ComputeKind::kMatmul) return whole(true);
-      if (op.name == ops::kQkv || op.name == ops::kQ || op.name == ops::kQDown || op.name == ops::kQUp || op.name == ops::kKvDown || op.name == ops::kKvUp) {
-        return whole(!s.qkv);
-      }
+      if (op.name == ops::kQDown || op.name == ops::kKvDown) return whole(true);
+      if (op.name == ops::kQkv || op.name == ops::kQ || op.name == ops::kQUp || op.name == ops::kKvUp) return whole(!s.qkv);
       if (op.name == ops::kAttentionOut) return whole(!s.out_proj);
       return whole(op.name == ops::BlockUp(ops::kMlp) || op.name == ops::BlockUp(ops::kSharedExpert) || op.name == ops::kRouter);
     }

@@ -16,8 +16,9 @@
 // - selective-layer is torchtitan's older per-layer option (selective_ac_option "2", Dec 2024):
 //   every second layer fully recomputed, costed as half of each layer (its collectives as half
 //   their bytes, their latency paid once in full: an approximation).
-// - minimal is MaxText's remat_policy minimal (layers/decoders.py: jax.checkpoint_policies
-//   checkpoint_dots_with_no_batch_dims): of what the backward reads, the outputs of dots without a
+// - minimal is MaxText's remat_policy minimal as it was until 6426085 (Aug 2025; layers/decoders.py:
+//   jax.checkpoint_policies checkpoint_dots_with_no_batch_dims; since, a named-save list that also
+//   keeps the routed experts' mlpwi_0 / mlpwo outputs, which this set does not): of what the backward reads, the outputs of dots without a
 //   batch dimension are kept (q, k, v, the output projection's, which rebuilds the residual, gate
 //   and up; not the down projection's, which nothing reads); the attention core, norms,
 //   activations and residual adds are rebuilt, with the tensor all-gathers that feed them; the
@@ -81,6 +82,6 @@ struct Rerun {
   double share = 0;
   bool narrower = false;
 };
-Rerun RerunOf(Recompute mode, const Op& op, const ModelSpec& m);
+Rerun RerunOf(Recompute mode, const Op& op, const ModelSpec& m, const PlanSpec& p);
 
 }  // namespace shardsim::strategies

@@ -3,6 +3,8 @@
 // gives both the same step time.
 #include <gtest/gtest.h>
 
+#include "core/error.h"
+
 #include "core/cluster_presets.h"
 #include "core/model_presets.h"
 #include "planner/export.h"
@@ -212,6 +214,34 @@ TEST(ExportRoundTripTest, MaxText) {
   p.mesh_order = {"data", "pipeline", "fsdp", "context", "tensor", "expert"};
   cases.push_back({"experts innermost", "mixtral-8x7b", "tpu-v5p:8x8x8", p});
   RoundTrip(Framework::kMaxText, cases);
+}
+
+// MaxText's other names for the same sets import as them ("none" leaves nn.remat without a
+// policy: full; save_dot_except_mlpwi names the down projection too, which no backward reads);
+// a policy with no set (offloading, custom) is refused naming the key.
+TEST(ExportRoundTripTest, MaxTextRematAliasesAndUnknownPolicies) {
+  const ModelSpec model = FindModelPreset("llama3-70b")->spec;
+  const ClusterSpec cluster = ParseClusterPreset("tpu-v5p:8x8x8", "--cluster");
+  PlanSpec p = Plan({{"fsdp", 128}, {"tensor", 4}}, 1024, 8192);
+  p.sequence_parallel = true, p.recompute = Recompute::kFull;
+  const ExportTarget target = ParseExportTarget("maxtext", "--export");
+  const Export e = ExportPlan(model, cluster, AsFrameworkRuns(Framework::kMaxText, p), target);
+  auto with_remat = [&](const std::string& policy) {
+    std::vector<Setting> settings = e.settings;
+    for (Setting& s : settings) {
+      if (s.name == "remat_policy") s.value = policy;
+    }
+    return settings;
+  };
+  EXPECT_EQ(PlanFromExport(target, with_remat("none"), model).recompute, Recompute::kFull);
+  EXPECT_EQ(PlanFromExport(target, with_remat("save_dot_except_mlpwi"), model).recompute, Recompute::kSaveDotExceptMlp);
+  EXPECT_EQ(PlanFromExport(target, with_remat("minimal_with_context"), model).recompute, Recompute::kNone);
+  try {
+    PlanFromExport(target, with_remat("qkv_proj_offloaded"), model);
+    ADD_FAILURE() << "an offloading policy was accepted";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("remat_policy"), std::string::npos) << error.what();
+  }
 }
 
 TEST(ExportRoundTripTest, DeepSpeed) {

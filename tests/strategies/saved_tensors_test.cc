@@ -165,6 +165,36 @@ TEST(SavedTensorsTest, NamedSavePoliciesRerunTheCollectivesTheirRebuildsNeed) {
   EXPECT_FALSE(reruns(Recompute::kSaveDotExceptMlp, ops::kTensorExitAttention));
   EXPECT_TRUE(reruns(Recompute::kSaveDotExceptMlp, ops::TensorEnter(ops::kMlp)));
   EXPECT_FALSE(reruns(Recompute::kSaveDotExceptMlp, ops::TensorExit(ops::kMlp)));
+  // The output projection is saved reduced, its partial sums never: under tensor and sequence
+  // parallelism it is a D / t shard, and save-out-proj keeps the input's and its shards (2 D / t
+  // per token) where save-qkv-proj keeps the input's and Q, K, V's ((D + D + 2 kv) / t).
+  PlanSpec out = PlanWith(Recompute::kSaveOutProj);
+  out.mesh.tensor = 4, out.sequence_parallel = true;
+  PlanSpec qkv = out;
+  qkv.recompute = Recompute::kSaveQkvProj;
+  const double d = 4096, kv = 8 * 128;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, out, 4096, false), 2 * 4096 * 2 * d / 4);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, qkv, 4096, false), 2 * 4096 * (2 * d + 2 * kv) / 4);
+}
+
+// MLA's low-rank latents carry none of the saved names, and its up projections' weight gradients
+// read them: the down projections rerun under every named-save policy; with an unfused attention
+// kernel "context" names nothing, so the attention core reruns even where the policy names it.
+TEST(SavedTensorsTest, NamedSavePoliciesRebuildMlaLatentsAndUnnamedContext) {
+  const ModelSpec m = FindModelPreset("deepseek-v3")->spec;
+  PlanSpec moe = PlanWith(Recompute::kSaveDotWithContextExceptMlp);
+  moe.mesh.expert = 2, moe.global_batch_size = 2;
+  const StepProgram program = BuildStep(m, moe);
+  const LayerProgram& layer = program.Layer(LayerKind::kDense);
+  EXPECT_GT(RecomputedFlops(layer, ops::kKvDown), 0);
+  EXPECT_EQ(RecomputedFlops(layer, ops::kKvUp), 0);
+  EXPECT_EQ(RecomputedFlops(layer, ops::kAttention), 0);  // flash: "context" saved
+  const ModelSpec& llama = Llama8b();
+  PlanSpec unfused = PlanWith(Recompute::kSaveDotWithContextExceptMlp);
+  unfused.flash_attention = false;
+  const StepProgram plain = BuildStep(llama, unfused);
+  EXPECT_GT(RecomputedFlops(plain.Layer(LayerKind::kDense), ops::kAttention), 0);
+  EXPECT_EQ(KeptShare(Recompute::kSaveDotWithContextExceptMlp, LayerTensor::kAttentionCore, llama, unfused), 0);
 }
 
 // MLA without a query down projection: q, kv_down, kv_up (K and V, decompressed), the output
