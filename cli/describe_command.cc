@@ -27,7 +27,8 @@ using nlohmann::json;
 
 constexpr const char* kFlopsConvention =
     "2 FLOPs per multiply-add; matmul = 2 x active matmul parameters (output head included); attention = 2*S*H*(Kqk+Kv) per "
-    "layer over the full context (PaLM, no causal halving); training = 3 x forward, recomputation excluded";
+    "layer over the full context (PaLM, no causal halving, local layers too); *_causal: over the keys causal attention reads (half "
+    "the context, a local layer's window W less W^2/2S); training = 3 x forward, recomputation excluded";
 
 std::string D(double v) { return FormatCount(v); }
 
@@ -49,7 +50,12 @@ json ModelReport(const ModelSpec& m, int64_t seq_len) {
               {"norms", c.norms}}},
             {"seq_len", seq_len},
             {"flops_per_token",
-             {{"forward", f.forward()}, {"forward_matmul", f.matmul}, {"forward_attention", f.attention}, {"training", f.training()}}},
+             {{"forward", f.forward()},
+              {"forward_matmul", f.matmul},
+              {"forward_attention", f.attention},
+              {"forward_attention_causal", f.causal_attention},
+              {"training", f.training()},
+              {"training_causal", f.causal_training()}}},
             {"flops_convention", kFlopsConvention}};
   if (auto preset = FindModelPreset(m.name); preset && preset->spec == m && preset->published_params_total > 0) {
     j["published"] = {{"params_total", preset->published_params_total},
@@ -105,6 +111,12 @@ void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
     out << "  MLA        q rank " << m.mla->q_lora_rank << ", kv rank " << m.mla->kv_lora_rank << ", qk dims "
         << m.mla->qk_nope_head_dim << "+" << m.mla->qk_rope_head_dim << " (rope), v dim " << m.mla->v_head_dim << "\n";
   }
+  if (m.sliding_window) {
+    out << "  attention  " << NumLocalAttentionLayers(m) << " of " << m.num_layers << " layers local over a " << m.sliding_window->window
+        << "-token sliding window"
+        << (m.sliding_window->global_every > 0 ? ", the last of every " + std::to_string(m.sliding_window->global_every) + " global" : std::string(", none global"))
+        << "\n";
+  }
   out << "  params     total " << D(c.total) << ", active per token " << D(c.active) << "\n";
   out << "             embedding " << D(c.embedding) << ", attention " << D(c.attention) << ", dense MLP " << D(c.dense_mlp);
   if (m.moe) out << ", routed experts " << D(c.routed_experts) << ", shared experts " << D(c.shared_experts) << ", router " << D(c.router);
@@ -115,7 +127,7 @@ void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
   }
   out << "  FLOPs      per token at seq_len " << seq_len << ": forward " << FormatSI(f.forward(), "FLOP") << " (matmul "
       << FormatSI(f.matmul, "FLOP") << " + attention " << FormatSI(f.attention, "FLOP") << "), training "
-      << FormatSI(f.training(), "FLOP") << "\n";
+      << FormatSI(f.training(), "FLOP") << " (causal attention over the keys it reads: " << FormatSI(f.causal_training(), "FLOP") << ")\n";
   out << "  source     " << (m.source.empty() ? "(none given)" : m.source) << "\n";
 }
 

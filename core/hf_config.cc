@@ -1,6 +1,6 @@
 // Hugging Face config.json import (model_json.h). Field names follow the transformers
 // configuration classes of each model type (LlamaConfig, MistralConfig, MixtralConfig,
-// Qwen2Config, DeepseekV3Config, GPT2Config, GPTNeoXConfig).
+// Qwen2Config, DeepseekV3Config, GptOssConfig, GPT2Config, GPTNeoXConfig).
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -77,12 +77,39 @@ ModelSpec GptNeoX(JsonReader& r, const std::string& name) {
   return m;
 }
 
+// The sliding window: `sliding_window` (null or absent: none) over the layers `layer_types` marks
+// "sliding_attention" (every layer when the config has no such list, as MistralConfig's
+// v0.1 window covers; gpt-oss's default alternates, `default_every`). The list must repeat
+// local layers closed by one global one (SlidingWindowSpec); other patterns are refused.
+void ReadSlidingWindow(JsonReader& r, ModelSpec& m, int64_t default_every) {
+  if (!r.Has("sliding_window")) return;
+  SlidingWindowSpec w{.window = r.Int("sliding_window", 1, kMaxModelSeqLen), .global_every = default_every};
+  if (r.Has("layer_types")) {
+    const std::vector<std::string> types = r.StringList("layer_types");
+    if (static_cast<int64_t>(types.size()) != m.num_layers) {
+      r.Fail("layer_types", std::to_string(types.size()) + " entries for num_hidden_layers=" + std::to_string(m.num_layers), "one entry per layer");
+    }
+    const auto first_global = std::find(types.begin(), types.end(), "full_attention");
+    w.global_every = first_global == types.end() ? 0 : first_global - types.begin() + 1;
+    for (size_t i = 0; i < types.size(); ++i) {
+      const bool global = w.global_every > 0 && static_cast<int64_t>(i + 1) % w.global_every == 0;
+      if (types[i] != (global ? "full_attention" : "sliding_attention")) {
+        r.Fail("layer_types", "layer " + std::to_string(i) + " is '" + types[i] + "', which breaks a pattern of local layers closed by one global layer",
+               "sliding_attention and full_attention repeating with the last of each run global",
+               "write the model as a shardsim model JSON with sliding_window {window, global_every} (docs/domain.md)");
+      }
+    }
+    if (w.global_every == 1) return;  // every layer global: no local layer
+  }
+  m.sliding_window = w;
+}
+
 }  // namespace
 
 bool IsHfConfig(const json& value) { return value.is_object() && value.contains("model_type"); }
 
 std::vector<std::string> HfModelTypes() {
-  return {"llama", "mistral", "mixtral", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3", "gpt2", "gpt_neox"};
+  return {"llama", "mistral", "mixtral", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3", "gpt_oss", "gpt2", "gpt_neox"};
 }
 
 ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const std::string& name) {
@@ -102,6 +129,26 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
     m = LlamaFamily(r, name);
     if (type == "qwen2") m.qkv_bias = true;
     if (type == "llama" || type == "qwen3") m.qkv_bias = r.BoolOr("attention_bias", false);
+  }
+  // Qwen2/3 put their window on the layers from max_window_layers on (not a repeating pattern).
+  if ((type == "qwen2" || type == "qwen3") && r.BoolOr("use_sliding_window", false)) {
+    r.Fail("use_sliding_window", "sliding-window layers from max_window_layers on are not modelled", "false",
+           "write the model as a shardsim model JSON with sliding_window {window, global_every} (docs/domain.md)");
+  }
+  if (type == "mistral" || type == "mixtral") ReadSlidingWindow(r, m, 0);
+  // gpt-oss: every layer MoE with biased projections, experts and router (modeling_gpt_oss.py),
+  // local and global layers alternating; its per-head attention sinks (one logit each) are left
+  // out of the counts, H parameters and a few FLOPs per layer.
+  if (type == "gpt_oss") {
+    const int64_t experts = r.Int("num_local_experts", 1, kMaxModelExperts);
+    m.moe = MoeSpec{.num_experts = experts,
+                    .top_k = r.Int("num_experts_per_tok", 1, experts),
+                    .num_shared_experts = 0,
+                    .expert_ffn_hidden_size = m.ffn_hidden_size,
+                    .first_dense_layers = 0,
+                    .layer_interval = 1};
+    m.linear_bias = r.BoolOr("attention_bias", true);
+    ReadSlidingWindow(r, m, 2);
   }
   if (type == "mixtral") {
     const int64_t experts = r.Int("num_local_experts", 1, kMaxModelExperts);

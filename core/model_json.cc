@@ -46,6 +46,11 @@ json ModelToJson(const ModelSpec& m) {
   } else {
     j["mla"] = nullptr;
   }
+  if (m.sliding_window) {
+    j["sliding_window"] = {{"window", m.sliding_window->window}, {"global_every", m.sliding_window->global_every}};
+  } else {
+    j["sliding_window"] = nullptr;
+  }
   j["source"] = m.source;
   return j;
 }
@@ -98,6 +103,13 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
     a.v_head_dim = mla->Int("v_head_dim", 1, kMaxModelHeads);
     mla->Finish();
     m.mla = a;
+  }
+  if (auto window = r.Object("sliding_window")) {
+    SlidingWindowSpec w;
+    w.window = window->Int("window", 1, kMaxModelSeqLen);
+    w.global_every = window->IntOr("global_every", 0, 0, kMaxModelLayers);
+    window->Finish();
+    m.sliding_window = w;
   }
   m.source = r.StringOr("source", "");
   r.Finish();

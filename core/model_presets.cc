@@ -73,6 +73,22 @@ ModelPreset DeepSeekV3() {
   return {m, 671e9, 37e9, 0.02, "DeepSeek-V3 Technical Report, abstract: 671B total parameters, 37B activated per token"};
 }
 
+// OpenAI's gpt-oss: every layer MoE (SwiGLU experts of width 2880, top-4), biased projections,
+// 64 query heads of 64 over 8 K/V heads on a width of 2880, local layers (128-token window)
+// alternating with global ones, untied o200k vocabulary; each head's attention sink (one logit)
+// is left out of the counts.
+ModelPreset GptOss(std::string name, int64_t layers, int64_t experts, double total, double active, std::string published) {
+  ModelSpec m = Llama(std::move(name), layers, 2880, 64, 8, 2880, 201088, 131072,
+                      "OpenAI gpt-oss config.json (hidden 2880, 64 heads of dim 64, 8 K/V heads, intermediate 2880, " + std::to_string(experts) +
+                          " local experts, 4 per token, vocabulary 201088, sliding_window 128 on alternate layers, attention_bias) and the "
+                          "gpt-oss model card (2025) Table 1");
+  m.head_dim = 64;
+  m.linear_bias = true;
+  m.moe = MoeSpec{.num_experts = experts, .top_k = 4, .num_shared_experts = 0, .expert_ffn_hidden_size = 2880, .first_dense_layers = 0, .layer_interval = 1};
+  m.sliding_window = SlidingWindowSpec{.window = 128, .global_every = 2};
+  return {m, total, active, 0.01, std::move(published)};
+}
+
 ModelPreset TinyDense() {
   ModelSpec m = Llama("tiny-dense", 4, 256, 8, 4, 768, 256, 1024,
                       "shardsim's own CPU-sized LLaMA-style model for the MPI runtime: byte-level vocabulary of 256");
@@ -107,6 +123,12 @@ std::vector<ModelPreset> ModelPresets() {
               "Mistral AI Mixtral-8x22B-v0.1 config.json (56 layers, hidden 6144, 48 heads, 8 K/V heads, intermediate 16384, 8 experts, top-2, vocabulary 32000)",
               141e9, 39e9, "Mistral AI, 'Cheaper, Better, Faster, Stronger' (Mixtral 8x22B): 141B parameters, 39B active"),
       DeepSeekV3(),
+      GptOss("gpt-oss-20b", 24, 32, 20.91e9, 4.19e9,
+             "gpt-oss model card (OpenAI 2025) Table 1: 20.91B total; 3.61B active without the embedding, 4.19B with its 0.58B (half the "
+             "card's 1.16B embed + unembed), as shardsim counts"),
+      GptOss("gpt-oss-120b", 36, 128, 116.83e9, 5.71e9,
+             "gpt-oss model card (OpenAI 2025) Table 1: 116.83B total; 5.13B active without the embedding, 5.71B with its 0.58B (half the "
+             "card's 1.16B embed + unembed), as shardsim counts"),
       TinyDense(),
       TinyMoe(),
   };

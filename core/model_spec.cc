@@ -1,5 +1,7 @@
 #include "core/model_spec.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/units.h"
 
@@ -70,6 +72,24 @@ int64_t NumMoeLayers(const ModelSpec& model) {
   return (candidates + model.moe->layer_interval - 1) / model.moe->layer_interval;
 }
 
+bool IsLocalAttentionLayer(const ModelSpec& model, int64_t layer) {
+  if (!model.sliding_window) return false;
+  const int64_t every = model.sliding_window->global_every;
+  return every == 0 || (layer + 1) % every != 0;
+}
+
+int64_t NumLocalAttentionLayers(const ModelSpec& model) {
+  if (!model.sliding_window) return 0;
+  const int64_t every = model.sliding_window->global_every;
+  return every == 0 ? model.num_layers : model.num_layers - model.num_layers / every;
+}
+
+double CausalKeysPerQuery(const ModelSpec& model, bool local, int64_t seq_len) {
+  const double s = static_cast<double>(seq_len);
+  const double w = local && model.sliding_window ? std::min(s, static_cast<double>(model.sliding_window->window)) : s;
+  return w - w * w / (2 * s);
+}
+
 ParamCounts CountParams(const ModelSpec& m) {
   const Counter c{"model '" + m.name + "'"};
   ParamCounts p;
@@ -109,8 +129,10 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   const double qk_dim = m.mla ? static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim)
                               : static_cast<double>(m.head_dim);
   const double v_dim = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim);
-  f.attention = 2.0 * static_cast<double>(seq_len) * static_cast<double>(m.num_heads) * (qk_dim + v_dim) *
-                static_cast<double>(m.num_layers);
+  const double per_key = 2.0 * static_cast<double>(m.num_heads) * (qk_dim + v_dim);
+  const double local = static_cast<double>(NumLocalAttentionLayers(m)), global = static_cast<double>(m.num_layers) - local;
+  f.attention = per_key * static_cast<double>(seq_len) * static_cast<double>(m.num_layers);
+  f.causal_attention = per_key * (global * CausalKeysPerQuery(m, false, seq_len) + local * CausalKeysPerQuery(m, true, seq_len));
   return f;
 }
 
@@ -157,6 +179,20 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
     RequirePositive(m.mla->qk_rope_head_dim, w, "qk_rope_head_dim");
     RequirePositive(m.mla->v_head_dim, w, "v_head_dim");
     if (m.mla->q_lora_rank < 0) throw InputError(w + "/q_lora_rank", "must not be negative", "0 (no query compression) or more");
+  }
+  if (m.sliding_window) {
+    const std::string w = where + "/sliding_window";
+    RequirePositive(m.sliding_window->window, w, "window");
+    if (m.sliding_window->window > kMaxModelSeqLen) {
+      throw InputError(w + "/window", "window=" + std::to_string(m.sliding_window->window) + " is too large", "1 to " + std::to_string(kMaxModelSeqLen),
+                       "check for a typo");
+    }
+    if (m.sliding_window->global_every < 0 || m.sliding_window->global_every == 1 || m.sliding_window->global_every > m.num_layers) {
+      throw InputError(w + "/global_every",
+                       "global_every=" + std::to_string(m.sliding_window->global_every) + " is not a pattern of local and global layers",
+                       "0 (every layer local) or 2 to num_layers=" + std::to_string(m.num_layers),
+                       "gpt-oss and Gemma 2 alternate (2); Gemma 3 keeps one global layer in 6 (6); a model without local layers has no sliding_window");
+    }
   }
   const struct {
     const char* field;

@@ -46,6 +46,16 @@ struct MlaSpec {
   bool operator==(const MlaSpec&) const = default;
 };
 
+// Sliding-window (local) attention (Mistral 7B v0.1; Gemma 2 and 3; gpt-oss): a local layer's
+// queries see only the `window` latest positions, their own included. Within every run of
+// `global_every` layers the last is global (full causal attention), the rest local: gpt-oss and
+// Gemma 2 alternate (2), Gemma 3 keeps one global layer in 6; 0: every layer local.
+struct SlidingWindowSpec {
+  int64_t window = 0;
+  int64_t global_every = 0;
+  bool operator==(const SlidingWindowSpec&) const = default;
+};
+
 struct ModelSpec {
   std::string name;
   int64_t num_layers = 0;        // L
@@ -65,6 +75,7 @@ struct ModelSpec {
   bool dropout = false;          // dropout after softmax, attention output and MLP (Megatron GPT)
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
+  std::optional<SlidingWindowSpec> sliding_window;
   std::string source;            // where the hyper-parameters come from
   bool operator==(const ModelSpec&) const = default;
 };
@@ -76,6 +87,13 @@ void ValidateModel(const ModelSpec& model, const std::string& where);
 // True when layer `layer` (0-based) is a MoE layer.
 bool IsMoeLayer(const ModelSpec& model, int64_t layer);
 int64_t NumMoeLayers(const ModelSpec& model);
+// True when layer `layer` (0-based) attends over a sliding window (SlidingWindowSpec).
+bool IsLocalAttentionLayer(const ModelSpec& model, int64_t layer);
+int64_t NumLocalAttentionLayers(const ModelSpec& model);
+// Keys one query reads under causal attention, averaged over the `seq_len` positions of a
+// sequence: S/2 over the whole prefix (the masked half skipped), and for a `local` layer's window
+// of W <= S, W - W^2/(2S) (the first W positions see fewer).
+double CausalKeysPerQuery(const ModelSpec& model, bool local, int64_t seq_len);
 
 // Parameter counts, in parameters. "active" counts what one token uses: shared weights, the
 // router and k of the E routed experts per MoE layer (embedding and head included, as Mixtral's
@@ -98,16 +116,20 @@ ParamCounts CountParams(const ModelSpec& model);
 // Forward FLOPs per token at sequence length `seq_len` (2 FLOPs per multiply-add). `matmul` counts
 // the weight matmuls of the active parameters, output head included (2 per weight); `attention`
 // counts QK^T and AV over the full, non-causal context (PaLM's convention): 2*S*H*(Kqk + Kv) per
-// layer, which is 4*S*D for multi-head attention.
+// layer, which is 4*S*D for multi-head attention, local layers included (a convention, as the
+// frameworks that count full attention count it); `causal_attention` the same over the keys
+// causal attention reads (CausalKeysPerQuery: half the context, a local layer's window).
 // Training FLOPs per token are 3x forward (backward = 2x forward).
 struct FlopsPerToken {
   double matmul = 0;
   double attention = 0;
+  double causal_attention = 0;
   double forward() const { return matmul + attention; }
   double training() const { return 3 * forward(); }
-  // Training FLOPs with causal attention counted at half (the masked blocks skipped): what MFU
-  // counts throughout shardsim (PaLM's count is training()).
-  double causal_training() const { return 3 * (matmul + attention / 2); }
+  // Training FLOPs with causal attention counted over the keys it reads (the masked blocks
+  // skipped: half of full attention): what MFU counts throughout shardsim (PaLM's count is
+  // training()).
+  double causal_training() const { return 3 * (matmul + causal_attention); }
 };
 FlopsPerToken ForwardFlopsPerToken(const ModelSpec& model, int64_t seq_len);
 

@@ -6,7 +6,8 @@ to fill what the source does not publish. The same rules apply to every row of a
 shardsim cannot express yet are listed under "skipped" with the reason.
 
 The split: within each (source family, chip) group, rows sorted by id alternate between "fit"
-(used by `shardsim calibrate --from-runs` to fit efficiencies) and "test" (only predicted).
+(used by `shardsim calibrate --from-runs` to fit efficiencies) and "test" (only predicted); rows of
+model types imported after the split was drawn (TEST_ONLY_TYPES) are test rows.
 
 Usage: scripts/import_measured_runs.py SHARED/measured_runs.json tests/data/measured_runs.json
 """
@@ -28,8 +29,6 @@ def model_of(row):
     src = row["model"]["config"].get("arch_source", "")
     if t in ("nemotron_h",):
         raise Skip("hybrid Mamba-2 layers (nemotron_h) are not modelled yet")
-    if t == "gpt_oss":
-        raise Skip("sliding-window attention and attention sinks (gpt_oss) are not modelled yet")
     if c.get("hidden_size") is None:
         raise Skip("architecture not published")
     m = {
@@ -49,6 +48,14 @@ def model_of(row):
         "linear_bias": bool(c.get("bias")),
         "source": src,
     }
+    if t == "gpt_oss":
+        # modeling_gpt_oss.py: biased attention projections, experts and router; local layers
+        # (sliding_window) alternating with global ones, the first local (GptOssConfig's
+        # layer_types); each head's sink logit is not counted.
+        if not c.get("layer_types", "").startswith("alternating sliding_attention"):
+            raise Skip(f"gpt_oss layer_types '{c.get('layer_types')}' not understood")
+        m["linear_bias"] = True
+        m["sliding_window"] = {"window": c["sliding_window"], "global_every": 2}
     experts = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
     if experts:
         moe = {"num_experts": experts, "top_k": c["num_experts_per_tok"],
@@ -130,6 +137,21 @@ def dtype_of(row):
     return "fp8" if p.startswith("fp8") else "bf16"
 
 
+# Expert parallelism of AutoModel's benchmark rows whose table leaves EP blank: ep_size in the
+# configuration each row cites (docs/performance-summary.mdx lists them) at the commit the rows
+# cite (NVIDIA-NeMo/Automodel@36044ad); their "Kernel Optimizations" name DeepEP, an expert-parallel
+# dispatcher. (Their activation_checkpointing is not taken: the yamls' batch sizes have moved from
+# the table's, and with it set, as several are, the runs would take 23-72% longer than measured.)
+AUTOMODEL_EP = {
+    "automodel-h100-gpt_oss_20b-8gpu": ("examples/llm_benchmark/gpt_oss/gptoss_20b_te_deepep.yaml", 8),
+    "automodel-h100-gpt_oss_120b-64gpu": ("examples/llm_benchmark/gpt_oss/gptoss_120b_te_deepep.yaml", 64),
+}
+
+# Model types importable only after the split was drawn: their rows are test rows, so adding them
+# leaves every earlier row's split as it was.
+TEST_ONLY_TYPES = {"gpt_oss"}
+
+
 def plan_of(row, assumed):
     fam = row["source_family"]
     par, bat = row["parallelism"], row["batch"]
@@ -187,6 +209,9 @@ def plan_of(row, assumed):
         framework = "torchtitan"
     elif fam == "nemo_automodel":
         fsdp = par.get("fsdp_published") or dp
+        if par.get("ep") is None and row["id"] in AUTOMODEL_EP:
+            yaml, ep = AUTOMODEL_EP[row["id"]]
+            assumed.append(f"expert parallelism {ep}: ep_size in {yaml} at the source's commit (the table leaves EP blank)")
         if ep > 1:
             assumed.append(f"expert parallelism {ep} laid over the FSDP ranks: mesh fsdp {fsdp // ep} x expert {ep} (shardsim has no MoE parallel folding yet)")
         mesh.update(fsdp=fsdp // ep, expert=ep, data=dp // fsdp)
@@ -267,7 +292,8 @@ def main(src, dst):
             continue
         run = {"id": row["id"], "source_family": row["source_family"], "source": row["source"]["ref"],
                "model": model, "cluster": cluster, "plan": plan, "framework": framework,
-               "published_precision": row["training"]["precision_as_published"], "measured": measured, "assumed": assumed}
+               "published_precision": row["training"]["precision_as_published"], "measured": measured, "assumed": assumed,
+               "_type": row["model"]["config"].get("model_type")}
         if row["metrics"].get("peak_memory_gib"):
             run["peak_memory_gib"] = row["metrics"]["peak_memory_gib"]
             run["memory_metric"] = row["metrics"].get("memory_metric", "")
@@ -276,13 +302,17 @@ def main(src, dst):
     for run in runs:
         groups.setdefault((run["source_family"], run["cluster"].split(":")[0]), []).append(run)
     for group in groups.values():
-        for i, run in enumerate(sorted(group, key=lambda r: r["id"])):
+        drawn = [r for r in group if r["_type"] not in TEST_ONLY_TYPES]
+        for i, run in enumerate(sorted(drawn, key=lambda r: r["id"])):
             run["split"] = "fit" if i % 2 == 0 else "test"
+        for run in group:
+            run.setdefault("split", "test")
+            del run["_type"]
     out = {"_about": "Published measured training runs in shardsim's runs format (docs/accuracy.md), imported by "
                      "scripts/import_measured_runs.py from a hand-collected set (each row's `source` names the repository@commit:path "
                      "or page its figures come from). `assumed` lists what the source does not publish and how it was filled; "
                      "`split` says whether calibrate fits on the row or only tests on it (alternate rows by id within each "
-                     "source and system).",
+                     "source and system; rows of model types imported after the split was drawn, gpt_oss, only test).",
            "runs": runs, "skipped": skipped}
     # One run (and one skipped row) per line: a diff shows which runs changed.
     with open(dst, "w") as f:

@@ -74,11 +74,11 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
   double n = 0;
   for (const Chunk& chunk : stage.chunks) {
     for (const auto& [kind, count] : chunk.layers) {
-      if (kind != LayerKind::kDense && kind != LayerKind::kMoe) continue;
+      if (!IsTransformerLayer(kind)) continue;
       n += static_cast<double>(count) * MlaDownParams(m);
       if (!sequence_parallel) continue;
       n += static_cast<double>(count) * norms;
-      if (kind == LayerKind::kMoe) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts);
+      if (IsMoeKind(kind)) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts);
     }
   }
   if (!sequence_parallel) return n;
@@ -87,8 +87,12 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
   return n;
 }
 
-LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, bool moe) {
-  LayerBuilder builder(moe ? LayerKind::kMoe : LayerKind::kDense, ShapeOf(p));
+// The program of transformer layers of `kind`; empty for a kind the model lacks (MoE in a dense
+// model, local attention without a sliding window).
+LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
+  const bool moe = IsMoeKind(kind);
+  if ((moe && !m.moe) || (IsLocalAttentionKind(kind) && !m.sliding_window)) return LayerProgram{kind, {}};
+  LayerBuilder builder(kind, ShapeOf(p));
   AppendAttentionBlock(builder, m, p);
   if (moe) {
     AppendMoeBlock(builder, m, p);
@@ -128,8 +132,7 @@ void LayerCache::Prepare(const ModelSpec& model, const PlanSpec& plan) {
 
 void LayerCache::Recycle(StepProgram&& program) {
   if (!valid_ || has_layers_ || WithoutSchedule(program.plan) != plan_) return;
-  layers_ = {std::move(program.layer_programs[static_cast<size_t>(LayerKind::kDense)]),
-             std::move(program.layer_programs[static_cast<size_t>(LayerKind::kMoe)])};
+  for (size_t k = 0; k < layers_.size(); ++k) layers_[k] = std::move(program.layer_programs[static_cast<size_t>(kTransformerKinds[k])]);
   has_layers_ = true;
 }
 
@@ -153,14 +156,12 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
 
   auto& programs = program.layer_programs;
   if (cache) cache->Prepare(m, p);
-  if (cache && cache->has_layers_) {
-    programs[static_cast<size_t>(LayerKind::kDense)] = std::move(cache->layers_[0]);
-    programs[static_cast<size_t>(LayerKind::kMoe)] = std::move(cache->layers_[1]);
-    cache->has_layers_ = false;
-  } else {
-    programs[static_cast<size_t>(LayerKind::kDense)] = TransformerLayer(m, p, false);
-    programs[static_cast<size_t>(LayerKind::kMoe)] = m.moe ? TransformerLayer(m, p, true) : LayerProgram{LayerKind::kMoe, {}};
+  const bool cached = cache && cache->has_layers_;
+  for (size_t k = 0; k < kTransformerKinds.size(); ++k) {
+    const LayerKind kind = kTransformerKinds[k];
+    programs[static_cast<size_t>(kind)] = cached ? std::move(cache->layers_[k]) : TransformerLayer(m, p, kind);
   }
+  if (cached) cache->has_layers_ = false;
   const double t = static_cast<double>(p.mesh.tensor);
   const double vocab_params = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / t;
   // The tied head shares the embedding's matrix when both sit on one stage (one stage, or ZB-V's
@@ -205,9 +206,9 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
         dense += vocab_params + (m.position == PositionKind::kLearned ? static_cast<double>(m.max_seq_len * m.hidden_size) : 0.0);
       }
       for (int64_t layer = chunk.layout.first_layer; layer < chunk.layout.first_layer + chunk.layout.layers; ++layer) {
-        const bool moe = IsMoeLayer(m, layer);
-        append(moe ? LayerKind::kMoe : LayerKind::kDense);
-        const LayerParams& lp = moe ? moe_layer : dense_layer;
+        const LayerKind kind = LayerKindOf(m, layer);
+        append(kind);
+        const LayerParams& lp = IsMoeKind(kind) ? moe_layer : dense_layer;
         dense += lp.dense;
         expert += lp.expert;
       }

@@ -25,6 +25,7 @@ class LayerBuilder {
   LayerBuilder(LayerKind kind, LayerShape shape) : kind_(kind), shape_(shape) {}
 
   const LayerShape& shape() const { return shape_; }
+  LayerKind kind() const { return kind_; }
 
   // out[m, n] = in[m, k] x W[k, n]: forward 2mkn FLOPs; backward input 2mkn, weight 2mkn.
   void Matmul(std::string_view name, int64_t m, int64_t k, int64_t n);

@@ -72,8 +72,8 @@ double StageActivationPeak(const StepProgram& program, int64_t stage_index, Task
   std::vector<double> chunk_bytes(stage.chunks.size(), 0);
   for (size_t c = 0; c < stage.chunks.size(); ++c) {
     for (const auto& [kind, count] : stage.chunks[c].layers) {
-      if (kind == LayerKind::kDense || kind == LayerKind::kMoe) {
-        chunk_bytes[c] += static_cast<double>(count) * LayerActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind == LayerKind::kMoe);
+      if (IsTransformerLayer(kind)) {
+        chunk_bytes[c] += static_cast<double>(count) * LayerActivationBytes(program.model, program.plan, program.tokens_per_microbatch, IsMoeKind(kind));
       }
     }
   }

@@ -107,6 +107,12 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
         "a multiple of " + I(chunks),
         "ring attention's load balancing gives each context rank two chunks"};
   }
+  if (mesh.context > 1 && m.sliding_window && m.sliding_window->window < p.seq_len) {
+    return Infeasibility{"mesh/context",
+                         "context=" + I(mesh.context) + " splits the sequences of '" + m.name + "', whose local layers attend over a " +
+                             I(m.sliding_window->window) + "-token window: ring attention over a sliding window is not modelled",
+                         "1", "shard the sequence over tensor with sequence_parallel, or the batch over data/fsdp"};
+  }
   if (p.sequence_parallel && (p.seq_len / mesh.context) % mesh.tensor != 0) {
     return Infeasibility{
         "sequence_parallel",

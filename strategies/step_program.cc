@@ -52,9 +52,13 @@ std::string ToString(LayerKind kind) {
     case LayerKind::kMoe: return "moe";
     case LayerKind::kEmbedding: return "embedding";
     case LayerKind::kHead: return "head";
+    case LayerKind::kDenseLocal: return "dense-local";
+    case LayerKind::kMoeLocal: return "moe-local";
   }
   return "dense";
 }
+
+LayerKind LayerKindOf(const ModelSpec& model, int64_t layer) { return TransformerLayerKind(IsMoeLayer(model, layer), IsLocalAttentionLayer(model, layer)); }
 
 std::vector<Task> StageTasks(const StepProgram& program, int64_t stage, int64_t microbatches) {
   const int64_t m = microbatches < 0 ? program.microbatches : microbatches;

@@ -55,9 +55,23 @@ Op ComputeOp(std::string name, Phase phase, ComputeKind kind, double flops, doub
 // A collective `op` over mesh `axes` on `stream` in `phase`, of `bytes` (nccl-tests size).
 Op CommOp(std::string name, Phase phase, Stream stream, CollectiveOp op, std::vector<std::string> axes, double bytes, bool overlapped);
 
-// The kinds of layer program: a stage refers to them by kind and count.
-enum class LayerKind : uint8_t { kDense, kMoe, kEmbedding, kHead };
-inline constexpr int kLayerKinds = 4;
+// The kinds of layer program: a stage refers to them by kind and count. The local kinds are the
+// dense and MoE layers whose attention covers a sliding window (SlidingWindowSpec).
+enum class LayerKind : uint8_t { kDense, kMoe, kEmbedding, kHead, kDenseLocal, kMoeLocal };
+inline constexpr int kLayerKinds = 6;
+
+// The transformer layer kinds, in LayerKind's order.
+inline constexpr std::array<LayerKind, 4> kTransformerKinds = {LayerKind::kDense, LayerKind::kMoe, LayerKind::kDenseLocal, LayerKind::kMoeLocal};
+// Transformer layers (dense or MoE, global or local attention), as opposed to the embedding and
+// the head.
+constexpr bool IsTransformerLayer(LayerKind kind) { return kind != LayerKind::kEmbedding && kind != LayerKind::kHead; }
+constexpr bool IsMoeKind(LayerKind kind) { return kind == LayerKind::kMoe || kind == LayerKind::kMoeLocal; }
+constexpr bool IsLocalAttentionKind(LayerKind kind) { return kind == LayerKind::kDenseLocal || kind == LayerKind::kMoeLocal; }
+constexpr LayerKind TransformerLayerKind(bool moe, bool local) {
+  return moe ? (local ? LayerKind::kMoeLocal : LayerKind::kMoe) : (local ? LayerKind::kDenseLocal : LayerKind::kDense);
+}
+// The kind of the model's decoder layer `layer` (0-based).
+LayerKind LayerKindOf(const ModelSpec& model, int64_t layer);
 
 // The ops of one layer for one micro-batch, all phases, in issue order within each phase.
 struct LayerProgram {

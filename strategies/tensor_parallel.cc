@@ -77,11 +77,11 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   }
   AppendRingAttentionTransfers(layer, plan, kv_width);
   // QK^T and AV cost 2 x tokens x S x heads x (Kqk + Kv). A blockwise (flash) kernel skips the
-  // masked half of causal attention and never writes the S x S scores; an unfused one computes
-  // every block and streams the scores through HBM: QK^T writes them, the fused
-  // scale-mask-softmax reads and writes them, dropout reads them and writes them and a 1-byte
-  // mask, AV reads them.
-  const double keys = static_cast<double>(s.seq_len) * (plan.flash_attention ? 0.5 : 1.0);
+  // masked half of causal attention (a local layer's: all but its window, CausalKeysPerQuery) and never
+  // writes the S x S scores; an unfused one computes every block and streams the scores through
+  // HBM: QK^T writes them, the fused scale-mask-softmax reads and writes them, dropout reads them
+  // and writes them and a 1-byte mask, AV reads them.
+  const double keys = plan.flash_attention ? CausalKeysPerQuery(m, IsLocalAttentionKind(layer.kind()), s.seq_len) : static_cast<double>(s.seq_len);
   const double attention_flops = 2.0 * static_cast<double>(tokens) * keys * static_cast<double>(heads) * static_cast<double>(qk_dim + v_dim);
   const double attention_bytes = static_cast<double>(tokens) * static_cast<double>(heads * (qk_dim + v_dim) + kv_width) * s.element_bytes;
   layer.Attention(ops::kAttention, attention_flops, attention_bytes);

@@ -77,6 +77,56 @@ TEST(HfConfigTest, DeepSeekV3MatchesPresetCounts) {
   EXPECT_EQ(a.active, b.active);
 }
 
+// gpt-oss-120b's published config.json imports to the preset: local and global layers alternate.
+TEST(HfConfigTest, GptOssMatchesPreset) {
+  json layer_types = json::array();
+  for (int i = 0; i < 36; ++i) layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+  json config = {{"model_type", "gpt_oss"}, {"hidden_size", 2880}, {"intermediate_size", 2880}, {"num_hidden_layers", 36},
+                 {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"head_dim", 64}, {"num_local_experts", 128},
+                 {"num_experts_per_tok", 4}, {"vocab_size", 201088}, {"max_position_embeddings", 131072}, {"sliding_window", 128},
+                 {"layer_types", layer_types}, {"attention_bias", true}, {"tie_word_embeddings", false}};
+  ModelSpec imported = ModelFromHfConfig(config, "config.json", "gpt-oss-120b");
+  const ModelSpec preset = FindModelPreset("gpt-oss-120b")->spec;
+  imported.source = preset.source;
+  EXPECT_EQ(imported, preset);
+  // Without layer_types, GptOssConfig's default alternation.
+  config.erase("layer_types");
+  imported = ModelFromHfConfig(config, "config.json", "gpt-oss-120b");
+  imported.source = preset.source;
+  EXPECT_EQ(imported, preset);
+  // A pattern that is not local layers closed by a global one is refused, naming the layer.
+  layer_types[3] = "sliding_attention";
+  config["layer_types"] = layer_types;
+  try {
+    ModelFromHfConfig(config, "config.json", "x");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "config.json:/layer_types");
+    EXPECT_NE(std::string(e.what()).find("layer 3"), std::string::npos) << e.what();
+  }
+}
+
+// Mistral 7B v0.1's window covers every layer; a null window (v0.2 on) is none.
+TEST(HfConfigTest, MistralWindow) {
+  json config = {{"model_type", "mistral"}, {"hidden_size", 4096}, {"intermediate_size", 14336}, {"num_hidden_layers", 32},
+                 {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"vocab_size", 32000}, {"sliding_window", 4096}};
+  ModelSpec m = ModelFromHfConfig(config, "config.json", "mistral");
+  ASSERT_TRUE(m.sliding_window.has_value());
+  EXPECT_EQ(m.sliding_window->window, 4096);
+  EXPECT_EQ(NumLocalAttentionLayers(m), 32);
+  config["sliding_window"] = nullptr;
+  EXPECT_FALSE(ModelFromHfConfig(config, "config.json", "mistral").sliding_window.has_value());
+  // Qwen2's window from max_window_layers on is no repeating pattern: refused by name.
+  config["model_type"] = "qwen2";
+  config["use_sliding_window"] = true;
+  try {
+    ModelFromHfConfig(config, "config.json", "q");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "config.json:/use_sliding_window");
+  }
+}
+
 TEST(HfConfigTest, UnsupportedTypeListsSupported) {
   try {
     ModelFromHfConfig({{"model_type", "bert"}}, "config.json", "x");

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/model_presets.h"
 
@@ -19,7 +21,7 @@ TEST(ModelPresetsTest, ParamCountsMatchPublished) {
     EXPECT_NEAR(static_cast<double>(c.active) / p.published_params_active, 1.0, p.tolerance) << p.spec.name << " active";
     ++checked;
   }
-  EXPECT_EQ(checked, 7);
+  EXPECT_EQ(checked, 9);
 }
 
 TEST(ModelPresetsTest, TinyModelsAreCpuSized) {
@@ -117,6 +119,33 @@ TEST(FlopsTest, SixNPlusAttention) {
   EXPECT_DOUBLE_EQ(flops.training(), 6 * n + 12.0 * l * s * d);
 }
 
+// Causal attention reads half the keys; a local layer's window W of S reads W - W^2/2S on average
+// (position i sees min(i, W) keys). PaLM's count is a convention: the full context, local or not.
+TEST(FlopsTest, SlidingWindowLayersCountTheirWindow) {
+  ModelSpec m = SmallMha();
+  const int64_t d = 64, l = 3, s = 32;
+  EXPECT_DOUBLE_EQ(ForwardFlopsPerToken(m, s).causal_attention, ForwardFlopsPerToken(m, s).attention / 2);
+  m.sliding_window = SlidingWindowSpec{.window = 8, .global_every = 3};  // layers 0, 1 local; 2 global
+  EXPECT_TRUE(IsLocalAttentionLayer(m, 0));
+  EXPECT_TRUE(IsLocalAttentionLayer(m, 1));
+  EXPECT_FALSE(IsLocalAttentionLayer(m, 2));
+  EXPECT_EQ(NumLocalAttentionLayers(m), 2);
+  // Summed by position: keys min(i, 8) for i = 1..32.
+  double keys = 0;
+  for (int i = 1; i <= s; ++i) keys += std::min(i, 8);
+  const double exact_local = keys / s, exact_global = (s + 1) / 2.0;
+  const FlopsPerToken f = ForwardFlopsPerToken(m, s);
+  EXPECT_DOUBLE_EQ(f.attention, ForwardFlopsPerToken(SmallMha(), s).attention);
+  // The continuous count (S/2 for full, W - W^2/2S local) is within half a key of the exact one.
+  EXPECT_NEAR(f.causal_attention / (4.0 * d), 2 * exact_local + exact_global, 1.5);
+  EXPECT_LT(f.causal_training(), ForwardFlopsPerToken(SmallMha(), s).causal_training());
+  // A window of the whole sequence is full causal attention.
+  m.sliding_window->window = s;
+  EXPECT_DOUBLE_EQ(ForwardFlopsPerToken(m, s).causal_attention, ForwardFlopsPerToken(SmallMha(), s).causal_attention);
+  m.sliding_window->global_every = 0;
+  EXPECT_EQ(NumLocalAttentionLayers(m), l);
+}
+
 TEST(FlopsTest, TiedHeadStillCostsAMatmul) {
   ModelSpec tied = SmallMha();
   tied.tied_embeddings = true;
@@ -133,6 +162,16 @@ TEST(ValidateModelTest, RejectsInconsistentSpecs) {
   EXPECT_THROW(ValidateModel(m, "m"), InputError);
   m.moe->top_k = 2;
   m.moe->first_dense_layers = 3;
+  EXPECT_THROW(ValidateModel(m, "m"), InputError);
+  m = SmallMha();
+  m.sliding_window = SlidingWindowSpec{.window = 8, .global_every = 1};
+  try {
+    ValidateModel(m, "m.json:");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "m.json:/sliding_window/global_every");
+  }
+  m.sliding_window = SlidingWindowSpec{.window = 0, .global_every = 2};
   EXPECT_THROW(ValidateModel(m, "m"), InputError);
   m = SmallMha();
   m.num_layers = 100000;

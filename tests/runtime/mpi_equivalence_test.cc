@@ -138,6 +138,16 @@ TEST(MpiRuntimeTest, LossFallsAndUnsupportedAxesAreRefused) {
     EXPECT_NE(std::string(e.what()).find("recompute selective-op"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("none, selective or full"), std::string::npos) << e.what();
   }
+  // Sliding-window attention is estimated, not run: refused in one line naming the model field.
+  ModelSpec local = model;
+  local.sliding_window = SlidingWindowSpec{.window = 16, .global_every = 2};
+  try {
+    Trainer refused(local, plan, TrainOptions{}, MPI_COMM_WORLD, corpus);
+    ADD_FAILURE() << "sliding window accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "model/sliding_window");
+    EXPECT_NE(std::string(e.what()).find("the runtime does not implement it yet"), std::string::npos) << e.what();
+  }
 }
 
 // A job stopped after a checkpoint and resumed gives bit-identical losses to one that never

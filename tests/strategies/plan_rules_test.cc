@@ -37,6 +37,20 @@ TEST(ValidatePlanTest, AcceptsAConsistentPlan) {
   EXPECT_EQ(Rejection(moe, "mixtral-8x7b", 64), "");
 }
 
+// Ring attention over local layers is not modelled: context > 1 is refused while the window is
+// shorter than the sequence, allowed where the window covers it.
+TEST(ValidatePlanTest, ContextRefusedOverASlidingWindow) {
+  json plan = {{"mesh", {{"fsdp", 4}, {"context", 2}}}, {"global_batch_size", 8}, {"seq_len", 4096}};
+  const std::string refused = Rejection(plan, "gpt-oss-20b", 8);
+  EXPECT_NE(refused.find("p.json:/mesh/context"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("128-token window"), std::string::npos) << refused;
+  plan["mesh"] = {{"fsdp", 8}};
+  EXPECT_EQ(Rejection(plan, "gpt-oss-20b", 8), "");
+  plan["mesh"] = {{"fsdp", 4}, {"context", 2}};
+  plan["seq_len"] = 128;
+  EXPECT_EQ(Rejection(plan, "gpt-oss-20b", 8), "");
+}
+
 TEST(ValidatePlanTest, MeshMustMatchDevices) {
   EXPECT_NE(Rejection(BasePlan(), "llama3-70b", 128).find("has 64 devices but cluster has 128"),
             std::string::npos);

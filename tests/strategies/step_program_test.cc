@@ -43,6 +43,18 @@ TEST(StepProgramTest, FlopsAddUpToSixNPlusAttention) {
     const StepProgram flash = BuildStep(m, p);
     EXPECT_NEAR(ProgramFlops(flash) / flash.model_flops_per_step, 1.0, 1e-9) << name;
   }
+  // gpt-oss: local layers over a 128-token window alternating with global ones. A blockwise
+  // kernel reads the window's keys as the causal count does; an unfused one computes every block,
+  // as PaLM's count counts it (both within the biases, parameters in 6N but additions in the
+  // program).
+  const ModelSpec oss = FindModelPreset("gpt-oss-20b")->spec;
+  PlanSpec p = Plan(2, 1, 2, 32, 4096);
+  const StepProgram flash = BuildStep(oss, p);
+  EXPECT_NEAR(ProgramFlops(flash) / flash.model_flops_per_step, 1.0, 1e-3);
+  EXPECT_LT(flash.model_flops_per_step, 0.9 * flash.palm_flops_per_step);
+  p.flash_attention = false;
+  const StepProgram unfused = BuildStep(oss, p);
+  EXPECT_NEAR(ProgramFlops(unfused) / unfused.palm_flops_per_step, 1.0, 1e-3);
 }
 
 TEST(StepProgramTest, TensorParallelIssuesTwoAllReducesEachWay) {
@@ -311,7 +323,7 @@ TEST(DataParallelTest, TiedEmbeddingsCountOnce) {
 
 TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
   const StepProgram program = BuildStep(FindModelPreset("llama3-405b")->spec, Plan(1024, 8, 2, 2048, 8192));
-  EXPECT_EQ(program.layer_programs.size(), 4u);  // dense, moe (empty), embedding, head
+  EXPECT_EQ(program.layer_programs.size(), 6u);  // dense, moe (empty), embedding, head, the local kinds (empty)
   int64_t layers = 0;
   for (const Stage& stage : program.stages) {
     for (const auto& [kind, count] : stage.chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;
@@ -319,10 +331,39 @@ TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
   EXPECT_EQ(layers, 126);
 }
 
+// A model with local layers runs them as their own kinds, in the model's pattern, each stage
+// holding what its layers are; their attention reads the window's keys, the rest is the same.
+TEST(StepProgramTest, LocalLayersAreTheirOwnKind) {
+  ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  m.sliding_window = SlidingWindowSpec{.window = 1024, .global_every = 4};  // layers 3, 7, ... global
+  const StepProgram program = BuildStep(m, Plan(1, 1, 4, 8, 8192));
+  ASSERT_FALSE(program.Layer(LayerKind::kDenseLocal).ops.empty());
+  EXPECT_TRUE(program.Layer(LayerKind::kMoeLocal).ops.empty());
+  for (const Stage& stage : program.stages) {
+    std::vector<std::pair<LayerKind, int64_t>> layers;
+    for (const auto& entry : stage.chunks[0].layers) {
+      if (IsTransformerLayer(entry.first)) layers.push_back(entry);
+    }
+    // Eight layers per stage: three local, one global, twice.
+    const std::vector<std::pair<LayerKind, int64_t>> expected = {
+        {LayerKind::kDenseLocal, 3}, {LayerKind::kDense, 1}, {LayerKind::kDenseLocal, 3}, {LayerKind::kDense, 1}};
+    EXPECT_EQ(layers, expected);
+  }
+  auto attention_flops = [](const LayerProgram& layer) {
+    for (const Op& op : layer.ops) {
+      if (op.kind == ComputeKind::kAttention && op.phase == Phase::kForward) return op.flops;
+    }
+    return 0.0;
+  };
+  const double global = attention_flops(program.Layer(LayerKind::kDense)), local = attention_flops(program.Layer(LayerKind::kDenseLocal));
+  EXPECT_NEAR(local / global, (1024 - 1024.0 * 1024 / (2 * 8192)) / 4096, 1e-12);
+  EXPECT_EQ(program.Layer(LayerKind::kDense).ops.size(), program.Layer(LayerKind::kDenseLocal).ops.size());
+}
+
 // The planner builds plans that differ only in schedule through one LayerCache (layer programs
 // and step ops shared); each program must equal the one built without it, whatever came before.
 TEST(StepProgramTest, LayerCacheBuildsWhatBuildStepBuildsAlone) {
-  for (const char* name : {"llama3-8b", "mixtral-8x7b", "deepseek-v3"}) {
+  for (const char* name : {"llama3-8b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-20b"}) {
     const ModelSpec m = FindModelPreset(name)->spec;
     LayerCache cache;
     TaskLists lists;
