@@ -47,7 +47,9 @@ json ModelReport(const ModelSpec& m, int64_t seq_len) {
               {"routed_experts", c.routed_experts},
               {"shared_experts", c.shared_experts},
               {"router", c.router},
-              {"norms", c.norms}}},
+              {"norms", c.norms},
+              {"mtp", c.mtp},
+              {"mtp_active", c.mtp_active}}},
             {"seq_len", seq_len},
             {"flops_per_token",
              {{"forward", f.forward()},
@@ -118,6 +120,10 @@ void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
         << "\n";
   }
   out << "  params     total " << D(c.total) << ", active per token " << D(c.active) << "\n";
+  if (m.mtp_layers > 0) {
+    out << "             and " << m.mtp_layers << " multi-token-prediction module" << (m.mtp_layers > 1 ? "s" : "") << " beside them: " << D(c.mtp)
+        << ", " << D(c.mtp_active) << " per token (the " << (MtpLayerIsMoe(m) ? "MoE" : "dense") << " layer, the 2D -> D projection, norms; embedding and head shared)\n";
+  }
   out << "             embedding " << D(c.embedding) << ", attention " << D(c.attention) << ", dense MLP " << D(c.dense_mlp);
   if (m.moe) out << ", routed experts " << D(c.routed_experts) << ", shared experts " << D(c.shared_experts) << ", router " << D(c.router);
   out << ", head " << D(c.head) << ", norms " << D(c.norms) << "\n";

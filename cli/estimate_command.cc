@@ -57,7 +57,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "") << "\n";
   if (plan.mesh.pipeline > 1) {
     // The stage layout the estimate used, in Megatron-core's syntax, with where it came from.
-    out << "  layout      " << strategies::LayoutText(program.layout) << " (decoder layers per chunk in pipeline order: "
+    out << "  layout      " << strategies::LayoutText(program.layout, program.model.mtp_layers) << " (decoder layers per chunk in pipeline order: "
         << strategies::DescribePartLayers(program.layout) << "; " << (plan.pipeline_layout.empty() ? "even split" : "the plan's pipeline_layout")
         << ")\n";
   }

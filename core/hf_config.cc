@@ -178,6 +178,7 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
                       .first_dense_layers = r.IntOr("first_k_dense_replace", 0, 0, m.num_layers - 1),
                       .layer_interval = r.IntOr("moe_layer_freq", 1, 1, kMaxModelLayers)};
     }
+    m.mtp_layers = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxModelLayers);
   }
   m.source = "Hugging Face config.json (" + where + ", model_type " + type + ")";
   ValidateModel(m, where + ":");

@@ -51,6 +51,7 @@ json ModelToJson(const ModelSpec& m) {
   } else {
     j["sliding_window"] = nullptr;
   }
+  j["mtp_layers"] = m.mtp_layers;
   j["source"] = m.source;
   return j;
 }
@@ -111,6 +112,7 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
     window->Finish();
     m.sliding_window = w;
   }
+  m.mtp_layers = r.IntOr("mtp_layers", 0, 0, kMaxModelLayers);
   m.source = r.StringOr("source", "");
   r.Finish();
   ValidateModel(m, where + ":");

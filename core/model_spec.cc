@@ -72,6 +72,8 @@ int64_t NumMoeLayers(const ModelSpec& model) {
   return (candidates + model.moe->layer_interval - 1) / model.moe->layer_interval;
 }
 
+bool MtpLayerIsMoe(const ModelSpec& model) { return IsMoeLayer(model, model.num_layers); }
+
 bool IsLocalAttentionLayer(const ModelSpec& model, int64_t layer) {
   if (!model.sliding_window) return false;
   const int64_t every = model.sliding_window->global_every;
@@ -115,6 +117,23 @@ ParamCounts CountParams(const ModelSpec& m) {
                                c.Add(c.Add(p.dense_mlp, p.shared_experts), p.router));
   p.total = c.Add(shared, p.routed_experts);
   p.active = c.Add(shared, active_experts);
+  if (m.mtp_layers > 0) {
+    // Per module: the two input norms, the 2D -> D projection, the layer (attention, its two
+    // norms, its MLP or experts) and the head's own norm.
+    const int64_t entry = c.Add(c.Mul(3, NormParams(m)), c.Mul(2, m.hidden_size, m.hidden_size));
+    int64_t all = c.Add(c.Add(entry, p.per_layer_attention), c.Mul(2, NormParams(m))), active = all;
+    if (MtpLayerIsMoe(m)) {
+      const int64_t expert = MlpParams(m, m.moe->expert_ffn_hidden_size, c);
+      const int64_t shared_and_router = c.Add(c.Mul(m.moe->num_shared_experts, expert), c.Mul(m.hidden_size, m.moe->num_experts));
+      all = c.Add(all, c.Add(shared_and_router, c.Mul(m.moe->num_experts, expert)));
+      active = c.Add(active, c.Add(shared_and_router, c.Mul(m.moe->top_k, expert)));
+    } else {
+      all = c.Add(all, MlpParams(m, m.ffn_hidden_size, c));
+      active = all;
+    }
+    p.mtp = c.Mul(m.mtp_layers, all);
+    p.mtp_active = c.Mul(m.mtp_layers, active);
+  }
   return p;
 }
 
@@ -125,14 +144,18 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   // norms and biases are not matmuls.
   const int64_t matmul_params = p.active - p.embedding - p.norms;
   f.matmul = 2.0 * static_cast<double>(matmul_params);
-  if (m.tied_embeddings) f.matmul += 2.0 * static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);
+  const double head = 2.0 * static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);
+  if (m.tied_embeddings) f.matmul += head;
+  // Each multi-token-prediction module: its own products (norms aside) and the shared head again.
+  const double mtp = static_cast<double>(m.mtp_layers);
+  if (m.mtp_layers > 0) f.matmul += 2.0 * static_cast<double>(p.mtp_active - m.mtp_layers * 5 * NormParams(m)) + mtp * head;
   const double qk_dim = m.mla ? static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim)
                               : static_cast<double>(m.head_dim);
   const double v_dim = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim);
   const double per_key = 2.0 * static_cast<double>(m.num_heads) * (qk_dim + v_dim);
   const double local = static_cast<double>(NumLocalAttentionLayers(m)), global = static_cast<double>(m.num_layers) - local;
-  f.attention = per_key * static_cast<double>(seq_len) * static_cast<double>(m.num_layers);
-  f.causal_attention = per_key * (global * CausalKeysPerQuery(m, false, seq_len) + local * CausalKeysPerQuery(m, true, seq_len));
+  f.attention = per_key * static_cast<double>(seq_len) * (static_cast<double>(m.num_layers) + mtp);
+  f.causal_attention = per_key * ((global + mtp) * CausalKeysPerQuery(m, false, seq_len) + local * CausalKeysPerQuery(m, true, seq_len));
   return f;
 }
 
@@ -179,6 +202,10 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
     RequirePositive(m.mla->qk_rope_head_dim, w, "qk_rope_head_dim");
     RequirePositive(m.mla->v_head_dim, w, "v_head_dim");
     if (m.mla->q_lora_rank < 0) throw InputError(w + "/q_lora_rank", "must not be negative", "0 (no query compression) or more");
+  }
+  if (m.mtp_layers < 0 || m.mtp_layers > kMaxModelLayers) {
+    throw InputError(where + "/mtp_layers", "mtp_layers=" + std::to_string(m.mtp_layers) + " is out of range", "0 to " + std::to_string(kMaxModelLayers),
+                     "DeepSeek-V3 trains one multi-token-prediction module (num_nextn_predict_layers 1)");
   }
   if (m.sliding_window) {
     const std::string w = where + "/sliding_window";

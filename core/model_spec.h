@@ -76,6 +76,12 @@ struct ModelSpec {
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
   std::optional<SlidingWindowSpec> sliding_window;
+  // Multi-token-prediction modules (DeepSeek-V3 section 2.2; config.json num_nextn_predict_layers):
+  // module k normalises the previous depth's hidden state and the embedding of token i+k,
+  // projects their concatenation from 2D to D, runs one transformer layer (the kind the layer
+  // pattern gives the layer after the last, global attention) and the shared output head with
+  // its own norm and loss. They train with the model and are dropped for inference.
+  int64_t mtp_layers = 0;
   std::string source;            // where the hyper-parameters come from
   bool operator==(const ModelSpec&) const = default;
 };
@@ -87,6 +93,9 @@ void ValidateModel(const ModelSpec& model, const std::string& where);
 // True when layer `layer` (0-based) is a MoE layer.
 bool IsMoeLayer(const ModelSpec& model, int64_t layer);
 int64_t NumMoeLayers(const ModelSpec& model);
+// True when the multi-token-prediction modules' layer is MoE: the layer pattern continued past the
+// model's last layer (DeepSeek-V3's is).
+bool MtpLayerIsMoe(const ModelSpec& model);
 // True when layer `layer` (0-based) attends over a sliding window (SlidingWindowSpec).
 bool IsLocalAttentionLayer(const ModelSpec& model, int64_t layer);
 int64_t NumLocalAttentionLayers(const ModelSpec& model);
@@ -110,6 +119,11 @@ struct ParamCounts {
   int64_t total = 0;
   int64_t active = 0;
   int64_t per_layer_attention = 0;  // one layer's attention (identical across layers)
+  // The multi-token-prediction modules' own parameters (their embedding and output head are the
+  // model's), all and per token, beside total and active: DeepSeek-V3 publishes 671B for the
+  // main model, its MTP module apart.
+  int64_t mtp = 0;
+  int64_t mtp_active = 0;
 };
 ParamCounts CountParams(const ModelSpec& model);
 

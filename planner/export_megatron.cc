@@ -41,11 +41,14 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     } else if (even == 0) {
       // A plan's own layout as written, else the default one collapsed ("Et*7|(t*8|)*14t*7L").
       const std::string layout = p.pipeline_layout.empty()
-                                     ? strategies::LayoutText(strategies::LayOut(m, p))
+                                     ? strategies::LayoutText(strategies::LayOut(m, p), m.mtp_layers)
                                      : p.pipeline_layout;
       add("--pipeline-model-parallel-layout", "\"" + layout + "\"");
     }
   }
+  // The model's multi-token-prediction modules, which its layout places (m) and Megatron-core
+  // checks against this count.
+  if (m.mtp_layers > 0) add("--mtp-num-layers", I(m.mtp_layers));
   if (p.sequence_parallel && p.mesh.tensor > 1) add("--sequence-parallel");
   // Megatron's own reduction dtype (GradReduceDefault) flipped by its one flag where the plan
   // reduces at the other width (framework_facts.cc: --grad-reduce-in-bf16 from fp32,
@@ -155,6 +158,9 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
                                                                                        : 0)
                    : r.Has("--use-distributed-optimizer") ? 1
                                                           : 0;
+  }
+  if (r.Int("--mtp-num-layers", 0) != m.mtp_layers) {
+    r.Fail("--mtp-num-layers", "does not match the model's " + I(m.mtp_layers) + " multi-token-prediction modules (mtp_layers)");
   }
   p.micro_batch_size = r.Int("--micro-batch-size", 1);
   p.global_batch_size = r.Int("--global-batch-size", 0);

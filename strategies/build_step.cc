@@ -74,11 +74,13 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
   double n = 0;
   for (const Chunk& chunk : stage.chunks) {
     for (const auto& [kind, count] : chunk.layers) {
-      if (!IsTransformerLayer(kind)) continue;
+      const bool mtp = kind == LayerKind::kMtp;
+      if (!IsTransformerLayer(kind) && !mtp) continue;
       n += static_cast<double>(count) * MlaDownParams(m);
       if (!sequence_parallel) continue;
-      n += static_cast<double>(count) * norms;
-      if (IsMoeKind(kind)) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts);
+      // A multi-token-prediction module's layer, and its three norms of width D.
+      n += static_cast<double>(count) * (norms + (mtp ? 3 * d : 0));
+      if (IsMoeKind(kind) || (mtp && MtpLayerIsMoe(m))) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts);
     }
   }
   if (!sequence_parallel) return n;
@@ -104,6 +106,41 @@ LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, LayerKind k
   const LayerParams lp = ParamsOf(m, p, moe);
   AppendShardedParamOps(layer, p, lp.dense, lp.expert);
   return layer;
+}
+
+// One multi-token-prediction module's parameters on one device: its layer's, the 2D -> D
+// projection split over tensor and three norms (the two inputs', the head's).
+LayerParams MtpParamsOf(const ModelSpec& m, const PlanSpec& p) {
+  LayerParams lp = ParamsOf(m, p, MtpLayerIsMoe(m));
+  const double d = static_cast<double>(m.hidden_size);
+  lp.dense += 2 * d * d / static_cast<double>(p.mesh.tensor) + 3 * d;
+  return lp;
+}
+
+// A multi-token-prediction module: entry, transformer layer and the shared head with its loss;
+// recomputation reruns the entry and the layer, as it reruns a layer, never the head.
+LayerProgram MtpModule(const ModelSpec& m, const PlanSpec& p) {
+  auto build = [&m, &p](bool with_head) {
+    LayerBuilder builder(LayerKind::kMtp, ShapeOf(p));
+    AppendMtpEntry(builder, m, p);
+    AppendAttentionBlock(builder, m, p);
+    if (MtpLayerIsMoe(m)) {
+      AppendMoeBlock(builder, m, p);
+    } else {
+      AppendMlpBlock(builder, m, p, m.ffn_hidden_size, ops::kMlp);
+    }
+    if (with_head) AppendHead(builder, m, p);
+    return builder.Build();
+  };
+  LayerProgram module = build(true);
+  LayerProgram rerun = build(false);
+  ApplyRecompute(rerun, m, p);
+  for (Op& op : rerun.ops) {
+    if (op.phase == Phase::kRecompute) module.ops.push_back(std::move(op));
+  }
+  const LayerParams lp = MtpParamsOf(m, p);
+  AppendShardedParamOps(module, p, lp.dense, lp.expert);
+  return module;
 }
 
 }  // namespace
@@ -178,12 +215,14 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     programs[static_cast<size_t>(LayerKind::kHead)] = head.Build();
     // The final norm's weight and the output matrix (shared with a tied embedding on one stage).
     AppendShardedParamOps(programs[static_cast<size_t>(LayerKind::kHead)], p, (tied_on_one_stage ? 0 : vocab_params) + static_cast<double>(m.hidden_size), 0);
+    programs[static_cast<size_t>(LayerKind::kMtp)] = m.mtp_layers > 0 ? MtpModule(m, p) : LayerProgram{LayerKind::kMtp, {}};
   }
 
   const int64_t stages = p.mesh.pipeline;
   const bool two_copies = program.layout.paths.size() > 1;  // DualPipe: every part twice
   const LayerParams dense_layer = ParamsOf(m, p, false);
   const LayerParams moe_layer = m.moe ? ParamsOf(m, p, true) : LayerParams{};
+  const LayerParams mtp_module = m.mtp_layers > 0 ? MtpParamsOf(m, p) : LayerParams{};
   program.stages.resize(static_cast<size_t>(stages));
   for (int64_t s = 0; s < stages; ++s) {
     Stage& stage = program.stages[static_cast<size_t>(s)];
@@ -216,6 +255,11 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
         append(LayerKind::kHead);
         holds_head = true;
         dense += (tied_on_one_stage ? 0 : vocab_params) + static_cast<double>(m.hidden_size);
+        // The multi-token-prediction modules follow the head they share (Megatron-core keeps
+        // them on the last pipeline stage).
+        for (int64_t k = 0; k < m.mtp_layers; ++k) append(LayerKind::kMtp);
+        dense += static_cast<double>(m.mtp_layers) * mtp_module.dense;
+        expert += static_cast<double>(m.mtp_layers) * mtp_module.expert;
       }
       stage.chunks.push_back(std::move(chunk));
     }

@@ -39,6 +39,14 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
   return static_cast<double>(tokens) * per_token;
 }
 
+double MtpActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens) {
+  const double a = MemoryBytesPerElement(p.dtype).activations;
+  const double sp = p.sequence_parallel ? static_cast<double>(p.mesh.tensor) : 1.0;
+  const double inputs = 2 * static_cast<double>(m.hidden_size) * a / sp;  // previous depth's hidden state, next token's embedding
+  const double entry = p.recompute == Recompute::kNone ? 2 * inputs : inputs;
+  return LayerActivationBytes(m, p, tokens, MtpLayerIsMoe(m)) + static_cast<double>(tokens) * entry;
+}
+
 double ExpertRowActivationBytes(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe) return 0;
   const double a = MemoryBytesPerElement(p.dtype).activations;
@@ -74,6 +82,8 @@ double StageActivationPeak(const StepProgram& program, int64_t stage_index, Task
     for (const auto& [kind, count] : stage.chunks[c].layers) {
       if (IsTransformerLayer(kind)) {
         chunk_bytes[c] += static_cast<double>(count) * LayerActivationBytes(program.model, program.plan, program.tokens_per_microbatch, IsMoeKind(kind));
+      } else if (kind == LayerKind::kMtp) {
+        chunk_bytes[c] += static_cast<double>(count) * MtpActivationBytes(program.model, program.plan, program.tokens_per_microbatch);
       }
     }
   }
@@ -120,7 +130,8 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     std::vector<double> head_logits(stage.chunks.size(), 0);
     bool has_head = false;
     for (size_t c = 0; c < stage.chunks.size(); ++c) {
-      if (stage.chunks[c].layout.head) head_logits[c] = logits, has_head = true;
+      // Each multi-token-prediction module's loss keeps its own logits beside the head's.
+      if (stage.chunks[c].layout.head) head_logits[c] = logits * static_cast<double>(1 + m.mtp_layers), has_head = true;
     }
     if (has_head) b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, task_lists) + stage_logits * loss.backward;
     if (!ParamShardAxes(p, ParamKind::kDense).empty()) {

@@ -40,6 +40,11 @@ LogitBytes LossBytesPerLogit(const PlanSpec& plan);
 // kernel. MoE layers add their routed experts' activations.
 double LayerActivationBytes(const ModelSpec& model, const PlanSpec& plan, int64_t tokens, bool moe_layer);
 
+// Activation bytes one multi-token-prediction module stores per micro-batch of `tokens` tokens: its
+// layer's (LayerActivationBytes), the two inputs of its entry norms and, unless recomputed, their
+// normed concatenation the projection reads.
+double MtpActivationBytes(const ModelSpec& model, const PlanSpec& plan, int64_t tokens);
+
 // Bytes one routed token copy adds to the saved activations of the rank whose expert computes it:
 // its input row and its gate, up and activation rows (the MoE term of LayerActivationBytes per
 // copy). Dropless routing sends a rank more or fewer copies than its tokens route (balanced);

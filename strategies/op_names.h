@@ -68,6 +68,14 @@ inline constexpr std::string_view kLogits = "logits";
 inline constexpr std::string_view kCrossEntropy = "cross_entropy";
 inline constexpr std::string_view kTensorLossMax = "tp_loss_max", kTensorLossSum = "tp_loss_sum";
 
+// A multi-token-prediction module's entry (tensor_parallel.cc): the norms of the previous
+// depth's hidden state and of the next token's embedding, and the 2D -> D projection of their
+// concatenation, row-parallel over tensor.
+inline constexpr std::string_view kMtpNorms = "mtp_norms";
+inline constexpr std::string_view kTensorEnterMtp = "tp_enter_mtp";
+inline constexpr std::string_view kMtpProjection = "mtp_projection";
+inline constexpr std::string_view kTensorExitMtp = "tp_exit_mtp";
+
 // Sharded parameters (data_parallel.cc), "<op>_<kind>" for kind dense or expert.
 inline constexpr std::string_view kDense = "dense", kExpert = "expert";
 inline std::string ParamAllGather(std::string_view kind) {

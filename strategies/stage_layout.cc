@@ -152,10 +152,13 @@ std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& tex
   int64_t layers = 0, embeddings = 0, losses = 0, mtp = 0;
   for (const Segment& s : out)
     layers += s.layers, embeddings += s.embedding, losses += s.loss, mtp += s.mtp;
-  if (mtp > 0) {
-    return LayoutError(Quoted(text) + " places " + I(mtp) +
-                           " multi-token-prediction layers (m) but '" + m.name + "' has none",
-                       "no m", "remove the m symbols");
+  if (mtp != m.mtp_layers) {
+    return LayoutError(Quoted(text) + " places " + I(mtp) + " multi-token-prediction layers (m) but '" + m.name + "' has " + (m.mtp_layers == 0 ? std::string("none") : I(m.mtp_layers)),
+                       I(m.mtp_layers) + " m symbols", "the model's mtp_layers (config.json num_nextn_predict_layers)");
+  }
+  if (out.back().mtp != mtp) {
+    return LayoutError(Quoted(text) + " places multi-token-prediction layers (m) before the last chunk", "every m in the last chunk, with L",
+                       "shardsim runs them beside the loss, as Megatron-core keeps them in the last virtual stage");
   }
   if (layers != m.num_layers) {
     return LayoutError(Quoted(text) + " places " + I(layers) + " decoder layers (t) but '" + m.name +
@@ -275,13 +278,15 @@ std::string DescribePartLayers(const StageLayout& layout) {
   return out;
 }
 
-std::string LayoutText(const StageLayout& layout) {
+std::string LayoutText(const StageLayout& layout, int64_t mtp_layers) {
   std::vector<std::string> segments;
+  auto repeated = [](char symbol, int64_t n) { return n == 1 ? std::string(1, symbol) : n > 1 ? std::string(1, symbol) + "*" + std::to_string(n) : ""; };
   for (const auto& [stage, chunk] : layout.paths.front()) {
     const ChunkLayout& c = layout.Chunk(stage, chunk);
     std::string text = c.embedding ? "E" : "";
-    if (c.layers == 1) text += "t";
-    if (c.layers > 1) text += "t*" + std::to_string(c.layers);
+    text += repeated('t', c.layers);
+    // The multi-token-prediction modules follow the decoder layers where the loss is.
+    if (c.head) text += repeated('m', mtp_layers);
     segments.push_back(text + (c.head ? "L" : ""));
   }
   std::string out;

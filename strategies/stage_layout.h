@@ -56,7 +56,7 @@ std::optional<Infeasibility> CheckLayout(const ModelSpec& model, const PlanSpec&
 StageLayout LayOut(const ModelSpec& model, const PlanSpec& plan);
 
 // The layout in Megatron-core's syntax, runs of equal chunks collapsed: "Et*7|(t*8|)*14t*7L".
-std::string LayoutText(const StageLayout& layout);
+std::string LayoutText(const StageLayout& layout, int64_t mtp_layers = 0);
 
 // "7, 8 x 14, 7": the decoder layers per position, runs collapsed.
 std::string DescribePartLayers(const StageLayout& layout);

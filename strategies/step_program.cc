@@ -54,6 +54,7 @@ std::string ToString(LayerKind kind) {
     case LayerKind::kHead: return "head";
     case LayerKind::kDenseLocal: return "dense-local";
     case LayerKind::kMoeLocal: return "moe-local";
+    case LayerKind::kMtp: return "mtp";
   }
   return "dense";
 }

@@ -56,15 +56,16 @@ Op ComputeOp(std::string name, Phase phase, ComputeKind kind, double flops, doub
 Op CommOp(std::string name, Phase phase, Stream stream, CollectiveOp op, std::vector<std::string> axes, double bytes, bool overlapped);
 
 // The kinds of layer program: a stage refers to them by kind and count. The local kinds are the
-// dense and MoE layers whose attention covers a sliding window (SlidingWindowSpec).
-enum class LayerKind : uint8_t { kDense, kMoe, kEmbedding, kHead, kDenseLocal, kMoeLocal };
-inline constexpr int kLayerKinds = 6;
+// dense and MoE layers whose attention covers a sliding window (SlidingWindowSpec); kMtp is one
+// multi-token-prediction module (ModelSpec::mtp_layers), beside the head.
+enum class LayerKind : uint8_t { kDense, kMoe, kEmbedding, kHead, kDenseLocal, kMoeLocal, kMtp };
+inline constexpr int kLayerKinds = 7;
 
 // The transformer layer kinds, in LayerKind's order.
 inline constexpr std::array<LayerKind, 4> kTransformerKinds = {LayerKind::kDense, LayerKind::kMoe, LayerKind::kDenseLocal, LayerKind::kMoeLocal};
-// Transformer layers (dense or MoE, global or local attention), as opposed to the embedding and
-// the head.
-constexpr bool IsTransformerLayer(LayerKind kind) { return kind != LayerKind::kEmbedding && kind != LayerKind::kHead; }
+// The model's transformer layers (dense or MoE, global or local attention), as opposed to the
+// embedding, the head and the multi-token-prediction modules.
+constexpr bool IsTransformerLayer(LayerKind kind) { return kind != LayerKind::kEmbedding && kind != LayerKind::kHead && kind != LayerKind::kMtp; }
 constexpr bool IsMoeKind(LayerKind kind) { return kind == LayerKind::kMoe || kind == LayerKind::kMoeLocal; }
 constexpr bool IsLocalAttentionKind(LayerKind kind) { return kind == LayerKind::kDenseLocal || kind == LayerKind::kMoeLocal; }
 constexpr LayerKind TransformerLayerKind(bool moe, bool local) {

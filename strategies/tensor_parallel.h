@@ -25,6 +25,11 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& model, const Pla
 void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan, int64_t width, std::string_view name,
                     bool standalone = true);
 
+// A multi-token-prediction module's entry (DeepSeek-V3 section 2.2): the two input norms and the
+// 2D -> D projection, row-parallel (each tensor rank its share of the 2D inputs, the partial sums
+// reduced as after an output projection).
+void AppendMtpEntry(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
+
 // Token (+ learned position) embedding, vocabulary-parallel: forward all-reduce over tensor
 // (SP: reduce-scatter).
 void AppendEmbedding(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);

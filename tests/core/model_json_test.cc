@@ -75,6 +75,11 @@ TEST(HfConfigTest, DeepSeekV3MatchesPresetCounts) {
   const ParamCounts b = CountParams(FindModelPreset("deepseek-v3")->spec);
   EXPECT_EQ(a.total, b.total);
   EXPECT_EQ(a.active, b.active);
+  // The MTP module beside them: DeepSeek's model card gives 14B for it with its copies of the
+  // embedding and head (0.93B each), which shardsim counts once, as the model's.
+  EXPECT_EQ(imported.mtp_layers, 1);
+  EXPECT_EQ(a.mtp, b.mtp);
+  EXPECT_NEAR(static_cast<double>(a.mtp) / (14e9 - 2 * static_cast<double>(a.embedding)), 1.0, 0.05);
 }
 
 // gpt-oss-120b's published config.json imports to the preset: local and global layers alternate.

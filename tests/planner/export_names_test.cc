@@ -37,6 +37,7 @@ TEST(ExportTest, SettingNamesAreTheFrameworks) {
         "--pipeline-model-parallel-size",
         "--num-layers-per-virtual-pipeline-stage",
         "--pipeline-model-parallel-layout",
+        "--mtp-num-layers",
         "--sequence-parallel",
         "--grad-reduce-in-bf16",
         "--accumulate-allreduce-grads-in-fp32",

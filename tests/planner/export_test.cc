@@ -200,9 +200,11 @@ TEST(ExportTest, UnevenStages) {
   d.global_batch_size = 15360;
   const Export e = ExportPlan(deepseek, ParseClusterPreset("hgx-h800:2048", "--cluster"), d,
                               ExportTarget::kMegatron);
-  EXPECT_NE(e.text.find("--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*13t*3L\""),
+  // Its multi-token-prediction module (m) with the loss, and its count.
+  EXPECT_NE(e.text.find("--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*13t*3mL\""),
             std::string::npos)
       << e.text;
+  EXPECT_NE(e.text.find("--mtp-num-layers 1"), std::string::npos) << e.text;
   // A plan's own pipeline_layout passes through as written.
   PlanSpec own = p;
   own.pipeline_schedule = "interleaved-1f1b";

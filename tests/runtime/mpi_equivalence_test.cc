@@ -138,7 +138,16 @@ TEST(MpiRuntimeTest, LossFallsAndUnsupportedAxesAreRefused) {
     EXPECT_NE(std::string(e.what()).find("recompute selective-op"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("none, selective or full"), std::string::npos) << e.what();
   }
-  // Sliding-window attention is estimated, not run: refused in one line naming the model field.
+  // Multi-token prediction and sliding-window attention are estimated, not run: refused in one
+  // line naming the model field.
+  ModelSpec mtp = model;
+  mtp.mtp_layers = 1;
+  try {
+    Trainer refused(mtp, plan, TrainOptions{}, MPI_COMM_WORLD, corpus);
+    ADD_FAILURE() << "mtp accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "model/mtp_layers");
+  }
   ModelSpec local = model;
   local.sliding_window = SlidingWindowSpec{.window = 16, .global_every = 2};
   try {

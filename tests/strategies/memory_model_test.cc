@@ -194,5 +194,23 @@ TEST(BufferMemoryTest, EagerCrossEntropyHoldsLogProbabilitiesAndTwoGradients) {
   EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * (4 + 2));
 }
 
+// A multi-token-prediction module on the last stage keeps its layer's activations, its entry's
+// inputs and normed concatenation, and its own loss's logits, per micro-batch in flight.
+TEST(ActivationMemoryTest, MtpModulesKeepTheirLayerAndLogits) {
+  ModelSpec m = FindModelPreset("tiny-moe")->spec;
+  PlanSpec p = Plan(1, 1, 2, 8, 256);
+  p.dtype = "fp32";
+  const MemoryReport base = EstimateMemory(BuildStep(m, p));
+  m.mtp_layers = 1;
+  const MemoryReport mtp = EstimateMemory(BuildStep(m, p));
+  const double logits = 256.0 * 256 * 4, tokens = 256;
+  EXPECT_DOUBLE_EQ(mtp.stages[1].buffers - base.stages[1].buffers, logits);
+  // One micro-batch in flight on the last stage under 1F1B.
+  EXPECT_DOUBLE_EQ(mtp.stages[1].activations - base.stages[1].activations, MtpActivationBytes(m, p, 256));
+  EXPECT_DOUBLE_EQ(MtpActivationBytes(m, p, 256), LayerActivationBytes(m, p, 256, true) + tokens * 4 * 256 * 4);
+  EXPECT_DOUBLE_EQ(mtp.stages[0].activations, base.stages[0].activations);
+  EXPECT_GT(mtp.stages[1].params, base.stages[1].params);
+}
+
 }  // namespace
 }  // namespace shardsim::strategies

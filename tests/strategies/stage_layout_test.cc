@@ -133,6 +133,17 @@ TEST(StageLayoutTest, BadLayoutsSayWhatIsWrong) {
   EXPECT_NE(
       what("Et*8|t*8|t*8|t*7mL").find("multi-token-prediction layers (m) but 'llama3-8b' has none"),
       std::string::npos);
+  // A model with multi-token-prediction modules places them with the loss, as LayoutText writes.
+  ModelSpec mtp = m;
+  mtp.mtp_layers = 2;
+  auto what_mtp = [&](const std::string& layout) {
+    const auto bad = CheckLayout(mtp, Pipelined(4, "1f1b", 1, layout));
+    return bad ? bad->what : std::string();
+  };
+  EXPECT_EQ(what_mtp("Et*8|t*8|t*8|t*8m*2L"), "");
+  EXPECT_EQ(LayoutText(LayOut(mtp, Pipelined(4, "1f1b", 1)), 2), "Et*8|(t*8|)*2t*8m*2L");
+  EXPECT_NE(what_mtp("Et*8|t*8|t*8|t*8mL").find("places 1 multi-token-prediction layers (m) but 'llama3-8b' has 2"), std::string::npos);
+  EXPECT_NE(what_mtp("Et*8|t*8m|t*8|t*8mL").find("before the last chunk"), std::string::npos);
   EXPECT_NE(what("tEt*7|t*8|t*8|t*8L").find("one E, first in the first chunk"), std::string::npos);
   EXPECT_NE(what("Et*8|t*8|t*8|t*7Lt").find("one L, last in the last chunk"), std::string::npos);
   EXPECT_NE(what("Et*8|(t*8|*2t*8L").find("unclosed '('"), std::string::npos);

@@ -43,6 +43,20 @@ TEST(StepProgramTest, FlopsAddUpToSixNPlusAttention) {
     const StepProgram flash = BuildStep(m, p);
     EXPECT_NEAR(ProgramFlops(flash) / flash.model_flops_per_step, 1.0, 1e-9) << name;
   }
+  // DeepSeek-V3 with its multi-token-prediction module: its layer and the shared head again, on
+  // the last stage. (MLA's latent norms count as parameters in 6N but run no product: 3e-6.)
+  {
+    ModelSpec m = FindModelPreset("deepseek-v3")->spec;
+    m.mtp_layers = 0;
+    const StepProgram base = BuildStep(m, Plan(2, 1, 2, 32, 4096));
+    EXPECT_NEAR(ProgramFlops(base) / base.model_flops_per_step, 1.0, 1e-5);
+    m.mtp_layers = 1;
+    const StepProgram program = BuildStep(m, Plan(2, 1, 2, 32, 4096));
+    EXPECT_NEAR(ProgramFlops(program) / program.model_flops_per_step, 1.0, 1e-5);
+    EXPECT_GT(program.model_flops_per_step, 1.01 * base.model_flops_per_step);
+    EXPECT_EQ(program.stages.back().chunks.back().layers.back(), (std::pair<LayerKind, int64_t>{LayerKind::kMtp, 1}));
+    EXPECT_GT(program.stages.back().params(), program.stages.front().params());
+  }
   // gpt-oss: local layers over a 128-token window alternating with global ones. A blockwise
   // kernel reads the window's keys as the causal count does; an unfused one computes every block,
   // as PaLM's count counts it (both within the biases, parameters in 6N but additions in the
@@ -323,7 +337,7 @@ TEST(DataParallelTest, TiedEmbeddingsCountOnce) {
 
 TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
   const StepProgram program = BuildStep(FindModelPreset("llama3-405b")->spec, Plan(1024, 8, 2, 2048, 8192));
-  EXPECT_EQ(program.layer_programs.size(), 6u);  // dense, moe (empty), embedding, head, the local kinds (empty)
+  EXPECT_EQ(program.layer_programs.size(), 7u);  // dense, moe (empty), embedding, head, the local kinds and mtp (empty)
   int64_t layers = 0;
   for (const Stage& stage : program.stages) {
     for (const auto& [kind, count] : stage.chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;
@@ -363,8 +377,9 @@ TEST(StepProgramTest, LocalLayersAreTheirOwnKind) {
 // The planner builds plans that differ only in schedule through one LayerCache (layer programs
 // and step ops shared); each program must equal the one built without it, whatever came before.
 TEST(StepProgramTest, LayerCacheBuildsWhatBuildStepBuildsAlone) {
-  for (const char* name : {"llama3-8b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-20b"}) {
-    const ModelSpec m = FindModelPreset(name)->spec;
+  for (const char* name : {"llama3-8b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-20b", "deepseek-v3+mtp2"}) {
+    ModelSpec m = FindModelPreset(std::string(name).substr(0, std::string(name).find('+')))->spec;
+    if (std::string(name).ends_with("+mtp2")) m.mtp_layers = 2;
     LayerCache cache;
     TaskLists lists;
     for (int64_t zero : {0, 1}) {
