@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/inputs.h"
 #include "core/output_file.h"
+#include "core/stats.h"
 #include "core/units.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
@@ -46,11 +47,6 @@ double PeakOf(const ClusterSpec& cluster, const std::string& dtype) {
   return it->second;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
-}
 
 std::string Shape(const GemmShape& s) {
   return std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k);

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "core/units.h"
 #include "core/output_file.h"
 #include "core/inputs.h"
@@ -89,11 +90,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
 }
 
 double MedianStepTime(const std::vector<double>& times) {
-  if (times.empty()) return 0;
-  std::vector<double> sorted(times.size() > 1 ? times.begin() + 1 : times.begin(), times.end());
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  return n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  return Median(std::vector<double>(times.size() > 1 ? times.begin() + 1 : times.begin(), times.end()));
 }
 
 json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& times, int64_t first_step, int64_t ranks,

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/inputs.h"
 #include "core/output_file.h"
+#include "core/stats.h"
 #include "runtime/gemm.h"
 #include "validation/calibrate_comm.h"
 #include "validation/calibrate_compute.h"
@@ -36,10 +37,6 @@ struct Measurement {
   double collective_hidden = -1;  // one rank: not measured
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // The lowest over ranks of each element of `values` (the same length on every rank): each the
 // slowest rank's rate on that figure. A synchronous step goes at its slowest rank's pace (the
@@ -114,7 +111,7 @@ struct Folded {
 };
 
 double Spread(const std::vector<double>& v) {
-  const double med = Median(v);
+  const double med = UpperMedian(v);
   return med > 0 ? (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / med : 0;
 }
 
@@ -123,7 +120,7 @@ template <typename Get>
 double Fold(std::vector<Measurement>& runs, Measurement& into, Get get) {
   std::vector<double> values;
   for (Measurement& r : runs) values.push_back(*get(r));
-  *get(into) = Median(values);
+  *get(into) = UpperMedian(values);
   return Spread(values);
 }
 

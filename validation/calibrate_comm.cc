@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "runtime/gemm.h"
 
 namespace shardsim::validation {
@@ -34,8 +35,7 @@ double TimeCalls(MPI_Comm comm, const std::function<void()>& run, double min_s) 
     run();
     t = MPI_Wtime() - t0;
   }
-  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
-  double seconds = times[static_cast<size_t>(reps / 2)];
+  double seconds = UpperMedian(times);
   MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
   return seconds;
 }

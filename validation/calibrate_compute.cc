@@ -8,6 +8,7 @@
 
 #include "core/model_presets.h"
 #include "core/plan_spec.h"
+#include "core/stats.h"
 #include "runtime/corpus.h"
 #include "runtime/gemm.h"
 #include "runtime/trainer.h"
@@ -28,8 +29,7 @@ double MedianSeconds(F run, double min_s) {
     run();
     times.push_back(Now() - t0);
   }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  return UpperMedian(std::move(times));
 }
 
 }  // namespace
@@ -103,8 +103,7 @@ std::map<std::string, KernelRate> MeasureKernels(const std::vector<int64_t>& seq
     for (auto [seq, r] : by_seq) {
       if (r.rates.empty()) continue;
       rate.per_flop = r.per_flop;
-      std::nth_element(r.rates.begin(), r.rates.begin() + static_cast<std::ptrdiff_t>(r.rates.size() / 2), r.rates.end());
-      rate.points.push_back({static_cast<double>(seq), r.rates[r.rates.size() / 2]});
+      rate.points.push_back({static_cast<double>(seq), UpperMedian(r.rates)});
     }
     if (!rate.points.empty()) kernels[name] = rate;
   }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/stats.h"
 #include "core/units.h"
 
 namespace shardsim::validation {
@@ -12,18 +13,13 @@ namespace {
 
 using nlohmann::json;
 
-double MedianOf(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 double MaxOf(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
 std::string SpreadText(const std::vector<double>& v) {
-  return "spread over repeats: median " + FormatPercent(MedianOf(v)) + ", max " + FormatPercent(MaxOf(v));
+  return "spread over repeats: median " + FormatPercent(UpperMedian(v)) + ", max " + FormatPercent(MaxOf(v));
 }
 
-json SpreadJson(const std::vector<double>& v) { return {{"median", MedianOf(v)}, {"max", MaxOf(v)}, {"figures", v.size()}}; }
+json SpreadJson(const std::vector<double>& v) { return {{"median", UpperMedian(v)}, {"max", MaxOf(v)}, {"figures", v.size()}}; }
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/plan_spec.h"
+#include "core/stats.h"
 #include "runtime/init.h"
 #include "runtime/ring_attention.h"
 #include "validation/ring_attention_bench_text.h"
@@ -74,10 +75,6 @@ Inputs MakeInputs(const RingAttentionBenchOptions& o, const std::vector<int32_t>
   return in;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // The slowest rank's value of each entry.
 void MaxOverRanks(std::vector<double>& values) {
@@ -104,7 +101,7 @@ double ExchangeSeconds(int64_t bytes, int trials) {
     if (trial >= 0) seconds.push_back(Now() - t0);
   }
   MaxOverRanks(seconds);
-  return Median(seconds);
+  return UpperMedian(seconds);
 }
 
 // One timed pass on this rank: wall seconds, and what its kernel did meanwhile (system CPU
@@ -137,7 +134,7 @@ struct PassOverlap {
   static double MedianOf(const std::vector<PassSample>& samples, double PassSample::*field) {
     std::vector<double> v;
     for (const PassSample& s : samples) v.push_back(s.*field);
-    return Median(v);
+    return UpperMedian(v);
   }
   double both_s() const { return MedianOf(both, &PassSample::wall_s); }
   double compute_s() const { return MedianOf(compute, &PassSample::wall_s); }
@@ -283,8 +280,8 @@ ShapeResult MeasureShape(const RingAttentionBenchOptions& o, int64_t seq_len, Me
       times[static_cast<size_t>(r)] = Now() - t0;
     }
     MaxOverRanks(times);
-    const double forward_s = Median({times.begin(), times.begin() + o.repeats});
-    const double backward_s = Median({times.begin() + o.repeats, times.end()});
+    const double forward_s = UpperMedian({times.begin(), times.begin() + o.repeats});
+    const double backward_s = UpperMedian({times.begin() + o.repeats, times.end()});
     const double ring_flops = 4.0 * static_cast<double>(size) * static_cast<double>(o.batch) *
                               static_cast<double>(local) * static_cast<double>(local) *
                               static_cast<double>(qrow);

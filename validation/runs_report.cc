@@ -1,7 +1,6 @@
 #include "validation/runs_report.h"
 
-#include <algorithm>
-#include <cmath>
+#include "core/stats.h"
 
 namespace shardsim::validation {
 
@@ -11,10 +10,8 @@ ErrorStats StatsOf(std::vector<double> errors) {
   ErrorStats s;
   s.runs = static_cast<int64_t>(errors.size());
   if (errors.empty()) return s;
-  std::sort(errors.begin(), errors.end());
-  const size_t n = errors.size();
-  s.median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
-  s.p90 = errors[static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n))) - 1];
+  s.median = Median(errors);
+  s.p90 = NearestRankQuantile(errors, 0.9);
   return s;
 }
 
