@@ -138,6 +138,21 @@ const std::vector<std::string>& Fp8RecipeNames() {
 
 std::string CrossEntropyOf(const PlanSpec& p) { return p.cross_entropy.empty() ? "fused" : p.cross_entropy; }
 
+double EpDispatchBytes(const PlanSpec& p, int64_t row_width) {
+  const double activations = p.dtype == "fp32" ? 4 : 2;
+  if (p.ep_dispatch_dtype != "fp8") return activations;
+  const std::string recipe = Fp8RecipeOf(p);
+  if (recipe == "rowwise") return 1 + 4.0 / static_cast<double>(row_width);
+  if (recipe == "blockwise") return 1 + 4.0 / 128;
+  if (recipe == "mxfp8") return 1 + 1.0 / 32;
+  return 1;
+}
+
+const std::vector<std::string>& EpDispatchDtypeNames() {
+  static const std::vector<std::string> kNames = {"bf16", "fp8"};
+  return kNames;
+}
+
 std::string Fp8RecipeOf(const PlanSpec& p) {
   if (p.dtype != "fp8") return "";
   return p.fp8_recipe.empty() ? "tensorwise" : p.fp8_recipe;

@@ -107,6 +107,12 @@ struct PlanSpec {
   // Blackwell). Each runs its GEMMs at its own efficiency (EfficiencySpec::Fp8Matmul). Empty:
   // tensorwise. See Fp8RecipeNames.
   std::string fp8_recipe;
+  // The width of the expert all-to-alls that carry rows to the experts (the forward dispatch and
+  // the combine's backward): "bf16" (the activations', the default) or "fp8" (fp8 plans: each
+  // row quantised with its recipe's scales before it leaves, as DeepSeek-V3 section 3.3 and
+  // Megatron-core's moe_dispatch_fwd_dtype / moe_combine_bwd_dtype mxfp8 do). Rows coming back
+  // from the experts stay 16-bit. Empty: bf16. See EpDispatchBytes.
+  std::string ep_dispatch_dtype;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -147,6 +153,15 @@ const std::vector<std::string>& Fp8RecipeNames();
 // dtypes). The one home of both defaults for the memory model, the costs and the exports.
 std::string CrossEntropyOf(const PlanSpec& plan);
 std::string Fp8RecipeOf(const PlanSpec& plan);
+
+// Bytes per element of a row of `row_width` elements in the expert all-to-alls that carry rows to
+// the experts: the activations' width, or under ep_dispatch_dtype fp8 one byte plus the recipe's
+// scales (an fp32 scale per row for rowwise, per 128 elements for blockwise, an 8-bit one per 32
+// for mxfp8; one per tensor, nothing per row, for tensorwise). The one home of the dispatch
+// width for the step program and its exports.
+double EpDispatchBytes(const PlanSpec& plan, int64_t row_width);
+// ep_dispatch_dtype's values: "bf16", "fp8".
+const std::vector<std::string>& EpDispatchDtypeNames();
 
 // The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
 // false with it.

@@ -64,8 +64,17 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
   }
   if (p.mesh.expert > 1) {
     add("--expert-model-parallel-size", I(p.mesh.expert));
-    add("--moe-token-dispatcher-type",
-        "alltoall");  // shardsim's dispatch; Megatron's default is allgather
+    if (p.ep_dispatch_dtype == "fp8") {
+      // transformer_config.py moe_dispatch_fwd_dtype / moe_combine_bwd_dtype: MXFP8 on the wire,
+      // with the 'ncclep' flex dispatcher only.
+      add("--moe-token-dispatcher-type", "flex");
+      add("--moe-flex-dispatcher-backend", "ncclep");
+      add("--moe-dispatch-fwd-dtype", "mxfp8");
+      add("--moe-combine-bwd-dtype", "mxfp8");
+    } else {
+      add("--moe-token-dispatcher-type",
+          "alltoall");  // shardsim's dispatch; Megatron's default is allgather
+    }
   }
   if (m.moe && p.ep_capacity_factor > 1.0)
     add("--moe-expert-capacity-factor", Number(p.ep_capacity_factor));
@@ -168,6 +177,7 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
   p.sequence_parallel = r.Has("--sequence-parallel");
   p.context_kv = r.Get("--cp-comm-type", "p2p") == "p2p" ? "ring" : "all-gather";
   p.ep_capacity_factor = r.Number("--moe-expert-capacity-factor", 1.0);
+  if (r.Get("--moe-dispatch-fwd-dtype", "bf16") == "mxfp8") p.ep_dispatch_dtype = "fp8";
   const std::string granularity = r.Get("--recompute-granularity");
   p.recompute = granularity == "full"        ? Recompute::kFull
                 : granularity == "selective" ? Recompute::kSelective

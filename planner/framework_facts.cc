@@ -83,6 +83,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // mxfp8 (--fp8-recipe; delayed by default).
         .fp8_recipes = {true, false, true, true},
         .fp8_recipe_default = "tensorwise",
+        // core/transformer/transformer_config.py moe_dispatch_fwd_dtype / moe_combine_bwd_dtype:
+        // 'bf16' or 'mxfp8', with the 'ncclep' flex dispatcher only (fused_a2a.py's DeepEP path
+        // keeps fp8_dispatch off).
+        .fp8_dispatch_recipe = "mxfp8",
     },
     {
         .framework = Framework::kTorchtitan,
@@ -149,6 +153,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // "rowwise_with_gw_hp"), per-tensor scaling gone; mx.py MXFP8LinearConverter: mxfp8.
         .fp8_recipes = {false, true, false, true},
         .fp8_recipe_default = "rowwise",
+        .fp8_dispatch_recipe = "",  // its expert all-to-alls move the activations as they are
     },
     {
         .framework = Framework::kMaxText,
@@ -216,6 +221,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // base.yml quantization "fp8": per-tensor scales (shardsim's reading).
         .fp8_recipes = {true, false, false, false},
         .fp8_recipe_default = "tensorwise",
+        .fp8_dispatch_recipe = "",
     },
     {
         .framework = Framework::kDeepSpeed,
@@ -281,6 +287,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .cross_entropy_default = "eager",
         .fp8_recipes = {false, false, false, false},  // no fp8 training
         .fp8_recipe_default = "",
+        .fp8_dispatch_recipe = "",
     },
 }};
 

@@ -106,6 +106,9 @@ struct FrameworkFacts {
   // blockwise, mxfp8), and the one an fp8 plan that sets none gets ("" without fp8).
   std::array<bool, 4> fp8_recipes;
   std::string_view fp8_recipe_default;
+  // The fp8 recipe under which it moves the expert all-to-alls toward the experts in FP8
+  // (PlanSpec::ep_dispatch_dtype fp8); "" where it moves them at the activations' width only.
+  std::string_view fp8_dispatch_recipe;
 };
 
 // The row of `framework`.

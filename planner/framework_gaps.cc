@@ -95,6 +95,12 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     }
     if (!runs_it && !runs.empty()) gaps.push_back(p.fp8_recipe + " fp8 scaling: " + std::string(f.name) + " scales " + runs);
   }
+  if (p.ep_dispatch_dtype == "fp8" && Fp8RecipeOf(p) != f.fp8_dispatch_recipe) {
+    gaps.push_back(f.fp8_dispatch_recipe.empty()
+                       ? "fp8 expert dispatch (ep_dispatch_dtype): " + std::string(f.name) + " moves the expert all-to-alls at the activations' width"
+                       : "fp8 expert dispatch under " + Fp8RecipeOf(p) + " scaling: " + std::string(f.name) + " quantises it under " +
+                             std::string(f.fp8_dispatch_recipe) + " only");
+  }
   const bool keeps = ParamsSharded(s) && !ReshardAfterForward(p);
   if (keeps && (f.keep_gathered == KeepGathered::kNever ||
                 (f.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline == 1))) {

@@ -30,9 +30,19 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   // them, and gathers them back over tensor for the tensor-split experts.
   const auto routed = static_cast<int64_t>(static_cast<double>(s.tokens * moe.top_k) * plan.ep_capacity_factor + 0.5);
   const double routed_bytes = static_cast<double>(routed) * static_cast<double>(d) * e;
+  // The all-to-alls toward the experts (the dispatch, the combine's backward) move the rows at
+  // the dispatch width (FP8 under ep_dispatch_dtype fp8); those back from them at the
+  // activations'.
+  const double to_experts = static_cast<double>(routed) * static_cast<double>(d) * EpDispatchBytes(plan, d) / static_cast<double>(t);
+  const double from_experts = routed_bytes / static_cast<double>(t);
+  const bool narrow = to_experts != from_experts;
   if (plan.mesh.expert > 1) {
-    layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, routed_bytes / static_cast<double>(t), true, CollectiveOp::kAllToAll, true,
-                     CollectiveOp::kAllToAll, plan.overlap.expert);
+    layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, to_experts, true, CollectiveOp::kAllToAll, !narrow, CollectiveOp::kAllToAll,
+                     plan.overlap.expert);
+    if (narrow) {
+      layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, from_experts, false, CollectiveOp::kAllToAll, true, CollectiveOp::kAllToAll,
+                       plan.overlap.expert);
+    }
   }
   if (t > 1) {
     layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, routed_bytes, true, CollectiveOp::kAllGather, true,
@@ -48,8 +58,12 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
                      CollectiveOp::kAllGather, plan.overlap.tensor);
   }
   if (plan.mesh.expert > 1) {
-    layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, routed_bytes / static_cast<double>(t), true, CollectiveOp::kAllToAll, true,
-                     CollectiveOp::kAllToAll, plan.overlap.expert);
+    layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, from_experts, true, CollectiveOp::kAllToAll, !narrow, CollectiveOp::kAllToAll,
+                     plan.overlap.expert);
+    if (narrow) {
+      layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, to_experts, false, CollectiveOp::kAllToAll, true, CollectiveOp::kAllToAll,
+                       plan.overlap.expert);
+    }
   }
   layer.Elementwise(ops::kMoeCombine, 3 * static_cast<double>(s.tokens) * static_cast<double>(d) * e);
 }

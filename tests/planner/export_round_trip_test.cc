@@ -151,6 +151,8 @@ TEST(ExportRoundTripTest, MegatronCore) {
   p = Plan({{"data", 2}, {"pipeline", 16}, {"expert", 64}}, 15360, 4096);
   p.zero_stage = 1, p.ep_capacity_factor = 1.25, p.overlap.expert = true;
   cases.push_back({"DeepSeek-V3's 61 layers on 16 stages", "deepseek-v3", "hgx-h800:2048", p});
+  p.dtype = "fp8", p.fp8_recipe = "mxfp8", p.ep_dispatch_dtype = "fp8";
+  cases.push_back({"the same, MXFP8 with the dispatch in MXFP8", "deepseek-v3", "dgx-b200:2048", p});
   RoundTrip(Framework::kMegatronCore, cases);
 }
 

@@ -178,6 +178,12 @@ TEST(FrameworksTest, TensorContextExpert) {
   moe.zero_stage = 3;
   EXPECT_TRUE(Names(Framework::kTorchtitan, moe, "experts split over tensor", mixtral));
   EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, mixtral, moe).empty());
+  // FP8 expert dispatch: Megatron-core's under MXFP8 only (moe_dispatch_fwd_dtype), torchtitan's never.
+  moe.dtype = "fp8", moe.ep_dispatch_dtype = "fp8", moe.fp8_recipe = "mxfp8";
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, mixtral, moe).empty());
+  EXPECT_TRUE(Names(Framework::kTorchtitan, moe, "moves the expert all-to-alls at the activations' width", mixtral));
+  moe.fp8_recipe = "blockwise";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, moe, "fp8 expert dispatch under blockwise scaling", mixtral));
 }
 
 TEST(FrameworksTest, RecomputeDtypeAttentionOrder) {

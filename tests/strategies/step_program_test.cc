@@ -164,6 +164,20 @@ TEST(StepProgramTest, ExpertAllToAllMovesTheRoutedTokens) {
     ++a2a;
   }
   EXPECT_EQ(a2a, 4);  // dispatch and combine, forward and backward
+  // FP8 dispatch (block-wise: a 4-byte scale per 128 elements): the rows toward the experts (the
+  // dispatch, the combine's backward) at 1 + 4/128 bytes, those back at 2.
+  p.dtype = "fp8", p.fp8_recipe = "blockwise", p.ep_dispatch_dtype = "fp8";
+  std::map<std::string, double> bytes;
+  const StepProgram fp8 = BuildStep(m, p);
+  for (const Op& op : fp8.Layer(LayerKind::kMoe).ops) {
+    if (op.stream == Stream::kExpert) bytes[op.name] = op.comm_bytes;
+  }
+  const double rows = 4096.0 * 2 * 4096;
+  EXPECT_DOUBLE_EQ(bytes[std::string(ops::kExpertDispatch)], rows * (1 + 4.0 / 128));
+  EXPECT_DOUBLE_EQ(bytes[ops::Grad(ops::kExpertCombine)], rows * (1 + 4.0 / 128));
+  EXPECT_DOUBLE_EQ(bytes[std::string(ops::kExpertCombine)], rows * 2);
+  EXPECT_DOUBLE_EQ(bytes[ops::Grad(ops::kExpertDispatch)], rows * 2);
+  EXPECT_EQ(bytes.size(), 4u);
 }
 
 // Ring attention: c-1 sends of the local K/V block forward, 2(c-1) backward (K/V and dK/dV); the
