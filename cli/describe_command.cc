@@ -133,7 +133,8 @@ void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
   }
   out << "  FLOPs      per token at seq_len " << seq_len << ": forward " << FormatSI(f.forward(), "FLOP") << " (matmul "
       << FormatSI(f.matmul, "FLOP") << " + attention " << FormatSI(f.attention, "FLOP") << "), training "
-      << FormatSI(f.training(), "FLOP") << " (causal attention over the keys it reads: " << FormatSI(f.causal_training(), "FLOP") << ")\n";
+      << FormatSI(f.training(), "FLOP") << "; training counting causal attention over the keys it reads (MFU's count): "
+      << FormatSI(f.causal_training(), "FLOP") << "\n";
   out << "  source     " << (m.source.empty() ? "(none given)" : m.source) << "\n";
 }
 

@@ -57,7 +57,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "") << "\n";
   if (plan.mesh.pipeline > 1) {
     // The stage layout the estimate used, in Megatron-core's syntax, with where it came from.
-    out << "  layout      " << strategies::LayoutText(program.layout, program.model.mtp_layers) << " (decoder layers per chunk in pipeline order: "
+    out << "  layout      " << strategies::LayoutText(program.layout) << " (decoder layers per chunk in pipeline order: "
         << strategies::DescribePartLayers(program.layout) << "; " << (plan.pipeline_layout.empty() ? "even split" : "the plan's pipeline_layout")
         << ")\n";
   }
@@ -74,7 +74,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       << (plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul) << " of peak, HBM at "
       << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
   if (!plan.framework.empty()) {
-    const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), r.mfu, r.mfu_palm);
+    const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), program.model, plan.seq_len, r.mfu_palm);
     if (own) {
       out << "              MFU under " << plan.framework << "'s FLOP count: " << FormatPercent(own->mfu) << " (" << own->count << "; " << own->source << ")\n";
     }

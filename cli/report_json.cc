@@ -52,7 +52,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"stage_time_s", r.stage_time_s},
           {"why", r.why}};
   if (!plan.framework.empty()) {
-    const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), r.mfu, r.mfu_palm);
+    const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), model, plan.seq_len, r.mfu_palm);
     if (own) j["framework_mfu"] = {{"framework", plan.framework}, {"mfu", own->mfu}, {"count", own->count}, {"source", own->source}};
   }
   return j;

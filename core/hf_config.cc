@@ -77,6 +77,17 @@ ModelSpec GptNeoX(JsonReader& r, const std::string& name) {
   return m;
 }
 
+// Mixtral's and gpt-oss's experts: num_local_experts of `width` in every layer, no shared one.
+MoeSpec LocalExpertsEveryLayer(JsonReader& r, int64_t width) {
+  const int64_t experts = r.Int("num_local_experts", 1, kMaxModelExperts);
+  return MoeSpec{.num_experts = experts,
+                 .top_k = r.Int("num_experts_per_tok", 1, experts),
+                 .num_shared_experts = 0,
+                 .expert_ffn_hidden_size = width,
+                 .first_dense_layers = 0,
+                 .layer_interval = 1};
+}
+
 // The sliding window: `sliding_window` (null or absent: none) over the layers `layer_types` marks
 // "sliding_attention" (every layer when the config has no such list, as MistralConfig's
 // v0.1 window covers; gpt-oss's default alternates, `default_every`). The list must repeat
@@ -91,8 +102,10 @@ void ReadSlidingWindow(JsonReader& r, ModelSpec& m, int64_t default_every) {
     }
     const auto first_global = std::find(types.begin(), types.end(), "full_attention");
     w.global_every = first_global == types.end() ? 0 : first_global - types.begin() + 1;
+    ModelSpec pattern = m;
+    pattern.sliding_window = w;
     for (size_t i = 0; i < types.size(); ++i) {
-      const bool global = w.global_every > 0 && static_cast<int64_t>(i + 1) % w.global_every == 0;
+      const bool global = !IsLocalAttentionLayer(pattern, static_cast<int64_t>(i));
       if (types[i] != (global ? "full_attention" : "sliding_attention")) {
         r.Fail("layer_types", "layer " + std::to_string(i) + " is '" + types[i] + "', which breaks a pattern of local layers closed by one global layer",
                "sliding_attention and full_attention repeating with the last of each run global",
@@ -140,25 +153,11 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
   // local and global layers alternating; its per-head attention sinks (one logit each) are left
   // out of the counts, H parameters and a few FLOPs per layer.
   if (type == "gpt_oss") {
-    const int64_t experts = r.Int("num_local_experts", 1, kMaxModelExperts);
-    m.moe = MoeSpec{.num_experts = experts,
-                    .top_k = r.Int("num_experts_per_tok", 1, experts),
-                    .num_shared_experts = 0,
-                    .expert_ffn_hidden_size = m.ffn_hidden_size,
-                    .first_dense_layers = 0,
-                    .layer_interval = 1};
-    m.linear_bias = r.BoolOr("attention_bias", true);
+    m.moe = LocalExpertsEveryLayer(r, m.ffn_hidden_size);
+    m.linear_bias = true;  // its experts' biases are there whatever attention_bias says
     ReadSlidingWindow(r, m, 2);
   }
-  if (type == "mixtral") {
-    const int64_t experts = r.Int("num_local_experts", 1, kMaxModelExperts);
-    m.moe = MoeSpec{.num_experts = experts,
-                    .top_k = r.Int("num_experts_per_tok", 1, experts),
-                    .num_shared_experts = 0,
-                    .expert_ffn_hidden_size = m.ffn_hidden_size,
-                    .first_dense_layers = 0,
-                    .layer_interval = 1};
-  }
+  if (type == "mixtral") m.moe = LocalExpertsEveryLayer(r, m.ffn_hidden_size);
   if (type == "deepseek_v2" || type == "deepseek_v3") {
     MlaSpec a;
     a.q_lora_rank = r.Has("q_lora_rank") ? r.Int("q_lora_rank", 0, kMaxModelWidth) : 0;  // null: no compression
@@ -178,7 +177,7 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
                       .first_dense_layers = r.IntOr("first_k_dense_replace", 0, 0, m.num_layers - 1),
                       .layer_interval = r.IntOr("moe_layer_freq", 1, 1, kMaxModelLayers)};
     }
-    m.mtp_layers = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxModelLayers);
+    m.mtp_layers = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
   }
   m.source = "Hugging Face config.json (" + where + ", model_type " + type + ")";
   ValidateModel(m, where + ":");

@@ -112,7 +112,7 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
     window->Finish();
     m.sliding_window = w;
   }
-  m.mtp_layers = r.IntOr("mtp_layers", 0, 0, kMaxModelLayers);
+  m.mtp_layers = r.IntOr("mtp_layers", 0, 0, kMaxMtpLayers);
   m.source = r.StringOr("source", "");
   r.Finish();
   ValidateModel(m, where + ":");

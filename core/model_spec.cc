@@ -203,8 +203,8 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
     RequirePositive(m.mla->v_head_dim, w, "v_head_dim");
     if (m.mla->q_lora_rank < 0) throw InputError(w + "/q_lora_rank", "must not be negative", "0 (no query compression) or more");
   }
-  if (m.mtp_layers < 0 || m.mtp_layers > kMaxModelLayers) {
-    throw InputError(where + "/mtp_layers", "mtp_layers=" + std::to_string(m.mtp_layers) + " is out of range", "0 to " + std::to_string(kMaxModelLayers),
+  if (m.mtp_layers < 0 || m.mtp_layers > kMaxMtpLayers) {
+    throw InputError(where + "/mtp_layers", "mtp_layers=" + std::to_string(m.mtp_layers) + " is out of range", "0 to " + std::to_string(kMaxMtpLayers),
                      "DeepSeek-V3 trains one multi-token-prediction module (num_nextn_predict_layers 1)");
   }
   if (m.sliding_window) {

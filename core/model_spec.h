@@ -18,6 +18,7 @@ inline constexpr int64_t kMaxModelHeads = int64_t{1} << 16;    // head counts an
 inline constexpr int64_t kMaxModelVocab = int64_t{1} << 26;
 inline constexpr int64_t kMaxModelSeqLen = int64_t{1} << 30;
 inline constexpr int64_t kMaxModelExperts = int64_t{1} << 20;
+inline constexpr int64_t kMaxMtpLayers = 64;  // multi-token-prediction depth (DeepSeek-V3 trains 1)
 
 enum class MlpKind { kGelu, kSwiGlu };             // GELU MLP: 2 matrices; SwiGLU: 3 (gate, up, down)
 enum class NormKind { kLayerNorm, kRmsNorm };      // LayerNorm has a bias vector, RMSNorm does not

@@ -139,6 +139,7 @@ std::vector<Setting> MaxTextSettings(const ModelSpec& m, const ClusterSpec& c, c
   add("per_device_batch_size", Number(static_cast<double>(p.global_batch_size) /
                                       static_cast<double>(devices * accumulation)));
   add("max_target_length", I(p.seq_len));
+  if (m.mtp_layers > 0) add("mtp_num_layers", I(m.mtp_layers));
   add("remat_policy", std::string(RematPolicyOf(p.recompute)));
   add("attention", p.flash_attention ? "flash" : "dot_product");
   if (p.mesh.context > 1)
@@ -175,6 +176,10 @@ PlanSpec MaxTextPlan(const SettingReader& r, const ModelSpec& m) {
       p.mesh.pipeline > 1 ? r.Int("num_pipeline_microbatches", p.mesh.pipeline) : accumulation;
   p.micro_batch_size = p.global_batch_size / (BatchReplicas(p.mesh) * microbatches);
   p.seq_len = r.Int("max_target_length", 0);
+  if (r.Int("mtp_num_layers", 0) != m.mtp_layers) {
+    r.Fail("mtp_num_layers", "does not match the model's " + I(m.mtp_layers) +
+                                 " multi-token-prediction modules (mtp_layers): set it to that, or give a model JSON whose mtp_layers matches");
+  }
   if (p.mesh.pipeline > 1) {
     p.pipeline_schedule = "gpipe";
     if (r.Int("num_layers_per_pipeline_stage", 0) * p.mesh.pipeline != m.num_layers ||

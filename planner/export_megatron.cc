@@ -41,7 +41,7 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     } else if (even == 0) {
       // A plan's own layout as written, else the default one collapsed ("Et*7|(t*8|)*14t*7L").
       const std::string layout = p.pipeline_layout.empty()
-                                     ? strategies::LayoutText(strategies::LayOut(m, p), m.mtp_layers)
+                                     ? strategies::LayoutText(strategies::LayOut(m, p))
                                      : p.pipeline_layout;
       add("--pipeline-model-parallel-layout", "\"" + layout + "\"");
     }
@@ -169,7 +169,9 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
                                                           : 0;
   }
   if (r.Int("--mtp-num-layers", 0) != m.mtp_layers) {
-    r.Fail("--mtp-num-layers", "does not match the model's " + I(m.mtp_layers) + " multi-token-prediction modules (mtp_layers)");
+    r.Fail("--mtp-num-layers", "does not match the model's " + I(m.mtp_layers) +
+                                   " multi-token-prediction modules (mtp_layers): set it to that, or give a model JSON whose mtp_layers matches "
+                                   "(shardsim describe --model " + m.name + " --write-model F writes one to edit)");
   }
   p.micro_batch_size = r.Int("--micro-batch-size", 1);
   p.global_batch_size = r.Int("--global-batch-size", 0);

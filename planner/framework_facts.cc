@@ -87,6 +87,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // 'bf16' or 'mxfp8', with the 'ncclep' flex dispatcher only (fused_a2a.py's DeepEP path
         // keeps fp8_dispatch off).
         .fp8_dispatch_recipe = "mxfp8",
+        .mtp_setting = "--mtp-num-layers",
     },
     {
         .framework = Framework::kTorchtitan,
@@ -154,6 +155,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_recipes = {false, true, false, true},
         .fp8_recipe_default = "rowwise",
         .fp8_dispatch_recipe = "",  // its expert all-to-alls move the activations as they are
+        // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
+        // debug flavour sets it), not from the job config.
+        .mtp_setting = "",
     },
     {
         .framework = Framework::kMaxText,
@@ -222,6 +226,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_recipes = {true, false, false, false},
         .fp8_recipe_default = "tensorwise",
         .fp8_dispatch_recipe = "",
+        .mtp_setting = "mtp_num_layers",  // configs/base.yml
     },
     {
         .framework = Framework::kDeepSpeed,
@@ -288,6 +293,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_recipes = {false, false, false, false},  // no fp8 training
         .fp8_recipe_default = "",
         .fp8_dispatch_recipe = "",
+        .mtp_setting = "",
     },
 }};
 

@@ -109,6 +109,9 @@ struct FrameworkFacts {
   // The fp8 recipe under which it moves the expert all-to-alls toward the experts in FP8
   // (PlanSpec::ep_dispatch_dtype fp8); "" where it moves them at the activations' width only.
   std::string_view fp8_dispatch_recipe;
+  // The setting that trains multi-token-prediction modules (ModelSpec::mtp_layers); "" where its
+  // configuration cannot.
+  std::string_view mtp_setting;
 };
 
 // The row of `framework`.

@@ -29,11 +29,12 @@ std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& mod
   return gaps;
 }
 
-std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, double mfu, double mfu_palm) {
+std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, const ModelSpec& model, int64_t seq_len, double mfu_palm) {
   const FrameworkFacts& facts = FactsOf(framework);
   if (facts.flop_count == FlopCount::kNone) return std::nullopt;
   const bool causal = facts.flop_count == FlopCount::kCausalAttention;
-  return FrameworkMfu{.mfu = causal ? mfu : mfu_palm,
+  const FlopsPerToken f = ForwardFlopsPerToken(model, seq_len);
+  return FrameworkMfu{.mfu = causal ? mfu_palm * (f.matmul + f.attention / 2) / f.forward() : mfu_palm,
                       .count = causal ? "causal attention at half" : "all of the attention",
                       .source = std::string(facts.source) + ": " + std::string(facts.flop_count_source)};
 }

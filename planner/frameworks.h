@@ -24,15 +24,17 @@ std::string_view FrameworkName(Framework framework);
 Framework ParseFramework(const std::string& name, const std::string& where);
 
 // The MFU of a step under `framework`'s own model-FLOP count (FrameworkFacts::flop_count: the
-// count behind the MFU or TFLOP/s it logs), given the step's MFU under shardsim's count (causal
-// attention at half) `mfu` and under PaLM's (all of the attention) `mfu_palm`, with what that
-// count is and where the framework makes it; nullopt for a framework with no such count.
+// count behind the MFU or TFLOP/s it logs), given the step's MFU under PaLM's count (all of the
+// attention) `mfu_palm` of `model` at `seq_len`, with what that count is and where the framework
+// makes it; nullopt for a framework with no such count. Both counts take every layer's full
+// context (local layers' too): the causal one halves it, shardsim's own reads local layers'
+// windows.
 struct FrameworkMfu {
   double mfu = 0;
   std::string count;   // "causal attention at half", "all of the attention"
   std::string source;  // file and function in the framework's repository
 };
-std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, double mfu, double mfu_palm);
+std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, const ModelSpec& model, int64_t seq_len, double mfu_palm);
 
 // What of `plan` the framework cannot run as shardsim models it, one phrase each; empty: it runs
 // this exact plan. Cheap: the search calls it on every candidate plan before estimating, so the

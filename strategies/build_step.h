@@ -31,7 +31,7 @@ class LayerCache {
   const ModelSpec* model_ = nullptr;
   PlanSpec plan_;  // with the default schedule and one virtual stage
   bool valid_ = false, has_layers_ = false;
-  std::array<LayerProgram, 4> layers_;  // kTransformerKinds' programs
+  std::array<LayerProgram, kTransformerKinds.size()> layers_;  // kTransformerKinds' programs
   std::vector<std::tuple<double, double, std::vector<Op>>> step_ops_;  // (dense, expert params) -> ops
 };
 

@@ -43,7 +43,8 @@ double MtpActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens)
   const double a = MemoryBytesPerElement(p.dtype).activations;
   const double sp = p.sequence_parallel ? static_cast<double>(p.mesh.tensor) : 1.0;
   const double inputs = 2 * static_cast<double>(m.hidden_size) * a / sp;  // previous depth's hidden state, next token's embedding
-  const double entry = p.recompute == Recompute::kNone ? 2 * inputs : inputs;
+  // Full recomputation reruns the entry from its inputs; the other sets keep its concatenation.
+  const double entry = p.recompute == Recompute::kFull ? inputs : 2 * inputs;
   return LayerActivationBytes(m, p, tokens, MtpLayerIsMoe(m)) + static_cast<double>(tokens) * entry;
 }
 
@@ -130,8 +131,10 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     std::vector<double> head_logits(stage.chunks.size(), 0);
     bool has_head = false;
     for (size_t c = 0; c < stage.chunks.size(); ++c) {
-      // Each multi-token-prediction module's loss keeps its own logits beside the head's.
-      if (stage.chunks[c].layout.head) head_logits[c] = logits * static_cast<double>(1 + m.mtp_layers), has_head = true;
+      // Each multi-token-prediction module's loss keeps its own logits, where the module runs.
+      const ChunkLayout& chunk = stage.chunks[c].layout;
+      head_logits[c] = logits * static_cast<double>((chunk.head ? 1 : 0) + chunk.mtp);
+      has_head = has_head || head_logits[c] > 0;
     }
     if (has_head) b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, task_lists) + stage_logits * loss.backward;
     if (!ParamShardAxes(p, ParamKind::kDense).empty()) {

@@ -41,8 +41,8 @@ LogitBytes LossBytesPerLogit(const PlanSpec& plan);
 double LayerActivationBytes(const ModelSpec& model, const PlanSpec& plan, int64_t tokens, bool moe_layer);
 
 // Activation bytes one multi-token-prediction module stores per micro-batch of `tokens` tokens: its
-// layer's (LayerActivationBytes), the two inputs of its entry norms and, unless recomputed, their
-// normed concatenation the projection reads.
+// layer's (LayerActivationBytes), the two inputs of its entry norms and, unless fully recomputed,
+// their normed concatenation the projection reads.
 double MtpActivationBytes(const ModelSpec& model, const PlanSpec& plan, int64_t tokens);
 
 // Bytes one routed token copy adds to the saved activations of the rank whose expert computes it:

@@ -127,6 +127,7 @@ std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& tex
   const std::optional<std::string> symbols = parser.Expand(error);
   if (!symbols) return LayoutError(Quoted(text) + ": " + error, "symbols E, t, L, m, |, (...)*N");
   out.assign(1, Segment{});
+  bool decoder_after_mtp = false, seen_mtp = false;
   for (char c : *symbols) {
     Segment& s = out.back();
     if (c == '|') {
@@ -141,6 +142,8 @@ std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& tex
     } else {
       if (s.loss > 0) s.loss_last = false;
       (c == 't' ? s.layers : s.mtp)++;
+      decoder_after_mtp = decoder_after_mtp || (c == 't' && seen_mtp);
+      seen_mtp = seen_mtp || c == 'm';
     }
   }
   const int64_t chunks = static_cast<int64_t>(out.size());
@@ -153,12 +156,21 @@ std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& tex
   for (const Segment& s : out)
     layers += s.layers, embeddings += s.embedding, losses += s.loss, mtp += s.mtp;
   if (mtp != m.mtp_layers) {
-    return LayoutError(Quoted(text) + " places " + I(mtp) + " multi-token-prediction layers (m) but '" + m.name + "' has " + (m.mtp_layers == 0 ? std::string("none") : I(m.mtp_layers)),
-                       I(m.mtp_layers) + " m symbols", "the model's mtp_layers (config.json num_nextn_predict_layers)");
+    return LayoutError(Quoted(text) + " places " + I(mtp) + " multi-token-prediction " + (mtp == 1 ? "layer" : "layers") + " (m) but '" + m.name + "' has " +
+                           (m.mtp_layers == 0 ? std::string("none") : I(m.mtp_layers)),
+                       I(m.mtp_layers) + " m symbols",
+                       m.mtp_layers > 0 ? "add them after the last decoder layer (before L), or leave them out with a model JSON of mtp_layers 0 "
+                                          "(shardsim describe --model " + m.name + " --write-model F)"
+                                        : "remove the m symbols");
   }
-  if (out.back().mtp != mtp) {
-    return LayoutError(Quoted(text) + " places multi-token-prediction layers (m) before the last chunk", "every m in the last chunk, with L",
-                       "shardsim runs them beside the loss, as Megatron-core keeps them in the last virtual stage");
+  // Megatron-core's PipelineParallelLayerLayout.validate_layer_layout: the modules in one
+  // virtual stage, after every decoder layer.
+  int64_t mtp_chunks = 0;
+  for (const Segment& s : out) mtp_chunks += s.mtp > 0 ? 1 : 0;
+  if (mtp_chunks > 1 || decoder_after_mtp) {
+    return LayoutError(Quoted(text) + (decoder_after_mtp ? " places a decoder layer (t) after a multi-token-prediction layer (m)"
+                                                         : " spreads the multi-token-prediction layers (m) over " + I(mtp_chunks) + " chunks"),
+                       "every m in one chunk, after every t", "as Megatron-core requires: Et*3|(tt|)*29,m|L");
   }
   if (layers != m.num_layers) {
     return LayoutError(Quoted(text) + " places " + I(layers) + " decoder layers (t) but '" + m.name +
@@ -237,6 +249,7 @@ StageLayout LayOut(const ModelSpec& m, const PlanSpec& p) {
       segments.push_back(Segment{0, n, 0, 0});
     segments.front().embedding = 1;
     segments.back().loss = 1;
+    segments.back().mtp = m.mtp_layers;  // beside the head, Megatron-core's default place
   }
   std::vector<int64_t> first(static_cast<size_t>(positions) + 1, 0);
   for (int64_t j = 0; j < positions; ++j)
@@ -256,6 +269,7 @@ StageLayout LayOut(const ModelSpec& m, const PlanSpec& p) {
       chunk.head = seg.loss > 0;
       chunk.first_layer = first[static_cast<size_t>(place.position)];
       chunk.layers = seg.layers;
+      chunk.mtp = seg.mtp;
       layout.at[static_cast<size_t>(s)].push_back(chunk);
       layout.paths[static_cast<size_t>(place.direction)][static_cast<size_t>(place.position)] = {s,
                                                                                                  c};
@@ -278,15 +292,14 @@ std::string DescribePartLayers(const StageLayout& layout) {
   return out;
 }
 
-std::string LayoutText(const StageLayout& layout, int64_t mtp_layers) {
+std::string LayoutText(const StageLayout& layout) {
   std::vector<std::string> segments;
   auto repeated = [](char symbol, int64_t n) { return n == 1 ? std::string(1, symbol) : n > 1 ? std::string(1, symbol) + "*" + std::to_string(n) : ""; };
   for (const auto& [stage, chunk] : layout.paths.front()) {
     const ChunkLayout& c = layout.Chunk(stage, chunk);
     std::string text = c.embedding ? "E" : "";
     text += repeated('t', c.layers);
-    // The multi-token-prediction modules follow the decoder layers where the loss is.
-    if (c.head) text += repeated('m', mtp_layers);
+    text += repeated('m', c.mtp);
     segments.push_back(text + (c.head ? "L" : ""));
   }
   std::string out;

@@ -27,6 +27,9 @@ struct ChunkLayout {
   bool head = false;        // holds the final norm, output head and loss (last on its path)
   int64_t first_layer = 0;  // decoder layers [first_layer, first_layer + layers)
   int64_t layers = 0;
+  // Multi-token-prediction modules it runs, after its decoder layers (all of the model's in one
+  // chunk: the head's by default, or where the layout's `m` symbols put them).
+  int64_t mtp = 0;
 };
 
 struct StageLayout {
@@ -56,7 +59,7 @@ std::optional<Infeasibility> CheckLayout(const ModelSpec& model, const PlanSpec&
 StageLayout LayOut(const ModelSpec& model, const PlanSpec& plan);
 
 // The layout in Megatron-core's syntax, runs of equal chunks collapsed: "Et*7|(t*8|)*14t*7L".
-std::string LayoutText(const StageLayout& layout, int64_t mtp_layers = 0);
+std::string LayoutText(const StageLayout& layout);
 
 // "7, 8 x 14, 7": the decoder layers per position, runs collapsed.
 std::string DescribePartLayers(const StageLayout& layout);

@@ -125,7 +125,8 @@ void AppendEmbedding(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pl
 void AppendMtpEntry(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
   const LayerShape& s = layer.shape();
   const int64_t d = m.hidden_size;
-  layer.Elementwise(ops::kMtpNorms, 2 * 2 * ActivationBytes(s, d));
+  // The next tokens' embedding rows looked up (written once), then both inputs normed.
+  layer.Elementwise(ops::kMtpNorms, (1 + 2 * 2) * ActivationBytes(s, d));
   AppendTensorEnter(layer, plan, ops::kTensorEnterMtp, 2 * d);
   layer.Matmul(ops::kMtpProjection, s.tokens, Div(2 * d, plan.mesh.tensor), d);
   AppendTensorExit(layer, plan, ops::kTensorExitMtp, d);

@@ -118,6 +118,7 @@ TEST(ExportTest, SettingNamesAreTheFrameworks) {
         "gradient_accumulation_steps",
         "per_device_batch_size",
         "max_target_length",
+        "mtp_num_layers",
         "remat_policy",
         "attention",
         "context_parallel_strategy",

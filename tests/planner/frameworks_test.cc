@@ -184,6 +184,15 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kTorchtitan, moe, "moves the expert all-to-alls at the activations' width", mixtral));
   moe.fp8_recipe = "blockwise";
   EXPECT_TRUE(Names(Framework::kMegatronCore, moe, "fp8 expert dispatch under blockwise scaling", mixtral));
+  // Multi-token prediction: Megatron-core and MaxText train it from their configurations.
+  ModelSpec mtp = mixtral;
+  mtp.mtp_layers = 1;
+  PlanSpec plain = Plan({{"expert", 8}, {"fsdp", 8}});
+  plain.zero_stage = 3;
+  EXPECT_TRUE(Names(Framework::kTorchtitan, plain, "multi-token prediction (1 module of 'mixtral-8x7b')", mtp));
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, plain, "multi-token prediction", mtp));
+  EXPECT_FALSE(Names(Framework::kMaxText, plain, "multi-token prediction", mtp));
+  EXPECT_FALSE(Names(Framework::kMegatronCore, plain, "multi-token prediction", mtp));
 }
 
 TEST(FrameworksTest, RecomputeDtypeAttentionOrder) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "strategies/build_step.h"
+#include "strategies/op_names.h"
 #include "tests/strategies/test_models.h"
 
 namespace shardsim::strategies {
@@ -209,7 +210,24 @@ TEST(ActivationMemoryTest, MtpModulesKeepTheirLayerAndLogits) {
   EXPECT_DOUBLE_EQ(mtp.stages[1].activations - base.stages[1].activations, MtpActivationBytes(m, p, 256));
   EXPECT_DOUBLE_EQ(MtpActivationBytes(m, p, 256), LayerActivationBytes(m, p, 256, true) + tokens * 4 * 256 * 4);
   EXPECT_DOUBLE_EQ(mtp.stages[0].activations, base.stages[0].activations);
-  EXPECT_GT(mtp.stages[1].params, base.stages[1].params);
+  // Away from the embedding's stage, the modules' stage keeps a copy of the embedding for their
+  // token inputs, its gradients kept equal with the first stage's (Megatron-core's mtp_process).
+  const StepProgram with = BuildStep(m, p);
+  m.mtp_layers = 0;
+  const StepProgram without = BuildStep(m, p);
+  const double vocab = 256.0 * 256, d = 256;
+  // The copy, the projection and three norms, and the module's MoE layer outside its routed
+  // experts: attention (8 heads and 4 K/V heads of 32), the shared expert, the router, two norms.
+  const double attention = d * (2 * 256 + 2 * 128), shared_expert = 3 * d * 256, router = d * 8;
+  EXPECT_DOUBLE_EQ(with.stages[1].dense_params - without.stages[1].dense_params,
+                   vocab + 2 * d * d + 3 * d + attention + shared_expert + router + 2 * d);
+  auto syncs = [](const Stage& stage) {
+    int n = 0;
+    for (const Op& op : stage.step_ops) n += op.name == ops::kTiedEmbeddingSync ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(syncs(with.stages[0]) + syncs(with.stages[1]), 2);
+  EXPECT_EQ(syncs(without.stages[0]) + syncs(without.stages[1]), 0);
 }
 
 }  // namespace

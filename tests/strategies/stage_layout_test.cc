@@ -131,19 +131,27 @@ TEST(StageLayoutTest, BadLayoutsSayWhatIsWrong) {
   EXPECT_NE(what("Et*8|t*8|t*8|t*7L").find("places 31 decoder layers (t) but 'llama3-8b' has 32"),
             std::string::npos);
   EXPECT_NE(
-      what("Et*8|t*8|t*8|t*7mL").find("multi-token-prediction layers (m) but 'llama3-8b' has none"),
+      what("Et*8|t*8|t*8|t*7mL").find("multi-token-prediction layer (m) but 'llama3-8b' has none"),
       std::string::npos);
   // A model with multi-token-prediction modules places them with the loss, as LayoutText writes.
   ModelSpec mtp = m;
   mtp.mtp_layers = 2;
-  auto what_mtp = [&](const std::string& layout) {
-    const auto bad = CheckLayout(mtp, Pipelined(4, "1f1b", 1, layout));
+  auto what_mtp = [&](const std::string& layout, int64_t stages = 4) {
+    const auto bad = CheckLayout(mtp, Pipelined(stages, "1f1b", 1, layout));
     return bad ? bad->what : std::string();
   };
   EXPECT_EQ(what_mtp("Et*8|t*8|t*8|t*8m*2L"), "");
-  EXPECT_EQ(LayoutText(LayOut(mtp, Pipelined(4, "1f1b", 1)), 2), "Et*8|(t*8|)*2t*8m*2L");
-  EXPECT_NE(what_mtp("Et*8|t*8|t*8|t*8mL").find("places 1 multi-token-prediction layers (m) but 'llama3-8b' has 2"), std::string::npos);
-  EXPECT_NE(what_mtp("Et*8|t*8m|t*8|t*8mL").find("before the last chunk"), std::string::npos);
+  EXPECT_EQ(LayoutText(LayOut(mtp, Pipelined(4, "1f1b", 1))), "Et*8|(t*8|)*2t*8m*2L");
+  EXPECT_NE(what_mtp("Et*8|t*8|t*8|t*8mL").find("places 1 multi-token-prediction layer (m) but 'llama3-8b' has 2"), std::string::npos);
+  EXPECT_NE(what_mtp("Et*8|t*8m|t*8|t*8mL").find("places a decoder layer (t) after a multi-token-prediction layer (m)"), std::string::npos);
+  EXPECT_NE(what_mtp("Et*8|t*8|t*8|t*7mtmL").find("places a decoder layer (t) after"), std::string::npos);
+  EXPECT_NE(what_mtp("Et*8|t*8|t*8|t*8m|mL", 5).find("spreads the multi-token-prediction layers (m) over 2 chunks"), std::string::npos);
+  // Megatron-core's own example: the modules in a chunk of their own before the loss's.
+  EXPECT_EQ(what_mtp("Et*8|t*8|t*8|t*8|m*2L", 5), "");
+  const StageLayout own = LayOut(mtp, Pipelined(5, "1f1b", 1, "Et*8|t*8|t*8|t*8|m*2L"));
+  EXPECT_EQ(own.Chunk(4, 0).mtp, 2);
+  EXPECT_EQ(own.Chunk(3, 0).mtp, 0);
+  EXPECT_EQ(LayoutText(own), "Et*8|(t*8|)*3m*2L");
   EXPECT_NE(what("tEt*7|t*8|t*8|t*8L").find("one E, first in the first chunk"), std::string::npos);
   EXPECT_NE(what("Et*8|t*8|t*8|t*7Lt").find("one L, last in the last chunk"), std::string::npos);
   EXPECT_NE(what("Et*8|(t*8|*2t*8L").find("unclosed '('"), std::string::npos);

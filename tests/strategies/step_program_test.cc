@@ -54,7 +54,10 @@ TEST(StepProgramTest, FlopsAddUpToSixNPlusAttention) {
     const StepProgram program = BuildStep(m, Plan(2, 1, 2, 32, 4096));
     EXPECT_NEAR(ProgramFlops(program) / program.model_flops_per_step, 1.0, 1e-5);
     EXPECT_GT(program.model_flops_per_step, 1.01 * base.model_flops_per_step);
-    EXPECT_EQ(program.stages.back().chunks.back().layers.back(), (std::pair<LayerKind, int64_t>{LayerKind::kMtp, 1}));
+    const auto& last = program.stages.back().chunks.back().layers;
+    ASSERT_GE(last.size(), 2u);
+    EXPECT_EQ(last[last.size() - 2], (std::pair<LayerKind, int64_t>{LayerKind::kMtp, 1}));  // after the layers, before the head
+    EXPECT_EQ(last.back().first, LayerKind::kHead);
     EXPECT_GT(program.stages.back().params(), program.stages.front().params());
   }
   // gpt-oss: local layers over a 128-token window alternating with global ones. A blockwise
