@@ -200,11 +200,17 @@ TEST(ExportTest, UnevenStages) {
   d.global_batch_size = 15360;
   const Export e = ExportPlan(deepseek, ParseClusterPreset("hgx-h800:2048", "--cluster"), d,
                               ExportTarget::kMegatron);
-  // Its multi-token-prediction module (m) with the loss, and its count.
-  EXPECT_NE(e.text.find("--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*13t*3mL\""),
+  EXPECT_NE(e.text.find("--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*13t*3L\""),
             std::string::npos)
       << e.text;
-  EXPECT_NE(e.text.find("--mtp-num-layers 1"), std::string::npos) << e.text;
+  EXPECT_EQ(e.text.find("--mtp-num-layers"), std::string::npos) << e.text;
+  // With its multi-token-prediction module (the released config.json's): m with the loss, and
+  // the count.
+  ModelSpec mtp = deepseek;
+  mtp.mtp_layers = 1;
+  const Export with_mtp = ExportPlan(mtp, ParseClusterPreset("hgx-h800:2048", "--cluster"), d, ExportTarget::kMegatron);
+  EXPECT_NE(with_mtp.text.find("--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*13t*3mL\""), std::string::npos) << with_mtp.text;
+  EXPECT_NE(with_mtp.text.find("--mtp-num-layers 1"), std::string::npos) << with_mtp.text;
   // A plan's own pipeline_layout passes through as written.
   PlanSpec own = p;
   own.pipeline_schedule = "interleaved-1f1b";

@@ -46,8 +46,7 @@ TEST(StepProgramTest, FlopsAddUpToSixNPlusAttention) {
   // DeepSeek-V3 with its multi-token-prediction module: its layer and the shared head again, on
   // the last stage. (MLA's latent norms count as parameters in 6N but run no product: 3e-6.)
   {
-    ModelSpec m = FindModelPreset("deepseek-v3")->spec;
-    m.mtp_layers = 0;
+    ModelSpec m = FindModelPreset("deepseek-v3")->spec;  // without its module
     const StepProgram base = BuildStep(m, Plan(2, 1, 2, 32, 4096));
     EXPECT_NEAR(ProgramFlops(base) / base.model_flops_per_step, 1.0, 1e-5);
     m.mtp_layers = 1;
