@@ -86,7 +86,11 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (plan.dtype == "fp8") {
     out << "  fp8         " << Fp8RecipeOf(plan) << " scaling (fp8_recipe"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md")
-        << "): its GEMMs at " << cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) << " of the fp8 peak\n";
+        << "): its GEMMs at " << cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) << " of the fp8 peak";
+    if (plan.ep_dispatch_dtype == "fp8") {
+      out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, model.hidden_size) << " B per element (ep_dispatch_dtype)";
+    }
+    out << "\n";
   }
   if (!plan.cross_entropy.empty()) {
     const strategies::LogitBytes loss = strategies::LossBytesPerLogit(plan);

@@ -66,7 +66,9 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     add("--expert-model-parallel-size", I(p.mesh.expert));
     if (p.ep_dispatch_dtype == "fp8") {
       // transformer_config.py moe_dispatch_fwd_dtype / moe_combine_bwd_dtype: MXFP8 on the wire,
-      // with the 'ncclep' flex dispatcher only.
+      // with the 'ncclep' flex dispatcher, grouped GEMMs and Transformer Engine's op fuser only.
+      add("--moe-grouped-gemm");
+      add("--use-transformer-engine-op-fuser");
       add("--moe-token-dispatcher-type", "flex");
       add("--moe-flex-dispatcher-backend", "ncclep");
       add("--moe-dispatch-fwd-dtype", "mxfp8");
@@ -179,7 +181,12 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
   p.sequence_parallel = r.Has("--sequence-parallel");
   p.context_kv = r.Get("--cp-comm-type", "p2p") == "p2p" ? "ring" : "all-gather";
   p.ep_capacity_factor = r.Number("--moe-expert-capacity-factor", 1.0);
-  if (r.Get("--moe-dispatch-fwd-dtype", "bf16") == "mxfp8") p.ep_dispatch_dtype = "fp8";
+  const std::string dispatch = r.Get("--moe-dispatch-fwd-dtype", "bf16"), combine_grad = r.Get("--moe-combine-bwd-dtype", "bf16");
+  if (dispatch != combine_grad) {
+    r.Fail("--moe-combine-bwd-dtype", "is " + combine_grad + " while --moe-dispatch-fwd-dtype is " + dispatch +
+                                          ": shardsim moves both all-to-alls toward the experts at one width (ep_dispatch_dtype); set both alike");
+  }
+  if (dispatch == "mxfp8") p.ep_dispatch_dtype = "fp8";
   const std::string granularity = r.Get("--recompute-granularity");
   p.recompute = granularity == "full"        ? Recompute::kFull
                 : granularity == "selective" ? Recompute::kSelective
@@ -193,6 +200,9 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
     p.fp8_recipe = recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise";  // delayed and tensorwise scale per tensor
   }
   p.flash_attention = r.Get("--attention-backend") != "unfused";
+  if (p.ep_dispatch_dtype == "fp8" && p.fp8_recipe != "mxfp8") {
+    r.Fail("--moe-dispatch-fwd-dtype", "mxfp8 on the wire needs --fp8-recipe mxfp8 in shardsim's model (the experts read the MXFP8 rows)");
+  }
   p.grad_reduce_dtype = GradReduceDefault(FactsOf(Framework::kMegatronCore), p);
   if (r.Has("--grad-reduce-in-bf16")) p.grad_reduce_dtype = "bf16";
   if (r.Has("--accumulate-allreduce-grads-in-fp32")) p.grad_reduce_dtype = "fp32";

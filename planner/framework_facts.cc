@@ -216,8 +216,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // take them after, and grad_dtype only casts them afterwards, trainers/pre_train/train.py).
         // shardsim's reading of the code, not a measurement.
         .grad_reduce = GradReduceRule::kComputeDtype,
-        .flop_count = FlopCount::kCausalAttention,
-        .flop_count_source = "src/maxtext/utils/maxtext_utils.py calculate_tflops_training_per_device (attention / 2 for the causal mask)",
+        .flop_count = FlopCount::kCausalWindows,
+        .flop_count_source = "src/maxtext/utils/maxtext_utils.py calculate_tflops_training_per_device (attention / 2 for the causal mask; "
+                             "local layers S W - W^2/2 per sequence, its Gemma 2/3 counts)",
         // The loss is traced into the jitted train step with everything else: XLA fuses it.
         .fused_cross_entropy = true,
         .eager_cross_entropy = false,

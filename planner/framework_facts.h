@@ -58,7 +58,8 @@ enum class GradReduceRule {
 // (sim::StepReport): both count 6 x matmul parameters x tokens and no recomputation; they differ
 // in the attention scores' S x S products.
 enum class FlopCount {
-  kCausalAttention,  // half of them (the causal mask): StepReport::mfu
+  kCausalAttention,  // half of them (the causal mask), every layer's full context
+  kCausalWindows,    // half of them, local layers over their windows: StepReport::mfu
   kFullAttention,    // all of them (PaLM's count): StepReport::mfu_palm
   kNone,             // no model-FLOP count (a profiler of the ops it sees)
 };

@@ -32,10 +32,14 @@ std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& mod
 std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, const ModelSpec& model, int64_t seq_len, double mfu_palm) {
   const FrameworkFacts& facts = FactsOf(framework);
   if (facts.flop_count == FlopCount::kNone) return std::nullopt;
-  const bool causal = facts.flop_count == FlopCount::kCausalAttention;
   const FlopsPerToken f = ForwardFlopsPerToken(model, seq_len);
-  return FrameworkMfu{.mfu = causal ? mfu_palm * (f.matmul + f.attention / 2) / f.forward() : mfu_palm,
-                      .count = causal ? "causal attention at half" : "all of the attention",
+  const double count = facts.flop_count == FlopCount::kCausalAttention ? 3 * (f.matmul + f.attention / 2)
+                       : facts.flop_count == FlopCount::kCausalWindows ? f.causal_training()
+                                                                       : f.training();
+  return FrameworkMfu{.mfu = mfu_palm * count / f.training(),
+                      .count = facts.flop_count == FlopCount::kFullAttention ? "all of the attention"
+                               : facts.flop_count == FlopCount::kCausalWindows ? "causal attention at half, local layers over their windows"
+                                                                               : "causal attention at half, every layer's full context",
                       .source = std::string(facts.source) + ": " + std::string(facts.flop_count_source)};
 }
 

@@ -26,9 +26,9 @@ Framework ParseFramework(const std::string& name, const std::string& where);
 // The MFU of a step under `framework`'s own model-FLOP count (FrameworkFacts::flop_count: the
 // count behind the MFU or TFLOP/s it logs), given the step's MFU under PaLM's count (all of the
 // attention) `mfu_palm` of `model` at `seq_len`, with what that count is and where the framework
-// makes it; nullopt for a framework with no such count. Both counts take every layer's full
-// context (local layers' too): the causal one halves it, shardsim's own reads local layers'
-// windows.
+// makes it; nullopt for a framework with no such count. Megatron-core's and torchtitan's counts
+// take every layer's full context (local layers' too; Megatron-core halves it), MaxText's reads
+// local layers' windows as shardsim's own does.
 struct FrameworkMfu {
   double mfu = 0;
   std::string count;   // "causal attention at half", "all of the attention"

@@ -224,20 +224,26 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   const LayerParams moe_layer = m.moe ? ParamsOf(m, p, true) : LayerParams{};
   const LayerParams mtp_module = m.mtp_layers > 0 ? MtpParamsOf(m, p) : LayerParams{};
   program.stages.resize(static_cast<size_t>(stages));
-  // The stages of the embedding and of the multi-token-prediction modules: apart, the modules'
-  // stage keeps a copy of the embedding (below).
-  int64_t embedding_stage = -1, mtp_stage = -1;
+  // The multi-token-prediction modules read the embedding and run the output head: the stage
+  // that runs them keeps a copy of whichever it does not hold (Megatron-core builds both where
+  // `mtp_process`; tied, one matrix serves both), each kept equal with its original once per step.
+  int64_t embedding_stage = -1, head_stage = -1, mtp_stage = -1;
   for (int64_t s = 0; s < stages; ++s) {
     for (const ChunkLayout& c : program.layout.at[static_cast<size_t>(s)]) {
       if (c.embedding && embedding_stage < 0) embedding_stage = s;
+      if (c.head && head_stage < 0) head_stage = s;
       if (c.mtp > 0) mtp_stage = s;
     }
   }
-  const bool mtp_apart = mtp_stage >= 0 && mtp_stage != embedding_stage && !two_copies;
+  bool embedding_copied = false, head_copied = false;
+  if (mtp_stage >= 0 && !two_copies) {
+    embedding_copied = mtp_stage != embedding_stage && !(m.tied_embeddings && mtp_stage == head_stage);
+    head_copied = !m.tied_embeddings && mtp_stage != head_stage;
+  }
   for (int64_t s = 0; s < stages; ++s) {
     Stage& stage = program.stages[static_cast<size_t>(s)];
     double dense = 0, expert = 0;
-    bool holds_embedding = false, holds_head = false, holds_mtp = false;
+    bool holds_embedding = false, holds_head = false;
     for (int64_t c = 0; c < program.layout.chunks; ++c) {
       Chunk chunk;
       chunk.layout = program.layout.Chunk(s, c);
@@ -266,7 +272,6 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
       for (int64_t k = 0; k < chunk.layout.mtp; ++k) append(LayerKind::kMtp);
       dense += static_cast<double>(chunk.layout.mtp) * mtp_module.dense;
       expert += static_cast<double>(chunk.layout.mtp) * mtp_module.expert;
-      holds_mtp = holds_mtp || chunk.layout.mtp > 0;
       if (chunk.layout.head) {
         append(LayerKind::kHead);
         holds_head = true;
@@ -274,12 +279,13 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
       }
       stage.chunks.push_back(std::move(chunk));
     }
-    // A stage that runs the multi-token-prediction modules without the embedding keeps its own
-    // copy for their token inputs (Megatron-core: `pre_process or mtp_process`), kept equal to the
-    // first stage's below.
-    // (With tied embeddings the head's copy on that stage serves.)
-    const bool mtp_embedding_copy = mtp_apart && holds_mtp && !(m.tied_embeddings && holds_head);
-    if (mtp_embedding_copy) dense += vocab_params;
+    // Vocabulary matrices this stage keeps equal with a copy on another stage: the tied embedding
+    // and head apart, and the multi-token-prediction modules' copies (above) and their originals.
+    double synced = m.tied_embeddings && stages > 1 && !two_copies && holds_embedding != holds_head ? 1 : 0;
+    const double mtp_copies = (embedding_copied ? 1 : 0) + (head_copied ? 1 : 0);
+    if (s == mtp_stage) dense += mtp_copies * vocab_params, synced += mtp_copies;
+    if (s == embedding_stage && embedding_copied) synced += 1;
+    if (s == head_stage && head_copied) synced += 1;
     stage.dense_params = dense;
     stage.expert_params = expert;
     // Stages of equal parameters (most of a pipeline) share one derivation.
@@ -300,9 +306,8 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     // Copies of one matrix on two stages keep their gradients equal once per step: the tied
     // embedding and head (Megatron's embedding group), and DualPipe's two copies of every part.
     // Costed as an exchange with the pipeline neighbour.
-    const bool holds_tied_copy = (m.tied_embeddings && stages > 1 && !two_copies && holds_embedding != holds_head) || (mtp_apart && (holds_mtp || holds_embedding));
-    if (holds_tied_copy || two_copies) {
-      const double shared = two_copies ? stage.params() / 2 : vocab_params;
+    if (synced > 0 || two_copies) {
+      const double shared = two_copies ? stage.params() / 2 : synced * vocab_params;
       stage.step_ops.insert(stage.step_ops.begin(), CommOp(std::string(two_copies ? ops::kDualPipeCopySync : ops::kTiedEmbeddingSync), Phase::kBackwardWeight,
                                                             Stream::kData, CollectiveOp::kPermute, {"pipeline"}, shared * GradReduceBytes(p), false));
     }

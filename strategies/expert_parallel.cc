@@ -44,9 +44,16 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
                        plan.overlap.expert);
     }
   }
+  // Over tensor the rows toward the experts (the gather of their inputs, the backward gather of
+  // their outputs' gradients) keep the dispatch width; the reductions move 16-bit partial sums.
+  const double to_experts_t = to_experts * static_cast<double>(t);
   if (t > 1) {
-    layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, routed_bytes, true, CollectiveOp::kAllGather, true,
+    layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, to_experts_t, true, CollectiveOp::kAllGather, !narrow,
                      CollectiveOp::kReduceScatter, plan.overlap.tensor);
+    if (narrow) {
+      layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, routed_bytes, false, CollectiveOp::kAllGather, true,
+                       CollectiveOp::kReduceScatter, plan.overlap.tensor);
+    }
   }
   const int64_t local = (moe.expert_ffn_hidden_size + t - 1) / t;
   const bool gated = m.mlp == MlpKind::kSwiGlu;
@@ -54,8 +61,12 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   layer.Elementwise(ops::kExpertsActivation, static_cast<double>(routed) * static_cast<double>(local) * e * (gated ? 3 : 2));
   layer.Matmul(ops::kExpertsDown, routed, local, d);
   if (t > 1) {
-    layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, routed_bytes, true, CollectiveOp::kReduceScatter, true,
+    layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, routed_bytes, true, CollectiveOp::kReduceScatter, !narrow,
                      CollectiveOp::kAllGather, plan.overlap.tensor);
+    if (narrow) {
+      layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, to_experts_t, false, CollectiveOp::kReduceScatter, true,
+                       CollectiveOp::kAllGather, plan.overlap.tensor);
+    }
   }
   if (plan.mesh.expert > 1) {
     layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, from_experts, true, CollectiveOp::kAllToAll, !narrow, CollectiveOp::kAllToAll,

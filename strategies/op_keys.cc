@@ -42,7 +42,9 @@ std::vector<KeyedOp> StageOps(const StepProgram& program, int64_t s) {
   };
   for (const Task& task : StageTasks(program, s)) {
     const Chunk& chunk = stage.chunks[static_cast<size_t>(task.chunk)];
-    // The chunk's layers in order, each with its layer program and key label.
+    // The chunk's layers in order, each with its layer program and key label (multi-token-
+    // prediction modules continue the decoder layers' numbering, as DeepSeek-V3's checkpoint names
+    // its module layer 61).
     std::vector<std::pair<const LayerProgram*, std::string>> layers;
     int64_t next = chunk.layout.first_layer;
     for (const auto& [kind, count] : chunk.layers) {

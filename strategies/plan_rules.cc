@@ -109,7 +109,7 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
   }
   if (p.ep_dispatch_dtype == "fp8" && mesh.expert == 1) {
     return Infeasibility{"ep_dispatch_dtype", "ep_dispatch_dtype fp8 quantises the expert all-to-alls, which expert=1 does not run", "bf16, or fp8 with expert > 1",
-                         "drop ep_dispatch_dtype or split the experts over an expert axis"};
+                         m.moe ? "drop ep_dispatch_dtype or split the experts over an expert axis" : "drop ep_dispatch_dtype: '" + m.name + "' is dense"};
   }
   if (mesh.context > 1 && m.sliding_window && m.sliding_window->window < p.seq_len) {
     return Infeasibility{"mesh/context",

@@ -158,7 +158,7 @@ std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& tex
   if (mtp != m.mtp_layers) {
     return LayoutError(Quoted(text) + " places " + I(mtp) + " multi-token-prediction " + (mtp == 1 ? "layer" : "layers") + " (m) but '" + m.name + "' has " +
                            (m.mtp_layers == 0 ? std::string("none") : I(m.mtp_layers)),
-                       I(m.mtp_layers) + " m symbols",
+                       I(m.mtp_layers) + (m.mtp_layers == 1 ? " m symbol" : " m symbols"),
                        m.mtp_layers > 0 ? "add them after the last decoder layer (before L), or leave them out with a model JSON of mtp_layers 0 "
                                           "(shardsim describe --model " + m.name + " --write-model F)"
                                         : "remove the m symbols");
@@ -182,6 +182,32 @@ std::optional<Infeasibility> Segments(const ModelSpec& m, const std::string& tex
   }
   if (losses != 1 || out.back().loss != 1 || !out.back().loss_last) {
     return LayoutError(Quoted(text) + " must hold one L, last in the last chunk", "L last");
+  }
+  return std::nullopt;
+}
+
+// Where a layout's multi-token-prediction modules may sit, after Segments: in the last chunk of
+// their stage (Megatron-core's validate_layer_layout: the last virtual stage of its rank), and
+// with the loss under schedules that run every part twice (DualPipe), whose copies shardsim does
+// not split.
+std::optional<Infeasibility> MtpPlacement(const Schedule& schedule, const PlanSpec& p, const std::vector<Segment>& segments) {
+  const int64_t chunks = schedule.Chunks(p.mesh.pipeline, p.virtual_stages);
+  for (int64_t s = 0; s < p.mesh.pipeline; ++s) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const ChunkPlace place = schedule.Place(p.mesh.pipeline, chunks, s, c);
+      const Segment& seg = segments[static_cast<size_t>(place.position)];
+      if (seg.mtp == 0) continue;
+      if (schedule.Directions(p.mesh.pipeline) > 1) {
+        if (seg.loss > 0) continue;
+        return LayoutError(Quoted(p.pipeline_layout) + " places the multi-token-prediction layers (m) apart from the loss under " + p.pipeline_schedule,
+                           "m with L", "shardsim keeps them beside the head where every part runs twice");
+      }
+      if (c != chunks - 1) {
+        return LayoutError(Quoted(p.pipeline_layout) + " places the multi-token-prediction layers (m) in chunk " + I(c + 1) + " of stage " + I(s) +
+                               "'s " + I(chunks),
+                           "m in the last chunk of a stage", "Megatron-core runs them in the last virtual stage of a rank");
+      }
+    }
   }
   return std::nullopt;
 }
@@ -220,7 +246,8 @@ std::optional<Infeasibility> CheckLayout(const ModelSpec& m, const PlanSpec& p) 
                            "at most " + I(most) + " chunks (twice what they fill)", "fewer stages or virtual stages"};
     }
     std::vector<Segment> segments;
-    return Segments(m, p.pipeline_layout, positions, segments);
+    if (auto bad = Segments(m, p.pipeline_layout, positions, segments)) return bad;
+    return MtpPlacement(ScheduleOf(p), p, segments);
   }
   if (positions > m.num_layers) {
     return Infeasibility{field,

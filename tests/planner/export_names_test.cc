@@ -46,6 +46,8 @@ TEST(ExportTest, SettingNamesAreTheFrameworks) {
         "--expert-model-parallel-size",
         "--moe-token-dispatcher-type",
         "--moe-flex-dispatcher-backend",
+        "--moe-grouped-gemm",
+        "--use-transformer-engine-op-fuser",
         "--moe-dispatch-fwd-dtype",
         "--moe-combine-bwd-dtype",
         "--moe-expert-capacity-factor",

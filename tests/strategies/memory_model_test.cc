@@ -228,6 +228,30 @@ TEST(ActivationMemoryTest, MtpModulesKeepTheirLayerAndLogits) {
   };
   EXPECT_EQ(syncs(with.stages[0]) + syncs(with.stages[1]), 2);
   EXPECT_EQ(syncs(without.stages[0]) + syncs(without.stages[1]), 0);
+  // In a chunk of their own on a middle stage, the modules' stage copies the embedding and the
+  // head, and the first and last stages each keep theirs equal with it.
+  m.mtp_layers = 1;
+  PlanSpec apart = Plan(1, 1, 3, 8, 256);
+  apart.pipeline_layout = "Et*2|t*2m|L";
+  const StepProgram middle = BuildStep(m, apart);
+  m.mtp_layers = 0;
+  apart.pipeline_layout = "Et*2|t*2|L";
+  const StepProgram plain = BuildStep(m, apart);
+  const double module = 2 * d * d + 3 * d + attention + shared_expert + router + 2 * d;
+  EXPECT_DOUBLE_EQ(middle.stages[1].dense_params - plain.stages[1].dense_params, 2 * vocab + module);
+  auto synced = [](const Stage& stage) {
+    for (const Op& op : stage.step_ops) {
+      if (op.name == ops::kTiedEmbeddingSync) return op.comm_bytes;
+    }
+    return 0.0;
+  };
+  EXPECT_DOUBLE_EQ(synced(middle.stages[1]), 2 * synced(middle.stages[0]));
+  EXPECT_DOUBLE_EQ(synced(middle.stages[2]), synced(middle.stages[0]));
+  EXPECT_GT(synced(middle.stages[0]), 0);
+  // One stage: nothing to copy.
+  m.mtp_layers = 1;
+  const StepProgram one = BuildStep(m, Plan(1, 1, 1, 8, 256));
+  EXPECT_DOUBLE_EQ(synced(one.stages[0]), 0);
 }
 
 }  // namespace

@@ -152,6 +152,16 @@ TEST(StageLayoutTest, BadLayoutsSayWhatIsWrong) {
   EXPECT_EQ(own.Chunk(4, 0).mtp, 2);
   EXPECT_EQ(own.Chunk(3, 0).mtp, 0);
   EXPECT_EQ(LayoutText(own), "Et*8|(t*8|)*3m*2L");
+  // In the last chunk of its stage (Megatron-core's last virtual stage of a rank), and with the
+  // loss under DualPipe.
+  const auto placed = [&](const std::string& schedule, int64_t v, const std::string& layout) {
+    const auto bad = CheckLayout(mtp, Pipelined(2, schedule, v, layout));
+    return bad ? bad->what : std::string();
+  };
+  EXPECT_NE(placed("interleaved-1f1b", 2, "Et*32|m*2||L").find("in chunk 1 of stage 1's 2"), std::string::npos) << placed("interleaved-1f1b", 2, "Et*32|m*2||L");
+  EXPECT_EQ(placed("interleaved-1f1b", 2, "Et*8|t*8|t*8|t*8m*2L"), "");
+  EXPECT_NE(placed("dualpipe", 1, "Et*32m*2|L").find("apart from the loss under dualpipe"), std::string::npos) << placed("dualpipe", 1, "Et*32m*2|L");
+  EXPECT_EQ(placed("dualpipe", 1, "Et*16|t*16m*2L"), "");
   EXPECT_NE(what("tEt*7|t*8|t*8|t*8L").find("one E, first in the first chunk"), std::string::npos);
   EXPECT_NE(what("Et*8|t*8|t*8|t*7Lt").find("one L, last in the last chunk"), std::string::npos);
   EXPECT_NE(what("Et*8|(t*8|*2t*8L").find("unclosed '('"), std::string::npos);

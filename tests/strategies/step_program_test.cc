@@ -180,6 +180,17 @@ TEST(StepProgramTest, ExpertAllToAllMovesTheRoutedTokens) {
   EXPECT_DOUBLE_EQ(bytes[std::string(ops::kExpertCombine)], rows * 2);
   EXPECT_DOUBLE_EQ(bytes[ops::Grad(ops::kExpertDispatch)], rows * 2);
   EXPECT_EQ(bytes.size(), 4u);
+  // Over tensor, the gathers toward the experts keep the dispatch width, the reductions 16 bits.
+  p.mesh.tensor = 2, p.sequence_parallel = true;
+  const StepProgram split = BuildStep(m, p);
+  std::map<std::string, double> tensor;
+  for (const Op& op : split.Layer(LayerKind::kMoe).ops) {
+    if (op.stream == Stream::kTensor) tensor[op.name] = op.comm_bytes;
+  }
+  EXPECT_DOUBLE_EQ(tensor[std::string(ops::kTensorEnterExperts)], rows * (1 + 4.0 / 128));
+  EXPECT_DOUBLE_EQ(tensor[ops::Grad(ops::kTensorExitExperts)], rows * (1 + 4.0 / 128));
+  EXPECT_DOUBLE_EQ(tensor[ops::Grad(ops::kTensorEnterExperts)], rows * 2);
+  EXPECT_DOUBLE_EQ(tensor[std::string(ops::kTensorExitExperts)], rows * 2);
 }
 
 // Ring attention: c-1 sends of the local K/V block forward, 2(c-1) backward (K/V and dK/dV); the
