@@ -147,6 +147,16 @@ LayerProgram MtpModule(const ModelSpec& m, const PlanSpec& p) {
 
 namespace {
 
+// The layer programs a LayerCache keeps, in its order: they depend on the plan, not its schedule.
+constexpr std::array<LayerKind, kTransformerKinds.size() + 1> kCachedKinds = {LayerKind::kDense, LayerKind::kMoe, LayerKind::kDenseLocal,
+                                                                              LayerKind::kMoeLocal, LayerKind::kMtp};
+static_assert(kCachedKinds[kTransformerKinds.size()] == LayerKind::kMtp);
+
+LayerProgram CachedKindProgram(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
+  if (kind != LayerKind::kMtp) return TransformerLayer(m, p, kind);
+  return m.mtp_layers > 0 ? MtpModule(m, p) : LayerProgram{LayerKind::kMtp, {}};
+}
+
 // `plan` with the fields the layer programs do not read set to their defaults.
 PlanSpec WithoutSchedule(const PlanSpec& plan) {
   PlanSpec p = plan;
@@ -169,7 +179,7 @@ void LayerCache::Prepare(const ModelSpec& model, const PlanSpec& plan) {
 
 void LayerCache::Recycle(StepProgram&& program) {
   if (!valid_ || has_layers_ || WithoutSchedule(program.plan) != plan_) return;
-  for (size_t k = 0; k < layers_.size(); ++k) layers_[k] = std::move(program.layer_programs[static_cast<size_t>(kTransformerKinds[k])]);
+  for (size_t k = 0; k < layers_.size(); ++k) layers_[k] = std::move(program.layer_programs[static_cast<size_t>(kCachedKinds[k])]);
   has_layers_ = true;
 }
 
@@ -194,9 +204,9 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   auto& programs = program.layer_programs;
   if (cache) cache->Prepare(m, p);
   const bool cached = cache && cache->has_layers_;
-  for (size_t k = 0; k < kTransformerKinds.size(); ++k) {
-    const LayerKind kind = kTransformerKinds[k];
-    programs[static_cast<size_t>(kind)] = cached ? std::move(cache->layers_[k]) : TransformerLayer(m, p, kind);
+  for (size_t k = 0; k < kCachedKinds.size(); ++k) {
+    const LayerKind kind = kCachedKinds[k];
+    programs[static_cast<size_t>(kind)] = cached ? std::move(cache->layers_[k]) : CachedKindProgram(m, p, kind);
   }
   if (cached) cache->has_layers_ = false;
   const double t = static_cast<double>(p.mesh.tensor);
@@ -215,7 +225,6 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     programs[static_cast<size_t>(LayerKind::kHead)] = head.Build();
     // The final norm's weight and the output matrix (shared with a tied embedding on one stage).
     AppendShardedParamOps(programs[static_cast<size_t>(LayerKind::kHead)], p, (tied_on_one_stage ? 0 : vocab_params) + static_cast<double>(m.hidden_size), 0);
-    programs[static_cast<size_t>(LayerKind::kMtp)] = m.mtp_layers > 0 ? MtpModule(m, p) : LayerProgram{LayerKind::kMtp, {}};
   }
 
   const int64_t stages = p.mesh.pipeline;

@@ -13,7 +13,7 @@
 namespace shardsim::strategies {
 
 // What BuildStep derives from a plan apart from its pipeline schedule and virtual stages, for
-// the next plans that differ from it only there: the dense and MoE layer programs (lent to the
+// the next plans that differ from it only there: the layer programs (lent to the
 // program BuildStep returns; Recycle takes them back) and the data-parallel step ops per stage
 // parameter count. One model per cache.
 class LayerCache {
@@ -31,7 +31,9 @@ class LayerCache {
   const ModelSpec* model_ = nullptr;
   PlanSpec plan_;  // with the default schedule and one virtual stage
   bool valid_ = false, has_layers_ = false;
-  std::array<LayerProgram, kTransformerKinds.size()> layers_;  // kTransformerKinds' programs
+  // The programs of kTransformerKinds and the multi-token-prediction module (kCachedKinds in
+  // build_step.cc): each depends on the plan but not on its schedule.
+  std::array<LayerProgram, kTransformerKinds.size() + 1> layers_;
   std::vector<std::tuple<double, double, std::vector<Op>>> step_ops_;  // (dense, expert params) -> ops
 };
 
