@@ -89,7 +89,9 @@ bool UsesDefaultMeshOrder(const PlanSpec& p) {
   return UsedMeshOrder(p) == UsedMeshOrder(d);
 }
 
-double ParamGatherBytes(const PlanSpec& p) { return p.dtype == "fp32" ? 4 : 2; }
+double ComputeElementBytes(const PlanSpec& p) { return p.dtype == "fp32" ? 4 : 2; }
+
+double ParamGatherBytes(const PlanSpec& p) { return ComputeElementBytes(p); }
 
 std::string WeightDtype(const PlanSpec& p) { return p.dtype == "fp8" ? "bf16" : p.dtype; }
 
@@ -139,8 +141,7 @@ const std::vector<std::string>& Fp8RecipeNames() {
 std::string CrossEntropyOf(const PlanSpec& p) { return p.cross_entropy.empty() ? "fused" : p.cross_entropy; }
 
 double EpDispatchBytes(const PlanSpec& p, int64_t row_width) {
-  const double activations = p.dtype == "fp32" ? 4 : 2;
-  if (p.ep_dispatch_dtype != "fp8") return activations;
+  if (p.ep_dispatch_dtype != "fp8") return ComputeElementBytes(p);
   const std::string recipe = Fp8RecipeOf(p);
   if (recipe == "rowwise") return 1 + 4.0 / static_cast<double>(row_width);
   if (recipe == "blockwise") return 1 + 4.0 / 128;

@@ -137,6 +137,9 @@ PlanShape DerivePlanShape(const PlanSpec& plan);
 // compute width (4 bytes for fp32 plans, else 2), gradients reduced at grad_reduce_dtype's width,
 // else at the parameters'. The one home of both for the step program and its exports.
 double ParamGatherBytes(const PlanSpec& plan);
+// The width of activations and of what moves them (4 bytes for fp32 plans, else 2: FP8 recipes
+// keep 16-bit activations); parameters are gathered at it too.
+double ComputeElementBytes(const PlanSpec& plan);
 // The dtype parameters and gradients have before any reduction choice: the compute dtype, bf16
 // for fp8 plans (FP8 recipes keep 16-bit weights).
 std::string WeightDtype(const PlanSpec& plan);

@@ -21,7 +21,7 @@ LayerShape ShapeOf(const PlanSpec& p) {
   s.sequence_parallel = p.sequence_parallel && p.mesh.tensor > 1;
   // FP8 training (Transformer Engine style) runs the GEMMs in fp8 but keeps activations and
   // their communication in 16 bits.
-  s.element_bytes = p.dtype == "fp32" ? 4 : 2;
+  s.element_bytes = ComputeElementBytes(p);
   return s;
 }
 

@@ -35,25 +35,16 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   // activations'.
   const double to_experts = static_cast<double>(routed) * static_cast<double>(d) * EpDispatchBytes(plan, d) / static_cast<double>(t);
   const double from_experts = routed_bytes / static_cast<double>(t);
-  const bool narrow = to_experts != from_experts;
   if (plan.mesh.expert > 1) {
-    layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, to_experts, true, CollectiveOp::kAllToAll, !narrow, CollectiveOp::kAllToAll,
+    layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, to_experts, CollectiveOp::kAllToAll, from_experts, CollectiveOp::kAllToAll,
                      plan.overlap.expert);
-    if (narrow) {
-      layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, from_experts, false, CollectiveOp::kAllToAll, true, CollectiveOp::kAllToAll,
-                       plan.overlap.expert);
-    }
   }
   // Over tensor the rows toward the experts (the gather of their inputs, the backward gather of
   // their outputs' gradients) keep the dispatch width; the reductions move 16-bit partial sums.
   const double to_experts_t = to_experts * static_cast<double>(t);
   if (t > 1) {
-    layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, to_experts_t, true, CollectiveOp::kAllGather, !narrow,
+    layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, to_experts_t, CollectiveOp::kAllGather, routed_bytes,
                      CollectiveOp::kReduceScatter, plan.overlap.tensor);
-    if (narrow) {
-      layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, routed_bytes, false, CollectiveOp::kAllGather, true,
-                       CollectiveOp::kReduceScatter, plan.overlap.tensor);
-    }
   }
   const int64_t local = (moe.expert_ffn_hidden_size + t - 1) / t;
   const bool gated = m.mlp == MlpKind::kSwiGlu;
@@ -61,20 +52,12 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   layer.Elementwise(ops::kExpertsActivation, static_cast<double>(routed) * static_cast<double>(local) * e * (gated ? 3 : 2));
   layer.Matmul(ops::kExpertsDown, routed, local, d);
   if (t > 1) {
-    layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, routed_bytes, true, CollectiveOp::kReduceScatter, !narrow,
+    layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, routed_bytes, CollectiveOp::kReduceScatter, to_experts_t,
                      CollectiveOp::kAllGather, plan.overlap.tensor);
-    if (narrow) {
-      layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, to_experts_t, false, CollectiveOp::kReduceScatter, true,
-                       CollectiveOp::kAllGather, plan.overlap.tensor);
-    }
   }
   if (plan.mesh.expert > 1) {
-    layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, from_experts, true, CollectiveOp::kAllToAll, !narrow, CollectiveOp::kAllToAll,
+    layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, from_experts, CollectiveOp::kAllToAll, to_experts, CollectiveOp::kAllToAll,
                      plan.overlap.expert);
-    if (narrow) {
-      layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, to_experts, false, CollectiveOp::kAllToAll, true, CollectiveOp::kAllToAll,
-                       plan.overlap.expert);
-    }
   }
   layer.Elementwise(ops::kMoeCombine, 3 * static_cast<double>(s.tokens) * static_cast<double>(d) * e);
 }

@@ -50,6 +50,14 @@ void LayerBuilder::Collective(std::string_view name, Stream stream, std::vector<
   pieces_.push_back(std::move(piece));
 }
 
+void LayerBuilder::Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double forward_bytes, CollectiveOp forward,
+                              double backward_bytes, CollectiveOp backward, bool overlapped) {
+  Piece piece;
+  piece.forward.push_back(CommOp(std::string(name), Phase::kForward, stream, forward, axes, forward_bytes, overlapped));
+  piece.backward_input.push_back(CommOp(ops::Grad(name), Phase::kBackwardInput, stream, backward, std::move(axes), backward_bytes, overlapped));
+  pieces_.push_back(std::move(piece));
+}
+
 void LayerBuilder::Raw(Op op) {
   Piece piece;
   if (op.phase == Phase::kForward) {

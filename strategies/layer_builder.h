@@ -37,6 +37,10 @@ class LayerBuilder {
   // has_forward/has_backward false). Megatron's f and g operators are such pairs.
   void Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double bytes, bool has_forward,
                   CollectiveOp forward, bool has_backward, CollectiveOp backward, bool overlapped, int64_t repeat = 1);
+  // The same pair where the backward moves `backward_bytes` (another width than the forward's:
+  // FP8 expert dispatch).
+  void Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double forward_bytes, CollectiveOp forward,
+                  double backward_bytes, CollectiveOp backward, bool overlapped);
   // An op appended as is (already in its phase), e.g. the loss.
   void Raw(Op op);
 
