@@ -23,7 +23,15 @@ ElementBytes MemoryBytesPerElement(const std::string& dtype) {
 }
 
 LogitBytes LossBytesPerLogit(const PlanSpec& p) {
-  if (CrossEntropyOf(p) == "eager") return {.held = 4, .backward = 4 + 4};
+  if (CrossEntropyOf(p) == "eager") {
+    // Over vocabulary-sharded logits (tensor > 1) the eager loss is PyTorch's loss_parallel
+    // (torch/distributed/tensor/parallel/loss.py), whose fused nll-and-log-softmax backward
+    // returns (grad_input + torch.exp(x)) * grad_output: a zeroed gradient, exp(x), their sum
+    // and the product, all fp32 beside the saved log-probabilities (4 + 4 + 4 + 4). PyTorch's
+    // own kernels on whole logits make the two gradients only (4 + 4 + 4).
+    if (p.mesh.tensor > 1) return {.held = 4, .backward = 4 + 4 + 4};
+    return {.held = 4, .backward = 4 + 4};
+  }
   return {.held = MemoryBytesPerElement(p.dtype).logits, .backward = 0};
 }
 

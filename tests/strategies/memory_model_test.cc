@@ -195,6 +195,21 @@ TEST(BufferMemoryTest, EagerCrossEntropyHoldsLogProbabilitiesAndTwoGradients) {
   EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * (4 + 2));
 }
 
+// Over logits split by vocabulary across tensor ranks the eager loss is PyTorch's loss_parallel,
+// whose fused backward computes (grad_input + exp(x)) * grad_output: four fp32 temporaries of
+// each rank's share beside the saved log-probabilities, not two.
+TEST(BufferMemoryTest, EagerLossParallelBackwardMakesFourTemporaries) {
+  const ModelSpec m = FindModelPreset("tiny-dense")->spec;
+  PlanSpec p = Plan(1, 2, 2, 8, 256);
+  p.pipeline_schedule = "gpipe";
+  const double logits = 256.0 * 256 / 2;  // tokens x this rank's vocabulary share per micro-batch
+  p.cross_entropy = "eager";
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * 4 + logits * 12);
+  EXPECT_DOUBLE_EQ(LossBytesPerLogit(p).backward, 12);
+  p.mesh.tensor = 1;
+  EXPECT_DOUBLE_EQ(LossBytesPerLogit(p).backward, 8);
+}
+
 // A multi-token-prediction module on the last stage keeps its layer's activations, its entry's
 // inputs and normed concatenation, and its own loss's logits, per micro-batch in flight.
 TEST(ActivationMemoryTest, MtpModulesKeepTheirLayerAndLogits) {
