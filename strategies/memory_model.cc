@@ -29,8 +29,17 @@ LogitBytes LossBytesPerLogit(const PlanSpec& p) {
     // returns (grad_input + torch.exp(x)) * grad_output: a zeroed gradient, exp(x), their sum
     // and the product, all fp32 beside the saved log-probabilities (4 + 4 + 4 + 4). PyTorch's
     // own kernels on whole logits make the two gradients only (4 + 4 + 4).
-    if (p.mesh.tensor > 1) return {.held = 4, .backward = 4 + 4 + 4};
-    return {.held = 4, .backward = 4 + 4};
+    const double temporaries = p.mesh.tensor > 1 ? 4 + 4 + 4 : 4 + 4;
+    // 16-bit logits: without pipelining the model's logits (2) and their fp32 copy (4) are made
+    // side by side in forward and freed before the backward (torchtitan's train.py: del pred),
+    // whose 4-byte temporaries reuse that space one at a time: 2 bytes per logit stay reserved
+    // beside them (PyTorch's caching allocator keeps freed blocks until an allocation fails;
+    // torchtitan reports the peak reserved). A pipeline stage keeps each micro-batch's outputs,
+    // the logits, until its backward (torch.distributed.pipelining's fwd_cache): 2 bytes held per
+    // micro-batch in flight. An fp32 plan's logits are their own fp32 copy.
+    const double logits16 = ComputeElementBytes(p) < 4 ? ComputeElementBytes(p) : 0;
+    if (p.mesh.pipeline > 1) return {.held = 4 + logits16, .backward = temporaries};
+    return {.held = 4, .backward = temporaries + logits16};
   }
   return {.held = MemoryBytesPerElement(p.dtype).logits, .backward = 0};
 }

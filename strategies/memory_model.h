@@ -30,7 +30,8 @@ ElementBytes MemoryBytesPerElement(const std::string& dtype);
 // nothing more. Eager (PyTorch's F.cross_entropy over logits.float(), torchtitan's loss without
 // torch.compile): the fp32 log-probabilities it saves, then their gradient and the logits' fp32
 // gradient (4 + 4); over vocabulary-sharded logits (PyTorch's loss_parallel, tensor > 1) its
-// backward makes four fp32 temporaries, not two (4 + 4 + 4).
+// backward makes four fp32 temporaries, not two (4 + 4 + 4); with 16-bit logits, 2 more that the
+// caching allocator keeps reserved (memory_model.cc).
 struct LogitBytes {
   double held = 0, backward = 0;
 };

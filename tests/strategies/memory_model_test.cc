@@ -183,14 +183,26 @@ TEST(BufferMemoryTest, LogitsOfEveryMicrobatchInFlight) {
 
 // PyTorch's F.cross_entropy over an fp32 copy of the logits (torchtitan without a compiled loss)
 // keeps the fp32 log-probabilities of each micro-batch in flight, and its backward adds their
-// gradient and the logits' fp32 gradient once: 4 per logit held, 8 more in the backward.
+// gradient and the logits' fp32 gradient once: 4 per logit held, 8 more in the backward. A
+// pipeline stage keeps its 16-bit logits too until their backward (2 per logit held); without
+// pipelining they are freed, and the allocator keeps their 2 bytes reserved beside the backward's
+// temporaries. fp32 logits are their own fp32 copy.
 TEST(BufferMemoryTest, EagerCrossEntropyHoldsLogProbabilitiesAndTwoGradients) {
   const ModelSpec m = FindModelPreset("tiny-dense")->spec;
   PlanSpec p = Plan(1, 1, 2, 8, 256);
   p.pipeline_schedule = "gpipe";
   const double logits = 256.0 * 256;  // tokens x vocabulary per micro-batch
   p.cross_entropy = "eager";
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * (4 + 2) + logits * 8);
+  PlanSpec unpipelined = Plan(1, 1, 1, 8, 256);
+  unpipelined.cross_entropy = "eager";
+  EXPECT_DOUBLE_EQ(LossBytesPerLogit(unpipelined).held, 4);
+  EXPECT_DOUBLE_EQ(LossBytesPerLogit(unpipelined).backward, 8 + 2);
+  unpipelined.dtype = "fp32";
+  EXPECT_DOUBLE_EQ(LossBytesPerLogit(unpipelined).backward, 8);
+  p.dtype = "fp32";
   EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * 4 + logits * 8);
+  p.dtype = "bf16";
   p.cross_entropy = "fused";
   EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * (4 + 2));
 }
@@ -204,10 +216,13 @@ TEST(BufferMemoryTest, EagerLossParallelBackwardMakesFourTemporaries) {
   p.pipeline_schedule = "gpipe";
   const double logits = 256.0 * 256 / 2;  // tokens x this rank's vocabulary share per micro-batch
   p.cross_entropy = "eager";
-  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * 4 + logits * 12);
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * (4 + 2) + logits * 12);
   EXPECT_DOUBLE_EQ(LossBytesPerLogit(p).backward, 12);
   p.mesh.tensor = 1;
   EXPECT_DOUBLE_EQ(LossBytesPerLogit(p).backward, 8);
+  p.mesh.tensor = 2;
+  p.mesh.pipeline = 1;
+  EXPECT_DOUBLE_EQ(LossBytesPerLogit(p).backward, 12 + 2);
 }
 
 // A multi-token-prediction module on the last stage keeps its layer's activations, its entry's
