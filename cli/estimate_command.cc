@@ -90,6 +90,9 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     if (plan.ep_dispatch_dtype == "fp8") {
       out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, model.hidden_size) << " B per element (ep_dispatch_dtype)";
     }
+    out << "; the GEMMs' inputs kept for the backward at " << Fp8SavedInputBytes(plan, model.hidden_size) << " B per element (fp8_saved_inputs "
+        << (plan.fp8_saved_inputs.empty() ? "unset: bf16" : plan.fp8_saved_inputs)
+        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")";
     out << "\n";
   }
   if (!plan.cross_entropy.empty()) {

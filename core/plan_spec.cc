@@ -141,7 +141,19 @@ const std::vector<std::string>& Fp8RecipeNames() {
 std::string CrossEntropyOf(const PlanSpec& p) { return p.cross_entropy.empty() ? "fused" : p.cross_entropy; }
 
 double EpDispatchBytes(const PlanSpec& p, int64_t row_width) {
-  if (p.ep_dispatch_dtype != "fp8") return ComputeElementBytes(p);
+  return p.ep_dispatch_dtype == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
+}
+
+double Fp8SavedInputBytes(const PlanSpec& p, int64_t row_width) {
+  return p.dtype == "fp8" && p.fp8_saved_inputs == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
+}
+
+const std::vector<std::string>& Fp8SavedInputsNames() {
+  static const std::vector<std::string> kNames = {"bf16", "fp8"};
+  return kNames;
+}
+
+double Fp8ElementBytes(const PlanSpec& p, int64_t row_width) {
   const std::string recipe = Fp8RecipeOf(p);
   if (recipe == "rowwise") return 1 + 4.0 / static_cast<double>(row_width);
   if (recipe == "blockwise") return 1 + 4.0 / 128;

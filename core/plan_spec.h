@@ -113,6 +113,12 @@ struct PlanSpec {
   // Megatron-core's moe_dispatch_fwd_dtype / moe_combine_bwd_dtype mxfp8 do). Rows coming back
   // from the experts stay 16-bit. Empty: bf16. See EpDispatchBytes.
   std::string ep_dispatch_dtype;
+  // How an fp8 plan stores the inputs its FP8 products keep for their backward: "fp8" (quantised
+  // with the recipe's scales, as Transformer Engine's modules do: the QKV and MLP inputs after
+  // their norms, the MLP's and the experts' down-projection inputs, the experts' dispatched rows)
+  // or "bf16" (the 16-bit originals, as torchao's Float8Linear keeps them). Empty: bf16 unless a
+  // framework profile sets its own (planner::AsFrameworkRuns). See Fp8SavedInputBytes.
+  std::string fp8_saved_inputs;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -165,6 +171,14 @@ std::string Fp8RecipeOf(const PlanSpec& plan);
 double EpDispatchBytes(const PlanSpec& plan, int64_t row_width);
 // ep_dispatch_dtype's values: "bf16", "fp8".
 const std::vector<std::string>& EpDispatchDtypeNames();
+// Bytes per element of an fp8 plan's quantised tensor with rows of `row_width` elements: one byte
+// plus its recipe's scales (above). The one home of the FP8 element width.
+double Fp8ElementBytes(const PlanSpec& plan, int64_t row_width);
+// Bytes per element of an input an FP8 product keeps for its backward, rows of `row_width`
+// elements: Fp8ElementBytes under fp8_saved_inputs fp8, else the activations' width.
+double Fp8SavedInputBytes(const PlanSpec& plan, int64_t row_width);
+// fp8_saved_inputs' values: "bf16", "fp8".
+const std::vector<std::string>& Fp8SavedInputsNames();
 
 // The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
 // false with it.

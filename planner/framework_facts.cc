@@ -87,6 +87,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // 'bf16' or 'mxfp8', with the 'ncclep' flex dispatcher only (fused_a2a.py's DeepEP path
         // keeps fp8_dispatch off).
         .fp8_dispatch_recipe = "mxfp8",
+        // Transformer Engine's Linear, LayerNormLinear, LayerNormMLP and GroupedLinear keep the
+        // quantised (column-wise) copy of their input for the backward (pytorch/module/linear.py:
+        // update_usage(rowwise_usage=False, columnwise_usage=True)); Megatron-core keeps the
+        // original where another op saves it already (set_save_original_input).
+        .fp8_saved_inputs = "fp8",
         .mtp_setting = "--mtp-num-layers",
     },
     {
@@ -155,6 +160,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_recipes = {false, true, false, true},
         .fp8_recipe_default = "rowwise",
         .fp8_dispatch_recipe = "",  // its expert all-to-alls move the activations as they are
+        // torchao float8_linear.py matmul_with_hp_or_float8_args: save_for_backward(input_hp, ...).
+        .fp8_saved_inputs = "bf16",
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.
         .mtp_setting = "",
@@ -227,6 +234,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_recipes = {true, false, false, false},
         .fp8_recipe_default = "tensorwise",
         .fp8_dispatch_recipe = "",
+        // flax linen/fp8_ops.py in_qdq: the dot reads quantised-dequantised values in the compute
+        // dtype, which autodiff keeps.
+        .fp8_saved_inputs = "bf16",
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
     },
     {
@@ -294,6 +304,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_recipes = {false, false, false, false},  // no fp8 training
         .fp8_recipe_default = "",
         .fp8_dispatch_recipe = "",
+        .fp8_saved_inputs = "",
         .mtp_setting = "",
     },
 }};

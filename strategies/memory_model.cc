@@ -69,7 +69,10 @@ double ExpertRowActivationBytes(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe) return 0;
   const double a = MemoryBytesPerElement(p.dtype).activations;
   const double gated = SavedMlpTensors(m);
-  return a * (static_cast<double>(m.hidden_size) + gated * static_cast<double>(m.moe->expert_ffn_hidden_size) / static_cast<double>(p.mesh.tensor));
+  const int64_t local = (m.moe->expert_ffn_hidden_size + p.mesh.tensor - 1) / p.mesh.tensor;
+  // The input row and the down projection's input at the FP8 saved-input width (TensorBytesPerToken).
+  return Fp8SavedInputBytes(p, m.hidden_size) * static_cast<double>(m.hidden_size) +
+         ((gated - 1) * a + Fp8SavedInputBytes(p, local)) * static_cast<double>(m.moe->expert_ffn_hidden_size) / static_cast<double>(p.mesh.tensor);
 }
 
 namespace {

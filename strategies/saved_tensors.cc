@@ -173,8 +173,16 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
   }
   if (moe_layer && IsDenseMlpTensor(tensor)) return 0;
   const double f = static_cast<double>(m.ffn_hidden_size);
+  // Inputs of FP8 products kept for their backward, at Fp8SavedInputBytes (fp8_saved_inputs fp8:
+  // Transformer Engine's modules keep the quantised copy, module/linear.py). Megatron-core keeps
+  // the 16-bit original where another op saves the same tensor (set_save_original_input): the
+  // attention output projection's input, which the attention keeps (under TE >= 2.6 with a
+  // current-scaling recipe), and an MoE layer's normed input, which the router keeps.
+  const double hidden_input = Fp8SavedInputBytes(p, m.hidden_size);
   switch (tensor) {
-    case T::kInput: case T::kAttentionNormOut: case T::kAttentionProj: case T::kAttentionResidual: case T::kMlpNormOut: case T::kMlpDown:
+    case T::kAttentionNormOut: return hidden_input * d / sp;
+    case T::kMlpNormOut: return (moe_layer ? a : hidden_input) * d / sp;
+    case T::kInput: case T::kAttentionProj: case T::kAttentionResidual: case T::kMlpDown:
       return a * d / sp;
     case T::kAttentionProjPartial: case T::kMlpDownPartial:
       return t > 1 ? a * d : 0;  // every token's partial sum, before the all-reduce or reduce-scatter
@@ -189,7 +197,8 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
       return h * static_cast<double>(p.seq_len) * (a + (m.dropout ? 1 + a : 0)) / t;
     }
     case T::kMlpGate: return Gated(m) ? a * f / t : 0;
-    case T::kMlpUp: case T::kMlpActivation: return a * f / t;
+    case T::kMlpUp: return a * f / t;
+    case T::kMlpActivation: return Fp8SavedInputBytes(p, (m.ffn_hidden_size + p.mesh.tensor - 1) / p.mesh.tensor) * f / t;  // the down projection's input
     case T::kDropoutMasks: return m.dropout ? 2 * d / sp : 0;
     case T::kExperts: {
       if (!moe_layer) return 0;
@@ -197,11 +206,14 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
       const double copies = static_cast<double>(e.top_k) * p.ep_capacity_factor;
       const double gated = SavedMlpTensors(m);
       const double fe = static_cast<double>(e.expert_ffn_hidden_size);
-      // The routed copies' and the shared experts' MLP activations (split over tensor); the
-      // dispatched copies the experts read and the experts' outputs back on this rank, which the
-      // combine weights by the gates and the gates' gradient reads (Megatron-core's unpermute
-      // saves them so); fp32 router logits.
-      return (copies + static_cast<double>(e.num_shared_experts)) * gated * a * fe / t + (2 * copies * a * d + 4 * static_cast<double>(e.num_experts)) / sp;
+      // The routed copies' and the shared experts' MLP activations (split over tensor), the
+      // down projections' inputs among them at the FP8 saved-input width; the dispatched copies
+      // the experts read (the up projections' inputs, likewise) and the experts' outputs back on
+      // this rank, which the combine weights by the gates and the gates' gradient reads
+      // (Megatron-core's unpermute saves them so); fp32 router logits.
+      const double down_input = Fp8SavedInputBytes(p, (e.expert_ffn_hidden_size + p.mesh.tensor - 1) / p.mesh.tensor);
+      return (copies + static_cast<double>(e.num_shared_experts)) * ((gated - 1) * a + down_input) * fe / t +
+             (copies * (hidden_input + a) * d + 4 * static_cast<double>(e.num_experts)) / sp;
     }
   }
   return 0;

@@ -341,5 +341,24 @@ TEST(CliEstimateTest, Fp8RecipesAreChecked) {
   EXPECT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "fp8_recipe=blockwise", "--json"}), &out));
 }
 
+// FP8 products' saved inputs kept in FP8 need an fp8 plan, name their valid values, round-trip
+// through the plan JSON the estimate prints, and keep less than the 16-bit originals.
+TEST(CliEstimateTest, Fp8SavedInputsAreCheckedAndKeepLess) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set", "global_batch_size=8", "--set", "seq_len=4096"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "fp8_saved_inputs=fp8"}), {"fp8_saved_inputs", "dtype fp8"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "fp8_saved_inputs=int4"}), {"fp8_saved_inputs", "bf16", "fp8"}));
+  json kept16, kept8;
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "fp8_saved_inputs=bf16", "--json"}), &kept16));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "fp8_saved_inputs=fp8", "--json"}), &kept8));
+  EXPECT_EQ(kept8["plan"]["fp8_saved_inputs"], "fp8");
+  EXPECT_LT(kept8["memory"]["activations"].get<double>(), kept16["memory"]["activations"].get<double>());
+  EXPECT_EQ(kept8["step_time_s"].get<double>(), kept16["step_time_s"].get<double>()) << "a memory setting only";
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -184,6 +184,17 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kTorchtitan, moe, "moves the expert all-to-alls at the activations' width", mixtral));
   moe.fp8_recipe = "blockwise";
   EXPECT_TRUE(Names(Framework::kMegatronCore, moe, "fp8 expert dispatch under blockwise scaling", mixtral));
+  // FP8 products' saved inputs: Transformer Engine keeps them in FP8, torchao and flax in 16 bits;
+  // an fp8 plan that sets none gets its framework's.
+  PlanSpec saved = Plan({{"fsdp", 8}});
+  saved.zero_stage = 3, saved.dtype = "fp8";
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, saved).fp8_saved_inputs, "fp8");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, saved).fp8_saved_inputs, "bf16");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, saved).fp8_saved_inputs, "bf16");
+  saved.fp8_saved_inputs = "bf16";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, saved, "fp8_saved_inputs bf16: megatron-core keeps its FP8 products' inputs for the backward in FP8"));
+  saved.fp8_saved_inputs = "fp8", saved.fp8_recipe = "rowwise";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, saved, "fp8_saved_inputs fp8: torchtitan keeps its FP8 products' inputs for the backward in 16 bits"));
   // Multi-token prediction: Megatron-core and MaxText train it from their configurations.
   ModelSpec mtp = mixtral;
   mtp.mtp_layers = 1;

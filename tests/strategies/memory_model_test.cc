@@ -207,6 +207,29 @@ TEST(BufferMemoryTest, EagerCrossEntropyHoldsLogProbabilitiesAndTwoGradients) {
   EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * (4 + 2));
 }
 
+// Kept in FP8 (Transformer Engine), the inputs of a dense layer's FP8 products shrink from 2 bytes
+// to 1 (tensorwise: one scale per tensor): the QKV and MLP inputs after their norms and the down
+// projection's input; the attention's output (kept 16-bit by the attention itself), the layer's
+// input and the MLP's gate and up do not. A 16-bit plan ignores the setting.
+TEST(ActivationMemoryTest, Fp8SavedInputsHalveTheProductsInputs) {
+  const ModelSpec m = FindModelPreset("tiny-dense")->spec;
+  PlanSpec p = Plan(1, 1, 1, 8, 256);
+  p.dtype = "fp8";
+  const int64_t tokens = 256;
+  const double kept16 = LayerActivationBytes(m, p, tokens, false);
+  p.fp8_saved_inputs = "fp8";
+  const double kept8 = LayerActivationBytes(m, p, tokens, false);
+  const double d = static_cast<double>(m.hidden_size), f = static_cast<double>(m.ffn_hidden_size);
+  EXPECT_DOUBLE_EQ(kept16 - kept8, static_cast<double>(tokens) * (d + d + f) * (2 - 1));
+  p.fp8_recipe = "blockwise";  // one fp32 scale per 128 elements
+  EXPECT_DOUBLE_EQ(kept16 - LayerActivationBytes(m, p, tokens, false), static_cast<double>(tokens) * (d + d + f) * (2 - 1 - 4.0 / 128));
+  // Full recomputation keeps the layer input only: nothing to quantise.
+  p.recompute = Recompute::kFull;
+  const double full8 = LayerActivationBytes(m, p, tokens, false);
+  p.fp8_saved_inputs = "bf16";
+  EXPECT_DOUBLE_EQ(full8, LayerActivationBytes(m, p, tokens, false));
+}
+
 // Over logits split by vocabulary across tensor ranks the eager loss is PyTorch's loss_parallel,
 // whose fused backward computes (grad_input + exp(x)) * grad_output: four fp32 temporaries of
 // each rank's share beside the saved log-probabilities, not two.
