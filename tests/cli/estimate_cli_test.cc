@@ -326,14 +326,16 @@ TEST_F(CliPlanFieldsTest, CalibrateFromRunsCostsEachRunAsItsFrameworkRunsIt) {
 }
 
 
+// `estimate` of Llama 3 8B on 8 H100s (data 8, 8 sequences of 4096) with `extra` arguments.
+CliResult EstimateLlama8bWith(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set", "global_batch_size=8", "--set", "seq_len=4096"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return RunShardsim(args);
+}
+
 // An FP8 recipe needs an fp8 plan, and microscaling a Blackwell chip: one line each.
 TEST(CliEstimateTest, Fp8RecipesAreChecked) {
-  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set", "global_batch_size=8", "--set", "seq_len=4096"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = base;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return RunShardsim(args);
-  };
+  auto with = EstimateLlama8bWith;
   EXPECT_TRUE(IsInputError(with({"--set", "fp8_recipe=rowwise"}), {"fp8_recipe", "dtype fp8"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "fp8_recipe=mxfp8"}), {"fp8_recipe", "Blackwell"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "fp8_recipe=square"}), {"fp8_recipe", "rowwise"}));
@@ -344,12 +346,7 @@ TEST(CliEstimateTest, Fp8RecipesAreChecked) {
 // FP8 products' saved inputs kept in FP8 need an fp8 plan, name their valid values, round-trip
 // through the plan JSON the estimate prints, and keep less than the 16-bit originals.
 TEST(CliEstimateTest, Fp8SavedInputsAreCheckedAndKeepLess) {
-  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set", "global_batch_size=8", "--set", "seq_len=4096"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = base;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return RunShardsim(args);
-  };
+  auto with = EstimateLlama8bWith;
   EXPECT_TRUE(IsInputError(with({"--set", "fp8_saved_inputs=fp8"}), {"fp8_saved_inputs", "dtype fp8"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "fp8_saved_inputs=int4"}), {"fp8_saved_inputs", "bf16", "fp8"}));
   json kept16, kept8;
