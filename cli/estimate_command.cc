@@ -90,8 +90,10 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     if (plan.ep_dispatch_dtype == "fp8") {
       out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, model.hidden_size) << " B per element (ep_dispatch_dtype)";
     }
-    out << "; the GEMMs' inputs kept for the backward at " << Fp8SavedInputBytes(plan, model.hidden_size) << " B per element (fp8_saved_inputs "
-        << (plan.fp8_saved_inputs.empty() ? "unset: bf16" : plan.fp8_saved_inputs)
+    const double saved = SavedInputBytes(plan, model.hidden_size);
+    out << "; the FP8 products' inputs kept for the backward at " << FormatFixed(saved, 2) << " B per element"
+        << (saved < ComputeElementBytes(plan) ? " (the attention output and MoE routers' inputs at 16 bits)" : "") << " (saved_input_dtype "
+        << (plan.saved_input_dtype.empty() ? "unset: bf16" : plan.saved_input_dtype)
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")";
     out << "\n";
   }

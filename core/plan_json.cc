@@ -18,7 +18,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "fp8_saved_inputs", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "saved_input_dtype", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv", "framework"};
 }
 
@@ -53,7 +53,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.cross_entropy.empty()) j["cross_entropy"] = p.cross_entropy;
   if (!p.fp8_recipe.empty()) j["fp8_recipe"] = p.fp8_recipe;
   if (!p.ep_dispatch_dtype.empty()) j["ep_dispatch_dtype"] = p.ep_dispatch_dtype;
-  if (!p.fp8_saved_inputs.empty()) j["fp8_saved_inputs"] = p.fp8_saved_inputs;
+  if (!p.saved_input_dtype.empty()) j["saved_input_dtype"] = p.saved_input_dtype;
   return j;
 }
 
@@ -103,11 +103,11 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
              "set dtype to fp8 or ep_dispatch_dtype to bf16");
     }
   }
-  if (r.Has("fp8_saved_inputs")) {
-    p.fp8_saved_inputs = r.EnumOr("fp8_saved_inputs", "bf16", Fp8SavedInputsNames());
-    if (p.fp8_saved_inputs == "fp8" && p.dtype != "fp8") {
-      r.Fail("fp8_saved_inputs", "fp8_saved_inputs fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products quantise their inputs)",
-             "set dtype to fp8 or fp8_saved_inputs to bf16");
+  if (r.Has("saved_input_dtype")) {
+    p.saved_input_dtype = r.EnumOr("saved_input_dtype", "bf16", SavedInputDtypeNames());
+    if (p.saved_input_dtype == "fp8" && p.dtype != "fp8") {
+      r.Fail("saved_input_dtype", "saved_input_dtype fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products quantise their inputs)",
+             "set dtype to fp8 or saved_input_dtype to bf16");
     }
   }
   if (auto overlap = r.Object("overlap")) {

@@ -89,7 +89,9 @@ bool UsesDefaultMeshOrder(const PlanSpec& p) {
   return UsedMeshOrder(p) == UsedMeshOrder(d);
 }
 
-double ComputeElementBytes(const PlanSpec& p) { return p.dtype == "fp32" ? 4 : 2; }
+double ActivationBytes(std::string_view dtype) { return dtype == "fp32" ? 4 : 2; }
+
+double ComputeElementBytes(const PlanSpec& p) { return ActivationBytes(p.dtype); }
 
 double ParamGatherBytes(const PlanSpec& p) { return ComputeElementBytes(p); }
 
@@ -144,21 +146,25 @@ double EpDispatchBytes(const PlanSpec& p, int64_t row_width) {
   return p.ep_dispatch_dtype == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
 }
 
-double Fp8SavedInputBytes(const PlanSpec& p, int64_t row_width) {
-  return p.dtype == "fp8" && p.fp8_saved_inputs == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
+double SavedInputBytes(const PlanSpec& p, int64_t row_width) {
+  return p.dtype == "fp8" && p.saved_input_dtype == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
 }
 
-const std::vector<std::string>& Fp8SavedInputsNames() {
+const std::vector<std::string>& SavedInputDtypeNames() {
   static const std::vector<std::string> kNames = {"bf16", "fp8"};
   return kNames;
 }
 
+Fp8Scales Fp8ScaleBytes(std::string_view recipe) {
+  if (recipe == "rowwise") return {.per_row = 4};
+  if (recipe == "blockwise") return {.per_element = 4.0 / 128};
+  if (recipe == "mxfp8") return {.per_element = 1.0 / 32};
+  return {};
+}
+
 double Fp8ElementBytes(const PlanSpec& p, int64_t row_width) {
-  const std::string recipe = Fp8RecipeOf(p);
-  if (recipe == "rowwise") return 1 + 4.0 / static_cast<double>(row_width);
-  if (recipe == "blockwise") return 1 + 4.0 / 128;
-  if (recipe == "mxfp8") return 1 + 1.0 / 32;
-  return 1;
+  const Fp8Scales scales = Fp8ScaleBytes(Fp8RecipeOf(p));
+  return 1 + scales.per_element + scales.per_row / static_cast<double>(row_width);
 }
 
 const std::vector<std::string>& EpDispatchDtypeNames() {

@@ -115,10 +115,13 @@ struct PlanSpec {
   std::string ep_dispatch_dtype;
   // How an fp8 plan stores the inputs its FP8 products keep for their backward: "fp8" (quantised
   // with the recipe's scales, as Transformer Engine's modules do: the QKV and MLP inputs after
-  // their norms, the MLP's and the experts' down-projection inputs, the experts' dispatched rows)
-  // or "bf16" (the 16-bit originals, as torchao's Float8Linear keeps them). Empty: bf16 unless a
-  // framework profile sets its own (planner::AsFrameworkRuns). See Fp8SavedInputBytes.
-  std::string fp8_saved_inputs;
+  // their norms, one copy per product reading them, the MLP's and the experts' down-projection
+  // inputs, the experts' dispatched rows; the attention's output and an MoE layer's normed input
+  // stay 16-bit, kept by the attention and the router, as Megatron-core's set_save_original_input
+  // leaves them) or "bf16" (the 16-bit originals, as torchao's Float8Linear keeps them). Empty:
+  // bf16 unless a framework profile sets its own (planner::AsFrameworkRuns). See SavedInputBytes
+  // and strategies/saved_tensors.cc.
+  std::string saved_input_dtype;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -144,8 +147,10 @@ PlanShape DerivePlanShape(const PlanSpec& plan);
 // else at the parameters'. The one home of both for the step program and its exports.
 double ParamGatherBytes(const PlanSpec& plan);
 // The width of activations and of what moves them (4 bytes for fp32 plans, else 2: FP8 recipes
-// keep 16-bit activations); parameters are gathered at it too.
+// keep 16-bit activations); parameters are gathered at it too. ActivationBytes is the same by
+// the dtype's name: the one home of the width.
 double ComputeElementBytes(const PlanSpec& plan);
+double ActivationBytes(std::string_view dtype);
 // The dtype parameters and gradients have before any reduction choice: the compute dtype, bf16
 // for fp8 plans (FP8 recipes keep 16-bit weights).
 std::string WeightDtype(const PlanSpec& plan);
@@ -163,22 +168,28 @@ const std::vector<std::string>& Fp8RecipeNames();
 std::string CrossEntropyOf(const PlanSpec& plan);
 std::string Fp8RecipeOf(const PlanSpec& plan);
 
+// The scales an FP8 recipe adds to a quantised tensor, in bytes: an fp32 scale per row for
+// rowwise, per 128 elements for blockwise, an 8-bit one per 32 for mxfp8; one per tensor, nothing
+// per row or element, for tensorwise.
+struct Fp8Scales {
+  double per_element = 0, per_row = 0;
+};
+Fp8Scales Fp8ScaleBytes(std::string_view recipe);
+// Bytes per element of an fp8 plan's quantised tensor with rows of `row_width` elements: one byte
+// plus its recipe's scales. The one home of the FP8 element width (the casts' cost reads
+// Fp8ScaleBytes too).
+double Fp8ElementBytes(const PlanSpec& plan, int64_t row_width);
 // Bytes per element of a row of `row_width` elements in the expert all-to-alls that carry rows to
-// the experts: the activations' width, or under ep_dispatch_dtype fp8 one byte plus the recipe's
-// scales (an fp32 scale per row for rowwise, per 128 elements for blockwise, an 8-bit one per 32
-// for mxfp8; one per tensor, nothing per row, for tensorwise). The one home of the dispatch
-// width for the step program and its exports.
+// the experts: the activations' width, or Fp8ElementBytes under ep_dispatch_dtype fp8. The one
+// home of the dispatch width for the step program and its exports.
 double EpDispatchBytes(const PlanSpec& plan, int64_t row_width);
 // ep_dispatch_dtype's values: "bf16", "fp8".
 const std::vector<std::string>& EpDispatchDtypeNames();
-// Bytes per element of an fp8 plan's quantised tensor with rows of `row_width` elements: one byte
-// plus its recipe's scales (above). The one home of the FP8 element width.
-double Fp8ElementBytes(const PlanSpec& plan, int64_t row_width);
 // Bytes per element of an input an FP8 product keeps for its backward, rows of `row_width`
-// elements: Fp8ElementBytes under fp8_saved_inputs fp8, else the activations' width.
-double Fp8SavedInputBytes(const PlanSpec& plan, int64_t row_width);
-// fp8_saved_inputs' values: "bf16", "fp8".
-const std::vector<std::string>& Fp8SavedInputsNames();
+// elements: Fp8ElementBytes under saved_input_dtype fp8 (an fp8 plan), else the activations' width.
+double SavedInputBytes(const PlanSpec& plan, int64_t row_width);
+// saved_input_dtype's values: "bf16", "fp8".
+const std::vector<std::string>& SavedInputDtypeNames();
 
 // The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
 // false with it.

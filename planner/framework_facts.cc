@@ -91,7 +91,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // quantised (column-wise) copy of their input for the backward (pytorch/module/linear.py:
         // update_usage(rowwise_usage=False, columnwise_usage=True)); Megatron-core keeps the
         // original where another op saves it already (set_save_original_input).
-        .fp8_saved_inputs = "fp8",
+        .saved_input_dtype = "fp8",
         .mtp_setting = "--mtp-num-layers",
     },
     {
@@ -161,7 +161,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_recipe_default = "rowwise",
         .fp8_dispatch_recipe = "",  // its expert all-to-alls move the activations as they are
         // torchao float8_linear.py matmul_with_hp_or_float8_args: save_for_backward(input_hp, ...).
-        .fp8_saved_inputs = "bf16",
+        .saved_input_dtype = "bf16",
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.
         .mtp_setting = "",
@@ -236,7 +236,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_dispatch_recipe = "",
         // flax linen/fp8_ops.py in_qdq: the dot reads quantised-dequantised values in the compute
         // dtype, which autodiff keeps.
-        .fp8_saved_inputs = "bf16",
+        .saved_input_dtype = "bf16",
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
     },
     {
@@ -304,7 +304,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_recipes = {false, false, false, false},  // no fp8 training
         .fp8_recipe_default = "",
         .fp8_dispatch_recipe = "",
-        .fp8_saved_inputs = "",
+        .saved_input_dtype = "",
         .mtp_setting = "",
     },
 }};

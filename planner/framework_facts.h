@@ -110,9 +110,9 @@ struct FrameworkFacts {
   // The fp8 recipe under which it moves the expert all-to-alls toward the experts in FP8
   // (PlanSpec::ep_dispatch_dtype fp8); "" where it moves them at the activations' width only.
   std::string_view fp8_dispatch_recipe;
-  // How its FP8 products keep their inputs for the backward (PlanSpec::fp8_saved_inputs), the
+  // How its FP8 products keep their inputs for the backward (PlanSpec::saved_input_dtype), the
   // value an fp8 plan that sets none gets: "fp8" or "bf16"; "" without fp8 training.
-  std::string_view fp8_saved_inputs;
+  std::string_view saved_input_dtype;
   // The setting that trains multi-token-prediction modules (ModelSpec::mtp_layers); "" where its
   // configuration cannot.
   std::string_view mtp_setting;

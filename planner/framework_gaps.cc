@@ -101,9 +101,9 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
                        : "fp8 expert dispatch under " + Fp8RecipeOf(p) + " scaling: " + std::string(f.name) + " quantises it under " +
                              std::string(f.fp8_dispatch_recipe) + " only");
   }
-  if (p.dtype == "fp8" && !p.fp8_saved_inputs.empty() && !f.fp8_saved_inputs.empty() && p.fp8_saved_inputs != f.fp8_saved_inputs) {
-    gaps.push_back("fp8_saved_inputs " + p.fp8_saved_inputs + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
-                   std::string(f.fp8_saved_inputs == "fp8" ? "FP8" : "16 bits"));
+  if (p.dtype == "fp8" && !p.saved_input_dtype.empty() && !f.saved_input_dtype.empty() && p.saved_input_dtype != f.saved_input_dtype) {
+    gaps.push_back("saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
+                   std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits"));
   }
   const bool keeps = ParamsSharded(s) && !ReshardAfterForward(p);
   if (keeps && (f.keep_gathered == KeepGathered::kNever ||

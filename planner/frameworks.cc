@@ -76,7 +76,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
   if (p.grad_reduce_dtype.empty()) p.grad_reduce_dtype = GradReduceDefault(facts, p);
   if (p.cross_entropy.empty()) p.cross_entropy = std::string(facts.cross_entropy_default);
   if (p.dtype == "fp8" && p.fp8_recipe.empty()) p.fp8_recipe = std::string(facts.fp8_recipe_default);
-  if (p.dtype == "fp8" && p.fp8_saved_inputs.empty()) p.fp8_saved_inputs = std::string(facts.fp8_saved_inputs);
+  if (p.dtype == "fp8" && p.saved_input_dtype.empty()) p.saved_input_dtype = std::string(facts.saved_input_dtype);
   return p;
 }
 

@@ -42,7 +42,8 @@ double Roofline::Seconds(const Op& op) const {
     const double gemm = std::max(op.flops / (peak_flop_per_s * matmul_efficiency * Quantization(op.m, op.n)), memory);
     if (!fp8_casts) return gemm;
     const double a = static_cast<double>(op.m) * static_cast<double>(op.k), b = static_cast<double>(op.k) * static_cast<double>(op.n);
-    return gemm + (3 * (a + b) + 2 * a) / hbm_bytes_per_s;
+    const double written = (1 + fp8_scales.per_element) * (a + b) + fp8_scales.per_row * static_cast<double>(op.m + op.n);  // rows of k
+    return gemm + (2 * (a + b) + written + 2 * a) / hbm_bytes_per_s;
   }
   if (op.kind == ComputeKind::kAttention) return std::max(op.flops / attention_flop_per_s, memory);
   return memory;
@@ -64,6 +65,7 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
              .matmul_efficiency = fp8 ? cluster.efficiency.Fp8Matmul(fp8_recipe) : cluster.efficiency.matmul,
              .attention_flop_per_s = attention_peak * cluster.efficiency.Attention(),
              .fp8_casts = fp8,
+             .fp8_scales = fp8 ? Fp8ScaleBytes(fp8_recipe) : Fp8Scales{},  // "" (tensorwise): none
              .hbm_bytes_per_s = cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm,
              .tile = cluster.chip.matmul_tile,
              .units = cluster.chip.compute_units,

@@ -88,9 +88,11 @@ struct Roofline {
   // DotProductAttention in BF16 unless fp8_dpa is set; torchao's Float8Linear converts only
   // linear layers), at its kernel's share of that peak.
   double attention_flop_per_s = 0;  // peak x efficiency
-  // FP8 weight matmuls cast both operands first (read 16 bits, write 8) and take the amax of
-  // the activation for its scale (read 16 bits): memory-bound kernels beside the GEMM.
+  // FP8 weight matmuls cast both operands first (read 16 bits, write 8 and the recipe's scales)
+  // and take the amax of the activation for its scale (read 16 bits): memory-bound kernels
+  // beside the GEMM.
   bool fp8_casts = false;
+  Fp8Scales fp8_scales;
   double hbm_bytes_per_s = 0;  // x efficiency
   int64_t tile = 0, units = 0;
   const CalibrationSpec* calibration = nullptr;  // of this dtype, else null (the cluster's; it outlives this)

@@ -46,7 +46,7 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
     layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, to_experts_t, CollectiveOp::kAllGather, routed_bytes,
                      CollectiveOp::kReduceScatter, plan.overlap.tensor);
   }
-  const int64_t local = (moe.expert_ffn_hidden_size + t - 1) / t;
+  const int64_t local = TensorShard(moe.expert_ffn_hidden_size, t);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
   layer.Matmul(ops::kExpertsUp, routed, d, (gated ? 2 : 1) * local);
   layer.Elementwise(ops::kExpertsActivation, static_cast<double>(routed) * static_cast<double>(local) * e * (gated ? 3 : 2));

@@ -13,31 +13,34 @@ namespace shardsim::strategies {
 ElementBytes MemoryBytesPerElement(const std::string& dtype) {
   // fp32 training (what shardsim-runtime does): fp32 weights and gradients, AdamW's m and v in
   // fp32 and no master copy (the weights are the master); fp32 activations; fp32 logits only.
-  if (dtype == "fp32") return {.params = 4, .grads = 4, .optimizer = 4 + 4, .activations = 4, .logits = 4};
+  if (dtype == "fp32") return {.params = 4, .grads = 4, .optimizer = 4 + 4, .activations = ActivationBytes(dtype), .logits = 4};
   // Mixed precision, as ZeRO counts it (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
   // Toward Training Trillion Parameter Models", section 3.1): 16-bit parameters (2) and gradients
   // (2), fp32 master weights, momentum and variance (K = 12), the constants the step program's
   // traffic uses too (state_bytes.h); 16-bit activations (Korthikanti et al. 2022, section 4);
   // the loss's logits in fp32 beside their 16-bit copy (4 + 2).
-  return {.params = kParamBytes, .grads = kGradBytes, .optimizer = kOptimizerStateBytes, .activations = 2, .logits = 4 + 2};
+  return {.params = kParamBytes, .grads = kGradBytes, .optimizer = kOptimizerStateBytes, .activations = ActivationBytes(dtype), .logits = 4 + ActivationBytes(dtype)};
 }
 
 LogitBytes LossBytesPerLogit(const PlanSpec& p) {
   if (CrossEntropyOf(p) == "eager") {
-    // Over vocabulary-sharded logits (tensor > 1) the eager loss is PyTorch's loss_parallel
-    // (torch/distributed/tensor/parallel/loss.py), whose fused nll-and-log-softmax backward
-    // returns (grad_input + torch.exp(x)) * grad_output: a zeroed gradient, exp(x), their sum
-    // and the product, all fp32 beside the saved log-probabilities (4 + 4 + 4 + 4). PyTorch's
-    // own kernels on whole logits make the two gradients only (4 + 4 + 4).
+    // Over vocabulary-sharded logits (tensor > 1) the eager loss is taken as torchtitan runs it:
+    // PyTorch's loss_parallel (torch/distributed/tensor/parallel/loss.py, entered by torchtitan's
+    // train context at 9dec370; its own components/loss.py later computes the same), whose fused
+    // nll-and-log-softmax backward returns (grad_input + torch.exp(x)) * grad_output: a zeroed
+    // gradient, exp(x), their sum and the product, fp32, at most three of them live at once
+    // beside the saved log-probabilities (4 + 4 + 4). PyTorch's own kernels on whole logits make
+    // the two gradients only (4 + 4).
     const double temporaries = p.mesh.tensor > 1 ? 4 + 4 + 4 : 4 + 4;
     // 16-bit logits: without pipelining the model's logits (2) and their fp32 copy (4) are made
-    // side by side in forward and freed before the backward (torchtitan's train.py: del pred),
+    // side by side in forward and freed before the backward (torchtitan's train.py at 9dec370:
+    // del pred),
     // whose 4-byte temporaries reuse that space one at a time: 2 bytes per logit stay reserved
     // beside them (PyTorch's caching allocator keeps freed blocks until an allocation fails;
     // torchtitan reports the peak reserved). A pipeline stage keeps each micro-batch's outputs,
     // the logits, until its backward (torch.distributed.pipelining's fwd_cache): 2 bytes held per
     // micro-batch in flight. An fp32 plan's logits are their own fp32 copy.
-    const double logits16 = ComputeElementBytes(p) < 4 ? ComputeElementBytes(p) : 0;
+    const double width = ActivationBytes(p.dtype), logits16 = width < 4 ? width : 0;
     if (p.mesh.pipeline > 1) return {.held = 4 + logits16, .backward = temporaries};
     return {.held = 4, .backward = temporaries + logits16};
   }
@@ -67,12 +70,8 @@ double MtpActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens)
 
 double ExpertRowActivationBytes(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe) return 0;
-  const double a = MemoryBytesPerElement(p.dtype).activations;
-  const double gated = SavedMlpTensors(m);
-  const int64_t local = (m.moe->expert_ffn_hidden_size + p.mesh.tensor - 1) / p.mesh.tensor;
-  // The input row and the down projection's input at the FP8 saved-input width (TensorBytesPerToken).
-  return Fp8SavedInputBytes(p, m.hidden_size) * static_cast<double>(m.hidden_size) +
-         ((gated - 1) * a + Fp8SavedInputBytes(p, local)) * static_cast<double>(m.moe->expert_ffn_hidden_size) / static_cast<double>(p.mesh.tensor);
+  // Its input row (the up projections' input, at the saved-input width) and its MLP rows.
+  return SavedInputBytes(p, m.hidden_size) * static_cast<double>(m.hidden_size) + ExpertMlpRowBytes(m, p);
 }
 
 namespace {

@@ -29,9 +29,9 @@ ElementBytes MemoryBytesPerElement(const std::string& dtype);
 // or a compiled loss): the logits and their fp32 softmax made in place (the dtype's `logits`),
 // nothing more. Eager (PyTorch's F.cross_entropy over logits.float(), torchtitan's loss without
 // torch.compile): the fp32 log-probabilities it saves, then their gradient and the logits' fp32
-// gradient (4 + 4); over vocabulary-sharded logits (PyTorch's loss_parallel, tensor > 1) its
-// backward makes four fp32 temporaries, not two (4 + 4 + 4); with 16-bit logits, 2 more that the
-// caching allocator keeps reserved (memory_model.cc).
+// gradient (4 + 4); over vocabulary-sharded logits (PyTorch's loss_parallel, tensor > 1) up to
+// three fp32 temporaries at once (4 + 4 + 4); with 16-bit logits, 2 more, held per micro-batch in
+// flight by a pipeline stage or kept reserved by the caching allocator (memory_model.cc).
 struct LogitBytes {
   double held = 0, backward = 0;
 };

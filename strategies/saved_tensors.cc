@@ -5,6 +5,7 @@
 
 #include "strategies/memory_model.h"
 #include "strategies/op_names.h"
+#include "strategies/tensor_parallel.h"
 
 namespace shardsim::strategies {
 namespace {
@@ -144,6 +145,16 @@ bool IsDenseMlpTensor(LayerTensor t) {
 
 double SavedMlpTensors(const ModelSpec& m) { return Gated(m) ? 3 : 2; }
 
+double ExpertMlpRowBytes(const ModelSpec& m, const PlanSpec& p) {
+  if (!m.moe) return 0;
+  const double a = MemoryBytesPerElement(p.dtype).activations;
+  const int64_t local = TensorShard(m.moe->expert_ffn_hidden_size, p.mesh.tensor);
+  // Gate and up (or up) at the activations' width; the activation, the down projection's input,
+  // at the saved-input width.
+  return ((SavedMlpTensors(m) - 1) * a + SavedInputBytes(p, local)) * static_cast<double>(m.moe->expert_ffn_hidden_size) /
+         static_cast<double>(p.mesh.tensor);
+}
+
 double KeptShare(Recompute mode, LayerTensor tensor, const ModelSpec& m, const PlanSpec& p) {
   const bool moe_layer = false;  // the MoE layer's attention block counts like the dense layer's
   switch (mode) {
@@ -173,14 +184,18 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
   }
   if (moe_layer && IsDenseMlpTensor(tensor)) return 0;
   const double f = static_cast<double>(m.ffn_hidden_size);
-  // Inputs of FP8 products kept for their backward, at Fp8SavedInputBytes (fp8_saved_inputs fp8:
+  // Inputs of FP8 products kept for their backward, at SavedInputBytes (saved_input_dtype fp8:
   // Transformer Engine's modules keep the quantised copy, module/linear.py). Megatron-core keeps
   // the 16-bit original where another op saves the same tensor (set_save_original_input): the
   // attention output projection's input, which the attention keeps (under TE >= 2.6 with a
   // current-scaling recipe), and an MoE layer's normed input, which the router keeps.
-  const double hidden_input = Fp8SavedInputBytes(p, m.hidden_size);
+  const double hidden_input = SavedInputBytes(p, m.hidden_size);
+  // Quantised, each product reading the attention norm's output keeps its own copy: MLA's two
+  // (Megatron-core's MLASelfAttention: linear_q_down_proj or linear_q_proj, and
+  // linear_kv_down_proj), the fused QKV's one; 16-bit, they share the one tensor.
+  const double norm_copies = hidden_input < a && m.mla ? 2 : 1;
   switch (tensor) {
-    case T::kAttentionNormOut: return hidden_input * d / sp;
+    case T::kAttentionNormOut: return norm_copies * hidden_input * d / sp;
     case T::kMlpNormOut: return (moe_layer ? a : hidden_input) * d / sp;
     case T::kInput: case T::kAttentionProj: case T::kAttentionResidual: case T::kMlpDown:
       return a * d / sp;
@@ -198,21 +213,17 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
     }
     case T::kMlpGate: return Gated(m) ? a * f / t : 0;
     case T::kMlpUp: return a * f / t;
-    case T::kMlpActivation: return Fp8SavedInputBytes(p, (m.ffn_hidden_size + p.mesh.tensor - 1) / p.mesh.tensor) * f / t;  // the down projection's input
+    case T::kMlpActivation: return SavedInputBytes(p, TensorShard(m.ffn_hidden_size, p.mesh.tensor)) * f / t;  // the down projection's input
     case T::kDropoutMasks: return m.dropout ? 2 * d / sp : 0;
     case T::kExperts: {
       if (!moe_layer) return 0;
       const MoeSpec& e = *m.moe;
       const double copies = static_cast<double>(e.top_k) * p.ep_capacity_factor;
-      const double gated = SavedMlpTensors(m);
-      const double fe = static_cast<double>(e.expert_ffn_hidden_size);
-      // The routed copies' and the shared experts' MLP activations (split over tensor), the
-      // down projections' inputs among them at the FP8 saved-input width; the dispatched copies
-      // the experts read (the up projections' inputs, likewise) and the experts' outputs back on
-      // this rank, which the combine weights by the gates and the gates' gradient reads
-      // (Megatron-core's unpermute saves them so); fp32 router logits.
-      const double down_input = Fp8SavedInputBytes(p, (e.expert_ffn_hidden_size + p.mesh.tensor - 1) / p.mesh.tensor);
-      return (copies + static_cast<double>(e.num_shared_experts)) * ((gated - 1) * a + down_input) * fe / t +
+      // The routed copies' and the shared experts' MLP rows (ExpertMlpRowBytes); the dispatched
+      // copies the experts read (the up projections' inputs, at the saved-input width) and the
+      // experts' outputs back on this rank, which the combine weights by the gates and the gates'
+      // gradient reads (Megatron-core's unpermute saves them so); fp32 router logits.
+      return (copies + static_cast<double>(e.num_shared_experts)) * ExpertMlpRowBytes(m, p) +
              (copies * (hidden_input + a) * d + 4 * static_cast<double>(e.num_experts)) / sp;
     }
   }

@@ -65,6 +65,11 @@ inline constexpr int kLayerTensors = static_cast<int>(LayerTensor::kExperts) + 1
 // (SwiGLU), or up and the GELU's output.
 double SavedMlpTensors(const ModelSpec& m);
 
+// Bytes of an expert's MLP rows one routed token copy (or shared expert) keeps per token: gate
+// and up (or up) at the activations' width, the down projection's input at the saved-input width
+// (SavedInputBytes), split over tensor. 0 for a dense model.
+double ExpertMlpRowBytes(const ModelSpec& m, const PlanSpec& p);
+
 // The share of `tensor` that `mode` keeps from forward to backward: 0 or 1, or 1/2 for a
 // policy that recomputes every second layer. An MoE layer has kExperts in place of the MLP's.
 double KeptShare(Recompute mode, LayerTensor tensor, const ModelSpec& m, const PlanSpec& p);

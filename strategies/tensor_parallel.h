@@ -16,6 +16,10 @@
 
 namespace shardsim::strategies {
 
+// The columns one of `tensor` ranks holds of a `width`-wide product split over tensor (the last
+// rank's share rounded up).
+constexpr int64_t TensorShard(int64_t width, int64_t tensor) { return (width + tensor - 1) / tensor; }
+
 // Norm, QKV (or MLA) projections, attention core (with ring-attention transfers when context
 // > 1), output projection and residual, with the tensor collectives around them.
 void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);

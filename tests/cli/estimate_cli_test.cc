@@ -1,6 +1,7 @@
 // `shardsim estimate` end to end: the report JSON of the CLI docs, and its input errors.
 #include "tests/cli/cli_test_util.h"
 
+#include <fstream>
 #include <map>
 
 #include "strategies/schedule.h"
@@ -345,14 +346,20 @@ TEST(CliEstimateTest, Fp8RecipesAreChecked) {
 
 // FP8 products' saved inputs kept in FP8 need an fp8 plan, name their valid values, round-trip
 // through the plan JSON the estimate prints, and keep less than the 16-bit originals.
-TEST(CliEstimateTest, Fp8SavedInputsAreCheckedAndKeepLess) {
+TEST(CliEstimateTest, SavedInputDtypeIsCheckedAndKeepsLess) {
   auto with = EstimateLlama8bWith;
-  EXPECT_TRUE(IsInputError(with({"--set", "fp8_saved_inputs=fp8"}), {"fp8_saved_inputs", "dtype fp8"}));
-  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "fp8_saved_inputs=int4"}), {"fp8_saved_inputs", "bf16", "fp8"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "saved_input_dtype=fp8"}), {"saved_input_dtype", "dtype fp8"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "saved_input_dtype=int4"}), {"saved_input_dtype", "bf16", "fp8"}));
   json kept16, kept8;
-  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "fp8_saved_inputs=bf16", "--json"}), &kept16));
-  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "fp8_saved_inputs=fp8", "--json"}), &kept8));
-  EXPECT_EQ(kept8["plan"]["fp8_saved_inputs"], "fp8");
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "saved_input_dtype=bf16", "--json"}), &kept16));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "saved_input_dtype=fp8", "--json"}), &kept8));
+  EXPECT_EQ(kept8["plan"]["saved_input_dtype"], "fp8");
+  // The printed plan, read back, estimates the same memory.
+  const std::string plan_path = ::testing::TempDir() + "/saved_input_dtype.plan.json";
+  std::ofstream(plan_path) << kept8["plan"].dump();
+  json again;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", plan_path, "--json"}), &again));
+  EXPECT_EQ(again["memory"]["activations"], kept8["memory"]["activations"]);
   EXPECT_LT(kept8["memory"]["activations"].get<double>(), kept16["memory"]["activations"].get<double>());
   EXPECT_EQ(kept8["step_time_s"].get<double>(), kept16["step_time_s"].get<double>()) << "a memory setting only";
 }

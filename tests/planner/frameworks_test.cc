@@ -188,13 +188,13 @@ TEST(FrameworksTest, TensorContextExpert) {
   // an fp8 plan that sets none gets its framework's.
   PlanSpec saved = Plan({{"fsdp", 8}});
   saved.zero_stage = 3, saved.dtype = "fp8";
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, saved).fp8_saved_inputs, "fp8");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, saved).fp8_saved_inputs, "bf16");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, saved).fp8_saved_inputs, "bf16");
-  saved.fp8_saved_inputs = "bf16";
-  EXPECT_TRUE(Names(Framework::kMegatronCore, saved, "fp8_saved_inputs bf16: megatron-core keeps its FP8 products' inputs for the backward in FP8"));
-  saved.fp8_saved_inputs = "fp8", saved.fp8_recipe = "rowwise";
-  EXPECT_TRUE(Names(Framework::kTorchtitan, saved, "fp8_saved_inputs fp8: torchtitan keeps its FP8 products' inputs for the backward in 16 bits"));
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, saved).saved_input_dtype, "fp8");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, saved).saved_input_dtype, "bf16");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, saved).saved_input_dtype, "bf16");
+  saved.saved_input_dtype = "bf16";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, saved, "saved_input_dtype bf16: megatron-core keeps its FP8 products' inputs for the backward in FP8"));
+  saved.saved_input_dtype = "fp8", saved.fp8_recipe = "rowwise";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, saved, "saved_input_dtype fp8: torchtitan keeps its FP8 products' inputs for the backward in 16 bits"));
   // Multi-token prediction: Megatron-core and MaxText train it from their configurations.
   ModelSpec mtp = mixtral;
   mtp.mtp_layers = 1;

@@ -1,4 +1,5 @@
 #include "strategies/memory_model.h"
+#include "strategies/saved_tensors.h"
 
 #include <gtest/gtest.h>
 
@@ -217,7 +218,7 @@ TEST(ActivationMemoryTest, Fp8SavedInputsHalveTheProductsInputs) {
   p.dtype = "fp8";
   const int64_t tokens = 256;
   const double kept16 = LayerActivationBytes(m, p, tokens, false);
-  p.fp8_saved_inputs = "fp8";
+  p.saved_input_dtype = "fp8";
   const double kept8 = LayerActivationBytes(m, p, tokens, false);
   const double d = static_cast<double>(m.hidden_size), f = static_cast<double>(m.ffn_hidden_size);
   EXPECT_DOUBLE_EQ(kept16 - kept8, static_cast<double>(tokens) * (d + d + f) * (2 - 1));
@@ -226,14 +227,37 @@ TEST(ActivationMemoryTest, Fp8SavedInputsHalveTheProductsInputs) {
   // Full recomputation keeps the layer input only: nothing to quantise.
   p.recompute = Recompute::kFull;
   const double full8 = LayerActivationBytes(m, p, tokens, false);
-  p.fp8_saved_inputs = "bf16";
+  p.saved_input_dtype = "bf16";
   EXPECT_DOUBLE_EQ(full8, LayerActivationBytes(m, p, tokens, false));
 }
 
+// In an MoE layer (Megatron-core with Transformer Engine) the quantised inputs are the attention
+// norm's output, each routed copy's dispatched row and the experts' down-projection inputs; the
+// MLP norm's output stays 16-bit (the router keeps it). ExpertRowActivationBytes, one copy's
+// share, follows. MLA's two down projections each keep their own copy of the norm's output.
+TEST(ActivationMemoryTest, Fp8SavedInputsInMoeAndMlaLayers) {
+  const ModelSpec m = FindModelPreset("tiny-moe")->spec;
+  PlanSpec p = Plan(1, 1, 1, 8, 256);
+  p.dtype = "fp8";
+  const int64_t tokens = 256;
+  const double kept16 = LayerActivationBytes(m, p, tokens, true), row16 = ExpertRowActivationBytes(m, p);
+  p.saved_input_dtype = "fp8";
+  const double d = static_cast<double>(m.hidden_size), fe = static_cast<double>(m.moe->expert_ffn_hidden_size);
+  const double copies = static_cast<double>(m.moe->top_k), shared = static_cast<double>(m.moe->num_shared_experts);
+  EXPECT_DOUBLE_EQ(kept16 - LayerActivationBytes(m, p, tokens, true), static_cast<double>(tokens) * (d + copies * d + (copies + shared) * fe) * (2 - 1));
+  EXPECT_DOUBLE_EQ(row16 - ExpertRowActivationBytes(m, p), (d + fe) * (2 - 1));
+  ModelSpec mla = FindModelPreset("deepseek-v3")->spec;
+  PlanSpec q = Plan(1, 1, 1, 8, 256);
+  q.dtype = "fp8";
+  const double norm16 = TensorBytesPerToken(LayerTensor::kAttentionNormOut, mla, q, false);
+  q.saved_input_dtype = "fp8";
+  EXPECT_DOUBLE_EQ(TensorBytesPerToken(LayerTensor::kAttentionNormOut, mla, q, false), 2 * (norm16 / 2));  // two 1-byte copies
+}
+
 // Over logits split by vocabulary across tensor ranks the eager loss is PyTorch's loss_parallel,
-// whose fused backward computes (grad_input + exp(x)) * grad_output: four fp32 temporaries of
-// each rank's share beside the saved log-probabilities, not two.
-TEST(BufferMemoryTest, EagerLossParallelBackwardMakesFourTemporaries) {
+// whose fused backward computes (grad_input + exp(x)) * grad_output: up to three fp32 temporaries
+// of each rank's share live at once beside the saved log-probabilities, not two.
+TEST(BufferMemoryTest, EagerLossParallelBackwardKeepsThreeTemporaries) {
   const ModelSpec m = FindModelPreset("tiny-dense")->spec;
   PlanSpec p = Plan(1, 2, 2, 8, 256);
   p.pipeline_schedule = "gpipe";
