@@ -34,10 +34,9 @@ LogitBytes LossBytesPerLogit(const PlanSpec& p) {
     const double temporaries = p.mesh.tensor > 1 ? 4 + 4 + 4 : 4 + 4;
     // 16-bit logits: without pipelining the model's logits (2) and their fp32 copy (4) are made
     // side by side in forward and freed before the backward (torchtitan's train.py at 9dec370:
-    // del pred),
-    // whose 4-byte temporaries reuse that space one at a time: 2 bytes per logit stay reserved
-    // beside them (PyTorch's caching allocator keeps freed blocks until an allocation fails;
-    // torchtitan reports the peak reserved). A pipeline stage keeps each micro-batch's outputs,
+    // del pred), whose 4-byte temporaries reuse that space one at a time: 2 bytes per logit stay
+    // reserved beside them (PyTorch's caching allocator keeps freed blocks until an allocation
+    // fails; torchtitan reports the peak reserved). A pipeline stage keeps each micro-batch's outputs,
     // the logits, until its backward (torch.distributed.pipelining's fwd_cache): 2 bytes held per
     // micro-batch in flight. An fp32 plan's logits are their own fp32 copy.
     const double width = ActivationBytes(p.dtype), logits16 = width < 4 ? width : 0;

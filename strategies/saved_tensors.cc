@@ -189,14 +189,17 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
   // the 16-bit original where another op saves the same tensor (set_save_original_input): the
   // attention output projection's input, which the attention keeps (under TE >= 2.6 with a
   // current-scaling recipe), and an MoE layer's normed input, which the router keeps.
-  const double hidden_input = SavedInputBytes(p, m.hidden_size);
-  // Quantised, each product reading the attention norm's output keeps its own copy: MLA's two
-  // (Megatron-core's MLASelfAttention: linear_q_down_proj or linear_q_proj, and
-  // linear_kv_down_proj), the fused QKV's one; 16-bit, they share the one tensor.
-  const double norm_copies = hidden_input < a && m.mla ? 2 : 1;
+  // (Asked only by the tensors below that are such inputs: this runs per tensor of every plan.)
+  auto hidden_input = [&] { return SavedInputBytes(p, m.hidden_size); };
   switch (tensor) {
-    case T::kAttentionNormOut: return norm_copies * hidden_input * d / sp;
-    case T::kMlpNormOut: return (moe_layer ? a : hidden_input) * d / sp;
+    case T::kAttentionNormOut: {
+      // Quantised, each product reading the norm's output keeps its own copy: MLA's two
+      // (Megatron-core's MLASelfAttention: linear_q_down_proj or linear_q_proj, and
+      // linear_kv_down_proj), the fused QKV's one; 16-bit, they share the one tensor.
+      const double bytes = hidden_input();
+      return (bytes < a && m.mla ? 2 : 1) * bytes * d / sp;
+    }
+    case T::kMlpNormOut: return (moe_layer ? a : hidden_input()) * d / sp;
     case T::kInput: case T::kAttentionProj: case T::kAttentionResidual: case T::kMlpDown:
       return a * d / sp;
     case T::kAttentionProjPartial: case T::kMlpDownPartial:
@@ -224,7 +227,7 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
       // experts' outputs back on this rank, which the combine weights by the gates and the gates'
       // gradient reads (Megatron-core's unpermute saves them so); fp32 router logits.
       return (copies + static_cast<double>(e.num_shared_experts)) * ExpertMlpRowBytes(m, p) +
-             (copies * (hidden_input + a) * d + 4 * static_cast<double>(e.num_experts)) / sp;
+             (copies * (hidden_input() + a) * d + 4 * static_cast<double>(e.num_experts)) / sp;
     }
   }
   return 0;
