@@ -95,6 +95,9 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (saved < ComputeElementBytes(plan) ? " (the attention output and MoE routers' inputs at 16 bits)" : "") << " (saved_input_dtype "
         << (plan.saved_input_dtype.empty() ? "unset: bf16" : plan.saved_input_dtype)
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")";
+    if (plan.param_gather_dtype == "fp8") {
+      out << "; weights gathered at " << FormatFixed(ParamGatherBytes(plan), 3) << " B per element, the embedding and head at 16 bits (param_gather_dtype fp8)";
+    }
     out << "\n";
   }
   if (!plan.cross_entropy.empty()) {

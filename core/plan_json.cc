@@ -18,7 +18,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "saved_input_dtype", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "saved_input_dtype", "param_gather_dtype", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv", "framework"};
 }
 
@@ -54,6 +54,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.fp8_recipe.empty()) j["fp8_recipe"] = p.fp8_recipe;
   if (!p.ep_dispatch_dtype.empty()) j["ep_dispatch_dtype"] = p.ep_dispatch_dtype;
   if (!p.saved_input_dtype.empty()) j["saved_input_dtype"] = p.saved_input_dtype;
+  if (!p.param_gather_dtype.empty()) j["param_gather_dtype"] = p.param_gather_dtype;
   return j;
 }
 
@@ -108,6 +109,21 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     if (p.saved_input_dtype == "fp8" && p.dtype != "fp8") {
       r.Fail("saved_input_dtype", "saved_input_dtype fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products quantise their inputs)",
              "set dtype to fp8 or saved_input_dtype to bf16");
+    }
+  }
+  if (r.Has("param_gather_dtype")) {
+    p.param_gather_dtype = r.EnumOr("param_gather_dtype", "bf16", ParamGatherDtypeNames());
+    if (p.param_gather_dtype == "fp8") {
+      if (p.dtype != "fp8") {
+        r.Fail("param_gather_dtype", "param_gather_dtype fp8 with dtype " + p.dtype, "dtype fp8 (FP8 weights are an FP8 recipe's)",
+               "set dtype to fp8 or param_gather_dtype to bf16");
+      } else if (p.zero_stage == 0) {
+        r.Fail("param_gather_dtype", "param_gather_dtype fp8 with zero_stage 0: no parameters are gathered", "zero_stage 1, 2 or 3",
+               "shard the optimizer (zero_stage >= 1) or set param_gather_dtype to bf16");
+      } else if (Fp8RecipeOf(p) == "rowwise") {
+        r.Fail("param_gather_dtype", "param_gather_dtype fp8 with fp8_recipe rowwise", "fp8_recipe tensorwise, blockwise or mxfp8",
+               "no framework gathers row-wise scaled weights in FP8: set param_gather_dtype to bf16");
+      }
     }
   }
   if (auto overlap = r.Object("overlap")) {

@@ -93,12 +93,15 @@ double ActivationBytes(std::string_view dtype) { return dtype == "fp32" ? 4 : 2;
 
 double ComputeElementBytes(const PlanSpec& p) { return ActivationBytes(p.dtype); }
 
-double ParamGatherBytes(const PlanSpec& p) { return ComputeElementBytes(p); }
+double ParamGatherBytes(const PlanSpec& p) {
+  // Weights quantised per tensor, per 128x128 tile or per 32 elements: no per-row scales.
+  return p.dtype == "fp8" && p.param_gather_dtype == "fp8" ? 1 + Fp8ScaleBytes(Fp8RecipeOf(p)).per_element : ComputeElementBytes(p);
+}
 
 std::string WeightDtype(const PlanSpec& p) { return p.dtype == "fp8" ? "bf16" : p.dtype; }
 
 double GradReduceBytes(const PlanSpec& p) {
-  if (p.grad_reduce_dtype.empty()) return ParamGatherBytes(p);
+  if (p.grad_reduce_dtype.empty()) return ComputeElementBytes(p);
   return p.grad_reduce_dtype == "fp32" ? 4 : 2;
 }
 
@@ -150,10 +153,16 @@ double SavedInputBytes(const PlanSpec& p, int64_t row_width) {
   return p.dtype == "fp8" && p.saved_input_dtype == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
 }
 
-const std::vector<std::string>& SavedInputDtypeNames() {
+namespace {
+// The values of each 16-bit-or-FP8 field: ep_dispatch_dtype, saved_input_dtype, param_gather_dtype.
+const std::vector<std::string>& Bf16OrFp8Names() {
   static const std::vector<std::string> kNames = {"bf16", "fp8"};
   return kNames;
 }
+}  // namespace
+
+const std::vector<std::string>& SavedInputDtypeNames() { return Bf16OrFp8Names(); }
+const std::vector<std::string>& ParamGatherDtypeNames() { return Bf16OrFp8Names(); }
 
 Fp8Scales Fp8ScaleBytes(std::string_view recipe) {
   if (recipe == "rowwise") return {.per_row = 4};
@@ -167,10 +176,7 @@ double Fp8ElementBytes(const PlanSpec& p, int64_t row_width) {
   return 1 + scales.per_element + scales.per_row / static_cast<double>(row_width);
 }
 
-const std::vector<std::string>& EpDispatchDtypeNames() {
-  static const std::vector<std::string> kNames = {"bf16", "fp8"};
-  return kNames;
-}
+const std::vector<std::string>& EpDispatchDtypeNames() { return Bf16OrFp8Names(); }
 
 std::string Fp8RecipeOf(const PlanSpec& p) {
   if (p.dtype != "fp8") return "";

@@ -122,6 +122,13 @@ struct PlanSpec {
   // bf16 unless a framework profile sets its own (planner::AsFrameworkRuns). See SavedInputBytes
   // and strategies/saved_tensors.cc.
   std::string saved_input_dtype;
+  // The width data-parallel parameter all-gathers move (ZeRO >= 1: the distributed optimizer's
+  // gather of updated shards, FSDP's gathers before use): "bf16" (the weights' own 16 bits, the
+  // default) or "fp8" (fp8 plans: each shard quantised with its recipe's scales before it leaves,
+  // as Megatron-core's --fp8-param-gather keeps FP8 weights, which NeMo 2.0's FP8 recipes set;
+  // not with rowwise scaling). The gathered weights are held at this width. Empty: bf16. See
+  // ParamGatherBytes.
+  std::string param_gather_dtype;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -143,9 +150,12 @@ struct PlanShape {
 PlanShape DerivePlanShape(const PlanSpec& plan);
 
 // Bytes per element of what data-parallel collectives move: parameters are gathered at the
-// compute width (4 bytes for fp32 plans, else 2), gradients reduced at grad_reduce_dtype's width,
-// else at the parameters'. The one home of both for the step program and its exports.
+// compute width (4 bytes for fp32 plans, else 2), or Fp8ElementBytes under param_gather_dtype
+// fp8; gradients reduced at grad_reduce_dtype's width, else at the compute width. The one home of
+// both for the step program, the memory model and the exports.
 double ParamGatherBytes(const PlanSpec& plan);
+// param_gather_dtype's values: "bf16", "fp8".
+const std::vector<std::string>& ParamGatherDtypeNames();
 // The width of activations and of what moves them (4 bytes for fp32 plans, else 2: FP8 recipes
 // keep 16-bit activations); parameters are gathered at it too. ActivationBytes is the same by
 // the dtype's name: the one home of the width.

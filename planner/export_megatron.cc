@@ -122,6 +122,8 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     // core/enums.py Fp8Recipe; row-wise scaling is none of them (a gap): per-tensor is written.
     const std::string recipe = Fp8RecipeOf(p);
     add("--fp8-recipe", recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise");
+    // FP8 weights, gathered in FP8 by the distributed optimizer or Megatron FSDP.
+    if (p.param_gather_dtype == "fp8") add("--fp8-param-gather");
   }
   return s;
 }
@@ -198,6 +200,7 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
   if (p.dtype == "fp8") {
     const std::string recipe = r.Get("--fp8-recipe", "delayed");  // Megatron-core's default
     p.fp8_recipe = recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise";  // delayed and tensorwise scale per tensor
+    if (r.Has("--fp8-param-gather")) p.param_gather_dtype = "fp8";
   }
   p.flash_attention = r.Get("--attention-backend") != "unfused";
   if (p.ep_dispatch_dtype == "fp8" && p.fp8_recipe != "mxfp8") {

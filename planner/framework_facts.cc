@@ -92,6 +92,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // update_usage(rowwise_usage=False, columnwise_usage=True)); Megatron-core keeps the
         // original where another op saves it already (set_save_original_input).
         .saved_input_dtype = "fp8",
+        // training/arguments.py --fp8-param-gather: FP8 weights, gathered so by the distributed
+        // optimizer or FSDP (required); off by default, on in NeMo 2.0's FP8 recipes
+        // (recipes/precision/mixed_precision.py, all but blockwise).
+        .fp8_param_gather = true,
         .mtp_setting = "--mtp-num-layers",
     },
     {
@@ -162,6 +166,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_dispatch_recipe = "",  // its expert all-to-alls move the activations as they are
         // torchao float8_linear.py matmul_with_hp_or_float8_args: save_for_backward(input_hp, ...).
         .saved_input_dtype = "bf16",
+        // FSDP2's FP8 all-gather was torchao's per-tensor option (Float8LinearConfig
+        // enable_fsdp_float8_all_gather); the row-wise converter has none.
+        .fp8_param_gather = false,
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.
         .mtp_setting = "",
@@ -237,6 +244,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // flax linen/fp8_ops.py in_qdq: the dot reads quantised-dequantised values in the compute
         // dtype, which autodiff keeps.
         .saved_input_dtype = "bf16",
+        .fp8_param_gather = false,  // weights sharded and gathered in their own dtype
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
     },
     {
@@ -305,6 +313,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_recipe_default = "",
         .fp8_dispatch_recipe = "",
         .saved_input_dtype = "",
+        .fp8_param_gather = false,
         .mtp_setting = "",
     },
 }};

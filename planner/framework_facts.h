@@ -113,6 +113,8 @@ struct FrameworkFacts {
   // How its FP8 products keep their inputs for the backward (PlanSpec::saved_input_dtype), the
   // value an fp8 plan that sets none gets: "fp8" or "bf16"; "" without fp8 training.
   std::string_view saved_input_dtype;
+  // Whether it gathers FP8 weights (PlanSpec::param_gather_dtype fp8).
+  bool fp8_param_gather;
   // The setting that trains multi-token-prediction modules (ModelSpec::mtp_layers); "" where its
   // configuration cannot.
   std::string_view mtp_setting;

@@ -105,6 +105,9 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back("saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
                    std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits"));
   }
+  if (p.param_gather_dtype == "fp8" && !f.fp8_param_gather) {
+    gaps.push_back("FP8 parameter gathers (param_gather_dtype fp8): " + std::string(f.name) + " gathers 16-bit weights");
+  }
   const bool keeps = ParamsSharded(s) && !ReshardAfterForward(p);
   if (keeps && (f.keep_gathered == KeepGathered::kNever ||
                 (f.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline == 1))) {

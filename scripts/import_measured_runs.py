@@ -234,6 +234,15 @@ def plan_of(row, assumed):
         # NeMo's performance recipes (performance_mode) set grad_reduce_in_fp32 = False.
         plan["grad_reduce_dtype"] = "bf16"
         assumed.append("gradient reductions in bf16, as NeMo's performance recipes set (grad_reduce_in_fp32 False)")
+        # NeMo 2.0's FP8 recipes (nemo/collections/llm/recipes/precision/mixed_precision.py: fp8_params
+        # from 2024-09, fp8_param_gather from 2025-04) keep FP8 weights, gathered in FP8, for delayed
+        # and current per-tensor scaling and MXFP8 (all but blockwise, which no row publishes);
+        # scripts/performance/helpers.py set_precision_configs picks them. NeMo 1.0's launcher rows
+        # (containers 24.xx) publish no such setting and keep 16-bit gathers.
+        release = re.match(r"NeMo(?: container)? (\d+)\.", row["source"].get("release", ""))
+        if plan["dtype"] == "fp8" and release and int(release.group(1)) >= 25 and plan["zero_stage"] >= 1:
+            plan["param_gather_dtype"] = "fp8"
+            assumed.append("FP8 weight gathers (--fp8-param-gather), as NeMo 2.0's FP8 recipes set")
         framework = "megatron-core"
     if ep > 1 and dp % ep:
         raise Skip("expert degree does not divide the data-parallel ranks")

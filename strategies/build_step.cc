@@ -183,12 +183,12 @@ void LayerCache::Recycle(StepProgram&& program) {
   has_layers_ = true;
 }
 
-const std::vector<Op>& LayerCache::StepOps(const PlanSpec& plan, double dense, double expert) {
-  for (const auto& [d, e, ops] : step_ops_) {
-    if (d == dense && e == expert) return ops;
+const std::vector<Op>& LayerCache::StepOps(const PlanSpec& plan, double dense, double expert, double vocab) {
+  for (const auto& [d, e, v, ops] : step_ops_) {
+    if (d == dense && e == expert && v == vocab) return ops;
   }
-  step_ops_.emplace_back(dense, expert, DataParallelStepOps(plan, dense, expert));
-  return std::get<2>(step_ops_.back());
+  step_ops_.emplace_back(dense, expert, vocab, DataParallelStepOps(plan, dense, expert, vocab));
+  return std::get<3>(step_ops_.back());
 }
 
 StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lists, LayerCache* cache) {
@@ -219,12 +219,13 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     LayerBuilder embedding(LayerKind::kEmbedding, ShapeOf(p));
     AppendEmbedding(embedding, m, p);
     programs[static_cast<size_t>(LayerKind::kEmbedding)] = embedding.Build();
-    AppendShardedParamOps(programs[static_cast<size_t>(LayerKind::kEmbedding)], p, vocab_params, 0);
+    AppendShardedParamOps(programs[static_cast<size_t>(LayerKind::kEmbedding)], p, vocab_params, 0, vocab_params);
     LayerBuilder head(LayerKind::kHead, ShapeOf(p));
     AppendHead(head, m, p);
     programs[static_cast<size_t>(LayerKind::kHead)] = head.Build();
     // The final norm's weight and the output matrix (shared with a tied embedding on one stage).
-    AppendShardedParamOps(programs[static_cast<size_t>(LayerKind::kHead)], p, (tied_on_one_stage ? 0 : vocab_params) + static_cast<double>(m.hidden_size), 0);
+    const double head_matrix = tied_on_one_stage ? 0 : vocab_params;
+    AppendShardedParamOps(programs[static_cast<size_t>(LayerKind::kHead)], p, head_matrix + static_cast<double>(m.hidden_size), 0, head_matrix);
   }
 
   const int64_t stages = p.mesh.pipeline;
@@ -251,7 +252,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   }
   for (int64_t s = 0; s < stages; ++s) {
     Stage& stage = program.stages[static_cast<size_t>(s)];
-    double dense = 0, expert = 0;
+    double dense = 0, expert = 0, vocab = 0;
     bool holds_embedding = false, holds_head = false;
     for (int64_t c = 0; c < program.layout.chunks; ++c) {
       Chunk chunk;
@@ -268,6 +269,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
         holds_embedding = true;
         // The vocabulary is split over tensor; a learned position table is replicated.
         dense += vocab_params + (m.position == PositionKind::kLearned ? static_cast<double>(m.max_seq_len * m.hidden_size) : 0.0);
+        vocab += vocab_params;
       }
       for (int64_t layer = chunk.layout.first_layer; layer < chunk.layout.first_layer + chunk.layout.layers; ++layer) {
         const LayerKind kind = LayerKindOf(m, layer);
@@ -285,6 +287,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
         append(LayerKind::kHead);
         holds_head = true;
         dense += (tied_on_one_stage ? 0 : vocab_params) + static_cast<double>(m.hidden_size);
+        vocab += tied_on_one_stage ? 0 : vocab_params;
       }
       stage.chunks.push_back(std::move(chunk));
     }
@@ -292,16 +295,17 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     // and head apart, and the multi-token-prediction modules' copies (above) and their originals.
     double synced = m.tied_embeddings && stages > 1 && !two_copies && holds_embedding != holds_head ? 1 : 0;
     const double mtp_copies = (embedding_copied ? 1 : 0) + (head_copied ? 1 : 0);
-    if (s == mtp_stage) dense += mtp_copies * vocab_params, synced += mtp_copies;
+    if (s == mtp_stage) dense += mtp_copies * vocab_params, vocab += mtp_copies * vocab_params, synced += mtp_copies;
     if (s == embedding_stage && embedding_copied) synced += 1;
     if (s == head_stage && head_copied) synced += 1;
     stage.dense_params = dense;
     stage.expert_params = expert;
+    stage.vocab_params = vocab;
     // Stages of equal parameters (most of a pipeline) share one derivation.
     if (cache) {
-      stage.step_ops = cache->StepOps(p, dense, expert);
+      stage.step_ops = cache->StepOps(p, dense, expert, vocab);
     } else {
-      stage.step_ops = DataParallelStepOps(p, dense, expert);
+      stage.step_ops = DataParallelStepOps(p, dense, expert, vocab);
     }
     // Sequence parallelism: the weights replicated over tensor (norms, the MoE router, learned
     // positions) see a share of the tokens on each tensor rank, so their gradients are summed

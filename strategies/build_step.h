@@ -26,7 +26,7 @@ class LayerCache {
   // Empties the cache unless it holds what `plan` shares with its plan. REQUIRES: the same
   // `model` object every time (checked).
   void Prepare(const ModelSpec& model, const PlanSpec& plan);
-  const std::vector<Op>& StepOps(const PlanSpec& plan, double dense, double expert);
+  const std::vector<Op>& StepOps(const PlanSpec& plan, double dense, double expert, double vocab);
 
   const ModelSpec* model_ = nullptr;
   PlanSpec plan_;  // with the default schedule and one virtual stage
@@ -34,7 +34,7 @@ class LayerCache {
   // The programs of kTransformerKinds and the multi-token-prediction module (kCachedKinds in
   // build_step.cc): each depends on the plan but not on its schedule.
   std::array<LayerProgram, kTransformerKinds.size() + 1> layers_;
-  std::vector<std::tuple<double, double, std::vector<Op>>> step_ops_;  // (dense, expert params) -> ops
+  std::vector<std::tuple<double, double, double, std::vector<Op>>> step_ops_;  // (dense, expert, vocab params) -> ops
 };
 
 // Builds one training step. REQUIRES: ValidatePlan(plan, model, plan.mesh.Product(), ...) passed.

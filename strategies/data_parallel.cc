@@ -56,12 +56,16 @@ ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
   return {fsdp * (p.zero_stage >= 3 ? replicas : 1), fsdp * (p.zero_stage >= 2 ? replicas : 1), fsdp * (p.zero_stage >= 1 ? replicas : 1)};
 }
 
-std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, double expert_params) {
+double GatheredParamBytes(const PlanSpec& p, double params, double sixteen_bit) {
+  return (params - sixteen_bit) * ParamGatherBytes(p) + sixteen_bit * ComputeElementBytes(p);
+}
+
+std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, double expert_params, double vocab_params) {
   std::vector<Op> ops;
-  const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{std::string(ops::kDense), dense_params, ParamKind::kDense},
-                                                                         {std::string(ops::kExpert), expert_params, ParamKind::kExpert}};
+  const std::vector<std::tuple<std::string, double, ParamKind, double>> kinds = {
+      {std::string(ops::kDense), dense_params, ParamKind::kDense, vocab_params}, {std::string(ops::kExpert), expert_params, ParamKind::kExpert, 0.0}};
   double optimizer_params = 0;
-  for (const auto& [name, params, kind] : kinds) {
+  for (const auto& [name, params, kind, vocab] : kinds) {
     optimizer_params += params / Sharding(p, kind).optimizer;
     // Parameters kept gathered from the first forward to the last backward (FSDP2's
     // reshard_after_forward=False): one gather before the step's first forward and one
@@ -69,8 +73,8 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
     if (params > 0 && KeepsGatheredParams(p)) {
       const std::vector<std::string> gather_axes = ParamShardAxes(p, kind), grad_axes = GradShardAxes(p, kind);
       if (!gather_axes.empty()) {
-        ops.push_back(CommOp(ops::StepParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, gather_axes, params * ParamGatherBytes(p),
-                             false));
+        ops.push_back(CommOp(ops::StepParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, gather_axes,
+                             GatheredParamBytes(p, params, vocab), false));
       }
       if (!grad_axes.empty()) {
         ops.push_back(CommOp(ops::StepGradReduceScatter(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kReduceScatter, grad_axes,
@@ -80,7 +84,7 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
     const std::vector<std::string> axes = ReplicaAxes(p, kind);
     // ZeRO-2 and ZeRO-3 reduce-scatter the gradients over the replicas per layer already.
     if (params <= 0 || axes.empty() || p.zero_stage == 3) continue;
-    const double shard = params / Product(p, GatheredShardAxes(p));  // what each fsdp rank holds
+    const double fsdp = Product(p, GatheredShardAxes(p)), shard = params / fsdp;  // what each fsdp rank holds
     if (p.zero_stage == 0) {
       ops.push_back(CommOp(ops::DataAllReduce(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllReduce, axes, shard * GradReduceBytes(p),
                            p.overlap.data));
@@ -90,23 +94,23 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
                              shard * GradReduceBytes(p), p.overlap.data));
       }
       ops.push_back(CommOp(ops::ZeroParamAllGather(name), Phase::kBackwardWeight, Stream::kData, CollectiveOp::kAllGather, axes,
-                           shard * ParamGatherBytes(p), false));
+                           GatheredParamBytes(p, shard, vocab / fsdp), false));
     }
   }
   ops.push_back(ComputeOp(std::string(ops::kOptimizer), Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, optimizer_params * kOptimizerTrafficBytes));
   return ops;
 }
 
-void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& p, double dense_params, double expert_params) {
+void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& p, double dense_params, double expert_params, double vocab_params) {
   if (KeepsGatheredParams(p)) return;  // gathered and reduced once per step (DataParallelStepOps)
-  const std::vector<std::tuple<std::string, double, ParamKind>> kinds = {{std::string(ops::kDense), dense_params, ParamKind::kDense},
-                                                                         {std::string(ops::kExpert), expert_params, ParamKind::kExpert}};
-  for (const auto& [name, params, kind] : kinds) {
+  const std::vector<std::tuple<std::string, double, ParamKind, double>> kinds = {
+      {std::string(ops::kDense), dense_params, ParamKind::kDense, vocab_params}, {std::string(ops::kExpert), expert_params, ParamKind::kExpert, 0.0}};
+  for (const auto& [name, params, kind, vocab] : kinds) {
     if (params <= 0) continue;
     const std::vector<std::string> axes = ParamShardAxes(p, kind);
     if (!axes.empty()) {
-      Op gather = CommOp(ops::ParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, axes, params * ParamGatherBytes(p),
-                         p.overlap.fsdp);
+      Op gather = CommOp(ops::ParamAllGather(name), Phase::kForward, Stream::kData, CollectiveOp::kAllGather, axes,
+                         GatheredParamBytes(p, params, vocab), p.overlap.fsdp);
       layer.ops.insert(layer.ops.begin(), gather);
       gather.name = ops::ParamAllGatherBackward(name);
       gather.phase = Phase::kBackwardInput;

@@ -45,13 +45,19 @@ struct ShardDegrees {
 };
 ShardDegrees Sharding(const PlanSpec& plan, ParamKind kind);
 
-// Step-level ops of a stage holding `dense_params` and `expert_params` (after tensor, pipeline
-// and expert sharding): gradient reduction over the replica axes, the parameter all-gather of
-// ZeRO-1/2, and the optimizer.
-std::vector<Op> DataParallelStepOps(const PlanSpec& plan, double dense_params, double expert_params);
+// Bytes an all-gather of `params` parameters moves, `sixteen_bit` of them vocabulary matrices
+// (embedding, output head): those at the compute width, the rest at ParamGatherBytes (FP8 under
+// param_gather_dtype fp8; the norms' and routers' few weights counted with them).
+double GatheredParamBytes(const PlanSpec& plan, double params, double sixteen_bit);
 
-// Per-layer gathers and reduce-scatter of a layer holding `dense_params` + `expert_params` when
-// parameters are sharded (fsdp > 1 or ZeRO-3).
-void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& plan, double dense_params, double expert_params);
+// Step-level ops of a stage holding `dense_params` (`vocab_params` of them vocabulary matrices)
+// and `expert_params` (after tensor, pipeline and expert sharding): gradient reduction over the
+// replica axes, the parameter all-gather of ZeRO-1/2, and the optimizer.
+std::vector<Op> DataParallelStepOps(const PlanSpec& plan, double dense_params, double expert_params, double vocab_params);
+
+// Per-layer gathers and reduce-scatter of a layer holding `dense_params` + `expert_params`
+// (`vocab_params` of the dense ones vocabulary matrices) when parameters are sharded (fsdp > 1 or
+// ZeRO-3).
+void AppendShardedParamOps(LayerProgram& layer, const PlanSpec& plan, double dense_params, double expert_params, double vocab_params = 0);
 
 }  // namespace shardsim::strategies

@@ -168,9 +168,10 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
       // gradient sync is off, as pipeline schedules keep it until the last micro-batch).
       if (KeepsGatheredParams(p)) {
         const double unsharded_grads = program.microbatches > 1 ? GradReduceBytes(p) : bytes.grads;
-        b.buffers += (bytes.params + unsharded_grads) * stage.params();  // gathered weights, unsharded gradients
+        // gathered weights (at the gather's width), unsharded gradients
+        b.buffers += GatheredParamBytes(p, stage.params(), stage.vocab_params) + unsharded_grads * stage.params();
       } else if (layers > 0) {
-        b.buffers += 2 * bytes.params * stage.params() / static_cast<double>(layers);
+        b.buffers += 2 * GatheredParamBytes(p, stage.params(), stage.vocab_params) / static_cast<double>(layers);
       }
     }
     report.stages.push_back(b);

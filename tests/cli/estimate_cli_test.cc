@@ -364,5 +364,25 @@ TEST(CliEstimateTest, SavedInputDtypeIsCheckedAndKeepsLess) {
   EXPECT_EQ(kept8["step_time_s"].get<double>(), kept16["step_time_s"].get<double>()) << "a memory setting only";
 }
 
+// FP8 weight gathers need an fp8 plan with gathered parameters, say so on the fp8 line, and make
+// an FSDP step's gathers cheaper.
+TEST(CliEstimateTest, Fp8ParamGatherIsCheckedAndGathersLess) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--set", "mesh.data=1", "--set", "mesh.fsdp=8", "--set", "zero_stage=3"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return EstimateLlama8bWith(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "param_gather_dtype=fp8"}), {"param_gather_dtype", "dtype fp8"}));
+  EXPECT_TRUE(IsInputError(EstimateLlama8bWith({"--set", "dtype=fp8", "--set", "param_gather_dtype=fp8"}), {"param_gather_dtype", "zero_stage"}));
+  const CliResult text = with({"--set", "dtype=fp8", "--set", "param_gather_dtype=fp8"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("weights gathered at 1.000 B per element"), std::string::npos) << text.out;
+  json wide, narrow;
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "param_gather_dtype=bf16", "--set", "overlap.fsdp=false", "--json"}), &wide));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "param_gather_dtype=fp8", "--set", "overlap.fsdp=false", "--json"}), &narrow));
+  EXPECT_EQ(narrow["plan"]["param_gather_dtype"], "fp8");
+  EXPECT_LT(narrow["step_time_s"].get<double>(), wide["step_time_s"].get<double>());
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -45,6 +45,46 @@ TEST(PlanJsonTest, RoundTripsAndFillsDefaults) {
   EXPECT_TRUE(*PlanFromJson(piped, "p.json").fsdp_reshard_after_forward);
 }
 
+// FP8 weight gathers: one byte and the recipe's per-element scales (none per row: weights are
+// never scaled row-wise in FP8 gathers); the gradients keep their own width. The field needs an
+// fp8 plan whose parameters are gathered and a recipe a framework gathers in FP8.
+TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
+  json plan = BasePlan();
+  plan["dtype"] = "fp8";
+  plan["zero_stage"] = 1;
+  plan["param_gather_dtype"] = "fp8";
+  PlanSpec p = PlanFromJson(plan, "p.json");
+  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1);
+  EXPECT_DOUBLE_EQ(GradReduceBytes(p), 2);
+  EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").param_gather_dtype, "fp8");
+  p.fp8_recipe = "mxfp8";
+  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 1.0 / 32);
+  p.fp8_recipe = "blockwise";
+  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 4.0 / 128);
+  p.param_gather_dtype = "bf16";
+  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 2);
+  auto refused = [](json bad, const std::string& valid) {
+    try {
+      PlanFromJson(bad, "p.json");
+    } catch (const InputError& e) {
+      return e.valid().find(valid) != std::string::npos && std::string(e.what()).find("param_gather_dtype") != std::string::npos;
+    }
+    return false;
+  };
+  json bf16 = plan;
+  bf16["dtype"] = "bf16";
+  EXPECT_TRUE(refused(bf16, "dtype fp8"));
+  json unsharded = plan;
+  unsharded["zero_stage"] = 0;
+  EXPECT_TRUE(refused(unsharded, "zero_stage 1, 2 or 3"));
+  json rowwise = plan;
+  rowwise["fp8_recipe"] = "rowwise";
+  EXPECT_TRUE(refused(rowwise, "tensorwise, blockwise or mxfp8"));
+  json unknown = plan;
+  unknown["param_gather_dtype"] = "int4";
+  EXPECT_TRUE(refused(unknown, "fp8"));
+}
+
 TEST(PlanJsonTest, OverridesApplyInOrder) {
   json plan = BasePlan();
   ApplyPlanOverride(plan, "mesh.tensor=4");

@@ -153,6 +153,8 @@ TEST(ExportRoundTripTest, MegatronCore) {
   cases.push_back({"DeepSeek-V3's 61 layers on 16 stages", "deepseek-v3", "hgx-h800:2048", p});
   p.dtype = "fp8", p.fp8_recipe = "mxfp8", p.ep_dispatch_dtype = "fp8";
   cases.push_back({"the same, MXFP8 with the dispatch in MXFP8", "deepseek-v3", "dgx-b200:2048", p});
+  p.param_gather_dtype = "fp8";
+  cases.push_back({"the same, its weights gathered in MXFP8", "deepseek-v3", "dgx-b200:2048", p});
   RoundTrip(Framework::kMegatronCore, cases);
 }
 

@@ -195,6 +195,13 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kMegatronCore, saved, "saved_input_dtype bf16: megatron-core keeps its FP8 products' inputs for the backward in FP8"));
   saved.saved_input_dtype = "fp8", saved.fp8_recipe = "rowwise";
   EXPECT_TRUE(Names(Framework::kTorchtitan, saved, "saved_input_dtype fp8: torchtitan keeps its FP8 products' inputs for the backward in 16 bits"));
+  // FP8 weight gathers: Megatron-core's --fp8-param-gather; the others gather 16-bit weights.
+  PlanSpec gathered = Plan({{"fsdp", 8}});
+  gathered.zero_stage = 3, gathered.dtype = "fp8", gathered.param_gather_dtype = "fp8";
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, Llama(), gathered).empty());
+  for (Framework f : {Framework::kTorchtitan, Framework::kMaxText}) {
+    EXPECT_TRUE(Names(f, gathered, "FP8 parameter gathers (param_gather_dtype fp8)"));
+  }
   // Multi-token prediction: Megatron-core and MaxText train it from their configurations.
   ModelSpec mtp = mixtral;
   mtp.mtp_layers = 1;

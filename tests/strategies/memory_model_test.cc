@@ -93,6 +93,37 @@ TEST(BufferMemoryTest, KeptGatheredStageHoldsWeightsAndGradientsAtTheReductionWi
   EXPECT_NEAR(gathered("fp32"), 2 + 2 - 2.0 * 2 / 8, 1e-9);
 }
 
+// Gathered in FP8 (param_gather_dtype fp8), a kept-gathered stage holds one byte per weight, the
+// embedding's and head's 16-bit; the step's gather moves as much, and the per-layer gathers of a
+// resharding plan shrink alike. The gradients' width does not change.
+TEST(BufferMemoryTest, Fp8GatheredWeightsHoldAndMoveOneByte) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  PlanSpec p = Plan(1, 1, 4, 128, 2048);
+  p.mesh.fsdp = 8, p.zero_stage = 3, p.fsdp_reshard_after_forward = false, p.dtype = "fp8";
+  auto at = [&](const std::string& width, int64_t stage) {
+    p.param_gather_dtype = width;
+    const StepProgram program = BuildStep(m, p);
+    double gathered = 0;
+    for (const Op& op : program.stages[static_cast<size_t>(stage)].step_ops) {
+      if (op.is_comm() && op.collective == CollectiveOp::kAllGather) gathered += op.comm_bytes;
+    }
+    return std::make_pair(EstimateMemory(program).stages[static_cast<size_t>(stage)].buffers, gathered);
+  };
+  const StepProgram program = BuildStep(m, p);
+  const Stage& first = program.stages[0];
+  EXPECT_GT(first.vocab_params, 0);
+  EXPECT_EQ(program.stages[1].vocab_params, 0);
+  const auto [held16, moved16] = at("bf16", 0);
+  const auto [held8, moved8] = at("fp8", 0);
+  EXPECT_NEAR(held16 - held8, first.params() - first.vocab_params, 1);
+  EXPECT_NEAR(moved16 - moved8, first.params() - first.vocab_params, 1);
+  EXPECT_NEAR(moved8, (first.params() - first.vocab_params) * 1 + first.vocab_params * 2, 1);
+  p.fsdp_reshard_after_forward = true;
+  const auto [layers16, unused16] = at("bf16", 1);
+  const auto [layers8, unused8] = at("fp8", 1);
+  EXPECT_NEAR(layers8 / layers16, 0.5, 1e-9);  // no vocabulary on stage 1: two layers at half the bytes
+}
+
 // tiny-dense's parameters counted by hand from its shapes (LLaMA layer: two RMSNorm weights,
 // Wq, Wk, Wv, Wo, SwiGLU's three matrices; untied embedding and head; final norm), not by
 // CountParams: the memory model's fp32 state is 4 + 4 + 8 bytes of each.
