@@ -162,6 +162,15 @@ const std::vector<std::string>& Bf16OrFp8Names() {
 }  // namespace
 
 const std::vector<std::string>& SavedInputDtypeNames() { return Bf16OrFp8Names(); }
+
+bool KeepsGatheredSequence(const PlanSpec& p) {
+  return p.mesh.tensor > 1 && p.sequence_parallel && p.sequence_parallel_inputs == "keep-gathered";
+}
+
+const std::vector<std::string>& SequenceParallelInputsNames() {
+  static const std::vector<std::string> kNames = {"regather", "keep-gathered"};
+  return kNames;
+}
 const std::vector<std::string>& ParamGatherDtypeNames() { return Bf16OrFp8Names(); }
 
 Fp8Scales Fp8ScaleBytes(std::string_view recipe) {

@@ -129,6 +129,13 @@ struct PlanSpec {
   // not with rowwise scaling). The gathered weights are held at this width. Empty: bf16. See
   // ParamGatherBytes.
   std::string param_gather_dtype;
+  // What the backward of a sequence-parallel region reads of its gathered input (tensor > 1 with
+  // sequence_parallel): "regather" (keep the sequence shard, all-gather it again in the backward,
+  // as Megatron-core's linear layers do: tensor_parallel/layers.py) or "keep-gathered" (the
+  // products keep the all-gathered input itself, as DTensor's tensor parallel styles let autograd
+  // do in torchtitan: more memory, no gather in the backward). Empty: regather unless a framework
+  // profile sets its own (planner::AsFrameworkRuns). See KeepsGatheredSequence.
+  std::string sequence_parallel_inputs;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -156,6 +163,12 @@ PlanShape DerivePlanShape(const PlanSpec& plan);
 double ParamGatherBytes(const PlanSpec& plan);
 // param_gather_dtype's values: "bf16", "fp8".
 const std::vector<std::string>& ParamGatherDtypeNames();
+// Whether a sequence-parallel region's products keep its all-gathered input for the backward
+// (sequence_parallel_inputs keep-gathered, with tensor > 1 and sequence parallelism), instead of
+// the sequence shard they gather again.
+bool KeepsGatheredSequence(const PlanSpec& plan);
+// sequence_parallel_inputs' values: "regather", "keep-gathered".
+const std::vector<std::string>& SequenceParallelInputsNames();
 // The width of activations and of what moves them (4 bytes for fp32 plans, else 2: FP8 recipes
 // keep 16-bit activations); parameters are gathered at it too. ActivationBytes is the same by
 // the dtype's name: the one home of the width.

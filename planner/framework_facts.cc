@@ -96,6 +96,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // optimizer or FSDP (required); off by default, on in NeMo 2.0's FP8 recipes
         // (recipes/precision/mixed_precision.py, all but blockwise).
         .fp8_param_gather = true,
+        // tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication saves the
+        // shard and all-gathers it again in the backward (Transformer Engine's modules alike).
+        .sequence_parallel_inputs = "regather",
         .mtp_setting = "--mtp-num-layers",
     },
     {
@@ -169,6 +172,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // FSDP2's FP8 all-gather was torchao's per-tensor option (Float8LinearConfig
         // enable_fsdp_float8_all_gather); the row-wise converter has none.
         .fp8_param_gather = false,
+        // models/common/decoder_sharding.py: the attention's and the FFN's input is redistributed
+        // from the sequence shard to Replicate at the module boundary (in_dst_shardings), and
+        // the column-parallel matmuls save that gathered tensor for their backward.
+        .sequence_parallel_inputs = "keep-gathered",
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.
         .mtp_setting = "",
@@ -245,6 +252,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // dtype, which autodiff keeps.
         .saved_input_dtype = "bf16",
         .fp8_param_gather = false,  // weights sharded and gathered in their own dtype
+        .sequence_parallel_inputs = "",  // XLA's rematerialisation decides
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
     },
     {
@@ -314,6 +322,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_dispatch_recipe = "",
         .saved_input_dtype = "",
         .fp8_param_gather = false,
+        .sequence_parallel_inputs = "",  // AutoTP has no sequence parallelism
         .mtp_setting = "",
     },
 }};

@@ -115,6 +115,10 @@ struct FrameworkFacts {
   std::string_view saved_input_dtype;
   // Whether it gathers FP8 weights (PlanSpec::param_gather_dtype fp8).
   bool fp8_param_gather;
+  // What a sequence-parallel region's backward reads of its gathered input
+  // (PlanSpec::sequence_parallel_inputs), the value a plan that sets none gets; "" without
+  // sequence parallelism or where the compiler decides.
+  std::string_view sequence_parallel_inputs;
   // The setting that trains multi-token-prediction modules (ModelSpec::mtp_layers); "" where its
   // configuration cannot.
   std::string_view mtp_setting;

@@ -105,6 +105,10 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back("saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
                    std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits"));
   }
+  if (!p.sequence_parallel_inputs.empty() && !f.sequence_parallel_inputs.empty() && p.sequence_parallel_inputs != f.sequence_parallel_inputs) {
+    gaps.push_back("sequence_parallel_inputs " + p.sequence_parallel_inputs + ": " + std::string(f.name) + "'s sequence-parallel regions " +
+                   (f.sequence_parallel_inputs == "regather" ? "keep the shard and gather it again in the backward" : "keep their gathered input"));
+  }
   if (p.param_gather_dtype == "fp8" && !f.fp8_param_gather) {
     gaps.push_back("FP8 parameter gathers (param_gather_dtype fp8): " + std::string(f.name) + " gathers 16-bit weights");
   }

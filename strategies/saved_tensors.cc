@@ -191,15 +191,18 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
   // current-scaling recipe), and an MoE layer's normed input, which the router keeps.
   // (Asked only by the tensors below that are such inputs: this runs per tensor of every plan.)
   auto hidden_input = [&] { return SavedInputBytes(p, m.hidden_size); };
+  // The norms' outputs are the sequence-parallel regions' inputs: kept whole where the products
+  // keep their all-gathered input (KeepsGatheredSequence), else the sequence shard.
+  const double region_sp = KeepsGatheredSequence(p) ? 1.0 : sp;
   switch (tensor) {
     case T::kAttentionNormOut: {
       // Quantised, each product reading the norm's output keeps its own copy: MLA's two
       // (Megatron-core's MLASelfAttention: linear_q_down_proj or linear_q_proj, and
       // linear_kv_down_proj), the fused QKV's one; 16-bit, they share the one tensor.
       const double bytes = hidden_input();
-      return (bytes < a && m.mla ? 2 : 1) * bytes * d / sp;
+      return (bytes < a && m.mla ? 2 : 1) * bytes * d / region_sp;
     }
-    case T::kMlpNormOut: return (moe_layer ? a : hidden_input()) * d / sp;
+    case T::kMlpNormOut: return (moe_layer ? a : hidden_input()) * d / region_sp;
     case T::kInput: case T::kAttentionProj: case T::kAttentionResidual: case T::kMlpDown:
       return a * d / sp;
     case T::kAttentionProjPartial: case T::kMlpDownPartial:

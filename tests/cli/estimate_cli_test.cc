@@ -384,5 +384,21 @@ TEST(CliEstimateTest, Fp8ParamGatherIsCheckedAndGathersLess) {
   EXPECT_LT(narrow["step_time_s"].get<double>(), wide["step_time_s"].get<double>());
 }
 
+// Sequence-parallel inputs kept gathered hold more activations and drop the backward's gathers;
+// an unknown value names the field and its values.
+TEST(CliEstimateTest, SequenceParallelInputsAreCheckedAndKeepMore) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--set", "mesh.data=1", "--set", "mesh.tensor=8", "--set", "sequence_parallel=true", "--set", "global_batch_size=1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return EstimateLlama8bWith(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "sequence_parallel_inputs=kept"}), {"sequence_parallel_inputs", "regather", "keep-gathered"}));
+  json regather, kept;
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "sequence_parallel_inputs=regather", "--json"}), &regather));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "sequence_parallel_inputs=keep-gathered", "--json"}), &kept));
+  EXPECT_EQ(kept["plan"]["sequence_parallel_inputs"], "keep-gathered");
+  EXPECT_GT(kept["memory"]["activations"].get<double>(), regather["memory"]["activations"].get<double>());
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

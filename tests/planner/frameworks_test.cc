@@ -195,6 +195,15 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kMegatronCore, saved, "saved_input_dtype bf16: megatron-core keeps its FP8 products' inputs for the backward in FP8"));
   saved.saved_input_dtype = "fp8", saved.fp8_recipe = "rowwise";
   EXPECT_TRUE(Names(Framework::kTorchtitan, saved, "saved_input_dtype fp8: torchtitan keeps its FP8 products' inputs for the backward in 16 bits"));
+  // Sequence-parallel inputs: Megatron-core gathers the shard again in the backward, torchtitan's
+  // DTensor styles keep the gathered input; a plan that sets none gets its framework's.
+  PlanSpec sp = Plan({{"fsdp", 8}, {"tensor", 8}});
+  sp.zero_stage = 3, sp.sequence_parallel = true;
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, sp).sequence_parallel_inputs, "regather");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, sp).sequence_parallel_inputs, "keep-gathered");
+  sp.sequence_parallel_inputs = "keep-gathered";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, sp, "sequence_parallel_inputs keep-gathered: megatron-core's sequence-parallel regions keep the shard"));
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), sp).empty());
   // FP8 weight gathers: Megatron-core's --fp8-param-gather; the others gather 16-bit weights.
   PlanSpec gathered = Plan({{"fsdp", 8}});
   gathered.zero_stage = 3, gathered.dtype = "fp8", gathered.param_gather_dtype = "fp8";

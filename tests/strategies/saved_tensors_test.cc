@@ -226,6 +226,32 @@ TEST(SavedTensorsTest, SelectiveOpUnderSequenceParallelKeepsPartialAndReducedDow
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m, p, 4096, false), 2 * tokens * (3 * d / t + (q + kv + q + f) / t + d));
 }
 
+// Where the products keep their all-gathered input (DTensor's styles in torchtitan), the two
+// norms' outputs are kept whole, not as the sequence shard, and the backward gathers nothing
+// again; Megatron's regather keeps the shard and gathers it in the backward.
+TEST(SavedTensorsTest, KeptGatheredSequenceInputsAreWholeAndNotGatheredAgain) {
+  const ModelSpec& m = Llama8b();
+  PlanSpec p = PlanWith(Recompute::kNone);
+  p.mesh.tensor = 8, p.sequence_parallel = true;
+  const double d = 4096, tokens = 4096, t = 8;
+  const double regathered = LayerActivationBytes(m, p, 4096, false);
+  auto regathers = [&m](const PlanSpec& plan) {
+    const StepProgram program = BuildStep(m, plan);
+    int n = 0;
+    for (const Op& op : program.Layer(LayerKind::kDense).ops) n += op.name.find(ops::Regather(ops::kTensorEnterAttention)) != std::string::npos ? 1 : 0;
+    return n;
+  };
+  EXPECT_GT(regathers(p), 0);
+  p.sequence_parallel_inputs = "keep-gathered";
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, p, 4096, false) - regathered, 2 * tokens * 2 * (d - d / t));
+  EXPECT_EQ(regathers(p), 0);
+  // Without sequence parallelism there is no shard to keep or gather.
+  p.sequence_parallel = false;
+  PlanSpec regather = p;
+  regather.sequence_parallel_inputs = "regather";
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, p, 4096, false), LayerActivationBytes(m, regather, 4096, false));
+}
+
 // A recomputed layer holds, once, what its policy does not keep: full's layer less its input;
 // selective-layer's a whole layer, as the layers it recomputes are full ones.
 TEST(SavedTensorsTest, TheLayerBeingRecomputedIsCountedOnce) {
