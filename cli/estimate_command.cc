@@ -83,6 +83,10 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     out << "  gradients   reduced and held in " << plan.grad_reduce_dtype << " (grad_reduce_dtype"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
+  if (KeepsGatheredSequence(plan)) {
+    out << "  sequence    parallel regions keep their gathered inputs for the backward, which gathers nothing again (sequence_parallel_inputs keep-gathered"
+        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+  }
   if (plan.dtype == "fp8") {
     out << "  fp8         " << Fp8RecipeOf(plan) << " scaling (fp8_recipe"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md")

@@ -99,7 +99,13 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   PlanSpec plan = LoadPlan(o.plan, overrides);
   if (plan.dtype != "fp32") {
     overrides.push_back("dtype=fp32");
-    notes.push_back("dtype set to fp32 (was " + plan.dtype + "): the runtime trains in fp32");
+    std::string dropped;
+    // The FP8 recipe's own fields go with it (they need dtype fp8).
+    for (const char* field : {"fp8_recipe", "ep_dispatch_dtype", "saved_input_dtype", "param_gather_dtype"}) {
+      overrides.push_back(std::string(field) + "=null");
+      if (plan.dtype == "fp8") dropped += std::string(dropped.empty() ? "" : ", ") + field;
+    }
+    notes.push_back("dtype set to fp32 (was " + plan.dtype + "): the runtime trains in fp32" + (dropped.empty() ? "" : "; the FP8 fields dropped (" + dropped + ")"));
     plan = LoadPlan(o.plan, overrides);
   }
   const ModelSpec model = LoadModel(o.model);

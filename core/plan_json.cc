@@ -118,9 +118,6 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
       if (p.dtype != "fp8") {
         r.Fail("param_gather_dtype", "param_gather_dtype fp8 with dtype " + p.dtype, "dtype fp8 (FP8 weights are an FP8 recipe's)",
                "set dtype to fp8 or param_gather_dtype to bf16");
-      } else if (p.zero_stage == 0) {
-        r.Fail("param_gather_dtype", "param_gather_dtype fp8 with zero_stage 0: no parameters are gathered", "zero_stage 1, 2 or 3",
-               "shard the optimizer (zero_stage >= 1) or set param_gather_dtype to bf16");
       } else if (Fp8RecipeOf(p) == "rowwise") {
         r.Fail("param_gather_dtype", "param_gather_dtype fp8 with fp8_recipe rowwise", "fp8_recipe tensorwise, blockwise or mxfp8",
                "no framework gathers row-wise scaled weights in FP8: set param_gather_dtype to bf16");

@@ -94,8 +94,7 @@ double ActivationBytes(std::string_view dtype) { return dtype == "fp32" ? 4 : 2;
 double ComputeElementBytes(const PlanSpec& p) { return ActivationBytes(p.dtype); }
 
 double ParamGatherBytes(const PlanSpec& p) {
-  // Weights quantised per tensor, per 128x128 tile or per 32 elements: no per-row scales.
-  return p.dtype == "fp8" && p.param_gather_dtype == "fp8" ? 1 + Fp8ScaleBytes(Fp8RecipeOf(p)).per_element : ComputeElementBytes(p);
+  return p.dtype == "fp8" && p.param_gather_dtype == "fp8" ? 1 + Fp8WeightScaleBytes(Fp8RecipeOf(p)) : ComputeElementBytes(p);
 }
 
 std::string WeightDtype(const PlanSpec& p) { return p.dtype == "fp8" ? "bf16" : p.dtype; }
@@ -178,6 +177,12 @@ Fp8Scales Fp8ScaleBytes(std::string_view recipe) {
   if (recipe == "blockwise") return {.per_element = 4.0 / 128};
   if (recipe == "mxfp8") return {.per_element = 1.0 / 32};
   return {};
+}
+
+double Fp8WeightScaleBytes(std::string_view recipe) {
+  if (recipe == "blockwise") return 4.0 / (128 * 128);
+  if (recipe == "mxfp8") return Fp8ScaleBytes(recipe).per_element;  // 1 x 32 blocks, as activations
+  return 0;
 }
 
 double Fp8ElementBytes(const PlanSpec& p, int64_t row_width) {

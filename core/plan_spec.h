@@ -170,8 +170,8 @@ bool KeepsGatheredSequence(const PlanSpec& plan);
 // sequence_parallel_inputs' values: "regather", "keep-gathered".
 const std::vector<std::string>& SequenceParallelInputsNames();
 // The width of activations and of what moves them (4 bytes for fp32 plans, else 2: FP8 recipes
-// keep 16-bit activations); parameters are gathered at it too. ActivationBytes is the same by
-// the dtype's name: the one home of the width.
+// keep 16-bit activations); parameters are gathered at it too unless param_gather_dtype is fp8.
+// ActivationBytes is the same by the dtype's name: the one home of the width.
 double ComputeElementBytes(const PlanSpec& plan);
 double ActivationBytes(std::string_view dtype);
 // The dtype parameters and gradients have before any reduction choice: the compute dtype, bf16
@@ -198,6 +198,10 @@ struct Fp8Scales {
   double per_element = 0, per_row = 0;
 };
 Fp8Scales Fp8ScaleBytes(std::string_view recipe);
+// The scales of a recipe's quantised weights, per element: none for tensorwise, an fp32 one per
+// 128 x 128 tile for blockwise (DeepSeek-V3 section 3.3: activations 1 x 128, weights 128 x 128),
+// an 8-bit one per 32 for mxfp8; rowwise weights are not gathered quantised (0).
+double Fp8WeightScaleBytes(std::string_view recipe);
 // Bytes per element of an fp8 plan's quantised tensor with rows of `row_width` elements: one byte
 // plus its recipe's scales. The one home of the FP8 element width (the casts' cost reads
 // Fp8ScaleBytes too).

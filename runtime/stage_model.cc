@@ -32,6 +32,7 @@ StageModel::StageModel(const strategies::StepProgram& program, MeshComms& comms,
   tensor_rank_ = comms.Coordinate("tensor");
   t_ = plan.mesh.tensor;
   sp_ = plan.sequence_parallel && t_ > 1;
+  keeps_gathered_ = KeepsGatheredSequence(plan);
   // Context parallelism: each context rank holds S / c tokens of every sequence, two zigzag
   // chunks (ring_attention.h), so causal work is even; attention runs around the context ring.
   c_ = plan.mesh.context;

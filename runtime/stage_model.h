@@ -190,7 +190,8 @@ class StageModel {
   // Sequence parallelism (Megatron-LM's sequence-parallel linears): after the forward's products,
   // keep only this rank's shard `local` of the region's gathered input `full`; the backward
   // gathers it again into `full` (the program's ops::Regather of `enter`) before the products'
-  // gradients. Without sequence parallelism both leave `full` as the forward made it.
+  // gradients. Without sequence parallelism, or where the plan keeps the gathered inputs
+  // (KeepsGatheredSequence: the program has no regather), both leave `full` as the forward made it.
   void KeepShard(std::vector<float>& full, std::vector<float>& shard, const std::vector<float>& local) const;
   void Regather(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view enter,
                 std::vector<float>& full, std::vector<float>& shard);
@@ -226,6 +227,7 @@ class StageModel {
   int64_t tokens_ = 0, local_tokens_ = 0, hidden_ = 0, heads_ = 0, kv_heads_ = 0, ffn_ = 0;
   int64_t vocab0_ = 0, vocab_local_ = 0;  // this tensor rank's vocabulary rows / logit columns
   bool sp_ = false;
+  bool keeps_gathered_ = false;  // sequence_parallel_inputs keep-gathered: no KeepShard / Regather
   bool tensor_partial_ = false;  // some tensor's gradients are partial over tensor
   // The attention kernel's per-head width (MLA pads q, k and v to the widest of its query/key
   // and value widths), K/V heads, scale, and the per-head width of its output.

@@ -21,14 +21,14 @@
 namespace shardsim::runtime {
 
 void StageModel::KeepShard(Buffer& full, Buffer& shard, const Buffer& local) const {
-  if (!sp_) return;
+  if (!sp_ || keeps_gathered_) return;
   shard.assign(local.begin(), local.end());
   Buffer().swap(full);
 }
 
 void StageModel::Regather(std::optional<TraceSpan>& span, const strategies::LayerProgram& layer, const std::string& label, std::string_view enter,
                           Buffer& full, Buffer& shard) {
-  if (!sp_) return;
+  if (!sp_ || keeps_gathered_) return;
   full.resize(static_cast<size_t>(tokens_ * hidden_));
   Tensor(span, layer, label, strategies::ops::Grad(strategies::ops::Regather(enter)), full.data(), shard.data());
   Buffer().swap(shard);

@@ -268,8 +268,9 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
         append(LayerKind::kEmbedding);
         holds_embedding = true;
         // The vocabulary is split over tensor; a learned position table is replicated.
-        dense += vocab_params + (m.position == PositionKind::kLearned ? static_cast<double>(m.max_seq_len * m.hidden_size) : 0.0);
-        vocab += vocab_params;
+        const double positions = m.position == PositionKind::kLearned ? static_cast<double>(m.max_seq_len * m.hidden_size) : 0.0;
+        dense += vocab_params + positions;
+        vocab += vocab_params + positions;
       }
       for (int64_t layer = chunk.layout.first_layer; layer < chunk.layout.first_layer + chunk.layout.layers; ++layer) {
         const LayerKind kind = LayerKindOf(m, layer);

@@ -51,6 +51,14 @@ std::vector<std::string> GradShardAxes(const PlanSpec& p, ParamKind kind) {
 
 bool KeepsGatheredParams(const PlanSpec& p) { return !ReshardAfterForward(p) && !ParamShardAxes(p, ParamKind::kDense).empty(); }
 
+bool GathersParams(const PlanSpec& p) {
+  for (ParamKind kind : {ParamKind::kDense, ParamKind::kExpert}) {
+    if (!ParamShardAxes(p, kind).empty()) return true;
+    if ((p.zero_stage == 1 || p.zero_stage == 2) && !ReplicaAxes(p, kind).empty()) return true;
+  }
+  return false;
+}
+
 ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
   const double fsdp = Product(p, GatheredShardAxes(p)), replicas = Product(p, ReplicaAxes(p, kind));
   return {fsdp * (p.zero_stage >= 3 ? replicas : 1), fsdp * (p.zero_stage >= 2 ? replicas : 1), fsdp * (p.zero_stage >= 1 ? replicas : 1)};

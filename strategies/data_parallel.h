@@ -39,6 +39,10 @@ std::vector<std::string> GradShardAxes(const PlanSpec& plan, ParamKind kind);
 // per step instead of per layer and micro-batch.
 bool KeepsGatheredParams(const PlanSpec& plan);
 
+// Whether the plan all-gathers parameters at all: sharded ones before use (fsdp, ZeRO-3), or the
+// updated shards of ZeRO-1/2 over the replicas (dense or expert parameters).
+bool GathersParams(const PlanSpec& plan);
+
 // How many ways each kind of training state is split, on top of tensor / pipeline / expert.
 struct ShardDegrees {
   double params = 1, grads = 1, optimizer = 1;

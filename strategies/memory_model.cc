@@ -145,7 +145,13 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     // layer.
     const double stage_logits = static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.vocab_size) / t;
     const LogitBytes loss = LossBytesPerLogit(p);
-    const double logits = stage_logits * loss.held;
+    // Where the plan keeps sequence-parallel inputs gathered, the head's product keeps the final
+    // norm's output whole: its tokens x D beyond the sequence shard, per micro-batch to its
+    // backward (the shard itself, a small share of the logits, is not counted, kept or not).
+    const double head_input = KeepsGatheredSequence(p) ? static_cast<double>(program.tokens_per_microbatch) * static_cast<double>(m.hidden_size) *
+                                                             ActivationBytes(p.dtype) * (1 - 1 / t)
+                                                       : 0;
+    const double logits = stage_logits * loss.held + head_input;
     std::vector<double> head_logits(stage.chunks.size(), 0);
     bool has_head = false;
     for (size_t c = 0; c < stage.chunks.size(); ++c) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/suggest.h"
+#include "strategies/data_parallel.h"
 #include "strategies/schedule.h"
 #include "strategies/stage_layout.h"
 
@@ -110,6 +111,10 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
   if (p.ep_dispatch_dtype == "fp8" && mesh.expert == 1) {
     return Infeasibility{"ep_dispatch_dtype", "ep_dispatch_dtype fp8 quantises the expert all-to-alls, which expert=1 does not run", "bf16, or fp8 with expert > 1",
                          m.moe ? "drop ep_dispatch_dtype or split the experts over an expert axis" : "drop ep_dispatch_dtype: '" + m.name + "' is dense"};
+  }
+  if (p.param_gather_dtype == "fp8" && !GathersParams(p)) {
+    return Infeasibility{"param_gather_dtype", "param_gather_dtype fp8 narrows the parameter all-gathers, which this plan does not run (no fsdp axis, and no data axis under zero_stage >= 1)",
+                         "bf16, or fp8 with parameters sharded", "drop param_gather_dtype, or shard the optimizer over data (zero_stage >= 1) or the weights over fsdp"};
   }
   if (mesh.context > 1 && m.sliding_window && m.sliding_window->window < p.seq_len) {
     return Infeasibility{"mesh/context",

@@ -98,7 +98,7 @@ struct Stage {
   std::vector<Chunk> chunks;  // the schedule's chunks per stage
   double dense_params = 0;    // parameters held after tensor / pipeline sharding, replicated over expert
   double expert_params = 0;   // routed experts' parameters held (after expert sharding)
-  double vocab_params = 0;    // of dense_params: the embedding, the head and their copies (16-bit weights under any recipe)
+  double vocab_params = 0;    // of dense_params: the embedding tables, the head and their copies (16-bit weights under any recipe)
   double params() const { return dense_params + expert_params; }
   double activation_peak_bytes = 0;  // stored activations at the schedule's peak (memory model)
   std::vector<Op> step_ops;   // once per step: gradient reduction, parameter gathers, optimizer

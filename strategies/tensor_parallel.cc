@@ -31,7 +31,8 @@ void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_vi
 }
 
 void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width) {
-  // Kept gathered, the input needs no second gather (saved_tensors.cc counts it whole).
+  // Kept gathered, the input needs no second gather (saved_tensors.cc counts the layers' whole,
+  // memory_model.cc the head's).
   if (plan.mesh.tensor == 1 || !layer.shape().sequence_parallel || KeepsGatheredSequence(plan)) return;
   // Overlapped whatever overlap.tensor says: Megatron-core issues it asynchronously and computes
   // the input gradient while it runs (tensor_parallel/layers.py,

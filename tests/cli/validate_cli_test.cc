@@ -62,6 +62,12 @@ TEST_F(ValidateCliTest, BadInputIsOneLine) {
   EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-dense", "--cluster", "dgx-h100:8", "--set", "mesh.data=2", "--set",
                                         "global_batch_size=4", "--set", "seq_len=64"}),
                            {"dgx-h100:8", "calibrate"}));
+  // An FP8 plan's own fields go with its dtype (the runtime trains in fp32): the same error as
+  // above, not one about them.
+  EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-dense", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=2", "--set", "zero_stage=3",
+                                        "--set", "dtype=fp8", "--set", "fp8_recipe=tensorwise", "--set", "param_gather_dtype=fp8", "--set",
+                                        "saved_input_dtype=fp8", "--set", "global_batch_size=4", "--set", "seq_len=64"}),
+                           {"dgx-h100:8", "calibrate"}));
   const std::string small = Write("hosts.txt", "10.0.0.1 slots=1  # one core\n");
   EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-dense", "--hostfile", small, "--set", "mesh.data=2", "--set",
                                         "global_batch_size=4", "--set", "seq_len=64"}),

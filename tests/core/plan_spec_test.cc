@@ -45,9 +45,10 @@ TEST(PlanJsonTest, RoundTripsAndFillsDefaults) {
   EXPECT_TRUE(*PlanFromJson(piped, "p.json").fsdp_reshard_after_forward);
 }
 
-// FP8 weight gathers: one byte and the recipe's per-element scales (none per row: weights are
-// never scaled row-wise in FP8 gathers); the gradients keep their own width. The field needs an
-// fp8 plan whose parameters are gathered and a recipe a framework gathers in FP8.
+// FP8 weight gathers: one byte and the recipe's weight scales (per tensor, per 128 x 128 tile, per
+// 32 elements; never row-wise); the gradients keep their own width. The field needs an
+// fp8 plan and a recipe a framework gathers in FP8 (that the plan gathers at all is a plan rule:
+// strategies/plan_rules.cc).
 TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   json plan = BasePlan();
   plan["dtype"] = "fp8";
@@ -60,7 +61,7 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   p.fp8_recipe = "mxfp8";
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 1.0 / 32);
   p.fp8_recipe = "blockwise";
-  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 4.0 / 128);
+  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 4.0 / (128 * 128));  // one scale per 128 x 128 tile
   p.param_gather_dtype = "bf16";
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 2);
   auto refused = [](json bad, const std::string& valid) {
@@ -74,9 +75,6 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   json bf16 = plan;
   bf16["dtype"] = "bf16";
   EXPECT_TRUE(refused(bf16, "dtype fp8"));
-  json unsharded = plan;
-  unsharded["zero_stage"] = 0;
-  EXPECT_TRUE(refused(unsharded, "zero_stage 1, 2 or 3"));
   json rowwise = plan;
   rowwise["fp8_recipe"] = "rowwise";
   EXPECT_TRUE(refused(rowwise, "tensorwise, blockwise or mxfp8"));

@@ -51,6 +51,8 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
                   std::to_string(b.zero_stage));
   if (a.mesh.tensor > 1 && a.sequence_parallel != b.sequence_parallel)
     return differ("sequence_parallel");
+  if (KeepsGatheredSequence(a) != KeepsGatheredSequence(b)) return differ("sequence_parallel_inputs");
+  if (ParamGatherBytes(a) != ParamGatherBytes(b)) return differ("param_gather_dtype");
   if (a.mesh.pipeline > 1) {
     const strategies::Schedule &sa = strategies::ScheduleOf(a), &sb = strategies::ScheduleOf(b);
     if (sa.name() != sb.name())

@@ -26,6 +26,7 @@ PlanSpec PlanOf(const Case& c) {
   p.pipeline_schedule = c.schedule;
   p.virtual_stages = c.virtual_stages;
   p.sequence_parallel = c.sequence_parallel;
+  p.sequence_parallel_inputs = c.sequence_parallel_inputs;
   p.zero_stage = c.zero_stage;
   p.pipeline_layout = c.layout;
   p.recompute = c.recompute;

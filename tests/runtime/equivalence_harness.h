@@ -31,6 +31,7 @@ struct Case {
   Recompute recompute = Recompute::kNone;
   std::optional<ModelSpec> model = std::nullopt;  // instead of TestModel() / TestMoeModel()
   int64_t global_batch_size = 8;
+  std::string sequence_parallel_inputs = "";  // "keep-gathered": no shard kept, no regather
 };
 
 // googletest prints a case by its name.

@@ -58,6 +58,9 @@ std::vector<Case> Cases() {
       Of("qkv_bias_tensor_sequence", Mesh(1, 2, 1), QkvBias(), true),
   };
   cases[7].zero_stage = 3;
+  // torchtitan's way: the gathered inputs kept, no regather in the backward.
+  cases.push_back(Of("gpt_tensor_sequence_keep_gathered", Mesh(1, 2, 2), Gpt(true), true));
+  cases.back().sequence_parallel_inputs = "keep-gathered";
   return cases;
 }
 

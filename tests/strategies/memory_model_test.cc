@@ -103,9 +103,12 @@ TEST(BufferMemoryTest, Fp8GatheredWeightsHoldAndMoveOneByte) {
   auto at = [&](const std::string& width, int64_t stage) {
     p.param_gather_dtype = width;
     const StepProgram program = BuildStep(m, p);
-    double gathered = 0;
+    double gathered = 0;  // the step's gathers and one decoder layer's
     for (const Op& op : program.stages[static_cast<size_t>(stage)].step_ops) {
       if (op.is_comm() && op.collective == CollectiveOp::kAllGather) gathered += op.comm_bytes;
+    }
+    for (const Op& op : program.Layer(LayerKind::kDense).ops) {
+      if (op.is_comm() && op.stream == Stream::kData && op.collective == CollectiveOp::kAllGather) gathered += op.comm_bytes;
     }
     return std::make_pair(EstimateMemory(program).stages[static_cast<size_t>(stage)].buffers, gathered);
   };
@@ -119,9 +122,11 @@ TEST(BufferMemoryTest, Fp8GatheredWeightsHoldAndMoveOneByte) {
   EXPECT_NEAR(moved16 - moved8, first.params() - first.vocab_params, 1);
   EXPECT_NEAR(moved8, (first.params() - first.vocab_params) * 1 + first.vocab_params * 2, 1);
   p.fsdp_reshard_after_forward = true;
-  const auto [layers16, unused16] = at("bf16", 1);
-  const auto [layers8, unused8] = at("fp8", 1);
+  const auto [layers16, layer_moved16] = at("bf16", 1);
+  const auto [layers8, layer_moved8] = at("fp8", 1);
   EXPECT_NEAR(layers8 / layers16, 0.5, 1e-9);  // no vocabulary on stage 1: two layers at half the bytes
+  EXPECT_GT(layer_moved16, 0);
+  EXPECT_NEAR(layer_moved8 / layer_moved16, 0.5, 1e-9);  // a layer's forward and backward gathers
 }
 
 // tiny-dense's parameters counted by hand from its shapes (LLaMA layer: two RMSNorm weights,
