@@ -42,8 +42,17 @@ std::vector<std::string> ShardingLines(const ModelSpec& m, const PlanSpec& p) {
   const std::vector<std::string> tensor = p.mesh.tensor > 1 ? std::vector<std::string>{"tensor"} : std::vector<std::string>{};
   const std::string d = Dim("D", strategies::ParamShardAxes(p, strategies::ParamKind::kDense));
   std::vector<std::string> lines;
-  lines.push_back("attention   Wqkv[" + d + ", " + Dim("(H+2Hkv)K", tensor) + "], Wo[" + Dim("HK", tensor) + ", " + d + "]");
-  lines.push_back("mlp         Wup[" + d + ", " + Dim("F", tensor) + "], Wdown[" + Dim("F", tensor) + ", " + d + "]");
+  if (NumHybridLayers(m, kHybridMamba) > 0) {
+    // The input projection's z, x, B, C and dt columns and the output projection's rows, by heads
+    // and groups (strategies/mamba_layer.h).
+    lines.push_back("mamba       Win[" + d + ", " + Dim("(2HmP+2GN+Hm)", tensor) + "], Wout[" + Dim("HmP", tensor) + ", " + d + "]");
+  }
+  if (NumHybridLayers(m, kHybridAttention) > 0) {
+    lines.push_back("attention   Wqkv[" + d + ", " + Dim("(H+2Hkv)K", tensor) + "], Wo[" + Dim("HK", tensor) + ", " + d + "]");
+  }
+  if (NumMoeLayers(m) < m.num_layers - NumHybridLayers(m, kHybridMamba) - (IsHybrid(m) ? NumHybridLayers(m, kHybridAttention) : 0)) {
+    lines.push_back("mlp         Wup[" + d + ", " + Dim("F", tensor) + "], Wdown[" + Dim("F", tensor) + ", " + d + "]");
+  }
   if (m.moe) {
     lines.push_back("experts     W[" + Dim("E", p.mesh.expert > 1 ? std::vector<std::string>{"expert"} : std::vector<std::string>{}) + ", " +
                     Dim("D", strategies::ParamShardAxes(p, strategies::ParamKind::kExpert)) + ", " + Dim("Fe", tensor) + "]");

@@ -52,6 +52,11 @@ json ModelToJson(const ModelSpec& m) {
     j["sliding_window"] = nullptr;
   }
   j["mtp_layers"] = m.mtp_layers;
+  if (IsHybrid(m)) j["hybrid_pattern"] = m.hybrid_pattern;
+  if (m.mamba) {
+    j["mamba"] = {{"num_heads", m.mamba->num_heads},   {"head_dim", m.mamba->head_dim},       {"state_size", m.mamba->state_size},
+                  {"groups", m.mamba->groups},         {"conv_kernel", m.mamba->conv_kernel}, {"chunk_size", m.mamba->chunk_size}};
+  }
   j["source"] = m.source;
   return j;
 }
@@ -71,7 +76,8 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
                            std::to_string(m.num_heads) + ", so head_dim must be given", "a whole number >= 1");
   }
   m.head_dim = r.IntOr("head_dim", default_head_dim, 1, kMaxModelHeads);
-  m.mlp = r.EnumOr("mlp", "swiglu", {"gelu", "swiglu"}) == "gelu" ? MlpKind::kGelu : MlpKind::kSwiGlu;
+  const std::string mlp = r.EnumOr("mlp", "swiglu", {"gelu", "swiglu", "relu2"});
+  m.mlp = mlp == "gelu" ? MlpKind::kGelu : mlp == "relu2" ? MlpKind::kRelu2 : MlpKind::kSwiGlu;
   m.norm = r.EnumOr("norm", "rmsnorm", {"layernorm", "rmsnorm"}) == "layernorm" ? NormKind::kLayerNorm : NormKind::kRmsNorm;
   const std::string position = r.EnumOr("position", "rope", {"rope", "learned", "none"});
   m.position = position == "learned" ? PositionKind::kLearned : position == "none" ? PositionKind::kNone : PositionKind::kRope;
@@ -92,8 +98,11 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
     moe->Finish();
     m.moe = e;
   }
-  // A dense layer needs an MLP width; a model whose every layer is MoE may leave it out.
-  const bool all_moe = m.moe && m.moe->first_dense_layers == 0 && m.moe->layer_interval == 1;
+  m.hybrid_pattern = r.StringOr("hybrid_pattern", "");
+  // A dense layer needs an MLP width; a model whose every layer is MoE, or a hybrid one without
+  // MLP layers, may leave it out.
+  const bool all_moe = (m.moe && m.moe->first_dense_layers == 0 && m.moe->layer_interval == 1) ||
+                       (!m.hybrid_pattern.empty() && m.hybrid_pattern.find(kHybridMlp) == std::string::npos);
   m.ffn_hidden_size = all_moe ? r.IntOr("ffn_hidden_size", 0, 0, kMaxModelWidth) : r.Int("ffn_hidden_size", 1, kMaxModelWidth);
   if (auto mla = r.Object("mla")) {
     MlaSpec a;
@@ -113,6 +122,17 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
     m.sliding_window = w;
   }
   m.mtp_layers = r.IntOr("mtp_layers", 0, 0, kMaxMtpLayers);
+  if (auto mamba = r.Object("mamba")) {
+    MambaSpec s;
+    s.num_heads = mamba->Int("num_heads", 1, kMaxModelHeads);
+    s.head_dim = mamba->Int("head_dim", 1, kMaxModelHeads);
+    s.state_size = mamba->IntOr("state_size", 128, 1, kMaxModelHeads);
+    s.groups = mamba->IntOr("groups", 8, 1, kMaxModelHeads);
+    s.conv_kernel = mamba->IntOr("conv_kernel", 4, 1, 64);
+    s.chunk_size = mamba->IntOr("chunk_size", 128, 1, kMaxModelSeqLen);
+    mamba->Finish();
+    m.mamba = s;
+  }
   m.source = r.StringOr("source", "");
   r.Finish();
   ValidateModel(m, where + ":");

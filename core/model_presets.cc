@@ -103,6 +103,36 @@ ModelPreset TinyMoe() {
   return {m, 0, 0, 0.0, ""};
 }
 
+// NVIDIA Nemotron 3 Nano 30B-A3B: a hybrid of 23 Mamba-2 mixers, 23 MoE blocks and 6 attention
+// blocks (no positional embedding), squared-ReLU experts.
+ModelPreset Nemotron3Nano() {
+  ModelSpec m;
+  m.name = "nemotron-3-nano-30b-a3b";
+  m.hybrid_pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+  m.num_layers = static_cast<int64_t>(m.hybrid_pattern.size());
+  m.hidden_size = 2688;
+  m.num_heads = 32;
+  m.num_kv_heads = 2;
+  m.head_dim = 128;
+  m.ffn_hidden_size = 1856;
+  m.mlp = MlpKind::kRelu2;
+  m.norm = NormKind::kRmsNorm;
+  m.position = PositionKind::kNone;
+  m.vocab_size = 131072;
+  m.max_seq_len = 8192;
+  // The shared expert's 3712 columns are two of the routed experts' 1856.
+  m.moe = MoeSpec{.num_experts = 128, .top_k = 6, .num_shared_experts = 2, .expert_ffn_hidden_size = 1856, .first_dense_layers = 0, .layer_interval = 1};
+  m.mamba = MambaSpec{.num_heads = 64, .head_dim = 64, .state_size = 128, .groups = 8, .conv_kernel = 4, .chunk_size = 128};
+  m.source =
+      "NVIDIA/Megatron-LM examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh at d98e8a64dd (hidden 2688, 32 heads, "
+      "2 query groups, kv_channels 128, ffn 1856, 128 experts top-6, shared expert 3712, mamba 64 heads x 64, --hybrid-layer-pattern, "
+      "--squared-relu, --position-embedding-type none); Megatron-core's defaults for what it leaves out (mamba_state_dim 128, "
+      "mamba_num_groups 8, d_conv 4, chunk_size 128); the nemotron_h tokenizer's 131072 tokens (NemotronHConfig's vocab_size)";
+  return {m, 31.6e9, 3.6e9, 0.01,
+          "NVIDIA 2025, 'Nemotron 3 Nano' technical report (arXiv 2512.20848): 31.6B total, 3.2B active per token without the "
+          "embedding, 3.6B with it"};
+}
+
 }  // namespace
 
 std::vector<ModelPreset> ModelPresets() {
@@ -129,6 +159,7 @@ std::vector<ModelPreset> ModelPresets() {
       GptOss("gpt-oss-120b", 36, 128, 116.83e9, 5.71e9,
              "gpt-oss model card (OpenAI 2025) Table 1: 116.83B total; 5.13B active without the embedding, 5.71B with its 0.58B (half the "
              "card's 1.16B embed + unembed), as shardsim counts"),
+      Nemotron3Nano(),
       TinyDense(),
       TinyMoe(),
   };

@@ -51,6 +51,21 @@ int64_t AttentionParams(const ModelSpec& m, const Counter& c) {
   return params;
 }
 
+// One Mamba-2 mixer: the input projection (z, x, B, C, dt), the convolution's weights and bias
+// over x, B and C, dt's bias, A and D per head, the gated norm over d_inner, the output projection.
+struct MambaCounts {
+  int64_t all = 0, matmul = 0;
+};
+MambaCounts MambaParams(const ModelSpec& m, const Counter& c) {
+  if (!m.mamba) return {};
+  const MambaSpec& s = *m.mamba;
+  const int64_t inner = c.Mul(s.num_heads, s.head_dim), bc = c.Mul(2, s.groups, s.state_size);
+  const int64_t in_width = c.Add(c.Add(c.Mul(2, inner), bc), s.num_heads);
+  const int64_t matmul = c.Add(c.Mul(m.hidden_size, in_width), c.Mul(inner, m.hidden_size));
+  const int64_t conv = c.Mul(c.Add(inner, bc), s.conv_kernel + 1);
+  return {.all = c.Add(c.Add(matmul, conv), c.Add(c.Mul(3, s.num_heads), inner)), .matmul = matmul};
+}
+
 void RequirePositive(int64_t value, const std::string& where, const char* field) {
   if (value <= 0) {
     throw InputError(where + "/" + field, std::string(field) + "=" + std::to_string(value) + " must be positive",
@@ -60,13 +75,22 @@ void RequirePositive(int64_t value, const std::string& where, const char* field)
 
 }  // namespace
 
+bool IsHybrid(const ModelSpec& model) { return !model.hybrid_pattern.empty(); }
+
+int64_t NumHybridLayers(const ModelSpec& model, char kind) {
+  if (!IsHybrid(model)) return kind == kHybridAttention ? model.num_layers : 0;
+  return static_cast<int64_t>(std::count(model.hybrid_pattern.begin(), model.hybrid_pattern.end(), kind));
+}
+
 bool IsMoeLayer(const ModelSpec& model, int64_t layer) {
   if (!model.moe) return false;
+  if (IsHybrid(model)) return layer >= 0 && layer < static_cast<int64_t>(model.hybrid_pattern.size()) && model.hybrid_pattern[static_cast<size_t>(layer)] == kHybridMoe;
   if (layer < model.moe->first_dense_layers) return false;
   return (layer - model.moe->first_dense_layers) % model.moe->layer_interval == 0;
 }
 
 int64_t NumMoeLayers(const ModelSpec& model) {
+  if (IsHybrid(model)) return model.moe ? NumHybridLayers(model, kHybridMoe) : 0;
   if (!model.moe || model.num_layers <= model.moe->first_dense_layers) return 0;
   const int64_t candidates = model.num_layers - model.moe->first_dense_layers;
   return (candidates + model.moe->layer_interval - 1) / model.moe->layer_interval;
@@ -99,11 +123,15 @@ ParamCounts CountParams(const ModelSpec& m) {
   if (m.position == PositionKind::kLearned) p.embedding = c.Add(p.embedding, c.Mul(m.max_seq_len, m.hidden_size));
   p.head = m.tied_embeddings ? 0 : c.Mul(m.vocab_size, m.hidden_size);
   p.per_layer_attention = AttentionParams(m, c);
-  p.attention = c.Mul(p.per_layer_attention, m.num_layers);
-  p.norms = c.Add(c.Mul(2 * m.num_layers, NormParams(m)), NormParams(m));
+  p.attention = c.Mul(p.per_layer_attention, NumHybridLayers(m, kHybridAttention));
+  // Two pre-norms per transformer layer, one per hybrid layer; the final norm.
+  p.norms = c.Add(c.Mul((IsHybrid(m) ? 1 : 2) * m.num_layers, NormParams(m)), NormParams(m));
+  const MambaCounts mixer = MambaParams(m, c);
+  p.mamba = c.Mul(mixer.all, NumHybridLayers(m, kHybridMamba));
+  p.mamba_matmul = c.Mul(mixer.matmul, NumHybridLayers(m, kHybridMamba));
 
   const int64_t moe_layers = NumMoeLayers(m);
-  const int64_t dense_layers = m.num_layers - moe_layers;
+  const int64_t dense_layers = IsHybrid(m) ? NumHybridLayers(m, kHybridMlp) : m.num_layers - moe_layers;
   p.dense_mlp = c.Mul(dense_layers, MlpParams(m, m.ffn_hidden_size, c));
   int64_t active_experts = 0;
   if (m.moe) {
@@ -113,8 +141,9 @@ ParamCounts CountParams(const ModelSpec& m) {
     p.router = c.Mul(moe_layers, m.hidden_size, m.moe->num_experts);
     active_experts = c.Mul(moe_layers, m.moe->top_k, expert);
   }
-  const int64_t shared = c.Add(c.Add(c.Add(p.embedding, p.head), c.Add(p.attention, p.norms)),
-                               c.Add(c.Add(p.dense_mlp, p.shared_experts), p.router));
+  const int64_t shared = c.Add(c.Add(c.Add(c.Add(p.embedding, p.head), c.Add(p.attention, p.norms)),
+                                     c.Add(c.Add(p.dense_mlp, p.shared_experts), p.router)),
+                               p.mamba);
   p.total = c.Add(shared, p.routed_experts);
   p.active = c.Add(shared, active_experts);
   if (m.mtp_layers > 0) {
@@ -142,7 +171,7 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   FlopsPerToken f;
   // Every weight that takes part in a matmul costs 2 FLOPs per token; embeddings are lookups,
   // norms and biases are not matmuls.
-  const int64_t matmul_params = p.active - p.embedding - p.norms;
+  const int64_t matmul_params = p.active - p.embedding - p.norms - (p.mamba - p.mamba_matmul);
   f.matmul = 2.0 * static_cast<double>(matmul_params);
   const double head = 2.0 * static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size);
   if (m.tied_embeddings) f.matmul += head;
@@ -153,13 +182,75 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
                               : static_cast<double>(m.head_dim);
   const double v_dim = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim);
   const double per_key = 2.0 * static_cast<double>(m.num_heads) * (qk_dim + v_dim);
-  const double local = static_cast<double>(NumLocalAttentionLayers(m)), global = static_cast<double>(m.num_layers) - local;
-  f.attention = per_key * static_cast<double>(seq_len) * (static_cast<double>(m.num_layers) + mtp);
+  const double attention_layers = static_cast<double>(NumHybridLayers(m, kHybridAttention));
+  const double local = static_cast<double>(NumLocalAttentionLayers(m)), global = attention_layers - local;
+  f.attention = per_key * static_cast<double>(seq_len) * (attention_layers + mtp);
+  f.scan = static_cast<double>(NumHybridLayers(m, kHybridMamba)) * MambaScanFlopsPerToken(m);
   f.causal_attention = per_key * ((global + mtp) * CausalKeysPerQuery(m, false, seq_len) + local * CausalKeysPerQuery(m, true, seq_len));
   return f;
 }
 
+double MambaScanFlopsPerToken(const ModelSpec& m) {
+  if (!m.mamba) return 0;
+  const MambaSpec& s = *m.mamba;
+  const double q = static_cast<double>(s.chunk_size), n = static_cast<double>(s.state_size), p = static_cast<double>(s.head_dim);
+  const double h = static_cast<double>(s.num_heads), g = static_cast<double>(s.groups);
+  // Per token: the diagonal blocks' C B^T per group (2QN) and their product with X per head
+  // (2QP); the chunk states B^T X and their read-out C h per head (2NP each). The convolution's
+  // 2K per channel is left out (under 0.2% of the mixer).
+  return 2 * q * n * g + h * (2 * q * p + 4 * n * p);
+}
+
+namespace {
+
+void ValidateHybrid(const ModelSpec& m, const std::string& where) {
+  const std::string w = where + "/hybrid_pattern";
+  if (!IsHybrid(m)) {
+    if (m.mamba) throw InputError(where + "/mamba", "a mamba spec without hybrid_pattern", "a hybrid_pattern with 'M' layers", "say which layers are Mamba-2 mixers");
+    return;
+  }
+  if (static_cast<int64_t>(m.hybrid_pattern.size()) != m.num_layers) {
+    throw InputError(w, "hybrid_pattern has " + std::to_string(m.hybrid_pattern.size()) + " layers, num_layers=" + std::to_string(m.num_layers),
+                     "one character per layer", "set num_layers to the pattern's length");
+  }
+  const size_t bad = m.hybrid_pattern.find_first_not_of("M*-E");
+  if (bad != std::string::npos) {
+    throw InputError(w, std::string("layer ") + std::to_string(bad) + " is '" + m.hybrid_pattern[bad] + "'",
+                     "M (Mamba-2), * (attention), - (MLP), E (mixture of experts)", "Megatron-core's --hybrid-layer-pattern without its '|' stage marks");
+  }
+  if (NumHybridLayers(m, kHybridMamba) > 0 && !m.mamba) {
+    throw InputError(where + "/mamba", "hybrid_pattern has Mamba-2 layers but no mamba spec", "{num_heads, head_dim, state_size, groups}", "add the mixer's sizes");
+  }
+  if (NumHybridLayers(m, kHybridMoe) > 0 && !m.moe) throw InputError(w, "hybrid_pattern has MoE layers ('E') but no moe spec", "a moe object", "add the experts' sizes");
+  if (m.moe && NumHybridLayers(m, kHybridMoe) == 0) throw InputError(where + "/moe", "a moe spec but no 'E' layer in hybrid_pattern", "'E' layers", "drop the moe object");
+  if (NumHybridLayers(m, kHybridMlp) > 0) RequirePositive(m.ffn_hidden_size, where, "ffn_hidden_size");
+  auto unsupported = [&](bool present, const char* field, const std::string& what) {
+    if (present) throw InputError(where + "/" + field, what + " in a hybrid model is not modelled", "leave it out of a hybrid model");
+  };
+  unsupported(m.mla.has_value(), "mla", "multi-head latent attention");
+  unsupported(m.sliding_window.has_value(), "sliding_window", "sliding-window attention");
+  unsupported(m.mtp_layers > 0, "mtp_layers", "multi-token prediction");
+  unsupported(m.dropout, "dropout", "dropout");
+  if (m.mamba) {
+    const MambaSpec& s = *m.mamba;
+    const std::string mw = where + "/mamba";
+    RequirePositive(s.num_heads, mw, "num_heads");
+    RequirePositive(s.head_dim, mw, "head_dim");
+    RequirePositive(s.state_size, mw, "state_size");
+    RequirePositive(s.groups, mw, "groups");
+    RequirePositive(s.conv_kernel, mw, "conv_kernel");
+    RequirePositive(s.chunk_size, mw, "chunk_size");
+    if (s.num_heads % s.groups != 0) {
+      throw InputError(mw + "/groups", "groups=" + std::to_string(s.groups) + " must divide num_heads=" + std::to_string(s.num_heads), "a divisor of num_heads",
+                       "each group's B and C serve num_heads/groups heads");
+    }
+  }
+}
+
+}  // namespace
+
 void ValidateModel(const ModelSpec& m, const std::string& where) {
+  ValidateHybrid(m, where);
   RequirePositive(m.num_layers, where, "num_layers");
   RequirePositive(m.hidden_size, where, "hidden_size");
   RequirePositive(m.num_heads, where, "num_heads");
@@ -167,7 +258,7 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
   RequirePositive(m.head_dim, where, "head_dim");
   RequirePositive(m.vocab_size, where, "vocab_size");
   RequirePositive(m.max_seq_len, where, "max_seq_len");
-  if (!m.moe || m.moe->first_dense_layers > 0 || m.moe->layer_interval > 1) {
+  if (!IsHybrid(m) && (!m.moe || m.moe->first_dense_layers > 0 || m.moe->layer_interval > 1)) {
     RequirePositive(m.ffn_hidden_size, where, "ffn_hidden_size");
   }
   if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0) {
@@ -188,7 +279,7 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
                        "1 to num_experts");
     }
     if (e.num_shared_experts < 0) throw InputError(w + "/num_shared_experts", "must not be negative", "0 or more");
-    if (e.first_dense_layers < 0 || e.first_dense_layers >= m.num_layers) {
+    if (!IsHybrid(m) && (e.first_dense_layers < 0 || e.first_dense_layers >= m.num_layers)) {
       throw InputError(w + "/first_dense_layers",
                        "first_dense_layers=" + std::to_string(e.first_dense_layers) + " leaves no MoE layer among num_layers=" +
                            std::to_string(m.num_layers),
@@ -243,7 +334,14 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
   }
 }
 
-std::string ToString(MlpKind kind) { return kind == MlpKind::kGelu ? "gelu" : "swiglu"; }
+std::string ToString(MlpKind kind) {
+  switch (kind) {
+    case MlpKind::kGelu: return "gelu";
+    case MlpKind::kSwiGlu: return "swiglu";
+    case MlpKind::kRelu2: return "relu2";
+  }
+  return "swiglu";
+}
 std::string ToString(NormKind kind) { return kind == NormKind::kLayerNorm ? "layernorm" : "rmsnorm"; }
 std::string ToString(PositionKind kind) {
   switch (kind) {

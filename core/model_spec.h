@@ -20,7 +20,8 @@ inline constexpr int64_t kMaxModelSeqLen = int64_t{1} << 30;
 inline constexpr int64_t kMaxModelExperts = int64_t{1} << 20;
 inline constexpr int64_t kMaxMtpLayers = 64;  // multi-token-prediction depth (DeepSeek-V3 trains 1)
 
-enum class MlpKind { kGelu, kSwiGlu };             // GELU MLP: 2 matrices; SwiGLU: 3 (gate, up, down)
+// GELU and squared-ReLU MLPs: 2 matrices (up, down); SwiGLU: 3 (gate, up, down).
+enum class MlpKind { kGelu, kSwiGlu, kRelu2 };
 enum class NormKind { kLayerNorm, kRmsNorm };      // LayerNorm has a bias vector, RMSNorm does not
 enum class PositionKind { kRope, kLearned, kNone };  // learned adds a [max_seq_len, D] table
 
@@ -57,6 +58,22 @@ struct SlidingWindowSpec {
   bool operator==(const SlidingWindowSpec&) const = default;
 };
 
+// Mamba-2 mixers (Dao and Gu 2024, "Transformers are SSMs": the SSD layer), as Megatron-core's
+// MambaMixer builds them (core/ssm/mamba_mixer.py): an input projection to z, x, B, C and dt
+// (2 d_inner + 2 G N + H columns, d_inner = H P), a causal depthwise convolution of width
+// `conv_kernel` over x, B and C, the chunked state-space scan (chunks of `chunk_size` tokens),
+// a gated RMSNorm over d_inner and an output projection back to D.
+struct MambaSpec {
+  int64_t num_heads = 0;     // H (mamba_num_heads)
+  int64_t head_dim = 0;      // P (mamba_head_dim)
+  int64_t state_size = 0;    // N (ssm_state_size; Megatron-core's mamba_state_dim, 128 by default)
+  int64_t groups = 0;        // G: heads sharing one B and C (n_groups; mamba_num_groups, 8 by default)
+  int64_t conv_kernel = 4;   // (conv_kernel; Megatron-core's d_conv)
+  int64_t chunk_size = 128;  // SSD's chunk length Q (Megatron-core's MambaMixer default)
+  int64_t inner() const { return num_heads * head_dim; }
+  bool operator==(const MambaSpec&) const = default;
+};
+
 struct ModelSpec {
   std::string name;
   int64_t num_layers = 0;        // L
@@ -83,6 +100,12 @@ struct ModelSpec {
   // pattern gives the layer after the last, global attention) and the shared output head with
   // its own norm and loss. They train with the model and are dropped for inference.
   int64_t mtp_layers = 0;
+  // A hybrid model's layers (Megatron-core's --hybrid-layer-pattern, nemotron_h's
+  // hybrid_override_pattern): one character per layer, 'M' a Mamba-2 mixer, '*' attention, '-'
+  // an MLP, 'E' a mixture of experts, each with its own pre-norm and residual. Empty: every layer
+  // attention then an MLP or experts (the moe object's pattern).
+  std::string hybrid_pattern;
+  std::optional<MambaSpec> mamba;
   std::string source;            // where the hyper-parameters come from
   bool operator==(const ModelSpec&) const = default;
 };
@@ -90,6 +113,13 @@ struct ModelSpec {
 // Checks the spec for positive sizes, consistent head counts (H divisible by Hkv), MoE and MLA
 // fields, and that parameter counts fit in 64 bits. Throws InputError naming `where` + field.
 void ValidateModel(const ModelSpec& model, const std::string& where);
+
+// The layer kinds of a hybrid pattern (ModelSpec::hybrid_pattern).
+inline constexpr char kHybridMamba = 'M', kHybridAttention = '*', kHybridMlp = '-', kHybridMoe = 'E';
+bool IsHybrid(const ModelSpec& model);
+// Layers of a hybrid model whose pattern character is `kind`; of a transformer model, attention
+// ('*') counts every layer and 'M' none.
+int64_t NumHybridLayers(const ModelSpec& model, char kind);
 
 // True when layer `layer` (0-based) is a MoE layer.
 bool IsMoeLayer(const ModelSpec& model, int64_t layer);
@@ -120,6 +150,8 @@ struct ParamCounts {
   int64_t total = 0;
   int64_t active = 0;
   int64_t per_layer_attention = 0;  // one layer's attention (identical across layers)
+  int64_t mamba = 0;           // all Mamba-2 mixers (their in-mixer norms, convolutions and scan parameters included)
+  int64_t mamba_matmul = 0;    // of them, the input and output projections' weights
   // The multi-token-prediction modules' own parameters (their embedding and output head are the
   // model's), all and per token, beside total and active: DeepSeek-V3 publishes 671B for the
   // main model, its MTP module apart.
@@ -135,18 +167,24 @@ ParamCounts CountParams(const ModelSpec& model);
 // frameworks that count full attention count it); `causal_attention` the same over the keys
 // causal attention reads (CausalKeysPerQuery: half the context, a local layer's window).
 // Training FLOPs per token are 3x forward (backward = 2x forward).
+// `scan` counts the Mamba-2 mixers' chunked scan (SSD, Dao and Gu 2024 section 6: per token and
+// head 2Q(P) for the diagonal blocks' outputs and 4NP for the chunk states, per group 2QN for
+// C B^T over its chunk of Q), which every convention counts whole.
 struct FlopsPerToken {
   double matmul = 0;
   double attention = 0;
   double causal_attention = 0;
-  double forward() const { return matmul + attention; }
+  double scan = 0;
+  double forward() const { return matmul + attention + scan; }
   double training() const { return 3 * forward(); }
   // Training FLOPs with causal attention counted over the keys it reads (the masked blocks
   // skipped: half of full attention): what MFU counts throughout shardsim (PaLM's count is
   // training()).
-  double causal_training() const { return 3 * (matmul + causal_attention); }
+  double causal_training() const { return 3 * (matmul + causal_attention + scan); }
 };
 FlopsPerToken ForwardFlopsPerToken(const ModelSpec& model, int64_t seq_len);
+// One Mamba-2 mixer's scan FLOPs per token, forward (0 without a mamba spec).
+double MambaScanFlopsPerToken(const ModelSpec& model);
 
 // Names for enums, as they appear in JSON.
 std::string ToString(MlpKind kind);

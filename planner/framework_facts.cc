@@ -98,6 +98,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_param_gather = true,
         // tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication saves the
         // shard and all-gathers it again in the backward (Transformer Engine's modules alike).
+        .mamba_layers = true,  // pretrain_mamba.py: --hybrid-layer-pattern (core/ssm/mamba_block.py)
         .sequence_parallel_inputs = "regather",
         .mtp_setting = "--mtp-num-layers",
     },
@@ -175,6 +176,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // models/common/decoder_sharding.py: the attention's and the FFN's input is redistributed
         // from the sequence shard to Replicate at the module boundary (in_dst_shardings), and
         // the column-parallel matmuls save that gathered tensor for their backward.
+        .mamba_layers = false,  // its models (llama3, qwen3, deepseek_v3, ...) have no state-space layers
         .sequence_parallel_inputs = "keep-gathered",
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.
@@ -252,6 +254,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // dtype, which autodiff keeps.
         .saved_input_dtype = "bf16",
         .fp8_param_gather = false,  // weights sharded and gathered in their own dtype
+        .mamba_layers = false,  // decoder blocks of attention and MLPs
         .sequence_parallel_inputs = "",  // XLA's rematerialisation decides
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
     },
@@ -322,6 +325,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_dispatch_recipe = "",
         .saved_input_dtype = "",
         .fp8_param_gather = false,
+        .mamba_layers = false,
         .sequence_parallel_inputs = "",  // AutoTP has no sequence parallelism
         .mtp_setting = "",
     },

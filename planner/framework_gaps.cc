@@ -248,6 +248,9 @@ void OverlapGaps(const FrameworkFacts& f, const PlanSpec& p, std::vector<std::st
 void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
                 std::vector<std::string>& gaps) {
   const DataParallelSharding s = ShardingOf(p);
+  if (NumHybridLayers(m, kHybridMamba) > 0 && !f.mamba_layers) {
+    gaps.push_back("Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers");
+  }
   if (m.mtp_layers > 0 && f.mtp_setting.empty()) {
     gaps.push_back("multi-token prediction (" + std::to_string(m.mtp_layers) + " module" + (m.mtp_layers > 1 ? "s" : "") + " of '" + m.name +
                    "'): " + std::string(f.name) + "'s configuration trains none (a model JSON with mtp_layers 0 estimates what it runs)");

@@ -22,13 +22,34 @@ class Skip(Exception):
     pass
 
 
+# Hybrid Mamba-2 models (nemotron_h) whose configuration the collected rows do not record: taken
+# from Megatron-LM's own arguments for them (examples/post_training/modelopt/conf/nvidia/ at
+# NVIDIA/Megatron-LM@d98e8a64dd), Megatron-core's defaults for what those leave out
+# (transformer_config.py mamba_state_dim 128, mamba_num_groups 8; mamba_mixer.py d_conv 4,
+# chunk_size 128) and NemotronHConfig's vocabulary of 131072. The shared expert's 3712 columns are
+# two routed experts' 1856. The shardsim preset nemotron-3-nano-30b-a3b is the same model.
+NEMOTRON_H = {
+    "nemotron_3_nano": {
+        "name": "nemotron_3_nano", "hybrid_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", "num_layers": 52,
+        "hidden_size": 2688, "num_heads": 32, "num_kv_heads": 2, "head_dim": 128, "ffn_hidden_size": 1856, "mlp": "relu2",
+        "norm": "rmsnorm", "position": "none", "vocab_size": 131072, "tied_embeddings": False, "linear_bias": False,
+        "moe": {"num_experts": 128, "top_k": 6, "num_shared_experts": 2, "expert_ffn_hidden_size": 1856},
+        "mamba": {"num_heads": 64, "head_dim": 64, "state_size": 128, "groups": 8, "conv_kernel": 4, "chunk_size": 128},
+        "source": "NVIDIA/Megatron-LM@d98e8a64dd:examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh "
+                  "with Megatron-core's defaults (mamba_state_dim 128, mamba_num_groups 8, d_conv 4, chunk_size 128) and NemotronHConfig's vocabulary 131072",
+    },
+}
+
+
 def model_of(row):
     c = row["model"]["config"]
     t = c.get("model_type")
     name = row["model"]["arch_key"] or row["model"]["name_as_published"]
     src = row["model"]["config"].get("arch_source", "")
     if t in ("nemotron_h",):
-        raise Skip("hybrid Mamba-2 layers (nemotron_h) are not modelled yet")
+        if row["model"]["arch_key"] not in NEMOTRON_H:
+            raise Skip("LatentMoE (Megatron-core's --moe-latent-size: experts in a narrower latent width) is not modelled yet")
+        return dict(NEMOTRON_H[row["model"]["arch_key"]], max_seq_len=max(row["batch"]["seq_len"], 8192))
     if c.get("hidden_size") is None:
         raise Skip("architecture not published")
     m = {
@@ -149,7 +170,7 @@ AUTOMODEL_EP = {
 
 # Model types importable only after the split was drawn: their rows are test rows, so adding them
 # leaves every earlier row's split as it was.
-TEST_ONLY_TYPES = {"gpt_oss"}
+TEST_ONLY_TYPES = {"gpt_oss", "nemotron_h"}
 
 
 def plan_of(row, assumed):
@@ -321,7 +342,7 @@ def main(src, dst):
                      "scripts/import_measured_runs.py from a hand-collected set (each row's `source` names the repository@commit:path "
                      "or page its figures come from). `assumed` lists what the source does not publish and how it was filled; "
                      "`split` says whether calibrate fits on the row or only tests on it (alternate rows by id within each "
-                     "source and system; rows of model types imported after the split was drawn, gpt_oss, only test).",
+                     "source and system; rows of model types imported after the split was drawn, gpt_oss and nemotron_h, only test).",
            "runs": runs, "skipped": skipped}
     # One run (and one skipped row) per line: a diff shows which runs changed.
     with open(dst, "w") as f:

@@ -45,7 +45,11 @@ double Roofline::Seconds(const Op& op) const {
     const double written = (1 + fp8_scales.per_element) * (a + b) + fp8_scales.per_row * static_cast<double>(op.m + op.n);  // rows of k
     return gemm + (2 * (a + b) + written + 2 * a) / hbm_bytes_per_s;
   }
-  if (op.kind == ComputeKind::kAttention) return std::max(op.flops / attention_flop_per_s, memory);
+  // A Mamba-2 mixer's chunked scan (SSD) runs blockwise tensor-core products as FlashAttention
+  // does: costed at the attention kernel's share of the 16-bit peak (no public per-chip figure for
+  // the SSD kernels; calibrate's attention fit covers both, and a calibration's own "ssd" kernel
+  // rate wins above).
+  if (op.kind == ComputeKind::kAttention || op.kind == ComputeKind::kScan) return std::max(op.flops / attention_flop_per_s, memory);
   return memory;
 }
 

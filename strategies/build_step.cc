@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "strategies/data_parallel.h"
 #include "strategies/expert_parallel.h"
+#include "strategies/mamba_layer.h"
 #include "strategies/memory_model.h"
 #include "strategies/op_names.h"
 #include "strategies/recompute.h"
@@ -30,6 +31,31 @@ LayerShape ShapeOf(const PlanSpec& p) {
 struct LayerParams {
   double dense = 0, expert = 0;
 };
+
+// A Mamba-2 mixer's parameters on one tensor rank (mamba_layer.h: everything split by heads and
+// groups) and its pre-norm's.
+double MambaLayerParams(const ModelSpec& m, const PlanSpec& p) {
+  const MambaSpec& s = *m.mamba;
+  const MambaWidths w = MambaWidthsOf(m, p.mesh.tensor);
+  const double d = static_cast<double>(m.hidden_size);
+  return d * static_cast<double>(w.in_proj() + w.inner) + static_cast<double>(w.conv() * (s.conv_kernel + 1) + 3 * w.heads + w.inner) + d;
+}
+
+LayerParams ParamsOf(const ModelSpec& m, const PlanSpec& p, bool moe);
+
+// The parameters of a decoder layer of `kind` on one device: a transformer layer's, or a hybrid
+// layer's one block with its pre-norm.
+LayerParams ParamsOfKind(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
+  const LayerBlocks blocks = BlocksOf(kind);
+  if (blocks.attention && (blocks.mlp || blocks.moe)) return ParamsOf(m, p, blocks.moe);
+  if (blocks.mamba) return {.dense = MambaLayerParams(m, p)};
+  const LayerParams whole = ParamsOf(m, p, blocks.moe);
+  const ParamCounts c = CountParams(m);
+  const double d = static_cast<double>(m.hidden_size), attention = static_cast<double>(c.per_layer_attention) / static_cast<double>(p.mesh.tensor);
+  // ParamsOf's layer less the other block and its norm.
+  if (blocks.attention) return {.dense = attention + d};
+  return {.dense = whole.dense - attention - d, .expert = whole.expert};
+}
 
 LayerParams ParamsOf(const ModelSpec& m, const PlanSpec& p, bool moe) {
   const ParamCounts c = CountParams(m);
@@ -70,7 +96,7 @@ double MlaDownParams(const ModelSpec& m) {
 // layer's router, the final norm and a learned position table; always, MLA's down projections.
 double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const Stage& stage, bool holds_embedding, bool holds_head) {
   const double d = static_cast<double>(m.hidden_size);
-  const double norms = (m.norm == NormKind::kLayerNorm ? 4 : 2) * d + (m.linear_bias ? 2 * d : 0);
+  const double norm = (m.norm == NormKind::kLayerNorm ? 2 : 1) * d, biases = m.linear_bias ? 2 * d : 0;
   double n = 0;
   for (const Chunk& chunk : stage.chunks) {
     for (const auto& [kind, count] : chunk.layers) {
@@ -78,8 +104,12 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
       if (!IsTransformerLayer(kind) && !mtp) continue;
       n += static_cast<double>(count) * MlaDownParams(m);
       if (!sequence_parallel) continue;
-      // A multi-token-prediction module's layer, and its three norms of width D.
-      n += static_cast<double>(count) * (norms + (mtp ? 3 * d : 0));
+      // A transformer layer's two norms (a hybrid layer's one; a Mamba-2 mixer's gated norm is
+      // split over tensor with its heads), a multi-token-prediction module's layer and its three
+      // norms of width D.
+      const LayerBlocks blocks = BlocksOf(kind);
+      const double layer_norms = mtp || (blocks.attention && (blocks.mlp || blocks.moe)) ? 2 * norm + biases : norm;
+      n += static_cast<double>(count) * (layer_norms + (mtp ? 3 * d : 0));
       if (IsMoeKind(kind) || (mtp && MtpLayerIsMoe(m))) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts);
     }
   }
@@ -93,17 +123,19 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
 // model, local attention without a sliding window).
 LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
   const bool moe = IsMoeKind(kind);
-  if ((moe && !m.moe) || (IsLocalAttentionKind(kind) && !m.sliding_window)) return LayerProgram{kind, {}};
-  LayerBuilder builder(kind, ShapeOf(p));
-  AppendAttentionBlock(builder, m, p);
-  if (moe) {
-    AppendMoeBlock(builder, m, p);
-  } else {
-    AppendMlpBlock(builder, m, p, m.ffn_hidden_size, ops::kMlp);
+  const LayerBlocks blocks = BlocksOf(kind);
+  const bool hybrid_kind = !(blocks.attention && (blocks.mlp || blocks.moe));
+  if ((moe && !m.moe) || (IsLocalAttentionKind(kind) && !m.sliding_window) || (hybrid_kind != IsHybrid(m)) || (blocks.mamba && !m.mamba)) {
+    return LayerProgram{kind, {}};
   }
+  LayerBuilder builder(kind, ShapeOf(p));
+  if (blocks.mamba) AppendMambaBlock(builder, m, p);
+  if (blocks.attention) AppendAttentionBlock(builder, m, p);
+  if (blocks.moe) AppendMoeBlock(builder, m, p);
+  if (blocks.mlp) AppendMlpBlock(builder, m, p, m.ffn_hidden_size, ops::kMlp);
   LayerProgram layer = builder.Build();
   ApplyRecompute(layer, m, p);
-  const LayerParams lp = ParamsOf(m, p, moe);
+  const LayerParams lp = ParamsOfKind(m, p, kind);
   AppendShardedParamOps(layer, p, lp.dense, lp.expert);
   return layer;
 }
@@ -148,8 +180,9 @@ LayerProgram MtpModule(const ModelSpec& m, const PlanSpec& p) {
 namespace {
 
 // The layer programs a LayerCache keeps, in its order: they depend on the plan, not its schedule.
-constexpr std::array<LayerKind, kTransformerKinds.size() + 1> kCachedKinds = {LayerKind::kDense, LayerKind::kMoe, LayerKind::kDenseLocal,
-                                                                              LayerKind::kMoeLocal, LayerKind::kMtp};
+constexpr std::array<LayerKind, kTransformerKinds.size() + 1> kCachedKinds = {
+    LayerKind::kDense, LayerKind::kMoe,           LayerKind::kDenseLocal, LayerKind::kMoeLocal, LayerKind::kMamba,
+    LayerKind::kAttentionOnly, LayerKind::kMlpOnly, LayerKind::kMoeOnly, LayerKind::kMtp};
 static_assert(kCachedKinds[kTransformerKinds.size()] == LayerKind::kMtp);
 
 LayerProgram CachedKindProgram(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
@@ -230,8 +263,10 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
 
   const int64_t stages = p.mesh.pipeline;
   const bool two_copies = program.layout.paths.size() > 1;  // DualPipe: every part twice
-  const LayerParams dense_layer = ParamsOf(m, p, false);
-  const LayerParams moe_layer = m.moe ? ParamsOf(m, p, true) : LayerParams{};
+  std::array<LayerParams, kLayerKinds> layer_params{};
+  for (LayerKind kind : kTransformerKinds) {
+    if (!programs[static_cast<size_t>(kind)].ops.empty()) layer_params[static_cast<size_t>(kind)] = ParamsOfKind(m, p, kind);
+  }
   const LayerParams mtp_module = m.mtp_layers > 0 ? MtpParamsOf(m, p) : LayerParams{};
   program.stages.resize(static_cast<size_t>(stages));
   // The multi-token-prediction modules read the embedding and run the output head: the stage
@@ -275,7 +310,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
       for (int64_t layer = chunk.layout.first_layer; layer < chunk.layout.first_layer + chunk.layout.layers; ++layer) {
         const LayerKind kind = LayerKindOf(m, layer);
         append(kind);
-        const LayerParams& lp = IsMoeKind(kind) ? moe_layer : dense_layer;
+        const LayerParams& lp = layer_params[static_cast<size_t>(kind)];
         dense += lp.dense;
         expert += lp.expert;
       }

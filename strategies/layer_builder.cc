@@ -39,6 +39,16 @@ void LayerBuilder::Attention(std::string_view name, double flops, double bytes) 
   pieces_.push_back({{f}, {b}, {}});
 }
 
+void LayerBuilder::Scan(std::string_view name, double flops, double bytes) {
+  Op f = ComputeOp(std::string(name), Phase::kForward, ComputeKind::kScan, flops, bytes);
+  Op b = f;
+  b.name = ops::Grad(name);
+  b.phase = Phase::kBackwardInput;
+  b.flops = 2 * flops;
+  b.bytes = 2 * bytes;
+  pieces_.push_back({{f}, {b}, {}});
+}
+
 void LayerBuilder::Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double bytes,
                               bool has_forward, CollectiveOp forward, bool has_backward, CollectiveOp backward, bool overlapped,
                               int64_t repeat) {

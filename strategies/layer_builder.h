@@ -33,6 +33,9 @@ class LayerBuilder {
   void Elementwise(std::string_view name, double bytes, double backward_factor = 2.0);
   // Attention core (QK^T, softmax, AV): `flops` forward, 2x backward; `bytes` of Q, K, V, O.
   void Attention(std::string_view name, double flops, double bytes);
+  // A Mamba-2 mixer's chunked scan: `flops` forward, 2x backward (the states recomputed and the
+  // four products' gradients); `bytes` of x, B, C, dt and y.
+  void Scan(std::string_view name, double flops, double bytes);
   // A collective forward on `stream`, and its conjugate backward (pass kind "none" by giving
   // has_forward/has_backward false). Megatron's f and g operators are such pairs.
   void Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double bytes, bool has_forward,

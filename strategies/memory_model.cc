@@ -4,6 +4,7 @@
 #include <map>
 
 #include "strategies/data_parallel.h"
+#include "strategies/mamba_layer.h"
 #include "strategies/saved_tensors.h"
 #include "strategies/schedule.h"
 #include "strategies/state_bytes.h"
@@ -58,6 +59,20 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
   return static_cast<double>(tokens) * per_token;
 }
 
+double LayerKindActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens, LayerKind kind) {
+  const LayerBlocks blocks = BlocksOf(kind);
+  if (blocks.attention && (blocks.mlp || blocks.moe)) return LayerActivationBytes(m, p, tokens, blocks.moe);
+  double per_token = 0;
+  for (int i = 0; i < kLayerTensors; ++i) {
+    const auto tensor = static_cast<LayerTensor>(i);
+    if (!BlockHolds(blocks, tensor)) continue;
+    const double share = KeptShare(p.recompute, tensor, m, p);
+    if (share > 0) per_token += share * TensorBytesPerToken(tensor, m, p, blocks.moe);
+  }
+  if (blocks.mamba) per_token += MambaKeptShare(p.recompute) * MambaActivationBytesPerToken(m, p);
+  return static_cast<double>(tokens) * per_token;
+}
+
 double MtpActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens) {
   const double a = MemoryBytesPerElement(p.dtype).activations;
   const double sp = p.sequence_parallel ? static_cast<double>(p.mesh.tensor) : 1.0;
@@ -100,7 +115,7 @@ double StageActivationPeak(const StepProgram& program, int64_t stage_index, Task
   for (size_t c = 0; c < stage.chunks.size(); ++c) {
     for (const auto& [kind, count] : stage.chunks[c].layers) {
       if (IsTransformerLayer(kind)) {
-        chunk_bytes[c] += static_cast<double>(count) * LayerActivationBytes(program.model, program.plan, program.tokens_per_microbatch, IsMoeKind(kind));
+        chunk_bytes[c] += static_cast<double>(count) * LayerKindActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind);
       } else if (kind == LayerKind::kMtp) {
         chunk_bytes[c] += static_cast<double>(count) * MtpActivationBytes(program.model, program.plan, program.tokens_per_microbatch);
       }
@@ -135,9 +150,21 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
       PlanSpec none = p, kept = p;
       none.recompute = Recompute::kNone;
       if (p.recompute == Recompute::kSelectiveLayer) kept.recompute = Recompute::kFull;
-      const bool moe = m.moe.has_value();
-      b.activations += LayerActivationBytes(m, none, program.tokens_per_microbatch, moe) -
-                       LayerActivationBytes(m, kept, program.tokens_per_microbatch, moe);
+      auto rebuilt = [&](LayerKind kind) {
+        return LayerKindActivationBytes(m, none, program.tokens_per_microbatch, kind) - LayerKindActivationBytes(m, kept, program.tokens_per_microbatch, kind);
+      };
+      if (IsHybrid(m)) {
+        // A hybrid model's layers differ: the largest the stage recomputes.
+        double largest = 0;
+        for (const Chunk& chunk : stage.chunks) {
+          for (const auto& [kind, count] : chunk.layers) {
+            if (IsTransformerLayer(kind)) largest = std::max(largest, rebuilt(kind));
+          }
+        }
+        b.activations += largest;
+      } else {
+        b.activations += rebuilt(TransformerLayerKind(m.moe.has_value(), false));
+      }
     }
     // Buffers: what the loss keeps of the logits where the head is (LossBytesPerLogit), from a
     // micro-batch's F to its B: one micro-batch under 1F1B, all of them under GPipe; and what its

@@ -41,6 +41,10 @@ LogitBytes LossBytesPerLogit(const PlanSpec& plan);
 // (b S / context), under the plan's tensor / sequence parallelism, recomputation and attention
 // kernel. MoE layers add their routed experts' activations.
 double LayerActivationBytes(const ModelSpec& model, const PlanSpec& plan, int64_t tokens, bool moe_layer);
+// The same for a decoder layer of `kind`: a transformer layer's, or a hybrid layer's one block
+// (the tensors its block holds, saved_tensors.h BlockHolds; a Mamba-2 mixer's,
+// mamba_layer.h) with its input.
+double LayerKindActivationBytes(const ModelSpec& model, const PlanSpec& plan, int64_t tokens, LayerKind kind);
 
 // Activation bytes one multi-token-prediction module stores per micro-batch of `tokens` tokens: its
 // layer's (LayerActivationBytes), the two inputs of its entry norms and, unless fully recomputed,

@@ -41,6 +41,12 @@ inline std::string Regather(std::string_view enter) { return std::string(enter) 
 // A regather, or its backward op (named by Grad).
 inline bool IsRegather(std::string_view name) { return name.find("_regather") != std::string_view::npos; }
 
+// A hybrid model's Mamba-2 block (mamba_layer.cc): its norm, enter, exit and residual are
+// BlockNorm / TensorEnter / TensorExit / BlockResidual of kMamba.
+inline constexpr std::string_view kMamba = "mamba";
+inline constexpr std::string_view kMambaIn = "mamba_in", kMambaConv = "mamba_conv", kSsd = "ssd", kMambaGatedNorm = "mamba_gated_norm",
+                                  kMambaOut = "mamba_out";
+
 // Context parallelism (context_parallel.cc): ring K/V passes and the dK/dV trip home.
 inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv",
                                   kContextKvAllGather = "cp_kv_allgather";

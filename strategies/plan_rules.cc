@@ -76,6 +76,20 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                          List(Divisors(std::gcd(m.num_heads, m.num_kv_heads))),
                          "Megatron splits attention heads across the tensor axis"};
   }
+  if (m.mamba && (m.mamba->num_heads % mesh.tensor != 0 || m.mamba->groups % mesh.tensor != 0)) {
+    return Infeasibility{"mesh/tensor",
+                         "tensor=" + I(mesh.tensor) + " must divide the Mamba-2 mixers' heads=" + I(m.mamba->num_heads) + " and groups=" + I(m.mamba->groups),
+                         List(Divisors(std::gcd(std::gcd(m.num_heads, m.num_kv_heads), m.mamba->groups))),
+                         "Megatron-core splits a mixer's heads and B/C groups across the tensor axis (mamba_mixer.py)"};
+  }
+  if (NumHybridLayers(m, kHybridMamba) > 0 && mesh.context > 1) {
+    return Infeasibility{"mesh/context", "context=" + I(mesh.context) + " splits the sequences of '" + m.name + "', whose Mamba-2 mixers scan them whole: context parallelism over a scan is not modelled",
+                         "1", "shard the sequence over tensor with sequence_parallel, or the batch over data/fsdp"};
+  }
+  if (IsHybrid(m) && p.recompute != Recompute::kNone && p.recompute != Recompute::kFull && p.recompute != Recompute::kSelective) {
+    return Infeasibility{"recompute", "recompute " + ToString(p.recompute) + " on the hybrid model '" + m.name + "' is not modelled", "none, selective or full",
+                         "Megatron-core's recomputation of hybrid models"};
+  }
   if (mesh.pipeline > m.num_layers && p.pipeline_layout.empty()) {
     return Infeasibility{"mesh/pipeline",
                          "pipeline=" + I(mesh.pipeline) + " exceeds num_layers=" + I(m.num_layers),

@@ -145,6 +145,24 @@ bool IsDenseMlpTensor(LayerTensor t) {
 
 double SavedMlpTensors(const ModelSpec& m) { return Gated(m) ? 3 : 2; }
 
+bool BlockHolds(LayerBlocks blocks, LayerTensor tensor) {
+  switch (tensor) {
+    case T::kInput: return true;
+    case T::kAttentionNormOut: case T::kQ: case T::kK: case T::kV: case T::kAttentionCore: case T::kAttentionScores: case T::kAttentionProj:
+    case T::kAttentionProjPartial:
+      return blocks.attention;
+    case T::kMlpNormOut: return blocks.mlp || blocks.moe;
+    case T::kExperts: return blocks.moe;
+    case T::kAttentionResidual: case T::kDropoutMasks: return false;  // hybrid models have no dropout (model_spec.cc)
+    default: return blocks.mlp && IsDenseMlpTensor(tensor);
+  }
+}
+
+double MambaKeptShare(Recompute mode) {
+  if (mode == Recompute::kFull) return 0;
+  return mode == Recompute::kSelectiveLayer ? 0.5 : 1;
+}
+
 double ExpertMlpRowBytes(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe) return 0;
   const double a = MemoryBytesPerElement(p.dtype).activations;

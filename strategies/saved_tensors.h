@@ -70,6 +70,15 @@ double SavedMlpTensors(const ModelSpec& m);
 // (SavedInputBytes), split over tensor. 0 for a dense model.
 double ExpertMlpRowBytes(const ModelSpec& m, const PlanSpec& p);
 
+// Whether a hybrid layer running `blocks` (one of them) has `tensor`: its input always; the
+// attention's tensors with attention; the MLP norm's output and the MLP's with an MLP, that
+// output and the experts' with experts; never the residual between two blocks. (A Mamba-2
+// mixer's own tensors are mamba_layer.h's.)
+bool BlockHolds(LayerBlocks blocks, LayerTensor tensor);
+// The share of a Mamba-2 mixer's tensors `mode` keeps: all but under full recomputation (half of
+// them under selective-layer); Megatron-core's selective recomputation leaves mixers whole.
+double MambaKeptShare(Recompute mode);
+
 // The share of `tensor` that `mode` keeps from forward to backward: 0 or 1, or 1/2 for a
 // policy that recomputes every second layer. An MoE layer has kExperts in place of the MLP's.
 double KeptShare(Recompute mode, LayerTensor tensor, const ModelSpec& m, const PlanSpec& p);

@@ -38,6 +38,7 @@ std::string ToString(ComputeKind kind) {
   switch (kind) {
     case ComputeKind::kMatmul: return "matmul";
     case ComputeKind::kAttention: return "attention";
+    case ComputeKind::kScan: return "scan";
     case ComputeKind::kElementwise: return "elementwise";
     case ComputeKind::kEmbedding: return "embedding";
     case ComputeKind::kLoss: return "loss";
@@ -55,11 +56,25 @@ std::string ToString(LayerKind kind) {
     case LayerKind::kDenseLocal: return "dense-local";
     case LayerKind::kMoeLocal: return "moe-local";
     case LayerKind::kMtp: return "mtp";
+    case LayerKind::kMamba: return "mamba";
+    case LayerKind::kAttentionOnly: return "attention";
+    case LayerKind::kMlpOnly: return "mlp";
+    case LayerKind::kMoeOnly: return "experts";
   }
   return "dense";
 }
 
-LayerKind LayerKindOf(const ModelSpec& model, int64_t layer) { return TransformerLayerKind(IsMoeLayer(model, layer), IsLocalAttentionLayer(model, layer)); }
+LayerKind LayerKindOf(const ModelSpec& model, int64_t layer) {
+  if (IsHybrid(model)) {
+    switch (model.hybrid_pattern[static_cast<size_t>(layer)]) {
+      case kHybridMamba: return LayerKind::kMamba;
+      case kHybridAttention: return LayerKind::kAttentionOnly;
+      case kHybridMlp: return LayerKind::kMlpOnly;
+      default: return LayerKind::kMoeOnly;
+    }
+  }
+  return TransformerLayerKind(IsMoeLayer(model, layer), IsLocalAttentionLayer(model, layer));
+}
 
 std::vector<Task> StageTasks(const StepProgram& program, int64_t stage, int64_t microbatches) {
   const int64_t m = microbatches < 0 ? program.microbatches : microbatches;

@@ -31,7 +31,8 @@ enum class Phase : uint8_t {
   kRecompute,       // forward work redone before backward (activation recomputation)
 };
 
-enum class ComputeKind { kMatmul, kAttention, kElementwise, kEmbedding, kLoss, kOptimizer };
+// kScan: a Mamba-2 mixer's chunked scan (SSD), blockwise tensor-core products like attention's.
+enum class ComputeKind { kMatmul, kAttention, kElementwise, kEmbedding, kLoss, kOptimizer, kScan };
 
 struct Op {
   std::string name;  // "qkv", "attention", "tp_reduce_attention", ...
@@ -57,16 +58,33 @@ Op CommOp(std::string name, Phase phase, Stream stream, CollectiveOp op, std::ve
 
 // The kinds of layer program: a stage refers to them by kind and count. The local kinds are the
 // dense and MoE layers whose attention covers a sliding window (SlidingWindowSpec); kMtp is one
-// multi-token-prediction module (ModelSpec::mtp_layers), beside the head.
-enum class LayerKind : uint8_t { kDense, kMoe, kEmbedding, kHead, kDenseLocal, kMoeLocal, kMtp };
-inline constexpr int kLayerKinds = 7;
+// multi-token-prediction module (ModelSpec::mtp_layers), beside the head. A hybrid model's layers
+// (ModelSpec::hybrid_pattern) are one block each: a Mamba-2 mixer, attention, an MLP or experts.
+enum class LayerKind : uint8_t { kDense, kMoe, kEmbedding, kHead, kDenseLocal, kMoeLocal, kMtp, kMamba, kAttentionOnly, kMlpOnly, kMoeOnly };
+inline constexpr int kLayerKinds = 11;
 
-// The transformer layer kinds, in LayerKind's order.
-inline constexpr std::array<LayerKind, 4> kTransformerKinds = {LayerKind::kDense, LayerKind::kMoe, LayerKind::kDenseLocal, LayerKind::kMoeLocal};
-// The model's transformer layers (dense or MoE, global or local attention), as opposed to the
-// embedding, the head and the multi-token-prediction modules.
+// The decoder layer kinds, in LayerKind's order.
+inline constexpr std::array<LayerKind, 8> kTransformerKinds = {LayerKind::kDense,   LayerKind::kMoe,           LayerKind::kDenseLocal, LayerKind::kMoeLocal,
+                                                               LayerKind::kMamba,   LayerKind::kAttentionOnly, LayerKind::kMlpOnly,    LayerKind::kMoeOnly};
+// The model's decoder layers (dense or MoE, global or local attention, a hybrid model's blocks), as
+// opposed to the embedding, the head and the multi-token-prediction modules.
 constexpr bool IsTransformerLayer(LayerKind kind) { return kind != LayerKind::kEmbedding && kind != LayerKind::kHead && kind != LayerKind::kMtp; }
-constexpr bool IsMoeKind(LayerKind kind) { return kind == LayerKind::kMoe || kind == LayerKind::kMoeLocal; }
+constexpr bool IsMoeKind(LayerKind kind) { return kind == LayerKind::kMoe || kind == LayerKind::kMoeLocal || kind == LayerKind::kMoeOnly; }
+// The blocks a decoder layer of `kind` runs, each behind its own pre-norm.
+struct LayerBlocks {
+  bool mamba = false, attention = false, mlp = false, moe = false;
+};
+constexpr LayerBlocks BlocksOf(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kMamba: return {.mamba = true};
+    case LayerKind::kAttentionOnly: return {.attention = true};
+    case LayerKind::kMlpOnly: return {.mlp = true};
+    case LayerKind::kMoeOnly: return {.moe = true};
+    case LayerKind::kMoe: case LayerKind::kMoeLocal: return {.attention = true, .moe = true};
+    case LayerKind::kDense: case LayerKind::kDenseLocal: return {.attention = true, .mlp = true};
+    default: return {};
+  }
+}
 constexpr bool IsLocalAttentionKind(LayerKind kind) { return kind == LayerKind::kDenseLocal || kind == LayerKind::kMoeLocal; }
 constexpr LayerKind TransformerLayerKind(bool moe, bool local) {
   return moe ? (local ? LayerKind::kMoeLocal : LayerKind::kMoe) : (local ? LayerKind::kDenseLocal : LayerKind::kDense);

@@ -91,7 +91,7 @@ std::map<std::string, KernelRate> MeasureKernels(const std::vector<int64_t>& seq
         const auto op = ops.find(e.key);
         if (op == ops.end() || op->second.is_comm() || op->second.kind == strategies::ComputeKind::kMatmul) continue;
         Rates& r = sums[op->second.name][seq];
-        r.per_flop = op->second.kind == strategies::ComputeKind::kAttention;
+        r.per_flop = op->second.kind == strategies::ComputeKind::kAttention || op->second.kind == strategies::ComputeKind::kScan;
         const double work = r.per_flop ? op->second.flops : op->second.bytes;
         if (work > 0 && e.duration_s > 0) r.rates.push_back(work / e.duration_s);
       }

@@ -42,7 +42,7 @@ TEST_F(CliDescribeTest, PresetsJsonListsAllModelsAndClusters) {
   const json hardware = ReadJson(SHARDSIM_HARDWARE_JSON);
   for (const auto& item : hardware.at("systems").items()) catalogue.insert(item.key());
   EXPECT_EQ(models, (std::set<std::string>{"gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "mixtral-8x22b",
-                                           "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b", "tiny-dense", "tiny-moe"}));
+                                           "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b", "nemotron-3-nano-30b-a3b", "tiny-dense", "tiny-moe"}));
   EXPECT_EQ(clusters, catalogue);
   EXPECT_FALSE(presets.at("pipeline_schedules").empty());
   EXPECT_FALSE(presets.at("recompute").empty());

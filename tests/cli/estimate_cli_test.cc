@@ -386,6 +386,31 @@ TEST(CliEstimateTest, Fp8ParamGatherIsCheckedAndGathersLess) {
   EXPECT_LT(narrow["step_time_s"].get<double>(), wide["step_time_s"].get<double>());
 }
 
+// A hybrid model estimates end to end (its mixers' scan in the breakdown), and a pattern that does
+// not match its layers is one line naming the field.
+TEST(CliEstimateTest, HybridMambaModel) {
+  json out;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "nemotron-3-nano-30b-a3b", "--cluster", "dgx-h100:8", "--set", "mesh.expert=8", "--set",
+                                         "zero_stage=1", "--set", "global_batch_size=64", "--set", "seq_len=4096", "--json"}),
+                            &out));
+  EXPECT_GT(out["step_time_s"].get<double>(), 0);
+  const std::string text = RunShardsim({"estimate", "--model", "nemotron-3-nano-30b-a3b", "--cluster", "dgx-h100:8", "--set", "mesh.expert=8", "--set",
+                                        "zero_stage=1", "--set", "global_batch_size=64", "--set", "seq_len=4096", "--dump-program"})
+                               .out;
+  EXPECT_NE(text.find("ssd"), std::string::npos);
+  EXPECT_NE(text.find("mamba_in"), std::string::npos);
+  const std::string bad = ::testing::TempDir() + "/hybrid.model.json";
+  std::ofstream(bad) << R"({"name": "h", "num_layers": 3, "hidden_size": 64, "num_heads": 4, "ffn_hidden_size": 128, "vocab_size": 256,
+                            "max_seq_len": 512, "hybrid_pattern": "M*", "mamba": {"num_heads": 4, "head_dim": 16}})";
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", bad, "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set", "global_batch_size=8",
+                                        "--set", "seq_len=512"}),
+                           {"hybrid_pattern", "num_layers=3"}));
+  // Context parallelism over a scan is refused, naming the axis.
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "nemotron-3-nano-30b-a3b", "--cluster", "dgx-h100:8", "--set", "mesh.context=8", "--set",
+                                        "global_batch_size=8", "--set", "seq_len=4096"}),
+                           {"mesh/context", "Mamba-2"}));
+}
+
 // Sequence-parallel inputs kept gathered hold more activations and drop the backward's gathers;
 // an unknown value names the field and its values.
 TEST(CliEstimateTest, SequenceParallelInputsAreCheckedAndKeepMore) {

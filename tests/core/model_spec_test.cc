@@ -21,7 +21,7 @@ TEST(ModelPresetsTest, ParamCountsMatchPublished) {
     EXPECT_NEAR(static_cast<double>(c.active) / p.published_params_active, 1.0, p.tolerance) << p.spec.name << " active";
     ++checked;
   }
-  EXPECT_EQ(checked, 9);
+  EXPECT_EQ(checked, 10);
 }
 
 TEST(ModelPresetsTest, TinyModelsAreCpuSized) {
@@ -150,6 +150,73 @@ TEST(FlopsTest, TiedHeadStillCostsAMatmul) {
   ModelSpec tied = SmallMha();
   tied.tied_embeddings = true;
   EXPECT_DOUBLE_EQ(ForwardFlopsPerToken(tied, 16).matmul, ForwardFlopsPerToken(SmallMha(), 16).matmul);
+}
+
+// A hybrid model (Nemotron 3 Nano): its parameters by hand from the Mamba-2 mixer's shapes, the
+// attention, the experts and the pre-norms; attention FLOPs only in its attention layers; the
+// scan's FLOPs per token by the SSD formula.
+TEST(HybridModelTest, CountsAndFlopsByHand) {
+  const ModelSpec m = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
+  ASSERT_TRUE(IsHybrid(m));
+  EXPECT_EQ(NumHybridLayers(m, kHybridMamba), 23);
+  EXPECT_EQ(NumHybridLayers(m, kHybridMoe), 23);
+  EXPECT_EQ(NumHybridLayers(m, kHybridAttention), 6);
+  EXPECT_EQ(NumMoeLayers(m), 23);
+  EXPECT_TRUE(IsMoeLayer(m, 1));
+  EXPECT_FALSE(IsMoeLayer(m, 0));
+  const double d = 2688, inner = 64 * 64, bc = 2 * 8 * 128, heads = 64;
+  const double mixer = d * (2 * inner + bc + heads) + inner * d + (inner + bc) * 5 + 3 * heads + inner;
+  const double attention = d * (32 * 128) * 2 + d * (2 * 128) * 2;
+  const double expert = 2 * d * 1856;
+  const double moe = 128 * expert + 2 * expert + d * 128;
+  const double vocab = 131072 * d;
+  const ParamCounts c = CountParams(m);
+  EXPECT_DOUBLE_EQ(static_cast<double>(c.mamba), 23 * mixer);
+  EXPECT_DOUBLE_EQ(static_cast<double>(c.total), 2 * vocab + 23 * mixer + 6 * attention + 23 * moe + 53 * d);
+  const FlopsPerToken f = ForwardFlopsPerToken(m, 4096);
+  EXPECT_DOUBLE_EQ(f.attention, 2.0 * 32 * (128 + 128) * 4096 * 6);
+  const double q = 128, n = 128, p = 64;
+  EXPECT_DOUBLE_EQ(f.scan, 23 * (2 * q * n * 8 + heads * (2 * q * p + 4 * n * p)));
+  // Matmul FLOPs: the projections' weights, not the convolution, scan parameters or norms.
+  const double active = 2 * vocab + 23 * (d * (2 * inner + bc + heads) + inner * d) + 6 * attention + 23 * (6 * expert + 2 * expert + d * 128);
+  EXPECT_DOUBLE_EQ(f.matmul, 2 * (active - vocab));
+}
+
+// A hybrid pattern must match the layers, use the four kinds and have the specs its kinds need.
+TEST(HybridModelTest, RejectsInconsistentPatterns) {
+  const ModelSpec good = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
+  auto where = [](const ModelSpec& m) {
+    try {
+      ValidateModel(m, "m.json:");
+    } catch (const InputError& e) {
+      return e.where();
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(where(good), "accepted");
+  ModelSpec m = good;
+  m.num_layers = 50;
+  EXPECT_EQ(where(m), "m.json:/hybrid_pattern");
+  m = good;
+  m.hybrid_pattern[3] = 'A';
+  EXPECT_EQ(where(m), "m.json:/hybrid_pattern");
+  m = good;
+  m.mamba.reset();
+  EXPECT_EQ(where(m), "m.json:/mamba");
+  m = good;
+  m.moe.reset();
+  EXPECT_EQ(where(m), "m.json:/hybrid_pattern");
+  m = good;
+  m.mamba->groups = 7;
+  EXPECT_EQ(where(m), "m.json:/mamba/groups");
+  m = good;
+  m.mtp_layers = 1;
+  EXPECT_EQ(where(m), "m.json:/mtp_layers");
+  m = good;
+  m.hybrid_pattern.clear();
+  m.moe.reset();
+  m.ffn_hidden_size = 64;
+  EXPECT_EQ(where(m), "m.json:/mamba");  // a mixer spec without a pattern
 }
 
 TEST(ValidateModelTest, RejectsInconsistentSpecs) {

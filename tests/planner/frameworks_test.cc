@@ -204,6 +204,15 @@ TEST(FrameworksTest, TensorContextExpert) {
   sp.sequence_parallel_inputs = "keep-gathered";
   EXPECT_TRUE(Names(Framework::kMegatronCore, sp, "sequence_parallel_inputs keep-gathered: megatron-core's sequence-parallel regions keep the shard"));
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), sp).empty());
+  // Hybrid models with Mamba-2 mixers: Megatron-core trains them (pretrain_mamba.py), the others
+  // have no state-space layers.
+  const ModelSpec nano = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
+  PlanSpec hybrid = Plan({{"expert", 8}});
+  hybrid.zero_stage = 1;
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, nano, hybrid).empty());
+  for (Framework f : {Framework::kTorchtitan, Framework::kMaxText, Framework::kDeepSpeed}) {
+    EXPECT_TRUE(Names(f, hybrid, "Mamba-2 layers of 'nemotron-3-nano-30b-a3b'", nano));
+  }
   // FP8 weight gathers: Megatron-core's --fp8-param-gather; the others gather 16-bit weights.
   PlanSpec gathered = Plan({{"fsdp", 8}});
   gathered.zero_stage = 3, gathered.dtype = "fp8", gathered.param_gather_dtype = "fp8";

@@ -364,7 +364,8 @@ TEST(DataParallelTest, TiedEmbeddingsCountOnce) {
 
 TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
   const StepProgram program = BuildStep(FindModelPreset("llama3-405b")->spec, Plan(1024, 8, 2, 2048, 8192));
-  EXPECT_EQ(program.layer_programs.size(), 7u);  // dense, moe (empty), embedding, head, the local kinds and mtp (empty)
+  // dense, moe (empty), embedding, head, the local kinds, mtp and the hybrid blocks (empty)
+  EXPECT_EQ(program.layer_programs.size(), 11u);
   int64_t layers = 0;
   for (const Stage& stage : program.stages) {
     for (const auto& [kind, count] : stage.chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;

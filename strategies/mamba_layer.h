@@ -1,0 +1,34 @@
+// A hybrid model's Mamba-2 layer (ModelSpec::mamba): pre-norm, the mixer and the residual, as
+// Megatron-core's MambaLayer and MambaMixer (core/ssm/mamba_layer.py, mamba_mixer.py) run it.
+// Tensor parallelism splits the mixer by heads and groups: the input projection (z, x, B, C, dt)
+// column-parallel, the convolution, the scan and the gated norm on each rank's heads, the output
+// projection row-parallel, with the same f / g collectives as an attention block (and sequence
+// parallelism's gathers); heads and groups must divide over tensor (plan_rules.cc).
+#pragma once
+
+#include "core/model_spec.h"
+#include "core/plan_spec.h"
+#include "strategies/layer_builder.h"
+
+namespace shardsim::strategies {
+
+// The widths one tensor rank holds of a Mamba-2 mixer, per token.
+struct MambaWidths {
+  int64_t inner = 0;    // d_inner / t: x, z, y
+  int64_t bc = 0;       // 2 G N / t: B and C
+  int64_t heads = 0;    // H / t: dt
+  int64_t in_proj() const { return 2 * inner + bc + heads; }  // z, x, B, C, dt
+  int64_t conv() const { return inner + bc; }                 // x, B, C
+};
+MambaWidths MambaWidthsOf(const ModelSpec& model, int64_t tensor);
+
+// Norm, input projection, convolution, scan, gated norm, output projection and residual.
+void AppendMambaBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
+
+// Bytes per token one device keeps of a Mamba-2 mixer for its backward, beside the layer input:
+// the norm's output (the input projection's input: the sequence shard under sequence parallelism,
+// whole where the plan keeps gathered inputs), the projection's output, the convolution's output,
+// the scan's output and the gated norm's output (the output projection's input).
+double MambaActivationBytesPerToken(const ModelSpec& model, const PlanSpec& plan);
+
+}  // namespace shardsim::strategies
