@@ -28,7 +28,8 @@ using nlohmann::json;
 constexpr const char* kFlopsConvention =
     "2 FLOPs per multiply-add; matmul = 2 x active matmul parameters (output head included); attention = 2*S*H*(Kqk+Kv) per "
     "layer over the full context (PaLM, no causal halving, local layers too); *_causal: over the keys causal attention reads (half "
-    "the context, a local layer's window W less W^2/2S); training = 3 x forward, recomputation excluded";
+    "the context, a local layer's window W less W^2/2S); scan = a hybrid model's Mamba-2 mixers' chunked scan (SSD), in every count; training = "
+    "3 x forward, recomputation excluded";
 
 std::string D(double v) { return FormatCount(v); }
 
@@ -48,6 +49,7 @@ json ModelReport(const ModelSpec& m, int64_t seq_len) {
               {"shared_experts", c.shared_experts},
               {"router", c.router},
               {"norms", c.norms},
+              {"mamba", c.mamba},
               {"mtp", c.mtp},
               {"mtp_active", c.mtp_active}}},
             {"seq_len", seq_len},
@@ -56,6 +58,7 @@ json ModelReport(const ModelSpec& m, int64_t seq_len) {
               {"forward_matmul", f.matmul},
               {"forward_attention", f.attention},
               {"forward_attention_causal", f.causal_attention},
+              {"forward_scan", f.scan},
               {"training", f.training()},
               {"training_causal", f.causal_training()}}},
             {"flops_convention", kFlopsConvention}};
@@ -99,15 +102,24 @@ json PlanReport(const PlanSpec& p) {
 void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
   const ParamCounts c = CountParams(m);
   const FlopsPerToken f = ForwardFlopsPerToken(m, seq_len);
-  out << "Model " << m.name << (m.moe ? " (mixture of experts)" : " (dense)") << "\n";
+  out << "Model " << m.name << (IsHybrid(m) ? " (hybrid)" : m.moe ? " (mixture of experts)" : " (dense)") << "\n";
   out << "  shape      " << m.num_layers << " layers, width " << m.hidden_size << ", " << m.num_heads << " heads ("
       << m.num_kv_heads << " K/V heads, head dim " << m.head_dim << "), " << ToString(m.mlp) << " MLP " << m.ffn_hidden_size
       << ", vocabulary " << m.vocab_size << ", " << ToString(m.position) << ", " << ToString(m.norm)
       << (m.tied_embeddings ? ", tied embeddings" : "") << "\n";
+  if (IsHybrid(m)) {
+    out << "  layers     " << m.hybrid_pattern << " (M Mamba-2 " << NumHybridLayers(m, kHybridMamba) << ", * attention " << NumHybridLayers(m, kHybridAttention)
+        << ", - MLP " << NumHybridLayers(m, kHybridMlp) << ", E experts " << NumHybridLayers(m, kHybridMoe) << ")\n";
+  }
+  if (m.mamba) {
+    out << "  Mamba-2    " << m.mamba->num_heads << " heads x " << m.mamba->head_dim << ", state " << m.mamba->state_size << ", " << m.mamba->groups
+        << " groups, convolution " << m.mamba->conv_kernel << ", scan chunks of " << m.mamba->chunk_size << "\n";
+  }
   if (m.moe) {
     out << "  experts    " << m.moe->num_experts << " routed (top-" << m.moe->top_k << ") + " << m.moe->num_shared_experts
-        << " shared, expert width " << m.moe->expert_ffn_hidden_size << ", " << NumMoeLayers(m) << " of " << m.num_layers
-        << " layers MoE (first " << m.moe->first_dense_layers << " dense)\n";
+        << " shared, expert width " << m.moe->expert_ffn_hidden_size
+        << (m.moe->latent_size > 0 ? ", routed in a latent width of " + std::to_string(m.moe->latent_size) : std::string()) << ", " << NumMoeLayers(m)
+        << " of " << m.num_layers << " layers MoE" << (IsHybrid(m) ? "" : " (first " + std::to_string(m.moe->first_dense_layers) + " dense)") << "\n";
   }
   if (m.mla) {
     out << "  MLA        q rank " << m.mla->q_lora_rank << ", kv rank " << m.mla->kv_lora_rank << ", qk dims "
@@ -126,13 +138,15 @@ void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
   }
   out << "             embedding " << D(c.embedding) << ", attention " << D(c.attention) << ", dense MLP " << D(c.dense_mlp);
   if (m.moe) out << ", routed experts " << D(c.routed_experts) << ", shared experts " << D(c.shared_experts) << ", router " << D(c.router);
+  if (m.mamba) out << ", Mamba-2 mixers " << D(c.mamba);
   out << ", head " << D(c.head) << ", norms " << D(c.norms) << "\n";
   if (auto preset = FindModelPreset(m.name); preset && preset->spec == m && preset->published_params_total > 0) {
     out << "  published  total " << D(preset->published_params_total) << ", active " << D(preset->published_params_active)
         << " (" << preset->published_source << ")\n";
   }
   out << "  FLOPs      per token at seq_len " << seq_len << ": forward " << FormatSI(f.forward(), "FLOP") << " (matmul "
-      << FormatSI(f.matmul, "FLOP") << " + attention " << FormatSI(f.attention, "FLOP") << "), training "
+      << FormatSI(f.matmul, "FLOP") << " + attention " << FormatSI(f.attention, "FLOP")
+      << (f.scan > 0 ? " + scan " + FormatSI(f.scan, "FLOP") : std::string()) << "), training "
       << FormatSI(f.training(), "FLOP") << "; training counting causal attention over the keys it reads (MFU's count): "
       << FormatSI(f.causal_training(), "FLOP") << "\n";
   out << "  source     " << (m.source.empty() ? "(none given)" : m.source) << "\n";

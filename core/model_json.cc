@@ -34,6 +34,7 @@ json ModelToJson(const ModelSpec& m) {
                 {"expert_ffn_hidden_size", m.moe->expert_ffn_hidden_size},
                 {"first_dense_layers", m.moe->first_dense_layers},
                 {"layer_interval", m.moe->layer_interval}};
+    if (m.moe->latent_size > 0) j["moe"]["latent_size"] = m.moe->latent_size;
   } else {
     j["moe"] = nullptr;
   }
@@ -95,6 +96,7 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
     e.expert_ffn_hidden_size = moe->Int("expert_ffn_hidden_size", 1, kMaxModelWidth);
     e.first_dense_layers = moe->IntOr("first_dense_layers", 0, 0, kMaxModelLayers);
     e.layer_interval = moe->IntOr("layer_interval", 1, 1, kMaxModelLayers);
+    e.latent_size = moe->IntOr("latent_size", 0, 0, kMaxModelWidth);
     moe->Finish();
     m.moe = e;
   }

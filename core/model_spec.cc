@@ -19,12 +19,18 @@ struct Counter {
 
 int64_t NormParams(const ModelSpec& m) { return m.norm == NormKind::kLayerNorm ? 2 * m.hidden_size : m.hidden_size; }
 
-// One MLP of width `width`: GELU has up and down, SwiGLU gate, up and down.
-int64_t MlpParams(const ModelSpec& m, int64_t width, const Counter& c) {
-  const int64_t matrices = m.mlp == MlpKind::kSwiGlu ? 3 : 2;
-  int64_t params = c.Mul(matrices, m.hidden_size, width);
-  if (m.linear_bias) params = c.Add(params, (matrices - 1) * width + m.hidden_size);
+// One MLP of width `width` over rows of `input` (the hidden size, or a LatentMoE's latent width
+// for routed experts): GELU has up and down, SwiGLU gate, up and down.
+int64_t MlpParams(const ModelSpec& m, int64_t width, const Counter& c, int64_t input = 0) {
+  const int64_t matrices = m.mlp == MlpKind::kSwiGlu ? 3 : 2, rows = input > 0 ? input : m.hidden_size;
+  int64_t params = c.Mul(matrices, rows, width);
+  if (m.linear_bias) params = c.Add(params, (matrices - 1) * width + rows);
   return params;
+}
+
+// A MoE layer's router and, with LatentMoE, its two projections.
+int64_t RouterParams(const ModelSpec& m, const Counter& c) {
+  return c.Add(c.Mul(m.hidden_size, m.moe->num_experts), c.Mul(2, m.hidden_size, m.moe->latent_size));
 }
 
 int64_t AttentionParams(const ModelSpec& m, const Counter& c) {
@@ -76,6 +82,11 @@ void RequirePositive(int64_t value, const std::string& where, const char* field)
 }  // namespace
 
 bool IsHybrid(const ModelSpec& model) { return !model.hybrid_pattern.empty(); }
+
+int64_t RoutedWidth(const ModelSpec& model) {
+  if (!model.moe) return 0;
+  return model.moe->latent_size > 0 ? model.moe->latent_size : model.hidden_size;
+}
 
 int64_t NumHybridLayers(const ModelSpec& model, char kind) {
   if (!IsHybrid(model)) return kind == kHybridAttention ? model.num_layers : 0;
@@ -135,10 +146,10 @@ ParamCounts CountParams(const ModelSpec& m) {
   p.dense_mlp = c.Mul(dense_layers, MlpParams(m, m.ffn_hidden_size, c));
   int64_t active_experts = 0;
   if (m.moe) {
-    const int64_t expert = MlpParams(m, m.moe->expert_ffn_hidden_size, c);
+    const int64_t expert = MlpParams(m, m.moe->expert_ffn_hidden_size, c, RoutedWidth(m)), shared = MlpParams(m, m.moe->expert_ffn_hidden_size, c);
     p.routed_experts = c.Mul(moe_layers, m.moe->num_experts, expert);
-    p.shared_experts = c.Mul(moe_layers, m.moe->num_shared_experts, expert);
-    p.router = c.Mul(moe_layers, m.hidden_size, m.moe->num_experts);
+    p.shared_experts = c.Mul(moe_layers, m.moe->num_shared_experts, shared);
+    p.router = c.Mul(moe_layers, RouterParams(m, c));
     active_experts = c.Mul(moe_layers, m.moe->top_k, expert);
   }
   const int64_t shared = c.Add(c.Add(c.Add(c.Add(p.embedding, p.head), c.Add(p.attention, p.norms)),
@@ -152,8 +163,8 @@ ParamCounts CountParams(const ModelSpec& m) {
     const int64_t entry = c.Add(c.Mul(3, NormParams(m)), c.Mul(2, m.hidden_size, m.hidden_size));
     int64_t all = c.Add(c.Add(entry, p.per_layer_attention), c.Mul(2, NormParams(m))), active = all;
     if (MtpLayerIsMoe(m)) {
-      const int64_t expert = MlpParams(m, m.moe->expert_ffn_hidden_size, c);
-      const int64_t shared_and_router = c.Add(c.Mul(m.moe->num_shared_experts, expert), c.Mul(m.hidden_size, m.moe->num_experts));
+      const int64_t expert = MlpParams(m, m.moe->expert_ffn_hidden_size, c, RoutedWidth(m));
+      const int64_t shared_and_router = c.Add(c.Mul(m.moe->num_shared_experts, MlpParams(m, m.moe->expert_ffn_hidden_size, c)), RouterParams(m, c));
       all = c.Add(all, c.Add(shared_and_router, c.Mul(m.moe->num_experts, expert)));
       active = c.Add(active, c.Add(shared_and_router, c.Mul(m.moe->top_k, expert)));
     } else {
@@ -223,9 +234,13 @@ void ValidateHybrid(const ModelSpec& m, const std::string& where) {
   }
   if (NumHybridLayers(m, kHybridMoe) > 0 && !m.moe) throw InputError(w, "hybrid_pattern has MoE layers ('E') but no moe spec", "a moe object", "add the experts' sizes");
   if (m.moe && NumHybridLayers(m, kHybridMoe) == 0) throw InputError(where + "/moe", "a moe spec but no 'E' layer in hybrid_pattern", "'E' layers", "drop the moe object");
+  if (m.moe && (m.moe->first_dense_layers != 0 || m.moe->layer_interval != 1)) {
+    throw InputError(where + "/moe", "first_dense_layers and layer_interval in a hybrid model", "0 and 1 (leave them out)",
+                     "hybrid_pattern's 'E' marks the MoE layers");
+  }
   if (NumHybridLayers(m, kHybridMlp) > 0) RequirePositive(m.ffn_hidden_size, where, "ffn_hidden_size");
   auto unsupported = [&](bool present, const char* field, const std::string& what) {
-    if (present) throw InputError(where + "/" + field, what + " in a hybrid model is not modelled", "leave it out of a hybrid model");
+    if (present) throw InputError(where + "/" + field, what + " in a hybrid model is not modelled", "leave it out of a hybrid model", "or write the model without hybrid_pattern");
   };
   unsupported(m.mla.has_value(), "mla", "multi-head latent attention");
   unsupported(m.sliding_window.has_value(), "sliding_window", "sliding-window attention");
@@ -279,6 +294,10 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
                        "1 to num_experts");
     }
     if (e.num_shared_experts < 0) throw InputError(w + "/num_shared_experts", "must not be negative", "0 or more");
+    if (e.latent_size < 0 || e.latent_size > m.hidden_size) {
+      throw InputError(w + "/latent_size", "latent_size=" + std::to_string(e.latent_size) + " is out of range", "0 (no latent projection) to hidden_size",
+                       "LatentMoE narrows the routed experts' rows below the hidden size");
+    }
     if (!IsHybrid(m) && (e.first_dense_layers < 0 || e.first_dense_layers >= m.num_layers)) {
       throw InputError(w + "/first_dense_layers",
                        "first_dense_layers=" + std::to_string(e.first_dense_layers) + " leaves no MoE layer among num_layers=" +

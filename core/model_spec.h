@@ -34,6 +34,11 @@ struct MoeSpec {
   int64_t expert_ffn_hidden_size = 0;  // width of one routed (and shared) expert's MLP
   int64_t first_dense_layers = 0;
   int64_t layer_interval = 1;
+  // LatentMoE (Nemotron 3 Super and Ultra; Megatron-core's --moe-latent-size): the routed experts
+  // read and write this narrower width, a projection D -> latent before the dispatch and latent ->
+  // D after the combine (moe_layer.py fc1_latent_proj / fc2_latent_proj, replicated over tensor);
+  // the shared experts keep D. 0: none.
+  int64_t latent_size = 0;
   bool operator==(const MoeSpec&) const = default;
 };
 
@@ -121,6 +126,10 @@ bool IsHybrid(const ModelSpec& model);
 // ('*') counts every layer and 'M' none.
 int64_t NumHybridLayers(const ModelSpec& model, char kind);
 
+// The width the routed experts read and write and their rows travel at: the MoE's latent size,
+// else the model's hidden size. 0 for a dense model.
+int64_t RoutedWidth(const ModelSpec& model);
+
 // True when layer `layer` (0-based) is a MoE layer.
 bool IsMoeLayer(const ModelSpec& model, int64_t layer);
 int64_t NumMoeLayers(const ModelSpec& model);
@@ -145,7 +154,7 @@ struct ParamCounts {
   int64_t dense_mlp = 0;       // MLPs of dense layers
   int64_t routed_experts = 0;  // all routed experts of all MoE layers
   int64_t shared_experts = 0;
-  int64_t router = 0;
+  int64_t router = 0;          // routers, and a LatentMoE's two projections per MoE layer
   int64_t norms = 0;           // per-layer pre-norms and the final norm
   int64_t total = 0;
   int64_t active = 0;

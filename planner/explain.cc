@@ -38,7 +38,9 @@ std::string TraceCollective(const std::string& key, const RankedPlan& other) {
     return ToString(worst->collective) + " of " + FormatBinaryBytes(worst->bytes) + " once per step over " + AxesText(other.plan, worst->axes) +
            " takes " + FormatSeconds(worst->seconds) + (worst->overlapped ? ", only partly hidden under the last backward" : ", after the backward");
   }
-  const bool per_layer = worst->layer == "dense" || worst->layer == "moe";
+  // A decoder layer's kind (strategies::ToString(LayerKind)), as opposed to the embedding, the head
+  // and the multi-token-prediction modules.
+  const bool per_layer = worst->layer != "embedding" && worst->layer != "head" && worst->layer != "mtp";
   std::string text = ToString(worst->collective) + " of " + FormatBinaryBytes(worst->bytes) +
                      (per_layer ? " per " + worst->layer + " layer and micro-batch" : " for the " + worst->layer + " per micro-batch") + " over " +
                      AxesText(other.plan, worst->axes) + " takes " + FormatSeconds(worst->seconds);

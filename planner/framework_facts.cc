@@ -96,9 +96,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // optimizer or FSDP (required); off by default, on in NeMo 2.0's FP8 recipes
         // (recipes/precision/mixed_precision.py, all but blockwise).
         .fp8_param_gather = true,
+        .mamba_layers = true,  // pretrain_mamba.py: --hybrid-layer-pattern (core/ssm/mamba_block.py)
         // tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication saves the
         // shard and all-gathers it again in the backward (Transformer Engine's modules alike).
-        .mamba_layers = true,  // pretrain_mamba.py: --hybrid-layer-pattern (core/ssm/mamba_block.py)
         .sequence_parallel_inputs = "regather",
         .mtp_setting = "--mtp-num-layers",
     },
@@ -173,10 +173,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // FSDP2's FP8 all-gather was torchao's per-tensor option (Float8LinearConfig
         // enable_fsdp_float8_all_gather); the row-wise converter has none.
         .fp8_param_gather = false,
+        .mamba_layers = false,  // its models (llama3, qwen3, deepseek_v3, ...) have no state-space layers
         // models/common/decoder_sharding.py: the attention's and the FFN's input is redistributed
         // from the sequence shard to Replicate at the module boundary (in_dst_shardings), and
         // the column-parallel matmuls save that gathered tensor for their backward.
-        .mamba_layers = false,  // its models (llama3, qwen3, deepseek_v3, ...) have no state-space layers
         .sequence_parallel_inputs = "keep-gathered",
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.

@@ -33,7 +33,7 @@ std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, const Mode
   const FrameworkFacts& facts = FactsOf(framework);
   if (facts.flop_count == FlopCount::kNone) return std::nullopt;
   const FlopsPerToken f = ForwardFlopsPerToken(model, seq_len);
-  const double count = facts.flop_count == FlopCount::kCausalAttention ? 3 * (f.matmul + f.attention / 2)
+  const double count = facts.flop_count == FlopCount::kCausalAttention ? 3 * (f.matmul + f.attention / 2 + f.scan)
                        : facts.flop_count == FlopCount::kCausalWindows ? f.causal_training()
                                                                        : f.training();
   return FrameworkMfu{.mfu = mfu_palm * count / f.training(),

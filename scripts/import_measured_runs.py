@@ -240,6 +240,8 @@ def plan_of(row, assumed):
         plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
         framework = "torchtitan"
         assumed.append("PyTorch FSDP2 (NeMo AutoModel) costed as torchtitan")
+        if row["model"]["config"].get("model_type") == "nemotron_h":
+            assumed.append("AutoModel's own Nemotron-H model code: torchtitan trains no Mamba layers (a gap its profile names), its other behaviours cost the run")
     else:  # NeMo (Megatron-core)
         if par.get("fsdp_published") == 1:
             mesh.update(fsdp=dp // ep, expert=ep)

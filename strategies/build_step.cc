@@ -71,9 +71,12 @@ LayerParams ParamsOf(const ModelSpec& m, const PlanSpec& p, bool moe) {
   lp.dense = (static_cast<double>(c.per_layer_attention) - replicated) / t + replicated + 2 * d;
   if (moe) {
     const MoeSpec& e = *m.moe;
-    const double expert = matrices * d * static_cast<double>(e.expert_ffn_hidden_size) / t;
-    lp.dense += expert * static_cast<double>(e.num_shared_experts) + d * static_cast<double>(e.num_experts);
-    lp.expert = expert * static_cast<double>(e.num_experts) / static_cast<double>(p.mesh.expert);
+    // Shared experts read D, routed ones the routed width (LatentMoE's latent); the router and the
+    // latent projections are replicated over tensor.
+    const double shared = matrices * d * static_cast<double>(e.expert_ffn_hidden_size) / t;
+    const double routed = matrices * static_cast<double>(RoutedWidth(m)) * static_cast<double>(e.expert_ffn_hidden_size) / t;
+    lp.dense += shared * static_cast<double>(e.num_shared_experts) + d * static_cast<double>(e.num_experts + 2 * e.latent_size);
+    lp.expert = routed * static_cast<double>(e.num_experts) / static_cast<double>(p.mesh.expert);
   } else {
     lp.dense += matrices * d * static_cast<double>(m.ffn_hidden_size) / t;
   }
@@ -110,7 +113,7 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
       const LayerBlocks blocks = BlocksOf(kind);
       const double layer_norms = mtp || (blocks.attention && (blocks.mlp || blocks.moe)) ? 2 * norm + biases : norm;
       n += static_cast<double>(count) * (layer_norms + (mtp ? 3 * d : 0));
-      if (IsMoeKind(kind) || (mtp && MtpLayerIsMoe(m))) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts);
+      if (IsMoeKind(kind) || (mtp && MtpLayerIsMoe(m))) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts + 2 * m.moe->latent_size);
     }
   }
   if (!sequence_parallel) return n;
@@ -125,7 +128,9 @@ LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, LayerKind k
   const bool moe = IsMoeKind(kind);
   const LayerBlocks blocks = BlocksOf(kind);
   const bool hybrid_kind = !(blocks.attention && (blocks.mlp || blocks.moe));
-  if ((moe && !m.moe) || (IsLocalAttentionKind(kind) && !m.sliding_window) || (hybrid_kind != IsHybrid(m)) || (blocks.mamba && !m.mamba)) {
+  const char pattern_kind = blocks.mamba ? kHybridMamba : blocks.mlp ? kHybridMlp : blocks.moe ? kHybridMoe : kHybridAttention;
+  if ((moe && !m.moe) || (IsLocalAttentionKind(kind) && !m.sliding_window) || (hybrid_kind != IsHybrid(m)) ||
+      (hybrid_kind && NumHybridLayers(m, pattern_kind) == 0)) {
     return LayerProgram{kind, {}};
   }
   LayerBuilder builder(kind, ShapeOf(p));

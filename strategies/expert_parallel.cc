@@ -15,6 +15,11 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
     AppendMlpBlock(layer, m, plan, moe.num_shared_experts * moe.expert_ffn_hidden_size, ops::kSharedExpert, /*standalone=*/false);
   }
   layer.Matmul(ops::kRouter, s.tokens, d, moe.num_experts);
+  // LatentMoE: the routed rows projected to the latent width first (replicated over tensor, each
+  // rank its own tokens under sequence parallelism) and back after the combine.
+  const int64_t rw = RoutedWidth(m);
+  const int64_t own_tokens = s.sequence_parallel ? TensorShard(s.tokens, t) : s.tokens;
+  if (moe.latent_size > 0) layer.Matmul(ops::kLatentDown, own_tokens, d, moe.latent_size);
   if (plan.mesh.context > 1 || t > 1) {
     // The balancing loss counts each expert's tokens over the whole micro-batch, whose tokens the
     // context ranks and (sequence parallel) the tensor ranks share: the counts are summed over
@@ -29,11 +34,11 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   // tokens over tensor (sequence parallel) before dispatching, so each tensor rank sends 1/t of
   // them, and gathers them back over tensor for the tensor-split experts.
   const auto routed = static_cast<int64_t>(static_cast<double>(s.tokens * moe.top_k) * plan.ep_capacity_factor + 0.5);
-  const double routed_bytes = static_cast<double>(routed) * static_cast<double>(d) * e;
+  const double routed_bytes = static_cast<double>(routed) * static_cast<double>(rw) * e;
   // The all-to-alls toward the experts (the dispatch, the combine's backward) move the rows at
   // the dispatch width (FP8 under ep_dispatch_dtype fp8); those back from them at the
   // activations'.
-  const double to_experts = static_cast<double>(routed) * static_cast<double>(d) * EpDispatchBytes(plan, d) / static_cast<double>(t);
+  const double to_experts = static_cast<double>(routed) * static_cast<double>(rw) * EpDispatchBytes(plan, rw) / static_cast<double>(t);
   const double from_experts = routed_bytes / static_cast<double>(t);
   if (plan.mesh.expert > 1) {
     layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, to_experts, CollectiveOp::kAllToAll, from_experts, CollectiveOp::kAllToAll,
@@ -48,9 +53,9 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   }
   const int64_t local = TensorShard(moe.expert_ffn_hidden_size, t);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
-  layer.Matmul(ops::kExpertsUp, routed, d, (gated ? 2 : 1) * local);
+  layer.Matmul(ops::kExpertsUp, routed, rw, (gated ? 2 : 1) * local);
   layer.Elementwise(ops::kExpertsActivation, static_cast<double>(routed) * static_cast<double>(local) * e * (gated ? 3 : 2));
-  layer.Matmul(ops::kExpertsDown, routed, local, d);
+  layer.Matmul(ops::kExpertsDown, routed, local, rw);
   if (t > 1) {
     layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, routed_bytes, CollectiveOp::kReduceScatter, to_experts_t,
                      CollectiveOp::kAllGather, plan.overlap.tensor);
@@ -59,6 +64,7 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
     layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, from_experts, CollectiveOp::kAllToAll, to_experts, CollectiveOp::kAllToAll,
                      plan.overlap.expert);
   }
+  if (moe.latent_size > 0) layer.Matmul(ops::kLatentUp, own_tokens, moe.latent_size, d);
   layer.Elementwise(ops::kMoeCombine, 3 * static_cast<double>(s.tokens) * static_cast<double>(d) * e);
 }
 

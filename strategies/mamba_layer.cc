@@ -37,7 +37,7 @@ double MambaActivationBytesPerToken(const ModelSpec& m, const PlanSpec& p) {
   const MambaWidths w = MambaWidthsOf(m, p.mesh.tensor);
   const double a = ActivationBytes(p.dtype), d = static_cast<double>(m.hidden_size);
   const double sp = p.sequence_parallel && !KeepsGatheredSequence(p) ? static_cast<double>(p.mesh.tensor) : 1.0;
-  return a * (d / sp + static_cast<double>(w.in_proj() + w.conv() + 2 * w.inner));
+  return a * (d / sp + static_cast<double>(w.in_proj() + 2 * w.inner));
 }
 
 }  // namespace shardsim::strategies

@@ -27,8 +27,10 @@ void AppendMambaBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpe
 
 // Bytes per token one device keeps of a Mamba-2 mixer for its backward, beside the layer input:
 // the norm's output (the input projection's input: the sequence shard under sequence parallelism,
-// whole where the plan keeps gathered inputs), the projection's output, the convolution's output,
-// the scan's output and the gated norm's output (the output projection's input).
+// whole where the plan keeps gathered inputs), the projection's output (z, x, B, C, dt), the
+// scan's output and the gated norm's output (the output projection's input). The convolution's
+// output is rebuilt from the projection's in the backward (Megatron-core's memory-efficient path,
+// mamba_ssm's mamba_split_conv1d_scan_combined, which saves zxbcdt and the scan's output).
 double MambaActivationBytesPerToken(const ModelSpec& model, const PlanSpec& plan);
 
 }  // namespace shardsim::strategies

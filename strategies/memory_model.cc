@@ -84,8 +84,9 @@ double MtpActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens)
 
 double ExpertRowActivationBytes(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe) return 0;
-  // Its input row (the up projections' input, at the saved-input width) and its MLP rows.
-  return SavedInputBytes(p, m.hidden_size) * static_cast<double>(m.hidden_size) + ExpertMlpRowBytes(m, p);
+  // Its input row (the up projections' input, at the saved-input width and the routed width) and
+  // its MLP rows.
+  return SavedInputBytes(p, RoutedWidth(m)) * static_cast<double>(RoutedWidth(m)) + ExpertMlpRowBytes(m, p);
 }
 
 namespace {

@@ -56,6 +56,7 @@ inline constexpr std::string_view kMoeNorm = "moe_norm";
 inline constexpr std::string_view kRouter = "router";
 inline constexpr std::string_view kRouterCounts = "router_counts";
 inline constexpr std::string_view kExpertDispatch = "ep_dispatch";
+inline constexpr std::string_view kLatentDown = "moe_latent_down", kLatentUp = "moe_latent_up";  // LatentMoE's projections
 inline constexpr std::string_view kTensorEnterExperts = "tp_enter_experts";
 inline constexpr std::string_view kExpertsUp = "experts_up",
                                   kExpertsActivation = "experts_activation",

@@ -246,9 +246,12 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
       // The routed copies' and the shared experts' MLP rows (ExpertMlpRowBytes); the dispatched
       // copies the experts read (the up projections' inputs, at the saved-input width) and the
       // experts' outputs back on this rank, which the combine weights by the gates and the gates'
-      // gradient reads (Megatron-core's unpermute saves them so); fp32 router logits.
+      // gradient reads (Megatron-core's unpermute saves them so), at the routed width (LatentMoE's
+      // latent); fp32 router logits; with LatentMoE the combined latent rows the up projection back
+      // to D reads.
+      const double rw = static_cast<double>(RoutedWidth(m));
       return (copies + static_cast<double>(e.num_shared_experts)) * ExpertMlpRowBytes(m, p) +
-             (copies * (hidden_input() + a) * d + 4 * static_cast<double>(e.num_experts)) / sp;
+             (copies * (SavedInputBytes(p, RoutedWidth(m)) + a) * rw + 4 * static_cast<double>(e.num_experts) + a * static_cast<double>(e.latent_size)) / sp;
     }
   }
   return 0;

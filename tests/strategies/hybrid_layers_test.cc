@@ -76,7 +76,7 @@ TEST(HybridLayersTest, MixerActivations) {
   PlanSpec p = Plan(1, 1, 1, 8, 4096);
   const double d = 2688, inner = 4096, bc = 2 * 8 * 128, heads = 64, tokens = 4096;
   const double kept = LayerKindActivationBytes(Nano(), p, 4096, LayerKind::kMamba);
-  EXPECT_DOUBLE_EQ(kept, 2 * tokens * (d + d + (2 * inner + bc + heads) + (inner + bc) + 2 * inner));
+  EXPECT_DOUBLE_EQ(kept, 2 * tokens * (d + d + (2 * inner + bc + heads) + 2 * inner));
   p.recompute = Recompute::kSelective;
   EXPECT_DOUBLE_EQ(LayerKindActivationBytes(Nano(), p, 4096, LayerKind::kMamba), kept);
   p.recompute = Recompute::kFull;
@@ -100,7 +100,15 @@ std::string Rejected(const PlanSpec& p) {
 // parallelism) and recompute as Megatron-core does (none, selective, full).
 TEST(HybridLayersTest, PlanRules) {
   EXPECT_EQ(Rejected(Plan(8, 1, 1, 8, 4096)), "");
-  EXPECT_EQ(Rejected(Plan(1, 16, 1, 8, 4096)), "mesh/tensor");
+  // Attention allows tensor 4 (32 heads, 8 K/V heads); two groups of B and C do not.
+  ModelSpec two_groups = Nano();
+  two_groups.num_kv_heads = 8;
+  two_groups.mamba->groups = 2;
+  const auto bad = CheckPlan(Plan(1, 4, 1, 8, 4096), two_groups, 4, "cluster");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->field, "mesh/tensor");
+  EXPECT_NE(bad->what.find("Mamba-2"), std::string::npos) << bad->what;
+  EXPECT_FALSE(CheckPlan(Plan(1, 2, 1, 8, 4096), two_groups, 2, "cluster").has_value());
   PlanSpec context = Plan(1, 1, 1, 8, 4096);
   context.mesh.context = 2;
   EXPECT_EQ(Rejected(context), "mesh/context");
