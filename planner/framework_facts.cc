@@ -97,6 +97,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // (recipes/precision/mixed_precision.py, all but blockwise).
         .fp8_param_gather = true,
         .mamba_layers = true,  // pretrain_mamba.py: --hybrid-layer-pattern (core/ssm/mamba_block.py)
+        .moe_latent = true,    // --moe-latent-size (transformer/moe/moe_layer.py fc1_latent_proj)
         // tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication saves the
         // shard and all-gathers it again in the backward (Transformer Engine's modules alike).
         .sequence_parallel_inputs = "regather",
@@ -174,6 +175,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // enable_fsdp_float8_all_gather); the row-wise converter has none.
         .fp8_param_gather = false,
         .mamba_layers = false,  // its models (llama3, qwen3, deepseek_v3, ...) have no state-space layers
+        .moe_latent = false,
         // models/common/decoder_sharding.py: the attention's and the FFN's input is redistributed
         // from the sequence shard to Replicate at the module boundary (in_dst_shardings), and
         // the column-parallel matmuls save that gathered tensor for their backward.
@@ -255,6 +257,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .saved_input_dtype = "bf16",
         .fp8_param_gather = false,  // weights sharded and gathered in their own dtype
         .mamba_layers = false,  // decoder blocks of attention and MLPs
+        .moe_latent = false,
         .sequence_parallel_inputs = "",  // XLA's rematerialisation decides
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
     },
@@ -326,6 +329,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .saved_input_dtype = "",
         .fp8_param_gather = false,
         .mamba_layers = false,
+        .moe_latent = false,
         .sequence_parallel_inputs = "",  // AutoTP has no sequence parallelism
         .mtp_setting = "",
     },

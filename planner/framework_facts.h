@@ -115,8 +115,9 @@ struct FrameworkFacts {
   std::string_view saved_input_dtype;
   // Whether it gathers FP8 weights (PlanSpec::param_gather_dtype fp8).
   bool fp8_param_gather;
-  // Whether it trains hybrid models with Mamba-2 mixers (ModelSpec::hybrid_pattern).
-  bool mamba_layers;
+  // Whether it trains hybrid models with Mamba-2 mixers (ModelSpec::hybrid_pattern), and routed
+  // experts in a latent width (MoeSpec::latent_size).
+  bool mamba_layers, moe_latent;
   // What a sequence-parallel region's backward reads of its gathered input
   // (PlanSpec::sequence_parallel_inputs), the value a plan that sets none gets; "" without
   // sequence parallelism or where the compiler decides.

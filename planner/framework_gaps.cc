@@ -256,6 +256,10 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
     gaps.push_back("pipeline stages of the hybrid model '" + m.name + "': " + std::string(f.name) +
                    " reads them from '|' marks in its layer pattern, which the export does not write (pipeline 1 exports)");
   }
+  if (m.moe && m.moe->latent_size > 0 && !f.moe_latent) {
+    gaps.push_back("routed experts in a latent width (moe latent_size " + std::to_string(m.moe->latent_size) + "): " + std::string(f.name) +
+                   "'s experts read the hidden size");
+  }
   if (m.mtp_layers > 0 && f.mtp_setting.empty()) {
     gaps.push_back("multi-token prediction (" + std::to_string(m.mtp_layers) + " module" + (m.mtp_layers > 1 ? "s" : "") + " of '" + m.name +
                    "'): " + std::string(f.name) + "'s configuration trains none (a model JSON with mtp_layers 0 estimates what it runs)");

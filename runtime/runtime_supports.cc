@@ -26,6 +26,7 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::stri
   if (m.mtp_layers > 0) refuse("model/mtp_layers", "multi-token-prediction modules", "mtp_layers 0");
   if (IsHybrid(m)) refuse("model/hybrid_pattern", "a hybrid model's layers (Mamba-2 mixers, lone attention and MLP blocks)", "a transformer model without hybrid_pattern");
   if (m.mlp == MlpKind::kRelu2) refuse("model/mlp", "a squared-ReLU MLP", "swiglu or gelu");
+  if (m.moe && m.moe->latent_size > 0) refuse("model/moe/latent_size", "LatentMoE's latent projections", "latent_size 0");
   if (m.sliding_window) refuse("model/sliding_window", "sliding-window attention (local layers)", "a model without sliding_window");
   if (m.vocab_size < 256) refuse("model/vocab_size", "a vocabulary smaller than the 256 bytes of the byte-level corpus", "256 or more");
   if (!m.mla && m.position == PositionKind::kRope && m.head_dim % 2 != 0) refuse("model/head_dim", "an odd head_dim (RoPE rotates pairs)", "an even head_dim");

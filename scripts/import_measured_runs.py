@@ -26,8 +26,11 @@ class Skip(Exception):
 # from Megatron-LM's own arguments for them (examples/post_training/modelopt/conf/nvidia/ at
 # NVIDIA/Megatron-LM@d98e8a64dd), Megatron-core's defaults for what those leave out
 # (transformer_config.py mamba_state_dim 128, mamba_num_groups 8; mamba_mixer.py d_conv 4,
-# chunk_size 128) and NemotronHConfig's vocabulary of 131072. The shared expert's 3712 columns are
-# two routed experts' 1856. The shardsim preset nemotron-3-nano-30b-a3b is the same model.
+# chunk_size 128) and NemotronHConfig's vocabulary of 131072. Each shared expert is two routed
+# experts' width. The shardsim preset nemotron-3-nano-30b-a3b is the Nano. Super and Ultra route their
+# experts in a latent width (--moe-latent-size); their multi-token-prediction layers, which the
+# Megatron arguments do not set, are left out (counted so, 120.7B / 12.8B and 549.3B / 56.1B
+# parameters against the published 120B-A12B and 550B-A55B).
 NEMOTRON_H = {
     "nemotron_3_nano": {
         "name": "nemotron_3_nano", "hybrid_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", "num_layers": 52,
@@ -37,6 +40,28 @@ NEMOTRON_H = {
         "mamba": {"num_heads": 64, "head_dim": 64, "state_size": 128, "groups": 8, "conv_kernel": 4, "chunk_size": 128},
         "source": "NVIDIA/Megatron-LM@d98e8a64dd:examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh "
                   "with Megatron-core's defaults (mamba_state_dim 128, mamba_num_groups 8, d_conv 4, chunk_size 128) and NemotronHConfig's vocabulary 131072",
+    },
+    "nemotron_3_super": {
+        "name": "nemotron_3_super",
+        "hybrid_pattern": "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME", "num_layers": 88,
+        "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 2, "head_dim": 128, "ffn_hidden_size": 2688, "mlp": "relu2",
+        "norm": "rmsnorm", "position": "none", "vocab_size": 131072, "tied_embeddings": False, "linear_bias": False,
+        "moe": {"num_experts": 512, "top_k": 22, "num_shared_experts": 2, "expert_ffn_hidden_size": 2688, "latent_size": 1024},
+        "mamba": {"num_heads": 128, "head_dim": 64, "state_size": 128, "groups": 8, "conv_kernel": 4, "chunk_size": 128},
+        "source": "NVIDIA/Megatron-LM@d98e8a64dd:examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh "
+                  "with Megatron-core's defaults (mamba_state_dim 128, mamba_num_groups 8, d_conv 4, chunk_size 128) and NemotronHConfig's vocabulary 131072; "
+                  "its multi-token-prediction layers left out",
+    },
+    "nemotron_3_ultra": {
+        "name": "nemotron_3_ultra",
+        "hybrid_pattern": "MEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+        "num_layers": 108, "hidden_size": 8192, "num_heads": 64, "num_kv_heads": 2, "head_dim": 128, "ffn_hidden_size": 5120, "mlp": "relu2",
+        "norm": "rmsnorm", "position": "none", "vocab_size": 131072, "tied_embeddings": False, "linear_bias": False,
+        "moe": {"num_experts": 512, "top_k": 22, "num_shared_experts": 2, "expert_ffn_hidden_size": 5120, "latent_size": 2048},
+        "mamba": {"num_heads": 256, "head_dim": 64, "state_size": 128, "groups": 8, "conv_kernel": 4, "chunk_size": 128},
+        "source": "NVIDIA/Megatron-LM@d98e8a64dd:examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.sh "
+                  "with Megatron-core's defaults (mamba_state_dim 128, mamba_num_groups 8, d_conv 4, chunk_size 128) and NemotronHConfig's vocabulary 131072; "
+                  "its multi-token-prediction layers left out",
     },
 }
 
@@ -48,7 +73,7 @@ def model_of(row):
     src = row["model"]["config"].get("arch_source", "")
     if t in ("nemotron_h",):
         if row["model"]["arch_key"] not in NEMOTRON_H:
-            raise Skip("LatentMoE (Megatron-core's --moe-latent-size: experts in a narrower latent width) is not modelled yet")
+            raise Skip("a Nemotron-H model whose configuration is not recorded")
         return dict(NEMOTRON_H[row["model"]["arch_key"]], max_seq_len=max(row["batch"]["seq_len"], 8192))
     if c.get("hidden_size") is None:
         raise Skip("architecture not published")
@@ -242,6 +267,8 @@ def plan_of(row, assumed):
         assumed.append("PyTorch FSDP2 (NeMo AutoModel) costed as torchtitan")
         if row["model"]["config"].get("model_type") == "nemotron_h":
             assumed.append("AutoModel's own Nemotron-H model code: torchtitan trains no Mamba layers (a gap its profile names), its other behaviours cost the run")
+            if NEMOTRON_H[row["model"]["arch_key"]]["moe"].get("latent_size"):
+                assumed.append("no multi-token-prediction layers trained (not published)")
     else:  # NeMo (Megatron-core)
         if par.get("fsdp_published") == 1:
             mesh.update(fsdp=dp // ep, expert=ep)

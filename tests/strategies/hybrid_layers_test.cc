@@ -91,6 +91,32 @@ TEST(HybridLayersTest, MixerActivations) {
   EXPECT_NEAR(attention + experts - 2 * tokens * d, LayerActivationBytes(Nano(), p, 4096, true) - 2 * tokens * d, 1);
 }
 
+// LatentMoE (Nemotron 3 Super, Ultra): the routed experts read and write the latent width, their
+// rows travel at it, and two projections (replicated over tensor) move between it and D; the
+// shared experts keep D.
+TEST(HybridLayersTest, LatentMoeRoutesNarrowerRows) {
+  ModelSpec m = FindModelPreset("tiny-moe")->spec;  // D 256, 8 experts top-2, expert width 256, one shared expert
+  PlanSpec p = Plan(1, 1, 1, 8, 256);
+  p.mesh.expert = 2, p.mesh.data = 1;
+  auto layer_op = [&](const ModelSpec& model, std::string_view name) {
+    const StepProgram program = BuildStep(model, p);
+    const Op* op = Find(program.Layer(LayerKind::kMoe), name);
+    return op ? *op : Op{};
+  };
+  const double wide_dispatch = layer_op(m, ops::kExpertDispatch).comm_bytes;
+  const ParamCounts wide = CountParams(m);
+  m.moe->latent_size = 64;
+  EXPECT_DOUBLE_EQ(layer_op(m, ops::kExpertDispatch).comm_bytes, wide_dispatch / 4);
+  EXPECT_EQ(layer_op(m, ops::kExpertsUp).k, 64);
+  EXPECT_EQ(layer_op(m, ops::kExpertsDown).n, 64);
+  EXPECT_EQ(layer_op(m, ops::kLatentDown).n, 64);
+  EXPECT_EQ(layer_op(m, ops::kLatentUp).k, 64);
+  const ParamCounts latent = CountParams(m);
+  EXPECT_EQ(latent.routed_experts * 4, wide.routed_experts);  // SwiGLU experts over 64-wide rows, not 256
+  EXPECT_EQ(latent.shared_experts, wide.shared_experts);
+  EXPECT_EQ(latent.router - wide.router, 4 * 2 * 256 * 64);  // four MoE layers' two projections
+}
+
 std::string Rejected(const PlanSpec& p) {
   const auto bad = CheckPlan(p, Nano(), p.mesh.Product(), "cluster");
   return bad ? bad->field : "";
