@@ -137,7 +137,10 @@ void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
         << ", " << D(c.mtp_active) << " per token (the " << (MtpLayerIsMoe(m) ? "MoE" : "dense") << " layer, the 2D -> D projection, norms; embedding and head shared)\n";
   }
   out << "             embedding " << D(c.embedding) << ", attention " << D(c.attention) << ", dense MLP " << D(c.dense_mlp);
-  if (m.moe) out << ", routed experts " << D(c.routed_experts) << ", shared experts " << D(c.shared_experts) << ", router " << D(c.router);
+  if (m.moe) {
+    out << ", routed experts " << D(c.routed_experts) << ", shared experts " << D(c.shared_experts) << ", router"
+        << (m.moe->latent_size > 0 ? " and latent projections " : " ") << D(c.router);
+  }
   if (m.mamba) out << ", Mamba-2 mixers " << D(c.mamba);
   out << ", head " << D(c.head) << ", norms " << D(c.norms) << "\n";
   if (auto preset = FindModelPreset(m.name); preset && preset->spec == m && preset->published_params_total > 0) {

@@ -92,7 +92,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md")
         << "): its GEMMs at " << cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) << " of the fp8 peak";
     if (plan.ep_dispatch_dtype == "fp8") {
-      out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, model.hidden_size) << " B per element (ep_dispatch_dtype)";
+      out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, RoutedWidth(model)) << " B per element (ep_dispatch_dtype)";
     }
     const double saved = SavedInputBytes(plan, model.hidden_size);
     out << "; the FP8 products' inputs kept for the backward at " << FormatFixed(saved, 2) << " B per element"

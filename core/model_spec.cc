@@ -220,14 +220,14 @@ void ValidateHybrid(const ModelSpec& m, const std::string& where) {
     if (m.mamba) throw InputError(where + "/mamba", "a mamba spec without hybrid_pattern", "a hybrid_pattern with 'M' layers", "say which layers are Mamba-2 mixers");
     return;
   }
-  if (static_cast<int64_t>(m.hybrid_pattern.size()) != m.num_layers) {
-    throw InputError(w, "hybrid_pattern has " + std::to_string(m.hybrid_pattern.size()) + " layers, num_layers=" + std::to_string(m.num_layers),
-                     "one character per layer", "set num_layers to the pattern's length");
-  }
   const size_t bad = m.hybrid_pattern.find_first_not_of("M*-E");
   if (bad != std::string::npos) {
     throw InputError(w, std::string("layer ") + std::to_string(bad) + " is '" + m.hybrid_pattern[bad] + "'",
                      "M (Mamba-2), * (attention), - (MLP), E (mixture of experts)", "Megatron-core's --hybrid-layer-pattern without its '|' stage marks");
+  }
+  if (static_cast<int64_t>(m.hybrid_pattern.size()) != m.num_layers) {
+    throw InputError(w, "hybrid_pattern has " + std::to_string(m.hybrid_pattern.size()) + " layers, num_layers=" + std::to_string(m.num_layers),
+                     "one character per layer", "set num_layers to the pattern's length");
   }
   if (NumHybridLayers(m, kHybridMamba) > 0 && !m.mamba) {
     throw InputError(where + "/mamba", "hybrid_pattern has Mamba-2 layers but no mamba spec", "{num_heads, head_dim, state_size, groups}", "add the mixer's sizes");
@@ -295,8 +295,8 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
     }
     if (e.num_shared_experts < 0) throw InputError(w + "/num_shared_experts", "must not be negative", "0 or more");
     if (e.latent_size < 0 || e.latent_size > m.hidden_size) {
-      throw InputError(w + "/latent_size", "latent_size=" + std::to_string(e.latent_size) + " is out of range", "0 (no latent projection) to hidden_size",
-                       "LatentMoE narrows the routed experts' rows below the hidden size");
+      throw InputError(w + "/latent_size", "latent_size=" + std::to_string(e.latent_size) + " is out of range",
+                       "0 (no latent projection) to hidden_size=" + std::to_string(m.hidden_size), "LatentMoE narrows the routed experts' rows to at most the hidden size");
     }
     if (!IsHybrid(m) && (e.first_dense_layers < 0 || e.first_dense_layers >= m.num_layers)) {
       throw InputError(w + "/first_dense_layers",

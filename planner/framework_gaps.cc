@@ -105,7 +105,8 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back("saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
                    std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits"));
   }
-  if (!p.sequence_parallel_inputs.empty() && !f.sequence_parallel_inputs.empty() && p.sequence_parallel_inputs != f.sequence_parallel_inputs) {
+  if (p.mesh.tensor > 1 && p.sequence_parallel && !p.sequence_parallel_inputs.empty() && !f.sequence_parallel_inputs.empty() &&
+      p.sequence_parallel_inputs != f.sequence_parallel_inputs) {
     gaps.push_back("sequence_parallel_inputs " + p.sequence_parallel_inputs + ": " + std::string(f.name) + "'s sequence-parallel regions " +
                    (f.sequence_parallel_inputs == "regather" ? "keep the shard and gather it again in the backward" : "keep their gathered input"));
   }
@@ -259,6 +260,9 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (m.moe && m.moe->latent_size > 0 && !f.moe_latent) {
     gaps.push_back("routed experts in a latent width (moe latent_size " + std::to_string(m.moe->latent_size) + "): " + std::string(f.name) +
                    "'s experts read the hidden size");
+  } else if (m.moe && m.moe->latent_size > 0 && p.mesh.expert > 1 && p.overlap.expert && m.moe->num_shared_experts > 0) {
+    // moe_layer.py: "Shared expert overlap not supported when MoE latent projections are used".
+    gaps.push_back("shared experts overlapped with the dispatch (overlap.expert) beside latent experts: " + std::string(f.name) + " refuses it");
   }
   if (m.mtp_layers > 0 && f.mtp_setting.empty()) {
     gaps.push_back("multi-token prediction (" + std::to_string(m.mtp_layers) + " module" + (m.mtp_layers > 1 ? "s" : "") + " of '" + m.name +

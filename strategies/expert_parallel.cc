@@ -65,7 +65,8 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
                      plan.overlap.expert);
   }
   if (moe.latent_size > 0) layer.Matmul(ops::kLatentUp, own_tokens, moe.latent_size, d);
-  layer.Elementwise(ops::kMoeCombine, 3 * static_cast<double>(s.tokens) * static_cast<double>(d) * e);
+  // The gate-weighted sum of a token's copies, at the routed width.
+  layer.Elementwise(ops::kMoeCombine, 3 * static_cast<double>(s.tokens) * static_cast<double>(rw) * e);
 }
 
 }  // namespace shardsim::strategies

@@ -213,6 +213,15 @@ TEST(FrameworksTest, TensorContextExpert) {
   for (Framework f : {Framework::kTorchtitan, Framework::kMaxText, Framework::kDeepSpeed}) {
     EXPECT_TRUE(Names(f, hybrid, "Mamba-2 layers of 'nemotron-3-nano-30b-a3b'", nano));
   }
+  // Latent experts: Megatron-core's alone, and without its shared-expert overlap beside them.
+  ModelSpec latent = mixtral;
+  latent.moe->latent_size = 1024, latent.moe->num_shared_experts = 1;
+  PlanSpec routed = Plan({{"expert", 8}});
+  routed.zero_stage = 1;
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, latent, routed).empty());
+  EXPECT_TRUE(Names(Framework::kTorchtitan, routed, "routed experts in a latent width", latent));
+  routed.overlap.expert = true;
+  EXPECT_TRUE(Names(Framework::kMegatronCore, routed, "shared experts overlapped with the dispatch", latent));
   // FP8 weight gathers: Megatron-core's --fp8-param-gather; the others gather 16-bit weights.
   PlanSpec gathered = Plan({{"fsdp", 8}});
   gathered.zero_stage = 3, gathered.dtype = "fp8", gathered.param_gather_dtype = "fp8";
