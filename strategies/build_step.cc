@@ -47,7 +47,7 @@ LayerParams ParamsOf(const ModelSpec& m, const PlanSpec& p, bool moe);
 // layer's one block with its pre-norm.
 LayerParams ParamsOfKind(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
   const LayerBlocks blocks = BlocksOf(kind);
-  if (blocks.attention && (blocks.mlp || blocks.moe)) return ParamsOf(m, p, blocks.moe);
+  if (blocks.transformer()) return ParamsOf(m, p, blocks.moe);
   if (blocks.mamba) return {.dense = MambaLayerParams(m, p)};
   const LayerParams whole = ParamsOf(m, p, blocks.moe);
   const ParamCounts c = CountParams(m);
@@ -111,7 +111,7 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
       // split over tensor with its heads), a multi-token-prediction module's layer and its three
       // norms of width D.
       const LayerBlocks blocks = BlocksOf(kind);
-      const double layer_norms = mtp || (blocks.attention && (blocks.mlp || blocks.moe)) ? 2 * norm + biases : norm;
+      const double layer_norms = mtp || blocks.transformer() ? 2 * norm + biases : norm;
       n += static_cast<double>(count) * (layer_norms + (mtp ? 3 * d : 0));
       if (IsMoeKind(kind) || (mtp && MtpLayerIsMoe(m))) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts + 2 * m.moe->latent_size);
     }
@@ -127,10 +127,9 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
 LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
   const bool moe = IsMoeKind(kind);
   const LayerBlocks blocks = BlocksOf(kind);
-  const bool hybrid_kind = !(blocks.attention && (blocks.mlp || blocks.moe));
-  const char pattern_kind = blocks.mamba ? kHybridMamba : blocks.mlp ? kHybridMlp : blocks.moe ? kHybridMoe : kHybridAttention;
+  const bool hybrid_kind = !blocks.transformer();
   if ((moe && !m.moe) || (IsLocalAttentionKind(kind) && !m.sliding_window) || (hybrid_kind != IsHybrid(m)) ||
-      (hybrid_kind && NumHybridLayers(m, pattern_kind) == 0)) {
+      (hybrid_kind && NumHybridLayers(m, blocks.pattern()) == 0)) {
     return LayerProgram{kind, {}};
   }
   LayerBuilder builder(kind, ShapeOf(p));

@@ -61,7 +61,7 @@ double LayerActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t token
 
 double LayerKindActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens, LayerKind kind) {
   const LayerBlocks blocks = BlocksOf(kind);
-  if (blocks.attention && (blocks.mlp || blocks.moe)) return LayerActivationBytes(m, p, tokens, blocks.moe);
+  if (blocks.transformer()) return LayerActivationBytes(m, p, tokens, blocks.moe);
   double per_token = 0;
   for (int i = 0; i < kLayerTensors; ++i) {
     const auto tensor = static_cast<LayerTensor>(i);

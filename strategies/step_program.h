@@ -73,6 +73,11 @@ constexpr bool IsMoeKind(LayerKind kind) { return kind == LayerKind::kMoe || kin
 // The blocks a decoder layer of `kind` runs, each behind its own pre-norm.
 struct LayerBlocks {
   bool mamba = false, attention = false, mlp = false, moe = false;
+  // A transformer layer's two blocks (attention, then an MLP or experts), as opposed to a hybrid
+  // model's one.
+  constexpr bool transformer() const { return attention && (mlp || moe); }
+  // A hybrid layer's character in ModelSpec::hybrid_pattern (LayerKindOf's inverse).
+  constexpr char pattern() const { return mamba ? kHybridMamba : mlp ? kHybridMlp : moe ? kHybridMoe : kHybridAttention; }
 };
 constexpr LayerBlocks BlocksOf(LayerKind kind) {
   switch (kind) {
