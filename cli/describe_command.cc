@@ -236,7 +236,7 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
                        "add --model M --cluster C");
     }
     plan = LoadPlan(o.plan, o.overrides);
-    CheckPrecisionOnChip(*plan, *cluster, o.plan.empty() ? std::string("plan") : o.plan);
+    CheckPlanOnCluster(*plan, *cluster, o.plan.empty() ? std::string("plan") : o.plan);
     strategies::ValidatePlan(*plan, *model, DeviceCount(*cluster), cluster->name, PlanSource(o.plan, o.overrides) + ":");
   }
   // Which links each mesh axis uses: from --mesh, else from the plan.

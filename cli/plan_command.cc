@@ -58,7 +58,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     f.constraints = planner::ConstraintsFromJson(LoadPlanJson(o.plan, o.overrides), PlanSource(o.plan, o.overrides));
   }
   ResolveBatch(o, f.constraints, f.tokens_per_step, f.seq_len);
-  if (f.constraints.Fixes("dtype")) CheckPrecisionOnChip(f.constraints.values, cluster, PlanSource(o.plan, o.overrides));
+  if (f.constraints.Fixes("dtype") || f.constraints.Fixes("ep_dispatcher")) CheckPlanOnCluster(f.constraints.values, cluster, PlanSource(o.plan, o.overrides));
   if (!o.framework.empty()) f.framework = planner::ParseFramework(o.framework, "--framework");
   if (f.constraints.Fixes("framework")) {
     const planner::Framework planned = planner::ParseFramework(f.constraints.values.framework, PlanSource(o.plan, o.overrides) + ":/framework");

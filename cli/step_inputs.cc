@@ -13,7 +13,7 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
   if (o.plan.empty() && o.overrides.empty()) throw InputError(command, "needs a plan", "--plan FILE and/or --set key=value", "see examples/*.plan.json");
   StepInputs in{LoadModel(o.model), LoadCluster(o.cluster), LoadPlan(o.plan, o.overrides)};
   const std::string where = PlanSource(o.plan, o.overrides);
-  CheckPrecisionOnChip(in.plan, in.cluster, where);
+  CheckPlanOnCluster(in.plan, in.cluster, where);
   strategies::ValidatePlan(in.plan, in.model, DeviceCount(in.cluster), in.cluster.name, where + ":");
   // A plan that names its framework must be one that framework runs (what `plan --framework`
   // returns always is).

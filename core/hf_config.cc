@@ -176,6 +176,9 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
                       .expert_ffn_hidden_size = r.Int("moe_intermediate_size", 1, kMaxModelWidth),
                       .first_dense_layers = r.IntOr("first_k_dense_replace", 0, 0, m.num_layers - 1),
                       .layer_interval = r.IntOr("moe_layer_freq", 1, 1, kMaxModelLayers)};
+      // Group-limited routing; one group (Kimi K2's n_group 1) limits nothing.
+      const int64_t groups = r.IntOr("n_group", 0, 0, experts);
+      if (groups > 1) m.moe->groups = groups, m.moe->group_top_k = r.Int("topk_group", 1, groups);
     }
     m.mtp_layers = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
   }

@@ -85,7 +85,7 @@ PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overr
   return PlanFromJson(value, where);
 }
 
-void CheckPrecisionOnChip(const PlanSpec& plan, const ClusterSpec& cluster, const std::string& where) {
+void CheckPlanOnCluster(const PlanSpec& plan, const ClusterSpec& cluster, const std::string& where) {
   const std::map<std::string, double>& peaks = cluster.chip.peak_flop_per_s;
   if (peaks.count(plan.dtype) == 0) {
     std::string have;
@@ -95,6 +95,10 @@ void CheckPrecisionOnChip(const PlanSpec& plan, const ClusterSpec& cluster, cons
   if (plan.fp8_recipe == "mxfp8" && !cluster.chip.microscaling) {
     throw InputError(where + ":/fp8_recipe", "fp8_recipe mxfp8 on " + cluster.chip.name + ", which has no microscaling tensor cores", "tensorwise, rowwise or blockwise",
                      "mxfp8 needs a Blackwell system (dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72)");
+  }
+  if (plan.ep_dispatcher == "deepep" && cluster.topology.kind == TopologyKind::kTorus) {
+    throw InputError(where + ":/ep_dispatcher", "ep_dispatcher deepep on " + cluster.name + ": it forwards rows within NVLink nodes, which a torus has none of",
+                     "alltoall", "drop ep_dispatcher (DeepEP runs on GPU clusters)");
   }
 }
 

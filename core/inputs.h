@@ -19,10 +19,11 @@ ModelSpec LoadModel(const std::string& arg);
 // A preset string ("dgx-h100:64", "tpu-v5p:8x8x8,slices=2", "local") or a cluster JSON file.
 ClusterSpec LoadCluster(const std::string& arg);
 
-// Whether `cluster`'s chip runs `plan`'s precision: a peak for its dtype, microscaling tensor
-// cores for fp8_recipe mxfp8. Throws InputError at `where` ("...:/dtype", "...:/fp8_recipe")
-// naming what the chip has.
-void CheckPrecisionOnChip(const PlanSpec& plan, const ClusterSpec& cluster, const std::string& where);
+// Whether `cluster` runs what `plan` asks of its hardware: a peak for its dtype, microscaling
+// tensor cores for fp8_recipe mxfp8, nodes to forward in for ep_dispatcher deepep. Throws
+// InputError at `where` ("...:/dtype", "...:/fp8_recipe", "...:/ep_dispatcher") naming what the
+// cluster has.
+void CheckPlanOnCluster(const PlanSpec& plan, const ClusterSpec& cluster, const std::string& where);
 
 // How errors name a plan read from `path` with `overrides`: "p.json", "p.json with --set" or
 // "plan (from --set)"; a field follows after ":/".

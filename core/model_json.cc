@@ -35,6 +35,7 @@ json ModelToJson(const ModelSpec& m) {
                 {"first_dense_layers", m.moe->first_dense_layers},
                 {"layer_interval", m.moe->layer_interval}};
     if (m.moe->latent_size > 0) j["moe"]["latent_size"] = m.moe->latent_size;
+    if (m.moe->groups > 0) j["moe"]["groups"] = m.moe->groups, j["moe"]["group_top_k"] = m.moe->group_top_k;
   } else {
     j["moe"] = nullptr;
   }
@@ -97,6 +98,8 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
     e.first_dense_layers = moe->IntOr("first_dense_layers", 0, 0, kMaxModelLayers);
     e.layer_interval = moe->IntOr("layer_interval", 1, 1, kMaxModelLayers);
     e.latent_size = moe->IntOr("latent_size", 0, 0, kMaxModelWidth);
+    e.groups = moe->IntOr("groups", 0, 0, kMaxModelExperts);
+    e.group_top_k = moe->IntOr("group_top_k", 0, 0, kMaxModelExperts);
     moe->Finish();
     m.moe = e;
   }

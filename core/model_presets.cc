@@ -66,10 +66,10 @@ ModelPreset DeepSeekV3() {
   m.vocab_size = 129280;
   m.max_seq_len = 4096;
   m.moe = MoeSpec{.num_experts = 256, .top_k = 8, .num_shared_experts = 1, .expert_ffn_hidden_size = 2048,
-                  .first_dense_layers = 3, .layer_interval = 1};
+                  .first_dense_layers = 3, .layer_interval = 1, .groups = 8, .group_top_k = 4};
   m.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64,
                   .v_head_dim = 128};
-  m.source = "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report' section 4.2 and the released config.json (61 layers, hidden 7168, 128 heads, MLA ranks 1536/512, 256 routed + 1 shared expert of width 2048, top-8, first 3 layers dense with width 18432, vocabulary 129280); pre-training sequence length 4096; mtp_layers counts its multi-token-prediction modules (section 2.2 trains D = 1; the preset has 0, as frameworks without MTP run it; the released config.json has num_nextn_predict_layers 1)";
+  m.source = "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report' section 4.2 and the released config.json (61 layers, hidden 7168, 128 heads, MLA ranks 1536/512, 256 routed + 1 shared expert of width 2048, top-8, first 3 layers dense with width 18432, vocabulary 129280; node-limited routing, section 3.2.2: each token's experts within 4 of 8 groups, n_group 8 and topk_group 4 in config.json); pre-training sequence length 4096; mtp_layers counts its multi-token-prediction modules (section 2.2 trains D = 1; the preset has 0, as frameworks without MTP run it; the released config.json has num_nextn_predict_layers 1)";
   return {m, 671e9, 37e9, 0.02, "DeepSeek-V3 Technical Report, abstract: 671B total parameters, 37B activated per token"};
 }
 

@@ -79,6 +79,25 @@ void RequirePositive(int64_t value, const std::string& where, const char* field)
   }
 }
 
+// moe/groups and moe/group_top_k: both or neither; the groups split the experts evenly and the
+// chosen groups hold at least top_k experts.
+void ValidateRoutingGroups(const MoeSpec& e, const std::string& w) {
+  if (e.groups == 0 && e.group_top_k == 0) return;
+  if (e.groups < 2 || e.num_experts % e.groups != 0) {
+    throw InputError(w + "/groups", "groups=" + std::to_string(e.groups) + " does not split num_experts=" + std::to_string(e.num_experts) + " into equal groups",
+                     "a divisor of num_experts of 2 or more (or drop groups and group_top_k: no group limit)",
+                     "DeepSeek-V3 routes within 8 groups of its 256 experts (n_group)");
+  }
+  const int64_t per_group = e.num_experts / e.groups;
+  if (e.group_top_k < 1 || e.group_top_k > e.groups || e.group_top_k * per_group < e.top_k) {
+    const int64_t least = (e.top_k + per_group - 1) / per_group;
+    throw InputError(w + "/group_top_k",
+                     "group_top_k=" + std::to_string(e.group_top_k) + " with groups=" + std::to_string(e.groups) + " of " + std::to_string(per_group) +
+                         " experts cannot hold top_k=" + std::to_string(e.top_k) + " experts",
+                     std::to_string(std::max<int64_t>(1, least)) + " to " + std::to_string(e.groups), "DeepSeek-V3 picks 4 of its 8 groups (topk_group)");
+  }
+}
+
 }  // namespace
 
 bool IsHybrid(const ModelSpec& model) { return !model.hybrid_pattern.empty(); }
@@ -298,6 +317,7 @@ void ValidateModel(const ModelSpec& m, const std::string& where) {
       throw InputError(w + "/latent_size", "latent_size=" + std::to_string(e.latent_size) + " is out of range",
                        "0 (no latent projection) to hidden_size=" + std::to_string(m.hidden_size), "LatentMoE narrows the routed experts' rows to at most the hidden size");
     }
+    ValidateRoutingGroups(e, w);
     if (!IsHybrid(m) && (e.first_dense_layers < 0 || e.first_dense_layers >= m.num_layers)) {
       throw InputError(w + "/first_dense_layers",
                        "first_dense_layers=" + std::to_string(e.first_dense_layers) + " leaves no MoE layer among num_layers=" +

@@ -39,6 +39,12 @@ struct MoeSpec {
   // D after the combine (moe_layer.py fc1_latent_proj / fc2_latent_proj, replicated over tensor);
   // the shared experts keep D. 0: none.
   int64_t latent_size = 0;
+  // Group-limited routing (DeepSeek-V2's device-limited and DeepSeek-V3's node-limited routing;
+  // the config's n_group / topk_group, Megatron-core's --moe-router-num-groups / -group-topk):
+  // the experts fall in `groups` equal groups and a token's top_k experts come from its best
+  // `group_top_k` groups. 0: no limit.
+  int64_t groups = 0;
+  int64_t group_top_k = 0;
   bool operator==(const MoeSpec&) const = default;
 };
 

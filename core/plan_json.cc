@@ -18,7 +18,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv", "framework"};
 }
 
@@ -53,6 +53,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.cross_entropy.empty()) j["cross_entropy"] = p.cross_entropy;
   if (!p.fp8_recipe.empty()) j["fp8_recipe"] = p.fp8_recipe;
   if (!p.ep_dispatch_dtype.empty()) j["ep_dispatch_dtype"] = p.ep_dispatch_dtype;
+  if (!p.ep_dispatcher.empty()) j["ep_dispatcher"] = p.ep_dispatcher;
   if (!p.saved_input_dtype.empty()) j["saved_input_dtype"] = p.saved_input_dtype;
   if (!p.param_gather_dtype.empty()) j["param_gather_dtype"] = p.param_gather_dtype;
   if (!p.sequence_parallel_inputs.empty()) j["sequence_parallel_inputs"] = p.sequence_parallel_inputs;
@@ -105,6 +106,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
              "set dtype to fp8 or ep_dispatch_dtype to bf16");
     }
   }
+  if (r.Has("ep_dispatcher")) p.ep_dispatcher = r.EnumOr("ep_dispatcher", "alltoall", EpDispatcherNames());
   if (r.Has("saved_input_dtype")) {
     p.saved_input_dtype = r.EnumOr("saved_input_dtype", "bf16", SavedInputDtypeNames());
     if (p.saved_input_dtype == "fp8" && p.dtype != "fp8") {

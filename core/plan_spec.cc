@@ -192,6 +192,13 @@ double Fp8ElementBytes(const PlanSpec& p, int64_t row_width) {
 
 const std::vector<std::string>& EpDispatchDtypeNames() { return Bf16OrFp8Names(); }
 
+bool DeduplicatesDispatch(const PlanSpec& p) { return p.mesh.expert > 1 && p.ep_dispatcher == "deepep"; }
+
+const std::vector<std::string>& EpDispatcherNames() {
+  static const std::vector<std::string> kNames = {"alltoall", "deepep"};
+  return kNames;
+}
+
 std::string Fp8RecipeOf(const PlanSpec& p) {
   if (p.dtype != "fp8") return "";
   return p.fp8_recipe.empty() ? "tensorwise" : p.fp8_recipe;

@@ -113,6 +113,14 @@ struct PlanSpec {
   // Megatron-core's moe_dispatch_fwd_dtype / moe_combine_bwd_dtype mxfp8 do). Rows coming back
   // from the experts stay 16-bit. Empty: bf16. See EpDispatchBytes.
   std::string ep_dispatch_dtype;
+  // How the expert all-to-alls move a token routed to several experts: "alltoall" (one row per
+  // routed copy, each to its expert's rank: Megatron-core's alltoall dispatcher, torchtitan's
+  // standard backend) or "deepep" (one row per destination node over the scale-out network, to
+  // the same-position GPU there, which forwards it over NVLink once per destination GPU; within a
+  // node one row per destination GPU: DeepEP's normal kernels, DeepSeek-V3 section 3.2.2;
+  // Megatron-core's flex dispatcher, torchtitan's deepep backend). Empty: alltoall. See
+  // DeduplicatesDispatch and sim/routed_all_to_all.h.
+  std::string ep_dispatcher;
   // How an fp8 plan stores the inputs its FP8 products keep for their backward: "fp8" (quantised
   // with the recipe's scales, as Transformer Engine's modules do: the QKV and MLP inputs after
   // their norms, one copy per product reading them, the MLP's and the experts' down-projection
@@ -212,6 +220,11 @@ double Fp8ElementBytes(const PlanSpec& plan, int64_t row_width);
 double EpDispatchBytes(const PlanSpec& plan, int64_t row_width);
 // ep_dispatch_dtype's values: "bf16", "fp8".
 const std::vector<std::string>& EpDispatchDtypeNames();
+// Whether the expert all-to-alls send a token once per destination node and GPU (ep_dispatcher
+// deepep, with expert > 1) rather than once per routed copy.
+bool DeduplicatesDispatch(const PlanSpec& plan);
+// ep_dispatcher's values: "alltoall", "deepep".
+const std::vector<std::string>& EpDispatcherNames();
 // Bytes per element of an input an FP8 product keeps for its backward, rows of `row_width`
 // elements: Fp8ElementBytes under saved_input_dtype fp8 (an fp8 plan), else the activations' width.
 double SavedInputBytes(const PlanSpec& plan, int64_t row_width);

@@ -128,7 +128,8 @@ bool SameCost(const CollectiveModel& a, const CollectiveModel& b) {
 }  // namespace
 
 GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups, CollectiveOp op,
-                                 Algorithm algorithm, const std::string& where, size_t max_modelled_groups, bool every_group)
+                                 Algorithm algorithm, const std::string& where, size_t max_modelled_groups, bool every_group,
+                                 const TokenRouting& routing)
     : group_count_(groups.size()) {
   SHARDSIM_CHECK(!groups.empty(), "no groups");
   if (groups[0].devices.size() < 2) {
@@ -156,7 +157,7 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
     }
     std::map<size_t, size_t> schedule_of;  // group -> index into candidate.schedules
     for (size_t g : scheduled) {
-      auto schedule = BuildSchedule(cluster, groups[g], op, a, &why_not);
+      auto schedule = BuildSchedule(cluster, groups[g], op, a, &why_not, routing);
       if (!schedule) {
         if (groups.size() > 1) why_not = "group " + std::to_string(g) + " of " + std::to_string(groups.size()) + ": " + why_not;
         break;
@@ -189,7 +190,7 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
       bool runs_everywhere = true;
       for (size_t g = 0; g < groups.size() && runs_everywhere; g += every_group ? 1 : std::max<size_t>(1, groups.size() - 1)) {
         std::string unused;
-        runs_everywhere = BuildSchedule(cluster, groups[g], op, a, &unused).has_value();
+        runs_everywhere = BuildSchedule(cluster, groups[g], op, a, &unused, routing).has_value();
       }
       if (runs_everywhere) valid += ", " + ToString(a);
     }

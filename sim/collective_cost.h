@@ -62,8 +62,10 @@ class GroupCollective {
   // a group has a single device (nothing to communicate).
   // With `every_group` false, only the modelled groups get a schedule (and decide which
   // algorithms can run): enough for the analytic model on regular meshes, not for the simulator.
+  // `routing`: an expert all-to-all's tokens (BuildSchedule).
   GroupCollective(const topologies::Cluster& cluster, const std::vector<DeviceGroup>& groups, CollectiveOp op,
-                  Algorithm algorithm, const std::string& where, size_t max_modelled_groups = 64, bool every_group = true);
+                  Algorithm algorithm, const std::string& where, size_t max_modelled_groups = 64, bool every_group = true,
+                  const TokenRouting& routing = {});
 
   struct Choice {
     size_t candidate = 0;      // index into candidates()

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "sim/routed_all_to_all.h"
 
 namespace shardsim::sim {
 namespace {
@@ -309,7 +310,7 @@ std::vector<Algorithm> AlgorithmsFor(CollectiveOp op) {
 }
 
 std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm,
-                                      std::string* why_not) {
+                                      std::string* why_not, const TokenRouting& routing) {
   SHARDSIM_CHECK(!group.devices.empty(), "empty group");
   const std::vector<Algorithm> valid = AlgorithmsFor(op);
   if (std::find(valid.begin(), valid.end(), algorithm) == valid.end()) {
@@ -362,6 +363,7 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
       return s;
     }
     case Algorithm::kDirect: {
+      if (op == CollectiveOp::kAllToAll && routing.deduplicated()) return RoutedAllToAll(cluster, group, routing, why_not);
       Schedule s{op, algorithm, n, {}, ""};
       Step step;
       if (op == CollectiveOp::kAllToAll) {

@@ -50,9 +50,10 @@ std::vector<Algorithm> AlgorithmsFor(CollectiveOp op);
 
 // Builds the schedule of `algorithm` (not kAuto) for `op` over `group` on `cluster`, or nullopt
 // with `*why_not` saying why it cannot run there (for example "the group is not a box of the
-// torus", "no in-switch reduction on this NVSwitch"). REQUIRES: the group is non-empty, its
+// torus", "no in-switch reduction on this NVSwitch"). A deduplicated `routing` makes the direct
+// all-to-all's flows those of sim/routed_all_to_all.h. REQUIRES: the group is non-empty, its
 // devices distinct and in range.
 std::optional<Schedule> BuildSchedule(const topologies::Cluster& cluster, const DeviceGroup& group, CollectiveOp op,
-                                      Algorithm algorithm, std::string* why_not);
+                                      Algorithm algorithm, std::string* why_not, const TokenRouting& routing = {});
 
 }  // namespace shardsim::sim

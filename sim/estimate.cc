@@ -112,7 +112,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
         stage_compute[static_cast<size_t>(s)] += seconds;
         continue;
       }
-      const double seconds = collectives.Seconds(op.collective, op.axes, op.comm_bytes);
+      const double seconds = collectives.Seconds(op);
       const double exposed = op.overlapped ? std::max(seconds / static_cast<double>(std::max<int64_t>(1, layers)), seconds - last_backward) : seconds;
       step_collectives[static_cast<size_t>(s)].push_back({&op, seconds, exposed, op.overlapped ? last_backward : 0.0});
       tail += exposed;

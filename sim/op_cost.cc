@@ -96,7 +96,7 @@ std::map<std::string, double> ExposedByKind::Named() const {
 }
 
 std::shared_ptr<const GroupCollective> SharedGroupCollectives::Get(const std::vector<DeviceGroup>& groups, CollectiveOp op, const std::string& where,
-                                                                   size_t max_modelled_groups) {
+                                                                   size_t max_modelled_groups, const TokenRouting& routing) {
   // Groups of one shape cost the same wherever the fabric's symmetry moves them: keyed (and
   // modelled) at the place it moves them to, each shape once (the cost is the slowest group's).
   std::vector<std::vector<int64_t>> devices;
@@ -107,7 +107,7 @@ std::shared_ptr<const GroupCollective> SharedGroupCollectives::Get(const std::ve
     devices.push_back(at);
     moved.push_back({std::move(at)});
   }
-  auto key = std::make_tuple(static_cast<int>(op), max_modelled_groups, std::move(devices));
+  auto key = std::make_tuple(static_cast<int>(op), max_modelled_groups, routing, std::move(devices));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto found = models_.find(key);
@@ -115,7 +115,7 @@ std::shared_ptr<const GroupCollective> SharedGroupCollectives::Get(const std::ve
   }
   // Built outside the lock (routing is the slow part); a second thread building the same model
   // keeps the first one stored.
-  auto model = std::make_shared<const GroupCollective>(cluster_, moved, op, Algorithm::kAuto, where, max_modelled_groups, /*every_group=*/false);
+  auto model = std::make_shared<const GroupCollective>(cluster_, moved, op, Algorithm::kAuto, where, max_modelled_groups, /*every_group=*/false, routing);
   std::lock_guard<std::mutex> lock(mutex_);
   return models_.emplace(std::move(key), std::move(model)).first->second;
 }
@@ -134,9 +134,9 @@ int CollectiveKey(CollectiveOp op, const std::vector<std::string>& axes) {
 }
 }  // namespace
 
-const GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::string>& axes, int* key) {
-  *key = CollectiveKey(op, axes);
-  auto it = cache_.find(*key);
+const GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::string>& axes, const TokenRouting& routing) {
+  const Key key{CollectiveKey(op, axes), routing};
+  auto it = cache_.find(key);
   if (it == cache_.end()) {
     const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
     // Only the modelled groups are needed: those of ranks spread evenly from the first to the
@@ -150,9 +150,9 @@ const GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector
     }
     const std::string where = "collective over " + JoinNames(axes, ",");
     std::shared_ptr<const GroupCollective> model =
-        shared_ ? shared_->Get(groups, op, where, max_modelled_groups_)
-                : std::make_shared<const GroupCollective>(cluster_, groups, op, Algorithm::kAuto, where, max_modelled_groups_, /*every_group=*/false);
-    it = cache_.emplace(*key, std::move(model)).first;
+        shared_ ? shared_->Get(groups, op, where, max_modelled_groups_, routing)
+                : std::make_shared<const GroupCollective>(cluster_, groups, op, Algorithm::kAuto, where, max_modelled_groups_, /*every_group=*/false, routing);
+    it = cache_.emplace(key, std::move(model)).first;
   }
   return *it->second;
 }
@@ -171,32 +171,29 @@ const CollectiveCurve* AxisCollectives::MeasuredCurve(CollectiveOp op, const std
   return FindCurve(spec.calibration, ToString(op), size, across ? "tcp" : "shm");
 }
 
-double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
+double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing) {
   int64_t size = 1;
   for (const std::string& a : axes) size *= plan_.mesh.Size(a);
   if (size == 1 || bytes <= 0) return 0;
-  const int key = CollectiveKey(op, axes);
+  const Key key{CollectiveKey(op, axes), routing};
   const auto known = seconds_.find({key, bytes});
   if (known != seconds_.end()) return known->second;
   auto found = curves_.find(key);
-  if (found == curves_.end()) found = curves_.emplace(key, MeasuredCurve(op, axes, size)).first;
+  if (found == curves_.end()) found = curves_.emplace(key, routing.deduplicated() ? nullptr : MeasuredCurve(op, axes, size)).first;
   const CollectiveCurve* curve = found->second;
-  int model_key = 0;
-  const double seconds = curve ? CurveSeconds(*curve, bytes) : Model(op, axes, &model_key).Fastest(bytes).estimate.time_s;
+  const double seconds = curve ? CurveSeconds(*curve, bytes) : Model(op, axes, routing).Fastest(bytes).estimate.time_s;
   seconds_[{key, bytes}] = seconds;
   return seconds;
 }
 
-double AxisCollectives::BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
-  const double seconds = Seconds(op, axes, bytes);
-  if (seconds <= 0 || curves_.at(CollectiveKey(op, axes)) == nullptr) return 0;
-  int key = 0;
-  return std::max(0.0, seconds - Model(op, axes, &key).Fastest(bytes).estimate.time_s);
+double AxisCollectives::BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing) {
+  const double seconds = Seconds(op, axes, bytes, routing);
+  if (seconds <= 0 || curves_.at(Key{CollectiveKey(op, axes), routing}) == nullptr) return 0;
+  return std::max(0.0, seconds - Model(op, axes, routing).Fastest(bytes).estimate.time_s);
 }
 
-std::pair<Algorithm, int64_t> AxisCollectives::Choice(CollectiveOp op, const std::vector<std::string>& axes, double bytes) {
-  int key = 0;
-  const GroupCollective& model = Model(op, axes, &key);
+std::pair<Algorithm, int64_t> AxisCollectives::Choice(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing) {
+  const GroupCollective& model = Model(op, axes, routing);
   const GroupCollective::Choice choice = model.Fastest(bytes);
   return {model.candidates()[choice.candidate].algorithm, choice.estimate.chunks};
 }
@@ -214,7 +211,7 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
       cost.flops += op.flops;
       continue;
     }
-    const double seconds = collectives.Seconds(op.collective, op.axes, op.comm_bytes);
+    const double seconds = collectives.Seconds(op);
     const int64_t partner = strategies::OverlapPartner(layer.ops, i);
     cost.collectives.push_back({&op, seconds, op.overlapped ? 0.0 : seconds, 0.0, partner});
     if (partner >= 0) {
@@ -292,7 +289,7 @@ PhaseParts CostPhaseParts(const LayerProgram& layer, Phase phase, const ClusterS
   for (const Op& op : layer.ops) {
     if (op.phase != phase) continue;
     if (op.is_comm()) {
-      parts.collectives.push_back({&op, collectives.Seconds(op.collective, op.axes, op.comm_bytes)});
+      parts.collectives.push_back({&op, collectives.Seconds(op)});
     } else {
       parts.compute_s += roofline.Seconds(op);
     }

@@ -27,12 +27,13 @@ class SharedGroupCollectives {
   // The model of `op` over `groups` (auto algorithm, modelled groups only), built on first use:
   // groups are moved by the fabric's symmetry first (Cluster::Translated), so one model serves
   // every place a group shape occurs.
-  std::shared_ptr<const GroupCollective> Get(const std::vector<DeviceGroup>& groups, CollectiveOp op, const std::string& where, size_t max_modelled_groups);
+  std::shared_ptr<const GroupCollective> Get(const std::vector<DeviceGroup>& groups, CollectiveOp op, const std::string& where, size_t max_modelled_groups,
+                                             const TokenRouting& routing = {});
 
  private:
   const topologies::Cluster& cluster_;
   std::mutex mutex_;
-  std::map<std::tuple<int, size_t, std::vector<std::vector<int64_t>>>, std::shared_ptr<const GroupCollective>> models_;
+  std::map<std::tuple<int, size_t, TokenRouting, std::vector<std::vector<int64_t>>>, std::shared_ptr<const GroupCollective>> models_;
 };
 
 // Collective times over the mesh axes of a plan on a cluster: one GroupCollective (auto
@@ -46,31 +47,35 @@ class AxisCollectives {
   ~AxisCollectives();
   // Seconds for `op` of `bytes` over the groups along `axes` (0 when the axes have one device):
   // the calibration's measured curve where the cluster has one for this operation, group size
-  // and transport, else the analytic model.
-  double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
+  // and transport, else the analytic model. `routing`: an expert all-to-all sent once per node
+  // and device (Op::routing; never a measured curve, which sent every copy).
+  double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing = {});
+  // The same for a step program's collective op.
+  double Seconds(const strategies::Op& op) { return Seconds(op.collective, op.axes, op.comm_bytes, op.routing); }
   // What the measured curve takes beyond the analytic model for the same collective (the MPI
   // library's own algorithm, copies and progress), 0 without a curve or where the model is slower:
   // the simulator waits this out besides the flows of the model's schedule. Where the model is
   // slower than the curve, the simulation keeps the model's flows (slower than measured).
-  double BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
+  double BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing = {});
   // The algorithm the analytic model picks for `op` of `bytes` over `axes` and its pipeline
   // chunks (the simulator runs the same schedule). REQUIRES: the axes have several devices.
-  std::pair<Algorithm, int64_t> Choice(CollectiveOp op, const std::vector<std::string>& axes, double bytes);
+  std::pair<Algorithm, int64_t> Choice(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing = {});
 
   const topologies::Cluster& cluster() const { return cluster_; }
   const PlanSpec& plan() const { return plan_; }
 
  private:
-  const GroupCollective& Model(CollectiveOp op, const std::vector<std::string>& axes, int* key);
+  // (operation and a bit per mesh axis, the routing): the caches' key.
+  using Key = std::pair<int, TokenRouting>;
+  const GroupCollective& Model(CollectiveOp op, const std::vector<std::string>& axes, const TokenRouting& routing);
   const CollectiveCurve* MeasuredCurve(CollectiveOp op, const std::vector<std::string>& axes, int64_t size) const;
   const topologies::Cluster& cluster_;
   PlanSpec plan_;
   size_t max_modelled_groups_;
   SharedGroupCollectives* shared_;
-  // Keyed by operation and the set of axes (a bit per mesh axis).
-  std::map<int, std::shared_ptr<const GroupCollective>> cache_;
-  std::map<std::pair<int, double>, double> seconds_;  // (key, bytes) -> seconds
-  std::map<int, const CollectiveCurve*> curves_;       // key -> the measured curve, or null (looked up once per key)
+  std::map<Key, std::shared_ptr<const GroupCollective>> cache_;
+  std::map<std::pair<Key, double>, double> seconds_;  // (key, bytes) -> seconds
+  std::map<Key, const CollectiveCurve*> curves_;       // key -> the measured curve, or null (looked up once per key)
 };
 
 // Fraction of peak an [m, n]-output matmul keeps after tile quantization (partial `tile` x `tile`

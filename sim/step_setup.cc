@@ -95,7 +95,7 @@ class Preparer {
         std::vector<std::vector<int32_t>> fused_on(ops.size());
         std::vector<bool> fused(ops.size(), false);
         for (size_t i = 0; i < ops.size(); ++i) {
-          if (ActionPhase(ops[i].phase) != ph || !ops[i].is_comm() || collectives_.Seconds(ops[i].collective, ops[i].axes, ops[i].comm_bytes) <= 0) continue;
+          if (ActionPhase(ops[i].phase) != ph || !ops[i].is_comm() || collectives_.Seconds(ops[i]) <= 0) continue;
           if (const int64_t partner = strategies::OverlapPartner(ops, i); partner >= 0) {
             fused_on[static_cast<size_t>(partner)].push_back(static_cast<int32_t>(i));
             fused[i] = true;
@@ -120,7 +120,7 @@ class Preparer {
             }
             continue;
           }
-          if (collectives_.Seconds(op.collective, op.axes, op.comm_bytes) <= 0) continue;  // one device on its axes
+          if (collectives_.Seconds(op) <= 0) continue;  // one device on its axes
           actions.push_back({op.overlapped ? Action::kOverlapped : Action::kBlocking, 0, 0, 0, static_cast<int32_t>(i)});
         }
       }
@@ -140,7 +140,7 @@ class Preparer {
   std::vector<const Op*> CommOps() const {
     std::vector<const Op*> out;
     auto add = [&](const Op& op) {
-      if (op.is_comm() && collectives_.Seconds(op.collective, op.axes, op.comm_bytes) > 0) out.push_back(&op);
+      if (op.is_comm() && collectives_.Seconds(op) > 0) out.push_back(&op);
     };
     for (const auto& layer : program_.layer_programs) for (const Op& op : layer.ops) add(op);
     for (const auto& stage : program_.stages) for (const Op& op : stage.step_ops) add(op);
@@ -160,12 +160,12 @@ class Preparer {
     return it->second;
   }
 
-  const Schedule& ScheduleFor(const std::vector<int64_t>& group, CollectiveOp op, Algorithm algorithm) {
-    const auto key = std::make_tuple(group, static_cast<int>(op), static_cast<int>(algorithm));
+  const Schedule& ScheduleFor(const std::vector<int64_t>& group, CollectiveOp op, Algorithm algorithm, const TokenRouting& routing) {
+    const auto key = std::make_tuple(group, static_cast<int>(op), static_cast<int>(algorithm), routing);
     auto it = schedules_.find(key);
     if (it == schedules_.end()) {
       std::string why;
-      std::optional<Schedule> schedule = BuildSchedule(graph_, DeviceGroup{group}, op, algorithm, &why);
+      std::optional<Schedule> schedule = BuildSchedule(graph_, DeviceGroup{group}, op, algorithm, &why, routing);
       SHARDSIM_CHECK(schedule.has_value(), "the analytic model's algorithm cannot run on a group: " + why);
       it = schedules_.emplace(key, std::move(*schedule)).first;
     }
@@ -212,16 +212,16 @@ class Preparer {
       g.links.erase(std::unique(g.links.begin(), g.links.end()), g.links.end());
     };
     // Collectives: every group of each kind, the flows of each algorithm its ops use.
-    std::map<int, std::set<std::pair<int, int>>> algorithms;  // kind -> (op, algorithm)
+    std::map<int, std::set<std::tuple<int, int, TokenRouting>>> algorithms;  // kind -> (op, algorithm, routing)
     for (const Op* op : CommOps()) {
-      const auto [algorithm, chunks] = collectives_.Choice(op->collective, op->axes, op->comm_bytes);
-      algorithms[KindOf(op->axes)].insert({static_cast<int>(op->collective), static_cast<int>(algorithm)});
+      const auto [algorithm, chunks] = collectives_.Choice(op->collective, op->axes, op->comm_bytes, op->routing);
+      algorithms[KindOf(op->axes)].insert({static_cast<int>(op->collective), static_cast<int>(algorithm), op->routing});
     }
     for (const auto& [kind, used] : algorithms) {
       for (const std::vector<int64_t>& group : mesh_.Groups(setup_.kinds[static_cast<size_t>(kind)].axes)) {
         std::vector<std::pair<int64_t, int64_t>> pairs;
-        for (const auto& [op, algorithm] : used) {
-          for (const Step& step : ScheduleFor(group, static_cast<CollectiveOp>(op), static_cast<Algorithm>(algorithm)).steps) {
+        for (const auto& [op, algorithm, routing] : used) {
+          for (const Step& step : ScheduleFor(group, static_cast<CollectiveOp>(op), static_cast<Algorithm>(algorithm), routing).steps) {
             for (const Flow& f : step.flows) pairs.emplace_back(group[static_cast<size_t>(f.src)], group[static_cast<size_t>(f.dst)]);
           }
         }
@@ -295,10 +295,10 @@ class Preparer {
 
   // Resolves `op` of `bytes` over the groups `groups` into flow steps (identical rounds folded).
   std::vector<FlowStep> Resolve(const Op& op, double bytes, const std::vector<std::vector<int64_t>>& groups, int64_t* flows) {
-    const auto [algorithm, chunks] = collectives_.Choice(op.collective, op.axes, bytes);
+    const auto [algorithm, chunks] = collectives_.Choice(op.collective, op.axes, bytes, op.routing);
     std::vector<FlowStep> steps;
     for (const std::vector<int64_t>& group : groups) {
-      const Schedule& schedule = ScheduleFor(group, op.collective, algorithm);
+      const Schedule& schedule = ScheduleFor(group, op.collective, algorithm, op.routing);
       if (steps.size() < schedule.steps.size()) steps.resize(schedule.steps.size());
       for (size_t s = 0; s < schedule.steps.size(); ++s) {
         const Step& step = schedule.steps[s];
@@ -326,7 +326,7 @@ class Preparer {
     plan.op = &op;
     plan.kind = KindOf(op.axes);
     plan.bytes = bytes;
-    plan.uncontended_s = collectives_.Seconds(op.collective, op.axes, bytes);
+    plan.uncontended_s = collectives_.Seconds(op.collective, op.axes, bytes, op.routing);
     plan.group = mesh_.Group(set.rank, op.axes);
     plan.rendezvous = plan.group.front() * 65536 + op_id;
     std::set<int64_t> members;
@@ -350,7 +350,7 @@ class Preparer {
     }
     plan.steps = Resolve(op, bytes, groups, &plan.flows);
     // A calibrated cluster's measured curve: its time beyond the model's is waited out first.
-    if (!plan.steps.empty()) plan.steps.front().sleep_s += collectives_.BeyondModelSeconds(op.collective, op.axes, bytes);
+    if (!plan.steps.empty()) plan.steps.front().sleep_s += collectives_.BeyondModelSeconds(op.collective, op.axes, bytes, op.routing);
     return plan;
   }
 
@@ -360,7 +360,7 @@ class Preparer {
       const auto& ops = program_.layer_programs[k].ops;
       set.layer_comm[k].assign(ops.size(), -1);
       for (size_t i = 0; i < ops.size(); ++i, ++op_id) {
-        if (!ops[i].is_comm() || collectives_.Seconds(ops[i].collective, ops[i].axes, ops[i].comm_bytes) <= 0) continue;
+        if (!ops[i].is_comm() || collectives_.Seconds(ops[i]) <= 0) continue;
         set.layer_comm[k][i] = static_cast<int32_t>(set.comms.size());
         set.comms.push_back(MakeComm(set, ops[i], ops[i].comm_bytes, false, op_id));
       }
@@ -371,7 +371,7 @@ class Preparer {
       const Op& op = step_ops[i];
       // Step ops are told apart by name (stages list different ones), numbered after the layer ops.
       const int64_t id = op_id + static_cast<int64_t>(step_op_ids_.try_emplace(op.name, step_op_ids_.size()).first->second);
-      if (!op.is_comm() || collectives_.Seconds(op.collective, op.axes, op.comm_bytes) <= 0) continue;
+      if (!op.is_comm() || collectives_.Seconds(op) <= 0) continue;
       // Overlapped gradient reductions go out in one bucket per layer of the stage.
       const double bytes = op.overlapped ? op.comm_bytes / static_cast<double>(std::max<int64_t>(1, setup_.stage_layers[static_cast<size_t>(set.stage)])) : op.comm_bytes;
       set.step_comm[i] = static_cast<int32_t>(set.comms.size());
@@ -406,7 +406,7 @@ class Preparer {
   LogicalMesh mesh_;
   StepSetup setup_;
   int pipeline_kind_ = -1;
-  std::map<std::tuple<std::vector<int64_t>, int, int>, Schedule> schedules_;
+  std::map<std::tuple<std::vector<int64_t>, int, int, TokenRouting>, Schedule> schedules_;
   std::map<std::string, size_t> step_op_ids_;  // step op name -> its number, the same on every stage
 };
 

@@ -40,9 +40,13 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   // activations'.
   const double to_experts = static_cast<double>(routed) * static_cast<double>(rw) * EpDispatchBytes(plan, rw) / static_cast<double>(t);
   const double from_experts = routed_bytes / static_cast<double>(t);
+  // Under a deduplicating dispatcher (deepep) the all-to-alls carry each token once per node and
+  // GPU its experts sit on: the cost layer lays the rows out from the routing.
+  const TokenRouting routing =
+      DeduplicatesDispatch(plan) ? TokenRouting{moe.num_experts, moe.top_k, moe.groups, moe.group_top_k} : TokenRouting{};
   if (plan.mesh.expert > 1) {
     layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, to_experts, CollectiveOp::kAllToAll, from_experts, CollectiveOp::kAllToAll,
-                     plan.overlap.expert);
+                     plan.overlap.expert, routing);
   }
   // Over tensor the rows toward the experts (the gather of their inputs, the backward gather of
   // their outputs' gradients) keep the dispatch width; the reductions move 16-bit partial sums.
@@ -62,7 +66,7 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   }
   if (plan.mesh.expert > 1) {
     layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, from_experts, CollectiveOp::kAllToAll, to_experts, CollectiveOp::kAllToAll,
-                     plan.overlap.expert);
+                     plan.overlap.expert, routing);
   }
   if (moe.latent_size > 0) layer.Matmul(ops::kLatentUp, own_tokens, moe.latent_size, d);
   // The gate-weighted sum of a token's copies, at the routed width.

@@ -61,10 +61,11 @@ void LayerBuilder::Collective(std::string_view name, Stream stream, std::vector<
 }
 
 void LayerBuilder::Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double forward_bytes, CollectiveOp forward,
-                              double backward_bytes, CollectiveOp backward, bool overlapped) {
+                              double backward_bytes, CollectiveOp backward, bool overlapped, TokenRouting routing) {
   Piece piece;
   piece.forward.push_back(CommOp(std::string(name), Phase::kForward, stream, forward, axes, forward_bytes, overlapped));
   piece.backward_input.push_back(CommOp(ops::Grad(name), Phase::kBackwardInput, stream, backward, std::move(axes), backward_bytes, overlapped));
+  piece.forward.back().routing = piece.backward_input.back().routing = routing;
   pieces_.push_back(std::move(piece));
 }
 

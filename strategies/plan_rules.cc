@@ -126,6 +126,10 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
     return Infeasibility{"ep_dispatch_dtype", "ep_dispatch_dtype fp8 quantises the expert all-to-alls, which expert=1 does not run", "bf16, or fp8 with expert > 1",
                          m.moe ? "drop ep_dispatch_dtype or split the experts over an expert axis" : "drop ep_dispatch_dtype: '" + m.name + "' is dense"};
   }
+  if (p.ep_dispatcher == "deepep" && !m.moe) {
+    return Infeasibility{"ep_dispatcher", "ep_dispatcher deepep dispatches tokens to experts, which '" + m.name + "' has none of", "alltoall, or deepep with an MoE model",
+                         "drop ep_dispatcher: '" + m.name + "' is dense"};
+  }
   if (p.param_gather_dtype == "fp8" && !GathersParams(p)) {
     return Infeasibility{"param_gather_dtype", "param_gather_dtype fp8 narrows the parameter all-gathers, which this plan does not run (no fsdp axis, and no data axis under zero_stage >= 1)",
                          "bf16, or fp8 with parameters sharded", "drop param_gather_dtype, or shard the optimizer over data (zero_stage >= 1) or the weights over fsdp"};

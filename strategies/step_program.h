@@ -48,6 +48,7 @@ struct Op {
   std::vector<std::string> axes;  // mesh axes of the group
   double comm_bytes = 0;          // nccl-tests size convention (see core/collective_op.h users)
   bool overlapped = false;        // runs under compute when the plan's overlap switch allows
+  TokenRouting routing;           // an expert all-to-all sent once per node and device (deepep)
   bool is_comm() const { return stream != Stream::kCompute; }
 };
 

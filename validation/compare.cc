@@ -152,7 +152,7 @@ Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& p
     row.measured_s += s.duration_s;
     row.count += 1;
     if (counted.insert({s.rank, s.step, s.key}).second) {
-      row.predicted_s += op->is_comm() ? collectives.Seconds(op->collective, op->axes, op->comm_bytes) : roofline.Seconds(*op);
+      row.predicted_s += op->is_comm() ? collectives.Seconds(*op) : roofline.Seconds(*op);
     }
   }
   const double per = static_cast<double>(std::max(1, measured.ranks) * out.steps_compared);

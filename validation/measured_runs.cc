@@ -55,7 +55,7 @@ PublishedRun RunOf(const json& value, const std::string& where) {
   const ClusterSpec cluster = LoadCluster(run.cluster);
   if (!r.Has("plan") || !r.Raw("plan").is_object()) r.Fail("plan", "missing or not an object", "a plan JSON object (examples/*.plan.json)");
   run.plan = PlanFromJson(r.Raw("plan"), where + "/plan");
-  CheckPrecisionOnChip(run.plan, cluster, where + "/plan");
+  CheckPlanOnCluster(run.plan, cluster, where + "/plan");
   strategies::ValidatePlan(run.plan, run.model, DeviceCount(cluster), cluster.name, where + "/plan:");
   run.step_time_s = StepTimeOf(r, run.plan, DeviceCount(cluster));
   run.group = r.StringOr("group", cluster.system);

@@ -1,0 +1,161 @@
+// The deduplicating expert dispatcher's traffic (ep_dispatcher deepep): the chance a token misses
+// a set of experts, checked against enumerating every routing of small cases; the schedule's
+// network and NVLink rows; and the step costs it changes.
+#include "sim/routed_all_to_all.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "core/model_presets.h"
+#include "sim/estimate.h"
+#include "sim/op_cost.h"
+#include "strategies/build_step.h"
+#include "strategies/op_names.h"
+#include "strategies/plan_rules.h"
+#include "tests/sim/collective_test_util.h"
+
+namespace shardsim::sim {
+namespace {
+
+// Every k-subset of `items`, each passed to `visit`.
+void Subsets(const std::vector<int64_t>& items, int64_t k, const std::function<void(const std::vector<int64_t>&)>& visit) {
+  std::vector<bool> pick(items.size(), false);
+  std::fill(pick.begin(), pick.begin() + k, true);
+  do {
+    std::vector<int64_t> chosen;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (pick[i]) chosen.push_back(items[i]);
+    }
+    visit(chosen);
+  } while (std::prev_permutation(pick.begin(), pick.end()));
+}
+
+// The miss chance by listing every equally likely routing: each choice of group_top_k groups,
+// then each k-subset of their experts.
+double EnumeratedMiss(const TokenRouting& r, const std::set<int64_t>& experts) {
+  const int64_t groups = r.groups > 1 ? r.groups : 1, chosen = r.groups > 1 ? r.group_top_k : 1, per = r.experts / groups;
+  std::vector<int64_t> all_groups(static_cast<size_t>(groups));
+  std::iota(all_groups.begin(), all_groups.end(), 0);
+  double miss = 0, cases = 0;
+  Subsets(all_groups, chosen, [&](const std::vector<int64_t>& gs) {
+    std::vector<int64_t> pool;
+    for (int64_t g : gs) {
+      for (int64_t e = 0; e < per; ++e) pool.push_back(g * per + e);
+    }
+    // Each group choice is equally likely, then each expert choice within it.
+    double group_miss = 0, group_cases = 0;
+    Subsets(pool, r.top_k, [&](const std::vector<int64_t>& picked) {
+      group_cases += 1;
+      if (std::none_of(picked.begin(), picked.end(), [&](int64_t e) { return experts.count(e) > 0; })) group_miss += 1;
+    });
+    miss += group_miss / group_cases;
+    cases += 1;
+  });
+  return miss / cases;
+}
+
+TEST(RoutedAllToAllTest, MissProbabilityMatchesEveryRouting) {
+  const std::vector<TokenRouting> routings = {{12, 3, 0, 0}, {12, 3, 4, 2}, {12, 4, 6, 3}, {16, 2, 4, 1}, {10, 5, 5, 4}};
+  const std::vector<std::set<int64_t>> sets = {{0}, {0, 1, 2}, {1, 2, 3, 4}, {0, 5, 9}, {2, 3, 6, 7}};
+  for (const TokenRouting& r : routings) {
+    for (const std::set<int64_t>& s : sets) {
+      const double exact = EnumeratedMiss(r, s);
+      EXPECT_NEAR(MissProbability(r, std::vector<int64_t>(s.begin(), s.end())), exact, 1e-12)
+          << "E=" << r.experts << " k=" << r.top_k << " groups " << r.group_top_k << "/" << r.groups << " set of " << s.size();
+    }
+  }
+}
+
+double Sent(const Schedule& s, const std::function<bool(int32_t, int32_t)>& which) {
+  double sent = 0;
+  for (const Step& step : s.steps) {
+    for (const Flow& f : step.flows) sent += which(f.src, f.dst) ? f.fraction : 0;
+  }
+  return sent;
+}
+
+// One expert per token: nothing to deduplicate, so the network and NVLink carry what the plain
+// all-to-all's do (each member's (n - r) / n of its rows leave its node, and (r - 1) / n stay
+// in it, which forwarding adds (nodes - 1) x to).
+TEST(RoutedAllToAllTest, OneExpertPerTokenMovesWhatThePlainAllToAllDoes) {
+  const auto cluster = MakeCluster("dgx-h100:32");
+  const DeviceGroup group = FirstDevices(32);
+  std::string why;
+  const auto s = RoutedAllToAll(cluster, group, TokenRouting{64, 1, 0, 0}, &why);
+  ASSERT_TRUE(s.has_value()) << why;
+  auto node = [](int32_t m) { return m / 8; };
+  const double across = Sent(*s, [&](int32_t a, int32_t b) { return node(a) != node(b); });
+  const double within = Sent(*s, [&](int32_t a, int32_t b) { return node(a) == node(b); });
+  EXPECT_NEAR(across / 32, 24.0 / 32, 1e-12);
+  EXPECT_NEAR(within / 32, 4 * 7.0 / 32, 1e-12);
+}
+
+// DeepSeek-V3's routing over 64 GPUs in 8 nodes: each node holds one group, a token reaches 4
+// of 8 groups, so a remote node receives a token with chance 1/2 x (1 - C(96,8)/C(128,8)), not
+// the 7 x 8/8 copies a plain all-to-all sends over the network.
+TEST(RoutedAllToAllTest, NodeLimitedRoutingBoundsTheNetworkRows) {
+  const auto cluster = MakeCluster("dgx-h100:64");
+  std::string why;
+  const TokenRouting limited{256, 8, 8, 4}, free{256, 8, 0, 0};
+  const auto s = RoutedAllToAll(cluster, FirstDevices(64), limited, &why);
+  ASSERT_TRUE(s.has_value()) << why;
+  double avoid = 1;
+  for (int i = 0; i < 8; ++i) avoid *= (96.0 - i) / (128.0 - i);
+  const double node_hit = 0.5 * (1 - avoid);
+  auto node = [](int32_t m) { return m / 8; };
+  const double across = Sent(*s, [&](int32_t a, int32_t b) { return node(a) != node(b); }) / 64;
+  EXPECT_NEAR(across, 7 * node_hit / 8, 1e-12);  // per member, as a share of its 8 copies per token
+  EXPECT_LE(across * 8, 4.0);                     // at most 4 nodes per token, its own included
+  // Without the limit more nodes are reached, still fewer rows than copies.
+  const auto unlimited = RoutedAllToAll(cluster, FirstDevices(64), free, &why);
+  ASSERT_TRUE(unlimited.has_value());
+  const double across_free = Sent(*unlimited, [&](int32_t a, int32_t b) { return node(a) != node(b); }) / 64;
+  EXPECT_GT(across_free, across);
+  EXPECT_LT(across_free, 7.0 / 8);
+}
+
+TEST(RoutedAllToAllTest, RefusesWhatItCannotLayOut) {
+  std::string why;
+  EXPECT_FALSE(RoutedAllToAll(MakeCluster("tpu-v5p:4x4x4"), FirstDevices(8), TokenRouting{64, 8, 0, 0}, &why).has_value());
+  EXPECT_NE(why.find("torus"), std::string::npos) << why;
+  EXPECT_FALSE(RoutedAllToAll(MakeCluster("dgx-h100:16"), FirstDevices(12), TokenRouting{48, 8, 0, 0}, &why).has_value());
+  EXPECT_NE(why.find("unequal"), std::string::npos) << why;
+  EXPECT_FALSE(RoutedAllToAll(MakeCluster("dgx-h100:16"), FirstDevices(16), TokenRouting{24, 8, 0, 0}, &why).has_value());
+  EXPECT_NE(why.find("evenly"), std::string::npos) << why;
+}
+
+// The step: deepep's all-to-alls cost less than every copy's across nodes, and the rest of the
+// step is the same.
+TEST(RoutedAllToAllTest, DeduplicatedDispatchShortensTheExpertAllToAlls) {
+  const ModelSpec model = FindModelPreset("deepseek-v3")->spec;
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:256", "--cluster");
+  const topologies::Cluster graph(cluster);
+  PlanSpec plan;
+  plan.mesh.pipeline = 4, plan.mesh.expert = 64;
+  plan.global_batch_size = 256, plan.seq_len = 4096, plan.zero_stage = 3, plan.recompute = Recompute::kFull;
+  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+  auto all_to_all_s = [&](const PlanSpec& p, double* step_s) {
+    AxisCollectives collectives(graph, p);
+    const strategies::StepProgram program = strategies::BuildStep(model, p);
+    double sum = 0;
+    for (const strategies::Op& op : program.layer_programs[static_cast<size_t>(strategies::LayerKind::kMoe)].ops) {
+      if (op.collective == CollectiveOp::kAllToAll && op.is_comm()) sum += collectives.Seconds(op);
+    }
+    *step_s = Estimate(program, cluster, collectives).step_time_s;
+    return sum;
+  };
+  double copies_step = 0, dedup_step = 0;
+  const double copies = all_to_all_s(plan, &copies_step);
+  PlanSpec deepep = plan;
+  deepep.ep_dispatcher = "deepep";
+  const double dedup = all_to_all_s(deepep, &dedup_step);
+  EXPECT_GT(copies, 0);
+  EXPECT_LT(dedup, 0.6 * copies);
+  EXPECT_LT(dedup_step, copies_step);
+}
+
+}  // namespace
+}  // namespace shardsim::sim
