@@ -12,12 +12,14 @@
 #include "cli/text_table.h"
 #include "core/error.h"
 #include "core/inputs.h"
+#include "core/mesh.h"
 #include "core/plan_json.h"
 #include "core/run_cost.h"
 #include "core/units.h"
 #include "planner/frameworks.h"
 #include "strategies/plan_rules.h"
 #include "sim/estimate.h"
+#include "sim/routed_all_to_all.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
 #include "strategies/memory_model.h"
@@ -86,6 +88,18 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (KeepsGatheredSequence(plan)) {
     out << "  sequence    parallel regions keep their gathered inputs for the backward, which gathers nothing again (sequence_parallel_inputs keep-gathered"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+  }
+  if (DeduplicatesDispatch(plan)) {
+    // The first expert group's rows: every group of a regular mesh has the same layout.
+    const LogicalMesh mesh(plan.mesh, plan.mesh_order);
+    const MoeSpec& moe = *model.moe;
+    const TokenRouting routing{moe.num_experts, moe.top_k, moe.groups, moe.group_top_k};
+    if (const auto rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{mesh.Group(0, {"expert"})}, routing)) {
+      out << "  experts     each token sent once per destination node and GPU (ep_dispatcher deepep): " << FormatFixed(rows->deduplicated, 2)
+          << " rows per token leave its node over the network, against " << FormatFixed(rows->copies, 2) << " routed copies (expert groups of "
+          << rows->nodes << " node(s) x " << rows->per_node << " GPUs; top-" << moe.top_k << " of " << moe.num_experts << " experts"
+          << (moe.groups > 1 ? ", within " + std::to_string(moe.group_top_k) + " of " + std::to_string(moe.groups) + " groups" : std::string()) << ", balanced routing)\n";
+    }
   }
   if (plan.dtype == "fp8") {
     out << "  fp8         " << Fp8RecipeOf(plan) << " scaling (fp8_recipe"

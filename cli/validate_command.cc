@@ -108,6 +108,11 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     notes.push_back("dtype set to fp32 (was " + plan.dtype + "): the runtime trains in fp32" + (dropped.empty() ? "" : "; the FP8 fields dropped (" + dropped + ")"));
     plan = LoadPlan(o.plan, overrides);
   }
+  if (plan.ep_dispatcher == "deepep") {
+    overrides.push_back("ep_dispatcher=alltoall");
+    notes.push_back("ep_dispatcher set to alltoall (was deepep): the runtime's MPI all-to-alls send every routed copy, as the prediction then does");
+    plan = LoadPlan(o.plan, overrides);
+  }
   const ModelSpec model = LoadModel(o.model);
   const int64_t ranks = plan.mesh.Product();
   strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", PlanSource(o.plan, overrides) + ":");

@@ -73,6 +73,10 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
       add("--moe-flex-dispatcher-backend", "ncclep");
       add("--moe-dispatch-fwd-dtype", "mxfp8");
       add("--moe-combine-bwd-dtype", "mxfp8");
+    } else if (DeduplicatesDispatch(p)) {
+      // transformer_config.py: DeepEP behind the flex dispatcher (once per node and GPU).
+      add("--moe-token-dispatcher-type", "flex");
+      add("--moe-flex-dispatcher-backend", "deepep");
     } else {
       add("--moe-token-dispatcher-type",
           "alltoall");  // shardsim's dispatch; Megatron's default is allgather
@@ -189,6 +193,15 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
                                           ": shardsim moves both all-to-alls toward the experts at one width (ep_dispatch_dtype); set both alike");
   }
   if (dispatch == "mxfp8") p.ep_dispatch_dtype = "fp8";
+  // The flex dispatcher's backends: DeepEP sends each token once per node and GPU; NCCL EP is
+  // read as sending every copy; HybridEP (GB200's multi-node NVLink) is not modelled.
+  if (r.Get("--moe-token-dispatcher-type", "allgather") == "flex" || r.Has("--moe-enable-deepep")) {
+    const std::string backend = r.Has("--moe-enable-deepep") ? "deepep" : r.Get("--moe-flex-dispatcher-backend", "deepep");
+    if (backend == "hybridep") {
+      r.Fail("--moe-flex-dispatcher-backend", "hybridep is not modelled: shardsim models deepep (ep_dispatcher deepep) and ncclep (every routed copy)");
+    }
+    if (backend == "deepep") p.ep_dispatcher = "deepep";
+  }
   const std::string granularity = r.Get("--recompute-granularity");
   p.recompute = granularity == "full"        ? Recompute::kFull
                 : granularity == "selective" ? Recompute::kSelective

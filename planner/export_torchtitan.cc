@@ -12,6 +12,7 @@ namespace {
 
 constexpr char kWorld[] = "launch.world_size";
 constexpr char kConverters[] = "launch.model_converters";
+constexpr char kCommBackend[] = "launch.moe_comm_backend";  // model_registry's argument
 constexpr char kParts[] = "parallelism.module_fqns_per_model_part";
 
 std::string I(int64_t v) { return std::to_string(v); }
@@ -116,20 +117,26 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   // components/quantization: Float8LinearConverter scales rowwise (its recipe_name's default),
   // MXFP8LinearConverter in 32-element blocks; per-tensor and blockwise are gaps.
   if (p.dtype == "fp8") add(kConverters, p.fp8_recipe == "mxfp8" ? "[MXFP8LinearConverter.Config()]" : "[Float8LinearConverter.Config()]");
+  // models/common/config_utils.py make_token_dispatcher_config: "deepep" (DeepEPTokenDispatcher).
+  if (DeduplicatesDispatch(p)) add(kCommBackend, Quoted("deepep"));
   return s;
 }
 
 std::string TorchtitanText(const std::vector<Setting>& settings) {
   std::string text = "# in the function that returns your Trainer.Config\n";
+  std::string registry;  // model_registry's arguments
   for (const Setting& s : settings) {
     if (s.name == kWorld) {
       text += "# NGPU=" + s.value + " ./run_train.sh\n";
     } else if (s.name == kConverters) {
-      text += "# config.model_spec = model_registry(<flavor>, converters=" + s.value + ")\n";
+      registry += ", converters=" + s.value;
+    } else if (s.name == kCommBackend) {
+      registry += ", moe_comm_backend=" + s.value;
     } else {
       text += "config." + s.name + " = " + s.value + "\n";
     }
   }
+  if (!registry.empty()) text += "# config.model_spec = model_registry(<flavor>" + registry + ")\n";
   return text;
 }
 
@@ -170,6 +177,14 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
                 ? "fp32"
                 : "bf16";
   if (p.dtype == "fp8") p.fp8_recipe = r.Get(kConverters).find("MXFP8") != std::string::npos ? "mxfp8" : "rowwise";
+  if (r.Has(kCommBackend)) {
+    const std::string backend = unquote(r.Get(kCommBackend));
+    if (backend == "deepep") {
+      p.ep_dispatcher = "deepep";
+    } else if (backend != "standard") {
+      r.Fail(kCommBackend, "'" + backend + "' is not modelled: shardsim models \"standard\" (every routed copy) and \"deepep\"");
+    }
+  }
   p.overlap.tensor = r.Bool("compile.enable_async_tensor_parallel", false);
   // CompileConfig.components defaults to ["model", "loss"].
   const bool compiled_loss = r.Bool("compile.enable", false) && r.Get("compile.components", "[\"model\", \"loss\"]").find("\"loss\"") != std::string::npos;

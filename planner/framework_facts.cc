@@ -96,6 +96,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // optimizer or FSDP (required); off by default, on in NeMo 2.0's FP8 recipes
         // (recipes/precision/mixed_precision.py, all but blockwise).
         .fp8_param_gather = true,
+        // transformer_config.py: moe_token_dispatcher_type 'flex' with moe_flex_dispatcher_backend
+        // 'deepep' (its default; moe_enable_deepep is the deprecated spelling).
+        .deepep_setting = "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep",
         .mamba_layers = true,  // pretrain_mamba.py: --hybrid-layer-pattern (core/ssm/mamba_block.py)
         .moe_latent = true,    // --moe-latent-size (transformer/moe/moe_layer.py fc1_latent_proj)
         // tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication saves the
@@ -174,6 +177,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // FSDP2's FP8 all-gather was torchao's per-tensor option (Float8LinearConfig
         // enable_fsdp_float8_all_gather); the row-wise converter has none.
         .fp8_param_gather = false,
+        // models/*/__init__.py model_registry(flavor, moe_comm_backend="deepep"):
+        // models/common/token_dispatcher.py DeepEPTokenDispatcher.
+        .deepep_setting = "model_registry(..., moe_comm_backend=\"deepep\")",
         .mamba_layers = false,  // its models (llama3, qwen3, deepseek_v3, ...) have no state-space layers
         .moe_latent = false,
         // models/common/decoder_sharding.py: the attention's and the FFN's input is redistributed
@@ -256,6 +262,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // dtype, which autodiff keeps.
         .saved_input_dtype = "bf16",
         .fp8_param_gather = false,  // weights sharded and gathered in their own dtype
+        .deepep_setting = "",       // XLA's all-to-all (or ragged all-to-all) sends every routed copy
         .mamba_layers = false,  // decoder blocks of attention and MLPs
         .moe_latent = false,
         .sequence_parallel_inputs = "",  // XLA's rematerialisation decides
@@ -328,6 +335,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_dispatch_recipe = "",
         .saved_input_dtype = "",
         .fp8_param_gather = false,
+        .deepep_setting = "",  // DeepSpeed-MoE's all-to-all sends every routed copy
         .mamba_layers = false,
         .moe_latent = false,
         .sequence_parallel_inputs = "",  // AutoTP has no sequence parallelism

@@ -115,6 +115,9 @@ struct FrameworkFacts {
   std::string_view saved_input_dtype;
   // Whether it gathers FP8 weights (PlanSpec::param_gather_dtype fp8).
   bool fp8_param_gather;
+  // The setting that sends each token once per destination node and GPU (PlanSpec::ep_dispatcher
+  // deepep); "" where its expert all-to-alls send every routed copy.
+  std::string_view deepep_setting;
   // Whether it trains hybrid models with Mamba-2 mixers (ModelSpec::hybrid_pattern), and routed
   // experts in a latent width (MoeSpec::latent_size).
   bool mamba_layers, moe_latent;

@@ -101,6 +101,11 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
                        : "fp8 expert dispatch under " + Fp8RecipeOf(p) + " scaling: " + std::string(f.name) + " quantises it under " +
                              std::string(f.fp8_dispatch_recipe) + " only");
   }
+  if (DeduplicatesDispatch(p) && f.deepep_setting.empty()) {
+    gaps.push_back("deduplicated expert dispatch (ep_dispatcher deepep): " + std::string(f.name) + "'s expert all-to-alls send every routed copy");
+  } else if (DeduplicatesDispatch(p) && p.ep_dispatch_dtype == "fp8") {
+    gaps.push_back("fp8 expert dispatch with ep_dispatcher deepep: " + std::string(f.name) + " quantises the dispatch on another dispatcher only");
+  }
   if (p.dtype == "fp8" && !p.saved_input_dtype.empty() && !f.saved_input_dtype.empty() && p.saved_input_dtype != f.saved_input_dtype) {
     gaps.push_back("saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
                    std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits"));

@@ -39,6 +39,9 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::stri
   if (p.recompute != Recompute::kNone && p.recompute != Recompute::kSelective && p.recompute != Recompute::kFull) {
     refuse("plan:/recompute", "recompute " + ToString(p.recompute), "none, selective or full");
   }
+  if (p.ep_dispatcher == "deepep") {
+    refuse("plan:/ep_dispatcher", "a deduplicating expert dispatcher (DeepEP)", "alltoall (its MPI all-to-alls send every routed copy)");
+  }
   if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
   if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");
   if (p.zero_stage == 2 && p.mesh.fsdp > 1) {

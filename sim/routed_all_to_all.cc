@@ -125,4 +125,21 @@ std::optional<Schedule> RoutedAllToAll(const topologies::Cluster& cluster, const
   return s;
 }
 
+std::optional<NetworkRows> NetworkRowsPerToken(const topologies::Cluster& cluster, const DeviceGroup& group, const TokenRouting& routing) {
+  std::string why_not;
+  const std::optional<Schedule> s = RoutedAllToAll(cluster, group, routing, &why_not);
+  if (!s) return std::nullopt;
+  const TopologySpec& t = cluster.spec().topology;
+  auto node = [&](int32_t member) { return NodeOf(t, group.devices[static_cast<size_t>(member)]); };
+  std::map<int64_t, int64_t> members;
+  for (int32_t i = 0; i < static_cast<int32_t>(group.devices.size()); ++i) ++members[node(i)];
+  NetworkRows rows;
+  rows.nodes = static_cast<int64_t>(members.size());
+  rows.per_node = members.begin()->second;
+  const double n = static_cast<double>(group.devices.size()), k = static_cast<double>(routing.top_k);
+  for (const Flow& f : s->steps.front().flows) rows.deduplicated += node(f.src) != node(f.dst) ? f.fraction * k / n : 0;
+  rows.copies = k * (n - static_cast<double>(rows.per_node)) / n;
+  return rows;
+}
+
 }  // namespace shardsim::sim

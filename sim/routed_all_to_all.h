@@ -32,4 +32,13 @@ double MissProbability(const TokenRouting& routing, const std::vector<int64_t>& 
 std::optional<Schedule> RoutedAllToAll(const topologies::Cluster& cluster, const DeviceGroup& group, const TokenRouting& routing,
                                        std::string* why_not);
 
+// Rows per token that leave a member's node over the network, deduplicated and as every routed
+// copy would (top_k x the share of the group's members in other nodes), for the estimate's report.
+struct NetworkRows {
+  double deduplicated = 0, copies = 0;
+  int64_t nodes = 0, per_node = 0;  // the group's nodes and its members in each
+};
+// Nullopt where RoutedAllToAll is.
+std::optional<NetworkRows> NetworkRowsPerToken(const topologies::Cluster& cluster, const DeviceGroup& group, const TokenRouting& routing);
+
 }  // namespace shardsim::sim

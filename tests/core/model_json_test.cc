@@ -48,6 +48,20 @@ TEST(ModelJsonTest, ErrorsNameTheField) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.where(), "m.json:/moe/expert_ffn_hidden_size");
   }
+  // Group-limited routing: the groups split the experts evenly, the chosen ones hold top_k.
+  for (const auto& [groups, top, field] : {std::tuple{3, 1, "groups"}, std::tuple{4, 0, "group_top_k"}, std::tuple{8, 1, "group_top_k"}, std::tuple{4, 5, "group_top_k"}}) {
+    j = ModelToJson(FindModelPreset("mixtral-8x7b")->spec);
+    j["moe"]["groups"] = groups, j["moe"]["group_top_k"] = top;
+    try {
+      ModelFromJson(j, "m.json");
+      FAIL() << groups << " groups, " << top;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.where(), std::string("m.json:/moe/") + field) << groups << " groups, " << top;
+    }
+  }
+  j = ModelToJson(FindModelPreset("mixtral-8x7b")->spec);
+  j["moe"]["groups"] = 4, j["moe"]["group_top_k"] = 1;  // 2 experts per group hold top-2
+  EXPECT_EQ(ModelFromJson(j, "m.json").moe->group_top_k, 1);
 }
 
 // Llama-3-8B's published config.json imports to the same model as the preset.
@@ -78,6 +92,12 @@ TEST(HfConfigTest, DeepSeekV3MatchesPresetCounts) {
   // The MTP module beside them: DeepSeek's model card gives 14B for it with its copies of the
   // embedding and head (0.93B each), which shardsim counts once, as the model's.
   EXPECT_EQ(imported.mtp_layers, 1);
+  // n_group / topk_group as the config publishes them: node-limited routing, 4 of 8 groups.
+  json limited = config;
+  limited["n_group"] = 8, limited["topk_group"] = 4;
+  const ModelSpec routed = ModelFromHfConfig(limited, "config.json", "dsv3");
+  EXPECT_EQ(routed.moe->groups, FindModelPreset("deepseek-v3")->spec.moe->groups);
+  EXPECT_EQ(routed.moe->group_top_k, 4);
   EXPECT_EQ(b.mtp, 0);  // the preset leaves it out
   EXPECT_NEAR(static_cast<double>(a.mtp) / (14e9 - 2 * static_cast<double>(a.embedding)), 1.0, 0.05);
 }

@@ -83,6 +83,27 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   EXPECT_TRUE(refused(unknown, "fp8"));
 }
 
+// The expert dispatcher: alltoall or deepep, round-tripped; it deduplicates only where an expert
+// axis runs all-to-alls; another value is refused naming the field and the valid ones.
+TEST(PlanJsonTest, EpDispatcher) {
+  json plan = BasePlan();
+  plan["mesh"] = {{"data", 8}, {"expert", 8}};
+  plan["ep_dispatcher"] = "deepep";
+  const PlanSpec p = PlanFromJson(plan, "p.json");
+  EXPECT_TRUE(DeduplicatesDispatch(p));
+  EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").ep_dispatcher, "deepep");
+  plan["mesh"] = {{"data", 64}};
+  EXPECT_FALSE(DeduplicatesDispatch(PlanFromJson(plan, "p.json")));
+  plan["ep_dispatcher"] = "nccl";
+  try {
+    PlanFromJson(plan, "p.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "p.json:/ep_dispatcher");
+    EXPECT_EQ(e.valid(), "alltoall, deepep");
+  }
+}
+
 TEST(PlanJsonTest, OverridesApplyInOrder) {
   json plan = BasePlan();
   ApplyPlanOverride(plan, "mesh.tensor=4");

@@ -157,6 +157,9 @@ TEST(ExportRoundTripTest, MegatronCore) {
   cases.push_back({"the same, MXFP8 with the dispatch in MXFP8", "deepseek-v3", "dgx-b200:2048", p});
   p.param_gather_dtype = "fp8";
   cases.push_back({"the same, its weights gathered in MXFP8", "deepseek-v3", "dgx-b200:2048", p});
+  p = Plan({{"data", 2}, {"pipeline", 16}, {"expert", 64}}, 15360, 4096);
+  p.zero_stage = 1, p.ep_dispatcher = "deepep";
+  cases.push_back({"DeepSeek-V3 with DeepEP's flex dispatcher", "deepseek-v3", "hgx-h800:2048", p});
   RoundTrip(Framework::kMegatronCore, cases);
 }
 
@@ -190,6 +193,8 @@ TEST(ExportRoundTripTest, Torchtitan) {
   p = Plan({{"fsdp", 8}, {"expert", 8}}, 512, 4096);
   p.zero_stage = 3;
   cases.push_back({"experts over dp_shard", "mixtral-8x7b", "dgx-h100:64", p});
+  p.ep_dispatcher = "deepep";
+  cases.push_back({"the same, DeepEP's dispatcher", "mixtral-8x7b", "dgx-h100:64", p});
   RoundTrip(Framework::kTorchtitan, cases);
 }
 

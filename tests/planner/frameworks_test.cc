@@ -184,6 +184,16 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kTorchtitan, moe, "moves the expert all-to-alls at the activations' width", mixtral));
   moe.fp8_recipe = "blockwise";
   EXPECT_TRUE(Names(Framework::kMegatronCore, moe, "fp8 expert dispatch under blockwise scaling", mixtral));
+  // DeepEP's deduplicating dispatcher: Megatron-core's flex dispatcher and torchtitan's deepep
+  // backend, not MaxText's or DeepSpeed's all-to-alls; Megatron quantises the dispatch on ncclep only.
+  PlanSpec deepep = Plan({{"expert", 8}, {"fsdp", 8}});
+  deepep.zero_stage = 3, deepep.ep_dispatcher = "deepep";
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, mixtral, deepep).empty());
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, mixtral, deepep).empty());
+  EXPECT_TRUE(Names(Framework::kMaxText, deepep, "deduplicated expert dispatch (ep_dispatcher deepep)", mixtral));
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, deepep, "send every routed copy", mixtral));
+  deepep.dtype = "fp8", deepep.fp8_recipe = "mxfp8", deepep.ep_dispatch_dtype = "fp8";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, deepep, "fp8 expert dispatch with ep_dispatcher deepep", mixtral));
   // FP8 products' saved inputs: Transformer Engine keeps them in FP8, torchao and flax in 16 bits;
   // an fp8 plan that sets none gets its framework's.
   PlanSpec saved = Plan({{"fsdp", 8}});

@@ -157,6 +157,17 @@ TEST(MpiRuntimeTest, LossFallsAndUnsupportedAxesAreRefused) {
     EXPECT_EQ(e.where(), "model/sliding_window");
     EXPECT_NE(std::string(e.what()).find("the runtime does not implement it yet"), std::string::npos) << e.what();
   }
+  // DeepEP's deduplicating dispatcher is estimated, not run (the MPI all-to-alls send every copy).
+  ModelSpec moe = model;
+  moe.moe = MoeSpec{.num_experts = 4, .top_k = 2, .expert_ffn_hidden_size = model.ffn_hidden_size};
+  PlanSpec deepep = plan;
+  deepep.ep_dispatcher = "deepep";
+  try {
+    Trainer refused(moe, deepep, TrainOptions{}, MPI_COMM_WORLD, corpus);
+    ADD_FAILURE() << "deepep accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "plan:/ep_dispatcher");
+  }
 }
 
 // A job stopped after a checkpoint and resumed gives bit-identical losses to one that never
