@@ -263,6 +263,11 @@ def plan_of(row, assumed):
         mesh.update(fsdp=fsdp // ep, expert=ep, data=dp // fsdp)
         plan["zero_stage"] = 3
         plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
+        if ep > 1 and "deepep" in (row["training"].get("kernel_optimizations") or "").lower():
+            # DeepEP's normal kernels: each token once per destination node and GPU.
+            plan["ep_dispatcher"] = "deepep"
+            assumed.append("DeepEP dispatch (the row's kernel optimizations): each token sent once per destination node and GPU, "
+                           "routed evenly (the page's fake balanced gate) with no group limit")
         framework = "torchtitan"
         assumed.append("PyTorch FSDP2 (NeMo AutoModel) costed as torchtitan")
         if row["model"]["config"].get("model_type") == "nemotron_h":
