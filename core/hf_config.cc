@@ -1,6 +1,6 @@
 // Hugging Face config.json import (model_json.h). Field names follow the transformers
 // configuration classes of each model type (LlamaConfig, MistralConfig, MixtralConfig,
-// Qwen2Config, DeepseekV3Config, GptOssConfig, GPT2Config, GPTNeoXConfig).
+// Qwen2Config, DeepseekV3Config, GptOssConfig, GPT2Config, GPTNeoXConfig, NemotronHConfig).
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -117,12 +117,74 @@ void ReadSlidingWindow(JsonReader& r, ModelSpec& m, int64_t default_every) {
   m.sliding_window = w;
 }
 
+// NemotronH (Nemotron-H, Nemotron 3): a hybrid of Mamba-2 mixers, attention, MLP and expert
+// blocks, one per layer (transformers' configuration_nemotron_h.py NemotronHConfig at 13923c63:
+// layers_block_type, or the legacy hybrid_override_pattern its configs on the Hub carry; the
+// mamba_* spellings its __post_init__ accepts for n_groups, conv_kernel and chunk_size). No
+// position embedding (the attention has no RoPE), RMSNorm, squared-ReLU MLPs.
+ModelSpec NemotronH(JsonReader& r, const std::string& name) {
+  ModelSpec m;
+  m.name = name;
+  if (r.Has("hybrid_override_pattern")) {
+    m.hybrid_pattern = r.String("hybrid_override_pattern");
+  } else {
+    for (const std::string& type : r.StringList("layers_block_type")) {
+      // The current names, then the legacy ones NemotronHConfig migrates.
+      const char c = type == "linear_attention" || type == "mamba" ? kHybridMamba
+                     : type == "full_attention" || type == "attention" ? kHybridAttention
+                     : type == "moe" ? kHybridMoe
+                     : type == "mlp" ? kHybridMlp
+                                     : '?';
+      if (c == '?') r.Fail("layers_block_type", "unknown layer type '" + type + "'", "linear_attention (mamba), full_attention (attention), moe, mlp");
+      m.hybrid_pattern += c;
+    }
+  }
+  m.num_layers = static_cast<int64_t>(m.hybrid_pattern.size());
+  m.hidden_size = r.Int("hidden_size", 1, kMaxModelWidth);
+  m.num_heads = r.Int("num_attention_heads", 1, kMaxModelHeads);
+  m.num_kv_heads = r.IntOr("num_key_value_heads", m.num_heads, 1, kMaxModelHeads);
+  m.head_dim = r.IntOr("head_dim", 128, 1, kMaxModelHeads);
+  m.ffn_hidden_size = r.IntOr("intermediate_size", 0, 0, kMaxModelWidth);
+  m.vocab_size = r.IntOr("vocab_size", 131072, 1, kMaxModelVocab);
+  m.max_seq_len = r.IntOr("max_position_embeddings", 4096, 1, kMaxModelSeqLen);
+  m.tied_embeddings = r.BoolOr("tie_word_embeddings", false);
+  m.linear_bias = r.BoolOr("attention_bias", false) || r.BoolOr("mlp_bias", false);
+  if (r.Has("mlp_hidden_act") && r.String("mlp_hidden_act") != "relu2") r.Fail("mlp_hidden_act", "only relu2 (squared ReLU) MLPs are modelled in a NemotronH model", "relu2");
+  m.mlp = MlpKind::kRelu2;
+  m.norm = NormKind::kRmsNorm;
+  m.position = PositionKind::kNone;
+  auto either = [&](const char* key, const char* legacy, int64_t fallback, int64_t max) {
+    return r.Has(key) ? r.Int(key, 1, max) : r.IntOr(legacy, fallback, 1, max);
+  };
+  m.mamba = MambaSpec{.num_heads = r.IntOr("mamba_num_heads", 128, 1, kMaxModelHeads),
+                      .head_dim = r.IntOr("mamba_head_dim", 64, 1, kMaxModelWidth),
+                      .state_size = r.IntOr("ssm_state_size", 128, 1, kMaxModelWidth),
+                      .groups = either("n_groups", "mamba_n_groups", 8, kMaxModelHeads),
+                      .conv_kernel = either("conv_kernel", "mamba_d_conv", 4, 64),
+                      .chunk_size = either("chunk_size", "mamba_chunk_size", 128, kMaxModelSeqLen)};
+  if (m.hybrid_pattern.find(kHybridMoe) != std::string::npos) {
+    const int64_t experts = r.Int("n_routed_experts", 1, kMaxModelExperts), width = r.Int("moe_intermediate_size", 1, kMaxModelWidth);
+    // Shared experts are counted in routed experts' widths: n_shared_experts of
+    // moe_shared_expert_intermediate_size columns.
+    const int64_t shared = r.IntOr("n_shared_experts", 1, 0, kMaxModelExperts) * r.IntOr("moe_shared_expert_intermediate_size", 0, 0, kMaxModelWidth);
+    if (shared % width != 0) {
+      r.Fail("moe_shared_expert_intermediate_size", "the shared experts' " + std::to_string(shared) + " columns are not a whole number of routed experts' " + std::to_string(width),
+             "a multiple of moe_intermediate_size", "write the model as a shardsim model JSON (num_shared_experts counts experts of expert_ffn_hidden_size)");
+    }
+    m.moe = MoeSpec{.num_experts = experts, .top_k = r.Int("num_experts_per_tok", 1, experts), .num_shared_experts = shared / width, .expert_ffn_hidden_size = width};
+    m.moe->latent_size = r.IntOr("moe_latent_size", 0, 0, kMaxModelWidth);
+    const int64_t groups = r.IntOr("n_group", 0, 0, experts);
+    if (groups > 1) m.moe->groups = groups, m.moe->group_top_k = r.Int("topk_group", 1, groups);
+  }
+  return m;
+}
+
 }  // namespace
 
 bool IsHfConfig(const json& value) { return value.is_object() && value.contains("model_type"); }
 
 std::vector<std::string> HfModelTypes() {
-  return {"llama", "mistral", "mixtral", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3", "gpt_oss", "gpt2", "gpt_neox"};
+  return {"llama", "mistral", "mixtral", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3", "gpt_oss", "gpt2", "gpt_neox", "nemotron_h"};
 }
 
 ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const std::string& name) {
@@ -134,6 +196,15 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
            "write the hyper-parameters as a shardsim model JSON (shardsim describe --model llama3-8b --write-model F shows the format)");
   }
   ModelSpec m;
+  if (type == "nemotron_h") {
+    m = NemotronH(r, name);
+    // Multi-token-prediction layers (num_nextn_predict_layers) are not modelled in hybrid models.
+    const int64_t mtp = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
+    m.source = "Hugging Face config.json (" + where + ", model_type nemotron_h" +
+               (mtp > 0 ? "; its " + std::to_string(mtp) + " multi-token-prediction layer(s) left out" : std::string()) + ")";
+    ValidateModel(m, where + ":");
+    return m;
+  }
   if (type == "gpt2") {
     m = Gpt2(r, name);
   } else if (type == "gpt_neox") {

@@ -102,6 +102,42 @@ TEST(HfConfigTest, DeepSeekV3MatchesPresetCounts) {
   EXPECT_NEAR(static_cast<double>(a.mtp) / (14e9 - 2 * static_cast<double>(a.embedding)), 1.0, 0.05);
 }
 
+// A NemotronH config.json (NemotronHConfig's field names) with Nemotron 3 Nano's values imports to
+// the preset: the legacy pattern string or the layer-type list, the shared expert as two routed
+// widths; a multi-token-prediction layer is left out and said so.
+TEST(HfConfigTest, NemotronHMatchesNanoPreset) {
+  const ModelSpec preset = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
+  json config = {{"model_type", "nemotron_h"}, {"hybrid_override_pattern", preset.hybrid_pattern}, {"hidden_size", 2688},
+                 {"num_attention_heads", 32}, {"num_key_value_heads", 2}, {"head_dim", 128}, {"vocab_size", 131072},
+                 {"max_position_embeddings", 8192}, {"mlp_hidden_act", "relu2"}, {"mamba_num_heads", 64}, {"mamba_head_dim", 64},
+                 {"ssm_state_size", 128}, {"n_groups", 8}, {"conv_kernel", 4}, {"chunk_size", 128}, {"n_routed_experts", 128},
+                 {"n_shared_experts", 1}, {"moe_intermediate_size", 1856}, {"moe_shared_expert_intermediate_size", 3712},
+                 {"num_experts_per_tok", 6}, {"moe_latent_size", nullptr}, {"n_group", 1}, {"topk_group", 1},
+                 {"intermediate_size", 1856}, {"num_nextn_predict_layers", 0}};
+  ModelSpec imported = ModelFromHfConfig(config, "config.json", preset.name);
+  imported.source = preset.source;
+  EXPECT_EQ(imported, preset);
+  // The same as a layer-type list, in the current and the legacy names.
+  json listed = config;
+  listed.erase("hybrid_override_pattern");
+  listed["layers_block_type"] = json::array();
+  for (char c : preset.hybrid_pattern) {
+    listed["layers_block_type"].push_back(c == 'M' ? "linear_attention" : c == '*' ? "attention" : c == 'E' ? "moe" : "mlp");
+  }
+  EXPECT_EQ(ModelFromHfConfig(listed, "config.json", preset.name).hybrid_pattern, preset.hybrid_pattern);
+  json mtp = config;
+  mtp["num_nextn_predict_layers"] = 1;
+  EXPECT_NE(ModelFromHfConfig(mtp, "config.json", preset.name).source.find("1 multi-token-prediction layer(s) left out"), std::string::npos);
+  json odd = config;
+  odd["moe_shared_expert_intermediate_size"] = 3000;
+  try {
+    ModelFromHfConfig(odd, "config.json", preset.name);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "config.json:/moe_shared_expert_intermediate_size");
+  }
+}
+
 // gpt-oss-120b's published config.json imports to the preset: local and global layers alternate.
 TEST(HfConfigTest, GptOssMatchesPreset) {
   json layer_types = json::array();
