@@ -105,7 +105,7 @@ void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
   out << "Model " << m.name << (IsHybrid(m) ? " (hybrid)" : m.moe ? " (mixture of experts)" : " (dense)") << "\n";
   out << "  shape      " << m.num_layers << " layers, width " << m.hidden_size << ", " << m.num_heads << " heads ("
       << m.num_kv_heads << " K/V heads, head dim " << m.head_dim << "), " << ToString(m.mlp) << " MLP " << m.ffn_hidden_size
-      << ", vocabulary " << m.vocab_size << ", " << ToString(m.position) << ", " << ToString(m.norm)
+      << ", vocabulary " << m.vocab_size << ", " << (m.position == PositionKind::kNone ? std::string("no position embedding") : ToString(m.position) + " positions") << ", " << ToString(m.norm)
       << (m.tied_embeddings ? ", tied embeddings" : "") << "\n";
   if (IsHybrid(m)) {
     out << "  layers     " << m.hybrid_pattern << " (M Mamba-2 " << NumHybridLayers(m, kHybridMamba) << ", * attention " << NumHybridLayers(m, kHybridAttention)

@@ -28,9 +28,12 @@ int64_t MlpParams(const ModelSpec& m, int64_t width, const Counter& c, int64_t i
   return params;
 }
 
-// A MoE layer's router and, with LatentMoE, its two projections.
+// A MoE layer's router and, with LatentMoE, its two projections, with their biases under
+// linear_bias (gpt-oss's router is biased).
 int64_t RouterParams(const ModelSpec& m, const Counter& c) {
-  return c.Add(c.Mul(m.hidden_size, m.moe->num_experts), c.Mul(2, m.hidden_size, m.moe->latent_size));
+  const int64_t latent = m.moe->latent_size;
+  const int64_t biases = m.linear_bias ? m.moe->num_experts + (latent > 0 ? latent + m.hidden_size : 0) : 0;
+  return c.Add(c.Add(c.Mul(m.hidden_size, m.moe->num_experts), c.Mul(2, m.hidden_size, latent)), biases);
 }
 
 int64_t AttentionParams(const ModelSpec& m, const Counter& c) {
@@ -215,15 +218,15 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   const double attention_layers = static_cast<double>(NumHybridLayers(m, kHybridAttention));
   const double local = static_cast<double>(NumLocalAttentionLayers(m)), global = attention_layers - local;
   f.attention = per_key * static_cast<double>(seq_len) * (attention_layers + mtp);
-  f.scan = static_cast<double>(NumHybridLayers(m, kHybridMamba)) * MambaScanFlopsPerToken(m);
+  f.scan = static_cast<double>(NumHybridLayers(m, kHybridMamba)) * MambaScanFlopsPerToken(m, seq_len);
   f.causal_attention = per_key * ((global + mtp) * CausalKeysPerQuery(m, false, seq_len) + local * CausalKeysPerQuery(m, true, seq_len));
   return f;
 }
 
-double MambaScanFlopsPerToken(const ModelSpec& m) {
+double MambaScanFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   if (!m.mamba) return 0;
   const MambaSpec& s = *m.mamba;
-  const double q = static_cast<double>(s.chunk_size), n = static_cast<double>(s.state_size), p = static_cast<double>(s.head_dim);
+  const double q = static_cast<double>(std::min(s.chunk_size, seq_len)), n = static_cast<double>(s.state_size), p = static_cast<double>(s.head_dim);
   const double h = static_cast<double>(s.num_heads), g = static_cast<double>(s.groups);
   // Per token: the diagonal blocks' C B^T per group (2QN) and their product with X per head
   // (2QP); the chunk states B^T X and their read-out C h per head (2NP each). The convolution's

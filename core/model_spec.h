@@ -198,8 +198,9 @@ struct FlopsPerToken {
   double causal_training() const { return 3 * (matmul + causal_attention + scan); }
 };
 FlopsPerToken ForwardFlopsPerToken(const ModelSpec& model, int64_t seq_len);
-// One Mamba-2 mixer's scan FLOPs per token, forward (0 without a mamba spec).
-double MambaScanFlopsPerToken(const ModelSpec& model);
+// One Mamba-2 mixer's scan FLOPs per token over sequences of `seq_len`, forward (0 without a
+// mamba spec): its chunks hold min(chunk_size, seq_len) tokens.
+double MambaScanFlopsPerToken(const ModelSpec& model, int64_t seq_len);
 
 // Names for enums, as they appear in JSON.
 std::string ToString(MlpKind kind);

@@ -10,15 +10,17 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const LayerShape& s = layer.shape();
   const int64_t t = plan.mesh.tensor, d = m.hidden_size;
   const double e = s.element_bytes;
-  layer.Elementwise(ops::kMoeNorm, 2 * static_cast<double>(s.tokens) * static_cast<double>(d) * e);
+  // The tokens this rank routes: its sequence shard under sequence parallelism (the norm, the
+  // router, the latent projections and the combine's weighted sum run on it), else all of them.
+  const int64_t own_tokens = s.sequence_parallel ? TensorShard(s.tokens, t) : s.tokens;
+  layer.Elementwise(ops::kMoeNorm, 2 * static_cast<double>(own_tokens) * static_cast<double>(d) * e);
   if (moe.num_shared_experts > 0) {
     AppendMlpBlock(layer, m, plan, moe.num_shared_experts * moe.expert_ffn_hidden_size, ops::kSharedExpert, /*standalone=*/false);
   }
-  layer.Matmul(ops::kRouter, s.tokens, d, moe.num_experts);
-  // LatentMoE: the routed rows projected to the latent width first (replicated over tensor, each
-  // rank its own tokens under sequence parallelism) and back after the combine.
+  layer.Matmul(ops::kRouter, own_tokens, d, moe.num_experts);
+  // LatentMoE: the routed rows projected to the latent width first (replicated over tensor) and
+  // back after the combine.
   const int64_t rw = RoutedWidth(m);
-  const int64_t own_tokens = s.sequence_parallel ? TensorShard(s.tokens, t) : s.tokens;
   if (moe.latent_size > 0) layer.Matmul(ops::kLatentDown, own_tokens, d, moe.latent_size);
   if (plan.mesh.context > 1 || t > 1) {
     // The balancing loss counts each expert's tokens over the whole micro-batch, whose tokens the
@@ -70,7 +72,7 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   }
   if (moe.latent_size > 0) layer.Matmul(ops::kLatentUp, own_tokens, moe.latent_size, d);
   // The gate-weighted sum of a token's copies, at the routed width.
-  layer.Elementwise(ops::kMoeCombine, 3 * static_cast<double>(s.tokens) * static_cast<double>(rw) * e);
+  layer.Elementwise(ops::kMoeCombine, 3 * static_cast<double>(own_tokens) * static_cast<double>(rw) * e);
 }
 
 }  // namespace shardsim::strategies

@@ -23,7 +23,7 @@ void AppendMambaBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& p
   layer.Elementwise(ops::kMambaConv, 2 * tokens * static_cast<double>(w.conv()) * e);
   // The scan reads x, B, C and dt and writes y; its FLOPs split over tensor with the heads and
   // groups.
-  layer.Scan(ops::kSsd, tokens * MambaScanFlopsPerToken(m) / static_cast<double>(plan.mesh.tensor),
+  layer.Scan(ops::kSsd, tokens * MambaScanFlopsPerToken(m, s.seq_len) / static_cast<double>(plan.mesh.tensor),
              tokens * static_cast<double>(w.conv() + w.heads + w.inner) * e);
   // The gated RMSNorm: reads y and z, writes its output.
   layer.Elementwise(ops::kMambaGatedNorm, 3 * tokens * static_cast<double>(w.inner) * e);

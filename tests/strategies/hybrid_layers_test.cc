@@ -62,7 +62,10 @@ TEST(HybridLayersTest, MixerSplitsOverTensor) {
   const Op* scan = Find(mixer, ops::kSsd);
   ASSERT_NE(scan, nullptr);
   EXPECT_EQ(scan->kind, ComputeKind::kScan);
-  EXPECT_DOUBLE_EQ(scan->flops, 4096.0 * MambaScanFlopsPerToken(Nano()) / 2);
+  EXPECT_DOUBLE_EQ(scan->flops, 4096.0 * MambaScanFlopsPerToken(Nano(), 4096) / 2);
+  // Sequences shorter than a chunk make chunks of their own length: 2QNG + H(2QP + 4NP) at Q = 64.
+  EXPECT_DOUBLE_EQ(MambaScanFlopsPerToken(Nano(), 64), 2.0 * 64 * 128 * 8 + 64 * (2.0 * 64 * 64 + 4.0 * 128 * 64));
+  EXPECT_LT(MambaScanFlopsPerToken(Nano(), 64), MambaScanFlopsPerToken(Nano(), 4096));
   EXPECT_DOUBLE_EQ(Find(mixer, ops::Grad(ops::kSsd), Phase::kBackwardInput)->flops, 2 * scan->flops);
   EXPECT_NE(Find(mixer, ops::TensorEnter(ops::kMamba)), nullptr);
   EXPECT_NE(Find(mixer, ops::TensorExit(ops::kMamba)), nullptr);
