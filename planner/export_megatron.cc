@@ -21,6 +21,55 @@ std::string Number(double v) {
   return s.str();
 }
 
+// The model's hybrid_pattern split by '|' at its chunks' boundaries, in pipeline order.
+std::string PipelineSegments(const ModelSpec& m, const PlanSpec& p) {
+  std::string text;
+  const std::vector<ChunkParts> parts = PathParts(m, p);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    text += (i > 0 ? "|" : "") + m.hybrid_pattern.substr(static_cast<size_t>(parts[i].first_layer), static_cast<size_t>(parts[i].layers));
+  }
+  return text;
+}
+
+// --hybrid-layer-pattern read back: the model's pattern, its segments the chunks in pipeline
+// order (the schedule's chunks per stage from their count); the plan's layout where it is not
+// the default one.
+void ReadPipelineSegments(const SettingReader& r, const ModelSpec& m, PlanSpec& p) {
+  std::string pattern = r.Get("--hybrid-layer-pattern");
+  if (pattern.size() >= 2 && pattern.front() == '"') pattern = pattern.substr(1, pattern.size() - 2);
+  std::vector<std::string> segments(1);
+  for (char c : pattern) {
+    if (c == '|') {
+      segments.emplace_back();
+    } else {
+      segments.back() += c;
+    }
+  }
+  std::string joined;
+  for (const std::string& segment : segments) joined += segment;
+  if (joined != m.hybrid_pattern) {
+    r.Fail("--hybrid-layer-pattern", "is not the model's hybrid_pattern " + m.hybrid_pattern + " with '|' between its pipeline chunks");
+  }
+  const int64_t count = static_cast<int64_t>(segments.size());
+  if (count == 1) {
+    // No separators: Megatron-core's deprecated even split, one chunk per stage.
+    if (m.num_layers % p.mesh.pipeline != 0) r.Fail("--hybrid-layer-pattern", "has no '|' and its layers do not split evenly over the pipeline stages");
+    p.virtual_stages = 1;
+    return;
+  }
+  if (count % p.mesh.pipeline != 0) r.Fail("--hybrid-layer-pattern", "has " + I(count) + " segments, not a multiple of the pipeline stages");
+  p.virtual_stages = count / p.mesh.pipeline;
+  p.pipeline_schedule = p.virtual_stages > 1 ? "interleaved-1f1b" : "1f1b";
+  std::vector<ChunkParts> parts;
+  int64_t first = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const int64_t layers = static_cast<int64_t>(segments[i].size());
+    parts.push_back({i == 0, i + 1 == segments.size(), first, layers});
+    first += layers;
+  }
+  p.pipeline_layout = LayoutOrEmpty(m, p, parts);
+}
+
 }  // namespace
 
 std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
@@ -33,7 +82,12 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
   add("--pipeline-model-parallel-size", I(p.mesh.pipeline));
   const strategies::Schedule& schedule = strategies::ScheduleOf(p);
   const int64_t chunks = schedule.Chunks(p.mesh.pipeline, p.virtual_stages);
-  if (p.mesh.pipeline > 1) {
+  if (p.mesh.pipeline > 1 && IsHybrid(m)) {
+    // A hybrid model's chunks are the '|'-separated segments of its layer pattern, in pipeline
+    // order (models/hybrid/hybrid_layer_allocation.py select_pipeline_segment: segment vp x pp +
+    // pp_rank); the embedding sits with the first, the head with the last.
+    add("--hybrid-layer-pattern", "\"" + PipelineSegments(m, p) + "\"");
+  } else if (p.mesh.pipeline > 1) {
     // An even split needs no flag (1 chunk) or one number; anything else is a layout string.
     const int64_t even = EvenChunkLayers(m, p);
     if (even > 0 && chunks > 1) {
@@ -223,7 +277,10 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
   if (r.Has("--grad-reduce-in-bf16")) p.grad_reduce_dtype = "bf16";
   if (r.Has("--accumulate-allreduce-grads-in-fp32")) p.grad_reduce_dtype = "fp32";
   // The schedule follows from the chunks: Megatron-core interleaves whenever there are several.
-  if (p.mesh.pipeline > 1) {
+  if (p.mesh.pipeline > 1 && IsHybrid(m)) {
+    if (r.Has("--hybrid-layer-pattern")) ReadPipelineSegments(r, m, p);
+    p.pipeline_schedule = p.virtual_stages > 1 ? "interleaved-1f1b" : "1f1b";
+  } else if (p.mesh.pipeline > 1) {
     if (r.Has("--num-layers-per-virtual-pipeline-stage")) {
       p.virtual_stages =
           m.num_layers / (p.mesh.pipeline * r.Int("--num-layers-per-virtual-pipeline-stage", 1));

@@ -256,11 +256,6 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   const DataParallelSharding s = ShardingOf(p);
   if (NumHybridLayers(m, kHybridMamba) > 0 && !f.mamba_layers) {
     gaps.push_back("Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers");
-  } else if (IsHybrid(m) && p.mesh.pipeline > 1) {
-    // Megatron-core's hybrid models take their stages from '|' marks in --hybrid-layer-pattern
-    // (mamba_hybrid_layer_allocation.py), not from --pipeline-model-parallel-layout.
-    gaps.push_back("pipeline stages of the hybrid model '" + m.name + "': " + std::string(f.name) +
-                   " reads them from '|' marks in its layer pattern, which the export does not write (pipeline 1 exports)");
   }
   if (m.moe && m.moe->latent_size > 0 && !f.moe_latent) {
     gaps.push_back("routed experts in a latent width (moe latent_size " + std::to_string(m.moe->latent_size) + "): " + std::string(f.name) +

@@ -160,6 +160,14 @@ TEST(ExportRoundTripTest, MegatronCore) {
   p = Plan({{"data", 2}, {"pipeline", 16}, {"expert", 64}}, 15360, 4096);
   p.zero_stage = 1, p.ep_dispatcher = "deepep";
   cases.push_back({"DeepSeek-V3 with DeepEP's flex dispatcher", "deepseek-v3", "hgx-h800:2048", p});
+  // A hybrid model's chunks travel as '|' segments of --hybrid-layer-pattern.
+  p = Plan({{"data", 8}, {"tensor", 2}, {"pipeline", 4}}, 256, 4096);
+  p.sequence_parallel = true, p.zero_stage = 1;
+  cases.push_back({"Nemotron 3 Nano on 4 stages", "nemotron-3-nano-30b-a3b", "dgx-h100:64", p});
+  p.pipeline_schedule = "interleaved-1f1b", p.virtual_stages = 2;
+  cases.push_back({"the same, 2 chunks per stage (uneven: 52 layers in 8 chunks)", "nemotron-3-nano-30b-a3b", "dgx-h100:64", p});
+  p.pipeline_schedule = "1f1b", p.virtual_stages = 1, p.pipeline_layout = "Et*10|t*14|t*14|t*14L";
+  cases.push_back({"the same, its own layout on 4 stages", "nemotron-3-nano-30b-a3b", "dgx-h100:64", p});
   RoundTrip(Framework::kMegatronCore, cases);
 }
 
