@@ -119,7 +119,7 @@ void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
     out << "  experts    " << m.moe->num_experts << " routed (top-" << m.moe->top_k << ") + " << m.moe->num_shared_experts
         << " shared, expert width " << m.moe->expert_ffn_hidden_size
         << (m.moe->latent_size > 0 ? ", routed in a latent width of " + std::to_string(m.moe->latent_size) : std::string())
-        << (m.moe->groups > 1 ? ", each token's within its best " + std::to_string(m.moe->group_top_k) + " of " + std::to_string(m.moe->groups) + " groups" : std::string())
+        << (m.moe->groups > 1 ? ", each token's experts within its best " + std::to_string(m.moe->group_top_k) + " of " + std::to_string(m.moe->groups) + " groups" : std::string())
         << ", " << NumMoeLayers(m)
         << " of " << m.num_layers << " layers MoE" << (IsHybrid(m) ? "" : " (first " + std::to_string(m.moe->first_dense_layers) + " dense)") << "\n";
   }

@@ -90,15 +90,20 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
   if (DeduplicatesDispatch(plan)) {
-    // The first expert group's rows: every group of a regular mesh has the same layout.
+    // The first expert group's rows (a regular mesh's groups have the same layout).
     const LogicalMesh mesh(plan.mesh, plan.mesh_order);
     const MoeSpec& moe = *model.moe;
-    const TokenRouting routing{moe.num_experts, moe.top_k, moe.groups, moe.group_top_k};
-    if (const auto rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{mesh.Group(0, {"expert"})}, routing)) {
-      out << "  experts     each token sent once per destination node and GPU (ep_dispatcher deepep): " << FormatFixed(rows->deduplicated, 2)
-          << " rows per token leave its node over the network, against " << FormatFixed(rows->copies, 2) << " routed copies (expert groups of "
-          << rows->nodes << " node(s) x " << rows->per_node << " GPUs; top-" << moe.top_k << " of " << moe.num_experts << " experts"
-          << (moe.groups > 1 ? ", within " + std::to_string(moe.group_top_k) + " of " + std::to_string(moe.groups) + " groups" : std::string()) << ", balanced routing)\n";
+    const std::string routing = "top-" + std::to_string(moe.top_k) + " of " + std::to_string(moe.num_experts) + " experts" +
+                                (moe.groups > 1 ? ", within " + std::to_string(moe.group_top_k) + " of " + std::to_string(moe.groups) + " groups" : std::string()) +
+                                ", balanced routing";
+    if (const auto rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{mesh.Group(0, {"expert"})}, DispatchRouting(model))) {
+      out << "  experts     each token sent once per destination node and device (ep_dispatcher deepep): ";
+      if (rows->nodes > 1) {
+        out << FormatFixed(rows->deduplicated, 2) << " rows per token leave its node over the network, against " << FormatFixed(rows->copies, 2)
+            << " routed copies (expert groups over " << rows->nodes << " nodes of up to " << rows->per_node << " devices; " << routing << ")\n";
+      } else {
+        out << "the expert group lies within one node, so only its rows within the node are deduplicated (" << routing << ")\n";
+      }
     }
   }
   if (plan.dtype == "fp8") {

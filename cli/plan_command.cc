@@ -59,6 +59,17 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   }
   ResolveBatch(o, f.constraints, f.tokens_per_step, f.seq_len);
   if (f.constraints.Fixes("dtype") || f.constraints.Fixes("ep_dispatcher")) CheckPlanOnCluster(f.constraints.values, cluster, PlanSource(o.plan, o.overrides));
+  // Fixed expert fields on a dense model would prune every plan for one reason: said at once.
+  if (!model.moe) {
+    const PlanSpec& fixed = f.constraints.values;
+    for (const auto& [field, value, inert] : {std::tuple{"ep_dispatcher", fixed.ep_dispatcher, std::string("alltoall")},
+                                              std::tuple{"ep_dispatch_dtype", fixed.ep_dispatch_dtype, std::string("bf16")}}) {
+      if (f.constraints.Fixes(field) && value != inert) {
+        throw InputError(PlanSource(o.plan, o.overrides) + ":/" + field, std::string(field) + " " + value + " moves tokens to experts, which '" + model.name + "' has none of",
+                         inert, std::string("drop ") + field + " for a dense model");
+      }
+    }
+  }
   if (!o.framework.empty()) f.framework = planner::ParseFramework(o.framework, "--framework");
   if (f.constraints.Fixes("framework")) {
     const planner::Framework planned = planner::ParseFramework(f.constraints.values.framework, PlanSource(o.plan, o.overrides) + ":/framework");

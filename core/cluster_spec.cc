@@ -22,6 +22,15 @@ int64_t DeviceCount(const ClusterSpec& cluster) {
   return 0;
 }
 
+int64_t NodeOf(const TopologySpec& t, int64_t device) {
+  switch (t.kind) {
+    case TopologyKind::kSwitched: return device / t.devices_per_node;
+    case TopologyKind::kLocal: return device / (t.local_devices / t.local_hosts);
+    case TopologyKind::kTorus: return -1;
+  }
+  return -1;
+}
+
 void CheckClusterSize(int64_t devices, const std::string& what, const std::string& where) {
   if (devices <= kMaxClusterDevices) return;
   throw InputError(where, what + " has " + std::to_string(devices) + " devices, more than shardsim accepts",

@@ -104,6 +104,10 @@ struct ClusterSpec {
 // Number of devices (chips, GPUs, or CPU cores).
 int64_t DeviceCount(const ClusterSpec& cluster);
 
+// The node `device` sits in: its NVLink domain on a switched cluster, its host on a local one;
+// -1 on a torus, which has no nodes.
+int64_t NodeOf(const TopologySpec& topology, int64_t device);
+
 // The most devices a cluster may have: 2^18 = 262,144. The largest training clusters today are
 // 100k-200k GPUs; at this size the analytic commands (collective, estimate) build the cluster
 // graph and answer in under a second and about 400 MiB on a 2-core machine (memory grows by about

@@ -117,6 +117,13 @@ void ReadSlidingWindow(JsonReader& r, ModelSpec& m, int64_t default_every) {
   m.sliding_window = w;
 }
 
+// Group-limited routing (DeepseekV3Config's and NemotronHConfig's n_group / topk_group); one
+// group (Kimi K2's n_group 1) limits nothing.
+void ReadRoutingGroups(JsonReader& r, MoeSpec& moe) {
+  const int64_t groups = r.IntOr("n_group", 0, 0, moe.num_experts);
+  if (groups > 1) moe.groups = groups, moe.group_top_k = r.Int("topk_group", 1, groups);
+}
+
 // NemotronH (Nemotron-H, Nemotron 3): a hybrid of Mamba-2 mixers, attention, MLP and expert
 // blocks, one per layer (transformers' configuration_nemotron_h.py NemotronHConfig at 13923c63:
 // layers_block_type, or the legacy hybrid_override_pattern its configs on the Hub carry; the
@@ -127,6 +134,9 @@ ModelSpec NemotronH(JsonReader& r, const std::string& name) {
   m.name = name;
   if (r.Has("hybrid_override_pattern")) {
     m.hybrid_pattern = r.String("hybrid_override_pattern");
+  } else if (!r.Has("layers_block_type")) {
+    r.Fail("layers_block_type", "a nemotron_h config names its layers in layers_block_type or hybrid_override_pattern, and this one in neither",
+           "a list of linear_attention, full_attention, moe, mlp; or a pattern of M, *, E, -");
   } else {
     for (const std::string& type : r.StringList("layers_block_type")) {
       // The current names, then the legacy ones NemotronHConfig migrates.
@@ -140,6 +150,10 @@ ModelSpec NemotronH(JsonReader& r, const std::string& name) {
     }
   }
   m.num_layers = static_cast<int64_t>(m.hybrid_pattern.size());
+  if (r.Has("num_hidden_layers") && r.Int("num_hidden_layers", 1, kMaxModelLayers) != m.num_layers) {
+    r.Fail("num_hidden_layers", "is " + std::to_string(r.Int("num_hidden_layers", 1, kMaxModelLayers)) + " but the layer pattern has " + std::to_string(m.num_layers) + " layers",
+           std::to_string(m.num_layers) + " (or leave it out: NemotronHConfig counts the pattern)");
+  }
   m.hidden_size = r.Int("hidden_size", 1, kMaxModelWidth);
   m.num_heads = r.Int("num_attention_heads", 1, kMaxModelHeads);
   m.num_kv_heads = r.IntOr("num_key_value_heads", m.num_heads, 1, kMaxModelHeads);
@@ -173,8 +187,7 @@ ModelSpec NemotronH(JsonReader& r, const std::string& name) {
     }
     m.moe = MoeSpec{.num_experts = experts, .top_k = r.Int("num_experts_per_tok", 1, experts), .num_shared_experts = shared / width, .expert_ffn_hidden_size = width};
     m.moe->latent_size = r.IntOr("moe_latent_size", 0, 0, kMaxModelWidth);
-    const int64_t groups = r.IntOr("n_group", 0, 0, experts);
-    if (groups > 1) m.moe->groups = groups, m.moe->group_top_k = r.Int("topk_group", 1, groups);
+    ReadRoutingGroups(r, *m.moe);
   }
   return m;
 }
@@ -247,9 +260,7 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
                       .expert_ffn_hidden_size = r.Int("moe_intermediate_size", 1, kMaxModelWidth),
                       .first_dense_layers = r.IntOr("first_k_dense_replace", 0, 0, m.num_layers - 1),
                       .layer_interval = r.IntOr("moe_layer_freq", 1, 1, kMaxModelLayers)};
-      // Group-limited routing; one group (Kimi K2's n_group 1) limits nothing.
-      const int64_t groups = r.IntOr("n_group", 0, 0, experts);
-      if (groups > 1) m.moe->groups = groups, m.moe->group_top_k = r.Int("topk_group", 1, groups);
+      ReadRoutingGroups(r, *m.moe);
     }
     m.mtp_layers = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
   }

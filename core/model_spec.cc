@@ -83,21 +83,29 @@ void RequirePositive(int64_t value, const std::string& where, const char* field)
 }
 
 // moe/groups and moe/group_top_k: both or neither; the groups split the experts evenly and the
-// chosen groups hold at least top_k experts.
+// chosen ones, at most all of them, hold at least top_k experts. One group limits nothing.
 void ValidateRoutingGroups(const MoeSpec& e, const std::string& w) {
   if (e.groups == 0 && e.group_top_k == 0) return;
-  if (e.groups < 2 || e.num_experts % e.groups != 0) {
+  if (e.groups == 0 || e.group_top_k == 0) {
+    const std::string missing = e.groups == 0 ? "groups" : "group_top_k", given = e.groups == 0 ? "group_top_k" : "groups";
+    throw InputError(w + "/" + missing, given + " without " + missing + ": group-limited routing needs both", "both groups and group_top_k, or neither",
+                     "DeepSeek-V3 sets groups 8 and group_top_k 4 (n_group, topk_group)");
+  }
+  if (e.groups < 1 || e.num_experts % e.groups != 0) {
     throw InputError(w + "/groups", "groups=" + std::to_string(e.groups) + " does not split num_experts=" + std::to_string(e.num_experts) + " into equal groups",
-                     "a divisor of num_experts of 2 or more (or drop groups and group_top_k: no group limit)",
-                     "DeepSeek-V3 routes within 8 groups of its 256 experts (n_group)");
+                     "a divisor of num_experts", "DeepSeek-V3 routes within 8 groups of its 256 experts (n_group)");
+  }
+  if (e.group_top_k < 1 || e.group_top_k > e.groups) {
+    throw InputError(w + "/group_top_k", "group_top_k=" + std::to_string(e.group_top_k) + " with groups=" + std::to_string(e.groups),
+                     "1 to groups=" + std::to_string(e.groups), "a token's experts come from group_top_k of the groups");
   }
   const int64_t per_group = e.num_experts / e.groups;
-  if (e.group_top_k < 1 || e.group_top_k > e.groups || e.group_top_k * per_group < e.top_k) {
+  if (e.group_top_k * per_group < e.top_k) {
     const int64_t least = (e.top_k + per_group - 1) / per_group;
     throw InputError(w + "/group_top_k",
-                     "group_top_k=" + std::to_string(e.group_top_k) + " with groups=" + std::to_string(e.groups) + " of " + std::to_string(per_group) +
-                         " experts cannot hold top_k=" + std::to_string(e.top_k) + " experts",
-                     std::to_string(std::max<int64_t>(1, least)) + " to " + std::to_string(e.groups), "DeepSeek-V3 picks 4 of its 8 groups (topk_group)");
+                     "group_top_k=" + std::to_string(e.group_top_k) + " groups of " + std::to_string(per_group) + " experts cannot hold top_k=" +
+                         std::to_string(e.top_k) + " experts",
+                     std::to_string(least) + " to " + std::to_string(e.groups), "DeepSeek-V3 picks 4 of its 8 groups of 32 (topk_group)");
   }
 }
 
@@ -221,6 +229,11 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   f.scan = static_cast<double>(NumHybridLayers(m, kHybridMamba)) * MambaScanFlopsPerToken(m, seq_len);
   f.causal_attention = per_key * ((global + mtp) * CausalKeysPerQuery(m, false, seq_len) + local * CausalKeysPerQuery(m, true, seq_len));
   return f;
+}
+
+TokenRouting DispatchRouting(const ModelSpec& m) {
+  if (!m.moe) return {};
+  return TokenRouting{m.moe->num_experts, m.moe->top_k, m.moe->groups, m.moe->group_top_k};
 }
 
 double MambaScanFlopsPerToken(const ModelSpec& m, int64_t seq_len) {

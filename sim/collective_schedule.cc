@@ -185,7 +185,7 @@ std::optional<Schedule> Hierarchical(const Cluster& cluster, const DeviceGroup& 
     return std::nullopt;
   }
   std::map<int64_t, std::vector<int32_t>> by_node;
-  for (size_t i = 0; i < group.devices.size(); ++i) by_node[group.devices[i] / t.devices_per_node].push_back(static_cast<int32_t>(i));
+  for (size_t i = 0; i < group.devices.size(); ++i) by_node[NodeOf(t, group.devices[i])].push_back(static_cast<int32_t>(i));
   const int64_t nodes = static_cast<int64_t>(by_node.size());
   const int64_t local = static_cast<int64_t>(by_node.begin()->second.size());
   if (nodes < 2 || local < 2) {

@@ -161,12 +161,11 @@ const CollectiveCurve* AxisCollectives::MeasuredCurve(CollectiveOp op, const std
   const ClusterSpec& spec = cluster_.spec();
   if (spec.calibration.collectives.empty() || spec.topology.kind != TopologyKind::kLocal) return nullptr;
   // The groups cross the TCP network if any of them spans hosts.
-  const int64_t per_host = spec.topology.local_devices / spec.topology.local_hosts;
   const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
   bool across = false;
   for (int64_t rank = 0; rank < mesh.size() && !across; ++rank) {
     const std::vector<int64_t> group = mesh.Group(rank, axes);
-    for (int64_t d : group) across = across || d / per_host != group.front() / per_host;
+    for (int64_t d : group) across = across || NodeOf(spec.topology, d) != NodeOf(spec.topology, group.front());
   }
   return FindCurve(spec.calibration, ToString(op), size, across ? "tcp" : "shm");
 }

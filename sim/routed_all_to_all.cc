@@ -1,6 +1,7 @@
 #include "sim/routed_all_to_all.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "core/error.h"
@@ -16,22 +17,8 @@ double SubsetRatio(int64_t a, int64_t b, int64_t k) {
   return ratio;
 }
 
-double Choose(int64_t n, int64_t r) {
-  if (r < 0 || r > n) return 0;
-  double c = 1;
-  for (int64_t i = 0; i < r; ++i) c = c * static_cast<double>(n - i) / static_cast<double>(i + 1);
-  return c;
-}
-
-// Where a member sits: its node (an NVLink domain, or a host of a local cluster), or -1 on a
-// fabric without nodes.
-int64_t NodeOf(const TopologySpec& t, int64_t device) {
-  switch (t.kind) {
-    case TopologyKind::kSwitched: return device / t.devices_per_node;
-    case TopologyKind::kLocal: return device / (t.local_devices / t.local_hosts);
-    case TopologyKind::kTorus: return -1;
-  }
-  return -1;
+double LogChoose(int64_t n, int64_t r) {
+  return std::lgamma(static_cast<double>(n + 1)) - std::lgamma(static_cast<double>(r + 1)) - std::lgamma(static_cast<double>(n - r + 1));
 }
 
 }  // namespace
@@ -44,26 +31,39 @@ double MissProbability(const TokenRouting& r, const std::vector<int64_t>& expert
   // How many of `experts` each group holds; the groups holding none only fill the choice.
   std::map<int64_t, int64_t> held;
   for (int64_t e : experts) ++held[e / per_group];
-  const int64_t empty = groups - static_cast<int64_t>(held.size());
-  // ways[c][s]: choices of c of the holding groups that hold s of the experts between them.
-  const int64_t total = static_cast<int64_t>(experts.size());
-  std::vector<std::vector<double>> ways(static_cast<size_t>(chosen + 1), std::vector<double>(static_cast<size_t>(total + 1), 0));
-  ways[0][0] = 1;
+  const int64_t holding = static_cast<int64_t>(held.size()), empty = groups - holding;
+  // q[c][s]: among uniform choices of c of the holding groups seen so far, the share that holds s
+  // of the experts (a probability, so that thousands of groups neither overflow nor round off).
+  const int64_t total = static_cast<int64_t>(experts.size()), most = std::min(chosen, holding);
+  std::vector<std::vector<double>> q(static_cast<size_t>(most + 1), std::vector<double>(static_cast<size_t>(total + 1), 0));
+  q[0][0] = 1;
+  int64_t seen = 0;
   for (const auto& [group, count] : held) {
-    for (int64_t c = chosen; c >= 1; --c) {
-      for (int64_t s = total; s >= count; --s) ways[static_cast<size_t>(c)][static_cast<size_t>(s)] += ways[static_cast<size_t>(c - 1)][static_cast<size_t>(s - count)];
+    ++seen;
+    const double h = static_cast<double>(seen);
+    for (int64_t c = std::min(most, seen); c >= 1; --c) {
+      auto& row = q[static_cast<size_t>(c)];
+      const auto& below = q[static_cast<size_t>(c - 1)];
+      for (int64_t s = total; s >= 0; --s) {
+        // This group left out (c of the seen - 1 others), or taken (c - 1 of them).
+        const double out = c < seen ? row[static_cast<size_t>(s)] * (h - static_cast<double>(c)) / h : 0;
+        const double in = s >= count ? below[static_cast<size_t>(s - count)] * static_cast<double>(c) / h : 0;
+        row[static_cast<size_t>(s)] = out + in;
+      }
     }
   }
   double miss = 0;
-  for (int64_t c = 0; c <= chosen; ++c) {
-    const double fill = Choose(empty, chosen - c);
-    if (fill == 0) continue;
+  for (int64_t c = 0; c <= most; ++c) {
+    if (chosen - c > empty) continue;
+    // The chance that c of the chosen groups are holding ones (hypergeometric), in logs.
+    const double p_c = std::exp(LogChoose(holding, c) + LogChoose(empty, chosen - c) - LogChoose(groups, chosen));
     for (int64_t s = 0; s <= total; ++s) {
-      const double w = ways[static_cast<size_t>(c)][static_cast<size_t>(s)];
-      if (w != 0) miss += w * fill * SubsetRatio(pool - s, pool, r.top_k);
+      const double w = q[static_cast<size_t>(c)][static_cast<size_t>(s)];
+      if (w != 0) miss += p_c * w * SubsetRatio(pool - s, pool, r.top_k);
     }
   }
-  return miss / Choose(groups, chosen);
+  SHARDSIM_CHECK(std::isfinite(miss) && miss >= -1e-12 && miss <= 1 + 1e-12, "routing miss probability out of range");
+  return std::clamp(miss, 0.0, 1.0);
 }
 
 std::optional<Schedule> RoutedAllToAll(const topologies::Cluster& cluster, const DeviceGroup& group, const TokenRouting& routing,
@@ -73,22 +73,18 @@ std::optional<Schedule> RoutedAllToAll(const topologies::Cluster& cluster, const
     *why_not = std::to_string(routing.experts) + " experts do not spread evenly over " + std::to_string(n) + " members";
     return std::nullopt;
   }
-  // The group's members by node, in member order.
+  // The group's members by node, in member order, and each member's position in its node.
+  const TopologySpec& t = cluster.spec().topology;
   std::map<int64_t, std::vector<int32_t>> by_node;
+  std::vector<size_t> position(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    const int64_t node = NodeOf(cluster.spec().topology, group.devices[static_cast<size_t>(i)]);
+    const int64_t node = NodeOf(t, group.devices[static_cast<size_t>(i)]);
     if (node < 0) {
       *why_not = "a deduplicating expert dispatcher (ep_dispatcher deepep) forwards rows within NVLink nodes, which a torus has none of";
       return std::nullopt;
     }
+    position[static_cast<size_t>(i)] = by_node[node].size();
     by_node[node].push_back(i);
-  }
-  const size_t per_node = by_node.begin()->second.size();
-  for (const auto& [node, members] : by_node) {
-    if (members.size() != per_node) {
-      *why_not = "the group's nodes hold unequal numbers of its members (" + std::to_string(per_node) + " and " + std::to_string(members.size()) + ")";
-      return std::nullopt;
-    }
   }
   const int64_t per_member = routing.experts / n;
   auto experts_of = [&](const std::vector<int32_t>& members) {
@@ -98,30 +94,40 @@ std::optional<Schedule> RoutedAllToAll(const topologies::Cluster& cluster, const
     }
     return ids;
   };
-  const double k = static_cast<double>(routing.top_k), nodes = static_cast<double>(by_node.size());
-  Schedule s{CollectiveOp::kAllToAll, Algorithm::kDirect, n, {}, ""};
-  Step step;
-  for (const auto& [node, members] : by_node) {
-    // Within the node: each member's own tokens and those it forwards from its peers in the other
-    // nodes (the same position), once per destination GPU.
+  const double k = static_cast<double>(routing.top_k);
+  std::vector<double> member_hit(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) member_hit[static_cast<size_t>(i)] = 1 - MissProbability(routing, experts_of({i}));
+  std::map<int64_t, double> node_hit;
+  for (const auto& [node, members] : by_node) node_hit[node] = 1 - MissProbability(routing, experts_of(members));
+  // Rows per routed copy a member sends, by (source, destination), summed over the paths.
+  std::map<std::pair<int32_t, int32_t>, double> load;
+  auto to_members = [&](int32_t from, const std::vector<int32_t>& members) {
     for (int32_t dst : members) {
-      const double hit = 1 - MissProbability(routing, experts_of({dst}));
-      for (int32_t src : members) {
-        if (src != dst && hit > 0) step.flows.push_back({src, dst, nodes * hit / k});
+      if (dst != from) load[{from, dst}] += member_hit[static_cast<size_t>(dst)] / k;
+    }
+  };
+  for (const auto& [node, members] : by_node) {
+    for (int32_t src : members) {
+      // Within its node: once to each GPU holding any of the token's experts.
+      to_members(src, members);
+      // To each other node: once over the network to the member with its position there (the
+      // position wrapped where that node holds fewer of the group), which forwards it on.
+      for (const auto& [other, receivers] : by_node) {
+        if (other == node) continue;
+        const int32_t peer = receivers[position[static_cast<size_t>(src)] % receivers.size()];
+        load[{src, peer}] += node_hit.at(other) / k;
+        to_members(peer, receivers);
       }
     }
-    // Over the network: once per token to this node, from each member of the other nodes to its
-    // peer here.
-    const double node_hit = 1 - MissProbability(routing, experts_of(members));
-    if (node_hit <= 0) continue;
-    for (const auto& [other, senders] : by_node) {
-      if (other == node) continue;
-      for (size_t pos = 0; pos < per_node; ++pos) step.flows.push_back({senders[pos], members[pos], node_hit / k});
-    }
+  }
+  Schedule s{CollectiveOp::kAllToAll, Algorithm::kDirect, n, {}, ""};
+  Step step;
+  for (const auto& [pair, fraction] : load) {
+    if (fraction > 0) step.flows.push_back({pair.first, pair.second, fraction});
   }
   s.steps.push_back(std::move(step));
   s.description = "each token once per destination node over the network and once per GPU within it (deepep): " + std::to_string(by_node.size()) +
-                  " node(s) of " + std::to_string(per_node);
+                  " node(s)";
   return s;
 }
 
@@ -135,10 +141,14 @@ std::optional<NetworkRows> NetworkRowsPerToken(const topologies::Cluster& cluste
   for (int32_t i = 0; i < static_cast<int32_t>(group.devices.size()); ++i) ++members[node(i)];
   NetworkRows rows;
   rows.nodes = static_cast<int64_t>(members.size());
-  rows.per_node = members.begin()->second;
   const double n = static_cast<double>(group.devices.size()), k = static_cast<double>(routing.top_k);
+  // Averaged over the members: each sends k copies per token, (n - its node's members) / n of
+  // them to other nodes.
+  for (const auto& [id, count] : members) {
+    rows.copies += k * (n - static_cast<double>(count)) / n * static_cast<double>(count) / n;
+    rows.per_node = std::max(rows.per_node, count);
+  }
   for (const Flow& f : s->steps.front().flows) rows.deduplicated += node(f.src) != node(f.dst) ? f.fraction * k / n : 0;
-  rows.copies = k * (n - static_cast<double>(rows.per_node)) / n;
   return rows;
 }
 

@@ -26,9 +26,10 @@ double MissProbability(const TokenRouting& routing, const std::vector<int64_t>& 
 
 // The all-to-all's flows over `group` (its members hold routing.experts / members experts each,
 // in member order), as fractions of the nccl-tests size of the routed copies each member sends:
-// one step, every flow at once (DeepEP overlaps the network and NVLink legs in chunks). Nullopt
-// with `*why_not` where the group has no nodes to forward in (a torus) or its nodes hold unequal
-// shares of it, or the experts do not spread evenly over it.
+// one step, every flow at once (DeepEP overlaps the network and NVLink legs in chunks). Where a
+// node holds fewer of the group's members than the sender's, the sender's position wraps around
+// the ones it holds. Nullopt with `*why_not` where the group has no nodes to forward in (a torus)
+// or the experts do not spread evenly over it.
 std::optional<Schedule> RoutedAllToAll(const topologies::Cluster& cluster, const DeviceGroup& group, const TokenRouting& routing,
                                        std::string* why_not);
 
@@ -36,7 +37,7 @@ std::optional<Schedule> RoutedAllToAll(const topologies::Cluster& cluster, const
 // copy would (top_k x the share of the group's members in other nodes), for the estimate's report.
 struct NetworkRows {
   double deduplicated = 0, copies = 0;
-  int64_t nodes = 0, per_node = 0;  // the group's nodes and its members in each
+  int64_t nodes = 0, per_node = 0;  // the group's nodes and the most of its members one holds
 };
 // Nullopt where RoutedAllToAll is.
 std::optional<NetworkRows> NetworkRowsPerToken(const topologies::Cluster& cluster, const DeviceGroup& group, const TokenRouting& routing);

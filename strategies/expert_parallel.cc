@@ -44,8 +44,7 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const double from_experts = routed_bytes / static_cast<double>(t);
   // Under a deduplicating dispatcher (deepep) the all-to-alls carry each token once per node and
   // GPU its experts sit on: the cost layer lays the rows out from the routing.
-  const TokenRouting routing =
-      DeduplicatesDispatch(plan) ? TokenRouting{moe.num_experts, moe.top_k, moe.groups, moe.group_top_k} : TokenRouting{};
+  const TokenRouting routing = DeduplicatesDispatch(plan) ? DispatchRouting(m) : TokenRouting{};
   if (plan.mesh.expert > 1) {
     layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, to_experts, CollectiveOp::kAllToAll, from_experts, CollectiveOp::kAllToAll,
                      plan.overlap.expert, routing);

@@ -386,6 +386,33 @@ TEST(CliEstimateTest, Fp8ParamGatherIsCheckedAndGathersLess) {
   EXPECT_LT(narrow["step_time_s"].get<double>(), wide["step_time_s"].get<double>());
 }
 
+// The deduplicating dispatcher: its rows per token printed, a faster step across nodes; refused
+// on a torus (no nodes), for a dense model, and by `plan` at once when fixed for a dense model.
+TEST(CliEstimateTest, DeepEpDispatcherIsCheckedAndSendsLess) {
+  const std::vector<std::string> moe = {"estimate", "--model", "deepseek-v3", "--cluster", "dgx-h100:16", "--set", "mesh.expert=16", "--set",
+                                        "global_batch_size=16", "--set", "seq_len=2048"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = moe;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  const CliResult text = with({"--set", "ep_dispatcher=deepep"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("rows per token leave its node over the network"), std::string::npos) << text.out;
+  json copies, deduplicated;
+  ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &copies));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "ep_dispatcher=deepep", "--json"}), &deduplicated));
+  EXPECT_LT(deduplicated["step_time_s"].get<double>(), copies["step_time_s"].get<double>());
+  EXPECT_TRUE(IsInputError(with({"--set", "ep_dispatcher=deep-ep"}), {"ep_dispatcher", "alltoall, deepep"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "mixtral-8x7b", "--cluster", "tpu-v5p:4x4x1", "--set", "mesh.expert=8", "--set", "mesh.data=2",
+                                        "--set", "global_batch_size=16", "--set", "seq_len=2048", "--set", "ep_dispatcher=deepep"}),
+                           {"ep_dispatcher", "torus"}));
+  EXPECT_TRUE(IsInputError(EstimateLlama8bWith({"--set", "ep_dispatcher=deepep"}), {"ep_dispatcher", "dense"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "1M", "--seq-len", "4096",
+                                        "--set", "ep_dispatcher=deepep"}),
+                           {"ep_dispatcher", "none of"}));
+}
+
 // A hybrid model estimates end to end (its mixers' scan in the breakdown), and a pattern that does
 // not match its layers is one line naming the field.
 TEST(CliEstimateTest, HybridMambaModel) {

@@ -49,7 +49,8 @@ TEST(ModelJsonTest, ErrorsNameTheField) {
     EXPECT_EQ(e.where(), "m.json:/moe/expert_ffn_hidden_size");
   }
   // Group-limited routing: the groups split the experts evenly, the chosen ones hold top_k.
-  for (const auto& [groups, top, field] : {std::tuple{3, 1, "groups"}, std::tuple{4, 0, "group_top_k"}, std::tuple{8, 1, "group_top_k"}, std::tuple{4, 5, "group_top_k"}}) {
+  for (const auto& [groups, top, field] : {std::tuple{3, 1, "groups"}, std::tuple{4, 0, "group_top_k"}, std::tuple{0, 2, "groups"}, std::tuple{8, 1, "group_top_k"},
+                                            std::tuple{4, 5, "group_top_k"}}) {
     j = ModelToJson(FindModelPreset("mixtral-8x7b")->spec);
     j["moe"]["groups"] = groups, j["moe"]["group_top_k"] = top;
     try {
@@ -62,6 +63,8 @@ TEST(ModelJsonTest, ErrorsNameTheField) {
   j = ModelToJson(FindModelPreset("mixtral-8x7b")->spec);
   j["moe"]["groups"] = 4, j["moe"]["group_top_k"] = 1;  // 2 experts per group hold top-2
   EXPECT_EQ(ModelFromJson(j, "m.json").moe->group_top_k, 1);
+  j["moe"]["groups"] = 1, j["moe"]["group_top_k"] = 1;  // one group: no limit, as n_group 1 imports
+  EXPECT_EQ(ModelFromJson(j, "m.json").moe->groups, 1);
 }
 
 // Llama-3-8B's published config.json imports to the same model as the preset.
@@ -128,6 +131,26 @@ TEST(HfConfigTest, NemotronHMatchesNanoPreset) {
   json mtp = config;
   mtp["num_nextn_predict_layers"] = 1;
   EXPECT_NE(ModelFromHfConfig(mtp, "config.json", preset.name).source.find("1 multi-token-prediction layer(s) left out"), std::string::npos);
+  // Errors name the config's own fields.
+  for (const auto& [key, value, field] : {std::tuple{"mlp_hidden_act", json("silu"), "mlp_hidden_act"}, std::tuple{"num_hidden_layers", json(40), "num_hidden_layers"},
+                                          std::tuple{"layers_block_type", json::array({"mamba", "conv"}), "layers_block_type"}}) {
+    json bad = key == std::string("layers_block_type") ? listed : config;
+    bad[key] = value;
+    try {
+      ModelFromHfConfig(bad, "config.json", preset.name);
+      ADD_FAILURE() << key;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.where(), std::string("config.json:/") + field);
+    }
+  }
+  json unnamed = config;
+  unnamed.erase("hybrid_override_pattern");
+  try {
+    ModelFromHfConfig(unnamed, "config.json", preset.name);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("hybrid_override_pattern"), std::string::npos) << e.what();
+  }
   json odd = config;
   odd["moe_shared_expert_intermediate_size"] = 3000;
   try {

@@ -263,6 +263,44 @@ TEST(ExportRoundTripTest, MaxTextRematAliasesAndUnknownPolicies) {
   }
 }
 
+// Settings read back that shardsim does not model, or that contradict the model, are refused
+// naming the setting: Megatron's hybridep backend, a hybrid pattern other than the model's or
+// split into a number of segments the stages do not share, torchtitan's other comm backends.
+TEST(ExportRoundTripTest, DispatchersAndHybridSegmentsThatDoNotReadBack) {
+  auto refused = [](ExportTarget target, const Export& e, const std::string& name, const std::string& value, const ModelSpec& model) {
+    std::vector<Setting> settings = e.settings;
+    bool found = false;
+    for (Setting& s : settings) {
+      if (s.name == name) s.value = value, found = true;
+    }
+    if (!found) settings.push_back({name, value});
+    try {
+      PlanFromExport(target, settings, model);
+    } catch (const InputError& error) {
+      return std::string(error.what()).find(name) != std::string::npos;
+    }
+    return false;
+  };
+  const ModelSpec mixtral = FindModelPreset("mixtral-8x7b")->spec;
+  const ClusterSpec h100 = ParseClusterPreset("dgx-h100:64", "--cluster");
+  PlanSpec moe = Plan({{"fsdp", 8}, {"expert", 8}}, 512, 4096);
+  moe.zero_stage = 3, moe.ep_dispatcher = "deepep";
+  const ExportTarget megatron = ParseExportTarget("megatron-core", "--export"), torchtitan = ParseExportTarget("torchtitan", "--export");
+  const Export m = ExportPlan(mixtral, h100, AsFrameworkRuns(Framework::kMegatronCore, moe), megatron);
+  EXPECT_TRUE(refused(megatron, m, "--moe-flex-dispatcher-backend", "hybridep", mixtral));
+  const Export t = ExportPlan(mixtral, h100, AsFrameworkRuns(Framework::kTorchtitan, moe), torchtitan);
+  EXPECT_TRUE(refused(torchtitan, t, "launch.moe_comm_backend", "\"hybridep\"", mixtral));
+  const ModelSpec nano = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
+  PlanSpec piped = Plan({{"data", 8}, {"tensor", 2}, {"pipeline", 4}}, 256, 4096);
+  piped.sequence_parallel = true, piped.zero_stage = 1;
+  const Export h = ExportPlan(nano, h100, AsFrameworkRuns(Framework::kMegatronCore, piped), megatron);
+  std::string reordered = nano.hybrid_pattern;
+  std::swap(reordered[0], reordered[1]);
+  EXPECT_TRUE(refused(megatron, h, "--hybrid-layer-pattern", "\"" + reordered.substr(0, 26) + "|" + reordered.substr(26) + "\"", nano));
+  EXPECT_TRUE(refused(megatron, h, "--hybrid-layer-pattern", "\"" + nano.hybrid_pattern.substr(0, 20) + "|" + nano.hybrid_pattern.substr(20, 20) + "|" +
+                                                                 nano.hybrid_pattern.substr(40) + "\"", nano));
+}
+
 TEST(ExportRoundTripTest, DeepSpeed) {
   std::vector<Case> cases;
   PlanSpec p = Plan({{"data", 64}}, 512, 4096);
