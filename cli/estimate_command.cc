@@ -47,9 +47,19 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
 
   std::optional<TrainingRun> run;
   if (o.train_tokens > 0) run = CostOfTraining(o.train_tokens, r.tokens_per_s, plan.mesh.Product(), o.price_per_device_hour);
+  // A deduplicating dispatcher's rows per token over the network, for the first expert group (a
+  // regular mesh's groups have the same layout).
+  std::optional<sim::NetworkRows> rows;
+  if (DeduplicatesDispatch(plan)) {
+    rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{LogicalMesh(plan.mesh, plan.mesh_order).Group(0, {"expert"})}, DispatchRouting(model));
+  }
   if (o.json) {
     nlohmann::json report = ReportJson(model, cluster, plan, r);
     if (run) report["training_run"] = TrainingRunJson(*run);
+    if (rows) {
+      report["expert_dispatch"] = {{"network_rows_per_token", rows->deduplicated}, {"routed_copies_per_token", rows->copies}, {"nodes", rows->nodes},
+                                   {"devices_per_node", rows->per_node}};
+    }
     out << report.dump(2) << "\n";
     return 0;
   }
@@ -89,21 +99,17 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     out << "  sequence    parallel regions keep their gathered inputs for the backward, which gathers nothing again (sequence_parallel_inputs keep-gathered"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
-  if (DeduplicatesDispatch(plan)) {
-    // The first expert group's rows (a regular mesh's groups have the same layout).
-    const LogicalMesh mesh(plan.mesh, plan.mesh_order);
+  if (rows) {
     const MoeSpec& moe = *model.moe;
     const std::string routing = "top-" + std::to_string(moe.top_k) + " of " + std::to_string(moe.num_experts) + " experts" +
                                 (moe.groups > 1 ? ", within " + std::to_string(moe.group_top_k) + " of " + std::to_string(moe.groups) + " groups" : std::string()) +
                                 ", balanced routing";
-    if (const auto rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{mesh.Group(0, {"expert"})}, DispatchRouting(model))) {
-      out << "  experts     each token sent once per destination node and device (ep_dispatcher deepep): ";
-      if (rows->nodes > 1) {
-        out << FormatFixed(rows->deduplicated, 2) << " rows per token leave its node over the network, against " << FormatFixed(rows->copies, 2)
-            << " routed copies (expert groups over " << rows->nodes << " nodes of up to " << rows->per_node << " devices; " << routing << ")\n";
-      } else {
-        out << "the expert group lies within one node, so only its rows within the node are deduplicated (" << routing << ")\n";
-      }
+    out << "  experts     each token sent once per destination node and device (ep_dispatcher deepep): ";
+    if (rows->nodes > 1) {
+      out << FormatFixed(rows->deduplicated, 2) << " rows per token leave its node over the network, against " << FormatFixed(rows->copies, 2)
+          << " routed copies (expert groups over " << rows->nodes << " nodes of up to " << rows->per_node << " devices; " << routing << ")\n";
+    } else {
+      out << "the expert group lies within one node, so only its rows within the node are deduplicated (" << routing << ")\n";
     }
   }
   if (plan.dtype == "fp8") {

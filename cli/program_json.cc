@@ -18,6 +18,9 @@ json OpJson(const strategies::Op& op) {
     j["axes"] = op.axes;
     j["bytes"] = op.comm_bytes;
     j["overlapped"] = op.overlapped;
+    if (op.routing.deduplicated()) {
+      j["routing"] = {{"experts", op.routing.experts}, {"top_k", op.routing.top_k}, {"groups", op.routing.groups}, {"group_top_k", op.routing.group_top_k}};
+    }
   } else {
     j["kind"] = strategies::ToString(op.kind);
     j["flops"] = op.flops;

@@ -403,6 +403,10 @@ TEST(CliEstimateTest, DeepEpDispatcherIsCheckedAndSendsLess) {
   ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &copies));
   ASSERT_TRUE(IsJsonSuccess(with({"--set", "ep_dispatcher=deepep", "--json"}), &deduplicated));
   EXPECT_LT(deduplicated["step_time_s"].get<double>(), copies["step_time_s"].get<double>());
+  EXPECT_FALSE(copies.contains("expert_dispatch"));
+  ASSERT_TRUE(deduplicated.contains("expert_dispatch"));
+  EXPECT_EQ(deduplicated["expert_dispatch"]["nodes"], 2);
+  EXPECT_LT(deduplicated["expert_dispatch"]["network_rows_per_token"].get<double>(), deduplicated["expert_dispatch"]["routed_copies_per_token"].get<double>());
   EXPECT_TRUE(IsInputError(with({"--set", "ep_dispatcher=deep-ep"}), {"ep_dispatcher", "alltoall, deepep"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "mixtral-8x7b", "--cluster", "tpu-v5p:4x4x1", "--set", "mesh.expert=8", "--set", "mesh.data=2",
                                         "--set", "global_batch_size=16", "--set", "seq_len=2048", "--set", "ep_dispatcher=deepep"}),
