@@ -102,12 +102,13 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
   for (int e = 0; e < E; ++e) s.counts[static_cast<size_t>(e)] = static_cast<int64_t>(counts[static_cast<size_t>(e)] + 0.5);
   const double aux = weight * RouterAuxLoss(s.probs.data(), s.counts.data(), t, E, K, static_cast<double>(batch_tokens), aux_coeff_);
 
-  if (ranks_ > 1) op(ops::kExpertDispatch);
+  op(ops::kMoePermute);
   s.offsets.resize(static_cast<size_t>(E) + 1);
   s.assignments.resize(static_cast<size_t>(n));
   BuildExpertDispatch(s.offsets.data(), s.assignments.data(), s.top.data(), t, E, K);
   std::vector<float> rows(Size(n, D));
   DispatchGatherForward(rows.data(), h, s.assignments.data(), n, K, D);
+  if (ranks_ > 1) op(ops::kExpertDispatch);
   // Rows per expert, told to the expert ranks so that they know what arrives.
   std::vector<int> per_expert(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) per_expert[static_cast<size_t>(e)] = s.offsets[static_cast<size_t>(e) + 1] - s.offsets[static_cast<size_t>(e)];
@@ -130,6 +131,7 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
     s.tensor_rows = GatherRowTable(comms_, s.expert_rows, where + " expert row counts over tensor");
     AllGatherRows(comms_, all, received, s.tensor_rows, ranks_ * local_experts_, d_, where + " expert rows all-gather over tensor");
   }
+  op(ops::kExpertsSort);
   ToExpertMajor(s.x, tensor_ > 1 ? all : received, s.tensor_rows);
 
   const size_t le = static_cast<size_t>(local_experts_);
@@ -150,12 +152,11 @@ double MoeLayer::Forward(float* y, const float* h, int t, int64_t batch_tokens, 
     out[el].resize(Size(rows_e, D));
     LinearForward(out[el].data(), s.act[el].data(), w.down[el], rows_e, Fe, D);
   }
+  op(ops::kExpertsUnsort);
+  FromExpertMajor(tensor_ > 1 ? all : received, out, s.tensor_rows);
   if (tensor_ > 1) {
     op(ops::kTensorExitExperts);
-    FromExpertMajor(all, out, s.tensor_rows);
     ReduceScatterRows(comms_, received, all, s.tensor_rows, ranks_ * local_experts_, d_, where + " expert rows reduce-scatter over tensor");
-  } else {
-    FromExpertMajor(received, out, s.tensor_rows);
   }
   if (ranks_ > 1) op(ops::kExpertCombine);
   Exchange(s.expert_out, received, s, true, where + " expert combine all-to-all");
@@ -250,6 +251,7 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
     AllGatherRows(comms_, all, received, s.tensor_rows, ranks_ * local_experts_, d_, where + " expert output gradient all-gather over tensor");
   }
   std::vector<std::vector<float>> d_per;
+  op(ops::Grad(ops::kExpertsUnsort));
   ToExpertMajor(d_per, tensor_ > 1 ? all : received, s.tensor_rows);
   const size_t le = static_cast<size_t>(local_experts_);
   std::vector<std::vector<float>> dx(le), dact(le), dg(le), du(le);
@@ -275,16 +277,16 @@ void MoeLayer::Backward(float* dh, const float* dy, const float* h, int t, int64
     weight_grad(ops::kExpertsUp, dw.gate[el], s.x[el].data(), dg[el].data(), rows_of(el), D, Fe);
     weight_grad(ops::kExpertsUp, dw.up[el], s.x[el].data(), du[el].data(), rows_of(el), D, Fe);
   }
+  op(ops::Grad(ops::kExpertsSort));
+  FromExpertMajor(tensor_ > 1 ? all : received, dx, s.tensor_rows);
   if (tensor_ > 1) {
     op(ops::Grad(ops::kTensorEnterExperts));
-    FromExpertMajor(all, dx, s.tensor_rows);
     ReduceScatterRows(comms_, received, all, s.tensor_rows, ranks_ * local_experts_, d_, where + " expert input gradient reduce-scatter over tensor");
-  } else {
-    FromExpertMajor(received, dx, s.tensor_rows);
   }
   if (ranks_ > 1) op(ops::Grad(ops::kExpertDispatch));
   std::vector<float> d_rows;
   Exchange(d_rows, received, s, true, where + " expert dispatch gradient all-to-all");
+  op(ops::Grad(ops::kMoePermute));
   DispatchGatherBackward(dh, d_rows.data(), s.assignments.data(), n, K, D);
   op(ops::Dgrad(ops::kRouter));
   std::vector<float> d_logits(Size(t, E), 0.0f);

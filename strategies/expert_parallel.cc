@@ -42,6 +42,10 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   // activations'.
   const double to_experts = static_cast<double>(routed) * static_cast<double>(rw) * EpDispatchBytes(plan, rw) / static_cast<double>(t);
   const double from_experts = routed_bytes / static_cast<double>(t);
+  // The copies of this rank's own tokens (the dispatch's rows), gathered and grouped by expert
+  // before it (read and written once; the gradient scatters them back).
+  const double own_copies = static_cast<double>(own_tokens) * static_cast<double>(moe.top_k) * plan.ep_capacity_factor;
+  layer.Elementwise(ops::kMoePermute, 2 * own_copies * static_cast<double>(rw) * e, 1.0);
   // Under a deduplicating dispatcher (deepep) the all-to-alls carry each token once per node and
   // GPU its experts sit on: the cost layer lays the rows out from the routing.
   const TokenRouting routing = DeduplicatesDispatch(plan) ? DispatchRouting(m) : TokenRouting{};
@@ -58,9 +62,12 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   }
   const int64_t local = TensorShard(moe.expert_ffn_hidden_size, t);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
+  // The received rows sorted by local expert, and back after the products (each read and written).
+  layer.Elementwise(ops::kExpertsSort, 2 * routed_bytes, 1.0);
   layer.Matmul(ops::kExpertsUp, routed, rw, (gated ? 2 : 1) * local);
   layer.Elementwise(ops::kExpertsActivation, static_cast<double>(routed) * static_cast<double>(local) * e * (gated ? 3 : 2));
   layer.Matmul(ops::kExpertsDown, routed, local, rw);
+  layer.Elementwise(ops::kExpertsUnsort, 2 * routed_bytes, 1.0);
   if (t > 1) {
     layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, routed_bytes, CollectiveOp::kReduceScatter, to_experts_t,
                      CollectiveOp::kAllGather, plan.overlap.tensor);
@@ -70,8 +77,9 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
                      plan.overlap.expert, routing);
   }
   if (moe.latent_size > 0) layer.Matmul(ops::kLatentUp, own_tokens, moe.latent_size, d);
-  // The gate-weighted sum of a token's copies, at the routed width.
-  layer.Elementwise(ops::kMoeCombine, 3 * static_cast<double>(own_tokens) * static_cast<double>(rw) * e);
+  // The gate-weighted sum of a token's copies, at the routed width: each copy read, the token
+  // written (Megatron-core's unpermute).
+  layer.Elementwise(ops::kMoeCombine, (own_copies + static_cast<double>(own_tokens)) * static_cast<double>(rw) * e);
 }
 
 }  // namespace shardsim::strategies

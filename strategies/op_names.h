@@ -55,9 +55,15 @@ inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv",
 inline constexpr std::string_view kMoeNorm = "moe_norm";
 inline constexpr std::string_view kRouter = "router";
 inline constexpr std::string_view kRouterCounts = "router_counts";
+// The routed copies gathered from the tokens, grouped by expert for the dispatch (Megatron-core's
+// moe_utils.permute; its gradient scatters them back).
+inline constexpr std::string_view kMoePermute = "moe_permute";
 inline constexpr std::string_view kExpertDispatch = "ep_dispatch";
 inline constexpr std::string_view kLatentDown = "moe_latent_down", kLatentUp = "moe_latent_up";  // LatentMoE's projections
 inline constexpr std::string_view kTensorEnterExperts = "tp_enter_experts";
+// The received rows sorted by local expert for the grouped products and back after them
+// (Megatron-core's sort_chunks_by_idxs, its flex dispatcher's permute after DeepEP's dispatch).
+inline constexpr std::string_view kExpertsSort = "experts_sort", kExpertsUnsort = "experts_unsort";
 inline constexpr std::string_view kExpertsUp = "experts_up",
                                   kExpertsActivation = "experts_activation",
                                   kExpertsDown = "experts_down";
