@@ -134,8 +134,15 @@ int CollectiveKey(CollectiveOp op, const std::vector<std::string>& axes) {
 }
 }  // namespace
 
+AxisCollectives::Key AxisCollectives::KeyOf(CollectiveOp op, const std::vector<std::string>& axes, const TokenRouting& routing) {
+  if (!routing.deduplicated()) return CollectiveKey(op, axes);
+  if (!routing_.deduplicated()) routing_ = routing;
+  SHARDSIM_CHECK(routing == routing_, "one plan's collectives route their tokens one way");
+  return CollectiveKey(op, axes) + (1 << 12);
+}
+
 const GroupCollective& AxisCollectives::Model(CollectiveOp op, const std::vector<std::string>& axes, const TokenRouting& routing) {
-  const Key key{CollectiveKey(op, axes), routing};
+  const Key key = KeyOf(op, axes, routing);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     const LogicalMesh mesh(plan_.mesh, plan_.mesh_order);
@@ -174,7 +181,7 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
   int64_t size = 1;
   for (const std::string& a : axes) size *= plan_.mesh.Size(a);
   if (size == 1 || bytes <= 0) return 0;
-  const Key key{CollectiveKey(op, axes), routing};
+  const Key key = KeyOf(op, axes, routing);
   const auto known = seconds_.find({key, bytes});
   if (known != seconds_.end()) return known->second;
   auto found = curves_.find(key);
@@ -187,7 +194,7 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
 
 double AxisCollectives::BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing) {
   const double seconds = Seconds(op, axes, bytes, routing);
-  if (seconds <= 0 || curves_.at(Key{CollectiveKey(op, axes), routing}) == nullptr) return 0;
+  if (seconds <= 0 || curves_.at(KeyOf(op, axes, routing)) == nullptr) return 0;
   return std::max(0.0, seconds - Model(op, axes, routing).Fastest(bytes).estimate.time_s);
 }
 

@@ -65,8 +65,10 @@ class AxisCollectives {
   const PlanSpec& plan() const { return plan_; }
 
  private:
-  // (operation and a bit per mesh axis, the routing): the caches' key.
-  using Key = std::pair<int, TokenRouting>;
+  // (operation, a bit per mesh axis, a bit for a deduplicated routing): the caches' key. One plan
+  // and model route their tokens one way, so the bit stands for routing_.
+  using Key = int;
+  Key KeyOf(CollectiveOp op, const std::vector<std::string>& axes, const TokenRouting& routing);
   const GroupCollective& Model(CollectiveOp op, const std::vector<std::string>& axes, const TokenRouting& routing);
   const CollectiveCurve* MeasuredCurve(CollectiveOp op, const std::vector<std::string>& axes, int64_t size) const;
   const topologies::Cluster& cluster_;
@@ -76,6 +78,7 @@ class AxisCollectives {
   std::map<Key, std::shared_ptr<const GroupCollective>> cache_;
   std::map<std::pair<Key, double>, double> seconds_;  // (key, bytes) -> seconds
   std::map<Key, const CollectiveCurve*> curves_;       // key -> the measured curve, or null (looked up once per key)
+  TokenRouting routing_;                               // the deduplicated routing seen, if any
 };
 
 // Fraction of peak an [m, n]-output matmul keeps after tile quantization (partial `tile` x `tile`
