@@ -28,8 +28,7 @@ struct AttentionDims {
   int head_dim = 1;
   int tile = 1024;  // query and key tile length
   // true: bf16 with a shape FlashAttentionSupports takes runs on the fused kernels
-  // (cuda/flash_attention.h) instead of the tiled products. Off by default: measured on an H100
-  // they reach half the tiled products' rate so far (docs/gpu.md).
+  // (cuda/flash_attention.h) instead of the tiled products (docs/gpu.md has both rates).
   bool fused = false;
   int kv_seq = 0;  // keys per batch row; 0: seq (the fused kernels take only that)
 };

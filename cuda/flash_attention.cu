@@ -1,302 +1,362 @@
 #include "cuda/flash_attention.h"
 
-#include <mma.h>
-
 #include <cmath>
 
 #include "cuda/cuda_check.h"
-#include "cuda/device_math.cuh"
+#include "cuda/tensor_core.cuh"
 
 namespace shardsim::cuda {
 namespace {
 
-using device::WarpMax;
-using device::WarpSum;
-
-using namespace nvcuda;  // NOLINT: wmma's names
+using device::AccumulatorsAsA;
+using device::CopyAsync16;
+using device::CopyAsyncCommit;
+using device::CopyAsyncWait;
+using device::LoadMatrix;
+using device::LoadMatrixT;
+using device::Mma;
+using device::PackBf16;
+using device::QuadMax;
+using device::QuadSum;
 using bf16 = __nv_bfloat16;
 
-constexpr int kTile = 64;    // queries and keys per tile
-constexpr int kWarps = 4;    // each owns 16 rows of a tile
+constexpr int kBlock = 64;  // queries (forward, dQ) or keys (dK/dV) per block, 16 per warp
+constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kRows = 16;    // rows per warp
-constexpr int kVec = 8;      // bf16 per 16-byte load
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;  // reads a row-major tile as its transpose
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-
-// dst [64][D] = rows [row0, row0 + 64) of head n of a [S, N, D] tensor (one batch row), 16-byte loads.
+// Shared-memory rows padded by 16 bytes: the eight row addresses of an ldmatrix fall in distinct banks.
 template <int D>
-__device__ void LoadTile(bf16* dst, const bf16* src, int row0, int n_heads, int n) {
-  for (int i = threadIdx.x; i < kTile * D / kVec; i += kThreads) {
-    const int r = i / (D / kVec), c = (i % (D / kVec)) * kVec;
-    *reinterpret_cast<uint4*>(dst + r * D + c) =
-        *reinterpret_cast<const uint4*>(src + (static_cast<int64_t>(row0 + r) * n_heads + n) * D + c);
+constexpr int Ld() {
+  return D + 8;
+}
+// Queries per step of the dK/dV kernel: fewer at head dim 128 to keep its accumulators in registers.
+template <int D>
+constexpr int QueryStep() {
+  return D == 64 ? 64 : 32;
+}
+
+// dst [kRows][Ld] = rows [row0, row0 + kRows) of head n of a [S, N, D] tensor (one batch row), copied
+// asynchronously; the caller commits and waits.
+template <int D, int kRows>
+__device__ void LoadTileAsync(bf16* dst, const bf16* src, int row0, int n_heads, int n) {
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = (i % kChunks) * 8;
+    CopyAsync16(dst + r * Ld<D>() + c, src + (static_cast<int64_t>(row0 + r) * n_heads + n) * D + c);
   }
 }
 
-// out [16][64] (fp32, ld 64) = A_w [16][D] (rows of a [64][D] tile) times B [64][D]^T.
+// The A fragments of 16 rows [16][D] of a shared tile (row-major, padded).
 template <int D>
-__device__ void RowsTimesTransposed(float* out, const bf16* a_rows, const bf16* b_tile) {
+__device__ void LoadRowsA(uint32_t (&a)[D / 16][4], const bf16* rows, int lane) {
 #pragma unroll
-  for (int j = 0; j < kTile / 16; ++j) {
-    FragC s;
-    wmma::fill_fragment(s, 0.0f);
+  for (int kk = 0; kk < D / 16; ++kk) {
+    LoadMatrix(a[kk], rows + ((lane % 8) + ((lane >> 3) & 1) * 8) * Ld<D>() + kk * 16 + (lane >> 4) * 8);
+  }
+}
+
+// s [16][N] = A [16][D] times B [N][D]^T, B a shared tile (rows of keys or queries).
+template <int D, int N>
+__device__ void Scores(float (&s)[N / 8][4], const uint32_t (&a)[D / 16][4], const bf16* b, int lane) {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      FragA a;
-      FragBT bt;
-      wmma::load_matrix_sync(a, a_rows + kk * 16, D);
-      wmma::load_matrix_sync(bt, b_tile + j * 16 * D + kk * 16, D);
-      wmma::mma_sync(s, a, bt, s);
+  for (int j = 0; j < N / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
+  }
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int jp = 0; jp < N / 16; ++jp) {
+      uint32_t f[4];
+      LoadMatrix(f, b + (jp * 16 + (lane % 8) + (lane >> 4) * 8) * Ld<D>() + kk * 16 + ((lane >> 3) & 1) * 8);
+      Mma(s[2 * jp], a[kk], f[0], f[1]);
+      Mma(s[2 * jp + 1], a[kk], f[2], f[3]);
     }
-    wmma::store_matrix_sync(out + j * 16, s, kTile, wmma::mem_row_major);
   }
 }
 
-// acc[n] += P [16][64] (bf16, ld 64) times tile [64][D].
-template <int D>
-__device__ void AccumulateTimesTile(FragC (&acc)[D / 16], const bf16* p, const bf16* tile) {
+// acc [16][D] += P [16][N] (accumulators, rounded to bf16) times B [N][D], B a shared tile.
+template <int D, int N>
+__device__ void AccumulateTimes(float (&acc)[D / 8][4], const float (&p)[N / 8][4], const bf16* b, int lane) {
 #pragma unroll
-  for (int n = 0; n < D / 16; ++n) {
+  for (int kk = 0; kk < N / 16; ++kk) {
+    uint32_t a[4];
+    AccumulatorsAsA(a, p[2 * kk], p[2 * kk + 1]);
 #pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      FragA a;
-      FragB b;
-      wmma::load_matrix_sync(a, p + kk * 16, kTile);
-      wmma::load_matrix_sync(b, tile + kk * 16 * D + n * 16, D);
-      wmma::mma_sync(acc[n], a, b, acc[n]);
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t f[4];
+      LoadMatrixT(f, b + (kk * 16 + (lane % 8) + ((lane >> 3) & 1) * 8) * Ld<D>() + np * 16 + (lane >> 4) * 8);
+      Mma(acc[2 * np], a, f[0], f[1]);
+      Mma(acc[2 * np + 1], a, f[2], f[3]);
     }
   }
 }
+
+template <int D>
+__device__ void Zero(float (&acc)[D / 8][4]) {
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+  }
+}
+
+// Two fp32 values of an accumulator row to global memory (8-byte store).
+__device__ __forceinline__ void StorePair(float* out, float x, float y) { *reinterpret_cast<float2*>(out) = make_float2(x, y); }
 
 template <int D>
 constexpr int ForwardSmem() {
-  return 3 * kTile * D * 2 + kWarps * kRows * kTile * (4 + 2) + kWarps * kRows * D * 4;
+  return 5 * kBlock * Ld<D>() * 2;
 }
 
+// One block: 64 queries of one head against every key they see, 64 keys a step (K/V double-buffered);
+// each warp holds its 16 queries' fragments, scores, probabilities and output in registers. The scores
+// are in log2 units (scale_log2 = scale * log2 e).
 template <int D>
 __global__ void __launch_bounds__(kThreads) ForwardKernel(bf16* o, float* lse, const bf16* q, const bf16* k, const bf16* v, int seq,
-                                                          int heads, int kv_heads, bool causal, float scale) {
+                                                          int heads, int kv_heads, bool causal, float scale_log2) {
+  constexpr int kLd = Ld<D>(), kTileElems = kBlock * kLd;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
-  bf16* sK = sQ + kTile * D;
-  bf16* sV = sK + kTile * D;
-  float* sS = reinterpret_cast<float*>(sV + kTile * D);
-  bf16* sP = reinterpret_cast<bf16*>(sS + kWarps * kRows * kTile);
-  float* sO = reinterpret_cast<float*>(sP + kWarps * kRows * kTile);
-  const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  bf16* sK = sQ + kTileElems;      // two buffers
+  bf16* sV = sK + 2 * kTileElems;  // two buffers
+  const int tiles = seq / kBlock;
+  const int qt = tiles - 1 - static_cast<int>(blockIdx.x);  // causal: the longest blocks first
+  const int h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
   const bf16* qb = q + static_cast<int64_t>(b) * seq * heads * D;
   const bf16* kb = k + static_cast<int64_t>(b) * seq * kv_heads * D;
   const bf16* vb = v + static_cast<int64_t>(b) * seq * kv_heads * D;
-  float* S = sS + warp * kRows * kTile;
-  bf16* P = sP + warp * kRows * kTile;
-  float* O = sO + warp * kRows * D;
-  LoadTile<D>(sQ, qb, qt * kTile, heads, h);
-  FragC acc[D / 16];
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
-  const int q0 = qt * kTile + warp * kRows;  // this warp's first query
-  // Per row of the warp, every lane holds the running maximum and sum (the warp reduces each row
-  // over its 64 columns, two per lane: column-major over lanes, so shared memory sees no conflicts).
-  float m[kRows], l[kRows], alpha[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0;
-  }
-  const int last = causal ? qt : seq / kTile - 1;
+  LoadTileAsync<D, kBlock>(sQ, qb, qt * kBlock, heads, h);
+  LoadTileAsync<D, kBlock>(sK, kb, 0, kv_heads, g);
+  LoadTileAsync<D, kBlock>(sV, vb, 0, kv_heads, g);
+  CopyAsyncCommit();
+  const int last = causal ? qt : tiles - 1;
+  const int row0 = qt * kBlock + warp * 16 + lane / 4;  // this lane's rows: row0 and row0 + 8
+  uint32_t qa[D / 16][4];
+  float acc[D / 8][4];
+  Zero<D>(acc);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (int kt = 0; kt <= last; ++kt) {
-    __syncthreads();
-    LoadTile<D>(sK, kb, kt * kTile, kv_heads, g);
-    LoadTile<D>(sV, vb, kt * kTile, kv_heads, g);
-    __syncthreads();
-    RowsTimesTransposed<D>(S, sQ + warp * kRows * D, sK);
-    __syncwarp();
-    // Online softmax over this tile's keys. Key 0 is in the first tile, so the running maximum is
-    // finite from then on.
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int k0 = kt * kTile + lane, qpos = q0 + r;
-      const float x0 = causal && k0 > qpos ? -INFINITY : S[r * kTile + lane] * scale;
-      const float x1 = causal && k0 + 32 > qpos ? -INFINITY : S[r * kTile + lane + 32] * scale;
-      const float m_new = fmaxf(m[r], WarpMax(fmaxf(x0, x1)));
-      const bf16 p0 = __float2bfloat16(expf(x0 - m_new)), p1 = __float2bfloat16(expf(x1 - m_new));
-      P[r * kTile + lane] = p0;
-      P[r * kTile + lane + 32] = p1;
-      alpha[r] = expf(m[r] - m_new);
-      l[r] = l[r] * alpha[r] + WarpSum(__bfloat162float(p0) + __bfloat162float(p1));
-      m[r] = m_new;
+    const int buf = kt & 1;
+    if (kt < last) {
+      LoadTileAsync<D, kBlock>(sK + (buf ^ 1) * kTileElems, kb, (kt + 1) * kBlock, kv_heads, g);
+      LoadTileAsync<D, kBlock>(sV + (buf ^ 1) * kTileElems, vb, (kt + 1) * kBlock, kv_heads, g);
     }
-    if (kt > 0) {  // the output so far, rescaled row by row (fragment layouts are opaque: via shared memory)
-#pragma unroll
-      for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(O + n * 16, acc[n], D, wmma::mem_row_major);
-      __syncwarp();
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        for (int c = lane; c < D; c += 32) O[r * D + c] *= alpha[r];
-      }
-      __syncwarp();
-#pragma unroll
-      for (int n = 0; n < D / 16; ++n) wmma::load_matrix_sync(acc[n], O + n * 16, D, wmma::mem_row_major);
-    }
-    __syncwarp();
-    AccumulateTimesTile<D>(acc, P, sV);
-  }
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(O + n * 16, acc[n], D, wmma::mem_row_major);
-  __syncwarp();
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const float inv = 1.0f / l[r];
-    bf16* out = o + ((static_cast<int64_t>(b) * seq + q0 + r) * heads + h) * D;
-    for (int c = lane; c < D; c += 32) out[c] = __float2bfloat16(O[r * D + c] * inv);
-    if (lane == 0) lse[(static_cast<int64_t>(b) * heads + h) * seq + q0 + r] = m[r] + logf(l[r]);
-  }
-}
-
-template <int D>
-constexpr int BackwardKvSmem() {
-  return 4 * kTile * D * 2 + kWarps * kRows * kTile * (4 + 4 + 2) + 2 * kTile * 4;
-}
-
-// dK and dV of one key tile (warp w: keys 16w..16w+15), over every query tile that sees it.
-template <int D>
-__global__ void __launch_bounds__(kThreads) BackwardKvKernel(float* dk_acc, float* dv_acc, const bf16* q, const bf16* k, const bf16* v,
-                                                             const bf16* d_o, const float* lse, const float* delta, int seq, int heads,
-                                                             int kv_heads, bool causal, float scale) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  bf16* sK = reinterpret_cast<bf16*>(smem);
-  bf16* sV = sK + kTile * D;
-  bf16* sQ = sV + kTile * D;
-  bf16* sdO = sQ + kTile * D;
-  float* sS = reinterpret_cast<float*>(sdO + kTile * D);
-  float* sDP = sS + kWarps * kRows * kTile;
-  bf16* sP = reinterpret_cast<bf16*>(sDP + kWarps * kRows * kTile);
-  float* sLse = reinterpret_cast<float*>(sP + kWarps * kRows * kTile);
-  float* sDelta = sLse + kTile;
-  const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t qrow = static_cast<int64_t>(b) * seq * heads * D, kvrow = static_cast<int64_t>(b) * seq * kv_heads * D;
-  const float* lse_bh = lse + (static_cast<int64_t>(b) * heads + h) * seq;
-  const float* delta_bh = delta + (static_cast<int64_t>(b) * heads + h) * seq;
-  float* S = sS + warp * kRows * kTile;
-  float* DP = sDP + warp * kRows * kTile;
-  bf16* P = sP + warp * kRows * kTile;
-  LoadTile<D>(sK, k + kvrow, kt * kTile, kv_heads, g);
-  LoadTile<D>(sV, v + kvrow, kt * kTile, kv_heads, g);
-  FragC dk[D / 16], dv[D / 16];
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) {
-    wmma::fill_fragment(dk[n], 0.0f);
-    wmma::fill_fragment(dv[n], 0.0f);
-  }
-  const int k0 = kt * kTile + warp * kRows;  // this warp's first key
-  for (int qt = causal ? kt : 0; qt < seq / kTile; ++qt) {
+    CopyAsyncCommit();
+    CopyAsyncWait<1>();
     __syncthreads();
-    LoadTile<D>(sQ, q + qrow, qt * kTile, heads, h);
-    LoadTile<D>(sdO, d_o + qrow, qt * kTile, heads, h);
-    for (int i = threadIdx.x; i < kTile; i += kThreads) {
-      sLse[i] = lse_bh[qt * kTile + i];
-      sDelta[i] = delta_bh[qt * kTile + i];
-    }
-    __syncthreads();
-    RowsTimesTransposed<D>(S, sK + warp * kRows * D, sQ);    // S^T: keys x queries
-    RowsTimesTransposed<D>(DP, sV + warp * kRows * D, sdO);  // dP^T = V dO^T
-    __syncwarp();
-#pragma unroll 4
-    for (int r = 0; r < kRows; ++r) {
-      for (int c = lane; c < kTile; c += 32) {
-        const float p = causal && k0 + r > qt * kTile + c ? 0.0f : expf(S[r * kTile + c] * scale - sLse[c]);
-        S[r * kTile + c] = p;
-        P[r * kTile + c] = __float2bfloat16(p);
+    if (kt == 0) LoadRowsA<D>(qa, sQ + warp * 16 * kLd, lane);
+    float s[kBlock / 8][4];
+    Scores<D, kBlock>(s, qa, sK + buf * kTileElems, lane);
+    const bool diagonal = causal && kt == qt;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kBlock / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[j][e] * scale_log2;
+        if (diagonal && kt * kBlock + 8 * j + 2 * tq + (e & 1) > row0 + (e >> 1) * 8) x = -INFINITY;
+        s[j][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
     }
-    __syncwarp();
-    AccumulateTimesTile<D>(dv, P, sdO);  // dV += P^T dO
-    __syncwarp();
-#pragma unroll 4
-    for (int r = 0; r < kRows; ++r) {
-      for (int c = lane; c < kTile; c += 32) {
-        P[r * kTile + c] = __float2bfloat16(S[r * kTile + c] * (DP[r * kTile + c] - sDelta[c]));  // dS^T
+    // Online softmax: key 0 is unmasked for every query, so the running maximum is finite from the
+    // first step on (exp2 of -inf minus it is 0).
+    float alpha[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float m_new = fmaxf(m[i], QuadMax(mx[i]));
+      alpha[i] = exp2f(m[i] - m_new);
+      m[i] = m_new;
+      l[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int j = 0; j < kBlock / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = exp2f(s[j][e] - m[e >> 1]);
+        l[e >> 1] += s[j][e];
       }
     }
-    __syncwarp();
-    AccumulateTimesTile<D>(dk, P, sQ);  // dK += dS^T Q (scale below)
-  }
-  const int64_t out = ((static_cast<int64_t>(b) * seq + kt * kTile + warp * kRows) * heads + h) * D;
 #pragma unroll
-  for (int n = 0; n < D / 16; ++n) {
-    for (int i = 0; i < dk[n].num_elements; ++i) dk[n].x[i] *= scale;
-    wmma::store_matrix_sync(dk_acc + out + n * 16, dk[n], heads * D, wmma::mem_row_major);
-    wmma::store_matrix_sync(dv_acc + out + n * 16, dv[n], heads * D, wmma::mem_row_major);
+    for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] *= alpha[e >> 1];
+    }
+    AccumulateTimes<D, kBlock>(acc, s, sV + buf * kTileElems, lane);
+    __syncthreads();  // the buffer is refilled next step
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float sum = QuadSum(l[i]), inv = 1.0f / sum;
+    const int row = row0 + 8 * i;
+    bf16* out = o + ((static_cast<int64_t>(b) * seq + row) * heads + h) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(out + 8 * n + 2 * tq) = PackBf16(acc[n][2 * i] * inv, acc[n][2 * i + 1] * inv);
+    }
+    if (tq == 0) lse[(static_cast<int64_t>(b) * heads + h) * seq + row] = (m[i] + log2f(sum)) * kLn2;
   }
 }
 
 template <int D>
 constexpr int BackwardQSmem() {
-  return 4 * kTile * D * 2 + kWarps * kRows * kTile * (4 + 4 + 2);
+  return 6 * kBlock * Ld<D>() * 2;
 }
 
-// dQ of one query tile (warp w: queries 16w..16w+15), over every key tile it sees.
+// dQ of 64 queries of one head (a warp's 16 in registers), over every key tile they see: the
+// probabilities recomputed from the lse, dS = P o (dP - delta) with dP = dO V^T, dQ += dS K.
 template <int D>
 __global__ void __launch_bounds__(kThreads) BackwardQKernel(float* dq_acc, const bf16* q, const bf16* k, const bf16* v, const bf16* d_o,
                                                             const float* lse, const float* delta, int seq, int heads, int kv_heads,
-                                                            bool causal, float scale) {
+                                                            bool causal, float scale_log2, float scale) {
+  constexpr int kLd = Ld<D>(), kTileElems = kBlock * kLd;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
-  bf16* sdO = sQ + kTile * D;
-  bf16* sK = sdO + kTile * D;
-  bf16* sV = sK + kTile * D;
-  float* sS = reinterpret_cast<float*>(sV + kTile * D);
-  float* sDP = sS + kWarps * kRows * kTile;
-  bf16* sP = reinterpret_cast<bf16*>(sDP + kWarps * kRows * kTile);
-  const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  bf16* sdO = sQ + kTileElems;
+  bf16* sK = sdO + kTileElems;     // two buffers
+  bf16* sV = sK + 2 * kTileElems;  // two buffers
+  const int tiles = seq / kBlock;
+  const int qt = tiles - 1 - static_cast<int>(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
   const int64_t qrow = static_cast<int64_t>(b) * seq * heads * D, kvrow = static_cast<int64_t>(b) * seq * kv_heads * D;
-  float* S = sS + warp * kRows * kTile;
-  float* DP = sDP + warp * kRows * kTile;
-  bf16* P = sP + warp * kRows * kTile;
-  LoadTile<D>(sQ, q + qrow, qt * kTile, heads, h);
-  LoadTile<D>(sdO, d_o + qrow, qt * kTile, heads, h);
-  const int q0 = qt * kTile + warp * kRows;  // this warp's first query
-  float row_lse[kRows], row_delta[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    row_lse[r] = lse[(static_cast<int64_t>(b) * heads + h) * seq + q0 + r];
-    row_delta[r] = delta[(static_cast<int64_t>(b) * heads + h) * seq + q0 + r];
-  }
-  FragC dq[D / 16];
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dq[n], 0.0f);
-  const int last = causal ? qt : seq / kTile - 1;
+  LoadTileAsync<D, kBlock>(sQ, q + qrow, qt * kBlock, heads, h);
+  LoadTileAsync<D, kBlock>(sdO, d_o + qrow, qt * kBlock, heads, h);
+  LoadTileAsync<D, kBlock>(sK, k + kvrow, 0, kv_heads, g);
+  LoadTileAsync<D, kBlock>(sV, v + kvrow, 0, kv_heads, g);
+  CopyAsyncCommit();
+  const int row0 = qt * kBlock + warp * 16 + lane / 4;
+  const int64_t bh = (static_cast<int64_t>(b) * heads + h) * seq;
+  const float lse2[2] = {lse[bh + row0] * kLog2e, lse[bh + row0 + 8] * kLog2e};
+  const float dl[2] = {delta[bh + row0], delta[bh + row0 + 8]};
+  float dq[D / 8][4];
+  Zero<D>(dq);
+  const int last = causal ? qt : tiles - 1;
   for (int kt = 0; kt <= last; ++kt) {
+    const int buf = kt & 1;
+    if (kt < last) {
+      LoadTileAsync<D, kBlock>(sK + (buf ^ 1) * kTileElems, k + kvrow, (kt + 1) * kBlock, kv_heads, g);
+      LoadTileAsync<D, kBlock>(sV + (buf ^ 1) * kTileElems, v + kvrow, (kt + 1) * kBlock, kv_heads, g);
+    }
+    CopyAsyncCommit();
+    CopyAsyncWait<1>();
     __syncthreads();
-    LoadTile<D>(sK, k + kvrow, kt * kTile, kv_heads, g);
-    LoadTile<D>(sV, v + kvrow, kt * kTile, kv_heads, g);
-    __syncthreads();
-    RowsTimesTransposed<D>(S, sQ + warp * kRows * D, sK);    // S = Q K^T
-    RowsTimesTransposed<D>(DP, sdO + warp * kRows * D, sV);  // dP = dO V^T
-    __syncwarp();
+    const bf16* tK = sK + buf * kTileElems;
+    float s[kBlock / 8][4], dp[kBlock / 8][4];
+    {
+      uint32_t a[D / 16][4];
+      LoadRowsA<D>(a, sQ + warp * 16 * kLd, lane);
+      Scores<D, kBlock>(s, a, tK, lane);  // S = Q K^T
+      LoadRowsA<D>(a, sdO + warp * 16 * kLd, lane);
+      Scores<D, kBlock>(dp, a, sV + buf * kTileElems, lane);  // dP = dO V^T
+    }
+    const bool diagonal = causal && kt == qt;
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      for (int c = lane; c < kTile; c += 32) {
-        const float p = causal && kt * kTile + c > q0 + r ? 0.0f : expf(S[r * kTile + c] * scale - row_lse[r]);
-        P[r * kTile + c] = __float2bfloat16(p * (DP[r * kTile + c] - row_delta[r]));  // dS
+    for (int j = 0; j < kBlock / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool masked = diagonal && kt * kBlock + 8 * j + 2 * tq + (e & 1) > row0 + (e >> 1) * 8;
+        const float p = masked ? 0.0f : exp2f(s[j][e] * scale_log2 - lse2[e >> 1]);
+        s[j][e] = p * (dp[j][e] - dl[e >> 1]);  // dS
       }
     }
-    __syncwarp();
-    AccumulateTimesTile<D>(dq, P, sK);  // dQ += dS K (scale below)
+    AccumulateTimes<D, kBlock>(dq, s, tK, lane);  // dQ += dS K (scale below)
+    __syncthreads();
   }
-  const int64_t out = ((static_cast<int64_t>(b) * seq + qt * kTile + warp * kRows) * heads + h) * D;
 #pragma unroll
-  for (int n = 0; n < D / 16; ++n) {
-    for (int i = 0; i < dq[n].num_elements; ++i) dq[n].x[i] *= scale;
-    wmma::store_matrix_sync(dq_acc + out + n * 16, dq[n], heads * D, wmma::mem_row_major);
+  for (int i = 0; i < 2; ++i) {
+    float* out = dq_acc + ((static_cast<int64_t>(b) * seq + row0 + 8 * i) * heads + h) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) StorePair(out + 8 * n + 2 * tq, dq[n][2 * i] * scale, dq[n][2 * i + 1] * scale);
+  }
+}
+
+template <int D>
+constexpr int BackwardKvSmem() {
+  return (2 * kBlock + 4 * QueryStep<D>()) * Ld<D>() * 2 + 4 * QueryStep<D>() * 4;
+}
+
+// dK and dV of 64 keys of one query head (a warp's 16 in registers), over every query that sees them,
+// QueryStep queries a step (double-buffered): S^T = K Q^T and dP^T = V dO^T, P^T from the lse,
+// dV += P^T dO, dS^T = P^T o (dP^T - delta), dK += dS^T Q.
+template <int D>
+__global__ void __launch_bounds__(kThreads) BackwardKvKernel(float* dk_acc, float* dv_acc, const bf16* q, const bf16* k, const bf16* v,
+                                                             const bf16* d_o, const float* lse, const float* delta, int seq, int heads,
+                                                             int kv_heads, bool causal, float scale_log2, float scale) {
+  constexpr int kLd = Ld<D>(), kStep = QueryStep<D>(), kStepElems = kStep * kLd;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sK = reinterpret_cast<bf16*>(smem);
+  bf16* sV = sK + kBlock * kLd;
+  bf16* sQ = sV + kBlock * kLd;       // two buffers
+  bf16* sdO = sQ + 2 * kStepElems;    // two buffers
+  float* sL = reinterpret_cast<float*>(sdO + 2 * kStepElems);  // two buffers of lse * log2 e
+  float* sDl = sL + 2 * kStep;                                  // two buffers of delta
+  const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
+  const int64_t qrow = static_cast<int64_t>(b) * seq * heads * D, kvrow = static_cast<int64_t>(b) * seq * kv_heads * D;
+  const int64_t bh = (static_cast<int64_t>(b) * heads + h) * seq;
+  const int steps = seq / kStep, first = causal ? kt * kBlock / kStep : 0;
+  auto load_step = [&](int qs, int buf) {
+    LoadTileAsync<D, kStep>(sQ + buf * kStepElems, q + qrow, qs * kStep, heads, h);
+    LoadTileAsync<D, kStep>(sdO + buf * kStepElems, d_o + qrow, qs * kStep, heads, h);
+    for (int i = threadIdx.x; i < kStep; i += kThreads) {
+      sL[buf * kStep + i] = lse[bh + qs * kStep + i] * kLog2e;
+      sDl[buf * kStep + i] = delta[bh + qs * kStep + i];
+    }
+  };
+  LoadTileAsync<D, kBlock>(sK, k + kvrow, kt * kBlock, kv_heads, g);
+  LoadTileAsync<D, kBlock>(sV, v + kvrow, kt * kBlock, kv_heads, g);
+  load_step(first, 0);
+  CopyAsyncCommit();
+  const int key0 = kt * kBlock + warp * 16 + lane / 4;  // this lane's keys: key0 and key0 + 8
+  float dk[D / 8][4], dv[D / 8][4];
+  Zero<D>(dk);
+  Zero<D>(dv);
+  for (int qs = first; qs < steps; ++qs) {
+    const int buf = (qs - first) & 1;
+    if (qs + 1 < steps) load_step(qs + 1, buf ^ 1);
+    CopyAsyncCommit();
+    CopyAsyncWait<1>();
+    __syncthreads();
+    const bf16* tQ = sQ + buf * kStepElems;
+    const bf16* tdO = sdO + buf * kStepElems;
+    const float* tl = sL + buf * kStep;
+    const float* tdl = sDl + buf * kStep;
+    float st[kStep / 8][4], dpt[kStep / 8][4];
+    {
+      uint32_t a[D / 16][4];
+      LoadRowsA<D>(a, sK + warp * 16 * kLd, lane);
+      Scores<D, kStep>(st, a, tQ, lane);  // S^T = K Q^T
+      LoadRowsA<D>(a, sV + warp * 16 * kLd, lane);
+      Scores<D, kStep>(dpt, a, tdO, lane);  // dP^T = V dO^T
+    }
+#pragma unroll
+    for (int j = 0; j < kStep / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = 8 * j + 2 * tq + (e & 1);
+        const bool masked = causal && key0 + (e >> 1) * 8 > qs * kStep + c;
+        const float p = masked ? 0.0f : exp2f(st[j][e] * scale_log2 - tl[c]);
+        st[j][e] = p;
+        dpt[j][e] = p * (dpt[j][e] - tdl[c]);  // dS^T
+      }
+    }
+    AccumulateTimes<D, kStep>(dv, st, tdO, lane);  // dV += P^T dO
+    AccumulateTimes<D, kStep>(dk, dpt, tQ, lane);  // dK += dS^T Q (scale below)
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int64_t row = ((static_cast<int64_t>(b) * seq + key0 + 8 * i) * heads + h) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      StorePair(dk_acc + row + 8 * n + 2 * tq, dk[n][2 * i] * scale, dk[n][2 * i + 1] * scale);
+      StorePair(dv_acc + row + 8 * n + 2 * tq, dv[n][2 * i], dv[n][2 * i + 1]);
+    }
   }
 }
 
@@ -310,7 +370,7 @@ void Forward(bf16* o, float* lse, const bf16* q, const bf16* k, const bf16* v, i
              float scale) {
   constexpr int smem = ForwardSmem<D>();
   AllowSmem(ForwardKernel<D>, smem);
-  ForwardKernel<D><<<dim3(seq / kTile, heads, batch), kThreads, smem>>>(o, lse, q, k, v, seq, heads, kv_heads, causal, scale);
+  ForwardKernel<D><<<dim3(seq / kBlock, heads, batch), kThreads, smem>>>(o, lse, q, k, v, seq, heads, kv_heads, causal, scale * kLog2e);
   CheckLaunch("FlashAttentionForward");
 }
 
@@ -320,16 +380,16 @@ void Backward(float* dq, float* dk, float* dv, const bf16* q, const bf16* k, con
   constexpr int kv_smem = BackwardKvSmem<D>(), q_smem = BackwardQSmem<D>();
   AllowSmem(BackwardKvKernel<D>, kv_smem);
   AllowSmem(BackwardQKernel<D>, q_smem);
-  const dim3 grid(seq / kTile, heads, batch);
-  BackwardKvKernel<D><<<grid, kThreads, kv_smem>>>(dk, dv, q, k, v, d_o, lse, delta, seq, heads, kv_heads, causal, scale);
+  const dim3 grid(seq / kBlock, heads, batch);
+  BackwardKvKernel<D><<<grid, kThreads, kv_smem>>>(dk, dv, q, k, v, d_o, lse, delta, seq, heads, kv_heads, causal, scale * kLog2e, scale);
   CheckLaunch("FlashAttentionBackwardKv");
-  BackwardQKernel<D><<<grid, kThreads, q_smem>>>(dq, q, k, v, d_o, lse, delta, seq, heads, kv_heads, causal, scale);
+  BackwardQKernel<D><<<grid, kThreads, q_smem>>>(dq, q, k, v, d_o, lse, delta, seq, heads, kv_heads, causal, scale * kLog2e, scale);
   CheckLaunch("FlashAttentionBackwardQ");
 }
 
 }  // namespace
 
-bool FlashAttentionSupports(int seq, int head_dim) { return (head_dim == 64 || head_dim == 128) && seq > 0 && seq % kTile == 0; }
+bool FlashAttentionSupports(int seq, int head_dim) { return (head_dim == 64 || head_dim == 128) && seq > 0 && seq % kBlock == 0; }
 
 void FlashAttentionForward(bf16* o, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch, int seq, int heads, int kv_heads,
                            int head_dim, bool causal, float scale) {

@@ -1,8 +1,10 @@
 // Fused attention for bf16 on the tensor cores (FlashAttention-2, Dao 2023): one kernel reads Q, K,
 // V tiles into shared memory, computes scores, an online softmax and the output without writing
 // scores to device memory; the backward is two kernels, dK/dV per key tile and dQ per query tile,
-// recomputing the probabilities from the saved lse. WMMA 16x16x16 bf16 products with fp32
-// accumulation. Shapes and semantics as cuda/attention.h (q, o [B, S, H, K]; k, v [B, S, G, K];
+// recomputing the probabilities from the saved lse. Each warp keeps its 16 rows' fragments, scores,
+// probabilities and accumulators in registers (mma.m16n8k16 bf16 products with fp32 accumulation,
+// operands from padded shared memory by ldmatrix, the next K/V or Q/dO tile copied in by cp.async
+// while the current one is used: cuda/tensor_core.cuh). Shapes and semantics as cuda/attention.h (q, o [B, S, H, K]; k, v [B, S, G, K];
 // lse [B, H, S]).
 #pragma once
 

@@ -23,7 +23,7 @@ struct GpuTrainOptions {
   int64_t micro_batch = 1;
   int64_t steps = 5;
   std::string dtype = "bf16";
-  std::string attention = "tiled";  // or "fused" (bf16, head dim 64/128, sequence a multiple of 64)
+  std::string attention = "fused";  // where it applies (bf16, head dim 64/128, sequence a multiple of 64), or "tiled"
   std::string cluster;  // whose peak MFU is against ("" : by device name)
   uint64_t seed = 1;
   bool json = false;

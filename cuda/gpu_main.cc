@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--micro-batch", train.micro_batch, "sequences per step (default 1)");
   train_cmd->add_option("--steps", train.steps, "steps (default 5; the first is warm-up)");
   train_cmd->add_option("--dtype", train.dtype, "bf16 (default: bf16 products, fp32 master weights) or fp32 (no TF32)");
-  train_cmd->add_option("--attention", train.attention, "tiled (default: cuBLAS products per 1024-token tile) or fused (the WMMA kernels; bf16)");
+  train_cmd->add_option("--attention", train.attention, "fused (default: FlashAttention-2 kernels on the tensor cores, for bf16 at head dim 64/128 and a sequence a multiple of 64; otherwise tiled) or tiled (cuBLAS products per 1024-token tile)");
   train_cmd->add_option("--cluster", train.cluster, "preset whose peak MFU is measured against (default: by the device's name)");
   train_cmd->add_option("--seed", train.seed, "initialisation seed (default 1)");
   train_cmd->add_flag("--json", train.json, "print the report as JSON");

@@ -31,7 +31,7 @@ struct GpuTrainConfig {
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
   int attention_tile = 1024;
-  bool fused_attention = false;  // the fused bf16 kernels where they apply (cuda/attention.h)
+  bool fused_attention = true;  // the fused bf16 kernels where they apply (cuda/attention.h); false: the tiled products
   // Tensor parallelism (Megatron-LM's, without sequence parallelism), as the CPU runtime shards
   // (runtime/stage_model.h): heads and the MLP width split over the group, Q/K/V, gate and up by
   // columns, the output and down projections by rows (their partial sums reduced over the group),
