@@ -106,6 +106,8 @@ __device__ void Zero(float (&acc)[D / 8][4]) {
 // Two fp32 values of an accumulator row to global memory (8-byte store).
 __device__ __forceinline__ void StorePair(float* out, float x, float y) { *reinterpret_cast<float2*>(out) = make_float2(x, y); }
 
+// The grids are (heads, tiles, batch): blocks start in order of x fastest, so the long causal tiles
+// of every head go first and the short ones fill the tail.
 template <int D>
 constexpr int ForwardSmem() {
   return 5 * kBlock * Ld<D>() * 2;
@@ -123,8 +125,8 @@ __global__ void __launch_bounds__(kThreads) ForwardKernel(bf16* o, float* lse, c
   bf16* sK = sQ + kTileElems;      // two buffers
   bf16* sV = sK + 2 * kTileElems;  // two buffers
   const int tiles = seq / kBlock;
-  const int qt = tiles - 1 - static_cast<int>(blockIdx.x);  // causal: the longest blocks first
-  const int h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
+  const int qt = tiles - 1 - static_cast<int>(blockIdx.y);  // causal: the longest blocks first, every head's
+  const int h = blockIdx.x, b = blockIdx.z, g = h / (heads / kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
   const bf16* qb = q + static_cast<int64_t>(b) * seq * heads * D;
   const bf16* kb = k + static_cast<int64_t>(b) * seq * kv_heads * D;
@@ -220,8 +222,8 @@ __global__ void __launch_bounds__(kThreads) BackwardQKernel(float* dq_acc, const
   bf16* sK = sdO + kTileElems;     // two buffers
   bf16* sV = sK + 2 * kTileElems;  // two buffers
   const int tiles = seq / kBlock;
-  const int qt = tiles - 1 - static_cast<int>(blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
+  const int qt = tiles - 1 - static_cast<int>(blockIdx.y);
+  const int h = blockIdx.x, b = blockIdx.z, g = h / (heads / kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
   const int64_t qrow = static_cast<int64_t>(b) * seq * heads * D, kvrow = static_cast<int64_t>(b) * seq * kv_heads * D;
   LoadTileAsync<D, kBlock>(sQ, q + qrow, qt * kBlock, heads, h);
@@ -295,7 +297,7 @@ __global__ void __launch_bounds__(kThreads) BackwardKvKernel(float* dk_acc, floa
   bf16* sdO = sQ + 2 * kStepElems;    // two buffers
   float* sL = reinterpret_cast<float*>(sdO + 2 * kStepElems);  // two buffers of lse * log2 e
   float* sDl = sL + 2 * kStep;                                  // two buffers of delta
-  const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (heads / kv_heads);
+  const int kt = blockIdx.y, h = blockIdx.x, b = blockIdx.z, g = h / (heads / kv_heads);  // causal: the longest first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
   const int64_t qrow = static_cast<int64_t>(b) * seq * heads * D, kvrow = static_cast<int64_t>(b) * seq * kv_heads * D;
   const int64_t bh = (static_cast<int64_t>(b) * heads + h) * seq;
@@ -370,7 +372,7 @@ void Forward(bf16* o, float* lse, const bf16* q, const bf16* k, const bf16* v, i
              float scale) {
   constexpr int smem = ForwardSmem<D>();
   AllowSmem(ForwardKernel<D>, smem);
-  ForwardKernel<D><<<dim3(seq / kBlock, heads, batch), kThreads, smem>>>(o, lse, q, k, v, seq, heads, kv_heads, causal, scale * kLog2e);
+  ForwardKernel<D><<<dim3(heads, seq / kBlock, batch), kThreads, smem>>>(o, lse, q, k, v, seq, heads, kv_heads, causal, scale * kLog2e);
   CheckLaunch("FlashAttentionForward");
 }
 
@@ -380,7 +382,7 @@ void Backward(float* dq, float* dk, float* dv, const bf16* q, const bf16* k, con
   constexpr int kv_smem = BackwardKvSmem<D>(), q_smem = BackwardQSmem<D>();
   AllowSmem(BackwardKvKernel<D>, kv_smem);
   AllowSmem(BackwardQKernel<D>, q_smem);
-  const dim3 grid(seq / kBlock, heads, batch);
+  const dim3 grid(heads, seq / kBlock, batch);  // blocks start in x order: every head of a tile together
   BackwardKvKernel<D><<<grid, kThreads, kv_smem>>>(dk, dv, q, k, v, d_o, lse, delta, seq, heads, kv_heads, causal, scale * kLog2e, scale);
   CheckLaunch("FlashAttentionBackwardKv");
   BackwardQKernel<D><<<grid, kThreads, q_smem>>>(dq, q, k, v, d_o, lse, delta, seq, heads, kv_heads, causal, scale * kLog2e, scale);

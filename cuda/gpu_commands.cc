@@ -187,13 +187,18 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   size_t free_bytes = 0, total_bytes = 0;
 
   json steps = json::array();
-  std::vector<double> times;
+  std::vector<double> times, forward_backward, optimizer;
   for (int64_t s = 0; s < o.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     const GpuStepStats st = gpu.Step(tokens);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > 0 || o.steps == 1) times.push_back(sec);
-    steps.push_back({{"step", s}, {"loss", st.loss}, {"grad_norm", st.grad_norm}, {"seconds", sec}});
+    if (s > 0 || o.steps == 1) {
+      times.push_back(sec);
+      forward_backward.push_back(st.forward_backward_s);
+      optimizer.push_back(st.optimizer_s);
+    }
+    steps.push_back({{"step", s}, {"loss", st.loss}, {"grad_norm", st.grad_norm}, {"seconds", sec}, {"forward_backward_s", st.forward_backward_s},
+                     {"optimizer_s", st.optimizer_s}});
     if (s == 0) Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   }
   const double tokens_per_step = static_cast<double>(o.micro_batch * o.seq_len);
@@ -212,6 +217,8 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
                 {"attention", o.attention},
                 {"steps", steps},
                 {"step_time_s", step_s},
+                {"forward_backward_s", Median(forward_backward)},
+                {"optimizer_s", Median(optimizer)},
                 {"tokens_per_s", tokens_per_step / step_s},
                 {"model_flop_per_s", model_flops},
                 {"mfu", model_flops / peak},
@@ -235,7 +242,8 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
     out << line;
   }
   out << "step time " << FormatSeconds(step_s) << " (median of " << times.size() << (o.steps > 1 ? " steps after the first" : " step") << "), "
-      << FormatSI(tokens_per_step / step_s, "tokens/s") << "\n";
+      << FormatSI(tokens_per_step / step_s, "tokens/s") << "; forward and backward " << FormatSeconds(Median(forward_backward))
+      << ", optimizer (clipping, AdamW, bf16 weights) " << FormatSeconds(Median(optimizer)) << " (medians)\n";
   out << "model FLOP/s " << FormatSI(model_flops, "FLOP/s") << ": MFU " << FormatPercent(model_flops / peak) << " (PaLM's count: "
       << FormatPercent(palm_flops / peak) << ") of " << FormatSI(peak, "FLOP/s") << " " << peak_dtype << " peak (" << cluster.name
       << ", cluster spec)\n";

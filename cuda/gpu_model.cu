@@ -1,6 +1,7 @@
 #include "cuda/gpu_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -538,8 +539,13 @@ GpuStepStats GpuModel::Step(const std::vector<int32_t>& tokens) {
     }
   }
   GpuStepStats stats;
+  const auto t0 = std::chrono::steady_clock::now();
   stats.loss = ForwardBackward(ids, targets, static_cast<double>(rows * seq));
+  Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  const auto t1 = std::chrono::steady_clock::now();
   stats.grad_norm = Optimize(config_.lr);
+  stats.forward_backward_s = std::chrono::duration<double>(t1 - t0).count();
+  stats.optimizer_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   return stats;
 }
 double GpuModel::ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser) {

@@ -67,6 +67,10 @@ struct GpuParamTensor {
 struct GpuStepStats {
   double loss = 0;       // mean cross-entropy over the step's tokens, nats
   double grad_norm = 0;  // global gradient norm before clipping
+  // Wall time of the step's forward and backward (to the device's last kernel) and of its optimizer
+  // (norm, clipping, AdamW, the bf16 weight copies), seconds (Step only).
+  double forward_backward_s = 0;
+  double optimizer_s = 0;
 };
 
 class GpuModel {
