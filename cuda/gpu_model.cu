@@ -459,14 +459,15 @@ class Model final : public GpuModel::Impl {
   double OptimizeStep(float lr, double squares) {
     const double norm = std::sqrt(squares);
     const float factor = std::min(1.0f, static_cast<float>(c_.clip_norm / (norm + 1e-6)));
-    if (factor < 1.0f) Scale(grads_.data(), n_, factor);
     ++step_;
+    // One pass per tensor: clipping, AdamW, the bf16 weights, the gradients zeroed (the tensors
+    // tile the whole array).
     for (const GpuParamTensor& t : tensors_) {
+      bf16* weights = nullptr;
+      if constexpr (!std::is_same_v<T, float>) weights = weights_.data() + t.offset;
       AdamW(params_.data() + t.offset, adam_m_.data() + t.offset, adam_v_.data() + t.offset, grads_.data() + t.offset, t.rows * t.cols, lr,
-            0.9f, 0.95f, 1e-8f, t.decay ? c_.weight_decay : 0.0f, step_);
+            0.9f, 0.95f, 1e-8f, t.decay ? c_.weight_decay : 0.0f, step_, factor, weights);
     }
-    RefreshWeights();
-    grads_.Zero();
     return norm;
   }
 

@@ -178,18 +178,21 @@ __global__ void CrossEntropyKernel(float* dlogits, const float* logits, const in
   }
 }
 
-__global__ void AdamWKernel(float* p, float* m, float* v, const float* g, int64_t n, float lr, float b1, float b2,
-                            float eps, float wd, float c1, float c2) {
+__global__ void AdamWKernel(float* p, float* m, float* v, float* g, int64_t n, float lr, float b1, float b2, float eps, float wd,
+                            float c1, float c2, float grad_scale, bf16* weights) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   float x = p[i];
   x -= lr * wd * x;
-  const float gi = g[i];
+  const float gi = grad_scale == 1.0f ? g[i] : g[i] * grad_scale;
+  g[i] = 0.0f;
   const float mi = b1 * m[i] + (1 - b1) * gi;
   const float vi = b2 * v[i] + (1 - b2) * gi * gi;
   m[i] = mi;
   v[i] = vi;
-  p[i] = x - lr * (mi / c1) / (sqrtf(vi / c2) + eps);
+  x -= lr * (mi / c1) / (sqrtf(vi / c2) + eps);
+  p[i] = x;
+  if (weights != nullptr) weights[i] = __float2bfloat16(x);
 }
 
 __global__ void SquaredSumKernel(const float* x, int64_t n, double* out) {
@@ -203,10 +206,6 @@ __global__ void SquaredSumKernel(const float* x, int64_t n, double* out) {
   if (threadIdx.x == 0) atomicAdd(out, static_cast<double>(acc));
 }
 
-__global__ void ScaleKernel(float* x, int64_t n, float factor) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) x[i] *= factor;
-}
 
 }  // namespace
 
@@ -309,12 +308,12 @@ double CrossEntropy(float* dlogits, const float* logits, const int32_t* targets,
   return loss.Download()[0];
 }
 
-void AdamW(float* param, float* m, float* v, const float* grad, int64_t n, float lr, float beta1, float beta2, float eps,
-           float weight_decay, int64_t step) {
+void AdamW(float* param, float* m, float* v, float* grad, int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+           int64_t step, float grad_scale, bf16* weights) {
   if (n == 0) return;
   const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
   const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
-  AdamWKernel<<<Blocks(n), kThreads>>>(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+  AdamWKernel<<<Blocks(n), kThreads>>>(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, c1, c2, grad_scale, weights);
   CheckLaunch("AdamW");
 }
 
@@ -328,11 +327,6 @@ double SquaredSum(const float* x, int64_t n) {
   return out.Download()[0];
 }
 
-void Scale(float* x, int64_t n, float factor) {
-  if (n == 0) return;
-  ScaleKernel<<<Blocks(n), kThreads>>>(x, n, factor);
-  CheckLaunch("Scale");
-}
 
 #define SHARDSIM_CUDA_ACTIVATIONS(T)                                                                            \
   template void AddInPlace<T>(T*, const float*, int64_t);                                                       \

@@ -55,11 +55,13 @@ void SwigluBackward(T* d_gate, T* d_up, const T* dh, const T* gate, const T* up,
 // are ignored. Synchronises (the loss comes back to the host).
 double CrossEntropy(float* dlogits, const float* logits, const int32_t* targets, int t, int v, double normaliser);
 
-// AdamW as runtime/adamw.h (PyTorch's form), in place.
-void AdamW(float* param, float* m, float* v, const float* grad, int64_t n, float lr, float beta1, float beta2, float eps,
-           float weight_decay, int64_t step);
-// sum(x^2) in fp64 (synchronises); x *= factor.
+// AdamW as runtime/adamw.h (PyTorch's form) on grad x grad_scale (the clipping factor), in place
+// and in one pass over the tensors, as fused optimizers run it (apex's FusedAdam under
+// Megatron-LM): it also writes the updated parameters' bf16 copy to `weights` (unless null) and
+// zeroes the gradient for the next step's accumulation.
+void AdamW(float* param, float* m, float* v, float* grad, int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+           int64_t step, float grad_scale = 1.0f, __nv_bfloat16* weights = nullptr);
+// sum(x^2) in fp64 (synchronises).
 double SquaredSum(const float* x, int64_t n);
-void Scale(float* x, int64_t n, float factor);
 
 }  // namespace shardsim::cuda

@@ -126,19 +126,42 @@ TEST_F(CudaKernelsTest, CrossEntropyLossAndGradient) {
   EXPECT_LT(RelativeError(g.Download(), dl), 1e-5);
 }
 
+std::vector<float> RoundToBf16(std::vector<float> x) {
+  for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
+  return x;
+}
+
+DeviceBuffer<bf16> ToDeviceBf16(const std::vector<float>& x) {
+  DeviceBuffer<float> f = ToDevice(x);
+  DeviceBuffer<bf16> out(static_cast<int64_t>(x.size()));
+  Convert(out.data(), f.data(), f.size());
+  return out;
+}
+
+std::vector<float> Download(const DeviceBuffer<bf16>& x) {
+  DeviceBuffer<float> f(x.size());
+  Convert(f.data(), x.data(), x.size());
+  return f.Download();
+}
+
 TEST_F(CudaKernelsTest, AdamWSteps) {
   const int n = 777;
   std::vector<float> p = Random(n, 12), m(n, 0), v(n, 0);
   DeviceBuffer<float> gp = ToDevice(p), gm = ToDevice(m), gv = ToDevice(v);
   runtime::AdamWConfig cfg;
+  DeviceBuffer<bf16> weights(n);
   for (int step = 1; step <= 3; ++step) {
-    const std::vector<float> g = Random(n, 100 + step);
-    runtime::AdamWStep(p.data(), m.data(), v.data(), g.data(), n, cfg, step);
+    std::vector<float> g = Random(n, 100 + step);
     DeviceBuffer<float> gg = ToDevice(g);
-    AdamW(gp.data(), gm.data(), gv.data(), gg.data(), n, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, step);
+    const float clip = step == 2 ? 0.25f : 1.0f;  // the clipping factor, applied in the same pass
+    for (float& x : g) x *= clip;
+    runtime::AdamWStep(p.data(), m.data(), v.data(), g.data(), n, cfg, step);
+    AdamW(gp.data(), gm.data(), gv.data(), gg.data(), n, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, step, clip, weights.data());
+    EXPECT_EQ(gg.Download(), std::vector<float>(n, 0.0f)) << "the gradient is zeroed for the next step";
   }
   EXPECT_LT(RelativeError(gp.Download(), p), 1e-6);
   EXPECT_LT(RelativeError(gv.Download(), v), 1e-5);
+  EXPECT_LT(RelativeError(Download(weights), RoundToBf16(p)), 1e-6) << "the bf16 copy of the updated parameters";
 }
 
 // Blockwise attention on the GPU against the CPU's, causal and full, with grouped heads, two
@@ -223,24 +246,6 @@ TEST_F(CudaKernelsTest, AttentionByPositionMatchesThoseRowsOfTheWholeSequence) {
   EXPECT_LT(RelativeError(gdq.Download(), Rows(dq, b, s, mine)), 1e-5);
   EXPECT_LT(RelativeError(gdk.Download(), Rows(dk, b, s, keys)), 1e-5);
   EXPECT_LT(RelativeError(gdv.Download(), Rows(dv, b, s, keys)), 1e-5);
-}
-
-std::vector<float> RoundToBf16(std::vector<float> x) {
-  for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
-  return x;
-}
-
-DeviceBuffer<bf16> ToDeviceBf16(const std::vector<float>& x) {
-  DeviceBuffer<float> f = ToDevice(x);
-  DeviceBuffer<bf16> out(static_cast<int64_t>(x.size()));
-  Convert(out.data(), f.data(), f.size());
-  return out;
-}
-
-std::vector<float> Download(const DeviceBuffer<bf16>& x) {
-  DeviceBuffer<float> f(x.size());
-  Convert(f.data(), x.data(), x.size());
-  return f.Download();
 }
 
 // bf16 attention (fused kernels, or the tiled products) against the CPU's fp32 on the same
