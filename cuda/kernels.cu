@@ -178,20 +178,23 @@ __global__ void CrossEntropyKernel(float* dlogits, const float* logits, const in
   }
 }
 
-__global__ void AdamWKernel(float* p, float* m, float* v, float* g, int64_t n, float lr, float b1, float b2, float eps, float wd,
-                            float c1, float c2, float grad_scale, bf16* weights) {
+// Every load comes before the first store, and the pointers are restrict: a store to g ahead of
+// the loads of m and v (which the compiler could not reorder past it) held each thread to two
+// memory round trips and halved the kernel's bandwidth on an H100 (43 ms against 23 ms for 1.2 B
+// parameters, data/gpu/h100-2026-11-27/one-pass-optimizer).
+__global__ void AdamWKernel(float* __restrict__ p, float* __restrict__ m, float* __restrict__ v, float* __restrict__ g, int64_t n, float lr,
+                            float b1, float b2, float eps, float wd, float c1, float c2, float grad_scale, bf16* __restrict__ weights) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  float x = p[i];
-  x -= lr * wd * x;
-  const float gi = grad_scale == 1.0f ? g[i] : g[i] * grad_scale;
-  g[i] = 0.0f;
-  const float mi = b1 * m[i] + (1 - b1) * gi;
-  const float vi = b2 * v[i] + (1 - b2) * gi * gi;
+  const float p0 = p[i], g0 = g[i], m0 = m[i], v0 = v[i];
+  const float gi = grad_scale == 1.0f ? g0 : g0 * grad_scale;
+  const float mi = b1 * m0 + (1 - b1) * gi;
+  const float vi = b2 * v0 + (1 - b2) * gi * gi;
+  const float x = (p0 - lr * wd * p0) - lr * (mi / c1) / (sqrtf(vi / c2) + eps);
   m[i] = mi;
   v[i] = vi;
-  x -= lr * (mi / c1) / (sqrtf(vi / c2) + eps);
   p[i] = x;
+  g[i] = 0.0f;
   if (weights != nullptr) weights[i] = __float2bfloat16(x);
 }
 
