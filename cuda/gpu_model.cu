@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -43,12 +45,23 @@ struct LayerActs {
   DeviceBuffer<float> rstd1, rstd2, lse;
 };
 
+// What one micro-batch in flight keeps from its forward for its backward: every layer's
+// activations, the stage's output and final norm, the loss's gradient (the logits, in place) on
+// the last stage, and the ids (the embedding's backward).
+template <typename T>
+struct MicroBatchActs {
+  std::vector<LayerActs<T>> layers;
+  DeviceBuffer<T> x_final, xnf;
+  DeviceBuffer<float> rstdf, logits;
+  DeviceBuffer<int32_t> ids;
+};
+
 class GpuModel::Impl {
  public:
   virtual ~Impl() = default;
   virtual double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
-                         std::vector<float>* output) = 0;
-  virtual void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink) = 0;
+                         std::vector<float>* output, int slot) = 0;
+  virtual void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink, int slot) = 0;
   virtual void LoadStreamedGradients() = 0;
   virtual double GradientSquares(bool replicated) const = 0;
   virtual double Optimize(float lr, double squares) = 0;
@@ -87,27 +100,8 @@ class Model final : public GpuModel::Impl {
     grads_.Zero();
     adam_m_.Zero();
     adam_v_.Zero();
-    acts_.resize(static_cast<size_t>(L_));
     const int64_t td = tok_ * D_, thk = tok_ * H_ * K_, tgk = tok_ * G_ * K_, tf = tok_ * F_;
-    for (LayerActs<T>& a : acts_) {
-      a.x_in = DeviceBuffer<T>(td);
-      a.xn1 = DeviceBuffer<T>(td);
-      a.q = DeviceBuffer<T>(thk);
-      a.k = DeviceBuffer<T>(tgk);
-      a.v = DeviceBuffer<T>(tgk);
-      a.o = DeviceBuffer<T>(thk);
-      a.x_mid = DeviceBuffer<T>(td);
-      a.xn2 = DeviceBuffer<T>(td);
-      a.gate = DeviceBuffer<T>(tf);
-      a.up = DeviceBuffer<T>(tf);
-      a.h = DeviceBuffer<T>(tf);
-      a.rstd1 = DeviceBuffer<float>(tok_);
-      a.rstd2 = DeviceBuffer<float>(tok_);
-      a.lse = DeviceBuffer<float>(static_cast<int64_t>(c.micro_batch) * H_ * seq_);
-    }
-    x_final_ = DeviceBuffer<T>(td);
-    xnf_ = DeviceBuffer<T>(td);
-    rstdf_ = DeviceBuffer<float>(tok_);
+    Slot(0);
     tmp_d_ = DeviceBuffer<T>(td);
     dres_ = DeviceBuffer<float>(td);
     dxn_ = DeviceBuffer<float>(td);
@@ -119,10 +113,8 @@ class Model final : public GpuModel::Impl {
     dk_ = DeviceBuffer<T>(tgk);
     dv_ = DeviceBuffer<T>(tgk);
     if (c.head) {
-      logits_ = DeviceBuffer<float>(tok_ * V_);
       if constexpr (!std::is_same_v<T, float>) dlogits_t_ = DeviceBuffer<T>(tok_ * V_);
     }
-    ids_ = DeviceBuffer<int32_t>(tok_);
     targets_ = DeviceBuffer<int32_t>(tok_);
     // Each token's position in its sequence (RoPE's angle): its index, or this context rank's.
     std::vector<int32_t> pos(static_cast<size_t>(tok_));
@@ -139,7 +131,7 @@ class Model final : public GpuModel::Impl {
   int64_t Parameters() const override { return n_; }
 
   double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
-                 std::vector<float>* output) override {
+                 std::vector<float>* output, int slot) override {
     if (static_cast<int64_t>(ids.size()) != tok_ || static_cast<int64_t>(targets.size()) != tok_) {
       throw CudaError("GpuModel::Forward: expected micro_batch x seq_len ids and targets");
     }
@@ -149,21 +141,25 @@ class Model final : public GpuModel::Impl {
     if (c_.embedding != input.empty() || static_cast<int64_t>(input.size()) != (c_.embedding ? 0 : tok_ * D_)) {
       throw CudaError("GpuModel::Forward: the first stage takes no input, the others [tokens, hidden]");
     }
-    ids_.Upload(ids);
+    Slot(slot);
+    forwarded_.insert(slot);
+    cur_->ids.Upload(ids);
     targets_.Upload(targets);
     host_targets_ = targets;
-    if (!c_.embedding) Stage(acts_[0].x_in.data(), input);
+    if (!c_.embedding) Stage(cur_->layers[0].x_in.data(), input);
     const double loss = ForwardPass(normaliser);
     if (output != nullptr) output->clear();
-    if (!c_.head && output != nullptr) *output = Unstage(x_final_.data());
+    if (!c_.head && output != nullptr) *output = Unstage(cur_->x_final.data());
     return loss;
   }
 
-  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink) override {
+  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink, int slot) override {
+    if (forwarded_.erase(slot) == 0) throw CudaError("GpuModel::Backward: slot " + std::to_string(slot) + " holds no forward");
     if (c_.head != grad_output.empty() || static_cast<int64_t>(grad_output.size()) != (c_.head ? 0 : tok_ * D_)) {
       throw CudaError("GpuModel::Backward: the last stage takes no gradient, the others [tokens, hidden]");
     }
     if (!c_.head) dres_.Upload(grad_output);
+    Slot(slot);
     if (sink != nullptr) stream_.Begin(sink, n_);
     BackwardPass();
     if (stream_.active()) {  // the embedding, final norm and head (the tail of the array), then every copy handed over
@@ -304,6 +300,41 @@ class Model final : public GpuModel::Impl {
     Check(cudaMemcpyAsync(dst, src, sizeof(T) * static_cast<size_t>(n), cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
   }
 
+  // The saved activations of micro-batch slot `slot`, allocated at its first use, made current.
+  MicroBatchActs<T>& Slot(int slot) {
+    if (slot < 0 || slot > 4096) throw CudaError("GpuModel: micro-batch slot " + std::to_string(slot) + " outside [0, 4096]");
+    if (static_cast<size_t>(slot) >= slots_.size()) slots_.resize(static_cast<size_t>(slot) + 1);
+    std::unique_ptr<MicroBatchActs<T>>& held = slots_[static_cast<size_t>(slot)];
+    if (held == nullptr) {
+      held = std::make_unique<MicroBatchActs<T>>();
+      const int64_t td = tok_ * D_, thk = tok_ * H_ * K_, tgk = tok_ * G_ * K_, tf = tok_ * F_;
+      held->layers.resize(static_cast<size_t>(L_));
+      for (LayerActs<T>& a : held->layers) {
+        a.x_in = DeviceBuffer<T>(td);
+        a.xn1 = DeviceBuffer<T>(td);
+        a.q = DeviceBuffer<T>(thk);
+        a.k = DeviceBuffer<T>(tgk);
+        a.v = DeviceBuffer<T>(tgk);
+        a.o = DeviceBuffer<T>(thk);
+        a.x_mid = DeviceBuffer<T>(td);
+        a.xn2 = DeviceBuffer<T>(td);
+        a.gate = DeviceBuffer<T>(tf);
+        a.up = DeviceBuffer<T>(tf);
+        a.h = DeviceBuffer<T>(tf);
+        a.rstd1 = DeviceBuffer<float>(tok_);
+        a.rstd2 = DeviceBuffer<float>(tok_);
+        a.lse = DeviceBuffer<float>(static_cast<int64_t>(c_.micro_batch) * H_ * seq_);
+      }
+      held->x_final = DeviceBuffer<T>(td);
+      held->xnf = DeviceBuffer<T>(td);
+      held->rstdf = DeviceBuffer<float>(tok_);
+      if (c_.head) held->logits = DeviceBuffer<float>(tok_ * V_);
+      held->ids = DeviceBuffer<int32_t>(tok_);
+    }
+    cur_ = held.get();
+    return *held;
+  }
+
   // x [n] summed over the tensor-parallel group, in place, staged through host memory.
   void GroupSum(float* x, int64_t n, const std::string& what) {
     if (t_ == 1) return;
@@ -326,20 +357,20 @@ class Model final : public GpuModel::Impl {
     AddInPlace(next, dres_.data(), tok_ * D_);
   }
 
-  // This stage's layers on acts_[0].x_in (looked up here on the first stage); returns the loss on
-  // the last, else 0 with the output in x_final_.
+  // This stage's layers on the current slot's first input (looked up here on the first stage);
+  // returns the loss on the last, else 0 with the output in the slot's x_final.
   double ForwardPass(double normaliser) {
     const int t = static_cast<int>(tok_), d = static_cast<int>(D_);
     const int64_t hk = H_ * K_, gk = G_ * K_;
     if (c_.embedding && t_ == 1) {
-      EmbeddingForward(acts_[0].x_in.data(), ids_.data(), P(emb_), t, d, 0, static_cast<int>(V_));
+      EmbeddingForward(cur_->layers[0].x_in.data(), cur_->ids.data(), P(emb_), t, d, 0, static_cast<int>(V_));
     } else if (c_.embedding) {  // each rank looks up the ids in its rows, zeros elsewhere; the sum is the lookup
-      EmbeddingForward(dres_.data(), ids_.data(), P(emb_), t, d, static_cast<int>(vocab0_), static_cast<int>(V_));
+      EmbeddingForward(dres_.data(), cur_->ids.data(), P(emb_), t, d, static_cast<int>(vocab0_), static_cast<int>(V_));
       GroupSum(dres_.data(), tok_ * D_, "tensor all-reduce of the embedding lookup");
-      Convert(acts_[0].x_in.data(), dres_.data(), tok_ * D_);
+      Convert(cur_->layers[0].x_in.data(), dres_.data(), tok_ * D_);
     }
     for (int64_t l = 0; l < L_; ++l) {
-      LayerActs<T>& a = acts_[static_cast<size_t>(l)];
+      LayerActs<T>& a = cur_->layers[static_cast<size_t>(l)];
       const LayerParams& p = layers_[static_cast<size_t>(l)];
       RmsNormForward(a.xn1.data(), a.rstd1.data(), a.x_in.data(), P(p.attn_norm), t, d, c_.norm_eps);
       Linear(a.q.data(), a.xn1.data(), p.wq, D_, hk);
@@ -361,22 +392,22 @@ class Model final : public GpuModel::Impl {
       Linear(a.gate.data(), a.xn2.data(), p.wg, D_, F_);
       Linear(a.up.data(), a.xn2.data(), p.wu, D_, F_);
       SwigluForward(a.h.data(), a.gate.data(), a.up.data(), tok_ * F_);
-      T* next = l + 1 < L_ ? acts_[static_cast<size_t>(l + 1)].x_in.data() : x_final_.data();
+      T* next = l + 1 < L_ ? cur_->layers[static_cast<size_t>(l + 1)].x_in.data() : cur_->x_final.data();
       RowParallel(next, a.x_mid.data(), a.h.data(), p.wd, F_, "tensor all-reduce of layer " + std::to_string(c_.first_layer + l) + " MLP output");
     }
     if (!c_.head) return 0.0;
-    RmsNormForward(xnf_.data(), rstdf_.data(), x_final_.data(), P(final_norm_), t, d, c_.norm_eps);
+    RmsNormForward(cur_->xnf.data(), cur_->rstdf.data(), cur_->x_final.data(), P(final_norm_), t, d, c_.norm_eps);
     if (head_ >= 0) {
-      Linear(logits_.data(), xnf_.data(), head_, D_, V_);
+      Linear(cur_->logits.data(), cur_->xnf.data(), head_, D_, V_);
     } else {  // tied: logits = x E^T
-      blas_.Gemm({logits_.data(), DType::kF32, V_, 0}, {xnf_.data(), TypeOf<T>(), D_, Op::kNo, 0},
+      blas_.Gemm({cur_->logits.data(), DType::kF32, V_, 0}, {cur_->xnf.data(), TypeOf<T>(), D_, Op::kNo, 0},
                  {W(emb_), TypeOf<T>(), D_, Op::kYes, 0}, tok_, V_, D_, 1.0f, 0.0f);
     }
     if (t_ > 1) {
-      return VocabParallelCrossEntropy(logits_.data(), logits_.data(), targets_.data(), host_targets_, t, static_cast<int>(V_),
+      return VocabParallelCrossEntropy(cur_->logits.data(), cur_->logits.data(), targets_.data(), host_targets_, t, static_cast<int>(V_),
                                        static_cast<int>(vocab0_), normaliser, *group_);
     }
-    return CrossEntropy(logits_.data(), logits_.data(), targets_.data(), t, static_cast<int>(V_), normaliser);
+    return CrossEntropy(cur_->logits.data(), cur_->logits.data(), targets_.data(), t, static_cast<int>(V_), normaliser);
   }
 
   // From the loss on the last stage, else from the gradient of the output already in dres_; the
@@ -386,7 +417,7 @@ class Model final : public GpuModel::Impl {
     const int64_t hk = H_ * K_, gk = G_ * K_;
     if (c_.head) HeadBackward();
     for (int64_t l = L_ - 1; l >= 0; --l) {
-      LayerActs<T>& a = acts_[static_cast<size_t>(l)];
+      LayerActs<T>& a = cur_->layers[static_cast<size_t>(l)];
       const LayerParams& p = layers_[static_cast<size_t>(l)];
       const std::string layer = std::to_string(c_.first_layer + l);
       // MLP
@@ -427,7 +458,7 @@ class Model final : public GpuModel::Impl {
       RmsNormBackward(dres_.data(), Gr(p.attn_norm), dxn_.data(), a.x_in.data(), P(p.attn_norm), a.rstd1.data(), t, d);
       if (stream_.active()) stream_.Send(grads_.data(), p.attn_norm, p.wd + F_ * D_ - p.attn_norm);  // the layer's tensors lie together
     }
-    if (c_.embedding) EmbeddingBackward(Gr(emb_), dres_.data(), ids_.data(), t, d, static_cast<int>(vocab0_), static_cast<int>(V_));
+    if (c_.embedding) EmbeddingBackward(Gr(emb_), dres_.data(), cur_->ids.data(), t, d, static_cast<int>(vocab0_), static_cast<int>(V_));
   }
 
   // The loss's gradient through the head and the final norm into dres_.
@@ -435,23 +466,23 @@ class Model final : public GpuModel::Impl {
     const int t = static_cast<int>(tok_), d = static_cast<int>(D_);
     const T* dlog = nullptr;
     if constexpr (std::is_same_v<T, float>) {
-      dlog = logits_.data();
+      dlog = cur_->logits.data();
     } else {
-      Convert(dlogits_t_.data(), logits_.data(), tok_ * V_);
+      Convert(dlogits_t_.data(), cur_->logits.data(), tok_ * V_);
       dlog = dlogits_t_.data();
     }
     if (head_ >= 0) {
-      LinearWeightGrad(head_, xnf_.data(), dlog, D_, V_);
+      LinearWeightGrad(head_, cur_->xnf.data(), dlog, D_, V_);
       LinearInputGrad(dxn_.data(), dlog, head_, D_, V_);
     } else {
-      blas_.Gemm({Gr(emb_), DType::kF32, D_, 0}, {dlog, TypeOf<T>(), V_, Op::kYes, 0}, {xnf_.data(), TypeOf<T>(), D_, Op::kNo, 0},
+      blas_.Gemm({Gr(emb_), DType::kF32, D_, 0}, {dlog, TypeOf<T>(), V_, Op::kYes, 0}, {cur_->xnf.data(), TypeOf<T>(), D_, Op::kNo, 0},
                  V_, D_, tok_, 1.0f, 1.0f);
       blas_.Gemm({dxn_.data(), DType::kF32, D_, 0}, {dlog, TypeOf<T>(), V_, Op::kNo, 0}, {W(emb_), TypeOf<T>(), D_, Op::kNo, 0},
                  tok_, D_, V_, 1.0f, 0.0f);
     }
     GroupSum(dxn_.data(), tok_ * D_, "tensor all-reduce of the head's input gradient");
     dres_.Zero();
-    RmsNormBackward(dres_.data(), Gr(final_norm_), dxn_.data(), x_final_.data(), P(final_norm_), rstdf_.data(), t, d);
+    RmsNormBackward(dres_.data(), Gr(final_norm_), dxn_.data(), cur_->x_final.data(), P(final_norm_), cur_->rstdf.data(), t, d);
   }
 
   // Global-norm clipping as PyTorch's clip_grad_norm_ (runtime/adamw.h's ClipFactor) to
@@ -487,10 +518,12 @@ class Model final : public GpuModel::Impl {
   std::vector<GpuParamTensor> tensors_;
   DeviceBuffer<float> params_, grads_, adam_m_, adam_v_;
   DeviceBuffer<T> weights_;
-  std::vector<LayerActs<T>> acts_;
-  DeviceBuffer<T> x_final_, xnf_, tmp_d_, dh_, dgate_, dup_, d_o_, dq_, dk_, dv_, dlogits_t_;
-  DeviceBuffer<float> rstdf_, dres_, dxn_, logits_;
-  DeviceBuffer<int32_t> ids_, targets_, positions_;
+  std::vector<std::unique_ptr<MicroBatchActs<T>>> slots_;  // one per micro-batch in flight
+  MicroBatchActs<T>* cur_ = nullptr;                          // the slot of the pass under way
+  std::set<int> forwarded_;                                   // slots whose backward is still to come
+  DeviceBuffer<T> tmp_d_, dh_, dgate_, dup_, d_o_, dq_, dk_, dv_, dlogits_t_;
+  DeviceBuffer<float> dres_, dxn_;
+  DeviceBuffer<int32_t> targets_, positions_;
   std::unique_ptr<ContextKv<T>> context_kv_;  // context parallelism's K/V exchange
   GradientStream stream_;                     // gradients to a sink during the backward
   std::vector<int32_t> host_targets_;
@@ -550,16 +583,16 @@ GpuStepStats GpuModel::Step(const std::vector<int32_t>& tokens) {
   return stats;
 }
 double GpuModel::ForwardBackward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser) {
-  const double loss = impl_->Forward(ids, targets, normaliser, {}, nullptr);
-  impl_->Backward({}, nullptr, nullptr);
+  const double loss = impl_->Forward(ids, targets, normaliser, {}, nullptr, 0);
+  impl_->Backward({}, nullptr, nullptr, 0);
   return loss;
 }
 double GpuModel::Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
-                         std::vector<float>* output) {
-  return impl_->Forward(ids, targets, normaliser, input, output);
+                         std::vector<float>* output, int slot) {
+  return impl_->Forward(ids, targets, normaliser, input, output, slot);
 }
-void GpuModel::Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink) {
-  impl_->Backward(grad_output, grad_input, sink);
+void GpuModel::Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink, int slot) {
+  impl_->Backward(grad_output, grad_input, sink, slot);
 }
 void GpuModel::LoadStreamedGradients() { impl_->LoadStreamedGradients(); }
 double GpuModel::GradientSquares(bool replicated) const { return impl_->GradientSquares(replicated); }

@@ -95,15 +95,17 @@ class GpuModel {
   // (`input`, empty on the stage with the embedding), returns the micro-batch's loss (0 on stages
   // without the head) and writes this stage's output to `output` (left empty on the last stage);
   // Backward takes the gradient of that output (`grad_output`, empty on the last stage) and writes
-  // the gradient of `input` to `grad_input` (left empty on the first). One micro-batch's
-  // activations are held at a time: each Forward is followed by its Backward. With a `sink` (the
-  // step's last micro-batch), each layer's finished gradients are copied to pinned host memory
+  // the gradient of `input` to `grad_input` (left empty on the first). Each micro-batch in flight
+  // keeps its activations in a `slot` of its own (allocated at the slot's first use; a pipeline
+  // schedule holds as many as it has micro-batches between their forward and backward), and
+  // Backward(slot) must follow Forward(slot). With a `sink` (the step's last backward), each
+  // layer's finished gradients are copied to pinned host memory
   // on a stream of their own and handed to the sink while the GPU goes on; Backward returns when
   // every copy has been handed over, and LoadStreamedGradients then takes what the sink left in
   // that memory (the reduced gradients) as this rank's gradients.
   double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
-                 std::vector<float>* output);
-  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink = nullptr);
+                 std::vector<float>* output, int slot = 0);
+  void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink = nullptr, int slot = 0);
   void LoadStreamedGradients();
   // The sum of this rank's squared gradients (tensor-replicated ones only with `replicated`, so
   // that a group counts them once), and the optimizer step clipping to the global norm

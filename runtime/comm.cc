@@ -117,9 +117,14 @@ void MeshComms::Receive(float* data, int64_t count, int source, int tag, const s
 }
 
 void MeshComms::Send(const float* data, int64_t count, int dest, int tag, const std::string& what) {
+  MPI_Request request = StartSend(data, count, dest, tag, what);
+  Wait(&request, what + " to rank " + std::to_string(dest));
+}
+
+MPI_Request MeshComms::StartSend(const float* data, int64_t count, int dest, int tag, const std::string& what) {
   MPI_Request request;
   CheckMpi(MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, dest, tag, world_, &request), world_, what);
-  Wait(&request, what + " to rank " + std::to_string(dest));
+  return request;
 }
 
 MPI_Request MeshComms::StartReceive(float* data, int64_t count, int source, int tag, const std::string& what) {

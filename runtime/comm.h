@@ -82,6 +82,8 @@ class MeshComms {
   void Receive(float* data, int64_t count, int source, int tag, const std::string& what);
   // Blocking send to world rank `dest` under the same timeout.
   void Send(const float* data, int64_t count, int dest, int tag, const std::string& what);
+  // The send, started: Wait() on the request before touching `data` again.
+  MPI_Request StartSend(const float* data, int64_t count, int dest, int tag, const std::string& what);
   // The receive, started: Wait() on the request before reading `data`.
   MPI_Request StartReceive(float* data, int64_t count, int source, int tag, const std::string& what);
   // data[i] += pipeline stage `stage`'s data[i] (the rank with this rank's other coordinates: a

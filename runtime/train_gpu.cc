@@ -24,8 +24,10 @@
 #include "runtime/init.h"
 #include "runtime/ring_attention.h"
 #include "runtime/stage_model.h"
+#include "strategies/build_step.h"
 #include "strategies/plan_rules.h"
 #include "strategies/stage_layout.h"
+#include "strategies/step_program.h"
 
 namespace shardsim::runtime {
 
@@ -33,9 +35,9 @@ bool GpuTrainingBuilt() { return true; }
 
 namespace {
 
-// The plan's stage layout, after the checks that the GPU path runs it (before any communicator is
+// The plan's step program, after the checks that the GPU path runs it (before any communicator is
 // made: the splits are collective, and every rank fails the same way here).
-strategies::StageLayout CheckGpuJob(const TrainCommandOptions& a, const ModelSpec& model, const PlanSpec& plan) {
+strategies::StepProgram CheckGpuJob(const TrainCommandOptions& a, const ModelSpec& model, const PlanSpec& plan) {
   const MeshShape& m = plan.mesh;
   if (m.Product() != m.data * m.tensor * m.pipeline * m.context || plan.zero_stage != 0) {
     throw InputError("--device cuda",
@@ -80,7 +82,23 @@ strategies::StageLayout CheckGpuJob(const TrainCommandOptions& a, const ModelSpe
     throw InputError(!a.trace.empty() ? "--trace" : !a.checkpoint.empty() ? "--checkpoint" : "--resume", "not on the GPU path yet", "",
                      "leave it out with --device cuda");
   }
-  return layout;
+  // The backward computes each layer's weight gradients with its input gradients: a schedule
+  // that runs them apart (zero-bubble) is not followed.
+  strategies::StepProgram program = strategies::BuildStep(model, plan);
+  for (int64_t s = 0; s < layout.stages; ++s) {
+    const std::vector<strategies::Task> tasks = strategies::StageTasks(program, s);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].phase != strategies::Phase::kBackwardInput) continue;
+      const bool together = i + 1 < tasks.size() && tasks[i + 1].phase == strategies::Phase::kBackwardWeight &&
+                            tasks[i + 1].microbatch == tasks[i].microbatch && tasks[i + 1].chunk == tasks[i].chunk;
+      if (!together) {
+        throw InputError("--device cuda",
+                         "the plan's schedule " + plan.pipeline_schedule + " runs weight gradients apart from input gradients, which the GPU path computes together",
+                         "pipeline_schedule 1f1b or gpipe", "--set pipeline_schedule=1f1b");
+      }
+    }
+  }
+  return program;
 }
 
 // The CPU runtime's initial values, element by element (init.h), in the GPU model's layout (this
@@ -107,13 +125,21 @@ std::vector<float> RuntimeInitialValues(const std::vector<cuda::GpuParamTensor>&
   return values;
 }
 
-// Tags of the activations and their gradients between pipeline stages (one micro-batch in flight).
+// Tags of the activations and their gradients between pipeline stages (each direction's messages
+// between two stages go in micro-batch order, which MPI keeps).
 constexpr int kForwardTag = 1, kBackwardTag = 2;
+
+// A pipeline send under way and the buffer it reads.
+struct PendingSend {
+  std::vector<float> data;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
 
 }  // namespace
 
 int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const PlanSpec& plan, const Corpus& corpus) {
-  const strategies::StageLayout layout = CheckGpuJob(a, model, plan);
+  const strategies::StepProgram program = CheckGpuJob(a, model, plan);
+  const strategies::StageLayout& layout = program.layout;
   cuda::CheckGpuTrainable(model);
   std::string why;
   if (!cuda::HasDevice(&why)) throw InputError("--device cuda", why, "cpu", "run where an NVIDIA GPU and its driver are");
@@ -167,34 +193,74 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   const bool overlap = replicas * cs > 1 && plan.overlap.data;
   std::optional<OverlappedReduction> reduction;
   if (overlap) reduction.emplace(comms);
+  // The stage's tasks in the order of the plan's schedule (the step program's: 1F1B, GPipe); each
+  // micro-batch between its forward and its backward keeps its activations in a slot of its own.
+  const std::vector<strategies::Task> tasks = strategies::StageTasks(program, stage, mbs);
+  size_t last_backward = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i].phase == strategies::Phase::kBackwardInput) last_backward = i;
+  }
   std::vector<double> losses, times;
   for (int64_t s = 0; s < a.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
-    for (int64_t mb = 0; mb < mbs; ++mb) {
-      // Every stage reads the micro-batch (the first for its ids, the last for its targets). Over
-      // pipeline stages one micro-batch is in flight at a time: its forward down the stages, then
-      // its backward up them (the plan's schedule interleaves micro-batches; not on the GPU yet).
-      const int64_t first = replica * per_replica + mb * plan.micro_batch_size;
-      if (cs > 1) {  // this context rank's tokens of each sequence
-        corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, first, plan.micro_batch_size, config.positions);
-      } else {
-        corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, first, plan.micro_batch_size);
+    std::vector<int> slot_of(static_cast<size_t>(mbs), -1), free_slots;
+    int slots = 0;
+    std::vector<PendingSend> sends;
+    auto reap_sends = [&] {  // frees the buffers of the sends that completed (MPI_Test also moves them along)
+      for (auto it = sends.begin(); it != sends.end();) {
+        int done = 0;
+        CheckMpi(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), comms.world(), "pipeline send");
+        it = done ? sends.erase(it) : std::next(it);
       }
+    };
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const strategies::Task& task = tasks[i];
+      if (task.phase == strategies::Phase::kBackwardWeight) continue;  // computed in its backward (CheckGpuJob)
+      const int64_t mb = task.microbatch;
       const std::string at = "step " + std::to_string(s) + " micro-batch " + std::to_string(mb);
-      if (stage > 0) {
-        input.resize(static_cast<size_t>(activations));
-        comms.Receive(input.data(), activations, comms.PipelinePeer(stage - 1), kForwardTag, "pipeline activations of " + at);
+      if (task.phase == strategies::Phase::kForward) {
+        // Every stage reads the micro-batch (the first for its ids, the last for its targets).
+        const int64_t first = replica * per_replica + mb * plan.micro_batch_size;
+        if (cs > 1) {  // this context rank's tokens of each sequence
+          corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, first, plan.micro_batch_size, config.positions);
+        } else {
+          corpus.Batch(ids.data(), targets.data(), s, plan.global_batch_size, first, plan.micro_batch_size);
+        }
+        if (stage > 0) {
+          input.resize(static_cast<size_t>(activations));
+          comms.Receive(input.data(), activations, comms.PipelinePeer(stage - 1), kForwardTag, "pipeline activations of " + at);
+        }
+        int& slot = slot_of[static_cast<size_t>(mb)];
+        if (free_slots.empty()) {
+          slot = slots++;
+        } else {
+          slot = free_slots.back();
+          free_slots.pop_back();
+        }
+        loss += gpu.Forward(ids, targets, normaliser, input, &output, slot);
+        if (stage + 1 < stages) {
+          sends.push_back({std::move(output), MPI_REQUEST_NULL});
+          sends.back().request = comms.StartSend(sends.back().data.data(), activations, comms.PipelinePeer(stage + 1), kForwardTag,
+                                                 "pipeline activations of " + at);
+        }
+      } else {
+        if (stage + 1 < stages) {
+          grad_output.resize(static_cast<size_t>(activations));
+          comms.Receive(grad_output.data(), activations, comms.PipelinePeer(stage + 1), kBackwardTag, "pipeline gradients of " + at);
+        }
+        const int slot = slot_of[static_cast<size_t>(mb)];
+        gpu.Backward(grad_output, &grad_input, overlap && i == last_backward ? &*reduction : nullptr, slot);
+        free_slots.push_back(slot);
+        if (stage > 0) {
+          sends.push_back({std::move(grad_input), MPI_REQUEST_NULL});
+          sends.back().request = comms.StartSend(sends.back().data.data(), activations, comms.PipelinePeer(stage - 1), kBackwardTag,
+                                                 "pipeline gradients of " + at);
+        }
       }
-      loss += gpu.Forward(ids, targets, normaliser, input, &output);
-      if (stage + 1 < stages) {
-        comms.Send(output.data(), activations, comms.PipelinePeer(stage + 1), kForwardTag, "pipeline activations of " + at);
-        grad_output.resize(static_cast<size_t>(activations));
-        comms.Receive(grad_output.data(), activations, comms.PipelinePeer(stage + 1), kBackwardTag, "pipeline gradients of " + at);
-      }
-      gpu.Backward(grad_output, &grad_input, overlap && mb + 1 == mbs ? &*reduction : nullptr);
-      if (stage > 0) comms.Send(grad_input.data(), activations, comms.PipelinePeer(stage - 1), kBackwardTag, "pipeline gradients of " + at);
+      reap_sends();
     }
+    for (PendingSend& send : sends) comms.Wait(&send.request, "pipeline send of step " + std::to_string(s));
     // The loss of each context rank's tokens, on the last stage.
     comms.AllReduceSum(&loss, 1, {"pipeline", "context"}, "pipeline and context loss all-reduce");
     if (overlap) {

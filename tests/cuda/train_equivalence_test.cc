@@ -106,6 +106,15 @@ TEST(GpuTrainEquivalenceTest, PipelineStagesMatchTheCpuRuntime) {
   ExpectSameLosses(Losses("cpu", 2, mesh), Losses("cuda", 2, mesh));
 }
 
+// The same stages under GPipe: the first stage holds all four micro-batches' activations before
+// the first backward (1F1B above holds two), each in a slot of its own.
+TEST(GpuTrainEquivalenceTest, PipelineStagesUnderGPipeMatchTheCpuRuntime) {
+  std::string why;
+  if (!shardsim::cuda::HasDevice(&why)) GTEST_SKIP() << "CUDA path not checked: " << why;
+  const std::string mesh = "--set mesh.pipeline=2 --set pipeline_schedule=gpipe";
+  ExpectSameLosses(Losses("cpu", 2, mesh), Losses("cuda", 2, mesh));
+}
+
 // Two axes together: four ranks on the GPU.
 TEST(GpuTrainEquivalenceTest, DataAndTensorParallelRanksMatchTheCpuRuntime) {
   std::string why;
@@ -177,6 +186,14 @@ TEST(GpuTrainRefusalTest, SequenceParallelismIsRefused) {
   const std::string out = RunRuntime("cuda", 2, "--set mesh.tensor=2 --set sequence_parallel=true", &status);
   EXPECT_NE(status, 0) << out;
   EXPECT_NE(out.find("sequence parallelism is not on the GPU path yet"), std::string::npos) << out;
+}
+
+TEST(GpuTrainRefusalTest, ZeroBubbleScheduleIsRefusedWithTheHint) {
+  int status = 0;
+  const std::string out = RunRuntime("cuda", 2, "--set mesh.pipeline=2 --set pipeline_schedule=zb-h1", &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("runs weight gradients apart from input gradients"), std::string::npos) << out;
+  EXPECT_NE(out.find("--set pipeline_schedule=1f1b"), std::string::npos) << out;
 }
 
 // A tied head on the last stage would need the embedding's copy kept in step with the first
