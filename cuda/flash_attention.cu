@@ -1,6 +1,8 @@
 #include "cuda/flash_attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "cuda/cuda_check.h"
 #include "cuda/tensor_core.cuh"
@@ -106,8 +108,6 @@ __device__ void Zero(float (&acc)[D / 8][4]) {
 // Two fp32 values of an accumulator row to global memory (8-byte store).
 __device__ __forceinline__ void StorePair(float* out, float x, float y) { *reinterpret_cast<float2*>(out) = make_float2(x, y); }
 
-// The grids are (heads, tiles, batch): blocks start in order of x fastest, so the long causal tiles
-// of every head go first and the short ones fill the tail.
 template <int D>
 constexpr int ForwardSmem() {
   return 5 * kBlock * Ld<D>() * 2;
@@ -367,6 +367,15 @@ void AllowSmem(Kernel kernel, int bytes) {
   Check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "cudaFuncSetAttribute");
 }
 
+// The most shared memory any of the head dimension's three kernels asks for.
+template <int D>
+constexpr int MostSmem() {
+  return std::max({ForwardSmem<D>(), BackwardQSmem<D>(), BackwardKvSmem<D>()});
+}
+
+// The grids are (heads, tiles, batch): blocks start in order of x fastest, so the long causal tiles
+// of every head go first and the short ones fill the tail.
+
 template <int D>
 void Forward(bf16* o, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch, int seq, int heads, int kv_heads, bool causal,
              float scale) {
@@ -391,10 +400,31 @@ void Backward(float* dq, float* dk, float* dv, const bf16* q, const bf16* k, con
 
 }  // namespace
 
-bool FlashAttentionSupports(int seq, int head_dim) { return (head_dim == 64 || head_dim == 128) && seq > 0 && seq % kBlock == 0; }
+bool FlashAttentionSupports(int seq, int head_dim) {
+  if ((head_dim != 64 && head_dim != 128) || seq <= 0 || seq % kBlock != 0 || seq / kBlock > 65535) return false;
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    return false;
+  }
+  return optin >= (head_dim == 64 ? MostSmem<64>() : MostSmem<128>());
+}
+
+namespace {
+
+// What the callers promise (GpuAttention checks FlashAttentionSupports), checked before a launch.
+void CheckShape(int batch, int seq, int heads, int kv_heads, int head_dim) {
+  if (batch < 1 || batch > 65535 || heads < 1 || kv_heads < 1 || heads % kv_heads != 0 || !FlashAttentionSupports(seq, head_dim)) {
+    throw CudaError("flash attention: a shape its kernels do not take (batch " + std::to_string(batch) + ", sequence " + std::to_string(seq) +
+                    ", heads " + std::to_string(heads) + " over " + std::to_string(kv_heads) + " K/V heads, head dim " +
+                    std::to_string(head_dim) + ")");
+  }
+}
+
+}  // namespace
 
 void FlashAttentionForward(bf16* o, float* lse, const bf16* q, const bf16* k, const bf16* v, int batch, int seq, int heads, int kv_heads,
                            int head_dim, bool causal, float scale) {
+  CheckShape(batch, seq, heads, kv_heads, head_dim);
   if (head_dim == 64) {
     Forward<64>(o, lse, q, k, v, batch, seq, heads, kv_heads, causal, scale);
   } else {
@@ -405,6 +435,7 @@ void FlashAttentionForward(bf16* o, float* lse, const bf16* q, const bf16* k, co
 void FlashAttentionBackward(float* dq_acc, float* dk_acc, float* dv_acc, const bf16* q, const bf16* k, const bf16* v, const bf16* d_o,
                             const float* lse, const float* delta, int batch, int seq, int heads, int kv_heads, int head_dim, bool causal,
                             float scale) {
+  CheckShape(batch, seq, heads, kv_heads, head_dim);
   if (head_dim == 64) {
     Backward<64>(dq_acc, dk_acc, dv_acc, q, k, v, d_o, lse, delta, batch, seq, heads, kv_heads, causal, scale);
   } else {

@@ -14,10 +14,13 @@
 
 namespace shardsim::cuda {
 
-// Whether the fused kernels take this shape: head dim 64 or 128, sequence a multiple of 64.
+// Whether the fused kernels take this shape on the current device: head dim 64 or 128, a sequence
+// a multiple of 64 (at most 64 x 65535), and the device's opt-in shared memory per block enough
+// for the kernels (104 KB at head dim 128: Hopper and the A100, not sm_86/89); false without a GPU.
 bool FlashAttentionSupports(int seq, int head_dim);
 
-// o, lse overwritten.
+// REQUIRES (checked, CudaError otherwise): FlashAttentionSupports(seq, head_dim), heads a multiple
+// of kv_heads, batch at most 65535. o, lse overwritten.
 void FlashAttentionForward(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                            int batch, int seq, int heads, int kv_heads, int head_dim, bool causal, float scale);
 

@@ -165,7 +165,9 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   if (o.micro_batch < 1 || o.micro_batch > 4096) throw InputError("--micro-batch", "must be in [1, 4096], got " + std::to_string(o.micro_batch));
   if (o.steps < 1 || o.steps > 100000) throw InputError("--steps", "must be in [1, 100000], got " + std::to_string(o.steps));
   if (o.dtype != "bf16" && o.dtype != "fp32") throw InputError("--dtype", "unknown dtype '" + o.dtype + "'", "bf16 or fp32", "");
-  if (o.attention != "tiled" && o.attention != "fused") throw InputError("--attention", "unknown kernel '" + o.attention + "'", "tiled or fused", "");
+  if (o.attention != "tiled" && o.attention != "fused") {
+    throw InputError("--attention", "unknown kernel '" + o.attention + "'", "tiled or fused", "leave it out for the fused kernels where they apply");
+  }
   if (o.micro_batch * o.seq_len > (int64_t{1} << 30)) {
     throw InputError("--micro-batch", std::to_string(o.micro_batch * o.seq_len) + " tokens per step (with --seq)", "at most 2^30", "");
   }
@@ -207,6 +209,7 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   const double model_flops = f.causal_training() * tokens_per_step / step_s;
   const double palm_flops = f.training() * tokens_per_step / step_s;
   const double used = static_cast<double>(total_bytes - free_bytes);
+  const std::string kernel = gpu.FusedAttention() ? "fused" : "tiled";  // what ran
   if (o.json) {
     out << json{{"device", device.name},
                 {"model", model.name},
@@ -214,7 +217,7 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
                 {"seq_len", o.seq_len},
                 {"micro_batch", o.micro_batch},
                 {"dtype", o.dtype},
-                {"attention", o.attention},
+                {"attention", kernel},
                 {"steps", steps},
                 {"step_time_s", step_s},
                 {"forward_backward_s", Median(forward_backward)},
@@ -233,7 +236,8 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   }
   out << model.name << " (" << FormatCount(static_cast<double>(gpu.Parameters())) << " parameters) on one " << device.name << ", "
       << o.micro_batch << " x " << o.seq_len << " tokens per step, " << o.dtype
-      << (o.dtype == "bf16" ? " (bf16 products, fp32 master weights and optimizer)" : " (fp32, no TF32)") << ", attention " << o.attention << "\n";
+      << (o.dtype == "bf16" ? " (bf16 products, fp32 master weights and optimizer)" : " (fp32, no TF32)") << ", attention " << kernel
+      << (kernel != o.attention ? " (the fused kernels take bf16 at head dim 64 or 128 and a sequence a multiple of 64)" : "") << "\n";
   out << "  step  loss (nats)  grad norm  time\n";
   for (const json& s : steps) {
     char line[128];
@@ -243,7 +247,7 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   }
   out << "step time " << FormatSeconds(step_s) << " (median of " << times.size() << (o.steps > 1 ? " steps after the first" : " step") << "), "
       << FormatSI(tokens_per_step / step_s, "tokens/s") << "; forward and backward " << FormatSeconds(Median(forward_backward))
-      << ", optimizer (clipping, AdamW, bf16 weights) " << FormatSeconds(Median(optimizer)) << " (medians)\n";
+      << ", optimizer (norm, clipping, AdamW" << (o.dtype == "bf16" ? ", bf16 weights) " : ") ") << FormatSeconds(Median(optimizer)) << " (medians)\n";
   out << "model FLOP/s " << FormatSI(model_flops, "FLOP/s") << ": MFU " << FormatPercent(model_flops / peak) << " (PaLM's count: "
       << FormatPercent(palm_flops / peak) << ") of " << FormatSI(peak, "FLOP/s") << " " << peak_dtype << " peak (" << cluster.name
       << ", cluster spec)\n";

@@ -70,6 +70,7 @@ class GpuModel::Impl {
   virtual std::vector<float> Gradients() const = 0;
   virtual void SetGradients(const std::vector<float>& values) = 0;
   virtual int64_t Parameters() const = 0;
+  virtual bool FusedAttention() const = 0;
 };
 
 namespace {
@@ -129,6 +130,7 @@ class Model final : public GpuModel::Impl {
   }
 
   int64_t Parameters() const override { return n_; }
+  bool FusedAttention() const override { return attention_.fused(); }
 
   double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
                  std::vector<float>* output, int slot) override {
@@ -141,6 +143,7 @@ class Model final : public GpuModel::Impl {
     if (c_.embedding != input.empty() || static_cast<int64_t>(input.size()) != (c_.embedding ? 0 : tok_ * D_)) {
       throw CudaError("GpuModel::Forward: the first stage takes no input, the others [tokens, hidden]");
     }
+    if (forwarded_.count(slot) != 0) throw CudaError("GpuModel::Forward: slot " + std::to_string(slot) + " still holds a forward awaiting its backward");
     Slot(slot);
     forwarded_.insert(slot);
     cur_->ids.Upload(ids);
@@ -154,10 +157,10 @@ class Model final : public GpuModel::Impl {
   }
 
   void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink, int slot) override {
-    if (forwarded_.erase(slot) == 0) throw CudaError("GpuModel::Backward: slot " + std::to_string(slot) + " holds no forward");
     if (c_.head != grad_output.empty() || static_cast<int64_t>(grad_output.size()) != (c_.head ? 0 : tok_ * D_)) {
       throw CudaError("GpuModel::Backward: the last stage takes no gradient, the others [tokens, hidden]");
     }
+    if (forwarded_.erase(slot) == 0) throw CudaError("GpuModel::Backward: slot " + std::to_string(slot) + " holds no forward");
     if (!c_.head) dres_.Upload(grad_output);
     Slot(slot);
     if (sink != nullptr) stream_.Begin(sink, n_);
@@ -306,33 +309,44 @@ class Model final : public GpuModel::Impl {
     if (static_cast<size_t>(slot) >= slots_.size()) slots_.resize(static_cast<size_t>(slot) + 1);
     std::unique_ptr<MicroBatchActs<T>>& held = slots_[static_cast<size_t>(slot)];
     if (held == nullptr) {
-      held = std::make_unique<MicroBatchActs<T>>();
-      const int64_t td = tok_ * D_, thk = tok_ * H_ * K_, tgk = tok_ * G_ * K_, tf = tok_ * F_;
-      held->layers.resize(static_cast<size_t>(L_));
-      for (LayerActs<T>& a : held->layers) {
-        a.x_in = DeviceBuffer<T>(td);
-        a.xn1 = DeviceBuffer<T>(td);
-        a.q = DeviceBuffer<T>(thk);
-        a.k = DeviceBuffer<T>(tgk);
-        a.v = DeviceBuffer<T>(tgk);
-        a.o = DeviceBuffer<T>(thk);
-        a.x_mid = DeviceBuffer<T>(td);
-        a.xn2 = DeviceBuffer<T>(td);
-        a.gate = DeviceBuffer<T>(tf);
-        a.up = DeviceBuffer<T>(tf);
-        a.h = DeviceBuffer<T>(tf);
-        a.rstd1 = DeviceBuffer<float>(tok_);
-        a.rstd2 = DeviceBuffer<float>(tok_);
-        a.lse = DeviceBuffer<float>(static_cast<int64_t>(c_.micro_batch) * H_ * seq_);
+      try {
+        held = NewSlot();
+      } catch (const CudaError& error) {
+        throw CudaError("the activations of micro-batch slot " + std::to_string(slot) + " (" + std::to_string(slot + 1) +
+                        " micro-batches in flight on this stage) do not fit on the GPU (" + error.what() +
+                        "); hint: pipeline_schedule 1f1b holds fewer micro-batches than gpipe, or a smaller micro_batch_size");
       }
-      held->x_final = DeviceBuffer<T>(td);
-      held->xnf = DeviceBuffer<T>(td);
-      held->rstdf = DeviceBuffer<float>(tok_);
-      if (c_.head) held->logits = DeviceBuffer<float>(tok_ * V_);
-      held->ids = DeviceBuffer<int32_t>(tok_);
     }
     cur_ = held.get();
     return *held;
+  }
+
+  std::unique_ptr<MicroBatchActs<T>> NewSlot() const {
+    auto held = std::make_unique<MicroBatchActs<T>>();
+    const int64_t td = tok_ * D_, thk = tok_ * H_ * K_, tgk = tok_ * G_ * K_, tf = tok_ * F_;
+    held->layers.resize(static_cast<size_t>(L_));
+    for (LayerActs<T>& a : held->layers) {
+      a.x_in = DeviceBuffer<T>(td);
+      a.xn1 = DeviceBuffer<T>(td);
+      a.q = DeviceBuffer<T>(thk);
+      a.k = DeviceBuffer<T>(tgk);
+      a.v = DeviceBuffer<T>(tgk);
+      a.o = DeviceBuffer<T>(thk);
+      a.x_mid = DeviceBuffer<T>(td);
+      a.xn2 = DeviceBuffer<T>(td);
+      a.gate = DeviceBuffer<T>(tf);
+      a.up = DeviceBuffer<T>(tf);
+      a.h = DeviceBuffer<T>(tf);
+      a.rstd1 = DeviceBuffer<float>(tok_);
+      a.rstd2 = DeviceBuffer<float>(tok_);
+      a.lse = DeviceBuffer<float>(static_cast<int64_t>(c_.micro_batch) * H_ * seq_);
+    }
+    held->x_final = DeviceBuffer<T>(td);
+    held->xnf = DeviceBuffer<T>(td);
+    held->rstdf = DeviceBuffer<float>(tok_);
+    if (c_.head) held->logits = DeviceBuffer<float>(tok_ * V_);
+    held->ids = DeviceBuffer<int32_t>(tok_);
+    return held;
   }
 
   // x [n] summed over the tensor-parallel group, in place, staged through host memory.
@@ -608,5 +622,6 @@ void GpuModel::LoadParameters(const std::vector<float>& values) { impl_->LoadPar
 std::vector<float> GpuModel::Gradients() const { return impl_->Gradients(); }
 void GpuModel::SetGradients(const std::vector<float>& values) { impl_->SetGradients(values); }
 int64_t GpuModel::Parameters() const { return impl_->Parameters(); }
+bool GpuModel::FusedAttention() const { return impl_->FusedAttention(); }
 
 }  // namespace shardsim::cuda

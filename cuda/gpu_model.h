@@ -99,10 +99,10 @@ class GpuModel {
   // keeps its activations in a `slot` of its own (allocated at the slot's first use; a pipeline
   // schedule holds as many as it has micro-batches between their forward and backward), and
   // Backward(slot) must follow Forward(slot). With a `sink` (the step's last backward), each
-  // layer's finished gradients are copied to pinned host memory
-  // on a stream of their own and handed to the sink while the GPU goes on; Backward returns when
-  // every copy has been handed over, and LoadStreamedGradients then takes what the sink left in
-  // that memory (the reduced gradients) as this rank's gradients.
+  // layer's finished gradients are copied to pinned host memory on a stream of their own and
+  // handed to the sink while the GPU goes on; Backward returns when every copy has been handed
+  // over, and LoadStreamedGradients then takes what the sink left in that memory (the reduced
+  // gradients) as this rank's gradients.
   double Forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets, double normaliser, const std::vector<float>& input,
                  std::vector<float>* output, int slot = 0);
   void Backward(const std::vector<float>& grad_output, std::vector<float>* grad_input, GradientSink* sink = nullptr, int slot = 0);
@@ -122,6 +122,8 @@ class GpuModel {
   std::vector<float> Gradients() const;
   void SetGradients(const std::vector<float>& values);
   int64_t Parameters() const;
+  // Whether the attention runs on the fused kernels (bf16 with a shape they take), else tiled.
+  bool FusedAttention() const;
 
   class Impl;
 

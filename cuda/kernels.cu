@@ -19,7 +19,6 @@ constexpr int kThreads = 256;
 
 int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
 
-
 template <typename Tout, typename Tin>
 __global__ void ConvertKernel(Tout* out, const Tin* in, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -188,7 +187,7 @@ __global__ void AdamWKernel(float* __restrict__ p, float* __restrict__ m, float*
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float p0 = p[i], g0 = g[i], m0 = m[i], v0 = v[i];
-  const float gi = grad_scale == 1.0f ? g0 : g0 * grad_scale;
+  const float gi = g0 * grad_scale;
   const float mi = b1 * m0 + (1 - b1) * gi;
   const float vi = b2 * v0 + (1 - b2) * gi * gi;
   const float x = (p0 - lr * wd * p0) - lr * (mi / c1) / (sqrtf(vi / c2) + eps);
@@ -209,7 +208,6 @@ __global__ void SquaredSumKernel(const float* x, int64_t n, double* out) {
   acc = BlockSum(acc, scratch);
   if (threadIdx.x == 0) atomicAdd(out, static_cast<double>(acc));
 }
-
 
 }  // namespace
 
@@ -330,7 +328,6 @@ double SquaredSum(const float* x, int64_t n) {
   }
   return out.Download()[0];
 }
-
 
 #define SHARDSIM_CUDA_ACTIVATIONS(T)                                                                            \
   template void AddInPlace<T>(T*, const float*, int64_t);                                                       \

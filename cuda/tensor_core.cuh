@@ -16,6 +16,10 @@
 
 #include <cuda_bf16.h>
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "cuda/tensor_core.cuh needs sm_80 or later (bf16 mma, cp.async): set SHARDSIM_CUDA_ARCHITECTURES to 80 or above (90: H100, H200)"
+#endif
+
 namespace shardsim::cuda::device {
 
 __device__ __forceinline__ uint32_t SharedAddress(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }

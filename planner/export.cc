@@ -137,6 +137,11 @@ std::string SettingReader::Get(const std::string& name, const std::string& fallb
   return fallback;
 }
 
+std::string SettingReader::Text(const std::string& name, const std::string& fallback) const {
+  const std::string v = Get(name, fallback);
+  return v.size() >= 2 && v.front() == '"' && v.back() == '"' ? v.substr(1, v.size() - 2) : v;
+}
+
 int64_t SettingReader::Int(const std::string& name, int64_t fallback) const {
   if (!Has(name)) return fallback;
   const std::string text = Get(name);

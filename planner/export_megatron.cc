@@ -35,8 +35,7 @@ std::string PipelineSegments(const ModelSpec& m, const PlanSpec& p) {
 // order (the schedule's chunks per stage from their count); the plan's layout where it is not
 // the default one.
 void ReadPipelineSegments(const SettingReader& r, const ModelSpec& m, PlanSpec& p) {
-  std::string pattern = r.Get("--hybrid-layer-pattern");
-  if (pattern.size() >= 2 && pattern.front() == '"') pattern = pattern.substr(1, pattern.size() - 2);
+  const std::string pattern = r.Text("--hybrid-layer-pattern");
   std::vector<std::string> segments(1);
   for (char c : pattern) {
     if (c == '|') {
@@ -254,6 +253,9 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
     if (backend == "hybridep") {
       r.Fail("--moe-flex-dispatcher-backend", "hybridep is not modelled: shardsim models deepep (ep_dispatcher deepep) and ncclep (every routed copy)");
     }
+    if (backend != "deepep" && backend != "ncclep") {  // Megatron-core's three (token_dispatcher.py, MoEFlexTokenDispatcher)
+      r.Fail("--moe-flex-dispatcher-backend", "unknown backend '" + backend + "': Megatron-core takes deepep, hybridep or ncclep");
+    }
     if (backend == "deepep") p.ep_dispatcher = "deepep";
   }
   const std::string granularity = r.Get("--recompute-granularity");
@@ -285,8 +287,7 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
       p.virtual_stages =
           m.num_layers / (p.mesh.pipeline * r.Int("--num-layers-per-virtual-pipeline-stage", 1));
     } else if (r.Has("--pipeline-model-parallel-layout")) {
-      std::string layout = r.Get("--pipeline-model-parallel-layout");
-      if (layout.size() >= 2 && layout.front() == '"') layout = layout.substr(1, layout.size() - 2);
+      const std::string layout = r.Text("--pipeline-model-parallel-layout");
       // The chunks per stage are those that make the layout hold together (repeats like
       // "(t*8|)*14" hide the count).
       p.pipeline_layout = layout;

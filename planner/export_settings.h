@@ -23,6 +23,8 @@ class SettingReader {
   SettingReader(const std::vector<Setting>& settings, std::string framework);
   bool Has(const std::string& name) const;
   std::string Get(const std::string& name, const std::string& fallback = "") const;
+  // Get with a string value's surrounding double quotes removed (TOML strings, quoted flags).
+  std::string Text(const std::string& name, const std::string& fallback = "") const;
   int64_t Int(const std::string& name, int64_t fallback) const;
   double Number(const std::string& name, double fallback) const;
   bool Bool(const std::string& name, bool fallback) const;  // "true" / "false"

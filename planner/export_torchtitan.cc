@@ -142,9 +142,6 @@ std::string TorchtitanText(const std::vector<Setting>& settings) {
 
 PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
   PlanSpec p = EmptyPlan(FactsOf(Framework::kTorchtitan));
-  auto unquote = [](std::string v) {
-    return v.size() >= 2 && v.front() == '"' ? v.substr(1, v.size() - 2) : v;
-  };
   p.mesh.data = r.Int("parallelism.data_parallel_replicate_degree", 1);
   p.mesh.expert = r.Int("parallelism.expert_parallel_degree", 1);
   const int64_t shard = r.Int("parallelism.data_parallel_shard_degree", 1);
@@ -160,7 +157,7 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
   p.sequence_parallel = p.mesh.tensor > 1 && r.Bool("parallelism.enable_sequence_parallel", true);
   p.context_kv = "all-gather";
   const std::string reshard =
-      unquote(r.Get("parallelism.fsdp_reshard_after_forward", "\"default\""));
+      r.Text("parallelism.fsdp_reshard_after_forward", "\"default\"");
   if (reshard != "default") p.fsdp_reshard_after_forward = reshard == "always";
   p.seq_len = r.Int("training.max_context_length", 0);
   if (p.seq_len <= 0) r.Fail("training.max_context_length", "must be positive");
@@ -173,12 +170,12 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
                 : ac == "FullAC.Config()" ? Recompute::kFull
                                           : Recompute::kSelectiveOp;
   p.dtype = r.Has(kConverters) ? "fp8"
-            : unquote(r.Get("training.mixed_precision_param", "\"bfloat16\"")) == "float32"
+            : r.Text("training.mixed_precision_param", "\"bfloat16\"") == "float32"
                 ? "fp32"
                 : "bf16";
   if (p.dtype == "fp8") p.fp8_recipe = r.Get(kConverters).find("MXFP8") != std::string::npos ? "mxfp8" : "rowwise";
   if (r.Has(kCommBackend)) {
-    const std::string backend = unquote(r.Get(kCommBackend));
+    const std::string backend = r.Text(kCommBackend);
     if (backend == "deepep") {
       p.ep_dispatcher = "deepep";
     } else if (backend != "standard") {
@@ -190,7 +187,7 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
   const bool compiled_loss = r.Bool("compile.enable", false) && r.Get("compile.components", "[\"model\", \"loss\"]").find("\"loss\"") != std::string::npos;
   p.cross_entropy = compiled_loss ? "fused" : "eager";
   if (p.mesh.pipeline > 1) {
-    const std::string name = unquote(r.Get("parallelism.pipeline_parallel_schedule", "\"1F1B\""));
+    const std::string name = r.Text("parallelism.pipeline_parallel_schedule", "\"1F1B\"");
     const strategies::Schedule* schedule = nullptr;
     for (const strategies::Schedule* s : strategies::AllSchedules()) {
       if (s->framework_names().torchtitan == name) schedule = s;

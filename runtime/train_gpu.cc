@@ -22,6 +22,7 @@
 #include "runtime/comm.h"
 #include "runtime/gpu_host_collectives.h"
 #include "runtime/init.h"
+#include "runtime/pipeline_sends.h"
 #include "runtime/ring_attention.h"
 #include "runtime/stage_model.h"
 #include "strategies/build_step.h"
@@ -85,18 +86,10 @@ strategies::StepProgram CheckGpuJob(const TrainCommandOptions& a, const ModelSpe
   // The backward computes each layer's weight gradients with its input gradients: a schedule
   // that runs them apart (zero-bubble) is not followed.
   strategies::StepProgram program = strategies::BuildStep(model, plan);
-  for (int64_t s = 0; s < layout.stages; ++s) {
-    const std::vector<strategies::Task> tasks = strategies::StageTasks(program, s);
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      if (tasks[i].phase != strategies::Phase::kBackwardInput) continue;
-      const bool together = i + 1 < tasks.size() && tasks[i + 1].phase == strategies::Phase::kBackwardWeight &&
-                            tasks[i + 1].microbatch == tasks[i].microbatch && tasks[i + 1].chunk == tasks[i].chunk;
-      if (!together) {
-        throw InputError("--device cuda",
-                         "the plan's schedule " + plan.pipeline_schedule + " runs weight gradients apart from input gradients, which the GPU path computes together",
-                         "pipeline_schedule 1f1b or gpipe", "--set pipeline_schedule=1f1b");
-      }
-    }
+  if (program.schedule->SplitsBackward()) {
+    throw InputError("--device cuda",
+                     "the plan's schedule " + plan.pipeline_schedule + " runs weight gradients apart from input gradients, which the GPU path computes together",
+                     "pipeline_schedule 1f1b or gpipe", "--set pipeline_schedule=1f1b");
   }
   return program;
 }
@@ -128,12 +121,6 @@ std::vector<float> RuntimeInitialValues(const std::vector<cuda::GpuParamTensor>&
 // Tags of the activations and their gradients between pipeline stages (each direction's messages
 // between two stages go in micro-batch order, which MPI keeps).
 constexpr int kForwardTag = 1, kBackwardTag = 2;
-
-// A pipeline send under way and the buffer it reads.
-struct PendingSend {
-  std::vector<float> data;
-  MPI_Request request = MPI_REQUEST_NULL;
-};
 
 }  // namespace
 
@@ -206,14 +193,7 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
     double loss = 0;
     std::vector<int> slot_of(static_cast<size_t>(mbs), -1), free_slots;
     int slots = 0;
-    std::vector<PendingSend> sends;
-    auto reap_sends = [&] {  // frees the buffers of the sends that completed (MPI_Test also moves them along)
-      for (auto it = sends.begin(); it != sends.end();) {
-        int done = 0;
-        CheckMpi(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), comms.world(), "pipeline send");
-        it = done ? sends.erase(it) : std::next(it);
-      }
-    };
+    PipelineSends sends(comms);
     for (size_t i = 0; i < tasks.size(); ++i) {
       const strategies::Task& task = tasks[i];
       if (task.phase == strategies::Phase::kBackwardWeight) continue;  // computed in its backward (CheckGpuJob)
@@ -238,29 +218,25 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
           slot = free_slots.back();
           free_slots.pop_back();
         }
-        loss += gpu.Forward(ids, targets, normaliser, input, &output, slot);
-        if (stage + 1 < stages) {
-          sends.push_back({std::move(output), MPI_REQUEST_NULL});
-          sends.back().request = comms.StartSend(sends.back().data.data(), activations, comms.PipelinePeer(stage + 1), kForwardTag,
-                                                 "pipeline activations of " + at);
-        }
-      } else {
+        const bool send = stage + 1 < stages;
+        loss += gpu.Forward(ids, targets, normaliser, input, send ? &sends.Next(activations) : &output, slot);
+        if (send) sends.Start(comms.PipelinePeer(stage + 1), kForwardTag, "pipeline activations of " + at);
+      } else if (task.phase == strategies::Phase::kBackwardInput) {
         if (stage + 1 < stages) {
           grad_output.resize(static_cast<size_t>(activations));
           comms.Receive(grad_output.data(), activations, comms.PipelinePeer(stage + 1), kBackwardTag, "pipeline gradients of " + at);
         }
         const int slot = slot_of[static_cast<size_t>(mb)];
-        gpu.Backward(grad_output, &grad_input, overlap && i == last_backward ? &*reduction : nullptr, slot);
+        const bool send = stage > 0;
+        gpu.Backward(grad_output, send ? &sends.Next(activations) : &grad_input, overlap && i == last_backward ? &*reduction : nullptr, slot);
         free_slots.push_back(slot);
-        if (stage > 0) {
-          sends.push_back({std::move(grad_input), MPI_REQUEST_NULL});
-          sends.back().request = comms.StartSend(sends.back().data.data(), activations, comms.PipelinePeer(stage - 1), kBackwardTag,
-                                                 "pipeline gradients of " + at);
-        }
+        if (send) sends.Start(comms.PipelinePeer(stage - 1), kBackwardTag, "pipeline gradients of " + at);
+      } else {
+        throw InputError("--device cuda", "a pipeline task the GPU path does not run (phase " + strategies::ToString(task.phase) + ")", "", "");
       }
-      reap_sends();
+      sends.Reap();
     }
-    for (PendingSend& send : sends) comms.Wait(&send.request, "pipeline send of step " + std::to_string(s));
+    sends.WaitAll("pipeline send of step " + std::to_string(s));
     // The loss of each context rank's tokens, on the last stage.
     comms.AllReduceSum(&loss, 1, {"pipeline", "context"}, "pipeline and context loss all-reduce");
     if (overlap) {

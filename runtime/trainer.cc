@@ -4,14 +4,13 @@
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <iterator>
-#include <list>
 #include <numeric>
 #include <optional>
 #include <set>
 
 #include "core/error.h"
 #include "runtime/checkpoint.h"
+#include "runtime/pipeline_sends.h"
 #include "runtime/stage_copies.h"
 #include "strategies/build_step.h"
 #include "strategies/op_keys.h"
@@ -94,13 +93,7 @@ StepRecord Trainer::Step() {
     corpus_.Batch(ids.data(), targets.data(), step_, plan_.global_batch_size, replica * per_replica + mb * plan_.micro_batch_size,
                   plan_.micro_batch_size, mine);
   };
-  // Sends in flight, each with its buffer (a list: the buffers stay where MPI reads them); freed
-  // as they complete.
-  struct Send {
-    std::vector<float> data;
-    MPI_Request request = MPI_REQUEST_NULL;
-  };
-  std::list<Send> sends;
+  PipelineSends sends(comms_);  // freed as they complete
   // Receives of stage inputs (activations forward, gradients backward), each posted one task
   // ahead of the task that reads it, so that the next task's input (under DualPipe, the other
   // direction's micro-batch) arrives while this task computes, as far as MPI's progress allows.
@@ -114,17 +107,12 @@ StepRecord Trainer::Step() {
   MemoryHold buffers(&memory_, MemoryCategory::kBuffers);
   auto count_buffers = [&] {
     int64_t bytes = HeldBytes(ids, targets);
-    for (const Send& send : sends) bytes += HeldBytes(send.data);
+    bytes += sends.HeldBytes();
     for (const auto& [index, receipt] : receipts) bytes += HeldBytes(receipt.data);
     buffers.Set(bytes);
   };
-  // Frees the buffers of the sends that completed (MPI_Test also moves them along).
   auto reap_sends = [&] {
-    for (auto it = sends.begin(); it != sends.end();) {
-      int done = 0;
-      CheckMpi(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), comms_.world(), "pipeline send");
-      it = done ? sends.erase(it) : std::next(it);
-    }
+    sends.Reap();
     count_buffers();
   };
   count_buffers();
@@ -187,42 +175,39 @@ StepRecord Trainer::Step() {
       const float* in = receive(i, strategies::ops::kRecvForward);
       reap_sends();
       // The last part returns the loss and writes no output.
-      if (!chunk.head) sends.push_back({std::vector<float>(static_cast<size_t>(local)), MPI_REQUEST_NULL});
+      float* out = chunk.head ? nullptr : sends.Next(local).data();
       count_buffers();
-      loss += m.Forward(task.chunk, task.microbatch, in, chunk.head ? nullptr : sends.back().data.data(), ids.data(), targets.data(), normaliser);
+      loss += m.Forward(task.chunk, task.microbatch, in, out, ids.data(), targets.data(), normaliser);
       data_parallel_->EndPass();
       if (!chunk.head) {
         const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendForward, task.microbatch), "pipeline");
-        CheckMpi(MPI_Isend(sends.back().data.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first),
-                           Tag(direction, position + 1, false), world, &sends.back().request),
-                 world, "pipeline send of activations");
+        sends.Start(comms_.PipelinePeer(path[static_cast<size_t>(position + 1)].first), Tag(direction, position + 1, false),
+                    "pipeline send of activations");
       }
     } else {
       const float* grad = receive(i, strategies::ops::kRecvBackward);
       reap_sends();
       // The first part writes no input gradient.
-      if (!chunk.embedding) sends.push_back({std::vector<float>(static_cast<size_t>(local)), MPI_REQUEST_NULL});
+      float* grad_in = chunk.embedding ? nullptr : sends.Next(local).data();
       count_buffers();
       const bool last_backward = ++backwards_done[static_cast<size_t>(task.chunk)] == through;
       const bool defer = !(i + 1 < tasks.size() && tasks[i + 1].phase == strategies::Phase::kBackwardWeight &&
                            tasks[i + 1].microbatch == task.microbatch && tasks[i + 1].chunk == task.chunk);
       if (defer) deferred.insert({task.chunk, task.microbatch});
       m.Backward(
-          task.chunk, task.microbatch, grad, chunk.embedding ? nullptr : sends.back().data.data(),
+          task.chunk, task.microbatch, grad, grad_in,
           [&](int bucket) { data_parallel_->GradientsDone(bucket, last_backward, task.microbatch); }, defer);
       data_parallel_->EndPass();
       if (!chunk.embedding) {
         const TraceSpan span(&tracer_, strategies::OpKey(stage, strategies::ChunkLayer(task.chunk), strategies::ops::kSendBackward, task.microbatch), "pipeline");
-        CheckMpi(MPI_Isend(sends.back().data.data(), static_cast<int>(local), MPI_FLOAT, comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first),
-                           Tag(direction, position - 1, true), world, &sends.back().request),
-                 world, "pipeline send of gradients");
+        sends.Start(comms_.PipelinePeer(path[static_cast<size_t>(position - 1)].first), Tag(direction, position - 1, true),
+                    "pipeline send of gradients");
       }
     }
     receipts.erase(i);
   }
   // The sends' completion (their time counts in "other": the program has no op for it).
-  for (Send& send : sends) comms_.Wait(&send.request, "pipeline send");
-  sends.clear();
+  sends.WaitAll("pipeline send");
   count_buffers();
   Optimize(record);
   // The loss lives on the last stage; every rank reports the total.

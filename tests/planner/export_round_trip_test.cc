@@ -264,7 +264,7 @@ TEST(ExportRoundTripTest, MaxTextRematAliasesAndUnknownPolicies) {
 }
 
 // Settings read back that shardsim does not model, or that contradict the model, are refused
-// naming the setting: Megatron's hybridep backend, a hybrid pattern other than the model's or
+// naming the setting: Megatron's hybridep backend or one it does not have, a hybrid pattern other than the model's or
 // split into a number of segments the stages do not share, torchtitan's other comm backends.
 TEST(ExportRoundTripTest, DispatchersAndHybridSegmentsThatDoNotReadBack) {
   auto refused = [](ExportTarget target, const Export& e, const std::string& name, const std::string& value, const ModelSpec& model) {
@@ -288,6 +288,7 @@ TEST(ExportRoundTripTest, DispatchersAndHybridSegmentsThatDoNotReadBack) {
   const ExportTarget megatron = ParseExportTarget("megatron-core", "--export"), torchtitan = ParseExportTarget("torchtitan", "--export");
   const Export m = ExportPlan(mixtral, h100, AsFrameworkRuns(Framework::kMegatronCore, moe), megatron);
   EXPECT_TRUE(refused(megatron, m, "--moe-flex-dispatcher-backend", "hybridep", mixtral));
+  EXPECT_TRUE(refused(megatron, m, "--moe-flex-dispatcher-backend", "deep-ep", mixtral)) << "an unknown backend, not read as every copy";
   const Export t = ExportPlan(mixtral, h100, AsFrameworkRuns(Framework::kTorchtitan, moe), torchtitan);
   EXPECT_TRUE(refused(torchtitan, t, "launch.moe_comm_backend", "\"hybridep\"", mixtral));
   const ModelSpec nano = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
