@@ -14,6 +14,7 @@
 #include "cuda/device_buffer.h"
 #include "cuda/gradient_stream.h"
 #include "cuda/kernels.h"
+#include "cuda/micro_batch_acts.h"
 #include "cuda/vocab_parallel_loss.h"
 
 namespace shardsim::cuda {
@@ -36,24 +37,6 @@ void CheckGpuTrainable(const ModelSpec& m) {
 // Offsets of one layer's tensors in the flat parameter array.
 struct LayerParams {
   int64_t attn_norm, wq, wk, wv, wo, mlp_norm, wg, wu, wd;
-};
-
-// Saved activations of one layer (T) and its norms' rstd (fp32).
-template <typename T>
-struct LayerActs {
-  DeviceBuffer<T> x_in, xn1, q, k, v, o, x_mid, xn2, gate, up, h;
-  DeviceBuffer<float> rstd1, rstd2, lse;
-};
-
-// What one micro-batch in flight keeps from its forward for its backward: every layer's
-// activations, the stage's output and final norm, the loss's gradient (the logits, in place) on
-// the last stage, and the ids (the embedding's backward).
-template <typename T>
-struct MicroBatchActs {
-  std::vector<LayerActs<T>> layers;
-  DeviceBuffer<T> x_final, xnf;
-  DeviceBuffer<float> rstdf, logits;
-  DeviceBuffer<int32_t> ids;
 };
 
 class GpuModel::Impl {
@@ -310,7 +293,7 @@ class Model final : public GpuModel::Impl {
     std::unique_ptr<MicroBatchActs<T>>& held = slots_[static_cast<size_t>(slot)];
     if (held == nullptr) {
       try {
-        held = NewSlot();
+        held = MicroBatchActs<T>::Allocate({tok_, D_, H_ * K_, G_ * K_, F_, V_, static_cast<int64_t>(c_.micro_batch) * H_ * seq_, L_, c_.head});
       } catch (const CudaError& error) {
         throw CudaError("the activations of micro-batch slot " + std::to_string(slot) + " (" + std::to_string(slot + 1) +
                         " micro-batches in flight on this stage) do not fit on the GPU (" + error.what() +
@@ -319,34 +302,6 @@ class Model final : public GpuModel::Impl {
     }
     cur_ = held.get();
     return *held;
-  }
-
-  std::unique_ptr<MicroBatchActs<T>> NewSlot() const {
-    auto held = std::make_unique<MicroBatchActs<T>>();
-    const int64_t td = tok_ * D_, thk = tok_ * H_ * K_, tgk = tok_ * G_ * K_, tf = tok_ * F_;
-    held->layers.resize(static_cast<size_t>(L_));
-    for (LayerActs<T>& a : held->layers) {
-      a.x_in = DeviceBuffer<T>(td);
-      a.xn1 = DeviceBuffer<T>(td);
-      a.q = DeviceBuffer<T>(thk);
-      a.k = DeviceBuffer<T>(tgk);
-      a.v = DeviceBuffer<T>(tgk);
-      a.o = DeviceBuffer<T>(thk);
-      a.x_mid = DeviceBuffer<T>(td);
-      a.xn2 = DeviceBuffer<T>(td);
-      a.gate = DeviceBuffer<T>(tf);
-      a.up = DeviceBuffer<T>(tf);
-      a.h = DeviceBuffer<T>(tf);
-      a.rstd1 = DeviceBuffer<float>(tok_);
-      a.rstd2 = DeviceBuffer<float>(tok_);
-      a.lse = DeviceBuffer<float>(static_cast<int64_t>(c_.micro_batch) * H_ * seq_);
-    }
-    held->x_final = DeviceBuffer<T>(td);
-    held->xnf = DeviceBuffer<T>(td);
-    held->rstdf = DeviceBuffer<float>(tok_);
-    if (c_.head) held->logits = DeviceBuffer<float>(tok_ * V_);
-    held->ids = DeviceBuffer<int32_t>(tok_);
-    return held;
   }
 
   // x [n] summed over the tensor-parallel group, in place, staged through host memory.
