@@ -135,6 +135,13 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (loss.backward > 0 ? ", " + FormatFixed(loss.backward, 0) + " more in it" : "") << " (cross_entropy"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
+  if (plan.mesh.pipeline > 1 && PipelineBuffersOf(plan) != "per-transfer") {
+    const bool keeps = PipelineBuffersOf(plan) == "keep-outputs";
+    out << "  pipeline    " << FormatBinaryBytes(peak.pipeline) << " of stage " << r.memory.peak_stage
+        << "'s buffers: a receive buffer per micro-batch for its input and its output's gradient, kept across steps, and each micro-batch's "
+        << (keeps ? "output kept to the end of the step" : "output kept to its backward") << " (pipeline_buffers " << PipelineBuffersOf(plan)
+        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+  }
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
       << FormatSeconds(r.bubble_s);
   for (const auto& [key, seconds] : r.exposed_comm_s) {

@@ -18,7 +18,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv", "framework"};
 }
 
@@ -57,6 +57,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.saved_input_dtype.empty()) j["saved_input_dtype"] = p.saved_input_dtype;
   if (!p.param_gather_dtype.empty()) j["param_gather_dtype"] = p.param_gather_dtype;
   if (!p.sequence_parallel_inputs.empty()) j["sequence_parallel_inputs"] = p.sequence_parallel_inputs;
+  if (!p.pipeline_buffers.empty()) j["pipeline_buffers"] = p.pipeline_buffers;
   return j;
 }
 
@@ -127,6 +128,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     }
   }
   if (r.Has("sequence_parallel_inputs")) p.sequence_parallel_inputs = r.EnumOr("sequence_parallel_inputs", "regather", SequenceParallelInputsNames());
+  if (r.Has("pipeline_buffers")) p.pipeline_buffers = r.EnumOr("pipeline_buffers", "per-transfer", PipelineBuffersNames());
   if (auto overlap = r.Object("overlap")) {
     for (const MeshAxisFacts& axis : kMeshAxes) {
       bool& on = p.overlap.Overlaps(axis.axis);

@@ -170,6 +170,13 @@ const std::vector<std::string>& SequenceParallelInputsNames() {
   static const std::vector<std::string> kNames = {"regather", "keep-gathered"};
   return kNames;
 }
+const std::vector<std::string>& PipelineBuffersNames() {
+  static const std::vector<std::string> kNames = {"per-transfer", "per-microbatch", "keep-outputs"};
+  return kNames;
+}
+
+std::string PipelineBuffersOf(const PlanSpec& p) { return p.pipeline_buffers.empty() ? "per-transfer" : p.pipeline_buffers; }
+
 const std::vector<std::string>& ParamGatherDtypeNames() { return Bf16OrFp8Names(); }
 
 Fp8Scales Fp8ScaleBytes(std::string_view recipe) {

@@ -144,6 +144,17 @@ struct PlanSpec {
   // do in torchtitan: more memory, no gather in the backward). Empty: regather unless a framework
   // profile sets its own (planner::AsFrameworkRuns). See KeepsGatheredSequence.
   std::string sequence_parallel_inputs;
+  // What a pipeline stage keeps of the tensors it sends and receives (pipeline > 1):
+  // "per-transfer" (a receive buffer made for each transfer, each output freed once sent:
+  // Megatron-core's p2p_communication.py and deallocate_pipeline_outputs, which Megatron-LM's
+  // training sets), "per-microbatch" (a receive buffer for every micro-batch's input and output
+  // gradient, made at the first step and kept, and each micro-batch's output kept to its backward:
+  // torch.distributed.pipelining's stage.py, which torchtitan runs) or "keep-outputs" (the same,
+  // and every micro-batch's output kept to the end of the step: torch.distributed.pipelining
+  // before pytorch/pytorch#153383 of 2025-05, as torchtitan ran in 2024; the last stage keeps
+  // every micro-batch's logits). Empty: per-transfer unless a framework profile sets its own
+  // (planner::AsFrameworkRuns). See PipelineBuffersOf.
+  std::string pipeline_buffers;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -177,6 +188,10 @@ const std::vector<std::string>& ParamGatherDtypeNames();
 bool KeepsGatheredSequence(const PlanSpec& plan);
 // sequence_parallel_inputs' values: "regather", "keep-gathered".
 const std::vector<std::string>& SequenceParallelInputsNames();
+// pipeline_buffers' values: "per-transfer", "per-microbatch", "keep-outputs".
+const std::vector<std::string>& PipelineBuffersNames();
+// The pipeline_buffers in effect: the plan's, or "per-transfer" where it sets none.
+std::string PipelineBuffersOf(const PlanSpec& plan);
 // The width of activations and of what moves them (4 bytes for fp32 plans, else 2: FP8 recipes
 // keep 16-bit activations); parameters are gathered at it too unless param_gather_dtype is fp8.
 // ActivationBytes is the same by the dtype's name: the one home of the width.

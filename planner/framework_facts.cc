@@ -104,6 +104,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication saves the
         // shard and all-gathers it again in the backward (Transformer Engine's modules alike).
         .sequence_parallel_inputs = "regather",
+        // pipeline_parallel/p2p_communication.py _communicate makes each receive buffer with
+        // torch.empty for that transfer; schedules.py deallocate_output_tensor frees a stage's
+        // output once sent (deallocate_pipeline_outputs, which training/argument_utils.py sets).
+        .pipeline_buffers = "per-transfer",
         .mtp_setting = "--mtp-num-layers",
     },
     {
@@ -186,6 +190,12 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // from the sequence shard to Replicate at the module boundary (in_dst_shardings), and
         // the column-parallel matmuls save that gathered tensor for their backward.
         .sequence_parallel_inputs = "keep-gathered",
+        // torch.distributed.pipelining's stage.py: _prepare_forward_infra and
+        // _prepare_backward_infra make a receive buffer for every micro-batch's input and output
+        // gradient, kept across steps; fwd_cache keeps each micro-batch's output to its
+        // backward. trainer.py steps the schedule with return_outputs=False, so the last stage
+        // keeps no outputs to the step's end (torchtitan of 2024 did: keep-outputs).
+        .pipeline_buffers = "per-microbatch",
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.
         .mtp_setting = "",
@@ -266,6 +276,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .mamba_layers = false,  // decoder blocks of attention and MLPs
         .moe_latent = false,
         .sequence_parallel_inputs = "",  // XLA's rematerialisation decides
+        .pipeline_buffers = "",          // XLA's buffer assignment decides
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
     },
     {
@@ -339,6 +350,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .mamba_layers = false,
         .moe_latent = false,
         .sequence_parallel_inputs = "",  // AutoTP has no sequence parallelism
+        // runtime/pipe/engine.py keeps num_pipe_buffers() sets of inputs and outputs, one per
+        // micro-batch in flight: neither of shardsim's torch-pipelining values; not profiled.
+        .pipeline_buffers = "",
         .mtp_setting = "",
     },
 }};

@@ -125,6 +125,10 @@ struct FrameworkFacts {
   // (PlanSpec::sequence_parallel_inputs), the value a plan that sets none gets; "" without
   // sequence parallelism or where the compiler decides.
   std::string_view sequence_parallel_inputs;
+  // What its pipeline stages keep of the tensors they send and receive
+  // (PlanSpec::pipeline_buffers), the value a pipelined plan that sets none gets; "" where the
+  // profile makes no claim (the plan's own, else per-transfer).
+  std::string_view pipeline_buffers;
   // The setting that trains multi-token-prediction modules (ModelSpec::mtp_layers); "" where its
   // configuration cannot.
   std::string_view mtp_setting;

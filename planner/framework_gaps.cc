@@ -115,6 +115,11 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back("sequence_parallel_inputs " + p.sequence_parallel_inputs + ": " + std::string(f.name) + "'s sequence-parallel regions " +
                    (f.sequence_parallel_inputs == "regather" ? "keep the shard and gather it again in the backward" : "keep their gathered input"));
   }
+  if (p.mesh.pipeline > 1 && !p.pipeline_buffers.empty() && !f.pipeline_buffers.empty() && p.pipeline_buffers != f.pipeline_buffers) {
+    gaps.push_back("pipeline_buffers " + p.pipeline_buffers + ": " + std::string(f.name) + "'s pipeline stages " +
+                   (f.pipeline_buffers == "per-transfer" ? "make each receive buffer per transfer and free each output once sent"
+                                                         : "keep a receive buffer per micro-batch and each output to its backward"));
+  }
   if (p.param_gather_dtype == "fp8" && !f.fp8_param_gather) {
     gaps.push_back("FP8 parameter gathers (param_gather_dtype fp8): " + std::string(f.name) + " gathers 16-bit weights");
   }

@@ -80,6 +80,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
   if (p.sequence_parallel_inputs.empty() && p.mesh.tensor > 1 && p.sequence_parallel) {
     p.sequence_parallel_inputs = std::string(facts.sequence_parallel_inputs);
   }
+  if (p.pipeline_buffers.empty() && p.mesh.pipeline > 1) p.pipeline_buffers = std::string(facts.pipeline_buffers);
   return p;
 }
 

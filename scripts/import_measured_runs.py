@@ -317,6 +317,12 @@ def plan_of(row, assumed):
             local = gbs // replicas
             mbs = max(1, local // pp)
             assumed.append(f"micro-batch {mbs}: torchtitan's default of as many micro-batches as stages")
+        if fam == "torchtitan" and run_date(row) < (2025, 5):
+            # torch.distributed.pipelining kept every stage's output of every micro-batch to the
+            # end of the step (stage.py output_chunks) until pytorch/pytorch#153383 (2025-05).
+            plan["pipeline_buffers"] = "keep-outputs"
+            assumed.append("pipeline_buffers keep-outputs: torch.distributed.pipelining before pytorch/pytorch#153383 (2025-05) "
+                           "kept every micro-batch's stage output, the last stage's logits, to the end of the step")
     if mbs is None:
         raise Skip("micro-batch size not published")
     plan["micro_batch_size"] = mbs

@@ -59,6 +59,10 @@ double ExpertRowActivationBytes(const ModelSpec& model, const PlanSpec& plan);
 
 struct MemoryBreakdown {
   double params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
+  // Of `buffers`: what the stage keeps of the tensors it sends and receives under the plan's
+  // pipeline_buffers beyond its layers' activations and the loss's logits in flight (0 under
+  // per-transfer).
+  double pipeline = 0;
   double total() const { return params + grads + optimizer + activations + buffers; }
 };
 

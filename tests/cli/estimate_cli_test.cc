@@ -458,5 +458,27 @@ TEST(CliEstimateTest, SequenceParallelInputsAreCheckedAndKeepMore) {
   EXPECT_GT(kept["memory"]["activations"].get<double>(), regather["memory"]["activations"].get<double>());
 }
 
+// Pipeline buffers: an unknown value names the field and its values; per micro-batch buffers
+// are reported on their own line and in the JSON, inside the buffers.
+TEST(CliEstimateTest, PipelineBuffersAreCheckedAndReported) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--set", "mesh.data=2", "--set", "mesh.pipeline=4", "--set", "global_batch_size=16"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return EstimateLlama8bWith(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "pipeline_buffers=kept"}), {"pipeline_buffers", "per-transfer", "per-microbatch", "keep-outputs"}));
+  json transfer, kept;
+  ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &transfer));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "pipeline_buffers=keep-outputs", "--json"}), &kept));
+  EXPECT_EQ(transfer["memory"]["pipeline_buffers"].get<double>(), 0);
+  EXPECT_GT(kept["memory"]["pipeline_buffers"].get<double>(), 0);
+  EXPECT_NEAR(kept["memory"]["buffers"].get<double>() - kept["memory"]["pipeline_buffers"].get<double>(),
+              transfer["memory"]["buffers"].get<double>(), 1);
+  const CliResult text = with({"--set", "pipeline_buffers=per-microbatch"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("(pipeline_buffers per-microbatch)"), std::string::npos) << text.out;
+  EXPECT_EQ(with({}).out.find("pipeline_buffers"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -214,6 +214,19 @@ TEST(FrameworksTest, TensorContextExpert) {
   sp.sequence_parallel_inputs = "keep-gathered";
   EXPECT_TRUE(Names(Framework::kMegatronCore, sp, "sequence_parallel_inputs keep-gathered: megatron-core's sequence-parallel regions keep the shard"));
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), sp).empty());
+  // Pipeline buffers: Megatron-core's per transfer, torchtitan's (torch.distributed.pipelining)
+  // per micro-batch; set only on pipelined plans, and the other value named as a gap.
+  PlanSpec piped = Plan({{"fsdp", 8}, {"pipeline", 4}});
+  piped.zero_stage = 3;
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, piped).pipeline_buffers, "per-transfer");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, piped).pipeline_buffers, "per-microbatch");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, piped).pipeline_buffers, "");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, sp).pipeline_buffers, "");  // no pipeline
+  piped.pipeline_buffers = "per-microbatch";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, piped, "pipeline_buffers per-microbatch: megatron-core's pipeline stages make each receive buffer per transfer"));
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), piped).empty());
+  piped.pipeline_buffers = "keep-outputs";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, piped, "pipeline_buffers keep-outputs: torchtitan's pipeline stages keep a receive buffer per micro-batch"));
   // Hybrid models with Mamba-2 mixers: Megatron-core trains them (pretrain_mamba.py), the others
   // have no state-space layers.
   const ModelSpec nano = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;

@@ -64,6 +64,42 @@ TEST(ParameterMemoryTest, OneFOneBHoldsPipelineDepthMicrobatches) {
   EXPECT_NEAR(EstimateMemory(gpipe).stages[0].activations / layer, 16, 1e-9); // GPipe: all m
 }
 
+// pipeline_buffers, from torch.distributed.pipelining's stage.py: per micro-batch, a receive
+// buffer for each stage input and each output gradient, kept across steps (the input buffer is
+// the first layer's input, which the activations count while its micro-batch is in flight), and
+// each output to its backward; keep-outputs keeps every output, the last stage's 16-bit logits,
+// to the end of the step.
+TEST(BufferMemoryTest, PipelineBuffersPerMicrobatchAndKeptOutputs) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  PlanSpec p = Plan(1, 1, 4, 16, 2048);  // 16 micro-batches of one sequence, 1F1B over 4 stages
+  const double n = 16, boundary = 2048.0 * 4096 * 2, logits = 2048.0 * static_cast<double>(m.vocab_size) * 2;
+  auto buffers = [&](const std::string& mode) {
+    p.pipeline_buffers = mode;
+    std::vector<double> b;
+    for (const MemoryBreakdown& stage : EstimateMemory(BuildStep(m, p)).stages) b.push_back(stage.buffers);
+    return b;
+  };
+  const std::vector<double> none = buffers(""), per = buffers("per-microbatch"), kept = buffers("keep-outputs");
+  EXPECT_EQ(none, buffers("per-transfer"));
+  p.pipeline_buffers = "keep-outputs";
+  const MemoryReport report = EstimateMemory(BuildStep(m, p));
+  // Micro-batches in flight under 1F1B: 4, 3, 2, 1 from the first stage.
+  const double in_flight[] = {4, 3, 2, 1};
+  for (size_t s = 0; s < 4; ++s) {
+    const double inputs = s == 0 ? 0 : n * boundary - in_flight[s] * boundary;
+    const double grads = s == 3 ? 0 : n * boundary;
+    const double outputs = s == 3 ? 0 : in_flight[s] * boundary;
+    EXPECT_NEAR(per[s] - none[s], inputs + grads + outputs, 1) << s;
+    const double kept_outputs = s == 3 ? (n - 1) * logits : n * boundary;
+    EXPECT_NEAR(kept[s] - none[s], inputs + grads + kept_outputs, 1) << s;
+    EXPECT_NEAR(report.stages[s].pipeline, kept[s] - none[s], 1) << s;
+  }
+  // One stage: nothing to send or receive.
+  PlanSpec one = Plan(1, 1, 1, 16, 2048);
+  one.pipeline_buffers = "keep-outputs";
+  EXPECT_EQ(EstimateMemory(BuildStep(m, one)).peak.pipeline, 0);
+}
+
 // FSDP2 kept gathered (reshard_after_forward=False, torchtitan's default under pipeline
 // parallelism): the stage's whole weights at the compute width, and its unsharded gradients
 // accumulated over the micro-batches at the reduction width (FSDP2 upcasts them to its
