@@ -113,6 +113,12 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     notes.push_back("ep_dispatcher set to alltoall (was deepep): the runtime's MPI all-to-alls send every routed copy, as the prediction then does");
     plan = LoadPlan(o.plan, overrides);
   }
+  if (PipelineBuffersOf(plan) != "per-transfer") {
+    overrides.push_back("pipeline_buffers=per-transfer");
+    notes.push_back("pipeline_buffers set to per-transfer (was " + plan.pipeline_buffers +
+                    "): the runtime receives into a buffer per transfer and frees each send once complete, as the prediction then does");
+    plan = LoadPlan(o.plan, overrides);
+  }
   const ModelSpec model = LoadModel(o.model);
   const int64_t ranks = plan.mesh.Product();
   strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", PlanSource(o.plan, overrides) + ":");

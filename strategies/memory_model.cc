@@ -107,15 +107,13 @@ double PeakInFlight(const StepProgram& program, int64_t stage_index, const std::
   return peak;
 }
 
-// Whether `stage`'s chunk `c` takes its input from (or sends its output to, `next`) a chunk on
-// another stage: not at the end of its path, and the neighbour on the path not on this stage (a
-// V schedule's turn passes the tensor in place).
-bool CrossesStages(const Stage& stage, size_t c, bool next) {
+// Whether `stage`'s chunk `c` sends its output to a chunk on another stage: not the head's, and
+// the next chunk on its path not on this stage (a V schedule's turn passes the tensor in place).
+bool SendsToAnotherStage(const Stage& stage, size_t c) {
   const ChunkLayout& chunk = stage.chunks[c].layout;
-  if (next ? chunk.head : chunk.embedding) return false;
-  const int64_t neighbour = chunk.position + (next ? 1 : -1);
+  if (chunk.head) return false;
   for (const Chunk& other : stage.chunks) {
-    if (other.layout.direction == chunk.direction && other.layout.position == neighbour) return false;
+    if (other.layout.direction == chunk.direction && other.layout.position == chunk.position + 1) return false;
   }
   return true;
 }
@@ -123,36 +121,41 @@ bool CrossesStages(const Stage& stage, size_t c, bool next) {
 // What a pipeline stage keeps of the tensors it sends and receives beyond its layers' saved
 // activations and the loss's logits in flight, under the plan's pipeline_buffers (plan_spec.h).
 // per-microbatch (torch.distributed.pipelining's stage.py): a receive buffer for each micro-batch's
-// input (_prepare_forward_infra) and output gradient (_prepare_backward_infra), made at the first
-// step and kept; a micro-batch's input buffer is its first layer's input, which the stored
-// activations count while it is in flight; each output kept from its F to its B (fwd_cache).
-// keep-outputs: every micro-batch's output to the step's end instead (output_chunks before
-// pytorch/pytorch#153383), the head's being its 16-bit logits, of which the loss counts those in
-// flight.
+// input (_prepare_forward_infra) and output gradient (_prepare_backward_infra) of every chunk
+// but the first and the head's, made at the first step and kept; a micro-batch's input buffer
+// is its first layer's input, which the stored activations count while it is in flight; each
+// output sent to another stage kept from its F to its B (fwd_cache). A V schedule's turn puts the
+// previous chunk's output and the next chunk's input gradient in those buffers'
+// place (set_local_fwd_input, set_local_bwd_input), kept as long. keep-outputs: every output to
+// the step's end instead (output_chunks before pytorch/pytorch#153383), the head's being its
+// logits at the activations' width, of which the loss counts those in flight. Each chunk counts
+// the micro-batches of its direction (DualPipe's two halves).
 double PipelineBufferBytes(const StepProgram& program, int64_t stage_index, double stage_logits, TaskLists* task_lists) {
   const std::string mode = PipelineBuffersOf(program.plan);
   if (program.layout.stages == 1 || mode == "per-transfer") return 0;
   const Stage& stage = program.stages[static_cast<size_t>(stage_index)];
-  const double n = static_cast<double>(program.microbatches);
+  std::map<int64_t, double> per_direction;  // micro-batches taking each direction
+  for (int64_t mb = 0; mb < program.microbatches; ++mb) per_direction[DirectionOf(program, mb, program.microbatches)] += 1;
   const double boundary = program.pipeline_send.comm_bytes;  // one micro-batch's stage input or output
   const double kept_input = KeptShare(program.plan.recompute, LayerTensor::kInput, program.model, program.plan);
   const double logit_bytes = ActivationBytes(program.plan.dtype);
   std::vector<double> inputs(stage.chunks.size(), 0), outputs(stage.chunks.size(), 0), logits(stage.chunks.size(), 0);
   double bytes = 0;
+  std::vector<double> n(stage.chunks.size(), 0);
   for (size_t c = 0; c < stage.chunks.size(); ++c) {
-    if (CrossesStages(stage, c, false)) {
-      bytes += n * boundary;
+    const ChunkLayout& chunk = stage.chunks[c].layout;
+    n[c] = per_direction[chunk.direction];
+    if (!chunk.embedding) {
+      bytes += n[c] * boundary;
       inputs[c] = kept_input * boundary;
     }
-    if (CrossesStages(stage, c, true)) {
-      bytes += n * boundary;  // output-gradient receive buffers
-      outputs[c] = boundary;
-    }
-    if (stage.chunks[c].layout.head) logits[c] = stage_logits * logit_bytes;
+    if (!chunk.head) bytes += n[c] * boundary;  // output-gradient receive buffers
+    if (SendsToAnotherStage(stage, c)) outputs[c] = boundary;
+    if (chunk.head) logits[c] = stage_logits * logit_bytes;
   }
   bytes -= PeakInFlight(program, stage_index, inputs, Phase::kBackwardWeight, task_lists);
   if (mode == "keep-outputs") {
-    for (size_t c = 0; c < stage.chunks.size(); ++c) bytes += n * (outputs[c] + logits[c]);
+    for (size_t c = 0; c < stage.chunks.size(); ++c) bytes += n[c] * (outputs[c] + logits[c]);
     bytes -= PeakInFlight(program, stage_index, logits, Phase::kBackwardInput, task_lists);
   } else {
     bytes += PeakInFlight(program, stage_index, outputs, Phase::kBackwardInput, task_lists);

@@ -94,6 +94,21 @@ TEST(BufferMemoryTest, PipelineBuffersPerMicrobatchAndKeptOutputs) {
     EXPECT_NEAR(kept[s] - none[s], inputs + grads + kept_outputs, 1) << s;
     EXPECT_NEAR(report.stages[s].pipeline, kept[s] - none[s], 1) << s;
   }
+  // DualPipe: each chunk counts the half of the micro-batches that takes its direction. Stage 0
+  // holds the first chunk of one direction (8 output-gradient buffers, at most 8 outputs in
+  // flight) and the head's chunk of the other (8 input buffers).
+  PlanSpec dual = p;
+  dual.pipeline_schedule = "dualpipe";
+  dual.pipeline_buffers = "per-microbatch";
+  const MemoryReport dual_report = EstimateMemory(BuildStep(m, dual));
+  EXPECT_GT(dual_report.stages[0].pipeline, 8 * boundary);
+  EXPECT_LE(dual_report.stages[0].pipeline, 24 * boundary);
+  // ZB-V: the last stage holds the turn, whose two chunks keep their input and output-gradient
+  // buffers (the neighbour's tensors put in their place) though nothing crosses stages there.
+  PlanSpec v = p;
+  v.pipeline_schedule = "zbv";
+  v.pipeline_buffers = "per-microbatch";
+  EXPECT_GT(EstimateMemory(BuildStep(m, v)).stages[3].pipeline, 3 * n * boundary);
   // One stage: nothing to send or receive.
   PlanSpec one = Plan(1, 1, 1, 16, 2048);
   one.pipeline_buffers = "keep-outputs";
