@@ -10,6 +10,7 @@
 #include "cli/report_json.h"
 #include "cli/step_inputs.h"
 #include "cli/text_table.h"
+#include "core/suggest.h"
 #include "core/error.h"
 #include "core/inputs.h"
 #include "core/mesh.h"
@@ -51,7 +52,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   // regular mesh's groups have the same layout).
   std::optional<sim::NetworkRows> rows;
   if (DeduplicatesDispatch(plan)) {
-    rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{LogicalMesh(plan.mesh, plan.mesh_order).Group(0, {"expert"})}, DispatchRouting(model));
+    rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{LogicalMesh(plan.mesh, plan.mesh_order).Group(0, ExpertAxes(plan))}, DispatchRouting(model));
   }
   if (o.json) {
     nlohmann::json report = ReportJson(model, cluster, plan, r);
@@ -66,7 +67,8 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   const PlanShape shape = DerivePlanShape(plan);
   out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ", "
       << plan.pipeline_schedule << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO "
-      << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "") << "\n";
+      << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "")
+      << (plan.expert_axes.empty() ? "" : ", experts over " + JoinNames(ExpertAxes(plan), " x ") + " (expert_axes)") << "\n";
   if (plan.mesh.pipeline > 1) {
     // The stage layout the estimate used, in Megatron-core's syntax, with where it came from.
     out << "  layout      " << strategies::LayoutText(program.layout) << " (decoder layers per chunk in pipeline order: "

@@ -57,8 +57,8 @@ std::vector<std::string> ShardingLines(const ModelSpec& m, const PlanSpec& p) {
     // LatentMoE's routed experts read the latent width L, projected from D and back (replicated
     // over tensor).
     const bool latent = m.moe->latent_size > 0;
-    lines.push_back("experts     W[" + Dim("E", p.mesh.expert > 1 ? std::vector<std::string>{"expert"} : std::vector<std::string>{}) + ", " +
-                    Dim(latent ? "L" : "D", strategies::ParamShardAxes(p, strategies::ParamKind::kExpert)) + ", " + Dim("Fe", tensor) + "]" +
+    lines.push_back("experts     W[" + Dim("E", ExpertAxes(p)) + ", " +
+                    Dim(latent ? "L" : "D", strategies::ParamShardAxes(p, strategies::ParamKind::kExpert)) + ", " + Dim("Fe", ExpertTensorDegree(p) > 1 ? tensor : std::vector<std::string>{}) + "]" +
                     (latent ? " (L = latent " + std::to_string(m.moe->latent_size) + "; projections W[" + d + ", L], W[L, " + d + "])" : ""));
   }
   lines.push_back("embedding   W[" + Dim("V", tensor) + ", " + d + "]");

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <string_view>
 
+#include "core/suggest.h"
 #include "core/plan_spec.h"
 #include "strategies/op_names.h"
 
@@ -66,6 +67,7 @@ std::string PlanSummary(const strategies::StepProgram& program) {
   text += ", seq " + std::to_string(plan.seq_len) + ", ZeRO " + std::to_string(plan.zero_stage) +
           ", recompute " + ToString(plan.recompute);
   if (plan.sequence_parallel) text += ", sequence parallel";
+  if (!plan.expert_axes.empty()) text += ", experts over " + JoinNames(ExpertAxes(plan), " x ") + " (expert_axes)";
   return text + ", " + plan.dtype;
 }
 

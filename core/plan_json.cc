@@ -1,5 +1,7 @@
 #include "core/plan_json.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -18,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv", "framework"};
 }
 
@@ -58,6 +60,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.param_gather_dtype.empty()) j["param_gather_dtype"] = p.param_gather_dtype;
   if (!p.sequence_parallel_inputs.empty()) j["sequence_parallel_inputs"] = p.sequence_parallel_inputs;
   if (!p.pipeline_buffers.empty()) j["pipeline_buffers"] = p.pipeline_buffers;
+  if (!p.expert_axes.empty()) j["expert_axes"] = p.expert_axes;
   return j;
 }
 
@@ -128,6 +131,20 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     }
   }
   if (r.Has("sequence_parallel_inputs")) p.sequence_parallel_inputs = r.EnumOr("sequence_parallel_inputs", "regather", SequenceParallelInputsNames());
+  if (r.Has("expert_axes")) {
+    p.expert_axes = r.StringList("expert_axes");
+    for (size_t i = 0; i < p.expert_axes.size(); ++i) {
+      const std::string& a = p.expert_axes[i];
+      const std::vector<std::string>& names = ExpertAxisNames();
+      if (std::find(names.begin(), names.end(), a) == names.end()) {
+        r.Fail("expert_axes", "'" + a + "' is not an axis experts can be split over", JoinNames(ExpertAxisNames()),
+               "the axes of the expert all-to-all's group, e.g. [\"context\"] or [\"tensor\", \"context\"]");
+      }
+      if (std::find(p.expert_axes.begin(), p.expert_axes.begin() + static_cast<std::ptrdiff_t>(i), a) != p.expert_axes.begin() + static_cast<std::ptrdiff_t>(i)) {
+        r.Fail("expert_axes", "'" + a + "' is listed twice", "each axis once", "drop the repeat");
+      }
+    }
+  }
   if (r.Has("pipeline_buffers")) p.pipeline_buffers = r.EnumOr("pipeline_buffers", "per-transfer", PipelineBuffersNames());
   if (auto overlap = r.Object("overlap")) {
     for (const MeshAxisFacts& axis : kMeshAxes) {
@@ -176,8 +193,8 @@ void ApplyPlanOverride(json& plan, const std::string& assignment) {
     throw InputError(where, "unknown plan key '" + key + "'" + (s.empty() ? "" : "; " + s), JoinNames(keys));
   }
   json value;
-  if (key == "mesh_order") {
-    value = Split(text, ',');
+  if (key == "mesh_order" || key == "expert_axes") {
+    value = text.empty() ? json::array() : json(Split(text, ','));
   } else {
     try {
       value = ParseJsonText(text, where);  // bounded like a file: no deep nesting, no 1e999

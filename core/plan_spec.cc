@@ -170,6 +170,38 @@ const std::vector<std::string>& SequenceParallelInputsNames() {
   static const std::vector<std::string> kNames = {"regather", "keep-gathered"};
   return kNames;
 }
+std::vector<std::string> ExpertAxes(const PlanSpec& p) {
+  std::vector<std::string> axes;
+  if (p.expert_axes.empty()) {
+    if (p.mesh.expert > 1) axes.emplace_back("expert");
+    return axes;
+  }
+  // In the mesh table's order, whatever order the plan lists them in.
+  for (const MeshAxisFacts& axis : kMeshAxes) {
+    const std::string name(axis.name);
+    if (p.mesh.Size(axis.axis) > 1 && std::find(p.expert_axes.begin(), p.expert_axes.end(), name) != p.expert_axes.end()) axes.push_back(name);
+  }
+  return axes;
+}
+
+int64_t ExpertDegree(const PlanSpec& p) {
+  int64_t n = 1;
+  for (const std::string& a : ExpertAxes(p)) n *= p.mesh.Size(a);
+  return n;
+}
+
+int64_t ExpertTensorDegree(const PlanSpec& p) {
+  for (const std::string& a : ExpertAxes(p)) {
+    if (a == "tensor") return 1;
+  }
+  return p.mesh.tensor;
+}
+
+const std::vector<std::string>& ExpertAxisNames() {
+  static const std::vector<std::string> kNames = {"tensor", "context", "data", "expert"};
+  return kNames;
+}
+
 const std::vector<std::string>& PipelineBuffersNames() {
   static const std::vector<std::string> kNames = {"per-transfer", "per-microbatch", "keep-outputs"};
   return kNames;
@@ -199,7 +231,7 @@ double Fp8ElementBytes(const PlanSpec& p, int64_t row_width) {
 
 const std::vector<std::string>& EpDispatchDtypeNames() { return Bf16OrFp8Names(); }
 
-bool DeduplicatesDispatch(const PlanSpec& p) { return p.mesh.expert > 1 && p.ep_dispatcher == "deepep"; }
+bool DeduplicatesDispatch(const PlanSpec& p) { return ExpertDegree(p) > 1 && p.ep_dispatcher == "deepep"; }
 
 const std::vector<std::string>& EpDispatcherNames() {
   static const std::vector<std::string> kNames = {"alltoall", "deepep"};

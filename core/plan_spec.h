@@ -155,6 +155,14 @@ struct PlanSpec {
   // every micro-batch's logits). Empty: per-transfer unless a framework profile sets its own
   // (planner::AsFrameworkRuns). See PipelineBuffersOf.
   std::string pipeline_buffers;
+  // The mesh axes the routed experts of MoE layers are split over, the expert all-to-alls' group:
+  // "expert" (an axis data parallel for the rest, the default), or folded over ranks the dense
+  // layers use otherwise, as Megatron-core's MoE parallel folding lays expert parallelism over
+  // tensor x context x data (--expert-model-parallel-size beyond the data-parallel ranks):
+  // "tensor" (each tensor rank holds its experts whole: --expert-tensor-parallel-size 1; needs
+  // sequence parallelism, each tensor rank routing its own tokens), "context", "data". Empty:
+  // {"expert"} where the mesh has an expert axis. See ExpertAxes.
+  std::vector<std::string> expert_axes;
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
@@ -188,6 +196,17 @@ const std::vector<std::string>& ParamGatherDtypeNames();
 bool KeepsGatheredSequence(const PlanSpec& plan);
 // sequence_parallel_inputs' values: "regather", "keep-gathered".
 const std::vector<std::string>& SequenceParallelInputsNames();
+// The axes (of size > 1) MoE layers split their routed experts over: expert_axes, or {"expert"}
+// where it is empty and the mesh has an expert axis. The one home of expert parallelism's group
+// for the step program, the memory model, the collectives and the exports.
+std::vector<std::string> ExpertAxes(const PlanSpec& plan);
+// Expert parallelism's degree: the product of ExpertAxes (1 without).
+int64_t ExpertDegree(const PlanSpec& plan);
+// The tensor split of each routed expert: mesh.tensor, or 1 where the experts are folded over
+// tensor (Megatron-core's --expert-tensor-parallel-size).
+int64_t ExpertTensorDegree(const PlanSpec& plan);
+// expert_axes' values: "tensor", "context", "data", "expert".
+const std::vector<std::string>& ExpertAxisNames();
 // pipeline_buffers' values: "per-transfer", "per-microbatch", "keep-outputs".
 const std::vector<std::string>& PipelineBuffersNames();
 // The pipeline_buffers in effect: the plan's, or "per-transfer" where it sets none.

@@ -115,8 +115,12 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     add("--context-parallel-size", I(p.mesh.context));
     add("--cp-comm-type", p.context_kv == "ring" ? "p2p" : "all_gather");
   }
-  if (p.mesh.expert > 1) {
-    add("--expert-model-parallel-size", I(p.mesh.expert));
+  if (ExpertDegree(p) > 1) {
+    // MoE parallel folding: expert parallelism over tensor x context x data ranks as well
+    // (parallel_state.py's expert grid, tp-ep-dp-pp), each expert split over its own tensor
+    // degree.
+    add("--expert-model-parallel-size", I(ExpertDegree(p)));
+    if (ExpertTensorDegree(p) != p.mesh.tensor) add("--expert-tensor-parallel-size", I(ExpertTensorDegree(p)));
     if (p.ep_dispatch_dtype == "fp8") {
       // transformer_config.py moe_dispatch_fwd_dtype / moe_combine_bwd_dtype: MXFP8 on the wire,
       // with the 'ncclep' flex dispatcher, grouped GEMMs and Transformer Engine's op fuser only.
@@ -167,7 +171,7 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
   if (p.mesh.tensor > 1 && p.overlap.tensor && p.sequence_parallel) add("--tp-comm-overlap");
   if (p.mesh.pipeline > 1 && chunks > 1 && !p.overlap.pipeline)
     add("--no-overlap-p2p-communication");
-  if (p.mesh.expert > 1 && p.overlap.expert) add("--moe-shared-expert-overlap");
+  if (ExpertDegree(p) > 1 && p.overlap.expert) add("--moe-shared-expert-overlap");
   if (!p.flash_attention) add("--attention-backend", "unfused");
   add("--micro-batch-size", I(p.micro_batch_size));
   add("--global-batch-size", I(p.global_batch_size));
@@ -207,10 +211,33 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
   p.mesh.tensor = r.Int("--tensor-model-parallel-size", 1);
   p.mesh.pipeline = r.Int("--pipeline-model-parallel-size", 1);
   p.mesh.context = r.Int("--context-parallel-size", 1);
-  p.mesh.expert = r.Int("--expert-model-parallel-size", 1);
+  const int64_t ep = r.Int("--expert-model-parallel-size", 1), etp = r.Int("--expert-tensor-parallel-size", p.mesh.tensor);
+  if (world <= 0 || world % (p.mesh.tensor * p.mesh.pipeline * p.mesh.context) != 0)
+    r.Fail(kWorld, "must be a multiple of tensor x pipeline x context");
+  const int64_t replicas = world / (p.mesh.tensor * p.mesh.pipeline * p.mesh.context);  // Megatron's dp
+  // Megatron-core's expert grid (core/parallel_state.py, order tp-ep-dp-pp over the ranks of
+  // tp-cp-dp) lays expert parallelism over the tensor ranks (--expert-tensor-parallel-size 1),
+  // then the context ranks, then data: shardsim's expert axis for the data ranks, expert_axes
+  // for the others (MoE parallel folding).
+  if (etp != p.mesh.tensor && etp != 1) r.Fail("--expert-tensor-parallel-size", "is " + I(etp) + "; shardsim models 1 or the tensor size " + I(p.mesh.tensor));
+  int64_t rest = ep;
+  if (etp == 1 && p.mesh.tensor > 1) {
+    if (ep % p.mesh.tensor != 0) r.Fail("--expert-model-parallel-size", "must be a multiple of the tensor size under --expert-tensor-parallel-size 1");
+    p.expert_axes.emplace_back("tensor");
+    rest = ep / p.mesh.tensor;
+  }
+  if (rest > 1 && p.mesh.context > 1) {
+    if (rest % p.mesh.context != 0) {
+      r.Fail("--expert-model-parallel-size", I(ep) + " lays experts over part of the " + I(p.mesh.context) +
+                                                 " context ranks, which shardsim's whole-axis expert_axes cannot name");
+    }
+    p.expert_axes.emplace_back("context");
+    rest /= p.mesh.context;
+  }
+  if (replicas % rest != 0) r.Fail("--expert-model-parallel-size", I(ep) + " does not fold over tensor, context and the " + I(replicas) + " data-parallel ranks");
+  p.mesh.expert = rest;
+  if (!p.expert_axes.empty() && rest > 1) p.expert_axes.emplace_back("expert");
   const int64_t model_parallel = p.mesh.tensor * p.mesh.pipeline * p.mesh.context * p.mesh.expert;
-  if (world <= 0 || world % model_parallel != 0)
-    r.Fail(kWorld, "must be a multiple of tensor x pipeline x context x expert");
   const int64_t dp =
       world / model_parallel;  // shardsim's data x fsdp (Megatron's dp holds expert too)
   const bool fsdp = r.Has("--use-megatron-fsdp");

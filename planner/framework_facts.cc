@@ -40,7 +40,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .all_gather_context = true,
         // arguments.py: expert_tensor_parallel_size defaults to tensor_model_parallel_size.
         .experts_split_over_tensor = true,
-        .expert_with_context = true,
+        // core/parallel_state.py: the expert grid (order tp-ep-dp-pp) over the ranks of tp-cp-dp
+        // puts expert parallelism on the context ranks first: experts beside context ranks only
+        // folded over them (expert_axes with context).
+        .expert_with_context = false,
         .expert_capacity = true,          // --moe-expert-capacity-factor
         // --recompute-granularity selective (core_attn) / full.
         .recompute = {true, true, true, false, false, false},
@@ -101,6 +104,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .deepep_setting = "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep",
         .mamba_layers = true,  // pretrain_mamba.py: --hybrid-layer-pattern (core/ssm/mamba_block.py)
         .moe_latent = true,    // --moe-latent-size (transformer/moe/moe_layer.py fc1_latent_proj)
+        // core/parallel_state.py: the expert grid (expert tensor x expert x expert data, order
+        // tp-ep-dp-pp) over the same ranks as tensor x context x data, so
+        // --expert-model-parallel-size may exceed the data-parallel ranks and
+        // --expert-tensor-parallel-size differ from tensor (MoE parallel folding).
+        .moe_folding = true,
         // tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication saves the
         // shard and all-gathers it again in the backward (Transformer Engine's modules alike).
         .sequence_parallel_inputs = "regather",
@@ -186,6 +194,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .deepep_setting = "model_registry(..., moe_comm_backend=\"deepep\")",
         .mamba_layers = false,  // its models (llama3, qwen3, deepseek_v3, ...) have no state-space layers
         .moe_latent = false,
+        .moe_folding = false,
         // models/common/decoder_sharding.py: the attention's and the FFN's input is redistributed
         // from the sequence shard to Replicate at the module boundary (in_dst_shardings), and
         // the column-parallel matmuls save that gathered tensor for their backward.
@@ -275,6 +284,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .deepep_setting = "",       // XLA's all-to-all (or ragged all-to-all) sends every routed copy
         .mamba_layers = false,  // decoder blocks of attention and MLPs
         .moe_latent = false,
+        .moe_folding = false,
         .sequence_parallel_inputs = "",  // XLA's rematerialisation decides
         .pipeline_buffers = "",          // XLA's buffer assignment decides
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
@@ -349,6 +359,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .deepep_setting = "",  // DeepSpeed-MoE's all-to-all sends every routed copy
         .mamba_layers = false,
         .moe_latent = false,
+        .moe_folding = false,
         .sequence_parallel_inputs = "",  // AutoTP has no sequence parallelism
         // runtime/pipe/engine.py keeps num_pipe_buffers() sets of inputs and outputs, one per
         // micro-batch in flight: neither of shardsim's torch-pipelining values; not profiled.

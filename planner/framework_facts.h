@@ -121,6 +121,9 @@ struct FrameworkFacts {
   // Whether it trains hybrid models with Mamba-2 mixers (ModelSpec::hybrid_pattern), and routed
   // experts in a latent width (MoeSpec::latent_size).
   bool mamba_layers, moe_latent;
+  // Whether it folds expert parallelism over tensor x context x data ranks (PlanSpec::expert_axes
+  // beyond the expert axis): Megatron-core's MoE parallel folding.
+  bool moe_folding;
   // What a sequence-parallel region's backward reads of its gathered input
   // (PlanSpec::sequence_parallel_inputs), the value a plan that sets none gets; "" without
   // sequence parallelism or where the compiler decides.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/suggest.h"
 #include "planner/framework_facts.h"
 #include "strategies/schedule.h"
 #include "strategies/stage_layout.h"
@@ -197,7 +198,7 @@ void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
     if (p.mesh.pipeline > 1 && !f.tensor_with_pipeline)
       gaps.push_back("tensor with pipeline parallelism: " + std::string(f.name) +
                      " runs one or the other");
-    if (moe && !f.experts_split_over_tensor)
+    if (moe && !f.experts_split_over_tensor && ExpertTensorDegree(p) > 1)
       gaps.push_back("experts split over tensor: " + std::string(f.name) +
                      " keeps each expert whole");
   }
@@ -209,9 +210,13 @@ void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
                           ? " exchanges K/V the other way"
                           : " splits sequences only by Ulysses all-to-all"));
     }
-    if (p.mesh.expert > 1 && !f.expert_with_context)
-      gaps.push_back("expert with context parallelism: " + std::string(f.name) +
-                     "'s experts take the context ranks");
+    // Expert ranks beyond the tensor fold that leave the context ranks out, where the
+    // framework's experts take them first.
+    const std::vector<std::string> axes = ExpertAxes(p);
+    const int64_t beyond_tensor = ExpertDegree(p) / (ExpertTensorDegree(p) == 1 ? p.mesh.tensor : 1);
+    if (beyond_tensor > 1 && !f.expert_with_context && std::find(axes.begin(), axes.end(), "context") == axes.end())
+      gaps.push_back("expert with context parallelism: " + std::string(f.name) + "'s experts take the context ranks" +
+                     (f.moe_folding ? " first (list context in expert_axes)" : ""));
   }
   if (moe && p.ep_capacity_factor > 1.0 && !f.expert_capacity)
     gaps.push_back("expert capacity factor: " + std::string(f.name) + " routes dropless");
@@ -262,10 +267,16 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (NumHybridLayers(m, kHybridMamba) > 0 && !f.mamba_layers) {
     gaps.push_back("Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers");
   }
+  if (m.moe && !f.moe_folding && ExpertTensorDegree(p) != p.mesh.tensor) {
+    gaps.push_back("experts folded over tensor (expert_axes " + JoinNames(ExpertAxes(p)) + "): " + std::string(f.name) +
+                   (f.experts_split_over_tensor ? " splits each expert over the tensor ranks" : "'s expert parallelism is not laid over tensor ranks"));
+  } else if (m.moe && !f.moe_folding && ExpertAxes(p).size() > (p.mesh.expert > 1 ? 1u : 0u)) {
+    gaps.push_back("experts folded over " + JoinNames(ExpertAxes(p)) + " (expert_axes): " + std::string(f.name) + " splits them over its expert axis only");
+  }
   if (m.moe && m.moe->latent_size > 0 && !f.moe_latent) {
     gaps.push_back("routed experts in a latent width (moe latent_size " + std::to_string(m.moe->latent_size) + "): " + std::string(f.name) +
                    "'s experts read the hidden size");
-  } else if (m.moe && m.moe->latent_size > 0 && p.mesh.expert > 1 && p.overlap.expert && m.moe->num_shared_experts > 0) {
+  } else if (m.moe && m.moe->latent_size > 0 && ExpertDegree(p) > 1 && p.overlap.expert && m.moe->num_shared_experts > 0) {
     // moe_layer.py: "Shared expert overlap not supported when MoE latent projections are used".
     gaps.push_back("shared experts overlapped with the dispatch (overlap.expert) beside latent experts: " + std::string(f.name) + " refuses it");
   }

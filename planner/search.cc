@@ -48,6 +48,10 @@ std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, const Pl
   PlanSpec probe;
   probe.global_batch_size = sequences;
   probe.seq_len = seq_len;
+  // A fixed expert folding is checked with each mesh (it needs its axes, and sequence
+  // parallelism to fold over tensor).
+  if (fixed.Fixes("expert_axes")) probe.expert_axes = fixed.values.expert_axes;
+  if (fixed.Fixes("sequence_parallel")) probe.sequence_parallel = fixed.values.sequence_parallel;
   // Context parallelism only where each rank keeps at least 1024 tokens of a sequence.
   const int64_t context_max = std::max<int64_t>(1, seq_len / 1024);
   // A fixed pipeline schedule asks for pipeline stages (unless the pipeline degree is fixed too).
@@ -81,7 +85,8 @@ double StateBytesLowerBound(const ModelSpec& m, const PlanSpec& p) {
   const double split = static_cast<double>(p.mesh.tensor * p.mesh.pipeline);
   const strategies::ShardDegrees d = strategies::Sharding(p, strategies::ParamKind::kDense);
   const strategies::ShardDegrees x = strategies::Sharding(p, strategies::ParamKind::kExpert);
-  const double dense_local = dense / split, expert_local = expert / split / static_cast<double>(p.mesh.expert);
+  const double dense_local = dense / split, expert_local =
+      expert / static_cast<double>(p.mesh.pipeline * ExpertTensorDegree(p) * ExpertDegree(p));
   return dense_local * (2 / d.params + 2 / d.grads + 12 / d.optimizer) + expert_local * (2 / x.params + 2 / x.grads + 12 / x.optimizer);
 }
 

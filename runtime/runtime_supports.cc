@@ -1,5 +1,6 @@
 // What the runtime cannot run, refused in one line before anything is built (stage_model.h).
 #include "core/error.h"
+#include "core/suggest.h"
 #include "runtime/stage_model.h"
 
 namespace shardsim::runtime {
@@ -41,6 +42,10 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::stri
   }
   if (p.ep_dispatcher == "deepep") {
     refuse("plan:/ep_dispatcher", "a deduplicating expert dispatcher (DeepEP)", "alltoall (its MPI all-to-alls send every routed copy)");
+  }
+  if (!p.expert_axes.empty() && p.expert_axes != std::vector<std::string>{"expert"}) {
+    refuse("plan:/expert_axes", "experts folded over " + JoinNames(p.expert_axes) + " (MoE parallel folding)",
+           "expert_axes unset or [\"expert\"] (the runtime splits experts over its expert axis)");
   }
   if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
   if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");

@@ -275,11 +275,21 @@ def plan_of(row, assumed):
             if NEMOTRON_H[row["model"]["arch_key"]]["moe"].get("latent_size"):
                 assumed.append("no multi-token-prediction layers trained (not published)")
     else:  # NeMo (Megatron-core)
+        e = ep
+        if ep > 1 and dp % ep:
+            # Megatron-core's MoE parallel folding (core/parallel_state.py: the expert grid, order
+            # tp-ep-dp-pp, over the ranks of tp-cp-dp) lays these runs' experts over the tensor and
+            # context ranks. NeMo's configuration for them (scripts/performance/
+            # recommended_model_configs/model_configs_b200.csv: mixtral 8x22b, tp 2, cp 8, ep 8,
+            # etp_size 1) folds 8 over tensor 2 x 4 of the 8 context ranks: part of an axis, which
+            # expert_axes (whole axes) cannot name.
+            raise Skip(f"expert parallelism {ep} over {dp} data-parallel ranks: Megatron-core folds it over the tensor and part of "
+                       f"the context ranks (NeMo's configuration of this run on B200 sets expert tensor size 1), which whole-axis expert_axes cannot name")
         if par.get("fsdp_published") == 1:
-            mesh.update(fsdp=dp // ep, expert=ep)
+            mesh.update(fsdp=dp // e, expert=e)
             plan["zero_stage"] = 3
         else:
-            mesh.update(data=dp // ep, expert=ep)
+            mesh.update(data=dp // e, expert=e)
             plan["zero_stage"] = 1
             assumed.append("distributed optimizer (ZeRO-1) as NeMo's recipes enable it")
         if tp > 1:

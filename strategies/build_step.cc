@@ -74,9 +74,10 @@ LayerParams ParamsOf(const ModelSpec& m, const PlanSpec& p, bool moe) {
     // Shared experts read D, routed ones the routed width (LatentMoE's latent); the router and the
     // latent projections are replicated over tensor.
     const double shared = matrices * d * static_cast<double>(e.expert_ffn_hidden_size) / t;
-    const double routed = matrices * static_cast<double>(RoutedWidth(m)) * static_cast<double>(e.expert_ffn_hidden_size) / t;
+    const double routed = matrices * static_cast<double>(RoutedWidth(m)) * static_cast<double>(e.expert_ffn_hidden_size) /
+                          static_cast<double>(ExpertTensorDegree(p));
     lp.dense += shared * static_cast<double>(e.num_shared_experts) + d * static_cast<double>(e.num_experts + 2 * e.latent_size);
-    lp.expert = routed * static_cast<double>(e.num_experts) / static_cast<double>(p.mesh.expert);
+    lp.expert = routed * static_cast<double>(e.num_experts) / static_cast<double>(ExpertDegree(p));
   } else {
     lp.dense += matrices * d * static_cast<double>(m.ffn_hidden_size) / t;
   }

@@ -1,5 +1,6 @@
 #include "strategies/data_parallel.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "strategies/op_names.h"
@@ -27,8 +28,11 @@ std::vector<std::string> GatheredShardAxes(const PlanSpec& p) {
 
 std::vector<std::string> ReplicaAxes(const PlanSpec& p, ParamKind kind) {
   std::vector<std::string> axes;
+  // Routed experts are split, not replicated, over the axes they are folded over (ExpertAxes).
+  const std::vector<std::string> split = kind == ParamKind::kExpert ? ExpertAxes(p) : std::vector<std::string>{};
   for (const MeshAxisFacts& axis : kMeshAxes) {
-    if (p.mesh.Size(axis.axis) > 1 && ReplicatesParams(axis, kind == ParamKind::kExpert)) axes.emplace_back(axis.name);
+    if (p.mesh.Size(axis.axis) <= 1 || !ReplicatesParams(axis, kind == ParamKind::kExpert)) continue;
+    if (std::find(split.begin(), split.end(), axis.name) == split.end()) axes.emplace_back(axis.name);
   }
   return axes;
 }

@@ -34,7 +34,8 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   }
   // Token copies routed to experts (balanced load times capacity). Megatron-Core splits the
   // tokens over tensor (sequence parallel) before dispatching, so each tensor rank sends 1/t of
-  // them, and gathers them back over tensor for the tensor-split experts.
+  // them, and gathers them back over tensor for the tensor-split experts; experts folded over
+  // tensor (ExpertTensorDegree 1) are whole on each rank, which computes its own 1/t.
   const auto routed = static_cast<int64_t>(static_cast<double>(s.tokens * moe.top_k) * plan.ep_capacity_factor + 0.5);
   const double routed_bytes = static_cast<double>(routed) * static_cast<double>(rw) * e;
   // The all-to-alls toward the experts (the dispatch, the combine's backward) move the rows at
@@ -49,31 +50,36 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   // Under a deduplicating dispatcher (deepep) the all-to-alls carry each token once per node and
   // GPU its experts sit on: the cost layer lays the rows out from the routing.
   const TokenRouting routing = DeduplicatesDispatch(plan) ? DispatchRouting(m) : TokenRouting{};
-  if (plan.mesh.expert > 1) {
-    layer.Collective(ops::kExpertDispatch, Stream::kExpert, {"expert"}, to_experts, CollectiveOp::kAllToAll, from_experts, CollectiveOp::kAllToAll,
+  const std::vector<std::string> expert_axes = ExpertAxes(plan);
+  if (!expert_axes.empty()) {
+    layer.Collective(ops::kExpertDispatch, Stream::kExpert, expert_axes, to_experts, CollectiveOp::kAllToAll, from_experts, CollectiveOp::kAllToAll,
                      plan.overlap.expert, routing);
   }
   // Over tensor the rows toward the experts (the gather of their inputs, the backward gather of
   // their outputs' gradients) keep the dispatch width; the reductions move 16-bit partial sums.
-  const double to_experts_t = to_experts * static_cast<double>(t);
-  if (t > 1) {
-    layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, to_experts_t, CollectiveOp::kAllGather, routed_bytes,
+  const int64_t te = ExpertTensorDegree(plan);
+  const double to_experts_t = to_experts * static_cast<double>(te);
+  // The rows each rank's experts compute, and their bytes.
+  const int64_t rows = routed * te / t;
+  const double rows_bytes = routed_bytes * static_cast<double>(te) / static_cast<double>(t);
+  if (te > 1) {
+    layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, to_experts_t, CollectiveOp::kAllGather, rows_bytes,
                      CollectiveOp::kReduceScatter, plan.overlap.tensor);
   }
-  const int64_t local = TensorShard(moe.expert_ffn_hidden_size, t);
+  const int64_t local = TensorShard(moe.expert_ffn_hidden_size, te);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
   // The received rows sorted by local expert, and back after the products (each read and written).
-  layer.Elementwise(ops::kExpertsSort, 2 * routed_bytes, 1.0);
-  layer.Matmul(ops::kExpertsUp, routed, rw, (gated ? 2 : 1) * local);
-  layer.Elementwise(ops::kExpertsActivation, static_cast<double>(routed) * static_cast<double>(local) * e * (gated ? 3 : 2));
-  layer.Matmul(ops::kExpertsDown, routed, local, rw);
-  layer.Elementwise(ops::kExpertsUnsort, 2 * routed_bytes, 1.0);
-  if (t > 1) {
-    layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, routed_bytes, CollectiveOp::kReduceScatter, to_experts_t,
+  layer.Elementwise(ops::kExpertsSort, 2 * rows_bytes, 1.0);
+  layer.Matmul(ops::kExpertsUp, rows, rw, (gated ? 2 : 1) * local);
+  layer.Elementwise(ops::kExpertsActivation, static_cast<double>(rows) * static_cast<double>(local) * e * (gated ? 3 : 2));
+  layer.Matmul(ops::kExpertsDown, rows, local, rw);
+  layer.Elementwise(ops::kExpertsUnsort, 2 * rows_bytes, 1.0);
+  if (te > 1) {
+    layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, rows_bytes, CollectiveOp::kReduceScatter, to_experts_t,
                      CollectiveOp::kAllGather, plan.overlap.tensor);
   }
-  if (plan.mesh.expert > 1) {
-    layer.Collective(ops::kExpertCombine, Stream::kExpert, {"expert"}, from_experts, CollectiveOp::kAllToAll, to_experts, CollectiveOp::kAllToAll,
+  if (!expert_axes.empty()) {
+    layer.Collective(ops::kExpertCombine, Stream::kExpert, expert_axes, from_experts, CollectiveOp::kAllToAll, to_experts, CollectiveOp::kAllToAll,
                      plan.overlap.expert, routing);
   }
   if (moe.latent_size > 0) layer.Matmul(ops::kLatentUp, own_tokens, moe.latent_size, d);

@@ -109,6 +109,35 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
           List(Divisors(m.moe->num_experts)), "each expert rank holds num_experts/expert experts"};
     }
   }
+  if (!p.expert_axes.empty()) {
+    const std::string axes = JoinNames(p.expert_axes);
+    if (!m.moe) {
+      return Infeasibility{"expert_axes", "expert_axes [" + axes + "] splits routed experts, which '" + m.name + "' has none of", "[] for a dense model",
+                           "drop expert_axes"};
+    }
+    for (const std::string& a : p.expert_axes) {
+      if (mesh.Size(a) == 1) {
+        return Infeasibility{"expert_axes", "expert_axes [" + axes + "] lists " + a + ", whose size is 1: the experts are split over nothing there",
+                             "axes of size > 1", "drop " + a + " from expert_axes, or give the mesh a " + a + " axis"};
+      }
+    }
+    const bool lists_expert = std::find(p.expert_axes.begin(), p.expert_axes.end(), "expert") != p.expert_axes.end();
+    if (mesh.expert > 1 && !lists_expert) {
+      return Infeasibility{"expert_axes", "expert_axes [" + axes + "] leaves out the mesh's expert=" + I(mesh.expert) + " axis, which splits the experts",
+                           "a list that holds \"expert\"", "add \"expert\", or move its degree to the data axis"};
+    }
+    if (ExpertTensorDegree(p) == 1 && mesh.tensor > 1 && !p.sequence_parallel) {
+      return Infeasibility{"expert_axes", "expert_axes [" + axes + "] folds the experts over tensor=" + I(mesh.tensor) +
+                                              ", whose ranks must route different tokens: sequence parallelism",
+                           "sequence_parallel true, or expert_axes without \"tensor\"", "set sequence_parallel"};
+    }
+  }
+  if (ExpertDegree(p) > 1 && m.moe && m.moe->num_experts % ExpertDegree(p) != 0) {
+    return Infeasibility{"expert_axes", "the experts split over " + JoinNames(ExpertAxes(p), " x ") + " = " + I(ExpertDegree(p)) + " ranks must divide num_experts=" +
+                                            I(m.moe->num_experts),
+                         "axes whose sizes multiply to a divisor of " + I(m.moe->num_experts) + " (" + List(Divisors(m.moe->num_experts)) + ")",
+                         "each expert rank holds num_experts / its degree experts"};
+  }
   if (m.position == PositionKind::kLearned && p.seq_len > m.max_seq_len) {
     return Infeasibility{"seq_len",
                          "seq_len=" + I(p.seq_len) + " exceeds the " + I(m.max_seq_len) +
@@ -122,9 +151,10 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
         "a multiple of " + I(chunks),
         "ring attention's load balancing gives each context rank two chunks"};
   }
-  if (p.ep_dispatch_dtype == "fp8" && mesh.expert == 1) {
-    return Infeasibility{"ep_dispatch_dtype", "ep_dispatch_dtype fp8 quantises the expert all-to-alls, which expert=1 does not run", "bf16, or fp8 with expert > 1",
-                         m.moe ? "drop ep_dispatch_dtype or split the experts over an expert axis" : "drop ep_dispatch_dtype: '" + m.name + "' is dense"};
+  if (p.ep_dispatch_dtype == "fp8" && ExpertDegree(p) == 1) {
+    return Infeasibility{"ep_dispatch_dtype", "ep_dispatch_dtype fp8 quantises the expert all-to-alls, which a plan without expert parallelism does not run",
+                         "bf16, or fp8 with the experts split (expert > 1 or expert_axes)",
+                         m.moe ? "drop ep_dispatch_dtype or split the experts over an expert axis (or expert_axes)" : "drop ep_dispatch_dtype: '" + m.name + "' is dense"};
   }
   if (p.ep_dispatcher == "deepep" && !m.moe) {
     return Infeasibility{"ep_dispatcher", "ep_dispatcher deepep dispatches tokens to experts, which '" + m.name + "' has none of", "alltoall, or deepep with an MoE model",

@@ -166,7 +166,8 @@ double MambaKeptShare(Recompute mode) {
 double ExpertMlpRowBytes(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe) return 0;
   const double a = MemoryBytesPerElement(p.dtype).activations;
-  const int64_t local = TensorShard(m.moe->expert_ffn_hidden_size, p.mesh.tensor);
+  // Each expert's width on a rank: split over tensor unless the experts are folded over it.
+  const int64_t local = TensorShard(m.moe->expert_ffn_hidden_size, ExpertTensorDegree(p));
   // Gate and up (or up) at the activations' width; the activation, the down projection's input,
   // at the saved-input width.
   return ((SavedMlpTensors(m) - 1) * a + SavedInputBytes(p, local)) * static_cast<double>(m.moe->expert_ffn_hidden_size) /
@@ -250,8 +251,12 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
       // latent); fp32 router logits; with LatentMoE the combined latent rows the up projection back
       // to D reads.
       const double rw = static_cast<double>(RoutedWidth(m));
-      return (copies + static_cast<double>(e.num_shared_experts)) * ExpertMlpRowBytes(m, p) +
-             (copies * (SavedInputBytes(p, RoutedWidth(m)) + a) * rw + 4 * static_cast<double>(e.num_experts) + a * static_cast<double>(e.latent_size)) / sp;
+      // The experts' inputs: each tensor rank dispatches its 1/t of the tokens' copies, gathered
+      // over the expert tensor ranks before the experts (all t shares where each expert is split
+      // over tensor, the rank's own where the experts are folded over it).
+      const double inputs = copies * SavedInputBytes(p, RoutedWidth(m)) * rw * static_cast<double>(ExpertTensorDegree(p)) / static_cast<double>(p.mesh.tensor);
+      return (copies + static_cast<double>(e.num_shared_experts)) * ExpertMlpRowBytes(m, p) + inputs +
+             (copies * a * rw + 4 * static_cast<double>(e.num_experts) + a * static_cast<double>(e.latent_size)) / sp;
     }
   }
   return 0;

@@ -53,6 +53,7 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
     return differ("sequence_parallel");
   if (KeepsGatheredSequence(a) != KeepsGatheredSequence(b)) return differ("sequence_parallel_inputs");
   if (ParamGatherBytes(a) != ParamGatherBytes(b)) return differ("param_gather_dtype");
+  if (ExpertAxes(a) != ExpertAxes(b)) return differ("expert_axes");
   if (a.mesh.pipeline > 1) {
     const strategies::Schedule &sa = strategies::ScheduleOf(a), &sb = strategies::ScheduleOf(b);
     if (sa.name() != sb.name())
@@ -160,6 +161,19 @@ TEST(ExportRoundTripTest, MegatronCore) {
   p = Plan({{"data", 2}, {"pipeline", 16}, {"expert", 64}}, 15360, 4096);
   p.zero_stage = 1, p.ep_dispatcher = "deepep";
   cases.push_back({"DeepSeek-V3 with DeepEP's flex dispatcher", "deepseek-v3", "hgx-h800:2048", p});
+  // MoE parallel folding: expert parallelism beyond the data-parallel ranks, over context (the
+  // NeMo Mixtral 8x22B runs) and over tensor with --expert-tensor-parallel-size 1.
+  p = Plan({{"data", 4}, {"tensor", 2}, {"context", 8}, {"pipeline", 4}}, 64, 65536);
+  p.sequence_parallel = true, p.zero_stage = 1, p.pipeline_schedule = "interleaved-1f1b", p.virtual_stages = 14;
+  p.expert_axes = {"context"};
+  cases.push_back({"Mixtral 8x22B, experts folded over context", "mixtral-8x22b", "dgx-b200:256", p});
+  p = Plan({{"data", 8}, {"tensor", 2}, {"context", 2}, {"pipeline", 4}}, 64, 16384);
+  p.sequence_parallel = true, p.zero_stage = 1;
+  p.expert_axes = {"tensor", "context"};
+  cases.push_back({"Mixtral 8x22B, whole experts folded over tensor and context", "mixtral-8x22b", "dgx-b200:128", p});
+  p.expert_axes = {"tensor", "context", "expert"};
+  p.mesh.expert = 2, p.mesh.data = 4;
+  cases.push_back({"the same, and over 2 data ranks", "mixtral-8x22b", "dgx-b200:128", p});
   // A hybrid model's chunks travel as '|' segments of --hybrid-layer-pattern.
   p = Plan({{"data", 8}, {"tensor", 2}, {"pipeline", 4}}, 256, 4096);
   p.sequence_parallel = true, p.zero_stage = 1;

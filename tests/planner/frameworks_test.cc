@@ -236,6 +236,14 @@ TEST(FrameworksTest, TensorContextExpert) {
   for (Framework f : {Framework::kTorchtitan, Framework::kMaxText, Framework::kDeepSpeed}) {
     EXPECT_TRUE(Names(f, hybrid, "Mamba-2 layers of 'nemotron-3-nano-30b-a3b'", nano));
   }
+  // MoE parallel folding (expert_axes beyond the expert axis): Megatron-core's alone.
+  PlanSpec fold = Plan({{"data", 2}, {"context", 4}, {"tensor", 2}});
+  fold.zero_stage = 1, fold.sequence_parallel = true, fold.expert_axes = {"context"};
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, mixtral, fold).empty());
+  EXPECT_TRUE(Names(Framework::kTorchtitan, fold, "experts folded over context (expert_axes)", mixtral));
+  fold.expert_axes = {"tensor", "context"};
+  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, mixtral, fold).empty());
+  EXPECT_TRUE(Names(Framework::kMaxText, fold, "experts folded over tensor (expert_axes tensor, context)", mixtral));
   // Latent experts: Megatron-core's alone, and without its shared-expert overlap beside them.
   ModelSpec latent = mixtral;
   latent.moe->latent_size = 1024, latent.moe->num_shared_experts = 1;

@@ -168,6 +168,15 @@ TEST(MpiRuntimeTest, LossFallsAndUnsupportedAxesAreRefused) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.where(), "plan:/ep_dispatcher");
   }
+  // MoE parallel folding is estimated, not run (the runtime splits experts over its expert axis).
+  PlanSpec folded = plan;
+  folded.expert_axes = {"context"};
+  try {
+    Trainer refused(moe, folded, TrainOptions{}, MPI_COMM_WORLD, corpus);
+    ADD_FAILURE() << "expert_axes accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "plan:/expert_axes");
+  }
 }
 
 // A job stopped after a checkpoint and resumed gives bit-identical losses to one that never

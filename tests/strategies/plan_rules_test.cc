@@ -37,6 +37,29 @@ TEST(ValidatePlanTest, AcceptsAConsistentPlan) {
   EXPECT_EQ(Rejection(moe, "mixtral-8x7b", 64), "");
 }
 
+// MoE parallel folding (expert_axes): an MoE model only, the mesh's expert axis listed, tensor
+// folding with sequence parallelism, a degree dividing the experts; unknown or repeated names
+// refused as the plan is read.
+TEST(ValidatePlanTest, ExpertAxesFoldExpertsOverOtherRanks) {
+  json folded = {{"mesh", {{"data", 2}, {"context", 4}, {"tensor", 2}}}, {"global_batch_size", 64}, {"seq_len", 8192},
+                 {"sequence_parallel", true}, {"expert_axes", {"context"}}};
+  EXPECT_EQ(Rejection(folded, "mixtral-8x7b", 16), "");
+  folded["expert_axes"] = {"tensor", "context"};
+  EXPECT_EQ(Rejection(folded, "mixtral-8x7b", 16), "");
+  EXPECT_NE(Rejection(folded, "llama3-8b", 16).find("'llama3-8b' has none of"), std::string::npos);
+  folded["sequence_parallel"] = false;
+  EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("sequence parallelism"), std::string::npos);
+  folded["sequence_parallel"] = true;
+  folded["expert_axes"] = {"tensor", "context", "data"};  // 16 ranks for 8 experts
+  EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("must divide num_experts=8"), std::string::npos);
+  folded["mesh"]["expert"] = 2, folded["mesh"]["data"] = 1, folded["expert_axes"] = {"context"};
+  EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("leaves out the mesh's expert=2"), std::string::npos);
+  folded["expert_axes"] = {"context", "pipeline"};
+  EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("'pipeline' is not an axis experts can be split over"), std::string::npos);
+  folded["expert_axes"] = {"context", "context"};
+  EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("listed twice"), std::string::npos);
+}
+
 // Ring attention over local layers is not modelled: context > 1 is refused while the window is
 // shorter than the sequence, allowed where the window covers it.
 TEST(ValidatePlanTest, ContextRefusedOverASlidingWindow) {

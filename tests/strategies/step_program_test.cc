@@ -193,6 +193,48 @@ TEST(StepProgramTest, ExpertAllToAllMovesTheRoutedTokens) {
   EXPECT_DOUBLE_EQ(tensor[std::string(ops::kTensorExitExperts)], rows * 2);
 }
 
+// MoE parallel folding (Megatron-core): the experts split over the context ranks (and, with
+// expert tensor size 1, the tensor ranks) instead of an expert axis. The all-to-alls run over
+// those axes and move the same rows per rank; each rank holds E / degree experts; expert
+// gradients are not reduced over the axes the experts are split over (dense ones still are);
+// folded over tensor, the experts run whole on each rank's own rows, with no gather over tensor
+// and the same FLOPs.
+TEST(StepProgramTest, MoeParallelFoldingSplitsExpertsOverContextAndTensor) {
+  const ModelSpec m = FindModelPreset("mixtral-8x7b")->spec;  // 8 experts
+  auto moe_ops = [](const StepProgram& program) {
+    std::map<std::string, Op> ops;
+    for (const Op& op : program.Layer(LayerKind::kMoe).ops) ops[op.name] = op;
+    return ops;
+  };
+  const std::string dispatch(ops::kExpertDispatch), enter(ops::kTensorEnterExperts), up(ops::kExpertsUp);
+  PlanSpec p = Plan(2, 2, 1, 16, 8192);
+  p.mesh.context = 4, p.sequence_parallel = true, p.zero_stage = 1;
+  const StepProgram plain = BuildStep(m, p);
+  EXPECT_EQ(moe_ops(plain).count(dispatch), 0u);  // no expert axis: no all-to-all
+  p.expert_axes = {"context"};
+  const StepProgram context = BuildStep(m, p);
+  const std::map<std::string, Op> folded = moe_ops(context);
+  ASSERT_EQ(folded.count(dispatch), 1u);
+  EXPECT_EQ(folded.at(dispatch).axes, (std::vector<std::string>{"context"}));
+  // Each rank sends its own (sequence-parallel) tokens' top-2 copies: 8192 / 4 context / 2 tensor.
+  EXPECT_DOUBLE_EQ(folded.at(dispatch).comm_bytes, 8192.0 / 4 / 2 * 2 * 4096 * 2);
+  EXPECT_NEAR(context.stages[0].expert_params * 4, plain.stages[0].expert_params, 1);
+  EXPECT_EQ(ReplicaAxes(p, ParamKind::kExpert), (std::vector<std::string>{"data"}));
+  EXPECT_EQ(ReplicaAxes(p, ParamKind::kDense), (std::vector<std::string>{"data", "context"}));
+  // Folded over tensor too: whole experts, no gather over tensor, the same FLOPs.
+  p.mesh.data = 1;
+  const StepProgram halves = BuildStep(m, p);
+  p.expert_axes = {"tensor", "context"};
+  const StepProgram whole = BuildStep(m, p);
+  const std::map<std::string, Op> w = moe_ops(whole), h = moe_ops(halves);
+  EXPECT_EQ(w.at(dispatch).axes, (std::vector<std::string>{"tensor", "context"}));
+  EXPECT_EQ(w.count(enter), 0u);
+  EXPECT_EQ(h.count(enter), 1u);
+  EXPECT_DOUBLE_EQ(w.at(up).flops, h.at(up).flops);
+  EXPECT_EQ(w.at(up).n, 2 * h.at(up).n);
+  EXPECT_NEAR(whole.stages[0].expert_params, halves.stages[0].expert_params, 1);  // E/8 whole = E/4 halves
+}
+
 // Ring attention: c-1 sends of the local K/V block forward, 2(c-1) backward (K/V and dK/dV); the
 // all-gather variant gathers the whole sequence's K/V once and reduce-scatters the gradients.
 TEST(StepProgramTest, ContextParallelVolumes) {
