@@ -10,7 +10,6 @@
 #include "cli/report_json.h"
 #include "cli/step_inputs.h"
 #include "cli/text_table.h"
-#include "core/suggest.h"
 #include "core/error.h"
 #include "core/inputs.h"
 #include "core/mesh.h"
@@ -68,7 +67,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ", "
       << plan.pipeline_schedule << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO "
       << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "")
-      << (plan.expert_axes.empty() ? "" : ", experts over " + JoinNames(ExpertAxes(plan), " x ") + " (expert_axes)") << "\n";
+      << ExpertAxesNote(plan) << "\n";
   if (plan.mesh.pipeline > 1) {
     // The stage layout the estimate used, in Megatron-core's syntax, with where it came from.
     out << "  layout      " << strategies::LayoutText(program.layout) << " (decoder layers per chunk in pipeline order: "

@@ -3,7 +3,6 @@
 #include <charconv>
 #include <string_view>
 
-#include "core/suggest.h"
 #include "core/plan_spec.h"
 #include "strategies/op_names.h"
 
@@ -67,7 +66,7 @@ std::string PlanSummary(const strategies::StepProgram& program) {
   text += ", seq " + std::to_string(plan.seq_len) + ", ZeRO " + std::to_string(plan.zero_stage) +
           ", recompute " + ToString(plan.recompute);
   if (plan.sequence_parallel) text += ", sequence parallel";
-  if (!plan.expert_axes.empty()) text += ", experts over " + JoinNames(ExpertAxes(plan), " x ") + " (expert_axes)";
+  text += ExpertAxesNote(plan);
   return text + ", " + plan.dtype;
 }
 

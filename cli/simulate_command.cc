@@ -102,7 +102,8 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
     return 0;
   }
   out << "Simulation (SimGrid): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ", " << plan.pipeline_schedule
-      << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO " << plan.zero_stage << "\n";
+      << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO " << plan.zero_stage
+      << ExpertAxesNote(plan) << "\n";
   out << "  step        " << FormatSeconds(r.step.step_time_s) << " simulated, " << FormatSeconds(estimate.step_time_s) << " estimated ("
       << FormatPercent(r.step.step_time_s / estimate.step_time_s - 1) << " apart): " << FormatCount(r.step.tokens_per_s) << " tokens/s, MFU "
       << FormatPercent(r.step.mfu) << " of " << FormatSI(r.step.peak_flop_per_s, "FLOP/s") << " " << plan.dtype << " peak (cluster spec)\n";

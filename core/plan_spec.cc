@@ -184,6 +184,10 @@ std::vector<std::string> ExpertAxes(const PlanSpec& p) {
   return axes;
 }
 
+std::string ExpertAxesNote(const PlanSpec& p) {
+  return p.expert_axes.empty() ? "" : ", experts over " + JoinNames(ExpertAxes(p), " x ") + " (expert_axes)";
+}
+
 int64_t ExpertDegree(const PlanSpec& p) {
   int64_t n = 1;
   for (const std::string& a : ExpertAxes(p)) n *= p.mesh.Size(a);

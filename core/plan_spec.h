@@ -200,6 +200,9 @@ const std::vector<std::string>& SequenceParallelInputsNames();
 // where it is empty and the mesh has an expert axis. The one home of expert parallelism's group
 // for the step program, the memory model, the collectives and the exports.
 std::vector<std::string> ExpertAxes(const PlanSpec& plan);
+// ", experts over context x expert (expert_axes)" for a plan that sets expert_axes, else "": the
+// one phrase the summaries print.
+std::string ExpertAxesNote(const PlanSpec& plan);
 // Expert parallelism's degree: the product of ExpertAxes (1 without).
 int64_t ExpertDegree(const PlanSpec& plan);
 // The tensor split of each routed expert: mesh.tensor, or 1 where the experts are folded over

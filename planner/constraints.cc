@@ -13,8 +13,10 @@ using nlohmann::json;
 
 // The fixed field `key` ("dtype", "mesh.tensor") of a plan in its JSON form.
 const json& Field(const json& plan, const std::string& key) {
+  // Fields PlanToJson leaves out when unset (expert_axes [], the optional strings) read as null.
+  static const json kUnset;
   const size_t dot = key.find('.');
-  if (dot == std::string::npos) return plan.at(key);
+  if (dot == std::string::npos) return plan.contains(key) ? plan.at(key) : kUnset;
   return plan.at(key.substr(0, dot)).at(key.substr(dot + 1));
 }
 

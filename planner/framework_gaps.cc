@@ -267,11 +267,13 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (NumHybridLayers(m, kHybridMamba) > 0 && !f.mamba_layers) {
     gaps.push_back("Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers");
   }
-  if (m.moe && !f.moe_folding && ExpertTensorDegree(p) != p.mesh.tensor) {
-    gaps.push_back("experts folded over tensor (expert_axes " + JoinNames(ExpertAxes(p)) + "): " + std::string(f.name) +
-                   (f.experts_split_over_tensor ? " splits each expert over the tensor ranks" : "'s expert parallelism is not laid over tensor ranks"));
-  } else if (m.moe && !f.moe_folding && ExpertAxes(p).size() > (p.mesh.expert > 1 ? 1u : 0u)) {
-    gaps.push_back("experts folded over " + JoinNames(ExpertAxes(p)) + " (expert_axes): " + std::string(f.name) + " splits them over its expert axis only");
+  const std::vector<std::string> expert_axes = ExpertAxes(p);
+  if (m.moe && !f.moe_folding && expert_axes.size() > (p.mesh.expert > 1 ? 1u : 0u)) {
+    gaps.push_back("experts folded over " + JoinNames(expert_axes) + " (expert_axes): shardsim does not profile " + std::string(f.name) +
+                   "'s MoE parallel folding (docs/frameworks.md)");
+  } else if (m.moe && f.moe_folding && p.mesh.fsdp > 1 && std::find(expert_axes.begin(), expert_axes.end(), "data") != expert_axes.end()) {
+    gaps.push_back("experts folded over data beside fsdp=" + std::to_string(p.mesh.fsdp) + " (expert_axes): " + std::string(f.name) +
+                   "'s expert grid takes the inner data-parallel ranks (fsdp) first");
   }
   if (m.moe && m.moe->latent_size > 0 && !f.moe_latent) {
     gaps.push_back("routed experts in a latent width (moe latent_size " + std::to_string(m.moe->latent_size) + "): " + std::string(f.name) +

@@ -51,7 +51,11 @@ std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, const Pl
   // A fixed expert folding is checked with each mesh (it needs its axes, and sequence
   // parallelism to fold over tensor).
   if (fixed.Fixes("expert_axes")) probe.expert_axes = fixed.values.expert_axes;
-  if (fixed.Fixes("sequence_parallel")) probe.sequence_parallel = fixed.values.sequence_parallel;
+  if (fixed.Fixes("sequence_parallel")) {
+    probe.sequence_parallel = fixed.values.sequence_parallel;
+  } else if (fixed.Fixes("expert_axes")) {
+    probe.sequence_parallel = true;  // a fold over tensor needs it; the search sets it with tensor > 1
+  }
   // Context parallelism only where each rank keeps at least 1024 tokens of a sequence.
   const int64_t context_max = std::max<int64_t>(1, seq_len / 1024);
   // A fixed pipeline schedule asks for pipeline stages (unless the pipeline degree is fixed too).

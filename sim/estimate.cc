@@ -27,7 +27,9 @@ std::string ExposedLabel(const StepReport& report, const std::string& kind) {
   // A stream's collectives over axes not its own (experts folded over context: the expert
   // all-to-all) keep the stream's name.
   const MeshAxisFacts* stream = FindMeshAxis(kind.substr(0, space));
-  if (stream && stream->axis == MeshAxis::kExpert && !used[static_cast<size_t>(stream->axis)]) return kind + " over " + axes;
+  if (stream && stream->axis == MeshAxis::kExpert && kind.find("all-to-all") != std::string::npos && !used[static_cast<size_t>(stream->axis)]) {
+    return kind + " over " + axes;
+  }
   return axes + kind.substr(space);
 }
 

@@ -112,13 +112,13 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
   if (!p.expert_axes.empty()) {
     const std::string axes = JoinNames(p.expert_axes);
     if (!m.moe) {
-      return Infeasibility{"expert_axes", "expert_axes [" + axes + "] splits routed experts, which '" + m.name + "' has none of", "[] for a dense model",
+      return Infeasibility{"expert_axes", "expert_axes [" + axes + "] splits routed experts, which '" + m.name + "' has none of", "no expert_axes for a dense model",
                            "drop expert_axes"};
     }
     for (const std::string& a : p.expert_axes) {
       if (mesh.Size(a) == 1) {
         return Infeasibility{"expert_axes", "expert_axes [" + axes + "] lists " + a + ", whose size is 1: the experts are split over nothing there",
-                             "axes of size > 1", "drop " + a + " from expert_axes, or give the mesh a " + a + " axis"};
+                             "axes of size > 1", "drop " + a + " from expert_axes, or give mesh." + a + " a size > 1"};
       }
     }
     const bool lists_expert = std::find(p.expert_axes.begin(), p.expert_axes.end(), "expert") != p.expert_axes.end();

@@ -91,6 +91,26 @@ TEST_F(CliPlanTest, FixedScheduleMeansStages) {
   }
 }
 
+// A fixed expert fold: every plan keeps the experts over the context ranks; an empty list is
+// the default (the expert axis), fixed like any field.
+TEST_F(CliPlanTest, FixedExpertFoldIsKept) {
+  auto plan = [](const std::string& axes) {
+    return RunShardsim({"plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "256K", "--seq-len", "8192",
+                        "--set", "expert_axes=" + axes, "--json"});
+  };
+  const CliResult folded = plan("context");
+  ASSERT_EQ(folded.exit_code, 0) << folded.err;
+  const json out = json::parse(folded.out);
+  ASSERT_FALSE(out["plans"].empty());
+  for (const json& p : out["plans"]) {
+    EXPECT_GT(p["plan"]["mesh"]["context"].get<int64_t>(), 1);
+    EXPECT_EQ(p["plan"]["expert_axes"], json::array({"context"}));
+  }
+  const CliResult unset = plan("");
+  EXPECT_EQ(unset.exit_code, 0) << unset.err;
+  for (const json& p : json::parse(unset.out)["plans"]) EXPECT_FALSE(p["plan"].contains("expert_axes"));
+}
+
 // --set fixes fields: every plan shown keeps them, and the output says they were fixed.
 TEST_F(CliPlanTest, ConstraintsAreKeptAndShown) {
   const CliResult r = RunShardsim({"plan", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--global-batch-tokens", "4M", "--seq-len", "8192",

@@ -243,7 +243,9 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kTorchtitan, fold, "experts folded over context (expert_axes)", mixtral));
   fold.expert_axes = {"tensor", "context"};
   EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, mixtral, fold).empty());
-  EXPECT_TRUE(Names(Framework::kMaxText, fold, "experts folded over tensor (expert_axes tensor, context)", mixtral));
+  EXPECT_TRUE(Names(Framework::kMaxText, fold, "experts folded over tensor, context (expert_axes): shardsim does not profile maxtext's MoE parallel folding", mixtral));
+  fold.expert_axes = {"data"}, fold.mesh.fsdp = 2, fold.mesh.context = 1, fold.zero_stage = 3;  // Megatron carves experts from its inner (fsdp) ranks
+  EXPECT_TRUE(Names(Framework::kMegatronCore, fold, "experts folded over data beside fsdp=2 (expert_axes)", mixtral));
   // Latent experts: Megatron-core's alone, and without its shared-expert overlap beside them.
   ModelSpec latent = mixtral;
   latent.moe->latent_size = 1024, latent.moe->num_shared_experts = 1;
