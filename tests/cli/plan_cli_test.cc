@@ -108,7 +108,8 @@ TEST_F(CliPlanTest, FixedExpertFoldIsKept) {
   }
   const CliResult unset = plan("");
   EXPECT_EQ(unset.exit_code, 0) << unset.err;
-  for (const json& p : json::parse(unset.out)["plans"]) EXPECT_FALSE(p["plan"].contains("expert_axes"));
+  const json unset_out = json::parse(unset.out);  // kept alive: the loop reads into it
+  for (const json& p : unset_out["plans"]) EXPECT_FALSE(p["plan"].contains("expert_axes"));
 }
 
 // --set fixes fields: every plan shown keeps them, and the output says they were fixed.
