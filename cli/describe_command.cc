@@ -15,6 +15,7 @@
 #include "core/model_presets.h"
 #include "core/output_file.h"
 #include "core/plan_json.h"
+#include "core/suggest.h"
 #include "core/mesh.h"
 #include "core/units.h"
 #include "strategies/plan_rules.h"
@@ -214,6 +215,7 @@ void PrintPlan(const PlanSpec& p, std::ostream& out) {
   out << "Plan: valid for this model and cluster\n";
   out << "  mesh       " << DescribeMesh(p.mesh) << " = " << s.devices << " devices; order (outer to inner) ";
   for (size_t i = 0; i < p.mesh_order.size(); ++i) out << (i ? ", " : "") << p.mesh_order[i];
+  if (!p.expert_axes.empty()) out << "\n  experts    split over " << JoinNames(ExpertAxes(p), " x ") << " (expert_axes)";
   out << "\n  batch      " << p.global_batch_size << " sequences x " << p.seq_len << " tokens = " << D(static_cast<double>(s.tokens_per_step))
       << " tokens per step; " << s.batch_replicas << " replicas x " << s.num_microbatches << " micro-batches of " << p.micro_batch_size << "\n";
   out << "  schedule   " << p.pipeline_schedule << (p.virtual_stages > 1 ? " with " + std::to_string(p.virtual_stages) + " virtual stages" : "")

@@ -100,6 +100,11 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     out << "  sequence    parallel regions keep their gathered inputs for the backward, which gathers nothing again (sequence_parallel_inputs keep-gathered"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
+  if (plan.mesh.tensor > 1 && plan.overlap.tensor && plan.tensor_overlap_scope == "single-product") {
+    out << "  tensor      overlap hides each collective under its own product but the backward reductions of the attention's and a gated "
+           "MLP's input gradients, sums of several products, which run blocking (tensor_overlap_scope single-product"
+        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+  }
   if (rows) {
     const MoeSpec& moe = *model.moe;
     const std::string routing = "top-" + std::to_string(moe.top_k) + " of " + std::to_string(moe.num_experts) + " experts" +
@@ -139,7 +144,8 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (plan.mesh.pipeline > 1 && PipelineBuffersOf(plan) != "per-transfer") {
     const bool keeps = PipelineBuffersOf(plan) == "keep-outputs";
     out << "  pipeline    " << FormatBinaryBytes(peak.pipeline) << " of stage " << r.memory.peak_stage
-        << "'s buffers: a receive buffer per micro-batch for its input and its output's gradient, kept across steps, and each micro-batch's "
+        << "'s buffers" << (peak.pipeline > 0 ? "" : " beyond its activations (which count each input buffer while its micro-batch is in flight)")
+        << ": a receive buffer per micro-batch for its input and its output's gradient, kept across steps, and each micro-batch's "
         << (keeps ? "output kept to the end of the step" : "output kept to its backward") << " (pipeline_buffers " << PipelineBuffersOf(plan)
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }

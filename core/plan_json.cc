@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "expert_axes", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv", "framework"};
 }
 
@@ -60,6 +60,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.param_gather_dtype.empty()) j["param_gather_dtype"] = p.param_gather_dtype;
   if (!p.sequence_parallel_inputs.empty()) j["sequence_parallel_inputs"] = p.sequence_parallel_inputs;
   if (!p.pipeline_buffers.empty()) j["pipeline_buffers"] = p.pipeline_buffers;
+  if (!p.tensor_overlap_scope.empty()) j["tensor_overlap_scope"] = p.tensor_overlap_scope;
   if (!p.expert_axes.empty()) j["expert_axes"] = p.expert_axes;
   return j;
 }
@@ -132,6 +133,10 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   }
   if (r.Has("sequence_parallel_inputs")) p.sequence_parallel_inputs = r.EnumOr("sequence_parallel_inputs", "regather", SequenceParallelInputsNames());
   if (r.Has("expert_axes")) {
+    if (const json& raw = r.Raw("expert_axes"); raw.is_string()) {
+      r.Fail("expert_axes", "expected a list of axes, got the string \"" + raw.get<std::string>() + "\"", "a list of " + JoinNames(ExpertAxisNames()),
+             "write [\"" + raw.get<std::string>() + "\"]");
+    }
     p.expert_axes = r.StringList("expert_axes");
     for (size_t i = 0; i < p.expert_axes.size(); ++i) {
       const std::string& a = p.expert_axes[i];
@@ -146,6 +151,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     }
   }
   if (r.Has("pipeline_buffers")) p.pipeline_buffers = r.EnumOr("pipeline_buffers", "per-transfer", PipelineBuffersNames());
+  if (r.Has("tensor_overlap_scope")) p.tensor_overlap_scope = r.EnumOr("tensor_overlap_scope", "all", TensorOverlapScopeNames());
   if (auto overlap = r.Object("overlap")) {
     for (const MeshAxisFacts& axis : kMeshAxes) {
       bool& on = p.overlap.Overlaps(axis.axis);

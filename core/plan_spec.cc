@@ -211,6 +211,15 @@ const std::vector<std::string>& PipelineBuffersNames() {
   return kNames;
 }
 
+const std::vector<std::string>& TensorOverlapScopeNames() {
+  static const std::vector<std::string> kNames = {"all", "single-product"};
+  return kNames;
+}
+
+bool HidesRegionReduceScatter(const PlanSpec& p, bool several_products) {
+  return p.overlap.tensor && !(several_products && p.tensor_overlap_scope == "single-product");
+}
+
 std::string PipelineBuffersOf(const PlanSpec& p) { return p.pipeline_buffers.empty() ? "per-transfer" : p.pipeline_buffers; }
 
 const std::vector<std::string>& ParamGatherDtypeNames() { return Bf16OrFp8Names(); }

@@ -155,6 +155,15 @@ struct PlanSpec {
   // every micro-batch's logits). Empty: per-transfer unless a framework profile sets its own
   // (planner::AsFrameworkRuns). See PipelineBuffersOf.
   std::string pipeline_buffers;
+  // Which tensor-parallel collectives overlap.tensor hides under their products: "all" (each
+  // region's, as Megatron-core's tp-comm-overlap does: Transformer Engine's userbuffers, its QKV
+  // and fc1 one product each) or "single-product" (a reduce-scatter only where one product makes
+  // what it reduces: torch's micro-pipeline TP pass, torchtitan's async TP, fuses a reduce-scatter
+  // only with a matmul's own output, and torchtitan's separate wq / wk / wv and w1 / w3 make the
+  // backward input gradients of the attention and of a gated MLP sums of products, reduced
+  // blocking). Empty: all unless a framework profile sets its own (planner::AsFrameworkRuns). See
+  // HidesRegionReduceScatter.
+  std::string tensor_overlap_scope;
   // The mesh axes the routed experts of MoE layers are split over, the expert all-to-alls' group:
   // "expert" (an axis data parallel for the rest, the default), or folded over ranks the dense
   // layers use otherwise, as Megatron-core's MoE parallel folding lays expert parallelism over
@@ -210,6 +219,13 @@ int64_t ExpertDegree(const PlanSpec& plan);
 int64_t ExpertTensorDegree(const PlanSpec& plan);
 // expert_axes' values: "tensor", "context", "data", "expert".
 const std::vector<std::string>& ExpertAxisNames();
+// tensor_overlap_scope's values: "all", "single-product".
+const std::vector<std::string>& TensorOverlapScopeNames();
+// Whether the backward reduce-scatter (or all-reduce) of a tensor-parallel region's input
+// gradient hides under the products that make it: overlap.tensor, except under
+// tensor_overlap_scope single-product where `several_products` (products reading the region's
+// input, their gradients summed before the reduction) run in the framework's modules.
+bool HidesRegionReduceScatter(const PlanSpec& plan, bool several_products);
 // pipeline_buffers' values: "per-transfer", "per-microbatch", "keep-outputs".
 const std::vector<std::string>& PipelineBuffersNames();
 // The pipeline_buffers in effect: the plan's, or "per-transfer" where it sets none.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/plan_json.h"
+#include "strategies/plan_rules.h"
 
 namespace shardsim::planner {
 namespace {
@@ -52,6 +53,8 @@ PlanConstraints ConstraintsFromJson(const json& plan, const std::string& where) 
   if (!full.contains("global_batch_size")) full["global_batch_size"] = 1;
   if (!full.contains("seq_len")) full["seq_len"] = 1;
   c.values = PlanFromJson(full, where);
+  // A fixed order is checked now: the search would otherwise meet an unknown axis deep inside.
+  if (c.Fixes("mesh_order")) strategies::ValidateMeshOrder(c.values, where + ":");
   return c;
 }
 
@@ -71,6 +74,8 @@ std::string DescribeFixed(const PlanConstraints& constraints) {
       shown = v.get<std::string>();
     } else if (v.is_array()) {
       for (const json& e : v) shown += (shown.empty() ? "" : ",") + e.get<std::string>();
+    } else if (v.is_null()) {
+      shown = "unset";  // a field fixed to its unset value (expert_axes [], an empty string)
     } else {
       shown = v.dump();
     }

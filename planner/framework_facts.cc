@@ -116,6 +116,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // torch.empty for that transfer; schedules.py deallocate_output_tensor frees a stage's
         // output once sent (deallocate_pipeline_outputs, which training/argument_utils.py sets).
         .pipeline_buffers = "per-transfer",
+        // --tp-comm-overlap: Transformer Engine's userbuffers overlap each region's all-gather and
+        // reduce-scatter (forward and backward, ub_overlap_rs_dgrad) with its GEMM; linear_qkv
+        // and linear_fc1 (gate and up) are one product each.
+        .tensor_overlap_scope = "all",
         .mtp_setting = "--mtp-num-layers",
     },
     {
@@ -205,6 +209,13 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // backward. trainer.py steps the schedule with return_outputs=False, so the last stage
         // keeps no outputs to the step's end (torchtitan of 2024 did: keep-outputs).
         .pipeline_buffers = "per-microbatch",
+        // Async TP is torch's micro_pipeline_tp_pass (torch/_inductor/fx_passes/
+        // micro_pipeline_tp.py): fuse_matmul_reduce_scatter needs the reduce-scatter's input to
+        // be one matmul's output (_find_producer_matmul, in 2024's torch as now), and the
+        // models' wq / wk / wv and w1 / w3 are separate Linears, so the backward's input gradients
+        // of attention and of the gated MLP are sums of products, reduced blocking. All-gathers
+        // fuse with every matmul reading them (fused_all_gather_matmul takes a list).
+        .tensor_overlap_scope = "single-product",
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.
         .mtp_setting = "",
@@ -287,6 +298,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .moe_folding = false,
         .sequence_parallel_inputs = "",  // XLA's rematerialisation decides
         .pipeline_buffers = "",          // XLA's buffer assignment decides
+        .tensor_overlap_scope = "",      // XLA's collective matmul decides
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
     },
     {
@@ -364,6 +376,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // runtime/pipe/engine.py keeps num_pipe_buffers() sets of inputs and outputs, one per
         // micro-batch in flight: neither of shardsim's torch-pipelining values; not profiled.
         .pipeline_buffers = "",
+        .tensor_overlap_scope = "",  // AutoTP has no sequence parallelism
         .mtp_setting = "",
     },
 }};

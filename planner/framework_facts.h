@@ -132,6 +132,10 @@ struct FrameworkFacts {
   // (PlanSpec::pipeline_buffers), the value a pipelined plan that sets none gets; "" where the
   // profile makes no claim (the plan's own, else per-transfer).
   std::string_view pipeline_buffers;
+  // Which tensor-parallel collectives its tensor overlap hides (PlanSpec::tensor_overlap_scope),
+  // the value a plan that sets none gets; "" where the profile makes no claim (the plan's own,
+  // else all).
+  std::string_view tensor_overlap_scope;
   // The setting that trains multi-token-prediction modules (ModelSpec::mtp_layers); "" where its
   // configuration cannot.
   std::string_view mtp_setting;

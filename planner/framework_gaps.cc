@@ -121,6 +121,11 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
                    (f.pipeline_buffers == "per-transfer" ? "make each receive buffer per transfer and free each output once sent"
                                                          : "keep a receive buffer per micro-batch and each output to its backward"));
   }
+  if (p.mesh.tensor > 1 && p.overlap.tensor && !p.tensor_overlap_scope.empty() && !f.tensor_overlap_scope.empty() &&
+      p.tensor_overlap_scope != f.tensor_overlap_scope) {
+    gaps.push_back("tensor_overlap_scope " + p.tensor_overlap_scope + ": " + std::string(f.name) + "'s tensor overlap " +
+                   (f.tensor_overlap_scope == "all" ? "hides every region's collectives" : "leaves reductions of summed products blocking"));
+  }
   if (p.param_gather_dtype == "fp8" && !f.fp8_param_gather) {
     gaps.push_back("FP8 parameter gathers (param_gather_dtype fp8): " + std::string(f.name) + " gathers 16-bit weights");
   }

@@ -81,6 +81,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
     p.sequence_parallel_inputs = std::string(facts.sequence_parallel_inputs);
   }
   if (p.pipeline_buffers.empty() && p.mesh.pipeline > 1) p.pipeline_buffers = std::string(facts.pipeline_buffers);
+  if (p.tensor_overlap_scope.empty() && p.mesh.tensor > 1 && p.overlap.tensor) p.tensor_overlap_scope = std::string(facts.tensor_overlap_scope);
   return p;
 }
 

@@ -33,30 +33,6 @@ std::string List(const std::vector<int64_t>& values, size_t max_items = 16) {
 
 std::string I(int64_t v) { return std::to_string(v); }
 
-std::optional<Infeasibility> CheckMeshOrder(const PlanSpec& p) {
-  std::vector<std::string> seen;
-  for (const std::string& axis : p.mesh_order) {
-    if (std::find(MeshAxisNames().begin(), MeshAxisNames().end(), axis) == MeshAxisNames().end()) {
-      const std::string s = DidYouMean(axis, MeshAxisNames());
-      return Infeasibility{"mesh_order",
-                           "unknown axis '" + axis + "'" + (s.empty() ? "" : "; " + s),
-                           JoinNames(MeshAxisNames()), ""};
-    }
-    if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
-      return Infeasibility{"mesh_order", "axis '" + axis + "' appears twice",
-                           "each of " + JoinNames(MeshAxisNames()) + " once", ""};
-    }
-    seen.push_back(axis);
-  }
-  if (seen.size() != MeshAxisNames().size()) {
-    return Infeasibility{"mesh_order",
-                         "must list all " + I(static_cast<int64_t>(MeshAxisNames().size())) +
-                             " axes, got " + I(static_cast<int64_t>(seen.size())),
-                         JoinNames(DefaultMeshOrder()), "outermost (slowest links) first"};
-  }
-  return std::nullopt;
-}
-
 std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, int64_t devices,
                                         const std::string& devices_source) {
   const int64_t product = p.mesh.Product();
@@ -207,9 +183,37 @@ std::optional<Infeasibility> CheckPlan(const PlanSpec& p, const ModelSpec& m, in
   return CheckLayout(m, p);
 }
 
+std::optional<Infeasibility> CheckMeshOrder(const PlanSpec& p) {
+  std::vector<std::string> seen;
+  for (const std::string& axis : p.mesh_order) {
+    if (std::find(MeshAxisNames().begin(), MeshAxisNames().end(), axis) == MeshAxisNames().end()) {
+      const std::string s = DidYouMean(axis, MeshAxisNames());
+      return Infeasibility{"mesh_order",
+                           "unknown axis '" + axis + "'" + (s.empty() ? "" : "; " + s),
+                           JoinNames(MeshAxisNames()), ""};
+    }
+    if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
+      return Infeasibility{"mesh_order", "axis '" + axis + "' appears twice",
+                           "each of " + JoinNames(MeshAxisNames()) + " once", ""};
+    }
+    seen.push_back(axis);
+  }
+  if (seen.size() != MeshAxisNames().size()) {
+    return Infeasibility{"mesh_order",
+                         "must list all " + I(static_cast<int64_t>(MeshAxisNames().size())) +
+                             " axes, got " + I(static_cast<int64_t>(seen.size())),
+                         JoinNames(DefaultMeshOrder()), "outermost (slowest links) first"};
+  }
+  return std::nullopt;
+}
+
 void ValidatePlan(const PlanSpec& p, const ModelSpec& m, int64_t devices,
                   const std::string& devices_source, const std::string& where) {
   if (auto bad = CheckPlan(p, m, devices, devices_source)) throw bad->ToError(where);
+}
+
+void ValidateMeshOrder(const PlanSpec& p, const std::string& where) {
+  if (auto bad = CheckMeshOrder(p)) throw bad->ToError(where);
 }
 
 }  // namespace shardsim::strategies

@@ -25,4 +25,9 @@ std::optional<Infeasibility> CheckPlan(const PlanSpec& plan, const ModelSpec& mo
 void ValidatePlan(const PlanSpec& plan, const ModelSpec& model, int64_t devices,
                   const std::string& devices_source, const std::string& where);
 
+// The mesh_order rule alone (a permutation of the axes), for a plan's fixed fields before any
+// mesh is chosen (planner constraints), throwing as ValidatePlan does.
+std::optional<Infeasibility> CheckMeshOrder(const PlanSpec& plan);
+void ValidateMeshOrder(const PlanSpec& plan, const std::string& where);
+
 }  // namespace shardsim::strategies

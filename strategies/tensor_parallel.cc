@@ -22,12 +22,20 @@ int64_t Div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width) {
+void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width, bool several_products) {
   if (plan.mesh.tensor == 1) return;
   const bool sp = layer.shape().sequence_parallel;
-  // f: forward identity (SP: all-gather); backward all-reduce (SP: reduce-scatter).
-  layer.Collective(name, Stream::kTensor, {"tensor"}, RegionBytes(layer.shape(), width), sp, CollectiveOp::kAllGather, true,
-                   sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, plan.overlap.tensor);
+  // f: forward identity (SP: all-gather); backward all-reduce (SP: reduce-scatter), which may
+  // not hide where it reduces a sum of products (HidesRegionReduceScatter).
+  const double bytes = RegionBytes(layer.shape(), width);
+  const CollectiveOp backward = sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+  const bool hides = HidesRegionReduceScatter(plan, several_products);
+  if (hides == plan.overlap.tensor) {
+    layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, sp, CollectiveOp::kAllGather, true, backward, hides);
+    return;
+  }
+  layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, sp, CollectiveOp::kAllGather, false, backward, plan.overlap.tensor);
+  layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, false, CollectiveOp::kAllGather, true, backward, hides);
 }
 
 void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width) {
@@ -56,7 +64,8 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   const int64_t t = plan.mesh.tensor, d = m.hidden_size, tokens = s.tokens;
   const int64_t heads = Div(m.num_heads, t), kv_heads = Div(m.num_kv_heads, t);
   layer.Elementwise(ops::kAttentionNorm, 2 * ActivationBytes(s, d));
-  AppendTensorEnter(layer, plan, ops::kTensorEnterAttention, d);
+  // Attention reads its input with several products (Q, K and V, or MLA's down projections).
+  AppendTensorEnter(layer, plan, ops::kTensorEnterAttention, d, /*several_products=*/true);
   AppendTensorRegather(layer, plan, ops::kTensorEnterAttention, d);
   int64_t qk_dim = m.head_dim, v_dim = m.head_dim, kv_width = 2 * kv_heads * m.head_dim;
   if (m.mla) {
@@ -102,7 +111,7 @@ void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const int64_t local = Div(width, t);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
   if (standalone) layer.Elementwise(ops::BlockNorm(name), 2 * ActivationBytes(s, d));
-  AppendTensorEnter(layer, plan, ops::TensorEnter(name), d);
+  AppendTensorEnter(layer, plan, ops::TensorEnter(name), d, /*several_products=*/gated);  // gate and up
   // The MoE layer's shared experts keep their gathered input (moe_layer.h).
   if (standalone) AppendTensorRegather(layer, plan, ops::TensorEnter(name), d);
   layer.Matmul(ops::BlockUp(name), tokens, d, (gated ? 2 : 1) * local);

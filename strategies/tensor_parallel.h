@@ -43,8 +43,9 @@ void AppendEmbedding(LayerBuilder& layer, const ModelSpec& model, const PlanSpec
 void AppendHead(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
 
 // The f / g pair around a tensor-parallel region of `width`-wide activations (forward and
-// backward collectives as above); nothing when tensor = 1.
-void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width);
+// backward collectives as above); nothing when tensor = 1. `several_products`: more than one
+// product reads the region's input (HidesRegionReduceScatter).
+void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width, bool several_products = false);
 void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width);
 // With sequence parallelism, the backward all-gather of the input of the region entered by
 // `enter` (ops::Regather), placed right after the enter op: in the program's backward order it

@@ -84,6 +84,17 @@ TEST_F(CliDescribeTest, TextOutputSucceeds) {
   EXPECT_TRUE(r.err.empty()) << r.err;
   EXPECT_NE(r.out.find("Model mixtral-8x7b"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Plan: valid"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("expert_axes"), std::string::npos) << r.out;  // no fold, no line
+  // A folded plan says what its experts are split over.
+  const CliResult folded = RunShardsim({"describe", "--model", "mixtral-8x7b", "--cluster", "tpu-v5p:4x4x4", "--set", "mesh.data=8", "--set",
+                                        "mesh.expert=8", "--set", "expert_axes=data,expert", "--set", "global_batch_size=64", "--set", "seq_len=4096"});
+  EXPECT_EQ(folded.exit_code, 2);  // 64 expert ranks for 8 experts: refused, naming the field
+  EXPECT_NE(folded.err.find("expert_axes"), std::string::npos) << folded.err;
+  const CliResult tensor = RunShardsim({"describe", "--model", "mixtral-8x7b", "--cluster", "tpu-v5p:4x4x4", "--set", "mesh.data=8", "--set",
+                                        "mesh.tensor=8", "--set", "sequence_parallel=true", "--set", "expert_axes=tensor", "--set",
+                                        "global_batch_size=64", "--set", "seq_len=4096"});
+  EXPECT_EQ(tensor.exit_code, 0) << tensor.err;
+  EXPECT_NE(tensor.out.find("experts    split over tensor (expert_axes)"), std::string::npos) << tensor.out;
 }
 
 // --- Hugging Face config.json import, checked against published parameter counts. ---

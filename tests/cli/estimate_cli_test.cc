@@ -478,6 +478,32 @@ TEST(CliEstimateTest, PipelineBuffersAreCheckedAndReported) {
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("(pipeline_buffers per-microbatch)"), std::string::npos) << text.out;
   EXPECT_EQ(with({}).out.find("pipeline_buffers"), std::string::npos);
+  // GPipe's last stage holds every micro-batch in flight: its input buffers are all activations,
+  // and the line says why it reads 0 B.
+  const CliResult gpipe = with({"--set", "pipeline_schedule=gpipe", "--set", "pipeline_buffers=per-microbatch"});
+  EXPECT_EQ(gpipe.exit_code, 0) << gpipe.err;
+  EXPECT_NE(gpipe.out.find("0 B of stage 3's buffers beyond its activations"), std::string::npos) << gpipe.out;
+}
+
+// Tensor overlap's scope: an unknown value names the field and its values; single-product
+// leaves the summed reductions exposed (a slower step) and says so on its own line.
+TEST(CliEstimateTest, TensorOverlapScopeIsCheckedAndReported) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--set", "mesh.data=1", "--set", "mesh.tensor=8", "--set", "sequence_parallel=true",
+                                     "--set", "overlap.tensor=true", "--set", "global_batch_size=1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return EstimateLlama8bWith(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "tensor_overlap_scope=some"}), {"tensor_overlap_scope", "all", "single-product"}));
+  json all, single;
+  ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &all));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "tensor_overlap_scope=single-product", "--json"}), &single));
+  EXPECT_EQ(single["plan"]["tensor_overlap_scope"], "single-product");
+  EXPECT_GT(single["step_time_s"].get<double>(), all["step_time_s"].get<double>());
+  const CliResult text = with({"--set", "tensor_overlap_scope=single-product"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("(tensor_overlap_scope single-product)"), std::string::npos) << text.out;
+  EXPECT_EQ(with({}).out.find("tensor_overlap_scope"), std::string::npos);
 }
 
 }  // namespace

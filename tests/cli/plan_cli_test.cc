@@ -66,6 +66,9 @@ TEST_F(CliPlanTest, BadInputIsNamed) {
     return RunShardsim(args);
   };
   EXPECT_TRUE(IsInputError(with({"--set", "mesh.tensor=3"}), {"mesh.tensor=3", "no mesh"}));
+  // A fixed mesh order is checked before the search (it once met the unknown axis inside it).
+  EXPECT_TRUE(IsInputError(with({"--set", "mesh_order=bad"}), {"mesh_order", "unknown axis 'bad'", "pipeline"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "mesh_order=data,tensor"}), {"mesh_order", "all 6 axes"}));
   EXPECT_TRUE(IsInputError(with({"--set", "zero_stage=5"}), {"zero_stage"}));
   EXPECT_TRUE(IsInputError(with({"--set", "seq_len=2048"}), {"--seq-len", "seq_len"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp32"}), {"dtype", "no peak"}));
@@ -108,6 +111,11 @@ TEST_F(CliPlanTest, FixedExpertFoldIsKept) {
   }
   const CliResult unset = plan("");
   EXPECT_EQ(unset.exit_code, 0) << unset.err;
+  // The header names an empty fold as unset, not as JSON's null.
+  const CliResult text = RunShardsim({"plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "256K", "--seq-len",
+                                      "8192", "--set", "expert_axes="});
+  EXPECT_NE(text.out.find("expert_axes=unset"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("null"), std::string::npos) << text.out;
   const json unset_out = json::parse(unset.out);  // kept alive: the loop reads into it
   for (const json& p : unset_out["plans"]) EXPECT_FALSE(p["plan"].contains("expert_axes"));
 }

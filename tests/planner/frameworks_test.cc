@@ -227,6 +227,20 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), piped).empty());
   piped.pipeline_buffers = "keep-outputs";
   EXPECT_TRUE(Names(Framework::kTorchtitan, piped, "pipeline_buffers keep-outputs: torchtitan's pipeline stages keep a receive buffer per micro-batch"));
+  // Tensor overlap's scope: Megatron-core's userbuffers hide every region's collectives, torch's
+  // micro-pipeline TP (torchtitan's async TP) only reductions of one product's output; set only
+  // where tensor overlap is on, and the other value named as a gap.
+  PlanSpec async_tp = sp;
+  async_tp.overlap.tensor = true;
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, async_tp).tensor_overlap_scope, "all");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, async_tp).tensor_overlap_scope, "single-product");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, async_tp).tensor_overlap_scope, "");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, sp).tensor_overlap_scope, "");  // no tensor overlap
+  async_tp.tensor_overlap_scope = "single-product";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, async_tp, "tensor_overlap_scope single-product: megatron-core's tensor overlap hides every region's"));
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), async_tp).empty());
+  async_tp.tensor_overlap_scope = "all";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, async_tp, "tensor_overlap_scope all: torchtitan's tensor overlap leaves reductions of summed products"));
   // Hybrid models with Mamba-2 mixers: Megatron-core trains them (pretrain_mamba.py), the others
   // have no state-space layers.
   const ModelSpec nano = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;

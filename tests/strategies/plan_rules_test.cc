@@ -58,6 +58,9 @@ TEST(ValidatePlanTest, ExpertAxesFoldExpertsOverOtherRanks) {
   EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("'pipeline' is not an axis experts can be split over"), std::string::npos);
   folded["expert_axes"] = {"context", "context"};
   EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("listed twice"), std::string::npos);
+  folded["expert_axes"] = "context";  // a string where a list belongs: the list it meant
+  EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("got the string \"context\""), std::string::npos);
+  EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("write [\"context\"]"), std::string::npos);
 }
 
 // Ring attention over local layers is not modelled: context > 1 is refused while the window is

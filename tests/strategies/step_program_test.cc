@@ -152,6 +152,42 @@ TEST(StepProgramTest, TensorCollectivesOverlapTheirOwnProduct) {
   EXPECT_EQ((blocking.at({ops::Grad(ops::Regather(ops::kTensorEnterAttention)), backward})), ops::Dgrad(ops::kQkv));
 }
 
+// Under tensor_overlap_scope single-product (torch's micro-pipeline TP over torchtitan's separate
+// projections) the backward reductions of the attention's input gradient (Q, K, V) and a gated
+// MLP's (gate, up) run blocking; every other tensor collective keeps overlap.tensor, and a GELU
+// MLP's single up projection hides its reduction. The bytes and the order do not change.
+TEST(StepProgramTest, SingleProductScopeBlocksSummedReductions) {
+  PlanSpec p = Plan(1, 4, 1, 4, 2048);
+  p.sequence_parallel = true;
+  p.overlap.tensor = true;
+  auto tensor_ops = [&](const ModelSpec& m, const PlanSpec& plan) {
+    std::vector<std::pair<std::string, bool>> out;
+    const StepProgram program = BuildStep(m, plan);  // kept alive: the loop reads its layer
+    for (const Op& op : program.Layer(LayerKind::kDense).ops) {
+      if (op.is_comm() && op.stream == Stream::kTensor && !ops::IsRegather(op.name)) out.emplace_back(op.name, op.overlapped);
+    }
+    return out;
+  };
+  for (const char* preset : {"llama3-8b", "gpt3-175b"}) {
+    const ModelSpec m = FindModelPreset(preset)->spec;
+    const bool gated = m.mlp == MlpKind::kSwiGlu;
+    const auto all = tensor_ops(m, p);
+    PlanSpec single = p;
+    single.tensor_overlap_scope = "single-product";
+    const auto scoped = tensor_ops(m, single);
+    ASSERT_EQ(all.size(), scoped.size()) << preset;
+    int blocking = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(all[i].first, scoped[i].first) << preset;
+      EXPECT_TRUE(all[i].second) << preset << " " << all[i].first;
+      const bool summed = all[i].first == ops::Grad(ops::kTensorEnterAttention) || (gated && all[i].first == ops::Grad(ops::TensorEnter(ops::kMlp)));
+      EXPECT_EQ(scoped[i].second, !summed) << preset << " " << all[i].first;
+      blocking += scoped[i].second ? 0 : 1;
+    }
+    EXPECT_EQ(blocking, gated ? 2 : 1) << preset;
+  }
+}
+
 TEST(StepProgramTest, ExpertAllToAllMovesTheRoutedTokens) {
   const ModelSpec m = FindModelPreset("mixtral-8x7b")->spec;
   PlanSpec p = Plan(2, 1, 1, 16, 4096);
