@@ -10,14 +10,21 @@ std::string MeshText(const PlanSpec& p) {
     text += (text.empty() ? "" : " ") + std::string(AxisFacts(axis).letter) + std::to_string(p.mesh.Size(axis));
   }
   if (text.empty()) return "1";
-  return UsesDefaultMeshOrder(p) ? text : text + "*";
+  if (!UsesDefaultMeshOrder(p)) text += "*";
+  // An expert fold: the letters of the axes the experts are split over.
+  if (!p.expert_axes.empty()) {
+    text += " e:";
+    for (const std::string& axis : ExpertAxes(p)) text += AxisFacts(axis).letter;
+  }
+  return text;
 }
 
 std::string MeshLegend() {
   std::string letters, order;
   for (const MeshAxisFacts& axis : kMeshAxes) letters += (letters.empty() ? "" : ", ") + std::string(axis.letter) + " " + std::string(axis.name);
   for (const std::string& axis : DefaultMeshOrder()) order += (order.empty() ? "" : " ") + std::string(AxisFacts(axis).letter);
-  return "mesh: " + letters + ", outermost (slowest links) first; * a layout other than the default " + order;
+  return "mesh: " + letters + ", outermost (slowest links) first; * a layout other than the default " + order +
+         "; e:tc experts folded over those axes (expert_axes)";
 }
 
 std::string ZeroText(const PlanSpec& p) {

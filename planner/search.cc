@@ -203,12 +203,50 @@ bool FrameworkCouldRun(const ModelSpec& m, const ClusterSpec& c, const SearchOpt
 }
 
 
+void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
+                const PlanSpec& base, Worker& w);
+
+// The expert folds tried on a mesh (expert_axes; MoE models only): unset, then the mesh's
+// expert axis (where it has one) with the tensor ranks, the context ranks or both, as
+// Megatron-core's MoE parallel folding lays expert parallelism over them, each whose degree
+// divides the experts. A fold over data is the mesh's expert axis under another name, not tried.
+// Only the fixed fold when the constraints fix it; none for a framework that does not fold.
+std::vector<std::vector<std::string>> Folds(const ModelSpec& m, const MeshShape& mesh, const SearchOptions& o) {
+  if (o.constraints.Fixes("expert_axes")) return {o.constraints.values.expert_axes};
+  std::vector<std::vector<std::string>> folds = {{}};
+  if (!m.moe || (o.framework && !FactsOf(*o.framework).moe_folding)) return folds;  // a framework that does not fold: none
+  const int64_t experts = m.moe->num_experts;
+  // The widest fold whose degree divides the experts: over tensor and context, else the larger.
+  for (const std::vector<std::string>& over : {std::vector<std::string>{"tensor", "context"}, {"tensor"}, {"context"}}) {
+    std::vector<std::string> axes = over;
+    int64_t degree = 1;
+    bool used = true;
+    for (const std::string& axis : over) used = used && mesh.Size(axis) > 1, degree *= mesh.Size(axis);
+    if (mesh.expert > 1) axes.push_back("expert"), degree *= mesh.expert;
+    if (used && experts % degree == 0) {
+      folds.push_back(axes);
+      break;
+    }
+  }
+  return folds;
+}
+
 void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
                 const Job& job, Worker& w) {
-  const PlanConstraints& fixed = o.constraints;
   const MeshShape& mesh = job.mesh;
-  const PlanSpec base = BasePlan(c, o, job);
-  const std::string family = Family(mesh);
+  for (const std::vector<std::string>& fold : Folds(m, mesh, o)) {
+    PlanSpec base = BasePlan(c, o, job);
+    base.expert_axes = fold;
+    SearchFold(m, c, graph, shared, o, base, w);
+  }
+}
+
+// Every plan of one mesh, layout and expert fold (`base`).
+void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
+                const PlanSpec& base, Worker& w) {
+  const PlanConstraints& fixed = o.constraints;
+  const MeshShape& mesh = base.mesh;
+  const std::string family = Family(base);
   const int64_t per_replica = base.global_batch_size / BatchReplicas(mesh);
   const double limit = o.max_memory_bytes;
   // Groups of one axis are alike on regular fabrics: cost the first, the middle and the last.
@@ -398,14 +436,15 @@ void RunJobs(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster
 
 }  // namespace
 
-std::string Family(const MeshShape& mesh) {
+std::string Family(const PlanSpec& plan) {
+  const MeshShape& mesh = plan.mesh;
   const std::string d = DescribeMesh(mesh);
   if (d == "(all axes 1)") return "single device";
   std::string family;
   for (const std::string& axis : MeshAxisNames()) {
     if (mesh.Size(axis) > 1) family += (family.empty() ? "" : " x ") + axis;
   }
-  return family;
+  return family + ExpertAxesNote(plan);
 }
 
 SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& options) {

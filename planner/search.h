@@ -82,7 +82,8 @@ struct SearchResult {
 // constraints. An empty `best` means nothing fits: see nearest_misses.
 SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options);
 
-// "data x tensor x pipeline" (the axes of size > 1), or "single device".
-std::string Family(const MeshShape& mesh);
+// "data x tensor x pipeline" (the axes of size > 1), or "single device", with the plan's expert
+// fold where it sets one (ExpertAxesNote).
+std::string Family(const PlanSpec& plan);
 
 }  // namespace shardsim::planner

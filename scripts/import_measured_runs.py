@@ -259,7 +259,7 @@ def plan_of(row, assumed):
             yaml, ep = AUTOMODEL_EP[row["id"]]
             assumed.append(f"expert parallelism {ep}: ep_size in {yaml} at the source's commit (the table leaves EP blank)")
         if ep > 1:
-            assumed.append(f"expert parallelism {ep} laid over the FSDP ranks: mesh fsdp {fsdp // ep} x expert {ep} (shardsim has no MoE parallel folding yet)")
+            assumed.append(f"expert parallelism {ep} laid over the FSDP ranks: mesh fsdp {fsdp // ep} x expert {ep} (its FSDP2 shards the dense weights over all of these ranks: the expert axis is one of their ZeRO-3 replica axes)")
         mesh.update(fsdp=fsdp // ep, expert=ep, data=dp // fsdp)
         plan["zero_stage"] = 3
         plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)

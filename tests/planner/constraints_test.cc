@@ -3,6 +3,7 @@
 // when nothing does.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/cluster_presets.h"
@@ -12,6 +13,7 @@
 #include "planner/constraints.h"
 #include "planner/min_devices.h"
 #include "planner/search.h"
+#include "strategies/plan_rules.h"
 
 namespace shardsim::planner {
 namespace {
@@ -126,6 +128,48 @@ TEST(ConstraintsTest, FrameworkSearchOnlyFindsWhatItRuns) {
     for (const RankedPlan& p : r.best) EXPECT_TRUE(FrameworkGaps(fw, Model("llama3-70b"), p.plan).empty()) << FrameworkName(fw);
     for (const RankedPlan& p : r.pareto) EXPECT_TRUE(FrameworkGaps(fw, Model("llama3-70b"), p.plan).empty()) << FrameworkName(fw);
   }
+}
+
+// MoE parallel folding is searched: with tensor 8 fixed, Mixtral's best plans split their
+// experts over the tensor ranks (whole experts per rank), a fold the plan rules accept; a dense
+// model, a fixed empty fold and a framework that does not fold get none; Megatron-core, which
+// folds, picks a folded plan too.
+TEST(ConstraintsTest, ExpertFoldsAreSearched) {
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:64", "--cluster");
+  const ModelSpec mixtral = Model("mixtral-8x7b");
+  auto search = [&](std::vector<std::string> fixed, std::optional<Framework> fw = std::nullopt) {
+    SearchOptions o = Options(4 << 20, 4096);
+    fixed.push_back("mesh.tensor=8");
+    fixed.push_back("mesh.pipeline=1");
+    o.constraints = Fixed(fixed);
+    o.framework = fw;
+    return Search(mixtral, cluster, o);
+  };
+  auto folded = [](const SearchResult& r) {
+    int n = 0;
+    for (const auto* list : {&r.best, &r.pareto, &r.family_best}) {
+      for (const RankedPlan& p : *list) n += p.plan.expert_axes.empty() ? 0 : 1;
+    }
+    return n;
+  };
+  const SearchResult open = search({});
+  ASSERT_FALSE(open.best.empty());
+  EXPECT_GT(folded(open), 0);
+  for (const RankedPlan& p : open.pareto) {
+    EXPECT_FALSE(strategies::CheckPlan(p.plan, mixtral, 64, cluster.name)) << DescribeMesh(p.plan.mesh);
+    if (!p.plan.expert_axes.empty()) EXPECT_NE(p.family.find("(expert_axes)"), std::string::npos) << p.family;
+  }
+  EXPECT_FALSE(open.best.front().plan.expert_axes.empty()) << DescribeMesh(open.best.front().plan.mesh);
+  const SearchResult unfolded = search({"expert_axes="});
+  EXPECT_EQ(folded(unfolded), 0);
+  EXPECT_LE(unfolded.best.front().report.tokens_per_s, open.best.front().report.tokens_per_s);
+  EXPECT_EQ(folded(search({}, Framework::kTorchtitan)), 0);
+  const SearchResult megatron = search({}, Framework::kMegatronCore);
+  ASSERT_FALSE(megatron.best.empty());
+  EXPECT_FALSE(megatron.best.front().plan.expert_axes.empty());
+  SearchOptions dense = Options(4 << 20, 4096);
+  dense.constraints = Fixed({"mesh.tensor=8", "mesh.pipeline=1"});
+  EXPECT_EQ(folded(Search(Model("llama3-8b"), cluster, dense)), 0);
 }
 
 // 80 layers on 3 stages (27, 27, 26) x tensor 4 x fsdp 512 on the largest v5p slice: the search
