@@ -102,7 +102,9 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   if (plan.mesh.tensor > 1 && plan.overlap.tensor && plan.tensor_overlap_scope == "single-product") {
     out << "  tensor      overlap hides each collective under its own product but the backward reductions of the attention's and a gated "
-           "MLP's input gradients, sums of several products, which run blocking (tensor_overlap_scope single-product"
+           "MLP's input gradients, sums of several products,"
+        << (model.moe && ExpertTensorDegree(plan) > 1 ? " and the collectives of the experts split over tensor (grouped products)," : "")
+        << " which run blocking (tensor_overlap_scope single-product"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
   if (rows) {

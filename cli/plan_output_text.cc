@@ -171,7 +171,11 @@ void PrintPlans(const PlanFindings& f, const Writer& w) {
     for (size_t i = 0; i < r.best.size(); ++i) limits += (limits.empty() ? "" : "; ") + std::to_string(i + 1) + " " + r.best[i].report.why;
     w.Line("limited by: " + limits, "  ", "    ");
   }
-  w.Line(MeshLegend() + ". ZeRO: the stage (the axes it shards over; - none: fsdp shards by itself; rg / kg: sharded parameters re-gathered for "
+  bool folds = false;
+  for (const auto* list : {&r.best, &r.pareto, &r.family_best}) {
+    for (const planner::RankedPlan& p : *list) folds = folds || !p.plan.expert_axes.empty();
+  }
+  w.Line(MeshLegend(folds) + ". ZeRO: the stage (the axes it shards over; - none: fsdp shards by itself; rg / kg: sharded parameters re-gathered for "
              "the backward / kept gathered, not the default for this pipeline depth). dtype " + r.best.front().plan.dtype + ".", "  ",
          "  ");
   if (f.options.train_tokens > 0) {

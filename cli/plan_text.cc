@@ -1,5 +1,7 @@
 #include "cli/plan_text.h"
 
+#include <algorithm>
+
 #include "strategies/data_parallel.h"
 
 namespace shardsim::cli {
@@ -11,20 +13,23 @@ std::string MeshText(const PlanSpec& p) {
   }
   if (text.empty()) return "1";
   if (!UsesDefaultMeshOrder(p)) text += "*";
-  // An expert fold: the letters of the axes the experts are split over.
+  // An expert fold: the letters of the axes the routed experts are split over, in the mesh's order.
   if (!p.expert_axes.empty()) {
-    text += " e:";
-    for (const std::string& axis : ExpertAxes(p)) text += AxisFacts(axis).letter;
+    const std::vector<std::string> fold = ExpertAxes(p);
+    text += " E:";
+    for (const std::string& axis : UsedMeshOrder(p)) {
+      if (std::find(fold.begin(), fold.end(), axis) != fold.end()) text += AxisFacts(axis).letter;
+    }
   }
   return text;
 }
 
-std::string MeshLegend() {
+std::string MeshLegend(bool folds) {
   std::string letters, order;
   for (const MeshAxisFacts& axis : kMeshAxes) letters += (letters.empty() ? "" : ", ") + std::string(axis.letter) + " " + std::string(axis.name);
   for (const std::string& axis : DefaultMeshOrder()) order += (order.empty() ? "" : " ") + std::string(AxisFacts(axis).letter);
   return "mesh: " + letters + ", outermost (slowest links) first; * a layout other than the default " + order +
-         "; e:tc experts folded over those axes (expert_axes)";
+         (folds ? "; E:ct the routed experts split over those axes (expert_axes, MoE parallel folding)" : "");
 }
 
 std::string ZeroText(const PlanSpec& p) {

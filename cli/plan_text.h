@@ -9,10 +9,11 @@
 namespace shardsim::cli {
 
 // "p2 d2 f8 t2": each axis of size > 1 as its letter and degree (core/mesh_axes.h), outermost
-// first, with "*" after it when the layout is not the default order; "1" on one device.
+// first, with "*" after it when the layout is not the default order, and " E:ct" when the
+// routed experts are folded over those axes (expert_axes); "1" on one device.
 std::string MeshText(const PlanSpec& plan);
-// What the letters and the "*" mean, in a line.
-std::string MeshLegend();
+// What the letters, the "*" and (where `folds`: a fold is shown) "E:" mean, in a line.
+std::string MeshLegend(bool folds);
 
 // "1 (d,c)": the ZeRO stage and the axes it shards over (the replica axes of the dense
 // parameters); "-" when the plan has no such axis (fsdp shards by itself); " rg" / " kg" added

@@ -135,7 +135,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   if (r.Has("expert_axes")) {
     if (const json& raw = r.Raw("expert_axes"); raw.is_string()) {
       r.Fail("expert_axes", "expected a list of axes, got the string \"" + raw.get<std::string>() + "\"", "a list of " + JoinNames(ExpertAxisNames()),
-             "write [\"" + raw.get<std::string>() + "\"]");
+             "write " + json(Split(raw.get<std::string>(), ',')).dump());
     }
     p.expert_axes = r.StringList("expert_axes");
     for (size_t i = 0; i < p.expert_axes.size(); ++i) {
@@ -199,8 +199,8 @@ void ApplyPlanOverride(json& plan, const std::string& assignment) {
     throw InputError(where, "unknown plan key '" + key + "'" + (s.empty() ? "" : "; " + s), JoinNames(keys));
   }
   json value;
-  if (key == "mesh_order" || key == "expert_axes") {
-    value = text.empty() ? json::array() : json(Split(text, ','));
+  if ((key == "mesh_order" || key == "expert_axes") && (text.empty() || text.front() != '[')) {
+    value = text.empty() ? json::array() : json(Split(text, ','));  // a,b,c; a JSON list ([...]) below
   } else {
     try {
       value = ParseJsonText(text, where);  // bounded like a file: no deep nesting, no 1e999

@@ -224,7 +224,9 @@ const std::vector<std::string>& TensorOverlapScopeNames();
 // Whether the backward reduce-scatter (or all-reduce) of a tensor-parallel region's input
 // gradient hides under the products that make it: overlap.tensor, except under
 // tensor_overlap_scope single-product where `several_products` (products reading the region's
-// input, their gradients summed before the reduction) run in the framework's modules.
+// input, their gradients summed before the reduction, or grouped expert products, which torch's
+// pass fuses with no collective at all) run in the framework's modules. Unfused, a collective is
+// still issued asynchronously; with nothing independent to run beside it, it is costed blocking.
 bool HidesRegionReduceScatter(const PlanSpec& plan, bool several_products);
 // pipeline_buffers' values: "per-transfer", "per-microbatch", "keep-outputs".
 const std::vector<std::string>& PipelineBuffersNames();

@@ -116,9 +116,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // torch.empty for that transfer; schedules.py deallocate_output_tensor frees a stage's
         // output once sent (deallocate_pipeline_outputs, which training/argument_utils.py sets).
         .pipeline_buffers = "per-transfer",
-        // --tp-comm-overlap: Transformer Engine's userbuffers overlap each region's all-gather and
-        // reduce-scatter (forward and backward, ub_overlap_rs_dgrad) with its GEMM; linear_qkv
-        // and linear_fc1 (gate and up) are one product each.
+        // --tp-comm-overlap: Transformer Engine's userbuffers pipeline each forward all-gather and
+        // reduce-scatter with its GEMM (tp_comm_overlap_ag / _rs, model_parallel_config.py) and run
+        // the backward's in bulk beside the other gradient GEMM (tp_comm_bulk_dgrad / _wgrad;
+        // tp_comm_overlap_rs_dgrad is off); linear_qkv and linear_fc1 (gate and up) are one
+        // product each, so no region's collective is left out.
         .tensor_overlap_scope = "all",
         .mtp_setting = "--mtp-num-layers",
     },
@@ -376,7 +378,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // runtime/pipe/engine.py keeps num_pipe_buffers() sets of inputs and outputs, one per
         // micro-batch in flight: neither of shardsim's torch-pipelining values; not profiled.
         .pipeline_buffers = "",
-        .tensor_overlap_scope = "",  // AutoTP has no sequence parallelism
+        .tensor_overlap_scope = "",  // not profiled (tensor_parallel.tp_overlap_comm)
         .mtp_setting = "",
     },
 }};

@@ -206,38 +206,63 @@ bool FrameworkCouldRun(const ModelSpec& m, const ClusterSpec& c, const SearchOpt
 void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
                 const PlanSpec& base, Worker& w);
 
-// The expert folds tried on a mesh (expert_axes; MoE models only): unset, then the mesh's
-// expert axis (where it has one) with the tensor ranks, the context ranks or both, as
-// Megatron-core's MoE parallel folding lays expert parallelism over them, each whose degree
-// divides the experts. A fold over data is the mesh's expert axis under another name, not tried.
-// Only the fixed fold when the constraints fix it; none for a framework that does not fold.
-std::vector<std::vector<std::string>> Folds(const ModelSpec& m, const MeshShape& mesh, const SearchOptions& o) {
+// How far `plan` is from running: a broken plan rule counts more than all framework gaps, then
+// the framework's gaps (none without a framework).
+size_t Refusals(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o, const PlanSpec& plan) {
+  if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name)) return 1000;
+  return o.framework ? FrameworkGaps(*o.framework, m, AsFrameworkRuns(*o.framework, plan)).size() : 0;
+}
+
+// The expert folds tried on a mesh (expert_axes; MoE models only): unset, and the widest fold
+// of the mesh's expert axis (where it has one) with its tensor and context ranks, as
+// Megatron-core's MoE parallel folding lays expert parallelism over them: over tensor x context,
+// else tensor, else context, among those whose degree divides the experts the first that the
+// plan rules and the framework (if any) accept, else the first no worse than no fold (a fold
+// of its own refused: over tensor without sequence parallelism, Megatron-core's experts
+// leaving out the context ranks). A fold over data is the mesh's expert axis under another name,
+// not tried. Only the fixed fold when the constraints fix it; none for a framework that does not
+// fold.
+std::vector<std::vector<std::string>> Folds(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o, const PlanSpec& base) {
   if (o.constraints.Fixes("expert_axes")) return {o.constraints.values.expert_axes};
   std::vector<std::vector<std::string>> folds = {{}};
-  if (!m.moe || (o.framework && !FactsOf(*o.framework).moe_folding)) return folds;  // a framework that does not fold: none
-  const int64_t experts = m.moe->num_experts;
-  // The widest fold whose degree divides the experts: over tensor and context, else the larger.
+  if (!m.moe || (o.framework && !FactsOf(*o.framework).moe_folding)) return folds;
+  const MeshShape& mesh = base.mesh;
+  const size_t unfolded = Refusals(m, c, o, base);
+  std::optional<std::vector<std::string>> fallback;
   for (const std::vector<std::string>& over : {std::vector<std::string>{"tensor", "context"}, {"tensor"}, {"context"}}) {
     std::vector<std::string> axes = over;
     int64_t degree = 1;
     bool used = true;
-    for (const std::string& axis : over) used = used && mesh.Size(axis) > 1, degree *= mesh.Size(axis);
-    if (mesh.expert > 1) axes.push_back("expert"), degree *= mesh.expert;
-    if (used && experts % degree == 0) {
-      folds.push_back(axes);
-      break;
+    for (const std::string& axis : over) {
+      used = used && mesh.Size(axis) > 1;
+      degree *= mesh.Size(axis);
     }
+    if (!used) continue;
+    if (mesh.expert > 1) {
+      axes.push_back("expert");
+      degree *= mesh.expert;
+    }
+    if (m.moe->num_experts % degree != 0) continue;
+    PlanSpec folded = base;
+    folded.expert_axes = axes;
+    const size_t refusals = Refusals(m, c, o, folded);
+    if (refusals == 0) {
+      folds.push_back(axes);
+      return folds;
+    }
+    if (!fallback && refusals <= unfolded) fallback = axes;
   }
+  if (fallback) folds.push_back(*fallback);
   return folds;
 }
 
 void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
                 const Job& job, Worker& w) {
-  const MeshShape& mesh = job.mesh;
-  for (const std::vector<std::string>& fold : Folds(m, mesh, o)) {
-    PlanSpec base = BasePlan(c, o, job);
-    base.expert_axes = fold;
-    SearchFold(m, c, graph, shared, o, base, w);
+  const PlanSpec base = BasePlan(c, o, job);
+  for (const std::vector<std::string>& fold : Folds(m, c, o, base)) {
+    PlanSpec folded = base;
+    folded.expert_axes = fold;
+    SearchFold(m, c, graph, shared, o, folded, w);
   }
 }
 

@@ -63,8 +63,9 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const int64_t rows = routed * te / t;
   const double rows_bytes = routed_bytes * static_cast<double>(te) / static_cast<double>(t);
   if (te > 1) {
+    // Grouped products (one per local expert): several, as HidesRegionReduceScatter counts them.
     layer.Collective(ops::kTensorEnterExperts, Stream::kTensor, {"tensor"}, to_experts_t, CollectiveOp::kAllGather, rows_bytes,
-                     CollectiveOp::kReduceScatter, plan.overlap.tensor);
+                     CollectiveOp::kReduceScatter, HidesRegionReduceScatter(plan, /*several_products=*/true));
   }
   const int64_t local = TensorShard(moe.expert_ffn_hidden_size, te);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
@@ -76,7 +77,7 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   layer.Elementwise(ops::kExpertsUnsort, 2 * rows_bytes, 1.0);
   if (te > 1) {
     layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, rows_bytes, CollectiveOp::kReduceScatter, to_experts_t,
-                     CollectiveOp::kAllGather, plan.overlap.tensor);
+                     CollectiveOp::kAllGather, HidesRegionReduceScatter(plan, /*several_products=*/true));
   }
   if (!expert_axes.empty()) {
     layer.Collective(ops::kExpertCombine, Stream::kExpert, expert_axes, from_experts, CollectiveOp::kAllToAll, to_experts, CollectiveOp::kAllToAll,

@@ -111,7 +111,8 @@ void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const int64_t local = Div(width, t);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
   if (standalone) layer.Elementwise(ops::BlockNorm(name), 2 * ActivationBytes(s, d));
-  AppendTensorEnter(layer, plan, ops::TensorEnter(name), d, /*several_products=*/gated);  // gate and up
+  // Gate and up read the input, and beside routed experts the router does too.
+  AppendTensorEnter(layer, plan, ops::TensorEnter(name), d, /*several_products=*/gated || !standalone);
   // The MoE layer's shared experts keep their gathered input (moe_layer.h).
   if (standalone) AppendTensorRegather(layer, plan, ops::TensorEnter(name), d);
   layer.Matmul(ops::BlockUp(name), tokens, d, (gated ? 2 : 1) * local);

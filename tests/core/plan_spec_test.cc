@@ -117,6 +117,14 @@ TEST(PlanJsonTest, OverridesApplyInOrder) {
   EXPECT_EQ(p.pipeline_schedule, "interleaved-1f1b");
   EXPECT_TRUE(p.sequence_parallel);
   EXPECT_EQ(p.mesh_order.front(), "data");
+  // A list field takes a,b or a JSON list, [] being the empty one.
+  json lists = plan;
+  ApplyPlanOverride(lists, "expert_axes=[\"tensor\",\"expert\"]");
+  EXPECT_EQ(lists["expert_axes"], json::array({"tensor", "expert"}));
+  ApplyPlanOverride(lists, "expert_axes=[]");
+  EXPECT_EQ(lists["expert_axes"], json::array());
+  ApplyPlanOverride(lists, "expert_axes=tensor,expert");
+  EXPECT_EQ(lists["expert_axes"], json::array({"tensor", "expert"}));
   try {
     ApplyPlanOverride(plan, "mesh.tensr=2");
     FAIL();

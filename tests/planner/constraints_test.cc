@@ -161,12 +161,21 @@ TEST(ConstraintsTest, ExpertFoldsAreSearched) {
   }
   EXPECT_FALSE(open.best.front().plan.expert_axes.empty()) << DescribeMesh(open.best.front().plan.mesh);
   const SearchResult unfolded = search({"expert_axes="});
+  ASSERT_FALSE(unfolded.best.empty());
   EXPECT_EQ(folded(unfolded), 0);
   EXPECT_LE(unfolded.best.front().report.tokens_per_s, open.best.front().report.tokens_per_s);
   EXPECT_EQ(folded(search({}, Framework::kTorchtitan)), 0);
   const SearchResult megatron = search({}, Framework::kMegatronCore);
   ASSERT_FALSE(megatron.best.empty());
   EXPECT_FALSE(megatron.best.front().plan.expert_axes.empty());
+  // Megatron-core's experts must take the context ranks: where the widest dividing fold (tensor
+  // x expert) leaves them out, the search falls through to the one it runs (context x expert).
+  SearchOptions fall = Options(256 << 10, 4096);
+  fall.constraints = Fixed({"mesh.tensor=2", "mesh.context=4", "mesh.expert=2"});
+  fall.framework = Framework::kMegatronCore;
+  const SearchResult through = Search(mixtral, ParseClusterPreset("dgx-h100:16", "--cluster"), fall);
+  ASSERT_FALSE(through.best.empty());
+  EXPECT_EQ(through.best.front().plan.expert_axes, (std::vector<std::string>{"context", "expert"}));
   SearchOptions dense = Options(4 << 20, 4096);
   dense.constraints = Fixed({"mesh.tensor=8", "mesh.pipeline=1"});
   EXPECT_EQ(folded(Search(Model("llama3-8b"), cluster, dense)), 0);

@@ -61,6 +61,8 @@ TEST(ValidatePlanTest, ExpertAxesFoldExpertsOverOtherRanks) {
   folded["expert_axes"] = "context";  // a string where a list belongs: the list it meant
   EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("got the string \"context\""), std::string::npos);
   EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("write [\"context\"]"), std::string::npos);
+  folded["expert_axes"] = "context,expert";  // the list it meant, split at the commas
+  EXPECT_NE(Rejection(folded, "mixtral-8x7b", 16).find("write [\"context\",\"expert\"]"), std::string::npos);
 }
 
 // Ring attention over local layers is not modelled: context > 1 is refused while the window is
