@@ -24,12 +24,11 @@ std::string ExposedLabel(const StepReport& report, const std::string& kind) {
   }
   const size_t space = kind.find(' ');
   if (axes.empty() || space == std::string::npos) return kind;
-  // A stream's collectives over axes not its own (experts folded over context: the expert
-  // all-to-all) keep the stream's name.
+  // The expert stream's collectives over other axes (experts folded over context, the router's
+  // counts reduced over tensor) keep the stream's name, so that they are not read as that axis's
+  // own (the tensor all-reduces of the layers).
   const MeshAxisFacts* stream = FindMeshAxis(kind.substr(0, space));
-  if (stream && stream->axis == MeshAxis::kExpert && kind.find("all-to-all") != std::string::npos && !used[static_cast<size_t>(stream->axis)]) {
-    return kind + " over " + axes;
-  }
+  if (stream && stream->axis == MeshAxis::kExpert) return axes == stream->name ? kind : kind + " over " + axes;
   return axes + kind.substr(space);
 }
 

@@ -54,6 +54,8 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
   if (KeepsGatheredSequence(a) != KeepsGatheredSequence(b)) return differ("sequence_parallel_inputs");
   if (ParamGatherBytes(a) != ParamGatherBytes(b)) return differ("param_gather_dtype");
   if (ExpertAxes(a) != ExpertAxes(b)) return differ("expert_axes");
+  if (a.mesh.tensor > 1 && HidesRegionReduceScatter(a, true) != HidesRegionReduceScatter(b, true)) return differ("tensor_overlap_scope");
+  if (a.mesh.pipeline > 1 && PipelineBuffersOf(a) != PipelineBuffersOf(b)) return differ("pipeline_buffers");
   if (a.mesh.pipeline > 1) {
     const strategies::Schedule &sa = strategies::ScheduleOf(a), &sb = strategies::ScheduleOf(b);
     if (sa.name() != sb.name())
