@@ -230,21 +230,12 @@ std::vector<std::vector<std::string>> Folds(const ModelSpec& m, const ClusterSpe
   const size_t unfolded = Refusals(m, c, o, base);
   std::optional<std::vector<std::string>> fallback;
   for (const std::vector<std::string>& over : {std::vector<std::string>{"tensor", "context"}, {"tensor"}, {"context"}}) {
+    if (std::any_of(over.begin(), over.end(), [&](const std::string& axis) { return mesh.Size(axis) == 1; })) continue;
     std::vector<std::string> axes = over;
-    int64_t degree = 1;
-    bool used = true;
-    for (const std::string& axis : over) {
-      used = used && mesh.Size(axis) > 1;
-      degree *= mesh.Size(axis);
-    }
-    if (!used) continue;
-    if (mesh.expert > 1) {
-      axes.push_back("expert");
-      degree *= mesh.expert;
-    }
-    if (m.moe->num_experts % degree != 0) continue;
+    if (mesh.expert > 1) axes.push_back("expert");
     PlanSpec folded = base;
     folded.expert_axes = axes;
+    if (m.moe->num_experts % ExpertDegree(folded) != 0) continue;
     const size_t refusals = Refusals(m, c, o, folded);
     if (refusals == 0) {
       folds.push_back(axes);
