@@ -23,6 +23,7 @@
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
 #include "strategies/memory_model.h"
+#include "strategies/state_bytes.h"
 #include "strategies/stage_layout.h"
 
 namespace shardsim::cli {
@@ -92,8 +93,16 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       out << "              MFU under " << plan.framework << "'s FLOP count: " << FormatPercent(own->mfu) << " (" << own->count << "; " << own->source << ")\n";
     }
   }
+  const std::string master = MasterWeightsOf(plan);
   if (!plan.grad_reduce_dtype.empty()) {
-    out << "  gradients   reduced and held in " << plan.grad_reduce_dtype << " (grad_reduce_dtype"
+    const std::string held = master == "fp32-copy" ? plan.grad_reduce_dtype : master;  // a master's own dtype otherwise
+    out << "  gradients   reduced in " << plan.grad_reduce_dtype << " and held in " << held
+        << " (grad_reduce_dtype" << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+  }
+  if (!plan.master_weights.empty()) {
+    const strategies::StateBytes state = strategies::StateBytesOf(plan);
+    out << "  states      " << MasterWeightsPhrase(master) << ": " << FormatFixed(state.params + state.grads + state.optimizer, 0)
+        << " B per parameter before sharding (master_weights " << master
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
   if (KeepsGatheredSequence(plan)) {

@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "expert_axes", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "context_kv", "framework"};
 }
 
@@ -61,6 +61,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.sequence_parallel_inputs.empty()) j["sequence_parallel_inputs"] = p.sequence_parallel_inputs;
   if (!p.pipeline_buffers.empty()) j["pipeline_buffers"] = p.pipeline_buffers;
   if (!p.tensor_overlap_scope.empty()) j["tensor_overlap_scope"] = p.tensor_overlap_scope;
+  if (!p.master_weights.empty()) j["master_weights"] = p.master_weights;
   if (!p.expert_axes.empty()) j["expert_axes"] = p.expert_axes;
   return j;
 }
@@ -152,6 +153,13 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   }
   if (r.Has("pipeline_buffers")) p.pipeline_buffers = r.EnumOr("pipeline_buffers", "per-transfer", PipelineBuffersNames());
   if (r.Has("tensor_overlap_scope")) p.tensor_overlap_scope = r.EnumOr("tensor_overlap_scope", "all", TensorOverlapScopeNames());
+  if (r.Has("master_weights")) {
+    p.master_weights = r.EnumOr("master_weights", "fp32-copy", MasterWeightsNames());
+    if (p.dtype == "fp32" && p.master_weights != "fp32") {
+      r.Fail("master_weights", "master_weights " + p.master_weights + " with dtype fp32", "fp32 (fp32 training holds fp32 weights, the master itself)",
+             "set master_weights to fp32 or drop it");
+    }
+  }
   if (auto overlap = r.Object("overlap")) {
     for (const MeshAxisFacts& axis : kMeshAxes) {
       bool& on = p.overlap.Overlaps(axis.axis);

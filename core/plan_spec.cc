@@ -211,6 +211,22 @@ const std::vector<std::string>& PipelineBuffersNames() {
   return kNames;
 }
 
+const std::vector<std::string>& MasterWeightsNames() {
+  static const std::vector<std::string> kNames = {"fp32-copy", "fp32", "bf16"};
+  return kNames;
+}
+
+std::string MasterWeightsPhrase(std::string_view master_weights) {
+  if (master_weights == "fp32") return "fp32 weights, their own master, with fp32 gradients and Adam state";
+  if (master_weights == "bf16") return "bf16 weights, gradients and Adam state, no fp32 copy";
+  return "16-bit weights with an fp32 master copy and fp32 Adam state";
+}
+
+std::string MasterWeightsOf(const PlanSpec& p) {
+  if (!p.master_weights.empty()) return p.master_weights;
+  return p.dtype == "fp32" ? "fp32" : "fp32-copy";
+}
+
 const std::vector<std::string>& TensorOverlapScopeNames() {
   static const std::vector<std::string> kNames = {"all", "single-product"};
   return kNames;

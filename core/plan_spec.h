@@ -164,6 +164,16 @@ struct PlanSpec {
   // blocking). Empty: all unless a framework profile sets its own (planner::AsFrameworkRuns). See
   // HidesRegionReduceScatter.
   std::string tensor_overlap_scope;
+  // How parameters and Adam's state are held: "fp32-copy" (16-bit weights with an fp32 master copy,
+  // fp32 Adam m and v, gradients at grad_reduce_dtype's width: Megatron-core's distributed
+  // optimizer, DeepSpeed's ZeRO, the accounting of Rajbhandari et al. 2020, section 3.1), "fp32"
+  // (fp32 weights that are themselves the master, fp32 gradients and Adam state; 16-bit weights
+  // only as the copies cast or gathered for compute: FSDP2's MixedPrecisionPolicy, which torchtitan
+  // runs, torch.autocast, MaxText's weight_dtype float32) or "bf16" (bf16 weights, gradients and
+  // Adam state, no fp32 copy: a model made in bf16, NeMo AutoModel's default torch_dtype). Empty:
+  // fp32-copy (fp32 for fp32 plans) unless a framework profile sets its own
+  // (planner::AsFrameworkRuns). See StateBytesOf (strategies/state_bytes.h).
+  std::string master_weights;
   // The mesh axes the routed experts of MoE layers are split over, the expert all-to-alls' group:
   // "expert" (an axis data parallel for the rest, the default), or folded over ranks the dense
   // layers use otherwise, as Megatron-core's MoE parallel folding lays expert parallelism over
@@ -219,6 +229,13 @@ int64_t ExpertDegree(const PlanSpec& plan);
 int64_t ExpertTensorDegree(const PlanSpec& plan);
 // expert_axes' values: "tensor", "context", "data", "expert".
 const std::vector<std::string>& ExpertAxisNames();
+// master_weights' values: "fp32-copy", "fp32", "bf16".
+const std::vector<std::string>& MasterWeightsNames();
+// The master_weights in effect: the plan's, else fp32 for fp32 plans and fp32-copy for others.
+std::string MasterWeightsOf(const PlanSpec& plan);
+// What a master_weights value holds, in words ("fp32 weights, their own master, with fp32
+// gradients and Adam state"): the one phrase the estimate and the framework gaps print.
+std::string MasterWeightsPhrase(std::string_view master_weights);
 // tensor_overlap_scope's values: "all", "single-product".
 const std::vector<std::string>& TensorOverlapScopeNames();
 // Whether the backward reduce-scatter (or all-reduce) of a tensor-parallel region's input

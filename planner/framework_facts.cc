@@ -123,6 +123,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // product each, so no region's collective is left out.
         .tensor_overlap_scope = "all",
         .mtp_setting = "--mtp-num-layers",
+        // --bf16: the distributed optimizer keeps fp32 main parameters beside the model's bf16
+        // ones (optimizer/distrib_optimizer.py, main_params_dtype fp32 by default), Adam's state
+        // in fp32, gradients in main_grad buffers at the reduction's width.
+        .master_weights = "fp32-copy",
     },
     {
         .framework = Framework::kTorchtitan,
@@ -221,6 +225,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.
         .mtp_setting = "",
+        // The model is made in fp32 and FSDP2's MixedPrecisionPolicy casts to
+        // training.mixed_precision_param (bf16) for compute only (distributed/fsdp.py): the fp32
+        // shards are the master, their gradients fp32, AdamW's state fp32.
+        .master_weights = "fp32",
     },
     {
         .framework = Framework::kMaxText,
@@ -302,6 +310,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .pipeline_buffers = "",          // XLA's buffer assignment decides
         .tensor_overlap_scope = "",      // XLA's collective matmul decides
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
+        // configs/base.yml weight_dtype float32 (dtype bfloat16 is the activations'); optax's
+        // adam keeps mu and nu in the parameters' dtype.
+        .master_weights = "fp32",
     },
     {
         .framework = Framework::kDeepSpeed,
@@ -380,6 +391,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .pipeline_buffers = "",
         .tensor_overlap_scope = "",  // not profiled (tensor_parallel.tp_overlap_comm)
         .mtp_setting = "",
+        // bf16 / fp16 with ZeRO: fp32 partitions of the weights beside the 16-bit model
+        // (runtime/zero/stage_1_and_2.py single_partition_of_fp32_groups, stage3.py
+        // fp32_partitioned_groups_flat), Adam's state in fp32.
+        .master_weights = "fp32-copy",
     },
 }};
 

@@ -126,6 +126,9 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back("tensor_overlap_scope " + p.tensor_overlap_scope + ": " + std::string(f.name) + "'s tensor overlap " +
                    (f.tensor_overlap_scope == "all" ? "hides every region's collectives" : "leaves reductions of summed products blocking"));
   }
+  if (p.dtype != "fp32" && !p.master_weights.empty() && p.master_weights != f.master_weights) {
+    gaps.push_back("master_weights " + p.master_weights + ": " + std::string(f.name) + " holds " + MasterWeightsPhrase(f.master_weights));
+  }
   if (p.param_gather_dtype == "fp8" && !f.fp8_param_gather) {
     gaps.push_back("FP8 parameter gathers (param_gather_dtype fp8): " + std::string(f.name) + " gathers 16-bit weights");
   }

@@ -82,6 +82,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
   }
   if (p.pipeline_buffers.empty() && p.mesh.pipeline > 1) p.pipeline_buffers = std::string(facts.pipeline_buffers);
   if (p.tensor_overlap_scope.empty() && p.mesh.tensor > 1 && p.overlap.tensor) p.tensor_overlap_scope = std::string(facts.tensor_overlap_scope);
+  if (p.master_weights.empty() && p.dtype != "fp32") p.master_weights = std::string(facts.master_weights);
   return p;
 }
 

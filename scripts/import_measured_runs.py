@@ -186,11 +186,32 @@ def dtype_of(row):
 # Expert parallelism of AutoModel's benchmark rows whose table leaves EP blank: ep_size in the
 # configuration each row cites (docs/performance-summary.mdx lists them) at the commit the rows
 # cite (NVIDIA-NeMo/Automodel@36044ad); their "Kernel Optimizations" name DeepEP, an expert-parallel
-# dispatcher. (Their activation_checkpointing is not taken: the yamls' batch sizes have moved from
-# the table's, and with it set, as several are, the runs would take 23-72% longer than measured.)
+# dispatcher.
 AUTOMODEL_EP = {
     "automodel-h100-gpt_oss_20b-8gpu": ("examples/llm_benchmark/gpt_oss/gptoss_20b_te_deepep.yaml", 8),
     "automodel-h100-gpt_oss_120b-64gpu": ("examples/llm_benchmark/gpt_oss/gptoss_120b_te_deepep.yaml", 64),
+}
+
+# Activation checkpointing of AutoModel's rows, which the table does not publish: `distributed.
+# activation_checkpointing` in each row's benchmark configuration (examples/llm_benchmark/ at
+# NVIDIA-NeMo/Automodel@36044ad, the rows' commit; the page links one per model, the Nemotron V3
+# Super / Nano and the 1,024-GPU DeepSeek-V3 rows have their own files there): true, false, or
+# None where unset, which means false (components/distributed/config.py). `true` checkpoints whole decoder blocks, keeping only
+# the router's projection and top-k (components/moe/parallelizer.py apply_ac), or each block's
+# attention and MLP for dense models: full recomputation. The configurations' batch sizes have
+# moved from the table's; their checkpointing is what lets the rows fit: without it six of them
+# would need 100-375 GiB per 80 GiB H100 (bf16 weights and Adam state, master_weights below).
+AUTOMODEL_AC = {
+    "automodel-h100-nemotron_3_super-64gpu": ("nemotron/nemotron_super_v3_te_deepep.yaml", True),
+    "automodel-h100-nemotron_3_nano-8gpu": ("nemotron/nemotron_nano_v3_te_deepep.yaml", True),
+    "automodel-h100-nemotron_3_ultra-128gpu": ("nemotron/nemotron_ultra_v3_te_deepep.yaml", True),
+    "automodel-h100-deepseek_v3-1024gpu": ("deepseek/deepseek_v3_te_deepep_1024.yaml", None),
+    "automodel-h100-deepseek_v3-256gpu": ("deepseek/deepseek_v3_te_deepep.yaml", True),
+    "automodel-h100-kimi_k2-256gpu": ("kimi/kimi_k2_te_deepep.yaml", True),
+    "automodel-h100-qwen3_30b_a3b-8gpu": ("qwen/qwen3_moe_30b_te_deepep.yaml", True),
+    "automodel-h100-gpt_oss_20b-8gpu": ("gpt_oss/gptoss_20b_te_deepep.yaml", None),
+    "automodel-h100-gpt_oss_120b-64gpu": ("gpt_oss/gptoss_120b_te_deepep.yaml", False),
+    "automodel-h100-llama31_70b-64gpu": ("llama3_3/custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml", True),
 }
 
 # Model types importable only after the split was drawn: their rows are test rows, so adding them
@@ -232,6 +253,9 @@ def plan_of(row, assumed):
         mesh["fsdp" if par["fsdp_published"] == "FULL_SHARD" else "data"] = dp
         plan["zero_stage"] = 3 if par["fsdp_published"] == "FULL_SHARD" else 2
         plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
+        # Composer's amp_bf16 is torch.autocast over fp32 weights: FSDP shards the fp32 weights
+        # (their own master), their fp32 gradients and AdamW's fp32 state.
+        plan["master_weights"] = "fp32"
         framework = "pytorch-fsdp"
     elif fam == "torchtitan":
         mesh.update(fsdp=par.get("dp_shard_fsdp") or dp, data=par.get("dp_replicate") or 1)
@@ -262,7 +286,19 @@ def plan_of(row, assumed):
             assumed.append(f"expert parallelism {ep} laid over the FSDP ranks: mesh fsdp {fsdp // ep} x expert {ep} (its FSDP2 shards the dense weights over all of these ranks: the expert axis is one of their ZeRO-3 replica axes)")
         mesh.update(fsdp=fsdp // ep, expert=ep, data=dp // fsdp)
         plan["zero_stage"] = 3
-        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
+        if row["training"]["recompute"] is None and row["id"] in AUTOMODEL_AC:
+            yaml, ac = AUTOMODEL_AC[row["id"]]
+            plan["recompute"] = "full" if ac else "none"
+            assumed.append(f"recompute {plan['recompute']}: activation_checkpointing {dict([(True, 'true'), (False, 'false'), (None, 'unset')])[ac]} in "
+                           f"examples/llm_benchmark/{yaml} at the source's commit (not published in the table)")
+        else:
+            plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
+        # NeMoAutoModelForCausalLM.from_config makes the model in torch_dtype, "auto" meaning
+        # bfloat16 (nemo_automodel/_transformers/auto_model.py), and the benchmark configs set no
+        # other: bf16 weights, FSDP2's reduced gradients cast back to them, torch.optim.Adam's
+        # state in their dtype (components/distributed/config.py: "Pair with model.torch_dtype:
+        # float32 for fp32 optimizer state").
+        plan["master_weights"] = "bf16"
         if ep > 1 and "deepep" in (row["training"].get("kernel_optimizations") or "").lower():
             # DeepEP's normal kernels: each token once per destination node and GPU.
             plan["ep_dispatcher"] = "deepep"

@@ -109,7 +109,7 @@ std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, doub
                            GatheredParamBytes(p, shard, vocab / fsdp), false));
     }
   }
-  ops.push_back(ComputeOp(std::string(ops::kOptimizer), Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, optimizer_params * kOptimizerTrafficBytes));
+  ops.push_back(ComputeOp(std::string(ops::kOptimizer), Phase::kBackwardWeight, ComputeKind::kOptimizer, 0, optimizer_params * StateBytesOf(p).optimizer_traffic));
   return ops;
 }
 

@@ -12,15 +12,11 @@
 namespace shardsim::strategies {
 
 ElementBytes MemoryBytesPerElement(const std::string& dtype) {
-  // fp32 training (what shardsim-runtime does): fp32 weights and gradients, AdamW's m and v in
-  // fp32 and no master copy (the weights are the master); fp32 activations; fp32 logits only.
-  if (dtype == "fp32") return {.params = 4, .grads = 4, .optimizer = 4 + 4, .activations = ActivationBytes(dtype), .logits = 4};
-  // Mixed precision, as ZeRO counts it (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
-  // Toward Training Trillion Parameter Models", section 3.1): 16-bit parameters (2) and gradients
-  // (2), fp32 master weights, momentum and variance (K = 12), the constants the step program's
-  // traffic uses too (state_bytes.h); 16-bit activations (Korthikanti et al. 2022, section 4);
-  // the loss's logits in fp32 beside their 16-bit copy (4 + 2).
-  return {.params = kParamBytes, .grads = kGradBytes, .optimizer = kOptimizerStateBytes, .activations = ActivationBytes(dtype), .logits = 4 + ActivationBytes(dtype)};
+  // fp32 training (what shardsim-runtime does): fp32 activations and logits only. Mixed
+  // precision: 16-bit activations (Korthikanti et al. 2022, section 4); the loss's logits in fp32
+  // beside their 16-bit copy (4 + 2).
+  if (dtype == "fp32") return {.activations = ActivationBytes(dtype), .logits = 4};
+  return {.activations = ActivationBytes(dtype), .logits = 4 + ActivationBytes(dtype)};
 }
 
 LogitBytes LossBytesPerLogit(const PlanSpec& p) {
@@ -187,7 +183,7 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
   const ModelSpec& m = program.model;
   const PlanSpec& p = program.plan;
   const double t = static_cast<double>(p.mesh.tensor);
-  const ElementBytes bytes = MemoryBytesPerElement(p.dtype);
+  const StateBytes bytes = StateBytesOf(p);
   MemoryReport report;
   for (size_t stage_index = 0; stage_index < program.stages.size(); ++stage_index) {
     const Stage& stage = program.stages[stage_index];
@@ -195,9 +191,10 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     const double dense_params = stage.dense_params, expert_params = stage.expert_params;
     const ShardDegrees dense = Sharding(p, ParamKind::kDense), expert = Sharding(p, ParamKind::kExpert);
     b.params = bytes.params * (dense_params / dense.params + expert_params / expert.params);
-    // Gradients are held at the width they are reduced in (Megatron's fp32 main_grad buffers,
-    // FSDP2's fp32 shards under an fp32 reduce dtype): the compute width unless the plan says.
-    b.grads = GradReduceBytes(p) * (dense_params / dense.grads + expert_params / expert.grads);
+    // Gradients are held as master_weights says: at the width they are reduced in beside a
+    // separate master (Megatron's fp32 main_grad buffers), else at the weights' own dtype (FSDP2
+    // casts each reduced shard to it).
+    b.grads = bytes.grads * (dense_params / dense.grads + expert_params / expert.grads);
     b.optimizer = bytes.optimizer * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
     // A layer being recomputed holds what its recomputation rebuilds, once: all it does not keep
@@ -259,7 +256,7 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
       // (FSDP2's FSDPParam.to_accumulated_grad_if_needed upcasts them to its reduce_dtype while
       // gradient sync is off, as pipeline schedules keep it until the last micro-batch).
       if (KeepsGatheredParams(p)) {
-        const double unsharded_grads = program.microbatches > 1 ? GradReduceBytes(p) : bytes.grads;
+        const double unsharded_grads = program.microbatches > 1 ? GradReduceBytes(p) : ComputeElementBytes(p);
         // gathered weights (at the gather's width), unsharded gradients
         b.buffers += GatheredParamBytes(p, stage.params(), stage.vocab_params) + unsharded_grads * stage.params();
       } else if (layers > 0) {

@@ -14,14 +14,14 @@
 
 namespace shardsim::strategies {
 
-// Bytes per element the memory model counts for each kind of state: parameters, gradients and
-// optimizer state per parameter, activations per stored activation element, and logits per
-// logit of the loss.
+// Bytes per element the memory model counts for activations (per stored activation element) and
+// logits (per logit of the loss); parameters, gradients and optimizer state per parameter are
+// StateBytesOf's (strategies/state_bytes.h, by the plan's master_weights).
 struct ElementBytes {
-  double params = 0, grads = 0, optimizer = 0, activations = 0, logits = 0;
+  double activations = 0, logits = 0;
 };
-// The table, by the plan's dtype: "fp32" trains in fp32 (no master copy), any other dtype in
-// mixed precision with fp32 master weights and Adam state (ZeRO's accounting).
+// The table, by the plan's dtype: fp32 activations and logits for "fp32", 16-bit activations and
+// fp32 logits beside their 16-bit copy for any other dtype.
 ElementBytes MemoryBytesPerElement(const std::string& dtype);
 
 // Bytes per logit of the loss: `held` from a micro-batch's forward to its backward, and

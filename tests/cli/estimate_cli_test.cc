@@ -506,5 +506,30 @@ TEST(CliEstimateTest, TensorOverlapScopeIsCheckedAndReported) {
   EXPECT_EQ(with({}).out.find("tensor_overlap_scope"), std::string::npos);
 }
 
+// master_weights: an unknown value, or a 16-bit master under fp32 training, names the field; bf16
+// weights and Adam state hold half of fp32-copy's 16 bytes per parameter, said on a states line.
+TEST(CliEstimateTest, MasterWeightsAreCheckedAndReported) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--set", "mesh.data=1", "--set", "mesh.fsdp=8", "--set", "zero_stage=3", "--set", "global_batch_size=8"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return EstimateLlama8bWith(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "master_weights=fp64"}), {"master_weights", "fp32-copy", "bf16"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp32", "--set", "master_weights=bf16"}), {"master_weights", "dtype fp32"}));
+  json copy, pure;
+  ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &copy));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "master_weights=bf16", "--json"}), &pure));
+  EXPECT_EQ(pure["plan"]["master_weights"], "bf16");
+  const json& a = copy["memory"];
+  const json& b = pure["memory"];
+  const double states_copy = a["params"].get<double>() + a["grads"].get<double>() + a["optimizer"].get<double>();
+  const double states_pure = b["params"].get<double>() + b["grads"].get<double>() + b["optimizer"].get<double>();
+  EXPECT_NEAR(states_pure / states_copy, 0.5, 1e-9);
+  const CliResult text = with({"--set", "master_weights=bf16"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("states      bf16 weights, gradients and Adam state, no fp32 copy: 8 B per parameter"), std::string::npos) << text.out;
+  EXPECT_EQ(with({}).out.find("master_weights"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -83,6 +83,36 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   EXPECT_TRUE(refused(unknown, "fp8"));
 }
 
+// How weights and Adam's state are held: written only when set and read back; unset, fp32-copy
+// (fp32 for fp32 plans); fp32 plans allow only fp32, another value is refused naming the field.
+TEST(PlanJsonTest, MasterWeights) {
+  json plan = BasePlan();
+  EXPECT_EQ(MasterWeightsOf(PlanFromJson(plan, "p.json")), "fp32-copy");
+  EXPECT_FALSE(PlanToJson(PlanFromJson(plan, "p.json")).contains("master_weights"));
+  plan["master_weights"] = "bf16";
+  const PlanSpec p = PlanFromJson(plan, "p.json");
+  EXPECT_EQ(MasterWeightsOf(p), "bf16");
+  EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").master_weights, "bf16");
+  auto refused = [](json bad, const std::string& valid) {
+    try {
+      PlanFromJson(bad, "p.json");
+    } catch (const InputError& e) {
+      return e.valid().find(valid) != std::string::npos && std::string(e.what()).find("master_weights") != std::string::npos;
+    }
+    return false;
+  };
+  json fp32 = plan;
+  fp32["dtype"] = "fp32";
+  EXPECT_TRUE(refused(fp32, "fp32 (fp32 training"));
+  fp32["master_weights"] = "fp32";
+  EXPECT_EQ(PlanFromJson(fp32, "p.json").master_weights, "fp32");
+  fp32.erase("master_weights");
+  EXPECT_EQ(MasterWeightsOf(PlanFromJson(fp32, "p.json")), "fp32");
+  json unknown = plan;
+  unknown["master_weights"] = "fp16";
+  EXPECT_TRUE(refused(unknown, "fp32-copy, fp32, bf16"));
+}
+
 // The expert dispatcher: alltoall or deepep, round-tripped; it deduplicates only where an expert
 // axis runs all-to-alls; another value is refused naming the field and the valid ones.
 TEST(PlanJsonTest, EpDispatcher) {

@@ -241,6 +241,24 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), async_tp).empty());
   async_tp.tensor_overlap_scope = "all";
   EXPECT_TRUE(Names(Framework::kTorchtitan, async_tp, "tensor_overlap_scope all: torchtitan's tensor overlap leaves reductions of summed products"));
+  // How weights and Adam's state are held: Megatron-core's and DeepSpeed's optimizers keep an fp32
+  // copy beside 16-bit weights, FSDP2's fp32 weights (torchtitan) and MaxText's are their own
+  // master; a plan that sets none gets the framework's, fp32 plans stay fp32, another is a gap.
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, sp).master_weights, "fp32-copy");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kDeepSpeed, sp).master_weights, "fp32-copy");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, sp).master_weights, "fp32");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, sp).master_weights, "fp32");
+  PlanSpec fp32 = sp;
+  fp32.dtype = "fp32";
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, fp32).master_weights, "");
+  EXPECT_EQ(MasterWeightsOf(AsFrameworkRuns(Framework::kMegatronCore, fp32)), "fp32");
+  PlanSpec pure = sp;
+  pure.master_weights = "bf16";
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, pure).master_weights, "bf16");  // the plan's stays
+  EXPECT_TRUE(Names(Framework::kTorchtitan, pure, "master_weights bf16: torchtitan holds fp32 weights, their own master"));
+  pure.master_weights = "fp32-copy";
+  EXPECT_FALSE(Names(Framework::kMegatronCore, pure, "master_weights"));
+  EXPECT_TRUE(Names(Framework::kMaxText, pure, "master_weights fp32-copy: maxtext holds fp32 weights"));
   // Hybrid models with Mamba-2 mixers: Megatron-core trains them (pretrain_mamba.py), the others
   // have no state-space layers.
   const ModelSpec nano = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;

@@ -5,6 +5,7 @@
 
 #include "strategies/build_step.h"
 #include "strategies/op_names.h"
+#include "strategies/state_bytes.h"
 #include "tests/strategies/test_models.h"
 
 namespace shardsim::strategies {
@@ -212,20 +213,60 @@ TEST(ParameterMemoryTest, Fp32HoldsFourFourAndEightBytesPerParameter) {
   EXPECT_DOUBLE_EQ(mixed.params, 2 * n);
   EXPECT_DOUBLE_EQ(mixed.grads, 2 * n);
   EXPECT_DOUBLE_EQ(mixed.optimizer, 12 * n);
+  // An fp32 reduction widens the gradients beside a separate master (Megatron's main_grad).
+  p.grad_reduce_dtype = "fp32";
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).peak.grads, 4 * n);
+  // FSDP2's fp32 weights are the master: 4 + 4 + 8, whatever the reduction's width.
+  p.master_weights = "fp32";
+  const MemoryBreakdown fsdp2 = EstimateMemory(BuildStep(m, p)).peak;
+  EXPECT_DOUBLE_EQ(fsdp2.params, 4 * n);
+  EXPECT_DOUBLE_EQ(fsdp2.grads, 4 * n);
+  EXPECT_DOUBLE_EQ(fsdp2.optimizer, 8 * n);
+  // A model made in bf16 holds bf16 weights, gradients and Adam state: 2 + 2 + 4.
+  p.master_weights = "bf16";
+  const MemoryBreakdown pure = EstimateMemory(BuildStep(m, p)).peak;
+  EXPECT_DOUBLE_EQ(pure.params, 2 * n);
+  EXPECT_DOUBLE_EQ(pure.grads, 2 * n);
+  EXPECT_DOUBLE_EQ(pure.optimizer, 4 * n);
+  EXPECT_LT(pure.total(), mixed.total());
+}
+
+// One Adam update reads the gradient, the master and m and v, and writes them back with the
+// 16-bit weights a separate master is cast to: 14 + 14 bytes per parameter beside a bf16
+// gradient, 16 + 12 for fp32 weights, 8 + 6 for bf16 ones; the optimizer op carries it.
+TEST(ParameterMemoryTest, OptimizerTrafficFollowsTheStateHeld) {
+  PlanSpec p = Plan(1, 1, 1, 1, 256);
+  EXPECT_DOUBLE_EQ(StateBytesOf(p).optimizer_traffic, 28);
+  p.master_weights = "fp32";
+  EXPECT_DOUBLE_EQ(StateBytesOf(p).optimizer_traffic, 28);
+  p.master_weights = "bf16";
+  EXPECT_DOUBLE_EQ(StateBytesOf(p).optimizer_traffic, 14);
+  const ModelSpec m = FindModelPreset("tiny-dense")->spec;
+  auto optimizer_bytes = [&](const PlanSpec& plan) {
+    const StepProgram program = BuildStep(m, plan);
+    for (const Op& op : program.stages[0].step_ops) {
+      if (op.name == ops::kOptimizer) return op.bytes;
+    }
+    return -1.0;
+  };
+  PlanSpec copy = p;
+  copy.master_weights = "fp32-copy";
+  EXPECT_DOUBLE_EQ(optimizer_bytes(p) * 2, optimizer_bytes(copy));
 }
 
 TEST(ParameterMemoryTest, BytesPerElementTable) {
-  const ElementBytes fp32 = MemoryBytesPerElement("fp32");
-  EXPECT_EQ(fp32.params + fp32.grads + fp32.optimizer, 16.0);
-  EXPECT_EQ(fp32.optimizer, 8.0);
-  EXPECT_EQ(fp32.activations, 4.0);
+  EXPECT_EQ(MemoryBytesPerElement("fp32").activations, 4.0);
+  EXPECT_EQ(MemoryBytesPerElement("fp32").logits, 4.0);
   for (const char* dtype : {"bf16", "fp16", "fp8"}) {
-    const ElementBytes mixed = MemoryBytesPerElement(dtype);
-    EXPECT_EQ(mixed.params, 2.0) << dtype;
-    EXPECT_EQ(mixed.grads, 2.0) << dtype;
-    EXPECT_EQ(mixed.optimizer, 12.0) << dtype;
-    EXPECT_EQ(mixed.activations, 2.0) << dtype;
+    EXPECT_EQ(MemoryBytesPerElement(dtype).activations, 2.0) << dtype;
+    EXPECT_EQ(MemoryBytesPerElement(dtype).logits, 6.0) << dtype;
   }
+  // fp32 plans hold fp32 weights that are their own master, whatever master_weights is unset to.
+  PlanSpec p;
+  p.dtype = "fp32";
+  EXPECT_EQ(MasterWeightsOf(p), "fp32");
+  p.dtype = "bf16";
+  EXPECT_EQ(MasterWeightsOf(p), "fp32-copy");
 }
 
 // Without dropout masks or attention scores every stored activation is one element, so fp32
