@@ -105,6 +105,12 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << " B per parameter before sharding (master_weights " << master
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
   }
+  if (!plan.attention_kernel.empty()) {
+    const bool own = cluster.efficiency.attention_kernels.count(plan.attention_kernel) > 0;
+    out << "  attention   " << plan.attention_kernel << " kernel at " << cluster.efficiency.Attention(plan.attention_kernel) << " of the 16-bit peak ("
+        << (own ? "the cluster's attention_kernels." + plan.attention_kernel : std::string("no figure of its own in the cluster: its attention efficiency"))
+        << "; attention_kernel)\n";
+  }
   if (KeepsGatheredSequence(plan)) {
     out << "  sequence    parallel regions keep their gathered inputs for the backward, which gathers nothing again (sequence_parallel_inputs keep-gathered"
         << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";

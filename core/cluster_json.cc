@@ -150,6 +150,13 @@ EfficiencySpec EfficiencyFromJson(JsonReader& r) {
     }
     recipes->Finish();
   }
+  if (auto kernels = eff->Object("attention_kernels")) {
+    // flash's figure is `attention` itself: the other kernels only.
+    for (const std::string& kernel : AttentionKernelNames()) {
+      if (kernel != "flash" && kernels->Has(kernel)) e.attention_kernels[kernel] = kernels->Number(kernel, 1e-3, 1);
+    }
+    kernels->Finish();
+  }
   e.source = eff->StringOr("source", "");
   eff->Finish();
   return e;
@@ -160,6 +167,7 @@ json EfficiencyToJson(const EfficiencySpec& e) {
   if (e.attention > 0) j["attention"] = e.attention;
   if (e.fp8_matmul > 0) j["fp8_matmul"] = e.fp8_matmul;
   if (!e.fp8_matmul_recipes.empty()) j["fp8_matmul_recipes"] = e.fp8_matmul_recipes;
+  if (!e.attention_kernels.empty()) j["attention_kernels"] = e.attention_kernels;
   j["source"] = e.source;
   return j;
 }

@@ -51,8 +51,15 @@ struct EfficiencySpec {
   // Of the FP8 peak, per scaling recipe (PlanSpec::fp8_recipe: rowwise, blockwise, mxfp8), where
   // a recipe's GEMMs reach their own share; absent: fp8_matmul's.
   std::map<std::string, double> fp8_matmul_recipes;
+  // Of the 16-bit peak, per attention kernel other than flash (PlanSpec::attention_kernel:
+  // triton, flex), where a kernel reaches its own share; absent: `attention`'s.
+  std::map<std::string, double> attention_kernels;
   std::string source;
-  double Attention() const { return attention > 0 ? attention : matmul; }
+  double Attention(const std::string& kernel = "") const {
+    const auto own = attention_kernels.find(kernel);
+    if (own != attention_kernels.end() && own->second > 0) return own->second;
+    return attention > 0 ? attention : matmul;
+  }
   double Fp8Matmul(const std::string& recipe = "") const {
     const auto own = fp8_matmul_recipes.find(recipe);
     if (own != fp8_matmul_recipes.end() && own->second > 0) return own->second;

@@ -21,7 +21,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
           "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
-          "flash_attention", "context_kv", "framework"};
+          "flash_attention", "attention_kernel", "context_kv", "framework"};
 }
 
 }  // namespace
@@ -62,6 +62,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.pipeline_buffers.empty()) j["pipeline_buffers"] = p.pipeline_buffers;
   if (!p.tensor_overlap_scope.empty()) j["tensor_overlap_scope"] = p.tensor_overlap_scope;
   if (!p.master_weights.empty()) j["master_weights"] = p.master_weights;
+  if (!p.attention_kernel.empty()) j["attention_kernel"] = p.attention_kernel;
   if (!p.expert_axes.empty()) j["expert_axes"] = p.expert_axes;
   return j;
 }
@@ -169,6 +170,13 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   }
   p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 1.0, 64);  // below 1 drops tokens, which the model does not count
   p.flash_attention = r.BoolOr("flash_attention", true);
+  if (r.Has("attention_kernel")) {
+    p.attention_kernel = r.EnumOr("attention_kernel", "flash", AttentionKernelNames());
+    if (!p.flash_attention) {
+      r.Fail("attention_kernel", "attention_kernel " + p.attention_kernel + " with flash_attention false", "flash_attention true (each kernel is blockwise)",
+             "drop attention_kernel, or set flash_attention to true");
+    }
+  }
   p.context_kv = r.EnumOr("context_kv", "ring", {"ring", "all-gather"});
   // "" (or no key): any framework; "megatron" is read as "megatron-core".
   const std::string framework = r.StringOr("framework", "");

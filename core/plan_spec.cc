@@ -211,6 +211,13 @@ const std::vector<std::string>& PipelineBuffersNames() {
   return kNames;
 }
 
+const std::vector<std::string>& AttentionKernelNames() {
+  static const std::vector<std::string> kNames = {"flash", "triton", "flex"};
+  return kNames;
+}
+
+std::string AttentionKernelOf(const PlanSpec& p) { return p.attention_kernel.empty() ? "flash" : p.attention_kernel; }
+
 const std::vector<std::string>& MasterWeightsNames() {
   static const std::vector<std::string> kNames = {"fp32-copy", "fp32", "bf16"};
   return kNames;

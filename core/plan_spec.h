@@ -185,6 +185,12 @@ struct PlanSpec {
   OverlapSpec overlap;
   double ep_capacity_factor = 1.0;  // expert capacity as a multiple of the balanced load
   bool flash_attention = true;      // blockwise attention: the S x S scores are never stored
+  // Which blockwise attention kernel runs, for its own share of peak (EfficiencySpec::
+  // attention_kernels): "flash" (the fused kernels of the chip's generation: FlashAttention-2/3,
+  // cuDNN's and Transformer Engine's, Pallas on TPU; the cluster's `attention`), "triton" (the
+  // Triton FlashAttention of 2022-23, LLM Foundry's attn_impl triton) or "flex" (PyTorch's
+  // FlexAttention, compiled from a score or mask function). Empty: flash. See AttentionKernelOf.
+  std::string attention_kernel;
   std::string context_kv = "ring";  // context parallel K/V exchange: "ring" or "all-gather"
   // The training framework that must run this plan exactly (one of PlanFrameworkNames(), which
   // planner/frameworks.h turns into its planner::Framework); empty: any framework.
@@ -229,6 +235,10 @@ int64_t ExpertDegree(const PlanSpec& plan);
 int64_t ExpertTensorDegree(const PlanSpec& plan);
 // expert_axes' values: "tensor", "context", "data", "expert".
 const std::vector<std::string>& ExpertAxisNames();
+// attention_kernel's values: "flash", "triton", "flex".
+const std::vector<std::string>& AttentionKernelNames();
+// The attention kernel in effect: the plan's, else "flash".
+std::string AttentionKernelOf(const PlanSpec& plan);
 // master_weights' values: "fp32-copy", "fp32", "bf16".
 const std::vector<std::string>& MasterWeightsNames();
 // The master_weights in effect: the plan's, else fp32 for fp32 plans and fp32-copy for others.

@@ -107,17 +107,24 @@ PlanSpec PlanFromExport(ExportTarget target, const std::vector<Setting>& setting
   const std::optional<Framework> framework = FrameworkOf(target);
   SHARDSIM_CHECK(framework.has_value(), "a JAX mesh holds no plan to read back");
   const SettingReader reader(settings, std::string(FrameworkName(*framework)));
+  PlanSpec p;
   switch (*framework) {
     case Framework::kMegatronCore:
-      return MegatronPlan(reader, model);
+      p = MegatronPlan(reader, model);
+      break;
     case Framework::kTorchtitan:
-      return TorchtitanPlan(reader, model);
+      p = TorchtitanPlan(reader, model);
+      break;
     case Framework::kMaxText:
-      return MaxTextPlan(reader, model);
+      p = MaxTextPlan(reader, model);
+      break;
     case Framework::kDeepSpeed:
-      return DeepSpeedPlan(reader, model);
+      p = DeepSpeedPlan(reader, model);
+      break;
   }
-  return {};
+  // No setting says how the framework holds its state: it always holds it its own way.
+  if (p.dtype != "fp32") p.master_weights = std::string(FactsOf(*framework).master_weights);
+  return p;
 }
 
 SettingReader::SettingReader(const std::vector<Setting>& settings, std::string framework)

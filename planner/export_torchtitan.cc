@@ -13,6 +13,7 @@ namespace {
 constexpr char kWorld[] = "launch.world_size";
 constexpr char kConverters[] = "launch.model_converters";
 constexpr char kCommBackend[] = "launch.moe_comm_backend";  // model_registry's argument
+constexpr char kAttnBackend[] = "launch.attn_backend";      // model_registry's argument
 constexpr char kParts[] = "parallelism.module_fqns_per_model_part";
 
 std::string I(int64_t v) { return std::to_string(v); }
@@ -119,6 +120,8 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   if (p.dtype == "fp8") add(kConverters, p.fp8_recipe == "mxfp8" ? "[MXFP8LinearConverter.Config()]" : "[Float8LinearConverter.Config()]");
   // models/common/config_utils.py make_token_dispatcher_config: "deepep" (DeepEPTokenDispatcher).
   if (DeduplicatesDispatch(p)) add(kCommBackend, Quoted("deepep"));
+  // models/common/config_utils.py get_attention_config: "flex" (FlexAttention); SDPA otherwise.
+  if (AttentionKernelOf(p) == "flex") add(kAttnBackend, Quoted("flex"));
   return s;
 }
 
@@ -132,6 +135,8 @@ std::string TorchtitanText(const std::vector<Setting>& settings) {
       registry += ", converters=" + s.value;
     } else if (s.name == kCommBackend) {
       registry += ", moe_comm_backend=" + s.value;
+    } else if (s.name == kAttnBackend) {
+      registry += ", attn_backend=" + s.value;
     } else {
       text += "config." + s.name + " = " + s.value + "\n";
     }
@@ -180,6 +185,14 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
       p.ep_dispatcher = "deepep";
     } else if (backend != "standard") {
       r.Fail(kCommBackend, "'" + backend + "' is not modelled: shardsim models \"standard\" (every routed copy) and \"deepep\"");
+    }
+  }
+  if (r.Has(kAttnBackend)) {
+    const std::string backend = r.Text(kAttnBackend);
+    if (backend == "flex") {
+      p.attention_kernel = "flex";
+    } else if (backend != "sdpa") {
+      r.Fail(kAttnBackend, "'" + backend + "' is not modelled: shardsim models \"sdpa\" (flash) and \"flex\"");
     }
   }
   p.overlap.tensor = r.Bool("compile.enable_async_tensor_parallel", false);

@@ -123,6 +123,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // product each, so no region's collective is left out.
         .tensor_overlap_scope = "all",
         .mtp_setting = "--mtp-num-layers",
+        .flex_attention_setting = "",  // --attention-backend: flash, fused, unfused, local (Transformer Engine's)
         // --bf16: the distributed optimizer keeps fp32 main parameters beside the model's bf16
         // ones (optimizer/distrib_optimizer.py, main_params_dtype fp32 by default), Adam's state
         // in fp32, gradients in main_grad buffers at the reduction's width.
@@ -225,6 +226,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.
         .mtp_setting = "",
+        // models/common/config_utils.py get_attention_config: "flex" (FlexAttention), else SDPA.
+        .flex_attention_setting = "model_registry(..., attn_backend=\"flex\")",
         // The model is made in fp32 and FSDP2's MixedPrecisionPolicy casts to
         // training.mixed_precision_param (bf16) for compute only (distributed/fsdp.py): the fp32
         // shards are the master, their gradients fp32, AdamW's state fp32.
@@ -310,6 +313,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .pipeline_buffers = "",          // XLA's buffer assignment decides
         .tensor_overlap_scope = "",      // XLA's collective matmul decides
         .mtp_setting = "mtp_num_layers",  // configs/base.yml
+        .flex_attention_setting = "",  // attention: dot_product, flash (Pallas), cudnn_flash_te
         // configs/base.yml weight_dtype float32 (dtype bfloat16 is the activations'); optax's
         // adam keeps mu and nu in the parameters' dtype.
         .master_weights = "fp32",
@@ -391,6 +395,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .pipeline_buffers = "",
         .tensor_overlap_scope = "",  // not profiled (tensor_parallel.tp_overlap_comm)
         .mtp_setting = "",
+        .flex_attention_setting = "",
         // bf16 / fp16 with ZeRO: fp32 partitions of the weights beside the 16-bit model
         // (runtime/zero/stage_1_and_2.py single_partition_of_fp32_groups, stage3.py
         // fp32_partitioned_groups_flat), Adam's state in fp32.

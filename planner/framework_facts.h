@@ -139,6 +139,9 @@ struct FrameworkFacts {
   // The setting that trains multi-token-prediction modules (ModelSpec::mtp_layers); "" where its
   // configuration cannot.
   std::string_view mtp_setting;
+  // The setting that runs PyTorch's FlexAttention (PlanSpec::attention_kernel flex); "" where it
+  // runs its fused kernels only.
+  std::string_view flex_attention_setting;
   // How it holds weights, gradients and Adam's state (PlanSpec::master_weights): "fp32-copy",
   // "fp32" or "bf16", the value a plan that sets none gets.
   std::string_view master_weights;

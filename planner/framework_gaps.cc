@@ -126,6 +126,11 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back("tensor_overlap_scope " + p.tensor_overlap_scope + ": " + std::string(f.name) + "'s tensor overlap " +
                    (f.tensor_overlap_scope == "all" ? "hides every region's collectives" : "leaves reductions of summed products blocking"));
   }
+  if (AttentionKernelOf(p) == "triton") {
+    gaps.push_back("attention_kernel triton: " + std::string(f.name) + " runs no Triton FlashAttention (LLM Foundry's attn_impl triton)");
+  } else if (AttentionKernelOf(p) == "flex" && f.flex_attention_setting.empty()) {
+    gaps.push_back("attention_kernel flex: " + std::string(f.name) + " runs its fused attention kernels, not PyTorch's FlexAttention");
+  }
   if (p.dtype != "fp32" && !p.master_weights.empty() && p.master_weights != f.master_weights) {
     gaps.push_back("master_weights " + p.master_weights + ": " + std::string(f.name) + " holds " + MasterWeightsPhrase(f.master_weights));
   }

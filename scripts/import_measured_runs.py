@@ -256,6 +256,9 @@ def plan_of(row, assumed):
         # Composer's amp_bf16 is torch.autocast over fp32 weights: FSDP shards the fp32 weights
         # (their own master), their fp32 gradients and AdamW's fp32 state.
         plan["master_weights"] = "fp32"
+        # scripts/train/benchmarking/submit_benchmarks.py at 5e85bd62d, the commit that added the
+        # H100 tables: --attn_impl defaults to triton (llmfoundry's Triton FlashAttention port).
+        plan["attention_kernel"] = "triton"
         framework = "pytorch-fsdp"
     elif fam == "torchtitan":
         mesh.update(fsdp=par.get("dp_shard_fsdp") or dp, data=par.get("dp_replicate") or 1)
@@ -299,6 +302,8 @@ def plan_of(row, assumed):
         # state in their dtype (components/distributed/config.py: "Pair with model.torch_dtype:
         # float32 for fp32 optimizer state").
         plan["master_weights"] = "bf16"
+        if "flexattn" in (row["training"].get("kernel_optimizations") or "").lower():
+            plan["attention_kernel"] = "flex"  # the table's kernel optimizations: PyTorch's FlexAttention
         if ep > 1 and "deepep" in (row["training"].get("kernel_optimizations") or "").lower():
             # DeepEP's normal kernels: each token once per destination node and GPU.
             plan["ep_dispatcher"] = "deepep"

@@ -55,7 +55,8 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   const StepProgram& program = ProgramOnCluster(given, cluster, blocking);
   const PlanSpec& plan = program.plan;
   StepReport report;
-  const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(plan));
+  const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(plan),
+                                        AttentionKernelOf(plan));
   report.peak_flop_per_s = roofline.peak_flop_per_s;
 
   const ProgramCosts costs = CostProgram(program, roofline, collectives);

@@ -53,7 +53,8 @@ double Roofline::Seconds(const Op& op) const {
   return memory;
 }
 
-Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens, const std::string& fp8_recipe) {
+Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens, const std::string& fp8_recipe,
+                    const std::string& attention_kernel) {
   const auto peak = cluster.chip.peak_flop_per_s.find(dtype);
   SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + dtype);
   const CalibrationSpec* calibration = cluster.calibration.dtype == dtype ? &cluster.calibration : nullptr;
@@ -67,7 +68,7 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
   }
   Roofline r{.peak_flop_per_s = peak->second,
              .matmul_efficiency = fp8 ? cluster.efficiency.Fp8Matmul(fp8_recipe) : cluster.efficiency.matmul,
-             .attention_flop_per_s = attention_peak * cluster.efficiency.Attention(),
+             .attention_flop_per_s = attention_peak * cluster.efficiency.Attention(attention_kernel),
              .fp8_casts = fp8,
              .fp8_scales = fp8 ? Fp8ScaleBytes(fp8_recipe) : Fp8Scales{},  // "" (tensorwise): none
              .hbm_bytes_per_s = cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm,

@@ -114,7 +114,8 @@ struct Roofline {
 // REQUIRES: the chip lists a peak for `dtype` (SHARDSIM_CHECK). `tokens`: per micro-batch per
 // device (the step program's tokens_per_microbatch), for calibrated kernel rates.
 // `fp8_recipe` picks an fp8 plan's GEMM efficiency (EfficiencySpec::Fp8Matmul).
-Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens = 0, const std::string& fp8_recipe = "");
+Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens = 0, const std::string& fp8_recipe = "",
+                    const std::string& attention_kernel = "");
 
 // Exposed seconds per (stream, collective), in a fixed array: costing runs per plan in the
 // planner's inner loop, where string-keyed maps cost more than the arithmetic.

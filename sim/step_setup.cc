@@ -28,7 +28,7 @@ class Preparer {
   Preparer(const StepProgram& program, const ClusterSpec& cluster, const topologies::Cluster& graph, AxisCollectives& collectives, bool fold)
       : program_(program), plan_(program.plan), graph_(graph), collectives_(collectives), mesh_(plan_.mesh, plan_.mesh_order) {
     setup_.program = &program;
-    setup_.roofline = RooflineOf(cluster, plan_.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(plan_));
+    setup_.roofline = RooflineOf(cluster, plan_.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(plan_), AttentionKernelOf(plan_));
     setup_.fold = fold;
     setup_.graph = &graph;
   }

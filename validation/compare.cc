@@ -102,7 +102,8 @@ PlanSpec AtMeasuredRouting(PlanSpec plan, const MeasuredRun& measured, std::vect
 Comparison Compare(const MeasuredRun& measured, const strategies::StepProgram& program, const strategies::StepProgram& balanced,
                    const ClusterSpec& cluster, sim::AxisCollectives& collectives, const sim::StepReport& estimate, const sim::StepReport& simulated) {
   Comparison out;
-  const sim::Roofline roofline = sim::RooflineOf(cluster, program.plan.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(program.plan));
+  const sim::Roofline roofline = sim::RooflineOf(cluster, program.plan.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(program.plan),
+                                                  AttentionKernelOf(program.plan));
   // Categories.
   const auto est = PredictedCategories(estimate, program, roofline), simc = PredictedCategories(simulated, program, roofline);
   std::set<std::string> names;

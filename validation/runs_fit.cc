@@ -36,6 +36,7 @@ struct Bound {
 };
 constexpr Bound kBounds[] = {{"matmul", 0.3, 0.95}, {"fp8_matmul", 0.2, 0.95}, {"attention", 0.1, 0.95}};
 constexpr Bound kFp8RecipeBound = {"fp8_matmul", 0.2, 0.95};
+constexpr Bound kAttentionKernelBound = {"attention", 0.1, 0.95};
 
 // "fp8_matmul.<recipe>": an FP8 scaling recipe's own GEMM efficiency (EfficiencySpec's
 // fp8_matmul_recipes); fitted where the group's runs use the recipe. Empty: not such a name.
@@ -49,10 +50,24 @@ std::string RecipeOf(const PlanSpec& plan) {
   return recipe == "tensorwise" ? "" : recipe;
 }
 
+// "attention.<kernel>": an attention kernel's own efficiency (EfficiencySpec's
+// attention_kernels: triton, flex); fitted where the group's runs use the kernel. Empty: not such
+// a name.
+constexpr std::string_view kKernelPrefix = "attention.";
+std::string KernelOf(const std::string& name) {
+  return name.rfind(kKernelPrefix, 0) == 0 ? name.substr(kKernelPrefix.size()) : std::string();
+}
+// A plan's kernel as the efficiencies name it: flash is attention's own.
+std::string KernelOf(const PlanSpec& plan) {
+  const std::string kernel = AttentionKernelOf(plan);
+  return kernel == "flash" ? "" : kernel;
+}
+
 double& Field(EfficiencySpec& e, const std::string& name) {
   if (name == "matmul") return e.matmul;
   if (name == "fp8_matmul") return e.fp8_matmul;
   if (const std::string recipe = RecipeOf(name); !recipe.empty()) return e.fp8_matmul_recipes[recipe];
+  if (const std::string kernel = KernelOf(name); !kernel.empty()) return e.attention_kernels[kernel];
   return e.attention;
 }
 
@@ -60,6 +75,7 @@ double Start(const EfficiencySpec& e, const std::string& name) {
   if (name == "matmul") return e.matmul;
   if (name == "fp8_matmul") return e.Fp8Matmul();
   if (const std::string recipe = RecipeOf(name); !recipe.empty()) return e.Fp8Matmul(recipe);
+  if (const std::string kernel = KernelOf(name); !kernel.empty()) return e.Attention(kernel);
   return e.Attention();
 }
 
@@ -67,13 +83,14 @@ bool Acts(const std::string& name, const PlanSpec& plan) {
   if (name == "fp8_matmul") return plan.dtype == "fp8" && RecipeOf(plan).empty();
   if (const std::string recipe = RecipeOf(name); !recipe.empty()) return RecipeOf(plan) == recipe;
   if (name == "matmul") return plan.dtype != "fp8";
-  return true;
+  if (const std::string kernel = KernelOf(name); !kernel.empty()) return KernelOf(plan) == kernel;
+  return KernelOf(plan).empty();  // attention: the flash kernels'; a fitted kernel's runs are its own
 }
 
 sim::StepReport EstimateWith(Prepared& p, const std::vector<FittedParameter>& parameters) {
   for (const FittedParameter& f : parameters) {
-    // A recipe no fit run uses keeps falling back to fp8_matmul (fitted or not).
-    if (f.fit_runs == 0 && !RecipeOf(f.name).empty()) continue;
+    // A recipe (kernel) no fit run uses keeps falling back to fp8_matmul (attention), fitted or not.
+    if (f.fit_runs == 0 && (!RecipeOf(f.name).empty() || !KernelOf(f.name).empty())) continue;
     Field(p.cluster.efficiency, f.name) = f.value;
   }
   return sim::Estimate(p.program, p.cluster, *p.collectives);
@@ -130,6 +147,12 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     if (!recipe.empty() && std::find(recipes.begin(), recipes.end(), recipe) == recipes.end()) recipes.push_back(recipe);
   }
   for (const std::string& recipe : recipes) bounds.emplace_back(std::string(kRecipePrefix) + recipe, kFp8RecipeBound);
+  std::vector<std::string> kernels;  // the group's attention kernels other than flash, in order
+  for (const Prepared& p : prepared) {
+    const std::string kernel = KernelOf(p.run->plan);
+    if (!kernel.empty() && std::find(kernels.begin(), kernels.end(), kernel) == kernels.end()) kernels.push_back(kernel);
+  }
+  for (const std::string& kernel : kernels) bounds.emplace_back(std::string(kKernelPrefix) + kernel, kAttentionKernelBound);
   for (const auto& [name, b] : bounds) {
     FittedParameter f{.name = name, .start = Start(g.cluster.efficiency, name), .low = b.low, .high = b.high};
     f.value = f.start;
@@ -151,7 +174,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +
                                   " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) +
-                                  "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul (each recipe) 0.2-0.95, attention 0.1-0.95; hbm " +
+                                  "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul (each recipe) 0.2-0.95, attention (each kernel) 0.1-0.95; hbm " +
                                   FormatFixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
   }
   double sum = 0;

@@ -531,5 +531,33 @@ TEST(CliEstimateTest, MasterWeightsAreCheckedAndReported) {
   EXPECT_EQ(with({}).out.find("master_weights"), std::string::npos);
 }
 
+// attention_kernel: a kernel with its own figure in the cluster runs at it (a slower Triton kernel
+// makes a slower step), one without runs at the cluster's attention efficiency; the line names
+// which; an unknown kernel names the field and its values.
+TEST(CliEstimateTest, AttentionKernelRunsAtItsOwnEfficiency) {
+  const std::string path = ::testing::TempDir() + "/kernels.cluster.json";
+  ASSERT_EQ(RunShardsim({"describe", "--cluster", "dgx-h100:8", "--write-cluster", path}).exit_code, 0);
+  json cluster = json::parse(std::ifstream(path));
+  cluster["efficiency"]["attention"] = 0.5;
+  cluster["efficiency"]["attention_kernels"] = {{"triton", 0.15}};
+  std::ofstream(path) << cluster.dump();
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8", "--set", "global_batch_size=8",
+                                     "--set", "seq_len=8192"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "attention_kernel=xformers"}), {"attention_kernel", "flash, triton, flex"}));
+  json flash, triton, flex;
+  ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &flash));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "attention_kernel=triton", "--json"}), &triton));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "attention_kernel=flex", "--json"}), &flex));
+  EXPECT_GT(triton["step_time_s"].get<double>(), flash["step_time_s"].get<double>() * 1.1);
+  EXPECT_DOUBLE_EQ(flex["step_time_s"].get<double>(), flash["step_time_s"].get<double>());
+  const CliResult text = with({"--set", "attention_kernel=triton"});
+  EXPECT_NE(text.out.find("attention   triton kernel at 0.15 of the 16-bit peak (the cluster's attention_kernels.triton"), std::string::npos) << text.out;
+  EXPECT_NE(with({"--set", "attention_kernel=flex"}).out.find("no figure of its own in the cluster"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

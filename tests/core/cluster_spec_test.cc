@@ -153,5 +153,23 @@ TEST(ClusterJsonTest, MissingLinkClassIsNamed) {
   EXPECT_THROW(ClusterFromJson(j, "c.json"), InputError);
 }
 
+// An attention kernel's own efficiency: read, written back, and used for that kernel only (the
+// others take `attention`); flash's figure is `attention` itself, so a "flash" key is refused,
+// as is an unknown kernel or a share above 1.
+TEST(ClusterJsonTest, AttentionKernelEfficiencies) {
+  nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-h100:16", "--cluster"));
+  j["efficiency"]["attention"] = 0.5;
+  j["efficiency"]["attention_kernels"] = {{"triton", 0.2}};
+  const ClusterSpec c = ClusterFromJson(j, "c.json");
+  EXPECT_DOUBLE_EQ(c.efficiency.Attention("triton"), 0.2);
+  EXPECT_DOUBLE_EQ(c.efficiency.Attention("flex"), 0.5);
+  EXPECT_DOUBLE_EQ(c.efficiency.Attention(), 0.5);
+  EXPECT_EQ(ClusterFromJson(nlohmann::json::parse(ClusterToJson(c).dump()), "c.json"), c);
+  for (const nlohmann::json& bad : {nlohmann::json{{"flash", 0.4}}, nlohmann::json{{"xformers", 0.4}}, nlohmann::json{{"triton", 1.5}}}) {
+    j["efficiency"]["attention_kernels"] = bad;
+    EXPECT_THROW(ClusterFromJson(j, "c.json"), InputError) << bad.dump();
+  }
+}
+
 }  // namespace
 }  // namespace shardsim

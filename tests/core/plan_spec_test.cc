@@ -113,6 +113,31 @@ TEST(PlanJsonTest, MasterWeights) {
   EXPECT_TRUE(refused(unknown, "fp32-copy, fp32, bf16"));
 }
 
+// The attention kernel: unset is flash, a set one round-trips, and it needs blockwise attention
+// (flash_attention true); another value is refused naming the field and the valid ones.
+TEST(PlanJsonTest, AttentionKernel) {
+  json plan = BasePlan();
+  EXPECT_EQ(AttentionKernelOf(PlanFromJson(plan, "p.json")), "flash");
+  plan["attention_kernel"] = "triton";
+  const PlanSpec p = PlanFromJson(plan, "p.json");
+  EXPECT_EQ(AttentionKernelOf(p), "triton");
+  EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").attention_kernel, "triton");
+  auto refused = [](json bad, const std::string& valid) {
+    try {
+      PlanFromJson(bad, "p.json");
+    } catch (const InputError& e) {
+      return e.valid().find(valid) != std::string::npos && std::string(e.what()).find("attention_kernel") != std::string::npos;
+    }
+    return false;
+  };
+  json unfused = plan;
+  unfused["flash_attention"] = false;
+  EXPECT_TRUE(refused(unfused, "flash_attention true"));
+  json unknown = plan;
+  unknown["attention_kernel"] = "xformers";
+  EXPECT_TRUE(refused(unknown, "flash, triton, flex"));
+}
+
 // The expert dispatcher: alltoall or deepep, round-tripped; it deduplicates only where an expert
 // axis runs all-to-alls; another value is refused naming the field and the valid ones.
 TEST(PlanJsonTest, EpDispatcher) {

@@ -80,6 +80,8 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
     return differ("grad_reduce_dtype " + a.grad_reduce_dtype + " vs " + b.grad_reduce_dtype);
   if (a.dtype != b.dtype) return differ("dtype " + a.dtype + " vs " + b.dtype);
   if (a.flash_attention != b.flash_attention) return differ("flash_attention");
+  if (AttentionKernelOf(a) != AttentionKernelOf(b)) return differ("attention_kernel " + AttentionKernelOf(a) + " vs " + AttentionKernelOf(b));
+  if (MasterWeightsOf(a) != MasterWeightsOf(b)) return differ("master_weights " + MasterWeightsOf(a) + " vs " + MasterWeightsOf(b));
   if (a.mesh.context > 1 && a.context_kv != b.context_kv) return differ("context_kv");
   if (m.moe && a.ep_capacity_factor != b.ep_capacity_factor) return differ("ep_capacity_factor");
   for (const MeshAxisFacts& axis : kMeshAxes) {
@@ -197,6 +199,8 @@ TEST(ExportRoundTripTest, Torchtitan) {
   cases.push_back({"HSDP, per-op selective recomputation", "llama3-70b", "dgx-h100:64", p});
   p.cross_entropy = "fused";
   cases.push_back({"HSDP, compiled loss", "llama3-70b", "dgx-h100:64", p});
+  p.attention_kernel = "flex";
+  cases.push_back({"HSDP, FlexAttention", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"fsdp", 8}, {"tensor", 8}}, 512, 8192);
   p.sequence_parallel = true, p.overlap.tensor = true, p.cross_entropy = "fused";
   cases.push_back({"async TP with a compiled loss", "llama3-70b", "dgx-h100:64", p});

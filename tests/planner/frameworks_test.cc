@@ -259,6 +259,14 @@ TEST(FrameworksTest, TensorContextExpert) {
   pure.master_weights = "fp32-copy";
   EXPECT_FALSE(Names(Framework::kMegatronCore, pure, "master_weights"));
   EXPECT_TRUE(Names(Framework::kMaxText, pure, "master_weights fp32-copy: maxtext holds fp32 weights"));
+  // Attention kernels: torchtitan runs FlexAttention (model_registry's attn_backend), the others
+  // their fused kernels only; no profiled framework runs LLM Foundry's Triton kernel.
+  PlanSpec flex = sp;
+  flex.attention_kernel = "flex";
+  EXPECT_FALSE(Names(Framework::kTorchtitan, flex, "attention_kernel"));
+  EXPECT_TRUE(Names(Framework::kMegatronCore, flex, "attention_kernel flex: megatron-core runs its fused attention kernels"));
+  flex.attention_kernel = "triton";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, flex, "attention_kernel triton: torchtitan runs no Triton FlashAttention"));
   // Hybrid models with Mamba-2 mixers: Megatron-core trains them (pretrain_mamba.py), the others
   // have no state-space layers.
   const ModelSpec nano = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;

@@ -147,5 +147,58 @@ TEST(RunsFitTest, EachFp8RecipeHasItsOwnEfficiency) {
   EXPECT_NEAR(back.efficiency.Fp8Matmul("tensorwise"), 0.60, 0.02);
 }
 
+// An attention kernel other than flash gets its own efficiency, fitted on the runs that run it
+// only: Triton runs made at 0.15 and flash ones at 0.45 are told apart, the fitted cluster writes
+// both (attention, attention_kernels.triton), and a kernel no fit run uses falls back to
+// attention's.
+TEST(RunsFitTest, EachAttentionKernelHasItsOwnEfficiency) {
+  ClusterSpec truth = LoadCluster("dgx-h100:8");
+  truth.efficiency.matmul = 0.6;
+  truth.efficiency.attention = 0.45;
+  truth.efficiency.attention_kernels["triton"] = 0.15;
+  const std::string truth_path = WriteTemp("kernels.cluster.json", ClusterToJson(truth));
+  json list = json::array();
+  for (int64_t seq : {2048, 8192, 32768, 65536}) {
+    for (const char* kernel : {"flash", "triton"}) {
+      json run = RunJson(std::string(kernel) + std::to_string(seq), seq, truth_path);
+      run["plan"]["attention_kernel"] = kernel;
+      list.push_back(run);
+    }
+  }
+  json flex = RunJson("flex", 8192, truth_path);
+  flex["plan"]["attention_kernel"] = "flex";
+  flex["split"] = "test";
+  list.push_back(flex);
+  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("kernels.json", {{"runs", list}}));
+  const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].step_time_s = generated[0].results[i].predicted_s;
+    runs[i].cluster = "dgx-h100:8";
+  }
+  const std::vector<GroupFit> fitted = FitRuns(runs, {.fit = true, .source_path = "generated"});
+  bool triton = false, flex_fitted = false;
+  for (const FittedParameter& p : fitted[0].parameters) {
+    if (p.name == "attention") {
+      EXPECT_NEAR(p.value, 0.45, 0.02);
+    }
+    if (p.name == "attention.triton") {
+      EXPECT_NEAR(p.value, 0.15, 0.01);
+      triton = true;
+    }
+    if (p.name == "attention.flex") flex_fitted = p.fit_runs > 0;
+  }
+  EXPECT_TRUE(triton) << "no Triton parameter";
+  EXPECT_FALSE(flex_fitted);
+  for (const RunResult& r : fitted[0].results) {
+    if (r.run->fit) {
+      EXPECT_NEAR(r.error, 0, 0.02) << r.run->id;
+    }
+  }
+  const ClusterSpec back = ClusterFromJson(ClusterToJson(fitted[0].cluster), "fitted");
+  EXPECT_NEAR(back.efficiency.Attention("triton"), 0.15, 0.01);
+  EXPECT_NEAR(back.efficiency.Attention("flex"), back.efficiency.Attention(), 1e-12);  // no flex figure: attention's
+  EXPECT_FALSE(back.efficiency.attention_kernels.count("flex"));
+}
+
 }  // namespace
 }  // namespace shardsim::validation
