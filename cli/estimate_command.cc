@@ -93,17 +93,23 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       out << "              MFU under " << plan.framework << "'s FLOP count: " << FormatPercent(own->mfu) << " (" << own->count << "; " << own->source << ")\n";
     }
   }
+  // Where a line's setting came from, after its field's name: the plan's own, or the framework's
+  // default the plan left it to.
+  const PlanSpec& written = in.as_written;
+  auto from = [&](const std::string& field_as_written) {
+    return plan.framework.empty() || !field_as_written.empty() ? std::string() : "; " + plan.framework + "'s default, docs/frameworks.md";
+  };
   const std::string master = MasterWeightsOf(plan);
   if (!plan.grad_reduce_dtype.empty()) {
     const std::string held = master == "fp32-copy" ? plan.grad_reduce_dtype : master;  // a master's own dtype otherwise
     out << "  gradients   reduced in " << plan.grad_reduce_dtype << " and held in " << held
-        << " (grad_reduce_dtype" << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+        << " (grad_reduce_dtype" << from(written.grad_reduce_dtype) << ")\n";
   }
   if (!plan.master_weights.empty()) {
     const strategies::StateBytes state = strategies::StateBytesOf(plan);
     out << "  states      " << MasterWeightsPhrase(master) << ": " << FormatFixed(state.params + state.grads + state.optimizer, 0)
         << " B per parameter before sharding (master_weights " << master
-        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+        << from(written.master_weights) << ")\n";
   }
   if (!plan.attention_kernel.empty()) {
     const bool own = cluster.efficiency.attention_kernels.count(plan.attention_kernel) > 0;
@@ -113,14 +119,14 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   if (KeepsGatheredSequence(plan)) {
     out << "  sequence    parallel regions keep their gathered inputs for the backward, which gathers nothing again (sequence_parallel_inputs keep-gathered"
-        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+        << from(written.sequence_parallel_inputs) << ")\n";
   }
   if (plan.mesh.tensor > 1 && plan.overlap.tensor && plan.tensor_overlap_scope == "single-product") {
     out << "  tensor      overlap hides each collective under its own product but the backward reductions of the attention's and a gated "
            "MLP's input gradients, sums of several products,"
         << (model.moe && ExpertTensorDegree(plan) > 1 ? " and the collectives of the experts split over tensor (grouped products)," : "")
         << " which run blocking (tensor_overlap_scope single-product"
-        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+        << from(written.tensor_overlap_scope) << ")\n";
   }
   if (rows) {
     const MoeSpec& moe = *model.moe;
@@ -137,7 +143,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   if (plan.dtype == "fp8") {
     out << "  fp8         " << Fp8RecipeOf(plan) << " scaling (fp8_recipe"
-        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md")
+        << from(written.fp8_recipe)
         << "): its GEMMs at " << cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) << " of the fp8 peak";
     if (plan.ep_dispatch_dtype == "fp8") {
       out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, RoutedWidth(model)) << " B per element (ep_dispatch_dtype)";
@@ -146,7 +152,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     out << "; the FP8 products' inputs kept for the backward at " << FormatFixed(saved, 2) << " B per element"
         << (saved < ComputeElementBytes(plan) ? " (the attention output and MoE routers' inputs at 16 bits)" : "") << " (saved_input_dtype "
         << (plan.saved_input_dtype.empty() ? "unset: bf16" : plan.saved_input_dtype)
-        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")";
+        << from(written.saved_input_dtype) << ")";
     if (plan.param_gather_dtype == "fp8") {
       out << "; weights gathered at " << FormatFixed(ParamGatherBytes(plan), 3) << " B per element, the embedding and head at 16 bits (param_gather_dtype fp8)";
     }
@@ -156,7 +162,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     const strategies::LogitBytes loss = strategies::LossBytesPerLogit(plan);
     out << "  loss        " << plan.cross_entropy << " cross-entropy: " << FormatFixed(loss.held, 0) << " B per logit held to the backward"
         << (loss.backward > 0 ? ", " + FormatFixed(loss.backward, 0) + " more in it" : "") << " (cross_entropy"
-        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+        << from(written.cross_entropy) << ")\n";
   }
   if (plan.mesh.pipeline > 1 && PipelineBuffersOf(plan) != "per-transfer") {
     const bool keeps = PipelineBuffersOf(plan) == "keep-outputs";
@@ -164,7 +170,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << "'s buffers" << (peak.pipeline > 0 ? "" : " beyond its activations (which count each input buffer while its micro-batch is in flight)")
         << ": a receive buffer per micro-batch for its input and its output's gradient, kept across steps, and each micro-batch's "
         << (keeps ? "output kept to the end of the step" : "output kept to its backward") << " (pipeline_buffers " << PipelineBuffersOf(plan)
-        << (plan.framework.empty() ? "" : "; " + plan.framework + "'s where the plan sets none, docs/frameworks.md") << ")\n";
+        << from(written.pipeline_buffers) << ")\n";
   }
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
       << FormatSeconds(r.bubble_s);

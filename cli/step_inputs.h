@@ -14,7 +14,8 @@ namespace shardsim::cli {
 struct StepInputs {
   ModelSpec model;
   ClusterSpec cluster;
-  PlanSpec plan;
+  PlanSpec plan;        // as it runs: what the plan leaves unset filled in by its framework
+  PlanSpec as_written;  // as the plan file and --set gave it
 };
 
 // Loads and validates them; throws InputError naming `command` and the field when one is missing

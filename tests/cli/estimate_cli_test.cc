@@ -529,6 +529,12 @@ TEST(CliEstimateTest, MasterWeightsAreCheckedAndReported) {
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("states      bf16 weights, gradients and Adam state, no fp32 copy: 8 B per parameter"), std::string::npos) << text.out;
   EXPECT_EQ(with({}).out.find("master_weights"), std::string::npos);
+  // A framework's default is attributed to it; the same value set by the plan is the plan's own.
+  const CliResult titan = with({"--set", "framework=torchtitan"});
+  EXPECT_EQ(titan.exit_code, 0) << titan.err;
+  EXPECT_NE(titan.out.find("(master_weights fp32; torchtitan's default, docs/frameworks.md)"), std::string::npos) << titan.out;
+  const CliResult own = with({"--set", "framework=torchtitan", "--set", "master_weights=fp32"});
+  EXPECT_NE(own.out.find("(master_weights fp32)"), std::string::npos) << own.out;
 }
 
 // attention_kernel: a kernel with its own figure in the cluster runs at it (a slower Triton kernel
