@@ -38,30 +38,23 @@ constexpr Bound kBounds[] = {{"matmul", 0.3, 0.95}, {"fp8_matmul", 0.2, 0.95}, {
 constexpr Bound kFp8RecipeBound = {"fp8_matmul", 0.2, 0.95};
 constexpr Bound kAttentionKernelBound = {"attention", 0.1, 0.95};
 
-// "fp8_matmul.<recipe>": an FP8 scaling recipe's own GEMM efficiency (EfficiencySpec's
-// fp8_matmul_recipes); fitted where the group's runs use the recipe. Empty: not such a name.
-constexpr std::string_view kRecipePrefix = "fp8_matmul.";
-std::string RecipeOf(const std::string& name) {
-  return name.rfind(kRecipePrefix, 0) == 0 ? name.substr(kRecipePrefix.size()) : std::string();
+// A parameter's name after `prefix` ("fp8_matmul.rowwise" after "fp8_matmul."), or "".
+std::string After(const std::string& name, std::string_view prefix) {
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : std::string();
 }
-// A plan's recipe as the efficiencies name it: tensorwise is fp8_matmul's own.
-std::string RecipeOf(const PlanSpec& plan) {
-  const std::string recipe = Fp8RecipeOf(plan);
-  return recipe == "tensorwise" ? "" : recipe;
-}
+// The efficiencies' own name for a plan's `value`: "" where it is the base efficiency's (`base`).
+std::string Own(const std::string& value, std::string_view base) { return value == base ? "" : value; }
 
-// "attention.<kernel>": an attention kernel's own efficiency (EfficiencySpec's
-// attention_kernels: triton, flex); fitted where the group's runs use the kernel. Empty: not such
-// a name.
-constexpr std::string_view kKernelPrefix = "attention.";
-std::string KernelOf(const std::string& name) {
-  return name.rfind(kKernelPrefix, 0) == 0 ? name.substr(kKernelPrefix.size()) : std::string();
-}
-// A plan's kernel as the efficiencies name it: flash is attention's own.
-std::string KernelOf(const PlanSpec& plan) {
-  const std::string kernel = AttentionKernelOf(plan);
-  return kernel == "flash" ? "" : kernel;
-}
+// "fp8_matmul.<recipe>": an FP8 scaling recipe's own GEMM efficiency (EfficiencySpec's
+// fp8_matmul_recipes); "attention.<kernel>": an attention kernel's (attention_kernels: triton,
+// flex). Each fitted where the group's runs use it; "" for other names.
+constexpr std::string_view kRecipePrefix = "fp8_matmul.", kKernelPrefix = "attention.";
+std::string RecipeOf(const std::string& name) { return After(name, kRecipePrefix); }
+std::string KernelOf(const std::string& name) { return After(name, kKernelPrefix); }
+// A plan's recipe and kernel as the efficiencies name them: tensorwise is fp8_matmul's own,
+// flash attention's.
+std::string RecipeOf(const PlanSpec& plan) { return Own(Fp8RecipeOf(plan), "tensorwise"); }
+std::string KernelOf(const PlanSpec& plan) { return Own(AttentionKernelOf(plan), "flash"); }
 
 double& Field(EfficiencySpec& e, const std::string& name) {
   if (name == "matmul") return e.matmul;

@@ -19,6 +19,16 @@ json BasePlan() {
   return {{"mesh", {{"data", 8}, {"tensor", 8}}}, {"global_batch_size", 64}, {"seq_len", 4096}};
 }
 
+// Whether `plan` is refused with an error naming `field` whose valid values include `valid`.
+bool Refused(const json& plan, const std::string& field, const std::string& valid) {
+  try {
+    PlanFromJson(plan, "p.json");
+  } catch (const InputError& e) {
+    return e.valid().find(valid) != std::string::npos && std::string(e.what()).find(field) != std::string::npos;
+  }
+  return false;
+}
+
 TEST(PlanJsonTest, RoundTripsAndFillsDefaults) {
   const PlanSpec p = PlanFromJson(BasePlan(), "p.json");
   EXPECT_EQ(p.mesh.data, 8);
@@ -64,23 +74,15 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 4.0 / (128 * 128));  // one scale per 128 x 128 tile
   p.param_gather_dtype = "bf16";
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 2);
-  auto refused = [](json bad, const std::string& valid) {
-    try {
-      PlanFromJson(bad, "p.json");
-    } catch (const InputError& e) {
-      return e.valid().find(valid) != std::string::npos && std::string(e.what()).find("param_gather_dtype") != std::string::npos;
-    }
-    return false;
-  };
   json bf16 = plan;
   bf16["dtype"] = "bf16";
-  EXPECT_TRUE(refused(bf16, "dtype fp8"));
+  EXPECT_TRUE(Refused(bf16, "param_gather_dtype", "dtype fp8"));
   json rowwise = plan;
   rowwise["fp8_recipe"] = "rowwise";
-  EXPECT_TRUE(refused(rowwise, "tensorwise, blockwise or mxfp8"));
+  EXPECT_TRUE(Refused(rowwise, "param_gather_dtype", "tensorwise, blockwise or mxfp8"));
   json unknown = plan;
   unknown["param_gather_dtype"] = "int4";
-  EXPECT_TRUE(refused(unknown, "fp8"));
+  EXPECT_TRUE(Refused(unknown, "param_gather_dtype", "fp8"));
 }
 
 // How weights and Adam's state are held: written only when set and read back; unset, fp32-copy
@@ -93,24 +95,16 @@ TEST(PlanJsonTest, MasterWeights) {
   const PlanSpec p = PlanFromJson(plan, "p.json");
   EXPECT_EQ(MasterWeightsOf(p), "bf16");
   EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").master_weights, "bf16");
-  auto refused = [](json bad, const std::string& valid) {
-    try {
-      PlanFromJson(bad, "p.json");
-    } catch (const InputError& e) {
-      return e.valid().find(valid) != std::string::npos && std::string(e.what()).find("master_weights") != std::string::npos;
-    }
-    return false;
-  };
   json fp32 = plan;
   fp32["dtype"] = "fp32";
-  EXPECT_TRUE(refused(fp32, "fp32 (fp32 training"));
+  EXPECT_TRUE(Refused(fp32, "master_weights", "fp32 (fp32 training"));
   fp32["master_weights"] = "fp32";
   EXPECT_EQ(PlanFromJson(fp32, "p.json").master_weights, "fp32");
   fp32.erase("master_weights");
   EXPECT_EQ(MasterWeightsOf(PlanFromJson(fp32, "p.json")), "fp32");
   json unknown = plan;
   unknown["master_weights"] = "fp16";
-  EXPECT_TRUE(refused(unknown, "fp32-copy, fp32, bf16"));
+  EXPECT_TRUE(Refused(unknown, "master_weights", "fp32-copy, fp32, bf16"));
 }
 
 // The attention kernel: unset is flash, a set one round-trips, and it needs blockwise attention
@@ -122,20 +116,12 @@ TEST(PlanJsonTest, AttentionKernel) {
   const PlanSpec p = PlanFromJson(plan, "p.json");
   EXPECT_EQ(AttentionKernelOf(p), "triton");
   EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").attention_kernel, "triton");
-  auto refused = [](json bad, const std::string& valid) {
-    try {
-      PlanFromJson(bad, "p.json");
-    } catch (const InputError& e) {
-      return e.valid().find(valid) != std::string::npos && std::string(e.what()).find("attention_kernel") != std::string::npos;
-    }
-    return false;
-  };
   json unfused = plan;
   unfused["flash_attention"] = false;
-  EXPECT_TRUE(refused(unfused, "flash_attention true"));
+  EXPECT_TRUE(Refused(unfused, "attention_kernel", "flash_attention true"));
   json unknown = plan;
   unknown["attention_kernel"] = "xformers";
-  EXPECT_TRUE(refused(unknown, "flash, triton, flex"));
+  EXPECT_TRUE(Refused(unknown, "attention_kernel", "flash, triton, flex"));
 }
 
 // The expert dispatcher: alltoall or deepep, round-tripped; it deduplicates only where an expert
