@@ -83,9 +83,12 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       << shape.num_microbatches << " micro-batches of " << plan.micro_batch_size << " per replica): " << FormatCount(r.tokens_per_s)
       << " tokens/s\n";
   if (run) out << "  training    " << DescribeTrainingRun(*run) << "\n";
+  // Attention runs in 16 bits under FP8 recipes, at the plan's own dtype otherwise (sim::RooflineOf).
+  const std::string attention_peak = plan.dtype == "fp8" ? "16-bit" : plan.dtype;
   out << "  utilisation MFU " << FormatPercent(r.mfu) << " (PaLM's count: " << FormatPercent(r.mfu_palm) << "), HFU " << FormatPercent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
       << plan.dtype << " peak per device (cluster spec); matmuls at "
-      << (plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul) << " of peak, HBM at "
+      << (plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul) << " of peak, attention at "
+      << cluster.efficiency.Attention(plan.attention_kernel) << " of the " << attention_peak << " peak, HBM at "
       << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
   if (!plan.framework.empty()) {
     const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), program.model, plan.seq_len, r.mfu_palm);
@@ -112,10 +115,12 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << from(written.master_weights) << ")\n";
   }
   if (!plan.attention_kernel.empty()) {
-    const bool own = cluster.efficiency.attention_kernels.count(plan.attention_kernel) > 0;
-    out << "  attention   " << plan.attention_kernel << " kernel at " << cluster.efficiency.Attention(plan.attention_kernel) << " of the 16-bit peak ("
-        << (own ? "the cluster's attention_kernels." + plan.attention_kernel : std::string("no figure of its own in the cluster: its attention efficiency"))
-        << "; attention_kernel)\n";
+    const std::string& kernel = plan.attention_kernel;
+    const std::string whence = cluster.efficiency.attention_kernels.count(kernel) > 0 ? "the cluster's attention_kernels." + kernel
+                               : cluster.efficiency.attention <= 0                  ? "the cluster sets no attention efficiency: its matmul one"
+                               : kernel == "flash"                                  ? "the cluster's attention efficiency"
+                                                                                    : "no figure of its own in the cluster: its attention efficiency";
+    out << "  attention   " << kernel << " kernel at " << cluster.efficiency.Attention(kernel) << " of the " << attention_peak << " peak (" << whence << "; attention_kernel)\n";
   }
   if (KeepsGatheredSequence(plan)) {
     out << "  sequence    parallel regions keep their gathered inputs for the backward, which gathers nothing again (sequence_parallel_inputs keep-gathered"

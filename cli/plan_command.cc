@@ -58,7 +58,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     f.constraints = planner::ConstraintsFromJson(LoadPlanJson(o.plan, o.overrides), PlanSource(o.plan, o.overrides));
   }
   ResolveBatch(o, f.constraints, f.tokens_per_step, f.seq_len);
-  if (f.constraints.Fixes("dtype") || f.constraints.Fixes("ep_dispatcher")) CheckPlanOnCluster(f.constraints.values, cluster, PlanSource(o.plan, o.overrides));
+  if (f.constraints.Fixes("dtype") || f.constraints.Fixes("ep_dispatcher") || f.constraints.Fixes("attention_kernel")) CheckPlanOnCluster(f.constraints.values, cluster, PlanSource(o.plan, o.overrides));
   // Fixed expert fields on a dense model would prune every plan for one reason: said at once.
   if (!model.moe) {
     const PlanSpec& fixed = f.constraints.values;

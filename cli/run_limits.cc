@@ -22,6 +22,7 @@ void CheckRunFitsThisMachine(const ModelSpec& model, const PlanSpec& plan, int64
   // The runtime trains in fp32 whatever the plan's dtype (that is for the estimate).
   PlanSpec fp32 = plan;
   fp32.dtype = "fp32";
+  fp32.master_weights.clear();  // fp32 weights, their own master
   const strategies::MemoryReport memory = strategies::EstimateMemory(strategies::BuildStep(model, fp32));
   double needed = 0;
   for (const strategies::MemoryBreakdown& stage : memory.stages) needed += stage.total() + kRankOverheadBytes;

@@ -12,6 +12,7 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
   if (o.model.empty() || o.cluster.empty()) throw InputError(command, "needs --model and --cluster", "", "e.g. --model llama3-8b --cluster dgx-h100:8");
   if (o.plan.empty() && o.overrides.empty()) throw InputError(command, "needs a plan", "--plan FILE and/or --set key=value", "see examples/*.plan.json");
   StepInputs in{LoadModel(o.model), LoadCluster(o.cluster), LoadPlan(o.plan, o.overrides), {}};
+  in.as_written = in.plan;
   const std::string where = PlanSource(o.plan, o.overrides);
   CheckPlanOnCluster(in.plan, in.cluster, where);
   strategies::ValidatePlan(in.plan, in.model, DeviceCount(in.cluster), in.cluster.name, where + ":");
@@ -26,11 +27,8 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
                        "a plan the framework runs (docs/frameworks.md)", "drop the framework field, or let 'shardsim plan --framework " + in.plan.framework + "' pick one");
     }
     // What the plan leaves unset is what the framework does (its gradient-reduction dtype).
-    in.as_written = in.plan;
     in.plan = planner::AsFrameworkRuns(framework, in.plan);
-    return in;
   }
-  in.as_written = in.plan;
   return in;
 }
 

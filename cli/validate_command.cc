@@ -105,12 +105,20 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
       overrides.push_back(std::string(field) + "=null");
       if (plan.dtype == "fp8") dropped += std::string(dropped.empty() ? "" : ", ") + field;
     }
-    notes.push_back("dtype set to fp32 (was " + plan.dtype + "): the runtime trains in fp32" + (dropped.empty() ? "" : "; the FP8 fields dropped (" + dropped + ")"));
+    // fp32 weights are their own master.
+    overrides.push_back("master_weights=null");
+    if (!plan.master_weights.empty()) dropped += std::string(dropped.empty() ? "" : ", ") + "master_weights";
+    notes.push_back("dtype set to fp32 (was " + plan.dtype + "): the runtime trains in fp32" + (dropped.empty() ? "" : "; the fields that go with it dropped (" + dropped + ")"));
     plan = LoadPlan(o.plan, overrides);
   }
   if (plan.ep_dispatcher == "deepep") {
     overrides.push_back("ep_dispatcher=alltoall");
     notes.push_back("ep_dispatcher set to alltoall (was deepep): the runtime's MPI all-to-alls send every routed copy, as the prediction then does");
+    plan = LoadPlan(o.plan, overrides);
+  }
+  if (!plan.attention_kernel.empty() && plan.attention_kernel != "flash") {
+    overrides.push_back("attention_kernel=null");
+    notes.push_back("attention_kernel dropped (was " + plan.attention_kernel + "): the runtime runs its own blockwise attention, costed at the calibrated rate");
     plan = LoadPlan(o.plan, overrides);
   }
   if (PipelineBuffersOf(plan) != "per-transfer") {

@@ -152,6 +152,10 @@ EfficiencySpec EfficiencyFromJson(JsonReader& r) {
   }
   if (auto kernels = eff->Object("attention_kernels")) {
     // flash's figure is `attention` itself: the other kernels only.
+    if (kernels->Has("flash")) {
+      kernels->Fail("flash", "flash's figure is efficiency.attention itself", "triton or flex (a share of the 16-bit peak in (0, 1])",
+                    "move it to efficiency.attention");
+    }
     for (const std::string& kernel : AttentionKernelNames()) {
       if (kernel != "flash" && kernels->Has(kernel)) e.attention_kernels[kernel] = kernels->Number(kernel, 1e-3, 1);
     }

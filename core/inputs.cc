@@ -96,6 +96,10 @@ void CheckPlanOnCluster(const PlanSpec& plan, const ClusterSpec& cluster, const 
     throw InputError(where + ":/fp8_recipe", "fp8_recipe mxfp8 on " + cluster.chip.name + ", which has no microscaling tensor cores", "tensorwise, rowwise or blockwise",
                      "mxfp8 needs a Blackwell system (dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72)");
   }
+  if ((plan.attention_kernel == "triton" || plan.attention_kernel == "flex") && cluster.topology.kind != TopologyKind::kSwitched) {
+    throw InputError(where + ":/attention_kernel", "attention_kernel " + plan.attention_kernel + " on " + cluster.name + ": a GPU kernel (Triton, PyTorch's FlexAttention)",
+                     "flash (the chip's own blockwise attention)", "drop attention_kernel on TPU and CPU clusters");
+  }
   if (plan.ep_dispatcher == "deepep" && cluster.topology.kind == TopologyKind::kTorus) {
     throw InputError(where + ":/ep_dispatcher", "ep_dispatcher deepep on " + cluster.name + ": it forwards rows within NVLink nodes, which a torus has none of",
                      "alltoall", "drop ep_dispatcher (DeepEP runs on GPU clusters)");

@@ -154,13 +154,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   }
   if (r.Has("pipeline_buffers")) p.pipeline_buffers = r.EnumOr("pipeline_buffers", "per-transfer", PipelineBuffersNames());
   if (r.Has("tensor_overlap_scope")) p.tensor_overlap_scope = r.EnumOr("tensor_overlap_scope", "all", TensorOverlapScopeNames());
-  if (r.Has("master_weights")) {
-    p.master_weights = r.EnumOr("master_weights", "fp32-copy", MasterWeightsNames());
-    if (p.dtype == "fp32" && p.master_weights != "fp32") {
-      r.Fail("master_weights", "master_weights " + p.master_weights + " with dtype fp32", "fp32 (fp32 training holds fp32 weights, the master itself)",
-             "set master_weights to fp32 or drop it");
-    }
-  }
+  if (r.Has("master_weights")) p.master_weights = r.EnumOr("master_weights", "fp32-copy", MasterWeightsNames());
   if (auto overlap = r.Object("overlap")) {
     for (const MeshAxisFacts& axis : kMeshAxes) {
       bool& on = p.overlap.Overlaps(axis.axis);
@@ -170,13 +164,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   }
   p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 1.0, 64);  // below 1 drops tokens, which the model does not count
   p.flash_attention = r.BoolOr("flash_attention", true);
-  if (r.Has("attention_kernel")) {
-    p.attention_kernel = r.EnumOr("attention_kernel", "flash", AttentionKernelNames());
-    if (!p.flash_attention) {
-      r.Fail("attention_kernel", "attention_kernel " + p.attention_kernel + " with flash_attention false", "flash_attention true (each kernel is blockwise)",
-             "drop attention_kernel, or set flash_attention to true");
-    }
-  }
+  if (r.Has("attention_kernel")) p.attention_kernel = r.EnumOr("attention_kernel", "flash", AttentionKernelNames());
   p.context_kv = r.EnumOr("context_kv", "ring", {"ring", "all-gather"});
   // "" (or no key): any framework; "megatron" is read as "megatron-core".
   const std::string framework = r.StringOr("framework", "");

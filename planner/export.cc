@@ -107,24 +107,17 @@ PlanSpec PlanFromExport(ExportTarget target, const std::vector<Setting>& setting
   const std::optional<Framework> framework = FrameworkOf(target);
   SHARDSIM_CHECK(framework.has_value(), "a JAX mesh holds no plan to read back");
   const SettingReader reader(settings, std::string(FrameworkName(*framework)));
-  PlanSpec p;
   switch (*framework) {
     case Framework::kMegatronCore:
-      p = MegatronPlan(reader, model);
-      break;
+      return MegatronPlan(reader, model);
     case Framework::kTorchtitan:
-      p = TorchtitanPlan(reader, model);
-      break;
+      return TorchtitanPlan(reader, model);
     case Framework::kMaxText:
-      p = MaxTextPlan(reader, model);
-      break;
+      return MaxTextPlan(reader, model);
     case Framework::kDeepSpeed:
-      p = DeepSpeedPlan(reader, model);
-      break;
+      return DeepSpeedPlan(reader, model);
   }
-  // No setting says how the framework holds its state: it always holds it its own way.
-  if (p.dtype != "fp32") p.master_weights = std::string(FactsOf(*framework).master_weights);
-  return p;
+  return {};
 }
 
 SettingReader::SettingReader(const std::vector<Setting>& settings, std::string framework)

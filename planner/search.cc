@@ -21,6 +21,7 @@
 #include "strategies/memory_model.h"
 #include "strategies/plan_rules.h"
 #include "strategies/schedule.h"
+#include "strategies/state_bytes.h"
 #include "topologies/cluster.h"
 
 namespace shardsim::planner {
@@ -91,7 +92,9 @@ double StateBytesLowerBound(const ModelSpec& m, const PlanSpec& p) {
   const strategies::ShardDegrees x = strategies::Sharding(p, strategies::ParamKind::kExpert);
   const double dense_local = dense / split, expert_local =
       expert / static_cast<double>(p.mesh.pipeline * ExpertTensorDegree(p) * ExpertDegree(p));
-  return dense_local * (2 / d.params + 2 / d.grads + 12 / d.optimizer) + expert_local * (2 / x.params + 2 / x.grads + 12 / x.optimizer);
+  const strategies::StateBytes b = strategies::StateBytesOf(p);
+  return dense_local * (b.params / d.params + b.grads / d.grads + b.optimizer / d.optimizer) +
+         expert_local * (b.params / x.params + b.grads / x.grads + b.optimizer / x.optimizer);
 }
 
 struct Worker {

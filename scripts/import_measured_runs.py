@@ -201,6 +201,7 @@ AUTOMODEL_EP = {
 # attention and MLP for dense models: full recomputation. The configurations' batch sizes have
 # moved from the table's; their checkpointing is what lets the rows fit: without it six of them
 # would need 100-375 GiB per 80 GiB H100 (bf16 weights and Adam state, master_weights below).
+AC_WORDS = {True: "true", False: "false", None: "unset"}
 AUTOMODEL_AC = {
     "automodel-h100-nemotron_3_super-64gpu": ("nemotron/nemotron_super_v3_te_deepep.yaml", True),
     "automodel-h100-nemotron_3_nano-8gpu": ("nemotron/nemotron_nano_v3_te_deepep.yaml", True),
@@ -256,9 +257,11 @@ def plan_of(row, assumed):
         # Composer's amp_bf16 is torch.autocast over fp32 weights: FSDP shards the fp32 weights
         # (their own master), their fp32 gradients and AdamW's fp32 state.
         plan["master_weights"] = "fp32"
+        assumed.append("master_weights fp32: Composer's amp_bf16 autocasts over fp32 weights, which FSDP shards with their fp32 gradients and AdamW state")
         # scripts/train/benchmarking/submit_benchmarks.py at 5e85bd62d, the commit that added the
         # H100 tables: --attn_impl defaults to triton (llmfoundry's Triton FlashAttention port).
         plan["attention_kernel"] = "triton"
+        assumed.append("attention_kernel triton: --attn_impl's default in scripts/train/benchmarking/submit_benchmarks.py at 5e85bd62d (the tables' commit)")
         framework = "pytorch-fsdp"
     elif fam == "torchtitan":
         mesh.update(fsdp=par.get("dp_shard_fsdp") or dp, data=par.get("dp_replicate") or 1)
@@ -292,7 +295,7 @@ def plan_of(row, assumed):
         if row["training"]["recompute"] is None and row["id"] in AUTOMODEL_AC:
             yaml, ac = AUTOMODEL_AC[row["id"]]
             plan["recompute"] = "full" if ac else "none"
-            assumed.append(f"recompute {plan['recompute']}: activation_checkpointing {dict([(True, 'true'), (False, 'false'), (None, 'unset')])[ac]} in "
+            assumed.append(f"recompute {plan['recompute']}: activation_checkpointing {AC_WORDS[ac]} in "
                            f"examples/llm_benchmark/{yaml} at the source's commit (not published in the table)")
         else:
             plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
@@ -302,8 +305,11 @@ def plan_of(row, assumed):
         # state in their dtype (components/distributed/config.py: "Pair with model.torch_dtype:
         # float32 for fp32 optimizer state").
         plan["master_weights"] = "bf16"
+        assumed.append("master_weights bf16: NeMoAutoModelForCausalLM makes the model in bfloat16 (torch_dtype auto) and torch.optim.Adam keeps its state "
+                       "in the weights' dtype (torchtitan, whose behaviours cost the run otherwise, keeps fp32 weights: a gap bypassed)")
         if "flexattn" in (row["training"].get("kernel_optimizations") or "").lower():
-            plan["attention_kernel"] = "flex"  # the table's kernel optimizations: PyTorch's FlexAttention
+            plan["attention_kernel"] = "flex"
+            assumed.append("attention_kernel flex: the table's kernel optimizations name FlexAttn (PyTorch's FlexAttention)")
         if ep > 1 and "deepep" in (row["training"].get("kernel_optimizations") or "").lower():
             # DeepEP's normal kernels: each token once per destination node and GPU.
             plan["ep_dispatcher"] = "deepep"

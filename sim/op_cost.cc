@@ -46,10 +46,11 @@ double Roofline::Seconds(const Op& op) const {
     return gemm + (2 * (a + b) + written + 2 * a) / hbm_bytes_per_s;
   }
   // A Mamba-2 mixer's chunked scan (SSD) runs blockwise tensor-core products as FlashAttention
-  // does: costed at the attention kernel's share of the 16-bit peak (no public per-chip figure for
-  // the SSD kernels; calibrate's attention fit covers both, and a calibration's own "ssd" kernel
-  // rate wins above).
-  if (op.kind == ComputeKind::kAttention || op.kind == ComputeKind::kScan) return std::max(op.flops / attention_flop_per_s, memory);
+  // does: costed at the fused attention kernels' share of the 16-bit peak, whatever kernel the
+  // attention itself runs (no public per-chip figure for the SSD kernels; calibrate's attention
+  // fit covers both, and a calibration's own "ssd" kernel rate wins above).
+  if (op.kind == ComputeKind::kAttention) return std::max(op.flops / attention_flop_per_s, memory);
+  if (op.kind == ComputeKind::kScan) return std::max(op.flops / scan_flop_per_s, memory);
   return memory;
 }
 
@@ -69,6 +70,7 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
   Roofline r{.peak_flop_per_s = peak->second,
              .matmul_efficiency = fp8 ? cluster.efficiency.Fp8Matmul(fp8_recipe) : cluster.efficiency.matmul,
              .attention_flop_per_s = attention_peak * cluster.efficiency.Attention(attention_kernel),
+             .scan_flop_per_s = attention_peak * cluster.efficiency.Attention(),
              .fp8_casts = fp8,
              .fp8_scales = fp8 ? Fp8ScaleBytes(fp8_recipe) : Fp8Scales{},  // "" (tensorwise): none
              .hbm_bytes_per_s = cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm,

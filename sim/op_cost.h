@@ -96,6 +96,9 @@ struct Roofline {
   // DotProductAttention in BF16 unless fp8_dpa is set; torchao's Float8Linear converts only
   // linear layers), at its kernel's share of that peak.
   double attention_flop_per_s = 0;  // peak x efficiency
+  // A Mamba-2 mixer's chunked scan (SSD) at the fused attention kernels' share of that peak,
+  // whichever kernel the plan's attention runs.
+  double scan_flop_per_s = 0;
   // FP8 weight matmuls cast both operands first (read 16 bits, write 8 and the recipe's scales)
   // and take the amax of the activation for its scale (read 16 bits): memory-bound kernels
   // beside the GEMM.

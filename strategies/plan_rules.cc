@@ -136,6 +136,18 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
     return Infeasibility{"ep_dispatcher", "ep_dispatcher deepep dispatches tokens to experts, which '" + m.name + "' has none of", "alltoall, or deepep with an MoE model",
                          "drop ep_dispatcher: '" + m.name + "' is dense"};
   }
+  if (p.dtype == "fp32" && !p.master_weights.empty() && p.master_weights != "fp32") {
+    return Infeasibility{"master_weights", "master_weights " + p.master_weights + " with dtype fp32", "fp32 (fp32 training holds fp32 weights, the master itself)",
+                         "set master_weights to fp32 or drop it"};
+  }
+  if (p.dtype == "fp16" && p.master_weights == "bf16") {
+    return Infeasibility{"master_weights", "master_weights bf16 with dtype fp16", "fp32-copy or fp32 (fp16 weights keep an fp32 master for loss scaling)",
+                         "set dtype to bf16 or master_weights to fp32-copy"};
+  }
+  if (!p.attention_kernel.empty() && !p.flash_attention) {
+    return Infeasibility{"attention_kernel", "attention_kernel " + p.attention_kernel + " with flash_attention false", "flash_attention true (each kernel is blockwise)",
+                         "drop attention_kernel, or set flash_attention to true"};
+  }
   if (p.param_gather_dtype == "fp8" && !GathersParams(p)) {
     return Infeasibility{"param_gather_dtype", "param_gather_dtype fp8 narrows the parameter all-gathers, which this plan does not run (no fsdp axis, and no data axis under zero_stage >= 1)",
                          "bf16, or fp8 with parameters sharded", "drop param_gather_dtype, or shard the optimizer over data (zero_stage >= 1) or the weights over fsdp"};

@@ -170,6 +170,10 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
                                   "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul (each recipe) 0.2-0.95, attention (each kernel) 0.1-0.95; hbm " +
                                   FormatFixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
   }
+  // A recipe or kernel no fit run uses runs at what it falls back to: its figure is that one.
+  for (FittedParameter& f : g.parameters) {
+    if (f.fit_runs == 0 && (!RecipeOf(f.name).empty() || !KernelOf(f.name).empty())) f.value = Start(g.cluster.efficiency, f.name);
+  }
   double sum = 0;
   for (Prepared& p : prepared) {
     const sim::StepReport r = EstimateWith(p, g.parameters);

@@ -506,7 +506,7 @@ TEST(CliEstimateTest, TensorOverlapScopeIsCheckedAndReported) {
   EXPECT_EQ(with({}).out.find("tensor_overlap_scope"), std::string::npos);
 }
 
-// master_weights: an unknown value, or a 16-bit master under fp32 training, names the field; bf16
+// master_weights: an unknown value, or bf16 weights under fp16 training, names the field; bf16
 // weights and Adam state hold half of fp32-copy's 16 bytes per parameter, said on a states line.
 TEST(CliEstimateTest, MasterWeightsAreCheckedAndReported) {
   auto with = [](std::vector<std::string> extra) {
@@ -515,7 +515,7 @@ TEST(CliEstimateTest, MasterWeightsAreCheckedAndReported) {
     return EstimateLlama8bWith(args);
   };
   EXPECT_TRUE(IsInputError(with({"--set", "master_weights=fp64"}), {"master_weights", "fp32-copy", "bf16"}));
-  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp32", "--set", "master_weights=bf16"}), {"master_weights", "dtype fp32"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp16", "--set", "master_weights=bf16"}), {"master_weights", "dtype fp16"}));
   json copy, pure;
   ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &copy));
   ASSERT_TRUE(IsJsonSuccess(with({"--set", "master_weights=bf16", "--json"}), &pure));
@@ -561,7 +561,7 @@ TEST(CliEstimateTest, AttentionKernelRunsAtItsOwnEfficiency) {
   EXPECT_GT(triton["step_time_s"].get<double>(), flash["step_time_s"].get<double>() * 1.1);
   EXPECT_DOUBLE_EQ(flex["step_time_s"].get<double>(), flash["step_time_s"].get<double>());
   const CliResult text = with({"--set", "attention_kernel=triton"});
-  EXPECT_NE(text.out.find("attention   triton kernel at 0.15 of the 16-bit peak (the cluster's attention_kernels.triton"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("attention   triton kernel at 0.15 of the bf16 peak (the cluster's attention_kernels.triton"), std::string::npos) << text.out;
   EXPECT_NE(with({"--set", "attention_kernel=flex"}).out.find("no figure of its own in the cluster"), std::string::npos);
 }
 

@@ -136,6 +136,8 @@ std::vector<json> PlanSeeds() {
   full.fsdp_reshard_after_forward = true;
   full.framework = "megatron-core";
   full.context_kv = "all-gather";
+  full.master_weights = "fp32";
+  full.attention_kernel = "flex";
   return {PlanToJson(small), PlanToJson(full), json{{"mesh", {{"data", 8}}}, {"global_batch_size", 64}, {"seq_len", 4096}},
           ReadExample("llama3-70b-dgx-h100-64.plan.json"), ReadExample("mixtral-8x7b-tpu-v5p-128.plan.json")};
 }

@@ -86,7 +86,8 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
 }
 
 // How weights and Adam's state are held: written only when set and read back; unset, fp32-copy
-// (fp32 for fp32 plans); fp32 plans allow only fp32, another value is refused naming the field.
+// (fp32 for fp32 plans); another value is refused naming the field (which dtypes allow which is a
+// plan rule: strategies/plan_rules.cc).
 TEST(PlanJsonTest, MasterWeights) {
   json plan = BasePlan();
   EXPECT_EQ(MasterWeightsOf(PlanFromJson(plan, "p.json")), "fp32-copy");
@@ -97,7 +98,6 @@ TEST(PlanJsonTest, MasterWeights) {
   EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").master_weights, "bf16");
   json fp32 = plan;
   fp32["dtype"] = "fp32";
-  EXPECT_TRUE(Refused(fp32, "master_weights", "fp32 (fp32 training"));
   fp32["master_weights"] = "fp32";
   EXPECT_EQ(PlanFromJson(fp32, "p.json").master_weights, "fp32");
   fp32.erase("master_weights");
@@ -107,8 +107,8 @@ TEST(PlanJsonTest, MasterWeights) {
   EXPECT_TRUE(Refused(unknown, "master_weights", "fp32-copy, fp32, bf16"));
 }
 
-// The attention kernel: unset is flash, a set one round-trips, and it needs blockwise attention
-// (flash_attention true); another value is refused naming the field and the valid ones.
+// The attention kernel: unset is flash, a set one round-trips; another value is refused naming the
+// field and the valid ones (that it needs flash_attention is a plan rule).
 TEST(PlanJsonTest, AttentionKernel) {
   json plan = BasePlan();
   EXPECT_EQ(AttentionKernelOf(PlanFromJson(plan, "p.json")), "flash");
@@ -116,9 +116,6 @@ TEST(PlanJsonTest, AttentionKernel) {
   const PlanSpec p = PlanFromJson(plan, "p.json");
   EXPECT_EQ(AttentionKernelOf(p), "triton");
   EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").attention_kernel, "triton");
-  json unfused = plan;
-  unfused["flash_attention"] = false;
-  EXPECT_TRUE(Refused(unfused, "attention_kernel", "flash_attention true"));
   json unknown = plan;
   unknown["attention_kernel"] = "xformers";
   EXPECT_TRUE(Refused(unknown, "attention_kernel", "flash, triton, flex"));

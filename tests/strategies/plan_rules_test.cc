@@ -161,6 +161,28 @@ TEST(ValidatePlanTest, BatchSequenceAndSchedule) {
   EXPECT_NE(Rejection(plan, "gpt3-175b", 64).find("learned positions"), std::string::npos);
 }
 
+// How weights are held must fit the dtype (fp32 training holds fp32 weights, fp16 keeps an fp32
+// master), and an attention kernel needs blockwise attention: each refused naming its field, in
+// the plans the search makes as in plan files.
+TEST(ValidatePlanTest, MasterWeightsAndAttentionKernelFitTheirPlan) {
+  json plan = BasePlan();
+  plan["master_weights"] = "bf16";
+  EXPECT_EQ(Rejection(plan, "llama3-70b", 64), "");
+  plan["dtype"] = "fp32";
+  EXPECT_NE(Rejection(plan, "llama3-70b", 64).find("master_weights bf16 with dtype fp32"), std::string::npos);
+  plan["dtype"] = "fp16";
+  EXPECT_NE(Rejection(plan, "llama3-70b", 64).find("master_weights bf16 with dtype fp16"), std::string::npos);
+  plan["master_weights"] = "fp32-copy";
+  EXPECT_EQ(Rejection(plan, "llama3-70b", 64), "");
+  json kernel = BasePlan();
+  kernel["attention_kernel"] = "triton";
+  EXPECT_EQ(Rejection(kernel, "llama3-70b", 64), "");
+  kernel["flash_attention"] = false;
+  const std::optional<Infeasibility> bad = CheckPlan(PlanFromJson(kernel, "p.json"), Model("llama3-70b"), 64, "cluster");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->field, "attention_kernel");
+}
+
 TEST(ValidatePlanTest, CheckPlanReturnsTheFieldWithoutThrowing) {
   json plan = BasePlan();
   plan["mesh"] = {{"data", 16}, {"tensor", 3}};
