@@ -291,9 +291,9 @@ ProgramCosts CostProgram(const strategies::StepProgram& program, const Roofline&
   return costs;
 }
 
-PhaseParts CostPhaseParts(const LayerProgram& layer, Phase phase, const ClusterSpec& cluster, const std::string& dtype, AxisCollectives& collectives,
+PhaseParts CostPhaseParts(const LayerProgram& layer, Phase phase, const ClusterSpec& cluster, const PlanSpec& plan, AxisCollectives& collectives,
                           double tokens) {
-  const Roofline roofline = RooflineOf(cluster, dtype, tokens);
+  const Roofline roofline = RooflineOf(cluster, plan.dtype, tokens, Fp8RecipeOf(plan), AttentionKernelOf(plan));
   PhaseParts parts;
   for (const Op& op : layer.ops) {
     if (op.phase != phase) continue;

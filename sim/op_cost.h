@@ -183,7 +183,8 @@ struct PhaseParts {
   double compute_s = 0;
   std::vector<std::pair<const strategies::Op*, double>> collectives;  // op (in `layer`), seconds
 };
-PhaseParts CostPhaseParts(const strategies::LayerProgram& layer, strategies::Phase phase, const ClusterSpec& cluster, const std::string& dtype,
+// The roofline is the plan's (its dtype, FP8 recipe and attention kernel), as Estimate's.
+PhaseParts CostPhaseParts(const strategies::LayerProgram& layer, strategies::Phase phase, const ClusterSpec& cluster, const PlanSpec& plan,
                           AxisCollectives& collectives, double tokens = 0);
 
 }  // namespace shardsim::sim

@@ -146,7 +146,7 @@ RingPrediction PredictRingAttention(int64_t batch, int64_t seq_len, int64_t head
     sim::AxisCollectives collectives(topology, plan);
     out->time_s = sim::Estimate(part, cluster, collectives).step_time_s;
     const sim::PhaseParts parts = sim::CostPhaseParts(part.layer_programs[dense_index], phase,
-                                                      cluster, plan.dtype, collectives);
+                                                      cluster, plan, collectives);
     out->compute_s = parts.compute_s;
     for (const auto& [op, seconds] : parts.collectives) out->transfers_s += seconds;
     out->ops = Describe(part.layer_programs[dense_index].ops);
