@@ -55,17 +55,16 @@ struct EfficiencySpec {
   // triton, flex), where a kernel reaches its own share; absent: `attention`'s.
   std::map<std::string, double> attention_kernels;
   std::string source;
-  double Attention(const std::string& kernel = "") const {
-    const auto own = attention_kernels.find(kernel);
-    if (own != attention_kernels.end() && own->second > 0) return own->second;
-    return attention > 0 ? attention : matmul;
-  }
-  double Fp8Matmul(const std::string& recipe = "") const {
-    const auto own = fp8_matmul_recipes.find(recipe);
-    if (own != fp8_matmul_recipes.end() && own->second > 0) return own->second;
-    return fp8_matmul > 0 ? fp8_matmul : matmul;
-  }
+  double Attention(const std::string& kernel = "") const { return OwnOr(attention_kernels, kernel, attention > 0 ? attention : matmul); }
+  double Fp8Matmul(const std::string& recipe = "") const { return OwnOr(fp8_matmul_recipes, recipe, fp8_matmul > 0 ? fp8_matmul : matmul); }
   bool operator==(const EfficiencySpec&) const = default;
+
+ private:
+  // A recipe's or kernel's own figure where it has one, else `fallback`.
+  static double OwnOr(const std::map<std::string, double>& own, const std::string& key, double fallback) {
+    const auto it = own.find(key);
+    return it != own.end() && it->second > 0 ? it->second : fallback;
+  }
 };
 
 enum class TopologyKind {

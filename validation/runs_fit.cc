@@ -80,10 +80,13 @@ bool Acts(const std::string& name, const PlanSpec& plan) {
   return KernelOf(plan).empty();  // attention: the flash kernels'; a fitted kernel's runs are its own
 }
 
+// A recipe's or kernel's own parameter that no fit run uses: it runs at what it falls back to
+// (fp8_matmul, attention), fitted or not, and is never written.
+bool FallsBack(const FittedParameter& f) { return f.fit_runs == 0 && (!RecipeOf(f.name).empty() || !KernelOf(f.name).empty()); }
+
 sim::StepReport EstimateWith(Prepared& p, const std::vector<FittedParameter>& parameters) {
   for (const FittedParameter& f : parameters) {
-    // A recipe (kernel) no fit run uses keeps falling back to fp8_matmul (attention), fitted or not.
-    if (f.fit_runs == 0 && (!RecipeOf(f.name).empty() || !KernelOf(f.name).empty())) continue;
+    if (FallsBack(f)) continue;
     Field(p.cluster.efficiency, f.name) = f.value;
   }
   return sim::Estimate(p.program, p.cluster, *p.collectives);
@@ -134,18 +137,19 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
   g.cluster = largest->cluster;
   std::vector<std::pair<std::string, Bound>> bounds;
   for (const Bound& b : kBounds) bounds.emplace_back(b.name, b);
-  std::vector<std::string> recipes;  // the group's FP8 recipes other than tensorwise, in order
-  for (const Prepared& p : prepared) {
-    const std::string recipe = RecipeOf(p.run->plan);
-    if (!recipe.empty() && std::find(recipes.begin(), recipes.end(), recipe) == recipes.end()) recipes.push_back(recipe);
-  }
-  for (const std::string& recipe : recipes) bounds.emplace_back(std::string(kRecipePrefix) + recipe, kFp8RecipeBound);
-  std::vector<std::string> kernels;  // the group's attention kernels other than flash, in order
-  for (const Prepared& p : prepared) {
-    const std::string kernel = KernelOf(p.run->plan);
-    if (!kernel.empty() && std::find(kernels.begin(), kernels.end(), kernel) == kernels.end()) kernels.push_back(kernel);
-  }
-  for (const std::string& kernel : kernels) bounds.emplace_back(std::string(kKernelPrefix) + kernel, kAttentionKernelBound);
+  // One parameter per FP8 recipe other than tensorwise and per attention kernel other than flash
+  // that the group's runs use, in the order they first appear.
+  auto own_parameters = [&](std::string (*of)(const PlanSpec&), std::string_view prefix, const Bound& bound) {
+    std::vector<std::string> seen;
+    for (const Prepared& p : prepared) {
+      const std::string value = of(p.run->plan);
+      if (value.empty() || std::find(seen.begin(), seen.end(), value) != seen.end()) continue;
+      seen.push_back(value);
+      bounds.emplace_back(std::string(prefix) + value, bound);
+    }
+  };
+  own_parameters(RecipeOf, kRecipePrefix, kFp8RecipeBound);
+  own_parameters(KernelOf, kKernelPrefix, kAttentionKernelBound);
   for (const auto& [name, b] : bounds) {
     FittedParameter f{.name = name, .start = Start(g.cluster.efficiency, name), .low = b.low, .high = b.high};
     f.value = f.start;
@@ -172,7 +176,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
   }
   // A recipe or kernel no fit run uses runs at what it falls back to: its figure is that one.
   for (FittedParameter& f : g.parameters) {
-    if (f.fit_runs == 0 && (!RecipeOf(f.name).empty() || !KernelOf(f.name).empty())) f.value = Start(g.cluster.efficiency, f.name);
+    if (FallsBack(f)) f.value = Start(g.cluster.efficiency, f.name);
   }
   double sum = 0;
   for (Prepared& p : prepared) {
