@@ -88,7 +88,8 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "  utilisation MFU " << FormatPercent(r.mfu) << " (PaLM's count: " << FormatPercent(r.mfu_palm) << "), HFU " << FormatPercent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
       << plan.dtype << " peak per device (cluster spec); matmuls at "
       << (plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul) << " of peak, attention at "
-      << cluster.efficiency.Attention(plan.attention_kernel) << " of the " << attention_peak << " peak, HBM at "
+      << cluster.efficiency.Attention(plan.attention_kernel) << " of the " << attention_peak << " peak, "
+      << (cluster.efficiency.backward != 1 ? "their backward passes at " + FormatFixed(cluster.efficiency.backward, 3) + " of those rates, " : "") << "HBM at "
       << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
   if (!plan.framework.empty()) {
     const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), program.model, plan.seq_len, r.mfu_palm);

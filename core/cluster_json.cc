@@ -143,6 +143,7 @@ EfficiencySpec EfficiencyFromJson(JsonReader& r) {
   e.hbm = eff->Number("hbm", 1e-3, 1);
   e.attention = eff->NumberOr("attention", 0, 0, 1);
   e.fp8_matmul = eff->NumberOr("fp8_matmul", 0, 0, 1);
+  e.backward = eff->NumberOr("backward", 1, 1e-3, 1);
   if (auto recipes = eff->Object("fp8_matmul_recipes")) {
     // Per-tensor scaling's figure is fp8_matmul itself: the other recipes only.
     for (const std::string& recipe : Fp8RecipeNames()) {
@@ -172,6 +173,7 @@ json EfficiencyToJson(const EfficiencySpec& e) {
   if (e.fp8_matmul > 0) j["fp8_matmul"] = e.fp8_matmul;
   if (!e.fp8_matmul_recipes.empty()) j["fp8_matmul_recipes"] = e.fp8_matmul_recipes;
   if (!e.attention_kernels.empty()) j["attention_kernels"] = e.attention_kernels;
+  if (e.backward != 1) j["backward"] = e.backward;
   j["source"] = e.source;
   return j;
 }

@@ -54,6 +54,11 @@ struct EfficiencySpec {
   // Of the 16-bit peak, per attention kernel other than flash (PlanSpec::attention_kernel:
   // triton, flex), where a kernel reaches its own share; absent: `attention`'s.
   std::map<std::string, double> attention_kernels;
+  // The backward passes' (input and weight gradients) matmul and attention rates as a share of
+  // their forward rates above, which forward and recomputed work run at: autograd's per-op cost,
+  // gradient accumulation and the kernels' own backward (FlashAttention-2's runs at 0.76 of its
+  // forward in shardsim's count). 1: as fast.
+  double backward = 1;
   std::string source;
   double Attention(const std::string& kernel = "") const { return OwnOr(attention_kernels, kernel, attention > 0 ? attention : matmul); }
   double Fp8Matmul(const std::string& recipe = "") const { return OwnOr(fp8_matmul_recipes, recipe, fp8_matmul > 0 ? fp8_matmul : matmul); }

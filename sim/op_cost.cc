@@ -38,8 +38,10 @@ double Roofline::Seconds(const Op& op) const {
     }
   }
   const double memory = op.bytes / hbm_bytes_per_s;
+  // Forward and recomputed work at the forward rates, gradients at their share of them.
+  const double pass = op.phase == Phase::kBackwardInput || op.phase == Phase::kBackwardWeight ? backward : 1.0;
   if (op.kind == ComputeKind::kMatmul) {
-    const double gemm = std::max(op.flops / (peak_flop_per_s * matmul_efficiency * Quantization(op.m, op.n)), memory);
+    const double gemm = std::max(op.flops / (peak_flop_per_s * matmul_efficiency * pass * Quantization(op.m, op.n)), memory);
     if (!fp8_casts) return gemm;
     const double a = static_cast<double>(op.m) * static_cast<double>(op.k), b = static_cast<double>(op.k) * static_cast<double>(op.n);
     const double written = (1 + fp8_scales.per_element) * (a + b) + fp8_scales.per_row * static_cast<double>(op.m + op.n);  // rows of k
@@ -49,8 +51,8 @@ double Roofline::Seconds(const Op& op) const {
   // does: costed at the fused attention kernels' share of the 16-bit peak, whatever kernel the
   // attention itself runs (no public per-chip figure for the SSD kernels; calibrate's attention
   // fit covers both, and a calibration's own "ssd" kernel rate wins above).
-  if (op.kind == ComputeKind::kAttention) return std::max(op.flops / attention_flop_per_s, memory);
-  if (op.kind == ComputeKind::kScan) return std::max(op.flops / scan_flop_per_s, memory);
+  if (op.kind == ComputeKind::kAttention) return std::max(op.flops / (attention_flop_per_s * pass), memory);
+  if (op.kind == ComputeKind::kScan) return std::max(op.flops / (scan_flop_per_s * pass), memory);
   return memory;
 }
 
@@ -74,6 +76,7 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
              .fp8_casts = fp8,
              .fp8_scales = fp8 ? Fp8ScaleBytes(fp8_recipe) : Fp8Scales{},  // "" (tensorwise): none
              .hbm_bytes_per_s = cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm,
+             .backward = cluster.efficiency.backward,
              .tile = cluster.chip.matmul_tile,
              .units = cluster.chip.compute_units,
              .calibration = calibration,

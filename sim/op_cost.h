@@ -105,6 +105,9 @@ struct Roofline {
   bool fp8_casts = false;
   Fp8Scales fp8_scales;
   double hbm_bytes_per_s = 0;  // x efficiency
+  // The backward passes' matmul, attention and scan rates as a share of the above
+  // (EfficiencySpec::backward).
+  double backward = 1;
   int64_t tile = 0, units = 0;
   const CalibrationSpec* calibration = nullptr;  // of this dtype, else null (the cluster's; it outlives this)
   double tokens = 0;  // per micro-batch per device: where kernel rates are read

@@ -34,7 +34,8 @@ struct Bound {
   const char* name;
   double low, high;
 };
-constexpr Bound kBounds[] = {{"matmul", 0.3, 0.95}, {"fp8_matmul", 0.2, 0.95}, {"attention", 0.1, 0.95}};
+// The backward passes' share of the forward rates: 0.3-1 (no faster than the forward).
+constexpr Bound kBounds[] = {{"matmul", 0.3, 0.95}, {"fp8_matmul", 0.2, 0.95}, {"attention", 0.1, 0.95}, {"backward", 0.3, 1.0}};
 constexpr Bound kFp8RecipeBound = {"fp8_matmul", 0.2, 0.95};
 constexpr Bound kAttentionKernelBound = {"attention", 0.1, 0.95};
 
@@ -58,6 +59,7 @@ std::string KernelOf(const PlanSpec& plan) { return Own(AttentionKernelOf(plan),
 
 double& Field(EfficiencySpec& e, const std::string& name) {
   if (name == "matmul") return e.matmul;
+  if (name == "backward") return e.backward;
   if (name == "fp8_matmul") return e.fp8_matmul;
   if (const std::string recipe = RecipeOf(name); !recipe.empty()) return e.fp8_matmul_recipes[recipe];
   if (const std::string kernel = KernelOf(name); !kernel.empty()) return e.attention_kernels[kernel];
@@ -66,6 +68,7 @@ double& Field(EfficiencySpec& e, const std::string& name) {
 
 double Start(const EfficiencySpec& e, const std::string& name) {
   if (name == "matmul") return e.matmul;
+  if (name == "backward") return e.backward;
   if (name == "fp8_matmul") return e.Fp8Matmul();
   if (const std::string recipe = RecipeOf(name); !recipe.empty()) return e.Fp8Matmul(recipe);
   if (const std::string kernel = KernelOf(name); !kernel.empty()) return e.Attention(kernel);
@@ -73,6 +76,7 @@ double Start(const EfficiencySpec& e, const std::string& name) {
 }
 
 bool Acts(const std::string& name, const PlanSpec& plan) {
+  if (name == "backward") return true;  // every run has backward passes
   if (name == "fp8_matmul") return plan.dtype == "fp8" && RecipeOf(plan).empty();
   if (const std::string recipe = RecipeOf(name); !recipe.empty()) return RecipeOf(plan) == recipe;
   if (name == "matmul") return plan.dtype != "fp8";
@@ -92,26 +96,21 @@ sim::StepReport EstimateWith(Prepared& p, const std::vector<FittedParameter>& pa
   return sim::Estimate(p.program, p.cluster, *p.collectives);
 }
 
-// Over the fit runs that `name` acts on: the others' terms do not move with it.
+// Over the fit runs that `name` acts on (the others' terms do not move with it); every fit run
+// for an empty name.
 double Objective(std::vector<Prepared>& prepared, const std::vector<FittedParameter>& parameters, const std::string& name) {
   double sum = 0;
   for (Prepared& p : prepared) {
-    if (!p.run->fit || !Acts(name, p.run->plan)) continue;
+    if (!p.run->fit || (!name.empty() && !Acts(name, p.run->plan))) continue;
     const double e = std::log(EstimateWith(p, parameters).step_time_s / p.run->step_time_s);
     sum += e * e;
   }
   return sum;
 }
 
-// Golden-section search of parameter `i` over its bounds, in log space.
-void LineSearch(std::vector<Prepared>& prepared, std::vector<FittedParameter>& parameters, size_t i, int64_t& evaluations) {
+// The x in [a, b] where f is least, by 24 golden-section steps.
+double GoldenSection(double a, double b, const std::function<double(double)>& f) {
   const double phi = (std::sqrt(5.0) - 1) / 2;
-  double a = std::log(parameters[i].low), b = std::log(parameters[i].high);
-  auto f = [&](double x) {
-    parameters[i].value = std::exp(x);
-    ++evaluations;
-    return Objective(prepared, parameters, parameters[i].name);
-  };
   double c = b - phi * (b - a), d = a + phi * (b - a);
   double fc = f(c), fd = f(d);
   for (int k = 0; k < 24; ++k) {
@@ -123,7 +122,57 @@ void LineSearch(std::vector<Prepared>& prepared, std::vector<FittedParameter>& p
       d = a + phi * (b - a), fd = f(d);
     }
   }
-  parameters[i].value = std::exp(fc < fd ? c : d);
+  return fc < fd ? c : d;
+}
+
+// Parameter `i` over its bounds, in log space.
+void LineSearch(std::vector<Prepared>& prepared, std::vector<FittedParameter>& parameters, size_t i, int64_t& evaluations) {
+  const double x = GoldenSection(std::log(parameters[i].low), std::log(parameters[i].high), [&](double x) {
+    parameters[i].value = std::exp(x);
+    ++evaluations;
+    return Objective(prepared, parameters, parameters[i].name);
+  });
+  parameters[i].value = std::exp(x);
+}
+
+// Powell's step: along the move a sweep made (log space, from `before`), as far as the bounds
+// allow. Where parameters trade off (matmul against backward: both slow every run) single
+// coordinates creep along the valley; its direction crosses it in one search. Kept only where it
+// lowers the objective over every fit run.
+void SweepDirectionSearch(std::vector<Prepared>& prepared, std::vector<FittedParameter>& parameters, const std::vector<double>& before,
+                          int64_t& evaluations) {
+  std::vector<double> from(parameters.size()), step(parameters.size(), 0);
+  double reach = 1e9;
+  bool moved = false;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    from[i] = std::log(before[i]);
+    if (parameters[i].fit_runs == 0) continue;
+    step[i] = std::log(parameters[i].value) - from[i];
+    if (std::abs(step[i]) < 1e-9) continue;
+    moved = true;
+    reach = std::min(reach, ((step[i] > 0 ? std::log(parameters[i].high) : std::log(parameters[i].low)) - from[i]) / step[i]);
+  }
+  if (!moved || reach <= 1) return;
+  auto set = [&](double t) {
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (step[i] != 0) parameters[i].value = std::exp(from[i] + t * step[i]);
+    }
+  };
+  const std::vector<double> swept = [&] {
+    std::vector<double> v;
+    for (const FittedParameter& f : parameters) v.push_back(f.value);
+    return v;
+  }();
+  const double at_sweep = Objective(prepared, parameters, "");
+  const double t = GoldenSection(1, reach, [&](double t) {
+    set(t);
+    ++evaluations;
+    return Objective(prepared, parameters, "");
+  });
+  set(t);
+  if (Objective(prepared, parameters, "") >= at_sweep) {
+    for (size_t i = 0; i < parameters.size(); ++i) parameters[i].value = swept[i];
+  }
 }
 
 GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, const FitOptions& options) {
@@ -150,17 +199,32 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
   };
   own_parameters(RecipeOf, kRecipePrefix, kFp8RecipeBound);
   own_parameters(KernelOf, kKernelPrefix, kAttentionKernelBound);
+  // The backward passes' share trades off against the forward rates unless the fit runs redo
+  // different amounts of forward work (recomputation none, selective, full): fitted only then.
+  std::vector<Recompute> redo;
+  for (const Prepared& p : prepared) {
+    if (p.run->fit && std::find(redo.begin(), redo.end(), p.run->plan.recompute) == redo.end()) redo.push_back(p.run->plan.recompute);
+  }
   for (const auto& [name, b] : bounds) {
     FittedParameter f{.name = name, .start = Start(g.cluster.efficiency, name), .low = b.low, .high = b.high};
     f.value = f.start;
     for (const Prepared& p : prepared) f.fit_runs += p.run->fit && Acts(f.name, p.run->plan) ? 1 : 0;
+    if (f.name == "backward" && redo.size() < 2) f.fit_runs = 0;
     g.parameters.push_back(f);
   }
   if (options.fit && g.fit_runs > 0) {
-    for (int sweep = 0; sweep < 4; ++sweep) {
+    // Up to 12 sweeps, until one lowers the objective by less than a part in 10^4.
+    double last = Objective(prepared, g.parameters, "");
+    for (int sweep = 0; sweep < 12; ++sweep) {
+      std::vector<double> before;
+      for (const FittedParameter& f : g.parameters) before.push_back(f.value);
       for (size_t i = 0; i < g.parameters.size(); ++i) {
         if (g.parameters[i].fit_runs > 0) LineSearch(prepared, g.parameters, i, g.evaluations);
       }
+      SweepDirectionSearch(prepared, g.parameters, before, g.evaluations);
+      const double now = Objective(prepared, g.parameters, "");
+      if (last - now < 1e-4 * last) break;
+      last = now;
     }
     std::vector<std::string> figures;
     for (FittedParameter& f : g.parameters) {
@@ -171,7 +235,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +
                                   " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) +
-                                  "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul (each recipe) 0.2-0.95, attention (each kernel) 0.1-0.95; hbm " +
+                                  "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul (each recipe) 0.2-0.95, attention (each kernel) 0.1-0.95, backward 0.3-1; hbm " +
                                   FormatFixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
   }
   // A recipe or kernel no fit run uses runs at what it falls back to: its figure is that one.

@@ -171,5 +171,26 @@ TEST(ClusterJsonTest, AttentionKernelEfficiencies) {
   }
 }
 
+// efficiency.backward: the gradient passes' share of the forward rates, in (0, 1], 1 when absent
+// (and then not written); a share above 1 or at 0 is refused naming the field.
+TEST(ClusterJsonTest, BackwardShareOfTheForwardRates) {
+  nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-h100:16", "--cluster"));
+  EXPECT_FALSE(j["efficiency"].contains("backward"));
+  EXPECT_DOUBLE_EQ(ClusterFromJson(j, "c.json").efficiency.backward, 1);
+  j["efficiency"]["backward"] = 0.6;
+  const ClusterSpec c = ClusterFromJson(j, "c.json");
+  EXPECT_DOUBLE_EQ(c.efficiency.backward, 0.6);
+  EXPECT_EQ(ClusterFromJson(nlohmann::json::parse(ClusterToJson(c).dump()), "c.json"), c);
+  for (double bad : {0.0, 1.5}) {
+    j["efficiency"]["backward"] = bad;
+    try {
+      ClusterFromJson(j, "c.json");
+      FAIL() << bad;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("backward"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardsim

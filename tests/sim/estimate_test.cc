@@ -10,6 +10,7 @@
 
 #include "core/cluster_presets.h"
 #include "core/model_presets.h"
+#include "sim/op_cost.h"
 #include "strategies/build_step.h"
 #include "strategies/plan_rules.h"
 #include "strategies/schedule.h"
@@ -226,6 +227,29 @@ TEST(MatmulQuantizationTest, TilesAndWaves) {
   EXPECT_DOUBLE_EQ(MatmulQuantization(128, 108, 128 * 12, 128 * 10), 120.0 / 216);    // 120 tiles in 2 waves
   EXPECT_DOUBLE_EQ(MatmulQuantization(128, 4, 129, 128), 129.0 / 256 * 2 / 4);        // 2 tiles, half used; 4 units
   EXPECT_DOUBLE_EQ(MatmulQuantization(0, 0, 7, 7), 1.0);
+}
+
+// EfficiencySpec::backward: the gradient passes' products and attention run at that share of the
+// forward rates; forward and recomputed work at the forward rates; memory-bound ops as before.
+TEST(RooflineTest, BackwardPassesRunAtTheirShareOfTheForwardRates) {
+  ClusterSpec cluster = ParseClusterPreset("dgx-h100:8", "--cluster");
+  cluster.efficiency.backward = 0.5;
+  const Roofline r = RooflineOf(cluster, "bf16");
+  using strategies::ComputeKind;
+  using strategies::Phase;
+  for (ComputeKind kind : {ComputeKind::kMatmul, ComputeKind::kAttention}) {
+    strategies::Op op = strategies::ComputeOp("op", Phase::kForward, kind, 1e12, 1e3);
+    op.m = op.n = op.k = 128 * 132;  // whole waves of tiles
+    const double forward = r.Seconds(op);
+    op.phase = Phase::kRecompute;
+    EXPECT_DOUBLE_EQ(r.Seconds(op), forward);
+    op.phase = Phase::kBackwardInput;
+    EXPECT_DOUBLE_EQ(r.Seconds(op), 2 * forward);
+    op.phase = Phase::kBackwardWeight;
+    EXPECT_DOUBLE_EQ(r.Seconds(op), 2 * forward);
+  }
+  const strategies::Op norm = strategies::ComputeOp("norm_grad", Phase::kBackwardInput, ComputeKind::kElementwise, 0, 1e9);
+  EXPECT_DOUBLE_EQ(r.Seconds(norm), RooflineOf(ParseClusterPreset("dgx-h100:8", "--cluster"), "bf16").Seconds(norm));
 }
 
 }  // namespace

@@ -104,6 +104,50 @@ TEST(RunsFitTest, RecoversTheEfficienciesThatMadeTheTimes) {
   for (const RunResult& r : fitted[0].results) EXPECT_NEAR(r.error, 0, 0.01) << r.run->id;
 }
 
+// Times made with the backward passes at 0.6 of the forward rates, by runs that redo different
+// amounts of forward work (recomputation none and full): the fit finds the share and the forward
+// matmul rate again. Runs that all redo the same cannot tell the two apart: there `backward` is
+// not fitted and keeps the cluster's 1.
+TEST(RunsFitTest, RecoversTheBackwardShareWhereRecomputationDiffers) {
+  ClusterSpec truth = LoadCluster("dgx-h100:8");
+  truth.efficiency.matmul = 0.7;
+  truth.efficiency.attention = 0.35;
+  truth.efficiency.backward = 0.6;
+  const std::string truth_path = WriteTemp("backward.cluster.json", ClusterToJson(truth));
+  json list = json::array();
+  for (int64_t seq : {2048, 8192, 32768}) {
+    for (const char* recompute : {"none", "full"}) {
+      json run = RunJson(std::string(recompute) + std::to_string(seq), seq, truth_path);
+      run["plan"]["recompute"] = recompute;
+      list.push_back(run);
+    }
+  }
+  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("backward.json", {{"runs", list}}));
+  const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].step_time_s = generated[0].results[i].predicted_s;
+    runs[i].cluster = "dgx-h100:8";
+  }
+  auto value = [](const GroupFit& g, const std::string& name) {
+    for (const FittedParameter& p : g.parameters) {
+      if (p.name == name) return p;
+    }
+    return FittedParameter{};
+  };
+  const GroupFit fitted = FitRuns(runs, {.fit = true, .source_path = "generated"})[0];
+  EXPECT_NEAR(value(fitted, "backward").value, 0.6, 0.02);
+  EXPECT_NEAR(value(fitted, "matmul").value, 0.7, 0.02);
+  for (const RunResult& r : fitted.results) EXPECT_NEAR(r.error, 0, 0.01) << r.run->id;
+  EXPECT_NEAR(ClusterFromJson(ClusterToJson(fitted.cluster), "fitted").efficiency.backward, 0.6, 0.02);
+
+  std::vector<PublishedRun> same;
+  for (const PublishedRun& r : runs) {
+    if (r.plan.recompute == Recompute::kFull) same.push_back(r);
+  }
+  const GroupFit one_kind = FitRuns(same, {.fit = true, .source_path = "generated"})[0];
+  EXPECT_EQ(value(one_kind, "backward").fit_runs, 0);
+  EXPECT_DOUBLE_EQ(value(one_kind, "backward").value, 1);
+}
 
 // A scaling recipe's FP8 GEMMs get their own efficiency, fitted on the runs that use it only:
 // row-wise runs made at 0.30 and per-tensor ones at 0.60 are told apart, and the fitted cluster
