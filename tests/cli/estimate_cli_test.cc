@@ -565,5 +565,36 @@ TEST(CliEstimateTest, AttentionKernelRunsAtItsOwnEfficiency) {
   EXPECT_NE(with({"--set", "attention_kernel=flex"}).out.find("no figure of its own in the cluster"), std::string::npos);
 }
 
+// A cluster's efficiency.backward slows the gradient passes only: a plan that recomputes (one
+// more forward) slows by less, in proportion, than one that does not; the utilisation line says
+// the share; a share out of (0, 1] is one line naming the field.
+TEST(CliEstimateTest, BackwardShareSlowsTheGradientPasses) {
+  const std::string path = ::testing::TempDir() + "/backward.cluster.json";
+  ASSERT_EQ(RunShardsim({"describe", "--cluster", "dgx-h100:8", "--write-cluster", path}).exit_code, 0);
+  json cluster = json::parse(std::ifstream(path));
+  auto step = [&](double backward, const std::string& recompute, std::string* text = nullptr) {
+    cluster["efficiency"]["backward"] = backward;
+    std::ofstream(path) << cluster.dump();
+    const std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8", "--set",
+                                           "global_batch_size=8", "--set", "seq_len=8192", "--set", "recompute=" + recompute};
+    if (text) *text = RunShardsim(args).out;
+    std::vector<std::string> json_args = args;
+    json_args.push_back("--json");
+    json report;
+    EXPECT_TRUE(IsJsonSuccess(RunShardsim(json_args), &report));
+    return report.value("step_time_s", 0.0);
+  };
+  const double none = step(0.5, "none") / step(1, "none"), full = step(0.5, "full") / step(1, "full");
+  EXPECT_GT(none, 1.3);
+  EXPECT_GT(full, 1.2);
+  EXPECT_LT(full, none);
+  std::string text;
+  step(0.5, "none", &text);
+  EXPECT_NE(text.find("their backward passes at 0.500 of those rates"), std::string::npos) << text;
+  cluster["efficiency"]["backward"] = 1.5;
+  std::ofstream(path) << cluster.dump();
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8"}), {"efficiency/backward"}));
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test
