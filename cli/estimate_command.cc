@@ -190,6 +190,12 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   table.AddRow({FormatBinaryBytes(peak.params), FormatBinaryBytes(peak.grads), FormatBinaryBytes(peak.optimizer),
                 FormatBinaryBytes(peak.activations), FormatBinaryBytes(peak.buffers)});
   table.Print(out, "              ");
+  if (r.memory.stages.size() > 1) {
+    // Each stage's total: where the peak is and how far the others are from it.
+    out << "  per stage  ";
+    for (size_t s = 0; s < r.memory.stages.size(); ++s) out << (s ? ", " : " ") << s << ": " << FormatBinaryBytes(r.memory.stages[s].total());
+    out << "\n";
+  }
   return 0;
 }
 

@@ -23,6 +23,13 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
                            {"per_step", c.per_step},
                            {"exposed_per_step_s", c.exposed_s * c.per_step}});
   }
+  // Each pipeline stage's memory (the peak is the largest; torchtitan's published peaks are the
+  // maximum over ranks).
+  nlohmann::json stages = nlohmann::json::array();
+  for (const strategies::MemoryBreakdown& b : r.memory.stages) {
+    stages.push_back({{"bytes_per_device", b.total()}, {"params", b.params}, {"grads", b.grads}, {"optimizer", b.optimizer},
+                      {"activations", b.activations}, {"buffers", b.buffers}, {"pipeline_buffers", b.pipeline}});
+  }
   nlohmann::json j = {{"engine", "analytic"},
           {"model", model.name},
           {"cluster", cluster.name},
@@ -40,6 +47,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"fits", r.fits},
           {"memory",
            {{"peak_bytes_per_device", peak.total()},
+            {"stages", stages},
             {"hbm_bytes", r.hbm_bytes},
             {"peak_stage", r.memory.peak_stage},
             {"params", peak.params},

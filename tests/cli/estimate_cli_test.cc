@@ -1,6 +1,7 @@
 // `shardsim estimate` end to end: the report JSON of the CLI docs, and its input errors.
 #include "tests/cli/cli_test_util.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -483,6 +484,28 @@ TEST(CliEstimateTest, PipelineBuffersAreCheckedAndReported) {
   const CliResult gpipe = with({"--set", "pipeline_schedule=gpipe", "--set", "pipeline_buffers=per-microbatch"});
   EXPECT_EQ(gpipe.exit_code, 0) << gpipe.err;
   EXPECT_NE(gpipe.out.find("0 B of stage 3's buffers beyond its activations"), std::string::npos) << gpipe.out;
+}
+
+// Each pipeline stage's memory: one entry per stage whose largest is the peak, at the peak stage,
+// and its parts add up; the text's per-stage line lists them; one stage has no such line.
+TEST(CliEstimateTest, MemoryPerPipelineStage) {
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(EstimateLlama8bWith({"--set", "mesh.data=2", "--set", "mesh.pipeline=4", "--set", "global_batch_size=16", "--json"}), &report));
+  const json& memory = report["memory"];
+  ASSERT_EQ(memory["stages"].size(), 4u);
+  double largest = 0;
+  for (const json& stage : memory["stages"]) {
+    largest = std::max(largest, stage["bytes_per_device"].get<double>());
+    double parts = 0;
+    for (const char* part : {"params", "grads", "optimizer", "activations", "buffers"}) parts += stage[part].get<double>();
+    EXPECT_NEAR(parts, stage["bytes_per_device"].get<double>(), 1);
+  }
+  EXPECT_DOUBLE_EQ(largest, memory["peak_bytes_per_device"].get<double>());
+  EXPECT_DOUBLE_EQ(memory["stages"][memory["peak_stage"].get<size_t>()]["bytes_per_device"].get<double>(), largest);
+  const CliResult text = EstimateLlama8bWith({"--set", "mesh.data=2", "--set", "mesh.pipeline=4", "--set", "global_batch_size=16"});
+  EXPECT_NE(text.out.find("  per stage   0: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(", 3: "), std::string::npos) << text.out;
+  EXPECT_EQ(EstimateLlama8bWith({"--set", "mesh.data=8"}).out.find("per stage"), std::string::npos);
 }
 
 // Tensor overlap's scope: an unknown value names the field and its values; single-product
