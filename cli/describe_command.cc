@@ -179,8 +179,9 @@ void PrintCluster(const ClusterSpec& c, std::ostream& out) {
     links.AddRow({name, FormatSI(l.bandwidth_bytes_per_s, "B/s"), std::to_string(l.links_per_device), FormatSeconds(l.latency_s), eff, l.source});
   }
   links.Print(out, "  ");
-  char eff[64];
-  std::snprintf(eff, sizeof eff, "matmul %.2f of peak, HBM %.2f of bandwidth", c.efficiency.matmul, c.efficiency.hbm);
+  char eff[160];
+  std::snprintf(eff, sizeof eff, "matmul %.2f and attention %.3f of peak, backward passes at %.3f of those rates, HBM %.2f of bandwidth",
+                c.efficiency.matmul, c.efficiency.Attention(), c.efficiency.backward, c.efficiency.hbm);
   out << "  efficiency " << eff << " (" << c.efficiency.source << ")\n";
 }
 

@@ -55,9 +55,12 @@ struct EfficiencySpec {
   // triton, flex), where a kernel reaches its own share; absent: `attention`'s.
   std::map<std::string, double> attention_kernels;
   // The backward passes' (input and weight gradients) matmul and attention rates as a share of
-  // their forward rates above, which forward and recomputed work run at: autograd's per-op cost,
-  // gradient accumulation and the kernels' own backward (FlashAttention-2's runs at 0.76 of its
-  // forward in shardsim's count). 1: as fast.
+  // the rates above, which forward and recomputed work then run at. 1 (the catalogue's, and what
+  // measured calibrations write): one rate for every pass, so the figures above are averages over
+  // forward and backward (the Hopper presets' attention is FlashAttention-2's forward+backward);
+  // below 1 they are forward rates. Fitted by calibrate --from-runs where runs differ in
+  // recomputation: what the backward costs beyond its FLOPs at forward rates (autograd, gradient
+  // accumulation, the kernels' own backward), not told apart.
   double backward = 1;
   std::string source;
   double Attention(const std::string& kernel = "") const { return OwnOr(attention_kernels, kernel, attention > 0 ? attention : matmul); }

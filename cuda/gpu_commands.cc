@@ -113,6 +113,9 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
   cluster.efficiency.matmul = std::min(1.0, matmul);
   cluster.efficiency.attention = std::min(1.0, attention_eff);
   cluster.efficiency.hbm = std::min(1.0, hbm);
+  // The measured attention is a forward+backward rate and the products' rates hold for every pass:
+  // a backward share fitted against other figures (calibrate --from-runs) would not apply.
+  cluster.efficiency.backward = 1;
   cluster.efficiency.source = provenance;
 
   if (o.json) {

@@ -30,16 +30,16 @@ bool Roofline::Calibrated(const Op& op) const {
 }
 
 double Roofline::Seconds(const Op& op) const {
+  // Forward and recomputed work at the forward rates, gradients at their share of them.
+  const double pass = op.phase == Phase::kBackwardInput || op.phase == Phase::kBackwardWeight ? backward : 1.0;
   if (calibration != nullptr) {
-    if (op.kind == ComputeKind::kMatmul && !calibration->gemm.empty()) return op.flops / GemmFlopPerS(*calibration, op.m, op.n, op.k);
+    if (op.kind == ComputeKind::kMatmul && !calibration->gemm.empty()) return op.flops / (GemmFlopPerS(*calibration, op.m, op.n, op.k) * pass);
     const auto kernel = calibration->kernels.find(op.name);
     if (kernel != calibration->kernels.end()) {
       return (kernel->second.per_flop ? op.flops : op.bytes) / KernelRateAt(kernel->second, tokens);
     }
   }
   const double memory = op.bytes / hbm_bytes_per_s;
-  // Forward and recomputed work at the forward rates, gradients at their share of them.
-  const double pass = op.phase == Phase::kBackwardInput || op.phase == Phase::kBackwardWeight ? backward : 1.0;
   if (op.kind == ComputeKind::kMatmul) {
     const double gemm = std::max(op.flops / (peak_flop_per_s * matmul_efficiency * pass * Quantization(op.m, op.n)), memory);
     if (!fp8_casts) return gemm;

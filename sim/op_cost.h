@@ -106,7 +106,8 @@ struct Roofline {
   Fp8Scales fp8_scales;
   double hbm_bytes_per_s = 0;  // x efficiency
   // The backward passes' matmul, attention and scan rates as a share of the above
-  // (EfficiencySpec::backward).
+  // (EfficiencySpec::backward), a measured GEMM table's included; kernels measured by name (per
+  // op, each pass its own) run as measured.
   double backward = 1;
   int64_t tile = 0, units = 0;
   const CalibrationSpec* calibration = nullptr;  // of this dtype, else null (the cluster's; it outlives this)

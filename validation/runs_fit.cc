@@ -13,6 +13,7 @@
 #include "sim/estimate.h"
 #include "strategies/build_step.h"
 #include "topologies/cluster.h"
+#include "validation/least_squares.h"
 
 namespace shardsim::validation {
 namespace {
@@ -38,6 +39,16 @@ struct Bound {
 constexpr Bound kBounds[] = {{"matmul", 0.3, 0.95}, {"fp8_matmul", 0.2, 0.95}, {"attention", 0.1, 0.95}, {"backward", 0.3, 1.0}};
 constexpr Bound kFp8RecipeBound = {"fp8_matmul", 0.2, 0.95};
 constexpr Bound kAttentionKernelBound = {"attention", 0.1, 0.95};
+
+// "matmul 0.3-0.95, fp8_matmul (each recipe) 0.2-0.95, ...": kBounds as the provenance says them.
+std::string BoundsText() {
+  std::vector<std::string> parts;
+  for (const Bound& b : kBounds) {
+    const std::string each = std::string_view(b.name) == "fp8_matmul" ? " (each recipe)" : std::string_view(b.name) == "attention" ? " (each kernel)" : "";
+    parts.push_back(std::string(b.name) + each + " " + FormatFixed(b.low, 2) + "-" + FormatFixed(b.high, 2));
+  }
+  return JoinNames(parts);
+}
 
 // A parameter's name after `prefix` ("fp8_matmul.rowwise" after "fp8_matmul."), or "".
 std::string After(const std::string& name, std::string_view prefix) {
@@ -96,83 +107,13 @@ sim::StepReport EstimateWith(Prepared& p, const std::vector<FittedParameter>& pa
   return sim::Estimate(p.program, p.cluster, *p.collectives);
 }
 
-// Over the fit runs that `name` acts on (the others' terms do not move with it); every fit run
-// for an empty name.
-double Objective(std::vector<Prepared>& prepared, const std::vector<FittedParameter>& parameters, const std::string& name) {
-  double sum = 0;
+// log(predicted / measured) of every fit run, with the efficiencies `parameters` says.
+std::vector<double> LogErrors(std::vector<Prepared>& prepared, const std::vector<FittedParameter>& parameters) {
+  std::vector<double> errors;
   for (Prepared& p : prepared) {
-    if (!p.run->fit || (!name.empty() && !Acts(name, p.run->plan))) continue;
-    const double e = std::log(EstimateWith(p, parameters).step_time_s / p.run->step_time_s);
-    sum += e * e;
+    if (p.run->fit) errors.push_back(std::log(EstimateWith(p, parameters).step_time_s / p.run->step_time_s));
   }
-  return sum;
-}
-
-// The x in [a, b] where f is least, by 24 golden-section steps.
-double GoldenSection(double a, double b, const std::function<double(double)>& f) {
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  double c = b - phi * (b - a), d = a + phi * (b - a);
-  double fc = f(c), fd = f(d);
-  for (int k = 0; k < 24; ++k) {
-    if (fc < fd) {
-      b = d, d = c, fd = fc;
-      c = b - phi * (b - a), fc = f(c);
-    } else {
-      a = c, c = d, fc = fd;
-      d = a + phi * (b - a), fd = f(d);
-    }
-  }
-  return fc < fd ? c : d;
-}
-
-// Parameter `i` over its bounds, in log space.
-void LineSearch(std::vector<Prepared>& prepared, std::vector<FittedParameter>& parameters, size_t i, int64_t& evaluations) {
-  const double x = GoldenSection(std::log(parameters[i].low), std::log(parameters[i].high), [&](double x) {
-    parameters[i].value = std::exp(x);
-    ++evaluations;
-    return Objective(prepared, parameters, parameters[i].name);
-  });
-  parameters[i].value = std::exp(x);
-}
-
-// Powell's step: along the move a sweep made (log space, from `before`), as far as the bounds
-// allow. Where parameters trade off (matmul against backward: both slow every run) single
-// coordinates creep along the valley; its direction crosses it in one search. Kept only where it
-// lowers the objective over every fit run.
-void SweepDirectionSearch(std::vector<Prepared>& prepared, std::vector<FittedParameter>& parameters, const std::vector<double>& before,
-                          int64_t& evaluations) {
-  std::vector<double> from(parameters.size()), step(parameters.size(), 0);
-  double reach = 1e9;
-  bool moved = false;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    from[i] = std::log(before[i]);
-    if (parameters[i].fit_runs == 0) continue;
-    step[i] = std::log(parameters[i].value) - from[i];
-    if (std::abs(step[i]) < 1e-9) continue;
-    moved = true;
-    reach = std::min(reach, ((step[i] > 0 ? std::log(parameters[i].high) : std::log(parameters[i].low)) - from[i]) / step[i]);
-  }
-  if (!moved || reach <= 1) return;
-  auto set = [&](double t) {
-    for (size_t i = 0; i < parameters.size(); ++i) {
-      if (step[i] != 0) parameters[i].value = std::exp(from[i] + t * step[i]);
-    }
-  };
-  const std::vector<double> swept = [&] {
-    std::vector<double> v;
-    for (const FittedParameter& f : parameters) v.push_back(f.value);
-    return v;
-  }();
-  const double at_sweep = Objective(prepared, parameters, "");
-  const double t = GoldenSection(1, reach, [&](double t) {
-    set(t);
-    ++evaluations;
-    return Objective(prepared, parameters, "");
-  });
-  set(t);
-  if (Objective(prepared, parameters, "") >= at_sweep) {
-    for (size_t i = 0; i < parameters.size(); ++i) parameters[i].value = swept[i];
-  }
+  return errors;
 }
 
 GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, const FitOptions& options) {
@@ -213,19 +154,27 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     g.parameters.push_back(f);
   }
   if (options.fit && g.fit_runs > 0) {
-    // Up to 12 sweeps, until one lowers the objective by less than a part in 10^4.
-    double last = Objective(prepared, g.parameters, "");
-    for (int sweep = 0; sweep < 12; ++sweep) {
-      std::vector<double> before;
-      for (const FittedParameter& f : g.parameters) before.push_back(f.value);
-      for (size_t i = 0; i < g.parameters.size(); ++i) {
-        if (g.parameters[i].fit_runs > 0) LineSearch(prepared, g.parameters, i, g.evaluations);
-      }
-      SweepDirectionSearch(prepared, g.parameters, before, g.evaluations);
-      const double now = Objective(prepared, g.parameters, "");
-      if (last - now < 1e-4 * last) break;
-      last = now;
+    // Least squares in log space over the parameters some fit run depends on.
+    std::vector<size_t> fitted;
+    std::vector<double> x, low, high;
+    for (size_t i = 0; i < g.parameters.size(); ++i) {
+      if (g.parameters[i].fit_runs == 0) continue;
+      fitted.push_back(i);
+      x.push_back(std::log(g.parameters[i].value));
+      low.push_back(std::log(g.parameters[i].low));
+      high.push_back(std::log(g.parameters[i].high));
     }
+    auto set = [&](const std::vector<double>& at) {
+      for (size_t k = 0; k < fitted.size(); ++k) g.parameters[fitted[k]].value = std::clamp(std::exp(at[k]), g.parameters[fitted[k]].low, g.parameters[fitted[k]].high);
+    };
+    const LeastSquaresFit fit = MinimiseSquares([&](const std::vector<double>& at) {
+      set(at);
+      return LogErrors(prepared, g.parameters);
+    }, x, low, high);
+    set(fit.x);
+    g.evaluations = fit.evaluations;
+    g.iterations = fit.iterations;
+    g.converged = fit.converged;
     std::vector<std::string> figures;
     for (FittedParameter& f : g.parameters) {
       if (f.fit_runs == 0) continue;
@@ -235,7 +184,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +
                                   " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) +
-                                  "; least squares of log(predicted/measured), bounds matmul 0.3-0.95, fp8_matmul (each recipe) 0.2-0.95, attention (each kernel) 0.1-0.95, backward 0.3-1; hbm " +
+                                  "; least squares of log(predicted/measured) (Levenberg-Marquardt, " + std::string(g.converged ? "converged" : "stopped at its iteration limit") + "), bounds " + BoundsText() + "; hbm " +
                                   FormatFixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
   }
   // A recipe or kernel no fit run uses runs at what it falls back to: its figure is that one.

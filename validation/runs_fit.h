@@ -1,7 +1,8 @@
 // Fitting a cluster's compute efficiencies to measured runs (`shardsim calibrate --from-runs`):
-// per group of runs (one system), the matmul, FP8-matmul and attention efficiencies that minimise
+// per group of runs (one system), the matmul, FP8-matmul and attention efficiencies and the
+// backward passes' share of their rates that minimise
 // the squared log error of the analytic estimate's step time over the group's "fit" runs, within
-// bounds, by coordinate descent with golden-section line searches. Communication keeps the link
+// bounds, by Levenberg-Marquardt (validation/least_squares.h). Communication keeps the link
 // model's figures; HBM efficiency is the catalogue's. Every run (fit and test) is then predicted
 // with the fitted figures.
 #pragma once
@@ -35,7 +36,9 @@ struct GroupFit {
   std::vector<FittedParameter> parameters;
   ClusterSpec cluster;  // the cluster of the group's largest run, with the fitted efficiencies
   std::vector<RunResult> results;  // every run of the group, in the file's order
-  int64_t fit_runs = 0, evaluations = 0;
+  int64_t fit_runs = 0, evaluations = 0;  // evaluations: of every fit run's estimate
+  int iterations = 0;      // the fit's accepted steps
+  bool converged = true;   // false: the fit stopped at its iteration limit
   double rms_log_error = 0;  // over the fit runs, after the fit
 };
 

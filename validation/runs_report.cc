@@ -64,7 +64,7 @@ json RunsReportJson(const std::vector<GroupFit>& fits, const AccuracySummary& s)
       if (r.run->peak_memory_gib > 0) run["published_peak_memory_gib"] = r.run->peak_memory_gib;
       runs.push_back(run);
     }
-    groups.push_back({{"group", g.group}, {"fit_runs", g.fit_runs}, {"evaluations", g.evaluations}, {"rms_log_error", g.rms_log_error},
+    groups.push_back({{"group", g.group}, {"fit_runs", g.fit_runs}, {"evaluations", g.evaluations}, {"iterations", g.iterations}, {"converged", g.converged}, {"rms_log_error", g.rms_log_error},
                       {"parameters", parameters}, {"efficiency_source", g.cluster.efficiency.source}, {"runs", runs}});
   }
   return {{"groups", groups},

@@ -237,7 +237,7 @@ TEST(RooflineTest, BackwardPassesRunAtTheirShareOfTheForwardRates) {
   const Roofline r = RooflineOf(cluster, "bf16");
   using strategies::ComputeKind;
   using strategies::Phase;
-  for (ComputeKind kind : {ComputeKind::kMatmul, ComputeKind::kAttention}) {
+  for (ComputeKind kind : {ComputeKind::kMatmul, ComputeKind::kAttention, ComputeKind::kScan}) {
     strategies::Op op = strategies::ComputeOp("op", Phase::kForward, kind, 1e12, 1e3);
     op.m = op.n = op.k = 128 * 132;  // whole waves of tiles
     const double forward = r.Seconds(op);
@@ -250,6 +250,17 @@ TEST(RooflineTest, BackwardPassesRunAtTheirShareOfTheForwardRates) {
   }
   const strategies::Op norm = strategies::ComputeOp("norm_grad", Phase::kBackwardInput, ComputeKind::kElementwise, 0, 1e9);
   EXPECT_DOUBLE_EQ(r.Seconds(norm), RooflineOf(ParseClusterPreset("dgx-h100:8", "--cluster"), "bf16").Seconds(norm));
+  // A measured GEMM table's rates hold for the forward; the gradients' products take the share.
+  cluster.calibration.dtype = "bf16";
+  cluster.calibration.gemm.m = cluster.calibration.gemm.n = cluster.calibration.gemm.k = {128, 4096};
+  cluster.calibration.gemm.flop_per_s.assign(8, 5e14);
+  const Roofline measured = RooflineOf(cluster, "bf16");
+  strategies::Op gemm = strategies::ComputeOp("mlp_up", Phase::kForward, ComputeKind::kMatmul, 1e12, 1e3);
+  gemm.m = gemm.n = gemm.k = 1024;
+  ASSERT_TRUE(measured.Calibrated(gemm));
+  EXPECT_DOUBLE_EQ(measured.Seconds(gemm), 1e12 / 5e14);
+  gemm.phase = Phase::kBackwardWeight;
+  EXPECT_DOUBLE_EQ(measured.Seconds(gemm), 2 * 1e12 / 5e14);
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// MinimiseSquares: known minima found, bounds held, a curved valley followed, and the iteration
+// limit reported.
+#include "validation/least_squares.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace shardsim::validation {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// y = 2 x - 1 at five points: the straight line's slope and intercept, exactly.
+std::vector<double> LineResiduals(const std::vector<double>& p) {
+  std::vector<double> r;
+  for (double x : {0.0, 1.0, 2.0, 3.0, 4.0}) r.push_back(p[0] * x + p[1] - (2 * x - 1));
+  return r;
+}
+
+TEST(LeastSquaresTest, FindsALinearFitsParameters) {
+  const LeastSquaresFit fit = MinimiseSquares(LineResiduals, {0, 0}, {-kInf, -kInf}, {kInf, kInf});
+  EXPECT_TRUE(fit.converged);
+  EXPECT_NEAR(fit.x[0], 2, 1e-6);
+  EXPECT_NEAR(fit.x[1], -1, 1e-6);
+  EXPECT_NEAR(fit.cost, 0, 1e-10);
+}
+
+// The unconstrained slope (2) lies above the bound 1.5: the fit stops on the bound, not past it,
+// and the free intercept is the best for that slope.
+TEST(LeastSquaresTest, HoldsAParameterAtTheBoundItIsPushedPast) {
+  const LeastSquaresFit fit = MinimiseSquares(LineResiduals, {0, 0}, {-10, -10}, {1.5, 10});
+  EXPECT_TRUE(fit.converged);
+  EXPECT_DOUBLE_EQ(fit.x[0], 1.5);
+  EXPECT_NEAR(fit.x[1], 0, 1e-5);  // mean of (2x - 1) - 1.5x over x = 0..4
+}
+
+// Rosenbrock's valley as residuals (1 - x, 10 (y - x^2)): coordinate steps crawl along it; the
+// fit reaches (1, 1) from (-1.2, 1).
+std::vector<double> Rosenbrock(const std::vector<double>& p) { return {1 - p[0], 10 * (p[1] - p[0] * p[0])}; }
+
+TEST(LeastSquaresTest, FollowsACurvedValleyToItsMinimum) {
+  const LeastSquaresFit fit = MinimiseSquares(Rosenbrock, {-1.2, 1}, {-5, -5}, {5, 5});
+  EXPECT_TRUE(fit.converged);
+  EXPECT_NEAR(fit.x[0], 1, 1e-4);
+  EXPECT_NEAR(fit.x[1], 1, 1e-4);
+  EXPECT_LT(fit.iterations, 100);
+}
+
+TEST(LeastSquaresTest, SaysWhenItStopsAtTheIterationLimit) {
+  const LeastSquaresFit fit = MinimiseSquares(Rosenbrock, {-1.2, 1}, {-5, -5}, {5, 5}, /*max_iterations=*/2);
+  EXPECT_FALSE(fit.converged);
+  EXPECT_EQ(fit.iterations, 2);
+  EXPECT_GT(fit.cost, 1e-3);
+}
+
+}  // namespace
+}  // namespace shardsim::validation
