@@ -46,8 +46,8 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
               FormatFixed(f.low, 2) + "-" + FormatFixed(f.high, 2)});
   }
   p.Print(out, "  ");
-  if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << " steps"
-                << (g.converged ? "" : "; stopped at the iteration limit, not converged") << ")\n";
+  if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << (g.iterations == 1 ? " step" : " steps")
+                << (g.converged ? "" : "; not converged: the iteration limit, or an estimate without a finite time") << ")\n";
   if (fitted && g.fit_runs > 0 && g.fit_runs < kFewFitRuns) {
     out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " only: the figures are weakly determined\n";
   }

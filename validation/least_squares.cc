@@ -52,18 +52,27 @@ LeastSquaresFit MinimiseSquares(const std::function<std::vector<double>(const st
   };
   std::vector<double> r = evaluate(x);
   double cost = SumOfSquares(r), lambda = 1e-3;
+  if (!std::isfinite(cost)) {  // nothing to descend from: not converged
+    fit.x = std::move(x);
+    fit.cost = cost;
+    return fit;
+  }
   constexpr double kStep = 1e-6;  // relative, for the Jacobian's differences
   for (; fit.iterations < max_iterations;) {
-    // Jacobian by forward differences (backward ones at an upper bound).
-    std::vector<std::vector<double>> jacobian(n);
+    // Jacobian by forward differences (backward ones at an upper bound, or where the forward
+    // point has no finite residuals); a parameter with neither keeps a zero column (held).
+    std::vector<std::vector<double>> jacobian(n, std::vector<double>(r.size(), 0));
     for (size_t i = 0; i < n; ++i) {
-      std::vector<double> moved = x;
       const double size = kStep * std::max(1.0, std::abs(x[i]));
-      const double h = x[i] + size <= high[i] ? size : -size;
-      moved[i] += h;
-      const std::vector<double> rh = evaluate(moved);
-      jacobian[i].resize(r.size());
-      for (size_t j = 0; j < r.size(); ++j) jacobian[i][j] = (rh[j] - r[j]) / h;
+      for (double h : {x[i] + size <= high[i] ? size : -size, x[i] + size <= high[i] ? -size : size}) {
+        std::vector<double> moved = x;
+        moved[i] += h;
+        if (moved[i] < low[i] || moved[i] > high[i]) continue;
+        const std::vector<double> rh = evaluate(moved);
+        if (!std::isfinite(SumOfSquares(rh))) continue;
+        for (size_t j = 0; j < r.size(); ++j) jacobian[i][j] = (rh[j] - r[j]) / h;
+        break;
+      }
     }
     std::vector<double> gradient(n, 0);
     for (size_t i = 0; i < n; ++i) {
@@ -113,8 +122,8 @@ LeastSquaresFit MinimiseSquares(const std::function<std::vector<double>(const st
       break;
     }
     ++fit.iterations;
-    double moved = 0;
-    for (size_t i = 0; i < n; ++i) moved = std::max(moved, std::abs(next[i] - x[i]));
+    double moved = 0;  // the largest relative move
+    for (size_t i = 0; i < n; ++i) moved = std::max(moved, std::abs(next[i] - x[i]) / std::max(1.0, std::abs(x[i])));
     const bool small = cost - cost_next <= 1e-9 * cost || moved <= 1e-7;
     x = std::move(next);
     r = std::move(r_next);

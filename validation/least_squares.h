@@ -14,12 +14,13 @@ struct LeastSquaresFit {
   double cost = 0;           // that sum of squared residuals
   int iterations = 0;        // accepted steps
   int64_t evaluations = 0;   // calls of the residual function
-  bool converged = false;    // false: stopped at the iteration limit
+  bool converged = false;    // false: stopped at the iteration limit, or no finite cost to start from
 };
 
 // Minimises the sum of squares of residuals(x) over low <= x <= high from `x` (clamped into the
-// bounds). Stops when a step lowers the cost by less than a part in 10^9, moves no parameter by
-// more than 10^-7, or none lowers it at all; or after max_iterations steps.
+// bounds). Converged when a step lowers the cost by less than a part in 10^9 or moves no parameter
+// by more than 10^-7 of max(1, |value|), or no step lowers it at all; not converged after
+// max_iterations steps or when the start's cost is not finite.
 LeastSquaresFit MinimiseSquares(const std::function<std::vector<double>(const std::vector<double>&)>& residuals, std::vector<double> x,
                                 const std::vector<double>& low, const std::vector<double>& high, int max_iterations = 200);
 

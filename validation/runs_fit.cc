@@ -184,7 +184,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +
                                   " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) +
-                                  "; least squares of log(predicted/measured) (Levenberg-Marquardt, " + std::string(g.converged ? "converged" : "stopped at its iteration limit") + "), bounds " + BoundsText() + "; hbm " +
+                                  "; least squares of log(predicted/measured) (Levenberg-Marquardt, " + std::string(g.converged ? "converged" : "not converged") + "), bounds " + BoundsText() + "; hbm " +
                                   FormatFixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
   }
   // A recipe or kernel no fit run uses runs at what it falls back to: its figure is that one.

@@ -36,6 +36,33 @@ TEST(LeastSquaresTest, HoldsAParameterAtTheBoundItIsPushedPast) {
   EXPECT_NEAR(fit.x[1], 0, 1e-5);  // mean of (2x - 1) - 1.5x over x = 0..4
 }
 
+// Mirrored: the best slope (2) lies below the bound 2.5, so the slope rests on its lower bound.
+TEST(LeastSquaresTest, HoldsAParameterAtALowerBound) {
+  const LeastSquaresFit fit = MinimiseSquares(LineResiduals, {3, 0}, {2.5, -10}, {10, 10});
+  EXPECT_TRUE(fit.converged);
+  EXPECT_DOUBLE_EQ(fit.x[0], 2.5);
+  EXPECT_NEAR(fit.x[1], -2, 1e-5);  // mean of (2x - 1) - 2.5x over x = 0..4
+}
+
+// Residuals with no value past an upper bound (as clamped efficiencies give none beyond theirs):
+// the Jacobian at the bound is taken from below, and the fit rests there.
+TEST(LeastSquaresTest, DifferencesFromBelowAtAnUpperBound) {
+  auto undefined_past_one = [](const std::vector<double>& p) {
+    return std::vector<double>{p[0] > 1 ? std::nan("") : p[0] - 2, p[1] - 3};
+  };
+  const LeastSquaresFit fit = MinimiseSquares(undefined_past_one, {1, 0}, {-5, -5}, {1, 5});
+  EXPECT_TRUE(fit.converged);
+  EXPECT_DOUBLE_EQ(fit.x[0], 1);
+  EXPECT_NEAR(fit.x[1], 3, 1e-6);
+}
+
+// No finite cost at the start: not converged, and the start is returned as it was.
+TEST(LeastSquaresTest, AnUndefinedStartIsNotConverged) {
+  const LeastSquaresFit fit = MinimiseSquares([](const std::vector<double>&) { return std::vector<double>{std::nan("")}; }, {0.5}, {0}, {1});
+  EXPECT_FALSE(fit.converged);
+  EXPECT_DOUBLE_EQ(fit.x[0], 0.5);
+}
+
 // Rosenbrock's valley as residuals (1 - x, 10 (y - x^2)): coordinate steps crawl along it; the
 // fit reaches (1, 1) from (-1.2, 1).
 std::vector<double> Rosenbrock(const std::vector<double>& p) { return {1 - p[0], 10 * (p[1] - p[0] * p[0])}; }
