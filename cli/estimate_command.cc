@@ -87,10 +87,10 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   const std::string attention_peak = plan.dtype == "fp8" ? "16-bit" : plan.dtype;
   out << "  utilisation MFU " << FormatPercent(r.mfu) << " (PaLM's count: " << FormatPercent(r.mfu_palm) << "), HFU " << FormatPercent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
       << plan.dtype << " peak per device (cluster spec); matmuls at "
-      << (plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul) << " of peak, attention at "
-      << cluster.efficiency.Attention(plan.attention_kernel) << " of the " << attention_peak << " peak, "
+      << FormatFixed(plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul, 3) << " of peak, attention at "
+      << FormatFixed(cluster.efficiency.Attention(plan.attention_kernel), 3) << " of the " << attention_peak << " peak, "
       << (cluster.efficiency.backward != 1 ? "their backward passes at " + FormatFixed(cluster.efficiency.backward, 3) + " of those rates, " : "") << "HBM at "
-      << cluster.efficiency.hbm << " (" << cluster.efficiency.source << ")\n";
+      << FormatFixed(cluster.efficiency.hbm, 2) << " (" << cluster.efficiency.source << ")\n";
   if (!plan.framework.empty()) {
     const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), program.model, plan.seq_len, r.mfu_palm);
     if (own) {
@@ -121,7 +121,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
                                : cluster.efficiency.attention <= 0                  ? "the cluster sets no attention efficiency: its matmul one"
                                : kernel == "flash"                                  ? "the cluster's attention efficiency"
                                                                                     : "no figure of its own in the cluster: its attention efficiency";
-    out << "  attention   " << kernel << " kernel at " << cluster.efficiency.Attention(kernel) << " of the " << attention_peak << " peak (" << whence << "; attention_kernel)\n";
+    out << "  attention   " << kernel << " kernel at " << FormatFixed(cluster.efficiency.Attention(kernel), 3) << " of the " << attention_peak << " peak (" << whence << "; attention_kernel)\n";
   }
   if (KeepsGatheredSequence(plan)) {
     out << "  sequence    parallel regions keep their gathered inputs for the backward, which gathers nothing again (sequence_parallel_inputs keep-gathered"

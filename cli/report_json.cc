@@ -1,5 +1,6 @@
 #include "cli/report_json.h"
 
+#include "core/cluster_json.h"
 #include "core/plan_json.h"
 #include "planner/frameworks.h"
 
@@ -44,6 +45,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"model_flops_per_step", r.model_flops_per_step},
           {"hardware_flops_per_step", r.hardware_flops_per_step},
           {"peak_flop_per_s", r.peak_flop_per_s},
+          {"efficiency", EfficiencyToJson(cluster.efficiency)},
           {"fits", r.fits},
           {"memory",
            {{"peak_bytes_per_device", peak.total()},

@@ -581,7 +581,7 @@ TEST(CliEstimateTest, AttentionKernelRunsAtItsOwnEfficiency) {
   EXPECT_GT(triton["step_time_s"].get<double>(), flash["step_time_s"].get<double>() * 1.1);
   EXPECT_DOUBLE_EQ(flex["step_time_s"].get<double>(), flash["step_time_s"].get<double>());
   const CliResult text = with({"--set", "attention_kernel=triton"});
-  EXPECT_NE(text.out.find("attention   triton kernel at 0.15 of the bf16 peak (the cluster's attention_kernels.triton"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("attention   triton kernel at 0.150 of the bf16 peak (the cluster's attention_kernels.triton"), std::string::npos) << text.out;
   EXPECT_NE(with({"--set", "attention_kernel=flex"}).out.find("no figure of its own in the cluster"), std::string::npos);
 }
 
@@ -611,6 +611,10 @@ TEST(CliEstimateTest, BackwardShareSlowsTheGradientPasses) {
   std::string text;
   step(0.5, "none", &text);
   EXPECT_NE(text.find("their backward passes at 0.500 of those rates"), std::string::npos) << text;
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8", "--set", "global_batch_size=8", "--set", "seq_len=4096", "--json"}), &report));
+  EXPECT_DOUBLE_EQ(report["efficiency"]["backward"].get<double>(), 0.5);  // the report carries the efficiencies it used
+  EXPECT_TRUE(report["efficiency"].contains("source"));
   cluster["efficiency"]["backward"] = 1.5;
   std::ofstream(path) << cluster.dump();
   EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8"}), {"efficiency/backward"}));
