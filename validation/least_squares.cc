@@ -39,6 +39,45 @@ bool Solve(std::vector<std::vector<double>> a, std::vector<double> b, std::vecto
   return true;
 }
 
+using Matrix = std::vector<std::vector<double>>;  // [parameter][residual] for the Jacobian
+
+// The Jacobian at `x` (residuals `r`) by forward differences: backward ones at an upper bound or
+// where the forward point has no finite residuals; a parameter with neither keeps a zero column.
+Matrix Jacobian(const std::function<std::vector<double>(const std::vector<double>&)>& evaluate, const std::vector<double>& x,
+                const std::vector<double>& r, const std::vector<double>& low, const std::vector<double>& high) {
+  constexpr double kStep = 1e-6;  // relative
+  Matrix jacobian(x.size(), std::vector<double>(r.size(), 0));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double size = kStep * std::max(1.0, std::abs(x[i]));
+    const double first = x[i] + size <= high[i] ? size : -size;
+    for (double h : {first, -first}) {
+      std::vector<double> moved = x;
+      moved[i] += h;
+      if (moved[i] < low[i] || moved[i] > high[i]) continue;
+      const std::vector<double> rh = evaluate(moved);
+      if (!std::isfinite(SumOfSquares(rh))) continue;
+      for (size_t j = 0; j < r.size(); ++j) jacobian[i][j] = (rh[j] - r[j]) / h;
+      break;
+    }
+  }
+  return jacobian;
+}
+
+// The damped Gauss-Newton step of the `free` parameters: (J'J + lambda diag(J'J)) step = -gradient.
+bool DampedStep(const Matrix& jacobian, const std::vector<double>& gradient, const std::vector<size_t>& free, double lambda,
+                std::vector<double>& step) {
+  Matrix a(free.size(), std::vector<double>(free.size(), 0));
+  std::vector<double> b(free.size());
+  for (size_t p = 0; p < free.size(); ++p) {
+    for (size_t q = 0; q < free.size(); ++q) {
+      for (size_t j = 0; j < jacobian[free[p]].size(); ++j) a[p][q] += jacobian[free[p]][j] * jacobian[free[q]][j];
+    }
+    a[p][p] += lambda * a[p][p] + 1e-12;
+    b[p] = -gradient[free[p]];
+  }
+  return Solve(a, b, step);
+}
+
 }  // namespace
 
 LeastSquaresFit MinimiseSquares(const std::function<std::vector<double>(const std::vector<double>&)>& residuals, std::vector<double> x,
@@ -57,23 +96,8 @@ LeastSquaresFit MinimiseSquares(const std::function<std::vector<double>(const st
     fit.cost = cost;
     return fit;
   }
-  constexpr double kStep = 1e-6;  // relative, for the Jacobian's differences
   for (; fit.iterations < max_iterations;) {
-    // Jacobian by forward differences (backward ones at an upper bound, or where the forward
-    // point has no finite residuals); a parameter with neither keeps a zero column (held).
-    std::vector<std::vector<double>> jacobian(n, std::vector<double>(r.size(), 0));
-    for (size_t i = 0; i < n; ++i) {
-      const double size = kStep * std::max(1.0, std::abs(x[i]));
-      for (double h : {x[i] + size <= high[i] ? size : -size, x[i] + size <= high[i] ? -size : size}) {
-        std::vector<double> moved = x;
-        moved[i] += h;
-        if (moved[i] < low[i] || moved[i] > high[i]) continue;
-        const std::vector<double> rh = evaluate(moved);
-        if (!std::isfinite(SumOfSquares(rh))) continue;
-        for (size_t j = 0; j < r.size(); ++j) jacobian[i][j] = (rh[j] - r[j]) / h;
-        break;
-      }
-    }
+    const Matrix jacobian = Jacobian(evaluate, x, r, low, high);
     std::vector<double> gradient(n, 0);
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = 0; j < r.size(); ++j) gradient[i] += jacobian[i][j] * r[j];
@@ -93,16 +117,8 @@ LeastSquaresFit MinimiseSquares(const std::function<std::vector<double>(const st
     std::vector<double> r_next;
     double cost_next = cost;
     for (int attempt = 0; attempt < 12 && !accepted; ++attempt) {
-      std::vector<std::vector<double>> a(free.size(), std::vector<double>(free.size(), 0));
-      std::vector<double> b(free.size()), step;
-      for (size_t p = 0; p < free.size(); ++p) {
-        for (size_t q = 0; q < free.size(); ++q) {
-          for (size_t j = 0; j < r.size(); ++j) a[p][q] += jacobian[free[p]][j] * jacobian[free[q]][j];
-        }
-        a[p][p] += lambda * a[p][p] + 1e-12;
-        b[p] = -gradient[free[p]];
-      }
-      if (!Solve(a, b, step)) {
+      std::vector<double> step;
+      if (!DampedStep(jacobian, gradient, free, lambda, step)) {
         lambda *= 4;
         continue;
       }

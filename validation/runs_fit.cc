@@ -37,8 +37,10 @@ struct Bound {
 };
 // The backward passes' share of the forward rates: 0.3-1 (no faster than the forward).
 constexpr Bound kBounds[] = {{"matmul", 0.3, 0.95}, {"fp8_matmul", 0.2, 0.95}, {"attention", 0.1, 0.95}, {"backward", 0.3, 1.0}};
-constexpr Bound kFp8RecipeBound = {"fp8_matmul", 0.2, 0.95};
-constexpr Bound kAttentionKernelBound = {"attention", 0.1, 0.95};
+// A recipe's or kernel's own parameter takes its base efficiency's bounds.
+const Bound& BoundOf(std::string_view name) {
+  return *std::find_if(std::begin(kBounds), std::end(kBounds), [&](const Bound& b) { return name == b.name; });
+}
 
 // "matmul 0.3-0.95, fp8_matmul (each recipe) 0.2-0.95, ...": kBounds as the provenance says them.
 std::string BoundsText() {
@@ -138,8 +140,8 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
       bounds.emplace_back(std::string(prefix) + value, bound);
     }
   };
-  own_parameters(RecipeOf, kRecipePrefix, kFp8RecipeBound);
-  own_parameters(KernelOf, kKernelPrefix, kAttentionKernelBound);
+  own_parameters(RecipeOf, kRecipePrefix, BoundOf("fp8_matmul"));
+  own_parameters(KernelOf, kKernelPrefix, BoundOf("attention"));
   // The backward passes' share trades off against the forward rates unless the fit runs redo
   // different amounts of forward work (recomputation none, selective, full): fitted only then.
   std::vector<Recompute> redo;

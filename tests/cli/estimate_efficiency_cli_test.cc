@@ -1,0 +1,76 @@
+// `shardsim estimate` with a cluster's own efficiencies: an attention kernel's figure and the
+// backward passes' share of the forward rates, in the text and the report JSON.
+#include "tests/cli/cli_test_util.h"
+
+#include <fstream>
+
+namespace shardsim::cli_test {
+namespace {
+
+using nlohmann::json;
+
+// attention_kernel: a kernel with its own figure in the cluster runs at it (a slower Triton kernel
+// makes a slower step), one without runs at the cluster's attention efficiency; the line names
+// which; an unknown kernel names the field and its values.
+TEST(CliEstimateTest, AttentionKernelRunsAtItsOwnEfficiency) {
+  const std::string path = ::testing::TempDir() + "/kernels.cluster.json";
+  ASSERT_EQ(RunShardsim({"describe", "--cluster", "dgx-h100:8", "--write-cluster", path}).exit_code, 0);
+  json cluster = json::parse(std::ifstream(path));
+  cluster["efficiency"]["attention"] = 0.5;
+  cluster["efficiency"]["attention_kernels"] = {{"triton", 0.15}};
+  std::ofstream(path) << cluster.dump();
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8", "--set", "global_batch_size=8",
+                                     "--set", "seq_len=8192"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "attention_kernel=xformers"}), {"attention_kernel", "flash, triton, flex"}));
+  json flash, triton, flex;
+  ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &flash));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "attention_kernel=triton", "--json"}), &triton));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "attention_kernel=flex", "--json"}), &flex));
+  EXPECT_GT(triton["step_time_s"].get<double>(), flash["step_time_s"].get<double>() * 1.1);
+  EXPECT_DOUBLE_EQ(flex["step_time_s"].get<double>(), flash["step_time_s"].get<double>());
+  const CliResult text = with({"--set", "attention_kernel=triton"});
+  EXPECT_NE(text.out.find("attention   triton kernel at 0.150 of the bf16 peak (the cluster's attention_kernels.triton"), std::string::npos) << text.out;
+  EXPECT_NE(with({"--set", "attention_kernel=flex"}).out.find("no figure of its own in the cluster"), std::string::npos);
+}
+
+// A cluster's efficiency.backward slows the gradient passes only: a plan that recomputes (one
+// more forward) slows by less, in proportion, than one that does not; the utilisation line says
+// the share; a share out of (0, 1] is one line naming the field.
+TEST(CliEstimateTest, BackwardShareSlowsTheGradientPasses) {
+  const std::string path = ::testing::TempDir() + "/backward.cluster.json";
+  ASSERT_EQ(RunShardsim({"describe", "--cluster", "dgx-h100:8", "--write-cluster", path}).exit_code, 0);
+  json cluster = json::parse(std::ifstream(path));
+  auto step = [&](double backward, const std::string& recompute, std::string* text = nullptr) {
+    cluster["efficiency"]["backward"] = backward;
+    std::ofstream(path) << cluster.dump();
+    const std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8", "--set",
+                                           "global_batch_size=8", "--set", "seq_len=8192", "--set", "recompute=" + recompute};
+    if (text) *text = RunShardsim(args).out;
+    std::vector<std::string> json_args = args;
+    json_args.push_back("--json");
+    json report;
+    EXPECT_TRUE(IsJsonSuccess(RunShardsim(json_args), &report));
+    return report.value("step_time_s", 0.0);
+  };
+  const double none = step(0.5, "none") / step(1, "none"), full = step(0.5, "full") / step(1, "full");
+  EXPECT_GT(none, 1.3);
+  EXPECT_GT(full, 1.2);
+  EXPECT_LT(full, none);
+  std::string text;
+  step(0.5, "none", &text);
+  EXPECT_NE(text.find("their backward passes at 0.500 of those rates"), std::string::npos) << text;
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8", "--set", "global_batch_size=8", "--set", "seq_len=4096", "--json"}), &report));
+  EXPECT_DOUBLE_EQ(report["efficiency"]["backward"].get<double>(), 0.5);  // the report carries the efficiencies it used
+  EXPECT_TRUE(report["efficiency"].contains("source"));
+  cluster["efficiency"]["backward"] = 1.5;
+  std::ofstream(path) << cluster.dump();
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8"}), {"efficiency/backward"}));
+}
+
+}  // namespace
+}  // namespace shardsim::cli_test
