@@ -36,6 +36,20 @@ json RunJson(const std::string& id, int64_t seq, const std::string& cluster) {
           {"measured", {{"step_time_s", 10.0}}}};
 }
 
+// The runs of `path` with the step times their own (truth) cluster predicts, then pointed at the
+// catalogue's dgx-h100:8 for the fit to find that cluster's efficiencies again.
+std::vector<PublishedRun> TimedOnTheirCluster(const std::string& path) {
+  std::vector<PublishedRun> runs = ReadMeasuredRuns(path);
+  const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
+  EXPECT_EQ(generated.size(), 1u);
+  if (generated.size() != 1) return runs;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].step_time_s = generated[0].results[i].predicted_s;
+    runs[i].cluster = "dgx-h100:8";
+  }
+  return runs;
+}
+
 TEST(MeasuredRunsTest, ReadsTheShippedRunsFile) {
   const std::vector<PublishedRun> runs = ReadMeasuredRuns(std::string(SHARDSIM_SOURCE_DIR) + "/tests/data/measured_runs.json");
   EXPECT_GT(runs.size(), 150u);
@@ -85,13 +99,7 @@ TEST(RunsFitTest, RecoversTheEfficienciesThatMadeTheTimes) {
   const std::string truth_path = WriteTemp("truth.cluster.json", ClusterToJson(truth));
   json list = json::array();
   for (int64_t seq : {2048, 4096, 8192, 16384, 32768, 65536}) list.push_back(RunJson("s" + std::to_string(seq), seq, truth_path));
-  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("truth.json", {{"runs", list}}));
-  const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
-  ASSERT_EQ(generated.size(), 1u);
-  for (size_t i = 0; i < runs.size(); ++i) {
-    runs[i].step_time_s = generated[0].results[i].predicted_s;
-    runs[i].cluster = "dgx-h100:8";
-  }
+  std::vector<PublishedRun> runs = TimedOnTheirCluster(WriteTemp("truth.json", {{"runs", list}}));
   const std::vector<GroupFit> fitted = FitRuns(runs, {.fit = true, .source_path = "generated"});
   ASSERT_EQ(fitted.size(), 1u);
   for (const FittedParameter& p : fitted[0].parameters) {
@@ -122,12 +130,7 @@ TEST(RunsFitTest, RecoversTheBackwardShareWhereRecomputationDiffers) {
       list.push_back(run);
     }
   }
-  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("backward.json", {{"runs", list}}));
-  const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
-  for (size_t i = 0; i < runs.size(); ++i) {
-    runs[i].step_time_s = generated[0].results[i].predicted_s;
-    runs[i].cluster = "dgx-h100:8";
-  }
+  std::vector<PublishedRun> runs = TimedOnTheirCluster(WriteTemp("backward.json", {{"runs", list}}));
   auto value = [](const GroupFit& g, const std::string& name) {
     for (const FittedParameter& p : g.parameters) {
       if (p.name == name) return p;
@@ -167,12 +170,7 @@ TEST(RunsFitTest, EachFp8RecipeHasItsOwnEfficiency) {
       list.push_back(run);
     }
   }
-  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("fp8.json", {{"runs", list}}));
-  const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
-  for (size_t i = 0; i < runs.size(); ++i) {
-    runs[i].step_time_s = generated[0].results[i].predicted_s;
-    runs[i].cluster = "dgx-h100:8";
-  }
+  std::vector<PublishedRun> runs = TimedOnTheirCluster(WriteTemp("fp8.json", {{"runs", list}}));
   const std::vector<GroupFit> fitted = FitRuns(runs, {.fit = true, .source_path = "generated"});
   bool rowwise = false;
   for (const FittedParameter& p : fitted[0].parameters) {
@@ -213,12 +211,7 @@ TEST(RunsFitTest, EachAttentionKernelHasItsOwnEfficiency) {
   flex["plan"]["attention_kernel"] = "flex";
   flex["split"] = "test";
   list.push_back(flex);
-  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("kernels.json", {{"runs", list}}));
-  const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
-  for (size_t i = 0; i < runs.size(); ++i) {
-    runs[i].step_time_s = generated[0].results[i].predicted_s;
-    runs[i].cluster = "dgx-h100:8";
-  }
+  std::vector<PublishedRun> runs = TimedOnTheirCluster(WriteTemp("kernels.json", {{"runs", list}}));
   const std::vector<GroupFit> fitted = FitRuns(runs, {.fit = true, .source_path = "generated"});
   bool triton = false, flex_fitted = false;
   for (const FittedParameter& p : fitted[0].parameters) {
