@@ -1,6 +1,7 @@
 // MaxText (AI-Hypercomputer/maxtext): keys of src/maxtext/configs/base.yml, to pass on the
 // command line (key=value) or in a config file. Every mesh key is written, since base.yml's
 // defaults auto-size ici_fsdp_parallelism and dcn_data_parallelism.
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -56,6 +57,24 @@ bool RecomputeOfRematPolicy(const std::string& policy, Recompute* recompute) {
 }
 
 std::string I(int64_t v) { return std::to_string(v); }
+
+// Tensor overlap (overlap.tensor): XLA's continuation fusion, which runs collectives
+// asynchronously beside independent compute. The flags are benchmarks/xla_flags_library.py's
+// CF_FOR_ALL_GATHER, the set MaxText's v5p scripts (configs/tpu/v5p/*.sh) pass in
+// LIBTPU_INIT_ARGS; the export passes them in compile_xla_flags, which train.py hands to the
+// train step's compile. The import reads tensor overlap on where both the fusion and its
+// compute overlap are on.
+constexpr std::string_view kOverlapFlags =
+    "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_enable_async_collective_fusion_fuse_all_gather=true "
+    "--xla_tpu_enable_async_collective_fusion_multiple_steps=true --xla_tpu_overlap_compute_collective_tc=true "
+    "--xla_enable_async_all_gather=true";
+constexpr std::string_view kOverlapNeeds[] = {"--xla_tpu_enable_async_collective_fusion=true",
+                                              "--xla_tpu_overlap_compute_collective_tc=true"};
+
+bool OverlapsTensor(const std::string& flags) {
+  return std::all_of(std::begin(kOverlapNeeds), std::end(kOverlapNeeds),
+                     [&](std::string_view flag) { return flags.find(flag) != std::string::npos; });
+}
 
 std::string Number(double v) {
   std::ostringstream s;
@@ -149,6 +168,7 @@ std::vector<Setting> MaxTextSettings(const ModelSpec& m, const ClusterSpec& c, c
         p.ep_capacity_factor > 1.0 ? Number(p.ep_capacity_factor) : "-1");  // -1: dropless
   add("dtype", p.dtype == "fp32" ? "float32" : "bfloat16");
   if (p.dtype == "fp8") add("quantization", "fp8");
+  if (p.mesh.tensor > 1 && p.overlap.tensor) add("compile_xla_flags", "\"" + std::string(kOverlapFlags) + "\"");
   return s;
 }
 
@@ -204,6 +224,7 @@ PlanSpec MaxTextPlan(const SettingReader& r, const ModelSpec& m) {
             : r.Get("dtype", "bfloat16") == "float32" ? "fp32"
                                                       : "bf16";
   p.sequence_parallel = p.mesh.tensor > 1;  // activation_embed -> tensor
+  p.overlap.tensor = p.mesh.tensor > 1 && OverlapsTensor(r.Text("compile_xla_flags"));
   return CanonicalSharding(AsFrameworkRuns(Framework::kMaxText, p));
 }
 

@@ -275,9 +275,13 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // base.yml: decoder layers = stages x num_layers_per_pipeline_stage x repeats.
         .any_layout = false,
         .microbatches_multiple_of_stages = true,  // num_pipeline_microbatches
-        // XLA's scheduler overlaps the data, fsdp, pipeline and context collectives; collective
-        // matmul and all-to-all overlap need XLA flags outside the config.
-        .overlap = {kOn, kOn, kOff, kOn, kOn, kOff},
+        // XLA's scheduler overlaps the data, fsdp, pipeline and context collectives. Tensor: a
+        // switch, XLA's continuation fusion of collectives with compute (benchmarks/
+        // xla_flags_library.py CF_FOR_ALL_GATHER, "a form of parallelizing compute work with
+        // collectives"), which the export writes in compile_xla_flags and MaxText's v5p scripts
+        // set in LIBTPU_INIT_ARGS (configs/tpu/v5p/*.sh). All-to-all
+        // overlap has no such flag set: never.
+        .overlap = {kOn, kOn, kSw, kOn, kOn, kOff},
         .pipeline_overlap_one_chunk = kOn,
         .pipeline_overlap_interleaved = kOn,
         .context_overlap_ring = kOn,

@@ -231,6 +231,9 @@ TEST(ExportRoundTripTest, MaxText) {
   PlanSpec p = Plan({{"fsdp", 128}, {"tensor", 4}}, 1024, 8192);
   p.sequence_parallel = true, p.recompute = Recompute::kFull;
   cases.push_back({"fsdp x tensor", "llama3-70b", "tpu-v5p:8x8x8", p});
+  p.overlap.tensor = true;
+  cases.push_back({"fsdp x tensor, collectives fused with compute (compile_xla_flags)", "llama3-70b", "tpu-v5p:8x8x8", p});
+  p.overlap.tensor = false;
   p = Plan({{"data", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
   p.sequence_parallel = true, p.zero_stage = 1, p.recompute = Recompute::kMinimal;
   cases.push_back({"optimizer over data", "llama3-70b", "tpu-v5p:8x8x8", p});

@@ -65,6 +65,12 @@ TEST(ExportTest, MaxTextKeys) {
         "remat_policy: minimal", "per_device_batch_size: 2", "max_target_length: 8192"}) {
     EXPECT_NE(t.find(key), std::string::npos) << key << " in\n" << t;
   }
+  EXPECT_EQ(t.find("compile_xla_flags"), std::string::npos) << "no tensor overlap, no flags";
+  // Tensor overlap: XLA's continuation fusion, passed to the train step's compile.
+  p.overlap.tensor = true;
+  const std::string overlapped = Text(ExportTarget::kMaxText, p, "tpu-v5e:16x16,slices=2");
+  EXPECT_NE(overlapped.find("compile_xla_flags: \"--xla_tpu_enable_async_collective_fusion=true "), std::string::npos) << overlapped;
+  EXPECT_NE(overlapped.find("--xla_tpu_overlap_compute_collective_tc=true"), std::string::npos) << overlapped;
 }
 
 TEST(ExportTest, TorchtitanConfig) {
