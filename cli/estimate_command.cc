@@ -191,9 +191,13 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
                 FormatBinaryBytes(peak.activations), FormatBinaryBytes(peak.buffers)});
   table.Print(out, "              ");
   if (r.memory.stages.size() > 1) {
-    // Each stage's total: where the peak is and how far the others are from it.
+    // Each stage's total: where the peak is and how far the others are from it, six a line.
+    constexpr size_t kPerLine = 6;
     out << "  per stage  ";
-    for (size_t s = 0; s < r.memory.stages.size(); ++s) out << (s ? ", " : " ") << s << ": " << FormatBinaryBytes(r.memory.stages[s].total());
+    for (size_t s = 0; s < r.memory.stages.size(); ++s) {
+      const char* gap = s == 0 ? " " : s % kPerLine == 0 ? ",\n              " : ", ";
+      out << gap << s << ": " << FormatBinaryBytes(r.memory.stages[s].total());
+    }
     out << "\n";
   }
   return 0;

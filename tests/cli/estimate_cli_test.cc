@@ -487,8 +487,8 @@ TEST(CliEstimateTest, PipelineBuffersAreCheckedAndReported) {
 }
 
 // Each pipeline stage's memory: one entry per stage whose largest is the peak, at the peak stage;
-// the first stage (embedding) and the last (head, logits) differ; the text's per-stage line lists
-// them; one stage has no such line.
+// the first stage (embedding) and the last (head, logits) differ; the text's per-stage lines list
+// them, six a line; one stage has no such line.
 TEST(CliEstimateTest, MemoryPerPipelineStage) {
   json report;
   ASSERT_TRUE(IsJsonSuccess(EstimateLlama8bWith({"--set", "mesh.data=2", "--set", "mesh.pipeline=4", "--set", "global_batch_size=16", "--json"}), &report));
@@ -503,6 +503,10 @@ TEST(CliEstimateTest, MemoryPerPipelineStage) {
   EXPECT_NE(text.out.find("  per stage   0: "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find(", 3: "), std::string::npos) << text.out;
   EXPECT_EQ(EstimateLlama8bWith({"--set", "mesh.data=8"}).out.find("per stage"), std::string::npos);
+  // Eight stages: six a line, the seventh on an aligned continuation line.
+  const CliResult eight = EstimateLlama8bWith({"--set", "mesh.data=1", "--set", "mesh.pipeline=8", "--set", "global_batch_size=16"});
+  EXPECT_NE(eight.out.find(", 5: "), std::string::npos) << eight.out;
+  EXPECT_NE(eight.out.find(",\n              6: "), std::string::npos) << eight.out;
 }
 
 // Tensor overlap's scope: an unknown value names the field and its values; single-product
