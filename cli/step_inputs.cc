@@ -20,9 +20,11 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
   // returns always is).
   if (!in.plan.framework.empty()) {
     const planner::Framework framework = planner::ParseFramework(in.plan.framework, where + ":/framework");
-    const std::vector<std::string> gaps = planner::FrameworkGaps(framework, in.model, in.plan);
+    const std::vector<planner::FrameworkGap> gaps = planner::FrameworkGapsByField(framework, in.model, in.plan);
     if (!gaps.empty()) {
-      throw InputError(where + ":/framework", in.plan.framework + " cannot run this plan: " + gaps.front() +
+      // At the field the first gap is about; a gap of the model's, at the framework field.
+      const std::string field = gaps.front().field.empty() ? "/framework" : gaps.front().field;
+      throw InputError(where + ":" + field, in.plan.framework + " cannot run this plan: " + gaps.front().text +
                                                   (gaps.size() > 1 ? " (and " + std::to_string(gaps.size() - 1) + " more)" : ""),
                        "a plan the framework runs (docs/frameworks.md)", "drop the framework field, or let 'shardsim plan --framework " + in.plan.framework + "' pick one");
     }

@@ -182,6 +182,6 @@ int64_t EvenChunkLayers(const ModelSpec& model, const PlanSpec& plan);
 // Appends to `gaps` what of `plan` the framework cannot run (FrameworkGaps' body, in
 // planner/framework_gaps.cc).
 void AppendGaps(const FrameworkFacts& facts, const ModelSpec& model, const PlanSpec& plan,
-                std::vector<std::string>& gaps);
+                std::vector<FrameworkGap>& gaps);
 
 }  // namespace shardsim::planner

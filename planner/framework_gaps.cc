@@ -28,62 +28,62 @@ bool ParamsSharded(const DataParallelSharding& s) {
 std::string N(int64_t n) { return std::to_string(n); }
 
 void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallelSharding& s,
-                  std::vector<std::string>& gaps) {
+                  std::vector<FrameworkGap>& gaps) {
   const bool others = p.mesh.context > 1 || p.mesh.expert > 1;  // replica axes besides data
   const std::string zero = "ZeRO-" + N(s.zero);
   switch (f.sharding) {
     case ShardingFamily::kZeroOverAll:
       if (s.fsdp > 1 && s.replicas && s.zero < 3) {
         if (others) {
-          gaps.push_back("fsdp=" + N(s.fsdp) +
+          gaps.push_back({"/zero_stage", "fsdp=" + N(s.fsdp) +
                          " beside context or expert replicas below ZeRO-3: " + std::string(f.name) +
-                         " shards over all data-parallel ranks x context together");
+                         " shards over all data-parallel ranks x context together"});
         } else if (f.framework == Framework::kMegatronCore && s.zero == 2) {
-          gaps.push_back(
+          gaps.push_back({"/zero_stage", 
               "ZeRO-2 over data with fsdp: Megatron-FSDP's outer replicas shard nothing or the "
-              "optimizer (no_shard, optim)");
+              "optimizer (no_shard, optim)"});
         } else if (f.framework == Framework::kDeepSpeed && s.zero > 0) {
-          gaps.push_back(zero +
-                         " over data with fsdp: DeepSpeed's MiCS shards only within its groups");
+          gaps.push_back({"/zero_stage", zero +
+                         " over data with fsdp: DeepSpeed's MiCS shards only within its groups"});
         }
       }
       break;
     case ShardingFamily::kFsdpOverShard:
     case ShardingFamily::kWeightsOverShardAxes:
       if (others && !(s.zero == 3 && s.data == 1)) {
-        gaps.push_back(std::string(f.name) +
+        gaps.push_back({"/zero_stage", std::string(f.name) +
                        " shards parameters over context and expert ranks too (" +
                        (f.sharding == ShardingFamily::kFsdpOverShard ? "FSDP2 over dp_shard x cp"
                                                                      : "logical rule embed") +
-                       "): only ZeRO-3 with data=1 is that");
+                       "): only ZeRO-3 with data=1 is that"});
       } else if (!others && s.data > 1 &&
                  s.zero > (f.sharding == ShardingFamily::kWeightsOverShardAxes ? 1 : 0)) {
-        gaps.push_back(zero + " over data: " + std::string(f.name) + " replicates over data" +
+        gaps.push_back({"/zero_stage", zero + " over data: " + std::string(f.name) + " replicates over data" +
                        (f.sharding == ShardingFamily::kWeightsOverShardAxes
                             ? ", sharding at most the optimizer state (shard_optimizer_over_data)"
-                            : " (data_parallel_replicate_degree); put the sharding on fsdp"));
+                            : " (data_parallel_replicate_degree); put the sharding on fsdp")});
       }
       break;
   }
   if (p.mesh.pipeline > 1 && s.zero > f.max_zero_with_pipeline) {
-    gaps.push_back(zero + " with pipeline parallelism: " + std::string(f.name) +
-                   " runs ZeRO up to " + N(f.max_zero_with_pipeline) + " with it");
+    gaps.push_back({"/zero_stage", zero + " with pipeline parallelism: " + std::string(f.name) +
+                   " runs ZeRO up to " + N(f.max_zero_with_pipeline) + " with it"});
   }
   if (p.mesh.pipeline > 1 && s.fsdp > 1 && !f.fsdp_with_pipeline) {
-    gaps.push_back("fsdp with pipeline parallelism: " + std::string(f.name) +
-                   " does not shard parameters under its pipeline engine");
+    gaps.push_back({"/mesh/fsdp", "fsdp with pipeline parallelism: " + std::string(f.name) +
+                   " does not shard parameters under its pipeline engine"});
   }
   if (!p.grad_reduce_dtype.empty()) {
     const std::vector<std::string> settable = GradReduceSettable(f, p);
     if (std::find(settable.begin(), settable.end(), p.grad_reduce_dtype) == settable.end()) {
       std::string can;
       for (const std::string& d : settable) can += (can.empty() ? "" : " or ") + d;
-      gaps.push_back("grad_reduce_dtype " + p.grad_reduce_dtype + ": " + std::string(f.name) + " reduces this plan's gradients in " + can);
+      gaps.push_back({"/grad_reduce_dtype", "grad_reduce_dtype " + p.grad_reduce_dtype + ": " + std::string(f.name) + " reduces this plan's gradients in " + can});
     }
   }
   if ((p.cross_entropy == "fused" && !f.fused_cross_entropy) || (p.cross_entropy == "eager" && !f.eager_cross_entropy)) {
-    gaps.push_back(p.cross_entropy + " cross-entropy: " + std::string(f.name) + " computes the loss " +
-                   (f.fused_cross_entropy ? "fused" : "eagerly, over an fp32 copy of the logits"));
+    gaps.push_back({"/cross_entropy", p.cross_entropy + " cross-entropy: " + std::string(f.name) + " computes the loss " +
+                   (f.fused_cross_entropy ? "fused" : "eagerly, over an fp32 copy of the logits")});
   }
   if (p.dtype == "fp8" && !p.fp8_recipe.empty()) {
     const std::vector<std::string>& recipes = Fp8RecipeNames();
@@ -94,61 +94,61 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
       runs += (runs.empty() ? "" : ", ") + recipes[i];
       runs_it = runs_it || recipes[i] == p.fp8_recipe;
     }
-    if (!runs_it && !runs.empty()) gaps.push_back(p.fp8_recipe + " fp8 scaling: " + std::string(f.name) + " scales " + runs);
+    if (!runs_it && !runs.empty()) gaps.push_back({"/fp8_recipe", p.fp8_recipe + " fp8 scaling: " + std::string(f.name) + " scales " + runs});
   }
   if (p.ep_dispatch_dtype == "fp8" && Fp8RecipeOf(p) != f.fp8_dispatch_recipe) {
-    gaps.push_back(f.fp8_dispatch_recipe.empty()
+    gaps.push_back({"/ep_dispatch_dtype", f.fp8_dispatch_recipe.empty()
                        ? "fp8 expert dispatch (ep_dispatch_dtype): " + std::string(f.name) + " moves the expert all-to-alls at the activations' width"
                        : "fp8 expert dispatch under " + Fp8RecipeOf(p) + " scaling: " + std::string(f.name) + " quantises it under " +
-                             std::string(f.fp8_dispatch_recipe) + " only");
+                             std::string(f.fp8_dispatch_recipe) + " only"});
   }
   if (DeduplicatesDispatch(p) && f.deepep_setting.empty()) {
-    gaps.push_back("deduplicated expert dispatch (ep_dispatcher deepep): " + std::string(f.name) + "'s expert all-to-alls send every routed copy");
+    gaps.push_back({"/ep_dispatcher", "deduplicated expert dispatch (ep_dispatcher deepep): " + std::string(f.name) + "'s expert all-to-alls send every routed copy"});
   } else if (DeduplicatesDispatch(p) && p.ep_dispatch_dtype == "fp8") {
-    gaps.push_back("fp8 expert dispatch with ep_dispatcher deepep: " + std::string(f.name) + " quantises the dispatch on another dispatcher only");
+    gaps.push_back({"/ep_dispatch_dtype", "fp8 expert dispatch with ep_dispatcher deepep: " + std::string(f.name) + " quantises the dispatch on another dispatcher only"});
   }
   if (p.dtype == "fp8" && !p.saved_input_dtype.empty() && !f.saved_input_dtype.empty() && p.saved_input_dtype != f.saved_input_dtype) {
-    gaps.push_back("saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
-                   std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits"));
+    gaps.push_back({"/saved_input_dtype", "saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
+                   std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits")});
   }
   if (p.mesh.tensor > 1 && p.sequence_parallel && !p.sequence_parallel_inputs.empty() && !f.sequence_parallel_inputs.empty() &&
       p.sequence_parallel_inputs != f.sequence_parallel_inputs) {
-    gaps.push_back("sequence_parallel_inputs " + p.sequence_parallel_inputs + ": " + std::string(f.name) + "'s sequence-parallel regions " +
-                   (f.sequence_parallel_inputs == "regather" ? "keep the shard and gather it again in the backward" : "keep their gathered input"));
+    gaps.push_back({"/sequence_parallel_inputs", "sequence_parallel_inputs " + p.sequence_parallel_inputs + ": " + std::string(f.name) + "'s sequence-parallel regions " +
+                   (f.sequence_parallel_inputs == "regather" ? "keep the shard and gather it again in the backward" : "keep their gathered input")});
   }
   if (p.mesh.pipeline > 1 && !p.pipeline_buffers.empty() && !f.pipeline_buffers.empty() && p.pipeline_buffers != f.pipeline_buffers) {
-    gaps.push_back("pipeline_buffers " + p.pipeline_buffers + ": " + std::string(f.name) + "'s pipeline stages " +
+    gaps.push_back({"/pipeline_buffers", "pipeline_buffers " + p.pipeline_buffers + ": " + std::string(f.name) + "'s pipeline stages " +
                    (f.pipeline_buffers == "per-transfer" ? "make each receive buffer per transfer and free each output once sent"
-                                                         : "keep a receive buffer per micro-batch and each output to its backward"));
+                                                         : "keep a receive buffer per micro-batch and each output to its backward")});
   }
   if (p.mesh.tensor > 1 && p.overlap.tensor && !p.tensor_overlap_scope.empty() && !f.tensor_overlap_scope.empty() &&
       p.tensor_overlap_scope != f.tensor_overlap_scope) {
-    gaps.push_back("tensor_overlap_scope " + p.tensor_overlap_scope + ": " + std::string(f.name) + "'s tensor overlap " +
-                   (f.tensor_overlap_scope == "all" ? "hides every region's collectives" : "leaves reductions of summed products blocking"));
+    gaps.push_back({"/tensor_overlap_scope", "tensor_overlap_scope " + p.tensor_overlap_scope + ": " + std::string(f.name) + "'s tensor overlap " +
+                   (f.tensor_overlap_scope == "all" ? "hides every region's collectives" : "leaves reductions of summed products blocking")});
   }
   if (AttentionKernelOf(p) == "triton") {
-    gaps.push_back("attention_kernel triton: " + std::string(f.name) + " runs no Triton FlashAttention (LLM Foundry's attn_impl triton)");
+    gaps.push_back({"/attention_kernel", "attention_kernel triton: " + std::string(f.name) + " runs no Triton FlashAttention (LLM Foundry's attn_impl triton)"});
   } else if (AttentionKernelOf(p) == "flex" && f.flex_attention_setting.empty()) {
-    gaps.push_back("attention_kernel flex: " + std::string(f.name) + " runs its fused attention kernels, not PyTorch's FlexAttention");
+    gaps.push_back({"/attention_kernel", "attention_kernel flex: " + std::string(f.name) + " runs its fused attention kernels, not PyTorch's FlexAttention"});
   }
   if (p.dtype != "fp32" && !p.master_weights.empty() && p.master_weights != f.master_weights) {
-    gaps.push_back("master_weights " + p.master_weights + ": " + std::string(f.name) + " holds " + MasterWeightsPhrase(f.master_weights));
+    gaps.push_back({"/master_weights", "master_weights " + p.master_weights + ": " + std::string(f.name) + " holds " + MasterWeightsPhrase(f.master_weights)});
   }
   if (p.param_gather_dtype == "fp8" && !f.fp8_param_gather) {
-    gaps.push_back("FP8 parameter gathers (param_gather_dtype fp8): " + std::string(f.name) + " gathers 16-bit weights");
+    gaps.push_back({"/param_gather_dtype", "FP8 parameter gathers (param_gather_dtype fp8): " + std::string(f.name) + " gathers 16-bit weights"});
   }
   const bool keeps = ParamsSharded(s) && !ReshardAfterForward(p);
   if (keeps && (f.keep_gathered == KeepGathered::kNever ||
                 (f.keep_gathered == KeepGathered::kWithPipelineOnly && p.mesh.pipeline == 1))) {
-    gaps.push_back(
+    gaps.push_back({"/fsdp_reshard_after_forward", 
         "sharded parameters kept gathered for the whole step (fsdp_reshard_after_forward false): " +
         std::string(f.name) + " frees them after each forward" +
-        (f.keep_gathered == KeepGathered::kWithPipelineOnly ? " outside pipelines" : ""));
+        (f.keep_gathered == KeepGathered::kWithPipelineOnly ? " outside pipelines" : "")});
   }
 }
 
 void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
-                  std::vector<std::string>& gaps) {
+                  std::vector<FrameworkGap>& gaps) {
   if (p.mesh.pipeline == 1) return;  // a single stage is gradient accumulation everywhere
   const strategies::Schedule& schedule = strategies::ScheduleOf(p);
   const strategies::FrameworkScheduleNames names = schedule.framework_names();
@@ -159,33 +159,33 @@ void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p
   const int64_t chunks = schedule.Chunks(p.mesh.pipeline, p.virtual_stages);
   const int64_t microbatches = DerivePlanShape(p).num_microbatches;
   if (name.empty()) {
-    gaps.push_back("pipeline schedule " + p.pipeline_schedule + ": " + std::string(f.name) +
-                   " has no such schedule");
+    gaps.push_back({"/pipeline_schedule", "pipeline schedule " + p.pipeline_schedule + ": " + std::string(f.name) +
+                   " has no such schedule"});
   } else if (f.framework == Framework::kTorchtitan && name != "1F1B" && name != "GPipe" &&
              chunks < 2) {
     // torchtitan/distributed/pipeline_parallel.py: multi-stage schedules need 2 stages per rank.
-    gaps.push_back("pipeline schedule " + p.pipeline_schedule +
+    gaps.push_back({"/virtual_stages", "pipeline schedule " + p.pipeline_schedule +
                    " with one chunk per stage: torchtitan's " + std::string(name) +
-                   " needs at least 2 stages per rank");
+                   " needs at least 2 stages per rank"});
   } else if (f.framework == Framework::kMegatronCore && chunks > 1 &&
              microbatches % p.mesh.pipeline != 0) {
     // megatron/core/pipeline_parallel/schedules.py: micro-batches in groups of pipeline size.
-    gaps.push_back(N(microbatches) + " micro-batches on " + N(p.mesh.pipeline) +
-                   " interleaved stages: Megatron-core needs a multiple of the stages");
+    gaps.push_back({"/micro_batch_size", N(microbatches) + " micro-batches on " + N(p.mesh.pipeline) +
+                   " interleaved stages: Megatron-core needs a multiple of the stages"});
   }
   if (f.microbatches_multiple_of_stages && microbatches % p.mesh.pipeline != 0) {
-    gaps.push_back(N(microbatches) + " micro-batches on " + N(p.mesh.pipeline) +
-                   " stages: " + std::string(f.name) + " needs a multiple of the stages");
+    gaps.push_back({"/micro_batch_size", N(microbatches) + " micro-batches on " + N(p.mesh.pipeline) +
+                   " stages: " + std::string(f.name) + " needs a multiple of the stages"});
   }
   if (!f.any_layout && EvenChunkLayers(m, p) == 0) {
-    gaps.push_back("stage layout " + strategies::DescribePartLayers(strategies::LayOut(m, p)) +
+    gaps.push_back({"/pipeline_layout", "stage layout " + strategies::DescribePartLayers(strategies::LayOut(m, p)) +
                    " (decoder layers per chunk): " + std::string(f.name) +
-                   " splits the decoder layers evenly");
+                   " splits the decoder layers evenly"});
   }
 }
 
 void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
-              std::vector<std::string>& gaps) {
+              std::vector<FrameworkGap>& gaps) {
   int last = -1;
   for (const std::string& name : p.mesh_order) {
     const MeshAxisFacts* axis = FindMeshAxis(name);
@@ -194,8 +194,8 @@ void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
     if (at < last) {
       std::string order;
       for (const std::string& used : UsedMeshOrder(p)) order += (order.empty() ? "" : ",") + used;
-      gaps.push_back("mesh_order " + order +
-                     " (outermost first): " + std::string(f.mesh_order_text));
+      gaps.push_back({"/mesh_order", "mesh_order " + order +
+                     " (outermost first): " + std::string(f.mesh_order_text)});
       break;
     }
     last = at;
@@ -203,101 +203,101 @@ void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   const bool moe = m.moe.has_value();
   if (p.mesh.tensor > 1) {
     if (p.sequence_parallel ? !f.sequence_parallel_on : !f.sequence_parallel_off) {
-      gaps.push_back(std::string("tensor parallelism ") +
+      gaps.push_back({"/sequence_parallel", std::string("tensor parallelism ") +
                      (p.sequence_parallel ? "with" : "without") +
                      " sequence parallelism: " + std::string(f.name) + " runs it " +
-                     (p.sequence_parallel ? "without" : "with"));
+                     (p.sequence_parallel ? "without" : "with")});
     }
     if (p.mesh.pipeline > 1 && !f.tensor_with_pipeline)
-      gaps.push_back("tensor with pipeline parallelism: " + std::string(f.name) +
-                     " runs one or the other");
+      gaps.push_back({"/mesh/pipeline", "tensor with pipeline parallelism: " + std::string(f.name) +
+                     " runs one or the other"});
     if (moe && !f.experts_split_over_tensor && ExpertTensorDegree(p) > 1)
-      gaps.push_back("experts split over tensor: " + std::string(f.name) +
-                     " keeps each expert whole");
+      gaps.push_back({"/expert_axes", "experts split over tensor: " + std::string(f.name) +
+                     " keeps each expert whole"});
   }
   if (p.mesh.context > 1) {
     const bool ring = p.context_kv == "ring";
     if (ring ? !f.ring_context : !f.all_gather_context) {
-      gaps.push_back("context parallelism by " + p.context_kv + ": " + std::string(f.name) +
+      gaps.push_back({"/context_kv", "context parallelism by " + p.context_kv + ": " + std::string(f.name) +
                      (f.ring_context || f.all_gather_context
                           ? " exchanges K/V the other way"
-                          : " splits sequences only by Ulysses all-to-all"));
+                          : " splits sequences only by Ulysses all-to-all")});
     }
     // Expert ranks beyond the tensor fold that leave the context ranks out, where the
     // framework's experts take them first.
     const std::vector<std::string> axes = ExpertAxes(p);
     const int64_t beyond_tensor = ExpertDegree(p) / (ExpertTensorDegree(p) == 1 ? p.mesh.tensor : 1);
     if (beyond_tensor > 1 && !f.expert_with_context && std::find(axes.begin(), axes.end(), "context") == axes.end())
-      gaps.push_back("expert with context parallelism: " + std::string(f.name) + "'s experts take the context ranks" +
-                     (f.moe_folding ? " first (list context in expert_axes)" : ""));
+      gaps.push_back({"/expert_axes", "expert with context parallelism: " + std::string(f.name) + "'s experts take the context ranks" +
+                     (f.moe_folding ? " first (list context in expert_axes)" : "")});
   }
   if (moe && p.ep_capacity_factor > 1.0 && !f.expert_capacity)
-    gaps.push_back("expert capacity factor: " + std::string(f.name) + " routes dropless");
+    gaps.push_back({"/ep_capacity_factor", "expert capacity factor: " + std::string(f.name) + " routes dropless"});
   if (!f.recompute[static_cast<size_t>(p.recompute)]) {
     std::string runs;
     for (size_t r = 0; r < kRecomputes; ++r) {
       if (f.recompute[r]) runs += (runs.empty() ? "" : ", ") + ToString(static_cast<Recompute>(r));
     }
-    gaps.push_back(ToString(p.recompute) + " recomputation: " + std::string(f.name) + " has no such policy (it runs " + runs + ")");
+    gaps.push_back({"/recompute", ToString(p.recompute) + " recomputation: " + std::string(f.name) + " has no such policy (it runs " + runs + ")"});
   }
   const bool dtype = p.dtype == "bf16"   ? f.bf16
                      : p.dtype == "fp16" ? f.fp16
                      : p.dtype == "fp8"  ? f.fp8
                                          : f.fp32;
-  if (!dtype) gaps.push_back(p.dtype + ": not a dtype " + std::string(f.name) + " trains in");
+  if (!dtype) gaps.push_back({"/dtype", p.dtype + ": not a dtype " + std::string(f.name) + " trains in"});
   if (!p.flash_attention && !f.unfused_attention)
-    gaps.push_back("unfused attention: " + std::string(f.name) + "'s attention is a fused kernel");
+    gaps.push_back({"/flash_attention", "unfused attention: " + std::string(f.name) + "'s attention is a fused kernel"});
 }
 
-void OverlapGaps(const FrameworkFacts& f, const PlanSpec& p, std::vector<std::string>& gaps) {
+void OverlapGaps(const FrameworkFacts& f, const PlanSpec& p, std::vector<FrameworkGap>& gaps) {
   for (const MeshAxisFacts& axis : kMeshAxes) {
     if (!OverlapMatters(p, axis.axis)) continue;
     const bool on = p.overlap.Overlaps(axis.axis);
     const OverlapRule rule = OverlapRuleOf(f, p, axis.axis);
     if ((rule == OverlapRule::kAlways && !on) || (rule == OverlapRule::kNever && on)) {
-      gaps.push_back("overlap." + std::string(axis.name) + " " + (on ? "on" : "off") + ": " +
+      gaps.push_back({"/overlap/" + std::string(axis.name), "overlap." + std::string(axis.name) + " " + (on ? "on" : "off") + ": " +
                      std::string(f.name) + (on ? " never overlaps" : " always overlaps") +
-                     " it here");
+                     " it here"});
     }
   }
   if (f.one_switch_data_fsdp && OverlapMatters(p, MeshAxis::kData) &&
       OverlapMatters(p, MeshAxis::kFsdp) && p.overlap.data != p.overlap.fsdp) {
-    gaps.push_back("overlap.data and overlap.fsdp differ: " + std::string(f.name) +
-                   " overlaps both reductions with one switch");
+    gaps.push_back({"/overlap/fsdp", "overlap.data and overlap.fsdp differ: " + std::string(f.name) +
+                   " overlaps both reductions with one switch"});
   }
   if (f.tensor_overlap_needs_sequence_parallel && p.mesh.tensor > 1 && p.overlap.tensor &&
       !p.sequence_parallel) {
-    gaps.push_back("overlap.tensor without sequence parallelism: " + std::string(f.name) +
-                   "'s --tp-comm-overlap needs --sequence-parallel");
+    gaps.push_back({"/overlap/tensor", "overlap.tensor without sequence parallelism: " + std::string(f.name) +
+                   "'s --tp-comm-overlap needs --sequence-parallel"});
   }
 }
 
 }  // namespace
 
 void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
-                std::vector<std::string>& gaps) {
+                std::vector<FrameworkGap>& gaps) {
   const DataParallelSharding s = ShardingOf(p);
   if (NumHybridLayers(m, kHybridMamba) > 0 && !f.mamba_layers) {
-    gaps.push_back("Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers");
+    gaps.push_back({"", "Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers"});
   }
   const std::vector<std::string> expert_axes = ExpertAxes(p);
   if (m.moe && !f.moe_folding && expert_axes.size() > (p.mesh.expert > 1 ? 1u : 0u)) {
-    gaps.push_back("experts folded over " + JoinNames(expert_axes) + " (expert_axes): shardsim does not profile " + std::string(f.name) +
-                   "'s MoE parallel folding (docs/frameworks.md)");
+    gaps.push_back({"/expert_axes", "experts folded over " + JoinNames(expert_axes) + " (expert_axes): shardsim does not profile " + std::string(f.name) +
+                   "'s MoE parallel folding (docs/frameworks.md)"});
   } else if (m.moe && f.moe_folding && p.mesh.fsdp > 1 && std::find(expert_axes.begin(), expert_axes.end(), "data") != expert_axes.end()) {
-    gaps.push_back("experts folded over data beside fsdp=" + std::to_string(p.mesh.fsdp) + " (expert_axes): " + std::string(f.name) +
-                   "'s expert grid takes the inner data-parallel ranks (fsdp) first");
+    gaps.push_back({"/expert_axes", "experts folded over data beside fsdp=" + std::to_string(p.mesh.fsdp) + " (expert_axes): " + std::string(f.name) +
+                   "'s expert grid takes the inner data-parallel ranks (fsdp) first"});
   }
   if (m.moe && m.moe->latent_size > 0 && !f.moe_latent) {
-    gaps.push_back("routed experts in a latent width (moe latent_size " + std::to_string(m.moe->latent_size) + "): " + std::string(f.name) +
-                   "'s experts read the hidden size");
+    gaps.push_back({"", "routed experts in a latent width (moe latent_size " + std::to_string(m.moe->latent_size) + "): " + std::string(f.name) +
+                   "'s experts read the hidden size"});
   } else if (m.moe && m.moe->latent_size > 0 && ExpertDegree(p) > 1 && p.overlap.expert && m.moe->num_shared_experts > 0) {
     // moe_layer.py: "Shared expert overlap not supported when MoE latent projections are used".
-    gaps.push_back("shared experts overlapped with the dispatch (overlap.expert) beside latent experts: " + std::string(f.name) + " refuses it");
+    gaps.push_back({"/overlap/expert", "shared experts overlapped with the dispatch (overlap.expert) beside latent experts: " + std::string(f.name) + " refuses it"});
   }
   if (m.mtp_layers > 0 && f.mtp_setting.empty()) {
-    gaps.push_back("multi-token prediction (" + std::to_string(m.mtp_layers) + " module" + (m.mtp_layers > 1 ? "s" : "") + " of '" + m.name +
-                   "'): " + std::string(f.name) + "'s configuration trains none (a model JSON with mtp_layers 0 estimates what it runs)");
+    gaps.push_back({"", "multi-token prediction (" + std::to_string(m.mtp_layers) + " module" + (m.mtp_layers > 1 ? "s" : "") + " of '" + m.name +
+                   "'): " + std::string(f.name) + "'s configuration trains none (a model JSON with mtp_layers 0 estimates what it runs)"});
   }
   ShardingGaps(f, p, s, gaps);
   PipelineGaps(f, m, p, gaps);

@@ -22,11 +22,18 @@ Framework ParseFramework(const std::string& name, const std::string& where) {
                    JoinNames(names), "\"megatron\" also names megatron-core");
 }
 
-std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& model,
-                                       const PlanSpec& plan) {
-  std::vector<std::string> gaps;
+std::vector<FrameworkGap> FrameworkGapsByField(Framework framework, const ModelSpec& model,
+                                               const PlanSpec& plan) {
+  std::vector<FrameworkGap> gaps;
   AppendGaps(FactsOf(framework), model, plan, gaps);
   return gaps;
+}
+
+std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& model,
+                                       const PlanSpec& plan) {
+  std::vector<std::string> texts;
+  for (FrameworkGap& gap : FrameworkGapsByField(framework, model, plan)) texts.push_back(std::move(gap.text));
+  return texts;
 }
 
 std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, const ModelSpec& model, int64_t seq_len, double mfu_palm) {

@@ -36,11 +36,22 @@ struct FrameworkMfu {
 };
 std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, const ModelSpec& model, int64_t seq_len, double mfu_palm);
 
+// One thing of a plan a framework does not run: the plan field it is about, as a JSON pointer
+// into the plan ("/fp8_recipe", "/overlap/tensor"; "" where the model is what the framework
+// lacks), and the phrase that says what and why.
+struct FrameworkGap {
+  std::string field;
+  std::string text;
+};
+
 // What of `plan` the framework cannot run as shardsim models it, one phrase each; empty: it runs
 // this exact plan. Cheap: the search calls it on every candidate plan before estimating, so the
 // empty answer builds no strings. REQUIRES: a plan CheckPlan accepts for `model`.
 std::vector<std::string> FrameworkGaps(Framework framework, const ModelSpec& model,
                                        const PlanSpec& plan);
+// The same gaps, each with the plan field it is about (where an error about the plan points).
+std::vector<FrameworkGap> FrameworkGapsByField(Framework framework, const ModelSpec& model,
+                                               const PlanSpec& plan);
 
 // `plan` with every switch the framework does not offer set as the framework fixes it: overlaps
 // it always or never does, and fsdp_reshard_after_forward true where it cannot keep sharded
