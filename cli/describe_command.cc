@@ -180,7 +180,7 @@ void PrintCluster(const ClusterSpec& c, std::ostream& out) {
   }
   links.Print(out, "  ");
   char eff[160];
-  std::snprintf(eff, sizeof eff, "matmul %.2f and attention %.3f of peak, backward passes at %.3f of those rates, HBM %.2f of bandwidth",
+  std::snprintf(eff, sizeof eff, "matmul %.3f and attention %.3f of peak, backward passes at %.3f of those rates, HBM %.2f of bandwidth",
                 c.efficiency.matmul, c.efficiency.Attention(), c.efficiency.backward, c.efficiency.hbm);
   out << "  efficiency " << eff << " (" << c.efficiency.source << ")\n";
 }
