@@ -6,7 +6,7 @@
 set -euo pipefail
 build=${1:-build}
 out=${2:-$build/accuracy}
-runs="$(dirname "$0")/../tests/data/measured_runs.json"  # wherever it is run from
+runs="$(realpath --relative-to=. "$(dirname "$0")/../tests/data/measured_runs.json")"  # wherever it is run from
 mkdir -p "$out"
 start=$(date +%s.%N)
 "$build/bin/shardsim" calibrate --from-runs "$runs" --no-fit > "$out/catalogue.txt"

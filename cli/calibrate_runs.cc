@@ -49,7 +49,12 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
   if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << (g.iterations == 1 ? " step" : " steps")
                 << (g.converged ? "" : "; not converged: the iteration limit, or an estimate without a finite time") << ")\n";
   if (fitted && g.fit_runs > 0 && g.fit_runs < kFewFitRuns) {
-    out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " only: the figures are weakly determined\n";
+    int64_t free = 0;  // efficiencies the fit moved freely: acting on a fit run
+    for (const validation::FittedParameter& f : g.parameters) free += f.fit_runs > 0 ? 1 : 0;
+    out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " only: the figures are weakly determined"
+        << (free >= g.fit_runs ? "; no more runs than fitted efficiencies (" + std::to_string(free) + "), so the fit can match them exactly and its RMS tells nothing"
+                               : "")
+        << "\n";
   }
   const double hbm_gib = static_cast<double>(g.cluster.chip.hbm_bytes) / (1024.0 * 1024.0 * 1024.0);
   TextTable t({"run", "split", "measured s", "predicted s", "error", "memory GiB: predicted (published)"});
@@ -64,7 +69,7 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
 std::string WhatWasWritten(const CalibrateOptions& o, const GroupFit& g) {
   if (o.no_fit) return "the catalogue's efficiencies (--no-fit)";
   if (g.fit_runs == 0) return "the catalogue's efficiencies: the group has no fit runs";
-  return "the efficiencies fitted on " + std::to_string(g.fit_runs) + " runs";
+  return "the efficiencies fitted on " + std::to_string(g.fit_runs) + (g.fit_runs == 1 ? " run" : " runs");
 }
 
 void WriteClusters(const CalibrateOptions& o, const std::vector<GroupFit>& fits, std::ostream& out) {

@@ -27,6 +27,11 @@
 #include "strategies/stage_layout.h"
 
 namespace shardsim::cli {
+namespace {
+// The values' column, after the labels ("  memory      "): where continuation lines start.
+constexpr std::string_view kValues = "              ";
+}  // namespace
+
 int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   const StepInputs in = LoadStepInputs(o, "estimate");
   const ModelSpec& model = in.model;
@@ -94,7 +99,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (!plan.framework.empty()) {
     const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), program.model, plan.seq_len, r.mfu_palm);
     if (own) {
-      out << "              MFU under " << plan.framework << "'s FLOP count: " << FormatPercent(own->mfu) << " (" << own->count << "; " << own->source << ")\n";
+      out << kValues << "MFU under " << plan.framework << "'s FLOP count: " << FormatPercent(own->mfu) << " (" << own->count << "; " << own->source << ")\n";
     }
   }
   // Where a line's setting came from, after its field's name: the plan's own, or the framework's
@@ -189,13 +194,13 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   TextTable table({"params", "grads", "optimizer", "activations", "buffers"});
   table.AddRow({FormatBinaryBytes(peak.params), FormatBinaryBytes(peak.grads), FormatBinaryBytes(peak.optimizer),
                 FormatBinaryBytes(peak.activations), FormatBinaryBytes(peak.buffers)});
-  table.Print(out, "              ");
+  table.Print(out, std::string(kValues));
   if (r.memory.stages.size() > 1) {
     // Each stage's total: where the peak is and how far the others are from it, six a line.
     constexpr size_t kPerLine = 6;
     out << "  per stage  ";
     for (size_t s = 0; s < r.memory.stages.size(); ++s) {
-      const char* gap = s == 0 ? " " : s % kPerLine == 0 ? ",\n              " : ", ";
+      const std::string gap = s == 0 ? " " : s % kPerLine == 0 ? ",\n" + std::string(kValues) : ", ";
       out << gap << s << ": " << FormatBinaryBytes(r.memory.stages[s].total());
     }
     out << "\n";

@@ -3,7 +3,9 @@
 // defaults auto-size ici_fsdp_parallelism and dcn_data_parallelism.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iomanip>
+#include <map>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -60,20 +62,40 @@ std::string I(int64_t v) { return std::to_string(v); }
 
 // Tensor overlap (overlap.tensor): XLA's continuation fusion, which runs collectives
 // asynchronously beside independent compute. The flags are benchmarks/xla_flags_library.py's
-// CF_FOR_ALL_GATHER, the set MaxText's v5p scripts (configs/tpu/v5p/*.sh) pass in
-// LIBTPU_INIT_ARGS; the export passes them in compile_xla_flags, which train.py hands to the
-// train step's compile. The import reads tensor overlap on where both the fusion and its
-// compute overlap are on.
-constexpr std::string_view kOverlapFlags =
-    "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_enable_async_collective_fusion_fuse_all_gather=true "
-    "--xla_tpu_enable_async_collective_fusion_multiple_steps=true --xla_tpu_overlap_compute_collective_tc=true "
-    "--xla_enable_async_all_gather=true";
-constexpr std::string_view kOverlapNeeds[] = {"--xla_tpu_enable_async_collective_fusion=true",
-                                              "--xla_tpu_overlap_compute_collective_tc=true"};
+// CF_FOR_ALL_GATHER, the set MaxText's v5p scripts (MaxText/configs/v5p/*.sh at 76bd53b0f4) export
+// in LIBTPU_INIT_ARGS before train.py: an environment variable of the launch, not a config key
+// (base.yml's compile_xla_flags reaches only the ahead-of-time compile train.py reads memory
+// statistics from, not the jitted step it trains with), so the export writes it as a launch
+// comment. Reading one back, tensor overlap is on where the fusion and its compute overlap
+// (`needed`) are: each flag's last value, true or True.
+struct XlaFlag {
+  std::string_view name;
+  bool needed;
+};
+constexpr XlaFlag kOverlapFlags[] = {{"xla_tpu_enable_async_collective_fusion", true},
+                                     {"xla_tpu_enable_async_collective_fusion_fuse_all_gather", false},
+                                     {"xla_tpu_enable_async_collective_fusion_multiple_steps", false},
+                                     {"xla_tpu_overlap_compute_collective_tc", true},
+                                     {"xla_enable_async_all_gather", false}};
+constexpr char kLibtpuArgs[] = "launch.LIBTPU_INIT_ARGS";
+
+std::string OverlapFlagsText() {
+  std::string text;
+  for (const XlaFlag& f : kOverlapFlags) text += (text.empty() ? "--" : " --") + std::string(f.name) + "=true";
+  return text;
+}
 
 bool OverlapsTensor(const std::string& flags) {
-  return std::all_of(std::begin(kOverlapNeeds), std::end(kOverlapNeeds),
-                     [&](std::string_view flag) { return flags.find(flag) != std::string::npos; });
+  std::map<std::string, std::string, std::less<>> last;
+  std::istringstream words(flags);
+  for (std::string word; words >> word;) {
+    const size_t eq = word.find('=');
+    if (word.rfind("--", 0) == 0 && eq != std::string::npos) last[word.substr(2, eq - 2)] = word.substr(eq + 1);
+  }
+  return std::all_of(std::begin(kOverlapFlags), std::end(kOverlapFlags), [&](const XlaFlag& f) {
+    const auto it = last.find(f.name);
+    return !f.needed || (it != last.end() && (it->second == "true" || it->second == "True"));
+  });
 }
 
 std::string Number(double v) {
@@ -168,13 +190,19 @@ std::vector<Setting> MaxTextSettings(const ModelSpec& m, const ClusterSpec& c, c
         p.ep_capacity_factor > 1.0 ? Number(p.ep_capacity_factor) : "-1");  // -1: dropless
   add("dtype", p.dtype == "fp32" ? "float32" : "bfloat16");
   if (p.dtype == "fp8") add("quantization", "fp8");
-  if (p.mesh.tensor > 1 && p.overlap.tensor) add("compile_xla_flags", "\"" + std::string(kOverlapFlags) + "\"");
+  if (p.mesh.tensor > 1 && p.overlap.tensor) add(kLibtpuArgs, OverlapFlagsText());
   return s;
 }
 
 std::string MaxTextText(const std::vector<Setting>& settings) {
   std::string text;
-  for (const Setting& s : settings) text += s.name + ": " + s.value + "\n";
+  for (const Setting& s : settings) {
+    if (s.name == kLibtpuArgs) {
+      text += "# launch with: export LIBTPU_INIT_ARGS=\"" + s.value + "\"\n";
+      continue;
+    }
+    text += s.name + ": " + s.value + "\n";
+  }
   return text;
 }
 
@@ -224,7 +252,7 @@ PlanSpec MaxTextPlan(const SettingReader& r, const ModelSpec& m) {
             : r.Get("dtype", "bfloat16") == "float32" ? "fp32"
                                                       : "bf16";
   p.sequence_parallel = p.mesh.tensor > 1;  // activation_embed -> tensor
-  p.overlap.tensor = p.mesh.tensor > 1 && OverlapsTensor(r.Text("compile_xla_flags"));
+  p.overlap.tensor = p.mesh.tensor > 1 && OverlapsTensor(r.Get(kLibtpuArgs));
   return CanonicalSharding(AsFrameworkRuns(Framework::kMaxText, p));
 }
 

@@ -278,8 +278,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // XLA's scheduler overlaps the data, fsdp, pipeline and context collectives. Tensor: a
         // switch, XLA's continuation fusion of collectives with compute (benchmarks/
         // xla_flags_library.py CF_FOR_ALL_GATHER, "a form of parallelizing compute work with
-        // collectives"), which the export writes in compile_xla_flags and MaxText's v5p scripts
-        // set in LIBTPU_INIT_ARGS (configs/tpu/v5p/*.sh). All-to-all
+        // collectives"), which MaxText's v5p scripts set in LIBTPU_INIT_ARGS and the export
+        // writes as a launch comment (configs/tpu/v5p/*.sh). All-to-all
         // overlap has no such flag set: never.
         .overlap = {kOn, kOn, kSw, kOn, kOn, kOff},
         .pipeline_overlap_one_chunk = kOn,

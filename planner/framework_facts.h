@@ -22,7 +22,7 @@ namespace shardsim::planner {
 enum class OverlapRule {
   kSwitch,  // a flag or key the export sets from the plan's overlap.<axis>
   kAlways,  // always: a plan that does not overlap it is not what the framework runs
-  kNever,   // never, or only through settings outside the framework's config (XLA flags)
+  kNever,   // never: no setting of the framework's (config or launch) turns it on
 };
 
 // How a framework shards parameters, gradients and optimizer state over the data-parallel ranks.
@@ -179,7 +179,7 @@ bool OverlapMatters(const PlanSpec& plan, MeshAxis axis);
 // default (embedding and head beside the first and last chunks' layers); 0 otherwise.
 int64_t EvenChunkLayers(const ModelSpec& model, const PlanSpec& plan);
 
-// Appends to `gaps` what of `plan` the framework cannot run (FrameworkGaps' body, in
+// Appends to `gaps` what of `plan` the framework cannot run (FrameworkGapsByField's body, in
 // planner/framework_gaps.cc).
 void AppendGaps(const FrameworkFacts& facts, const ModelSpec& model, const PlanSpec& plan,
                 std::vector<FrameworkGap>& gaps);

@@ -1,6 +1,7 @@
-// FrameworkGaps' body: each rule reads a fact of the framework's row (planner/framework_facts.cc)
-// and says, in one phrase, what of the plan the framework does not run. Strings are built only for
-// the gaps found: the search asks this of every candidate plan.
+// FrameworkGapsByField's body: each rule reads a fact of the framework's row
+// (planner/framework_facts.cc) and says, in one phrase, what of the plan the framework does not
+// run, at the plan field a user would change. Strings are built only for the gaps found: the
+// search asks this of every candidate plan.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -178,7 +179,7 @@ void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p
                    " stages: " + std::string(f.name) + " needs a multiple of the stages"});
   }
   if (!f.any_layout && EvenChunkLayers(m, p) == 0) {
-    gaps.push_back({"/pipeline_layout", "stage layout " + strategies::DescribePartLayers(strategies::LayOut(m, p)) +
+    gaps.push_back({p.pipeline_layout.empty() ? "/mesh/pipeline" : "/pipeline_layout", "stage layout " + strategies::DescribePartLayers(strategies::LayOut(m, p)) +
                    " (decoder layers per chunk): " + std::string(f.name) +
                    " splits the decoder layers evenly"});
   }
@@ -218,7 +219,7 @@ void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (p.mesh.context > 1) {
     const bool ring = p.context_kv == "ring";
     if (ring ? !f.ring_context : !f.all_gather_context) {
-      gaps.push_back({"/context_kv", "context parallelism by " + p.context_kv + ": " + std::string(f.name) +
+      gaps.push_back({f.ring_context || f.all_gather_context ? "/context_kv" : "/mesh/context", "context parallelism by " + p.context_kv + ": " + std::string(f.name) +
                      (f.ring_context || f.all_gather_context
                           ? " exchanges K/V the other way"
                           : " splits sequences only by Ulysses all-to-all")});
@@ -228,7 +229,7 @@ void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
     const std::vector<std::string> axes = ExpertAxes(p);
     const int64_t beyond_tensor = ExpertDegree(p) / (ExpertTensorDegree(p) == 1 ? p.mesh.tensor : 1);
     if (beyond_tensor > 1 && !f.expert_with_context && std::find(axes.begin(), axes.end(), "context") == axes.end())
-      gaps.push_back({"/expert_axes", "expert with context parallelism: " + std::string(f.name) + "'s experts take the context ranks" +
+      gaps.push_back({f.moe_folding ? "/expert_axes" : "/mesh/expert", "expert with context parallelism: " + std::string(f.name) + "'s experts take the context ranks" +
                      (f.moe_folding ? " first (list context in expert_axes)" : "")});
   }
   if (moe && p.ep_capacity_factor > 1.0 && !f.expert_capacity)

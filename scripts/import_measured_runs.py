@@ -248,8 +248,9 @@ def plan_of(row, assumed):
             # base.yml logical_axis_rules: activation_embed -> tensor (activations sharded over
             # tensor between layers, as sequence parallelism shards them).
             plan["sequence_parallel"] = True
-            # The tables' scripts (configs/tpu/v5p/*.sh at 76bd53b0f4) set LIBTPU_INIT_ARGS with
-            # XLA's continuation fusion (--xla_tpu_enable_async_collective_fusion,
+        if tp > 1 and "v5p" in row["hardware"]["chip"]:
+            # The v5p tables' scripts (MaxText/configs/v5p/*.sh at 76bd53b0f4) set LIBTPU_INIT_ARGS
+            # with XLA's continuation fusion (--xla_tpu_enable_async_collective_fusion,
             # --xla_tpu_overlap_compute_collective_tc): collectives run beside compute.
             plan["overlap"] = {"tensor": True}
             assumed.append("overlap.tensor on: the tables' scripts (MaxText/configs/v5p/*.sh at 76bd53b0f4) pass XLA's "

@@ -503,10 +503,15 @@ TEST(CliEstimateTest, MemoryPerPipelineStage) {
   EXPECT_NE(text.out.find("  per stage   0: "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find(", 3: "), std::string::npos) << text.out;
   EXPECT_EQ(EstimateLlama8bWith({"--set", "mesh.data=8"}).out.find("per stage"), std::string::npos);
-  // Eight stages: six a line, the seventh on an aligned continuation line.
+  // Eight stages: stages 0 to 5 on the first line, 6 and 7 on an aligned continuation line.
   const CliResult eight = EstimateLlama8bWith({"--set", "mesh.data=1", "--set", "mesh.pipeline=8", "--set", "global_batch_size=16"});
-  EXPECT_NE(eight.out.find(", 5: "), std::string::npos) << eight.out;
+  const size_t first = eight.out.find("  per stage   0: ");
+  ASSERT_NE(first, std::string::npos) << eight.out;
+  const std::string line = eight.out.substr(first, eight.out.find('\n', first) - first);
+  for (const char* stage : {", 1: ", ", 2: ", ", 3: ", ", 4: ", ", 5: "}) EXPECT_NE(line.find(stage), std::string::npos) << line;
+  EXPECT_EQ(line.find(", 6: "), std::string::npos) << line;
   EXPECT_NE(eight.out.find(",\n              6: "), std::string::npos) << eight.out;
+  EXPECT_NE(eight.out.find(", 7: "), std::string::npos) << eight.out;
 }
 
 // Tensor overlap's scope: an unknown value names the field and its values; single-product

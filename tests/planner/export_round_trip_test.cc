@@ -232,7 +232,7 @@ TEST(ExportRoundTripTest, MaxText) {
   p.sequence_parallel = true, p.recompute = Recompute::kFull;
   cases.push_back({"fsdp x tensor", "llama3-70b", "tpu-v5p:8x8x8", p});
   p.overlap.tensor = true;
-  cases.push_back({"fsdp x tensor, collectives fused with compute (compile_xla_flags)", "llama3-70b", "tpu-v5p:8x8x8", p});
+  cases.push_back({"fsdp x tensor, collectives fused with compute (LIBTPU_INIT_ARGS)", "llama3-70b", "tpu-v5p:8x8x8", p});
   p.overlap.tensor = false;
   p = Plan({{"data", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
   p.sequence_parallel = true, p.zero_stage = 1, p.recompute = Recompute::kMinimal;

@@ -65,12 +65,35 @@ TEST(ExportTest, MaxTextKeys) {
         "remat_policy: minimal", "per_device_batch_size: 2", "max_target_length: 8192"}) {
     EXPECT_NE(t.find(key), std::string::npos) << key << " in\n" << t;
   }
-  EXPECT_EQ(t.find("compile_xla_flags"), std::string::npos) << "no tensor overlap, no flags";
-  // Tensor overlap: XLA's continuation fusion, passed to the train step's compile.
+  EXPECT_EQ(t.find("LIBTPU_INIT_ARGS"), std::string::npos) << "no tensor overlap, no flags";
+  // Tensor overlap: XLA's continuation fusion, in the launch's environment (a comment).
   p.overlap.tensor = true;
   const std::string overlapped = Text(ExportTarget::kMaxText, p, "tpu-v5e:16x16,slices=2");
-  EXPECT_NE(overlapped.find("compile_xla_flags: \"--xla_tpu_enable_async_collective_fusion=true "), std::string::npos) << overlapped;
+  EXPECT_NE(overlapped.find("# launch with: export LIBTPU_INIT_ARGS=\"--xla_tpu_enable_async_collective_fusion=true "), std::string::npos) << overlapped;
   EXPECT_NE(overlapped.find("--xla_tpu_overlap_compute_collective_tc=true"), std::string::npos) << overlapped;
+  // Read back from the launch's flags: the v5p scripts' set (MaxText/configs/v5p/512b.sh at
+  // 76bd53b0f4, without fuse_all_gather, with other flags between) turns it on; a later =false
+  // of a needed flag turns it off; True counts as true.
+  const ModelSpec& model = FindModelPreset("llama3-70b")->spec;
+  PlanSpec q;
+  q.mesh.fsdp = 128, q.mesh.tensor = 4, q.global_batch_size = 1024, q.seq_len = 8192;
+  q.sequence_parallel = true, q.recompute = Recompute::kFull, q.overlap.tensor = true;
+  Export e = ExportPlan(model, ParseClusterPreset("tpu-v5p:8x8x8", "--cluster"), q, ExportTarget::kMaxText);
+  auto read_with = [&](const std::string& flags) {
+    for (Setting& s : e.settings) {
+      if (s.name == "launch.LIBTPU_INIT_ARGS") s.value = flags;
+    }
+    return PlanFromExport(ExportTarget::kMaxText, e.settings, model).overlap.tensor;
+  };
+  const std::string v5p =
+      "--xla_tpu_megacore_fusion_allow_ags=false --xla_enable_async_collective_permute=true --xla_tpu_enable_ag_backward_pipelining=true "
+      "--xla_tpu_enable_data_parallel_all_reduce_opt=true --xla_tpu_data_parallel_opt_different_sized_ops=true "
+      "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_enable_async_collective_fusion_multiple_steps=true "
+      "--xla_tpu_overlap_compute_collective_tc=true --xla_enable_async_all_gather=true";
+  EXPECT_TRUE(read_with(v5p));
+  EXPECT_FALSE(read_with(v5p + " --xla_tpu_overlap_compute_collective_tc=false"));
+  EXPECT_TRUE(read_with("--xla_tpu_enable_async_collective_fusion=True --xla_tpu_overlap_compute_collective_tc=True"));
+  EXPECT_FALSE(read_with("--xla_tpu_enable_async_collective_fusion=true"));
 }
 
 TEST(ExportTest, TorchtitanConfig) {

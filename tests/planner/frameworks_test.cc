@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -27,17 +29,53 @@ PlanSpec Plan(std::initializer_list<std::pair<const char*, int64_t>> axes) {
   return p;
 }
 
-// Whether one of the gaps contains `words`.
+// Whether the field a gap is about is "" (the model's) or a key --set takes ("/mesh/tensor" is
+// mesh.tensor).
+bool IsPlanField(const std::string& field) {
+  if (field.empty()) return true;
+  if (field.front() != '/') return false;
+  std::string key = field.substr(1);
+  std::replace(key.begin(), key.end(), '/', '.');
+  const std::vector<std::string> keys = PlanOverrideKeys();
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// Whether one of the gaps contains `words`; every gap the tests meet must name a plan field.
 ::testing::AssertionResult Names(Framework f, const PlanSpec& plan, const std::string& words,
                                  const ModelSpec& model = Llama()) {
-  const std::vector<std::string> gaps = FrameworkGaps(f, model, plan);
-  for (const std::string& gap : gaps) {
-    if (gap.find(words) != std::string::npos) return ::testing::AssertionSuccess();
+  const std::vector<FrameworkGap> gaps = FrameworkGapsByField(f, model, plan);
+  for (const FrameworkGap& gap : gaps) {
+    if (!IsPlanField(gap.field)) return ::testing::AssertionFailure() << "'" << gap.field << "' is no plan field: " << gap.text;
+  }
+  for (const FrameworkGap& gap : gaps) {
+    if (gap.text.find(words) != std::string::npos) return ::testing::AssertionSuccess();
   }
   std::string all;
-  for (const std::string& gap : gaps) all += "\n  " + gap;
+  for (const FrameworkGap& gap : gaps) all += "\n  " + gap.field + ": " + gap.text;
   return ::testing::AssertionFailure()
          << FrameworkName(f) << " gaps lack '" << words << "':" << all;
+}
+
+// Where a gap points: the field a user would change to remove it, not one no value of which does.
+TEST(FrameworksTest, GapsPointAtTheFieldToChange) {
+  auto field_of = [](Framework f, const PlanSpec& plan, const std::string& words) {
+    for (const FrameworkGap& gap : FrameworkGapsByField(f, Llama(), plan)) {
+      if (gap.text.find(words) != std::string::npos) return gap.field;
+    }
+    return std::string("(no gap naming '") + words + "')";
+  };
+  PlanSpec fp8 = Plan({{"fsdp", 64}});
+  fp8.dtype = "fp8", fp8.fp8_recipe = "blockwise";
+  EXPECT_EQ(field_of(Framework::kTorchtitan, fp8, "fp8 scaling"), "/fp8_recipe");
+  // 80 layers on 3 stages: uneven, which the stages' count changes (no layout evens it for MaxText).
+  PlanSpec uneven = Plan({{"fsdp", 8}, {"pipeline", 3}});
+  uneven.global_batch_size = 24, uneven.pipeline_schedule = "gpipe";
+  EXPECT_EQ(field_of(Framework::kMaxText, uneven, "splits the decoder layers evenly"), "/mesh/pipeline");
+  // DeepSpeed splits sequences only by Ulysses: no context_kv value runs, the context axis is it.
+  PlanSpec context = Plan({{"data", 8}, {"context", 8}});
+  context.context_kv = "ring";
+  EXPECT_EQ(field_of(Framework::kDeepSpeed, context, "context parallelism by ring"), "/mesh/context");
+  EXPECT_EQ(field_of(Framework::kMegatronCore, Plan({{"data", 8}, {"pipeline", 8}}), "overlap.pipeline on"), "/overlap/pipeline");
 }
 
 TEST(FrameworksTest, Names) {
