@@ -6,6 +6,7 @@
 #include "core/inputs.h"
 #include "core/plan_json.h"
 #include "core/suggest.h"
+#include "planner/framework_facts.h"
 #include "planner/frameworks.h"
 #include "strategies/plan_rules.h"
 
@@ -32,7 +33,9 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
       for (size_t i = 1; i < gaps.size(); ++i) others.push_back(at(gaps[i]));
       std::string key = at(gaps.front()).substr(1);
       std::replace(key.begin(), key.end(), '/', '.');
-      throw InputError(where + ":" + at(gaps.front()), in.plan.framework + " cannot run this plan: " + gaps.front().text +
+      // The profile is of one commit: an older or newer framework may run what this one does not.
+      throw InputError(where + ":" + at(gaps.front()), in.plan.framework + " (profiled at " + std::string(planner::FactsOf(framework).source) +
+                                                          ") cannot run this plan: " + gaps.front().text +
                                                           (others.empty() ? "" : " (and " + std::to_string(others.size()) + " more, at " + JoinNames(others) + ")"),
                        "a plan the framework runs (docs/frameworks.md)",
                        (key == "framework" ? "" : "change " + key + ", ") + "drop the framework field, or let 'shardsim plan --framework " + in.plan.framework + "' pick one");
