@@ -74,7 +74,7 @@ TEST(ExportTest, MaxTextKeys) {
   // Read back from the launch's flags: the v5p scripts' set (MaxText/configs/v5p/512b.sh at
   // 76bd53b0f4, without fuse_all_gather, with other flags between) turns it on; a later =false
   // of a needed flag turns it off; True counts as true.
-  const ModelSpec& model = FindModelPreset("llama3-70b")->spec;
+  const ModelSpec model = FindModelPreset("llama3-70b")->spec;
   PlanSpec q;
   q.mesh.fsdp = 128, q.mesh.tensor = 4, q.global_batch_size = 1024, q.seq_len = 8192;
   q.sequence_parallel = true, q.recompute = Recompute::kFull, q.overlap.tensor = true;
