@@ -1,7 +1,5 @@
 #include "cli/step_inputs.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 #include "core/inputs.h"
 #include "core/plan_json.h"
@@ -27,18 +25,17 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
     const std::vector<planner::FrameworkGap> gaps = planner::FrameworkGapsByField(framework, in.model, in.plan);
     if (!gaps.empty()) {
       // At the field the first gap is about (a gap of the model's at the framework field); the
-      // others' fields listed, and the first's named in --set's spelling in the hint.
+      // others' fields listed, and the first's --set key named in the hint.
       auto at = [](const planner::FrameworkGap& gap) { return gap.field.empty() ? std::string("/framework") : gap.field; };
       std::vector<std::string> others;
       for (size_t i = 1; i < gaps.size(); ++i) others.push_back(at(gaps[i]));
-      std::string key = at(gaps.front()).substr(1);
-      std::replace(key.begin(), key.end(), '/', '.');
+      const std::string key = OverrideKeyOf(gaps.front().field);  // "" for the model's
       // The profile is of one commit: an older or newer framework may run what this one does not.
       throw InputError(where + ":" + at(gaps.front()), in.plan.framework + " (profiled at " + std::string(planner::FactsOf(framework).source) +
                                                           ") cannot run this plan: " + gaps.front().text +
                                                           (others.empty() ? "" : " (and " + std::to_string(others.size()) + " more, at " + JoinNames(others) + ")"),
                        "a plan the framework runs (docs/frameworks.md)",
-                       (key == "framework" ? "" : "change " + key + ", ") + "drop the framework field, or let 'shardsim plan --framework " + in.plan.framework + "' pick one");
+                       (key.empty() ? "" : "change " + key + ", ") + "drop the framework field, or let 'shardsim plan --framework " + in.plan.framework + "' pick one");
     }
     // What the plan leaves unset is what the framework does (its gradient-reduction dtype).
     in.plan = planner::AsFrameworkRuns(framework, in.plan);

@@ -188,6 +188,14 @@ std::vector<std::string> PlanOverrideKeys() {
   return keys;
 }
 
+std::string OverrideKeyOf(const std::string& pointer) {
+  if (pointer.empty() || pointer.front() != '/') return "";
+  std::string key = pointer.substr(1);
+  std::replace(key.begin(), key.end(), '/', '.');
+  const std::vector<std::string> keys = PlanOverrideKeys();
+  return std::find(keys.begin(), keys.end(), key) != keys.end() ? key : "";
+}
+
 void ApplyPlanOverride(json& plan, const std::string& assignment) {
   const std::string where = "--set " + assignment;
   const size_t eq = assignment.find('=');

@@ -26,4 +26,8 @@ void ApplyPlanOverride(nlohmann::json& plan, const std::string& assignment);
 // Every key --set accepts.
 std::vector<std::string> PlanOverrideKeys();
 
+// The --set key of a JSON pointer into a plan ("/overlap/tensor" -> "overlap.tensor"); "" for a
+// pointer that names none of PlanOverrideKeys.
+std::string OverrideKeyOf(const std::string& pointer);
+
 }  // namespace shardsim

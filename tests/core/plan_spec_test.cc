@@ -142,6 +142,17 @@ TEST(PlanJsonTest, EpDispatcher) {
   }
 }
 
+// A JSON pointer into a plan names the --set key that changes it; anything else names none.
+TEST(PlanJsonTest, OverrideKeyOfAPointer) {
+  EXPECT_EQ(OverrideKeyOf("/fp8_recipe"), "fp8_recipe");
+  EXPECT_EQ(OverrideKeyOf("/overlap/tensor"), "overlap.tensor");
+  EXPECT_EQ(OverrideKeyOf("/mesh/pipeline"), "mesh.pipeline");
+  EXPECT_EQ(OverrideKeyOf("/mesh"), "");
+  EXPECT_EQ(OverrideKeyOf("/mesh/warp"), "");
+  EXPECT_EQ(OverrideKeyOf("fp8_recipe"), "");
+  EXPECT_EQ(OverrideKeyOf(""), "");
+}
+
 TEST(PlanJsonTest, OverridesApplyInOrder) {
   json plan = BasePlan();
   ApplyPlanOverride(plan, "mesh.tensor=4");

@@ -31,14 +31,7 @@ PlanSpec Plan(std::initializer_list<std::pair<const char*, int64_t>> axes) {
 
 // Whether the field a gap is about is "" (the model's) or a key --set takes ("/mesh/tensor" is
 // mesh.tensor).
-bool IsPlanField(const std::string& field) {
-  if (field.empty()) return true;
-  if (field.front() != '/') return false;
-  std::string key = field.substr(1);
-  std::replace(key.begin(), key.end(), '/', '.');
-  const std::vector<std::string> keys = PlanOverrideKeys();
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
+bool IsPlanField(const std::string& field) { return field.empty() || !OverrideKeyOf(field).empty(); }
 
 // Whether one of the gaps contains `words`; every gap the tests meet must name a plan field.
 ::testing::AssertionResult Names(Framework f, const PlanSpec& plan, const std::string& words,
