@@ -118,7 +118,7 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
   // unset (docs/frameworks.md). Other frameworks' runs keep their plans as written.
   for (validation::PublishedRun& r : runs) {
     if (CanonicalFrameworkName(r.framework).empty()) continue;
-    r.plan = planner::AsFrameworkRuns(planner::ParseFramework(r.framework, o.from_runs + ": run " + r.id + "/framework"), r.plan);
+    r.plan = planner::AsFrameworkRuns(planner::ParseFramework(r.framework, o.from_runs + ": run " + r.id + "/framework"), r.model, r.plan);
   }
   CheckOutputs(o, runs);
   const std::vector<GroupFit> fits = validation::FitRuns(runs, {.fit = !o.no_fit, .source_path = o.from_runs});

@@ -70,14 +70,19 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     return 0;
   }
   const PlanShape shape = DerivePlanShape(plan);
+  // The schedule only where there is a pipeline to schedule.
   out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ", "
-      << plan.pipeline_schedule << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO "
+      << (plan.mesh.pipeline > 1 ? plan.pipeline_schedule + (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") + ", " : "")
+      << "ZeRO "
       << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "")
       << ExpertAxesNote(plan) << "\n";
   if (plan.mesh.pipeline > 1) {
     // The stage layout the estimate used, in Megatron-core's syntax, with where it came from.
     out << "  layout      " << strategies::LayoutText(program.layout) << " (decoder layers per chunk in pipeline order: "
-        << strategies::DescribePartLayers(program.layout) << "; " << (plan.pipeline_layout.empty() ? "even split" : "the plan's pipeline_layout")
+        << strategies::DescribePartLayers(program.layout) << "; "
+        << (plan.pipeline_layout.empty()             ? "even split"
+            : in.as_written.pipeline_layout.empty() ? plan.framework + "'s split, docs/frameworks.md"
+                                                    : "the plan's pipeline_layout")
         << ")\n";
   }
   if (strategies::KeepsGatheredParams(plan)) {

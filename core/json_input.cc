@@ -288,7 +288,7 @@ const json& JsonReader::Get(std::string_view key) {
   return it == value_.end() ? kNull : *it;
 }
 
-const json& JsonReader::Required(std::string_view key) {
+const json& JsonReader::Required(std::string_view key, const std::string& valid) {
   const json& v = Get(key);
   if (!v.is_null()) return v;
   // A missing key is often a misspelt one: name the unknown key it was probably meant to be.
@@ -301,13 +301,13 @@ const json& JsonReader::Required(std::string_view key) {
     throw InputError(Where(close[0]), "unknown key '" + close[0] + "'; did you mean '" + std::string(key) + "'?",
                      "", "'" + std::string(key) + "' is required");
   }
-  Fail(key, "missing required key '" + std::string(key) + "'");
+  Fail(key, "missing required key '" + std::string(key) + "'", valid, "add '" + std::string(key) + "'");
 }
 
 bool JsonReader::Has(std::string_view key) { return !Get(key).is_null(); }
 
 int64_t JsonReader::Int(std::string_view key, int64_t min, int64_t max) {
-  const json& v = Required(key);
+  const json& v = Required(key, Range(min, max));
   int64_t value = 0;
   if (v.is_number_integer() && !v.is_number_unsigned()) {
     value = v.get<int64_t>();
@@ -338,12 +338,12 @@ int64_t JsonReader::IntOr(std::string_view key, int64_t fallback, int64_t min, i
 }
 
 double JsonReader::Number(std::string_view key, double min, double max) {
-  const json& v = Required(key);
-  if (!v.is_number()) Fail(key, "expected a number, got " + JsonTypeName(v) + " " + ShortValue(v));
+  std::ostringstream valid;
+  valid << min << " to " << max;
+  const json& v = Required(key, valid.str());
+  if (!v.is_number()) Fail(key, "expected a number, got " + JsonTypeName(v) + " " + ShortValue(v), valid.str());
   const double value = v.get<double>();
   if (!std::isfinite(value) || value < min || value > max) {
-    std::ostringstream valid;
-    valid << min << " to " << max;
     Fail(key, std::string(key) + "=" + ShortValue(v) + " is out of range", valid.str());
   }
   return value;
@@ -354,7 +354,7 @@ double JsonReader::NumberOr(std::string_view key, double fallback, double min, d
 }
 
 bool JsonReader::Bool(std::string_view key) {
-  const json& v = Required(key);
+  const json& v = Required(key, "true, false");
   if (!v.is_boolean()) Fail(key, "expected true or false, got " + JsonTypeName(v) + " " + ShortValue(v), "true, false");
   return v.get<bool>();
 }
@@ -372,7 +372,9 @@ std::string JsonReader::StringOr(std::string_view key, std::string fallback) {
 }
 
 std::string JsonReader::Enum(std::string_view key, const std::vector<std::string>& allowed) {
-  std::string value = String(key);
+  const json& v = Required(key, JoinNames(allowed));
+  if (!v.is_string()) Fail(key, "expected a string, got " + JsonTypeName(v) + " " + ShortValue(v), JoinNames(allowed));
+  std::string value = v.get<std::string>();
   for (const std::string& a : allowed) {
     if (a == value) return value;
   }
@@ -398,8 +400,8 @@ std::vector<std::string> JsonReader::StringList(std::string_view key) {
 }
 
 std::vector<int64_t> JsonReader::IntList(std::string_view key, int64_t min, int64_t max) {
-  const json& v = Required(key);
-  if (!v.is_array()) Fail(key, "expected an array of integers, got " + JsonTypeName(v));
+  const json& v = Required(key, "an array of integers " + Range(min, max));
+  if (!v.is_array()) Fail(key, "expected an array of integers, got " + JsonTypeName(v), "integers " + Range(min, max));
   std::vector<int64_t> out;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string item = std::string(key) + "/" + std::to_string(i);

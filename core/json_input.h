@@ -65,7 +65,8 @@ class JsonReader {
 
  private:
   const nlohmann::json& Get(std::string_view key);
-  const nlohmann::json& Required(std::string_view key);
+  // The key's value; a missing key fails naming `valid`, what the key takes.
+  const nlohmann::json& Required(std::string_view key, const std::string& valid = "");
 
   const nlohmann::json& value_;
   std::string where_;

@@ -99,7 +99,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.pipeline_layout = r.StringOr("pipeline_layout", "");
   if (r.Has("fsdp_reshard_after_forward")) p.fsdp_reshard_after_forward = r.Bool("fsdp_reshard_after_forward");
   p.recompute = ParseRecompute(r.EnumOr("recompute", "none", RecomputeNames()));
-  p.dtype = r.EnumOr("dtype", "bf16", {"bf16", "fp16", "fp8", "fp32"});
+  p.dtype = r.EnumOr("dtype", "bf16", PlanFieldChoices("dtype"));
   if (r.Has("grad_reduce_dtype")) p.grad_reduce_dtype = r.EnumOr("grad_reduce_dtype", "bf16", GradReduceDtypeNames());
   if (r.Has("cross_entropy")) p.cross_entropy = r.EnumOr("cross_entropy", "fused", CrossEntropyNames());
   if (r.Has("fp8_recipe")) {
@@ -165,7 +165,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 1.0, 64);  // below 1 drops tokens, which the model does not count
   p.flash_attention = r.BoolOr("flash_attention", true);
   if (r.Has("attention_kernel")) p.attention_kernel = r.EnumOr("attention_kernel", "flash", AttentionKernelNames());
-  p.context_kv = r.EnumOr("context_kv", "ring", {"ring", "all-gather"});
+  p.context_kv = r.EnumOr("context_kv", "ring", PlanFieldChoices("context_kv"));
   // "" (or no key): any framework; "megatron" is read as "megatron-core".
   const std::string framework = r.StringOr("framework", "");
   p.framework = CanonicalFrameworkName(framework);
@@ -186,6 +186,29 @@ std::vector<std::string> PlanOverrideKeys() {
   for (const std::string& axis : MeshAxisNames()) keys.push_back("mesh." + axis);
   for (const std::string& axis : MeshAxisNames()) keys.push_back("overlap." + axis);
   return keys;
+}
+
+std::vector<std::string> PlanFieldChoices(const std::string& key) {
+  if (key == "dtype") return {"bf16", "fp16", "fp8", "fp32"};
+  if (key == "context_kv") return {"ring", "all-gather"};
+  if (key == "zero_stage") return {"0", "1", "2", "3"};
+  if (key == "recompute") return RecomputeNames();
+  if (key == "grad_reduce_dtype") return GradReduceDtypeNames();
+  if (key == "cross_entropy") return CrossEntropyNames();
+  if (key == "fp8_recipe") return Fp8RecipeNames();
+  if (key == "ep_dispatch_dtype") return EpDispatchDtypeNames();
+  if (key == "ep_dispatcher") return EpDispatcherNames();
+  if (key == "saved_input_dtype") return SavedInputDtypeNames();
+  if (key == "param_gather_dtype") return ParamGatherDtypeNames();
+  if (key == "sequence_parallel_inputs") return SequenceParallelInputsNames();
+  if (key == "pipeline_buffers") return PipelineBuffersNames();
+  if (key == "tensor_overlap_scope") return TensorOverlapScopeNames();
+  if (key == "master_weights") return MasterWeightsNames();
+  if (key == "attention_kernel") return AttentionKernelNames();
+  if (key == "sequence_parallel" || key == "fsdp_reshard_after_forward" || key == "flash_attention" || key.rfind("overlap.", 0) == 0) {
+    return {"true", "false"};
+  }
+  return {};
 }
 
 std::string OverrideKeyOf(const std::string& pointer) {

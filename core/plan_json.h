@@ -26,6 +26,10 @@ void ApplyPlanOverride(nlohmann::json& plan, const std::string& assignment);
 // Every key --set accepts.
 std::vector<std::string> PlanOverrideKeys();
 
+// The values a --set key takes where they are a short list (the enumerated strings, true /
+// false, ZeRO's stages); empty for sizes, counts and free text.
+std::vector<std::string> PlanFieldChoices(const std::string& key);
+
 // The --set key of a JSON pointer into a plan ("/overlap/tensor" -> "overlap.tensor"); "" for a
 // pointer that names none of PlanOverrideKeys.
 std::string OverrideKeyOf(const std::string& pointer);

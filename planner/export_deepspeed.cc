@@ -118,8 +118,7 @@ PlanSpec DeepSpeedPlan(const SettingReader& r, const ModelSpec& m) {
   p.overlap.tensor = r.Bool("tensor_parallel.tp_overlap_comm", false);
   if (p.mesh.pipeline > 1) p.pipeline_schedule = "1f1b";
   p.seq_len = r.Int(kSeq, 0);
-  (void)m;
-  return CanonicalSharding(AsFrameworkRuns(Framework::kDeepSpeed, p));
+  return CanonicalSharding(AsFrameworkRuns(Framework::kDeepSpeed, m, p));
 }
 
 }  // namespace shardsim::planner

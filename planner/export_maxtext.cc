@@ -253,7 +253,7 @@ PlanSpec MaxTextPlan(const SettingReader& r, const ModelSpec& m) {
                                                       : "bf16";
   p.sequence_parallel = p.mesh.tensor > 1;  // activation_embed -> tensor
   p.overlap.tensor = p.mesh.tensor > 1 && OverlapsTensor(r.Get(kLibtpuArgs));
-  return CanonicalSharding(AsFrameworkRuns(Framework::kMaxText, p));
+  return CanonicalSharding(AsFrameworkRuns(Framework::kMaxText, m, p));
 }
 
 }  // namespace shardsim::planner

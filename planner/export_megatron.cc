@@ -337,7 +337,7 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
   p.overlap.tensor = r.Has("--tp-comm-overlap");
   p.overlap.pipeline = !r.Has("--no-overlap-p2p-communication");
   p.overlap.expert = r.Has("--moe-shared-expert-overlap");
-  return CanonicalSharding(AsFrameworkRuns(Framework::kMegatronCore, p));
+  return CanonicalSharding(AsFrameworkRuns(Framework::kMegatronCore, m, p));
 }
 
 }  // namespace shardsim::planner

@@ -222,7 +222,7 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
     p.virtual_stages = schedule->Chunks(p.mesh.pipeline, 2) == 1 ? 1 : positions / p.mesh.pipeline;
     if (!parts.empty()) p.pipeline_layout = LayoutOrEmpty(m, p, parts);
   }
-  return CanonicalSharding(AsFrameworkRuns(Framework::kTorchtitan, p));
+  return CanonicalSharding(AsFrameworkRuns(Framework::kTorchtitan, m, p));
 }
 
 }  // namespace shardsim::planner

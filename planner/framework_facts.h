@@ -44,6 +44,11 @@ enum class ShardingFamily {
 // (FSDP2's reshard_after_forward=False; PlanSpec::fsdp_reshard_after_forward).
 enum class KeepGathered { kNever, kSwitch, kWithPipelineOnly };
 
+// Which stage layouts a framework runs: any pipeline_layout; equal decoder layers per chunk
+// only; or its own split of uneven layers, the first num_layers mod stages stages holding one
+// more (DeepSpeed's, FrameworkPartLayers).
+enum class LayoutRule { kAny, kEqual, kFrontLoaded };
+
 // How a framework picks the dtype of its data-parallel gradient reductions (GradReduceDefault).
 enum class GradReduceRule {
   kFp32,          // always fp32 (torchtitan)
@@ -85,7 +90,7 @@ struct FrameworkFacts {
   std::array<bool, kRecomputes> recompute;  // per Recompute, in its order
   bool bf16, fp16, fp8, fp32;
   bool unfused_attention;  // flash_attention false
-  bool any_layout;         // any pipeline_layout; otherwise equal decoder layers per chunk
+  LayoutRule layout;
   bool microbatches_multiple_of_stages;  // pipeline micro-batches a multiple of the stages
   // Overlap per axis in MeshAxis order; pipeline one chunk / interleaved and context ring /
   // all-gather have their own rules below, whatever overlap[kPipeline] / [kContext] say.
@@ -178,6 +183,10 @@ bool OverlapMatters(const PlanSpec& plan, MeshAxis axis);
 // Decoder layers per model chunk when every chunk holds the same number and the layout is the
 // default (embedding and head beside the first and last chunks' layers); 0 otherwise.
 int64_t EvenChunkLayers(const ModelSpec& model, const PlanSpec& plan);
+
+// The decoder layers per stage a kFrontLoaded framework gives `plan`'s pipeline stages (one
+// chunk each); empty for other frameworks and where the default layout is already even.
+std::vector<int64_t> FrameworkPartLayers(const FrameworkFacts& facts, const ModelSpec& model, const PlanSpec& plan);
 
 // Appends to `gaps` what of `plan` the framework cannot run (FrameworkGapsByField's body, in
 // planner/framework_gaps.cc).

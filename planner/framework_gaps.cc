@@ -28,6 +28,13 @@ bool ParamsSharded(const DataParallelSharding& s) {
 
 std::string N(int64_t n) { return std::to_string(n); }
 
+// Decoder layers per chunk along the first path.
+std::vector<int64_t> PartLayers(const strategies::StageLayout& layout) {
+  std::vector<int64_t> layers;
+  for (const auto& [stage, chunk] : layout.paths.front()) layers.push_back(layout.Chunk(stage, chunk).layers);
+  return layers;
+}
+
 void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallelSharding& s,
                   std::vector<FrameworkGap>& gaps) {
   const bool others = p.mesh.context > 1 || p.mesh.expert > 1;  // replica axes besides data
@@ -178,10 +185,26 @@ void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p
     gaps.push_back({"/micro_batch_size", N(microbatches) + " micro-batches on " + N(p.mesh.pipeline) +
                    " stages: " + std::string(f.name) + " needs a multiple of the stages"});
   }
-  if (!f.any_layout && EvenChunkLayers(m, p) == 0) {
+  if (f.layout == LayoutRule::kEqual && EvenChunkLayers(m, p) == 0) {
     gaps.push_back({p.pipeline_layout.empty() ? "/mesh/pipeline" : "/pipeline_layout", "stage layout " + strategies::DescribePartLayers(strategies::LayOut(m, p)) +
                    " (decoder layers per chunk): " + std::string(f.name) +
                    " splits the decoder layers evenly"});
+  }
+  // A framework with its own split of uneven layers runs that, whatever the plan's layout (a
+  // layout that does not fit the model is a plan rule's to report). AsFrameworkRuns sets it.
+  if (f.layout == LayoutRule::kFrontLoaded && p.mesh.pipeline > 1 && !strategies::CheckLayout(m, p)) {
+    PlanSpec own = p;
+    own.pipeline_layout.clear();
+    const std::vector<int64_t> layers = FrameworkPartLayers(f, m, own);
+    if (!layers.empty()) own.pipeline_layout = strategies::PartLayersText(layers);
+    if (!strategies::CheckLayout(m, own)) {
+      const strategies::StageLayout asked = strategies::LayOut(m, p), runs = strategies::LayOut(m, own);
+      if (PartLayers(asked) != PartLayers(runs)) {
+        gaps.push_back({"/pipeline_layout", "stage layout " + strategies::DescribePartLayers(asked) + " (decoder layers per chunk): " +
+                       std::string(f.name) + " splits them " + strategies::DescribePartLayers(runs) + " (partition_method 'type:DecoderLayer'" +
+                       (own.pipeline_layout.empty() ? ", the default layout" : ", pipeline_layout " + own.pipeline_layout) + ")"});
+      }
+    }
   }
 }
 

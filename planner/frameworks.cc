@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/suggest.h"
 #include "planner/framework_facts.h"
+#include "strategies/stage_layout.h"
 
 namespace shardsim::planner {
 
@@ -65,7 +66,7 @@ std::vector<Recompute> FrameworkRecomputes(Framework framework) {
   return kinds;
 }
 
-PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
+PlanSpec AsFrameworkRuns(Framework framework, const ModelSpec& model, const PlanSpec& plan) {
   const FrameworkFacts& facts = FactsOf(framework);
   PlanSpec p = plan;
   for (const MeshAxisFacts& axis : kMeshAxes) {
@@ -90,6 +91,10 @@ PlanSpec AsFrameworkRuns(Framework framework, const PlanSpec& plan) {
   if (p.pipeline_buffers.empty() && p.mesh.pipeline > 1) p.pipeline_buffers = std::string(facts.pipeline_buffers);
   if (p.tensor_overlap_scope.empty() && p.mesh.tensor > 1 && p.overlap.tensor) p.tensor_overlap_scope = std::string(facts.tensor_overlap_scope);
   if (p.master_weights.empty() && p.dtype != "fp32") p.master_weights = std::string(facts.master_weights);
+  if (p.pipeline_layout.empty()) {
+    const std::vector<int64_t> layers = FrameworkPartLayers(facts, model, p);
+    if (!layers.empty()) p.pipeline_layout = strategies::PartLayersText(layers);
+  }
   return p;
 }
 

@@ -199,7 +199,7 @@ bool FrameworkCouldRun(const ModelSpec& m, const ClusterSpec& c, const SearchOpt
   for (const auto& [schedule, v] : schedules) {
     PlanSpec p = plan;
     p.pipeline_schedule = schedule, p.virtual_stages = v;
-    p = AsFrameworkRuns(*o.framework, p);
+    p = AsFrameworkRuns(*o.framework, m, p);
     if (!strategies::CheckPlan(p, m, DeviceCount(c), c.name) && FrameworkGaps(*o.framework, m, p).empty()) return true;
   }
   return false;
@@ -213,7 +213,7 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
 // the framework's gaps (none without a framework).
 size_t Refusals(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& o, const PlanSpec& plan) {
   if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name)) return 1000;
-  return o.framework ? FrameworkGaps(*o.framework, m, AsFrameworkRuns(*o.framework, plan)).size() : 0;
+  return o.framework ? FrameworkGaps(*o.framework, m, AsFrameworkRuns(*o.framework, m, plan)).size() : 0;
 }
 
 // The expert folds tried on a mesh (expert_axes; MoE models only): unset, and the widest fold
@@ -346,9 +346,9 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               // computes both (torchtitan compiles its loss on request), the search asks for it.
               if (plan.cross_entropy.empty() && FactsOf(*o.framework).fused_cross_entropy) plan.cross_entropy = "fused";
               // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
-              plan = AsFrameworkRuns(*o.framework, plan);
+              plan = AsFrameworkRuns(*o.framework, m, plan);
               plan.framework = std::string(FrameworkName(*o.framework));
-              if (r > 0 && ReshardAfterForward(AsFrameworkRuns(*o.framework, z))) {
+              if (r > 0 && ReshardAfterForward(AsFrameworkRuns(*o.framework, m, z))) {
                 ++w.pruned;  // the framework re-gathers anyway: the first rung's plan already
                 continue;
               }

@@ -319,16 +319,10 @@ std::string DescribePartLayers(const StageLayout& layout) {
   return out;
 }
 
-std::string LayoutText(const StageLayout& layout) {
-  std::vector<std::string> segments;
-  auto repeated = [](char symbol, int64_t n) { return n == 1 ? std::string(1, symbol) : n > 1 ? std::string(1, symbol) + "*" + std::to_string(n) : ""; };
-  for (const auto& [stage, chunk] : layout.paths.front()) {
-    const ChunkLayout& c = layout.Chunk(stage, chunk);
-    std::string text = c.embedding ? "E" : "";
-    text += repeated('t', c.layers);
-    text += repeated('m', c.mtp);
-    segments.push_back(text + (c.head ? "L" : ""));
-  }
+namespace {
+
+// Chunks' texts in pipeline order joined by '|', runs of equal ones collapsed: "(t*8|)*14".
+std::string CollapseRuns(const std::vector<std::string>& segments) {
   std::string out;
   for (size_t i = 0; i < segments.size();) {
     size_t j = i;
@@ -341,6 +335,32 @@ std::string LayoutText(const StageLayout& layout) {
     i = j;
   }
   return out;
+}
+
+std::string Repeated(char symbol, int64_t n) {
+  return n == 1 ? std::string(1, symbol) : n > 1 ? std::string(1, symbol) + "*" + std::to_string(n) : "";
+}
+
+}  // namespace
+
+std::string LayoutText(const StageLayout& layout) {
+  std::vector<std::string> segments;
+  for (const auto& [stage, chunk] : layout.paths.front()) {
+    const ChunkLayout& c = layout.Chunk(stage, chunk);
+    std::string text = c.embedding ? "E" : "";
+    text += Repeated('t', c.layers);
+    text += Repeated('m', c.mtp);
+    segments.push_back(text + (c.head ? "L" : ""));
+  }
+  return CollapseRuns(segments);
+}
+
+std::string PartLayersText(const std::vector<int64_t>& layers) {
+  std::vector<std::string> segments;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    segments.push_back((i == 0 ? "E" : "") + Repeated('t', layers[i]) + (i + 1 == layers.size() ? "L" : ""));
+  }
+  return CollapseRuns(segments);
 }
 
 }  // namespace shardsim::strategies

@@ -61,6 +61,10 @@ StageLayout LayOut(const ModelSpec& model, const PlanSpec& plan);
 // The layout in Megatron-core's syntax, runs of equal chunks collapsed: "Et*7|(t*8|)*14t*7L".
 std::string LayoutText(const StageLayout& layout);
 
+// The layout of one chunk per part, in pipeline order, holding `layers` decoder layers each, the
+// embedding with the first and the loss with the last: {16, 16, 16, 15} is "Et*16|(t*16|)*2t*15L".
+std::string PartLayersText(const std::vector<int64_t>& layers);
+
 // "7, 8 x 14, 7": the decoder layers per position, runs collapsed.
 std::string DescribePartLayers(const StageLayout& layout);
 

@@ -1,6 +1,6 @@
 // A plan that names a framework the framework cannot run is refused at the plan field the first
-// gap is about, with the framework's reason, the commit its profile reads and the other gaps'
-// fields; a gap of the model's is refused at the framework field.
+// gap is about, with the framework's reason, the commit its profile reads, the values of that
+// field it runs and the other gaps' fields; a gap of the model's is refused at the framework field.
 #include "tests/cli/cli_test_util.h"
 
 namespace shardsim::cli_test {
@@ -19,19 +19,42 @@ TEST(CliFrameworkGapTest, RefusedAtTheFieldTheGapIsAbout) {
   // torchtitan's float8 converter scales row-wise or MXFP8, not per tensor.
   EXPECT_TRUE(IsInputError(EstimateWith("llama3-8b", {"mesh.fsdp=8", "dtype=fp8", "fp8_recipe=tensorwise", "framework=torchtitan"}),
                            {"plan (from --set):/fp8_recipe: torchtitan (profiled at pytorch/torchtitan ", ") cannot run this plan: tensorwise fp8 scaling",
-                            "hint: change fp8_recipe, drop the framework field"}));
+                            "valid: fp8_recipe rowwise, mxfp8 (with the rest of this plan)", "hint: change fp8_recipe, drop the framework field"}));
   // A second gap: its field listed.
   EXPECT_TRUE(IsInputError(EstimateWith("llama3-8b", {"mesh.fsdp=8", "dtype=fp8", "fp8_recipe=tensorwise", "param_gather_dtype=fp8", "framework=torchtitan"}),
-                           {":/fp8_recipe: torchtitan", "(and 1 more, at /param_gather_dtype)"}));
+                           {":/fp8_recipe: torchtitan", "(and 1 more, at /param_gather_dtype)", "valid: fp8_recipe mxfp8 (with"}));
   // Megatron-core's --tp-comm-overlap needs sequence parallelism.
   EXPECT_TRUE(IsInputError(EstimateWith("llama3-8b", {"mesh.tensor=8", "overlap.tensor=true", "sequence_parallel=false", "framework=megatron-core"}),
-                           {":/overlap/tensor: megatron-core (profiled at ", "--sequence-parallel", "hint: change overlap.tensor"}));
+                           {":/overlap/tensor: megatron-core (profiled at ", "--sequence-parallel", "valid: overlap.tensor false", "hint: change overlap.tensor"}));
   // MaxText has no 1F1B schedule of its own: the schedule field.
   EXPECT_TRUE(IsInputError(EstimateWith("llama3-8b", {"mesh.pipeline=8", "pipeline_schedule=1f1b", "framework=maxtext"}),
                            {":/pipeline_schedule: maxtext (profiled at ", "pipeline schedule 1f1b"}));
   // A model the framework lacks (Mamba-2 layers): at the framework field.
   EXPECT_TRUE(IsInputError(EstimateWith("nemotron-3-nano-30b-a3b", {"mesh.data=8", "framework=maxtext"}),
                            {":/framework: maxtext (profiled at ", "cannot run this plan: Mamba-2 layers", "(hint: drop the framework field"}));
+}
+
+// DeepSpeed cuts Llama 3 70B's 80 layers on 6 stages its own way: an unset layout is estimated
+// as that split and says whose it is; a layout DeepSpeed does not make is refused at its field.
+TEST(CliFrameworkGapTest, DeepSpeedsOwnSplit) {
+  auto estimate = [](std::vector<std::string> more) {
+    std::vector<std::string> args = {"estimate", "--model", "llama3-70b", "--cluster", "dgx-h100:48", "--set", "global_batch_size=48", "--set", "seq_len=4096",
+                                     "--set", "mesh.data=8", "--set", "mesh.pipeline=6", "--set", "overlap.data=false", "--set", "overlap.pipeline=false",
+                                     "--set", "recompute=full", "--set", "framework=deepspeed"};
+    for (const std::string& s : more) args.insert(args.end(), {"--set", s});
+    return RunShardsim(args);
+  };
+  const CliResult split = estimate({});
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_NE(split.out.find("layout      Et*14|t*14|(t*13|)*3t*13L (decoder layers per chunk in pipeline order: 14 x 2, 13 x 4; deepspeed's split"),
+            std::string::npos)
+      << split.out;
+  EXPECT_TRUE(IsInputError(estimate({"pipeline_layout=Et*13|t*13|(t*14|)*2t*13|t*13L"}),
+                           {":/pipeline_layout: deepspeed (profiled at ", "deepspeed splits them 14 x 2, 13 x 4"}));
+  // Without a pipeline the header names no schedule.
+  const CliResult flat = EstimateWith("llama3-8b", {"mesh.data=8"});
+  ASSERT_EQ(flat.exit_code, 0) << flat.err;
+  EXPECT_NE(flat.out.find("data=8, ZeRO 0"), std::string::npos) << flat.out;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -104,6 +106,25 @@ TEST(JsonReaderTest, NestedPointerInWhere) {
     EXPECT_EQ(e.where(), "plan.json:/mesh/tensor");
     EXPECT_NE(e.problem().find("must be positive"), std::string::npos);
   }
+}
+
+// A missing key names what it takes, as a wrong value does.
+TEST(JsonReaderTest, MissingKeyNamesWhatIsValid) {
+  const json j = json::object();
+  JsonReader r(j, "p.json");
+  auto valid_of = [](const std::function<void()>& read) {
+    try {
+      read();
+    } catch (const InputError& e) {
+      EXPECT_NE(e.problem().find("missing required key"), std::string::npos) << e.what();
+      return e.valid();
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(valid_of([&] { r.Int("seq_len", 1, 1024); }), "1 to 1024");
+  EXPECT_EQ(valid_of([&] { r.Enum("dtype", {"bf16", "fp8"}); }), "bf16, fp8");
+  EXPECT_EQ(valid_of([&] { r.Bool("flag"); }), "true, false");
+  EXPECT_EQ(valid_of([&] { r.Number("x", 0, 1); }), "0 to 1");
 }
 
 TEST(JsonReaderTest, NotAnObject) { EXPECT_THROW(JsonReader(json::array(), "x.json"), InputError); }

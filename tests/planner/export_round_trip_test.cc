@@ -103,7 +103,7 @@ void RoundTrip(Framework framework, const std::vector<Case>& cases) {
     SCOPED_TRACE(std::string(FrameworkName(framework)) + ": " + k.name);
     const ModelSpec model = FindModelPreset(k.model)->spec;
     const ClusterSpec cluster = ParseClusterPreset(k.cluster, "--cluster");
-    const PlanSpec plan = AsFrameworkRuns(framework, k.plan);
+    const PlanSpec plan = AsFrameworkRuns(framework, model, k.plan);
     ASSERT_FALSE(strategies::CheckPlan(plan, model, DeviceCount(cluster), k.cluster))
         << strategies::CheckPlan(plan, model, DeviceCount(cluster), k.cluster)->what;
     const std::vector<std::string> gaps = FrameworkGaps(framework, model, plan);
@@ -267,7 +267,7 @@ TEST(ExportRoundTripTest, MaxTextRematAliasesAndUnknownPolicies) {
   PlanSpec p = Plan({{"fsdp", 128}, {"tensor", 4}}, 1024, 8192);
   p.sequence_parallel = true, p.recompute = Recompute::kFull;
   const ExportTarget target = ParseExportTarget("maxtext", "--export");
-  const Export e = ExportPlan(model, cluster, AsFrameworkRuns(Framework::kMaxText, p), target);
+  const Export e = ExportPlan(model, cluster, AsFrameworkRuns(Framework::kMaxText, model, p), target);
   auto with_remat = [&](const std::string& policy) {
     std::vector<Setting> settings = e.settings;
     for (Setting& s : settings) {
@@ -309,15 +309,15 @@ TEST(ExportRoundTripTest, DispatchersAndHybridSegmentsThatDoNotReadBack) {
   PlanSpec moe = Plan({{"fsdp", 8}, {"expert", 8}}, 512, 4096);
   moe.zero_stage = 3, moe.ep_dispatcher = "deepep";
   const ExportTarget megatron = ParseExportTarget("megatron-core", "--export"), torchtitan = ParseExportTarget("torchtitan", "--export");
-  const Export m = ExportPlan(mixtral, h100, AsFrameworkRuns(Framework::kMegatronCore, moe), megatron);
+  const Export m = ExportPlan(mixtral, h100, AsFrameworkRuns(Framework::kMegatronCore, mixtral, moe), megatron);
   EXPECT_TRUE(refused(megatron, m, "--moe-flex-dispatcher-backend", "hybridep", mixtral));
   EXPECT_TRUE(refused(megatron, m, "--moe-flex-dispatcher-backend", "deep-ep", mixtral)) << "an unknown backend, not read as every copy";
-  const Export t = ExportPlan(mixtral, h100, AsFrameworkRuns(Framework::kTorchtitan, moe), torchtitan);
+  const Export t = ExportPlan(mixtral, h100, AsFrameworkRuns(Framework::kTorchtitan, mixtral, moe), torchtitan);
   EXPECT_TRUE(refused(torchtitan, t, "launch.moe_comm_backend", "\"hybridep\"", mixtral));
   const ModelSpec nano = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
   PlanSpec piped = Plan({{"data", 8}, {"tensor", 2}, {"pipeline", 4}}, 256, 4096);
   piped.sequence_parallel = true, piped.zero_stage = 1;
-  const Export h = ExportPlan(nano, h100, AsFrameworkRuns(Framework::kMegatronCore, piped), megatron);
+  const Export h = ExportPlan(nano, h100, AsFrameworkRuns(Framework::kMegatronCore, nano, piped), megatron);
   std::string reordered = nano.hybrid_pattern;
   std::swap(reordered[0], reordered[1]);
   EXPECT_TRUE(refused(megatron, h, "--hybrid-layer-pattern", "\"" + reordered.substr(0, 26) + "|" + reordered.substr(26) + "\"", nano));

@@ -95,27 +95,27 @@ TEST(FrameworksTest, WhenAndInWhatGradientsAreReduced) {
   PlanSpec p;
   p.mesh.data = 8;
   p.overlap.data = true;
-  EXPECT_TRUE(AsFrameworkRuns(Framework::kDeepSpeed, p).overlap.data);
+  EXPECT_TRUE(AsFrameworkRuns(Framework::kDeepSpeed, Llama(), p).overlap.data);
   p.mesh.pipeline = 8;
-  EXPECT_FALSE(AsFrameworkRuns(Framework::kDeepSpeed, p).overlap.data);
-  EXPECT_TRUE(AsFrameworkRuns(Framework::kMegatronCore, p).overlap.data);
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, p).grad_reduce_dtype, "fp32");  // DDP under bf16
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, p).grad_reduce_dtype, "fp32");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kDeepSpeed, p).grad_reduce_dtype, "bf16");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, p).grad_reduce_dtype, "bf16");
-  EXPECT_DOUBLE_EQ(GradReduceBytes(AsFrameworkRuns(Framework::kMegatronCore, p)), 4);
-  EXPECT_DOUBLE_EQ(GradReduceBytes(AsFrameworkRuns(Framework::kDeepSpeed, p)), 2);
+  EXPECT_FALSE(AsFrameworkRuns(Framework::kDeepSpeed, Llama(), p).overlap.data);
+  EXPECT_TRUE(AsFrameworkRuns(Framework::kMegatronCore, Llama(), p).overlap.data);
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), p).grad_reduce_dtype, "fp32");  // DDP under bf16
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), p).grad_reduce_dtype, "fp32");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kDeepSpeed, Llama(), p).grad_reduce_dtype, "bf16");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, Llama(), p).grad_reduce_dtype, "bf16");
+  EXPECT_DOUBLE_EQ(GradReduceBytes(AsFrameworkRuns(Framework::kMegatronCore, Llama(), p)), 4);
+  EXPECT_DOUBLE_EQ(GradReduceBytes(AsFrameworkRuns(Framework::kDeepSpeed, Llama(), p)), 2);
   PlanSpec fsdp = p;
   fsdp.mesh.data = 1, fsdp.mesh.fsdp = 8;
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, fsdp).grad_reduce_dtype, "bf16");  // Megatron-FSDP: the parameters'
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), fsdp).grad_reduce_dtype, "bf16");  // Megatron-FSDP: the parameters'
   PlanSpec half = p;
   half.dtype = "fp16";
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, half).grad_reduce_dtype, "fp16");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), half).grad_reduce_dtype, "fp16");
   // A set value stays; the gaps say where the framework cannot run it.
   const ModelSpec model = FindModelPreset("llama3-8b")->spec;
   p.grad_reduce_dtype = "bf16";
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, p).grad_reduce_dtype, "bf16");  // --grad-reduce-in-bf16
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, p).grad_reduce_dtype, "bf16");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), p).grad_reduce_dtype, "bf16");  // --grad-reduce-in-bf16
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), p).grad_reduce_dtype, "bf16");
   auto has_gap = [&](Framework f, const PlanSpec& plan) {
     for (const std::string& g : FrameworkGaps(f, model, plan)) {
       if (g.find("grad_reduce_dtype") != std::string::npos) return true;
@@ -136,6 +136,26 @@ TEST(FrameworksTest, WhenAndInWhatGradientsAreReduced) {
 
 // zb-h1 with one stage per rank: PyTorch's InterleavedZeroBubble needs several (the old export's
 // defect); no framework runs it, nor DualPipe.
+// DeepSpeed cuts uneven layers its own way (the first stages take the remainder): an unset layout
+// is run as that, a set one must be it; MaxText refuses uneven stages.
+TEST(FrameworksTest, StageLayouts) {
+  PlanSpec p = Plan({{"data", 8}, {"pipeline", 6}});  // Llama 3 70B's 80 layers on 6 stages
+  p.global_batch_size = 48, p.overlap.data = p.overlap.pipeline = false;
+  const PlanSpec runs = AsFrameworkRuns(Framework::kDeepSpeed, Llama(), p);
+  EXPECT_EQ(runs.pipeline_layout, "Et*14|t*14|(t*13|)*3t*13L");
+  EXPECT_TRUE(FrameworkGaps(Framework::kDeepSpeed, Llama(), runs).empty()) << FrameworkGaps(Framework::kDeepSpeed, Llama(), runs).front();
+  // shardsim's default puts the shorter stages at the ends: not what DeepSpeed runs.
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, p, "stage layout 13 x 2, 14 x 2, 13 x 2 (decoder layers per chunk): deepspeed splits them 14 x 2, 13 x 4"));
+  PlanSpec written = p;
+  written.pipeline_layout = "Et*14|t*14|t*13|t*13|t*13|t*13L";  // the same split, written out
+  EXPECT_TRUE(FrameworkGaps(Framework::kDeepSpeed, Llama(), written).empty());
+  // Even layers: DeepSpeed's split is the default one, and the plan keeps no layout.
+  PlanSpec even = Plan({{"data", 8}, {"pipeline", 8}});
+  EXPECT_EQ(AsFrameworkRuns(Framework::kDeepSpeed, Llama(), even).pipeline_layout, "");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), p).pipeline_layout, "");  // any layout: the plan's
+  EXPECT_TRUE(Names(Framework::kMaxText, p, "splits the decoder layers evenly"));
+}
+
 TEST(FrameworksTest, ZeroBubbleOnOneStagePerRank) {
   PlanSpec p = Plan({{"fsdp", 8}, {"pipeline", 8}});
   p.pipeline_schedule = "zb-h1";
@@ -151,7 +171,7 @@ TEST(FrameworksTest, ZeroBubbleOnOneStagePerRank) {
 }
 
 TEST(FrameworksTest, ShardingWithPipelines) {
-  PlanSpec p = AsFrameworkRuns(Framework::kDeepSpeed, Plan({{"fsdp", 8}, {"pipeline", 8}}));
+  PlanSpec p = AsFrameworkRuns(Framework::kDeepSpeed, Llama(), Plan({{"fsdp", 8}, {"pipeline", 8}}));
   EXPECT_TRUE(Names(Framework::kDeepSpeed, p, "fsdp with pipeline parallelism"));
   p = Plan({{"data", 8}, {"pipeline", 8}});
   p.zero_stage = 2;
@@ -163,7 +183,7 @@ TEST(FrameworksTest, ShardingWithPipelines) {
   EXPECT_TRUE(Names(Framework::kMegatronCore, p, "kept gathered"));
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), p).empty());
   EXPECT_TRUE(
-      FrameworkGaps(Framework::kMegatronCore, Llama(), AsFrameworkRuns(Framework::kMegatronCore, p))
+      FrameworkGaps(Framework::kMegatronCore, Llama(), AsFrameworkRuns(Framework::kMegatronCore, Llama(), p))
           .empty());
 }
 
@@ -178,7 +198,7 @@ TEST(FrameworksTest, ShardingFamilies) {
   EXPECT_TRUE(Names(Framework::kDeepSpeed, hsdp, "MiCS"));
   EXPECT_TRUE(Names(Framework::kTorchtitan, hsdp, "ZeRO-1 over data"));
   EXPECT_TRUE(
-      FrameworkGaps(Framework::kMaxText, Llama(), AsFrameworkRuns(Framework::kMaxText, hsdp))
+      FrameworkGaps(Framework::kMaxText, Llama(), AsFrameworkRuns(Framework::kMaxText, Llama(), hsdp))
           .empty());
   // torchtitan and MaxText shard over the context ranks whatever the ZeRO stage.
   PlanSpec context = Plan({{"fsdp", 4}, {"context", 2}, {"tensor", 8}});
@@ -229,9 +249,9 @@ TEST(FrameworksTest, TensorContextExpert) {
   // an fp8 plan that sets none gets its framework's.
   PlanSpec saved = Plan({{"fsdp", 8}});
   saved.zero_stage = 3, saved.dtype = "fp8";
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, saved).saved_input_dtype, "fp8");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, saved).saved_input_dtype, "bf16");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, saved).saved_input_dtype, "bf16");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), saved).saved_input_dtype, "fp8");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), saved).saved_input_dtype, "bf16");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, Llama(), saved).saved_input_dtype, "bf16");
   saved.saved_input_dtype = "bf16";
   EXPECT_TRUE(Names(Framework::kMegatronCore, saved, "saved_input_dtype bf16: megatron-core keeps its FP8 products' inputs for the backward in FP8"));
   saved.saved_input_dtype = "fp8", saved.fp8_recipe = "rowwise";
@@ -240,8 +260,8 @@ TEST(FrameworksTest, TensorContextExpert) {
   // DTensor styles keep the gathered input; a plan that sets none gets its framework's.
   PlanSpec sp = Plan({{"fsdp", 8}, {"tensor", 8}});
   sp.zero_stage = 3, sp.sequence_parallel = true;
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, sp).sequence_parallel_inputs, "regather");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, sp).sequence_parallel_inputs, "keep-gathered");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), sp).sequence_parallel_inputs, "regather");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), sp).sequence_parallel_inputs, "keep-gathered");
   sp.sequence_parallel_inputs = "keep-gathered";
   EXPECT_TRUE(Names(Framework::kMegatronCore, sp, "sequence_parallel_inputs keep-gathered: megatron-core's sequence-parallel regions keep the shard"));
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), sp).empty());
@@ -249,10 +269,10 @@ TEST(FrameworksTest, TensorContextExpert) {
   // per micro-batch; set only on pipelined plans, and the other value named as a gap.
   PlanSpec piped = Plan({{"fsdp", 8}, {"pipeline", 4}});
   piped.zero_stage = 3;
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, piped).pipeline_buffers, "per-transfer");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, piped).pipeline_buffers, "per-microbatch");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, piped).pipeline_buffers, "");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, sp).pipeline_buffers, "");  // no pipeline
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), piped).pipeline_buffers, "per-transfer");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), piped).pipeline_buffers, "per-microbatch");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, Llama(), piped).pipeline_buffers, "");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), sp).pipeline_buffers, "");  // no pipeline
   piped.pipeline_buffers = "per-microbatch";
   EXPECT_TRUE(Names(Framework::kMegatronCore, piped, "pipeline_buffers per-microbatch: megatron-core's pipeline stages make each receive buffer per transfer"));
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), piped).empty());
@@ -263,10 +283,10 @@ TEST(FrameworksTest, TensorContextExpert) {
   // where tensor overlap is on, and the other value named as a gap.
   PlanSpec async_tp = sp;
   async_tp.overlap.tensor = true;
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, async_tp).tensor_overlap_scope, "all");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, async_tp).tensor_overlap_scope, "single-product");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, async_tp).tensor_overlap_scope, "");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, sp).tensor_overlap_scope, "");  // no tensor overlap
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), async_tp).tensor_overlap_scope, "all");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), async_tp).tensor_overlap_scope, "single-product");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, Llama(), async_tp).tensor_overlap_scope, "");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), sp).tensor_overlap_scope, "");  // no tensor overlap
   async_tp.tensor_overlap_scope = "single-product";
   EXPECT_TRUE(Names(Framework::kMegatronCore, async_tp, "tensor_overlap_scope single-product: megatron-core's tensor overlap hides every region's"));
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), async_tp).empty());
@@ -275,17 +295,17 @@ TEST(FrameworksTest, TensorContextExpert) {
   // How weights and Adam's state are held: Megatron-core's and DeepSpeed's optimizers keep an fp32
   // copy beside 16-bit weights, FSDP2's fp32 weights (torchtitan) and MaxText's are their own
   // master; a plan that sets none gets the framework's, fp32 plans stay fp32, another is a gap.
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, sp).master_weights, "fp32-copy");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kDeepSpeed, sp).master_weights, "fp32-copy");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, sp).master_weights, "fp32");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, sp).master_weights, "fp32");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), sp).master_weights, "fp32-copy");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kDeepSpeed, Llama(), sp).master_weights, "fp32-copy");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), sp).master_weights, "fp32");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, Llama(), sp).master_weights, "fp32");
   PlanSpec fp32 = sp;
   fp32.dtype = "fp32";
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, fp32).master_weights, "");
-  EXPECT_EQ(MasterWeightsOf(AsFrameworkRuns(Framework::kMegatronCore, fp32)), "fp32");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), fp32).master_weights, "");
+  EXPECT_EQ(MasterWeightsOf(AsFrameworkRuns(Framework::kMegatronCore, Llama(), fp32)), "fp32");
   PlanSpec pure = sp;
   pure.master_weights = "bf16";
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, pure).master_weights, "bf16");  // the plan's stays
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), pure).master_weights, "bf16");  // the plan's stays
   EXPECT_TRUE(Names(Framework::kTorchtitan, pure, "master_weights bf16: torchtitan holds fp32 weights, their own master"));
   pure.master_weights = "fp32-copy";
   EXPECT_FALSE(Names(Framework::kMegatronCore, pure, "master_weights"));
@@ -368,8 +388,8 @@ TEST(FrameworksTest, RecomputeDtypeAttentionOrder) {
   p.cross_entropy = "eager";
   EXPECT_TRUE(Names(Framework::kMegatronCore, p, "eager cross-entropy"));
   EXPECT_FALSE(Names(Framework::kTorchtitan, p, "cross-entropy"));
-  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Plan({{"fsdp", 8}})).cross_entropy, "eager");
-  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Plan({{"fsdp", 8}})).cross_entropy, "fused");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), Plan({{"fsdp", 8}})).cross_entropy, "eager");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), Plan({{"fsdp", 8}})).cross_entropy, "fused");
   EXPECT_EQ(FrameworkRecomputes(Framework::kMaxText),
             (std::vector<Recompute>{Recompute::kNone, Recompute::kMinimal, Recompute::kSaveDotWithContextExceptMlp, Recompute::kSaveDotExceptMlp,
                                     Recompute::kSaveQkvProj, Recompute::kSaveOutProj, Recompute::kFull}));
@@ -389,7 +409,7 @@ TEST(FrameworksTest, FixedOverlaps) {
   EXPECT_TRUE(Names(Framework::kMegatronCore, p, "overlap.pipeline on"));
   EXPECT_TRUE(Names(Framework::kDeepSpeed, p, "overlap.pipeline on"));
   EXPECT_TRUE(
-      FrameworkGaps(Framework::kMegatronCore, Llama(), AsFrameworkRuns(Framework::kMegatronCore, p))
+      FrameworkGaps(Framework::kMegatronCore, Llama(), AsFrameworkRuns(Framework::kMegatronCore, Llama(), p))
           .empty());
   PlanSpec t = Plan({{"data", 8}, {"tensor", 8}});
   t.overlap.tensor = true;

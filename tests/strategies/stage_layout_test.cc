@@ -119,6 +119,18 @@ TEST(StageLayoutTest, LayoutTextParsesBackToTheSameLayout) {
             "Et*7|(t*8|)*14t*7L");
 }
 
+// Per-part layer counts as layout text: the embedding first, the loss last, runs collapsed;
+// it lays out as written.
+TEST(StageLayoutTest, PartLayersText) {
+  EXPECT_EQ(PartLayersText({16, 16, 16, 15}), "Et*16|(t*16|)*2t*15L");
+  EXPECT_EQ(PartLayersText({14, 14, 13, 13, 13, 13}), "Et*14|t*14|(t*13|)*3t*13L");
+  EXPECT_EQ(PartLayersText({1}), "EtL");
+  const ModelSpec m = Model("llama3-405b");  // 126 layers
+  const PlanSpec written = Pipelined(8, "1f1b", 1, PartLayersText({16, 16, 16, 16, 16, 16, 15, 15}));
+  ASSERT_FALSE(CheckLayout(m, written)) << CheckLayout(m, written)->what;
+  EXPECT_EQ(DescribePartLayers(LayOut(m, written)), "16 x 6, 15 x 2");
+}
+
 TEST(StageLayoutTest, BadLayoutsSayWhatIsWrong) {
   const ModelSpec m = Model("llama3-8b");  // 32 layers
   auto what = [&](const std::string& layout, int64_t stages = 4) {
