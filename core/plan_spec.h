@@ -192,6 +192,11 @@ struct PlanSpec {
   // FlexAttention, compiled from a score or mask function). Empty: flash. See AttentionKernelOf.
   std::string attention_kernel;
   std::string context_kv = "ring";  // context parallel K/V exchange: "ring" or "all-gather"
+  // Whether the model code repeats each K/V head to its query heads before the attention kernel
+  // (torchtitan's repeat_kv until #2259 of 2026-01; Hugging Face's eager attention): the
+  // attention then reads, saves and exchanges over context ranks K/V as wide as the queries.
+  // Off: a grouped-query kernel reads the shared heads. No effect on MLA or without GQA.
+  bool repeat_kv = false;
   // The training framework that must run this plan exactly (one of PlanFrameworkNames(), which
   // planner/frameworks.h turns into its planner::Framework); empty: any framework.
   std::string framework;

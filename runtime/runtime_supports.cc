@@ -47,6 +47,9 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::stri
     refuse("plan:/expert_axes", "experts folded over " + JoinNames(p.expert_axes) + " (MoE parallel folding)",
            "expert_axes unset or [\"expert\"] (the runtime splits experts over its expert axis)");
   }
+  if (p.repeat_kv && !m.mla && m.num_kv_heads < m.num_heads) {
+    refuse("plan:/repeat_kv", "K/V repeated to every query head before the attention", "false (the runtime's attention reads the shared K/V heads)");
+  }
   if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
   if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");
   if (p.zero_stage == 2 && p.mesh.fsdp > 1) {

@@ -290,6 +290,16 @@ def plan_of(row, assumed):
         plan["cross_entropy"] = "fused" if compiled else "eager"
         assumed.append(f"loss {plan['cross_entropy']}: torch.compile {'on' if row['training'].get('torch_compile') else 'off'} "
                        f"at torchtitan of {year}-{month:02d}, which compiles the loss with the model from 2025-04")
+        # Its Llama attention repeated each K/V head to its query heads before SDPA
+        # (models/llama/model.py repeat_kv at 9dec370) until #2259 of 2026-01.
+        config = row["model"]["config"]
+        if (year, month) < (2026, 1) and (config.get("num_key_value_heads") or 0) < (config.get("num_attention_heads") or 0):
+            plan["repeat_kv"] = True
+            assumed.append(f"repeat_kv: torchtitan of {year}-{month:02d} repeats K/V to every query head before SDPA (until #2259, 2026-01)")
+        if cp > 1:
+            # PyTorch's context parallel all-gathers K/V by default (_RotateMethod.ALL_GATHER).
+            plan["context_kv"] = "all-gather"
+            assumed.append("context_kv all-gather: PyTorch's context parallel default rotate method, which torchtitan keeps")
         framework = "torchtitan"
     elif fam == "nemo_automodel":
         fsdp = par.get("fsdp_published") or dp

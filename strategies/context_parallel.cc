@@ -3,6 +3,26 @@
 #include "strategies/op_names.h"
 
 namespace shardsim::strategies {
+namespace {
+
+int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+bool RepeatsKv(const ModelSpec& m, const PlanSpec& plan) { return plan.repeat_kv && !m.mla && m.num_kv_heads < m.num_heads; }
+
+int64_t AttentionKvWidth(const ModelSpec& m, const PlanSpec& plan) {
+  const int64_t t = plan.mesh.tensor, heads = DivUp(m.num_heads, t);
+  if (m.mla) return heads * (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim + m.mla->v_head_dim);
+  return 2 * (RepeatsKv(m, plan) ? heads : DivUp(m.num_kv_heads, t)) * m.head_dim;
+}
+
+double ContextKvBytes(const ModelSpec& m, const PlanSpec& plan, int64_t tokens) {
+  const int64_t c = plan.mesh.context;
+  if (c == 1) return 0;
+  const double block = static_cast<double>(tokens) * static_cast<double>(AttentionKvWidth(m, plan)) * ActivationBytes(plan.dtype);
+  return plan.context_kv == "all-gather" ? static_cast<double>(c - 1) * block : block;
+}
 
 void AppendRingAttentionTransfers(LayerBuilder& layer, const PlanSpec& plan, int64_t kv_width) {
   const int64_t c = plan.mesh.context;

@@ -9,10 +9,26 @@
 // forward an all-gather of K and V over context; backward a reduce-scatter of dK and dV.
 #pragma once
 
+#include "core/model_spec.h"
 #include "core/plan_spec.h"
 #include "strategies/layer_builder.h"
 
 namespace shardsim::strategies {
+
+// Whether the attention reads K/V repeated to every query head (the plan's repeat_kv, on a
+// grouped-query model without MLA).
+bool RepeatsKv(const ModelSpec& m, const PlanSpec& plan);
+
+// K+V columns per token that one device's attention reads, and context parallelism exchanges:
+// the tensor-split shared heads (at least one per device), each query head's under RepeatsKv,
+// MLA's decompressed per-head K and V.
+int64_t AttentionKvWidth(const ModelSpec& m, const PlanSpec& plan);
+
+// What one device holds of K and V gathered or in flight over the context ranks beyond its own,
+// for one layer's attention at a time: the all-gather's c - 1 other blocks (held through the
+// forward's attention and again through its backward), or the ring's one block being received
+// beside the one in use (0 when context = 1).
+double ContextKvBytes(const ModelSpec& m, const PlanSpec& plan, int64_t tokens);
 
 // Appends the ring transfers for `kv_width` K+V columns per token on this device (nothing when
 // context = 1).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "strategies/context_parallel.h"
 #include "strategies/data_parallel.h"
 #include "strategies/mamba_layer.h"
 #include "strategies/saved_tensors.h"
@@ -220,6 +221,9 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
         b.activations += rebuilt(TransformerLayerKind(m.moe.has_value(), false));
       }
     }
+    // K and V from the other context ranks, for one layer's attention at a time (forward or
+    // backward): the all-gather's whole sequence, or the ring's next block.
+    if (!stage.chunks.empty()) b.activations += ContextKvBytes(m, p, program.tokens_per_microbatch);
     // Buffers: what the loss keeps of the logits where the head is (LossBytesPerLogit), from a
     // micro-batch's F to its B: one micro-batch under 1F1B, all of them under GPipe; and what its
     // backward adds, once; gathered (FSDP / ZeRO-3) parameters of the current and the prefetched

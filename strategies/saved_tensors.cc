@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "strategies/context_parallel.h"
 #include "strategies/memory_model.h"
 #include "strategies/op_names.h"
 #include "strategies/tensor_parallel.h"
@@ -201,6 +202,9 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
     v = static_cast<double>(m.mla->v_head_dim);
     kv_heads = h;  // decompressed per head
   }
+  // K/V repeated to every query head are what the attention saves; selective-op keeps the
+  // projection's own output instead (the repeat is replayed in the backward).
+  if (RepeatsKv(m, p) && p.recompute != Recompute::kSelectiveOp) kv_heads = h;
   if (moe_layer && IsDenseMlpTensor(tensor)) return 0;
   const double f = static_cast<double>(m.ffn_hidden_size);
   // Inputs of FP8 products kept for their backward, at SavedInputBytes (saved_input_dtype fp8:

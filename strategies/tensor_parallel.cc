@@ -67,7 +67,8 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   // Attention reads its input with several products (Q, K and V, or MLA's down projections).
   AppendTensorEnter(layer, plan, ops::kTensorEnterAttention, d, /*several_products=*/true);
   AppendTensorRegather(layer, plan, ops::kTensorEnterAttention, d);
-  int64_t qk_dim = m.head_dim, v_dim = m.head_dim, kv_width = 2 * kv_heads * m.head_dim;
+  int64_t qk_dim = m.head_dim, v_dim = m.head_dim;
+  const int64_t kv_width = AttentionKvWidth(m, plan);  // K and V as the attention reads them
   if (m.mla) {
     // DeepSeek-V2/V3 multi-head latent attention: low-rank down projections (replicated over
     // tensor), per-head up projections split over tensor.
@@ -82,7 +83,6 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
     }
     layer.Matmul(ops::kKvDown, tokens, d, a.kv_lora_rank + a.qk_rope_head_dim);
     layer.Matmul(ops::kKvUp, tokens, a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim));
-    kv_width = heads * (qk_dim + v_dim);
   } else {
     layer.Matmul(ops::kQkv, tokens, d, (heads + 2 * kv_heads) * m.head_dim);
   }

@@ -138,6 +138,12 @@ TEST_F(RunCliTest, WhatTheRuntimeCannotRunIsOneLine) {
   EXPECT_NE(r.err.find("shardsim-runtime: error: plan:/sequence_parallel: tensor parallelism of MoE layers without sequence parallelism"),
             std::string::npos)
       << r.err;
+  // K/V repeated to every query head (tiny-dense has 8 heads, 4 K/V heads).
+  const std::string repeated = WriteJson("r.json", {{"mesh", {{"data", 1}}}, {"global_batch_size", 2}, {"seq_len", 64}, {"repeat_kv", true}});
+  const CliResult k = RunShardsim({"run", "--model", "tiny-dense", "--plan", repeated, "--steps", "1"});
+  EXPECT_EQ(k.exit_code, 2) << k.err;
+  EXPECT_EQ(CountLines(k.err), 1) << k.err;
+  EXPECT_NE(k.err.find("plan:/repeat_kv: K/V repeated to every query head before the attention: the runtime does not implement it yet"), std::string::npos) << k.err;
 }
 
 TEST_F(RunCliTest, BadPlansStopBeforeLaunching) {

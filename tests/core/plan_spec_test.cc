@@ -153,6 +153,20 @@ TEST(PlanJsonTest, OverrideKeyOfAPointer) {
   EXPECT_EQ(OverrideKeyOf(""), "");
 }
 
+// repeat_kv reads and writes back; written only when set, so plans without it print as before.
+TEST(PlanJsonTest, RepeatKv) {
+  json plan = BasePlan();
+  EXPECT_FALSE(PlanFromJson(plan, "p.json").repeat_kv);
+  EXPECT_FALSE(PlanToJson(PlanFromJson(plan, "p.json")).contains("repeat_kv"));
+  ApplyPlanOverride(plan, "repeat_kv=true");
+  const PlanSpec p = PlanFromJson(plan, "p.json");
+  EXPECT_TRUE(p.repeat_kv);
+  EXPECT_TRUE(PlanFromJson(PlanToJson(p), "again").repeat_kv);
+  EXPECT_EQ(PlanFieldChoices("repeat_kv"), (std::vector<std::string>{"true", "false"}));
+  EXPECT_EQ(PlanFieldChoices("fp8_recipe"), Fp8RecipeNames());
+  EXPECT_TRUE(PlanFieldChoices("seq_len").empty());
+}
+
 TEST(PlanJsonTest, OverridesApplyInOrder) {
   json plan = BasePlan();
   ApplyPlanOverride(plan, "mesh.tensor=4");

@@ -6,7 +6,9 @@
 
 #include "core/error.h"
 #include "strategies/build_step.h"
+#include "strategies/context_parallel.h"
 #include "strategies/op_names.h"
+#include "strategies/saved_tensors.h"
 #include "strategies/data_parallel.h"
 #include "tests/strategies/test_models.h"
 
@@ -316,6 +318,35 @@ TEST(StepProgramTest, ContextParallelVolumes) {
     ops.push_back(op.collective);
   }
   EXPECT_EQ(ops, (std::vector<CollectiveOp>{CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}));
+  // K/V repeated to the 32 query heads before the attention (repeat_kv): four times as wide.
+  p.repeat_kv = true;
+  EXPECT_EQ(AttentionKvWidth(m, p), 2 * 32 * 128);
+  for (const Op& op : BuildStep(m, p).layer_programs[0].ops) {
+    if (op.stream == Stream::kContext) EXPECT_DOUBLE_EQ(op.comm_bytes, 4 * 4 * block);
+  }
+}
+
+// What one device holds of other context ranks' K/V for the layer at work: the all-gather's
+// c - 1 blocks, the ring's one in flight; repeat_kv widens them, saved K/V too (but not under
+// selective-op, which keeps the projection's own output); a model without GQA has nothing to repeat.
+TEST(StepProgramTest, ContextKvAndRepeatedKvMemory) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;  // 32 heads, 8 K/V heads of 128
+  PlanSpec p = Plan(1, 1, 1, 1, 32768);
+  EXPECT_DOUBLE_EQ(ContextKvBytes(m, p, 8192), 0);
+  p.mesh.context = 4;
+  const double block = 8192.0 * (2 * 8 * 128) * 2;
+  EXPECT_DOUBLE_EQ(ContextKvBytes(m, p, 8192), block);
+  p.context_kv = "all-gather";
+  EXPECT_DOUBLE_EQ(ContextKvBytes(m, p, 8192), 3 * block);
+  const double k = TensorBytesPerToken(LayerTensor::kK, m, p, false);
+  p.repeat_kv = true;
+  EXPECT_DOUBLE_EQ(ContextKvBytes(m, p, 8192), 4 * 3 * block);
+  EXPECT_DOUBLE_EQ(TensorBytesPerToken(LayerTensor::kK, m, p, false), 4 * k);
+  p.recompute = Recompute::kSelectiveOp;
+  EXPECT_DOUBLE_EQ(TensorBytesPerToken(LayerTensor::kK, m, p, false), k);
+  ModelSpec mha = m;
+  mha.num_kv_heads = mha.num_heads;
+  EXPECT_FALSE(RepeatsKv(mha, p));
 }
 
 TEST(StepProgramTest, RecomputationRepeatsForwardWork) {
