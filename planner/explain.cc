@@ -45,7 +45,12 @@ std::string TraceCollective(const std::string& key, const RankedPlan& other) {
                      (per_layer ? " per " + worst->layer + " layer and micro-batch" : " for the " + worst->layer + " per micro-batch") + " over " +
                      AxesText(other.plan, worst->axes) + " takes " + FormatSeconds(worst->seconds);
   if (!worst->overlapped) return text + ", not overlapped with compute";
-  if (!worst->hides_under.empty()) return text + " against " + FormatSeconds(worst->hide_under_s) + " of its own product (" + worst->hides_under + ") to hide under";
+  if (!worst->hides_under.empty()) {
+    // A tensor collective's own product; a context all-gather's attention, its local block only.
+    const bool block = worst->stream == strategies::Stream::kContext;
+    return text + " against " + FormatSeconds(worst->hide_under_s) + (block ? " of the attention's local block (" : " of its own product (") + worst->hides_under +
+           ") to hide under";
+  }
   return text + " against " + FormatSeconds(worst->hide_under_s) + " of " + strategies::ToString(worst->phase) + " compute to hide under";
 }
 

@@ -241,7 +241,7 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
   for (PhaseCost::Collective& c : cost.collectives) {
     if (c.partner < 0) continue;
     const double together = on_product.at(c.partner);
-    c.hide_under_s = roofline.Seconds(layer.ops[static_cast<size_t>(c.partner)]);
+    c.hide_under_s = roofline.Seconds(layer.ops[static_cast<size_t>(c.partner)]) * c.op->partner_share;
     c.exposed_s = together > 0 ? std::max(0.0, together - c.hide_under_s) * c.seconds / together : 0.0;
     cost.exposed_s[*c.op] += c.exposed_s;
   }

@@ -365,7 +365,7 @@ class StepEngine {
             RawEvent event = base;
             event.op = i;
             event.start_s = at;
-            at += setup_.roofline.Seconds(ops[static_cast<size_t>(i)]);
+            at += a.part ? a.seconds : setup_.roofline.Seconds(ops[static_cast<size_t>(i)]);
             event.end_s = at;
             Record(event);
           }

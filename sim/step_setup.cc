@@ -105,13 +105,21 @@ class Preparer {
           const Op& op = ops[i];
           if (ActionPhase(op.phase) != ph || fused[i]) continue;
           if (!fused_on[i].empty()) {
-            for (int32_t c : fused_on[i]) actions.push_back({Action::kFused, 0, 0, 0, c});
-            actions.push_back({Action::kCompute, setup_.roofline.Seconds(op), static_cast<int32_t>(i), 1, -1, static_cast<int32_t>(fused_on[i].size())});
+            // The collectives wait at the end of the share of the product they may hide under
+            // (a context all-gather: the attention's local block); the rest follows.
+            double share = 1;
+            for (int32_t c : fused_on[i]) {
+              actions.push_back({Action::kFused, 0, 0, 0, c});
+              share = std::min(share, ops[static_cast<size_t>(c)].partner_share);
+            }
+            const double seconds = setup_.roofline.Seconds(op);
+            actions.push_back({Action::kCompute, seconds * share, static_cast<int32_t>(i), 1, -1, static_cast<int32_t>(fused_on[i].size()), share < 1});
+            if (share < 1) actions.push_back({Action::kCompute, seconds * (1 - share), static_cast<int32_t>(i), 1, -1, 0, true});
             continue;
           }
           if (!op.is_comm()) {
             const double seconds = setup_.roofline.Seconds(op);
-            if (!actions.empty() && actions.back().kind == Action::kCompute && actions.back().fused == 0 &&
+            if (!actions.empty() && actions.back().kind == Action::kCompute && actions.back().fused == 0 && !actions.back().part &&
                 actions.back().first_op + actions.back().ops == static_cast<int32_t>(i)) {
               actions.back().seconds += seconds;
               ++actions.back().ops;

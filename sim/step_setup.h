@@ -39,13 +39,15 @@ struct CommPlan {
 
 // A run of actions of one layer program's phase. Compute runs merge consecutive compute ops.
 // kFused: a tensor collective overlapped with its own product (strategies::OverlapPartner),
-// posted right before that product's compute action, which waits for it when it ends.
+// posted right before that product's compute action, which waits for it when it ends; where it
+// may hide under part of the product only (Op::partner_share), the rest is a second action.
 struct Action {
   enum Kind : uint8_t { kCompute, kBlocking, kOverlapped, kFused } kind = kCompute;
   double seconds = 0;             // compute: the run's roofline seconds
   int32_t first_op = 0, ops = 0;  // compute: ops [first_op, first_op + ops) of the layer program
   int32_t op = -1;                // collectives: index of the op in the layer program
   int32_t fused = 0;              // compute: the kFused collectives posted just before, waited for after
+  bool part = false;              // compute: a share of its one op (seconds), merged with nothing
 };
 
 // A pipeline transfer from one stage to another, as one actor set sends it.

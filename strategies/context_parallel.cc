@@ -30,8 +30,13 @@ void AppendRingAttentionTransfers(LayerBuilder& layer, const PlanSpec& plan, int
   const LayerShape& s = layer.shape();
   const double block = static_cast<double>(s.tokens) * static_cast<double>(kv_width) * s.element_bytes;
   if (plan.context_kv == "all-gather") {
-    layer.Collective(ops::kContextKvAllGather, Stream::kContext, {"context"}, block * static_cast<double>(c), true, CollectiveOp::kAllGather, true,
-                     CollectiveOp::kReduceScatter, plan.overlap.context);
+    // The gather hides under the attention's local block only (OverlapPartner).
+    Op gather = CommOp(std::string(ops::kContextKvAllGather), Phase::kForward, Stream::kContext, CollectiveOp::kAllGather, {"context"},
+                       block * static_cast<double>(c), plan.overlap.context);
+    gather.partner_share = 1.0 / static_cast<double>(c);
+    layer.Raw(std::move(gather));
+    layer.Raw(CommOp(ops::Grad(ops::kContextKvAllGather), Phase::kBackwardInput, Stream::kContext, CollectiveOp::kReduceScatter, {"context"},
+                     block * static_cast<double>(c), plan.overlap.context));
     return;
   }
   layer.Collective(ops::kContextKv, Stream::kContext, {"context"}, block, true, CollectiveOp::kPermute, true, CollectiveOp::kPermute,

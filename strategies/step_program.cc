@@ -199,6 +199,13 @@ bool OverlappedCollective(const Op& op) { return op.is_comm() && op.collective !
 
 int64_t OverlapPartner(const std::vector<Op>& ops, size_t index) {
   const Op& op = ops[index];
+  if (OverlappedCollective(op) && op.stream == Stream::kContext && op.collective == CollectiveOp::kAllGather && op.phase == Phase::kForward) {
+    for (size_t j = index + 1; j < ops.size(); ++j) {
+      if (ops[j].phase != op.phase || ops[j].is_comm()) continue;
+      return ops[j].kind == ComputeKind::kAttention ? static_cast<int64_t>(j) : -1;
+    }
+    return -1;
+  }
   if (!OverlappedCollective(op) || op.stream != Stream::kTensor) return -1;
   // The nearest compute op of the phase that way (other collectives in between are skipped): the
   // partner if it is a matrix product, else none (a loss reduction is not a product's output).

@@ -123,5 +123,40 @@ TEST(EstimateCollectivesTest, TensorOverlapHidesUnderItsOwnProduct) {
   EXPECT_NEAR(simulated.step.step_time_s / simulated.estimate.step_time_s, 1.0, 0.02);
 }
 
+// An overlapped all-gather of K/V over context hides under the attention's local block only
+// (1 / context of the attention: PyTorch waits for the gather before the next block); the
+// simulation posts it as the attention starts, waits after that share, and agrees.
+TEST(EstimateCollectivesTest, ContextAllGatherHidesUnderTheLocalBlock) {
+  const ModelSpec model = FindModelPreset("llama3-8b")->spec;
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:16", "--cluster");
+  PlanSpec plan;
+  plan.mesh.context = 8;
+  plan.mesh.fsdp = 2;
+  plan.global_batch_size = 2;
+  plan.seq_len = 262144;
+  plan.context_kv = "all-gather";
+  plan.repeat_kv = true;
+  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+  const strategies::StepProgram program = strategies::BuildStep(model, plan);
+  const topologies::Cluster graph(cluster);
+  AxisCollectives collectives(graph, plan);
+  const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch));
+  const strategies::LayerProgram& layer = program.Layer(strategies::LayerKind::kDense);
+  const PhaseCost forward = CostPhase(layer, strategies::Phase::kForward, roofline, collectives);
+  int gathers = 0;
+  for (const PhaseCost::Collective& c : forward.collectives) {
+    if (c.op->stream != strategies::Stream::kContext) continue;
+    ++gathers;
+    ASSERT_GE(c.partner, 0);
+    const strategies::Op& attention = layer.ops[static_cast<size_t>(c.partner)];
+    EXPECT_EQ(attention.kind, strategies::ComputeKind::kAttention);
+    EXPECT_DOUBLE_EQ(c.hide_under_s, roofline.Seconds(attention) / 8);
+    EXPECT_DOUBLE_EQ(c.exposed_s, std::max(0.0, c.seconds - c.hide_under_s));
+  }
+  EXPECT_EQ(gathers, 1);
+  const SimReport simulated = Simulate(program, cluster, graph, collectives, SimulateOptions{});
+  EXPECT_NEAR(simulated.step.step_time_s / simulated.estimate.step_time_s, 1.0, 0.02);
+}
+
 }  // namespace
 }  // namespace shardsim::sim
