@@ -16,6 +16,19 @@
 namespace shardsim::sim {
 namespace {
 
+// A checked plan's step program with what costs it on `cluster` (REQUIRES: `plan` outlives it).
+struct Costed {
+  Costed(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan)
+      : program((strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:"), strategies::BuildStep(model, plan))),
+        graph(cluster),
+        collectives(graph, plan),
+        roofline(RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch))) {}
+  strategies::StepProgram program;
+  topologies::Cluster graph;
+  mutable AxisCollectives collectives;
+  Roofline roofline;
+};
+
 TEST(EstimateCollectivesTest, PerOpCostsAddUpToTheBreakdown) {
   struct Case {
     std::string model, cluster;
@@ -79,11 +92,10 @@ TEST(EstimateCollectivesTest, TensorOverlapHidesUnderItsOwnProduct) {
   plan.seq_len = 8192;
   plan.sequence_parallel = true;
   plan.overlap.tensor = true;
-  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
-  const strategies::StepProgram program = strategies::BuildStep(model, plan);
-  const topologies::Cluster graph(cluster);
-  AxisCollectives collectives(graph, plan);
-  const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch));
+  const Costed costed(model, cluster, plan);
+  const strategies::StepProgram& program = costed.program;
+  AxisCollectives& collectives = costed.collectives;
+  const Roofline& roofline = costed.roofline;
   const strategies::LayerProgram& layer = program.Layer(strategies::LayerKind::kDense);
   auto index_of = [&](const std::string& name, strategies::Phase phase) {
     for (size_t i = 0; i < layer.ops.size(); ++i) {
@@ -119,7 +131,7 @@ TEST(EstimateCollectivesTest, TensorOverlapHidesUnderItsOwnProduct) {
   }
   EXPECT_EQ(sharing, 2);
   EXPECT_NEAR(exposed, std::max(0.0, together - roofline.Seconds(layer.ops[static_cast<size_t>(dgrad)])), 1e-12);
-  const SimReport simulated = Simulate(program, cluster, graph, collectives, SimulateOptions{});
+  const SimReport simulated = Simulate(program, cluster, costed.graph, collectives, SimulateOptions{});
   EXPECT_NEAR(simulated.step.step_time_s / simulated.estimate.step_time_s, 1.0, 0.02);
 }
 
@@ -136,11 +148,10 @@ TEST(EstimateCollectivesTest, ContextAllGatherHidesUnderTheLocalBlock) {
   plan.seq_len = 262144;
   plan.context_kv = "all-gather";
   plan.repeat_kv = true;
-  strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
-  const strategies::StepProgram program = strategies::BuildStep(model, plan);
-  const topologies::Cluster graph(cluster);
-  AxisCollectives collectives(graph, plan);
-  const Roofline roofline = RooflineOf(cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch));
+  const Costed costed(model, cluster, plan);
+  const strategies::StepProgram& program = costed.program;
+  AxisCollectives& collectives = costed.collectives;
+  const Roofline& roofline = costed.roofline;
   const strategies::LayerProgram& layer = program.Layer(strategies::LayerKind::kDense);
   const PhaseCost forward = CostPhase(layer, strategies::Phase::kForward, roofline, collectives);
   int gathers = 0;
@@ -154,7 +165,7 @@ TEST(EstimateCollectivesTest, ContextAllGatherHidesUnderTheLocalBlock) {
     EXPECT_DOUBLE_EQ(c.exposed_s, std::max(0.0, c.seconds - c.hide_under_s));
   }
   EXPECT_EQ(gathers, 1);
-  const SimReport simulated = Simulate(program, cluster, graph, collectives, SimulateOptions{});
+  const SimReport simulated = Simulate(program, cluster, costed.graph, collectives, SimulateOptions{});
   EXPECT_NEAR(simulated.step.step_time_s / simulated.estimate.step_time_s, 1.0, 0.02);
 }
 
