@@ -200,9 +200,10 @@ void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p
     if (!strategies::CheckLayout(m, own)) {
       const strategies::StageLayout asked = strategies::LayOut(m, p), runs = strategies::LayOut(m, own);
       if (PartLayers(asked) != PartLayers(runs)) {
-        gaps.push_back({"/pipeline_layout", "stage layout " + strategies::DescribePartLayers(asked) + " (decoder layers per chunk): " +
-                       std::string(f.name) + " splits them " + strategies::DescribePartLayers(runs) + " (partition_method 'type:DecoderLayer'" +
-                       (own.pipeline_layout.empty() ? ", the default layout" : ", pipeline_layout " + own.pipeline_layout) + ")"});
+        gaps.push_back({"/pipeline_layout",
+                        "stage layout " + strategies::DescribePartLayers(asked) + " (decoder layers per chunk): " + std::string(f.name) + " splits them " +
+                            strategies::DescribePartLayers(runs) + " (partition_method 'type:DecoderLayer')",
+                        own.pipeline_layout.empty() ? "pipeline_layout unset (the even split)" : "pipeline_layout " + own.pipeline_layout + ", or unset"});
       }
     }
   }

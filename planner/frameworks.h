@@ -42,6 +42,7 @@ std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, const Mode
 struct FrameworkGap {
   std::string field;
   std::string text;
+  std::string valid;  // what the field would take, where the rule knows it ("" otherwise)
 };
 
 // What of `plan` the framework cannot run as shardsim models it, one phrase each; empty: it runs

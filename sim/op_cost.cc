@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/suggest.h"
@@ -214,7 +215,10 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
   PhaseCost cost;
   double overlapped = 0;
   ExposedByKind overlapped_by_kind;
-  std::map<int64_t, double> on_product;  // tensor collectives overlapped with a product: their seconds, by product
+  // Collectives overlapped with a product (strategies::OverlapPartner): their seconds, by product
+  // and the part of it they hide under.
+  std::map<std::tuple<int64_t, double, double>, double> on_product;
+  auto window = [](int64_t partner, const Op& op) { return std::make_tuple(partner, op.partner_from, op.partner_to); };
   for (size_t i = 0; i < layer.ops.size(); ++i) {
     const Op& op = layer.ops[i];
     if (op.phase != phase) continue;
@@ -227,7 +231,7 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
     const int64_t partner = strategies::OverlapPartner(layer.ops, i);
     cost.collectives.push_back({&op, seconds, op.overlapped ? 0.0 : seconds, 0.0, partner});
     if (partner >= 0) {
-      on_product[partner] += seconds;
+      on_product[window(partner, op)] += seconds;
     } else if (op.overlapped) {
       overlapped += seconds;
       overlapped_by_kind[op] += seconds;
@@ -235,13 +239,13 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
       cost.exposed_s[op] += seconds;
     }
   }
-  // Tensor collectives overlapped with their own product (strategies::OverlapPartner) hide under
-  // that product alone, one after another on the tensor stream: what they take together beyond
-  // it is exposed, shared among them in proportion.
+  // Collectives overlapped with their own product (strategies::OverlapPartner) hide under that
+  // product alone (their part of it), one after another on their stream: what they take together
+  // beyond it is exposed, shared among them in proportion.
   for (PhaseCost::Collective& c : cost.collectives) {
     if (c.partner < 0) continue;
-    const double together = on_product.at(c.partner);
-    c.hide_under_s = roofline.Seconds(layer.ops[static_cast<size_t>(c.partner)]) * c.op->partner_share;
+    const double together = on_product.at(window(c.partner, *c.op));
+    c.hide_under_s = roofline.Seconds(layer.ops[static_cast<size_t>(c.partner)]) * (c.op->partner_to - c.op->partner_from);
     c.exposed_s = together > 0 ? std::max(0.0, together - c.hide_under_s) * c.seconds / together : 0.0;
     cost.exposed_s[*c.op] += c.exposed_s;
   }

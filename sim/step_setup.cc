@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -105,16 +106,23 @@ class Preparer {
           const Op& op = ops[i];
           if (ActionPhase(op.phase) != ph || fused[i]) continue;
           if (!fused_on[i].empty()) {
-            // The collectives wait at the end of the share of the product they may hide under
-            // (a context all-gather: the attention's local block); the rest follows.
-            double share = 1;
-            for (int32_t c : fused_on[i]) {
-              actions.push_back({Action::kFused, 0, 0, 0, c});
-              share = std::min(share, ops[static_cast<size_t>(c)].partner_share);
-            }
+            // The product in parts, cut where a collective's part of it (Op::partner_from,
+            // partner_to) starts or ends: each collective is posted as its part starts and
+            // waited for as it ends (a context all-gather under the attention's local block,
+            // dK/dV under the rest). Collectives over the whole product: one part.
+            std::set<double> cuts = {0.0, 1.0};
+            for (int32_t c : fused_on[i]) cuts.insert({ops[static_cast<size_t>(c)].partner_from, ops[static_cast<size_t>(c)].partner_to});
             const double seconds = setup_.roofline.Seconds(op);
-            actions.push_back({Action::kCompute, seconds * share, static_cast<int32_t>(i), 1, -1, static_cast<int32_t>(fused_on[i].size()), share < 1});
-            if (share < 1) actions.push_back({Action::kCompute, seconds * (1 - share), static_cast<int32_t>(i), 1, -1, 0, true});
+            const bool whole = cuts.size() == 2;
+            for (auto from = cuts.begin(), to = std::next(from); to != cuts.end(); ++from, ++to) {
+              int32_t posted = 0;
+              for (int32_t c : fused_on[i]) {
+                if (ops[static_cast<size_t>(c)].partner_from != *from) continue;
+                actions.push_back({Action::kFused, 0, 0, 0, c});
+                ++posted;
+              }
+              actions.push_back({Action::kCompute, seconds * (*to - *from), static_cast<int32_t>(i), 1, -1, posted, !whole});
+            }
             continue;
           }
           if (!op.is_comm()) {

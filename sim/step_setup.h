@@ -39,8 +39,9 @@ struct CommPlan {
 
 // A run of actions of one layer program's phase. Compute runs merge consecutive compute ops.
 // kFused: a tensor collective overlapped with its own product (strategies::OverlapPartner),
-// posted right before that product's compute action, which waits for it when it ends; where it
-// may hide under part of the product only (Op::partner_share), the rest is a second action.
+// posted right before that product's compute action, which waits for it when it ends; where
+// collectives hide under parts of the product (Op::partner_from, partner_to), the product is one
+// compute action per part, each collective posted before its part and waited for after it.
 struct Action {
   enum Kind : uint8_t { kCompute, kBlocking, kOverlapped, kFused } kind = kCompute;
   double seconds = 0;             // compute: the run's roofline seconds

@@ -88,6 +88,17 @@ double ExpertRowActivationBytes(const ModelSpec& m, const PlanSpec& p) {
 
 namespace {
 
+// Whether any of the stage's layers runs an attention block (decoder layers with one, the
+// multi-token-prediction modules).
+bool HoldsAttention(const Stage& stage) {
+  for (const Chunk& chunk : stage.chunks) {
+    for (const auto& [kind, count] : chunk.layers) {
+      if (count > 0 && (BlocksOf(kind).attention || kind == LayerKind::kMtp)) return true;
+    }
+  }
+  return false;
+}
+
 // The largest sum over `stage_index`'s task order of `chunk_bytes[c]` stored by each F of chunk c
 // and freed by its task of phase `release`. The peak is reached once the schedule is in its
 // steady state.
@@ -223,7 +234,7 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     }
     // K and V from the other context ranks, for one layer's attention at a time (forward or
     // backward): the all-gather's whole sequence, or the ring's next block.
-    if (!stage.chunks.empty()) b.activations += ContextKvBytes(m, p, program.tokens_per_microbatch);
+    if (HoldsAttention(stage)) b.activations += ContextKvBytes(m, p, program.tokens_per_microbatch);
     // Buffers: what the loss keeps of the logits where the head is (LossBytesPerLogit), from a
     // micro-batch's F to its B: one micro-batch under 1F1B, all of them under GPipe; and what its
     // backward adds, once; gathered (FSDP / ZeRO-3) parameters of the current and the prefetched

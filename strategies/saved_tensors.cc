@@ -196,15 +196,15 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
   const double d = static_cast<double>(m.hidden_size);
   const double a = MemoryBytesPerElement(p.dtype).activations;
   const double h = static_cast<double>(m.num_heads);
-  double qk = static_cast<double>(m.head_dim), v = static_cast<double>(m.head_dim), kv_heads = static_cast<double>(m.num_kv_heads);
+  double qk = static_cast<double>(m.head_dim), v = static_cast<double>(m.head_dim);
   if (m.mla) {
     qk = static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim);
     v = static_cast<double>(m.mla->v_head_dim);
-    kv_heads = h;  // decompressed per head
   }
-  // K/V repeated to every query head are what the attention saves; selective-op keeps the
-  // projection's own output instead (the repeat is replayed in the backward).
-  if (RepeatsKv(m, p) && p.recompute != Recompute::kSelectiveOp) kv_heads = h;
+  // K and V as one device's attention reads them (AttentionKvWidth: repeated to every query head
+  // where the model repeats them, MLA's per head); selective-op keeps the projection's own output
+  // instead of the repeated copy (the repeat is replayed in the backward).
+  const double kv = static_cast<double>(AttentionKvWidth(m, p, RepeatsKv(m, p) && p.recompute != Recompute::kSelectiveOp)) / (qk + v);
   if (moe_layer && IsDenseMlpTensor(tensor)) return 0;
   const double f = static_cast<double>(m.ffn_hidden_size);
   // Inputs of FP8 products kept for their backward, at SavedInputBytes (saved_input_dtype fp8:
@@ -231,8 +231,8 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
     case T::kAttentionProjPartial: case T::kMlpDownPartial:
       return t > 1 ? a * d : 0;  // every token's partial sum, before the all-reduce or reduce-scatter
     case T::kQ: return a * h * qk / t;
-    case T::kK: return a * kv_heads * qk / t;
-    case T::kV: return a * kv_heads * v / t;
+    case T::kK: return a * kv * qk;
+    case T::kV: return a * kv * v;
     case T::kAttentionCore: return a * h * v / t;
     case T::kAttentionScores: {
       // The softmax output (a bytes), and with dropout its mask (1) and output (a); never

@@ -199,8 +199,10 @@ bool OverlappedCollective(const Op& op) { return op.is_comm() && op.collective !
 
 int64_t OverlapPartner(const std::vector<Op>& ops, size_t index) {
   const Op& op = ops[index];
-  if (OverlappedCollective(op) && op.stream == Stream::kContext && op.collective == CollectiveOp::kAllGather && op.phase == Phase::kForward) {
-    for (size_t j = index + 1; j < ops.size(); ++j) {
+  if (OverlappedCollective(op) && op.stream == Stream::kContext) {
+    // The attention after a K/V gather, before a dK/dV reduce-scatter.
+    const bool gather = op.collective == CollectiveOp::kAllGather;
+    for (size_t j = index; gather ? ++j < ops.size() : j-- > 0;) {
       if (ops[j].phase != op.phase || ops[j].is_comm()) continue;
       return ops[j].kind == ComputeKind::kAttention ? static_cast<int64_t>(j) : -1;
     }

@@ -48,9 +48,10 @@ struct Op {
   std::vector<std::string> axes;  // mesh axes of the group
   double comm_bytes = 0;          // nccl-tests size convention (see core/collective_op.h users)
   bool overlapped = false;        // runs under compute when the plan's overlap switch allows
-  // The share of its partner product's time it may hide under (OverlapPartner): 1 but for an
-  // all-gather of K/V over context, which only the attention's own block precedes (1 / context).
-  double partner_share = 1;
+  // The part of its partner product's time it may hide under, as shares of it from its start
+  // (OverlapPartner): all of it but for context parallelism's K/V all-gather (the attention's
+  // local block, [0, 1 / context)) and the backward's dK/dV (the other blocks, [1 / context, 1)).
+  double partner_from = 0, partner_to = 1;
   TokenRouting routing;           // an expert all-to-all sent once per node and device (deepep)
   bool is_comm() const { return stream != Stream::kCompute; }
 };
@@ -179,12 +180,15 @@ bool OverlapsCollectives(const StepProgram& program);
 // way (collectives in between are passed over). -1 for any other op, or where there is no such
 // product (the collective then hides under the phase's compute, as other overlapped ones).
 // Several collectives may share a product: they run one after another on the tensor stream, and
-// what they take together beyond it is exposed. An overlapped forward all-gather of K/V over
-// context has the attention after it as partner, of which it hides under partner_share only:
-// PyTorch's context parallel (all-gather rotate method) starts the gather, computes the local
-// block and waits for the gather before the next (torch/distributed/tensor/experimental/
-// _attention.py, _templated_ring_attention); under load balancing the local block is 1 / context of
-// a rank's causal attention.
+// what they take together beyond it is exposed. An overlapped all-gather of K/V over context (in
+// the forward, its recomputation or the backward) has the attention after it as partner, and the
+// backward's reduce-scatter of dK/dV the attention before it, each over its part of it
+// (partner_from, partner_to): PyTorch's context parallel (all-gather rotate method) starts the
+// gather, computes the local block and waits for the gather before the next block
+// (torch/distributed/tensor/experimental/_attention.py, _templated_ring_attention), and its
+// backward passes each block's dK/dV on while the next block computes; under load balancing the
+// local block is 1 / context of a rank's causal attention. shardsim applies it to every
+// framework's all-gather variant, and to sliding-window layers as to global ones.
 int64_t OverlapPartner(const std::vector<Op>& ops, size_t index);
 
 // Sum over a phase of a layer program's compute FLOPs.

@@ -96,6 +96,7 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   const double attention_flops = 2.0 * static_cast<double>(tokens) * keys * static_cast<double>(heads) * static_cast<double>(qk_dim + v_dim);
   const double attention_bytes = static_cast<double>(tokens) * static_cast<double>(heads * (qk_dim + v_dim) + kv_width) * s.element_bytes;
   layer.Attention(ops::kAttention, attention_flops, attention_bytes);
+  AppendContextBackwardGather(layer, plan, kv_width);
   if (!plan.flash_attention) {
     const double scores = static_cast<double>(tokens) * static_cast<double>(s.seq_len) * static_cast<double>(heads);
     layer.Elementwise(ops::kAttentionScores, scores * (s.element_bytes * (1 + 2 + 1) + (m.dropout ? 2 * s.element_bytes + 1 : 0)));

@@ -19,10 +19,15 @@ TEST(CliFrameworkGapTest, RefusedAtTheFieldTheGapIsAbout) {
   // torchtitan's float8 converter scales row-wise or MXFP8, not per tensor.
   EXPECT_TRUE(IsInputError(EstimateWith("llama3-8b", {"mesh.fsdp=8", "dtype=fp8", "fp8_recipe=tensorwise", "framework=torchtitan"}),
                            {"plan (from --set):/fp8_recipe: torchtitan (profiled at pytorch/torchtitan ", ") cannot run this plan: tensorwise fp8 scaling",
-                            "valid: fp8_recipe rowwise, mxfp8 (with the rest of this plan)", "hint: change fp8_recipe, drop the framework field"}));
+                            "valid: fp8_recipe rowwise (with the rest of this plan)", "hint: change fp8_recipe, drop the framework field"}));
+  // Only values the cluster takes too (no MXFP8 on an H100) and that open no other gap.
+  EXPECT_TRUE(IsInputError(EstimateWith("llama3-8b", {"mesh.data=4", "mesh.pipeline=2", "zero_stage=2", "framework=deepspeed"}),
+                           {":/zero_stage: deepspeed", "valid: zero_stage 0, 1 (with the rest of this plan)"}));
+  EXPECT_TRUE(IsInputError(EstimateWith("llama3-8b", {"mesh.pipeline=8", "pipeline_schedule=1f1b", "framework=maxtext"}),
+                           {":/pipeline_schedule: maxtext", "valid: pipeline_schedule gpipe"}));
   // A second gap: its field listed.
   EXPECT_TRUE(IsInputError(EstimateWith("llama3-8b", {"mesh.fsdp=8", "dtype=fp8", "fp8_recipe=tensorwise", "param_gather_dtype=fp8", "framework=torchtitan"}),
-                           {":/fp8_recipe: torchtitan", "(and 1 more, at /param_gather_dtype)", "valid: fp8_recipe mxfp8 (with"}));
+                           {":/fp8_recipe: torchtitan", "(and 1 more, at /param_gather_dtype)", "valid: a plan the framework runs"}));
   // Megatron-core's --tp-comm-overlap needs sequence parallelism.
   EXPECT_TRUE(IsInputError(EstimateWith("llama3-8b", {"mesh.tensor=8", "overlap.tensor=true", "sequence_parallel=false", "framework=megatron-core"}),
                            {":/overlap/tensor: megatron-core (profiled at ", "--sequence-parallel", "valid: overlap.tensor false", "hint: change overlap.tensor"}));
@@ -35,12 +40,12 @@ TEST(CliFrameworkGapTest, RefusedAtTheFieldTheGapIsAbout) {
 }
 
 // DeepSpeed cuts Llama 3 70B's 80 layers on 6 stages its own way: an unset layout is estimated
-// as that split and says whose it is; a layout DeepSpeed does not make is refused at its field.
+// as that split and says whose it is; a layout DeepSpeed does not make is refused at its field,
+// naming the one it makes. Overlap switches the plan does not write are DeepSpeed's.
 TEST(CliFrameworkGapTest, DeepSpeedsOwnSplit) {
   auto estimate = [](std::vector<std::string> more) {
     std::vector<std::string> args = {"estimate", "--model", "llama3-70b", "--cluster", "dgx-h100:48", "--set", "global_batch_size=48", "--set", "seq_len=4096",
-                                     "--set", "mesh.data=8", "--set", "mesh.pipeline=6", "--set", "overlap.data=false", "--set", "overlap.pipeline=false",
-                                     "--set", "recompute=full", "--set", "framework=deepspeed"};
+                                     "--set", "mesh.data=8", "--set", "mesh.pipeline=6", "--set", "recompute=full", "--set", "framework=deepspeed"};
     for (const std::string& s : more) args.insert(args.end(), {"--set", s});
     return RunShardsim(args);
   };
@@ -50,7 +55,10 @@ TEST(CliFrameworkGapTest, DeepSpeedsOwnSplit) {
             std::string::npos)
       << split.out;
   EXPECT_TRUE(IsInputError(estimate({"pipeline_layout=Et*13|t*13|(t*14|)*2t*13|t*13L"}),
-                           {":/pipeline_layout: deepspeed (profiled at ", "deepspeed splits them 14 x 2, 13 x 4"}));
+                           {":/pipeline_layout: deepspeed (profiled at ", "deepspeed splits them 14 x 2, 13 x 4",
+                            "valid: pipeline_layout Et*14|t*14|(t*13|)*3t*13L, or unset"}));
+  // An overlap the plan does write, and DeepSpeed never runs, is refused.
+  EXPECT_TRUE(IsInputError(estimate({"overlap.pipeline=true"}), {":/overlap/pipeline: deepspeed", "valid: overlap.pipeline false"}));
   // Without a pipeline the header names no schedule.
   const CliResult flat = EstimateWith("llama3-8b", {"mesh.data=8"});
   ASSERT_EQ(flat.exit_code, 0) << flat.err;

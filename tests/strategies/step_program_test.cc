@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "strategies/build_step.h"
 #include "strategies/context_parallel.h"
+#include "strategies/memory_model.h"
 #include "strategies/op_names.h"
 #include "strategies/saved_tensors.h"
 #include "strategies/data_parallel.h"
@@ -317,13 +318,17 @@ TEST(StepProgramTest, ContextParallelVolumes) {
     EXPECT_DOUBLE_EQ(op.comm_bytes, 4 * block);
     ops.push_back(op.collective);
   }
-  EXPECT_EQ(ops, (std::vector<CollectiveOp>{CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}));
+  EXPECT_EQ(ops, (std::vector<CollectiveOp>{CollectiveOp::kAllGather, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}));
   // K/V repeated to the 32 query heads before the attention (repeat_kv): four times as wide.
   p.repeat_kv = true;
   EXPECT_EQ(AttentionKvWidth(m, p), 2 * 32 * 128);
+  int context_ops = 0;
   for (const Op& op : BuildStep(m, p).layer_programs[0].ops) {
-    if (op.stream == Stream::kContext) EXPECT_DOUBLE_EQ(op.comm_bytes, 4 * 4 * block);
+    if (op.stream != Stream::kContext) continue;
+    EXPECT_DOUBLE_EQ(op.comm_bytes, 4 * 4 * block);
+    ++context_ops;
   }
+  EXPECT_EQ(context_ops, 3);  // the forward's gather, the backward's gather again, dK/dV's reduce-scatter
 }
 
 // What one device holds of other context ranks' K/V for the layer at work: the all-gather's
@@ -347,6 +352,16 @@ TEST(StepProgramTest, ContextKvAndRepeatedKvMemory) {
   ModelSpec mha = m;
   mha.num_kv_heads = mha.num_heads;
   EXPECT_FALSE(RepeatsKv(mha, p));
+  // The memory model holds it once per stage that runs attention: not on a stage of the
+  // embedding alone.
+  PlanSpec staged = Plan(1, 1, 3, 4, 32768);
+  staged.mesh.context = 4, staged.context_kv = "all-gather", staged.pipeline_layout = "E|t*16|t*16L";
+  const double gathered = ContextKvBytes(m, staged, 8192);
+  const MemoryReport with = EstimateMemory(BuildStep(m, staged));
+  staged.mesh.context = 1, staged.seq_len = 8192;  // the same tokens per device, nothing gathered
+  const MemoryReport without = EstimateMemory(BuildStep(m, staged));
+  EXPECT_DOUBLE_EQ(with.stages[0].activations, without.stages[0].activations);
+  EXPECT_NEAR(with.stages[1].activations - without.stages[1].activations, gathered, 1);
 }
 
 TEST(StepProgramTest, RecomputationRepeatsForwardWork) {
