@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_text.h"
 #include "cli/program_json.h"
 #include "cli/report_json.h"
 #include "cli/step_inputs.h"
@@ -70,10 +71,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     return 0;
   }
   const PlanShape shape = DerivePlanShape(plan);
-  // The schedule only where there is a pipeline to schedule.
-  out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ", "
-      << (plan.mesh.pipeline > 1 ? plan.pipeline_schedule + (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") + ", " : "")
-      << "ZeRO "
+  out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ScheduleInHeader(plan) << ", ZeRO "
       << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "")
       << ExpertAxesNote(plan) << "\n";
   if (plan.mesh.pipeline > 1) {

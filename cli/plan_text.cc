@@ -48,6 +48,8 @@ std::string ZeroText(const PlanSpec& p) {
   return std::to_string(p.zero_stage) + " (" + axes + ")" + reshard;
 }
 
+std::string ScheduleInHeader(const PlanSpec& p) { return p.mesh.pipeline > 1 ? ", " + ScheduleName(p) : ""; }
+
 std::string ScheduleName(const PlanSpec& p) {
   if (p.mesh.pipeline == 1) return "-";
   return p.pipeline_schedule + (p.virtual_stages > 1 ? " v=" + std::to_string(p.virtual_stages) : "");

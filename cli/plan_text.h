@@ -22,5 +22,8 @@ std::string ZeroText(const PlanSpec& plan);
 
 // "1f1b", "interleaved-1f1b v=2", or "-" without pipeline parallelism.
 std::string ScheduleName(const PlanSpec& plan);
+// What a header line names after the mesh: ", 1f1b", ", interleaved-1f1b v=2", nothing without
+// pipeline parallelism.
+std::string ScheduleInHeader(const PlanSpec& plan);
 
 }  // namespace shardsim::cli

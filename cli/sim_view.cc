@@ -3,6 +3,7 @@
 #include <charconv>
 #include <string_view>
 
+#include "cli/plan_text.h"
 #include "core/plan_spec.h"
 #include "strategies/op_names.h"
 
@@ -59,8 +60,7 @@ std::string EventCategory(const sim::TimelineEvent& event) {
 
 std::string PlanSummary(const strategies::StepProgram& program) {
   const PlanSpec& plan = program.plan;
-  std::string text = DescribeMesh(plan.mesh) + ", " + plan.pipeline_schedule;
-  if (plan.virtual_stages > 1) text += " v=" + std::to_string(plan.virtual_stages);
+  std::string text = DescribeMesh(plan.mesh) + ScheduleInHeader(plan);
   text += ", " + std::to_string(program.microbatches) + " micro-batches of " +
           std::to_string(plan.micro_batch_size);
   text += ", seq " + std::to_string(plan.seq_len) + ", ZeRO " + std::to_string(plan.zero_stage) +

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_text.h"
 #include "cli/report_json.h"
 #include "cli/step_inputs.h"
 #include "cli/sim_report_html.h"
@@ -101,8 +102,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
     out << j.dump(2) << "\n";
     return 0;
   }
-  out << "Simulation (SimGrid): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ", " << plan.pipeline_schedule
-      << (plan.virtual_stages > 1 ? " v=" + std::to_string(plan.virtual_stages) : "") << ", ZeRO " << plan.zero_stage
+  out << "Simulation (SimGrid): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ScheduleInHeader(plan) << ", ZeRO " << plan.zero_stage
       << ExpertAxesNote(plan) << "\n";
   out << "  step        " << FormatSeconds(r.step.step_time_s) << " simulated, " << FormatSeconds(estimate.step_time_s) << " estimated ("
       << FormatPercent(r.step.step_time_s / estimate.step_time_s - 1) << " apart): " << FormatCount(r.step.tokens_per_s) << " tokens/s, MFU "

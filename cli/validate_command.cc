@@ -121,6 +121,16 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     notes.push_back("attention_kernel dropped (was " + plan.attention_kernel + "): the runtime runs its own blockwise attention, costed at the calibrated rate");
     plan = LoadPlan(o.plan, overrides);
   }
+  if (plan.repeat_kv) {
+    overrides.push_back("repeat_kv=false");
+    notes.push_back("repeat_kv set to false: the runtime's attention reads the shared K/V heads, as the prediction then does");
+    plan = LoadPlan(o.plan, overrides);
+  }
+  if (plan.mesh.context > 1 && plan.context_kv != "ring") {
+    overrides.push_back("context_kv=ring");
+    notes.push_back("context_kv set to ring (was " + plan.context_kv + "): the CPU runtime passes K/V around the ring, as the prediction then does");
+    plan = LoadPlan(o.plan, overrides);
+  }
   if (PipelineBuffersOf(plan) != "per-transfer") {
     overrides.push_back("pipeline_buffers=per-transfer");
     notes.push_back("pipeline_buffers set to per-transfer (was " + plan.pipeline_buffers +

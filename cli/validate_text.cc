@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/plan_text.h"
 #include "cli/text_table.h"
 #include "core/plan_json.h"
 #include "core/units.h"
@@ -30,7 +31,7 @@ std::string MemoryComparability(const std::string& category, const PlanSpec& pla
 }
 
 void PrintValidate(std::ostream& out, const ValidateContext& c, const validation::Comparison& r, const validation::MeasuredRun& m) {
-  out << "Validation: " << c.model.name << ", " << DescribeMesh(c.plan.mesh) << ", " << c.plan.pipeline_schedule << ", ZeRO " << c.plan.zero_stage
+  out << "Validation: " << c.model.name << ", " << DescribeMesh(c.plan.mesh) << ScheduleInHeader(c.plan) << ", ZeRO " << c.plan.zero_stage
       << " on " << c.cluster.name << " (" << c.cluster_path;
   if (!c.cluster.calibration.empty()) out << ", measured " << c.cluster.calibration.measured_at;
   out << ")\n";

@@ -52,6 +52,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8 = true,
         .fp32 = true,               // --bf16, --fp16, --fp8-format hybrid
         .unfused_attention = true,  // --attention-backend unfused
+        .repeated_kv = false,       // its attention backends take grouped K/V heads
         .layout = LayoutRule::kAny,  // --pipeline-model-parallel-layout
         .microbatches_multiple_of_stages = false,
         // --overlap-grad-reduce / --overlap-param-gather (one pair for data and fsdp),
@@ -166,6 +167,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8 = true,
         .fp32 = true,
         .unfused_attention = false,  // the models' attention backends are sdpa or flex
+        // models/common/attention.py: enable_gqa since #2259 (2026-01); before, repeat_kv.
+        .repeated_kv = false,
         .layout = LayoutRule::kAny,  // parallelism.module_fqns_per_model_part
         .microbatches_multiple_of_stages = false,
         // FSDP2 prefetches and replicate() buckets under backward; async TP is
@@ -272,6 +275,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8 = true,
         .fp32 = true,
         .unfused_attention = true,  // attention: dot_product
+        .repeated_kv = false,       // its attention ops take grouped K/V heads
         // base.yml: decoder layers = stages x num_layers_per_pipeline_stage x repeats.
         .layout = LayoutRule::kEqual,
         .microbatches_multiple_of_stages = true,  // num_pipeline_microbatches
@@ -358,6 +362,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8 = false,
         .fp32 = true,               // bf16.enabled, fp16.enabled
         .unfused_attention = true,  // the model code's attention
+        .repeated_kv = true,        // the model code decides (Hugging Face models have repeated K/V)
         // runtime/pipe/module.py partition_method "type:<layer>" balances decoder layers only,
         // the first stages taking the remainder (FrameworkPartLayers).
         .layout = LayoutRule::kFrontLoaded,
@@ -505,7 +510,7 @@ bool OverlapMatters(const PlanSpec& p, MeshAxis axis) {
 
 std::vector<int64_t> FrameworkPartLayers(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p) {
   if (f.layout != LayoutRule::kFrontLoaded || p.mesh.pipeline < 2 || p.mesh.pipeline > m.num_layers ||
-      m.num_layers % p.mesh.pipeline == 0) {
+      m.num_layers % p.mesh.pipeline == 0 || m.mtp_layers > 0) {
     return {};
   }
   // One chunk per stage only (a schedule of several is another gap's).

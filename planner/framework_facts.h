@@ -90,6 +90,7 @@ struct FrameworkFacts {
   std::array<bool, kRecomputes> recompute;  // per Recompute, in its order
   bool bf16, fp16, fp8, fp32;
   bool unfused_attention;  // flash_attention false
+  bool repeated_kv;        // repeat_kv true on a grouped-query model
   LayoutRule layout;
   bool microbatches_multiple_of_stages;  // pipeline micro-batches a multiple of the stages
   // Overlap per axis in MeshAxis order; pipeline one chunk / interleaved and context ring /

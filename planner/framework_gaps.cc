@@ -8,6 +8,7 @@
 
 #include "core/suggest.h"
 #include "planner/framework_facts.h"
+#include "strategies/context_parallel.h"
 #include "strategies/schedule.h"
 #include "strategies/stage_layout.h"
 
@@ -272,6 +273,8 @@ void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (!dtype) gaps.push_back({"/dtype", p.dtype + ": not a dtype " + std::string(f.name) + " trains in"});
   if (!p.flash_attention && !f.unfused_attention)
     gaps.push_back({"/flash_attention", "unfused attention: " + std::string(f.name) + "'s attention is a fused kernel"});
+  if (!f.repeated_kv && strategies::RepeatsKv(m, p))
+    gaps.push_back({"/repeat_kv", "K/V repeated to every query head: " + std::string(f.name) + "'s attention reads the shared K/V heads"});
 }
 
 void OverlapGaps(const FrameworkFacts& f, const PlanSpec& p, std::vector<FrameworkGap>& gaps) {

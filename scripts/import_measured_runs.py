@@ -293,7 +293,8 @@ def plan_of(row, assumed):
         # Its Llama attention repeated each K/V head to its query heads before SDPA
         # (models/llama/model.py repeat_kv at 9dec370) until #2259 of 2026-01.
         config = row["model"]["config"]
-        if (year, month) < (2026, 1) and (config.get("num_key_value_heads") or 0) < (config.get("num_attention_heads") or 0):
+        heads = config.get("num_attention_heads") or 0
+        if (year, month) < (2026, 1) and (config.get("num_key_value_heads") or heads) < heads:  # no key: as many K/V heads
             plan["repeat_kv"] = True
             assumed.append(f"repeat_kv: torchtitan of {year}-{month:02d} repeats K/V to every query head before SDPA (until #2259, 2026-01)")
         if cp > 1:

@@ -69,6 +69,14 @@ TEST(FrameworksTest, GapsPointAtTheFieldToChange) {
   context.context_kv = "ring";
   EXPECT_EQ(field_of(Framework::kDeepSpeed, context, "context parallelism by ring"), "/mesh/context");
   EXPECT_EQ(field_of(Framework::kMegatronCore, Plan({{"data", 8}, {"pipeline", 8}}), "overlap.pipeline on"), "/overlap/pipeline");
+  // K/V repeated to every query head: torchtitan's attention takes grouped heads (since 2026-01);
+  // DeepSpeed runs the model code's, whichever it does.
+  PlanSpec repeated = Plan({{"fsdp", 8}});
+  repeated.repeat_kv = true;
+  EXPECT_EQ(field_of(Framework::kTorchtitan, repeated, "K/V repeated"), "/repeat_kv");
+  PlanSpec repeated_data = Plan({{"data", 8}});
+  repeated_data.repeat_kv = true;
+  EXPECT_TRUE(FrameworkGaps(Framework::kDeepSpeed, Llama(), AsFrameworkRuns(Framework::kDeepSpeed, Llama(), repeated_data)).empty());
 }
 
 TEST(FrameworksTest, Names) {
