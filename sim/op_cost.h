@@ -151,8 +151,9 @@ struct PhaseCost {
   ExposedByKind exposed_s;  // by stream and collective
   // Each collective of the phase (layer costs only; AddCost does not carry them): the op, its
   // seconds alone, its exposed share and the compute it may hide under (the phase's, or its
-  // product's for a tensor collective overlapped with it; 0 when not overlapped), and that
-  // product's index in the layer program (strategies::OverlapPartner; -1: none).
+  // product's part for a collective overlapped with its own product: a tensor collective's, a
+  // context K/V gather's attention; 0 when not overlapped), and that product's index in the
+  // layer program (strategies::OverlapPartner; -1: none).
   struct Collective {
     const strategies::Op* op;
     double seconds, exposed_s, hide_under_s;

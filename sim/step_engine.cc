@@ -321,8 +321,8 @@ class StepEngine {
 
   // One layer program's ops of one phase: overlapped collectives posted at the phase's start,
   // compute runs and blocking collectives in order, then the wait for the overlapped ones; a
-  // tensor collective overlapped with its own product is posted as that product starts and
-  // waited for as it ends.
+  // collective overlapped with its own product (a tensor collective's, a context K/V gather's
+  // attention) is posted as its part of that product starts and waited for as the part ends.
   void RunPhase(size_t s, LayerKind kind, Phase phase, int32_t label, int64_t mb) {
     const auto& actions = setup_.actions[static_cast<size_t>(kind)][static_cast<size_t>(ActionPhase(phase))];
     if (actions.empty()) return;

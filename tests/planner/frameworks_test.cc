@@ -142,8 +142,6 @@ TEST(FrameworksTest, WhenAndInWhatGradientsAreReduced) {
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 4);
 }
 
-// zb-h1 with one stage per rank: PyTorch's InterleavedZeroBubble needs several (the old export's
-// defect); no framework runs it, nor DualPipe.
 // DeepSpeed cuts uneven layers its own way (the first stages take the remainder): an unset layout
 // is run as that, a set one must be it; MaxText refuses uneven stages.
 TEST(FrameworksTest, StageLayouts) {
@@ -164,6 +162,8 @@ TEST(FrameworksTest, StageLayouts) {
   EXPECT_TRUE(Names(Framework::kMaxText, p, "splits the decoder layers evenly"));
 }
 
+// zb-h1 with one stage per rank: PyTorch's InterleavedZeroBubble needs several (the old export's
+// defect); no framework runs it, nor DualPipe.
 TEST(FrameworksTest, ZeroBubbleOnOneStagePerRank) {
   PlanSpec p = Plan({{"fsdp", 8}, {"pipeline", 8}});
   p.pipeline_schedule = "zb-h1";
