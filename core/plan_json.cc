@@ -99,31 +99,31 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.virtual_stages = r.IntOr("virtual_stages", 1, 1, 1024);
   p.pipeline_layout = r.StringOr("pipeline_layout", "");
   if (r.Has("fsdp_reshard_after_forward")) p.fsdp_reshard_after_forward = r.Bool("fsdp_reshard_after_forward");
-  p.recompute = ParseRecompute(r.EnumOr("recompute", "none", RecomputeNames()));
+  p.recompute = ParseRecompute(r.EnumOr("recompute", "none", PlanFieldChoices("recompute")));
   p.dtype = r.EnumOr("dtype", "bf16", PlanFieldChoices("dtype"));
-  if (r.Has("grad_reduce_dtype")) p.grad_reduce_dtype = r.EnumOr("grad_reduce_dtype", "bf16", GradReduceDtypeNames());
-  if (r.Has("cross_entropy")) p.cross_entropy = r.EnumOr("cross_entropy", "fused", CrossEntropyNames());
+  if (r.Has("grad_reduce_dtype")) p.grad_reduce_dtype = r.EnumOr("grad_reduce_dtype", "bf16", PlanFieldChoices("grad_reduce_dtype"));
+  if (r.Has("cross_entropy")) p.cross_entropy = r.EnumOr("cross_entropy", "fused", PlanFieldChoices("cross_entropy"));
   if (r.Has("fp8_recipe")) {
-    p.fp8_recipe = r.EnumOr("fp8_recipe", "tensorwise", Fp8RecipeNames());
+    p.fp8_recipe = r.EnumOr("fp8_recipe", "tensorwise", PlanFieldChoices("fp8_recipe"));
     if (p.dtype != "fp8") r.Fail("fp8_recipe", "fp8_recipe " + p.fp8_recipe + " with dtype " + p.dtype, "dtype fp8", "set dtype to fp8 or drop fp8_recipe");
   }
   if (r.Has("ep_dispatch_dtype")) {
-    p.ep_dispatch_dtype = r.EnumOr("ep_dispatch_dtype", "bf16", EpDispatchDtypeNames());
+    p.ep_dispatch_dtype = r.EnumOr("ep_dispatch_dtype", "bf16", PlanFieldChoices("ep_dispatch_dtype"));
     if (p.ep_dispatch_dtype == "fp8" && p.dtype != "fp8") {
       r.Fail("ep_dispatch_dtype", "ep_dispatch_dtype fp8 with dtype " + p.dtype, "dtype fp8 (the experts' FP8 products read the quantised rows)",
              "set dtype to fp8 or ep_dispatch_dtype to bf16");
     }
   }
-  if (r.Has("ep_dispatcher")) p.ep_dispatcher = r.EnumOr("ep_dispatcher", "alltoall", EpDispatcherNames());
+  if (r.Has("ep_dispatcher")) p.ep_dispatcher = r.EnumOr("ep_dispatcher", "alltoall", PlanFieldChoices("ep_dispatcher"));
   if (r.Has("saved_input_dtype")) {
-    p.saved_input_dtype = r.EnumOr("saved_input_dtype", "bf16", SavedInputDtypeNames());
+    p.saved_input_dtype = r.EnumOr("saved_input_dtype", "bf16", PlanFieldChoices("saved_input_dtype"));
     if (p.saved_input_dtype == "fp8" && p.dtype != "fp8") {
       r.Fail("saved_input_dtype", "saved_input_dtype fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products quantise their inputs)",
              "set dtype to fp8 or saved_input_dtype to bf16");
     }
   }
   if (r.Has("param_gather_dtype")) {
-    p.param_gather_dtype = r.EnumOr("param_gather_dtype", "bf16", ParamGatherDtypeNames());
+    p.param_gather_dtype = r.EnumOr("param_gather_dtype", "bf16", PlanFieldChoices("param_gather_dtype"));
     if (p.param_gather_dtype == "fp8") {
       if (p.dtype != "fp8") {
         r.Fail("param_gather_dtype", "param_gather_dtype fp8 with dtype " + p.dtype, "dtype fp8 (FP8 weights are an FP8 recipe's)",
@@ -134,7 +134,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
       }
     }
   }
-  if (r.Has("sequence_parallel_inputs")) p.sequence_parallel_inputs = r.EnumOr("sequence_parallel_inputs", "regather", SequenceParallelInputsNames());
+  if (r.Has("sequence_parallel_inputs")) p.sequence_parallel_inputs = r.EnumOr("sequence_parallel_inputs", "regather", PlanFieldChoices("sequence_parallel_inputs"));
   if (r.Has("expert_axes")) {
     if (const json& raw = r.Raw("expert_axes"); raw.is_string()) {
       r.Fail("expert_axes", "expected a list of axes, got the string \"" + raw.get<std::string>() + "\"", "a list of " + JoinNames(ExpertAxisNames()),
@@ -153,9 +153,9 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
       }
     }
   }
-  if (r.Has("pipeline_buffers")) p.pipeline_buffers = r.EnumOr("pipeline_buffers", "per-transfer", PipelineBuffersNames());
-  if (r.Has("tensor_overlap_scope")) p.tensor_overlap_scope = r.EnumOr("tensor_overlap_scope", "all", TensorOverlapScopeNames());
-  if (r.Has("master_weights")) p.master_weights = r.EnumOr("master_weights", "fp32-copy", MasterWeightsNames());
+  if (r.Has("pipeline_buffers")) p.pipeline_buffers = r.EnumOr("pipeline_buffers", "per-transfer", PlanFieldChoices("pipeline_buffers"));
+  if (r.Has("tensor_overlap_scope")) p.tensor_overlap_scope = r.EnumOr("tensor_overlap_scope", "all", PlanFieldChoices("tensor_overlap_scope"));
+  if (r.Has("master_weights")) p.master_weights = r.EnumOr("master_weights", "fp32-copy", PlanFieldChoices("master_weights"));
   if (auto overlap = r.Object("overlap")) {
     for (const MeshAxisFacts& axis : kMeshAxes) {
       bool& on = p.overlap.Overlaps(axis.axis);
@@ -165,7 +165,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   }
   p.ep_capacity_factor = r.NumberOr("ep_capacity_factor", 1.0, 1.0, 64);  // below 1 drops tokens, which the model does not count
   p.flash_attention = r.BoolOr("flash_attention", true);
-  if (r.Has("attention_kernel")) p.attention_kernel = r.EnumOr("attention_kernel", "flash", AttentionKernelNames());
+  if (r.Has("attention_kernel")) p.attention_kernel = r.EnumOr("attention_kernel", "flash", PlanFieldChoices("attention_kernel"));
   p.context_kv = r.EnumOr("context_kv", "ring", PlanFieldChoices("context_kv"));
   p.repeat_kv = r.BoolOr("repeat_kv", false);
   // "" (or no key): any framework; "megatron" is read as "megatron-core".

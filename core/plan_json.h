@@ -27,7 +27,8 @@ void ApplyPlanOverride(nlohmann::json& plan, const std::string& assignment);
 std::vector<std::string> PlanOverrideKeys();
 
 // The values a --set key takes where they are a short list (the enumerated strings, true /
-// false, ZeRO's stages); empty for sizes, counts and free text.
+// false, ZeRO's stages); empty for sizes, counts and free text. PlanFromJson reads each
+// enumerated field against it. (Schedules are strategies::ScheduleNames.)
 std::vector<std::string> PlanFieldChoices(const std::string& key);
 
 // The --set key of a JSON pointer into a plan ("/overlap/tensor" -> "overlap.tensor"); "" for a

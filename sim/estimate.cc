@@ -29,6 +29,9 @@ std::string ExposedLabel(const StepReport& report, const std::string& kind) {
   // own (the tensor all-reduces of the layers).
   const MeshAxisFacts* stream = FindMeshAxis(kind.substr(0, space));
   if (stream && stream->axis == MeshAxis::kExpert) return axes == stream->name ? kind : kind + " over " + axes;
+  // The context stream carries the attention's K/V (and dK/dV), not parameters gathered over the
+  // context ranks (those are the data stream's, over "context" too).
+  if (stream && stream->axis == MeshAxis::kContext) return axes + " K/V" + kind.substr(space);
   return axes + kind.substr(space);
 }
 

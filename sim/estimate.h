@@ -64,7 +64,8 @@ std::string WhatLimits(const StepReport& report);
 // An exposed kind's name for people ("data all-gather" -> "fsdp all-gather"): the stream's word
 // replaced by the axes that kind's collectives in `report` run over; the kind when it has none.
 // The expert stream's keep its name, with the axes after it where they are not the expert axis
-// alone ("expert all-to-all over context/expert", "expert all-reduce over tensor").
+// alone ("expert all-to-all over context/expert", "expert all-reduce over tensor"); the context
+// stream's say K/V ("context K/V all-gather").
 std::string ExposedLabel(const StepReport& report, const std::string& kind);
 
 // `program` as `cluster` runs it: its overlapped collectives blocking where a calibration measured

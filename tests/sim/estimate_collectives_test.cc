@@ -174,6 +174,7 @@ TEST(EstimateCollectivesTest, ContextAllGatherHidesUnderTheLocalBlock) {
   EXPECT_EQ(gathers, 3);
   const SimReport simulated = Simulate(costed.program, cluster, costed.graph, costed.collectives, SimulateOptions{});
   EXPECT_NEAR(simulated.step.step_time_s / simulated.estimate.step_time_s, 1.0, 0.02);
+  EXPECT_EQ(ExposedLabel(simulated.estimate, "context all-gather"), "context K/V all-gather");  // not a parameter gather
 }
 
 }  // namespace
