@@ -62,14 +62,16 @@ StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
   if (!in.plan.framework.empty()) {
     const planner::Framework framework = planner::ParseFramework(in.plan.framework, where + ":/framework");
     // What the plan does not write is the framework's: an unset stage layout its own split
-    // (DeepSpeed's of uneven layers), an overlap switch it does not write the framework's where
-    // the framework fixes it (the plan's default is on). Only what the plan writes can be refused.
+    // (DeepSpeed's of uneven layers), an overlap switch or the context K/V exchange the
+    // framework's where it fixes them (the plan's defaults are on and ring). Only what the plan
+    // writes can be refused.
     const PlanSpec runs = planner::AsFrameworkRuns(framework, in.model, in.plan);
     if (in.plan.pipeline_layout.empty()) in.plan.pipeline_layout = runs.pipeline_layout;
     const nlohmann::json written = LoadPlanJson(o.plan, o.overrides);
     for (const MeshAxisFacts& axis : kMeshAxes) {
       if (!written.contains("overlap") || !written["overlap"].contains(axis.name)) in.plan.overlap.Overlaps(axis.axis) = runs.overlap.Overlaps(axis.axis);
     }
+    if (!written.contains("context_kv")) in.plan.context_kv = runs.context_kv;
     const std::vector<planner::FrameworkGap> gaps = planner::FrameworkGapsByField(framework, in.model, in.plan);
     if (!gaps.empty()) {
       // At the field the first gap is about (a gap of the model's at the framework field); the

@@ -21,6 +21,7 @@
 #include "core/plan_json.h"
 #include "sim/simulate.h"
 #include "strategies/build_step.h"
+#include "strategies/context_parallel.h"
 #include "strategies/plan_rules.h"
 #include "topologies/cluster.h"
 #include "validation/compare.h"
@@ -97,6 +98,7 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   std::vector<std::string> overrides = o.overrides;
   std::vector<std::string> notes;
   PlanSpec plan = LoadPlan(o.plan, overrides);
+  const ModelSpec model = LoadModel(o.model);
   if (plan.dtype != "fp32") {
     overrides.push_back("dtype=fp32");
     std::string dropped;
@@ -121,7 +123,7 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     notes.push_back("attention_kernel dropped (was " + plan.attention_kernel + "): the runtime runs its own blockwise attention, costed at the calibrated rate");
     plan = LoadPlan(o.plan, overrides);
   }
-  if (plan.repeat_kv) {
+  if (strategies::RepeatsKv(model, plan)) {
     overrides.push_back("repeat_kv=false");
     notes.push_back("repeat_kv set to false: the runtime's attention reads the shared K/V heads, as the prediction then does");
     plan = LoadPlan(o.plan, overrides);
@@ -137,7 +139,6 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
                     "): the runtime receives into a buffer per transfer and frees each send once complete, as the prediction then does");
     plan = LoadPlan(o.plan, overrides);
   }
-  const ModelSpec model = LoadModel(o.model);
   const int64_t ranks = plan.mesh.Product();
   strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", PlanSource(o.plan, overrides) + ":");
   if (!o.hostfile.empty()) CheckHostfileHolds(o.hostfile, ranks);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/html_text.h"
+#include "cli/plan_text.h"
 #include "cli/sim_view.h"
 #include "cli/svg_bars.h"
 #include "cli/validate_text.h"
@@ -73,7 +74,7 @@ std::string Header(const ValidateContext& c, const validation::Comparison& r,
   html << "<header id=\"summary\">\n<h1>"
        << HtmlEscape("shardsim validate: " + c.model.name + " on " + c.cluster.name) << "</h1>\n";
   html << "<p class=\"sub\">plan: " << HtmlEscape(PlanSummary(program)) << "</p>\n";
-  html << "<p class=\"sub\">schedule: " << HtmlEscape(c.plan.pipeline_schedule)
+  html << "<p class=\"sub\">schedule: " << HtmlEscape(ScheduleName(c.plan))
        << "; mesh: " << HtmlEscape(DescribeMesh(c.plan.mesh)) << "</p>\n";
   std::string cluster = c.cluster.name + ", " + std::to_string(DeviceCount(c.cluster)) + " x " +
                         c.cluster.chip.name + " (" + DescribeShape(c.cluster.topology) + ")";

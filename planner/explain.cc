@@ -46,10 +46,12 @@ std::string TraceCollective(const std::string& key, const RankedPlan& other) {
                      AxesText(other.plan, worst->axes) + " takes " + FormatSeconds(worst->seconds);
   if (!worst->overlapped) return text + ", not overlapped with compute";
   if (!worst->hides_under.empty()) {
-    // A tensor collective's own product; a context all-gather's attention, its local block only.
-    const bool block = worst->stream == strategies::Stream::kContext;
-    return text + " against " + FormatSeconds(worst->hide_under_s) + (block ? " of the attention's local block (" : " of its own product (") + worst->hides_under +
-           ") to hide under";
+    // A tensor collective's own product; a context K/V gather's attention, its local block only,
+    // and dK/dV's reduce-scatter the other blocks.
+    const std::string part = worst->stream != strategies::Stream::kContext    ? " of its own product ("
+                             : worst->collective == CollectiveOp::kAllGather ? " of the attention's local block ("
+                                                                             : " of the attention's other blocks (";
+    return text + " against " + FormatSeconds(worst->hide_under_s) + part + worst->hides_under + ") to hide under";
   }
   return text + " against " + FormatSeconds(worst->hide_under_s) + " of " + strategies::ToString(worst->phase) + " compute to hide under";
 }

@@ -73,7 +73,18 @@ PlanSpec AsFrameworkRuns(Framework framework, const ModelSpec& model, const Plan
     const OverlapRule rule = OverlapRuleOf(facts, p, axis.axis);
     if (rule != OverlapRule::kSwitch) p.overlap.Overlaps(axis.axis) = rule == OverlapRule::kAlways;
   }
-  if (facts.one_switch_data_fsdp) p.overlap.fsdp = p.overlap.data;
+  // One switch for both reductions: the value of the axis that communicates (data's where both
+  // do: FrameworkGaps names a difference).
+  if (facts.one_switch_data_fsdp) {
+    if (OverlapMatters(p, MeshAxis::kFsdp) && !OverlapMatters(p, MeshAxis::kData)) {
+      p.overlap.data = p.overlap.fsdp;
+    } else {
+      p.overlap.fsdp = p.overlap.data;
+    }
+  }
+  // A framework with one context-parallel K/V exchange runs that one.
+  if (p.mesh.context > 1 && p.context_kv == "ring" && !facts.ring_context && facts.all_gather_context) p.context_kv = "all-gather";
+  if (p.mesh.context > 1 && p.context_kv == "all-gather" && !facts.all_gather_context && facts.ring_context) p.context_kv = "ring";
   if (facts.tensor_overlap_needs_sequence_parallel && !p.sequence_parallel)
     p.overlap.tensor = false;
   const bool keeps =

@@ -56,7 +56,8 @@ std::vector<FrameworkGap> FrameworkGapsByField(Framework framework, const ModelS
 
 // `plan` with every switch the framework does not offer set as the framework fixes it: overlaps
 // it always or never does, and fsdp_reshard_after_forward true where it cannot keep sharded
-// parameters gathered, and an unset stage layout as the framework splits `model`'s layers.
+// parameters gathered, the context K/V exchange where it runs one kind only, and an unset stage
+// layout as the framework splits `model`'s layers.
 // FrameworkGaps of the result lists only what no setting can change (the search can score a
 // candidate as the framework would run it).
 PlanSpec AsFrameworkRuns(Framework framework, const ModelSpec& model, const PlanSpec& plan);

@@ -59,10 +59,15 @@ TEST(CliFrameworkGapTest, DeepSpeedsOwnSplit) {
                             "valid: pipeline_layout Et*14|t*14|(t*13|)*3t*13L, or unset"}));
   // An overlap the plan does write, and DeepSpeed never runs, is refused.
   EXPECT_TRUE(IsInputError(estimate({"overlap.pipeline=true"}), {":/overlap/pipeline: deepspeed", "valid: overlap.pipeline false"}));
-  // Without a pipeline the header names no schedule.
+  // Without a pipeline the header names no schedule, in estimate as in simulate.
   const CliResult flat = EstimateWith("llama3-8b", {"mesh.data=8"});
   ASSERT_EQ(flat.exit_code, 0) << flat.err;
   EXPECT_NE(flat.out.find("data=8, ZeRO 0"), std::string::npos) << flat.out;
+  const CliResult simulated = RunShardsim({"simulate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "global_batch_size=16", "--set", "seq_len=2048", "--set", "mesh.data=8"});
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  EXPECT_NE(simulated.out.find("data=8, ZeRO 0"), std::string::npos) << simulated.out;
+  // A context-parallel torchtitan plan that does not write its K/V exchange runs torchtitan's.
+  EXPECT_EQ(EstimateWith("llama3-8b", {"mesh.fsdp=2", "mesh.context=4", "zero_stage=3", "framework=torchtitan"}).exit_code, 0);
 }
 
 }  // namespace

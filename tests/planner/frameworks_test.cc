@@ -162,6 +162,22 @@ TEST(FrameworksTest, StageLayouts) {
   EXPECT_TRUE(Names(Framework::kMaxText, p, "splits the decoder layers evenly"));
 }
 
+// One switch for both reductions takes the value of the axis that communicates; a framework with
+// one context K/V exchange runs that one.
+TEST(FrameworksTest, OneSwitchAndOneExchange) {
+  PlanSpec fsdp = Plan({{"fsdp", 8}});
+  fsdp.overlap.fsdp = false;  // data (on by default) does not communicate here
+  EXPECT_FALSE(AsFrameworkRuns(Framework::kMegatronCore, Llama(), fsdp).overlap.fsdp);
+  EXPECT_FALSE(AsFrameworkRuns(Framework::kDeepSpeed, Llama(), fsdp).overlap.fsdp);
+  PlanSpec data = Plan({{"data", 8}});
+  data.overlap.data = false;
+  EXPECT_FALSE(AsFrameworkRuns(Framework::kDeepSpeed, Llama(), data).overlap.fsdp);
+  PlanSpec context = Plan({{"fsdp", 2}, {"context", 4}});
+  context.zero_stage = 3;
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), context).context_kv, "all-gather");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), context).context_kv, "ring");  // both: the plan's
+}
+
 // zb-h1 with one stage per rank: PyTorch's InterleavedZeroBubble needs several (the old export's
 // defect); no framework runs it, nor DualPipe.
 TEST(FrameworksTest, ZeroBubbleOnOneStagePerRank) {
