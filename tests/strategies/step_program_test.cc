@@ -323,7 +323,8 @@ TEST(StepProgramTest, ContextParallelVolumes) {
   p.repeat_kv = true;
   EXPECT_EQ(AttentionKvWidth(m, p), 2 * 32 * 128);
   int context_ops = 0;
-  for (const Op& op : BuildStep(m, p).layer_programs[0].ops) {
+  const StepProgram repeated = BuildStep(m, p);  // held: a range over a temporary's member dangles
+  for (const Op& op : repeated.layer_programs[0].ops) {
     if (op.stream != Stream::kContext) continue;
     EXPECT_DOUBLE_EQ(op.comm_bytes, 4 * 4 * block);
     ++context_ops;
