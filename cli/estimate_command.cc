@@ -186,6 +186,14 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (keeps ? "output kept to the end of the step" : "output kept to its backward") << " (pipeline_buffers " << PipelineBuffersOf(plan)
         << from(written.pipeline_buffers) << ")\n";
   }
+  if (plan.offload_layers > 0) {
+    double host = 0;
+    for (const strategies::MemoryBreakdown& b : r.memory.stages) host = std::max(host, b.host);
+    const auto link = cluster.links.find("host");
+    out << "  offload     the kept activations of the first " << plan.offload_layers << " decoder layers of each model chunk in host memory"
+        << " (offload_layers): up to " << FormatBinaryBytes(host) << " per device there, copied out and back at "
+        << FormatSI(link->second.bandwidth_bytes_per_s * link->second.efficiency, "B/s") << " one way (the cluster's host link x its efficiency)\n";
+  }
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
       << FormatSeconds(r.bubble_s);
   for (const auto& [key, seconds] : r.exposed_comm_s) {

@@ -29,7 +29,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
   nlohmann::json stages = nlohmann::json::array();
   for (const strategies::MemoryBreakdown& b : r.memory.stages) {
     stages.push_back({{"bytes_per_device", b.total()}, {"params", b.params}, {"grads", b.grads}, {"optimizer", b.optimizer},
-                      {"activations", b.activations}, {"buffers", b.buffers}, {"pipeline_buffers", b.pipeline}});
+                      {"activations", b.activations}, {"buffers", b.buffers}, {"pipeline_buffers", b.pipeline}, {"host_activations", b.host}});
   }
   nlohmann::json j = {{"engine", "analytic"},
           {"model", model.name},

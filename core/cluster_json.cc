@@ -15,7 +15,7 @@ constexpr double kMaxRate = 1e21;  // FLOP/s or bytes/s: a zettascale chip is a 
 constexpr int64_t kMaxCount = int64_t{1} << 24;
 
 const std::vector<std::string>& LinkClasses() {
-  static const std::vector<std::string> kClasses = {"ici", "dcn", "nvlink", "infiniband", "shm", "tcp"};
+  static const std::vector<std::string> kClasses = {"ici", "dcn", "nvlink", "infiniband", "shm", "tcp", "host"};
   return kClasses;
 }
 
@@ -119,7 +119,7 @@ std::map<std::string, LinkSpec> LinksFromJson(JsonReader& r) {
     (void)classes->Has(name);  // known key if it is a valid class; checked below
     bool valid = false;
     for (const std::string& c : LinkClasses()) valid = valid || c == name;
-    if (!valid) classes->Fail(name, "unknown link class '" + name + "'", "ici, dcn, nvlink, infiniband, shm, tcp");
+    if (!valid) classes->Fail(name, "unknown link class '" + name + "'", "ici, dcn, nvlink, infiniband, shm, tcp, host");
     auto link = classes->Object(name);
     if (!link) classes->Fail(name, "expected an object, got null", "{\"bandwidth_bytes_per_s\": ..., \"latency_s\": ..., \"links_per_device\": ..., \"efficiency\": ...}");
     JsonReader& l = *link;

@@ -109,7 +109,7 @@ struct ClusterSpec {
   std::string system;  // the catalogue entry it came from ("dgx-h100"), or "custom"
   ChipSpec chip;
   TopologySpec topology;
-  std::map<std::string, LinkSpec> links;  // by class: "ici", "dcn", "nvlink", "infiniband", "shm", "tcp"
+  std::map<std::string, LinkSpec> links;  // by class: "ici", "dcn", "nvlink", "infiniband", "shm", "tcp"; "host": a device to its host's memory (activation offloading)
   EfficiencySpec efficiency;
   CalibrationSpec calibration;  // measured rates (shardsim calibrate); empty for catalogue systems
   bool operator==(const ClusterSpec&) const = default;

@@ -104,6 +104,11 @@ void CheckPlanOnCluster(const PlanSpec& plan, const ClusterSpec& cluster, const 
     throw InputError(where + ":/ep_dispatcher", "ep_dispatcher deepep on " + cluster.name + ": it forwards rows within NVLink nodes, which a torus has none of",
                      "alltoall", "drop ep_dispatcher (DeepEP runs on GPU clusters)");
   }
+  if (plan.offload_layers > 0 && cluster.links.count("host") == 0) {
+    throw InputError(where + ":/offload_layers", "offload_layers " + std::to_string(plan.offload_layers) + " on " + cluster.name +
+                         ", whose spec has no 'host' link class (the device's link to its host's memory)", "0",
+                     "drop offload_layers, or give the cluster JSON a links.host entry (bandwidth one direction, as the GPU presets have)");
+  }
 }
 
 }  // namespace shardsim

@@ -21,7 +21,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
           "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
-          "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "framework"};
+          "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "framework"};
 }
 
 }  // namespace
@@ -52,6 +52,7 @@ json PlanToJson(const PlanSpec& p) {
   // Written only when set, so plans tied to no framework read as before.
   if (!p.framework.empty()) j["framework"] = p.framework;
   if (p.repeat_kv) j["repeat_kv"] = true;
+  if (p.offload_layers > 0) j["offload_layers"] = p.offload_layers;
   if (!p.grad_reduce_dtype.empty()) j["grad_reduce_dtype"] = p.grad_reduce_dtype;
   if (!p.cross_entropy.empty()) j["cross_entropy"] = p.cross_entropy;
   if (!p.fp8_recipe.empty()) j["fp8_recipe"] = p.fp8_recipe;
@@ -168,6 +169,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   if (r.Has("attention_kernel")) p.attention_kernel = r.EnumOr("attention_kernel", "flash", PlanFieldChoices("attention_kernel"));
   p.context_kv = r.EnumOr("context_kv", "ring", PlanFieldChoices("context_kv"));
   p.repeat_kv = r.BoolOr("repeat_kv", false);
+  p.offload_layers = r.IntOr("offload_layers", 0, 0, 1 << 20);
   // "" (or no key): any framework; "megatron" is read as "megatron-core".
   const std::string framework = r.StringOr("framework", "");
   p.framework = CanonicalFrameworkName(framework);

@@ -197,6 +197,13 @@ struct PlanSpec {
   // attention then reads, saves and exchanges over context ranks K/V as wide as the queries.
   // Off: a grouped-query kernel reads the shared heads. No effect on MLA or without GQA.
   bool repeat_kv = false;
+  // Activation offloading: what the recomputation set keeps of this many decoder layers of each
+  // model chunk (the first ones; every layer when as many as the chunk holds) lives in host
+  // memory from the layer's forward to its backward, copied out under the forward and back under
+  // the backward over the device's host link (the cluster's "host" link class): Megatron-core's
+  // --cpu-offloading-num-layers (NeMo's activation_offload_layers), MaxText's *_offloaded
+  // remat policies. 0: none.
+  int64_t offload_layers = 0;
   // The training framework that must run this plan exactly (one of PlanFrameworkNames(), which
   // planner/frameworks.h turns into its planner::Framework); empty: any framework.
   std::string framework;

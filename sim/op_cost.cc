@@ -85,7 +85,11 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
   return r;
 }
 
-std::string KindName(Stream stream, CollectiveOp op) { return strategies::ToString(stream) + " " + ToString(op); }
+std::string KindName(Stream stream, CollectiveOp op) {
+  // A host stream's ops are the offloaded activations' copies, not collectives.
+  if (stream == Stream::kHost) return "host offload copies";
+  return strategies::ToString(stream) + " " + ToString(op);
+}
 
 double ExposedByKind::Total() const {
   double total = 0;
@@ -211,17 +215,25 @@ std::pair<Algorithm, int64_t> AxisCollectives::Choice(CollectiveOp op, const std
   return {model.candidates()[choice.candidate].algorithm, choice.estimate.chunks};
 }
 
-PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roofline, AxisCollectives& collectives) {
+double AxisCollectives::HostCopySeconds(double bytes) const {
+  const auto host = cluster_.spec().links.find("host");
+  SHARDSIM_CHECK(host != cluster_.spec().links.end(), "a host copy on a cluster without a host link");
+  const LinkSpec& link = host->second;
+  if (bytes <= 0) return 0;
+  return link.latency_s + bytes / (link.bandwidth_bytes_per_s * link.efficiency * static_cast<double>(std::max<int64_t>(1, link.links_per_device)));
+}
+
+PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roofline, AxisCollectives& collectives, bool offloaded) {
   PhaseCost cost;
-  double overlapped = 0;
-  ExposedByKind overlapped_by_kind;
+  double overlapped = 0, host = 0;
+  ExposedByKind overlapped_by_kind, host_by_kind;
   // Collectives overlapped with a product (strategies::OverlapPartner): their seconds, by product
   // and the part of it they hide under.
   std::map<std::tuple<int64_t, double, double>, double> on_product;
   auto window = [](int64_t partner, const Op& op) { return std::make_tuple(partner, op.partner_from, op.partner_to); };
   for (size_t i = 0; i < layer.ops.size(); ++i) {
     const Op& op = layer.ops[i];
-    if (op.phase != phase) continue;
+    if (op.phase != phase || (op.stream == Stream::kHost && !offloaded)) continue;
     if (!op.is_comm()) {
       cost.compute_s += roofline.Seconds(op);
       cost.flops += op.flops;
@@ -232,6 +244,9 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
     cost.collectives.push_back({&op, seconds, op.overlapped ? 0.0 : seconds, 0.0, partner});
     if (partner >= 0) {
       on_product[window(partner, op)] += seconds;
+    } else if (op.stream == Stream::kHost) {
+      host += seconds;
+      host_by_kind[op] += seconds;
     } else if (op.overlapped) {
       overlapped += seconds;
       overlapped_by_kind[op] += seconds;
@@ -254,9 +269,22 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
   const double sticking_out = std::max(0.0, overlapped - cost.compute_s - cost.exposed_s.Total());
   if (overlapped > 0) cost.exposed_s.Add(overlapped_by_kind, sticking_out / overlapped);
   for (PhaseCost::Collective& c : cost.collectives) {
-    if (c.op->overlapped && c.partner < 0) {
+    if (c.op->overlapped && c.partner < 0 && c.op->stream != Stream::kHost) {
       c.exposed_s = sticking_out * c.seconds / overlapped;
       c.hide_under_s = cost.compute_s;
+    }
+  }
+  // Host copies (activation offloading) take the copy engines and the host link, which no
+  // collective uses: they hide under the whole phase as the rest makes it, compute and exposed
+  // collectives; what sticks out beyond it is exposed.
+  if (host > 0) {
+    const double phase_s = cost.compute_s + cost.exposed_s.Total();
+    const double host_out = std::max(0.0, host - phase_s);
+    cost.exposed_s.Add(host_by_kind, host_out / host);
+    for (PhaseCost::Collective& c : cost.collectives) {
+      if (c.op->stream != Stream::kHost) continue;
+      c.exposed_s = host_out * c.seconds / host;
+      c.hide_under_s = phase_s;
     }
   }
   cost.total_s = cost.compute_s + cost.exposed_s.Total();
@@ -272,26 +300,38 @@ void AddCost(PhaseCost& into, const PhaseCost& cost, double times) {
 
 ProgramCosts CostProgram(const strategies::StepProgram& program, const Roofline& roofline, AxisCollectives& collectives) {
   ProgramCosts costs;
-  costs.layers.resize(program.layer_programs.size());
-  for (size_t i = 0; i < program.layer_programs.size(); ++i) {
-    const LayerProgram& layer = program.layer_programs[i];
-    if (layer.ops.empty()) continue;
-    auto& cost = costs.layers[i];
-    cost[0] = CostPhase(layer, Phase::kForward, roofline, collectives);
-    cost[1] = CostPhase(layer, Phase::kBackwardInput, roofline, collectives);
-    const PhaseCost recompute = CostPhase(layer, Phase::kRecompute, roofline, collectives);
-    AddCost(cost[1], recompute, 1);
-    cost[1].collectives.insert(cost[1].collectives.end(), recompute.collectives.begin(), recompute.collectives.end());
-    cost[2] = CostPhase(layer, Phase::kBackwardWeight, roofline, collectives);
-  }
+  const bool offloading = program.plan.offload_layers > 0;
+  auto cost_layers = [&](bool offloaded, std::vector<std::array<PhaseCost, 3>>& into) {
+    into.resize(program.layer_programs.size());
+    for (size_t i = 0; i < program.layer_programs.size(); ++i) {
+      const LayerProgram& layer = program.layer_programs[i];
+      if (layer.ops.empty()) continue;
+      auto& cost = into[i];
+      cost[0] = CostPhase(layer, Phase::kForward, roofline, collectives, offloaded);
+      cost[1] = CostPhase(layer, Phase::kBackwardInput, roofline, collectives, offloaded);
+      const PhaseCost recompute = CostPhase(layer, Phase::kRecompute, roofline, collectives, offloaded);
+      AddCost(cost[1], recompute, 1);
+      cost[1].collectives.insert(cost[1].collectives.end(), recompute.collectives.begin(), recompute.collectives.end());
+      cost[2] = CostPhase(layer, Phase::kBackwardWeight, roofline, collectives, offloaded);
+    }
+  };
+  cost_layers(false, costs.layers);
+  if (offloading) cost_layers(true, costs.offloaded_layers);
   const int64_t p = static_cast<int64_t>(program.stages.size());
   costs.chunks = static_cast<int64_t>(program.stages.front().chunks.size());
   costs.slots.resize(static_cast<size_t>(p * costs.chunks));
   for (int64_t s = 0; s < p; ++s) {
     for (int64_t c = 0; c < costs.chunks; ++c) {
       auto& cost = costs.slots[costs.Slot(s, c)];
-      for (const auto& [kind, count] : program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)].layers) {
-        for (size_t ph = 0; ph < 3; ++ph) AddCost(cost[ph], costs.layers[static_cast<size_t>(kind)][ph], static_cast<double>(count));
+      const strategies::Chunk& chunk = program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)];
+      int64_t offloaded = strategies::OffloadedLayers(program.plan, chunk);  // the chunk's first decoder layers
+      for (const auto& [kind, count] : chunk.layers) {
+        const int64_t off = strategies::IsTransformerLayer(kind) ? std::min(offloaded, count) : 0;
+        offloaded -= off;
+        for (size_t ph = 0; ph < 3; ++ph) {
+          AddCost(cost[ph], costs.layers[static_cast<size_t>(kind)][ph], static_cast<double>(count - off));
+          if (off > 0) AddCost(cost[ph], costs.offloaded_layers[static_cast<size_t>(kind)][ph], static_cast<double>(off));
+        }
       }
     }
   }

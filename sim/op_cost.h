@@ -50,8 +50,15 @@ class AxisCollectives {
   // and transport, else the analytic model. `routing`: an expert all-to-all sent once per node
   // and device (Op::routing; never a measured curve, which sent every copy).
   double Seconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing = {});
-  // The same for a step program's collective op.
-  double Seconds(const strategies::Op& op) { return Seconds(op.collective, op.axes, op.comm_bytes, op.routing); }
+  // The same for a step program's collective op; a host copy (Stream::kHost) on the cluster's
+  // "host" link (HostCopySeconds).
+  double Seconds(const strategies::Op& op) {
+    return op.stream == strategies::Stream::kHost ? HostCopySeconds(op.comm_bytes) : Seconds(op.collective, op.axes, op.comm_bytes, op.routing);
+  }
+  // Seconds to copy `bytes` between a device and its host's memory, one way: the "host" link's
+  // latency plus the bytes at its bandwidth x efficiency x links per device. REQUIRES: the
+  // cluster has a "host" link class (core/inputs.h CheckPlanOnCluster refuses offloading without).
+  double HostCopySeconds(double bytes) const;
   // What the measured curve takes beyond the analytic model for the same collective (the MPI
   // library's own algorithm, copies and progress), 0 without a curve or where the model is slower:
   // the simulator waits this out besides the flows of the model's schedule. Where the model is
@@ -162,8 +169,10 @@ struct PhaseCost {
   std::vector<Collective> collectives;
 };
 
-// The analytic cost of `layer`'s ops in `phase`.
-PhaseCost CostPhase(const strategies::LayerProgram& layer, strategies::Phase phase, const Roofline& roofline, AxisCollectives& collectives);
+// The analytic cost of `layer`'s ops in `phase`; without its host copies (Stream::kHost) unless
+// `offloaded` (a layer whose activations the plan offloads, strategies::OffloadedLayers).
+PhaseCost CostPhase(const strategies::LayerProgram& layer, strategies::Phase phase, const Roofline& roofline, AxisCollectives& collectives,
+                    bool offloaded = true);
 void AddCost(PhaseCost& into, const PhaseCost& cost, double times);
 
 // Index of F, B (with its recomputation) and W in per-phase arrays (inline: the schedule
@@ -176,6 +185,9 @@ inline int PhaseIndex(strategies::Phase phase) {
 // phase (its layers' costs summed): what a task costs.
 struct ProgramCosts {
   std::vector<std::array<PhaseCost, 3>> layers;  // indexed by LayerKind
+  // The same for a layer whose activations are offloaded (with its host copies); empty without
+  // offloading.
+  std::vector<std::array<PhaseCost, 3>> offloaded_layers;
   std::vector<std::array<PhaseCost, 3>> slots;   // indexed by stage x chunks + chunk
   int64_t chunks = 1;
   size_t Slot(int64_t stage, int64_t chunk) const { return static_cast<size_t>(stage * chunks + chunk); }

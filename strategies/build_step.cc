@@ -123,6 +123,19 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
   return n;
 }
 
+// Activation offloading's copies (PlanSpec::offload_layers): what the layer keeps for its backward
+// goes to host memory under its forward and comes back under its backward, each overlapped with
+// the layer's compute on the host stream (Transformer Engine's CPU offload, under Megatron-core,
+// copies each saved tensor out on its own stream as the forward saves it and reloads a layer
+// ahead of the backward that reads it; XLA's host offload under MaxText's *_offloaded policies
+// is scheduled the same way). Every layer program carries them; the step's costing applies them
+// to the offloaded layers only (strategies::OffloadedLayers).
+void AppendOffload(LayerProgram& layer, const ModelSpec& m, const PlanSpec& p) {
+  const double bytes = LayerKindActivationBytes(m, p, ShapeOf(p).tokens, layer.kind);
+  layer.ops.push_back(CommOp(std::string(ops::kOffload), Phase::kForward, Stream::kHost, CollectiveOp::kPermute, {}, bytes, true));
+  layer.ops.push_back(CommOp(std::string(ops::kReload), Phase::kBackwardInput, Stream::kHost, CollectiveOp::kPermute, {}, bytes, true));
+}
+
 // The program of transformer layers of `kind`; empty for a kind the model lacks (MoE in a dense
 // model, local attention without a sliding window).
 LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
@@ -140,6 +153,7 @@ LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, LayerKind k
   if (blocks.mlp) AppendMlpBlock(builder, m, p, m.ffn_hidden_size, ops::kMlp);
   LayerProgram layer = builder.Build();
   ApplyRecompute(layer, m, p);
+  if (p.offload_layers > 0) AppendOffload(layer, m, p);
   const LayerParams lp = ParamsOfKind(m, p, kind);
   AppendShardedParamOps(layer, p, lp.dense, lp.expert);
   return layer;

@@ -173,20 +173,48 @@ double PipelineBufferBytes(const StepProgram& program, int64_t stage_index, doub
 
 }  // namespace
 
-double StageActivationPeak(const StepProgram& program, int64_t stage_index, TaskLists* task_lists) {
-  // Walk the stage's tasks: an F adds its chunk's activations, its W frees them.
-  const Stage& stage = program.stages[static_cast<size_t>(stage_index)];
-  std::vector<double> chunk_bytes(stage.chunks.size(), 0);
+namespace {
+
+// Per chunk of `stage`: the activation bytes one micro-batch's F stores on the device and, of the
+// offloaded layers (OffloadedLayers), in host memory.
+struct ChunkActivations {
+  std::vector<double> device, host;
+  double largest_offloaded = 0;  // one offloaded layer's, the largest
+};
+ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
+  ChunkActivations out;
+  out.device.assign(stage.chunks.size(), 0);
+  out.host.assign(stage.chunks.size(), 0);
   for (size_t c = 0; c < stage.chunks.size(); ++c) {
+    int64_t offloaded = OffloadedLayers(program.plan, stage.chunks[c]);
     for (const auto& [kind, count] : stage.chunks[c].layers) {
       if (IsTransformerLayer(kind)) {
-        chunk_bytes[c] += static_cast<double>(count) * LayerKindActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind);
+        const double layer = LayerKindActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind);
+        const int64_t off = std::min(offloaded, count);
+        offloaded -= off;
+        out.device[c] += static_cast<double>(count - off) * layer;
+        out.host[c] += static_cast<double>(off) * layer;
+        if (off > 0) out.largest_offloaded = std::max(out.largest_offloaded, layer);
       } else if (kind == LayerKind::kMtp) {
-        chunk_bytes[c] += static_cast<double>(count) * MtpActivationBytes(program.model, program.plan, program.tokens_per_microbatch);
+        out.device[c] += static_cast<double>(count) * MtpActivationBytes(program.model, program.plan, program.tokens_per_microbatch);
       }
     }
   }
-  return PeakInFlight(program, stage_index, chunk_bytes, Phase::kBackwardWeight, task_lists);
+  return out;
+}
+
+}  // namespace
+
+double StageActivationPeak(const StepProgram& program, int64_t stage_index, TaskLists* task_lists) {
+  // Walk the stage's tasks: an F adds its chunk's activations, its W frees them. Offloaded layers
+  // keep two layers' worth on the device: the one being copied out (in) beside the one at work.
+  const ChunkActivations chunks = ActivationsOf(program, program.stages[static_cast<size_t>(stage_index)]);
+  return PeakInFlight(program, stage_index, chunks.device, Phase::kBackwardWeight, task_lists) + 2 * chunks.largest_offloaded;
+}
+
+double StageHostActivationPeak(const StepProgram& program, int64_t stage_index, TaskLists* task_lists) {
+  const ChunkActivations chunks = ActivationsOf(program, program.stages[static_cast<size_t>(stage_index)]);
+  return PeakInFlight(program, stage_index, chunks.host, Phase::kBackwardWeight, task_lists);
 }
 
 MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
@@ -209,6 +237,7 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     b.grads = bytes.grads * (dense_params / dense.grads + expert_params / expert.grads);
     b.optimizer = bytes.optimizer * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
+    if (p.offload_layers > 0) b.host = StageHostActivationPeak(program, static_cast<int64_t>(stage_index), task_lists);
     // A layer being recomputed holds what its recomputation rebuilds, once: all it does not keep
     // (a selective-layer layer rebuilds a whole one). For full recomputation that is the layer's
     // activations less its input, which the stored activations count already.

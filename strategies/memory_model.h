@@ -63,6 +63,9 @@ struct MemoryBreakdown {
   // pipeline_buffers beyond its layers' activations and the loss's logits in flight (0 under
   // per-transfer).
   double pipeline = 0;
+  // Host memory (not in total()): the offloaded layers' activations at the stage's peak
+  // (PlanSpec::offload_layers).
+  double host = 0;
   double total() const { return params + grads + optimizer + activations + buffers; }
 };
 
@@ -75,7 +78,11 @@ struct MemoryReport {
 // Peak activation bytes of `stage` under its task order (an F stores a chunk's activations, its
 // W releases them). BuildStep stores it in Stage::activation_peak_bytes.
 // `task_lists`, when given, supplies (and keeps) the task lists.
+// Layers whose activations the plan offloads (PlanSpec::offload_layers) count two of them at most,
+// the one being copied out or in beside the one at work.
 double StageActivationPeak(const StepProgram& program, int64_t stage, TaskLists* task_lists = nullptr);
+// The same for what the offloaded layers hold in host memory.
+double StageHostActivationPeak(const StepProgram& program, int64_t stage, TaskLists* task_lists = nullptr);
 
 // Memory of every stage of `program`. In-flight micro-batches come from each stage's task order
 // (an F stores a chunk's activations, its W releases them). `task_lists` as above.

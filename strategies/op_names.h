@@ -51,6 +51,10 @@ inline constexpr std::string_view kMambaIn = "mamba_in", kMambaConv = "mamba_con
 inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv",
                                   kContextKvAllGather = "cp_kv_allgather";
 
+// Activation offloading (build_step.cc): a layer's kept activations copied to host memory in
+// forward and back before its backward, on the host stream.
+inline constexpr std::string_view kOffload = "offload", kReload = "reload";
+
 // MoE block (expert_parallel.cc).
 inline constexpr std::string_view kMoeNorm = "moe_norm";
 inline constexpr std::string_view kRouter = "router";

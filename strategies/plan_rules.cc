@@ -148,6 +148,10 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
     return Infeasibility{"attention_kernel", "attention_kernel " + p.attention_kernel + " with flash_attention false", "flash_attention true (each kernel is blockwise)",
                          "drop attention_kernel, or set flash_attention to true"};
   }
+  if (p.offload_layers > m.num_layers) {
+    return Infeasibility{"offload_layers", "offload_layers=" + I(p.offload_layers) + " is more than the " + I(m.num_layers) + " decoder layers of '" + m.name + "'",
+                         "0 to " + I(m.num_layers), "offload_layers counts the first decoder layers of each model chunk"};
+  }
   if (p.param_gather_dtype == "fp8" && !GathersParams(p)) {
     return Infeasibility{"param_gather_dtype", "param_gather_dtype fp8 narrows the parameter all-gathers, which this plan does not run (no fsdp axis, and no data axis under zero_stage >= 1)",
                          "bf16, or fp8 with parameters sharded", "drop param_gather_dtype, or shard the optimizer over data (zero_stage >= 1) or the weights over fsdp"};

@@ -20,6 +20,7 @@ std::string ToString(Stream stream) {
     case Stream::kPipeline: return "pipeline";
     case Stream::kExpert: return "expert";
     case Stream::kContext: return "context";
+    case Stream::kHost: return "host";
   }
   return "compute";
 }
@@ -189,6 +190,12 @@ std::string DumpProgram(const StepProgram& program) {
     }
   }
   return out.str();
+}
+
+int64_t OffloadedLayers(const PlanSpec& plan, const Chunk& chunk) {
+  int64_t layers = 0;
+  for (const auto& [kind, count] : chunk.layers) layers += IsTransformerLayer(kind) ? count : 0;
+  return std::min(plan.offload_layers, layers);
 }
 
 namespace {

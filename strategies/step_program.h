@@ -19,9 +19,10 @@ namespace shardsim::strategies {
 class Schedule;
 
 // Where an op runs: compute, or one communication stream per kind (frameworks use separate CUDA
-// streams or async collectives for these).
-enum class Stream { kCompute, kTensor, kData, kPipeline, kExpert, kContext };
-inline constexpr size_t kStreams = 6;
+// streams or async collectives for these); kHost: copies between the device and its host's memory
+// (activation offloading), CollectiveOp::kPermute over no mesh axis, on the cluster's "host" link.
+enum class Stream { kCompute, kTensor, kData, kPipeline, kExpert, kContext, kHost };
+inline constexpr size_t kStreams = 7;
 
 // When an op runs within a layer's work on one micro-batch.
 enum class Phase : uint8_t {
@@ -149,6 +150,10 @@ struct StepProgram {
 
   const LayerProgram& Layer(LayerKind kind) const { return layer_programs[static_cast<size_t>(kind)]; }
 };
+
+// Decoder layers of `chunk` whose kept activations the plan offloads to host memory
+// (PlanSpec::offload_layers: its first ones, at most all of them).
+int64_t OffloadedLayers(const PlanSpec& plan, const Chunk& chunk);
 
 // The task order of `stage` over the program's first `microbatches` micro-batches (all of them
 // when -1), as the schedule dictates.
