@@ -114,6 +114,7 @@ void AddLoad(const DesLoad& add, DesLoad& into) {
 std::string KindText(const StepSetup& setup, int kind, const std::string& collective) {
   const std::string& name = setup.kinds[static_cast<size_t>(kind)].name;
   if (name == "pipeline-neighbours") return "pipeline transfers";
+  if (name == "host") return "host offload copies";
   return collective + " over " + name;
 }
 

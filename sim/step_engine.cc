@@ -323,7 +323,9 @@ class StepEngine {
   // compute runs and blocking collectives in order, then the wait for the overlapped ones; a
   // collective overlapped with its own product (a tensor collective's, a context K/V gather's
   // attention) is posted as its part of that product starts and waited for as the part ends.
-  void RunPhase(size_t s, LayerKind kind, Phase phase, int32_t label, int64_t mb) {
+  // `offloaded`: the layer's activations are offloaded (strategies::OffloadedLayers), so its host
+  // copies run; other layers of the kind skip them.
+  void RunPhase(size_t s, LayerKind kind, Phase phase, int32_t label, int64_t mb, bool offloaded = false) {
     const auto& actions = setup_.actions[static_cast<size_t>(kind)][static_cast<size_t>(ActionPhase(phase))];
     if (actions.empty()) return;
     const auto& ops = program_.layer_programs[static_cast<size_t>(kind)].ops;
@@ -346,7 +348,9 @@ class StepEngine {
     };
     std::vector<std::pair<Item*, const Op*>> posted, fused;
     for (const Action& a : actions) {
-      if (a.kind == Action::kOverlapped) posted.push_back(post(a));
+      if (a.kind != Action::kOverlapped) continue;
+      if (!offloaded && ops[static_cast<size_t>(a.op)].stream == Stream::kHost) continue;
+      posted.push_back(post(a));
     }
     SetResult& r = result_.sets[s];
     for (const Action& a : actions) {
@@ -444,25 +448,33 @@ class StepEngine {
       if (ph == 0 && before >= 0 && path_.StageOf(before) != stage) WaitInput(s, 0, slot, task.chunk, mb);
       if (ph == 1 && after >= 0 && path_.StageOf(after) != stage) WaitInput(s, 1, slot, task.chunk, mb);
       const strategies::Chunk& chunk = program_stage.chunks[static_cast<size_t>(task.chunk)];
-      std::vector<std::pair<LayerKind, int32_t>> layers;
+      struct Layer {
+        LayerKind kind;
+        int32_t label;
+        bool offloaded;
+      };
+      std::vector<Layer> layers;
       int32_t next = static_cast<int32_t>(chunk.layout.first_layer);
+      int64_t offload = strategies::OffloadedLayers(program_.plan, chunk);  // the chunk's first decoder layers
       for (const auto& [kind, n] : chunk.layers) {
         for (int64_t i = 0; i < n; ++i) {
-          layers.push_back({kind, kind == LayerKind::kEmbedding ? -1 : kind == LayerKind::kHead ? -2 : next++});
+          const bool offloaded = strategies::IsTransformerLayer(kind) && offload > 0;
+          if (offloaded) --offload;
+          layers.push_back({kind, kind == LayerKind::kEmbedding ? -1 : kind == LayerKind::kHead ? -2 : next++, offloaded});
         }
       }
       if (ph != 0) std::reverse(layers.begin(), layers.end());
-      for (const auto& [kind, label] : layers) {
+      for (const auto& [kind, label, offloaded] : layers) {
         ReportProgress();
         if (ph == 0) {
-          RunPhase(s, kind, Phase::kForward, label, mb);
+          RunPhase(s, kind, Phase::kForward, label, mb, offloaded);
           continue;
         }
         if (ph == 1) {
-          RunPhase(s, kind, Phase::kRecompute, label, mb);
-          RunPhase(s, kind, Phase::kBackwardInput, label, mb);
+          RunPhase(s, kind, Phase::kRecompute, label, mb, offloaded);
+          RunPhase(s, kind, Phase::kBackwardInput, label, mb, offloaded);
         }
-        if (ph == 2 || !split) RunPhase(s, kind, Phase::kBackwardWeight, label, mb);
+        if (ph == 2 || !split) RunPhase(s, kind, Phase::kBackwardWeight, label, mb, offloaded);
         if (t != last_backward[static_cast<size_t>(task.chunk)]) continue;
         for (size_t i = 0; i < step_ops.size(); ++i) {
           if (!step_ops[i].overlapped || set.step_comm[i] < 0) continue;

@@ -156,7 +156,7 @@ class Preparer {
   std::vector<const Op*> CommOps() const {
     std::vector<const Op*> out;
     auto add = [&](const Op& op) {
-      if (op.is_comm() && collectives_.Seconds(op) > 0) out.push_back(&op);
+      if (op.is_comm() && op.stream != strategies::Stream::kHost && collectives_.Seconds(op) > 0) out.push_back(&op);
     };
     for (const auto& layer : program_.layer_programs) for (const Op& op : layer.ops) add(op);
     for (const auto& stage : program_.stages) for (const Op& op : stage.step_ops) add(op);
@@ -165,6 +165,9 @@ class Preparer {
 
   void MakeKinds() {
     for (const Op* op : CommOps()) KindOf(op->axes);
+    // Host copies (activation offloading): their own kind, no flows; before the pipeline's,
+    // which stays the last.
+    if (plan_.offload_layers > 0) host_kind_ = KindOf({"host"});
     if (plan_.mesh.pipeline > 1) pipeline_kind_ = KindOf({"pipeline-neighbours"});
     for (CommKind& kind : setup_.kinds) kind.folded.assign(static_cast<size_t>(plan_.mesh.pipeline), setup_.fold);
   }
@@ -340,6 +343,19 @@ class Preparer {
   CommPlan MakeComm(const ActorSet& set, const Op& op, double bytes, bool step_op, int64_t op_id) {
     CommPlan plan;
     plan.op = &op;
+    if (op.stream == strategies::Stream::kHost) {
+      // A copy between the device and its host's memory: its link is the device's own (no other
+      // traffic crosses it), so it takes its uncontended time on the host stream.
+      plan.kind = host_kind_;
+      plan.bytes = bytes;
+      plan.uncontended_s = collectives_.HostCopySeconds(bytes);
+      plan.group = {set.rank};
+      plan.rendezvous = set.rank * 65536 + op_id;
+      FlowStep wait;
+      wait.sleep_s = plan.uncontended_s;
+      plan.steps.push_back(std::move(wait));
+      return plan;
+    }
     plan.kind = KindOf(op.axes);
     plan.bytes = bytes;
     plan.uncontended_s = collectives_.Seconds(op.collective, op.axes, bytes, op.routing);
@@ -421,7 +437,7 @@ class Preparer {
   AxisCollectives& collectives_;
   LogicalMesh mesh_;
   StepSetup setup_;
-  int pipeline_kind_ = -1;
+  int pipeline_kind_ = -1, host_kind_ = -1;
   std::map<std::tuple<std::vector<int64_t>, int, int, TokenRouting>, Schedule> schedules_;
   std::map<std::string, size_t> step_op_ids_;  // step op name -> its number, the same on every stage
 };
