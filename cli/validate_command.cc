@@ -128,6 +128,12 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     notes.push_back("repeat_kv set to false: the runtime's attention reads the shared K/V heads, as the prediction then does");
     plan = LoadPlan(o.plan, overrides);
   }
+  if (plan.offload_layers > 0) {
+    overrides.push_back("offload_layers=0");
+    notes.push_back("offload_layers set to 0 (was " + std::to_string(plan.offload_layers) +
+                    "): a CPU rank's activations are in host memory already, and the prediction then keeps them there too");
+    plan = LoadPlan(o.plan, overrides);
+  }
   if (plan.mesh.context > 1 && plan.context_kv != "ring") {
     overrides.push_back("context_kv=ring");
     notes.push_back("context_kv set to ring (was " + plan.context_kv + "): the CPU runtime passes K/V around the ring, as the prediction then does");

@@ -39,19 +39,39 @@ constexpr RematName kRematNames[] = {
     {Recompute::kNone, "minimal_flash"},
 };
 
-std::string_view RematPolicyOf(Recompute r) {
+// The policies that move what they save to host memory (configs/types.py RematPolicy): every
+// layer's kept set offloaded (PlanSpec::offload_layers at the model's layers).
+constexpr RematName kOffloadedRematNames[] = {
+    {Recompute::kMinimal, "minimal_offloaded"},
+    {Recompute::kSaveQkvProj, "qkv_proj_offloaded"},
+};
+
+std::string_view RematPolicyOf(Recompute r, bool offloaded) {
+  if (offloaded) {
+    for (const RematName& n : kOffloadedRematNames) {
+      if (n.recompute == r) return n.policy;
+    }
+  }
   for (const RematName& n : kRematNames) {
     if (n.recompute == r) return n.policy;
   }
   return "minimal_with_context";  // a policy MaxText lacks: the framework's gaps say so
 }
 
-// The recomputation of a remat_policy; false for one shardsim has no set for (the offloading
-// ones, custom, the quantization variants).
-bool RecomputeOfRematPolicy(const std::string& policy, Recompute* recompute) {
+// The recomputation of a remat_policy and whether it offloads; false for one shardsim has no set
+// for (custom, the quantization variants).
+bool RecomputeOfRematPolicy(const std::string& policy, Recompute* recompute, bool* offloaded) {
+  for (const RematName& n : kOffloadedRematNames) {
+    if (n.policy == policy) {
+      *recompute = n.recompute;
+      *offloaded = true;
+      return true;
+    }
+  }
   for (const RematName& n : kRematNames) {
     if (n.policy == policy) {
       *recompute = n.recompute;
+      *offloaded = false;
       return true;
     }
   }
@@ -181,7 +201,7 @@ std::vector<Setting> MaxTextSettings(const ModelSpec& m, const ClusterSpec& c, c
                                       static_cast<double>(devices * accumulation)));
   add("max_target_length", I(p.seq_len));
   if (m.mtp_layers > 0) add("mtp_num_layers", I(m.mtp_layers));
-  add("remat_policy", std::string(RematPolicyOf(p.recompute)));
+  add("remat_policy", std::string(RematPolicyOf(p.recompute, p.offload_layers > 0)));
   add("attention", p.flash_attention ? "flash" : "dot_product");
   if (p.mesh.context > 1)
     add("context_parallel_strategy", p.context_kv == "ring" ? "ring" : "all_gather");
@@ -238,12 +258,14 @@ PlanSpec MaxTextPlan(const SettingReader& r, const ModelSpec& m) {
     p.fsdp_reshard_after_forward = !r.Bool("pipeline_fsdp_ag_once", false);
   }
   const std::string remat = r.Get("remat_policy", "full");
-  if (!RecomputeOfRematPolicy(remat, &p.recompute)) {
+  bool offloaded = false;
+  if (!RecomputeOfRematPolicy(remat, &p.recompute, &offloaded)) {
     std::string known;
     for (const RematName& n : kRematNames) known += (known.empty() ? "" : ", ") + std::string(n.policy);
-    r.Fail("remat_policy", "'" + remat + "' has no recomputation set in shardsim (offloading and custom policies are not modelled); " +
-                               "valid: " + known);
+    for (const RematName& n : kOffloadedRematNames) known += ", " + std::string(n.policy);
+    r.Fail("remat_policy", "'" + remat + "' has no recomputation set in shardsim (custom policies are not modelled); " + "valid: " + known);
   }
+  p.offload_layers = offloaded ? m.num_layers : 0;
   p.flash_attention = r.Get("attention", "flash") != "dot_product";
   p.context_kv = r.Get("context_parallel_strategy", "all_gather") == "ring" ? "ring" : "all-gather";
   const double capacity = r.Number("capacity_factor", -1);

@@ -147,6 +147,11 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     add("--recompute-method", "uniform");
     add("--recompute-num-layers", "1");
   }
+  if (p.offload_layers > 0) {
+    // Transformer Engine's CPU offload of the first layers' activations (megatron/training/arguments.py).
+    add("--cpu-offloading");
+    add("--cpu-offloading-num-layers", I(p.offload_layers));
+  }
   // ZeRO-1 is the distributed optimizer; ZeRO-2/3 and fsdp are Megatron-FSDP, hybrid (HSDP) with
   // `data` as the outer replicas when fsdp shards below ZeRO-3.
   const bool fsdp = p.mesh.fsdp > 1 || p.zero_stage >= 2;
@@ -285,6 +290,7 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
     }
     if (backend == "deepep") p.ep_dispatcher = "deepep";
   }
+  if (r.Has("--cpu-offloading")) p.offload_layers = r.Int("--cpu-offloading-num-layers", 0);
   const std::string granularity = r.Get("--recompute-granularity");
   p.recompute = granularity == "full"        ? Recompute::kFull
                 : granularity == "selective" ? Recompute::kSelective

@@ -53,6 +53,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp32 = true,               // --bf16, --fp16, --fp8-format hybrid
         .unfused_attention = true,  // --attention-backend unfused
         .repeated_kv = false,       // its attention backends take grouped K/V heads
+        .offload = OffloadRule::kFirstLayers,  // transformer_config.py: cpu_offloading_num_layers < num_layers, no pipeline, no recomputation
         .layout = LayoutRule::kAny,  // --pipeline-model-parallel-layout
         .microbatches_multiple_of_stages = false,
         // --overlap-grad-reduce / --overlap-param-gather (one pair for data and fsdp),
@@ -169,6 +170,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .unfused_attention = false,  // the models' attention backends are sdpa or flex
         // models/common/attention.py: enable_gqa since #2259 (2026-01); before, repeat_kv.
         .repeated_kv = false,
+        .offload = OffloadRule::kNone,         // config/configs.py: enable_cpu_offload moves FSDP's parameters, gradients and optimizer state, not activations
         .layout = LayoutRule::kAny,  // parallelism.module_fqns_per_model_part
         .microbatches_multiple_of_stages = false,
         // FSDP2 prefetches and replicate() buckets under backward; async TP is
@@ -276,6 +278,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp32 = true,
         .unfused_attention = true,  // attention: dot_product
         .repeated_kv = false,       // its attention ops take grouped K/V heads
+        .offload = OffloadRule::kEveryLayer,   // configs/types.py: remat_policy minimal_offloaded, qkv_proj_offloaded
         // base.yml: decoder layers = stages x num_layers_per_pipeline_stage x repeats.
         .layout = LayoutRule::kEqual,
         .microbatches_multiple_of_stages = true,  // num_pipeline_microbatches
@@ -363,6 +366,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp32 = true,               // bf16.enabled, fp16.enabled
         .unfused_attention = true,  // the model code's attention
         .repeated_kv = true,        // the model code decides (Hugging Face models have repeated K/V)
+        .offload = OffloadRule::kNone,         // activation_checkpointing cpu_checkpointing (partitioned checkpoints to CPU) is not modelled
         // runtime/pipe/module.py partition_method "type:<layer>" balances decoder layers only,
         // the first stages taking the remainder (FrameworkPartLayers).
         .layout = LayoutRule::kFrontLoaded,

@@ -40,6 +40,15 @@ enum class ShardingFamily {
   kWeightsOverShardAxes,
 };
 
+// Which activation offloading (PlanSpec::offload_layers) a framework runs.
+enum class OffloadRule {
+  kNone,         // none
+  kFirstLayers,  // fewer than all decoder layers, without pipeline stages or recomputation
+                 // (Megatron-core's --cpu-offloading-num-layers)
+  kEveryLayer,   // every layer's kept set, with the policies that have an offloaded variant
+                 // (MaxText's minimal_offloaded, qkv_proj_offloaded)
+};
+
 // Whether sharded parameters may stay gathered from the first forward to the last backward
 // (FSDP2's reshard_after_forward=False; PlanSpec::fsdp_reshard_after_forward).
 enum class KeepGathered { kNever, kSwitch, kWithPipelineOnly };
@@ -91,6 +100,7 @@ struct FrameworkFacts {
   bool bf16, fp16, fp8, fp32;
   bool unfused_attention;  // flash_attention false
   bool repeated_kv;        // repeat_kv true on a grouped-query model
+  OffloadRule offload;
   LayoutRule layout;
   bool microbatches_multiple_of_stages;  // pipeline micro-batches a multiple of the stages
   // Overlap per axis in MeshAxis order; pipeline one chunk / interleaved and context ring /

@@ -210,6 +210,39 @@ void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p
   }
 }
 
+// Activation offloading (PlanSpec::offload_layers) as the framework runs it (OffloadRule).
+void OffloadGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p, std::vector<FrameworkGap>& gaps) {
+  if (p.offload_layers == 0) return;
+  const std::string name(f.name);
+  switch (f.offload) {
+    case OffloadRule::kNone:
+      gaps.push_back({"/offload_layers", "activation offloading: " + name + " has no setting that offloads activations", "0"});
+      break;
+    case OffloadRule::kFirstLayers:
+      if (p.offload_layers >= m.num_layers) {
+        gaps.push_back({"/offload_layers", "offload_layers " + std::to_string(p.offload_layers) + ": " + name + " offloads fewer layers than the model's " +
+                                               std::to_string(m.num_layers) + " (--cpu-offloading-num-layers)",
+                        "1 to " + std::to_string(m.num_layers - 1)});
+      }
+      if (p.mesh.pipeline > 1) gaps.push_back({"/mesh/pipeline", "activation offloading with pipeline stages: " + name + " offloads without them only", "1"});
+      if (p.recompute != Recompute::kNone) {
+        gaps.push_back({"/recompute", "activation offloading with recomputation: " + name + " offloads without it only", "none"});
+      }
+      break;
+    case OffloadRule::kEveryLayer:
+      if (p.offload_layers < m.num_layers) {
+        gaps.push_back({"/offload_layers", "offload_layers " + std::to_string(p.offload_layers) + ": " + name + " offloads every layer's kept set or none",
+                        "0 or " + std::to_string(m.num_layers)});
+      }
+      if (p.recompute != Recompute::kMinimal && p.recompute != Recompute::kSaveQkvProj) {
+        gaps.push_back({"/recompute", "activation offloading with recompute " + ToString(p.recompute) + ": " + name +
+                                          "'s offloaded policies are minimal_offloaded and qkv_proj_offloaded",
+                        "minimal or save-qkv-proj"});
+      }
+      break;
+  }
+}
+
 void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
               std::vector<FrameworkGap>& gaps) {
   int last = -1;
@@ -275,6 +308,7 @@ void MeshGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
     gaps.push_back({"/flash_attention", "unfused attention: " + std::string(f.name) + "'s attention is a fused kernel"});
   if (!f.repeated_kv && strategies::RepeatsKv(m, p))
     gaps.push_back({"/repeat_kv", "K/V repeated to every query head: " + std::string(f.name) + "'s attention reads the shared K/V heads"});
+  OffloadGaps(f, m, p, gaps);
 }
 
 void OverlapGaps(const FrameworkFacts& f, const PlanSpec& p, std::vector<FrameworkGap>& gaps) {

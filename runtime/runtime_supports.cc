@@ -50,6 +50,9 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::stri
   if (p.repeat_kv && !m.mla && m.num_kv_heads < m.num_heads) {
     refuse("plan:/repeat_kv", "K/V repeated to every query head before the attention", "false (the runtime's attention reads the shared K/V heads)");
   }
+  if (p.offload_layers > 0) {
+    refuse("plan:/offload_layers", "activation offloading to host memory", "0 (a CPU rank's activations are in host memory already)");
+  }
   if (!p.flash_attention) refuse("plan:/flash_attention", "an unfused attention kernel", "true (the runtime's attention is blockwise)");
   if (m.vocab_size % p.mesh.tensor != 0) refuse("plan:/mesh/tensor", "tensor not dividing vocab_size (the vocabulary is split over tensor)", "a divisor of vocab_size");
   if (p.zero_stage == 2 && p.mesh.fsdp > 1) {

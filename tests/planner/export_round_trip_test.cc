@@ -186,6 +186,10 @@ TEST(ExportRoundTripTest, MegatronCore) {
   cases.push_back({"the same, 2 chunks per stage (uneven: 52 layers in 8 chunks)", "nemotron-3-nano-30b-a3b", "dgx-h100:64", p});
   p.pipeline_schedule = "1f1b", p.virtual_stages = 1, p.pipeline_layout = "Et*10|t*14|t*14|t*14L";
   cases.push_back({"the same, its own layout on 4 stages", "nemotron-3-nano-30b-a3b", "dgx-h100:64", p});
+  // Activation offloading: --cpu-offloading with the first layers' count.
+  p = Plan({{"fsdp", 64}, {"tensor", 2}}, 64, 8192);
+  p.sequence_parallel = true, p.zero_stage = 3, p.offload_layers = 95;
+  cases.push_back({"Llama 3.1 405B with 95 layers offloaded", "llama3-405b", "gb200-nvl72:128,domain=64", p});
   RoundTrip(Framework::kMegatronCore, cases);
 }
 
@@ -255,12 +259,19 @@ TEST(ExportRoundTripTest, MaxText) {
   p.sequence_parallel = true, p.zero_stage = 3, p.ep_capacity_factor = 1.5,
   p.mesh_order = {"data", "pipeline", "fsdp", "context", "tensor", "expert"};
   cases.push_back({"experts innermost", "mixtral-8x7b", "tpu-v5p:8x8x8", p});
+  // The offloaded policies: every layer's kept set in host memory.
+  p = Plan({{"fsdp", 64}}, 256, 8192);
+  p.recompute = Recompute::kSaveQkvProj, p.offload_layers = 80;
+  cases.push_back({"qkv_proj_offloaded", "llama3-70b", "dgx-h100:64", p});
+  p.recompute = Recompute::kMinimal;
+  cases.push_back({"minimal_offloaded", "llama3-70b", "dgx-h100:64", p});
   RoundTrip(Framework::kMaxText, cases);
 }
 
 // MaxText's other names for the same sets import as them ("none" leaves nn.remat without a
 // policy: full; save_dot_except_mlpwi names the down projection too, which no backward reads);
-// a policy with no set (offloading, custom) is refused naming the key.
+// the offloaded policies import as their set with every layer offloaded; a policy with no set
+// (custom) is refused naming the key.
 TEST(ExportRoundTripTest, MaxTextRematAliasesAndUnknownPolicies) {
   const ModelSpec model = FindModelPreset("llama3-70b")->spec;
   const ClusterSpec cluster = ParseClusterPreset("tpu-v5p:8x8x8", "--cluster");
@@ -278,9 +289,14 @@ TEST(ExportRoundTripTest, MaxTextRematAliasesAndUnknownPolicies) {
   EXPECT_EQ(PlanFromExport(target, with_remat("none"), model).recompute, Recompute::kFull);
   EXPECT_EQ(PlanFromExport(target, with_remat("save_dot_except_mlpwi"), model).recompute, Recompute::kSaveDotExceptMlp);
   EXPECT_EQ(PlanFromExport(target, with_remat("minimal_with_context"), model).recompute, Recompute::kNone);
+  const PlanSpec offloaded = PlanFromExport(target, with_remat("qkv_proj_offloaded"), model);
+  EXPECT_EQ(offloaded.recompute, Recompute::kSaveQkvProj);
+  EXPECT_EQ(offloaded.offload_layers, model.num_layers);
+  EXPECT_EQ(PlanFromExport(target, with_remat("minimal_offloaded"), model).recompute, Recompute::kMinimal);
+  EXPECT_EQ(PlanFromExport(target, with_remat("minimal"), model).offload_layers, 0);
   try {
-    PlanFromExport(target, with_remat("qkv_proj_offloaded"), model);
-    ADD_FAILURE() << "an offloading policy was accepted";
+    PlanFromExport(target, with_remat("custom"), model);
+    ADD_FAILURE() << "a custom policy was accepted";
   } catch (const InputError& error) {
     EXPECT_NE(std::string(error.what()).find("remat_policy"), std::string::npos) << error.what();
   }
