@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/plan_text.h"
 #include "cli/commands.h"
 #include "cli/text_table.h"
 #include "core/cluster_json.h"
@@ -221,7 +222,7 @@ void PrintPlan(const PlanSpec& p, std::ostream& out) {
       << " tokens per step; " << s.batch_replicas << " replicas x " << s.num_microbatches << " micro-batches of " << p.micro_batch_size << "\n";
   out << "  schedule   " << p.pipeline_schedule << (p.virtual_stages > 1 ? " with " + std::to_string(p.virtual_stages) + " virtual stages" : "")
       << ", ZeRO stage " << p.zero_stage << ", sequence parallel " << (p.sequence_parallel ? "on" : "off") << ", recompute "
-      << ToString(p.recompute) << ", dtype " << p.dtype << "\n";
+      << RecomputeText(p) << ", dtype " << p.dtype << "\n";
 }
 
 }  // namespace

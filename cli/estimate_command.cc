@@ -72,7 +72,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   const PlanShape shape = DerivePlanShape(plan);
   out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ScheduleInHeader(plan) << ", ZeRO "
-      << plan.zero_stage << ", recompute " << ToString(plan.recompute) << (plan.sequence_parallel ? ", sequence parallel" : "")
+      << plan.zero_stage << ", recompute " << RecomputeText(plan) << (plan.sequence_parallel ? ", sequence parallel" : "")
       << ExpertAxesNote(plan) << "\n";
   if (plan.mesh.pipeline > 1) {
     // The stage layout the estimate used, in Megatron-core's syntax, with where it came from.
@@ -188,11 +188,16 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   if (plan.offload_layers > 0) {
     double host = 0;
+    int64_t layers = 0;  // offloaded per device, the most on any stage
     for (const strategies::MemoryBreakdown& b : r.memory.stages) host = std::max(host, b.host);
-    const auto link = cluster.links.find("host");
-    out << "  offload     the kept activations of the first " << plan.offload_layers << " decoder layers of each model chunk in host memory"
-        << " (offload_layers): up to " << FormatBinaryBytes(host) << " per device there, copied out and back at "
-        << FormatSI(link->second.bandwidth_bytes_per_s * link->second.efficiency, "B/s") << " one way (the cluster's host link x its efficiency)\n";
+    for (const strategies::Stage& stage : program.stages) {
+      int64_t on_stage = 0;
+      for (const strategies::Chunk& chunk : stage.chunks) on_stage += strategies::OffloadedLayers(plan, chunk);
+      layers = std::max(layers, on_stage);
+    }
+    out << "  offload     the kept activations of " << layers << " decoder layers per device in host memory (each model chunk's first "
+        << plan.offload_layers << ", offload_layers): up to " << FormatBinaryBytes(host) << " per device there, copied out and back at "
+        << FormatSI(HostCopyBytesPerS(cluster), "B/s") << " one way (the cluster's host link x its efficiency)\n";
   }
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
       << FormatSeconds(r.bubble_s);

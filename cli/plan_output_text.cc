@@ -118,7 +118,7 @@ void PrintNothingFits(const PlanFindings& f, const Writer& w) {
     if (s.found) {
       const sim::StepReport& rep = s.plan.report;
       w.Line("The smallest size of " + f.cluster.system + " on which one fits: " + s.cluster + " (" + std::to_string(s.devices) + " devices), with " +
-             MeshText(s.plan.plan) + ", ZeRO " + ZeroText(s.plan.plan) + ", recompute " + ToString(s.plan.plan.recompute) + ": " + FormatSeconds(rep.step_time_s) +
+             MeshText(s.plan.plan) + ", ZeRO " + ZeroText(s.plan.plan) + ", recompute " + RecomputeText(s.plan.plan) + ": " + FormatSeconds(rep.step_time_s) +
              " per step, " + FormatBinaryBytes(rep.memory.peak.total()) + " per device.");
     } else {
       w.Line("No larger size of " + f.cluster.system + " was found on which one fits: " + s.why_not + ".");
@@ -131,7 +131,7 @@ void PrintNothingFits(const PlanFindings& f, const Writer& w) {
   w.out << "Nearest misses, closest first:\n";
   for (const planner::Miss& miss : r.nearest_misses) {
     const std::string details = miss.estimated ? ", " + ScheduleName(miss.plan) + ", mbs " + std::to_string(miss.plan.micro_batch_size) + ", recompute " +
-                                                     ToString(miss.plan.recompute)
+                                                     RecomputeText(miss.plan)
                                                : "";
     w.Line(MeshText(miss.plan) + ", ZeRO " + ZeroText(miss.plan) + details + ": " + miss.reason + ", " + Times(miss.overshoot) + " the " +
                FormatBinaryBytes(r.max_memory_bytes) + " limit; it would need " + FormatBinaryBytes(miss.needed_bytes - r.max_memory_bytes) + " more",
@@ -151,7 +151,7 @@ void PrintPlans(const PlanFindings& f, const Writer& w) {
     for (size_t i = 0; i < r.best.size(); ++i) {
       const planner::RankedPlan& p = r.best[i];
       std::vector<std::string> row = {std::to_string(i + 1), MeshText(p.plan), ScheduleName(p.plan), std::to_string(p.plan.micro_batch_size),
-                                      ZeroText(p.plan), ToString(p.plan.recompute), FormatSeconds(p.report.step_time_s), FormatCount(p.report.tokens_per_s),
+                                      ZeroText(p.plan), RecomputeText(p.plan), FormatSeconds(p.report.step_time_s), FormatCount(p.report.tokens_per_s),
                                       FormatPercent(p.report.mfu), FormatBinaryBytes(p.report.memory.peak.total())};
       if (limited_column) row.push_back(p.report.why);
       if (wide) {
@@ -215,7 +215,7 @@ void PrintPareto(const PlanFindings& f, const Writer& w) {
   for (size_t i = 0; i < shown; ++i) {
     const planner::RankedPlan& p = pareto[shown < 2 || shown == pareto.size() ? i : i * (pareto.size() - 1) / (shown - 1)];
     table.AddRow({FormatBinaryBytes(p.report.memory.peak.total()), FormatCount(p.report.tokens_per_s), MeshText(p.plan), ScheduleName(p.plan),
-                  std::to_string(p.plan.micro_batch_size), ZeroText(p.plan), ToString(p.plan.recompute)});
+                  std::to_string(p.plan.micro_batch_size), ZeroText(p.plan), RecomputeText(p.plan)});
   }
   table.Print(w.out, "  ");
   if (!f.options.plot.empty()) w.out << "  (plotted in " << f.options.plot << ")\n";
@@ -236,7 +236,7 @@ void PrintFamilies(const PlanFindings& f, const Writer& w) {
   for (const planner::RankedPlan& p : r.family_best) {
     std::string families = p.family;
     for (const std::string& same : p.same_as) families += " = " + same;
-    w.Line(families + " (" + MeshText(p.plan) + ", " + ScheduleName(p.plan) + ", recompute " + ToString(p.plan.recompute) + "): " +
+    w.Line(families + " (" + MeshText(p.plan) + ", " + ScheduleName(p.plan) + ", recompute " + RecomputeText(p.plan) + "): " +
                FormatSeconds(p.report.step_time_s) + ", " + Times(p.report.step_time_s / best.report.step_time_s) + ": " + p.why_lost,
            "  ", "      ");
   }

@@ -78,6 +78,7 @@ std::vector<std::string> PlanCells(const PlanSpec& p, size_t width) {
   parts.push_back("mbs " + std::to_string(p.micro_batch_size));
   parts.push_back("ZeRO " + std::to_string(p.zero_stage));
   if (p.recompute != Recompute::kNone) parts.push_back("recompute " + ToString(p.recompute));
+  if (p.offload_layers > 0) parts.push_back("offload " + std::to_string(p.offload_layers));
   std::vector<std::string> lines{""};
   for (size_t i = 0; i < parts.size(); ++i) {
     const bool before_layout = i + 1 < parts.size() && parts[i + 1].front() == '[';

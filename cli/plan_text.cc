@@ -50,6 +50,10 @@ std::string ZeroText(const PlanSpec& p) {
 
 std::string ScheduleInHeader(const PlanSpec& p) { return p.mesh.pipeline > 1 ? ", " + ScheduleName(p) : ""; }
 
+std::string RecomputeText(const PlanSpec& plan) {
+  return ToString(plan.recompute) + (plan.offload_layers > 0 ? " +offload " + std::to_string(plan.offload_layers) : "");
+}
+
 std::string ScheduleName(const PlanSpec& p) {
   if (p.mesh.pipeline == 1) return "-";
   return p.pipeline_schedule + (p.virtual_stages > 1 ? " v=" + std::to_string(p.virtual_stages) : "");

@@ -20,6 +20,10 @@ std::string MeshLegend(bool folds);
 // when sharded parameters are re-gathered for the backward / kept gathered against the default.
 std::string ZeroText(const PlanSpec& plan);
 
+// The plan's recomputation, and its activation offloading where it has any: "full",
+// "none +offload 95" (PlanSpec::offload_layers).
+std::string RecomputeText(const PlanSpec& plan);
+
 // "1f1b", "interleaved-1f1b v=2", or "-" without pipeline parallelism.
 std::string ScheduleName(const PlanSpec& plan);
 // What a header line names after the mesh: ", 1f1b", ", interleaved-1f1b v=2", nothing without

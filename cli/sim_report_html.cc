@@ -7,11 +7,12 @@
 #include "cli/sim_timeline_svg.h"
 #include "cli/sim_view.h"
 #include "core/units.h"
+#include "strategies/step_program.h"
 
 namespace shardsim::cli {
 namespace {
 
-constexpr int kStreams = 6;  // strategies::Stream's values
+constexpr int kStreams = static_cast<int>(strategies::kStreams);  // strategies::Stream's values
 
 // Colours: one per stream (Tableau 10); waiting on communication in the overview's colour for
 // exposed communication; the bubble and other idle time in greys. Each class sets the SVG fill
@@ -24,6 +25,7 @@ svg .grid{stroke:#e4e4e4}svg .marker{stroke:#333;stroke-dasharray:4 3}
 .sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 10px;vertical-align:-1px}
 .k0{fill:#4e79a7;background:#4e79a7}.k1{fill:#f28e2b;background:#f28e2b}.k2{fill:#59a14f;background:#59a14f}
 .k3{fill:#e15759;background:#e15759}.k4{fill:#b07aa1;background:#b07aa1}.k5{fill:#edc948;background:#edc948}
+.k6{fill:#9c755f;background:#9c755f}
 .w,.ex{fill:#d37295;background:#d37295}.b{fill:#bab0ac;background:#bab0ac}.ot{fill:#e3e3e3;background:#e3e3e3}
 .mem{fill:#76b7b2;background:#76b7b2}.over{fill:#e15759;background:#e15759}
 .scroll{overflow-x:auto}

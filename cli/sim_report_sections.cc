@@ -54,7 +54,7 @@ const sim::DeviceUse* CriticalDevice(const sim::SimReport& report) {
 std::string KindClass(const std::string& kind) {
   static const std::map<std::string, std::string> kByAxis = {{"tensor", "k1"}, {"data", "k2"},
                                                              {"fsdp", "k2"},   {"pipeline", "k3"},
-                                                             {"expert", "k4"}, {"context", "k5"}};
+                                                             {"expert", "k4"}, {"context", "k5"}, {"host", "k6"}};
   const auto it = kByAxis.find(kind.substr(0, kind.find_first_of(" ,")));
   return it == kByAxis.end() ? "ex" : it->second;
 }

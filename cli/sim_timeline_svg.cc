@@ -8,6 +8,7 @@
 #include "cli/html_text.h"
 #include "cli/sim_view.h"
 #include "core/units.h"
+#include "strategies/step_program.h"
 
 namespace shardsim::cli {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 using G = TimelineGeometry;
 constexpr double kLeft = G::kLeft, kPlot = G::kPlot, kRight = G::kRight, kAxis = G::kAxis, kLane = G::kLane, kBar = G::kBar,
                  kHeading = G::kHeading, kGap = G::kGap;
-constexpr int kStreams = 6;  // strategies::Stream's values
+constexpr int kStreams = static_cast<int>(strategies::kStreams);  // strategies::Stream's values
 
 // A tick spacing of 1, 2 or 5 times a power of ten giving at most about ten ticks over `span`.
 double TickStep(double span) {

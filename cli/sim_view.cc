@@ -64,7 +64,7 @@ std::string PlanSummary(const strategies::StepProgram& program) {
   text += ", " + std::to_string(program.microbatches) + " micro-batches of " +
           std::to_string(plan.micro_batch_size);
   text += ", seq " + std::to_string(plan.seq_len) + ", ZeRO " + std::to_string(plan.zero_stage) +
-          ", recompute " + ToString(plan.recompute);
+          ", recompute " + RecomputeText(plan);
   if (plan.sequence_parallel) text += ", sequence parallel";
   text += ExpertAxesNote(plan);
   return text + ", " + plan.dtype;

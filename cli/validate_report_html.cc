@@ -35,6 +35,7 @@ svg .grid{stroke:#e4e4e4}svg .marker{stroke:#333;stroke-dasharray:4 3}
 .sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 10px;vertical-align:-1px}
 .k0{fill:#4e79a7;background:#4e79a7}.k1{fill:#f28e2b;background:#f28e2b}.k2{fill:#59a14f;background:#59a14f}
 .k3{fill:#e15759;background:#e15759}.k4{fill:#b07aa1;background:#b07aa1}.k5{fill:#edc948;background:#edc948}
+.k6{fill:#9c755f;background:#9c755f}
 .opt{fill:#9c755f;background:#9c755f}.w{fill:#d37295;background:#d37295}.b{fill:#bab0ac;background:#bab0ac}
 .ot{fill:#c9c9c9;background:#c9c9c9}
 .me{fill:#4d4d4d;background:#4d4d4d}.es{fill:#86bcb6;background:#86bcb6}.si{fill:#499894;background:#499894}

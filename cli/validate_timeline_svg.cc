@@ -31,7 +31,7 @@ std::string SpanTitle(const std::string& what, double start_s, double end_s) {
 std::string CategoryClass(const std::string& category) {
   static const std::map<std::string, std::string> kClasses = {
       {"compute", "k0"},  {"tensor", "k1"}, {"data", "k2"},    {"fsdp", "k2"},
-      {"pipeline", "k3"}, {"expert", "k4"}, {"context", "k5"}, {"optimizer", "opt"}};
+      {"pipeline", "k3"}, {"expert", "k4"}, {"context", "k5"}, {"host", "k6"}, {"optimizer", "opt"}};
   const auto it = kClasses.find(category);
   return it == kClasses.end() ? "ot" : it->second;
 }

@@ -1,5 +1,6 @@
 #include "core/cluster_spec.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -7,6 +8,13 @@
 #include "core/units.h"
 
 namespace shardsim {
+
+double HostCopyBytesPerS(const ClusterSpec& cluster) {
+  const auto host = cluster.links.find("host");
+  if (host == cluster.links.end()) return 0;
+  const LinkSpec& link = host->second;
+  return link.bandwidth_bytes_per_s * link.efficiency * static_cast<double>(std::max<int64_t>(1, link.links_per_device));
+}
 
 int64_t DeviceCount(const ClusterSpec& cluster) {
   const TopologySpec& t = cluster.topology;

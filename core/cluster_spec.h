@@ -118,6 +118,10 @@ struct ClusterSpec {
 // Number of devices (chips, GPUs, or CPU cores).
 int64_t DeviceCount(const ClusterSpec& cluster);
 
+// The rate at which one device copies to or from its host's memory, one way (activation
+// offloading): the "host" link's bandwidth x efficiency x links per device; 0 without one.
+double HostCopyBytesPerS(const ClusterSpec& cluster);
+
 // The node `device` sits in: its NVLink domain on a switched cluster, its host on a local one;
 // -1 on a torus, which has no nodes.
 int64_t NodeOf(const TopologySpec& topology, int64_t device);

@@ -29,7 +29,7 @@ std::string TraceCollective(const std::string& key, const RankedPlan& other) {
   const sim::CollectiveCost* worst = nullptr;
   double worst_weight = -1;
   for (const sim::CollectiveCost& c : other.report.collectives) {
-    if (strategies::ToString(c.stream) + " " + ToString(c.collective) != key) continue;
+    if (sim::KindName(c.stream, c.collective) != key) continue;
     const double weight = c.per_step * c.exposed_s + 1e-12 * c.seconds;
     if (weight > worst_weight) worst = &c, worst_weight = weight;
   }
@@ -37,6 +37,14 @@ std::string TraceCollective(const std::string& key, const RankedPlan& other) {
   if (worst->layer == "step") {
     return ToString(worst->collective) + " of " + FormatBinaryBytes(worst->bytes) + " once per step over " + AxesText(other.plan, worst->axes) +
            " takes " + FormatSeconds(worst->seconds) + (worst->overlapped ? ", only partly hidden under the last backward" : ", after the backward");
+  }
+  if (worst->stream == strategies::Stream::kHost) {
+    // Activation offloading's copies: an offloaded layer's kept activations, out in its forward
+    // and back in its backward, beside the rest of its phase.
+    return "the " + worst->op + " of " + FormatBinaryBytes(worst->bytes) + " per offloaded " + worst->layer + " layer and micro-batch " +
+           (worst->phase == strategies::Phase::kForward ? "to" : "from") + " host memory takes " + FormatSeconds(worst->seconds) + " against " +
+           FormatSeconds(worst->hide_under_s) + " of the layer's " + strategies::ToString(worst->phase) + " to hide under (offload_layers " +
+           std::to_string(other.plan.offload_layers) + ")";
   }
   // A decoder layer's kind (strategies::ToString(LayerKind)), as opposed to the embedding, the head
   // and the multi-token-prediction modules.

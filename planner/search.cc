@@ -337,44 +337,64 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             plan.pipeline_schedule = schedule;
             plan.virtual_stages = v;
             plan.recompute = recomputes[rc];
-            if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name) || !fixed.Allows(plan)) {
-              ++w.pruned;
-              continue;
-            }
-            if (o.framework) {
-              // A fused loss keeps less than an eager one for the same time: where the framework
-              // computes both (torchtitan compiles its loss on request), the search asks for it.
-              if (plan.cross_entropy.empty() && FactsOf(*o.framework).fused_cross_entropy) plan.cross_entropy = "fused";
-              // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
-              plan = AsFrameworkRuns(*o.framework, m, plan);
-              plan.framework = std::string(FrameworkName(*o.framework));
-              if (r > 0 && ReshardAfterForward(AsFrameworkRuns(*o.framework, m, z))) {
-                ++w.pruned;  // the framework re-gathers anyway: the first rung's plan already
-                continue;
+            // Estimates `plan` and keeps it where it fits: 1 kept, 0 over the memory limit, -1
+            // not evaluated (refused by a rule, a constraint or the framework).
+            auto evaluate = [&](PlanSpec plan) -> int {
+              if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name) || !fixed.Allows(plan)) {
+                ++w.pruned;
+                return -1;
               }
-              const std::vector<std::string> gaps = FrameworkGaps(*o.framework, m, plan);
-              if (!gaps.empty() || !fixed.Allows(plan)) {
-                ++w.unsupported;
-                for (const std::string& gap : gaps) ++w.gaps[gap];
-                continue;
+              if (o.framework) {
+                // A fused loss keeps less than an eager one for the same time: where the framework
+                // computes both (torchtitan compiles its loss on request), the search asks for it.
+                if (plan.cross_entropy.empty() && FactsOf(*o.framework).fused_cross_entropy) plan.cross_entropy = "fused";
+                // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
+                plan = AsFrameworkRuns(*o.framework, m, plan);
+                plan.framework = std::string(FrameworkName(*o.framework));
+                if (r > 0 && ReshardAfterForward(AsFrameworkRuns(*o.framework, m, z))) {
+                  ++w.pruned;  // the framework re-gathers anyway: the first rung's plan already
+                  return -1;
+                }
+                const std::vector<std::string> gaps = FrameworkGaps(*o.framework, m, plan);
+                if (!gaps.empty() || !fixed.Allows(plan)) {
+                  ++w.unsupported;
+                  for (const std::string& gap : gaps) ++w.gaps[gap];
+                  return -1;
+                }
               }
-            }
-            strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists, &layers);
-            ++w.evaluated;
-            // Memory first: it needs the program only, and a plan that does not fit is a near
-            // miss whatever its time (the estimate's memory is this same model).
-            const strategies::MemoryReport memory = strategies::EstimateMemory(program, &task_lists);
-            const double peak = memory.peak.total();
-            if (peak > limit) {
-              ++w.over_limit;
-              w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
+              strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists, &layers);
+              ++w.evaluated;
+              // Memory first: it needs the program only, and a plan that does not fit is a near
+              // miss whatever its time (the estimate's memory is this same model).
+              const strategies::MemoryReport memory = strategies::EstimateMemory(program, &task_lists);
+              const double peak = memory.peak.total();
+              if (peak > limit) {
+                ++w.over_limit;
+                w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
+                layers.Recycle(std::move(program));
+                return 0;
+              }
+              sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
               layers.Recycle(std::move(program));
-              continue;
+              Keep(w, {plan, std::move(report), family, "", {}}, o.top);
+              return 1;
+            };
+            const int kept = evaluate(plan);
+            if (kept == 1) fitted[k][r] = std::min(fitted[k][r], rc);
+            // Activation offloading, where the cluster has a host link: a plan that keeps every
+            // activation and does not fit is tried again with a quarter, a half, three quarters
+            // and all of each chunk's layers offloaded, the fewest that fit kept (its copies may
+            // cost less than recomputation, whose rungs are tried all the same).
+            if (kept == 0 && plan.offload_layers == 0 && !fixed.Fixes("offload_layers") && HostCopyBytesPerS(c) > 0 &&
+                recomputes[rc] == Recompute::kNone) {
+              const int64_t chunk_layers = (m.num_layers + mesh.pipeline * v - 1) / (mesh.pipeline * v);
+              for (int64_t quarters = 1; quarters <= 4; ++quarters) {
+                PlanSpec offloaded = plan;
+                offloaded.offload_layers = std::max<int64_t>(1, chunk_layers * quarters / 4);
+                ++w.candidates;
+                if (evaluate(offloaded) != 0) break;
+              }
             }
-            sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
-            layers.Recycle(std::move(program));
-            Keep(w, {plan, std::move(report), family, "", {}}, o.top);
-            fitted[k][r] = std::min(fitted[k][r], rc);
           }
         }
       }

@@ -146,6 +146,13 @@ def cluster_of(row):
     raise Skip(f"no preset for chip '{chip}'")
 
 
+# NeMo's recommended configurations that offload activations (activation_offload_layers > 0), by
+# (model, GB200, tp, pp, cp, FSDP, dtype): the one row of the GB200 table.
+NEMO_OFFLOAD_SOURCE = ("NVIDIA/NeMo@06c0e70057f272483a1a33c6bb5a9baf7be48cdc:"
+                       "scripts/performance/recommended_model_configs/model_configs_gb200.csv")
+NEMO_OFFLOAD = {("llama31_405b", True, 2, 1, 1, True, "fp8"): 95}
+
+
 def recompute_of(text, assumed, default, family):
     if text is None:
         assumed.append(f"recompute: {default} (not published)")
@@ -361,7 +368,16 @@ def plan_of(row, assumed):
         if tp > 1:
             plan["sequence_parallel"] = True
             assumed.append("sequence parallelism with tensor parallelism, as NeMo's recipes enable it")
-        plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
+        offload = NEMO_OFFLOAD.get((row["model"]["arch_key"], "GB200" in row["hardware"]["system"], tp, pp, par.get("cp") or 1,
+                                    par.get("fsdp_published") == 1, plan["dtype"]))
+        if offload and row["training"]["recompute"] is None:
+            # NeMo's recommended configuration of the same parallelism offloads instead of recomputing.
+            plan["recompute"] = "none"
+            plan["offload_layers"] = offload
+            assumed.append(f"recompute none and offload_layers {offload} (activation_offload_layers; recompute_layers 0): NeMo's "
+                           f"configuration of this parallelism, {NEMO_OFFLOAD_SOURCE} (its global batch 256 where the table says 64)")
+        else:
+            plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
         # NeMo's performance recipes (performance_mode) set grad_reduce_in_fp32 = False.
         plan["grad_reduce_dtype"] = "bf16"
         assumed.append("gradient reductions in bf16, as NeMo's performance recipes set (grad_reduce_in_fp32 False)")

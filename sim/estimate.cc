@@ -138,23 +138,35 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   // cost times how often the stage runs it; then the step-level ones.
   {
     const strategies::Stage& stage = program.stages[cs];
-    std::array<double, strategies::kLayerKinds> runs{};  // layer-program runs per step
+    // Layer-program runs per step, and of them the offloaded layers' (their host copies, the
+    // other collectives costing the same in either).
+    std::array<double, strategies::kLayerKinds> runs{}, offloaded_runs{};
     for (const strategies::Chunk& chunk : stage.chunks) {
+      const double times = static_cast<double>(per_direction[static_cast<size_t>(chunk.layout.direction)]);
+      int64_t offloaded = strategies::OffloadedLayers(plan, chunk);
       for (const auto& [kind, count] : chunk.layers) {
-        runs[static_cast<size_t>(kind)] += static_cast<double>(count) * static_cast<double>(per_direction[static_cast<size_t>(chunk.layout.direction)]);
+        const int64_t off = strategies::IsTransformerLayer(kind) ? std::min(offloaded, count) : 0;
+        offloaded -= off;
+        runs[static_cast<size_t>(kind)] += static_cast<double>(count) * times;
+        offloaded_runs[static_cast<size_t>(kind)] += static_cast<double>(off) * times;
       }
     }
-    for (size_t i = 0; i < layer_costs.size(); ++i) {
-      if (runs[i] == 0) continue;
-      for (const PhaseCost& cost : layer_costs[i]) {
-        for (const PhaseCost::Collective& c : cost.collectives) {
-          report.collectives.push_back({c.op->name, strategies::ToString(program.layer_programs[i].kind), c.op->phase, c.op->stream, c.op->collective,
-                                        c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s, c.hide_under_s, runs[i],
-                                        c.op->overlapped,
-                                        c.partner >= 0 ? program.layer_programs[i].ops[static_cast<size_t>(c.partner)].name : std::string()});
+    auto list = [&](const std::vector<std::array<PhaseCost, 3>>& kind_costs, bool host, const std::array<double, strategies::kLayerKinds>& kind_runs) {
+      for (size_t i = 0; i < kind_costs.size(); ++i) {
+        if (kind_runs[i] == 0) continue;
+        for (const PhaseCost& cost : kind_costs[i]) {
+          for (const PhaseCost::Collective& c : cost.collectives) {
+            if ((c.op->stream == strategies::Stream::kHost) != host) continue;
+            report.collectives.push_back({c.op->name, strategies::ToString(program.layer_programs[i].kind), c.op->phase, c.op->stream, c.op->collective,
+                                          c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s, c.hide_under_s, kind_runs[i],
+                                          c.op->overlapped,
+                                          c.partner >= 0 ? program.layer_programs[i].ops[static_cast<size_t>(c.partner)].name : std::string()});
+          }
         }
       }
-    }
+    };
+    list(layer_costs, false, runs);
+    if (!costs.offloaded_layers.empty()) list(costs.offloaded_layers, true, offloaded_runs);
     for (const StepCollective& c : step_collectives[cs]) {
       report.collectives.push_back({c.op->name, "step", c.op->phase, c.op->stream, c.op->collective, c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s,
                                     c.hide_under_s, 1.0, c.op->overlapped, std::string()});

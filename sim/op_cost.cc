@@ -216,11 +216,10 @@ std::pair<Algorithm, int64_t> AxisCollectives::Choice(CollectiveOp op, const std
 }
 
 double AxisCollectives::HostCopySeconds(double bytes) const {
-  const auto host = cluster_.spec().links.find("host");
-  SHARDSIM_CHECK(host != cluster_.spec().links.end(), "a host copy on a cluster without a host link");
-  const LinkSpec& link = host->second;
+  const double rate = HostCopyBytesPerS(cluster_.spec());
+  SHARDSIM_CHECK(rate > 0, "a host copy on a cluster without a host link");
   if (bytes <= 0) return 0;
-  return link.latency_s + bytes / (link.bandwidth_bytes_per_s * link.efficiency * static_cast<double>(std::max<int64_t>(1, link.links_per_device)));
+  return cluster_.spec().links.at("host").latency_s + bytes / rate;
 }
 
 PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roofline, AxisCollectives& collectives, bool offloaded) {

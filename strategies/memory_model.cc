@@ -179,14 +179,21 @@ namespace {
 // offloaded layers (OffloadedLayers), in host memory.
 struct ChunkActivations {
   std::vector<double> device, host;
-  double largest_offloaded = 0;  // one offloaded layer's, the largest
+  // Beyond the in-flight micro-batches' device bytes, the one at work may hold more while its
+  // offloaded layers run: the layer being computed (or reloaded for its backward) beside the
+  // previous one being copied out (or the next one being reloaded), two offloaded layers, where
+  // its kept layers are fewer (OffloadedLayers are the chunk's first layers: their copies are
+  // done before the kept layers' activations pile up, and reloaded after those are freed).
+  double at_work = 0;
 };
 ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
   ChunkActivations out;
   out.device.assign(stage.chunks.size(), 0);
   out.host.assign(stage.chunks.size(), 0);
   for (size_t c = 0; c < stage.chunks.size(); ++c) {
-    int64_t offloaded = OffloadedLayers(program.plan, stage.chunks[c]);
+    const int64_t chunk_offloaded = OffloadedLayers(program.plan, stage.chunks[c]);
+    int64_t offloaded = chunk_offloaded;
+    double largest = 0;  // one offloaded layer's, the largest
     for (const auto& [kind, count] : stage.chunks[c].layers) {
       if (IsTransformerLayer(kind)) {
         const double layer = LayerKindActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind);
@@ -194,11 +201,12 @@ ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
         offloaded -= off;
         out.device[c] += static_cast<double>(count - off) * layer;
         out.host[c] += static_cast<double>(off) * layer;
-        if (off > 0) out.largest_offloaded = std::max(out.largest_offloaded, layer);
+        if (off > 0) largest = std::max(largest, layer);
       } else if (kind == LayerKind::kMtp) {
         out.device[c] += static_cast<double>(count) * MtpActivationBytes(program.model, program.plan, program.tokens_per_microbatch);
       }
     }
+    out.at_work = std::max(out.at_work, static_cast<double>(std::min<int64_t>(chunk_offloaded, 2)) * largest - out.device[c]);
   }
   return out;
 }
@@ -206,10 +214,10 @@ ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
 }  // namespace
 
 double StageActivationPeak(const StepProgram& program, int64_t stage_index, TaskLists* task_lists) {
-  // Walk the stage's tasks: an F adds its chunk's activations, its W frees them. Offloaded layers
-  // keep two layers' worth on the device: the one being copied out (in) beside the one at work.
+  // Walk the stage's tasks: an F adds its chunk's activations, its W frees them; the micro-batch
+  // at work in its offloaded layers may hold more (ChunkActivations::at_work).
   const ChunkActivations chunks = ActivationsOf(program, program.stages[static_cast<size_t>(stage_index)]);
-  return PeakInFlight(program, stage_index, chunks.device, Phase::kBackwardWeight, task_lists) + 2 * chunks.largest_offloaded;
+  return PeakInFlight(program, stage_index, chunks.device, Phase::kBackwardWeight, task_lists) + std::max(0.0, chunks.at_work);
 }
 
 double StageHostActivationPeak(const StepProgram& program, int64_t stage_index, TaskLists* task_lists) {

@@ -293,6 +293,20 @@ TEST(SimReportHtmlTest, OneRectPerEventOfTheDrawnDevices) {
   }
 }
 
+// Activation offloading's copies run on the host stream (strategies::Stream::kHost, the last):
+// drawn on its own lane in its own colour.
+TEST(SimReportHtmlTest, HostCopiesHaveTheirLane) {
+  sim::SimReport report = TwoStageReport();
+  sim::TimelineEvent copy = Comm(0, Stream::kHost, "0/0/offload/0", "offload", 0.001, 0.002, {0});
+  copy.collective = CollectiveOp::kPermute;
+  copy.axes = "";
+  report.events.push_back(copy);
+  const std::string page = SimReportHtml(report, TwoStageProgram(), LoadCluster("dgx-h100:8"));
+  EXPECT_EQ(Count(page, "<rect class=\"op k6\""), 1u);
+  EXPECT_NE(page.find(".k6{"), std::string::npos);
+  EXPECT_EQ(Count(page, "<svg"), Count(page, "</svg>"));
+}
+
 TEST(SimReportHtmlTest, SelfContainedAndEscaped) {
   sim::SimReport report = TwoStageReport();
   report.events[0].key = "0/0/qkv<script>alert(1)</script>/0";

@@ -256,3 +256,35 @@ INSTANTIATE_TEST_SUITE_P(Rows, PublishedConfigurationTest, ::testing::ValuesIn(p
 
 }  // namespace
 }  // namespace shardsim::planner
+
+namespace shardsim::planner {
+namespace {
+
+// Activation offloading is a rung of the search where the cluster has a host link: Llama 3.1
+// 405B on 128 GB200s over FSDP 64 x tensor 2 without recomputation fits only with activations
+// offloaded (NeMo's recommended configuration offloads 95 of its 126 layers); with offloading
+// fixed at 0 it does not fit at all.
+TEST(SearchTest, OffloadsActivationsWhereRecomputingNothingDoesNotFit) {
+  const ModelSpec model = FindModelPreset("llama3-405b")->spec;
+  SearchOptions options;
+  options.global_batch_tokens = 64 * 8192;
+  options.seq_len = 8192;
+  options.constraints = ConstraintsFromJson(
+      json{{"mesh", {{"tensor", 2}, {"fsdp", 64}}}, {"recompute", "none"}, {"sequence_parallel", true}, {"zero_stage", 3}}, "test");
+  const SearchResult result = Search(model, ParseClusterPreset("gb200-nvl72:128,domain=64", "--cluster"), options);
+  ASSERT_FALSE(result.best.empty());
+  const PlanSpec& best = result.best.front().plan;
+  EXPECT_GT(best.offload_layers, 0);
+  EXPECT_LE(best.offload_layers, model.num_layers);
+  EXPECT_TRUE(result.best.front().report.fits);
+  EXPECT_GT(result.best.front().report.memory.peak.host, 0);
+
+  SearchOptions none = options;
+  none.constraints = ConstraintsFromJson(json{{"mesh", {{"tensor", 2}, {"fsdp", 64}}}, {"recompute", "none"}, {"sequence_parallel", true},
+                                              {"zero_stage", 3}, {"offload_layers", 0}},
+                                         "test");
+  EXPECT_TRUE(Search(model, ParseClusterPreset("gb200-nvl72:128,domain=64", "--cluster"), none).best.empty());
+}
+
+}  // namespace
+}  // namespace shardsim::planner
