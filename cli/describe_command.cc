@@ -172,6 +172,9 @@ void PrintCluster(const ClusterSpec& c, std::ostream& out) {
   out << "  memory     " << FormatSI(static_cast<double>(c.chip.hbm_bytes), "B") << " (" << FormatBinaryBytes(static_cast<double>(c.chip.hbm_bytes))
       << ") per device at " << FormatSI(c.chip.hbm_bandwidth_bytes_per_s, "B/s") << "; "
       << FormatSI(static_cast<double>(c.chip.hbm_bytes) * static_cast<double>(devices), "B") << " in all\n";
+  if (c.topology.host_bytes_per_device > 0) {
+    out << "  host       " << FormatSI(static_cast<double>(c.topology.host_bytes_per_device), "B") << " of host memory per device, for offloaded activations (topology source)\n";
+  }
   out << "  chip source " << c.chip.source << "\n";
   TextTable links({"link", "per link, one way", "links/device", "latency", "efficiency", "source"});
   for (const auto& [name, l] : c.links) {

@@ -197,7 +197,10 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     }
     out << "  offload     the kept activations of " << layers << " decoder layers per device in host memory (each model chunk's first "
         << plan.offload_layers << ", offload_layers): up to " << FormatBinaryBytes(host) << " per device there, copied out and back at "
-        << FormatSI(HostCopyBytesPerS(cluster), "B/s") << " one way (the cluster's host link x its efficiency)\n";
+        << FormatSI(HostCopyBytesPerS(cluster), "B/s") << " one way (the cluster's host link x its efficiency); "
+        << (r.host_bytes > 0 ? "of " + FormatBinaryBytes(r.host_bytes) + " host memory per device (cluster spec): " + (r.host_fits ? "fits" : "DOES NOT FIT")
+                             : "the cluster spec gives no host memory (topology host_bytes_per_device): not checked")
+        << "\n";
   }
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
       << FormatSeconds(r.bubble_s);
@@ -206,7 +209,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   out << "\n  limited by  " << r.why << "\n";
   out << "  memory      " << FormatBinaryBytes(peak.total()) << " per device on stage " << r.memory.peak_stage << " of "
-      << FormatBinaryBytes(r.hbm_bytes) << " HBM: " << (r.fits ? "fits" : "DOES NOT FIT") << "\n";
+      << FormatBinaryBytes(r.hbm_bytes) << " HBM: " << (peak.total() <= r.hbm_bytes ? "fits" : "DOES NOT FIT") << "\n";
   TextTable table({"params", "grads", "optimizer", "activations", "buffers"});
   table.AddRow({FormatBinaryBytes(peak.params), FormatBinaryBytes(peak.grads), FormatBinaryBytes(peak.optimizer),
                 FormatBinaryBytes(peak.activations), FormatBinaryBytes(peak.buffers)});

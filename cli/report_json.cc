@@ -47,6 +47,8 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"peak_flop_per_s", r.peak_flop_per_s},
           {"efficiency", EfficiencyToJson(cluster.efficiency)},
           {"fits", r.fits},
+          {"host_bytes", r.host_bytes},
+          {"host_fits", r.host_fits},
           {"memory",
            {{"peak_bytes_per_device", peak.total()},
             {"stages", stages},

@@ -88,7 +88,8 @@ std::string SummarySection(const sim::SimReport& report, const strategies::StepP
        << Card("HFU", FormatPercent(s.hfu), "recomputation counted")
        << Card("memory", FormatBinaryBytes(s.memory.peak.total()),
                "of " + FormatBinaryBytes(s.hbm_bytes) +
-                   " HBM: " + (s.fits ? "fits" : "DOES NOT FIT"))
+                   " HBM: " + (s.memory.peak.total() <= s.hbm_bytes ? "fits" : "DOES NOT FIT") +
+                   (s.host_fits ? "" : "; offloaded activations beyond the host memory"))
        << Card("critical stage", "stage " + std::to_string(s.critical_stage), "the slowest")
        << "</div>\n";
   html << "<p>MFU: "

@@ -46,6 +46,7 @@ json TopologyToJson(const TopologySpec& t) {
       j["leaf_ports"] = t.leaf_ports;
       j["nvls"] = t.nvls;
       j["sharp"] = t.sharp;
+      if (t.host_bytes_per_device > 0) j["host_bytes_per_device"] = t.host_bytes_per_device;
       break;
     case TopologyKind::kLocal:
       j["local_devices"] = t.local_devices;
@@ -82,6 +83,7 @@ TopologySpec TopologyFromJson(JsonReader& r) {
     t.leaf_ports = r.IntOr("leaf_ports", 32, 1, 4096);
     t.nvls = r.BoolOr("nvls", false);
     t.sharp = r.BoolOr("sharp", false);
+    t.host_bytes_per_device = r.IntOr("host_bytes_per_device", 0, 0, int64_t{1} << 50);
   } else {
     t.kind = TopologyKind::kLocal;
     t.local_devices = r.Int("local_devices", 1, kMaxCount);

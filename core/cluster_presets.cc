@@ -257,6 +257,7 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
     c.topology.leaf_ports = node.Int("leaf_ports", 1, 4096);
     c.topology.nvls = node.Bool("nvls");
     c.topology.sharp = node.Bool("sharp");
+    c.topology.host_bytes_per_device = node.IntOr("host_bytes_per_device", 0, 0, int64_t{1} << 50);
     c.topology.source = node.String("source");
     node.Finish();
     if (options.count("fabric")) {

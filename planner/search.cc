@@ -374,6 +374,16 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
                 layers.Recycle(std::move(program));
                 return 0;
               }
+              // Offloaded activations beyond the host memory the cluster spec gives.
+              double host = 0;
+              for (const strategies::MemoryBreakdown& b : memory.stages) host = std::max(host, b.host);
+              const double host_limit = static_cast<double>(c.topology.host_bytes_per_device);
+              if (host_limit > 0 && host > host_limit) {
+                ++w.over_limit;
+                w.misses.push_back({plan, "needs " + GiB(host) + " of host memory per device", peak, host / host_limit, true});
+                layers.Recycle(std::move(program));
+                return 0;
+              }
               sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
               layers.Recycle(std::move(program));
               Keep(w, {plan, std::move(report), family, "", {}}, o.top);

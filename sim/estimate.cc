@@ -188,7 +188,11 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
 
   report.memory = memory ? *memory : strategies::EstimateMemory(program, task_lists);
   report.hbm_bytes = static_cast<double>(cluster.chip.hbm_bytes);
-  report.fits = report.memory.peak.total() <= report.hbm_bytes;
+  report.host_bytes = static_cast<double>(cluster.topology.host_bytes_per_device);
+  double host = 0;
+  for (const strategies::MemoryBreakdown& b : report.memory.stages) host = std::max(host, b.host);
+  report.host_fits = report.host_bytes <= 0 || host <= report.host_bytes;
+  report.fits = report.memory.peak.total() <= report.hbm_bytes && report.host_fits;
 
   report.why = WhatLimits(report);
   return report;

@@ -51,6 +51,10 @@ struct StepReport {
   double compute_s = 0;                         // on the critical stage
   double bubble_s = 0;                          // idle time of the critical stage in the pipeline
   double pipeline_s = 0;                        // when the critical stage's last task ends
+  // Host memory per device the cluster spec gives (0: none given) and whether the offloaded
+  // activations (MemoryBreakdown::host, the most on any stage) fit in it; `fits` needs both.
+  double host_bytes = 0;
+  bool host_fits = true;
   std::map<std::string, double> exposed_comm_s;  // "tensor all-reduce", "data reduce-scatter", ...
   std::vector<CollectiveCost> collectives;      // the critical stage's collectives, each op once
   int64_t critical_stage = 0;

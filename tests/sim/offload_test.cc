@@ -129,6 +129,21 @@ TEST(Offload, ExposedKindsAgreeWithTheSimulation) {
   EXPECT_EQ(copies, 2.0 * 80);  // out and back, per offloaded layer and micro-batch (one per replica)
 }
 
+// What the offloaded layers hold must fit in the host memory the cluster spec gives per device
+// (gb200-nvl72: a Grace's 480 GB over its two GPUs); a spec without one is not checked.
+TEST(Offload, HostMemoryBoundsTheOffloadedActivations) {
+  const std::vector<std::string> sets = {"mesh.fsdp=64", "mesh.tensor=2", "sequence_parallel=true", "zero_stage=3", "global_batch_size=128",
+                                         "seq_len=8192", "micro_batch_size=2", "recompute=none"};
+  const Outcome some = RunPlan("llama3-405b", "gb200-nvl72:128,domain=64", With(sets, "offload_layers=40"));
+  EXPECT_EQ(some.estimated.host_bytes, 240e9);
+  EXPECT_TRUE(some.estimated.host_fits);
+  const Outcome most = RunPlan("llama3-405b", "gb200-nvl72:128,domain=64", With(sets, "offload_layers=125"));
+  EXPECT_GT(most.estimated.memory.peak.host, 240e9);
+  EXPECT_FALSE(most.estimated.host_fits);
+  EXPECT_FALSE(most.estimated.fits);
+  EXPECT_LE(most.estimated.memory.peak.total(), most.estimated.hbm_bytes);  // HBM alone would take it
+}
+
 // Refused, naming the field: more layers than the model has; a cluster without a host link
 // (the TPU presets give none); a negative count in plan JSON.
 TEST(Offload, RefusesWhatCannotOffload) {
