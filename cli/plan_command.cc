@@ -58,7 +58,15 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     f.constraints = planner::ConstraintsFromJson(LoadPlanJson(o.plan, o.overrides), PlanSource(o.plan, o.overrides));
   }
   ResolveBatch(o, f.constraints, f.tokens_per_step, f.seq_len);
-  if (f.constraints.Fixes("dtype") || f.constraints.Fixes("ep_dispatcher") || f.constraints.Fixes("attention_kernel")) CheckPlanOnCluster(f.constraints.values, cluster, PlanSource(o.plan, o.overrides));
+  if (f.constraints.Fixes("dtype") || f.constraints.Fixes("ep_dispatcher") || f.constraints.Fixes("attention_kernel") || f.constraints.Fixes("offload_layers")) {
+    CheckPlanOnCluster(f.constraints.values, cluster, PlanSource(o.plan, o.overrides));
+  }
+  if (f.constraints.values.offload_layers > model.num_layers) {
+    throw InputError(PlanSource(o.plan, o.overrides) + ":/offload_layers",
+                     "offload_layers=" + std::to_string(f.constraints.values.offload_layers) + " is more than the " + std::to_string(model.num_layers) +
+                         " decoder layers of '" + model.name + "'",
+                     "0 to " + std::to_string(model.num_layers), "offload_layers counts the first decoder layers of each model chunk");
+  }
   // Fixed expert fields on a dense model would prune every plan for one reason: said at once.
   if (!model.moe) {
     const PlanSpec& fixed = f.constraints.values;

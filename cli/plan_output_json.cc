@@ -45,7 +45,8 @@ json PlanFindingsJson(const PlanFindings& f) {
   }
   json misses = json::array();
   for (const auto& miss : r.nearest_misses) {
-    misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"needed_bytes_per_device", miss.needed_bytes}, {"memory_over_limit", miss.overshoot}, {"estimated", miss.estimated}});
+    misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"needed_bytes_per_device", miss.needed_bytes}, {"memory_over_limit", miss.overshoot}, {"estimated", miss.estimated},
+                      {"host_memory_limit_bytes", miss.host_limit_bytes}});
   }
   const double rate = r.wall_s > 0 ? static_cast<double>(r.evaluated) / r.wall_s : 0;
   json j{{"fits", !r.best.empty()},

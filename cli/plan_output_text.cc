@@ -133,8 +133,11 @@ void PrintNothingFits(const PlanFindings& f, const Writer& w) {
     const std::string details = miss.estimated ? ", " + ScheduleName(miss.plan) + ", mbs " + std::to_string(miss.plan.micro_batch_size) + ", recompute " +
                                                      RecomputeText(miss.plan)
                                                : "";
+    const bool host = miss.host_limit_bytes > 0;
+    const double limit = host ? miss.host_limit_bytes : r.max_memory_bytes;
     w.Line(MeshText(miss.plan) + ", ZeRO " + ZeroText(miss.plan) + details + ": " + miss.reason + ", " + Times(miss.overshoot) + " the " +
-               FormatBinaryBytes(r.max_memory_bytes) + " limit; it would need " + FormatBinaryBytes(miss.needed_bytes - r.max_memory_bytes) + " more",
+               FormatBinaryBytes(limit) + (host ? " of host memory per device (cluster spec)" : " limit") + "; it would need " +
+               FormatBinaryBytes(miss.needed_bytes - limit) + " more",
            "  ", "      ");
   }
 }

@@ -51,7 +51,7 @@ std::string ZeroText(const PlanSpec& p) {
 std::string ScheduleInHeader(const PlanSpec& p) { return p.mesh.pipeline > 1 ? ", " + ScheduleName(p) : ""; }
 
 std::string RecomputeText(const PlanSpec& plan) {
-  return ToString(plan.recompute) + (plan.offload_layers > 0 ? " +offload " + std::to_string(plan.offload_layers) : "");
+  return ToString(plan.recompute) + (plan.offload_layers > 0 ? " +offload " + std::to_string(plan.offload_layers) + " layers" : "");
 }
 
 std::string ScheduleName(const PlanSpec& p) {

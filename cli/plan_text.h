@@ -21,7 +21,7 @@ std::string MeshLegend(bool folds);
 std::string ZeroText(const PlanSpec& plan);
 
 // The plan's recomputation, and its activation offloading where it has any: "full",
-// "none +offload 95" (PlanSpec::offload_layers).
+// "none +offload 95 layers" (PlanSpec::offload_layers).
 std::string RecomputeText(const PlanSpec& plan);
 
 // "1f1b", "interleaved-1f1b v=2", or "-" without pipeline parallelism.

@@ -180,7 +180,12 @@ std::string MemorySection(const sim::SimReport& report) {
        << " on stage " << s.memory.peak_stage << " of "
        << HtmlEscape(FormatBinaryBytes(s.hbm_bytes)) << " HBM ("
        << HtmlEscape(Fraction(peak.total(), s.hbm_bytes))
-       << "): " << (s.fits ? "fits" : "does not fit") << ".</p>\n<table>\n<tr>" << Th("parameters")
+       << "): " << (peak.total() <= s.hbm_bytes ? "fits" : "does not fit") << "."
+       << (peak.host > 0 ? " Offloaded activations in host memory: " + HtmlEscape(FormatBinaryBytes(peak.host)) +
+                               (s.host_bytes > 0 ? " of " + HtmlEscape(FormatBinaryBytes(s.host_bytes)) + " per device: " + (s.host_fits ? "fits." : "does not fit.")
+                                                 : " (the cluster spec gives no host memory).")
+                         : std::string())
+       << "</p>\n<table>\n<tr>" << Th("parameters")
        << Th("gradients") << Th("optimizer") << Th("activations") << Th("buffers") << Th("total")
        << "</tr>\n<tr>" << TdN(FormatBinaryBytes(peak.params)) << TdN(FormatBinaryBytes(peak.grads))
        << TdN(FormatBinaryBytes(peak.optimizer)) << TdN(FormatBinaryBytes(peak.activations))

@@ -46,13 +46,13 @@ json TopologyToJson(const TopologySpec& t) {
       j["leaf_ports"] = t.leaf_ports;
       j["nvls"] = t.nvls;
       j["sharp"] = t.sharp;
-      if (t.host_bytes_per_device > 0) j["host_bytes_per_device"] = t.host_bytes_per_device;
       break;
     case TopologyKind::kLocal:
       j["local_devices"] = t.local_devices;
       j["local_hosts"] = t.local_hosts;
       break;
   }
+  if (t.host_bytes_per_device > 0) j["host_bytes_per_device"] = t.host_bytes_per_device;
   j["source"] = t.source;
   return j;
 }
@@ -83,12 +83,12 @@ TopologySpec TopologyFromJson(JsonReader& r) {
     t.leaf_ports = r.IntOr("leaf_ports", 32, 1, 4096);
     t.nvls = r.BoolOr("nvls", false);
     t.sharp = r.BoolOr("sharp", false);
-    t.host_bytes_per_device = r.IntOr("host_bytes_per_device", 0, 0, int64_t{1} << 50);
   } else {
     t.kind = TopologyKind::kLocal;
     t.local_devices = r.Int("local_devices", 1, kMaxCount);
     t.local_hosts = r.IntOr("local_hosts", 1, 1, kMaxCount);
   }
+  t.host_bytes_per_device = r.IntOr("host_bytes_per_device", 0, 0, int64_t{1} << 50);
   t.source = r.StringOr("source", "");
   return t;
 }

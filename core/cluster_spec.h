@@ -96,13 +96,13 @@ struct TopologySpec {
   int64_t leaf_ports = 32;      // NICs attached to each leaf switch (its down ports)
   bool nvls = false;            // the NVSwitch reduces and multicasts in the switch (NVLink SHARP)
   bool sharp = false;           // the InfiniBand switches reduce in the network (SHARP)
-  // Host memory per GPU (the node's system memory over its GPUs), what offloaded activations
-  // may take (PlanSpec::offload_layers); 0: not given, not checked.
-  int64_t host_bytes_per_device = 0;
   // Local: CPU cores used as devices (all hosts together), spread evenly over `local_hosts`
   // machines joined by a TCP network (one NIC per host).
   int64_t local_devices = 0;
   int64_t local_hosts = 1;
+  // Host memory per device (a node's system memory over its GPUs), what offloaded activations
+  // may take (PlanSpec::offload_layers); 0: not given, not checked. Any kind.
+  int64_t host_bytes_per_device = 0;
   std::string source;
   bool operator==(const TopologySpec&) const = default;
 };

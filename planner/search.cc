@@ -152,6 +152,33 @@ std::vector<T> Tried(const PlanConstraints& fixed, std::string_view key, const T
   return fixed.Fixes(key) ? std::vector<T>{value} : searched;
 }
 
+// The offload_layers values the search tries for `plan` that does not fit (fewest first): a
+// quarter, a half, three quarters and all of its largest chunk's decoder layers where it
+// recomputes nothing; under a framework only what the framework runs (OffloadRule): Megatron-core
+// fewer than all layers, without pipeline stages or recomputation; MaxText every layer, with its
+// offloaded policies' sets (minimal, save-qkv-proj); none for the others.
+std::vector<int64_t> OffloadRung(const std::optional<Framework>& framework, const ModelSpec& m, const PlanSpec& plan) {
+  const OffloadRule rule = framework ? FactsOf(*framework).offload : OffloadRule::kFirstLayers;
+  if (rule == OffloadRule::kNone) return {};
+  if (rule == OffloadRule::kEveryLayer) {
+    const bool offloaded_policy = plan.recompute == Recompute::kMinimal || plan.recompute == Recompute::kSaveQkvProj;
+    return offloaded_policy ? std::vector<int64_t>{m.num_layers} : std::vector<int64_t>{};
+  }
+  if (plan.recompute != Recompute::kNone || (framework && plan.mesh.pipeline > 1)) return {};
+  int64_t chunk_layers = 0;
+  const strategies::StageLayout layout = strategies::LayOut(m, plan);
+  for (const auto& stage : layout.at) {
+    for (const strategies::ChunkLayout& chunk : stage) chunk_layers = std::max(chunk_layers, chunk.layers);
+  }
+  const int64_t most = framework ? std::min(chunk_layers, m.num_layers - 1) : chunk_layers;
+  std::vector<int64_t> values;
+  for (int64_t quarters = 1; quarters <= 4; ++quarters) {
+    const int64_t n = std::min(most, std::max<int64_t>(1, chunk_layers * quarters / 4));
+    if (n > 0 && (values.empty() || n > values.back())) values.push_back(n);
+  }
+  return values;
+}
+
 // The plan every plan of a mesh starts from: the fixed fields, else the search's defaults.
 PlanSpec BasePlan(const ClusterSpec& c, const SearchOptions& o, const Job& job) {
   const PlanConstraints& fixed = o.constraints;
@@ -337,10 +364,12 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             plan.pipeline_schedule = schedule;
             plan.virtual_stages = v;
             plan.recompute = recomputes[rc];
-            // Estimates `plan` and keeps it where it fits: 1 kept, 0 over the memory limit, -1
-            // not evaluated (refused by a rule, a constraint or the framework).
+            // Estimates `plan` and keeps it where it fits: 1 kept, 0 over the memory limit, -2
+            // over the host memory (offloaded activations), -1 not evaluated (refused by a rule,
+            // a constraint or the framework, or offloading without a host link).
             auto evaluate = [&](PlanSpec plan) -> int {
-              if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name) || !fixed.Allows(plan)) {
+              if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name) || !fixed.Allows(plan) ||
+                  (plan.offload_layers > 0 && HostCopyBytesPerS(c) <= 0)) {
                 ++w.pruned;
                 return -1;
               }
@@ -380,9 +409,9 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               const double host_limit = static_cast<double>(c.topology.host_bytes_per_device);
               if (host_limit > 0 && host > host_limit) {
                 ++w.over_limit;
-                w.misses.push_back({plan, "needs " + GiB(host) + " of host memory per device", peak, host / host_limit, true});
+                w.misses.push_back({plan, "its offloaded activations need " + GiB(host) + " of host memory per device", host, host / host_limit, true, host_limit});
                 layers.Recycle(std::move(program));
-                return 0;
+                return -2;
               }
               sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
               layers.Recycle(std::move(program));
@@ -391,18 +420,17 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             };
             const int kept = evaluate(plan);
             if (kept == 1) fitted[k][r] = std::min(fitted[k][r], rc);
-            // Activation offloading, where the cluster has a host link: a plan that keeps every
-            // activation and does not fit is tried again with a quarter, a half, three quarters
-            // and all of each chunk's layers offloaded, the fewest that fit kept (its copies may
-            // cost less than recomputation, whose rungs are tried all the same).
-            if (kept == 0 && plan.offload_layers == 0 && !fixed.Fixes("offload_layers") && HostCopyBytesPerS(c) > 0 &&
-                recomputes[rc] == Recompute::kNone) {
-              const int64_t chunk_layers = (m.num_layers + mesh.pipeline * v - 1) / (mesh.pipeline * v);
-              for (int64_t quarters = 1; quarters <= 4; ++quarters) {
+            // Activation offloading, where the cluster has a host link: a plan that does not fit
+            // is tried again with activations offloaded (OffloadRung), the fewest that fit kept
+            // (its copies may cost less than recomputation, whose rungs are tried all the same);
+            // more offloading needs more host memory, so a host-memory miss ends the rung.
+            if (kept == 0 && plan.offload_layers == 0 && !fixed.Fixes("offload_layers") && HostCopyBytesPerS(c) > 0) {
+              for (int64_t n : OffloadRung(o.framework, m, plan)) {
                 PlanSpec offloaded = plan;
-                offloaded.offload_layers = std::max<int64_t>(1, chunk_layers * quarters / 4);
+                offloaded.offload_layers = n;
                 ++w.candidates;
-                if (evaluate(offloaded) != 0) break;
+                const int result = evaluate(offloaded);
+                if (result == 1 || result == -2) break;
               }
             }
           }

@@ -53,6 +53,9 @@ struct Miss {
   double needed_bytes = 0;  // memory per device it needs (or a lower bound, when pruned unestimated)
   double overshoot = 0;  // how far from fitting: needed_bytes / the memory limit (> 1)
   bool estimated = true;  // false: pruned by the state bound (micro-batch, schedule and recompute not chosen)
+  // A miss on host memory (offloaded activations, PlanSpec::offload_layers): the host memory per
+  // device it exceeds; needed_bytes is then the host bytes it needs. 0: a miss on device memory.
+  double host_limit_bytes = 0;
 };
 
 struct SearchResult {

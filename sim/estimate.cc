@@ -42,7 +42,7 @@ std::string WhatLimits(const StepReport& report) {
     if (seconds > largest) largest = seconds, limit = "exposed " + ExposedLabel(report, key) + " communication";
   }
   if (report.bubble_s > largest) limit = "pipeline bubble";
-  return limit + (report.fits ? "" : "; does not fit in memory");
+  return limit + (report.fits ? "" : report.host_fits ? "; does not fit in memory" : "; does not fit in host memory (offloaded activations)");
 }
 
 const StepProgram& ProgramOnCluster(const StepProgram& program, const ClusterSpec& cluster, std::optional<StepProgram>& copy) {
