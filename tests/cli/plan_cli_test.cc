@@ -79,6 +79,12 @@ TEST_F(CliPlanTest, BadInputIsNamed) {
   EXPECT_TRUE(IsInputError(with({"--max-memory", "200GiB"}), {"--max-memory", "HBM"}));
   // Not memory: the framework runs none of the plans, and the error says why.
   EXPECT_TRUE(IsInputError(with({"--framework", "deepspeed", "--set", "dtype=fp8"}), {"--framework deepspeed", "runs none", "fp8"}));
+  // Activation offloading fixed beyond the model's layers, or on a cluster with no host link
+  // (the search once met the latter inside a plan's costing).
+  EXPECT_TRUE(IsInputError(with({"--set", "offload_layers=33"}), {"offload_layers", "32 decoder layers"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "tpu-v5p:4x4x4", "--global-batch-tokens", "1M", "--seq-len", "4096",
+                                        "--set", "offload_layers=4"}),
+                           {"/offload_layers", "host"}));
 }
 
 // A fixed pipeline schedule means pipeline stages: no plan without them meets it.

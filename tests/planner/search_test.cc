@@ -286,5 +286,30 @@ TEST(SearchTest, OffloadsActivationsWhereRecomputingNothingDoesNotFit) {
   EXPECT_TRUE(Search(model, ParseClusterPreset("gb200-nvl72:128,domain=64", "--cluster"), none).best.empty());
 }
 
+// Under a framework the rung offers what it runs: MaxText offloads every layer's set under its
+// offloaded policies (minimal_offloaded, qkv_proj_offloaded), never with nothing recomputed;
+// torchtitan never offloads.
+TEST(SearchTest, OffloadRungFollowsTheFramework) {
+  const ModelSpec model = FindModelPreset("llama3-70b")->spec;
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:64", "--cluster");
+  SearchOptions options;
+  options.global_batch_tokens = 256 * 8192;
+  options.seq_len = 8192;
+  options.top = 20;
+  options.framework = Framework::kMaxText;
+  const SearchResult maxtext = Search(model, cluster, options);
+  bool offloaded = false;
+  for (const RankedPlan& p : maxtext.best) {
+    if (p.plan.offload_layers == 0) continue;
+    offloaded = true;
+    EXPECT_EQ(p.plan.offload_layers, model.num_layers);
+    EXPECT_TRUE(p.plan.recompute == Recompute::kMinimal || p.plan.recompute == Recompute::kSaveQkvProj) << ToString(p.plan.recompute);
+    EXPECT_TRUE(FrameworkGaps(Framework::kMaxText, model, p.plan).empty());
+  }
+  EXPECT_TRUE(offloaded);
+  options.framework = Framework::kTorchtitan;
+  for (const RankedPlan& p : Search(model, cluster, options).best) EXPECT_EQ(p.plan.offload_layers, 0);
+}
+
 }  // namespace
 }  // namespace shardsim::planner
