@@ -152,6 +152,15 @@ std::vector<T> Tried(const PlanConstraints& fixed, std::string_view key, const T
   return fixed.Fixes(key) ? std::vector<T>{value} : searched;
 }
 
+// The most decoder layers a chunk of `plan`'s stage layout holds.
+int64_t MaxChunkLayers(const ModelSpec& m, const PlanSpec& plan) {
+  int64_t layers = 0;
+  for (const auto& stage : strategies::LayOut(m, plan).at) {
+    for (const strategies::ChunkLayout& chunk : stage) layers = std::max(layers, chunk.layers);
+  }
+  return layers;
+}
+
 // The offload_layers values the search tries for `plan` that does not fit (fewest first): a
 // quarter, a half, three quarters and all of its largest chunk's decoder layers where it
 // recomputes nothing; under a framework only what the framework runs (OffloadRule): Megatron-core
@@ -165,11 +174,7 @@ std::vector<int64_t> OffloadRung(const std::optional<Framework>& framework, cons
     return offloaded_policy ? std::vector<int64_t>{m.num_layers} : std::vector<int64_t>{};
   }
   if (plan.recompute != Recompute::kNone || (framework && plan.mesh.pipeline > 1)) return {};
-  int64_t chunk_layers = 0;
-  const strategies::StageLayout layout = strategies::LayOut(m, plan);
-  for (const auto& stage : layout.at) {
-    for (const strategies::ChunkLayout& chunk : stage) chunk_layers = std::max(chunk_layers, chunk.layers);
-  }
+  const int64_t chunk_layers = MaxChunkLayers(m, plan);
   const int64_t most = framework ? std::min(chunk_layers, m.num_layers - 1) : chunk_layers;
   std::vector<int64_t> values;
   for (int64_t quarters = 1; quarters <= 4; ++quarters) {
@@ -364,6 +369,7 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             plan.pipeline_schedule = schedule;
             plan.virtual_stages = v;
             plan.recompute = recomputes[rc];
+            double missed_peak = 0, missed_activations = 0;  // of the last plan over the memory limit
             // Estimates `plan` and keeps it where it fits: 1 kept, 0 over the memory limit, -2
             // over the host memory (offloaded activations), -1 not evaluated (refused by a rule,
             // a constraint or the framework, or offloading without a host link).
@@ -400,6 +406,7 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               if (peak > limit) {
                 ++w.over_limit;
                 w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
+                missed_peak = peak, missed_activations = memory.peak.activations;
                 layers.Recycle(std::move(program));
                 return 0;
               }
@@ -424,11 +431,20 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             // is tried again with activations offloaded (OffloadRung), the fewest that fit kept
             // (its copies may cost less than recomputation, whose rungs are tried all the same);
             // more offloading needs more host memory, so a host-memory miss ends the rung.
+            // A bound keeps it cheap: offloading a share of each chunk's layers frees at most that
+            // share of the peak stage's activations, so a value that cannot bring the peak under
+            // the limit is not built.
             if (kept == 0 && plan.offload_layers == 0 && !fixed.Fixes("offload_layers") && HostCopyBytesPerS(c) > 0) {
+              const double peak = missed_peak, activations = missed_activations;
+              const int64_t most = std::max<int64_t>(1, MaxChunkLayers(m, plan));
               for (int64_t n : OffloadRung(o.framework, m, plan)) {
+                ++w.candidates;
+                if (peak - activations * static_cast<double>(std::min(n, most)) / static_cast<double>(most) > limit) {
+                  ++w.pruned;
+                  continue;
+                }
                 PlanSpec offloaded = plan;
                 offloaded.offload_layers = n;
-                ++w.candidates;
                 const int result = evaluate(offloaded);
                 if (result == 1 || result == -2) break;
               }
