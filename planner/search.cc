@@ -15,6 +15,8 @@
 #include "core/units.h"
 #include "planner/explain.h"
 #include "planner/framework_facts.h"
+#include "planner/mesh_orders.h"
+#include "planner/offload_rung.h"
 #include "planner/ranking.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
@@ -150,38 +152,6 @@ struct Job {
 template <typename T>
 std::vector<T> Tried(const PlanConstraints& fixed, std::string_view key, const T& value, std::vector<T> searched) {
   return fixed.Fixes(key) ? std::vector<T>{value} : searched;
-}
-
-// The most decoder layers a chunk of `plan`'s stage layout holds.
-int64_t MaxChunkLayers(const ModelSpec& m, const PlanSpec& plan) {
-  int64_t layers = 0;
-  for (const auto& stage : strategies::LayOut(m, plan).at) {
-    for (const strategies::ChunkLayout& chunk : stage) layers = std::max(layers, chunk.layers);
-  }
-  return layers;
-}
-
-// The offload_layers values the search tries for `plan` that does not fit (fewest first): a
-// quarter, a half, three quarters and all of its largest chunk's decoder layers where it
-// recomputes nothing; under a framework only what the framework runs (OffloadRule): Megatron-core
-// fewer than all layers, without pipeline stages or recomputation; MaxText every layer, with its
-// offloaded policies' sets (minimal, save-qkv-proj); none for the others.
-std::vector<int64_t> OffloadRung(const std::optional<Framework>& framework, const ModelSpec& m, const PlanSpec& plan) {
-  const OffloadRule rule = framework ? FactsOf(*framework).offload : OffloadRule::kFirstLayers;
-  if (rule == OffloadRule::kNone) return {};
-  if (rule == OffloadRule::kEveryLayer) {
-    const bool offloaded_policy = plan.recompute == Recompute::kMinimal || plan.recompute == Recompute::kSaveQkvProj;
-    return offloaded_policy ? std::vector<int64_t>{m.num_layers} : std::vector<int64_t>{};
-  }
-  if (plan.recompute != Recompute::kNone || (framework && plan.mesh.pipeline > 1)) return {};
-  const int64_t chunk_layers = MaxChunkLayers(m, plan);
-  const int64_t most = framework ? std::min(chunk_layers, m.num_layers - 1) : chunk_layers;
-  std::vector<int64_t> values;
-  for (int64_t quarters = 1; quarters <= 4; ++quarters) {
-    const int64_t n = std::min(most, std::max<int64_t>(1, chunk_layers * quarters / 4));
-    if (n > 0 && (values.empty() || n > values.back())) values.push_back(n);
-  }
-  return values;
 }
 
 // The plan every plan of a mesh starts from: the fixed fields, else the search's defaults.
@@ -430,21 +400,17 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             // Activation offloading, where the cluster has a host link: a plan that does not fit
             // is tried again with activations offloaded (OffloadRung), the fewest that fit kept
             // (its copies may cost less than recomputation, whose rungs are tried all the same);
-            // more offloading needs more host memory, so a host-memory miss ends the rung.
-            // A bound keeps it cheap: offloading a share of each chunk's layers frees at most that
-            // share of the peak stage's activations, so a value that cannot bring the peak under
-            // the limit is not built.
+            // more offloading needs more host memory, so a host-memory miss ends the rung. A value
+            // whose share of the activations cannot bring the peak under the limit is not built.
             if (kept == 0 && plan.offload_layers == 0 && !fixed.Fixes("offload_layers") && HostCopyBytesPerS(c) > 0) {
-              const double peak = missed_peak, activations = missed_activations;
-              const int64_t most = std::max<int64_t>(1, MaxChunkLayers(m, plan));
-              for (int64_t n : OffloadRung(o.framework, m, plan)) {
+              for (const OffloadStep& step : OffloadRung(o.framework, m, plan)) {
                 ++w.candidates;
-                if (peak - activations * static_cast<double>(std::min(n, most)) / static_cast<double>(most) > limit) {
+                if (missed_peak - missed_activations * step.share > limit) {
                   ++w.pruned;
                   continue;
                 }
                 PlanSpec offloaded = plan;
-                offloaded.offload_layers = n;
+                offloaded.offload_layers = step.layers;
                 const int result = evaluate(offloaded);
                 if (result == 1 || result == -2) break;
               }
@@ -457,45 +423,6 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
   // Only the closest misses matter.
   std::sort(w.misses.begin(), w.misses.end(), Closer);
   if (w.misses.size() > 16) w.misses.resize(16);
-}
-
-// Other layouts of a mesh's axes worth trying: which axes take the fastest links (NVLink, the
-// first torus dimensions) and which cross nodes or slices. Pipeline stays outermost; the axes of
-// size one do not matter (the table's search_reorders says which move). Every permutation of up
-// to three axes; beyond, each axis moved innermost and each moved outermost.
-std::vector<std::vector<std::string>> OtherOrders(const MeshShape& mesh) {
-  const std::vector<std::string> base = DefaultMeshOrder();
-  std::vector<size_t> slots;  // positions of the movable axes in the default order
-  std::vector<std::string> axes;
-  for (size_t i = 0; i < base.size(); ++i) {
-    if (AxisFacts(base[i]).search_reorders && mesh.Size(base[i]) > 1) slots.push_back(i), axes.push_back(base[i]);
-  }
-  std::vector<std::vector<std::string>> arrangements;
-  if (axes.size() <= 3) {
-    std::vector<std::string> perm = axes;
-    std::sort(perm.begin(), perm.end());
-    do {
-      if (perm != axes) arrangements.push_back(perm);
-    } while (std::next_permutation(perm.begin(), perm.end()));
-  } else {
-    for (size_t i = 0; i < axes.size(); ++i) {
-      std::vector<std::string> inner = axes, outer = axes;
-      inner.erase(inner.begin() + static_cast<std::ptrdiff_t>(i));
-      inner.push_back(axes[i]);
-      outer.erase(outer.begin() + static_cast<std::ptrdiff_t>(i));
-      outer.insert(outer.begin(), axes[i]);
-      for (auto* a : {&inner, &outer}) {
-        if (*a != axes && std::find(arrangements.begin(), arrangements.end(), *a) == arrangements.end()) arrangements.push_back(*a);
-      }
-    }
-  }
-  std::vector<std::vector<std::string>> orders;
-  for (const auto& arrangement : arrangements) {
-    std::vector<std::string> order = base;
-    for (size_t k = 0; k < slots.size(); ++k) order[slots[k]] = arrangement[k];
-    orders.push_back(order);
-  }
-  return orders;
 }
 
 // Runs the jobs on `workers.size()` threads (the calling one included, which reports progress
