@@ -143,10 +143,10 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
     std::array<double, strategies::kLayerKinds> runs{}, offloaded_runs{};
     for (const strategies::Chunk& chunk : stage.chunks) {
       const double times = static_cast<double>(per_direction[static_cast<size_t>(chunk.layout.direction)]);
-      int64_t offloaded = strategies::OffloadedLayers(plan, chunk);
-      for (const auto& [kind, count] : chunk.layers) {
-        const int64_t off = strategies::IsTransformerLayer(kind) ? std::min(offloaded, count) : 0;
-        offloaded -= off;
+      const std::vector<int64_t> offloaded = strategies::OffloadedPerRun(plan, chunk);
+      for (size_t run = 0; run < chunk.layers.size(); ++run) {
+        const auto& [kind, count] = chunk.layers[run];
+        const int64_t off = offloaded[run];
         runs[static_cast<size_t>(kind)] += static_cast<double>(count) * times;
         offloaded_runs[static_cast<size_t>(kind)] += static_cast<double>(off) * times;
       }

@@ -323,10 +323,10 @@ ProgramCosts CostProgram(const strategies::StepProgram& program, const Roofline&
     for (int64_t c = 0; c < costs.chunks; ++c) {
       auto& cost = costs.slots[costs.Slot(s, c)];
       const strategies::Chunk& chunk = program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)];
-      int64_t offloaded = strategies::OffloadedLayers(program.plan, chunk);  // the chunk's first decoder layers
-      for (const auto& [kind, count] : chunk.layers) {
-        const int64_t off = strategies::IsTransformerLayer(kind) ? std::min(offloaded, count) : 0;
-        offloaded -= off;
+      const std::vector<int64_t> offloaded = strategies::OffloadedPerRun(program.plan, chunk);
+      for (size_t run = 0; run < chunk.layers.size(); ++run) {
+        const auto& [kind, count] = chunk.layers[run];
+        const int64_t off = offloaded[run];
         for (size_t ph = 0; ph < 3; ++ph) {
           AddCost(cost[ph], costs.layers[static_cast<size_t>(kind)][ph], static_cast<double>(count - off));
           if (off > 0) AddCost(cost[ph], costs.offloaded_layers[static_cast<size_t>(kind)][ph], static_cast<double>(off));

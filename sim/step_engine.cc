@@ -455,11 +455,11 @@ class StepEngine {
       };
       std::vector<Layer> layers;
       int32_t next = static_cast<int32_t>(chunk.layout.first_layer);
-      int64_t offload = strategies::OffloadedLayers(program_.plan, chunk);  // the chunk's first decoder layers
-      for (const auto& [kind, n] : chunk.layers) {
+      const std::vector<int64_t> offload = strategies::OffloadedPerRun(program_.plan, chunk);
+      for (size_t run = 0; run < chunk.layers.size(); ++run) {
+        const auto& [kind, n] = chunk.layers[run];
         for (int64_t i = 0; i < n; ++i) {
-          const bool offloaded = strategies::IsTransformerLayer(kind) && offload > 0;
-          if (offloaded) --offload;
+          const bool offloaded = i < offload[run];
           layers.push_back({kind, kind == LayerKind::kEmbedding ? -1 : kind == LayerKind::kHead ? -2 : next++, offloaded});
         }
       }

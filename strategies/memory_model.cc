@@ -192,13 +192,13 @@ ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
   out.host.assign(stage.chunks.size(), 0);
   for (size_t c = 0; c < stage.chunks.size(); ++c) {
     const int64_t chunk_offloaded = OffloadedLayers(program.plan, stage.chunks[c]);
-    int64_t offloaded = chunk_offloaded;
+    const std::vector<int64_t> offloaded = OffloadedPerRun(program.plan, stage.chunks[c]);
     double largest = 0;  // one offloaded layer's, the largest
-    for (const auto& [kind, count] : stage.chunks[c].layers) {
+    for (size_t run = 0; run < stage.chunks[c].layers.size(); ++run) {
+      const auto& [kind, count] = stage.chunks[c].layers[run];
       if (IsTransformerLayer(kind)) {
         const double layer = LayerKindActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind);
-        const int64_t off = std::min(offloaded, count);
-        offloaded -= off;
+        const int64_t off = offloaded[run];
         out.device[c] += static_cast<double>(count - off) * layer;
         out.host[c] += static_cast<double>(off) * layer;
         if (off > 0) largest = std::max(largest, layer);

@@ -198,6 +198,18 @@ int64_t OffloadedLayers(const PlanSpec& plan, const Chunk& chunk) {
   return std::min(plan.offload_layers, layers);
 }
 
+std::vector<int64_t> OffloadedPerRun(const PlanSpec& plan, const Chunk& chunk) {
+  int64_t left = OffloadedLayers(plan, chunk);
+  std::vector<int64_t> runs;
+  runs.reserve(chunk.layers.size());
+  for (const auto& [kind, count] : chunk.layers) {
+    const int64_t off = IsTransformerLayer(kind) ? std::min(left, count) : 0;
+    left -= off;
+    runs.push_back(off);
+  }
+  return runs;
+}
+
 namespace {
 
 bool OverlappedCollective(const Op& op) { return op.is_comm() && op.collective != CollectiveOp::kPermute && op.overlapped; }

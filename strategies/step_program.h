@@ -154,6 +154,9 @@ struct StepProgram {
 // Decoder layers of `chunk` whose kept activations the plan offloads to host memory
 // (PlanSpec::offload_layers: its first ones, at most all of them).
 int64_t OffloadedLayers(const PlanSpec& plan, const Chunk& chunk);
+// The same per run of `chunk.layers`: how many of each run's layers are offloaded (the first
+// decoder layers in order; 0 for the embedding, the head and multi-token-prediction modules).
+std::vector<int64_t> OffloadedPerRun(const PlanSpec& plan, const Chunk& chunk);
 
 // The task order of `stage` over the program's first `microbatches` micro-batches (all of them
 // when -1), as the schedule dictates.
