@@ -308,6 +308,17 @@ def plan_of(row, assumed):
             # PyTorch's context parallel all-gathers K/V by default (_RotateMethod.ALL_GATHER).
             plan["context_kv"] = "all-gather"
             assumed.append("context_kv all-gather: PyTorch's context parallel default rotate method, which torchtitan keeps")
+        if plan.get("fp8_recipe") == "tensorwise" and plan["zero_stage"] >= 1:
+            # torchao's per-tensor Float8Linear casts FSDP2's weight all-gathers to FP8
+            # (enable_fsdp_float8_all_gather). Published where a run lists its options; else the
+            # launch command of torchtitan's docs/float8.md (at 9dec370 for 2024, 820504e2 for June
+            # 2025) and, for 405B, train_configs/llama3_405b.toml from 9515a140b (the commit that
+            # published its Float8 numbers) on.
+            plan["param_gather_dtype"] = "fp8"
+            if "enable_fsdp_float8_all_gather" not in row["training"].get("float8_options", ""):
+                assumed.append("FP8 weight gathers (enable_fsdp_float8_all_gather): the launch command of torchtitan's docs/float8.md "
+                               "of the run's date" + (" and the 405B preset (train_configs/llama3_405b.toml from 9515a140b)"
+                                                      if "405b" in row["model"]["arch_key"] else ""))
         framework = "torchtitan"
     elif fam == "nemo_automodel":
         fsdp = par.get("fsdp_published") or dp
