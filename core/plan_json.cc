@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "framework"};
 }
 
@@ -60,6 +60,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.ep_dispatcher.empty()) j["ep_dispatcher"] = p.ep_dispatcher;
   if (!p.saved_input_dtype.empty()) j["saved_input_dtype"] = p.saved_input_dtype;
   if (!p.param_gather_dtype.empty()) j["param_gather_dtype"] = p.param_gather_dtype;
+  if (!p.tensor_gather_dtype.empty()) j["tensor_gather_dtype"] = p.tensor_gather_dtype;
   if (!p.sequence_parallel_inputs.empty()) j["sequence_parallel_inputs"] = p.sequence_parallel_inputs;
   if (!p.pipeline_buffers.empty()) j["pipeline_buffers"] = p.pipeline_buffers;
   if (!p.tensor_overlap_scope.empty()) j["tensor_overlap_scope"] = p.tensor_overlap_scope;
@@ -121,6 +122,13 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     if (p.saved_input_dtype == "fp8" && p.dtype != "fp8") {
       r.Fail("saved_input_dtype", "saved_input_dtype fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products quantise their inputs)",
              "set dtype to fp8 or saved_input_dtype to bf16");
+    }
+  }
+  if (r.Has("tensor_gather_dtype")) {
+    p.tensor_gather_dtype = r.EnumOr("tensor_gather_dtype", "bf16", PlanFieldChoices("tensor_gather_dtype"));
+    if (p.tensor_gather_dtype == "fp8" && p.dtype != "fp8") {
+      r.Fail("tensor_gather_dtype", "tensor_gather_dtype fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products read quantised inputs)",
+             "set dtype to fp8 or tensor_gather_dtype to bf16");
     }
   }
   if (r.Has("param_gather_dtype")) {
@@ -204,6 +212,7 @@ std::vector<std::string> PlanFieldChoices(const std::string& key) {
   if (key == "ep_dispatcher") return EpDispatcherNames();
   if (key == "saved_input_dtype") return SavedInputDtypeNames();
   if (key == "param_gather_dtype") return ParamGatherDtypeNames();
+  if (key == "tensor_gather_dtype") return TensorGatherDtypeNames();
   if (key == "sequence_parallel_inputs") return SequenceParallelInputsNames();
   if (key == "pipeline_buffers") return PipelineBuffersNames();
   if (key == "tensor_overlap_scope") return TensorOverlapScopeNames();

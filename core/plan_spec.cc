@@ -152,8 +152,13 @@ double SavedInputBytes(const PlanSpec& p, int64_t row_width) {
   return p.dtype == "fp8" && p.saved_input_dtype == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
 }
 
+double TensorGatherBytes(const PlanSpec& p, int64_t row_width) {
+  return p.dtype == "fp8" && p.tensor_gather_dtype == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
+}
+
 namespace {
-// The values of each 16-bit-or-FP8 field: ep_dispatch_dtype, saved_input_dtype, param_gather_dtype.
+// The values of each 16-bit-or-FP8 field: ep_dispatch_dtype, saved_input_dtype, param_gather_dtype,
+// tensor_gather_dtype.
 const std::vector<std::string>& Bf16OrFp8Names() {
   static const std::vector<std::string> kNames = {"bf16", "fp8"};
   return kNames;
@@ -161,6 +166,7 @@ const std::vector<std::string>& Bf16OrFp8Names() {
 }  // namespace
 
 const std::vector<std::string>& SavedInputDtypeNames() { return Bf16OrFp8Names(); }
+const std::vector<std::string>& TensorGatherDtypeNames() { return Bf16OrFp8Names(); }
 
 bool KeepsGatheredSequence(const PlanSpec& p) {
   return p.mesh.tensor > 1 && p.sequence_parallel && p.sequence_parallel_inputs == "keep-gathered";

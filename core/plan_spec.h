@@ -137,6 +137,15 @@ struct PlanSpec {
   // not with rowwise scaling). The gathered weights are held at this width. Empty: bf16. See
   // ParamGatherBytes.
   std::string param_gather_dtype;
+  // The width the sequence-parallel all-gathers of an FP8 product's input move (tensor > 1 with
+  // sequence_parallel): the forward's gather of the attention's, the MLP's and the Mamba mixer's
+  // normed input, its backward regather, and the backward's gather of the output gradient. "fp8":
+  // quantised with the recipe's scales before the gather, as Transformer Engine's LayerNormLinear
+  // and Linear do and torchao's Float8ColwiseParallel / Float8RowwiseParallel do with per-tensor
+  // scaling; "bf16": the activations' 16 bits. The reduce-scatters, the output head's and the MTP
+  // projection's gathers stay 16-bit. Empty: bf16 unless a framework profile sets its own
+  // (planner::AsFrameworkRuns). See TensorGatherBytes.
+  std::string tensor_gather_dtype;
   // What the backward of a sequence-parallel region reads of its gathered input (tensor > 1 with
   // sequence_parallel): "regather" (keep the sequence shard, all-gather it again in the backward,
   // as Megatron-core's linear layers do: tensor_parallel/layers.py) or "keep-gathered" (the
@@ -322,6 +331,12 @@ const std::vector<std::string>& EpDispatcherNames();
 // Bytes per element of an input an FP8 product keeps for its backward, rows of `row_width`
 // elements: Fp8ElementBytes under saved_input_dtype fp8 (an fp8 plan), else the activations' width.
 double SavedInputBytes(const PlanSpec& plan, int64_t row_width);
+// Bytes per element of a sequence-parallel all-gather of an FP8 product's input, rows of
+// `row_width` elements: Fp8ElementBytes under tensor_gather_dtype fp8 (an fp8 plan), else the
+// activations' width. The one home of that width.
+double TensorGatherBytes(const PlanSpec& plan, int64_t row_width);
+// tensor_gather_dtype's values: "bf16", "fp8".
+const std::vector<std::string>& TensorGatherDtypeNames();
 // saved_input_dtype's values: "bf16", "fp8".
 const std::vector<std::string>& SavedInputDtypeNames();
 

@@ -101,6 +101,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // optimizer or FSDP (required); off by default, on in NeMo 2.0's FP8 recipes
         // (recipes/precision/mixed_precision.py, all but blockwise).
         .fp8_param_gather = true,
+        // Transformer Engine quantises a column-parallel product's input before the
+        // sequence-parallel all-gather (pytorch/module/layernorm_linear.py: the norm writes FP8,
+        // gather_along_first_dim moves it; linear.py: the backward gathers the quantised output
+        // gradient; distributed.py gathers each recipe's quantised tensors).
+        .fp8_tensor_gather = true,
         // transformer_config.py: moe_token_dispatcher_type 'flex' with moe_flex_dispatcher_backend
         // 'deepep' (its default; moe_enable_deepep is the deprecated spelling).
         .deepep_setting = "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep",
@@ -205,6 +210,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // FSDP2's FP8 all-gather was torchao's per-tensor option (Float8LinearConfig
         // enable_fsdp_float8_all_gather); the row-wise converter has none.
         .fp8_param_gather = false,
+        // docs/float8.md: "For float8 with rowwise scaling, all distributed communication is done
+        // in high precision" (per-tensor scaling gathered FP8 through torchao's
+        // Float8ColwiseParallel, which today's converters no longer offer).
+        .fp8_tensor_gather = false,
         // models/*/__init__.py model_registry(flavor, moe_comm_backend="deepep"):
         // models/common/token_dispatcher.py DeepEPTokenDispatcher.
         .deepep_setting = "model_registry(..., moe_comm_backend=\"deepep\")",
@@ -316,6 +325,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // dtype, which autodiff keeps.
         .saved_input_dtype = "bf16",
         .fp8_param_gather = false,  // weights sharded and gathered in their own dtype
+        .fp8_tensor_gather = false,  // in_qdq: XLA's collectives move the compute dtype
         .deepep_setting = "",       // XLA's all-to-all (or ragged all-to-all) sends every routed copy
         .mamba_layers = false,  // decoder blocks of attention and MLPs
         .moe_latent = false,
@@ -399,6 +409,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_dispatch_recipe = "",
         .saved_input_dtype = "",
         .fp8_param_gather = false,
+        .fp8_tensor_gather = false,  // no fp8 training
         .deepep_setting = "",  // DeepSpeed-MoE's all-to-all sends every routed copy
         .mamba_layers = false,
         .moe_latent = false,

@@ -131,6 +131,10 @@ struct FrameworkFacts {
   std::string_view saved_input_dtype;
   // Whether it gathers FP8 weights (PlanSpec::param_gather_dtype fp8).
   bool fp8_param_gather;
+  // Whether, under each fp8 recipe it runs, its sequence-parallel all-gathers of FP8 products'
+  // inputs move FP8 (PlanSpec::tensor_gather_dtype fp8, the value an fp8 plan that sets none gets;
+  // else bf16).
+  bool fp8_tensor_gather;
   // The setting that sends each token once per destination node and GPU (PlanSpec::ep_dispatcher
   // deepep); "" where its expert all-to-alls send every routed copy.
   std::string_view deepep_setting;

@@ -16,8 +16,8 @@ void AppendMambaBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& p
   const double tokens = static_cast<double>(s.tokens), e = s.element_bytes, d = static_cast<double>(m.hidden_size);
   const double shard = tokens / (s.sequence_parallel ? static_cast<double>(s.tensor) : 1.0);
   layer.Elementwise(ops::BlockNorm(ops::kMamba), 2 * shard * d * e);
-  AppendTensorEnter(layer, plan, ops::TensorEnter(ops::kMamba), m.hidden_size);
-  AppendTensorRegather(layer, plan, ops::TensorEnter(ops::kMamba), m.hidden_size);
+  AppendTensorEnter(layer, plan, ops::TensorEnter(ops::kMamba), m.hidden_size, /*several_products=*/false, /*fp8_products=*/true);
+  AppendTensorRegather(layer, plan, ops::TensorEnter(ops::kMamba), m.hidden_size, /*fp8_products=*/true);
   layer.Matmul(ops::kMambaIn, s.tokens, m.hidden_size, w.in_proj());
   // The depthwise causal convolution and its SiLU over x, B and C: read and written once.
   layer.Elementwise(ops::kMambaConv, 2 * tokens * static_cast<double>(w.conv()) * e);
@@ -28,7 +28,7 @@ void AppendMambaBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& p
   // The gated RMSNorm: reads y and z, writes its output.
   layer.Elementwise(ops::kMambaGatedNorm, 3 * tokens * static_cast<double>(w.inner) * e);
   layer.Matmul(ops::kMambaOut, s.tokens, w.inner, m.hidden_size);
-  AppendTensorExit(layer, plan, ops::TensorExit(ops::kMamba), m.hidden_size);
+  AppendTensorExit(layer, plan, ops::TensorExit(ops::kMamba), m.hidden_size, /*fp8_products=*/true);
   layer.Elementwise(ops::BlockResidual(ops::kMamba), 3 * shard * d * e);
 }
 

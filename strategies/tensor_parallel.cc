@@ -18,27 +18,39 @@ double RegionBytes(const LayerShape& s, int64_t width) {
   return static_cast<double>(s.tokens) * static_cast<double>(width) * s.element_bytes;
 }
 
+// The all-gather of a region's [tokens, width] input or output gradient: at TensorGatherBytes
+// where the region's products are FP8 ones, else as RegionBytes.
+double GatherBytes(const LayerShape& s, const PlanSpec& plan, int64_t width, bool fp8_products) {
+  if (!fp8_products) return RegionBytes(s, width);
+  return static_cast<double>(s.tokens) * static_cast<double>(width) * TensorGatherBytes(plan, width);
+}
+
 int64_t Div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width, bool several_products) {
+void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width, bool several_products,
+                       bool fp8_products) {
   if (plan.mesh.tensor == 1) return;
   const bool sp = layer.shape().sequence_parallel;
   // f: forward identity (SP: all-gather); backward all-reduce (SP: reduce-scatter), which may
   // not hide where it reduces a sum of products (HidesRegionReduceScatter).
-  const double bytes = RegionBytes(layer.shape(), width);
+  const double bytes = RegionBytes(layer.shape(), width), gather = GatherBytes(layer.shape(), plan, width, fp8_products);
   const CollectiveOp backward = sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   const bool hides = HidesRegionReduceScatter(plan, several_products);
   if (hides == plan.overlap.tensor) {
-    layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, sp, CollectiveOp::kAllGather, true, backward, hides);
+    if (sp) {
+      layer.Collective(name, Stream::kTensor, {"tensor"}, gather, CollectiveOp::kAllGather, bytes, backward, hides);
+    } else {
+      layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, false, CollectiveOp::kAllGather, true, backward, hides);
+    }
     return;
   }
-  layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, sp, CollectiveOp::kAllGather, false, backward, plan.overlap.tensor);
+  layer.Collective(name, Stream::kTensor, {"tensor"}, gather, sp, CollectiveOp::kAllGather, false, backward, plan.overlap.tensor);
   layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, false, CollectiveOp::kAllGather, true, backward, hides);
 }
 
-void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width) {
+void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width, bool fp8_products) {
   // Kept gathered, the input needs no second gather (saved_tensors.cc counts the layers' whole,
   // memory_model.cc the head's).
   if (plan.mesh.tensor == 1 || !layer.shape().sequence_parallel || KeepsGatheredSequence(plan)) return;
@@ -47,16 +59,22 @@ void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string
   // LinearWithGradAccumulationAndAsyncCommunication.backward, with CUDA_DEVICE_MAX_CONNECTIONS=1
   // ordering the gather first). Where collectives do not move under compute (CPU ranks:
   // CollectivesOverlapCompute) it runs blocking like every overlapped collective.
-  layer.Collective(ops::Regather(enter), Stream::kTensor, {"tensor"}, RegionBytes(layer.shape(), width), false, CollectiveOp::kAllGather, true,
+  layer.Collective(ops::Regather(enter), Stream::kTensor, {"tensor"}, GatherBytes(layer.shape(), plan, width, fp8_products), false,
+                   CollectiveOp::kAllGather, true,
                    CollectiveOp::kAllGather, true);
 }
 
-void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width) {
+void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width, bool fp8_products) {
   if (plan.mesh.tensor == 1) return;
   const bool sp = layer.shape().sequence_parallel;
   // g: forward all-reduce (SP: reduce-scatter); backward identity (SP: all-gather).
-  layer.Collective(name, Stream::kTensor, {"tensor"}, RegionBytes(layer.shape(), width), true,
-                   sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, sp, CollectiveOp::kAllGather, plan.overlap.tensor);
+  const double bytes = RegionBytes(layer.shape(), width);
+  if (sp) {
+    layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, CollectiveOp::kReduceScatter, GatherBytes(layer.shape(), plan, width, fp8_products),
+                     CollectiveOp::kAllGather, plan.overlap.tensor);
+    return;
+  }
+  layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, true, CollectiveOp::kAllReduce, false, CollectiveOp::kAllGather, plan.overlap.tensor);
 }
 
 void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
@@ -65,8 +83,8 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   const int64_t heads = Div(m.num_heads, t), kv_heads = Div(m.num_kv_heads, t);
   layer.Elementwise(ops::kAttentionNorm, 2 * ActivationBytes(s, d));
   // Attention reads its input with several products (Q, K and V, or MLA's down projections).
-  AppendTensorEnter(layer, plan, ops::kTensorEnterAttention, d, /*several_products=*/true);
-  AppendTensorRegather(layer, plan, ops::kTensorEnterAttention, d);
+  AppendTensorEnter(layer, plan, ops::kTensorEnterAttention, d, /*several_products=*/true, /*fp8_products=*/true);
+  AppendTensorRegather(layer, plan, ops::kTensorEnterAttention, d, /*fp8_products=*/true);
   int64_t qk_dim = m.head_dim, v_dim = m.head_dim;
   const int64_t kv_width = AttentionKvWidth(m, plan);  // K and V as the attention reads them
   if (m.mla) {
@@ -102,7 +120,7 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
     layer.Elementwise(ops::kAttentionScores, scores * (s.element_bytes * (1 + 2 + 1) + (m.dropout ? 2 * s.element_bytes + 1 : 0)));
   }
   layer.Matmul(ops::kAttentionOut, tokens, heads * v_dim, d);
-  AppendTensorExit(layer, plan, ops::kTensorExitAttention, d);
+  AppendTensorExit(layer, plan, ops::kTensorExitAttention, d, /*fp8_products=*/true);
   layer.Elementwise(ops::kAttentionResidual, 3 * ActivationBytes(s, d));
 }
 
@@ -113,14 +131,16 @@ void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const bool gated = m.mlp == MlpKind::kSwiGlu;
   if (standalone) layer.Elementwise(ops::BlockNorm(name), 2 * ActivationBytes(s, d));
   // Gate and up read the input, and beside routed experts the router does too.
-  AppendTensorEnter(layer, plan, ops::TensorEnter(name), d, /*several_products=*/gated || !standalone);
+  // A dense MLP's products are FP8 ones; an MoE layer's input, which its router reads too, is
+  // gathered at 16 bits.
+  AppendTensorEnter(layer, plan, ops::TensorEnter(name), d, /*several_products=*/gated || !standalone, /*fp8_products=*/standalone);
   // The MoE layer's shared experts keep their gathered input (moe_layer.h).
-  if (standalone) AppendTensorRegather(layer, plan, ops::TensorEnter(name), d);
+  if (standalone) AppendTensorRegather(layer, plan, ops::TensorEnter(name), d, /*fp8_products=*/true);
   layer.Matmul(ops::BlockUp(name), tokens, d, (gated ? 2 : 1) * local);
   // SwiGLU reads gate and up and writes their product; GELU reads and writes one tensor.
   layer.Elementwise(ops::BlockActivation(name), static_cast<double>(tokens) * static_cast<double>(local) * s.element_bytes * (gated ? 3 : 2));
   layer.Matmul(ops::BlockDown(name), tokens, local, d);
-  AppendTensorExit(layer, plan, ops::TensorExit(name), d);
+  AppendTensorExit(layer, plan, ops::TensorExit(name), d, /*fp8_products=*/standalone);
   if (standalone) layer.Elementwise(ops::BlockResidual(name), 3 * ActivationBytes(s, d));
 }
 

@@ -44,14 +44,17 @@ void AppendHead(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& pla
 
 // The f / g pair around a tensor-parallel region of `width`-wide activations (forward and
 // backward collectives as above); nothing when tensor = 1. `several_products`: more than one
-// product reads the region's input (HidesRegionReduceScatter).
-void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width, bool several_products = false);
-void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width);
+// product reads the region's input (HidesRegionReduceScatter). `fp8_products`: the region's
+// products are FP8 ones (the attention's, a dense MLP's, the Mamba mixer's), whose input
+// all-gathers (the forward's, and the backward's of the output gradient) move TensorGatherBytes.
+void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width, bool several_products = false,
+                       bool fp8_products = false);
+void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_view name, int64_t width, bool fp8_products = false);
 // With sequence parallelism, the backward all-gather of the input of the region entered by
 // `enter` (ops::Regather), placed right after the enter op: in the program's backward order it
 // comes after the region's input gradients and before their reduce-scatter, ahead of the weight
 // gradients that read it (the runtime gathers it before the input gradients; a phase's cost is
 // the sum of its ops either way); nothing without.
-void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width);
+void AppendTensorRegather(LayerBuilder& layer, const PlanSpec& plan, std::string_view enter, int64_t width, bool fp8_products = false);
 
 }  // namespace shardsim::strategies

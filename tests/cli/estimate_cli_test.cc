@@ -365,6 +365,25 @@ TEST(CliEstimateTest, SavedInputDtypeIsCheckedAndKeepsLess) {
   EXPECT_EQ(kept8["step_time_s"].get<double>(), kept16["step_time_s"].get<double>()) << "a memory setting only";
 }
 
+// FP8 sequence-parallel gathers need an fp8 plan, say so on the fp8 line, and make a
+// tensor-parallel step's gathers cheaper.
+TEST(CliEstimateTest, Fp8TensorGatherIsCheckedAndGathersLess) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "262144",
+                                     "--seq-len", "8192", "--set", "mesh.tensor=8", "--set", "sequence_parallel=true"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "tensor_gather_dtype=fp8"}), {"tensor_gather_dtype", "dtype fp8"}));
+  json wide, narrow;
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--json"}), &wide));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "tensor_gather_dtype=fp8", "--json"}), &narrow));
+  EXPECT_EQ(narrow["plan"]["tensor_gather_dtype"], "fp8");
+  EXPECT_LT(narrow["step_time_s"].get<double>(), wide["step_time_s"].get<double>());
+  const CliResult text = with({"--set", "dtype=fp8", "--set", "tensor_gather_dtype=fp8"});
+  EXPECT_NE(text.out.find("gathered at 1.000 B per element"), std::string::npos) << text.out;
+}
+
 // FP8 weight gathers need an fp8 plan with gathered parameters, say so on the fp8 line, and make
 // an FSDP step's gathers cheaper.
 TEST(CliEstimateTest, Fp8ParamGatherIsCheckedAndGathersLess) {

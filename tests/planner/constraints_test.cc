@@ -52,6 +52,13 @@ TEST(ConstraintsTest, OnlyTheKeysGivenAreFixed) {
   EXPECT_FALSE(c.Allows(plan));
 }
 
+// offload_layers, which a plan's JSON leaves out at 0, reads back as the 0 it was fixed to.
+TEST(ConstraintsTest, FixedNoOffloadIsShownAsZero) {
+  const PlanConstraints c = Fixed({"offload_layers=0", "expert_axes="});
+  EXPECT_EQ(DescribeFixed(c), "expert_axes=unset, offload_layers=0");
+  EXPECT_EQ(FixedJson(c)["offload_layers"], 0);
+}
+
 TEST(ConstraintsTest, BadFixedValuesAreInputErrors) {
   EXPECT_THROW(Fixed({"zero_stage=7"}), InputError);
   EXPECT_THROW(Fixed({"mesh.tensor=0"}), InputError);

@@ -280,6 +280,14 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kMegatronCore, saved, "saved_input_dtype bf16: megatron-core keeps its FP8 products' inputs for the backward in FP8"));
   saved.saved_input_dtype = "fp8", saved.fp8_recipe = "rowwise";
   EXPECT_TRUE(Names(Framework::kTorchtitan, saved, "saved_input_dtype fp8: torchtitan keeps its FP8 products' inputs for the backward in 16 bits"));
+  // Sequence-parallel gathers of FP8 products' inputs: Transformer Engine's move FP8, the others 16
+  // bits; an fp8 plan that sets none gets its framework's.
+  PlanSpec gather = Plan({{"fsdp", 8}, {"tensor", 8}});
+  gather.zero_stage = 3, gather.dtype = "fp8", gather.sequence_parallel = true;
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), gather).tensor_gather_dtype, "fp8");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), gather).tensor_gather_dtype, "bf16");
+  gather.tensor_gather_dtype = "fp8", gather.fp8_recipe = "rowwise";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, gather, "tensor_gather_dtype fp8: torchtitan gathers its FP8 products' inputs over tensor in 16 bits"));
   // Sequence-parallel inputs: Megatron-core gathers the shard again in the backward, torchtitan's
   // DTensor styles keep the gathered input; a plan that sets none gets its framework's.
   PlanSpec sp = Plan({{"fsdp", 8}, {"tensor", 8}});

@@ -1,0 +1,88 @@
+// FP8 sequence-parallel gathers (tensor_gather_dtype fp8): the all-gathers of the attention's, a
+// dense MLP's and the Mamba mixer's inputs and output gradients move one byte plus the recipe's
+// scales; the reduce-scatters and the MoE layer's and the head's gathers keep 16 bits.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "strategies/build_step.h"
+#include "strategies/op_names.h"
+#include "tests/strategies/test_models.h"
+
+namespace shardsim::strategies {
+namespace {
+
+// Each tensor collective of `kind`'s layer program, by name and phase, with its bytes.
+std::map<std::pair<std::string, Phase>, double> TensorBytes(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
+  std::map<std::pair<std::string, Phase>, double> out;
+  const StepProgram program = BuildStep(m, p);  // kept alive: the loop reads its layer
+  for (const Op& op : program.Layer(kind).ops) {
+    if (op.is_comm() && op.stream == Stream::kTensor) out[{op.name, op.phase}] = op.comm_bytes;
+  }
+  return out;
+}
+
+PlanSpec Fp8Plan(const std::string& recipe) {
+  PlanSpec p = Plan(1, 4, 1, 4, 2048);
+  p.sequence_parallel = true;
+  p.dtype = "fp8";
+  p.fp8_recipe = recipe;
+  return p;
+}
+
+// Which ops of a layer move FP8 under tensor_gather_dtype fp8: the FP8 products' gathers.
+bool QuantisedGather(const std::string& name, CollectiveOp op, bool moe) {
+  if (op != CollectiveOp::kAllGather) return false;
+  const bool attention = name.find(ops::kTensorEnterAttention) != std::string::npos || name.find(ops::kTensorExitAttention) != std::string::npos;
+  const bool mlp = name.find(ops::TensorEnter(ops::kMlp)) != std::string::npos || name.find(ops::TensorExit(ops::kMlp)) != std::string::npos;
+  return attention || (mlp && !moe);
+}
+
+TEST(TensorGatherTest, Fp8GathersHalveOnlyTheProductsInputs) {
+  for (const auto& [preset, kind] : {std::pair{"llama3-8b", LayerKind::kDense}, std::pair{"mixtral-8x7b", LayerKind::kMoe}}) {
+    const ModelSpec m = FindModelPreset(preset)->spec;
+    const PlanSpec wide = Fp8Plan("tensorwise");
+    PlanSpec narrow = wide;
+    narrow.tensor_gather_dtype = "fp8";
+    const auto before = TensorBytes(m, wide, kind), after = TensorBytes(m, narrow, kind);
+    ASSERT_EQ(before.size(), after.size()) << preset;
+    const StepProgram program = BuildStep(m, narrow);
+    int quantised = 0;
+    for (const Op& op : program.Layer(kind).ops) {
+      if (!op.is_comm() || op.stream != Stream::kTensor) continue;
+      const double was = before.at({op.name, op.phase});
+      if (QuantisedGather(op.name, op.collective, kind == LayerKind::kMoe)) {
+        EXPECT_DOUBLE_EQ(op.comm_bytes, was / 2) << preset << " " << op.name;  // per-tensor: 1 byte of 2
+        ++quantised;
+      } else {
+        EXPECT_DOUBLE_EQ(op.comm_bytes, was) << preset << " " << op.name;
+      }
+    }
+    // The attention's forward gather, its regather and its output gradient's gather; a dense
+    // MLP's the same three.
+    EXPECT_EQ(quantised, kind == LayerKind::kMoe ? 3 : 6) << preset;
+    // The head's gathers stay 16-bit.
+    EXPECT_EQ(TensorBytes(m, wide, LayerKind::kHead), TensorBytes(m, narrow, LayerKind::kHead)) << preset;
+  }
+}
+
+// MXFP8 moves its 8-bit scale per 32 elements beside each byte; without sequence parallelism
+// there is no gather and nothing changes.
+TEST(TensorGatherTest, RecipeScalesAndNoSequenceParallelism) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  PlanSpec mx = Fp8Plan("mxfp8");
+  const auto wide = TensorBytes(m, mx, LayerKind::kDense);
+  mx.tensor_gather_dtype = "fp8";
+  const auto narrow = TensorBytes(m, mx, LayerKind::kDense);
+  const std::pair<std::string, Phase> gather{std::string(ops::kTensorEnterAttention), Phase::kForward};
+  EXPECT_DOUBLE_EQ(narrow.at(gather), wide.at(gather) * (1 + 1.0 / 32) / 2);
+  PlanSpec no_sp = Fp8Plan("tensorwise");
+  no_sp.sequence_parallel = false;
+  const auto all_reduce = TensorBytes(m, no_sp, LayerKind::kDense);
+  no_sp.tensor_gather_dtype = "fp8";
+  EXPECT_EQ(TensorBytes(m, no_sp, LayerKind::kDense), all_reduce);
+}
+
+}  // namespace
+}  // namespace shardsim::strategies
