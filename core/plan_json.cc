@@ -129,6 +129,9 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     if (p.tensor_gather_dtype == "fp8" && p.dtype != "fp8") {
       r.Fail("tensor_gather_dtype", "tensor_gather_dtype fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products read quantised inputs)",
              "set dtype to fp8 or tensor_gather_dtype to bf16");
+    } else if (p.tensor_gather_dtype == "fp8" && Fp8RecipeOf(p) == "rowwise") {
+      r.Fail("tensor_gather_dtype", "tensor_gather_dtype fp8 with fp8_recipe rowwise", "fp8_recipe tensorwise, blockwise or mxfp8",
+             "no framework gathers row-wise scaled inputs in FP8 (torchao's row-wise recipe communicates in high precision): set tensor_gather_dtype to bf16");
     }
   }
   if (r.Has("param_gather_dtype")) {

@@ -15,10 +15,10 @@ using nlohmann::json;
 // The fixed field `key` ("dtype", "mesh.tensor") of a plan in its JSON form.
 const json& Field(const json& plan, const std::string& key) {
   // Fields PlanToJson leaves out when unset (expert_axes [], the optional strings) read as null;
-  // offload_layers, left out at 0, reads as its 0.
-  static const json kUnset, kZero = 0;
+  // those it leaves out at their default (offload_layers 0, repeat_kv false) read as the default.
+  static const json kUnset, kDefaults = {{"offload_layers", 0}, {"repeat_kv", false}};
   const size_t dot = key.find('.');
-  if (dot == std::string::npos) return plan.contains(key) ? plan.at(key) : key == "offload_layers" ? kZero : kUnset;
+  if (dot == std::string::npos) return plan.contains(key) ? plan.at(key) : kDefaults.contains(key) ? kDefaults.at(key) : kUnset;
   return plan.at(key.substr(0, dot)).at(key.substr(dot + 1));
 }
 

@@ -320,13 +320,14 @@ def plan_of(row, assumed):
                                "of the run's date" + (" and the 405B preset (train_configs/llama3_405b.toml from 9515a140b)"
                                                       if "405b" in row["model"]["arch_key"] else ""))
         if plan.get("fp8_recipe") == "tensorwise" and tp > 1:
-            # parallelize_llama.py at 9dec370 applies torchao's Float8ColwiseParallel /
-            # Float8RowwiseParallel / PrepareFloat8ModuleInput with Float8: the sequence-parallel
-            # gathers move FP8 (docs/float8.md: "float8 all-gather ... for TP (by default for
-            # Float8Linear)"); today's profile runs row-wise only, which gathers 16 bits.
+            # parallelize_llama.py applies torchao's Float8ColwiseParallel / Float8RowwiseParallel
+            # / PrepareFloat8ModuleInput with per-tensor Float8 (at 3faaa1a0d and 9dec370;
+            # enable_float8_tensorwise_tp at 820504e2, June 2025): the sequence-parallel gathers
+            # move FP8 (docs/float8.md: "float8 all-gather ... for TP (by default for
+            # Float8Linear)"). The profiled commit runs row-wise only, which gathers 16 bits.
             plan["tensor_gather_dtype"] = "fp8"
-            assumed.append("FP8 sequence-parallel gathers (tensor_gather_dtype fp8): torchao's Float8ColwiseParallel, which "
-                           "torchtitan's parallelize_llama applies with per-tensor Float8 (at 9dec370)")
+            assumed.append(f"FP8 sequence-parallel gathers (tensor_gather_dtype fp8): torchao's Float8ColwiseParallel, which "
+                           f"torchtitan of {year}-{month:02d} applies with per-tensor Float8 (parallelize_llama.py)")
         framework = "torchtitan"
     elif fam == "nemo_automodel":
         fsdp = par.get("fsdp_published") or dp

@@ -1,5 +1,6 @@
 #include "strategies/saved_tensors.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -215,17 +216,20 @@ double TensorBytesPerToken(LayerTensor tensor, const ModelSpec& m, const PlanSpe
   // (Asked only by the tensors below that are such inputs: this runs per tensor of every plan.)
   auto hidden_input = [&] { return SavedInputBytes(p, m.hidden_size); };
   // The norms' outputs are the sequence-parallel regions' inputs: kept whole where the products
-  // keep their all-gathered input (KeepsGatheredSequence), else the sequence shard.
+  // keep their all-gathered input (KeepsGatheredSequence), else the sequence shard. Kept whole,
+  // an FP8 product's input is the gathered tensor itself, FP8 where the gather moves FP8
+  // (TensorGatherBytes; torchao's Float8ColwiseParallel), a dense MLP's and the attention's.
   const double region_sp = KeepsGatheredSequence(p) ? 1.0 : sp;
+  auto region_input = [&] { return KeepsGatheredSequence(p) ? std::min(hidden_input(), TensorGatherBytes(p, m.hidden_size)) : hidden_input(); };
   switch (tensor) {
     case T::kAttentionNormOut: {
       // Quantised, each product reading the norm's output keeps its own copy: MLA's two
       // (Megatron-core's MLASelfAttention: linear_q_down_proj or linear_q_proj, and
       // linear_kv_down_proj), the fused QKV's one; 16-bit, they share the one tensor.
-      const double bytes = hidden_input();
+      const double bytes = region_input();
       return (bytes < a && m.mla ? 2 : 1) * bytes * d / region_sp;
     }
-    case T::kMlpNormOut: return (moe_layer ? a : hidden_input()) * d / region_sp;
+    case T::kMlpNormOut: return (moe_layer ? a : region_input()) * d / region_sp;
     case T::kInput: case T::kAttentionProj: case T::kAttentionResidual: case T::kMlpDown:
       return a * d / sp;
     case T::kAttentionProjPartial: case T::kMlpDownPartial:

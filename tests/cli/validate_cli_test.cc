@@ -66,7 +66,8 @@ TEST_F(ValidateCliTest, BadInputIsOneLine) {
   // above, not one about them.
   EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-dense", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=2", "--set", "zero_stage=3",
                                         "--set", "dtype=fp8", "--set", "fp8_recipe=tensorwise", "--set", "param_gather_dtype=fp8", "--set",
-                                        "saved_input_dtype=fp8", "--set", "global_batch_size=4", "--set", "seq_len=64"}),
+                                        "saved_input_dtype=fp8", "--set", "mesh.tensor=2", "--set", "sequence_parallel=true", "--set",
+                                        "tensor_gather_dtype=fp8", "--set", "global_batch_size=4", "--set", "seq_len=64"}),
                            {"dgx-h100:8", "calibrate"}));
   // So does a deduplicating dispatcher (the runtime sends every copy): the same error again.
   EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-moe", "--cluster", "dgx-h100:8", "--set", "mesh.expert=2", "--set",

@@ -53,6 +53,9 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
     return differ("sequence_parallel");
   if (KeepsGatheredSequence(a) != KeepsGatheredSequence(b)) return differ("sequence_parallel_inputs");
   if (ParamGatherBytes(a) != ParamGatherBytes(b)) return differ("param_gather_dtype");
+  if (a.mesh.tensor > 1 && a.sequence_parallel && TensorGatherBytes(a, m.hidden_size) != TensorGatherBytes(b, m.hidden_size)) {
+    return differ("tensor_gather_dtype");
+  }
   if (ExpertAxes(a) != ExpertAxes(b)) return differ("expert_axes");
   if (a.mesh.tensor > 1 && HidesRegionReduceScatter(a, true) != HidesRegionReduceScatter(b, true)) return differ("tensor_overlap_scope");
   if (a.mesh.pipeline > 1 && PipelineBuffersOf(a) != PipelineBuffersOf(b)) return differ("pipeline_buffers");

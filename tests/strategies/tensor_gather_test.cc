@@ -7,7 +7,9 @@
 #include <string>
 
 #include "strategies/build_step.h"
+#include "strategies/memory_model.h"
 #include "strategies/op_names.h"
+#include "strategies/plan_rules.h"
 #include "tests/strategies/test_models.h"
 
 namespace shardsim::strategies {
@@ -82,6 +84,54 @@ TEST(TensorGatherTest, RecipeScalesAndNoSequenceParallelism) {
   const auto all_reduce = TensorBytes(m, no_sp, LayerKind::kDense);
   no_sp.tensor_gather_dtype = "fp8";
   EXPECT_EQ(TensorBytes(m, no_sp, LayerKind::kDense), all_reduce);
+}
+
+// A hybrid model's Mamba mixers gather FP8 too (in_proj's input, out_proj's output gradient); its
+// MoE layers keep 16 bits.
+TEST(TensorGatherTest, MambaMixersGatherFp8) {
+  const ModelSpec m = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
+  PlanSpec p = Fp8Plan("tensorwise");
+  const auto wide = TensorBytes(m, p, LayerKind::kMamba);
+  p.tensor_gather_dtype = "fp8";
+  const auto narrow = TensorBytes(m, p, LayerKind::kMamba);
+  int halved = 0;
+  for (const auto& [key, bytes] : wide) {
+    EXPECT_TRUE(narrow.at(key) == bytes || narrow.at(key) == bytes / 2) << key.first;
+    halved += narrow.at(key) == bytes / 2 ? 1 : 0;
+  }
+  EXPECT_EQ(halved, 3);  // the forward gather, the regather, the output gradient's gather
+}
+
+// Kept whole (sequence_parallel_inputs keep-gathered, torchtitan's DTensor styles), the products'
+// input is the gathered FP8 tensor: less activation memory; regathered, the same.
+TEST(TensorGatherTest, AKeptGatheredInputIsHeldAtTheGathersWidth) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  for (const char* inputs : {"keep-gathered", "regather"}) {
+    PlanSpec p = Fp8Plan("tensorwise");
+    p.recompute = Recompute::kNone;
+    p.sequence_parallel_inputs = inputs;
+    const double wide = LayerKindActivationBytes(m, p, 2048, LayerKind::kDense);
+    p.tensor_gather_dtype = "fp8";
+    const double narrow = LayerKindActivationBytes(m, p, 2048, LayerKind::kDense);
+    if (std::string(inputs) == "keep-gathered") {
+      // The attention's and the MLP's normed inputs, 2048 x 4096 each, at 1 byte instead of 2.
+      EXPECT_DOUBLE_EQ(wide - narrow, 2.0 * 2048 * 4096) << inputs;
+    } else {
+      EXPECT_DOUBLE_EQ(narrow, wide) << inputs;
+    }
+  }
+}
+
+// FP8 gathers need sequence-parallel gathers to narrow.
+TEST(TensorGatherTest, NeedsTensorAndSequenceParallelism) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  PlanSpec p = Fp8Plan("tensorwise");
+  p.tensor_gather_dtype = "fp8";
+  EXPECT_FALSE(CheckPlan(p, m, 4, "test").has_value());
+  p.sequence_parallel = false;
+  const auto miss = CheckPlan(p, m, 4, "test");
+  ASSERT_TRUE(miss.has_value());
+  EXPECT_EQ(miss->field, "tensor_gather_dtype");
 }
 
 }  // namespace
