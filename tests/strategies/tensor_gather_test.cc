@@ -25,6 +25,15 @@ std::map<std::pair<std::string, Phase>, double> TensorBytes(const ModelSpec& m, 
   return out;
 }
 
+// TensorBytes of `p` with 16-bit gathers and with tensor_gather_dtype fp8.
+using GatherBytes = std::map<std::pair<std::string, Phase>, double>;
+std::pair<GatherBytes, GatherBytes> WideAndNarrow(const ModelSpec& m, PlanSpec p, LayerKind kind) {
+  p.tensor_gather_dtype = "";
+  GatherBytes wide = TensorBytes(m, p, kind);
+  p.tensor_gather_dtype = "fp8";
+  return {std::move(wide), TensorBytes(m, p, kind)};
+}
+
 PlanSpec Fp8Plan(const std::string& recipe) {
   PlanSpec p = Plan(1, 4, 1, 4, 2048);
   p.sequence_parallel = true;
@@ -73,27 +82,20 @@ TEST(TensorGatherTest, Fp8GathersHalveOnlyTheProductsInputs) {
 // there is no gather and nothing changes.
 TEST(TensorGatherTest, RecipeScalesAndNoSequenceParallelism) {
   const ModelSpec m = FindModelPreset("llama3-8b")->spec;
-  PlanSpec mx = Fp8Plan("mxfp8");
-  const auto wide = TensorBytes(m, mx, LayerKind::kDense);
-  mx.tensor_gather_dtype = "fp8";
-  const auto narrow = TensorBytes(m, mx, LayerKind::kDense);
+  const auto [wide, narrow] = WideAndNarrow(m, Fp8Plan("mxfp8"), LayerKind::kDense);
   const std::pair<std::string, Phase> gather{std::string(ops::kTensorEnterAttention), Phase::kForward};
   EXPECT_DOUBLE_EQ(narrow.at(gather), wide.at(gather) * (1 + 1.0 / 32) / 2);
   PlanSpec no_sp = Fp8Plan("tensorwise");
   no_sp.sequence_parallel = false;
-  const auto all_reduce = TensorBytes(m, no_sp, LayerKind::kDense);
-  no_sp.tensor_gather_dtype = "fp8";
-  EXPECT_EQ(TensorBytes(m, no_sp, LayerKind::kDense), all_reduce);
+  const auto [all_reduce, unchanged] = WideAndNarrow(m, no_sp, LayerKind::kDense);
+  EXPECT_EQ(unchanged, all_reduce);
 }
 
 // A hybrid model's Mamba mixers gather FP8 too (in_proj's input, out_proj's output gradient); its
 // MoE layers keep 16 bits.
 TEST(TensorGatherTest, MambaMixersGatherFp8) {
   const ModelSpec m = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
-  PlanSpec p = Fp8Plan("tensorwise");
-  const auto wide = TensorBytes(m, p, LayerKind::kMamba);
-  p.tensor_gather_dtype = "fp8";
-  const auto narrow = TensorBytes(m, p, LayerKind::kMamba);
+  const auto [wide, narrow] = WideAndNarrow(m, Fp8Plan("tensorwise"), LayerKind::kMamba);
   int halved = 0;
   for (const auto& [key, bytes] : wide) {
     EXPECT_TRUE(narrow.at(key) == bytes || narrow.at(key) == bytes / 2) << key.first;
