@@ -170,7 +170,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     if (plan.param_gather_dtype == "fp8") {
       out << "; weights gathered at " << FormatFixed(ParamGatherBytes(plan), 3) << " B per element, the embedding and head at 16 bits (param_gather_dtype fp8)";
     }
-    if (plan.mesh.tensor > 1 && plan.sequence_parallel) {
+    if (GathersSequence(plan)) {
       out << "; the FP8 products' sequence-parallel inputs and output gradients gathered at " << FormatFixed(TensorGatherBytes(plan, model.hidden_size), 3)
           << " B per element" << (plan.tensor_gather_dtype == "fp8" ? " (the others at 16 bits)" : "") << " (tensor_gather_dtype "
           << (plan.tensor_gather_dtype.empty() ? "unset: bf16" : plan.tensor_gather_dtype) << from(written.tensor_gather_dtype) << ")";

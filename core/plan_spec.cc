@@ -168,8 +168,10 @@ const std::vector<std::string>& Bf16OrFp8Names() {
 const std::vector<std::string>& SavedInputDtypeNames() { return Bf16OrFp8Names(); }
 const std::vector<std::string>& TensorGatherDtypeNames() { return Bf16OrFp8Names(); }
 
+bool GathersSequence(const PlanSpec& p) { return p.mesh.tensor > 1 && p.sequence_parallel; }
+
 bool KeepsGatheredSequence(const PlanSpec& p) {
-  return p.mesh.tensor > 1 && p.sequence_parallel && p.sequence_parallel_inputs == "keep-gathered";
+  return GathersSequence(p) && p.sequence_parallel_inputs == "keep-gathered";
 }
 
 const std::vector<std::string>& SequenceParallelInputsNames() {

@@ -335,6 +335,9 @@ double SavedInputBytes(const PlanSpec& plan, int64_t row_width);
 // `row_width` elements: Fp8ElementBytes under tensor_gather_dtype fp8 (an fp8 plan), else the
 // activations' width. The one home of that width.
 double TensorGatherBytes(const PlanSpec& plan, int64_t row_width);
+// Whether the plan runs sequence-parallel regions (tensor > 1 with sequence_parallel), whose
+// all-gathers tensor_gather_dtype and sequence_parallel_inputs describe. The one home of that test.
+bool GathersSequence(const PlanSpec& plan);
 // tensor_gather_dtype's values: "bf16", "fp8".
 const std::vector<std::string>& TensorGatherDtypeNames();
 // saved_input_dtype's values: "bf16", "fp8".

@@ -120,7 +120,7 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back({"/saved_input_dtype", "saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
                    std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits")});
   }
-  if (p.mesh.tensor > 1 && p.sequence_parallel && !p.sequence_parallel_inputs.empty() && !f.sequence_parallel_inputs.empty() &&
+  if (GathersSequence(p) && !p.sequence_parallel_inputs.empty() && !f.sequence_parallel_inputs.empty() &&
       p.sequence_parallel_inputs != f.sequence_parallel_inputs) {
     gaps.push_back({"/sequence_parallel_inputs", "sequence_parallel_inputs " + p.sequence_parallel_inputs + ": " + std::string(f.name) + "'s sequence-parallel regions " +
                    (f.sequence_parallel_inputs == "regather" ? "keep the shard and gather it again in the backward" : "keep their gathered input")});
@@ -143,7 +143,7 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
   if (p.dtype != "fp32" && !p.master_weights.empty() && p.master_weights != f.master_weights) {
     gaps.push_back({"/master_weights", "master_weights " + p.master_weights + ": " + std::string(f.name) + " holds " + MasterWeightsPhrase(f.master_weights)});
   }
-  if (p.dtype == "fp8" && p.mesh.tensor > 1 && p.sequence_parallel && !p.tensor_gather_dtype.empty() && (p.tensor_gather_dtype == "fp8") != f.fp8_tensor_gather) {
+  if (p.dtype == "fp8" && GathersSequence(p) && !p.tensor_gather_dtype.empty() && (p.tensor_gather_dtype == "fp8") != f.fp8_tensor_gather) {
     gaps.push_back({"/tensor_gather_dtype", "tensor_gather_dtype " + p.tensor_gather_dtype + ": " + std::string(f.name) + " gathers its FP8 products' inputs over tensor in " +
                                                 std::string(f.fp8_tensor_gather ? "FP8" : "16 bits")});
   }

@@ -96,10 +96,10 @@ PlanSpec AsFrameworkRuns(Framework framework, const ModelSpec& model, const Plan
   if (p.cross_entropy.empty()) p.cross_entropy = std::string(facts.cross_entropy_default);
   if (p.dtype == "fp8" && p.fp8_recipe.empty()) p.fp8_recipe = std::string(facts.fp8_recipe_default);
   if (p.dtype == "fp8" && p.saved_input_dtype.empty()) p.saved_input_dtype = std::string(facts.saved_input_dtype);
-  if (p.dtype == "fp8" && p.tensor_gather_dtype.empty() && p.mesh.tensor > 1 && p.sequence_parallel) {
+  if (p.dtype == "fp8" && p.tensor_gather_dtype.empty() && GathersSequence(p)) {
     p.tensor_gather_dtype = facts.fp8_tensor_gather ? "fp8" : "bf16";
   }
-  if (p.sequence_parallel_inputs.empty() && p.mesh.tensor > 1 && p.sequence_parallel) {
+  if (p.sequence_parallel_inputs.empty() && GathersSequence(p)) {
     p.sequence_parallel_inputs = std::string(facts.sequence_parallel_inputs);
   }
   if (p.pipeline_buffers.empty() && p.mesh.pipeline > 1) p.pipeline_buffers = std::string(facts.pipeline_buffers);

@@ -152,7 +152,7 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
     return Infeasibility{"offload_layers", "offload_layers=" + I(p.offload_layers) + " is more than the " + I(m.num_layers) + " decoder layers of '" + m.name + "'",
                          "0 to " + I(m.num_layers), "offload_layers counts the first decoder layers of each model chunk"};
   }
-  if (p.tensor_gather_dtype == "fp8" && (mesh.tensor == 1 || !p.sequence_parallel)) {
+  if (p.tensor_gather_dtype == "fp8" && !GathersSequence(p)) {
     return Infeasibility{"tensor_gather_dtype", "tensor_gather_dtype fp8 narrows the sequence-parallel all-gathers, which this plan does not run (tensor=" + I(mesh.tensor) +
                              (p.sequence_parallel ? "" : ", no sequence_parallel") + ")",
                          "bf16, or fp8 with tensor > 1 and sequence_parallel", "drop tensor_gather_dtype, or set sequence_parallel with a tensor axis"};
