@@ -31,9 +31,13 @@ constexpr int64_t kFewFitRuns = 3;
 std::string Signed(double fraction) { return (fraction >= 0 ? "+" : "") + FormatPercent(fraction); }
 
 void PrintStats(const std::string& title, const std::map<std::string, ErrorStats>& by, const ErrorStats& all, std::ostream& out) {
-  TextTable t({title, "runs", "median |error|", "p90 |error|"});
-  for (const auto& [key, s] : by) t.AddRow({key, std::to_string(s.runs), FormatPercent(s.median), FormatPercent(s.p90)});
-  t.AddRow({"all", std::to_string(all.runs), FormatPercent(all.median), FormatPercent(all.p90)});
+  TextTable t({title, "runs", "median |error|", "p90 |error|", "median error", "predicted too fast", "within 10%"});
+  auto row = [&t](const std::string& key, const ErrorStats& s) {
+    t.AddRow({key, std::to_string(s.runs), FormatPercent(s.median), FormatPercent(s.p90), Signed(s.median_signed), std::to_string(s.below),
+              std::to_string(s.within_tenth)});
+  };
+  for (const auto& [key, s] : by) row(key, s);
+  row("all", all);
   t.Print(out, "  ");
 }
 
@@ -148,8 +152,10 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
            "(recompute, sharding) is off for them\n";
   }
   if (summary.memory.runs > 0) {
-    out << "\nMemory per device against the " << summary.memory.runs << " published peaks: median |error| " << FormatPercent(summary.memory.median)
-        << ", p90 " << FormatPercent(summary.memory.p90) << "\n";
+    const ErrorStats& m = summary.memory;
+    out << "\nMemory per device against the " << m.runs << " published peaks: median |error| " << FormatPercent(m.median) << ", p90 "
+        << FormatPercent(m.p90) << ", median error " << Signed(m.median_signed) << "; " << m.within_tenth << " of " << m.runs << " within 10%, "
+        << m.below << " predicted below the peak\n";
   }
   WriteClusters(o, fits, out);
   return 0;

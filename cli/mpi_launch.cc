@@ -63,9 +63,9 @@ int64_t Hostfile::TotalSlots() const {
 }
 
 int64_t Hostfile::HostsFor(int64_t ranks) const {
-  int64_t hosts = 0, filled = 0;
-  for (; hosts < static_cast<int64_t>(slots.size()) && filled < ranks; ++hosts) filled += slots[static_cast<size_t>(hosts)];
-  return hosts;
+  int64_t used = 0, filled = 0;
+  for (; used < static_cast<int64_t>(slots.size()) && filled < ranks; ++used) filled += slots[static_cast<size_t>(used)];
+  return used;
 }
 
 Hostfile ReadHostfile(const std::string& path) {

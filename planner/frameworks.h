@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/model_spec.h"
@@ -40,6 +41,8 @@ std::optional<FrameworkMfu> MfuAsFrameworkCounts(Framework framework, const Mode
 // into the plan ("/fp8_recipe", "/overlap/tensor"; "" where the model is what the framework
 // lacks), and the phrase that says what and why.
 struct FrameworkGap {
+  FrameworkGap(std::string gap_field, std::string gap_text, std::string gap_valid = "")
+      : field(std::move(gap_field)), text(std::move(gap_text)), valid(std::move(gap_valid)) {}
   std::string field;
   std::string text;
   std::string valid;  // what the field would take, where the rule knows it ("" otherwise)

@@ -340,34 +340,34 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             plan.virtual_stages = v;
             plan.recompute = recomputes[rc];
             double missed_peak = 0, missed_activations = 0;  // of the last plan over the memory limit
-            // Estimates `plan` and keeps it where it fits: 1 kept, 0 over the memory limit, -2
+            // Estimates `candidate` and keeps it where it fits: 1 kept, 0 over the memory limit, -2
             // over the host memory (offloaded activations), -1 not evaluated (refused by a rule,
             // a constraint or the framework, or offloading without a host link).
-            auto evaluate = [&](PlanSpec plan) -> int {
-              if (strategies::CheckPlan(plan, m, DeviceCount(c), c.name) || !fixed.Allows(plan) ||
-                  (plan.offload_layers > 0 && HostCopyBytesPerS(c) <= 0)) {
+            auto evaluate = [&](PlanSpec candidate) -> int {
+              if (strategies::CheckPlan(candidate, m, DeviceCount(c), c.name) || !fixed.Allows(candidate) ||
+                  (candidate.offload_layers > 0 && HostCopyBytesPerS(c) <= 0)) {
                 ++w.pruned;
                 return -1;
               }
               if (o.framework) {
                 // A fused loss keeps less than an eager one for the same time: where the framework
                 // computes both (torchtitan compiles its loss on request), the search asks for it.
-                if (plan.cross_entropy.empty() && FactsOf(*o.framework).fused_cross_entropy) plan.cross_entropy = "fused";
+                if (candidate.cross_entropy.empty() && FactsOf(*o.framework).fused_cross_entropy) candidate.cross_entropy = "fused";
                 // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
-                plan = AsFrameworkRuns(*o.framework, m, plan);
-                plan.framework = std::string(FrameworkName(*o.framework));
+                candidate = AsFrameworkRuns(*o.framework, m, candidate);
+                candidate.framework = std::string(FrameworkName(*o.framework));
                 if (r > 0 && ReshardAfterForward(AsFrameworkRuns(*o.framework, m, z))) {
                   ++w.pruned;  // the framework re-gathers anyway: the first rung's plan already
                   return -1;
                 }
-                const std::vector<std::string> gaps = FrameworkGaps(*o.framework, m, plan);
-                if (!gaps.empty() || !fixed.Allows(plan)) {
+                const std::vector<std::string> gaps = FrameworkGaps(*o.framework, m, candidate);
+                if (!gaps.empty() || !fixed.Allows(candidate)) {
                   ++w.unsupported;
                   for (const std::string& gap : gaps) ++w.gaps[gap];
                   return -1;
                 }
               }
-              strategies::StepProgram program = strategies::BuildStep(m, plan, &task_lists, &layers);
+              strategies::StepProgram program = strategies::BuildStep(m, candidate, &task_lists, &layers);
               ++w.evaluated;
               // Memory first: it needs the program only, and a plan that does not fit is a near
               // miss whatever its time (the estimate's memory is this same model).
@@ -375,7 +375,7 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               const double peak = memory.peak.total();
               if (peak > limit) {
                 ++w.over_limit;
-                w.misses.push_back({plan, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
+                w.misses.push_back({candidate, "needs " + GiB(peak) + " per device", peak, peak / limit, true});
                 missed_peak = peak, missed_activations = memory.peak.activations;
                 layers.Recycle(std::move(program));
                 return 0;
@@ -386,13 +386,13 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               const double host_limit = static_cast<double>(c.topology.host_bytes_per_device);
               if (host_limit > 0 && host > host_limit) {
                 ++w.over_limit;
-                w.misses.push_back({plan, "its offloaded activations need " + GiB(host) + " of host memory per device", host, host / host_limit, true, host_limit});
+                w.misses.push_back({candidate, "its offloaded activations need " + GiB(host) + " of host memory per device", host, host / host_limit, true, host_limit});
                 layers.Recycle(std::move(program));
                 return -2;
               }
               sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
               layers.Recycle(std::move(program));
-              Keep(w, {plan, std::move(report), family, "", {}}, o.top);
+              Keep(w, {candidate, std::move(report), family, "", {}}, o.top);
               return 1;
             };
             const int kept = evaluate(plan);

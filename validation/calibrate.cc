@@ -209,7 +209,8 @@ ClusterSpec MakeCluster(const Folded& f, int64_t devices, int64_t hosts, int64_t
                                   "not measured (one core per host): " + preset.links.at("shm").source}
                        : FitLink(m.shm_p2p, 0, how + ": MPI ping-pong, shared memory");
   if (hosts >= 2) c.links["tcp"] = FitLink(m.tcp_p2p, c.links["shm"].latency_s, how + ": MPI ping-pong across hosts, TCP");
-  c.efficiency = EfficiencySpec{.matmul = 1.0, .hbm = 1.0, .source = "rates are measured on this cluster (the calibration's tables): efficiency 1"};
+  c.efficiency = EfficiencySpec{};
+  c.efficiency.source = "rates are measured on this cluster (the calibration's tables): efficiency 1";
   CalibrationSpec& cal = c.calibration;
   cal.dtype = "fp32";
   cal.gemm = m.gemm;

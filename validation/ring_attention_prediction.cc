@@ -35,7 +35,8 @@ ClusterSpec MeasuredCluster(int64_t ranks, double flop_per_s, const RingMeasured
   // Over one rank nothing moves; the link only has to be valid.
   c.links["shm"] = LinkSpec{rates.p2p_bytes_per_s > 0 ? rates.p2p_bytes_per_s : 1.0,
                             rates.p2p_latency_s, 1, 1.0, "measured in this run"};
-  c.efficiency = EfficiencySpec{.matmul = 1.0, .hbm = 1.0, .source = "the rates are measured: efficiency 1"};
+  c.efficiency = EfficiencySpec{};
+  c.efficiency.source = "the rates are measured: efficiency 1";
   ValidateCluster(c, "ring-attention measured cluster");
   return c;
 }

@@ -1,17 +1,26 @@
 #include "validation/runs_report.h"
 
+#include <cmath>
+
 #include "core/stats.h"
 
 namespace shardsim::validation {
 
 using nlohmann::json;
 
-ErrorStats StatsOf(std::vector<double> errors) {
+ErrorStats StatsOf(const std::vector<double>& errors) {
   ErrorStats s;
   s.runs = static_cast<int64_t>(errors.size());
   if (errors.empty()) return s;
-  s.median = Median(errors);
-  s.p90 = NearestRankQuantile(errors, 0.9);
+  std::vector<double> absolute;
+  for (const double e : errors) {
+    absolute.push_back(std::abs(e));
+    s.below += e < 0 ? 1 : 0;
+    s.within_tenth += std::abs(e) <= 0.1 ? 1 : 0;
+  }
+  s.median = Median(absolute);
+  s.p90 = NearestRankQuantile(absolute, 0.9);
+  s.median_signed = Median(errors);
   return s;
 }
 
@@ -23,7 +32,10 @@ std::map<std::string, ErrorStats> StatsBy(const std::map<std::string, std::vecto
   return out;
 }
 
-json StatsJson(const ErrorStats& s) { return {{"runs", s.runs}, {"median_abs_error", s.median}, {"p90_abs_error", s.p90}}; }
+json StatsJson(const ErrorStats& s) {
+  return {{"runs", s.runs},           {"median_abs_error", s.median}, {"p90_abs_error", s.p90}, {"median_error", s.median_signed},
+          {"predicted_below", s.below}, {"within_10_percent", s.within_tenth}};
+}
 
 json StatsMapJson(const std::map<std::string, ErrorStats>& m) {
   json j = json::object();
@@ -38,11 +50,11 @@ AccuracySummary Summarize(const std::vector<GroupFit>& fits) {
   std::map<std::string, std::vector<double>> test_source, test_group, fit_source, fit_group;
   for (const GroupFit& g : fits) {
     for (const RunResult& r : g.results) {
-      const double e = std::abs(r.error);
+      const double e = r.error;
       (r.run->fit ? fit : test).push_back(e);
       (r.run->fit ? fit_source : test_source)[r.run->source_family].push_back(e);
       (r.run->fit ? fit_group : test_group)[g.group].push_back(e);
-      if (r.run->peak_memory_gib > 0) memory.push_back(std::abs(r.predicted_memory_gib / r.run->peak_memory_gib - 1));
+      if (r.run->peak_memory_gib > 0) memory.push_back(r.predicted_memory_gib / r.run->peak_memory_gib - 1);
     }
   }
   return {StatsOf(fit), StatsOf(test), StatsBy(test_source), StatsBy(test_group), StatsBy(fit_source), StatsBy(fit_group), StatsOf(memory)};

@@ -13,12 +13,16 @@
 
 namespace shardsim::validation {
 
-// |predicted / measured - 1| over a set of runs: median and 90th percentile (nearest rank).
+// predicted / measured - 1 over a set of runs: the median and 90th percentile (nearest rank) of
+// its absolute value, its median with its sign (a model too fast or too slow overall shows
+// there), how many runs are predicted below their measured figure, and how many within 10%.
 struct ErrorStats {
   int64_t runs = 0;
   double median = 0, p90 = 0;
+  double median_signed = 0;
+  int64_t below = 0, within_tenth = 0;
 };
-ErrorStats StatsOf(std::vector<double> absolute_errors);
+ErrorStats StatsOf(const std::vector<double>& errors);
 
 struct AccuracySummary {
   ErrorStats fit, test;  // all runs of each split

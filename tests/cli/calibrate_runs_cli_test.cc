@@ -30,5 +30,23 @@ TEST_F(CliCalibrateRunsTest, FewFitRunsAreFlaggedAndAnExactFitSaysSo) {
   EXPECT_EQ(enough.out.find("note: fitted on"), std::string::npos) << enough.out;
 }
 
+// The summaries carry the errors' direction: one test run measured far slower than any
+// prediction (predicted too fast), one far faster, each JSON summary and the text table say so.
+TEST_F(CliCalibrateRunsTest, SummariesSayWhichWayThePredictionsErr) {
+  const json runs = {{"runs", json::array({MeasuredRun("slow", 16, 1000.0, "test"), MeasuredRun("fast", 16, 0.001, "test"),
+                                            MeasuredRun("fit", 16, 1.0, "fit")})}};
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", WriteJson("two_ways.json", runs), "--no-fit", "--json"}), &report));
+  const json& test = report["summary"]["test"];
+  EXPECT_EQ(test["runs"], 2);
+  EXPECT_EQ(test["predicted_below"], 1);  // the run measured at 1000 s
+  EXPECT_EQ(test["within_10_percent"], 0);
+  EXPECT_GT(test["median_abs_error"].get<double>(), 0.5);
+  EXPECT_LE(test["median_error"].get<double>(), test["median_abs_error"].get<double>());
+  const CliResult text = RunShardsim({"calibrate", "--from-runs", WriteJson("two_ways.json", runs), "--no-fit"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("predicted too fast  within 10%"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

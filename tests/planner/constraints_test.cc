@@ -164,7 +164,9 @@ TEST(ConstraintsTest, ExpertFoldsAreSearched) {
   EXPECT_GT(folded(open), 0);
   for (const RankedPlan& p : open.pareto) {
     EXPECT_FALSE(strategies::CheckPlan(p.plan, mixtral, 64, cluster.name)) << DescribeMesh(p.plan.mesh);
-    if (!p.plan.expert_axes.empty()) EXPECT_NE(p.family.find("(expert_axes)"), std::string::npos) << p.family;
+    if (!p.plan.expert_axes.empty()) {
+      EXPECT_NE(p.family.find("(expert_axes)"), std::string::npos) << p.family;
+    }
   }
   EXPECT_FALSE(open.best.front().plan.expert_axes.empty()) << DescribeMesh(open.best.front().plan.mesh);
   const SearchResult unfolded = search({"expert_axes="});

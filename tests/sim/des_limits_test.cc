@@ -160,10 +160,11 @@ TEST(ChildGuardTest, MemoryCeilingKillsTheChild) {
   guard.limits.max_seconds = 60;
   guard.limits.max_memory_bytes = 256.0 * (1 << 20);
   guard.what = "the growing child";
-  const auto start = std::chrono::steady_clock::now();
+  // The child stops itself only after its last block (2 GiB); a guard that let it finish would
+  // throw nothing, so the limit's error is what shows it was stopped on the way (no wall-time
+  // bound: page faults are several times slower on some machines than on others).
   ExpectLimit([&] { FinishChildren({child}, guard); }, "--max-host-memory",
               {"the growing child was stopped at", "of its own resident memory", "at most 256 MiB (--max-host-memory)"});
-  EXPECT_LT(SecondsSince(start), 1.0);  // 2 GiB would take 1.3 s
   EXPECT_TRUE(NoChildLeft());
 }
 

@@ -90,6 +90,20 @@ TEST(RunsReportTest, MedianAndNearestRankP90) {
   EXPECT_NEAR(s.p90, 0.09, 1e-12);
 }
 
+// Signed errors: the absolute statistics as before, the median keeping its sign, and the counts
+// of runs predicted below their measurement and within 10% of it.
+TEST(RunsReportTest, SignedErrorsShowTheDirection) {
+  const ErrorStats s = StatsOf({-0.30, -0.05, 0.02, -0.12, 0.10});
+  EXPECT_EQ(s.runs, 5);
+  EXPECT_NEAR(s.median, 0.10, 1e-12);
+  EXPECT_NEAR(s.median_signed, -0.05, 1e-12);
+  EXPECT_EQ(s.below, 3);
+  EXPECT_EQ(s.within_tenth, 3);  // -0.05, 0.02 and 0.10 (inclusive)
+  const ErrorStats none = StatsOf({});
+  EXPECT_EQ(none.runs, 0);
+  EXPECT_EQ(none.below, 0);
+}
+
 // Step times predicted on a cluster whose matmul and attention efficiencies are known: fitting the
 // catalogue cluster to them finds those efficiencies again.
 TEST(RunsFitTest, RecoversTheEfficienciesThatMadeTheTimes) {
