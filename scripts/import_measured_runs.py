@@ -7,11 +7,15 @@ shardsim cannot express yet are listed under "skipped" with the reason.
 
 The split: within each (source family, chip) group, rows sorted by id alternate between "fit"
 (used by `shardsim calibrate --from-runs` to fit efficiencies) and "test" (only predicted); rows of
-model types imported after the split was drawn (TEST_ONLY_TYPES) are test rows.
+model types imported after the split was drawn (TEST_ONLY_TYPES) are test rows, and so are the rows of
+scripts/runs_beyond_shared/*.json: published runs the shared set does not hold, in its row format,
+collected for shardsim to check its predictions on systems and runs nothing was fitted to.
 
 Usage: scripts/import_measured_runs.py SHARED/measured_runs.json tests/data/measured_runs.json
 """
+import glob
 import json
+import os
 import re
 import sys
 
@@ -121,6 +125,12 @@ def cluster_of(row):
     h = row["hardware"]
     n = h["num_devices"]
     chip = h["chip"]
+    if "TPU v5e" in chip:
+        # MaxText's v5e tables: slices of 256 chips (a v5e pod, 16 x 16), joined by DCN.
+        slices = row["parallelism"].get("dcn_data_parallelism") or 1
+        if n // slices != 256:
+            raise Skip(f"no torus shape for {n // slices} v5e chips per slice")
+        return "tpu-v5e:16x16" + (f",slices={slices}" if slices > 1 else "")
     if "TPU v5p" in chip or "TPU v4" in chip:
         system = "tpu-v5p" if "v5p" in chip else "tpu-v4"
         slices = row["parallelism"].get("dcn_data_parallelism") or 1
@@ -261,6 +271,12 @@ def plan_of(row, assumed):
             # --xla_tpu_overlap_compute_collective_tc): collectives run beside compute.
             plan["overlap"] = {"tensor": True}
             assumed.append("overlap.tensor on: the tables' scripts (MaxText/configs/v5p/*.sh at 76bd53b0f4) pass XLA's "
+                           "continuation-fusion flags in LIBTPU_INIT_ARGS (--xla_tpu_enable_async_collective_fusion=true, "
+                           "--xla_tpu_overlap_compute_collective_tc=true), which overlap collectives with compute")
+        if tp > 1 and "v5e" in row["hardware"]["chip"]:
+            # The same flags in the v5e 128B script (MaxText/configs/v5e/128b.sh at 76bd53b0f4).
+            plan["overlap"] = {"tensor": True}
+            assumed.append("overlap.tensor on: its script (MaxText/configs/v5e/128b.sh at 76bd53b0f4) passes XLA's "
                            "continuation-fusion flags in LIBTPU_INIT_ARGS (--xla_tpu_enable_async_collective_fusion=true, "
                            "--xla_tpu_overlap_compute_collective_tc=true), which overlap collectives with compute")
         plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "full", fam)
@@ -459,6 +475,11 @@ def measured_of(row):
 
 def main(src, dst):
     rows = json.load(open(src))
+    beyond = set()
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs_beyond_shared", "*.json"))):
+        extra = json.load(open(path))["runs"]
+        beyond.update(r["id"] for r in extra)
+        rows = rows + extra
     runs, skipped = [], []
     for row in rows:
         assumed = []
@@ -475,7 +496,7 @@ def main(src, dst):
         run = {"id": row["id"], "source_family": row["source_family"], "source": row["source"]["ref"],
                "model": model, "cluster": cluster, "plan": plan, "framework": framework,
                "published_precision": row["training"]["precision_as_published"], "measured": measured, "assumed": assumed,
-               "_type": row["model"]["config"].get("model_type")}
+               "_type": row["model"]["config"].get("model_type"), "_beyond": row["id"] in beyond}
         if row["metrics"].get("peak_memory_gib"):
             run["peak_memory_gib"] = row["metrics"]["peak_memory_gib"]
             run["memory_metric"] = row["metrics"].get("memory_metric", "")
@@ -484,17 +505,18 @@ def main(src, dst):
     for run in runs:
         groups.setdefault((run["source_family"], run["cluster"].split(":")[0]), []).append(run)
     for group in groups.values():
-        drawn = [r for r in group if r["_type"] not in TEST_ONLY_TYPES]
+        drawn = [r for r in group if r["_type"] not in TEST_ONLY_TYPES and not r["_beyond"]]
         for i, run in enumerate(sorted(drawn, key=lambda r: r["id"])):
             run["split"] = "fit" if i % 2 == 0 else "test"
         for run in group:
             run.setdefault("split", "test")
-            del run["_type"]
+            del run["_type"], run["_beyond"]
     out = {"_about": "Published measured training runs in shardsim's runs format (docs/accuracy.md), imported by "
                      "scripts/import_measured_runs.py from a hand-collected set (each row's `source` names the repository@commit:path "
                      "or page its figures come from). `assumed` lists what the source does not publish and how it was filled; "
                      "`split` says whether calibrate fits on the row or only tests on it (alternate rows by id within each "
-                     "source and system; rows of model types imported after the split was drawn, gpt_oss and nemotron_h, only test).",
+                     "source and system; rows of model types imported after the split was drawn, gpt_oss and nemotron_h, and the rows "
+                     "of scripts/runs_beyond_shared/, published runs the hand-collected set does not hold, only test).",
            "runs": runs, "skipped": skipped}
     # One run (and one skipped row) per line: a diff shows which runs changed.
     with open(dst, "w") as f:
