@@ -1,6 +1,7 @@
 // The one place CLI11 is used: every subcommand's flags, bound to its plain options struct.
 #include "cli/app.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
 #include "core/error.h"
+#include "core/suggest.h"
 #include "core/units.h"
 #include "planner/frameworks.h"
 
@@ -56,10 +58,27 @@ CLI::Validator PositiveUpTo(double max, const std::string& unit) {
 }
 
 CLI::Validator TokensPerStep() {
-  return Parses([](const std::string& text) { ParseByteSize(text, ""); }, "TOKENS");
+  return Parses([](const std::string& text) { ParseTokensPerStep(text, ""); }, "TOKENS");
 }
 CLI::Validator TokenBudget() {
   return Parses([](const std::string& text) { ParseTokenCount(text, ""); }, "TOKENS");
+}
+
+// An option given an empty value ("--from-runs ''", a shell variable left unset) names nothing:
+// refused for every option of the parsed subcommands, before any of them is acted on, rather
+// than read as the option left out.
+void RefuseEmptyValues(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    for (const CLI::Option* opt : sub->get_options()) {
+      if (opt->count() == 0 || opt->get_expected_min() == 0) continue;  // not given, or a flag
+      for (const std::string& value : opt->results()) {
+        if (value.empty()) {
+          throw InputError(opt->get_name(), "is given an empty value", "a non-empty value",
+                           "leave the option out for its default");
+        }
+      }
+    }
+  }
 }
 
 // --max-memory: a fraction of HBM in (0, 1] ("0.85") or a size ("70GiB", ParseByteSize).
@@ -86,7 +105,7 @@ void AddInputs(CLI::App* sub, Inputs& flags, bool with_cluster, bool with_plan) 
   sub->add_option("--model", flags.model, "model: a preset (shardsim presets), a shardsim model JSON, or a Hugging Face config.json");
   if (with_cluster) sub->add_option("--cluster", flags.cluster, "cluster: SYSTEM:SIZE[,key=value] (shardsim presets) or a cluster JSON");
   if (with_plan) {
-    sub->add_option("--plan", flags.plan, "plan JSON file (see README: Plan JSON)");
+    sub->add_option("--plan", flags.plan, "plan JSON file (docs/cli.md: Plan JSON; examples/*.plan.json)");
     sub->add_option("--set", flags.overrides, "override one plan field, e.g. --set mesh.tensor=8 (repeatable)");
   }
   sub->add_flag("--json", flags.json, "print one JSON object on stdout");
@@ -220,6 +239,17 @@ int Run(int argc, char** argv) {
   validate_cmd->add_option("--steps", validate.steps, "training steps (default 6; the first is warm-up)");
   validate_cmd->add_option("--keep", validate.keep, "keep the runtime's report, trace and calibration in this folder");
 
+  // A first word that is no subcommand: CLI11 would only say one is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      const std::string suggestion = DidYouMean(argv[1], names);
+      std::cerr << "shardsim: error: unknown subcommand '" << argv[1] << "'" << (suggestion.empty() ? "" : "; " + suggestion) << "; valid: "
+                << JoinNames(names) << " (hint: run 'shardsim --help')\n";
+      return kBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -231,6 +261,7 @@ int Run(int argc, char** argv) {
   }
 
   try {
+    RefuseEmptyValues(app);
     if (presets_cmd->parsed()) return RunPresets(presets, std::cout);
     if (collective_cmd->parsed()) return RunCollective(collective, std::cout);
     if (estimate_cmd->parsed()) {
@@ -244,7 +275,7 @@ int Run(int argc, char** argv) {
       return RunSimulate(simulate, std::cout);
     }
     if (plan_cmd->parsed()) {
-      if (!batch_tokens.empty()) plan.global_batch_tokens = ParseByteSize(batch_tokens, "--global-batch-tokens");
+      if (!batch_tokens.empty()) plan.global_batch_tokens = ParseTokensPerStep(batch_tokens, "--global-batch-tokens");
       if (!plan_train_tokens.empty()) plan.train_tokens = ParseTokenCount(plan_train_tokens, "--train-tokens");
       plan.progress = isatty(fileno(stderr)) != 0;
       return RunPlan(plan, std::cout);

@@ -47,7 +47,7 @@ void ApplyBatchFlags(const BatchFlags& flags, Inputs& inputs) {
   std::vector<std::string> fixed;
   if (flags.seq_len != 0) fixed.push_back("seq_len=" + std::to_string(flags.seq_len));
   if (!flags.global_batch_tokens.empty()) {
-    const int64_t tokens = ParseByteSize(flags.global_batch_tokens, "--global-batch-tokens");
+    const int64_t tokens = ParseTokensPerStep(flags.global_batch_tokens, "--global-batch-tokens");
     const int64_t seq_len = flags.seq_len != 0 ? flags.seq_len : PlanSeqLen(inputs);
     if (seq_len < 1) {
       throw InputError("--global-batch-tokens", "needs a sequence length to count sequences", "", "add --seq-len S (or seq_len in the plan)");

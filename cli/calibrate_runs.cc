@@ -33,6 +33,10 @@ std::string Signed(double fraction) { return (fraction >= 0 ? "+" : "") + Format
 void PrintStats(const std::string& title, const std::map<std::string, ErrorStats>& by, const ErrorStats& all, std::ostream& out) {
   TextTable t({title, "runs", "median |error|", "p90 |error|", "median error", "predicted too fast", "within 10%"});
   auto row = [&t](const std::string& key, const ErrorStats& s) {
+    if (s.runs == 0) {  // no statistics over no runs
+      t.AddRow({key, "0", "-", "-", "-", "-", "-"});
+      return;
+    }
     t.AddRow({key, std::to_string(s.runs), FormatPercent(s.median), FormatPercent(s.p90), Signed(s.median_signed), std::to_string(s.below),
               std::to_string(s.within_tenth)});
   };
@@ -50,7 +54,9 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
               FormatFixed(f.low, 2) + "-" + FormatFixed(f.high, 2)});
   }
   p.Print(out, "  ");
-  if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << (g.iterations == 1 ? " step" : " steps")
+  if (fitted && g.fit_runs == 0) {
+    out << "  not fitted: the group has no fit runs; its test runs are predicted with the catalogue's figures above\n";
+  } else if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << (g.iterations == 1 ? " step" : " steps")
                 << (g.converged ? "" : "; not converged: the iteration limit, or an estimate without a finite time") << ")\n";
   if (fitted && g.fit_runs > 0 && g.fit_runs < kFewFitRuns) {
     int64_t free = 0;  // efficiencies the fit moved freely: acting on a fit run
@@ -141,6 +147,7 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
   PrintStats("group", summary.test_by_group, summary.test, out);
   out << "\nOn the fit runs\n";
   PrintStats("source", summary.fit_by_source, summary.fit, out);
+  PrintStats("group", summary.fit_by_group, summary.fit, out);
   int64_t over = 0;
   for (const GroupFit& g : fits) {
     const double hbm_gib = static_cast<double>(g.cluster.chip.hbm_bytes) / (1024.0 * 1024.0 * 1024.0);

@@ -205,7 +205,7 @@ json AxesReport(const std::vector<topologies::AxisLinks>& axes) {
 
 void PrintAxes(const std::vector<topologies::AxisLinks>& axes, const std::string& mesh, std::ostream& out) {
   out << "Mesh " << mesh << " on the cluster (rank r on device r; innermost axis first)\n";
-  TextTable table({"axis", "size", "route between neighbours", "hops", "ring closes in", "slowest link, one way"});
+  TextTable table({"axis", "size", "route between neighbours", "hops", "ring closes in", "slowest link, one way, per device"});
   for (const auto& a : axes) {
     std::string path;
     for (const std::string& hop : a.path) path += (path.empty() ? "" : " > ") + hop;
@@ -217,12 +217,12 @@ void PrintAxes(const std::vector<topologies::AxisLinks>& axes, const std::string
 
 void PrintPlan(const PlanSpec& p, std::ostream& out) {
   const PlanShape s = DerivePlanShape(p);
-  out << "Plan: valid for this model and cluster\n";
+  out << "Plan: valid for this model and cluster by the plan rules (whether it fits in memory, and its time: shardsim estimate)\n";
   out << "  mesh       " << DescribeMesh(p.mesh) << " = " << s.devices << " devices; order (outer to inner) ";
   for (size_t i = 0; i < p.mesh_order.size(); ++i) out << (i ? ", " : "") << p.mesh_order[i];
   if (!p.expert_axes.empty()) out << "\n  experts    split over " << JoinNames(ExpertAxes(p), " x ") << " (expert_axes)";
   out << "\n  batch      " << p.global_batch_size << " sequences x " << p.seq_len << " tokens = " << D(static_cast<double>(s.tokens_per_step))
-      << " tokens per step; " << s.batch_replicas << " replicas x " << s.num_microbatches << " micro-batches of " << p.micro_batch_size << "\n";
+      << " tokens per step; " << s.batch_replicas << " replicas x " << s.num_microbatches << (s.num_microbatches == 1 ? " micro-batch of " : " micro-batches of ") << p.micro_batch_size << "\n";
   out << "  schedule   " << p.pipeline_schedule << (p.virtual_stages > 1 ? " with " + std::to_string(p.virtual_stages) + " virtual stages" : "")
       << ", ZeRO stage " << p.zero_stage << ", sequence parallel " << (p.sequence_parallel ? "on" : "off") << ", recompute "
       << RecomputeText(p) << ", dtype " << p.dtype << "\n";

@@ -38,6 +38,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   const ModelSpec& model = in.model;
   const ClusterSpec& cluster = in.cluster;
   const PlanSpec& plan = in.plan;
+  CheckTrainTokens(o.train_tokens, static_cast<double>(plan.global_batch_size) * static_cast<double>(plan.seq_len));
   const strategies::StepProgram program = strategies::BuildStep(model, plan);
   if (o.dump_program) {
     if (o.json) {
@@ -88,7 +89,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (plan.fsdp_reshard_after_forward ? "" : ", the default with pipeline parallelism") << ")\n";
   }
   out << "  step        " << FormatSeconds(r.step_time_s) << " for " << FormatCount(static_cast<double>(shape.tokens_per_step)) << " tokens ("
-      << shape.num_microbatches << " micro-batches of " << plan.micro_batch_size << " per replica): " << FormatCount(r.tokens_per_s)
+      << shape.num_microbatches << (shape.num_microbatches == 1 ? " micro-batch of " : " micro-batches of ") << plan.micro_batch_size << " per replica): " << FormatCount(r.tokens_per_s)
       << " tokens/s\n";
   if (run) out << "  training    " << DescribeTrainingRun(*run) << "\n";
   // Attention runs in 16 bits under FP8 recipes, at the plan's own dtype otherwise (sim::RooflineOf).
@@ -212,7 +213,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   for (const auto& [key, seconds] : r.exposed_comm_s) {
     if (seconds > 0) out << ", exposed " << sim::ExposedLabel(r, key) << " " << FormatSeconds(seconds);
   }
-  out << "\n  limited by  " << r.why << "\n";
+  out << "\n  limited by  " << sim::WhatLimits(r, true) << "\n";
   out << "  memory      " << FormatBinaryBytes(peak.total()) << " per device on stage " << r.memory.peak_stage << " of "
       << FormatBinaryBytes(r.hbm_bytes) << " HBM: " << (peak.total() <= r.hbm_bytes ? "fits" : "DOES NOT FIT") << "\n";
   TextTable table({"params", "grads", "optimizer", "activations", "buffers"});

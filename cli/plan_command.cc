@@ -10,6 +10,7 @@
 #include "cli/memory_limit.h"
 #include "cli/plan_output.h"
 #include "core/error.h"
+#include "core/run_cost.h"
 #include "core/inputs.h"
 #include "core/output_file.h"
 #include "core/units.h"
@@ -58,6 +59,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     f.constraints = planner::ConstraintsFromJson(LoadPlanJson(o.plan, o.overrides), PlanSource(o.plan, o.overrides));
   }
   ResolveBatch(o, f.constraints, f.tokens_per_step, f.seq_len);
+  CheckTrainTokens(o.train_tokens, static_cast<double>(f.tokens_per_step));
   if (f.constraints.Fixes("dtype") || f.constraints.Fixes("ep_dispatcher") || f.constraints.Fixes("attention_kernel") || f.constraints.Fixes("offload_layers")) {
     CheckPlanOnCluster(f.constraints.values, cluster, PlanSource(o.plan, o.overrides));
   }

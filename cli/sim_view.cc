@@ -61,7 +61,7 @@ std::string EventCategory(const sim::TimelineEvent& event) {
 std::string PlanSummary(const strategies::StepProgram& program) {
   const PlanSpec& plan = program.plan;
   std::string text = DescribeMesh(plan.mesh) + ScheduleInHeader(plan);
-  text += ", " + std::to_string(program.microbatches) + " micro-batches of " +
+  text += ", " + std::to_string(program.microbatches) + (program.microbatches == 1 ? " micro-batch of " : " micro-batches of ") +
           std::to_string(plan.micro_batch_size);
   text += ", seq " + std::to_string(plan.seq_len) + ", ZeRO " + std::to_string(plan.zero_stage) +
           ", recompute " + RecomputeText(plan);

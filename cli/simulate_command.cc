@@ -112,7 +112,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
   for (const auto& [key, seconds] : r.step.exposed_comm_s) {
     if (seconds > 0) out << ", exposed " << sim::ExposedLabel(estimate, key) << " " << FormatSeconds(seconds);
   }
-  out << "\n  limited by  " << r.step.why << "\n";
+  out << "\n  limited by  " << sim::WhatLimits(r.step, true) << "\n";
   for (const sim::Contention& c : r.contention) {
     out << "  contention  " << c.kind << ": " << FormatSeconds(c.simulated_s) << " per step against " << FormatSeconds(c.uncontended_s)
         << " alone (" << FormatPercent(c.simulated_s / c.uncontended_s - 1) << " slower)";

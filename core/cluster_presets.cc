@@ -158,7 +158,7 @@ std::vector<SystemInfo> ClusterSystems() {
       info.example = info.name + (rank == 3 ? ":8x8x8" : ":16x16");
     } else if (kind == "switched") {
       const int64_t per_node = s.at("node").at("devices_per_node").get<int64_t>();
-      info.size_syntax = "N (GPUs, a multiple of " + std::to_string(per_node) + ")";
+      info.size_syntax = "N (GPUs: up to " + std::to_string(per_node) + ", or a multiple of it)";
       info.example = info.name + ":" + std::to_string(per_node * (per_node >= 72 ? 2 : 8));
     } else {
       info.size_syntax = "[N] (CPU cores; default: all of this machine's)";
@@ -223,8 +223,8 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
   } else if (kind == "switched") {
     JsonReader node = *entry.Object("node");
     const int64_t per_node = node.Int("devices_per_node", 1, 1024);
-    const std::string valid = "a whole number of " + std::to_string(per_node) + "-GPU nodes: " + std::to_string(per_node) + ", " +
-                              std::to_string(2 * per_node) + ", " + std::to_string(3 * per_node) + ", ...";
+    const std::string valid = "part of one node (1 to " + std::to_string(per_node - 1) + " GPUs) or a whole number of " + std::to_string(per_node) +
+                              "-GPU nodes: " + std::to_string(per_node) + ", " + std::to_string(2 * per_node) + ", " + std::to_string(3 * per_node) + ", ...";
     if (size.empty()) throw InputError(where, "'" + system + "' needs a GPU count", valid, "e.g. " + system + ":" + std::to_string(8 * per_node));
     int64_t gpus = 0;
     try {

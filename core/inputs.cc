@@ -70,7 +70,15 @@ std::string PlanSource(const std::string& path, const std::vector<std::string>& 
 }
 
 nlohmann::json LoadPlanJson(const std::string& path, const std::vector<std::string>& overrides) {
-  nlohmann::json value = path.empty() ? nlohmann::json::object() : ReadJsonFile(path);
+  nlohmann::json value = nlohmann::json::object();
+  if (!path.empty()) {
+    try {
+      value = ReadJsonFile(path);
+    } catch (const InputError& e) {
+      if (e.where() == path) throw e.WithPrefix("--plan ");  // the file itself (missing, a folder): name the flag
+      throw;
+    }
+  }
   if (!value.is_object()) {
     throw InputError(path + ":/", "expected a JSON object, got " + JsonTypeName(value), "a plan object {\"mesh\": {...}, ...}");
   }

@@ -186,7 +186,7 @@ std::string ReadTextFile(const std::string& path) {
     throw InputError(path, "cannot be read: " + ec.message(), "", "check the path and its folders' permissions");
   }
   if (ec || !fs::exists(status)) {
-    throw InputError(path, "file not found", "", "give a preset name or the path of an existing file");
+    throw InputError(path, "file not found", "", "check the path");
   }
   if (fs::is_directory(status)) {
     throw InputError(path, "is a directory, not a file", "", "name the JSON file inside it");
@@ -291,13 +291,15 @@ const json& JsonReader::Get(std::string_view key) {
 const json& JsonReader::Required(std::string_view key, const std::string& valid) {
   const json& v = Get(key);
   if (!v.is_null()) return v;
-  // A missing key is often a misspelt one: name the unknown key it was probably meant to be.
+  // A missing key is often a misspelt one: name the unknown key it was probably meant to be. Only
+  // a near spelling (two edits at most): keys not read yet are not known to be valid either, and
+  // a valid key further off ('mtp_layers' for 'num_layers') is not a typo of it.
   std::vector<std::string> unknown;
   for (const auto& item : value_.items()) {
     if (!known_.count(item.key())) unknown.push_back(item.key());
   }
   const std::vector<std::string> close = ClosestNames(key, unknown, 1);
-  if (!close.empty()) {
+  if (!close.empty() && EditDistance(close[0], key) <= 2) {
     throw InputError(Where(close[0]), "unknown key '" + close[0] + "'; did you mean '" + std::string(key) + "'?",
                      "", "'" + std::string(key) + "' is required");
   }

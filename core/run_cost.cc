@@ -9,6 +9,13 @@
 
 namespace shardsim {
 
+void CheckTrainTokens(double train_tokens, double tokens_per_step) {
+  if (train_tokens > 0 && train_tokens < tokens_per_step) {
+    throw InputError("--train-tokens", FormatCount(train_tokens) + " tokens is less than one step's " + FormatCount(tokens_per_step) + " tokens",
+                     "at least one step's tokens (global batch x sequence length)", "give the whole run's tokens, e.g. 15T");
+  }
+}
+
 TrainingRun CostOfTraining(double train_tokens, double tokens_per_s, int64_t devices, double price_per_device_hour) {
   SHARDSIM_CHECK(std::isfinite(train_tokens) && train_tokens > 0, "train_tokens must be finite and positive");
   SHARDSIM_CHECK(std::isfinite(tokens_per_s) && tokens_per_s > 0, "tokens_per_s must be finite and positive");

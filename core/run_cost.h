@@ -27,6 +27,10 @@ struct TrainingRun {
 // finite and >= 0 (the CLI checks what users type; a broken caller aborts).
 TrainingRun CostOfTraining(double train_tokens, double tokens_per_s, int64_t devices, double price_per_device_hour);
 
+// Refuses a token budget below one step's tokens (--train-tokens): a run that does not finish a
+// step has no time at the step's rate.
+void CheckTrainTokens(double train_tokens, double tokens_per_step);
+
 // One line for people: "15 T tokens in 41.34 days at 4.2 M tokens/s: 63.49 K device-hours on 64
 // devices; cost 158.7 K at 2.5 per device-hour (in the price's currency)"; the cost part only when
 // priced.

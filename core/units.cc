@@ -49,12 +49,16 @@ int64_t ParseInteger(std::string_view raw, const std::string& where, int64_t min
   return value;
 }
 
-int64_t ParseByteSize(std::string_view raw, const std::string& where) {
+namespace {
+
+// A whole count with an optional binary (K, M, G, T: x1024) or decimal (KB, MB, GB, TB: x1000)
+// suffix, up to 2^50: bytes, or tokens per step. `noun` names what is counted ("bytes").
+int64_t ParseScaledCount(std::string_view raw, const std::string& where, const std::string& noun, const std::string& kind) {
   const std::string text = Trim(raw);
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  const std::string valid = "a whole number of bytes with an optional suffix K, M, G, T (x1024) or KB, MB, GB, TB (x1000), e.g. 8, 1M, 1G";
-  if (digits == 0) throw InputError(where, "'" + text + "' is not a byte size", valid);
+  const std::string valid = "a whole number of " + noun + " with an optional suffix K, M, G, T (x1024) or KB, MB, GB, TB (x1000), e.g. 8, 1M, 1G";
+  if (digits == 0) throw InputError(where, "'" + text + "' is not a " + kind, valid);
   const std::string suffix = text.substr(digits);
   struct Unit {
     const char* name;
@@ -83,13 +87,19 @@ int64_t ParseByteSize(std::string_view raw, const std::string& where) {
     const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
     (void)end;
     if (ec == std::errc::result_out_of_range || value > kMaxByteSize / unit.factor) {
-      throw InputError(where, "'" + text + "' is larger than 1 PiB", "sizes from 1 byte to 1 PiB");
+      throw InputError(where, "'" + text + "' is larger than 2^50 " + noun + (noun == "bytes" ? " (1 PiB)" : ""), "from 1 to 2^50 " + noun);
     }
     if (value <= 0) throw InputError(where, "'" + text + "' must be positive", valid);
     return value * unit.factor;
   }
   throw InputError(where, "unknown size suffix '" + suffix + "' in '" + text + "'", valid);
 }
+
+}  // namespace
+
+int64_t ParseByteSize(std::string_view raw, const std::string& where) { return ParseScaledCount(raw, where, "bytes", "byte size"); }
+
+int64_t ParseTokensPerStep(std::string_view raw, const std::string& where) { return ParseScaledCount(raw, where, "tokens", "token count"); }
 
 double ParseTokenCount(std::string_view raw, const std::string& where) {
   const std::string text = Trim(raw);

@@ -13,6 +13,9 @@ namespace shardsim {
 // are powers of 1024 (as nccl-tests' -b/-e); KB, MB, GB, TB are powers of 1000.
 // Throws InputError naming `where` for anything else, zero or negative sizes, or sizes over 1 PiB.
 int64_t ParseByteSize(std::string_view text, const std::string& where);
+// Tokens per step (--global-batch-tokens): the same forms as ParseByteSize ("4M" is 4 x 1024^2
+// tokens), its errors in tokens.
+int64_t ParseTokensPerStep(std::string_view text, const std::string& where);
 
 // Parses "8,1M,1G" into sizes, in order; each element as ParseByteSize.
 std::vector<int64_t> ParseByteSizeList(std::string_view text, const std::string& where);

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "sim/schedule_player.h"
 #include "strategies/schedule.h"
 
@@ -35,14 +36,22 @@ std::string ExposedLabel(const StepReport& report, const std::string& kind) {
   return axes + kind.substr(space);
 }
 
-std::string WhatLimits(const StepReport& report) {
-  std::string limit = "compute";
-  double largest = report.compute_s;
+StepPart LargestPart(const StepReport& report) {
+  StepPart part{"compute", report.compute_s};
   for (const auto& [key, seconds] : report.exposed_comm_s) {
-    if (seconds > largest) largest = seconds, limit = "exposed " + ExposedLabel(report, key) + " communication";
+    if (seconds > part.seconds) part = {"exposed " + ExposedLabel(report, key) + " communication", seconds};
   }
-  if (report.bubble_s > largest) limit = "pipeline bubble";
-  return limit + (report.fits ? "" : report.host_fits ? "; does not fit in memory" : "; does not fit in host memory (offloaded activations)");
+  if (report.bubble_s > part.seconds) part = {"pipeline bubble", report.bubble_s};
+  return part;
+}
+
+std::string WhatLimits(const StepReport& report, bool with_share) {
+  const StepPart part = LargestPart(report);
+  const std::string share = with_share && report.step_time_s > 0
+                                ? " (the step's largest part: " + FormatPercent(part.seconds / report.step_time_s) + " of it)"
+                                : "";
+  return part.what + share +
+         (report.fits ? "" : report.host_fits ? "; does not fit in memory" : "; does not fit in host memory (offloaded activations)");
 }
 
 const StepProgram& ProgramOnCluster(const StepProgram& program, const ClusterSpec& cluster, std::optional<StepProgram>& copy) {

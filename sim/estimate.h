@@ -62,9 +62,16 @@ struct StepReport {
   std::string why;  // what limits the step, in words
 };
 
-// What limits the step, in words: the largest of compute, each exposed collective kind and the
-// bubble, and whether it fits (reads compute_s, exposed_comm_s, bubble_s and fits).
-std::string WhatLimits(const StepReport& report);
+// The step's largest part, of compute, each exposed collective kind and the bubble (reads
+// compute_s, exposed_comm_s and bubble_s): what it is and its seconds.
+struct StepPart {
+  std::string what;
+  double seconds = 0;
+};
+StepPart LargestPart(const StepReport& report);
+// What limits the step, in words: its largest part (with its share of step_time_s, "(the step's
+// largest part: 43% of it)", where `with_share`), and whether it fits (reads fits too).
+std::string WhatLimits(const StepReport& report, bool with_share = false);
 // An exposed kind's name for people ("data all-gather" -> "fsdp all-gather"): the stream's word
 // replaced by the axes that kind's collectives in `report` run over; the kind when it has none.
 // The expert stream's keep its name, with the axes after it where they are not the expert axis

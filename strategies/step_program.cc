@@ -41,8 +41,6 @@ std::string ToString(ComputeKind kind) {
     case ComputeKind::kAttention: return "attention";
     case ComputeKind::kScan: return "scan";
     case ComputeKind::kElementwise: return "elementwise";
-    case ComputeKind::kEmbedding: return "embedding";
-    case ComputeKind::kLoss: return "loss";
     case ComputeKind::kOptimizer: return "optimizer";
   }
   return "elementwise";

@@ -33,7 +33,9 @@ enum class Phase : uint8_t {
 };
 
 // kScan: a Mamba-2 mixer's chunked scan (SSD), blockwise tensor-core products like attention's.
-enum class ComputeKind { kMatmul, kAttention, kElementwise, kEmbedding, kLoss, kOptimizer, kScan };
+// kElementwise: memory-bound work (norms, activations, the embedding lookup, the loss); kOptimizer:
+// the optimizer step (memory-bound too, told apart for the runtime's step timing).
+enum class ComputeKind { kMatmul, kAttention, kElementwise, kOptimizer, kScan };
 
 struct Op {
   std::string name;  // "qkv", "attention", "tp_reduce_attention", ...

@@ -33,6 +33,7 @@ std::map<std::string, ErrorStats> StatsBy(const std::map<std::string, std::vecto
 }
 
 json StatsJson(const ErrorStats& s) {
+  if (s.runs == 0) return {{"runs", 0}};  // no statistics over no runs
   return {{"runs", s.runs},           {"median_abs_error", s.median}, {"p90_abs_error", s.p90}, {"median_error", s.median_signed},
           {"predicted_below", s.below}, {"within_10_percent", s.within_tenth}};
 }
@@ -76,7 +77,8 @@ json RunsReportJson(const std::vector<GroupFit>& fits, const AccuracySummary& s)
       if (r.run->peak_memory_gib > 0) run["published_peak_memory_gib"] = r.run->peak_memory_gib;
       runs.push_back(run);
     }
-    groups.push_back({{"group", g.group}, {"fit_runs", g.fit_runs}, {"evaluations", g.evaluations}, {"iterations", g.iterations}, {"converged", g.converged}, {"rms_log_error", g.rms_log_error},
+    groups.push_back({{"group", g.group}, {"fit_runs", g.fit_runs}, {"evaluations", g.evaluations}, {"iterations", g.iterations}, {"converged", g.fit_runs > 0 ? json(g.converged) : json(nullptr)},
+                      {"rms_log_error", g.fit_runs > 0 ? json(g.rms_log_error) : json(nullptr)},
                       {"parameters", parameters}, {"efficiency_source", g.cluster.efficiency.source}, {"runs", runs}});
   }
   return {{"groups", groups},

@@ -1,6 +1,8 @@
 // `shardsim calibrate --from-runs` on a small group: the report says when the fit had too few runs
 // to determine its figures, and that with no more runs than efficiencies it moved it can match them
 // exactly (its RMS then says nothing).
+#include <algorithm>
+
 #include "tests/cli/cli_test_util.h"
 
 namespace shardsim::cli_test {
@@ -46,6 +48,57 @@ TEST_F(CliCalibrateRunsTest, SummariesSayWhichWayThePredictionsErr) {
   const CliResult text = RunShardsim({"calibrate", "--from-runs", WriteJson("two_ways.json", runs), "--no-fit"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("predicted too fast  within 10%"), std::string::npos) << text.out;
+}
+
+// A run's names and provenance are checked where they would mislead: a group naming a path, a
+// framework one typo from a profiled one, a peak above the device's memory, a preset the run
+// names (the error names the run's field, not a flag); and an empty --from-runs is refused
+// rather than read as absent (which would measure this machine instead).
+TEST_F(CliCalibrateRunsTest, RunNamesAndEmptyValuesAreChecked) {
+  auto refused = [&](json run, const std::string& field, const std::string& words) {
+    const CliResult r = RunShardsim({"calibrate", "--from-runs", WriteJson("bad.json", {{"runs", json::array({run})}}), "--no-fit"});
+    EXPECT_EQ(r.exit_code, 2) << field << ": " << r.out;
+    EXPECT_NE(r.err.find("bad.json:/runs/0"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("/" + field + ":"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  };
+  json run = MeasuredRun("a", 16, 1.1, "test");
+  run["group"] = "../elsewhere";
+  refused(run, "group", "path separator");
+  run["group"] = ".hidden";
+  refused(run, "group", "starts with a dot");
+  run = MeasuredRun("a\tb", 16, 1.1, "test");
+  refused(run, "id", "control character");
+  run = MeasuredRun("a", 16, 1.1, "test");
+  run["framework"] = "megatron-cor";
+  refused(run, "framework", "did you mean 'megatron-core'");
+  run["framework"] = "composer";  // another framework's name is provenance
+  EXPECT_EQ(RunShardsim({"calibrate", "--from-runs", WriteJson("ok.json", {{"runs", json::array({run})}}), "--no-fit"}).exit_code, 0);
+  run = MeasuredRun("a", 16, 1.1, "test");
+  run["peak_memory_gib"] = 5000;
+  refused(run, "peak_memory_gib", "out of range");
+  run = MeasuredRun("a", 16, 1.1, "test");
+  run["model"] = "llama9-1t";
+  refused(run, "model", "llama9-1t");
+  const CliResult empty = RunShardsim({"calibrate", "--from-runs", ""});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("--from-runs: is given an empty value"), std::string::npos) << empty.err;
+}
+
+// A group without fit runs is not reported as fitted: its test runs use the catalogue, said so,
+// and statistics over no runs are dashes (JSON: the count alone).
+TEST_F(CliCalibrateRunsTest, AGroupWithoutFitRunsSaysItWasNotFitted) {
+  const json runs = {{"runs", json::array({MeasuredRun("a", 16, 1.1, "test"), MeasuredRun("b", 32, 2.3, "test")})}};
+  const CliResult text = RunShardsim({"calibrate", "--from-runs", WriteJson("tests_only.json", runs)});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("not fitted: the group has no fit runs"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("RMS of log"), std::string::npos) << text.out;
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", WriteJson("tests_only.json", runs), "--json"}), &report));
+  EXPECT_TRUE(report["groups"][0]["converged"].is_null());
+  EXPECT_TRUE(report["groups"][0]["rms_log_error"].is_null());
+  EXPECT_EQ(report["summary"]["fit"], json({{"runs", 0}}));
 }
 
 }  // namespace
