@@ -208,8 +208,12 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
                              : "the cluster spec gives no host memory (topology host_bytes_per_device): not checked")
         << "\n";
   }
-  out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s) << ", bubble "
-      << FormatSeconds(r.bubble_s);
+  out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s);
+  if (r.compute_borrowed_s > 0) {
+    out << " (" << FormatSeconds(r.compute_borrowed_s) << " of it lost to the " << DispatchKernelUnits(plan) << " of "
+        << cluster.chip.compute_units << " SMs DeepEP's kernels take while the expert all-to-alls hide under it)";
+  }
+  out << ", bubble " << FormatSeconds(r.bubble_s);
   for (const auto& [key, seconds] : r.exposed_comm_s) {
     if (seconds > 0) out << ", exposed " << sim::ExposedLabel(r, key) << " " << FormatSeconds(seconds);
   }

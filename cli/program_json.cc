@@ -18,6 +18,7 @@ json OpJson(const strategies::Op& op) {
     j["axes"] = op.axes;
     j["bytes"] = op.comm_bytes;
     j["overlapped"] = op.overlapped;
+    if (op.comm_units > 0) j["comm_units"] = op.comm_units;
     if (op.routing.deduplicated()) {
       j["routing"] = {{"experts", op.routing.experts}, {"top_k", op.routing.top_k}, {"groups", op.routing.groups}, {"group_top_k", op.routing.group_top_k}};
     }

@@ -60,7 +60,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
             {"activations", peak.activations},
             {"buffers", peak.buffers},
             {"pipeline_buffers", peak.pipeline}, {"host_activations", peak.host}}},
-          {"breakdown", {{"compute_s", r.compute_s}, {"exposed_comm_s", exposed}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage}}},
+          {"breakdown", {{"compute_s", r.compute_s}, {"compute_borrowed_s", r.compute_borrowed_s}, {"exposed_comm_s", exposed}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage}}},
           {"collectives", collectives},
           {"stage_time_s", r.stage_time_s},
           {"why", r.why}};

@@ -276,6 +276,7 @@ double Fp8ElementBytes(const PlanSpec& p, int64_t row_width) {
 const std::vector<std::string>& EpDispatchDtypeNames() { return Bf16OrFp8Names(); }
 
 bool DeduplicatesDispatch(const PlanSpec& p) { return ExpertDegree(p) > 1 && p.ep_dispatcher == "deepep"; }
+int64_t DispatchKernelUnits(const PlanSpec& p) { return DeduplicatesDispatch(p) ? 20 : 0; }
 
 const std::vector<std::string>& EpDispatcherNames() {
   static const std::vector<std::string> kNames = {"alltoall", "deepep"};

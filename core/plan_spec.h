@@ -326,6 +326,10 @@ const std::vector<std::string>& EpDispatchDtypeNames();
 // Whether the expert all-to-alls send a token once per destination node and GPU (ep_dispatcher
 // deepep, with expert > 1) rather than once per routed copy.
 bool DeduplicatesDispatch(const PlanSpec& plan);
+// The compute units (SMs) the expert dispatcher's own kernels occupy while they run: DeepEP's 20
+// (deep_ep/buffer.py Buffer.num_sms = 20; Megatron-core's moe_deepep_num_sms = 20) under
+// DeduplicatesDispatch, else 0 (NCCL's all-to-all: its channel count varies, not modelled).
+int64_t DispatchKernelUnits(const PlanSpec& plan);
 // ep_dispatcher's values: "alltoall", "deepep".
 const std::vector<std::string>& EpDispatcherNames();
 // Bytes per element of an input an FP8 product keeps for its backward, rows of `row_width`

@@ -96,7 +96,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   } else {
     for (int64_t mb = 0; mb < m; ++mb) ++per_direction[static_cast<size_t>(schedule.DirectionOf(p, mb, m))];
   }
-  std::vector<double> stage_compute(static_cast<size_t>(p), 0);
+  std::vector<double> stage_compute(static_cast<size_t>(p), 0), stage_borrowed(static_cast<size_t>(p), 0);
   struct StepCollective {
     const Op* op;
     double seconds, exposed_s, hide_under_s;
@@ -118,6 +118,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
       const int64_t times = per_direction[static_cast<size_t>(direction)];
       for (const PhaseCost& cost : part_costs[slot(s, c)]) {
         stage_compute[static_cast<size_t>(s)] += cost.compute_s * static_cast<double>(times);
+        stage_borrowed[static_cast<size_t>(s)] += cost.borrowed_s * static_cast<double>(times);
         executed += cost.flops * static_cast<double>(times);
         stage_exposed[static_cast<size_t>(s)].Add(cost.exposed_s, static_cast<double>(times));
       }
@@ -142,6 +143,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   const size_t cs = static_cast<size_t>(report.critical_stage);
   report.step_time_s = report.stage_time_s[cs];
   report.compute_s = stage_compute[cs];
+  report.compute_borrowed_s = stage_borrowed[cs];
   report.exposed_comm_s = stage_exposed[cs].Named();
   // The critical stage's collectives one by one: per layer program and phase, each occurrence's
   // cost times how often the stage runs it; then the step-level ones.

@@ -49,6 +49,7 @@ struct StepReport {
   double hbm_bytes = 0;
   strategies::MemoryReport memory;
   double compute_s = 0;                         // on the critical stage
+  double compute_borrowed_s = 0;                // of it, lost to collectives' kernels on its units (PhaseCost::borrowed_s)
   double bubble_s = 0;                          // idle time of the critical stage in the pipeline
   double pipeline_s = 0;                        // when the critical stage's last task ends
   // Host memory per device the cluster spec gives (0: none given) and whether the offloaded

@@ -273,6 +273,17 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
       c.hide_under_s = cost.compute_s;
     }
   }
+  // Collectives whose kernels run on compute units (Op::comm_units: DeepEP's SMs) take them from
+  // the compute they hide under, which runs on the rest meanwhile: u of U units for the hidden
+  // h seconds cost that compute's W seconds min(W u / (U - u), h u / U) more (all of W slowed,
+  // or h of it). The time the collective is exposed, nothing runs beside it.
+  for (const PhaseCost::Collective& c : cost.collectives) {
+    const int64_t u = c.op->comm_units, units = roofline.units;
+    if (!c.op->overlapped || u <= 0 || units <= u || c.op->stream == Stream::kHost) continue;
+    const double hidden = std::max(0.0, c.seconds - c.exposed_s), share = static_cast<double>(u);
+    cost.borrowed_s += std::min(c.hide_under_s * share / static_cast<double>(units - u), hidden * share / static_cast<double>(units));
+  }
+  cost.compute_s += cost.borrowed_s;
   // Host copies (activation offloading) take the copy engines and the host link, which no
   // collective uses: they hide under the whole phase as the rest makes it, compute and exposed
   // collectives; what sticks out beyond it is exposed.
@@ -292,6 +303,7 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
 
 void AddCost(PhaseCost& into, const PhaseCost& cost, double times) {
   into.compute_s += cost.compute_s * times;
+  into.borrowed_s += cost.borrowed_s * times;
   into.total_s += cost.total_s * times;
   into.flops += cost.flops * times;
   into.exposed_s.Add(cost.exposed_s, times);

@@ -152,7 +152,10 @@ std::string KindName(strategies::Stream stream, CollectiveOp op);
 
 // The cost of one layer's work on one micro-batch in one phase.
 struct PhaseCost {
-  double compute_s = 0;
+  double compute_s = 0;  // borrowed_s included
+  // What the compute loses to collectives whose kernels run on compute units it would use
+  // (Op::comm_units: DeepEP's), while they hide under it.
+  double borrowed_s = 0;
   double total_s = 0;
   double flops = 0;
   ExposedByKind exposed_s;  // by stream and collective

@@ -139,6 +139,10 @@ class Preparer {
           if (collectives_.Seconds(op) <= 0) continue;  // one device on its axes
           actions.push_back({op.overlapped ? Action::kOverlapped : Action::kBlocking, 0, 0, 0, static_cast<int32_t>(i)});
         }
+        // What the compute loses to collectives' kernels on its units (PhaseCost::borrowed_s),
+        // run after it, as the estimate counts it: the engine shares links, not SMs.
+        const double borrowed = CostPhase(program_.layer_programs[k], static_cast<strategies::Phase>(ph), setup_.roofline, collectives_).borrowed_s;
+        if (borrowed > 0) actions.push_back({Action::kCompute, borrowed, 0, 0, -1, 0, true});
       }
     }
   }

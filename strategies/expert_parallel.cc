@@ -50,10 +50,12 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   // Under a deduplicating dispatcher (deepep) the all-to-alls carry each token once per node and
   // GPU its experts sit on: the cost layer lays the rows out from the routing.
   const TokenRouting routing = DeduplicatesDispatch(plan) ? DispatchRouting(m) : TokenRouting{};
+  // DeepEP's kernels run on SMs of their own, which the compute they overlap goes without.
+  const int64_t comm_units = DispatchKernelUnits(plan);
   const std::vector<std::string> expert_axes = ExpertAxes(plan);
   if (!expert_axes.empty()) {
     layer.Collective(ops::kExpertDispatch, Stream::kExpert, expert_axes, to_experts, CollectiveOp::kAllToAll, from_experts, CollectiveOp::kAllToAll,
-                     plan.overlap.expert, routing);
+                     plan.overlap.expert, routing, comm_units);
   }
   // Over tensor the rows toward the experts (the gather of their inputs, the backward gather of
   // their outputs' gradients) keep the dispatch width; the reductions move 16-bit partial sums.
@@ -81,7 +83,7 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   }
   if (!expert_axes.empty()) {
     layer.Collective(ops::kExpertCombine, Stream::kExpert, expert_axes, from_experts, CollectiveOp::kAllToAll, to_experts, CollectiveOp::kAllToAll,
-                     plan.overlap.expert, routing);
+                     plan.overlap.expert, routing, comm_units);
   }
   if (moe.latent_size > 0) layer.Matmul(ops::kLatentUp, own_tokens, moe.latent_size, d);
   // The gate-weighted sum of a token's copies, at the routed width: each copy read, the token

@@ -61,11 +61,12 @@ void LayerBuilder::Collective(std::string_view name, Stream stream, std::vector<
 }
 
 void LayerBuilder::Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double forward_bytes, CollectiveOp forward,
-                              double backward_bytes, CollectiveOp backward, bool overlapped, TokenRouting routing) {
+                              double backward_bytes, CollectiveOp backward, bool overlapped, TokenRouting routing, int64_t comm_units) {
   Piece piece;
   piece.forward.push_back(CommOp(std::string(name), Phase::kForward, stream, forward, axes, forward_bytes, overlapped));
   piece.backward_input.push_back(CommOp(ops::Grad(name), Phase::kBackwardInput, stream, backward, std::move(axes), backward_bytes, overlapped));
   piece.forward.back().routing = piece.backward_input.back().routing = routing;
+  piece.forward.back().comm_units = piece.backward_input.back().comm_units = comm_units;
   pieces_.push_back(std::move(piece));
 }
 

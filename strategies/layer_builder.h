@@ -41,9 +41,10 @@ class LayerBuilder {
   void Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double bytes, bool has_forward,
                   CollectiveOp forward, bool has_backward, CollectiveOp backward, bool overlapped, int64_t repeat = 1);
   // The same pair where the backward moves `backward_bytes` (another width than the forward's:
-  // FP8 expert dispatch), both routed as `routing` says (an expert all-to-all's tokens).
+  // FP8 expert dispatch), both routed as `routing` says (an expert all-to-all's tokens), their
+  // kernels on `comm_units` compute units (Op::comm_units).
   void Collective(std::string_view name, Stream stream, std::vector<std::string> axes, double forward_bytes, CollectiveOp forward,
-                  double backward_bytes, CollectiveOp backward, bool overlapped, TokenRouting routing = {});
+                  double backward_bytes, CollectiveOp backward, bool overlapped, TokenRouting routing = {}, int64_t comm_units = 0);
   // An op appended as is (already in its phase), e.g. the loss.
   void Raw(Op op);
 

@@ -56,6 +56,9 @@ struct Op {
   // local block, [0, 1 / context)) and the backward's dK/dV (the other blocks, [1 / context, 1)).
   double partner_from = 0, partner_to = 1;
   TokenRouting routing;           // an expert all-to-all sent once per node and device (deepep)
+  // Compute units (SMs) the collective's own kernels occupy while it runs, taken from the compute
+  // it hides under (DeepEP's dispatch and combine); 0: none (copy engines, or not modelled).
+  int64_t comm_units = 0;
   bool is_comm() const { return stream != Stream::kCompute; }
 };
 

@@ -1,0 +1,95 @@
+// Collectives whose kernels run on the chip's compute units (DeepEP's dispatch and combine, 20
+// SMs) slow the compute they hide under: the estimate counts it per phase, and the simulator
+// plays the same seconds after the phase's compute.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/inputs.h"
+#include "core/model_presets.h"
+#include "sim/estimate.h"
+#include "sim/op_cost.h"
+#include "sim/simulate.h"
+#include "strategies/build_step.h"
+#include "strategies/plan_rules.h"
+
+namespace shardsim::sim {
+namespace {
+
+struct Case {
+  ModelSpec model = FindModelPreset("deepseek-v3")->spec;
+  ClusterSpec cluster = LoadCluster("dgx-h100:16");
+  PlanSpec Plan(const std::string& dispatcher, bool overlap) const {
+    const PlanSpec plan = LoadPlan("", {"mesh.expert=16", "global_batch_size=16", "seq_len=2048", "ep_dispatcher=" + dispatcher,
+                                        std::string("overlap.expert=") + (overlap ? "true" : "false")});
+    strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+    return plan;
+  }
+  StepReport Estimated(const PlanSpec& plan) const {
+    const topologies::Cluster graph(cluster);
+    AxisCollectives collectives(graph, plan);
+    return Estimate(strategies::BuildStep(model, plan), cluster, collectives);
+  }
+};
+
+TEST(BorrowedUnitsTest, OnlyDeepEpsHiddenAllToAllsBorrowUnits) {
+  const Case c;
+  const strategies::StepProgram program = strategies::BuildStep(c.model, c.Plan("deepep", true));
+  int64_t marked = 0;
+  for (const strategies::Op& op : program.layer_programs[static_cast<size_t>(strategies::LayerKind::kMoe)].ops) {
+    if (op.comm_units > 0) {
+      EXPECT_EQ(op.comm_units, 20) << op.name;
+      EXPECT_EQ(op.stream, strategies::Stream::kExpert) << op.name;
+      ++marked;
+    }
+  }
+  EXPECT_EQ(marked, 4);  // the dispatch and the combine, and their backwards
+  const StepReport hidden = c.Estimated(c.Plan("deepep", true));
+  EXPECT_GT(hidden.compute_borrowed_s, 0);
+  EXPECT_LT(hidden.compute_borrowed_s, hidden.compute_s);
+  EXPECT_EQ(c.Estimated(c.Plan("deepep", false)).compute_borrowed_s, 0);   // exposed: nothing runs beside them
+  EXPECT_EQ(c.Estimated(c.Plan("alltoall", true)).compute_borrowed_s, 0);  // NCCL's: not modelled
+  Case no_units;
+  no_units.cluster.chip.compute_units = 0;  // a chip without a unit count
+  EXPECT_EQ(no_units.Estimated(c.Plan("deepep", true)).compute_borrowed_s, 0);
+}
+
+// Per phase: u of U units for the hidden h seconds cost the compute W it hides under
+// min(W u / (U - u), h u / U).
+TEST(BorrowedUnitsTest, EachPhaseLosesWhatItsHiddenKernelsTake) {
+  const Case c;
+  const PlanSpec plan = c.Plan("deepep", true);
+  const strategies::StepProgram program = strategies::BuildStep(c.model, plan);
+  const topologies::Cluster graph(c.cluster);
+  AxisCollectives collectives(graph, plan);
+  const Roofline roofline = RooflineOf(c.cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(plan), AttentionKernelOf(plan));
+  const double units = static_cast<double>(c.cluster.chip.compute_units);
+  ASSERT_EQ(units, 132);
+  const auto& layer = program.layer_programs[static_cast<size_t>(strategies::LayerKind::kMoe)];
+  for (strategies::Phase phase : {strategies::Phase::kForward, strategies::Phase::kBackwardInput}) {
+    const PhaseCost cost = CostPhase(layer, phase, roofline, collectives);
+    double expected = 0;
+    for (const PhaseCost::Collective& k : cost.collectives) {
+      if (k.op->comm_units == 0) continue;
+      expected += std::min(k.hide_under_s * 20 / (units - 20), (k.seconds - k.exposed_s) * 20 / units);
+    }
+    EXPECT_GT(expected, 0);
+    EXPECT_NEAR(cost.borrowed_s, expected, 1e-12 + 1e-9 * expected);
+  }
+}
+
+// The simulator adds the same seconds: it agrees with the estimate as without them.
+TEST(BorrowedUnitsTest, TheSimulatorPlaysTheBorrowedSeconds) {
+  const Case c;
+  const PlanSpec plan = c.Plan("deepep", true);
+  const strategies::StepProgram program = strategies::BuildStep(c.model, plan);
+  const topologies::Cluster graph(c.cluster);
+  AxisCollectives collectives(graph, plan);
+  const StepReport estimated = Estimate(program, c.cluster, collectives);
+  const SimReport simulated = Simulate(program, c.cluster, graph, collectives, SimulateOptions{});
+  EXPECT_NEAR(simulated.step.step_time_s / estimated.step_time_s, 1.0, 0.05);
+  EXPECT_GE(simulated.step.compute_s, estimated.compute_s - estimated.compute_borrowed_s);
+}
+
+}  // namespace
+}  // namespace shardsim::sim
