@@ -81,6 +81,14 @@ void RefuseEmptyValues(const CLI::App& app) {
   }
 }
 
+// --max-seconds and --max-host-memory, the SimGrid simulations' limits (cli/sim_limits.h); `when`
+// says which of the command's runs they bound ("" for all), and `needs` the flag they need (or null).
+void AddSimLimitFlags(CLI::App* sub, double& seconds, std::string& memory, const std::string& when, CLI::Option* needs = nullptr) {
+  CLI::Option* a = sub->add_option("--max-seconds", seconds, when + "wall-time limit of the simulation in seconds (default 600)")->check(PositiveUpTo(86400, " s"));
+  CLI::Option* b = sub->add_option("--max-host-memory", memory, when + "memory limit of the simulation: a fraction of MemAvailable (0.5, the default) or a size (8GiB)");
+  if (needs != nullptr) a->needs(needs), b->needs(needs);
+}
+
 // --max-memory: a fraction of HBM in (0, 1] ("0.85") or a size ("70GiB", ParseByteSize).
 // --train-tokens and --price-per-device-hour (estimate and plan): the whole run (core/run_cost.h).
 void AddTrainingRunFlags(CLI::App* sub, std::string& tokens, double& price) {
@@ -176,8 +184,10 @@ int Run(int argc, char** argv) {
   plan_cmd->add_flag("--wide", plan.wide, "print every column uncut (wider than 120 columns)");
   AddTrainingRunFlags(plan_cmd, plan_train_tokens, plan.price_per_device_hour);
   plan_cmd->add_option("--plot", plan.plot, "write the Pareto view (tokens/s against memory per device) as an SVG file");
-  plan_cmd->add_option("--refine", plan.refine, "simulate the top K plans on SimGrid, rank them by the simulation and say why the predictions differ")
-      ->check(CLI::Range(int64_t{1}, int64_t{50}));
+  CLI::Option* refine_opt =
+      plan_cmd->add_option("--refine", plan.refine, "simulate the top K plans on SimGrid, rank them by the simulation and say why the predictions differ")
+          ->check(CLI::Range(int64_t{1}, int64_t{50}));
+  AddSimLimitFlags(plan_cmd, plan.max_seconds, plan.max_host_memory, "--refine: ", refine_opt);
   plan_cmd->add_option("--threads", plan.threads, "search threads (default: all hardware threads)")->check(CLI::Range(0, 1024));
 
   SimulateOptions simulate;
@@ -188,9 +198,7 @@ int Run(int argc, char** argv) {
   simulate_cmd->add_option("--trace", simulate.trace, "write a Chrome trace (Perfetto) of the simulated step");
   simulate_cmd->add_option("--report", simulate.report, "write a self-contained HTML page of the simulated step");
   simulate_cmd->add_flag("--no-fold", simulate.no_fold, "simulate every device (small clusters; folding is exact where links are not shared)");
-  simulate_cmd->add_option("--max-seconds", simulate.max_seconds, "wall-time limit of the simulation in seconds (default 600)")->check(PositiveUpTo(86400, " s"));
-  simulate_cmd->add_option("--max-host-memory", simulate.max_host_memory,
-                           "memory limit of the simulation: a fraction of MemAvailable (0.5, the default) or a size (8GiB)");
+  AddSimLimitFlags(simulate_cmd, simulate.max_seconds, simulate.max_host_memory, "");
   RunOptions run;
   BatchFlags run_batch;
   CLI::App* run_cmd = app.add_subcommand("run", "train with a plan for real: shardsim-runtime under mpirun, one rank per device of the mesh");
@@ -238,6 +246,7 @@ int Run(int argc, char** argv) {
   validate_cmd->add_option("--report", validate.report, "write a self-contained HTML page of the comparison");
   validate_cmd->add_option("--steps", validate.steps, "training steps (default 6; the first is warm-up)");
   validate_cmd->add_option("--keep", validate.keep, "keep the runtime's report, trace and calibration in this folder");
+  AddSimLimitFlags(validate_cmd, validate.max_seconds, validate.max_host_memory, "");
 
   // A first word that is no subcommand: CLI11 would only say one is required.
   if (argc > 1 && argv[1][0] != '-') {

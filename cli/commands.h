@@ -78,6 +78,8 @@ struct PlanOptions : Inputs {
   double train_tokens = 0;           // --train-tokens: report the time and device-hours to train on them (0: off)
   double price_per_device_hour = 0;  // with --train-tokens: the run's cost at this price (0: not priced)
   std::string plot;       // write the Pareto view (tokens/s against memory) as SVG to this file
+  double max_seconds = 0;       // --refine: wall-time limit of each simulation (0: the default, 600 s)
+  std::string max_host_memory;  // --refine: memory limit of each simulation (empty: half of MemAvailable)
   int64_t refine = 0;     // simulate the top K plans on SimGrid and rank them by that (0: off)
 };
 int RunPlan(const PlanOptions& options, std::ostream& out);
@@ -131,6 +133,8 @@ struct ValidateOptions : Inputs {
   std::string report;    // write an HTML page
   std::string keep;      // keep the runtime's report, trace and the calibration in this folder
   int64_t steps = 6;     // training steps run (the first is warm-up, left out of the op diff)
+  double max_seconds = 0;       // wall-time limit of the simulation (0: the default, 600 s)
+  std::string max_host_memory;  // memory limit of the simulation (empty: half of MemAvailable)
 };
 // Calibrates (unless --cluster is given), runs the plan with shardsim-runtime, estimates and
 // simulates it on the calibrated cluster and compares.

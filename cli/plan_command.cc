@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
 #include "cli/plan_output.h"
+#include "cli/sim_limits.h"
 #include "core/error.h"
 #include "core/run_cost.h"
 #include "core/inputs.h"
@@ -140,7 +141,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
                                                  model.name + " on " + cluster.name + ": tokens/s against memory per device"),
                       "--plot");
     }
-    if (o.refine > 0) f.refinement = Refine(model, cluster, f.result.best, static_cast<size_t>(o.refine), o.progress);
+    if (o.refine > 0) f.refinement = Refine(model, cluster, f.result.best, static_cast<size_t>(o.refine), o.progress, SimLimitsFrom(o.max_seconds, o.max_host_memory));
   }
   if (o.json) {
     out << PlanFindingsJson(f).dump(2) << "\n";

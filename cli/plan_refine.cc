@@ -97,7 +97,10 @@ constexpr size_t kPlanColumnWidth = 120 - 2 - (4 + 4 + 9 + 9 + 10) - 5 * 2;
 
 }  // namespace
 
-Refinement Refine(const ModelSpec& model, const ClusterSpec& cluster, const std::vector<planner::RankedPlan>& best, size_t k, bool progress) {
+Refinement Refine(const ModelSpec& model, const ClusterSpec& cluster, const std::vector<planner::RankedPlan>& best, size_t k, bool progress,
+                  const sim::DesLimits& limits) {
+  sim::SimulateOptions options;
+  options.limits = limits;
   const auto start = std::chrono::steady_clock::now();
   Refinement refinement;
   refinement.asked = k;
@@ -110,7 +113,7 @@ Refinement Refine(const ModelSpec& model, const ClusterSpec& cluster, const std:
     try {
       const strategies::StepProgram program = strategies::BuildStep(model, p.plan);
       sim::AxisCollectives collectives(graph, p.plan);
-      RefinedPlan r{p, i + 1, sim::Simulate(program, cluster, graph, collectives), 0, ""};
+      RefinedPlan r{p, i + 1, sim::Simulate(program, cluster, graph, collectives, options), 0, ""};
       r.difference = r.simulated.step.step_time_s / p.report.step_time_s - 1;
       r.why = Reason(r.simulated, p.report, r.difference);
       refinement.plans.push_back(std::move(r));

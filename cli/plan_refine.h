@@ -44,7 +44,8 @@ struct Refinement {
 // Simulates the first min(k, best.size()) plans of `best` (the search's ranking) with folding
 // on, and sorts them by simulated step time (ties: the estimate's order). A plan whose
 // simulation throws std::runtime_error goes to `failed`. `progress`: a line on stderr per plan.
-Refinement Refine(const ModelSpec& model, const ClusterSpec& cluster, const std::vector<planner::RankedPlan>& best, size_t k, bool progress);
+Refinement Refine(const ModelSpec& model, const ClusterSpec& cluster, const std::vector<planner::RankedPlan>& best, size_t k, bool progress,
+                  const sim::DesLimits& limits = {});
 
 // The "Refined by simulation (SimGrid)" section: a table, a reason per plan whose predictions
 // differ by more than kRefineTolerance, whether the best changed, and the wall time.

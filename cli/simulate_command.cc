@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/sim_limits.h"
 #include "cli/plan_text.h"
 #include "cli/report_json.h"
 #include "cli/step_inputs.h"
@@ -83,8 +84,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
   options.fold = !o.no_fold;
   options.timeline = !o.trace.empty() || !o.report.empty();
   options.progress = o.progress;
-  if (o.max_seconds > 0) options.limits.max_seconds = o.max_seconds;
-  if (!o.max_host_memory.empty()) options.limits.max_memory_bytes = sim::ParseHostMemoryLimit(o.max_host_memory, "--max-host-memory");
+  options.limits = SimLimitsFrom(o.max_seconds, o.max_host_memory);
   if (!o.trace.empty()) CheckOutputWritable(o.trace, "--trace");
   if (!o.report.empty()) CheckOutputWritable(o.report, "--report");
   const strategies::StepProgram program = strategies::BuildStep(model, plan);

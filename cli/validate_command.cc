@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/mpi_launch.h"
 #include "cli/run_limits.h"
+#include "cli/sim_limits.h"
 #include "cli/validate_text.h"
 #include "core/error.h"
 #include "core/inputs.h"
@@ -213,6 +214,7 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   sim::AxisCollectives collectives(graph, timed_plan);
   sim::SimulateOptions options;
   options.timeline = !o.report.empty();
+  options.limits = SimLimitsFrom(o.max_seconds, o.max_host_memory);
   const sim::SimReport simulated = sim::Simulate(program, cluster, graph, collectives, options);
   const validation::Comparison comparison =
       validation::Compare(measured, program, balanced, cluster, collectives, simulated.estimate, simulated.step);

@@ -256,6 +256,18 @@ TEST_F(CliPlanTest, RefineRanksTheTopPlansBySimulation) {
   EXPECT_FALSE(plain.contains("refined"));
 }
 
+// The simulations' limits bound --refine's runs (each refused plan is listed with the limit it
+// passed) and need --refine.
+TEST_F(CliPlanTest, RefineTakesTheSimulationLimits) {
+  json out;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(SmallPlan({"--refine", "1", "--max-seconds", "0.001", "--json"})), &out));
+  ASSERT_EQ(out["refine_failed"].size(), 1u) << out.dump();
+  EXPECT_NE(out["refine_failed"][0]["error"].get<std::string>().find("--max-seconds"), std::string::npos) << out.dump();
+  const CliResult alone = RunShardsim(SmallPlan({"--max-seconds", "5"}));
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("--max-seconds requires --refine"), std::string::npos) << alone.err;
+}
+
 TEST_F(CliPlanTest, RefineTableHasOneRowPerPlan) {
   const CliResult r = RunShardsim(SmallPlan({"--refine", "2"}));
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
