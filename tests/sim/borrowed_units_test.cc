@@ -26,10 +26,16 @@ struct Case {
     return plan;
   }
   StepReport Estimated(const PlanSpec& plan) const {
-    const topologies::Cluster graph(cluster);
-    AxisCollectives collectives(graph, plan);
-    return Estimate(strategies::BuildStep(model, plan), cluster, collectives);
+    const Built b(*this, plan);
+    return Estimate(b.program, cluster, b.collectives);
   }
+  // A plan's step program with the cluster graph and collectives that cost it.
+  struct Built {
+    Built(const Case& c, const PlanSpec& plan) : program(strategies::BuildStep(c.model, plan)), graph(c.cluster), collectives(graph, plan) {}
+    strategies::StepProgram program;
+    topologies::Cluster graph;
+    mutable AxisCollectives collectives;
+  };
 };
 
 TEST(BorrowedUnitsTest, OnlyDeepEpsHiddenAllToAllsBorrowUnits) {
@@ -59,15 +65,14 @@ TEST(BorrowedUnitsTest, OnlyDeepEpsHiddenAllToAllsBorrowUnits) {
 TEST(BorrowedUnitsTest, EachPhaseLosesWhatItsHiddenKernelsTake) {
   const Case c;
   const PlanSpec plan = c.Plan("deepep", true);
-  const strategies::StepProgram program = strategies::BuildStep(c.model, plan);
-  const topologies::Cluster graph(c.cluster);
-  AxisCollectives collectives(graph, plan);
+  const Case::Built b(c, plan);
+  const strategies::StepProgram& program = b.program;
   const Roofline roofline = RooflineOf(c.cluster, plan.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(plan), AttentionKernelOf(plan));
   const double units = static_cast<double>(c.cluster.chip.compute_units);
   ASSERT_EQ(units, 132);
   const auto& layer = program.layer_programs[static_cast<size_t>(strategies::LayerKind::kMoe)];
   for (strategies::Phase phase : {strategies::Phase::kForward, strategies::Phase::kBackwardInput}) {
-    const PhaseCost cost = CostPhase(layer, phase, roofline, collectives);
+    const PhaseCost cost = CostPhase(layer, phase, roofline, b.collectives);
     double expected = 0;
     for (const PhaseCost::Collective& k : cost.collectives) {
       if (k.op->comm_units == 0) continue;
@@ -81,12 +86,9 @@ TEST(BorrowedUnitsTest, EachPhaseLosesWhatItsHiddenKernelsTake) {
 // The simulator adds the same seconds: it agrees with the estimate as without them.
 TEST(BorrowedUnitsTest, TheSimulatorPlaysTheBorrowedSeconds) {
   const Case c;
-  const PlanSpec plan = c.Plan("deepep", true);
-  const strategies::StepProgram program = strategies::BuildStep(c.model, plan);
-  const topologies::Cluster graph(c.cluster);
-  AxisCollectives collectives(graph, plan);
-  const StepReport estimated = Estimate(program, c.cluster, collectives);
-  const SimReport simulated = Simulate(program, c.cluster, graph, collectives, SimulateOptions{});
+  const Case::Built b(c, c.Plan("deepep", true));
+  const StepReport estimated = Estimate(b.program, c.cluster, b.collectives);
+  const SimReport simulated = Simulate(b.program, c.cluster, b.graph, b.collectives, SimulateOptions{});
   EXPECT_NEAR(simulated.step.step_time_s / estimated.step_time_s, 1.0, 0.05);
   EXPECT_GE(simulated.step.compute_s, estimated.compute_s - estimated.compute_borrowed_s);
 }
