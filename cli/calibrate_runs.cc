@@ -66,11 +66,10 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
                                : "")
         << "\n";
   }
-  const double hbm_gib = static_cast<double>(g.cluster.chip.hbm_bytes) / (1024.0 * 1024.0 * 1024.0);
   TextTable t({"run", "split", "measured s", "predicted s", "error", "memory GiB: predicted (published)"});
   for (const validation::RunResult& r : g.results) {
     const std::string memory = FormatFixed(r.predicted_memory_gib, 1) + (r.run->peak_memory_gib > 0 ? " (" + FormatFixed(r.run->peak_memory_gib, 1) + ")" : "") +
-                               (hbm_gib > 0 && r.predicted_memory_gib > hbm_gib ? " > HBM" : "");
+                               (r.above_hbm ? " > HBM" : "");
     t.AddRow({r.run->id, r.run->fit ? "fit" : "test", FormatFixed(r.run->step_time_s, 3), FormatFixed(r.predicted_s, 3), Signed(r.error), memory});
   }
   t.Print(out, "  ");
@@ -150,8 +149,7 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
   PrintStats("group", summary.fit_by_group, summary.fit, out);
   int64_t over = 0;
   for (const GroupFit& g : fits) {
-    const double hbm_gib = static_cast<double>(g.cluster.chip.hbm_bytes) / (1024.0 * 1024.0 * 1024.0);
-    for (const validation::RunResult& r : g.results) over += hbm_gib > 0 && r.predicted_memory_gib > hbm_gib ? 1 : 0;
+    for (const validation::RunResult& r : g.results) over += r.above_hbm ? 1 : 0;
   }
   if (over > 0) {
     out << "\n" << over << " of the " << runs.size()

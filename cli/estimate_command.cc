@@ -75,6 +75,11 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ScheduleInHeader(plan) << ", ZeRO "
       << plan.zero_stage << ", recompute " << RecomputeText(plan) << (plan.sequence_parallel ? ", sequence parallel" : "")
       << ExpertAxesNote(plan) << "\n";
+  if (plan.seq_len > model.max_seq_len) {
+    // Learned positions refuse it (plan rules); others are costed as given (a context extension).
+    out << "  model       seq_len " << plan.seq_len << " is beyond the model's max_seq_len " << model.max_seq_len
+        << ": costed as given, as a context extension (check for a typo)\n";
+  }
   if (plan.mesh.pipeline > 1) {
     // The stage layout the estimate used, in Megatron-core's syntax, with where it came from.
     out << "  layout      " << strategies::LayoutText(program.layout) << " (decoder layers per chunk in pipeline order: "
@@ -151,7 +156,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     out << "  experts     each token sent once per destination node and device (ep_dispatcher deepep): ";
     if (rows->nodes > 1) {
       out << FormatFixed(rows->deduplicated, 2) << " rows per token leave its node over the network, against " << FormatFixed(rows->copies, 2)
-          << " routed copies (expert groups over " << rows->nodes << " nodes of up to " << rows->per_node << " devices; " << routing << ")\n";
+          << " when each routed expert gets its own copy (expert groups over " << rows->nodes << " nodes of up to " << rows->per_node << " devices; " << routing << ")\n";
     } else {
       out << "the expert group lies within one node, so only its rows within the node are deduplicated (" << routing << ")\n";
     }

@@ -192,6 +192,29 @@ ModelSpec NemotronH(JsonReader& r, const std::string& name) {
   return m;
 }
 
+// The config's keys for ModelSpec's fields (ValidateModel's errors name them), by model type.
+ModelFieldNames HfFieldNames(const std::string& type, bool legacy_pattern) {
+  if (type == "gpt2") {
+    return {{"num_layers", "n_layer"}, {"hidden_size", "n_embd"}, {"num_heads", "n_head"}, {"num_kv_heads", "n_head"},
+            {"ffn_hidden_size", "n_inner"}, {"max_seq_len", "n_positions"}};
+  }
+  ModelFieldNames names = {{"num_layers", "num_hidden_layers"}, {"num_heads", "num_attention_heads"}, {"num_kv_heads", "num_key_value_heads"},
+                           {"ffn_hidden_size", "intermediate_size"}, {"max_seq_len", "max_position_embeddings"}, {"mtp_layers", "num_nextn_predict_layers"},
+                           {"moe/num_experts", "n_routed_experts"}, {"moe/top_k", "num_experts_per_tok"}, {"moe/num_shared_experts", "n_shared_experts"},
+                           {"moe/expert_ffn_hidden_size", "moe_intermediate_size"}, {"moe/first_dense_layers", "first_k_dense_replace"},
+                           {"moe/layer_interval", "moe_layer_freq"}, {"moe/latent_size", "moe_latent_size"}, {"moe/groups", "n_group"},
+                           {"moe/group_top_k", "topk_group"}, {"moe", "n_routed_experts"}, {"sliding_window/window", "sliding_window"},
+                           {"sliding_window/global_every", "layer_types"}, {"mamba/num_heads", "mamba_num_heads"}, {"mamba/head_dim", "mamba_head_dim"},
+                           {"mamba/state_size", "ssm_state_size"}, {"mamba/groups", "n_groups"}, {"mamba/conv_kernel", "conv_kernel"},
+                           {"mamba/chunk_size", "chunk_size"}, {"hybrid_pattern", legacy_pattern ? "hybrid_override_pattern" : "layers_block_type"}};
+  for (const char* mla : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) names[std::string("mla/") + mla] = mla;
+  if (type == "mixtral" || type == "gpt_oss") {
+    names["moe/num_experts"] = names["moe"] = "num_local_experts";
+    names["moe/expert_ffn_hidden_size"] = "intermediate_size";
+  }
+  return names;
+}
+
 }  // namespace
 
 bool IsHfConfig(const json& value) { return value.is_object() && value.contains("model_type"); }
@@ -215,7 +238,7 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
     const int64_t mtp = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
     m.source = "Hugging Face config.json (" + where + ", model_type nemotron_h" +
                (mtp > 0 ? "; its " + std::to_string(mtp) + " multi-token-prediction layer(s) left out" : std::string()) + ")";
-    ValidateModel(m, where + ":");
+    ValidateModel(m, where + ":", HfFieldNames(type, r.Has("hybrid_override_pattern")));
     return m;
   }
   if (type == "gpt2") {
@@ -265,7 +288,7 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
     m.mtp_layers = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
   }
   m.source = "Hugging Face config.json (" + where + ", model_type " + type + ")";
-  ValidateModel(m, where + ":");
+  ValidateModel(m, where + ":", HfFieldNames(type, false));
   return m;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -123,9 +124,14 @@ struct ModelSpec {
   bool operator==(const ModelSpec&) const = default;
 };
 
+// How an input names ModelSpec's fields, by their paths ("num_kv_heads", "moe/top_k"): a Hugging
+// Face config's key ("num_key_value_heads", "num_experts_per_tok"). A field left out keeps its path.
+using ModelFieldNames = std::map<std::string, std::string>;
+
 // Checks the spec for positive sizes, consistent head counts (H divisible by Hkv), MoE and MLA
-// fields, and that parameter counts fit in 64 bits. Throws InputError naming `where` + field.
-void ValidateModel(const ModelSpec& model, const std::string& where);
+// fields, and that parameter counts fit in 64 bits (model_validate.cc). Throws InputError naming
+// `where` + the field as `names` spells it.
+void ValidateModel(const ModelSpec& model, const std::string& where, const ModelFieldNames& names = {});
 
 // The layer kinds of a hybrid pattern (ModelSpec::hybrid_pattern).
 inline constexpr char kHybridMamba = 'M', kHybridAttention = '*', kHybridMlp = '-', kHybridMoe = 'E';

@@ -35,6 +35,8 @@ std::string FormatCount(double count);
 std::string FormatSI(double value, std::string_view unit);
 // "95 GiB" style binary size.
 std::string FormatBinaryBytes(double bytes);
+// Bytes in GiB (2^30 bytes), the unit memory figures are published in.
+constexpr double BytesToGiB(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 // "45.2%" for 0.452.
 std::string FormatPercent(double fraction);
 // `value` with `decimals` digits after the point: "0.553" for (0.5531, 3); for table columns.

@@ -11,6 +11,7 @@
 #include "core/model_json.h"
 #include "core/plan_json.h"
 #include "core/suggest.h"
+#include "core/units.h"
 #include "strategies/plan_rules.h"
 
 namespace shardsim::validation {
@@ -98,7 +99,7 @@ PublishedRun RunOf(const json& value, const std::string& where) {
   run.fit = r.EnumOr("split", "fit", {"fit", "test"}) == "fit";
   if (r.Has("peak_memory_gib")) {
     // A peak the device cannot hold is not a measurement of it.
-    const double hbm_gib = static_cast<double>(cluster.chip.hbm_bytes) / (1024.0 * 1024.0 * 1024.0);
+    const double hbm_gib = BytesToGiB(static_cast<double>(cluster.chip.hbm_bytes));
     run.peak_memory_gib = r.Number("peak_memory_gib", 1e-3, hbm_gib > 0 ? hbm_gib : 1e6);
   }
   r.StringOr("memory_metric", "");

@@ -29,6 +29,7 @@ struct RunResult {
   double predicted_s = 0;
   double error = 0;              // predicted / measured - 1
   double predicted_memory_gib = 0;  // the memory model's peak per device
+  bool above_hbm = false;           // that peak exceeds the device's HBM (though the run ran)
 };
 
 struct GroupFit {

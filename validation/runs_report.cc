@@ -73,7 +73,7 @@ json RunsReportJson(const std::vector<GroupFit>& fits, const AccuracySummary& s)
     for (const RunResult& r : g.results) {
       json run = {{"id", r.run->id}, {"split", r.run->fit ? "fit" : "test"}, {"source_family", r.run->source_family},
                   {"measured_step_time_s", r.run->step_time_s}, {"predicted_step_time_s", r.predicted_s}, {"error", r.error},
-                  {"predicted_memory_gib", r.predicted_memory_gib}};
+                  {"predicted_memory_gib", r.predicted_memory_gib}, {"predicted_above_hbm", r.above_hbm}};
       if (r.run->peak_memory_gib > 0) run["published_peak_memory_gib"] = r.run->peak_memory_gib;
       runs.push_back(run);
     }

@@ -289,6 +289,22 @@ TEST(CliEstimateTest, TrainTokensGiveTheRunsTimeDeviceHoursAndCost) {
   EXPECT_FALSE(out.contains("training_run"));
 }
 
+// A sequence beyond the model's max_seq_len (rotary positions) is costed as given and said so.
+TEST(CliEstimateTest, SequenceBeyondTheModelsLengthIsSaid) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8",
+                                         "--set", "global_batch_size=8", "--set"};
+  std::vector<std::string> args = base;
+  args.push_back("seq_len=32768");
+  CliResult r = RunShardsim(args);
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
+  EXPECT_NE(r.out.find("seq_len 32768 is beyond the model's max_seq_len 8192: costed as given"), std::string::npos) << r.out;
+  args = base;
+  args.push_back("seq_len=8192");
+  r = RunShardsim(args);
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
+  EXPECT_EQ(r.out.find("max_seq_len"), std::string::npos) << r.out;
+}
+
 TEST(CliEstimateTest, BadTrainTokensAndPricesAreOneLine) {
   const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8",
                                          "--set", "global_batch_size=64", "--set", "seq_len=4096"};
@@ -325,6 +341,18 @@ TEST_F(CliPlanFieldsTest, CalibrateFromRunsCostsEachRunAsItsFrameworkRunsIt) {
   EXPECT_NEAR(run["predicted_memory_gib"].get<double>(), framework["memory"]["peak_bytes_per_device"].get<double>() / gib, 1e-6);
   EXPECT_GT(framework["memory"]["peak_bytes_per_device"].get<double>(), bare["memory"]["peak_bytes_per_device"].get<double>() + 5 * gib)
       << "torchtitan's eager loss holds more than the fused default";
+  EXPECT_FALSE(run["predicted_above_hbm"].get<bool>());
+  // A run predicted above its device's HBM is marked so, in the JSON and the text.
+  const json unsharded = {{"mesh", {{"data", 8}}}, {"global_batch_size", 8}, {"seq_len", 4096}};
+  const json over = {{"runs", json::array({{{"id", "ddp70b"}, {"model", "llama3-70b"}, {"cluster", "dgx-h100:8"}, {"plan", unsharded},
+                                             {"measured", {{"step_time_s", 20.0}}}}})}};
+  const std::string over_path = WriteJson("over.json", over);
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", over_path, "--no-fit", "--json"}), &calibrated));
+  EXPECT_TRUE(calibrated["groups"][0]["runs"][0]["predicted_above_hbm"].get<bool>());
+  const CliResult text = RunShardsim({"calibrate", "--from-runs", over_path, "--no-fit"});
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
+  EXPECT_NE(text.out.find(" > HBM"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("1 of the 1 runs are predicted above their device's HBM"), std::string::npos) << text.out;
 }
 
 

@@ -2,6 +2,8 @@
 // and their bad input: one line, exit status 2, before anything is launched where possible.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -28,9 +30,14 @@ TEST_F(ValidateCliTest, CalibratesThenValidatesATwoRankPlan) {
 
   json v;
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"validate", "--model", "tiny-dense", "--cluster", cluster, "--set", "mesh.data=2", "--set",
-                                         "global_batch_size=4", "--set", "seq_len=64", "--steps", "3", "--json"}),
+                                         "global_batch_size=4", "--set", "seq_len=64", "--steps", "3", "--report", PathOf("validate.html"), "--json"}),
                             &v));
   EXPECT_EQ(v["ranks"], 2);
+  // The report page (drawn in Chromium by cli.validate_page_chromium, written here under the sanitizers too).
+  std::ifstream page(PathOf("validate.html"));
+  const std::string html((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+  EXPECT_NE(html.find("tiny-dense"), std::string::npos);
   EXPECT_EQ(v["time_faithful"], cores >= 2);
   EXPECT_EQ(v["plan"]["dtype"], "fp32");  // the runtime trains in fp32: validate says so and predicts that
   EXPECT_EQ(v["steps_compared"], 2);

@@ -211,6 +211,46 @@ TEST(HfConfigTest, MistralWindow) {
   }
 }
 
+// The consistency checks run after the import (ValidateModel) name the config's keys too, in
+// the path and the message, not shardsim's field names.
+TEST(HfConfigTest, ConsistencyErrorsNameTheConfigKeys) {
+  const json llama = {{"model_type", "llama"}, {"hidden_size", 1024}, {"intermediate_size", 4096}, {"num_hidden_layers", 4},
+                      {"num_attention_heads", 16}, {"num_key_value_heads", 5}, {"vocab_size", 32000}};
+  const json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 4}, {"n_embd", 1024}, {"n_head", 16}, {"vocab_size", 50257}, {"n_inner", 0}};
+  json deepseek = {{"model_type", "deepseek_v3"}, {"hidden_size", 1024}, {"intermediate_size", 4096}, {"num_hidden_layers", 4},
+                   {"num_attention_heads", 16}, {"vocab_size", 32000}, {"kv_lora_rank", 64}, {"qk_nope_head_dim", 32},
+                   {"qk_rope_head_dim", 16}, {"v_head_dim", 32}, {"n_routed_experts", 12}, {"num_experts_per_tok", 2},
+                   {"moe_intermediate_size", 256}, {"n_group", 5}, {"topk_group", 2}};
+  for (const auto& [config, where, says, not_says] :
+       {std::tuple{llama, "num_key_value_heads", "num_key_value_heads=5 must divide num_attention_heads=16", "num_kv_heads"},
+        std::tuple{deepseek, "n_group", "n_group=5 does not split n_routed_experts=12", "moe/groups"}}) {
+    try {
+      ModelFromHfConfig(config, "config.json", "x");
+      ADD_FAILURE() << where;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.where(), std::string("config.json:/") + where);
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find(not_says), std::string::npos) << e.what();
+    }
+  }
+  // GPT-2's n_inner of 0 is refused by the reader's own range, under its name.
+  try {
+    ModelFromHfConfig(gpt2, "config.json", "x");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "config.json:/n_inner");
+  }
+  // A shardsim model JSON keeps shardsim's names.
+  ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  m.num_kv_heads = 5;
+  try {
+    ValidateModel(m, "m.json:");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "m.json:/num_kv_heads");
+  }
+}
+
 TEST(HfConfigTest, UnsupportedTypeListsSupported) {
   try {
     ModelFromHfConfig({{"model_type", "bert"}}, "config.json", "x");
