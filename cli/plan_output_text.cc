@@ -178,7 +178,7 @@ void PrintPlans(const PlanFindings& f, const Writer& w) {
   for (const auto* list : {&r.best, &r.pareto, &r.family_best}) {
     for (const planner::RankedPlan& p : *list) folds = folds || !p.plan.expert_axes.empty();
   }
-  w.Line(MeshLegend(folds) + ". ZeRO: the stage and the replica axes it acts on (0 (d): replicated over data; - none: fsdp shards by itself; rg / kg: sharded parameters re-gathered for "
+  w.Line(MeshLegend(folds) + ". ZeRO: the stage and the replica axes it acts on (1 (d): ZeRO-1 over data; 0 (d): replicated over data; -: no replica axis; rg / kg: sharded parameters re-gathered for "
              "the backward / kept gathered, not the default for this pipeline depth). dtype " + r.best.front().plan.dtype + ".", "  ",
          "  ");
   if (f.options.train_tokens > 0) {

@@ -192,8 +192,10 @@ ModelSpec NemotronH(JsonReader& r, const std::string& name) {
   return m;
 }
 
-// The config's keys for ModelSpec's fields (ValidateModel's errors name them), by model type.
-ModelFieldNames HfFieldNames(const std::string& type, bool legacy_pattern) {
+// The config's keys for ModelSpec's fields (ValidateModel's errors name them), by model type
+// and, where NemotronHConfig takes two spellings, the one the config uses.
+ModelFieldNames HfFieldNames(const std::string& type, JsonReader& r) {
+  auto spelt = [&](const char* key, const char* legacy) { return r.Has(key) || !r.Has(legacy) ? key : legacy; };
   if (type == "gpt2") {
     return {{"num_layers", "n_layer"}, {"hidden_size", "n_embd"}, {"num_heads", "n_head"}, {"num_kv_heads", "n_head"},
             {"ffn_hidden_size", "n_inner"}, {"max_seq_len", "n_positions"}};
@@ -205,8 +207,9 @@ ModelFieldNames HfFieldNames(const std::string& type, bool legacy_pattern) {
                            {"moe/layer_interval", "moe_layer_freq"}, {"moe/latent_size", "moe_latent_size"}, {"moe/groups", "n_group"},
                            {"moe/group_top_k", "topk_group"}, {"moe", "n_routed_experts"}, {"sliding_window/window", "sliding_window"},
                            {"sliding_window/global_every", "layer_types"}, {"mamba/num_heads", "mamba_num_heads"}, {"mamba/head_dim", "mamba_head_dim"},
-                           {"mamba/state_size", "ssm_state_size"}, {"mamba/groups", "n_groups"}, {"mamba/conv_kernel", "conv_kernel"},
-                           {"mamba/chunk_size", "chunk_size"}, {"hybrid_pattern", legacy_pattern ? "hybrid_override_pattern" : "layers_block_type"}};
+                           {"mamba/state_size", "ssm_state_size"}, {"mamba/groups", spelt("n_groups", "mamba_n_groups")},
+                           {"mamba/conv_kernel", spelt("conv_kernel", "mamba_d_conv")}, {"mamba/chunk_size", spelt("chunk_size", "mamba_chunk_size")},
+                           {"hybrid_pattern", r.Has("hybrid_override_pattern") ? "hybrid_override_pattern" : "layers_block_type"}};
   for (const char* mla : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) names[std::string("mla/") + mla] = mla;
   if (type == "mixtral" || type == "gpt_oss") {
     names["moe/num_experts"] = names["moe"] = "num_local_experts";
@@ -238,7 +241,7 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
     const int64_t mtp = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
     m.source = "Hugging Face config.json (" + where + ", model_type nemotron_h" +
                (mtp > 0 ? "; its " + std::to_string(mtp) + " multi-token-prediction layer(s) left out" : std::string()) + ")";
-    ValidateModel(m, where + ":", HfFieldNames(type, r.Has("hybrid_override_pattern")));
+    ValidateModel(m, where + ":", HfFieldNames(type, r));
     return m;
   }
   if (type == "gpt2") {
@@ -288,7 +291,7 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
     m.mtp_layers = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
   }
   m.source = "Hugging Face config.json (" + where + ", model_type " + type + ")";
-  ValidateModel(m, where + ":", HfFieldNames(type, false));
+  ValidateModel(m, where + ":", HfFieldNames(type, r));
   return m;
 }
 

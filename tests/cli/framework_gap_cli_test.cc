@@ -1,6 +1,11 @@
 // A plan that names a framework the framework cannot run is refused at the plan field the first
 // gap is about, with the framework's reason, the commit its profile reads, the values of that
 // field it runs and the other gaps' fields; a gap of the model's is refused at the framework field.
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
 #include "tests/cli/cli_test_util.h"
 
 namespace shardsim::cli_test {
@@ -63,9 +68,17 @@ TEST(CliFrameworkGapTest, DeepSpeedsOwnSplit) {
   const CliResult flat = EstimateWith("llama3-8b", {"mesh.data=8"});
   ASSERT_EQ(flat.exit_code, 0) << flat.err;
   EXPECT_NE(flat.out.find("data=8, ZeRO 0"), std::string::npos) << flat.out;
-  const CliResult simulated = RunShardsim({"simulate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "global_batch_size=16", "--set", "seq_len=2048", "--set", "mesh.data=8"});
+  // (With its report page and trace, which run under the sanitizers here: cli.report_page_chromium
+  // draws the page in Chromium in the release build only.)
+  const TempDir dir;
+  const CliResult simulated = RunShardsim({"simulate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "global_batch_size=16", "--set", "seq_len=2048",
+                                           "--set", "mesh.data=8", "--report", dir.PathOf("step.html"), "--trace", dir.PathOf("step.trace.json")});
   ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
   EXPECT_NE(simulated.out.find("data=8, ZeRO 0"), std::string::npos) << simulated.out;
+  std::ifstream page(dir.PathOf("step.html")), trace(dir.PathOf("step.trace.json"));
+  const std::string html((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(trace, nullptr, false).is_discarded());
   // A context-parallel torchtitan plan that does not write its K/V exchange runs torchtitan's.
   EXPECT_EQ(EstimateWith("llama3-8b", {"mesh.fsdp=2", "mesh.context=4", "zero_stage=3", "framework=torchtitan"}).exit_code, 0);
 }

@@ -143,6 +143,20 @@ TEST(HfConfigTest, NemotronHMatchesNanoPreset) {
       EXPECT_EQ(e.where(), std::string("config.json:/") + field);
     }
   }
+  // A check after the import names the key in the spelling the config uses (n_groups, or the
+  // legacy mamba_n_groups NemotronHConfig also reads).
+  for (const char* key : {"n_groups", "mamba_n_groups"}) {
+    json bad = config;
+    bad.erase("n_groups");
+    bad[key] = 3;  // does not divide mamba_num_heads 64
+    try {
+      ModelFromHfConfig(bad, "config.json", preset.name);
+      ADD_FAILURE() << key;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.where(), std::string("config.json:/") + key);
+      EXPECT_NE(std::string(e.what()).find(std::string(key) + "=3 must divide mamba_num_heads=64"), std::string::npos) << e.what();
+    }
+  }
   json unnamed = config;
   unnamed.erase("hybrid_override_pattern");
   try {

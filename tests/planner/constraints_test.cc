@@ -193,7 +193,13 @@ TEST(ConstraintsTest, ExpertFoldsAreSearched) {
 // 80 layers on 3 stages (27, 27, 26) x tensor 4 x fsdp 512 on the largest v5p slice: the search
 // tries pipeline degrees that are neither powers of two nor divisors of the layers.
 TEST(ConstraintsTest, UnevenPipelineDegreesAreSearched) {
+#ifdef SHARDSIM_SANITIZE
+  // Three cubes, 192 chips, under the sanitizers (the full slice takes a minute there): the same
+  // 3 stages.
+  const ClusterSpec cluster = ParseClusterPreset("tpu-v5p:4x4x12", "--cluster");
+#else
   const ClusterSpec cluster = ParseClusterPreset("tpu-v5p:16x16x24", "--cluster");
+#endif
   SearchOptions o = Options(4 << 20, 8192);
   o.constraints = Fixed({"mesh.pipeline=3", "mesh.tensor=4"});
   const SearchResult r = Search(Model("llama3-70b"), cluster, o);

@@ -234,14 +234,14 @@ TEST_P(PublishedConfigurationTest, FeasibleAndNoFasterThanThePlannersBest) {
   const json& row = GetParam();
   const ModelSpec model = published::ModelOf(row);
   const ClusterSpec cluster = ParseClusterPreset(published::ClusterOf(row), "--cluster");
+  const PlanSpec plan = published::PlanOf(row);
+  const sim::StepReport reference = EstimateOne(model, cluster, plan);
+  EXPECT_TRUE(reference.fits) << row["id"];
 #ifdef SHARDSIM_SANITIZE
   // A search over more than 512 GPUs takes minutes under the sanitizers; the rows up to 512 run
   // the same code sanitized.
   if (DeviceCount(cluster) > 512) GTEST_SKIP() << "a full search over " << DeviceCount(cluster) << " devices: release build only";
 #endif
-  const PlanSpec plan = published::PlanOf(row);
-  const sim::StepReport reference = EstimateOne(model, cluster, plan);
-  EXPECT_TRUE(reference.fits) << row["id"];
   SearchOptions options;
   options.global_batch_tokens = plan.global_batch_size * plan.seq_len;
   options.seq_len = plan.seq_len;
