@@ -224,7 +224,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   out << "\n  limited by  " << sim::WhatLimits(r, true) << "\n";
   out << "  memory      " << FormatBinaryBytes(peak.total()) << " per device on stage " << r.memory.peak_stage << " of "
-      << FormatBinaryBytes(r.hbm_bytes) << " HBM: " << (peak.total() <= r.hbm_bytes ? "fits" : "DOES NOT FIT") << "\n";
+      << FormatBinaryBytes(r.hbm_bytes) << " HBM: " << (r.hbm_fits ? "fits" : "DOES NOT FIT") << "\n";
   TextTable table({"params", "grads", "optimizer", "activations", "buffers"});
   table.AddRow({FormatBinaryBytes(peak.params), FormatBinaryBytes(peak.grads), FormatBinaryBytes(peak.optimizer),
                 FormatBinaryBytes(peak.activations), FormatBinaryBytes(peak.buffers)});

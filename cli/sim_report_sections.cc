@@ -88,7 +88,7 @@ std::string SummarySection(const sim::SimReport& report, const strategies::StepP
        << Card("HFU", FormatPercent(s.hfu), "recomputation counted")
        << Card("memory", FormatBinaryBytes(s.memory.peak.total()),
                "of " + FormatBinaryBytes(s.hbm_bytes) +
-                   " HBM: " + (s.memory.peak.total() <= s.hbm_bytes ? "fits" : "DOES NOT FIT") +
+                   " HBM: " + (s.hbm_fits ? "fits" : "DOES NOT FIT") +
                    (s.host_fits ? "" : "; offloaded activations beyond the host memory"))
        << Card("critical stage", "stage " + std::to_string(s.critical_stage), "the slowest")
        << "</div>\n";
@@ -180,7 +180,7 @@ std::string MemorySection(const sim::SimReport& report) {
        << " on stage " << s.memory.peak_stage << " of "
        << HtmlEscape(FormatBinaryBytes(s.hbm_bytes)) << " HBM ("
        << HtmlEscape(Fraction(peak.total(), s.hbm_bytes))
-       << "): " << (peak.total() <= s.hbm_bytes ? "fits" : "does not fit") << "."
+       << "): " << (s.hbm_fits ? "fits" : "does not fit") << "."
        << (peak.host > 0 ? " Offloaded activations in host memory: " + HtmlEscape(FormatBinaryBytes(peak.host)) +
                                (s.host_bytes > 0 ? " of " + HtmlEscape(FormatBinaryBytes(s.host_bytes)) + " per device: " + (s.host_fits ? "fits." : "does not fit.")
                                                  : " (the cluster spec gives no host memory).")

@@ -203,7 +203,8 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   double host = 0;
   for (const strategies::MemoryBreakdown& b : report.memory.stages) host = std::max(host, b.host);
   report.host_fits = report.host_bytes <= 0 || host <= report.host_bytes;
-  report.fits = report.memory.peak.total() <= report.hbm_bytes && report.host_fits;
+  report.hbm_fits = report.memory.peak.total() <= report.hbm_bytes;
+  report.fits = report.hbm_fits && report.host_fits;
 
   report.why = WhatLimits(report);
   return report;

@@ -45,7 +45,8 @@ struct StepReport {
   double palm_flops_per_step = 0;
   double hardware_flops_per_step = 0;
   double peak_flop_per_s = 0;  // per device, for the plan's dtype
-  bool fits = false;
+  bool fits = false;      // hbm_fits and host_fits
+  bool hbm_fits = false;  // the memory model's peak per device within hbm_bytes
   double hbm_bytes = 0;
   strategies::MemoryReport memory;
   double compute_s = 0;                         // on the critical stage

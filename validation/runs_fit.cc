@@ -196,8 +196,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
   double sum = 0;
   for (Prepared& p : prepared) {
     const sim::StepReport r = EstimateWith(p, g.parameters);
-    g.results.push_back({p.run, r.step_time_s, r.step_time_s / p.run->step_time_s - 1, BytesToGiB(r.memory.peak.total()),
-                         r.memory.peak.total() > static_cast<double>(g.cluster.chip.hbm_bytes) && g.cluster.chip.hbm_bytes > 0});
+    g.results.push_back({p.run, r.step_time_s, r.step_time_s / p.run->step_time_s - 1, BytesToGiB(r.memory.peak.total()), !r.hbm_fits});
     if (p.run->fit) sum += std::pow(std::log(r.step_time_s / p.run->step_time_s), 2);
   }
   g.rms_log_error = g.fit_runs > 0 ? std::sqrt(sum / static_cast<double>(g.fit_runs)) : 0;

@@ -101,5 +101,41 @@ TEST_F(CliCalibrateRunsTest, AGroupWithoutFitRunsSaysItWasNotFitted) {
   EXPECT_EQ(report["summary"]["fit"], json({{"runs", 0}}));
 }
 
+// calibrate --from-runs costs each run as its framework runs it: a torchtitan run that leaves the
+// loss and the gradient dtype unset is predicted as `estimate` predicts the plan with
+// framework=torchtitan (eager loss, fp32 reductions, torchtitan's overlaps), not as the bare plan.
+TEST_F(CliCalibrateRunsTest, CostsEachRunAsItsFrameworkRunsIt) {
+  const json plan = {{"mesh", {{"fsdp", 8}}}, {"global_batch_size", 16}, {"seq_len", 8192}, {"micro_batch_size", 2}, {"recompute", "selective-op"}};
+  const json runs = {{"runs", json::array({{{"id", "tt"}, {"model", "llama3-8b"}, {"cluster", "dgx-h100:8"}, {"plan", plan},
+                                             {"framework", "torchtitan"}, {"measured", {{"step_time_s", 2.0}}}}})}};
+  json calibrated, framework, bare;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", WriteJson("runs.json", runs), "--no-fit", "--json"}), &calibrated));
+  const std::string plan_path = WriteJson("plan.json", plan);
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", plan_path, "--set", "framework=torchtitan", "--json"}), &framework));
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", plan_path, "--json"}), &bare));
+  const json& run = calibrated["groups"][0]["runs"][0];
+  EXPECT_NEAR(run["predicted_step_time_s"].get<double>(), framework["step_time_s"].get<double>(), 1e-9);
+  const double gib = 1024.0 * 1024 * 1024;
+  EXPECT_NEAR(run["predicted_memory_gib"].get<double>(), framework["memory"]["peak_bytes_per_device"].get<double>() / gib, 1e-6);
+  EXPECT_GT(framework["memory"]["peak_bytes_per_device"].get<double>(), bare["memory"]["peak_bytes_per_device"].get<double>() + 5 * gib)
+      << "torchtitan's eager loss holds more than the fused default";
+  EXPECT_FALSE(run["predicted_above_hbm"].get<bool>());
+}
+
+// A run predicted above its device's HBM is marked so, in the JSON and the text.
+TEST_F(CliCalibrateRunsTest, RunsPredictedAboveTheirHbmAreMarked) {
+  const json unsharded = {{"mesh", {{"data", 8}}}, {"global_batch_size", 8}, {"seq_len", 4096}};
+  const json over = {{"runs", json::array({{{"id", "ddp70b"}, {"model", "llama3-70b"}, {"cluster", "dgx-h100:8"}, {"plan", unsharded},
+                                             {"measured", {{"step_time_s", 20.0}}}}})}};
+  const std::string over_path = WriteJson("over.json", over);
+  json calibrated;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", over_path, "--no-fit", "--json"}), &calibrated));
+  EXPECT_TRUE(calibrated["groups"][0]["runs"][0]["predicted_above_hbm"].get<bool>());
+  const CliResult text = RunShardsim({"calibrate", "--from-runs", over_path, "--no-fit"});
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
+  EXPECT_NE(text.out.find(" > HBM"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("1 of the 1 runs are predicted above their device's HBM"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test
