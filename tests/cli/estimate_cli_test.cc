@@ -298,11 +298,20 @@ TEST(CliEstimateTest, SequenceBeyondTheModelsLengthIsSaid) {
   CliResult r = RunShardsim(args);
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
   EXPECT_NE(r.out.find("seq_len 32768 is beyond the model's max_seq_len 8192: costed as given"), std::string::npos) << r.out;
+  args.push_back("--json");
+  r = RunShardsim(args);
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
+  const json beyond = json::parse(r.out);
+  EXPECT_EQ(beyond["context_extension"], (json{{"seq_len", 32768}, {"max_seq_len", 8192}})) << r.out;
   args = base;
   args.push_back("seq_len=8192");
   r = RunShardsim(args);
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
   EXPECT_EQ(r.out.find("max_seq_len"), std::string::npos) << r.out;
+  args.push_back("--json");
+  r = RunShardsim(args);
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
+  EXPECT_FALSE(json::parse(r.out).contains("context_extension")) << r.out;
 }
 
 TEST(CliEstimateTest, BadTrainTokensAndPricesAreOneLine) {

@@ -265,6 +265,37 @@ TEST(HfConfigTest, ConsistencyErrorsNameTheConfigKeys) {
   }
 }
 
+// Values a config implies by leaving a key out (head_dim, GPT-2's n_inner) are checked under the
+// keys it has; a one-layer gpt-oss has its only layer local.
+TEST(HfConfigTest, ImpliedSizesNameTheKeysTheConfigHas) {
+  const json llama = {{"model_type", "llama"}, {"hidden_size", 1 << 24}, {"intermediate_size", 4096}, {"num_hidden_layers", 4},
+                      {"num_attention_heads", 2}, {"vocab_size", 32000}};
+  json uneven = llama;
+  uneven["hidden_size"] = 1000, uneven["num_attention_heads"] = 3;
+  const json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 4}, {"n_embd", 1 << 23}, {"n_head", 128}, {"vocab_size", 50257}};
+  for (const auto& [config, where, says] : {std::tuple{llama, "num_attention_heads", "hidden_size / num_attention_heads = 8388608"},
+                                            std::tuple{uneven, "num_attention_heads", "hidden_size is not divisible by num_attention_heads"},
+                                            std::tuple{gpt2, "n_embd", "4 x n_embd = 33554432"}}) {
+    try {
+      ModelFromHfConfig(config, "config.json", "x");
+      ADD_FAILURE() << where;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.where(), std::string("config.json:/") + where);
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+  json with_head_dim = llama;
+  with_head_dim["head_dim"] = 128;
+  EXPECT_EQ(ModelFromHfConfig(with_head_dim, "config.json", "x").head_dim, 128);
+  const json gpt_oss = {{"model_type", "gpt_oss"}, {"hidden_size", 256}, {"intermediate_size", 512}, {"num_hidden_layers", 1},
+                        {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 64}, {"vocab_size", 1000},
+                        {"num_local_experts", 4}, {"num_experts_per_tok", 2}, {"sliding_window", 128}};
+  const ModelSpec one_layer = ModelFromHfConfig(gpt_oss, "config.json", "x");
+  ASSERT_TRUE(one_layer.sliding_window.has_value());
+  EXPECT_EQ(one_layer.sliding_window->global_every, 0);
+  EXPECT_TRUE(IsLocalAttentionLayer(one_layer, 0));
+}
+
 TEST(HfConfigTest, UnsupportedTypeListsSupported) {
   try {
     ModelFromHfConfig({{"model_type", "bert"}}, "config.json", "x");
