@@ -2,6 +2,7 @@
 #include "cli/app.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -62,6 +63,33 @@ CLI::Validator TokensPerStep() {
 }
 CLI::Validator TokenBudget() {
   return Parses([](const std::string& text) { ParseTokenCount(text, ""); }, "TOKENS");
+}
+
+// The one line for a command line CLI11 refused. An option the subcommand does not have is named
+// with the closest it has; otherwise CLI11's own words. Both name the subcommand's help.
+std::string ParseErrorLine(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  std::string message = e.what();
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  const std::string sub = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
+  const std::string help = sub.empty() ? "shardsim --help" : "shardsim " + sub + " --help";
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && !sub.empty()) {
+    std::vector<std::string> known;
+    for (const CLI::Option* opt : app.get_subcommand(sub)->get_options()) {
+      for (const std::string& name : opt->get_lnames()) known.push_back("--" + name);
+      for (const std::string& name : opt->get_snames()) known.push_back("-" + name);
+    }
+    for (int i = 2; i < argc; ++i) {
+      std::string arg = argv[i];
+      // Options only: a negative number ("-1") is a value.
+      if (arg.size() < 2 || arg[0] != '-' || arg == "--" || std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.') continue;
+      arg = arg.substr(0, arg.find('='));
+      if (std::find(known.begin(), known.end(), arg) != known.end()) continue;
+      const std::string suggestion = DidYouMean(arg, known);
+      return sub + ": unknown option '" + arg + "'" + (suggestion.empty() ? "" : "; " + suggestion) + "; valid: the options '" + help +
+             "' lists (hint: check the spelling)";
+    }
+  }
+  return message + " (hint: run '" + help + "')";
 }
 
 // An option given an empty value ("--from-runs ''", a shell variable left unset) names nothing:
@@ -263,9 +291,7 @@ int Run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::string message = e.what();
-    for (char& c : message) c = c == '\n' ? ' ' : c;
-    std::cerr << "shardsim: error: " << message << " (run 'shardsim --help' or 'shardsim SUBCOMMAND --help')\n";
+    std::cerr << "shardsim: error: " << ParseErrorLine(app, e, argc, argv) << "\n";
     return kBadInput;
   }
 

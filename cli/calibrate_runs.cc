@@ -69,7 +69,7 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
   TextTable t({"run", "split", "measured s", "predicted s", "error", "memory GiB: predicted (published)"});
   for (const validation::RunResult& r : g.results) {
     const std::string memory = FormatFixed(r.predicted_memory_gib, 1) + (r.run->peak_memory_gib > 0 ? " (" + FormatFixed(r.run->peak_memory_gib, 1) + ")" : "") +
-                               (r.above_hbm ? " > HBM" : "");
+                               (r.above_hbm ? " > " + FormatFixed(r.hbm_gib, 1) + " HBM" : "");
     t.AddRow({r.run->id, r.run->fit ? "fit" : "test", FormatFixed(r.run->step_time_s, 3), FormatFixed(r.predicted_s, 3), Signed(r.error), memory});
   }
   t.Print(out, "  ");
@@ -147,13 +147,9 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
   out << "\nOn the fit runs\n";
   PrintStats("source", summary.fit_by_source, summary.fit, out);
   PrintStats("group", summary.fit_by_group, summary.fit, out);
-  int64_t over = 0;
-  for (const GroupFit& g : fits) {
-    for (const validation::RunResult& r : g.results) over += r.above_hbm ? 1 : 0;
-  }
-  if (over > 0) {
-    out << "\n" << over << " of the " << runs.size()
-        << " runs are predicted above their device's HBM (marked > HBM) although they ran: the memory model or the run's assumed plan "
+  if (summary.above_hbm > 0) {
+    out << "\n" << summary.above_hbm << " of the " << runs.size()
+        << " runs are predicted above their device's HBM (marked '> N HBM', N its GiB) although they ran: the memory model or the run's assumed plan "
            "(recompute, sharding) is off for them\n";
   }
   if (summary.memory.runs > 0) {

@@ -101,7 +101,7 @@ void PrintHeader(const PlanFindings& f, const Writer& w) {
   w.Line("searched " + std::to_string(r.meshes) + " meshes and " + std::to_string(r.layouts) + " other layouts of the leading ones, " +
              std::to_string(r.candidates) + " plans: " + std::to_string(r.evaluated - r.over_limit) + " estimated, " + std::to_string(r.over_limit) +
              " over the memory limit, " + std::to_string(r.pruned) + " pruned, " +
-             std::to_string(r.dominated) + " dominated, in " + FormatSeconds(r.wall_s) + " (" + FormatCount(rate) + " plans/s)",
+             std::to_string(r.dominated) + " dominated, in " + FormatSeconds(r.wall_s) + " (" + FormatCount(rate) + " plans/s estimated or judged over the limit)",
          "  ");
   w.out << "\n";
 }

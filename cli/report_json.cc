@@ -8,7 +8,9 @@ namespace shardsim::cli {
 
 nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan, const sim::StepReport& r) {
   nlohmann::json exposed = nlohmann::json::object();
-  for (const auto& [key, seconds] : r.exposed_comm_s) exposed[key] = seconds;
+  // Each key as the text names it, by the mesh axes its collectives ran over (sim::ExposedLabel).
+  nlohmann::json labels = nlohmann::json::object();
+  for (const auto& [key, seconds] : r.exposed_comm_s) exposed[key] = seconds, labels[key] = sim::ExposedLabel(r, key);
   const strategies::MemoryBreakdown& peak = r.memory.peak;
   nlohmann::json collectives = nlohmann::json::array();
   for (const sim::CollectiveCost& c : r.collectives) {
@@ -60,7 +62,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
             {"activations", peak.activations},
             {"buffers", peak.buffers},
             {"pipeline_buffers", peak.pipeline}, {"host_activations", peak.host}}},
-          {"breakdown", {{"compute_s", r.compute_s}, {"compute_borrowed_s", r.compute_borrowed_s}, {"exposed_comm_s", exposed}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage}}},
+          {"breakdown", {{"compute_s", r.compute_s}, {"compute_borrowed_s", r.compute_borrowed_s}, {"exposed_comm_s", exposed}, {"exposed_comm_labels", labels}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage}}},
           {"collectives", collectives},
           {"stage_time_s", r.stage_time_s},
           {"why", r.why}};

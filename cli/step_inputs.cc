@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -51,8 +52,11 @@ std::vector<std::string> ValuesTheFrameworkRuns(planner::Framework framework, co
 
 StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
   if (o.model.empty() || o.cluster.empty()) throw InputError(command, "needs --model and --cluster", "", "e.g. --model llama3-8b --cluster dgx-h100:8");
+  // The model and cluster first: a mistyped name is said before a missing plan.
+  ModelSpec model = LoadModel(o.model);
+  ClusterSpec cluster = LoadCluster(o.cluster);
   if (o.plan.empty() && o.overrides.empty()) throw InputError(command, "needs a plan", "--plan FILE and/or --set key=value", "see examples/*.plan.json");
-  StepInputs in{LoadModel(o.model), LoadCluster(o.cluster), LoadPlan(o.plan, o.overrides), {}};
+  StepInputs in{std::move(model), std::move(cluster), LoadPlan(o.plan, o.overrides), {}};
   in.as_written = in.plan;
   const std::string where = PlanSource(o.plan, o.overrides);
   CheckPlanOnCluster(in.plan, in.cluster, where);

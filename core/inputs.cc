@@ -96,8 +96,11 @@ PlanSpec LoadPlan(const std::string& path, const std::vector<std::string>& overr
 void CheckPlanOnCluster(const PlanSpec& plan, const ClusterSpec& cluster, const std::string& where) {
   const std::map<std::string, double>& peaks = cluster.chip.peak_flop_per_s;
   if (peaks.count(plan.dtype) == 0) {
+    // The plan's dtypes the chip has a peak for (its int8 peak, say, is no training dtype).
     std::string have;
-    for (const auto& [dtype, peak] : peaks) have += (have.empty() ? "" : ", ") + dtype;
+    for (const std::string& dtype : PlanFieldChoices("dtype")) {
+      if (peaks.count(dtype) > 0) have += (have.empty() ? "" : ", ") + dtype;
+    }
     throw InputError(where + ":/dtype", "dtype '" + plan.dtype + "' has no peak on " + cluster.chip.name, have, "set dtype to one the chip lists");
   }
   if (plan.fp8_recipe == "mxfp8" && !cluster.chip.microscaling) {

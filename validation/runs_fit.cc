@@ -155,7 +155,8 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     if (f.name == "backward" && redo.size() < 2) f.fit_runs = 0;
     g.parameters.push_back(f);
   }
-  if (options.fit && g.fit_runs > 0) {
+  g.fitted = options.fit && g.fit_runs > 0;
+  if (g.fitted) {
     // Least squares in log space over the parameters some fit run depends on.
     std::vector<size_t> fitted;
     std::vector<double> x, low, high;
@@ -196,7 +197,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
   double sum = 0;
   for (Prepared& p : prepared) {
     const sim::StepReport r = EstimateWith(p, g.parameters);
-    g.results.push_back({p.run, r.step_time_s, r.step_time_s / p.run->step_time_s - 1, BytesToGiB(r.memory.peak.total()), !r.hbm_fits});
+    g.results.push_back({p.run, r.step_time_s, r.step_time_s / p.run->step_time_s - 1, BytesToGiB(r.memory.peak.total()), !r.hbm_fits, BytesToGiB(r.hbm_bytes)});
     if (p.run->fit) sum += std::pow(std::log(r.step_time_s / p.run->step_time_s), 2);
   }
   g.rms_log_error = g.fit_runs > 0 ? std::sqrt(sum / static_cast<double>(g.fit_runs)) : 0;

@@ -30,6 +30,7 @@ struct RunResult {
   double error = 0;              // predicted / measured - 1
   double predicted_memory_gib = 0;  // the memory model's peak per device
   bool above_hbm = false;           // that peak exceeds the device's HBM (though the run ran)
+  double hbm_gib = 0;               // the device's HBM (the cluster spec)
 };
 
 struct GroupFit {
@@ -39,6 +40,7 @@ struct GroupFit {
   std::vector<RunResult> results;  // every run of the group, in the file's order
   int64_t fit_runs = 0, evaluations = 0;  // evaluations: of every fit run's estimate
   int iterations = 0;      // the fit's accepted steps
+  bool fitted = false;     // a fit ran (FitOptions::fit and fit runs); else the clusters' figures
   bool converged = true;   // false: the fit stopped at its iteration limit
   double rms_log_error = 0;  // over the fit runs, after the fit
 };

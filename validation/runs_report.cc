@@ -48,6 +48,7 @@ json StatsMapJson(const std::map<std::string, ErrorStats>& m) {
 
 AccuracySummary Summarize(const std::vector<GroupFit>& fits) {
   std::vector<double> fit, test, memory;
+  int64_t above_hbm = 0;
   std::map<std::string, std::vector<double>> test_source, test_group, fit_source, fit_group;
   for (const GroupFit& g : fits) {
     for (const RunResult& r : g.results) {
@@ -56,9 +57,10 @@ AccuracySummary Summarize(const std::vector<GroupFit>& fits) {
       (r.run->fit ? fit_source : test_source)[r.run->source_family].push_back(e);
       (r.run->fit ? fit_group : test_group)[g.group].push_back(e);
       if (r.run->peak_memory_gib > 0) memory.push_back(r.predicted_memory_gib / r.run->peak_memory_gib - 1);
+      above_hbm += r.above_hbm ? 1 : 0;
     }
   }
-  return {StatsOf(fit), StatsOf(test), StatsBy(test_source), StatsBy(test_group), StatsBy(fit_source), StatsBy(fit_group), StatsOf(memory)};
+  return {StatsOf(fit), StatsOf(test), StatsBy(test_source), StatsBy(test_group), StatsBy(fit_source), StatsBy(fit_group), StatsOf(memory), above_hbm};
 }
 
 json RunsReportJson(const std::vector<GroupFit>& fits, const AccuracySummary& s) {
@@ -73,11 +75,13 @@ json RunsReportJson(const std::vector<GroupFit>& fits, const AccuracySummary& s)
     for (const RunResult& r : g.results) {
       json run = {{"id", r.run->id}, {"split", r.run->fit ? "fit" : "test"}, {"source_family", r.run->source_family},
                   {"measured_step_time_s", r.run->step_time_s}, {"predicted_step_time_s", r.predicted_s}, {"error", r.error},
-                  {"predicted_memory_gib", r.predicted_memory_gib}, {"predicted_above_hbm", r.above_hbm}};
+                  {"predicted_memory_gib", r.predicted_memory_gib}, {"predicted_above_hbm", r.above_hbm},
+                  {"hbm_gib", r.hbm_gib}};
       if (r.run->peak_memory_gib > 0) run["published_peak_memory_gib"] = r.run->peak_memory_gib;
       runs.push_back(run);
     }
-    groups.push_back({{"group", g.group}, {"fit_runs", g.fit_runs}, {"evaluations", g.evaluations}, {"iterations", g.iterations}, {"converged", g.fit_runs > 0 ? json(g.converged) : json(nullptr)},
+    groups.push_back({{"group", g.group}, {"fit_runs", g.fit_runs}, {"evaluations", g.evaluations}, {"fitted", g.fitted},
+                      {"iterations", g.fitted ? json(g.iterations) : json(nullptr)}, {"converged", g.fitted ? json(g.converged) : json(nullptr)},
                       {"rms_log_error", g.fit_runs > 0 ? json(g.rms_log_error) : json(nullptr)},
                       {"parameters", parameters}, {"efficiency_source", g.cluster.efficiency.source}, {"runs", runs}});
   }
@@ -85,7 +89,7 @@ json RunsReportJson(const std::vector<GroupFit>& fits, const AccuracySummary& s)
           {"summary",
            {{"fit", StatsJson(s.fit)}, {"test", StatsJson(s.test)}, {"test_by_source", StatsMapJson(s.test_by_source)},
             {"test_by_group", StatsMapJson(s.test_by_group)}, {"fit_by_source", StatsMapJson(s.fit_by_source)},
-            {"fit_by_group", StatsMapJson(s.fit_by_group)}, {"memory", StatsJson(s.memory)}}}};
+            {"fit_by_group", StatsMapJson(s.fit_by_group)}, {"memory", StatsJson(s.memory)}, {"predicted_above_hbm", s.above_hbm}}}};
 }
 
 }  // namespace shardsim::validation

@@ -28,6 +28,7 @@ struct AccuracySummary {
   ErrorStats fit, test;  // all runs of each split
   std::map<std::string, ErrorStats> test_by_source, test_by_group, fit_by_source, fit_by_group;
   ErrorStats memory;     // runs with a published peak, |predicted / published - 1| (both splits)
+  int64_t above_hbm = 0;  // runs predicted above their device's HBM (RunResult::above_hbm)
 };
 AccuracySummary Summarize(const std::vector<GroupFit>& fits);
 

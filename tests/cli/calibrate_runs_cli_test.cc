@@ -97,6 +97,8 @@ TEST_F(CliCalibrateRunsTest, AGroupWithoutFitRunsSaysItWasNotFitted) {
   json report;
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", WriteJson("tests_only.json", runs), "--json"}), &report));
   EXPECT_TRUE(report["groups"][0]["converged"].is_null());
+  EXPECT_TRUE(report["groups"][0]["iterations"].is_null());
+  EXPECT_FALSE(report["groups"][0]["fitted"].get<bool>());
   EXPECT_TRUE(report["groups"][0]["rms_log_error"].is_null());
   EXPECT_EQ(report["summary"]["fit"], json({{"runs", 0}}));
 }
@@ -113,6 +115,8 @@ TEST_F(CliCalibrateRunsTest, CostsEachRunAsItsFrameworkRunsIt) {
   const std::string plan_path = WriteJson("plan.json", plan);
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", plan_path, "--set", "framework=torchtitan", "--json"}), &framework));
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--plan", plan_path, "--json"}), &bare));
+  EXPECT_FALSE(calibrated["groups"][0]["fitted"].get<bool>()) << "--no-fit: no fit ran, though the run is a fit run";
+  EXPECT_TRUE(calibrated["groups"][0]["converged"].is_null());
   const json& run = calibrated["groups"][0]["runs"][0];
   EXPECT_NEAR(run["predicted_step_time_s"].get<double>(), framework["step_time_s"].get<double>(), 1e-9);
   const double gib = 1024.0 * 1024 * 1024;
@@ -130,10 +134,14 @@ TEST_F(CliCalibrateRunsTest, RunsPredictedAboveTheirHbmAreMarked) {
   const std::string over_path = WriteJson("over.json", over);
   json calibrated;
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", over_path, "--no-fit", "--json"}), &calibrated));
-  EXPECT_TRUE(calibrated["groups"][0]["runs"][0]["predicted_above_hbm"].get<bool>());
+  const json& run = calibrated["groups"][0]["runs"][0];
+  EXPECT_TRUE(run["predicted_above_hbm"].get<bool>());
+  EXPECT_GT(run["predicted_memory_gib"].get<double>(), run["hbm_gib"].get<double>());
+  EXPECT_NEAR(run["hbm_gib"].get<double>(), 81559.0 / 1024, 0.01) << "the H100's HBM as the cluster spec gives it";
+  EXPECT_EQ(calibrated["summary"]["predicted_above_hbm"], 1);
   const CliResult text = RunShardsim({"calibrate", "--from-runs", over_path, "--no-fit"});
   ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
-  EXPECT_NE(text.out.find(" > HBM"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" > 79.6 HBM"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("1 of the 1 runs are predicted above their device's HBM"), std::string::npos) << text.out;
 }
 

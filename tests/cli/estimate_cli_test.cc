@@ -289,31 +289,6 @@ TEST(CliEstimateTest, TrainTokensGiveTheRunsTimeDeviceHoursAndCost) {
   EXPECT_FALSE(out.contains("training_run"));
 }
 
-// A sequence beyond the model's max_seq_len (rotary positions) is costed as given and said so.
-TEST(CliEstimateTest, SequenceBeyondTheModelsLengthIsSaid) {
-  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8",
-                                         "--set", "global_batch_size=8", "--set"};
-  std::vector<std::string> args = base;
-  args.push_back("seq_len=32768");
-  CliResult r = RunShardsim(args);
-  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
-  EXPECT_NE(r.out.find("seq_len 32768 is beyond the model's max_seq_len 8192: costed as given"), std::string::npos) << r.out;
-  args.push_back("--json");
-  r = RunShardsim(args);
-  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
-  const json beyond = json::parse(r.out);
-  EXPECT_EQ(beyond["context_extension"], (json{{"seq_len", 32768}, {"max_seq_len", 8192}})) << r.out;
-  args = base;
-  args.push_back("seq_len=8192");
-  r = RunShardsim(args);
-  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
-  EXPECT_EQ(r.out.find("max_seq_len"), std::string::npos) << r.out;
-  args.push_back("--json");
-  r = RunShardsim(args);
-  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.err;
-  EXPECT_FALSE(json::parse(r.out).contains("context_extension")) << r.out;
-}
-
 TEST(CliEstimateTest, BadTrainTokensAndPricesAreOneLine) {
   const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8",
                                          "--set", "global_batch_size=64", "--set", "seq_len=4096"};
