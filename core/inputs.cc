@@ -1,6 +1,7 @@
 #include "core/inputs.h"
 
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -55,9 +56,37 @@ ModelSpec LoadModel(const std::string& arg) {
   return ModelFromJson(value, arg);
 }
 
+namespace {
+
+// "FILE.json:SIZE": the file's chip, links, efficiencies and calibration on its catalogue system at
+// another size (SIZE as a preset writes it, options included: "64", "8x8x8,slices=2"), so that a
+// cluster fitted or calibrated at one size plans at another. nullopt: no such form.
+std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
+  const size_t at = arg.rfind(".json:");
+  if (at == std::string::npos) return std::nullopt;
+  const std::string path = arg.substr(0, at + 5), size = arg.substr(at + 6);
+  if (!Exists(path)) return std::nullopt;
+  const ClusterSpec file = ClusterFromJson(ReadJsonFile(path), path);
+  if (!LooksLikeClusterPreset(file.system)) {
+    throw InputError("--cluster " + arg, path + "'s system '" + file.system + "' is no catalogue system to resize", "FILE.json:SIZE for a file whose system is a preset's (dgx-h100, tpu-v5p, ...)",
+                     "give the file alone, at its own size, or edit its topology");
+  }
+  ClusterSpec resized = ParseClusterPreset(file.system + ":" + size, "--cluster " + arg);
+  resized.name = arg;
+  resized.chip = file.chip;
+  resized.efficiency = file.efficiency;
+  resized.calibration = file.calibration;
+  // The file's links; a class the new size needs and the file lacks (DCN across slices) keeps the catalogue's.
+  for (const auto& [name, link] : file.links) resized.links[name] = link;
+  return resized;
+}
+
+}  // namespace
+
 ClusterSpec LoadCluster(const std::string& arg) {
   if (arg.empty()) throw InputError("--cluster", "is empty", "a preset such as dgx-h100:64 or a cluster JSON file");
   if (LooksLikeClusterPreset(arg)) return ParseClusterPreset(arg, "--cluster " + arg);
+  if (std::optional<ClusterSpec> resized = ResizedClusterFile(arg)) return *resized;
   if (Exists(arg) || arg.find('/') != std::string::npos || arg.ends_with(".json")) {
     return ClusterFromJson(ReadJsonFile(arg), arg);
   }

@@ -245,6 +245,32 @@ TEST_F(CliDescribeTest, WriteClusterRoundTrip) {
   }
 }
 
+// FILE.json:SIZE: a cluster file (fitted or calibrated at one size) on its system at another, its
+// chip, links and efficiencies kept; the catalogue's preset at that size with the same figures is
+// the same cluster. A file whose system is no preset, or a size the system cannot take, is refused.
+TEST_F(CliDescribeTest, ClusterFileAtAnotherSize) {
+  const std::string written = PathOf("fitted.cluster.json");
+  (void)DescribeJson({"--cluster", "dgx-h100:1024", "--write-cluster", written});
+  json fitted = ReadJson(written);
+  fitted["efficiency"]["matmul"] = 0.5;
+  fitted["links"]["infiniband"]["efficiency"] = 0.7;
+  const std::string path = WriteJson("fitted.cluster.json", fitted);
+  const json resized = DescribeJson({"--cluster", path + ":64"});
+  EXPECT_EQ(resized["cluster"]["devices"], 64);
+  EXPECT_EQ(resized["cluster"]["spec"]["efficiency"]["matmul"], 0.5);
+  EXPECT_EQ(resized["cluster"]["spec"]["links"]["infiniband"]["efficiency"], 0.7);
+  json preset = DescribeJson({"--cluster", "dgx-h100:64"})["cluster"]["spec"];
+  preset["efficiency"] = fitted["efficiency"], preset["links"]["infiniband"]["efficiency"] = 0.7;
+  json got = resized["cluster"]["spec"];
+  got.erase("name"), preset.erase("name");
+  EXPECT_EQ(got, preset);
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", path + ":65"}), {"--cluster " + path + ":65"}));
+  json custom = fitted;
+  custom["system"] = "custom";
+  const std::string custom_path = WriteJson("custom.cluster.json", custom);
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", custom_path + ":64"}), {"system 'custom' is no catalogue system", "FILE.json:SIZE"}));
+}
+
 TEST_F(CliDescribeTest, WritePlanRoundTrip) {
   const std::string written = PathOf("written_plan.json");
   const json first = DescribeJson({"--model", "llama3-70b", "--cluster", "dgx-h100:64", "--set", "mesh.data=2", "--set",
