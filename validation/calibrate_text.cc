@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -25,6 +27,16 @@ json SpreadJson(const std::vector<double>& v) { return {{"median", UpperMedian(v
 
 double SpreadSummary::Largest() const {
   return std::max({MaxOf(gemm), MaxOf(kernels), MaxOf(p2p), MaxOf(collectives), triad});
+}
+
+std::vector<std::string> SpreadSummary::Noisy() const {
+  std::vector<std::string> noisy;
+  for (const auto& [name, v] : {std::pair<const char*, const std::vector<double>*>{"sgemm", &gemm}, {"kernels", &kernels}, {"point to point", &p2p},
+                                {"collectives", &collectives}}) {
+    if (!v->empty() && UpperMedian(*v) > kNoisySpread) noisy.push_back(std::string(name) + " " + FormatPercent(UpperMedian(*v)));
+  }
+  if (triad > kNoisySpread) noisy.push_back("memory " + FormatPercent(triad));
+  return noisy;
 }
 
 std::string CalibrationSummaryText(const ClusterSpec& c, const SpreadSummary& s, const std::string& out, double seconds) {
@@ -68,6 +80,17 @@ std::string CalibrationSummaryText(const ClusterSpec& c, const SpreadSummary& s,
                                          : "predictions run collectives as blocking (at most half hides; point to point keeps its overlap)")
       << "\n";
   }
+  const std::vector<std::string> noisy = s.Noisy();
+  if (!noisy.empty()) {
+    std::string list;
+    for (const std::string& n : noisy) list += (list.empty() ? "" : ", ") + n;
+    double load[1] = {0};
+    const bool known = getloadavg(load, 1) == 1;
+    char busy[96] = "";
+    if (known) std::snprintf(busy, sizeof busy, " (load average %.1f over the last minute on %d cores)", load[0], static_cast<int>(cal.cores_per_host));
+    o << "  warning      the repeats disagree: median spread " << list << ", above " << FormatPercent(kNoisySpread)
+      << "; the machine was likely busy" << busy << ": calibrate again when it is idle, or with more --repeats\n";
+  }
   o << "Use it: shardsim estimate --cluster " << out << " --model tiny-dense --set dtype=fp32 ...; shardsim validate --cluster " << out << " ...\n";
   return o.str();
 }
@@ -86,7 +109,8 @@ json CalibrationSummaryJson(const ClusterSpec& c, const SpreadSummary& s, const 
             {"triad", s.triad},
             {"p2p", SpreadJson(s.p2p)},
             {"collectives", SpreadJson(s.collectives)},
-            {"largest", s.Largest()}}},
+            {"largest", s.Largest()},
+            {"noisy", s.Noisy()}}},
           {"collective_hidden", c.calibration.collective_hidden},
           {"kernels", c.calibration.kernels.size()},
           {"curves", c.calibration.collectives.size()}};

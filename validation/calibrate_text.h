@@ -16,7 +16,13 @@ struct SpreadSummary {
   std::vector<double> gemm, kernels, p2p, collectives;
   double triad = 0;
   double Largest() const;
+  // The sections whose repeats disagree, each "name median%": a median spread above kNoisySpread
+  // (the triad's own spread); empty when none does.
+  std::vector<std::string> Noisy() const;
 };
+// A section's median spread over repeats above which calibrate warns: the machine was likely busy
+// (its figures are medians still, but skewed).
+inline constexpr double kNoisySpread = 0.2;
 
 std::string CalibrationSummaryText(const ClusterSpec& cluster, const SpreadSummary& spread, const std::string& out, double seconds);
 nlohmann::json CalibrationSummaryJson(const ClusterSpec& cluster, const SpreadSummary& spread, const std::string& out, double seconds);
