@@ -123,14 +123,16 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   if (!o.resume.empty()) args.insert(args.end(), {"--resume", o.resume});
   if (o.timeout_s != 0) args.insert(args.end(), {"--timeout", FullPrecision(o.timeout_s)});
   if (o.device != "cpu") args.insert(args.end(), {"--device", o.device});
-  if (o.json || !o.plot.empty()) args.push_back("--json");
-  // Without --json the step lines are on stdout already; with --plot the report goes to a file,
-  // so the runtime's step lines go to stderr (when it is a terminal) as the steps end.
-  if ((o.json && o.progress) || !o.plot.empty()) args.push_back("--progress");
+  if (o.json) args.push_back("--json");
+  // Without --json the step lines are on stdout already; with it they go to stderr (when it is a
+  // terminal) as the steps end.
+  if (o.json && o.progress) args.push_back("--progress");
   if (o.plot.empty()) return LaunchRuntime(args, ranks, o.hostfile);
-  // With --plot the report goes to a file first, its losses drawn, then it is shown.
+  // With --plot the runtime prints as without and writes its report to a file too, whose losses
+  // are drawn.
   const TempFile report;
-  const int status = LaunchRuntime(args, ranks, o.hostfile, report.path());
+  args.insert(args.end(), {"--report", report.path()});
+  const int status = LaunchRuntime(args, ranks, o.hostfile);
   if (status != 0) return status;
   const nlohmann::json result = ReadJsonFile(report.path());
   std::vector<LossRun> runs{LossRunFromReport(result, "shardsim-runtime's report")};
@@ -139,13 +141,6 @@ int RunRun(const RunOptions& o, std::ostream& out) {
                      "reports of the same model");
   }
   runs.insert(runs.end(), compared.begin(), compared.end());
-  if (o.json) {
-    out << result.dump(2) << "\n";
-  } else {
-    const std::vector<double>& losses = runs.front().losses;
-    // Numbered as the runtime numbers its steps (from 0, or from the checkpoint's step).
-    for (size_t s = 0; s < losses.size(); ++s) out << "step " << runs.front().first_step + static_cast<int64_t>(s) << "  loss " << FullPrecision(losses[s]) << " nats\n";
-  }
   WritePlot(o, runs, o.json ? std::cerr : out, false);
   return 0;
 }

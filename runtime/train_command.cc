@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -86,7 +87,20 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   train->add_flag("--json", a.json, "print the JSON report");
   train->add_flag("--progress", a.progress, "with --json: print the per-step lines on stderr");
+  train->add_option("--report", a.report, "also write the JSON report to this file, whatever --json says");
   return train;
+}
+
+void PrintStepLine(const TrainCommandOptions& a, int64_t step, double loss, double grad_norm, double seconds) {
+  if (a.json && !a.progress) return;
+  FILE* lines = a.json ? stderr : stdout;  // with --json stdout carries only the JSON report
+  std::fprintf(lines, "step %3ld  loss %.6f nats  grad norm %.4f  %.1f ms\n", static_cast<long>(step), loss, grad_norm, 1e3 * seconds);
+  std::fflush(lines);
+}
+
+void WriteTrainReport(const TrainCommandOptions& a, const json& report) {
+  if (!a.report.empty()) WriteOutputFile(a.report, report.dump(2) + "\n", "--report");
+  if (a.json) std::cout << report.dump(2) << "\n";
 }
 
 double MedianStepTime(const std::vector<double>& times) {
@@ -134,22 +148,23 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     text = all.str();
   }
   const Corpus corpus(text, plan.seq_len);
-  if (a.device == "cuda") return RunTrainOnGpu(a, model, plan, corpus);
-  if (!a.trace.empty()) {
-    // Rank 0 writes the trace after training: find out now, on every rank, that it can.
-    // (CheckOutputWritable creates nothing: a refused run leaves no empty file behind.)
+  // Rank 0 writes the trace and the report file after training: find out now, on every rank, that
+  // it can. (CheckOutputWritable creates nothing: a refused run leaves no empty file behind.)
+  for (const auto& [path, flag] : {std::pair{a.trace, "--trace"}, {a.report, "--report"}}) {
+    if (path.empty()) continue;
     std::string problem;
     if (rank == 0) {
       try {
-        CheckOutputWritable(a.trace, "--trace");
+        CheckOutputWritable(path, flag);
       } catch (const InputError& e) {
         problem = e.what();
       }
     }
     int writable = problem.empty() ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &writable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!writable) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check that the folder exists and is writable");
+    if (!writable) throw InputError(std::string(flag) + " " + path, "cannot be written", "a writable file path", "check that the folder exists and is writable");
   }
+  if (a.device == "cuda") return RunTrainOnGpu(a, model, plan, corpus);
   UseCachingHeap();
   TrainOptions options;
   options.seed = static_cast<uint64_t>(a.seed);
@@ -177,11 +192,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     if (a.steps == 1 || s > 0) {
       for (const auto& [k, v] : r.category_s) categories[k] += v / static_cast<double>(a.steps == 1 ? 1 : a.steps - 1);
     }
-    if (rank == 0 && (!a.json || a.progress)) {
-      FILE* lines = a.json ? stderr : stdout;  // stdout carries only the JSON report
-      std::fprintf(lines, "step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(first_step + s), r.loss, r.grad_norm, 1e3 * r.step_time_s);
-      std::fflush(lines);
-    }
+    if (rank == 0) PrintStepLine(a, first_step + s, r.loss, r.grad_norm, r.step_time_s);
     const bool last = s + 1 == a.steps;
     if (!a.checkpoint.empty() && (last || (a.checkpoint_every > 0 && (s + 1) % a.checkpoint_every == 0))) {
       if (a.status) a.status->SetPhase("saving the checkpoint of step " + std::to_string(trainer.steps_done()));
@@ -209,7 +220,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
   if (rank != 0) return 0;
   const double median = MedianStepTime(times);
   const double model_flops = ForwardFlopsPerToken(model, plan.seq_len).causal_training() * static_cast<double>(plan.global_batch_size * plan.seq_len);
-  if (a.json) {
+  if (a.json || !a.report.empty()) {
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     // Per rank, each category's peak bytes over the run (runtime/memory_account.h says what each
@@ -237,8 +248,9 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     report["memory_bytes"] = memory_bytes;
     report["blas"] = BlasConfig();
     if (expert_load >= 1) report["expert_load_imbalance"] = expert_load;
-    std::cout << report.dump(2) << "\n";
-  } else {
+    WriteTrainReport(a, report);
+  }
+  if (!a.json) {
     std::printf("median step %.1f ms (rank 0): %.2f GFLOP/s of model FLOPs over all ranks; %s\n", 1e3 * median, model_flops / median / 1e9,
                 BlasConfig().c_str());
   }

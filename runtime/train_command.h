@@ -34,8 +34,15 @@ struct TrainCommandOptions {
   std::string device = "cpu";  // "cuda": one rank on the GPU (runtime/train_gpu.h)
   bool json = false;
   bool progress = false;  // with json: the per-step lines on stderr (rank 0), so a terminal sees the run move
+  std::string report;     // also write the JSON report here (rank 0), with or without json
   RankStatus* status = nullptr;  // what this rank is doing, for its launcher (not a flag; main's)
 };
+
+// One step's line as the flags ask (rank 0): on stdout, on stderr with --json --progress, else none.
+void PrintStepLine(const TrainCommandOptions& a, int64_t step, double loss, double grad_norm, double seconds);
+
+// The report as the flags ask (rank 0): into --report's file, and on stdout with --json.
+void WriteTrainReport(const TrainCommandOptions& a, const nlohmann::json& report);
 
 // The median step time: over the steps after the first (warm-up: first touches of the buffers,
 // cold caches) when there are several.

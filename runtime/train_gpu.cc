@@ -263,11 +263,7 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     losses.push_back(loss);
     times.push_back(seconds);
-    if (rank == 0 && (!a.json || a.progress)) {
-      FILE* lines = a.json ? stderr : stdout;
-      std::fprintf(lines, "step %3ld  loss %.6f  grad norm %.4f  %.1f ms\n", static_cast<long>(s), loss, norm, 1e3 * seconds);
-      std::fflush(lines);
-    }
+    if (rank == 0) PrintStepLine(a, s, loss, norm, seconds);
   }
   if (rank != 0) return 0;
   const double median = MedianStepTime(times);
@@ -275,11 +271,12 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   const double model_flops = f.causal_training() * normaliser;
   const std::string precision = config.dtype == cuda::DType::kF32 ? "fp32 on the GPU (no TF32)"
                                                                   : "bf16 products with fp32 accumulation, fp32 master weights and AdamW state";
-  if (a.json) {
+  if (a.json || !a.report.empty()) {
     nlohmann::json report = TrainReportJson(losses, times, 0, plan.mesh.Product(), model, plan, corpus.bytes(), precision);
     report["device"] = device.name;
-    std::cout << report.dump(2) << "\n";
-  } else {
+    WriteTrainReport(a, report);
+  }
+  if (!a.json) {
     std::printf("median step %.1f ms (rank 0): %.2f TFLOP/s of model FLOPs over %lld rank%s on %s (%s)\n", 1e3 * median,
                 model_flops / median / 1e12, static_cast<long long>(plan.mesh.Product()), plan.mesh.Product() == 1 ? "" : "s", device.name.c_str(),
                 precision.c_str());

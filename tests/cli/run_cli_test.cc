@@ -105,7 +105,10 @@ TEST_F(RunCliTest, PlotOverlaysTheRunWithEarlierOnes) {
   const std::string svg_path = PathOf("loss.svg");
   const CliResult r = RunShardsim({"run", "--model", "tiny-dense", "--plan", two, "--steps", "3", "--plot", svg_path, "--compare", reference});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("step 2  loss "), std::string::npos) << r.out;
+  // The run prints as without --plot: each step's line, with its unit and time, and the median.
+  EXPECT_NE(r.out.find("step   2  loss "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" nats  grad norm "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("median step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wrote " + svg_path + ": the loss per step of 2 runs, largest relative difference from the first "), std::string::npos) << r.out;
   std::ifstream in(svg_path);
   const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
