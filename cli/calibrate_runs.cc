@@ -66,6 +66,16 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
                                : "")
         << "\n";
   }
+  // A figure the fit pushed to its bound: the runs ask for more than a kernel can give, so the
+  // figures stand in for what the model lacks; they are to be read together, not as kernel rates.
+  std::string bounded;
+  for (const validation::FittedParameter& f : g.parameters) {
+    if (fitted && f.at_bound && f.fit_runs > 0) bounded += (bounded.empty() ? "" : ", ") + f.name;
+  }
+  if (!bounded.empty()) {
+    out << "  note: " << bounded << " stopped at a bound: these runs differ from the model by more than the efficiencies may move, and the "
+           "fitted figures make up for it together (use them as a set for this group's runs, not as kernel rates)\n";
+  }
   TextTable t({"run", "split", "measured s", "predicted s", "error", "memory GiB: predicted (published)"});
   for (const validation::RunResult& r : g.results) {
     const std::string memory = FormatFixed(r.predicted_memory_gib, 1) + (r.run->peak_memory_gib > 0 ? " (" + FormatFixed(r.run->peak_memory_gib, 1) + ")" : "") +

@@ -30,6 +30,13 @@ TEST_F(CliCalibrateRunsTest, FewFitRunsAreFlaggedAndAnExactFitSaysSo) {
   const CliResult enough = RunShardsim({"calibrate", "--from-runs", WriteJson("three.json", three)});
   ASSERT_EQ(enough.exit_code, 0) << enough.err;
   EXPECT_EQ(enough.out.find("note: fitted on"), std::string::npos) << enough.out;
+  // Fit runs far slower than any efficiency in bounds explains: the figures stop at their lower
+  // bounds, and the report says they are a set standing in for what the model lacks.
+  const json slow = {{"runs", json::array({MeasuredRun("a", 16, 110.0, "fit"), MeasuredRun("b", 32, 230.0, "fit"), MeasuredRun("c", 64, 440.0, "fit")})}};
+  const CliResult bounded = RunShardsim({"calibrate", "--from-runs", WriteJson("slow.json", slow)});
+  ASSERT_EQ(bounded.exit_code, 0) << bounded.err;
+  EXPECT_NE(bounded.out.find("(at bound)"), std::string::npos) << bounded.out;
+  EXPECT_NE(bounded.out.find("stopped at a bound"), std::string::npos) << bounded.out;
 }
 
 // The summaries carry the errors' direction: one test run measured far slower than any
