@@ -15,6 +15,7 @@
 #include "cli/mpi_launch.h"
 #include "cli/run_limits.h"
 #include "core/output_file.h"
+#include "core/train_lines.h"
 #include "core/train_settings.h"
 #include "strategies/plan_rules.h"
 #include "core/error.h"
@@ -82,6 +83,24 @@ void WritePlot(const RunOptions& o, const std::vector<LossRun>& runs, std::ostre
   out << "\n";
 }
 
+// The runtime's text from its captured report, as a run without --plot prints it: each step's line
+// (unless `shown` live on this terminal already, through stderr) and the closing median line.
+void PrintRunLines(const nlohmann::json& report, bool shown, std::ostream& out) try {
+  const std::vector<double> losses = report.at("losses").get<std::vector<double>>(), norms = report.at("grad_norms").get<std::vector<double>>(),
+                            times = report.at("step_times_s").get<std::vector<double>>();
+  const int64_t first = report.at("first_step").get<int64_t>();
+  for (size_t s = 0; !shown && s < losses.size() && s < norms.size() && s < times.size(); ++s) {
+    out << TrainStepLine(first + static_cast<int64_t>(s), losses[s], norms[s], times[s]) << "\n";
+  }
+  const double median = report.at("step_time_s").get<double>(), rate = report.at("model_flop_per_s").get<double>();
+  out << (report.contains("device") ? GpuMedianLine(median, rate, report.at("ranks").get<int64_t>(), report.at("device").get<std::string>(),
+                                                   report.at("precision").get<std::string>())
+                                    : CpuMedianLine(median, rate, report.at("blas").get<std::string>()))
+      << "\n";
+} catch (const nlohmann::json::exception& e) {
+  throw InputError("shardsim-runtime's report", std::string("lacks a field of its text lines: ") + e.what(), "", "a report of this build's runtime");
+}
+
 }  // namespace
 
 int RunRun(const RunOptions& o, std::ostream& out) {
@@ -123,16 +142,15 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   if (!o.resume.empty()) args.insert(args.end(), {"--resume", o.resume});
   if (o.timeout_s != 0) args.insert(args.end(), {"--timeout", FullPrecision(o.timeout_s)});
   if (o.device != "cpu") args.insert(args.end(), {"--device", o.device});
-  if (o.json) args.push_back("--json");
-  // Without --json the step lines are on stdout already; with it they go to stderr (when it is a
-  // terminal) as the steps end.
-  if (o.json && o.progress) args.push_back("--progress");
+  if (o.json || !o.plot.empty()) args.push_back("--json");
+  // Without --json the step lines are on stdout already; with --json, or --plot, whose report is
+  // captured, they go to stderr (when it is a terminal) as the steps end.
+  if ((o.json || !o.plot.empty()) && o.progress) args.push_back("--progress");
   if (o.plot.empty()) return LaunchRuntime(args, ranks, o.hostfile);
-  // With --plot the runtime prints as without and writes its report to a file too, whose losses
-  // are drawn.
+  // With --plot mpirun's stdout, the report (rank 0's, on whichever host), goes to a file first,
+  // its losses drawn, then it is shown.
   const TempFile report;
-  args.insert(args.end(), {"--report", report.path()});
-  const int status = LaunchRuntime(args, ranks, o.hostfile);
+  const int status = LaunchRuntime(args, ranks, o.hostfile, report.path());
   if (status != 0) return status;
   const nlohmann::json result = ReadJsonFile(report.path());
   std::vector<LossRun> runs{LossRunFromReport(result, "shardsim-runtime's report")};
@@ -141,6 +159,11 @@ int RunRun(const RunOptions& o, std::ostream& out) {
                      "reports of the same model");
   }
   runs.insert(runs.end(), compared.begin(), compared.end());
+  if (o.json) {
+    out << result.dump(2) << "\n";
+  } else {
+    PrintRunLines(result, o.progress && isatty(fileno(stdout)) != 0, out);
+  }
   WritePlot(o, runs, o.json ? std::cerr : out, false);
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "core/output_file.h"
 #include "core/inputs.h"
 #include "core/plan_json.h"
+#include "core/train_lines.h"
 #include "core/train_settings.h"
 #include "runtime/checkpoint.h"
 #include "runtime/gemm.h"
@@ -87,32 +88,27 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainCommandOptions& a) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   train->add_flag("--json", a.json, "print the JSON report");
   train->add_flag("--progress", a.progress, "with --json: print the per-step lines on stderr");
-  train->add_option("--report", a.report, "also write the JSON report to this file, whatever --json says");
   return train;
 }
 
 void PrintStepLine(const TrainCommandOptions& a, int64_t step, double loss, double grad_norm, double seconds) {
   if (a.json && !a.progress) return;
   FILE* lines = a.json ? stderr : stdout;  // with --json stdout carries only the JSON report
-  std::fprintf(lines, "step %3ld  loss %.6f nats  grad norm %.4f  %.1f ms\n", static_cast<long>(step), loss, grad_norm, 1e3 * seconds);
+  std::fprintf(lines, "%s\n", TrainStepLine(step, loss, grad_norm, seconds).c_str());
   std::fflush(lines);
-}
-
-void WriteTrainReport(const TrainCommandOptions& a, const json& report) {
-  if (!a.report.empty()) WriteOutputFile(a.report, report.dump(2) + "\n", "--report");
-  if (a.json) std::cout << report.dump(2) << "\n";
 }
 
 double MedianStepTime(const std::vector<double>& times) {
   return Median(std::vector<double>(times.size() > 1 ? times.begin() + 1 : times.begin(), times.end()));
 }
 
-json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& times, int64_t first_step, int64_t ranks,
+json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& grad_norms, const std::vector<double>& times, int64_t first_step, int64_t ranks,
                      const ModelSpec& model, const PlanSpec& plan, int64_t corpus_bytes, const std::string& precision) {
   const double median = MedianStepTime(times);
   // Model FLOPs: 6 N per token plus causal attention (blockwise: the masked half is skipped).
   const double model_flops = ForwardFlopsPerToken(model, plan.seq_len).causal_training() * static_cast<double>(plan.global_batch_size * plan.seq_len);
   return json{{"losses", losses},
+              {"grad_norms", grad_norms},
               {"step_time_s", median},
               {"step_times_s", times},
               {"first_step", first_step},
@@ -148,23 +144,22 @@ int RunTrainCommand(const TrainCommandOptions& a) {
     text = all.str();
   }
   const Corpus corpus(text, plan.seq_len);
-  // Rank 0 writes the trace and the report file after training: find out now, on every rank, that
-  // it can. (CheckOutputWritable creates nothing: a refused run leaves no empty file behind.)
-  for (const auto& [path, flag] : {std::pair{a.trace, "--trace"}, {a.report, "--report"}}) {
-    if (path.empty()) continue;
+  if (a.device == "cuda") return RunTrainOnGpu(a, model, plan, corpus);
+  if (!a.trace.empty()) {
+    // Rank 0 writes the trace after training: find out now, on every rank, that it can.
+    // (CheckOutputWritable creates nothing: a refused run leaves no empty file behind.)
     std::string problem;
     if (rank == 0) {
       try {
-        CheckOutputWritable(path, flag);
+        CheckOutputWritable(a.trace, "--trace");
       } catch (const InputError& e) {
         problem = e.what();
       }
     }
     int writable = problem.empty() ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &writable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!writable) throw InputError(std::string(flag) + " " + path, "cannot be written", "a writable file path", "check that the folder exists and is writable");
+    if (!writable) throw InputError("--trace " + a.trace, "cannot be written", "a writable file path", "check that the folder exists and is writable");
   }
-  if (a.device == "cuda") return RunTrainOnGpu(a, model, plan, corpus);
   UseCachingHeap();
   TrainOptions options;
   options.seed = static_cast<uint64_t>(a.seed);
@@ -182,11 +177,12 @@ int RunTrainCommand(const TrainCommandOptions& a) {
   const int64_t first_step = trainer.steps_done();
   trainer.EnableTrace(!a.trace.empty());
   json steps = json::array();
-  std::vector<double> losses, times;
+  std::vector<double> losses, grad_norms, times;
   std::map<std::string, double> categories;
   for (int64_t s = 0; s < a.steps; ++s) {
     const StepRecord r = trainer.Step();
     losses.push_back(r.loss);
+    grad_norms.push_back(r.grad_norm);
     times.push_back(r.step_time_s);
     // Per category: the mean over the steps MedianStepTime counts (after the first, when several).
     if (a.steps == 1 || s > 0) {
@@ -220,7 +216,7 @@ int RunTrainCommand(const TrainCommandOptions& a) {
   if (rank != 0) return 0;
   const double median = MedianStepTime(times);
   const double model_flops = ForwardFlopsPerToken(model, plan.seq_len).causal_training() * static_cast<double>(plan.global_batch_size * plan.seq_len);
-  if (a.json || !a.report.empty()) {
+  if (a.json) {
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     // Per rank, each category's peak bytes over the run (runtime/memory_account.h says what each
@@ -243,16 +239,14 @@ int RunTrainCommand(const TrainCommandOptions& a) {
       }
       memory_bytes.push_back(entry);
     }
-    json report = TrainReportJson(losses, times, first_step, size, model, plan, corpus.bytes(), "fp32 (the plan's dtype is for the estimate)");
+    json report = TrainReportJson(losses, grad_norms, times, first_step, size, model, plan, corpus.bytes(), "fp32 (the plan's dtype is for the estimate)");
     report["category_s"] = categories;
     report["memory_bytes"] = memory_bytes;
     report["blas"] = BlasConfig();
     if (expert_load >= 1) report["expert_load_imbalance"] = expert_load;
-    WriteTrainReport(a, report);
-  }
-  if (!a.json) {
-    std::printf("median step %.1f ms (rank 0): %.2f GFLOP/s of model FLOPs over all ranks; %s\n", 1e3 * median, model_flops / median / 1e9,
-                BlasConfig().c_str());
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::printf("%s\n", CpuMedianLine(median, model_flops / median, BlasConfig()).c_str());
   }
   return 0;
 }

@@ -34,15 +34,11 @@ struct TrainCommandOptions {
   std::string device = "cpu";  // "cuda": one rank on the GPU (runtime/train_gpu.h)
   bool json = false;
   bool progress = false;  // with json: the per-step lines on stderr (rank 0), so a terminal sees the run move
-  std::string report;     // also write the JSON report here (rank 0), with or without json
   RankStatus* status = nullptr;  // what this rank is doing, for its launcher (not a flag; main's)
 };
 
 // One step's line as the flags ask (rank 0): on stdout, on stderr with --json --progress, else none.
 void PrintStepLine(const TrainCommandOptions& a, int64_t step, double loss, double grad_norm, double seconds);
-
-// The report as the flags ask (rank 0): into --report's file, and on stdout with --json.
-void WriteTrainReport(const TrainCommandOptions& a, const nlohmann::json& report);
 
 // The median step time: over the steps after the first (warm-up: first touches of the buffers,
 // cold caches) when there are several.
@@ -51,7 +47,7 @@ double MedianStepTime(const std::vector<double>& times);
 // The report's keys both devices share: losses, step_time_s (MedianStepTime), step_times_s,
 // first_step, ranks, model, plan, tokens_per_step, model_flops_per_step (causal attention at half),
 // model_flop_per_s, corpus_bytes and precision.
-nlohmann::json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& times, int64_t first_step, int64_t ranks,
+nlohmann::json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& grad_norms, const std::vector<double>& times, int64_t first_step, int64_t ranks,
                                const ModelSpec& model, const PlanSpec& plan, int64_t corpus_bytes, const std::string& precision);
 
 // Adds the `train` subcommand to `app`, its flags bound to `options`; returns the subcommand.

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/plan_json.h"
+#include "core/train_lines.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
 #include "cuda/gpu_model.h"
@@ -187,7 +188,7 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   for (size_t i = 0; i < tasks.size(); ++i) {
     if (tasks[i].phase == strategies::Phase::kBackwardInput) last_backward = i;
   }
-  std::vector<double> losses, times;
+  std::vector<double> losses, grad_norms, times;
   for (int64_t s = 0; s < a.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
@@ -262,6 +263,7 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
     const double norm = gpu.Optimize(config.lr, squares);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     losses.push_back(loss);
+    grad_norms.push_back(norm);
     times.push_back(seconds);
     if (rank == 0) PrintStepLine(a, s, loss, norm, seconds);
   }
@@ -271,15 +273,12 @@ int RunTrainOnGpu(const TrainCommandOptions& a, const ModelSpec& model, const Pl
   const double model_flops = f.causal_training() * normaliser;
   const std::string precision = config.dtype == cuda::DType::kF32 ? "fp32 on the GPU (no TF32)"
                                                                   : "bf16 products with fp32 accumulation, fp32 master weights and AdamW state";
-  if (a.json || !a.report.empty()) {
-    nlohmann::json report = TrainReportJson(losses, times, 0, plan.mesh.Product(), model, plan, corpus.bytes(), precision);
+  if (a.json) {
+    nlohmann::json report = TrainReportJson(losses, grad_norms, times, 0, plan.mesh.Product(), model, plan, corpus.bytes(), precision);
     report["device"] = device.name;
-    WriteTrainReport(a, report);
-  }
-  if (!a.json) {
-    std::printf("median step %.1f ms (rank 0): %.2f TFLOP/s of model FLOPs over %lld rank%s on %s (%s)\n", 1e3 * median,
-                model_flops / median / 1e12, static_cast<long long>(plan.mesh.Product()), plan.mesh.Product() == 1 ? "" : "s", device.name.c_str(),
-                precision.c_str());
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::printf("%s\n", GpuMedianLine(median, model_flops / median, plan.mesh.Product(), device.name, precision).c_str());
   }
   return 0;
 }

@@ -109,6 +109,13 @@ TEST_F(RunCliTest, PlotOverlaysTheRunWithEarlierOnes) {
   EXPECT_NE(r.out.find("step   2  loss "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" nats  grad norm "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("median step "), std::string::npos) << r.out;
+  // With --json: stdout is the runtime's report alone (its per-step gradient norms too), the
+  // plot's line on stderr.
+  const CliResult as_json = RunShardsim({"run", "--model", "tiny-dense", "--plan", two, "--steps", "2", "--plot", PathOf("json.svg"), "--json"});
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
+  const json plotted = json::parse(as_json.out);
+  EXPECT_EQ(plotted["grad_norms"].size(), 2u) << as_json.out;
+  EXPECT_NE(as_json.err.find("wrote "), std::string::npos) << as_json.err;
   EXPECT_NE(r.out.find("wrote " + svg_path + ": the loss per step of 2 runs, largest relative difference from the first "), std::string::npos) << r.out;
   std::ifstream in(svg_path);
   const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
