@@ -2,7 +2,6 @@
 #include "cli/app.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -65,8 +64,9 @@ CLI::Validator TokenBudget() {
   return Parses([](const std::string& text) { ParseTokenCount(text, ""); }, "TOKENS");
 }
 
-// The one line for a command line CLI11 refused. An option the subcommand does not have is named
-// with the closest it has; otherwise CLI11's own words. Both name the subcommand's help.
+// The one line for a command line CLI11 refused. Of the arguments it left over, an option the
+// subcommand does not have is named with the closest it has and its options; otherwise CLI11's own
+// words. Both name the subcommand's help.
 std::string ParseErrorLine(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
   std::string message = e.what();
   std::replace(message.begin(), message.end(), '\n', ' ');
@@ -76,17 +76,13 @@ std::string ParseErrorLine(CLI::App& app, const CLI::ParseError& e, int argc, ch
     std::vector<std::string> known;
     for (const CLI::Option* opt : app.get_subcommand(sub)->get_options()) {
       for (const std::string& name : opt->get_lnames()) known.push_back("--" + name);
-      for (const std::string& name : opt->get_snames()) known.push_back("-" + name);
     }
-    for (int i = 2; i < argc; ++i) {
-      std::string arg = argv[i];
-      // Options only: a negative number ("-1") is a value.
-      if (arg.size() < 2 || arg[0] != '-' || arg == "--" || std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.') continue;
+    for (std::string arg : app.remaining(true)) {
+      if (arg.size() < 3 || arg.rfind("--", 0) != 0) continue;  // options only, as CLI11 left them over
       arg = arg.substr(0, arg.find('='));
       if (std::find(known.begin(), known.end(), arg) != known.end()) continue;
       const std::string suggestion = DidYouMean(arg, known);
-      return sub + ": unknown option '" + arg + "'" + (suggestion.empty() ? "" : "; " + suggestion) + "; valid: the options '" + help +
-             "' lists (hint: check the spelling)";
+      return InputError(sub, "unknown option '" + arg + "'" + (suggestion.empty() ? "" : "; " + suggestion), JoinNames(known), "run '" + help + "'").what();
     }
   }
   return message + " (hint: run '" + help + "')";
@@ -139,7 +135,7 @@ void AddBatchFlags(CLI::App* sub, BatchFlags& flags) {
 
 void AddInputs(CLI::App* sub, Inputs& flags, bool with_cluster, bool with_plan) {
   sub->add_option("--model", flags.model, "model: a preset (shardsim presets), a shardsim model JSON, or a Hugging Face config.json");
-  if (with_cluster) sub->add_option("--cluster", flags.cluster, "cluster: SYSTEM:SIZE[,key=value] (shardsim presets) or a cluster JSON");
+  if (with_cluster) sub->add_option("--cluster", flags.cluster, "cluster: SYSTEM:SIZE[,key=value] (shardsim presets), a cluster JSON, or FILE.json:SIZE (that file at another size)");
   if (with_plan) {
     sub->add_option("--plan", flags.plan, "plan JSON file (docs/cli.md: Plan JSON; examples/*.plan.json)");
     sub->add_option("--set", flags.overrides, "override one plan field, e.g. --set mesh.tensor=8 (repeatable)");
@@ -171,7 +167,7 @@ int Run(int argc, char** argv) {
 
   CollectiveOptions collective;
   CLI::App* collective_cmd = app.add_subcommand("collective", "time a collective over a group of devices, swept over sizes, like nccl-tests");
-  collective_cmd->add_option("--cluster", collective.cluster, "cluster: SYSTEM:SIZE[,key=value] or a cluster JSON");
+  collective_cmd->add_option("--cluster", collective.cluster, "cluster: SYSTEM:SIZE[,key=value], a cluster JSON, or FILE.json:SIZE");
   collective_cmd->add_option("--op", collective.op, "all-gather, reduce-scatter, all-reduce, all-to-all, broadcast or permute");
   collective_cmd->add_option("--bytes", collective.bytes, "sizes, e.g. 8,1M,1G (K, M, G, T: x1024; KB, MB, GB: x1000)");
   collective_cmd->add_option("--devices", collective.devices, "the group: the first N devices in the cluster's device order")
@@ -282,8 +278,11 @@ int Run(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
     if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
       const std::string suggestion = DidYouMean(argv[1], names);
-      std::cerr << "shardsim: error: unknown subcommand '" << argv[1] << "'" << (suggestion.empty() ? "" : "; " + suggestion) << "; valid: "
-                << JoinNames(names) << " (hint: run 'shardsim --help')\n";
+      std::cerr << "shardsim: error: "
+                << InputError("", "unknown subcommand '" + std::string(argv[1]) + "'" + (suggestion.empty() ? "" : "; " + suggestion), JoinNames(names),
+                              "run 'shardsim --help'")
+                       .what()
+                << "\n";
       return kBadInput;
     }
   }

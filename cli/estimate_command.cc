@@ -61,13 +61,9 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (DeduplicatesDispatch(plan)) {
     rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{LogicalMesh(plan.mesh, plan.mesh_order).Group(0, ExpertAxes(plan))}, DispatchRouting(model));
   }
-  // A sequence beyond the model's own length: learned positions refuse it (plan rules); others are
-  // costed as given, as a context extension, which the report says.
-  const bool context_extension = plan.seq_len > model.max_seq_len;
   if (o.json) {
     nlohmann::json report = ReportJson(model, cluster, plan, r);
     if (run) report["training_run"] = TrainingRunJson(*run);
-    if (context_extension) report["context_extension"] = {{"seq_len", plan.seq_len}, {"max_seq_len", model.max_seq_len}};
     if (rows) {
       report["expert_dispatch"] = {{"network_rows_per_token", rows->deduplicated}, {"routed_copies_per_token", rows->copies}, {"nodes", rows->nodes},
                                    {"devices_per_node", rows->per_node}};
@@ -79,7 +75,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ScheduleInHeader(plan) << ", ZeRO "
       << plan.zero_stage << ", recompute " << RecomputeText(plan) << (plan.sequence_parallel ? ", sequence parallel" : "")
       << ExpertAxesNote(plan) << "\n";
-  if (context_extension) {
+  if (ExtendsContext(model, plan.seq_len)) {
     out << "  model       seq_len " << plan.seq_len << " is beyond the model's max_seq_len " << model.max_seq_len
         << ": costed as given, as a context extension (check for a typo)\n";
   }

@@ -66,6 +66,8 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"collectives", collectives},
           {"stage_time_s", r.stage_time_s},
           {"why", r.why}};
+  // A sequence beyond the model's own length, costed as given (estimate's text says so too).
+  if (ExtendsContext(model, plan.seq_len)) j["context_extension"] = {{"seq_len", plan.seq_len}, {"max_seq_len", model.max_seq_len}};
   if (!plan.framework.empty()) {
     const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), model, plan.seq_len, r.mfu_palm);
     if (own) j["framework_mfu"] = {{"framework", plan.framework}, {"mfu", own->mfu}, {"count", own->count}, {"source", own->source}};

@@ -15,13 +15,18 @@ namespace {
 using nlohmann::json;
 
 // hidden / heads, the head width a config without head_dim implies, checked here so that an
-// error names the keys the config has (`heads_key`), not the head_dim it lacks.
-int64_t ImpliedHeadDim(JsonReader& r, int64_t hidden, int64_t heads, const char* hidden_key, const char* heads_key) {
-  if (hidden % heads != 0) r.Fail(heads_key, std::string(hidden_key) + " is not divisible by " + heads_key);
+// error names the keys the config has (`heads_key`), not the head_dim it lacks. `or_key`: how the
+// family gives another width ("or a head_dim key"; empty where it has none).
+int64_t ImpliedHeadDim(JsonReader& r, int64_t hidden, int64_t heads, const char* hidden_key, const char* heads_key, const std::string& or_key) {
+  const std::string heads_name = heads_key;
+  if (hidden % heads != 0) {
+    r.Fail(heads_key, std::string(hidden_key) + "=" + std::to_string(hidden) + " is not divisible by " + heads_name + "=" + std::to_string(heads),
+           "a divisor of " + std::string(hidden_key) + or_key, "check " + heads_name + " for a typo");
+  }
   const int64_t head_dim = hidden / heads;
   if (head_dim > kMaxModelHeads) {
-    r.Fail(heads_key, std::string(hidden_key) + " / " + heads_key + " = " + std::to_string(head_dim) + ", the head width without a head_dim key, is too large",
-           "a head width of 1 to " + std::to_string(kMaxModelHeads), "check " + std::string(heads_key) + " for a typo");
+    r.Fail(heads_key, std::string(hidden_key) + " / " + heads_name + " = " + std::to_string(head_dim) + ", the head width it implies, is too large",
+           "a head width of 1 to " + std::to_string(kMaxModelHeads) + or_key, "check " + heads_name + " for a typo");
   }
   return head_dim;
 }
@@ -34,7 +39,7 @@ ModelSpec LlamaFamily(JsonReader& r, const std::string& name) {
   m.hidden_size = r.Int("hidden_size", 1, kMaxModelWidth);
   m.num_heads = r.Int("num_attention_heads", 1, kMaxModelHeads);
   m.num_kv_heads = r.IntOr("num_key_value_heads", m.num_heads, 1, kMaxModelHeads);
-  m.head_dim = r.Has("head_dim") ? r.Int("head_dim", 1, kMaxModelHeads) : ImpliedHeadDim(r, m.hidden_size, m.num_heads, "hidden_size", "num_attention_heads");
+  m.head_dim = r.Has("head_dim") ? r.Int("head_dim", 1, kMaxModelHeads) : ImpliedHeadDim(r, m.hidden_size, m.num_heads, "hidden_size", "num_attention_heads", ", or a head_dim key");
   m.ffn_hidden_size = r.Int("intermediate_size", 1, kMaxModelWidth);
   m.vocab_size = r.Int("vocab_size", 1, kMaxModelVocab);
   m.max_seq_len = r.IntOr("max_position_embeddings", 4096, 1, kMaxModelSeqLen);
@@ -52,10 +57,10 @@ ModelSpec Gpt2(JsonReader& r, const std::string& name) {
   m.hidden_size = r.Int("n_embd", 1, kMaxModelWidth);
   m.num_heads = r.Int("n_head", 1, kMaxModelHeads);
   m.num_kv_heads = m.num_heads;
-  m.head_dim = ImpliedHeadDim(r, m.hidden_size, m.num_heads, "n_embd", "n_head");
+  m.head_dim = ImpliedHeadDim(r, m.hidden_size, m.num_heads, "n_embd", "n_head", "");
   // n_inner null or absent: 4 x n_embd (GPT2Config), checked against the width limit at n_embd.
   if (!r.Has("n_inner") && 4 * m.hidden_size > kMaxModelWidth) {
-    r.Fail("n_embd", "4 x n_embd = " + std::to_string(4 * m.hidden_size) + ", the MLP width without an n_inner key, is too large",
+    r.Fail("n_embd", "4 x n_embd = " + std::to_string(4 * m.hidden_size) + ", the MLP width with n_inner unset, is too large",
            "n_embd of 1 to " + std::to_string(kMaxModelWidth / 4) + ", or an n_inner", "check n_embd for a typo");
   }
   m.ffn_hidden_size = r.IntOr("n_inner", 4 * m.hidden_size, 1, kMaxModelWidth);
@@ -77,7 +82,7 @@ ModelSpec GptNeoX(JsonReader& r, const std::string& name) {
   m.hidden_size = r.Int("hidden_size", 1, kMaxModelWidth);
   m.num_heads = r.Int("num_attention_heads", 1, kMaxModelHeads);
   m.num_kv_heads = m.num_heads;
-  m.head_dim = ImpliedHeadDim(r, m.hidden_size, m.num_heads, "hidden_size", "num_attention_heads");
+  m.head_dim = ImpliedHeadDim(r, m.hidden_size, m.num_heads, "hidden_size", "num_attention_heads", "");
   m.ffn_hidden_size = r.Int("intermediate_size", 1, kMaxModelWidth);
   m.vocab_size = r.Int("vocab_size", 1, kMaxModelVocab);
   m.max_seq_len = r.IntOr("max_position_embeddings", 2048, 1, kMaxModelSeqLen);

@@ -59,19 +59,33 @@ ModelSpec LoadModel(const std::string& arg) {
 namespace {
 
 // "FILE.json:SIZE": the file's chip, links, efficiencies and calibration on its catalogue system at
-// another size (SIZE as a preset writes it, options included: "64", "8x8x8,slices=2"), so that a
-// cluster fitted or calibrated at one size plans at another. nullopt: no such form.
+// another size (SIZE as a preset writes it: "64", "8x8x8"; the file's own options, those of the
+// preset string its name is, unless SIZE gives some), so that a cluster `calibrate --from-runs`
+// fitted at one size plans at another. nullopt: no such form (or a file of that very name).
 std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
   const size_t at = arg.rfind(".json:");
-  if (at == std::string::npos) return std::nullopt;
+  if (at == std::string::npos || Exists(arg)) return std::nullopt;
   const std::string path = arg.substr(0, at + 5), size = arg.substr(at + 6);
-  if (!Exists(path)) return std::nullopt;
+  if (!Exists(path)) throw InputError("--cluster " + arg, "no file " + path, "FILE.json:SIZE naming a cluster file", "check the path");
   const ClusterSpec file = ClusterFromJson(ReadJsonFile(path), path);
   if (!LooksLikeClusterPreset(file.system)) {
     throw InputError("--cluster " + arg, path + "'s system '" + file.system + "' is no catalogue system to resize", "FILE.json:SIZE for a file whose system is a preset's (dgx-h100, tpu-v5p, ...)",
                      "give the file alone, at its own size, or edit its topology");
   }
-  ClusterSpec resized = ParseClusterPreset(file.system + ":" + size, "--cluster " + arg);
+  std::string preset = file.system + ":" + size;
+  const size_t options = file.name.find(',');
+  if (size.find(',') == std::string::npos && options != std::string::npos && LooksLikeClusterPreset(file.name)) preset += file.name.substr(options);
+  ClusterSpec resized;
+  try {
+    resized = ParseClusterPreset(preset, "--cluster " + arg);
+  } catch (const InputError& e) {
+    // Its hint names the preset's sizes: name them on the file, whose figures they would drop.
+    std::string hint = e.hint();
+    for (size_t p = hint.find(file.system + ":"); p != std::string::npos; p = hint.find(file.system + ":", p + path.size() + 1)) {
+      hint.replace(p, file.system.size() + 1, path + ":");
+    }
+    throw InputError(e.where(), e.problem(), e.valid(), hint);
+  }
   resized.name = arg;
   resized.chip = file.chip;
   resized.efficiency = file.efficiency;

@@ -124,6 +124,10 @@ struct ModelSpec {
   bool operator==(const ModelSpec&) const = default;
 };
 
+// Whether `seq_len` is beyond the model's own length: learned positions refuse it (plan rules);
+// rotary ones are costed as given, a context extension, which the reports say.
+inline bool ExtendsContext(const ModelSpec& model, int64_t seq_len) { return seq_len > model.max_seq_len; }
+
 // How an input names ModelSpec's fields, by their paths ("num_kv_heads", "moe/top_k"): a Hugging
 // Face config's key ("num_key_value_heads", "num_experts_per_tok"). A field left out keeps its path.
 using ModelFieldNames = std::map<std::string, std::string>;

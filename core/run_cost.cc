@@ -14,9 +14,9 @@ void CheckTrainTokens(double train_tokens, double tokens_per_step) {
   if (train_tokens > 0 && train_tokens < tokens_per_step) {
     // Exact counts: the two flags' suffixes differ (a budget's M is 10^6, a step's 2^20).
     char what[160];
-    std::snprintf(what, sizeof what, "%.0f tokens is less than one step's %.0f", train_tokens, tokens_per_step);
+    std::snprintf(what, sizeof what, "%.15g tokens is less than one step's %.15g", train_tokens, tokens_per_step);
     throw InputError("--train-tokens", what, "at least one step's tokens (global batch x sequence length)",
-                     "give the whole run's tokens, e.g. 15T; --train-tokens counts K, M, B, T in powers of 1000, --global-batch-tokens K, M, G in powers of 1024");
+                     "give the whole run's tokens, e.g. 15T; a budget's M is 10^6, --global-batch-tokens' M is 2^20");
   }
 }
 

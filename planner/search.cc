@@ -476,7 +476,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     throw InputError("--global-batch-tokens", std::to_string(o.global_batch_tokens) + " is not a whole number of " + std::to_string(o.seq_len) + "-token sequences",
                      "a multiple of --seq-len", "e.g. " + std::to_string((o.global_batch_tokens / o.seq_len + 1) * o.seq_len));
   }
-  if (m.position == PositionKind::kLearned && o.seq_len > m.max_seq_len) {
+  if (m.position == PositionKind::kLearned && ExtendsContext(m, o.seq_len)) {
     throw InputError("--seq-len", std::to_string(o.seq_len) + " exceeds the model's " + std::to_string(m.max_seq_len) + " learned positions",
                      "1 to " + std::to_string(m.max_seq_len));
   }

@@ -114,7 +114,7 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                          "axes whose sizes multiply to a divisor of " + I(m.moe->num_experts) + " (" + List(Divisors(m.moe->num_experts)) + ")",
                          "each expert rank holds num_experts / its degree experts"};
   }
-  if (m.position == PositionKind::kLearned && p.seq_len > m.max_seq_len) {
+  if (m.position == PositionKind::kLearned && ExtendsContext(m, p.seq_len)) {
     return Infeasibility{"seq_len",
                          "seq_len=" + I(p.seq_len) + " exceeds the " + I(m.max_seq_len) +
                              " learned positions of '" + m.name + "'",

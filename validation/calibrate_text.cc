@@ -29,13 +29,12 @@ double SpreadSummary::Largest() const {
   return std::max({MaxOf(gemm), MaxOf(kernels), MaxOf(p2p), MaxOf(collectives), triad});
 }
 
-std::vector<std::string> SpreadSummary::Noisy() const {
-  std::vector<std::string> noisy;
-  for (const auto& [name, v] : {std::pair<const char*, const std::vector<double>*>{"sgemm", &gemm}, {"kernels", &kernels}, {"point to point", &p2p},
-                                {"collectives", &collectives}}) {
-    if (!v->empty() && UpperMedian(*v) > kNoisySpread) noisy.push_back(std::string(name) + " " + FormatPercent(UpperMedian(*v)));
+std::map<std::string, double> SpreadSummary::Noisy() const {
+  std::map<std::string, double> noisy;
+  for (const auto& [key, v] : {std::pair<const char*, const std::vector<double>*>{"gemm", &gemm}, {"kernels", &kernels}, {"p2p", &p2p}, {"collectives", &collectives}}) {
+    if (!v->empty() && UpperMedian(*v) > kNoisySpread) noisy[key] = UpperMedian(*v);
   }
-  if (triad > kNoisySpread) noisy.push_back("memory " + FormatPercent(triad));
+  if (triad > kNoisySpread) noisy["triad"] = triad;
   return noisy;
 }
 
@@ -80,10 +79,12 @@ std::string CalibrationSummaryText(const ClusterSpec& c, const SpreadSummary& s,
                                          : "predictions run collectives as blocking (at most half hides; point to point keeps its overlap)")
       << "\n";
   }
-  const std::vector<std::string> noisy = s.Noisy();
+  const std::map<std::string, double> noisy = s.Noisy();
   if (!noisy.empty()) {
+    // The sections as the lines above name them.
+    const std::map<std::string, std::string> names = {{"gemm", "sgemm"}, {"kernels", "kernels"}, {"p2p", "point to point"}, {"collectives", "collectives"}, {"triad", "memory"}};
     std::string list;
-    for (const std::string& n : noisy) list += (list.empty() ? "" : ", ") + n;
+    for (const auto& [key, median] : noisy) list += (list.empty() ? "" : ", ") + names.at(key) + " " + FormatPercent(median);
     double load[1] = {0};
     const bool known = getloadavg(load, 1) == 1;
     char busy[96] = "";

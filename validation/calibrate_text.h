@@ -2,6 +2,7 @@
 // measurements of each disagreed (the spread: (max - min) / median over the repeats).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,9 +17,9 @@ struct SpreadSummary {
   std::vector<double> gemm, kernels, p2p, collectives;
   double triad = 0;
   double Largest() const;
-  // The sections whose repeats disagree, each "name median%": a median spread above kNoisySpread
-  // (the triad's own spread); empty when none does.
-  std::vector<std::string> Noisy() const;
+  // The sections whose repeats disagree, by their JSON key (gemm, kernels, p2p, collectives,
+  // triad), each with its median spread (the triad's own): above kNoisySpread; empty when none is.
+  std::map<std::string, double> Noisy() const;
 };
 // A section's median spread over repeats above which calibrate warns: the machine was likely busy
 // (its figures are medians still, but skewed).

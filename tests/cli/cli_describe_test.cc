@@ -264,7 +264,18 @@ TEST_F(CliDescribeTest, ClusterFileAtAnotherSize) {
   json got = resized["cluster"]["spec"];
   got.erase("name"), preset.erase("name");
   EXPECT_EQ(got, preset);
-  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", path + ":65"}), {"--cluster " + path + ":65"}));
+  // A size the system cannot take: the hint names sizes on the file, not the bare preset.
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", path + ":65"}), {"--cluster " + path + ":65", "use " + path + ":64"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", PathOf("missing.json") + ":64"}), {"no file " + PathOf("missing.json")}));
+  // The file's options (its name's) come along unless SIZE gives its own.
+  const std::string oversubscribed = PathOf("oversubscribed.cluster.json");
+  (void)DescribeJson({"--cluster", "dgx-h100:1024,oversubscription=2", "--write-cluster", oversubscribed});
+  json kept = DescribeJson({"--cluster", oversubscribed + ":64"})["cluster"]["spec"];
+  json preset_kept = DescribeJson({"--cluster", "dgx-h100:64,oversubscription=2"})["cluster"]["spec"];
+  kept.erase("name"), preset_kept.erase("name");
+  EXPECT_EQ(kept, preset_kept);
+  EXPECT_EQ(DescribeJson({"--cluster", oversubscribed + ":64,oversubscription=1"})["cluster"]["spec"]["topology"],
+            DescribeJson({"--cluster", "dgx-h100:64"})["cluster"]["spec"]["topology"]);
   json custom = fitted;
   custom["system"] = "custom";
   const std::string custom_path = WriteJson("custom.cluster.json", custom);

@@ -273,15 +273,18 @@ TEST(HfConfigTest, ImpliedSizesNameTheKeysTheConfigHas) {
   json uneven = llama;
   uneven["hidden_size"] = 1000, uneven["num_attention_heads"] = 3;
   const json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 4}, {"n_embd", 1 << 23}, {"n_head", 128}, {"vocab_size", 50257}};
-  for (const auto& [config, where, says] : {std::tuple{llama, "num_attention_heads", "hidden_size / num_attention_heads = 8388608"},
-                                            std::tuple{uneven, "num_attention_heads", "hidden_size is not divisible by num_attention_heads"},
-                                            std::tuple{gpt2, "n_embd", "4 x n_embd = 33554432"}}) {
+  for (const auto& [config, where, says, valid] :
+       {std::tuple{llama, "num_attention_heads", "hidden_size / num_attention_heads = 8388608", "valid: a head width of 1 to 65536, or a head_dim key"},
+        std::tuple{uneven, "num_attention_heads", "hidden_size=1000 is not divisible by num_attention_heads=3", "valid: a divisor of hidden_size, or a head_dim key"},
+        std::tuple{gpt2, "n_embd", "4 x n_embd = 33554432", "valid: n_embd of 1 to 4194304, or an n_inner"}}) {
     try {
       ModelFromHfConfig(config, "config.json", "x");
       ADD_FAILURE() << where;
     } catch (const InputError& e) {
       EXPECT_EQ(e.where(), std::string("config.json:/") + where);
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(valid), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("(hint: "), std::string::npos) << e.what();
     }
   }
   json with_head_dim = llama;
