@@ -1,5 +1,8 @@
 #include "core/model_json.h"
 
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -225,6 +228,19 @@ TEST(HfConfigTest, MistralWindow) {
   }
 }
 
+// Importing `config` fails at `config.json:/key`, its message holding each of `has` and none of
+// `lacks`.
+void ExpectConfigError(const json& config, const std::string& key, const std::vector<std::string>& has, const std::vector<std::string>& lacks = {}) {
+  try {
+    ModelFromHfConfig(config, "config.json", "x");
+    ADD_FAILURE() << key;
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "config.json:/" + key);
+    for (const std::string& words : has) EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    for (const std::string& words : lacks) EXPECT_EQ(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
 // The consistency checks run after the import (ValidateModel) name the config's keys too, in
 // the path and the message, not shardsim's field names.
 TEST(HfConfigTest, ConsistencyErrorsNameTheConfigKeys) {
@@ -235,25 +251,10 @@ TEST(HfConfigTest, ConsistencyErrorsNameTheConfigKeys) {
                    {"num_attention_heads", 16}, {"vocab_size", 32000}, {"kv_lora_rank", 64}, {"qk_nope_head_dim", 32},
                    {"qk_rope_head_dim", 16}, {"v_head_dim", 32}, {"n_routed_experts", 12}, {"num_experts_per_tok", 2},
                    {"moe_intermediate_size", 256}, {"n_group", 5}, {"topk_group", 2}};
-  for (const auto& [config, where, says, not_says] :
-       {std::tuple{llama, "num_key_value_heads", "num_key_value_heads=5 must divide num_attention_heads=16", "num_kv_heads"},
-        std::tuple{deepseek, "n_group", "n_group=5 does not split n_routed_experts=12", "moe/groups"}}) {
-    try {
-      ModelFromHfConfig(config, "config.json", "x");
-      ADD_FAILURE() << where;
-    } catch (const InputError& e) {
-      EXPECT_EQ(e.where(), std::string("config.json:/") + where);
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-      EXPECT_EQ(std::string(e.what()).find(not_says), std::string::npos) << e.what();
-    }
-  }
+  ExpectConfigError(llama, "num_key_value_heads", {"num_key_value_heads=5 must divide num_attention_heads=16"}, {"num_kv_heads"});
+  ExpectConfigError(deepseek, "n_group", {"n_group=5 does not split n_routed_experts=12"}, {"moe/groups"});
   // GPT-2's n_inner of 0 is refused by the reader's own range, under its name.
-  try {
-    ModelFromHfConfig(gpt2, "config.json", "x");
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.where(), "config.json:/n_inner");
-  }
+  ExpectConfigError(gpt2, "n_inner", {});
   // A shardsim model JSON keeps shardsim's names.
   ModelSpec m = FindModelPreset("llama3-8b")->spec;
   m.num_kv_heads = 5;
@@ -273,20 +274,10 @@ TEST(HfConfigTest, ImpliedSizesNameTheKeysTheConfigHas) {
   json uneven = llama;
   uneven["hidden_size"] = 1000, uneven["num_attention_heads"] = 3;
   const json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 4}, {"n_embd", 1 << 23}, {"n_head", 128}, {"vocab_size", 50257}};
-  for (const auto& [config, where, says, valid] :
-       {std::tuple{llama, "num_attention_heads", "hidden_size / num_attention_heads = 8388608", "valid: a head width of 1 to 65536, or a head_dim key"},
-        std::tuple{uneven, "num_attention_heads", "hidden_size=1000 is not divisible by num_attention_heads=3", "valid: a divisor of hidden_size, or a head_dim key"},
-        std::tuple{gpt2, "n_embd", "4 x n_embd = 33554432", "valid: n_embd of 1 to 4194304, or an n_inner"}}) {
-    try {
-      ModelFromHfConfig(config, "config.json", "x");
-      ADD_FAILURE() << where;
-    } catch (const InputError& e) {
-      EXPECT_EQ(e.where(), std::string("config.json:/") + where);
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(valid), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("(hint: "), std::string::npos) << e.what();
-    }
-  }
+  ExpectConfigError(llama, "num_attention_heads", {"hidden_size / num_attention_heads = 8388608", "valid: a head width of 1 to 65536, or a head_dim key", "(hint: "});
+  ExpectConfigError(uneven, "num_attention_heads",
+                    {"hidden_size=1000 is not divisible by num_attention_heads=3", "valid: a divisor of hidden_size, or a head_dim key", "(hint: "});
+  ExpectConfigError(gpt2, "n_embd", {"4 x n_embd = 33554432", "valid: n_embd of 1 to 4194304, or an n_inner", "(hint: "});
   json with_head_dim = llama;
   with_head_dim["head_dim"] = 128;
   EXPECT_EQ(ModelFromHfConfig(with_head_dim, "config.json", "x").head_dim, 128);
