@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -86,13 +87,19 @@ void WritePlot(const RunOptions& o, const std::vector<LossRun>& runs, std::ostre
 // The runtime's text from its captured report, as a run without --plot prints it: each step's line
 // (unless `shown` live on this terminal already, through stderr) and the closing median line.
 void PrintRunLines(const nlohmann::json& report, bool shown, std::ostream& out) try {
-  const std::vector<double> losses = report.at("losses").get<std::vector<double>>(), norms = report.at("grad_norms").get<std::vector<double>>(),
-                            times = report.at("step_times_s").get<std::vector<double>>();
+  // JSON writes a non-finite number as null: read back as NaN, as the runtime printed it.
+  auto numbers = [&](const char* key) {
+    std::vector<double> v;
+    for (const nlohmann::json& x : report.at(key)) v.push_back(x.is_number() ? x.get<double>() : std::numeric_limits<double>::quiet_NaN());
+    return v;
+  };
+  auto number = [&](const char* key) { return report.at(key).is_number() ? report.at(key).get<double>() : std::numeric_limits<double>::quiet_NaN(); };
+  const std::vector<double> losses = numbers("losses"), norms = numbers("grad_norms"), times = numbers("step_times_s");
   const int64_t first = report.at("first_step").get<int64_t>();
   for (size_t s = 0; !shown && s < losses.size() && s < norms.size() && s < times.size(); ++s) {
     out << TrainStepLine(first + static_cast<int64_t>(s), losses[s], norms[s], times[s]) << "\n";
   }
-  const double median = report.at("step_time_s").get<double>(), rate = report.at("model_flop_per_s").get<double>();
+  const double median = number("step_time_s"), rate = number("model_flop_per_s");
   out << (report.contains("device") ? GpuMedianLine(median, rate, report.at("ranks").get<int64_t>(), report.at("device").get<std::string>(),
                                                    report.at("precision").get<std::string>())
                                     : CpuMedianLine(median, rate, report.at("blas").get<std::string>()))

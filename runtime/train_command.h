@@ -44,7 +44,7 @@ void PrintStepLine(const TrainCommandOptions& a, int64_t step, double loss, doub
 // cold caches) when there are several.
 double MedianStepTime(const std::vector<double>& times);
 
-// The report's keys both devices share: losses, step_time_s (MedianStepTime), step_times_s,
+// The report's keys both devices share: losses, grad_norms, step_time_s (MedianStepTime), step_times_s,
 // first_step, ranks, model, plan, tokens_per_step, model_flops_per_step (causal attention at half),
 // model_flop_per_s, corpus_bytes and precision.
 nlohmann::json TrainReportJson(const std::vector<double>& losses, const std::vector<double>& grad_norms, const std::vector<double>& times, int64_t first_step, int64_t ranks,

@@ -81,10 +81,12 @@ std::string CalibrationSummaryText(const ClusterSpec& c, const SpreadSummary& s,
   }
   const std::map<std::string, double> noisy = s.Noisy();
   if (!noisy.empty()) {
-    // The sections as the lines above name them.
-    const std::map<std::string, std::string> names = {{"gemm", "sgemm"}, {"kernels", "kernels"}, {"p2p", "point to point"}, {"collectives", "collectives"}, {"triad", "memory"}};
+    // The sections in the order and by the names of the lines above.
     std::string list;
-    for (const auto& [key, median] : noisy) list += (list.empty() ? "" : ", ") + names.at(key) + " " + FormatPercent(median);
+    for (const auto& [key, name] : {std::pair<const char*, const char*>{"gemm", "sgemm"}, {"kernels", "kernels"}, {"triad", "memory"}, {"p2p", "point to point"},
+                                    {"collectives", "collectives"}}) {
+      if (noisy.count(key) > 0) list += (list.empty() ? "" : ", ") + std::string(name) + " " + FormatPercent(noisy.at(key));
+    }
     double load[1] = {0};
     const bool known = getloadavg(load, 1) == 1;
     char busy[96] = "";
