@@ -88,12 +88,13 @@ void WritePlot(const RunOptions& o, const std::vector<LossRun>& runs, std::ostre
 // (unless `shown` live on this terminal already, through stderr) and the closing median line.
 void PrintRunLines(const nlohmann::json& report, bool shown, std::ostream& out) try {
   // JSON writes a non-finite number as null: read back as NaN, as the runtime printed it.
+  auto as_number = [](const nlohmann::json& x) { return x.is_number() ? x.get<double>() : std::numeric_limits<double>::quiet_NaN(); };
   auto numbers = [&](const char* key) {
     std::vector<double> v;
-    for (const nlohmann::json& x : report.at(key)) v.push_back(x.is_number() ? x.get<double>() : std::numeric_limits<double>::quiet_NaN());
+    for (const nlohmann::json& x : report.at(key)) v.push_back(as_number(x));
     return v;
   };
-  auto number = [&](const char* key) { return report.at(key).is_number() ? report.at(key).get<double>() : std::numeric_limits<double>::quiet_NaN(); };
+  auto number = [&](const char* key) { return as_number(report.at(key)); };
   const std::vector<double> losses = numbers("losses"), norms = numbers("grad_norms"), times = numbers("step_times_s");
   const int64_t first = report.at("first_step").get<int64_t>();
   for (size_t s = 0; !shown && s < losses.size() && s < norms.size() && s < times.size(); ++s) {

@@ -21,6 +21,17 @@ std::string SpreadText(const std::vector<double>& v) {
   return "spread over repeats: median " + FormatPercent(UpperMedian(v)) + ", max " + FormatPercent(MaxOf(v));
 }
 
+// The summary's sections: their JSON key and the name the text's lines give them, in that order.
+constexpr std::pair<const char*, const char*> kSections[] = {{"gemm", "sgemm"}, {"kernels", "kernels"}, {"triad", "memory"}, {"p2p", "point to point"},
+                                                             {"collectives", "collectives"}};
+
+// A section's median spread over repeats (the triad's own; 0 for a section with no figure).
+double SectionMedian(const SpreadSummary& s, const std::string& key) {
+  if (key == "triad") return s.triad;
+  const std::vector<double>& v = key == "gemm" ? s.gemm : key == "kernels" ? s.kernels : key == "p2p" ? s.p2p : s.collectives;
+  return v.empty() ? 0 : UpperMedian(v);
+}
+
 json SpreadJson(const std::vector<double>& v) { return {{"median", UpperMedian(v)}, {"max", MaxOf(v)}, {"figures", v.size()}}; }
 
 }  // namespace
@@ -31,10 +42,10 @@ double SpreadSummary::Largest() const {
 
 std::map<std::string, double> SpreadSummary::Noisy() const {
   std::map<std::string, double> noisy;
-  for (const auto& [key, v] : {std::pair<const char*, const std::vector<double>*>{"gemm", &gemm}, {"kernels", &kernels}, {"p2p", &p2p}, {"collectives", &collectives}}) {
-    if (!v->empty() && UpperMedian(*v) > kNoisySpread) noisy[key] = UpperMedian(*v);
+  for (const auto& [key, name] : kSections) {
+    const double median = SectionMedian(*this, key);
+    if (median > kNoisySpread) noisy[key] = median;
   }
-  if (triad > kNoisySpread) noisy["triad"] = triad;
   return noisy;
 }
 
@@ -81,10 +92,8 @@ std::string CalibrationSummaryText(const ClusterSpec& c, const SpreadSummary& s,
   }
   const std::map<std::string, double> noisy = s.Noisy();
   if (!noisy.empty()) {
-    // The sections in the order and by the names of the lines above.
     std::string list;
-    for (const auto& [key, name] : {std::pair<const char*, const char*>{"gemm", "sgemm"}, {"kernels", "kernels"}, {"triad", "memory"}, {"p2p", "point to point"},
-                                    {"collectives", "collectives"}}) {
+    for (const auto& [key, name] : kSections) {
       if (noisy.count(key) > 0) list += (list.empty() ? "" : ", ") + std::string(name) + " " + FormatPercent(noisy.at(key));
     }
     double load[1] = {0};
