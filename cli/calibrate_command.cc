@@ -55,8 +55,9 @@ int CalibrateGpu(const CalibrateOptions& o) {
 }  // namespace
 
 int RunCalibrate(const CalibrateOptions& options, std::ostream& out) {
-  if (!options.out_dir.empty() || options.no_fit) {
-    throw InputError(options.no_fit ? "--no-fit" : "--out-dir", "only with --from-runs", "", "calibrate --from-runs runs.json --out-dir DIR");
+  if (!options.out_dir.empty() || options.no_fit || options.kernel_rates) {
+    throw InputError(options.no_fit ? "--no-fit" : options.kernel_rates ? "--kernel-rates" : "--out-dir", "only with --from-runs", "",
+                     "calibrate --from-runs runs.json --out-dir DIR");
   }
   CalibrateOptions o = options;
   if (o.out.empty()) o.out = "cluster.json";

@@ -48,19 +48,18 @@ void PrintStats(const std::string& title, const std::map<std::string, ErrorStats
 void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
   out << "\nGroup " << g.group << ": " << g.results.size() << " runs (" << g.fit_runs << " fit, " << g.results.size() - static_cast<size_t>(g.fit_runs)
       << " test)\n";
-  TextTable p({"efficiency", "catalogue", fitted ? "fitted" : "used", "fit runs it acts on", "bounds"});
+  TextTable p({"efficiency", "start", fitted ? "fitted" : "used", "fit runs it acts on", "bounds"});
   for (const validation::FittedParameter& f : g.parameters) {
     p.AddRow({f.name, FormatFixed(f.start, 3), FormatFixed(f.value, 3) + (f.at_bound ? " (at bound)" : ""), std::to_string(f.fit_runs),
               FormatFixed(f.low, 2) + "-" + FormatFixed(f.high, 2)});
   }
   p.Print(out, "  ");
   if (fitted && g.fit_runs == 0) {
-    out << "  not fitted: the group has no fit runs; its test runs are predicted with the catalogue's figures above\n";
+    out << "  not fitted: the group has no fit runs; its test runs are predicted with its cluster's figures above (start)\n";
   } else if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << (g.iterations == 1 ? " step" : " steps")
                 << (g.converged ? "" : "; not converged: the iteration limit, or an estimate without a finite time") << ")\n";
   if (fitted && g.fit_runs > 0 && g.fit_runs < kFewFitRuns) {
-    int64_t free = 0;  // efficiencies the fit moved freely: acting on a fit run
-    for (const validation::FittedParameter& f : g.parameters) free += f.fit_runs > 0 ? 1 : 0;
+    const int64_t free = g.FreeParameters();
     out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " only: the figures are weakly determined"
         << (free >= g.fit_runs ? "; no more runs than fitted efficiencies (" + std::to_string(free) + "), so the fit can match them exactly and its RMS tells nothing"
                                : "")
@@ -86,8 +85,8 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
 }
 
 std::string WhatWasWritten(const CalibrateOptions& o, const GroupFit& g) {
-  if (o.no_fit) return "the catalogue's efficiencies (--no-fit)";
-  if (g.fit_runs == 0) return "the catalogue's efficiencies: the group has no fit runs";
+  if (o.no_fit) return "its cluster's own efficiencies (--no-fit)";
+  if (g.fit_runs == 0) return "its cluster's own efficiencies: the group has no fit runs";
   return "the efficiencies fitted on " + std::to_string(g.fit_runs) + (g.fit_runs == 1 ? " run" : " runs");
 }
 
@@ -140,7 +139,7 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
     r.plan = planner::AsFrameworkRuns(planner::ParseFramework(r.framework, o.from_runs + ": run " + r.id + "/framework"), r.model, r.plan);
   }
   CheckOutputs(o, runs);
-  const std::vector<GroupFit> fits = validation::FitRuns(runs, {.fit = !o.no_fit, .source_path = o.from_runs});
+  const std::vector<GroupFit> fits = validation::FitRuns(runs, {.fit = !o.no_fit, .kernel_rates = o.kernel_rates, .source_path = o.from_runs});
   const validation::AccuracySummary summary = validation::Summarize(fits);
   if (o.json) {
     out << validation::RunsReportJson(fits, summary).dump(2) << "\n";

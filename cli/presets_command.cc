@@ -39,7 +39,8 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
                                {"description", s.description},
                                {"size", s.size_syntax},
                                {"example", s.example},
-                               {"options", s.options}});
+                               {"options", s.options},
+                               {"efficiency", s.fitted ? "fitted" : "kernels"}});
     }
     j["pipeline_schedules"] = strategies::ScheduleNames();
     j["pipeline_schedule_details"] = nlohmann::json::array();
@@ -68,6 +69,12 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
     cluster_table.AddRow({s.name, s.size_syntax, s.example, s.options.empty() ? "-" : JoinNames(s.options, ", "), s.description});
   }
   cluster_table.Print(out, "  ");
+  std::vector<std::string> fitted;
+  for (const SystemInfo& s : systems) {
+    if (s.fitted) fitted.push_back(s.name);
+  }
+  out << "  efficiencies: fitted to published runs (data/fitted_presets.json, docs/accuracy.md) on " << JoinNames(fitted, ", ")
+      << "; the kernel benchmarks' figures (data/hardware.json) on the others and with ,efficiency=kernels\n";
   out << "\nPipeline schedules (plan field pipeline_schedule)\n";
   TextTable schedule_table({"name", "what"});
   for (const strategies::Schedule* schedule : strategies::AllSchedules()) schedule_table.AddRow({std::string(schedule->name()), std::string(schedule->summary())});

@@ -29,6 +29,35 @@ struct TorusRules {
 };
 
 json Catalogue() { return ParseJsonText(std::string(HardwareCatalogText()), "hardware catalogue"); }
+json FittedPresets() { return ParseJsonText(std::string(FittedPresetsText()), "fitted presets").at("systems"); }
+
+// The efficiencies a preset runs at: its system's fitted figures (data/fitted_presets.json) where
+// it has some, else, or with `efficiency=kernels`, the catalogue's (kernel benchmarks' shares of
+// peak, data/hardware.json).
+EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, const std::map<std::string, std::string>& options,
+                                const std::string& where) {
+  const EfficiencySpec kernels = EfficiencyFromJson(entry);
+  const json fitted = FittedPresets();
+  const std::string choice = options.count("efficiency") ? options.at("efficiency") : "fitted";
+  if (choice != "fitted" && choice != "kernels") {
+    throw InputError(where, "efficiency '" + choice + "' is not fitted or kernels", "fitted (the published runs' fit, the default where a system has one), kernels (the kernel benchmarks' figures)",
+                     "e.g. " + system + ":64,efficiency=kernels");
+  }
+  if (choice == "kernels") return kernels;
+  if (!fitted.contains(system)) {
+    if (!options.count("efficiency")) return kernels;
+    std::vector<std::string> with;
+    for (const auto& item : fitted.items()) with.push_back(item.key());
+    throw InputError(where, system + " has no fitted efficiencies (no published runs determine them)", "kernels here; fitted on " + JoinNames(with),
+                     "drop ,efficiency=fitted, or fit your own runs with 'shardsim calibrate --from-runs'");
+  }
+  JsonReader own(fitted.at(system), "fitted presets", "/systems/" + system);
+  EfficiencySpec e = EfficiencyFromJson(own);
+  (void)own.String("runs");
+  own.Finish();
+  e.source = system + "'s default, fitted to published runs (data/fitted_presets.json; ,efficiency=kernels for the kernel benchmarks' figures): " + e.source;
+  return e;
+}
 
 std::vector<std::string> SystemNames(const json& catalogue) {
   std::vector<std::string> names;
@@ -122,8 +151,8 @@ std::map<std::string, std::string> ParseOptions(const std::string& text, const s
 }
 
 std::vector<std::string> OptionsFor(const std::string& kind) {
-  if (kind == "torus") return {"slices"};
-  if (kind == "switched") return {"oversubscription", "fabric", "sharp", "domain"};
+  if (kind == "torus") return {"slices", "efficiency"};
+  if (kind == "switched") return {"oversubscription", "fabric", "sharp", "domain", "efficiency"};
   return {};
 }
 
@@ -152,6 +181,7 @@ std::vector<SystemInfo> ClusterSystems() {
     info.description = s.at("description").get<std::string>();
     const std::string kind = s.at("kind").get<std::string>();
     info.options = OptionsFor(kind);
+    info.fitted = FittedPresets().contains(info.name);
     if (kind == "torus") {
       const int64_t rank = s.at("torus").at("rank").get<int64_t>();
       info.size_syntax = rank == 3 ? "AxBxC (chips per axis)" : "AxB (chips per axis)";
@@ -167,6 +197,11 @@ std::vector<SystemInfo> ClusterSystems() {
     systems.push_back(info);
   }
   return systems;
+}
+
+std::string WithKernelEfficiencies(const std::string& preset) {
+  const std::string system = preset.substr(0, preset.find_first_of(":,"));
+  return FittedPresets().contains(system) ? preset + ",efficiency=kernels" : preset;
 }
 
 bool LooksLikeClusterPreset(const std::string& text) {
@@ -201,9 +236,9 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
   JsonReader chip = *entry.Object("chip");
   c.chip = ChipFromJson(chip);
   c.links = LinksFromJson(entry);
-  c.efficiency = EfficiencyFromJson(entry);
   const std::map<std::string, std::string> options =
       comma == std::string::npos ? std::map<std::string, std::string>{} : ParseOptions(option_text, OptionsFor(kind), where);
+  c.efficiency = PresetEfficiency(entry, system, options, where);
 
   if (kind == "torus") {
     const TorusRules rules = ReadTorusRules(entry);

@@ -16,6 +16,7 @@ struct SystemInfo {
   std::string size_syntax;  // "N (GPUs, a multiple of 8)", "AxBxC", ...
   std::string example;      // "dgx-h100:64"
   std::vector<std::string> options;  // accepted ",key=value" options
+  bool fitted = false;  // its efficiencies are fitted to published runs (data/fitted_presets.json)
 };
 
 // The systems of the catalogue, in catalogue order.
@@ -25,6 +26,10 @@ std::vector<SystemInfo> ClusterSystems();
 // system (with suggestions), a missing or malformed size, a size the system does not come in
 // (not whole nodes, not a valid slice shape, too large), or an unknown option.
 ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where);
+
+// `preset` at the catalogue's kernel-benchmark efficiencies (",efficiency=kernels" where its
+// system has fitted ones; a later option wins over an earlier one).
+std::string WithKernelEfficiencies(const std::string& preset);
 
 // True when `text` starts with a known system name (so it is meant as a preset, not a path).
 bool LooksLikeClusterPreset(const std::string& text);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/cluster_presets.h"
 #include "core/inputs.h"
 #include "core/suggest.h"
 #include "core/units.h"
@@ -211,7 +212,7 @@ std::vector<GroupFit> FitRuns(const std::vector<PublishedRun>& runs, const FitOp
   std::map<std::string, std::vector<Prepared>> groups;
   for (const PublishedRun& run : runs) {
     if (!groups.count(run.group)) order.push_back(run.group);
-    Prepared p{.run = &run, .cluster = LoadCluster(run.cluster)};
+    Prepared p{.run = &run, .cluster = LoadCluster(options.kernel_rates ? WithKernelEfficiencies(run.cluster) : run.cluster)};
     p.graph = std::make_unique<topologies::Cluster>(p.cluster);
     p.collectives = std::make_unique<sim::AxisCollectives>(*p.graph, run.plan);
     p.program = strategies::BuildStep(run.model, run.plan);

@@ -17,7 +17,7 @@ namespace shardsim::validation {
 
 struct FittedParameter {
   std::string name;        // "matmul", "fp8_matmul", "fp8_matmul.<recipe>", "attention"
-  double start = 0;        // the cluster's own figure
+  double start = 0;        // the cluster's own figure (a preset's fitted one, or the catalogue's)
   double value = 0;        // fitted (= start when not fitted)
   double low = 0, high = 0;
   int64_t fit_runs = 0;    // fit runs whose time it changes (0: not fitted)
@@ -43,10 +43,21 @@ struct GroupFit {
   bool fitted = false;     // a fit ran (FitOptions::fit and fit runs); else the clusters' figures
   bool converged = true;   // false: the fit stopped at its iteration limit
   double rms_log_error = 0;  // over the fit runs, after the fit
+  // Efficiencies the fit moved freely (acting on some fit run), and whether at least twice as
+  // many fit runs determine them: a fit fit to become a preset's default (data/fitted_presets.json).
+  int64_t FreeParameters() const {
+    int64_t free = 0;
+    for (const FittedParameter& f : parameters) free += f.fit_runs > 0 ? 1 : 0;
+    return free;
+  }
+  bool Determined() const { return fitted && fit_runs >= 2 * FreeParameters(); }
 };
 
 struct FitOptions {
   bool fit = true;           // false: predict with the clusters' own efficiencies
+  // Presets at the catalogue's kernel-benchmark efficiencies instead of their fitted ones
+  // (WithKernelEfficiencies): what data/fitted_presets.json is fitted from.
+  bool kernel_rates = false;
   std::string source_path;   // named in the fitted clusters' provenance
 };
 

@@ -172,9 +172,10 @@ TEST(ClusterJsonTest, AttentionKernelEfficiencies) {
 }
 
 // efficiency.backward: the gradient passes' share of the forward rates, in (0, 1], 1 when absent
-// (and then not written); a share above 1 or at 0 is refused naming the field.
+// (and then not written: the kernels' figures have none); a share above 1 or at 0 is refused
+// naming the field.
 TEST(ClusterJsonTest, BackwardShareOfTheForwardRates) {
-  nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-h100:16", "--cluster"));
+  nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-h100:16,efficiency=kernels", "--cluster"));
   EXPECT_FALSE(j["efficiency"].contains("backward"));
   EXPECT_DOUBLE_EQ(ClusterFromJson(j, "c.json").efficiency.backward, 1);
   j["efficiency"]["backward"] = 0.6;

@@ -144,7 +144,8 @@ struct EqualPhases {
 };
 EqualPhases EstimateWithEqualPhases(const std::string& schedule, int64_t microbatches) {
   PlanSpec plan = PipelinePlan(4, microbatches, schedule);
-  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:8", "--cluster");
+  // The kernels' figures: one rate for every pass (efficiency.backward 1).
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:8,efficiency=kernels", "--cluster");
   const ModelSpec model = UniformModel();
   strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
   strategies::StepProgram program = strategies::BuildStep(model, plan);

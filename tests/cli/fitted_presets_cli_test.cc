@@ -1,0 +1,86 @@
+// The presets' fitted efficiencies (data/fitted_presets.json): a preset runs at its system's
+// fitted figures by default and at the catalogue's with ,efficiency=kernels; the shipped figures
+// are what calibrate --from-runs fits afresh on the shipped runs (scripts/refit_presets.sh), for
+// exactly the systems whose fit the runs determine.
+#include <cmath>
+#include <fstream>
+
+#include "tests/cli/cli_test_util.h"
+
+namespace shardsim::cli_test {
+namespace {
+
+using nlohmann::json;
+
+class CliFittedPresetsTest : public CliTest {};
+
+json ReadJson(const std::string& path) { return json::parse(std::ifstream(path)); }
+
+json EfficiencyOf(const std::string& cluster) {
+  json described;
+  EXPECT_TRUE(IsJsonSuccess(RunShardsim({"describe", "--cluster", cluster, "--json"}), &described));
+  return described.is_object() ? described["cluster"]["spec"]["efficiency"] : json();
+}
+
+// Every figure of `expected` (nested objects included, `source` aside) in `actual`, within a part
+// in a million.
+void ExpectSameFigures(const json& actual, const json& expected, const std::string& where) {
+  for (const auto& [key, value] : expected.items()) {
+    if (key == "source") continue;
+    ASSERT_TRUE(actual.contains(key)) << where << ": no " << key << " in " << actual.dump();
+    if (value.is_object()) {
+      ExpectSameFigures(actual[key], value, where + "." + key);
+    } else {
+      EXPECT_NEAR(actual[key].get<double>(), value.get<double>(), 1e-6 * std::abs(value.get<double>())) << where << "." << key;
+    }
+  }
+  for (const auto& [key, value] : actual.items()) EXPECT_TRUE(expected.contains(key)) << where << ": " << key << " not expected";
+}
+
+TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheKernelsOnRequest) {
+  const json fitted = ReadJson(SHARDSIM_FITTED_PRESETS_JSON).at("systems");
+  const json hardware = ReadJson(SHARDSIM_HARDWARE_JSON).at("systems");
+  ASSERT_TRUE(fitted.contains("dgx-h100"));
+  const json h100 = EfficiencyOf("dgx-h100:8");
+  ExpectSameFigures(h100, fitted["dgx-h100"]["efficiency"], "dgx-h100:8");
+  EXPECT_NE(h100["source"].get<std::string>().find("fitted to published runs (data/fitted_presets.json"), std::string::npos) << h100.dump();
+  // The options keep their meaning beside it, and the kernels' figures are the catalogue's.
+  ExpectSameFigures(EfficiencyOf("dgx-h100:16,oversubscription=2,efficiency=kernels"), hardware["dgx-h100"]["efficiency"], "kernels");
+  // A system the runs do not determine keeps the catalogue's figures, and cannot ask for fitted ones.
+  ASSERT_FALSE(fitted.contains("tpu-v5e"));
+  ExpectSameFigures(EfficiencyOf("tpu-v5e:16x16"), hardware["tpu-v5e"]["efficiency"], "tpu-v5e");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "tpu-v5e:16x16,efficiency=fitted"}),
+                           {"tpu-v5e has no fitted efficiencies", "kernels here; fitted on ", "dgx-h100", "calibrate --from-runs"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:8,efficiency=fast"}), {"efficiency 'fast' is not fitted or kernels"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "local,efficiency=kernels"}), {"unknown option 'efficiency'"}));
+  // The presets list says which systems run at fitted figures.
+  json presets;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"presets", "--json"}), &presets));
+  for (const json& c : presets["clusters"]) EXPECT_EQ(c["efficiency"] == "fitted", fitted.contains(c["name"].get<std::string>())) << c.dump();
+}
+
+// The shipped figures are a fresh fit from the kernels' figures: each group named after a
+// catalogue system with at least twice as many fit runs as fitted efficiencies has its figures
+// shipped, and no other system has any. A change to the cost model that moves the fit fails here until
+// scripts/refit_presets.sh is run.
+TEST_F(CliFittedPresetsTest, ShippedFiguresAreAFreshFitOfTheShippedRuns) {
+  const json fitted = ReadJson(SHARDSIM_FITTED_PRESETS_JSON).at("systems");
+  const json hardware = ReadJson(SHARDSIM_HARDWARE_JSON).at("systems");
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", SHARDSIM_MEASURED_RUNS_JSON, "--kernel-rates", "--json", "--out-dir", PathOf("fit")}),
+                            &report));
+  std::set<std::string> determined;
+  for (const json& g : report["groups"]) {
+    const std::string group = g["group"];
+    if (!hardware.contains(group) || !g["determined"].get<bool>()) continue;
+    determined.insert(group);
+    ASSERT_TRUE(fitted.contains(group)) << group << " is determined by its fit runs but has no shipped figures: run scripts/refit_presets.sh";
+    ExpectSameFigures(fitted[group]["efficiency"], ReadJson(PathOf("fit/" + group + ".cluster.json"))["efficiency"],
+                      group + " (stale: run scripts/refit_presets.sh)");
+  }
+  for (const auto& [system, figures] : fitted.items()) EXPECT_TRUE(determined.count(system)) << system << " has shipped figures no fit determines";
+  EXPECT_GE(determined.size(), 5u);
+}
+
+}  // namespace
+}  // namespace shardsim::cli_test
