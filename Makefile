@@ -45,7 +45,8 @@ validate: build
 	bash scripts/validate_suite.sh $(BUILD) validate-results $(HOSTFILE)
 
 # Accuracy against the published runs of tests/data/measured_runs.json (docs/accuracy.md): the
-# catalogue's errors, then the per-system fit and its test-split errors; clusters in build/accuracy.
+# catalogue's errors, the presets' (fitted defaults), then the per-system fit and its test-split
+# errors; clusters in build/accuracy.
 accuracy: build
 	bash bench/accuracy.sh $(BUILD)
 

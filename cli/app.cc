@@ -261,8 +261,8 @@ int Run(int argc, char** argv) {
   calibrate_cmd->add_option("--out-dir", calibrate.out_dir, "from runs: write GROUP.cluster.json per group of runs into this directory")
       ->excludes(out_opt);
   calibrate_cmd->add_flag("--no-fit", calibrate.no_fit, "from runs: predict every run with its cluster's own efficiencies (the presets' accuracy)");
-  calibrate_cmd->add_flag("--kernel-rates", calibrate.kernel_rates,
-                          "from runs: presets at the catalogue's kernel-benchmark efficiencies, not the fitted ones they default to (what data/fitted_presets.json is fitted from)");
+  calibrate_cmd->add_flag("--catalogue", calibrate.catalogue,
+                          "from runs: presets at the catalogue's efficiencies (data/hardware.json), not the fitted ones they default to (what data/fitted_presets.json is fitted from)");
   ValidateOptions validate;
   BatchFlags validate_batch;
   CLI::App* validate_cmd = app.add_subcommand("validate", "run a plan for real, estimate and simulate it on the calibrated cluster, and compare");

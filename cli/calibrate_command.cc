@@ -55,9 +55,9 @@ int CalibrateGpu(const CalibrateOptions& o) {
 }  // namespace
 
 int RunCalibrate(const CalibrateOptions& options, std::ostream& out) {
-  if (!options.out_dir.empty() || options.no_fit || options.kernel_rates) {
-    throw InputError(options.no_fit ? "--no-fit" : options.kernel_rates ? "--kernel-rates" : "--out-dir", "only with --from-runs", "",
-                     "calibrate --from-runs runs.json --out-dir DIR");
+  if (!options.out_dir.empty() || options.no_fit || options.catalogue) {
+    const std::string flag = options.no_fit ? "--no-fit" : options.catalogue ? "--catalogue" : "--out-dir";
+    throw InputError(flag, "only with --from-runs", "", "calibrate --from-runs runs.json " + flag + (flag == "--out-dir" ? " DIR" : ""));
   }
   CalibrateOptions o = options;
   if (o.out.empty()) o.out = "cluster.json";

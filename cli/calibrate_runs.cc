@@ -25,8 +25,6 @@ namespace {
 using validation::ErrorStats;
 using validation::GroupFit;
 
-// Fewer fit runs than this in a group: its fitted figures are flagged as weakly determined.
-constexpr int64_t kFewFitRuns = 3;
 
 std::string Signed(double fraction) { return (fraction >= 0 ? "+" : "") + FormatPercent(fraction); }
 
@@ -48,6 +46,7 @@ void PrintStats(const std::string& title, const std::map<std::string, ErrorStats
 void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
   out << "\nGroup " << g.group << ": " << g.results.size() << " runs (" << g.fit_runs << " fit, " << g.results.size() - static_cast<size_t>(g.fit_runs)
       << " test)\n";
+  out << "  start: its cluster's efficiencies, " << g.start << "\n";
   TextTable p({"efficiency", "start", fitted ? "fitted" : "used", "fit runs it acts on", "bounds"});
   for (const validation::FittedParameter& f : g.parameters) {
     p.AddRow({f.name, FormatFixed(f.start, 3), FormatFixed(f.value, 3) + (f.at_bound ? " (at bound)" : ""), std::to_string(f.fit_runs),
@@ -58,9 +57,10 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
     out << "  not fitted: the group has no fit runs; its test runs are predicted with its cluster's figures above (start)\n";
   } else if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << (g.iterations == 1 ? " step" : " steps")
                 << (g.converged ? "" : "; not converged: the iteration limit, or an estimate without a finite time") << ")\n";
-  if (fitted && g.fit_runs > 0 && g.fit_runs < kFewFitRuns) {
+  if (fitted && g.fit_runs > 0 && !g.Determined()) {
     const int64_t free = g.FreeParameters();
-    out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " only: the figures are weakly determined"
+    out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " for " << free << " efficienc" << (free == 1 ? "y" : "ies")
+        << ": the figures are weakly determined (a preset's default needs a converged fit on twice as many runs)"
         << (free >= g.fit_runs ? "; no more runs than fitted efficiencies (" + std::to_string(free) + "), so the fit can match them exactly and its RMS tells nothing"
                                : "")
         << "\n";
@@ -139,7 +139,7 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
     r.plan = planner::AsFrameworkRuns(planner::ParseFramework(r.framework, o.from_runs + ": run " + r.id + "/framework"), r.model, r.plan);
   }
   CheckOutputs(o, runs);
-  const std::vector<GroupFit> fits = validation::FitRuns(runs, {.fit = !o.no_fit, .kernel_rates = o.kernel_rates, .source_path = o.from_runs});
+  const std::vector<GroupFit> fits = validation::FitRuns(runs, {.fit = !o.no_fit, .catalogue = o.catalogue, .source_path = o.from_runs});
   const validation::AccuracySummary summary = validation::Summarize(fits);
   if (o.json) {
     out << validation::RunsReportJson(fits, summary).dump(2) << "\n";

@@ -116,7 +116,7 @@ struct CalibrateOptions {
   std::string from_runs;  // fit efficiencies to these measured runs instead of measuring
   std::string out_dir;    // from runs: one GROUP.cluster.json per group of runs
   bool no_fit = false;    // from runs: predict with the clusters' own efficiencies
-  bool kernel_rates = false;  // from runs: presets at the catalogue's kernel figures, not their fitted ones
+  bool catalogue = false;  // from runs: presets at the catalogue's efficiencies, not their fitted ones
   std::string device = "cpu";  // "cuda": measure this machine's GPU with shardsim-gpu (docs/gpu.md)
 };
 // calibrate --from-runs (cli/calibrate_runs.cc).

@@ -9,6 +9,7 @@
 #include "cli/plan_output.h"
 #include "cli/plan_text.h"
 #include "cli/text_table.h"
+#include "core/cluster_presets.h"
 #include "core/run_cost.h"
 #include "core/units.h"
 #include "planner/export.h"
@@ -96,6 +97,10 @@ void PrintHeader(const PlanFindings& f, const Writer& w) {
   }
   w.Line("memory limit: " + FormatBinaryBytes(r.max_memory_bytes) + " per device, " + FormatPercent(r.max_memory_bytes / hbm) + " of the " +
              FormatBinaryBytes(hbm) + " of HBM" + (f.options.max_memory.empty() ? " (the default, leaving room for fragmentation and buffers; --max-memory)" : " (--max-memory)"),
+         "  ");
+  w.Line("efficiencies: " + EfficiencyOrigin(f.cluster) + "; matmul " + FormatFixed(f.cluster.efficiency.matmul, 3) + ", attention " +
+             FormatFixed(f.cluster.efficiency.Attention(), 3) +
+             (f.cluster.efficiency.backward != 1 ? ", backward passes at " + FormatFixed(f.cluster.efficiency.backward, 3) + " of those rates" : std::string()),
          "  ");
   const double rate = r.wall_s > 0 ? static_cast<double>(r.evaluated) / r.wall_s : 0;
   w.Line("searched " + std::to_string(r.meshes) + " meshes and " + std::to_string(r.layouts) + " other layouts of the leading ones, " +

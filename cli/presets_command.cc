@@ -40,7 +40,7 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
                                {"size", s.size_syntax},
                                {"example", s.example},
                                {"options", s.options},
-                               {"efficiency", s.fitted ? "fitted" : "kernels"}});
+                               {"efficiency", s.fitted ? "fitted" : "catalogue"}});
     }
     j["pipeline_schedules"] = strategies::ScheduleNames();
     j["pipeline_schedule_details"] = nlohmann::json::array();
@@ -74,7 +74,7 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
     if (s.fitted) fitted.push_back(s.name);
   }
   out << "  efficiencies: fitted to published runs (data/fitted_presets.json, docs/accuracy.md) on " << JoinNames(fitted, ", ")
-      << "; the kernel benchmarks' figures (data/hardware.json) on the others and with ,efficiency=kernels\n";
+      << "; the catalogue's (data/hardware.json) on the others and with ,efficiency=catalogue\n";
   out << "\nPipeline schedules (plan field pipeline_schedule)\n";
   TextTable schedule_table({"name", "what"});
   for (const strategies::Schedule* schedule : strategies::AllSchedules()) schedule_table.AddRow({std::string(schedule->name()), std::string(schedule->summary())});

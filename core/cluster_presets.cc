@@ -31,33 +31,44 @@ struct TorusRules {
 json Catalogue() { return ParseJsonText(std::string(HardwareCatalogText()), "hardware catalogue"); }
 json FittedPresets() { return ParseJsonText(std::string(FittedPresetsText()), "fitted presets").at("systems"); }
 
+// The values of a preset's `efficiency` option.
+constexpr const char* kFitted = "fitted";
+constexpr const char* kCatalogue = "catalogue";
+
 // The efficiencies a preset runs at: its system's fitted figures (data/fitted_presets.json) where
-// it has some, else, or with `efficiency=kernels`, the catalogue's (kernel benchmarks' shares of
-// peak, data/hardware.json).
-EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, const std::map<std::string, std::string>& options,
-                                const std::string& where) {
-  const EfficiencySpec kernels = EfficiencyFromJson(entry);
+// it has some, else, or with `efficiency=catalogue`, the catalogue's (data/hardware.json).
+// `head` is the preset's SYSTEM:SIZE, for the hint.
+EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, const std::string& head,
+                                const std::map<std::string, std::string>& options, const std::string& where) {
+  const EfficiencySpec catalogue = EfficiencyFromJson(entry);
   const json fitted = FittedPresets();
-  const std::string choice = options.count("efficiency") ? options.at("efficiency") : "fitted";
-  if (choice != "fitted" && choice != "kernels") {
-    throw InputError(where, "efficiency '" + choice + "' is not fitted or kernels", "fitted (the published runs' fit, the default where a system has one), kernels (the kernel benchmarks' figures)",
-                     "e.g. " + system + ":64,efficiency=kernels");
+  const bool has_fitted = fitted.contains(system);
+  const std::string choice = options.count("efficiency") ? options.at("efficiency") : kFitted;
+  if (choice != kFitted && choice != kCatalogue) {
+    const std::string suggestion = DidYouMean(choice, {kFitted, kCatalogue});
+    throw InputError(where, "efficiency '" + choice + "' is not fitted or catalogue" + (suggestion.empty() ? "" : "; " + suggestion),
+                     has_fitted ? "fitted (the default here: data/fitted_presets.json), catalogue (data/hardware.json's figures)"
+                                : "catalogue (the default here: " + system + " has no fitted figures)",
+                     "e.g. " + head + ",efficiency=catalogue");
   }
-  if (choice == "kernels") return kernels;
-  if (!fitted.contains(system)) {
-    if (!options.count("efficiency")) return kernels;
+  if (choice == kCatalogue) return catalogue;
+  if (!has_fitted) {
+    if (!options.count("efficiency")) return catalogue;
     std::vector<std::string> with;
     for (const auto& item : fitted.items()) with.push_back(item.key());
-    throw InputError(where, system + " has no fitted efficiencies (no published runs determine them)", "kernels here; fitted on " + JoinNames(with),
+    throw InputError(where, system + " has no fitted efficiencies (no published runs determine them)", "catalogue here; fitted on " + JoinNames(with),
                      "drop ,efficiency=fitted, or fit your own runs with 'shardsim calibrate --from-runs'");
   }
   JsonReader own(fitted.at(system), "fitted presets", "/systems/" + system);
   EfficiencySpec e = EfficiencyFromJson(own);
   (void)own.String("runs");
   own.Finish();
-  e.source = system + "'s default, fitted to published runs (data/fitted_presets.json; ,efficiency=kernels for the kernel benchmarks' figures): " + e.source;
+  e.source = std::string(kFittedPrefix) + " (" + system + "; ,efficiency=catalogue for data/hardware.json's): " + e.source;
   return e;
 }
+
+// A preset string's system: what comes before its size or options.
+std::string SystemOf(const std::string& preset) { return preset.substr(0, preset.find_first_of(":,")); }
 
 std::vector<std::string> SystemNames(const json& catalogue) {
   std::vector<std::string> names;
@@ -181,7 +192,7 @@ std::vector<SystemInfo> ClusterSystems() {
     info.description = s.at("description").get<std::string>();
     const std::string kind = s.at("kind").get<std::string>();
     info.options = OptionsFor(kind);
-    info.fitted = FittedPresets().contains(info.name);
+    info.fitted = HasFittedEfficiencies(info.name);
     if (kind == "torus") {
       const int64_t rank = s.at("torus").at("rank").get<int64_t>();
       info.size_syntax = rank == 3 ? "AxBxC (chips per axis)" : "AxB (chips per axis)";
@@ -199,13 +210,22 @@ std::vector<SystemInfo> ClusterSystems() {
   return systems;
 }
 
-std::string WithKernelEfficiencies(const std::string& preset) {
-  const std::string system = preset.substr(0, preset.find_first_of(":,"));
-  return FittedPresets().contains(system) ? preset + ",efficiency=kernels" : preset;
+bool HasFittedEfficiencies(const std::string& system) { return FittedPresets().contains(system); }
+
+std::string WithCatalogueEfficiencies(const std::string& preset) {
+  return HasFittedEfficiencies(SystemOf(preset)) ? preset + ",efficiency=" + kCatalogue : preset;
+}
+
+bool UsesFittedEfficiencies(const ClusterSpec& cluster) { return cluster.efficiency.source.rfind(kFittedPrefix, 0) == 0; }
+
+std::string EfficiencyOrigin(const ClusterSpec& cluster) {
+  if (UsesFittedEfficiencies(cluster)) return "fitted to published runs (data/fitted_presets.json; ,efficiency=catalogue for data/hardware.json's)";
+  if (LooksLikeClusterPreset(cluster.name)) return "the catalogue's (data/hardware.json)";
+  return "the cluster file's own (its efficiency.source)";
 }
 
 bool LooksLikeClusterPreset(const std::string& text) {
-  const std::string head = text.substr(0, text.find_first_of(":,"));
+  const std::string head = SystemOf(text);
   for (const std::string& name : SystemNames(Catalogue())) {
     if (name == head) return true;
   }
@@ -238,7 +258,7 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
   c.links = LinksFromJson(entry);
   const std::map<std::string, std::string> options =
       comma == std::string::npos ? std::map<std::string, std::string>{} : ParseOptions(option_text, OptionsFor(kind), where);
-  c.efficiency = PresetEfficiency(entry, system, options, where);
+  c.efficiency = PresetEfficiency(entry, system, head, options, where);
 
   if (kind == "torus") {
     const TorusRules rules = ReadTorusRules(entry);

@@ -27,9 +27,22 @@ std::vector<SystemInfo> ClusterSystems();
 // (not whole nodes, not a valid slice shape, too large), or an unknown option.
 ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where);
 
-// `preset` at the catalogue's kernel-benchmark efficiencies (",efficiency=kernels" where its
-// system has fitted ones; a later option wins over an earlier one).
-std::string WithKernelEfficiencies(const std::string& preset);
+// Whether `system`'s presets default to efficiencies fitted to published runs
+// (data/fitted_presets.json).
+bool HasFittedEfficiencies(const std::string& system);
+
+// `preset` at the catalogue's efficiencies (data/hardware.json): ",efficiency=catalogue" added where
+// its system has fitted ones (a later option wins over an earlier one).
+std::string WithCatalogueEfficiencies(const std::string& preset);
+
+// The start of the efficiencies' `source` of a preset at its fitted figures.
+inline constexpr const char* kFittedPrefix = "a preset's default efficiencies, fitted to published runs in data/fitted_presets.json";
+// Whether `cluster` runs at a preset's fitted figures (its efficiencies' source says so; a cluster
+// file written from such a preset keeps them).
+bool UsesFittedEfficiencies(const ClusterSpec& cluster);
+// Where `cluster`'s efficiencies come from, in a few words: a preset's fitted defaults, the
+// catalogue's figures, or a cluster file's own (its efficiency.source says more).
+std::string EfficiencyOrigin(const ClusterSpec& cluster);
 
 // True when `text` starts with a known system name (so it is meant as a preset, not a path).
 bool LooksLikeClusterPreset(const std::string& text);

@@ -72,6 +72,11 @@ std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
     throw InputError("--cluster " + arg, path + "'s system '" + file.system + "' is no catalogue system to resize", "FILE.json:SIZE for a file whose system is a preset's (dgx-h100, tpu-v5p, ...)",
                      "give the file alone, at its own size, or edit its topology");
   }
+  const size_t size_options = size.find(',');
+  if (size_options != std::string::npos && ("," + size.substr(size_options + 1)).find(",efficiency=") != std::string::npos) {
+    throw InputError("--cluster " + arg, "a cluster file keeps its own efficiencies: ,efficiency= is a preset's option", "FILE.json:SIZE with the preset's other options",
+                     "for the catalogue's figures use the preset itself: " + file.system + ":" + size.substr(0, size_options) + ",efficiency=catalogue");
+  }
   std::string preset = file.system + ":" + size;
   const size_t options = file.name.find(',');
   if (size.find(',') == std::string::npos && options != std::string::npos && LooksLikeClusterPreset(file.name)) preset += file.name.substr(options);

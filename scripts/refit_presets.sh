@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Refits data/fitted_presets.json, the presets' default efficiencies: `calibrate --from-runs` over
-# tests/data/measured_runs.json from the catalogue's kernel-benchmark figures (--kernel-rates),
-# kept for each group named after a catalogue system whose fit runs are at least twice the
-# efficiencies fitted (the report's `determined`). Run it after a change to the cost model moves the fit
-# (tests/validation/fitted_presets_test.cc fails then), and rebuild.
+# tests/data/measured_runs.json from the catalogue's figures (--catalogue, data/hardware.json),
+# kept for each group named after a catalogue system whose fit converged on at least twice as many
+# fit runs as efficiencies fitted (the report's `determined`). Run it after a change to the cost
+# model moves the fit (tests/cli/fitted_presets_cli_test.cc fails then), and rebuild.
 # Usage: scripts/refit_presets.sh [build-dir]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,7 +11,7 @@ build=$(realpath "${1:-$root/build}")
 cd "$root"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$build/bin/shardsim" calibrate --from-runs tests/data/measured_runs.json --kernel-rates --json --out-dir "$tmp" > "$tmp/report.json"
+"$build/bin/shardsim" calibrate --from-runs tests/data/measured_runs.json --catalogue --json --out-dir "$tmp" > "$tmp/report.json"
 "$build/bin/shardsim" presets --json > "$tmp/presets.json"
 python3 - "$tmp" data/fitted_presets.json <<'PY'
 import json, sys

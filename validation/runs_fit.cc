@@ -128,6 +128,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     g.fit_runs += p.run->fit ? 1 : 0;
   }
   g.cluster = largest->cluster;
+  g.start = EfficiencyOrigin(g.cluster);
   std::vector<std::pair<std::string, Bound>> bounds;
   for (const Bound& b : kBounds) bounds.emplace_back(b.name, b);
   // One parameter per FP8 recipe other than tensorwise and per attention kernel other than flash
@@ -212,7 +213,8 @@ std::vector<GroupFit> FitRuns(const std::vector<PublishedRun>& runs, const FitOp
   std::map<std::string, std::vector<Prepared>> groups;
   for (const PublishedRun& run : runs) {
     if (!groups.count(run.group)) order.push_back(run.group);
-    Prepared p{.run = &run, .cluster = LoadCluster(options.kernel_rates ? WithKernelEfficiencies(run.cluster) : run.cluster)};
+    Prepared p{.run = &run, .cluster = LoadCluster(options.catalogue ? WithCatalogueEfficiencies(run.cluster) : run.cluster)};
+    p.cluster.name = run.cluster;  // as the run names it, whatever efficiencies it starts from
     p.graph = std::make_unique<topologies::Cluster>(p.cluster);
     p.collectives = std::make_unique<sim::AxisCollectives>(*p.graph, run.plan);
     p.program = strategies::BuildStep(run.model, run.plan);

@@ -37,27 +37,28 @@ struct GroupFit {
   std::string group;
   std::vector<FittedParameter> parameters;
   ClusterSpec cluster;  // the cluster of the group's largest run, with the fitted efficiencies
+  std::string start;    // where its efficiencies came from before the fit (EfficiencyOrigin)
   std::vector<RunResult> results;  // every run of the group, in the file's order
   int64_t fit_runs = 0, evaluations = 0;  // evaluations: of every fit run's estimate
   int iterations = 0;      // the fit's accepted steps
   bool fitted = false;     // a fit ran (FitOptions::fit and fit runs); else the clusters' figures
   bool converged = true;   // false: the fit stopped at its iteration limit
   double rms_log_error = 0;  // over the fit runs, after the fit
-  // Efficiencies the fit moved freely (acting on some fit run), and whether at least twice as
-  // many fit runs determine them: a fit fit to become a preset's default (data/fitted_presets.json).
+  // Efficiencies the fit moved freely (acting on some fit run), and whether a converged fit had
+  // at least twice as many fit runs: what a preset's default needs (data/fitted_presets.json).
   int64_t FreeParameters() const {
     int64_t free = 0;
     for (const FittedParameter& f : parameters) free += f.fit_runs > 0 ? 1 : 0;
     return free;
   }
-  bool Determined() const { return fitted && fit_runs >= 2 * FreeParameters(); }
+  bool Determined() const { return fitted && converged && fit_runs >= 2 * FreeParameters(); }
 };
 
 struct FitOptions {
   bool fit = true;           // false: predict with the clusters' own efficiencies
-  // Presets at the catalogue's kernel-benchmark efficiencies instead of their fitted ones
-  // (WithKernelEfficiencies): what data/fitted_presets.json is fitted from.
-  bool kernel_rates = false;
+  // Presets at the catalogue's efficiencies instead of their fitted ones
+  // (WithCatalogueEfficiencies): what data/fitted_presets.json is fitted from.
+  bool catalogue = false;
   std::string source_path;   // named in the fitted clusters' provenance
 };
 

@@ -22,14 +22,26 @@ TEST_F(CliCalibrateRunsTest, FewFitRunsAreFlaggedAndAnExactFitSaysSo) {
   const json one = {{"runs", json::array({MeasuredRun("a", 16, 1.1, "fit"), MeasuredRun("b", 32, 2.3, "test")})}};
   const CliResult exact = RunShardsim({"calibrate", "--from-runs", WriteJson("one.json", one)});
   ASSERT_EQ(exact.exit_code, 0) << exact.err;
-  EXPECT_NE(exact.out.find("note: fitted on 1 run only: the figures are weakly determined; no more runs than fitted efficiencies (2)"), std::string::npos)
-      << exact.out;
-  // Three fit runs (kFewFitRuns): determined enough, no note.
-  const json three = {{"runs", json::array({MeasuredRun("a", 16, 1.1, "fit"), MeasuredRun("b", 32, 2.3, "fit"), MeasuredRun("c", 64, 4.4, "fit"),
-                                             MeasuredRun("d", 8, 0.6, "test")})}};
-  const CliResult enough = RunShardsim({"calibrate", "--from-runs", WriteJson("three.json", three)});
+  EXPECT_NE(exact.out.find("note: fitted on 1 run for 2 efficiencies: the figures are weakly determined"), std::string::npos) << exact.out;
+  EXPECT_NE(exact.out.find("; no more runs than fitted efficiencies (2)"), std::string::npos) << exact.out;
+  // Three fit runs for two efficiencies: more runs than efficiencies, still weakly determined (a
+  // preset's default needs twice as many); four are enough, and the JSON says `determined`.
+  json runs = json::array({MeasuredRun("a", 16, 1.1, "fit"), MeasuredRun("b", 32, 2.3, "fit"), MeasuredRun("c", 64, 4.4, "fit")});
+  const std::string three_path = WriteJson("three.json", {{"runs", runs}});
+  const CliResult three = RunShardsim({"calibrate", "--from-runs", three_path});
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_NE(three.out.find("note: fitted on 3 runs for 2 efficiencies: the figures are weakly determined"), std::string::npos) << three.out;
+  EXPECT_EQ(three.out.find("no more runs than"), std::string::npos) << three.out;
+  runs.push_back(MeasuredRun("d", 8, 0.6, "fit"));
+  const CliResult enough = RunShardsim({"calibrate", "--from-runs", WriteJson("four.json", {{"runs", runs}})});
   ASSERT_EQ(enough.exit_code, 0) << enough.err;
   EXPECT_EQ(enough.out.find("note: fitted on"), std::string::npos) << enough.out;
+  EXPECT_NE(enough.out.find("start: its cluster's efficiencies, fitted to published runs (data/fitted_presets.json"), std::string::npos) << enough.out;
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", WriteJson("four.json", {{"runs", runs}}), "--json"}), &report));
+  EXPECT_TRUE(report["groups"][0]["determined"].get<bool>());
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", three_path, "--json"}), &report));
+  EXPECT_FALSE(report["groups"][0]["determined"].get<bool>());
   // Fit runs far slower than any efficiency in bounds explains: the figures stop at their lower
   // bounds, and the report says they are a set standing in for what the model lacks.
   const json slow = {{"runs", json::array({MeasuredRun("a", 16, 110.0, "fit"), MeasuredRun("b", 32, 230.0, "fit"), MeasuredRun("c", 64, 440.0, "fit")})}};

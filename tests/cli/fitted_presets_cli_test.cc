@@ -1,5 +1,5 @@
 // The presets' fitted efficiencies (data/fitted_presets.json): a preset runs at its system's
-// fitted figures by default and at the catalogue's with ,efficiency=kernels; the shipped figures
+// fitted figures by default and at the catalogue's with ,efficiency=catalogue; the shipped figures
 // are what calibrate --from-runs fits afresh on the shipped runs (scripts/refit_presets.sh), for
 // exactly the systems whose fit the runs determine.
 #include <cmath>
@@ -43,31 +43,47 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheKernelsOn
   ASSERT_TRUE(fitted.contains("dgx-h100"));
   const json h100 = EfficiencyOf("dgx-h100:8");
   ExpectSameFigures(h100, fitted["dgx-h100"]["efficiency"], "dgx-h100:8");
-  EXPECT_NE(h100["source"].get<std::string>().find("fitted to published runs (data/fitted_presets.json"), std::string::npos) << h100.dump();
-  // The options keep their meaning beside it, and the kernels' figures are the catalogue's.
-  ExpectSameFigures(EfficiencyOf("dgx-h100:16,oversubscription=2,efficiency=kernels"), hardware["dgx-h100"]["efficiency"], "kernels");
+  EXPECT_NE(h100["source"].get<std::string>().find("fitted to published runs in data/fitted_presets.json (dgx-h100; ,efficiency=catalogue"), std::string::npos) << h100.dump();
+  // The options keep their meaning beside it.
+  ExpectSameFigures(EfficiencyOf("dgx-h100:16,oversubscription=2,efficiency=catalogue"), hardware["dgx-h100"]["efficiency"], "catalogue");
   // A system the runs do not determine keeps the catalogue's figures, and cannot ask for fitted ones.
   ASSERT_FALSE(fitted.contains("tpu-v5e"));
   ExpectSameFigures(EfficiencyOf("tpu-v5e:16x16"), hardware["tpu-v5e"]["efficiency"], "tpu-v5e");
   EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "tpu-v5e:16x16,efficiency=fitted"}),
-                           {"tpu-v5e has no fitted efficiencies", "kernels here; fitted on ", "dgx-h100", "calibrate --from-runs"}));
-  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:8,efficiency=fast"}), {"efficiency 'fast' is not fitted or kernels"}));
-  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "local,efficiency=kernels"}), {"unknown option 'efficiency'"}));
+                           {"tpu-v5e has no fitted efficiencies", "catalogue here; fitted on ", "dgx-h100", "calibrate --from-runs"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:8,efficiency=fast"}),
+                           {"efficiency 'fast' is not fitted or catalogue", "fitted (the default here", "e.g. dgx-h100:8,efficiency=catalogue"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "tpu-v5e:16x16,efficiency=catalog"}),
+                           {"did you mean 'catalogue'", "catalogue (the default here", "e.g. tpu-v5e:16x16,efficiency=catalogue"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "local,efficiency=catalogue"}), {"unknown option 'efficiency'"}));
+  // A cluster file keeps its own figures at another size: the option is refused there, naming the preset.
+  const std::string file = PathOf("h100.cluster.json");
+  ASSERT_EQ(RunShardsim({"describe", "--cluster", "dgx-h100:8", "--write-cluster", file}).exit_code, 0);
+  ExpectSameFigures(EfficiencyOf(file + ":16"), fitted["dgx-h100"]["efficiency"], "file at 16");
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", file + ":16,efficiency=catalogue"}),
+                           {"a cluster file keeps its own efficiencies", "dgx-h100:16,efficiency=catalogue"}));
+  // calibrate's --catalogue belongs to --from-runs.
+  EXPECT_TRUE(IsInputError(RunShardsim({"calibrate", "--catalogue"}), {"--catalogue", "only with --from-runs"}));
   // The presets list says which systems run at fitted figures.
   json presets;
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"presets", "--json"}), &presets));
   for (const json& c : presets["clusters"]) EXPECT_EQ(c["efficiency"] == "fitted", fitted.contains(c["name"].get<std::string>())) << c.dump();
+  const CliResult text = RunShardsim({"presets"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const size_t line = text.out.find("efficiencies: fitted to published runs (data/fitted_presets.json, docs/accuracy.md) on ");
+  ASSERT_NE(line, std::string::npos) << text.out;
+  EXPECT_NE(text.out.substr(line, text.out.find('\n', line) - line).find("dgx-h100"), std::string::npos) << text.out;
 }
 
-// The shipped figures are a fresh fit from the kernels' figures: each group named after a
-// catalogue system with at least twice as many fit runs as fitted efficiencies has its figures
-// shipped, and no other system has any. A change to the cost model that moves the fit fails here until
+// The shipped figures are a fresh fit from the catalogue's figures: each group named after a
+// catalogue system with a converged fit on at least twice as many fit runs as fitted efficiencies
+// has its figures shipped, and no other system has any. A change to the cost model that moves the fit fails here until
 // scripts/refit_presets.sh is run.
 TEST_F(CliFittedPresetsTest, ShippedFiguresAreAFreshFitOfTheShippedRuns) {
   const json fitted = ReadJson(SHARDSIM_FITTED_PRESETS_JSON).at("systems");
   const json hardware = ReadJson(SHARDSIM_HARDWARE_JSON).at("systems");
   json report;
-  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", SHARDSIM_MEASURED_RUNS_JSON, "--kernel-rates", "--json", "--out-dir", PathOf("fit")}),
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", SHARDSIM_MEASURED_RUNS_JSON, "--catalogue", "--json", "--out-dir", PathOf("fit")}),
                             &report));
   std::set<std::string> determined;
   for (const json& g : report["groups"]) {

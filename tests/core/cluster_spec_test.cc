@@ -175,7 +175,7 @@ TEST(ClusterJsonTest, AttentionKernelEfficiencies) {
 // (and then not written: the kernels' figures have none); a share above 1 or at 0 is refused
 // naming the field.
 TEST(ClusterJsonTest, BackwardShareOfTheForwardRates) {
-  nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-h100:16,efficiency=kernels", "--cluster"));
+  nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-h100:16,efficiency=catalogue", "--cluster"));
   EXPECT_FALSE(j["efficiency"].contains("backward"));
   EXPECT_DOUBLE_EQ(ClusterFromJson(j, "c.json").efficiency.backward, 1);
   j["efficiency"]["backward"] = 0.6;

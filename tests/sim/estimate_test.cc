@@ -145,7 +145,7 @@ struct EqualPhases {
 EqualPhases EstimateWithEqualPhases(const std::string& schedule, int64_t microbatches) {
   PlanSpec plan = PipelinePlan(4, microbatches, schedule);
   // The kernels' figures: one rate for every pass (efficiency.backward 1).
-  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:8,efficiency=kernels", "--cluster");
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:8,efficiency=catalogue", "--cluster");
   const ModelSpec model = UniformModel();
   strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
   strategies::StepProgram program = strategies::BuildStep(model, plan);

@@ -37,7 +37,7 @@ json RunJson(const std::string& id, int64_t seq, const std::string& cluster) {
 }
 
 // The runs of `path` with the step times their own (truth) cluster predicts, then pointed at the
-// catalogue's dgx-h100:8 for the fit to find that cluster's efficiencies again.
+// preset dgx-h100:8 (at its fitted defaults) for the fit to find that cluster's efficiencies again.
 std::vector<PublishedRun> TimedOnTheirCluster(const std::string& path) {
   std::vector<PublishedRun> runs = ReadMeasuredRuns(path);
   const std::vector<GroupFit> generated = FitRuns(runs, {.fit = false, .source_path = "generated"});
@@ -105,7 +105,7 @@ TEST(RunsReportTest, SignedErrorsShowTheDirection) {
 }
 
 // Step times predicted on a cluster whose matmul and attention efficiencies are known: fitting the
-// catalogue cluster to them finds those efficiencies again.
+// preset to them finds those efficiencies again.
 TEST(RunsFitTest, RecoversTheEfficienciesThatMadeTheTimes) {
   ClusterSpec truth = LoadCluster("dgx-h100:8");
   truth.efficiency.matmul = 0.55;
