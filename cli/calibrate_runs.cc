@@ -46,7 +46,7 @@ void PrintStats(const std::string& title, const std::map<std::string, ErrorStats
 void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
   out << "\nGroup " << g.group << ": " << g.results.size() << " runs (" << g.fit_runs << " fit, " << g.results.size() - static_cast<size_t>(g.fit_runs)
       << " test)\n";
-  out << "  start: its cluster's efficiencies, " << g.start << "\n";
+  out << "  start: its cluster's efficiencies, " << g.start << (g.start_fitted ? ", or --catalogue for the catalogue's" : "") << "\n";
   TextTable p({"efficiency", "start", fitted ? "fitted" : "used", "fit runs it acts on", "bounds"});
   for (const validation::FittedParameter& f : g.parameters) {
     p.AddRow({f.name, FormatFixed(f.start, 3), FormatFixed(f.value, 3) + (f.at_bound ? " (at bound)" : ""), std::to_string(f.fit_runs),
@@ -57,7 +57,7 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
     out << "  not fitted: the group has no fit runs; its test runs are predicted with its cluster's figures above (start)\n";
   } else if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << (g.iterations == 1 ? " step" : " steps")
                 << (g.converged ? "" : "; not converged: the iteration limit, or an estimate without a finite time") << ")\n";
-  if (fitted && g.fit_runs > 0 && !g.Determined()) {
+  if (fitted && g.fit_runs > 0 && g.fit_runs < 2 * g.FreeParameters()) {
     const int64_t free = g.FreeParameters();
     out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " for " << free << " efficienc" << (free == 1 ? "y" : "ies")
         << ": the figures are weakly determined (a preset's default needs a converged fit on twice as many runs)"

@@ -1,6 +1,7 @@
 #include "core/cluster_presets.h"
 
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,19 @@ json FittedPresets() { return ParseJsonText(std::string(FittedPresetsText()), "f
 constexpr const char* kFitted = "fitted";
 constexpr const char* kCatalogue = "catalogue";
 
+// `system`'s fitted efficiencies (data/fitted_presets.json), their source saying so; nullopt where
+// it has none.
+std::optional<EfficiencySpec> FittedEfficiency(const std::string& system) {
+  const json fitted = FittedPresets();
+  if (!fitted.contains(system)) return std::nullopt;
+  JsonReader own(fitted.at(system), "fitted presets", "/systems/" + system);
+  EfficiencySpec e = EfficiencyFromJson(own);
+  (void)own.String("runs");
+  own.Finish();
+  e.source = std::string(kFittedPrefix) + " (" + system + "; ,efficiency=catalogue for data/hardware.json's): " + e.source;
+  return e;
+}
+
 // The efficiencies a preset runs at: its system's fitted figures (data/fitted_presets.json) where
 // it has some, else, or with `efficiency=catalogue`, the catalogue's (data/hardware.json).
 // `head` is the preset's SYSTEM:SIZE, for the hint.
@@ -59,12 +73,7 @@ EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, co
     throw InputError(where, system + " has no fitted efficiencies (no published runs determine them)", "catalogue here; fitted on " + JoinNames(with),
                      "drop ,efficiency=fitted, or fit your own runs with 'shardsim calibrate --from-runs'");
   }
-  JsonReader own(fitted.at(system), "fitted presets", "/systems/" + system);
-  EfficiencySpec e = EfficiencyFromJson(own);
-  (void)own.String("runs");
-  own.Finish();
-  e.source = std::string(kFittedPrefix) + " (" + system + "; ,efficiency=catalogue for data/hardware.json's): " + e.source;
-  return e;
+  return *FittedEfficiency(system);
 }
 
 // A preset string's system: what comes before its size or options.
@@ -216,11 +225,18 @@ std::string WithCatalogueEfficiencies(const std::string& preset) {
   return HasFittedEfficiencies(SystemOf(preset)) ? preset + ",efficiency=" + kCatalogue : preset;
 }
 
-bool UsesFittedEfficiencies(const ClusterSpec& cluster) { return cluster.efficiency.source.rfind(kFittedPrefix, 0) == 0; }
+bool UsesFittedEfficiencies(const ClusterSpec& cluster) {
+  const std::optional<EfficiencySpec> fitted = FittedEfficiency(cluster.system);
+  return fitted && *fitted == cluster.efficiency;
+}
 
 std::string EfficiencyOrigin(const ClusterSpec& cluster) {
-  if (UsesFittedEfficiencies(cluster)) return "fitted to published runs (data/fitted_presets.json; ,efficiency=catalogue for data/hardware.json's)";
-  if (LooksLikeClusterPreset(cluster.name)) return "the catalogue's (data/hardware.json)";
+  if (UsesFittedEfficiencies(cluster)) return "fitted to published runs (data/fitted_presets.json)";
+  const json catalogue = Catalogue().at("systems");
+  if (catalogue.contains(cluster.system)) {
+    JsonReader entry(catalogue.at(cluster.system), "hardware catalogue", "/systems/" + cluster.system);
+    if (EfficiencyFromJson(entry) == cluster.efficiency) return "the catalogue's (data/hardware.json)";
+  }
   return "the cluster file's own (its efficiency.source)";
 }
 

@@ -37,11 +37,12 @@ std::string WithCatalogueEfficiencies(const std::string& preset);
 
 // The start of the efficiencies' `source` of a preset at its fitted figures.
 inline constexpr const char* kFittedPrefix = "a preset's default efficiencies, fitted to published runs in data/fitted_presets.json";
-// Whether `cluster` runs at a preset's fitted figures (its efficiencies' source says so; a cluster
-// file written from such a preset keeps them).
+// Whether `cluster` runs at its system's fitted figures, exactly (a cluster file written from such
+// a preset keeps them).
 bool UsesFittedEfficiencies(const ClusterSpec& cluster);
 // Where `cluster`'s efficiencies come from, in a few words: a preset's fitted defaults, the
-// catalogue's figures, or a cluster file's own (its efficiency.source says more).
+// catalogue's figures (its system's, exactly), or a cluster file's own (its efficiency.source says
+// more).
 std::string EfficiencyOrigin(const ClusterSpec& cluster);
 
 // True when `text` starts with a known system name (so it is meant as a preset, not a path).

@@ -11,6 +11,7 @@
 #include "core/json_input.h"
 #include "core/model_json.h"
 #include "core/model_presets.h"
+#include "core/text.h"
 #include "core/plan_json.h"
 #include "core/suggest.h"
 
@@ -72,10 +73,13 @@ std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
     throw InputError("--cluster " + arg, path + "'s system '" + file.system + "' is no catalogue system to resize", "FILE.json:SIZE for a file whose system is a preset's (dgx-h100, tpu-v5p, ...)",
                      "give the file alone, at its own size, or edit its topology");
   }
-  const size_t size_options = size.find(',');
-  if (size_options != std::string::npos && ("," + size.substr(size_options + 1)).find(",efficiency=") != std::string::npos) {
+  if (("," + size).find(",efficiency=") != std::string::npos) {
+    std::string others;  // the size and the other options, for the preset the hint names
+    for (const std::string& item : Split(size, ',')) {
+      if (item.rfind("efficiency=", 0) != 0) others += (others.empty() ? "" : ",") + item;
+    }
     throw InputError("--cluster " + arg, "a cluster file keeps its own efficiencies: ,efficiency= is a preset's option", "FILE.json:SIZE with the preset's other options",
-                     "for the catalogue's figures use the preset itself: " + file.system + ":" + size.substr(0, size_options) + ",efficiency=catalogue");
+                     "for the catalogue's figures use the preset itself: " + file.system + ":" + others + ",efficiency=catalogue");
   }
   std::string preset = file.system + ":" + size;
   const size_t options = file.name.find(',');

@@ -129,6 +129,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
   }
   g.cluster = largest->cluster;
   g.start = EfficiencyOrigin(g.cluster);
+  g.start_fitted = UsesFittedEfficiencies(g.cluster);
   std::vector<std::pair<std::string, Bound>> bounds;
   for (const Bound& b : kBounds) bounds.emplace_back(b.name, b);
   // One parameter per FP8 recipe other than tensorwise and per attention kernel other than flash

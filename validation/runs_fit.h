@@ -38,6 +38,7 @@ struct GroupFit {
   std::vector<FittedParameter> parameters;
   ClusterSpec cluster;  // the cluster of the group's largest run, with the fitted efficiencies
   std::string start;    // where its efficiencies came from before the fit (EfficiencyOrigin)
+  bool start_fitted = false;  // they were a preset's fitted defaults
   std::vector<RunResult> results;  // every run of the group, in the file's order
   int64_t fit_runs = 0, evaluations = 0;  // evaluations: of every fit run's estimate
   int iterations = 0;      // the fit's accepted steps

@@ -37,7 +37,7 @@ void ExpectSameFigures(const json& actual, const json& expected, const std::stri
   for (const auto& [key, value] : actual.items()) EXPECT_TRUE(expected.contains(key)) << where << ": " << key << " not expected";
 }
 
-TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheKernelsOnRequest) {
+TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheCataloguesOnRequest) {
   const json fitted = ReadJson(SHARDSIM_FITTED_PRESETS_JSON).at("systems");
   const json hardware = ReadJson(SHARDSIM_HARDWARE_JSON).at("systems");
   ASSERT_TRUE(fitted.contains("dgx-h100"));
@@ -60,8 +60,21 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheKernelsOn
   const std::string file = PathOf("h100.cluster.json");
   ASSERT_EQ(RunShardsim({"describe", "--cluster", "dgx-h100:8", "--write-cluster", file}).exit_code, 0);
   ExpectSameFigures(EfficiencyOf(file + ":16"), fitted["dgx-h100"]["efficiency"], "file at 16");
-  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", file + ":16,efficiency=catalogue"}),
-                           {"a cluster file keeps its own efficiencies", "dgx-h100:16,efficiency=catalogue"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", file + ":16,oversubscription=2,efficiency=catalogue"}),
+                           {"a cluster file keeps its own efficiencies", "dgx-h100:16,oversubscription=2,efficiency=catalogue"}));
+  // plan says where its efficiencies come from: a preset's fitted defaults, the catalogue's, or a
+  // cluster file's own (a file of the catalogue's figures with one changed).
+  auto efficiencies_line = [](const std::string& cluster) {
+    const CliResult r = RunShardsim({"plan", "--model", "llama3-8b", "--cluster", cluster, "--global-batch-tokens", "1M", "--seq-len", "4096"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.out.find("efficiencies: ");
+    return at == std::string::npos ? std::string() : r.out.substr(at, r.out.find(';', at) - at);
+  };
+  EXPECT_EQ(efficiencies_line("dgx-h100:8"), "efficiencies: fitted to published runs (data/fitted_presets.json), or ,efficiency=catalogue for the catalogue's");
+  EXPECT_EQ(efficiencies_line("dgx-h100:8,efficiency=catalogue"), "efficiencies: the catalogue's (data/hardware.json)");
+  json own = ReadJson(file);
+  own["efficiency"]["matmul"] = 0.5;
+  EXPECT_EQ(efficiencies_line(WriteJson("own.cluster.json", own)), "efficiencies: the cluster file's own (its efficiency.source)");
   // calibrate's --catalogue belongs to --from-runs.
   EXPECT_TRUE(IsInputError(RunShardsim({"calibrate", "--catalogue"}), {"--catalogue", "only with --from-runs"}));
   // The presets list says which systems run at fitted figures.
