@@ -70,7 +70,7 @@ EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, co
     if (!options.count("efficiency")) return catalogue;
     std::vector<std::string> with;
     for (const auto& item : fitted.items()) with.push_back(item.key());
-    throw InputError(where, system + " has no fitted efficiencies (no published runs determine them)", "catalogue here; fitted on " + JoinNames(with),
+    throw InputError(where, system + " has no fitted efficiencies (the published runs do not determine them; docs/accuracy.md)", "catalogue here; fitted on " + JoinNames(with),
                      "drop ,efficiency=fitted, or fit your own runs with 'shardsim calibrate --from-runs'");
   }
   return *FittedEfficiency(system);
