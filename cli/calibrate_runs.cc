@@ -25,7 +25,6 @@ namespace {
 using validation::ErrorStats;
 using validation::GroupFit;
 
-
 std::string Signed(double fraction) { return (fraction >= 0 ? "+" : "") + FormatPercent(fraction); }
 
 void PrintStats(const std::string& title, const std::map<std::string, ErrorStats>& by, const ErrorStats& all, std::ostream& out) {

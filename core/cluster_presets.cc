@@ -35,6 +35,8 @@ json FittedPresets() { return ParseJsonText(std::string(FittedPresetsText()), "f
 // The values of a preset's `efficiency` option.
 constexpr const char* kFitted = "fitted";
 constexpr const char* kCatalogue = "catalogue";
+// The start of the efficiencies' `source` of a preset at its fitted figures.
+constexpr const char* kFittedPrefix = "a preset's default efficiencies, fitted to published runs in data/fitted_presets.json";
 
 // `system`'s fitted efficiencies (data/fitted_presets.json), their source saying so; nullopt where
 // it has none.
@@ -55,8 +57,8 @@ std::optional<EfficiencySpec> FittedEfficiency(const std::string& system) {
 EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, const std::string& head,
                                 const std::map<std::string, std::string>& options, const std::string& where) {
   const EfficiencySpec catalogue = EfficiencyFromJson(entry);
-  const json fitted = FittedPresets();
-  const bool has_fitted = fitted.contains(system);
+  const std::optional<EfficiencySpec> fitted = FittedEfficiency(system);
+  const bool has_fitted = fitted.has_value();
   const std::string choice = options.count("efficiency") ? options.at("efficiency") : kFitted;
   if (choice != kFitted && choice != kCatalogue) {
     const std::string suggestion = DidYouMean(choice, {kFitted, kCatalogue});
@@ -68,12 +70,13 @@ EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, co
   if (choice == kCatalogue) return catalogue;
   if (!has_fitted) {
     if (!options.count("efficiency")) return catalogue;
+    const json all = FittedPresets();
     std::vector<std::string> with;
-    for (const auto& item : fitted.items()) with.push_back(item.key());
+    for (const auto& item : all.items()) with.push_back(item.key());
     throw InputError(where, system + " has no fitted efficiencies (the published runs do not determine them; docs/accuracy.md)", "catalogue here; fitted on " + JoinNames(with),
                      "drop ,efficiency=fitted, or fit your own runs with 'shardsim calibrate --from-runs'");
   }
-  return *FittedEfficiency(system);
+  return *fitted;
 }
 
 // A preset string's system: what comes before its size or options.

@@ -35,8 +35,6 @@ bool HasFittedEfficiencies(const std::string& system);
 // its system has fitted ones (a later option wins over an earlier one).
 std::string WithCatalogueEfficiencies(const std::string& preset);
 
-// The start of the efficiencies' `source` of a preset at its fitted figures.
-inline constexpr const char* kFittedPrefix = "a preset's default efficiencies, fitted to published runs in data/fitted_presets.json";
 // Whether `cluster` runs at its system's fitted figures, exactly (a cluster file written from such
 // a preset keeps them).
 bool UsesFittedEfficiencies(const ClusterSpec& cluster);

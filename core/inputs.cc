@@ -11,9 +11,9 @@
 #include "core/json_input.h"
 #include "core/model_json.h"
 #include "core/model_presets.h"
-#include "core/text.h"
 #include "core/plan_json.h"
 #include "core/suggest.h"
+#include "core/text.h"
 
 namespace shardsim {
 namespace {
