@@ -133,7 +133,7 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     if (!mesh_fixed) {
       if (o.progress) std::cerr << "shardsim plan: nothing fits; searching larger sizes of " << cluster.system << "\n";
       options.progress = nullptr;
-      f.smallest = planner::FindSmallestFit(model, cluster, options);
+      f.smallest = planner::FindSmallestFit(model, cluster, o.cluster, options);
     }
   } else {
     if (!o.plot.empty()) {

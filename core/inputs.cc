@@ -116,6 +116,27 @@ ClusterSpec LoadCluster(const std::string& arg) {
   return ParseClusterPreset(arg, "--cluster " + arg);  // not a file: report it as an unknown preset
 }
 
+std::optional<ClusterSizeArg> ClusterSizeOf(const std::string& arg, const ClusterSpec& loaded) {
+  if (loaded.system == "custom") return std::nullopt;
+  auto split = [](const std::string& prefix, const std::string& rest) {
+    const size_t comma = rest.find(',');
+    return ClusterSizeArg{prefix, rest.substr(0, comma), comma == std::string::npos ? "" : rest.substr(comma)};
+  };
+  const size_t colon = arg.find(':');
+  if (LooksLikeClusterPreset(arg)) {
+    if (colon == std::string::npos) return std::nullopt;
+    return split(arg.substr(0, colon + 1), arg.substr(colon + 1));
+  }
+  const size_t at = arg.rfind(".json:");
+  if (at != std::string::npos && !Exists(arg)) return split(arg.substr(0, at + 6), arg.substr(at + 6));
+  // A file alone: FILE.json:SIZE adds its name's options itself.
+  const std::string own = loaded.system + ":";
+  if (loaded.name.rfind(own, 0) != 0) return std::nullopt;
+  ClusterSizeArg parts = split(arg + ":", loaded.name.substr(own.size()));
+  parts.options.clear();
+  return parts;
+}
+
 std::string PlanSource(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return "plan (from --set)";
   return overrides.empty() ? path : path + " with --set";

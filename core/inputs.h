@@ -2,6 +2,7 @@
 // with one clear error when it is neither.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,17 @@ ModelSpec LoadModel(const std::string& arg);
 
 // A preset string ("dgx-h100:64", "tpu-v5p:8x8x8,slices=2", "local") or a cluster JSON file.
 ClusterSpec LoadCluster(const std::string& arg);
+
+// What --cluster `arg` (LoadCluster gave `loaded`) is at another size: prefix + SIZE + options is
+// the same cluster at SIZE, a cluster file's own figures kept ("dgx-h100:64,fabric=fat-tree" ->
+// "dgx-h100:" "64" ",fabric=fat-tree"; "my.json:64" -> "my.json:" "64"; a file alone whose name
+// is its preset's, as calibrate writes them, "dgx-h100:1024" -> "my.json:" "1024"). Empty where
+// no other size exists: a custom topology, a file whose name does not say its size, "local".
+struct ClusterSizeArg {
+  std::string prefix, size, options;
+  std::string At(const std::string& other_size) const { return prefix + other_size + options; }
+};
+std::optional<ClusterSizeArg> ClusterSizeOf(const std::string& arg, const ClusterSpec& loaded);
 
 // Whether `cluster` runs what `plan` asks of its hardware: a peak for its dtype, microscaling
 // tensor cores for fp8_recipe mxfp8, nodes to forward in for ep_dispatcher deepep. Throws

@@ -3,25 +3,12 @@
 #include <algorithm>
 #include <optional>
 
-#include "core/cluster_presets.h"
 #include "core/error.h"
+#include "core/inputs.h"
 #include "core/text.h"
 
 namespace shardsim::planner {
 namespace {
-
-// "dgx-h100:64,fabric=fat-tree" -> size "64", options ",fabric=fat-tree".
-struct PresetParts {
-  std::string system, size, options;
-};
-
-std::optional<PresetParts> Parts(const ClusterSpec& c) {
-  const size_t colon = c.name.find(':');
-  if (c.system == "custom" || colon == std::string::npos || c.name.substr(0, colon) != c.system) return std::nullopt;
-  const size_t comma = c.name.find(',', colon);
-  return PresetParts{c.system, c.name.substr(colon + 1, comma == std::string::npos ? std::string::npos : comma - colon - 1),
-                     comma == std::string::npos ? "" : c.name.substr(comma)};
-}
 
 // The next larger size: devices doubled, or a torus's shortest dimension doubled.
 std::string Doubled(const ClusterSpec& c, const std::string& size) {
@@ -39,11 +26,14 @@ std::string Doubled(const ClusterSpec& c, const std::string& size) {
 
 }  // namespace
 
-SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options, int64_t max_devices) {
+SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, const std::string& cluster_arg, const SearchOptions& options,
+                            int64_t max_devices) {
   SmallestFit fit;
-  const std::optional<PresetParts> parts = Parts(cluster);
+  const std::optional<ClusterSizeArg> parts = ClusterSizeOf(cluster_arg, cluster);
   if (!parts) {
-    fit.why_not = "the cluster is not a catalogue system's preset, so there is no larger size to try";
+    fit.why_not = cluster.system == "custom" ? "the cluster's topology is its file's own (system custom), so there is no larger size to try"
+                                             : "the cluster file's name '" + cluster.name + "' does not say its " + cluster.system +
+                                                   " size, so there is no larger size to try (give it as FILE.json:SIZE)";
     return fit;
   }
   SearchOptions o = options;
@@ -51,10 +41,10 @@ SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, 
   o.progress = nullptr;
   // Searches one size; true when a plan fits there.
   auto fits = [&](const std::string& size) {
-    const std::string preset = parts->system + ":" + size + parts->options;
+    const std::string preset = parts->At(size);
     ClusterSpec larger;
     try {
-      larger = ParseClusterPreset(preset, "--cluster");
+      larger = LoadCluster(preset);
     } catch (const InputError&) {
       return false;  // a size the system does not come in
     }
@@ -79,7 +69,7 @@ SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, 
     size = next;
     ClusterSpec probe;
     try {
-      probe = ParseClusterPreset(parts->system + ":" + size + parts->options, "--cluster");
+      probe = LoadCluster(parts->At(size));
     } catch (const InputError&) {
       break;  // past the largest size the system comes in
     }

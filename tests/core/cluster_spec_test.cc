@@ -1,5 +1,8 @@
 #include "core/cluster_spec.h"
 
+#include <fstream>
+#include <optional>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -7,6 +10,7 @@
 #include "core/cluster_json.h"
 #include "core/cluster_presets.h"
 #include "core/error.h"
+#include "core/inputs.h"
 
 namespace shardsim {
 namespace {
@@ -191,6 +195,39 @@ TEST(ClusterJsonTest, BackwardShareOfTheForwardRates) {
       EXPECT_NE(std::string(e.what()).find("backward"), std::string::npos) << e.what();
     }
   }
+}
+
+// What --cluster ARG is at another size: a preset with its options, FILE.json:SIZE, and a file
+// alone whose name is its preset's (as calibrate writes them); nothing for a custom topology, a
+// file whose name does not say its size, or "local".
+TEST(ClusterInputsTest, ClusterSizeOfKeepsWhatWasGiven) {
+  const ClusterSpec preset = ParseClusterPreset("dgx-h100:64,fabric=fat-tree", "--cluster");
+  std::optional<ClusterSizeArg> parts = ClusterSizeOf("dgx-h100:64,fabric=fat-tree", preset);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->size, "64");
+  EXPECT_EQ(parts->At("128"), "dgx-h100:128,fabric=fat-tree");
+
+  ClusterSpec fitted = ParseClusterPreset("tpu-v5p:8x8x8,slices=2", "--cluster");
+  fitted.efficiency.matmul = 0.5;
+  const std::string path = testing::TempDir() + "/size_of_fitted.cluster.json";
+  std::ofstream(path) << ClusterToJson(fitted).dump();
+  parts = ClusterSizeOf(path, LoadCluster(path));
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->size, "8x8x8");
+  EXPECT_EQ(parts->At("8x8x16"), path + ":8x8x16");
+  const ClusterSpec larger = LoadCluster(parts->At("8x8x16"));
+  EXPECT_EQ(DeviceCount(larger), 2 * 1024);  // the file name's slices=2 kept
+  EXPECT_EQ(larger.efficiency, fitted.efficiency);
+  parts = ClusterSizeOf(path + ":8x8x16", larger);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->At("8x16x16"), path + ":8x16x16");
+
+  fitted.name = "my pod";
+  std::ofstream(path) << ClusterToJson(fitted).dump();
+  EXPECT_FALSE(ClusterSizeOf(path, LoadCluster(path)).has_value());
+  fitted.system = "custom";
+  EXPECT_FALSE(ClusterSizeOf(path, fitted).has_value());
+  EXPECT_FALSE(ClusterSizeOf("local", ParseClusterPreset("local", "--cluster")).has_value());
 }
 
 }  // namespace

@@ -3,11 +3,14 @@
 // when nothing does.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "core/cluster_json.h"
 #include "core/cluster_presets.h"
 #include "core/error.h"
+#include "core/inputs.h"
 #include "core/model_presets.h"
 #include "core/plan_json.h"
 #include "planner/constraints.h"
@@ -219,7 +222,7 @@ TEST(ConstraintsTest, SmallestSizeThatFits) {
   EXPECT_TRUE(r.best.empty());
   EXPECT_FALSE(r.nearest_misses.empty());
   for (const Miss& m : r.nearest_misses) EXPECT_GT(m.needed_bytes, r.max_memory_bytes);
-  const SmallestFit fit = FindSmallestFit(Model("llama3-405b"), cluster, o);
+  const SmallestFit fit = FindSmallestFit(Model("llama3-405b"), cluster, "dgx-h100:8", o);
   ASSERT_TRUE(fit.found) << fit.why_not;
   EXPECT_GT(fit.devices, 8);
   EXPECT_EQ(fit.devices % 8, 0);
@@ -237,9 +240,26 @@ TEST(ConstraintsTest, NoLargerSizeForACustomCluster) {
   ClusterSpec cluster = ParseClusterPreset("dgx-h100:8", "--cluster");
   cluster.system = "custom";
   cluster.name = "my_cluster.json";
-  const SmallestFit fit = FindSmallestFit(Model("llama3-405b"), cluster, Options(4 << 20, 8192));
+  const SmallestFit fit = FindSmallestFit(Model("llama3-405b"), cluster, "my_cluster.json", Options(4 << 20, 8192));
   EXPECT_FALSE(fit.found);
   EXPECT_FALSE(fit.why_not.empty());
+}
+
+// A cluster file searched at larger sizes stays that file: each size is FILE.json:SIZE with the
+// file's own efficiencies (here, given at its own size and as FILE.json:SIZE).
+TEST(ConstraintsTest, LargerSizesOfAClusterFileKeepItsFigures) {
+  ClusterSpec file = ParseClusterPreset("dgx-h100:8", "--cluster");
+  file.efficiency.matmul = 0.5;
+  file.efficiency.source = "a test's";
+  const std::string path = testing::TempDir() + "/larger_sizes.cluster.json";
+  std::ofstream(path) << ClusterToJson(file).dump();
+  for (const std::string& arg : {path, path + ":8"}) {
+    const SmallestFit fit = FindSmallestFit(Model("llama3-70b"), LoadCluster(arg), arg, Options(1 << 20, 4096));
+    ASSERT_TRUE(fit.found) << fit.why_not;
+    EXPECT_EQ(fit.cluster, path + ":" + std::to_string(fit.devices));
+    EXPECT_EQ(fit.spec.efficiency, file.efficiency);
+    EXPECT_EQ(fit.tried.front(), path + ":16");
+  }
 }
 
 }  // namespace
