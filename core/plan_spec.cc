@@ -251,6 +251,11 @@ bool HidesRegionReduceScatter(const PlanSpec& p, bool several_products) {
   return p.overlap.tensor && !(several_products && p.tensor_overlap_scope == "single-product");
 }
 
+bool HidesRegionAllGather(const PlanSpec& p, bool fp8_products) {
+  const bool rowwise = fp8_products && p.dtype == "fp8" && Fp8RecipeOf(p) == "rowwise";
+  return p.overlap.tensor && !(rowwise && p.tensor_overlap_scope == "single-product");
+}
+
 std::string PipelineBuffersOf(const PlanSpec& p) { return p.pipeline_buffers.empty() ? "per-transfer" : p.pipeline_buffers; }
 
 const std::vector<std::string>& ParamGatherDtypeNames() { return Bf16OrFp8Names(); }

@@ -276,6 +276,12 @@ const std::vector<std::string>& TensorOverlapScopeNames();
 // pass fuses with no collective at all) run in the framework's modules. Unfused, a collective is
 // still issued asynchronously; with nothing independent to run beside it, it is costed blocking.
 bool HidesRegionReduceScatter(const PlanSpec& plan, bool several_products);
+// Whether the all-gather of a sequence-parallel region's input (forward) or output gradient
+// (backward) hides under the product it feeds: overlap.tensor, except under tensor_overlap_scope
+// single-product (torch's pass) where `fp8_products` run with row-wise scales (fp8_recipe rowwise):
+// the pass does not fuse an all-gather into a row-wise scaled product (pytorch/pytorch#149990,
+// open since 2025-03; its reduce-scatter side fuses since #149247), so the gather runs blocking.
+bool HidesRegionAllGather(const PlanSpec& plan, bool fp8_products);
 // pipeline_buffers' values: "per-transfer", "per-microbatch", "keep-outputs".
 const std::vector<std::string>& PipelineBuffersNames();
 // The pipeline_buffers in effect: the plan's, or "per-transfer" where it sets none.

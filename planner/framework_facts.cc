@@ -235,7 +235,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // be one matmul's output (_find_producer_matmul, in 2024's torch as now), and the
         // models' wq / wk / wv and w1 / w3 are separate Linears, so the backward's input gradients
         // of attention and of the gated MLP are sums of products, reduced blocking. All-gathers
-        // fuse with every matmul reading them (fused_all_gather_matmul takes a list).
+        // fuse with every matmul reading them (fused_all_gather_matmul takes a list), except
+        // row-wise FP8 scaled ones (pytorch/pytorch#149990, open since 2025-03).
         .tensor_overlap_scope = "single-product",
         // models/deepseek_v3: MTP layers come from the model registry's num_mtp_layers (only its
         // debug flavour sets it), not from the job config.

@@ -37,16 +37,17 @@ void AppendTensorEnter(LayerBuilder& layer, const PlanSpec& plan, std::string_vi
   // not hide where it reduces a sum of products (HidesRegionReduceScatter).
   const double bytes = RegionBytes(layer.shape(), width), gather = GatherBytes(layer.shape(), plan, width, fp8_products);
   const CollectiveOp backward = sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-  const bool hides = HidesRegionReduceScatter(plan, several_products);
-  if (hides == plan.overlap.tensor) {
-    if (sp) {
-      layer.Collective(name, Stream::kTensor, {"tensor"}, gather, CollectiveOp::kAllGather, bytes, backward, hides);
-    } else {
-      layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, false, CollectiveOp::kAllGather, true, backward, hides);
-    }
+  // The forward gather may not hide before row-wise scaled products (HidesRegionAllGather).
+  const bool hides = HidesRegionReduceScatter(plan, several_products), gather_hides = HidesRegionAllGather(plan, fp8_products);
+  if (!sp) {
+    layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, false, CollectiveOp::kAllGather, true, backward, hides);
     return;
   }
-  layer.Collective(name, Stream::kTensor, {"tensor"}, gather, sp, CollectiveOp::kAllGather, false, backward, plan.overlap.tensor);
+  if (hides == gather_hides) {
+    layer.Collective(name, Stream::kTensor, {"tensor"}, gather, CollectiveOp::kAllGather, bytes, backward, hides);
+    return;
+  }
+  layer.Collective(name, Stream::kTensor, {"tensor"}, gather, true, CollectiveOp::kAllGather, false, backward, gather_hides);
   layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, false, CollectiveOp::kAllGather, true, backward, hides);
 }
 
@@ -70,8 +71,16 @@ void AppendTensorExit(LayerBuilder& layer, const PlanSpec& plan, std::string_vie
   // g: forward all-reduce (SP: reduce-scatter); backward identity (SP: all-gather).
   const double bytes = RegionBytes(layer.shape(), width);
   if (sp) {
-    layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, CollectiveOp::kReduceScatter, GatherBytes(layer.shape(), plan, width, fp8_products),
-                     CollectiveOp::kAllGather, plan.overlap.tensor);
+    // The backward gathers the output gradient the products read (HidesRegionAllGather).
+    const bool gather_hides = HidesRegionAllGather(plan, fp8_products);
+    if (gather_hides == plan.overlap.tensor) {
+      layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, CollectiveOp::kReduceScatter, GatherBytes(layer.shape(), plan, width, fp8_products),
+                       CollectiveOp::kAllGather, plan.overlap.tensor);
+      return;
+    }
+    layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, true, CollectiveOp::kReduceScatter, false, CollectiveOp::kAllGather, plan.overlap.tensor);
+    layer.Collective(name, Stream::kTensor, {"tensor"}, GatherBytes(layer.shape(), plan, width, fp8_products), false, CollectiveOp::kReduceScatter, true,
+                     CollectiveOp::kAllGather, gather_hides);
     return;
   }
   layer.Collective(name, Stream::kTensor, {"tensor"}, bytes, true, CollectiveOp::kAllReduce, false, CollectiveOp::kAllGather, plan.overlap.tensor);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
+#include <string>
 
 #include "core/error.h"
 #include "strategies/build_step.h"
@@ -208,6 +210,43 @@ TEST(StepProgramTest, SingleProductScopeBlocksSummedReductions) {
     expert_ops += experts ? 1 : 0;
   }
   EXPECT_EQ(expert_ops, 4);  // their gather and reduction, forward and backward
+}
+
+// With row-wise FP8 scales torch's pass does not fuse an all-gather into the product it feeds
+// (pytorch/pytorch#149990): under single-product scope the gathers before FP8 products (the
+// attention's and MLP's inputs forward, their output gradients backward) run blocking; the
+// head's 16-bit gather, the reductions the scope allows and every collective of tensor-wise
+// scaling or of scope "all" keep overlap.tensor.
+TEST(StepProgramTest, SingleProductScopeBlocksRowwiseGathers) {
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  PlanSpec p = Plan(1, 4, 1, 4, 2048);
+  p.sequence_parallel = true;
+  p.overlap.tensor = true;
+  p.dtype = "fp8";
+  p.fp8_recipe = "rowwise";
+  p.tensor_overlap_scope = "single-product";
+  auto overlapped = [&](const PlanSpec& plan) {
+    std::map<std::string, bool> out;
+    for (const LayerKind kind : {LayerKind::kDense, LayerKind::kHead}) {
+      const StepProgram program = BuildStep(m, plan);
+      for (const Op& op : program.Layer(kind).ops) {
+        if (op.is_comm() && op.stream == Stream::kTensor && !ops::IsRegather(op.name)) out[op.name] = op.overlapped;
+      }
+    }
+    return out;
+  };
+  const std::set<std::string> gathers = {std::string(ops::kTensorEnterAttention), std::string(ops::TensorEnter(ops::kMlp)),
+                                         ops::Grad(ops::kTensorExitAttention), ops::Grad(ops::TensorExit(ops::kMlp))};
+  const std::set<std::string> summed = {ops::Grad(ops::kTensorEnterAttention), ops::Grad(ops::TensorEnter(ops::kMlp))};
+  const std::map<std::string, bool> rowwise = overlapped(p);
+  ASSERT_TRUE(rowwise.contains(std::string(ops::kTensorEnterHead)));
+  for (const auto& [name, hides] : rowwise) EXPECT_EQ(hides, !gathers.contains(name) && !summed.contains(name)) << name;
+  PlanSpec tensorwise = p;
+  tensorwise.fp8_recipe = "tensorwise";
+  for (const auto& [name, hides] : overlapped(tensorwise)) EXPECT_EQ(hides, !summed.contains(name)) << name;
+  PlanSpec all = p;
+  all.tensor_overlap_scope = "all";
+  for (const auto& [name, hides] : overlapped(all)) EXPECT_TRUE(hides) << name;
 }
 
 TEST(StepProgramTest, ExpertAllToAllMovesTheRoutedTokens) {
