@@ -232,6 +232,30 @@ AUTOMODEL_AC = {
     "automodel-h100-llama31_70b-64gpu": ("llama3_3/custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml", True),
 }
 
+# Megatron-core's tensor-parallel communication overlap (Transformer Engine's userbuffers) in the
+# configurations behind NeMo's performance summaries. 24.07: ub_tp_comm_overlap in
+# NeMo-Framework-Launcher's launcher_scripts/conf/training/<file>, at tag 24.07 (8325688d) or, where
+# the tag's file has another layout than the published one, at the first commit with it (GPT-3
+# 175B's VP 6 on branch 24.09, 77b69bba: off as at the tag; Nemotron-4 340B's PP 8 x VP 12 at
+# 7f53c589, which also turned the overlap on).
+NEMO2407_TP_OVERLAP = {
+    "gpt3_20b": ("gpt3/20b.yaml at tag 24.07", True),
+    "gpt3_175b": ("gpt3/175b.yaml at 77b69bba (branch 24.09, the published VP 6)", False),
+    "llama2_70b": ("llama/llama2_70b.yaml at tag 24.07", True),
+    "nemotron3_8b": ("nemotron/nemotron_8b.yaml at tag 24.07", True),
+    "nemotron3_22b": ("nemotron/nemotron_22b.yaml at tag 24.07", True),
+    "nemotron4_340b": ("nemotron/nemotron_340b.yaml at 7f53c589 (the published PP 8 x VP 12)", True),
+    "llama3_70b": ("llama/llama3_70b.yaml at tag 24.07", True),
+}
+# NeMo 2.0 (25.02, 25.04, 25.07): scripts/performance/llm/pretrain_<model>.py build the recipe
+# with performance_mode, whose pretrain_performance_optimizations add
+# MegatronCommOverlapCallback(tp_comm_overlap=True) (nemo/collections/llm/recipes/<model>.py at
+# v2.2.0, v2.3.0, v2.4.0); the callback keeps it wherever TP > 1 with sequence parallelism
+# (megatron_comm_overlap.py). v2.3.0's scripts/performance/utils.py turns it off under Megatron
+# FSDP.
+NEMO2_RELEASES = {"nemo2502": "v2.2.0", "nemo2504": "v2.3.0", "nemo2507": "v2.4.0"}
+
+
 # Model types importable only after the split was drawn: their rows are test rows, so adding them
 # leaves every earlier row's split as it was.
 TEST_ONLY_TYPES = {"gpt_oss", "nemotron_h"}
@@ -404,6 +428,19 @@ def plan_of(row, assumed):
         if tp > 1:
             plan["sequence_parallel"] = True
             assumed.append("sequence parallelism with tensor parallelism, as NeMo's recipes enable it")
+            release = row["id"].split("-")[0]
+            if release == "nemo2407" and row["model"]["arch_key"] in NEMO2407_TP_OVERLAP:
+                config, on = NEMO2407_TP_OVERLAP[row["model"]["arch_key"]]
+                plan["overlap"] = {"tensor": on}
+                assumed.append(f"overlap.tensor {'on' if on else 'off'}: ub_tp_comm_overlap {on} in NeMo-Framework-Launcher's "
+                               f"launcher_scripts/conf/training/{config}")
+            elif release in NEMO2_RELEASES:
+                tag = NEMO2_RELEASES[release]
+                on = not (tag == "v2.3.0" and par.get("fsdp_published") == 1)
+                plan["overlap"] = {"tensor": on}
+                assumed.append(f"overlap.tensor {'on' if on else 'off'}: " +
+                               (f"NeMo {tag}'s performance recipes add MegatronCommOverlapCallback(tp_comm_overlap=True)" if on else
+                                f"NeMo {tag}'s scripts/performance/utils.py turns tp_comm_overlap off under Megatron FSDP"))
         offload = NEMO_OFFLOAD.get((row["model"]["arch_key"], "GB200" in row["hardware"]["system"], tp, pp, par.get("cp") or 1,
                                     par.get("fsdp_published") == 1, plan["dtype"]))
         if offload and row["training"]["recompute"] is None:
