@@ -141,9 +141,11 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << from(written.sequence_parallel_inputs) << ")\n";
   }
   if (plan.mesh.tensor > 1 && plan.overlap.tensor && plan.tensor_overlap_scope == "single-product") {
+    const bool rowwise_gathers = !HidesRegionAllGather(plan, /*fp8_products=*/true) && GathersSequence(plan);
     out << "  tensor      overlap hides each collective under its own product but the backward reductions of the attention's and a gated "
            "MLP's input gradients, sums of several products,"
         << (model.moe && ExpertTensorDegree(plan) > 1 ? " and the collectives of the experts split over tensor (grouped products)," : "")
+        << (rowwise_gathers ? " and the gathers into row-wise scaled FP8 products (pytorch/pytorch#149990)," : "")
         << " which run blocking (tensor_overlap_scope single-product"
         << from(written.tensor_overlap_scope) << ")\n";
   }

@@ -126,7 +126,8 @@ void PrintNothingFits(const PlanFindings& f, const Writer& w) {
              MeshText(s.plan.plan) + ", ZeRO " + ZeroText(s.plan.plan) + ", recompute " + RecomputeText(s.plan.plan) + ": " + FormatSeconds(rep.step_time_s) +
              " per step, " + FormatBinaryBytes(rep.memory.peak.total()) + " per device.");
     } else {
-      w.Line("No larger size of " + f.cluster.system + " was found on which one fits: " + s.why_not + ".");
+      w.Line((f.cluster.system == "custom" ? std::string("No larger size was searched") : "No larger size of " + f.cluster.system + " was found on which one fits") +
+             ": " + s.why_not + ".");
     }
     std::string tried;
     for (const std::string& t : s.tried) tried += (tried.empty() ? "" : ", ") + t;

@@ -63,10 +63,22 @@ namespace {
 // another size (SIZE as a preset writes it: "64", "8x8x8"; the file's own options, those of the
 // preset string its name is, unless SIZE gives some), so that a cluster `calibrate --from-runs`
 // fitted at one size plans at another. nullopt: no such form (or a file of that very name).
-std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
+// FILE.json:SIZE as its path and its size (with any options after it); nothing for another
+// argument, or for a file whose own name has the form.
+struct FileAtSize {
+  std::string path, size;
+};
+std::optional<FileAtSize> SplitFileAtSize(const std::string& arg) {
   const size_t at = arg.rfind(".json:");
   if (at == std::string::npos || Exists(arg)) return std::nullopt;
-  const std::string path = arg.substr(0, at + 5), size = arg.substr(at + 6);
+  return FileAtSize{arg.substr(0, at + 5), arg.substr(at + 6)};
+}
+
+std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
+  const std::optional<FileAtSize> split = SplitFileAtSize(arg);
+  if (!split) return std::nullopt;
+  const std::string& path = split->path;
+  const std::string& size = split->size;
   if (!Exists(path)) throw InputError("--cluster " + arg, "no file " + path, "FILE.json:SIZE naming a cluster file", "check the path");
   const ClusterSpec file = ClusterFromJson(ReadJsonFile(path), path);
   if (!LooksLikeClusterPreset(file.system)) {
@@ -118,22 +130,27 @@ ClusterSpec LoadCluster(const std::string& arg) {
 
 std::optional<ClusterSizeArg> ClusterSizeOf(const std::string& arg, const ClusterSpec& loaded) {
   if (loaded.system == "custom") return std::nullopt;
-  auto split = [](const std::string& prefix, const std::string& rest) {
+  // A size is devices ("64") or a torus's dimensions ("8x8x8"); anything else names none.
+  auto split = [](const std::string& prefix, const std::string& rest) -> std::optional<ClusterSizeArg> {
     const size_t comma = rest.find(',');
-    return ClusterSizeArg{prefix, rest.substr(0, comma), comma == std::string::npos ? "" : rest.substr(comma)};
+    ClusterSizeArg parts{prefix, rest.substr(0, comma), comma == std::string::npos ? "" : rest.substr(comma)};
+    for (const std::string& dim : Split(parts.size, 'x')) {
+      if (dim.empty() || dim.size() > 9 || dim.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    }
+    return parts;
   };
   const size_t colon = arg.find(':');
   if (LooksLikeClusterPreset(arg)) {
     if (colon == std::string::npos) return std::nullopt;
     return split(arg.substr(0, colon + 1), arg.substr(colon + 1));
   }
-  const size_t at = arg.rfind(".json:");
-  if (at != std::string::npos && !Exists(arg)) return split(arg.substr(0, at + 6), arg.substr(at + 6));
-  // A file alone: FILE.json:SIZE adds its name's options itself.
+  if (const std::optional<FileAtSize> file = SplitFileAtSize(arg)) return split(file->path + ":", file->size);
+  // A file alone, named FILE.json, whose name is its preset's: FILE.json:SIZE adds the name's
+  // options itself.
   const std::string own = loaded.system + ":";
-  if (loaded.name.rfind(own, 0) != 0) return std::nullopt;
-  ClusterSizeArg parts = split(arg + ":", loaded.name.substr(own.size()));
-  parts.options.clear();
+  if (!arg.ends_with(".json") || !LooksLikeClusterPreset(loaded.name) || loaded.name.rfind(own, 0) != 0) return std::nullopt;
+  std::optional<ClusterSizeArg> parts = split(arg + ":", loaded.name.substr(own.size()));
+  if (parts) parts->options.clear();
   return parts;
 }
 

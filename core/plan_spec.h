@@ -170,8 +170,9 @@ struct PlanSpec {
   // what it reduces: torch's micro-pipeline TP pass, torchtitan's async TP, fuses a reduce-scatter
   // only with a matmul's own output, and torchtitan's separate wq / wk / wv and w1 / w3 make the
   // backward input gradients of the attention and of a gated MLP sums of products, reduced
-  // blocking). Empty: all unless a framework profile sets its own (planner::AsFrameworkRuns). See
-  // HidesRegionReduceScatter.
+  // blocking; nor does it fuse an all-gather into a row-wise scaled FP8 product). Empty: all
+  // unless a framework profile sets its own (planner::AsFrameworkRuns). See
+  // HidesRegionReduceScatter and HidesRegionAllGather.
   std::string tensor_overlap_scope;
   // How parameters and Adam's state are held: "fp32-copy" (16-bit weights with an fp32 master copy,
   // fp32 Adam m and v, gradients at grad_reduce_dtype's width: Megatron-core's distributed

@@ -1,6 +1,7 @@
 #include "planner/min_devices.h"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 
 #include "core/error.h"
@@ -31,9 +32,16 @@ SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, 
   SmallestFit fit;
   const std::optional<ClusterSizeArg> parts = ClusterSizeOf(cluster_arg, cluster);
   if (!parts) {
-    fit.why_not = cluster.system == "custom" ? "the cluster's topology is its file's own (system custom), so there is no larger size to try"
-                                             : "the cluster file's name '" + cluster.name + "' does not say its " + cluster.system +
-                                                   " size, so there is no larger size to try (give it as FILE.json:SIZE)";
+    if (cluster.system == "custom") {
+      fit.why_not = "the cluster's topology is its file's own (system custom), so there is no larger size to try";
+    } else if (cluster_arg.ends_with(".json")) {
+      fit.why_not = "the cluster file's name '" + cluster.name + "' does not say its " + cluster.system +
+                    " size, so there is no larger size to try (give the file as FILE.json:SIZE)";
+    } else if (cluster.name == cluster_arg) {
+      fit.why_not = "'" + cluster_arg + "' comes in one size, so there is no larger size to try";
+    } else {
+      fit.why_not = "the cluster file '" + cluster_arg + "' is not named FILE.json, so FILE.json:SIZE cannot name its larger sizes";
+    }
     return fit;
   }
   SearchOptions o = options;
@@ -66,13 +74,22 @@ SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, 
   for (int i = 0; i < 24 && !fit.found; ++i) {
     const std::string next = Doubled(cluster, size);
     if (next == size) break;
-    size = next;
+    // A doubled device count the system does not come in (a part of a node, 7 -> 14): the next
+    // power of two, which whole nodes of 4 or 8 are.
+    std::vector<std::string> candidates = {next};
+    if (cluster.topology.kind != TopologyKind::kTorus) candidates.push_back(std::to_string(int64_t{1} << (64 - std::countl_zero(static_cast<uint64_t>(std::stoll(next) - 1)))));
     ClusterSpec probe;
-    try {
-      probe = LoadCluster(parts->At(size));
-    } catch (const InputError&) {
-      break;  // past the largest size the system comes in
+    bool exists = false;
+    for (const std::string& candidate : candidates) {
+      try {
+        probe = LoadCluster(parts->At(candidate));
+        size = candidate, exists = true;
+        break;
+      } catch (const InputError&) {
+        // not a size of the system
+      }
     }
+    if (!exists) break;  // past the largest size the system comes in
     if (DeviceCount(probe) > max_devices) break;
     grew = true;
     if (!fits(size)) last_miss = size;

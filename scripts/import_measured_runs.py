@@ -434,6 +434,8 @@ def plan_of(row, assumed):
                 plan["overlap"] = {"tensor": on}
                 assumed.append(f"overlap.tensor {'on' if on else 'off'}: ub_tp_comm_overlap {on} in NeMo-Framework-Launcher's "
                                f"launcher_scripts/conf/training/{config}")
+            elif release == "nemo2407":
+                raise Skip("tensor-parallel communication overlap of this 24.07 configuration not read (NEMO2407_TP_OVERLAP)")
             elif release in NEMO2_RELEASES:
                 tag = NEMO2_RELEASES[release]
                 on = not (tag == "v2.3.0" and par.get("fsdp_published") == 1)

@@ -530,6 +530,22 @@ TEST(CliEstimateTest, TensorOverlapScopeIsCheckedAndReported) {
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("(tensor_overlap_scope single-product)"), std::string::npos) << text.out;
   EXPECT_EQ(with({}).out.find("tensor_overlap_scope"), std::string::npos);
+  // Row-wise FP8 scales leave the gathers into their products exposed too (pytorch#149990): a
+  // slower step than tensor-wise scaling's, said on the same line; tensor-wise's says nothing of it.
+  const std::vector<std::string> fp8 = {"--set", "tensor_overlap_scope=single-product", "--set", "dtype=fp8"};
+  auto recipe = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args = fp8;
+    args.insert(args.end(), {"--set", "fp8_recipe=" + name});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return with(args);
+  };
+  json rowwise, tensorwise;
+  ASSERT_TRUE(IsJsonSuccess(recipe("rowwise", {"--json"}), &rowwise));
+  ASSERT_TRUE(IsJsonSuccess(recipe("tensorwise", {"--json"}), &tensorwise));
+  EXPECT_GT(rowwise["breakdown"]["exposed_comm_s"]["tensor all-gather"].get<double>(),
+            tensorwise["breakdown"]["exposed_comm_s"]["tensor all-gather"].get<double>());
+  EXPECT_NE(recipe("rowwise", {}).out.find("gathers into row-wise scaled FP8 products"), std::string::npos);
+  EXPECT_EQ(recipe("tensorwise", {}).out.find("gathers into row-wise scaled FP8 products"), std::string::npos);
 }
 
 // master_weights: an unknown value, or bf16 weights under fp16 training, names the field; bf16

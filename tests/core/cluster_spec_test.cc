@@ -222,9 +222,17 @@ TEST(ClusterInputsTest, ClusterSizeOfKeepsWhatWasGiven) {
   ASSERT_TRUE(parts.has_value());
   EXPECT_EQ(parts->At("8x16x16"), path + ":8x16x16");
 
-  fitted.name = "my pod";
-  std::ofstream(path) << ClusterToJson(fitted).dump();
-  EXPECT_FALSE(ClusterSizeOf(path, LoadCluster(path)).has_value());
+  for (const char* name : {"my pod", "tpu-v5p:abc", "tpu-v5p:"}) {
+    fitted.name = name;
+    std::ofstream(path) << ClusterToJson(fitted).dump();
+    EXPECT_FALSE(ClusterSizeOf(path, LoadCluster(path)).has_value()) << name;
+  }
+  // A file not named .json: FILE.json:SIZE cannot name it.
+  fitted.name = "tpu-v5p:8x8x8";
+  const std::string bare = testing::TempDir() + "/size_of_fitted_cluster";
+  std::ofstream(bare) << ClusterToJson(fitted).dump();
+  EXPECT_FALSE(ClusterSizeOf(bare, LoadCluster(bare)).has_value());
+  EXPECT_FALSE(ClusterSizeOf(path + ":8x8xa", fitted).has_value());
   fitted.system = "custom";
   EXPECT_FALSE(ClusterSizeOf(path, fitted).has_value());
   EXPECT_FALSE(ClusterSizeOf("local", ParseClusterPreset("local", "--cluster")).has_value());

@@ -260,6 +260,14 @@ TEST(ConstraintsTest, LargerSizesOfAClusterFileKeepItsFigures) {
     EXPECT_EQ(fit.spec.efficiency, file.efficiency);
     EXPECT_EQ(fit.tried.front(), path + ":16");
   }
+  // Part of a node doubled is no size of the system: the next power of two is.
+  const SmallestFit part = FindSmallestFit(Model("llama3-70b"), LoadCluster(path + ":7"), path + ":7", Options(1 << 20, 4096));
+  ASSERT_TRUE(part.found) << part.why_not;
+  EXPECT_EQ(part.tried.front(), path + ":16");
+  // "local" comes in one size, and says so.
+  const SmallestFit local = FindSmallestFit(Model("llama3-70b"), LoadCluster("local"), "local", Options(1 << 20, 4096));
+  EXPECT_FALSE(local.found);
+  EXPECT_NE(local.why_not.find("one size"), std::string::npos) << local.why_not;
 }
 
 }  // namespace
