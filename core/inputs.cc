@@ -44,6 +44,21 @@ std::string HfModelName(const nlohmann::json& config, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// The JSON file `path` given after `flag`; an error about the file itself (missing, a folder,
+// unreadable) names the flag, as errors about what is in it name the file's fields.
+nlohmann::json ReadFlagFile(const std::string& flag, const std::string& path) {
+  try {
+    return ReadJsonFile(path);
+  } catch (const InputError& e) {
+    if (e.where() == path) throw e.WithPrefix(flag + " ");
+    throw;
+  }
+}
+
+}  // namespace
+
 ModelSpec LoadModel(const std::string& arg) {
   if (arg.empty()) throw InputError("--model", "is empty", "a preset (" + JoinNames(ModelPresetNames()) + ") or a JSON file");
   if (auto preset = FindModelPreset(arg)) return preset->spec;
@@ -52,17 +67,13 @@ ModelSpec LoadModel(const std::string& arg) {
     throw InputError("--model", "unknown model preset '" + arg + "'" + (s.empty() ? "" : "; " + s), JoinNames(ModelPresetNames()),
                      "or give the path of a shardsim model JSON or a Hugging Face config.json");
   }
-  const nlohmann::json value = ReadJsonFile(arg);
+  const nlohmann::json value = ReadFlagFile("--model", arg);
   if (IsHfConfig(value)) return ModelFromHfConfig(value, arg, HfModelName(value, arg));
   return ModelFromJson(value, arg);
 }
 
 namespace {
 
-// "FILE.json:SIZE": the file's chip, links, efficiencies and calibration on its catalogue system at
-// another size (SIZE as a preset writes it: "64", "8x8x8"; the file's own options, those of the
-// preset string its name is, unless SIZE gives some), so that a cluster `calibrate --from-runs`
-// fitted at one size plans at another. nullopt: no such form (or a file of that very name).
 // FILE.json:SIZE as its path and its size (with any options after it); nothing for another
 // argument, or for a file whose own name has the form.
 struct FileAtSize {
@@ -74,13 +85,17 @@ std::optional<FileAtSize> SplitFileAtSize(const std::string& arg) {
   return FileAtSize{arg.substr(0, at + 5), arg.substr(at + 6)};
 }
 
+// "FILE.json:SIZE": the file's chip, links, efficiencies and calibration on its catalogue system at
+// another size (SIZE as a preset writes it: "64", "8x8x8"; the file's own options, those of the
+// preset string its name is, unless SIZE gives some), so that a cluster `calibrate --from-runs`
+// fitted at one size plans at another. nullopt: no such form (or a file of that very name).
 std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
   const std::optional<FileAtSize> split = SplitFileAtSize(arg);
   if (!split) return std::nullopt;
   const std::string& path = split->path;
   const std::string& size = split->size;
   if (!Exists(path)) throw InputError("--cluster " + arg, "no file " + path, "FILE.json:SIZE naming a cluster file", "check the path");
-  const ClusterSpec file = ClusterFromJson(ReadJsonFile(path), path);
+  const ClusterSpec file = ClusterFromJson(ReadFlagFile("--cluster", path), path);
   if (!LooksLikeClusterPreset(file.system)) {
     throw InputError("--cluster " + arg, path + "'s system '" + file.system + "' is no catalogue system to resize", "FILE.json:SIZE for a file whose system is a preset's (dgx-h100, tpu-v5p, ...)",
                      "give the file alone, at its own size, or edit its topology");
@@ -123,7 +138,7 @@ ClusterSpec LoadCluster(const std::string& arg) {
   if (LooksLikeClusterPreset(arg)) return ParseClusterPreset(arg, "--cluster " + arg);
   if (std::optional<ClusterSpec> resized = ResizedClusterFile(arg)) return *resized;
   if (Exists(arg) || arg.find('/') != std::string::npos || arg.ends_with(".json")) {
-    return ClusterFromJson(ReadJsonFile(arg), arg);
+    return ClusterFromJson(ReadFlagFile("--cluster", arg), arg);
   }
   return ParseClusterPreset(arg, "--cluster " + arg);  // not a file: report it as an unknown preset
 }
@@ -162,12 +177,7 @@ std::string PlanSource(const std::string& path, const std::vector<std::string>& 
 nlohmann::json LoadPlanJson(const std::string& path, const std::vector<std::string>& overrides) {
   nlohmann::json value = nlohmann::json::object();
   if (!path.empty()) {
-    try {
-      value = ReadJsonFile(path);
-    } catch (const InputError& e) {
-      if (e.where() == path) throw e.WithPrefix("--plan ");  // the file itself (missing, a folder): name the flag
-      throw;
-    }
+    value = ReadFlagFile("--plan", path);
   }
   if (!value.is_object()) {
     throw InputError(path + ":/", "expected a JSON object, got " + JsonTypeName(value), "a plan object {\"mesh\": {...}, ...}");

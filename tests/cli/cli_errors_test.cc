@@ -574,7 +574,8 @@ TEST_P(CliFileErrorsTest, ReportsTheFile) {
   if (c.flag != "--model") args.insert(args.end(), {"--model", "llama3-8b"});
   if (c.flag == "--plan") args.insert(args.end(), {"--cluster", "dgx-h100:8"});
   args.insert(args.end(), {c.flag, path});
-  EXPECT_TRUE(IsInputError(RunShardsim(args), {path, words}));
+  // A file that is missing or a folder is named with its flag, as the user typed it.
+  EXPECT_TRUE(IsInputError(RunShardsim(args), {c.problem == FileProblem::kEmpty ? path : c.flag + " " + path, words}));
 }
 
 std::string FileCaseName(const ::testing::TestParamInfo<FileCase>& info) {
