@@ -42,10 +42,6 @@ std::string HfModelName(const nlohmann::json& config, const std::string& path) {
   return p.stem().empty() ? path : p.stem().string();
 }
 
-}  // namespace
-
-namespace {
-
 // The JSON file `path` given after `flag`; an error about the file itself (missing, a folder,
 // unreadable) names the flag, as errors about what is in it name the file's fields.
 nlohmann::json ReadFlagFile(const std::string& flag, const std::string& path) {
