@@ -13,6 +13,7 @@
 #include "core/cluster_json.h"
 #include "core/error.h"
 #include "core/output_file.h"
+#include "core/suggest.h"
 #include "core/units.h"
 #include "planner/frameworks.h"
 #include "validation/measured_runs.h"
@@ -56,6 +57,14 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
     out << "  not fitted: the group has no fit runs; its test runs are predicted with its cluster's figures above (start)\n";
   } else if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << (g.iterations == 1 ? " step" : " steps")
                 << (g.converged ? "" : "; not converged: the iteration limit, or an estimate without a finite time") << ")\n";
+  if (fitted && g.tied) {
+    std::vector<std::string> rates;
+    for (const validation::FittedParameter& f : g.parameters) {
+      if (f.fit_runs > 0 && f.name != "backward") rates.push_back(f.name);
+    }
+    out << "  note: " << g.fit_runs << " fit run" << (g.fit_runs == 1 ? " is" : "s are") << " too few to fit each efficiency they act on (that needs twice as many): "
+        << JoinNames(rates) << " fitted as one scale of their starts, their ratios kept\n";
+  }
   if (fitted && g.fit_runs > 0 && g.fit_runs < 2 * g.FreeParameters()) {
     const int64_t free = g.FreeParameters();
     out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " for " << free << " efficienc" << (free == 1 ? "y" : "ies")

@@ -2,8 +2,9 @@
 # Refits data/fitted_presets.json, the presets' default efficiencies: `calibrate --from-runs` over
 # tests/data/measured_runs.json from the catalogue's figures (--catalogue, data/hardware.json),
 # kept for each group named after a catalogue system whose fit converged on at least twice as many
-# fit runs as efficiencies fitted (the report's `determined`). Run it after a change to the cost
-# model moves the fit (tests/cli/fitted_presets_cli_test.cc fails then), and rebuild.
+# fit runs as efficiencies fitted (the report's `determined`), each efficiency on its own (not
+# `tied`: a scale of the catalogue's figures fitted on a few runs does not replace them). Run it
+# after a change to the cost model moves the fit (tests/cli/fitted_presets_cli_test.cc fails then), and rebuild.
 # Usage: scripts/refit_presets.sh [build-dir]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +21,7 @@ report = json.load(open(f"{tmp}/report.json"))
 systems = {c["name"] for c in json.load(open(f"{tmp}/presets.json"))["clusters"]}
 kept = {}
 for g in report["groups"]:
-    if g["group"] not in systems or not g["determined"]:
+    if g["group"] not in systems or not g["determined"] or g["tied"]:
         continue
     tests = sum(1 for r in g["runs"] if r["split"] == "test")
     cluster = json.load(open(f"{tmp}/{g['group']}.cluster.json"))

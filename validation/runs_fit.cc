@@ -159,19 +159,47 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     g.parameters.push_back(f);
   }
   g.fitted = options.fit && g.fit_runs > 0;
+  // Too few fit runs for the efficiencies they act on: one scale of the rates (GroupFit::tied).
+  const int64_t acting = g.FreeParameters();
+  g.tied = g.fitted && acting > 1 && g.fit_runs < 2 * acting;
+  if (g.tied) {
+    for (FittedParameter& f : g.parameters) {
+      if (f.name == "backward" && g.fit_runs < 2 * g.FreeParameters()) f.fit_runs = 0;
+    }
+  }
   if (g.fitted) {
-    // Least squares in log space over the parameters some fit run depends on.
-    std::vector<size_t> fitted;
+    // Least squares in log space over the parameters some fit run depends on, or (tied) over one
+    // log scale of them all, bounded where the first of them meets a bound.
+    std::vector<size_t> fitted, slot;  // slot: each fitted parameter's place in x
     std::vector<double> x, low, high;
+    int scale = -1;  // tied: the common scale's place in x
     for (size_t i = 0; i < g.parameters.size(); ++i) {
-      if (g.parameters[i].fit_runs == 0) continue;
+      const FittedParameter& f = g.parameters[i];
+      if (f.fit_runs == 0) continue;
       fitted.push_back(i);
-      x.push_back(std::log(g.parameters[i].value));
-      low.push_back(std::log(g.parameters[i].low));
-      high.push_back(std::log(g.parameters[i].high));
+      if (!g.tied || f.name == "backward") {
+        slot.push_back(x.size());
+        x.push_back(std::log(f.value));
+        low.push_back(std::log(f.low));
+        high.push_back(std::log(f.high));
+      } else if (scale < 0) {
+        scale = static_cast<int>(x.size());
+        slot.push_back(x.size());
+        x.push_back(0.0);
+        low.push_back(std::log(f.low / f.start));
+        high.push_back(std::log(f.high / f.start));
+      } else {
+        slot.push_back(static_cast<size_t>(scale));
+        low[scale] = std::max(low[scale], std::log(f.low / f.start));
+        high[scale] = std::min(high[scale], std::log(f.high / f.start));
+      }
     }
     auto set = [&](const std::vector<double>& at) {
-      for (size_t k = 0; k < fitted.size(); ++k) g.parameters[fitted[k]].value = std::clamp(std::exp(at[k]), g.parameters[fitted[k]].low, g.parameters[fitted[k]].high);
+      for (size_t k = 0; k < fitted.size(); ++k) {
+        FittedParameter& f = g.parameters[fitted[k]];
+        const bool scaled = g.tied && static_cast<int>(slot[k]) == scale;
+        f.value = std::clamp(scaled ? f.start * std::exp(at[slot[k]]) : std::exp(at[slot[k]]), f.low, f.high);
+      }
     };
     const LeastSquaresFit fit = MinimiseSquares([&](const std::vector<double>& at) {
       set(at);
@@ -190,6 +218,7 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +
                                   " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) +
+                                  (g.tied ? " (the rates as one scale of their starts: too few fit runs to fit each)" : "") +
                                   "; least squares of log(predicted/measured) (Levenberg-Marquardt, " + std::string(g.converged ? "converged" : "not converged") + "), bounds " + BoundsText() + "; hbm " +
                                   FormatFixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
   }

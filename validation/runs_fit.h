@@ -45,12 +45,19 @@ struct GroupFit {
   bool fitted = false;     // a fit ran (FitOptions::fit and fit runs); else the clusters' figures
   bool converged = true;   // false: the fit stopped at its iteration limit
   double rms_log_error = 0;  // over the fit runs, after the fit
+  // Too few fit runs to fit each acting efficiency (fewer than twice as many): the rates moved as
+  // one, a common scale of their starts (their ratios kept); `backward` fitted beside it where
+  // the runs still number twice the two, else kept at its start.
+  bool tied = false;
   // Efficiencies the fit moved freely (acting on some fit run), and whether a converged fit had
   // at least twice as many fit runs: what a preset's default needs (data/fitted_presets.json).
   int64_t FreeParameters() const {
-    int64_t free = 0;
-    for (const FittedParameter& f : parameters) free += f.fit_runs > 0 ? 1 : 0;
-    return free;
+    int64_t free = 0, rates = 0;
+    for (const FittedParameter& f : parameters) {
+      free += f.fit_runs > 0 ? 1 : 0;
+      rates += f.fit_runs > 0 && f.name != "backward" ? 1 : 0;
+    }
+    return tied && rates > 0 ? free - rates + 1 : free;
   }
   bool Determined() const { return fitted && converged && fit_runs >= 2 * FreeParameters(); }
 };

@@ -80,7 +80,7 @@ json RunsReportJson(const std::vector<GroupFit>& fits, const AccuracySummary& s)
       if (r.run->peak_memory_gib > 0) run["published_peak_memory_gib"] = r.run->peak_memory_gib;
       runs.push_back(run);
     }
-    groups.push_back({{"group", g.group}, {"fit_runs", g.fit_runs}, {"evaluations", g.evaluations}, {"fitted", g.fitted}, {"determined", g.Determined()}, {"start", g.start},
+    groups.push_back({{"group", g.group}, {"fit_runs", g.fit_runs}, {"evaluations", g.evaluations}, {"fitted", g.fitted}, {"determined", g.Determined()}, {"tied", g.tied}, {"start", g.start},
                       {"iterations", g.fitted ? json(g.iterations) : json(nullptr)}, {"converged", g.fitted ? json(g.converged) : json(nullptr)},
                       {"rms_log_error", g.fit_runs > 0 ? json(g.rms_log_error) : json(nullptr)},
                       {"parameters", parameters}, {"efficiency_source", g.cluster.efficiency.source}, {"runs", runs}});

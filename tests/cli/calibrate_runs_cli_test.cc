@@ -1,6 +1,6 @@
-// `shardsim calibrate --from-runs` on a small group: the report says when the fit had too few runs
-// to determine its figures, and that with no more runs than efficiencies it moved it can match them
-// exactly (its RMS then says nothing).
+// `shardsim calibrate --from-runs` on a small group: with too few runs to fit each efficiency the
+// rates move as one scale; the report says so, when even that is weakly determined, and that with
+// no more runs than efficiencies it moved it can match them exactly (its RMS then says nothing).
 #include <algorithm>
 
 #include "tests/cli/cli_test_util.h"
@@ -18,30 +18,44 @@ json MeasuredRun(const std::string& id, int64_t batch, double seconds, const cha
 }
 
 TEST_F(CliCalibrateRunsTest, FewFitRunsAreFlaggedAndAnExactFitSaysSo) {
-  // One bf16 fit run: matmul and attention both act on it, two efficiencies for one time.
+  // One bf16 fit run: matmul and attention both act on it, two efficiencies for one time; too few
+  // to fit each, so they move as one scale, and one run for that one figure is still too few.
   const json one = {{"runs", json::array({MeasuredRun("a", 16, 1.1, "fit"), MeasuredRun("b", 32, 2.3, "test")})}};
   const CliResult exact = RunShardsim({"calibrate", "--from-runs", WriteJson("one.json", one)});
   ASSERT_EQ(exact.exit_code, 0) << exact.err;
-  EXPECT_NE(exact.out.find("note: fitted on 1 run for 2 efficiencies: the figures are weakly determined"), std::string::npos) << exact.out;
-  EXPECT_NE(exact.out.find("; no more runs than fitted efficiencies (2)"), std::string::npos) << exact.out;
-  // Three fit runs for two efficiencies: more runs than efficiencies, still weakly determined (a
-  // preset's default needs twice as many); four are enough, and the JSON says `determined`.
+  EXPECT_NE(exact.out.find("note: 1 fit run is too few to fit each efficiency they act on (that needs twice as many): matmul, attention fitted as one scale"),
+            std::string::npos) << exact.out;
+  EXPECT_NE(exact.out.find("note: fitted on 1 run for 1 efficiency: the figures are weakly determined"), std::string::npos) << exact.out;
+  EXPECT_NE(exact.out.find("; no more runs than fitted efficiencies (1)"), std::string::npos) << exact.out;
+  // Three fit runs for the two: still fewer than twice as many, so one scale, which they determine.
   json runs = json::array({MeasuredRun("a", 16, 1.1, "fit"), MeasuredRun("b", 32, 2.3, "fit"), MeasuredRun("c", 64, 4.4, "fit")});
   const std::string three_path = WriteJson("three.json", {{"runs", runs}});
   const CliResult three = RunShardsim({"calibrate", "--from-runs", three_path});
   ASSERT_EQ(three.exit_code, 0) << three.err;
-  EXPECT_NE(three.out.find("note: fitted on 3 runs for 2 efficiencies: the figures are weakly determined"), std::string::npos) << three.out;
-  EXPECT_EQ(three.out.find("no more runs than"), std::string::npos) << three.out;
+  EXPECT_NE(three.out.find("note: 3 fit runs are too few to fit each efficiency"), std::string::npos) << three.out;
+  EXPECT_EQ(three.out.find("weakly determined"), std::string::npos) << three.out;
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", three_path, "--json"}), &report));
+  EXPECT_TRUE(report["groups"][0]["determined"].get<bool>());
+  EXPECT_TRUE(report["groups"][0]["tied"].get<bool>());
+  // The scale keeps the starts' ratio.
+  double matmul = 0, attention = 0, matmul_start = 0, attention_start = 0;
+  for (const json& f : report["groups"][0]["parameters"]) {
+    if (f["name"] == "matmul") matmul = f["value"].get<double>(), matmul_start = f["start"].get<double>();
+    if (f["name"] == "attention") attention = f["value"].get<double>(), attention_start = f["start"].get<double>();
+  }
+  ASSERT_GT(attention_start, 0);
+  EXPECT_NE(matmul, matmul_start);
+  EXPECT_NEAR(matmul / attention, matmul_start / attention_start, 1e-9);
+  // Four are enough to fit each: no note, determined, not tied.
   runs.push_back(MeasuredRun("d", 8, 0.6, "fit"));
   const CliResult enough = RunShardsim({"calibrate", "--from-runs", WriteJson("four.json", {{"runs", runs}})});
   ASSERT_EQ(enough.exit_code, 0) << enough.err;
-  EXPECT_EQ(enough.out.find("note: fitted on"), std::string::npos) << enough.out;
+  EXPECT_EQ(enough.out.find("note: "), std::string::npos) << enough.out;
   EXPECT_NE(enough.out.find("start: its cluster's efficiencies, fitted to published runs (data/fitted_presets.json"), std::string::npos) << enough.out;
-  json report;
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", WriteJson("four.json", {{"runs", runs}}), "--json"}), &report));
   EXPECT_TRUE(report["groups"][0]["determined"].get<bool>());
-  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", three_path, "--json"}), &report));
-  EXPECT_FALSE(report["groups"][0]["determined"].get<bool>());
+  EXPECT_FALSE(report["groups"][0]["tied"].get<bool>());
   // Fit runs far slower than any efficiency in bounds explains: the figures stop at their lower
   // bounds, and the report says they are a set standing in for what the model lacks.
   const json slow = {{"runs", json::array({MeasuredRun("a", 16, 110.0, "fit"), MeasuredRun("b", 32, 230.0, "fit"), MeasuredRun("c", 64, 440.0, "fit")})}};

@@ -166,6 +166,37 @@ TEST(RunsFitTest, RecoversTheBackwardShareWhereRecomputationDiffers) {
   EXPECT_DOUBLE_EQ(value(one_kind, "backward").value, LoadCluster("dgx-h100:8").efficiency.backward);
 }
 
+// Four runs for matmul, attention and backward are too few to fit each: the rates move as one
+// scale of their starts (the preset's fitted defaults) and backward, which the two recomputations
+// tell apart, beside it. Times made at 0.8 of the starts' rates and backward 0.6 are found again.
+TEST(RunsFitTest, TooFewRunsFitTheRatesAsOneScale) {
+  const ClusterSpec start = LoadCluster("dgx-h100:8");
+  ClusterSpec truth = start;
+  truth.efficiency.matmul = 0.8 * start.efficiency.matmul;
+  truth.efficiency.attention = 0.8 * start.efficiency.Attention();
+  truth.efficiency.backward = 0.6;
+  const std::string truth_path = WriteTemp("tied.cluster.json", ClusterToJson(truth));
+  json list = json::array();
+  for (int64_t seq : {2048, 32768}) {
+    for (const char* recompute : {"none", "full"}) {
+      json run = RunJson(std::string(recompute) + std::to_string(seq), seq, truth_path);
+      run["plan"]["recompute"] = recompute;
+      list.push_back(run);
+    }
+  }
+  const GroupFit fitted = FitRuns(TimedOnTheirCluster(WriteTemp("tied.json", {{"runs", list}})), {.fit = true, .source_path = "generated"})[0];
+  EXPECT_TRUE(fitted.tied);
+  EXPECT_EQ(fitted.FreeParameters(), 2);
+  EXPECT_TRUE(fitted.Determined());
+  for (const FittedParameter& p : fitted.parameters) {
+    if (p.name == "matmul") EXPECT_NEAR(p.value, truth.efficiency.matmul, 0.01);
+    if (p.name == "attention") EXPECT_NEAR(p.value, truth.efficiency.attention, 0.01);
+    if (p.name == "backward") EXPECT_NEAR(p.value, 0.6, 0.02);
+  }
+  for (const RunResult& r : fitted.results) EXPECT_NEAR(r.error, 0, 0.01) << r.run->id;
+  EXPECT_NE(fitted.cluster.efficiency.source.find("one scale"), std::string::npos) << fitted.cluster.efficiency.source;
+}
+
 // A scaling recipe's FP8 GEMMs get their own efficiency, fitted on the runs that use it only:
 // row-wise runs made at 0.30 and per-tensor ones at 0.60 are told apart, and the fitted cluster
 // writes both (fp8_matmul, fp8_matmul_recipes.rowwise).
