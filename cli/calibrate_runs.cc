@@ -62,14 +62,18 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
     for (const validation::FittedParameter& f : g.parameters) {
       if (f.fit_runs > 0 && f.name != "backward") rates.push_back(f.name);
     }
-    out << "  note: " << g.fit_runs << " fit run" << (g.fit_runs == 1 ? " is" : "s are") << " too few to fit each efficiency they act on (that needs twice as many): "
-        << JoinNames(rates) << " fitted as one scale of their starts, their ratios kept\n";
+    out << "  note: " << g.fit_runs << " fit run" << (g.fit_runs == 1 ? "" : "s") << " for " << g.tied_from << " efficiencies acting on them (fitting each needs "
+        << 2 * g.tied_from << "): " << JoinNames(rates) << " fitted as one scale (x" << FormatFixed(g.tied_scale, 3)
+        << ") of their starts, their ratios kept unless one meets its bound"
+        << (g.tied_backward_kept ? "; backward kept at its start (fitting it beside the scale needs 4 fit runs)" : "") << "\n";
   }
   if (fitted && g.fit_runs > 0 && g.fit_runs < 2 * g.FreeParameters()) {
     const int64_t free = g.FreeParameters();
-    out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " for " << free << " efficienc" << (free == 1 ? "y" : "ies")
-        << ": the figures are weakly determined (a preset's default needs a converged fit on twice as many runs)"
-        << (free >= g.fit_runs ? "; no more runs than fitted efficiencies (" + std::to_string(free) + "), so the fit can match them exactly and its RMS tells nothing"
+    // Tied and short of runs: `backward` was kept, so the one figure is the scale.
+    const std::string what = g.tied ? " figure (their common scale)" : std::string(" efficienc") + (free == 1 ? "y" : "ies");
+    out << "  note: fitted on " << g.fit_runs << " run" << (g.fit_runs == 1 ? "" : "s") << " for " << free << what
+        << ": the figures are weakly determined (a preset's default needs a converged fit on twice as many runs, each efficiency fitted on its own)"
+        << (free >= g.fit_runs ? "; no more runs than fitted figures (" + std::to_string(free) + "), so the fit can match them exactly and its RMS tells nothing"
                                : "")
         << "\n";
   }

@@ -159,20 +159,27 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     g.parameters.push_back(f);
   }
   g.fitted = options.fit && g.fit_runs > 0;
-  // Too few fit runs for the efficiencies they act on: one scale of the rates (GroupFit::tied).
+  // Too few fit runs for the efficiencies acting on them: one scale of the rates (GroupFit::tied),
+  // `backward` beside it only where the runs number twice the two.
   const int64_t acting = g.FreeParameters();
   g.tied = g.fitted && acting > 1 && g.fit_runs < 2 * acting;
   if (g.tied) {
+    g.tied_from = acting;
     for (FittedParameter& f : g.parameters) {
-      if (f.name == "backward" && g.fit_runs < 2 * g.FreeParameters()) f.fit_runs = 0;
+      if (f.name == "backward" && f.fit_runs > 0 && g.fit_runs < 2 * g.FreeParameters()) {
+        f.fit_runs = 0;
+        g.tied_backward_kept = true;
+      }
     }
   }
   if (g.fitted) {
     // Least squares in log space over the parameters some fit run depends on, or (tied) over one
-    // log scale of them all, bounded where the first of them meets a bound.
+    // log scale of the rates' starts (each start first clamped into its bounds): the scale ranges
+    // as far as the loosest rate may move, and each rate stops at its own bound.
     std::vector<size_t> fitted, slot;  // slot: each fitted parameter's place in x
     std::vector<double> x, low, high;
     int scale = -1;  // tied: the common scale's place in x
+    auto base = [](const FittedParameter& f) { return std::clamp(f.start, f.low, f.high); };
     for (size_t i = 0; i < g.parameters.size(); ++i) {
       const FittedParameter& f = g.parameters[i];
       if (f.fit_runs == 0) continue;
@@ -186,19 +193,19 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
         scale = static_cast<int>(x.size());
         slot.push_back(x.size());
         x.push_back(0.0);
-        low.push_back(std::log(f.low / f.start));
-        high.push_back(std::log(f.high / f.start));
+        low.push_back(std::log(f.low / base(f)));
+        high.push_back(std::log(f.high / base(f)));
       } else {
         slot.push_back(static_cast<size_t>(scale));
-        low[scale] = std::max(low[scale], std::log(f.low / f.start));
-        high[scale] = std::min(high[scale], std::log(f.high / f.start));
+        low[scale] = std::min(low[scale], std::log(f.low / base(f)));
+        high[scale] = std::max(high[scale], std::log(f.high / base(f)));
       }
     }
     auto set = [&](const std::vector<double>& at) {
       for (size_t k = 0; k < fitted.size(); ++k) {
         FittedParameter& f = g.parameters[fitted[k]];
         const bool scaled = g.tied && static_cast<int>(slot[k]) == scale;
-        f.value = std::clamp(scaled ? f.start * std::exp(at[slot[k]]) : std::exp(at[slot[k]]), f.low, f.high);
+        f.value = std::clamp(scaled ? base(f) * std::exp(at[slot[k]]) : std::exp(at[slot[k]]), f.low, f.high);
       }
     };
     const LeastSquaresFit fit = MinimiseSquares([&](const std::vector<double>& at) {
@@ -209,16 +216,22 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     g.evaluations = fit.evaluations;
     g.iterations = fit.iterations;
     g.converged = fit.converged;
-    std::vector<std::string> figures;
+    if (scale >= 0) g.tied_scale = std::exp(fit.x[static_cast<size_t>(scale)]);
+    std::vector<std::string> figures, rates, starts;
     for (FittedParameter& f : g.parameters) {
       if (f.fit_runs == 0) continue;
       f.at_bound = f.value < f.low * 1.01 || f.value > f.high * 0.99;
       Field(g.cluster.efficiency, f.name) = f.value;
       figures.push_back(f.name + " " + FormatFixed(f.value, 3) + " (" + std::to_string(f.fit_runs) + " runs)");
+      if (f.name != "backward") rates.push_back(f.name), starts.push_back(FormatFixed(f.start, 3));
+    }
+    std::string tied;
+    if (g.tied) {
+      tied = "; " + JoinNames(rates) + " as one scale (x" + FormatFixed(g.tied_scale, 3) + ") of their starts " + JoinNames(starts) +
+             ", too few fit runs to fit each" + (g.tied_backward_kept ? ", backward kept at its start" : "");
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +
-                                  " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) +
-                                  (g.tied ? " (the rates as one scale of their starts: too few fit runs to fit each)" : "") +
+                                  " fit runs of group '" + group + "' in " + options.source_path + ": " + JoinNames(figures) + tied +
                                   "; least squares of log(predicted/measured) (Levenberg-Marquardt, " + std::string(g.converged ? "converged" : "not converged") + "), bounds " + BoundsText() + "; hbm " +
                                   FormatFixed(g.cluster.efficiency.hbm, 2) + " kept from the catalogue";
   }

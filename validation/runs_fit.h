@@ -46,9 +46,12 @@ struct GroupFit {
   bool converged = true;   // false: the fit stopped at its iteration limit
   double rms_log_error = 0;  // over the fit runs, after the fit
   // Too few fit runs to fit each acting efficiency (fewer than twice as many): the rates moved as
-  // one, a common scale of their starts (their ratios kept); `backward` fitted beside it where
-  // the runs still number twice the two, else kept at its start.
+  // one, a common scale of their starts (their ratios kept until one meets its bound); `backward`
+  // fitted beside it where the runs still number twice the two, else kept at its start.
   bool tied = false;
+  bool tied_backward_kept = false;  // tied, and `backward` acts on the runs but kept its start
+  double tied_scale = 1;            // tied: the fitted scale of the rates' starts
+  int64_t tied_from = 0;            // tied: the efficiencies acting on the fit runs
   // Efficiencies the fit moved freely (acting on some fit run), and whether a converged fit had
   // at least twice as many fit runs: what a preset's default needs (data/fitted_presets.json).
   int64_t FreeParameters() const {

@@ -23,16 +23,16 @@ TEST_F(CliCalibrateRunsTest, FewFitRunsAreFlaggedAndAnExactFitSaysSo) {
   const json one = {{"runs", json::array({MeasuredRun("a", 16, 1.1, "fit"), MeasuredRun("b", 32, 2.3, "test")})}};
   const CliResult exact = RunShardsim({"calibrate", "--from-runs", WriteJson("one.json", one)});
   ASSERT_EQ(exact.exit_code, 0) << exact.err;
-  EXPECT_NE(exact.out.find("note: 1 fit run is too few to fit each efficiency they act on (that needs twice as many): matmul, attention fitted as one scale"),
+  EXPECT_NE(exact.out.find("note: 1 fit run for 2 efficiencies acting on them (fitting each needs 4): matmul, attention fitted as one scale (x"),
             std::string::npos) << exact.out;
-  EXPECT_NE(exact.out.find("note: fitted on 1 run for 1 efficiency: the figures are weakly determined"), std::string::npos) << exact.out;
-  EXPECT_NE(exact.out.find("; no more runs than fitted efficiencies (1)"), std::string::npos) << exact.out;
+  EXPECT_NE(exact.out.find("note: fitted on 1 run for 1 figure (their common scale): the figures are weakly determined"), std::string::npos) << exact.out;
+  EXPECT_NE(exact.out.find("; no more runs than fitted figures (1)"), std::string::npos) << exact.out;
   // Three fit runs for the two: still fewer than twice as many, so one scale, which they determine.
   json runs = json::array({MeasuredRun("a", 16, 1.1, "fit"), MeasuredRun("b", 32, 2.3, "fit"), MeasuredRun("c", 64, 4.4, "fit")});
   const std::string three_path = WriteJson("three.json", {{"runs", runs}});
   const CliResult three = RunShardsim({"calibrate", "--from-runs", three_path});
   ASSERT_EQ(three.exit_code, 0) << three.err;
-  EXPECT_NE(three.out.find("note: 3 fit runs are too few to fit each efficiency"), std::string::npos) << three.out;
+  EXPECT_NE(three.out.find("note: 3 fit runs for 2 efficiencies acting on them (fitting each needs 4)"), std::string::npos) << three.out;
   EXPECT_EQ(three.out.find("weakly determined"), std::string::npos) << three.out;
   json report;
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", three_path, "--json"}), &report));

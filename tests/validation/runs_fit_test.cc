@@ -194,7 +194,39 @@ TEST(RunsFitTest, TooFewRunsFitTheRatesAsOneScale) {
     if (p.name == "backward") EXPECT_NEAR(p.value, 0.6, 0.02);
   }
   for (const RunResult& r : fitted.results) EXPECT_NEAR(r.error, 0, 0.01) << r.run->id;
-  EXPECT_NE(fitted.cluster.efficiency.source.find("one scale"), std::string::npos) << fitted.cluster.efficiency.source;
+  EXPECT_NE(fitted.cluster.efficiency.source.find("matmul, attention as one scale (x0.800)"), std::string::npos) << fitted.cluster.efficiency.source;
+}
+
+// A rate that starts at its bound does not hold the others: the scale moves as far as the loosest
+// rate may, each rate stopping at its own bound. Starting at matmul 0.95 (its upper bound) and
+// attention 0.30, runs made at attention 0.45 are found again (scale 1.5, matmul held at 0.95);
+// a start outside its bounds is first brought into them.
+TEST(RunsFitTest, ARateAtItsBoundDoesNotHoldTheTiedScale) {
+  ClusterSpec truth = LoadCluster("dgx-h100:8");
+  truth.efficiency.matmul = 0.95;
+  truth.efficiency.attention = 0.45;
+  const std::string truth_path = WriteTemp("bound_truth.cluster.json", ClusterToJson(truth));
+  json list = json::array();
+  for (int64_t seq : {2048, 8192, 32768}) list.push_back(RunJson("b" + std::to_string(seq), seq, truth_path));
+  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("bound.json", {{"runs", list}}));
+  const GroupFit generated = FitRuns(runs, {.fit = false, .source_path = "generated"})[0];
+  for (const double start_matmul : {0.95, 0.99}) {
+    ClusterSpec start = truth;
+    start.efficiency.matmul = start_matmul;
+    start.efficiency.attention = 0.30;
+    const std::string start_path = WriteTemp("bound_start.cluster.json", ClusterToJson(start));
+    for (size_t i = 0; i < runs.size(); ++i) {
+      runs[i].step_time_s = generated.results[i].predicted_s;
+      runs[i].cluster = start_path;
+    }
+    const GroupFit fitted = FitRuns(runs, {.fit = true, .source_path = "generated"})[0];
+    ASSERT_TRUE(fitted.tied);
+    for (const FittedParameter& p : fitted.parameters) {
+      if (p.name == "matmul") EXPECT_DOUBLE_EQ(p.value, 0.95) << start_matmul;
+      if (p.name == "attention") EXPECT_NEAR(p.value, 0.45, 0.01) << start_matmul;
+    }
+    EXPECT_NEAR(fitted.tied_scale, 1.5, 0.03) << start_matmul;
+  }
 }
 
 // A scaling recipe's FP8 GEMMs get their own efficiency, fitted on the runs that use it only:
