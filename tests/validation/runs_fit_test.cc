@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +49,18 @@ std::vector<PublishedRun> TimedOnTheirCluster(const std::string& path) {
     runs[i].cluster = "dgx-h100:8";
   }
   return runs;
+}
+
+// A runs file of `seqs`-long runs on a dgx-h100:8 whose matmul and attention efficiencies are
+// these (the measured times still to be made: TimedOnTheirCluster).
+std::string RunsOnTruth(const std::string& name, double matmul, double attention, std::initializer_list<int64_t> seqs) {
+  ClusterSpec truth = LoadCluster("dgx-h100:8");
+  truth.efficiency.matmul = matmul;
+  truth.efficiency.attention = attention;
+  const std::string truth_path = WriteTemp(name + ".cluster.json", ClusterToJson(truth));
+  json list = json::array();
+  for (int64_t seq : seqs) list.push_back(RunJson(name + std::to_string(seq), seq, truth_path));
+  return WriteTemp(name + ".json", {{"runs", list}});
 }
 
 TEST(MeasuredRunsTest, ReadsTheShippedRunsFile) {
@@ -107,13 +120,7 @@ TEST(RunsReportTest, SignedErrorsShowTheDirection) {
 // Step times predicted on a cluster whose matmul and attention efficiencies are known: fitting the
 // preset to them finds those efficiencies again.
 TEST(RunsFitTest, RecoversTheEfficienciesThatMadeTheTimes) {
-  ClusterSpec truth = LoadCluster("dgx-h100:8");
-  truth.efficiency.matmul = 0.55;
-  truth.efficiency.attention = 0.35;
-  const std::string truth_path = WriteTemp("truth.cluster.json", ClusterToJson(truth));
-  json list = json::array();
-  for (int64_t seq : {2048, 4096, 8192, 16384, 32768, 65536}) list.push_back(RunJson("s" + std::to_string(seq), seq, truth_path));
-  std::vector<PublishedRun> runs = TimedOnTheirCluster(WriteTemp("truth.json", {{"runs", list}}));
+  std::vector<PublishedRun> runs = TimedOnTheirCluster(RunsOnTruth("truth", 0.55, 0.35, {2048, 4096, 8192, 16384, 32768, 65536}));
   const std::vector<GroupFit> fitted = FitRuns(runs, {.fit = true, .source_path = "generated"});
   ASSERT_EQ(fitted.size(), 1u);
   for (const FittedParameter& p : fitted[0].parameters) {
@@ -202,14 +209,9 @@ TEST(RunsFitTest, TooFewRunsFitTheRatesAsOneScale) {
 // attention 0.30, runs made at attention 0.45 are found again (scale 1.5, matmul held at 0.95);
 // a start outside its bounds is first brought into them.
 TEST(RunsFitTest, ARateAtItsBoundDoesNotHoldTheTiedScale) {
-  ClusterSpec truth = LoadCluster("dgx-h100:8");
-  truth.efficiency.matmul = 0.95;
-  truth.efficiency.attention = 0.45;
-  const std::string truth_path = WriteTemp("bound_truth.cluster.json", ClusterToJson(truth));
-  json list = json::array();
-  for (int64_t seq : {2048, 8192, 32768}) list.push_back(RunJson("b" + std::to_string(seq), seq, truth_path));
-  std::vector<PublishedRun> runs = ReadMeasuredRuns(WriteTemp("bound.json", {{"runs", list}}));
+  std::vector<PublishedRun> runs = ReadMeasuredRuns(RunsOnTruth("bound", 0.95, 0.45, {2048, 8192, 32768}));
   const GroupFit generated = FitRuns(runs, {.fit = false, .source_path = "generated"})[0];
+  const ClusterSpec truth = LoadCluster(runs.front().cluster);
   for (const double start_matmul : {0.95, 0.99}) {
     ClusterSpec start = truth;
     start.efficiency.matmul = start_matmul;
