@@ -4,7 +4,8 @@
 # kept for each group named after a catalogue system whose fit converged on at least twice as many
 # fit runs as efficiencies fitted (the report's `determined`), each efficiency on its own (not
 # `tied`: a scale of the catalogue's figures fitted on a few runs does not replace them). Run it
-# after a change to the cost model moves the fit (tests/cli/fitted_presets_cli_test.cc fails then), and rebuild.
+# after a change to the cost model moves the fit (tests/cli/fitted_presets_cli_test.cc fails
+# then), and rebuild.
 # Usage: scripts/refit_presets.sh [build-dir]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

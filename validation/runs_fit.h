@@ -52,8 +52,9 @@ struct GroupFit {
   bool tied_backward_kept = false;  // tied, and `backward` acts on the runs but kept its start
   double tied_scale = 1;            // tied: the fitted scale of the rates' starts
   int64_t tied_from = 0;            // tied: the efficiencies acting on the fit runs
-  // Efficiencies the fit moved freely (acting on some fit run), and whether a converged fit had
-  // at least twice as many fit runs: what a preset's default needs (data/fitted_presets.json).
+  // The figures the fit moved (each efficiency acting on some fit run, or when tied the rates'
+  // one scale and `backward` if fitted), and whether a converged fit had at least twice as many
+  // fit runs: what a preset's default needs, untied (data/fitted_presets.json).
   int64_t FreeParameters() const {
     int64_t free = 0, rates = 0;
     for (const FittedParameter& f : parameters) {
