@@ -2,6 +2,7 @@
 // step times (validation/runs_fit.h), prints every run predicted against measured, the error
 // statistics of the fit and the test runs per source and group, and the memory model against
 // published peaks; writes the fitted clusters.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -49,7 +50,8 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
   out << "  start: its cluster's efficiencies, " << g.start << (g.start_fitted ? ", or --catalogue for the catalogue's" : "") << "\n";
   TextTable p({"efficiency", "start", fitted ? "fitted" : "used", "fit runs it acts on", "bounds"});
   for (const validation::FittedParameter& f : g.parameters) {
-    p.AddRow({f.name, FormatFixed(f.start, 3), FormatFixed(f.value, 3) + (f.at_bound ? " (at bound)" : ""), std::to_string(f.fit_runs),
+    const std::string spread = fitted && std::isfinite(f.relative_error) ? " +/-" + FormatFixed(100 * f.relative_error, 1) + "%" : "";
+    p.AddRow({f.name, FormatFixed(f.start, 3), FormatFixed(f.value, 3) + spread + (f.at_bound ? " (at bound)" : ""), std::to_string(f.fit_runs),
               FormatFixed(f.low, 2) + "-" + FormatFixed(f.high, 2)});
   }
   p.Print(out, "  ");

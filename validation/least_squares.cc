@@ -78,6 +78,33 @@ bool DampedStep(const Matrix& jacobian, const std::vector<double>& gradient, con
   return Solve(a, b, step);
 }
 
+// StdErrors: LeastSquaresFit::std_error at `x` (residuals `r`, their sum of squares `cost`).
+std::vector<double> StdErrors(const std::function<std::vector<double>(const std::vector<double>&)>& evaluate, const std::vector<double>& x,
+                              const std::vector<double>& r, double cost, const std::vector<double>& low, const std::vector<double>& high) {
+  std::vector<double> errors(x.size(), std::nan(""));
+  std::vector<size_t> free;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double margin = 1e-9 * std::max(1.0, std::abs(x[i]));
+    if (x[i] > low[i] + margin && x[i] < high[i] - margin) free.push_back(i);
+  }
+  if (free.empty() || r.size() <= free.size()) return errors;
+  const Matrix jacobian = Jacobian(evaluate, x, r, low, high);
+  Matrix a(free.size(), std::vector<double>(free.size(), 0));
+  for (size_t p = 0; p < free.size(); ++p) {
+    for (size_t q = 0; q < free.size(); ++q) {
+      for (size_t j = 0; j < r.size(); ++j) a[p][q] += jacobian[free[p]][j] * jacobian[free[q]][j];
+    }
+  }
+  const double variance = cost / static_cast<double>(r.size() - free.size());
+  for (size_t p = 0; p < free.size(); ++p) {
+    std::vector<double> unit(free.size(), 0), column;
+    unit[p] = 1;
+    if (!Solve(a, unit, column) || !(column[p] > 0)) return std::vector<double>(x.size(), std::nan(""));
+    errors[free[p]] = std::sqrt(variance * column[p]);
+  }
+  return errors;
+}
+
 }  // namespace
 
 LeastSquaresFit MinimiseSquares(const std::function<std::vector<double>(const std::vector<double>&)>& residuals, std::vector<double> x,
@@ -92,6 +119,7 @@ LeastSquaresFit MinimiseSquares(const std::function<std::vector<double>(const st
   std::vector<double> r = evaluate(x);
   double cost = SumOfSquares(r), lambda = 1e-3;
   if (!std::isfinite(cost)) {  // nothing to descend from: not converged
+    fit.std_error.assign(n, std::nan(""));
     fit.x = std::move(x);
     fit.cost = cost;
     return fit;
@@ -149,6 +177,7 @@ LeastSquaresFit MinimiseSquares(const std::function<std::vector<double>(const st
       break;
     }
   }
+  fit.std_error = fit.converged ? StdErrors(evaluate, x, r, cost, low, high) : std::vector<double>(n, std::nan(""));
   fit.x = std::move(x);
   fit.cost = cost;
   return fit;

@@ -15,6 +15,11 @@ struct LeastSquaresFit {
   int iterations = 0;        // accepted steps
   int64_t evaluations = 0;   // calls of the residual function
   bool converged = false;    // false: stopped at the iteration limit, or no finite cost to start from
+  // Per parameter, its standard error (1 sigma, in x's units) at the solution: sigma^2 (J'J)^-1
+  // over the parameters off their bounds, sigma^2 the residuals' sum of squares over their count
+  // less those parameters'. NaN where not determined: at a bound, not converged, no more residuals
+  // than free parameters, or J'J singular.
+  std::vector<double> std_error;
 };
 
 // Minimises the sum of squares of residuals(x) over low <= x <= high from `x` (clamped into the

@@ -7,6 +7,7 @@
 // with the fitted figures.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct FittedParameter {
   double low = 0, high = 0;
   int64_t fit_runs = 0;    // fit runs whose time it changes (0: not fitted)
   bool at_bound = false;
+  // The fit's standard error of log(value), about the value's relative error (1 sigma): NaN where
+  // not determined (not fitted, at a bound, no more fit runs than figures fitted; least_squares.h).
+  double relative_error = std::nan("");
 };
 
 struct RunResult {

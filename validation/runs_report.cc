@@ -69,7 +69,8 @@ json RunsReportJson(const std::vector<GroupFit>& fits, const AccuracySummary& s)
     json parameters = json::array();
     for (const FittedParameter& f : g.parameters) {
       parameters.push_back({{"name", f.name}, {"start", f.start}, {"value", f.value}, {"low", f.low}, {"high", f.high},
-                            {"fit_runs", f.fit_runs}, {"at_bound", f.at_bound}});
+                            {"fit_runs", f.fit_runs}, {"at_bound", f.at_bound},
+                            {"relative_error", std::isfinite(f.relative_error) ? json(f.relative_error) : json(nullptr)}});
     }
     json runs = json::array();
     for (const RunResult& r : g.results) {

@@ -56,6 +56,16 @@ TEST_F(CliCalibrateRunsTest, FewFitRunsAreFlaggedAndAnExactFitSaysSo) {
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", WriteJson("four.json", {{"runs", runs}}), "--json"}), &report));
   EXPECT_TRUE(report["groups"][0]["determined"].get<bool>());
   EXPECT_FALSE(report["groups"][0]["tied"].get<bool>());
+  // Four runs for two figures leave two degrees of freedom: each fitted figure has its error.
+  for (const json& f : report["groups"][0]["parameters"]) {
+    if (f["fit_runs"].get<int64_t>() > 0 && !f["at_bound"].get<bool>()) {
+      EXPECT_GT(f["relative_error"].get<double>(), 0) << f;
+    }
+  }
+  // One run for its one scale is an exact fit: no error to give, in the JSON or the text.
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", WriteJson("one.json", one), "--json"}), &report));
+  for (const json& f : report["groups"][0]["parameters"]) EXPECT_TRUE(f["relative_error"].is_null()) << f;
+  EXPECT_EQ(exact.out.find("+/-"), std::string::npos) << exact.out;
   // Fit runs far slower than any efficiency in bounds explains: the figures stop at their lower
   // bounds, and the report says they are a set standing in for what the model lacks.
   const json slow = {{"runs", json::array({MeasuredRun("a", 16, 110.0, "fit"), MeasuredRun("b", 32, 230.0, "fit"), MeasuredRun("c", 64, 440.0, "fit")})}};

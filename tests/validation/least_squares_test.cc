@@ -27,6 +27,26 @@ TEST(LeastSquaresTest, FindsALinearFitsParameters) {
   EXPECT_NEAR(fit.cost, 0, 1e-10);
 }
 
+// The standard error of a mean: residuals x - d over d = 1, 2, 3, 4 give x = 2.5, a sum of squares
+// of 5 over 4 - 1 degrees of freedom and J'J = 4, so sqrt(5 / 3 / 4). A parameter held at its bound
+// has none, nor has an exact fit (as many residuals as parameters).
+TEST(LeastSquaresTest, StandardErrorsFromTheScatterAndTheJacobian) {
+  auto mean = [](const std::vector<double>& p) {
+    std::vector<double> r;
+    for (double d : {1.0, 2.0, 3.0, 4.0}) r.push_back(p[0] - d);
+    return r;
+  };
+  const LeastSquaresFit fit = MinimiseSquares(mean, {0}, {-kInf}, {kInf});
+  ASSERT_EQ(fit.std_error.size(), 1u);
+  EXPECT_NEAR(fit.x[0], 2.5, 1e-6);
+  EXPECT_NEAR(fit.std_error[0], std::sqrt(5.0 / 3.0 / 4.0), 1e-5);
+  const LeastSquaresFit held = MinimiseSquares(LineResiduals, {0, 0}, {-10, -10}, {1.5, 10});
+  EXPECT_TRUE(std::isnan(held.std_error[0]));
+  EXPECT_TRUE(std::isfinite(held.std_error[1]));
+  auto one = [](const std::vector<double>& p) { return std::vector<double>{p[0] - 3}; };
+  EXPECT_TRUE(std::isnan(MinimiseSquares(one, {0}, {-kInf}, {kInf}).std_error[0]));
+}
+
 // The unconstrained slope (2) lies above the bound 1.5: the fit stops on the bound, not past it,
 // and the free intercept is the best for that slope.
 TEST(LeastSquaresTest, HoldsAParameterAtTheBoundItIsPushedPast) {
