@@ -66,7 +66,7 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
     }
     out << "  note: " << g.fit_runs << " fit run" << (g.fit_runs == 1 ? "" : "s") << " for " << g.tied_from << " efficiencies acting on them (fitting each needs "
         << 2 * g.tied_from << "): " << JoinNames(rates) << " fitted as one scale (x" << FormatFixed(g.tied_scale, 3)
-        << ") of their starts, their ratios kept unless one meets its bound"
+        << ") of their starts (brought into their bounds), their ratios kept unless one meets its bound"
         << (g.tied_backward_kept ? "; backward kept at its start (fitting it beside the scale needs 4 fit runs)" : "") << "\n";
   }
   if (fitted && g.fit_runs > 0 && g.fit_runs < 2 * g.FreeParameters()) {
@@ -78,6 +78,10 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
         << (free >= g.fit_runs ? "; no more runs than fitted figures (" + std::to_string(free) + "), so the fit can match them exactly and its RMS tells nothing"
                                : "")
         << "\n";
+  }
+  if (fitted && g.fit_runs > g.FreeParameters() && g.converged && !g.Separated()) {
+    out << "  note: these fit runs do not tell the fitted figures apart (no standard error: they vary together, as when the runs repeat one "
+           "configuration), so the figures are weakly determined\n";
   }
   // A figure the fit pushed to its bound: the runs ask for more than a kernel can give, so the
   // figures stand in for what the model lacks; they are to be read together, not as kernel rates.

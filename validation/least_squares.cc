@@ -95,11 +95,15 @@ std::vector<double> StdErrors(const std::function<std::vector<double>(const std:
       for (size_t j = 0; j < r.size(); ++j) a[p][q] += jacobian[free[p]][j] * jacobian[free[q]][j];
     }
   }
+  // A parameter the residuals cannot tell apart from the others (its variance inflated past
+  // kMaxInflation, (J'J)^-1_pp J'J_pp, as when runs repeat one configuration) leaves them all
+  // undetermined: J'J is singular in all but rounding.
+  constexpr double kMaxInflation = 1e6;
   const double variance = cost / static_cast<double>(r.size() - free.size());
   for (size_t p = 0; p < free.size(); ++p) {
     std::vector<double> unit(free.size(), 0), column;
     unit[p] = 1;
-    if (!Solve(a, unit, column) || !(column[p] > 0)) return std::vector<double>(x.size(), std::nan(""));
+    if (!Solve(a, unit, column) || !(column[p] > 0) || column[p] * a[p][p] > kMaxInflation) return std::vector<double>(x.size(), std::nan(""));
     errors[free[p]] = std::sqrt(variance * column[p]);
   }
   return errors;

@@ -18,7 +18,7 @@ struct LeastSquaresFit {
   // Per parameter, its standard error (1 sigma, in x's units) at the solution: sigma^2 (J'J)^-1
   // over the parameters off their bounds, sigma^2 the residuals' sum of squares over their count
   // less those parameters'. NaN where not determined: at a bound, not converged, no more residuals
-  // than free parameters, or J'J singular.
+  // than free parameters, or J'J singular (a parameter's variance inflated a million-fold).
   std::vector<double> std_error;
 };
 

@@ -225,11 +225,11 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
       if (f.at_bound) f.relative_error = std::nan("");  // held there, or a tied rate its bound stopped
       Field(g.cluster.efficiency, f.name) = f.value;
       figures.push_back(f.name + " " + FormatFixed(f.value, 3) + " (" + std::to_string(f.fit_runs) + " runs)");
-      if (f.name != "backward") rates.push_back(f.name), starts.push_back(FormatFixed(f.start, 3));
+      if (f.name != "backward") rates.push_back(f.name), starts.push_back(FormatFixed(base(f), 3));
     }
     std::string tied;
     if (g.tied) {
-      tied = "; " + JoinNames(rates) + " as one scale (x" + FormatFixed(g.tied_scale, 3) + ") of their starts " + JoinNames(starts) +
+      tied = "; " + JoinNames(rates) + " as one scale (x" + FormatFixed(g.tied_scale, 3) + ") of their starts in bounds " + JoinNames(starts) +
              ", too few fit runs to fit each" + (g.tied_backward_kept ? ", backward kept at its start" : "");
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +

@@ -24,7 +24,8 @@ struct FittedParameter {
   int64_t fit_runs = 0;    // fit runs whose time it changes (0: not fitted)
   bool at_bound = false;
   // The fit's standard error of log(value), about the value's relative error (1 sigma): NaN where
-  // not determined (not fitted, at a bound, no more fit runs than figures fitted; least_squares.h).
+  // not determined (not fitted, at a bound, no more fit runs than parameters fitted, a tie's scale
+  // counting once; least_squares.h). Tied rates carry their scale's one error.
   double relative_error = std::nan("");
 };
 
@@ -67,7 +68,15 @@ struct GroupFit {
     }
     return tied && rates > 0 ? free - rates + 1 : free;
   }
-  bool Determined() const { return fitted && converged && fit_runs >= 2 * FreeParameters(); }
+  bool Determined() const { return fitted && converged && fit_runs >= 2 * FreeParameters() && Separated(); }
+  // Every fitted figure off its bounds has a standard error: the runs tell the figures apart (runs
+  // repeating one configuration count toward twice as many, but do not).
+  bool Separated() const {
+    for (const FittedParameter& f : parameters) {
+      if (f.fit_runs > 0 && !f.at_bound && !std::isfinite(f.relative_error)) return false;
+    }
+    return true;
+  }
 };
 
 struct FitOptions {

@@ -12,8 +12,8 @@ using nlohmann::json;
 
 class CliCalibrateRunsTest : public CliTest {};
 
-json MeasuredRun(const std::string& id, int64_t batch, double seconds, const char* split) {
-  const json plan = {{"mesh", {{"data", 8}}}, {"global_batch_size", batch}, {"seq_len", 4096}};
+json MeasuredRun(const std::string& id, int64_t batch, double seconds, const char* split, int64_t seq = 4096) {
+  const json plan = {{"mesh", {{"data", 8}}}, {"global_batch_size", batch}, {"seq_len", seq}};
   return {{"id", id}, {"model", "llama3-8b"}, {"cluster", "dgx-h100:8"}, {"plan", plan}, {"measured", {{"step_time_s", seconds}}}, {"split", split}};
 }
 
@@ -47,8 +47,17 @@ TEST_F(CliCalibrateRunsTest, FewFitRunsAreFlaggedAndAnExactFitSaysSo) {
   ASSERT_GT(attention_start, 0);
   EXPECT_NE(matmul, matmul_start);
   EXPECT_NEAR(matmul / attention, matmul_start / attention_start, 1e-9);
-  // Four are enough to fit each: no note, determined, not tied.
+  // Four runs at one sequence length (their batches differ) count as enough to fit each, but they
+  // cannot tell matmul from attention: no standard error, a note, not determined.
   runs.push_back(MeasuredRun("d", 8, 0.6, "fit"));
+  const CliResult alike = RunShardsim({"calibrate", "--from-runs", WriteJson("alike.json", {{"runs", runs}})});
+  ASSERT_EQ(alike.exit_code, 0) << alike.err;
+  EXPECT_NE(alike.out.find("note: these fit runs do not tell the fitted figures apart"), std::string::npos) << alike.out;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", WriteJson("alike.json", {{"runs", runs}}), "--json"}), &report));
+  EXPECT_FALSE(report["groups"][0]["determined"].get<bool>());
+  // Four at sequence lengths of 2K to 16K tell them apart: no note, determined, not tied.
+  runs = json::array({MeasuredRun("a", 128, 3.6, "fit", 2048), MeasuredRun("b", 64, 3.9, "fit", 4096), MeasuredRun("c", 32, 4.3, "fit", 8192),
+                      MeasuredRun("d", 16, 5.2, "fit", 16384)});
   const CliResult enough = RunShardsim({"calibrate", "--from-runs", WriteJson("four.json", {{"runs", runs}})});
   ASSERT_EQ(enough.exit_code, 0) << enough.err;
   EXPECT_EQ(enough.out.find("note: "), std::string::npos) << enough.out;

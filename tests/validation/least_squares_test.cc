@@ -45,6 +45,15 @@ TEST(LeastSquaresTest, StandardErrorsFromTheScatterAndTheJacobian) {
   EXPECT_TRUE(std::isfinite(held.std_error[1]));
   auto one = [](const std::vector<double>& p) { return std::vector<double>{p[0] - 3}; };
   EXPECT_TRUE(std::isnan(MinimiseSquares(one, {0}, {-kInf}, {kInf}).std_error[0]));
+  // Two parameters the residuals cannot tell apart (only their near-sum matters): none for either.
+  auto sum = [](const std::vector<double>& p) {
+    std::vector<double> r;
+    for (double d : {1.0, 2.0, 3.0, 4.0}) r.push_back(p[0] + (1 + 1e-9) * p[1] - d);
+    return r;
+  };
+  const LeastSquaresFit alike = MinimiseSquares(sum, {0, 0}, {-kInf, -kInf}, {kInf, kInf});
+  EXPECT_TRUE(std::isnan(alike.std_error[0]));
+  EXPECT_TRUE(std::isnan(alike.std_error[1]));
 }
 
 // The unconstrained slope (2) lies above the bound 1.5: the fit stops on the bound, not past it,
