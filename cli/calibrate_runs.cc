@@ -60,12 +60,8 @@ void PrintGroup(const GroupFit& g, bool fitted, std::ostream& out) {
   } else if (fitted) out << "  RMS of log(predicted/measured) over the fit runs: " << FormatFixed(g.rms_log_error, 3) << " (" << g.evaluations << " evaluations, " << g.iterations << (g.iterations == 1 ? " step" : " steps")
                 << (g.converged ? "" : "; not converged: the iteration limit, or an estimate without a finite time") << ")\n";
   if (fitted && g.tied) {
-    std::vector<std::string> rates;
-    for (const validation::FittedParameter& f : g.parameters) {
-      if (f.fit_runs > 0 && f.name != "backward") rates.push_back(f.name);
-    }
     out << "  note: " << g.fit_runs << " fit run" << (g.fit_runs == 1 ? "" : "s") << " for " << g.tied_from << " efficiencies acting on them (fitting each needs "
-        << 2 * g.tied_from << "): " << JoinNames(rates) << " fitted as one scale (x" << FormatFixed(g.tied_scale, 3)
+        << 2 * g.tied_from << "): " << JoinNames(g.TiedRates()) << " fitted as one scale (x" << FormatFixed(g.tied_scale, 3)
         << ") of their starts (brought into their bounds), their ratios kept unless one meets its bound"
         << (g.tied_backward_kept ? "; backward kept at its start (fitting it beside the scale needs 4 fit runs)" : "") << "\n";
   }

@@ -63,15 +63,23 @@ Matrix Jacobian(const std::function<std::vector<double>(const std::vector<double
   return jacobian;
 }
 
-// The damped Gauss-Newton step of the `free` parameters: (J'J + lambda diag(J'J)) step = -gradient.
-bool DampedStep(const Matrix& jacobian, const std::vector<double>& gradient, const std::vector<size_t>& free, double lambda,
-                std::vector<double>& step) {
+// J'J over the `free` parameters.
+Matrix NormalMatrix(const Matrix& jacobian, const std::vector<size_t>& free) {
   Matrix a(free.size(), std::vector<double>(free.size(), 0));
-  std::vector<double> b(free.size());
   for (size_t p = 0; p < free.size(); ++p) {
     for (size_t q = 0; q < free.size(); ++q) {
       for (size_t j = 0; j < jacobian[free[p]].size(); ++j) a[p][q] += jacobian[free[p]][j] * jacobian[free[q]][j];
     }
+  }
+  return a;
+}
+
+// The damped Gauss-Newton step of the `free` parameters: (J'J + lambda diag(J'J)) step = -gradient.
+bool DampedStep(const Matrix& jacobian, const std::vector<double>& gradient, const std::vector<size_t>& free, double lambda,
+                std::vector<double>& step) {
+  Matrix a = NormalMatrix(jacobian, free);
+  std::vector<double> b(free.size());
+  for (size_t p = 0; p < free.size(); ++p) {
     a[p][p] += lambda * a[p][p] + 1e-12;
     b[p] = -gradient[free[p]];
   }
@@ -88,13 +96,7 @@ std::vector<double> StdErrors(const std::function<std::vector<double>(const std:
     if (x[i] > low[i] + margin && x[i] < high[i] - margin) free.push_back(i);
   }
   if (free.empty() || r.size() <= free.size()) return errors;
-  const Matrix jacobian = Jacobian(evaluate, x, r, low, high);
-  Matrix a(free.size(), std::vector<double>(free.size(), 0));
-  for (size_t p = 0; p < free.size(); ++p) {
-    for (size_t q = 0; q < free.size(); ++q) {
-      for (size_t j = 0; j < r.size(); ++j) a[p][q] += jacobian[free[p]][j] * jacobian[free[q]][j];
-    }
-  }
+  const Matrix a = NormalMatrix(Jacobian(evaluate, x, r, low, high), free);
   // A parameter the residuals cannot tell apart from the others (its variance inflated past
   // kMaxInflation, (J'J)^-1_pp J'J_pp, as when runs repeat one configuration) leaves them all
   // undetermined: J'J is singular in all but rounding.

@@ -218,18 +218,18 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
     g.converged = fit.converged;
     if (scale >= 0) g.tied_scale = std::exp(fit.x[static_cast<size_t>(scale)]);
     for (size_t k = 0; k < fitted.size(); ++k) g.parameters[fitted[k]].relative_error = fit.std_error[slot[k]];
-    std::vector<std::string> figures, rates, starts;
+    std::vector<std::string> figures, starts;
     for (FittedParameter& f : g.parameters) {
       if (f.fit_runs == 0) continue;
       f.at_bound = f.value < f.low * 1.01 || f.value > f.high * 0.99;
       if (f.at_bound) f.relative_error = std::nan("");  // held there, or a tied rate its bound stopped
       Field(g.cluster.efficiency, f.name) = f.value;
       figures.push_back(f.name + " " + FormatFixed(f.value, 3) + " (" + std::to_string(f.fit_runs) + " runs)");
-      if (f.name != "backward") rates.push_back(f.name), starts.push_back(FormatFixed(base(f), 3));
+      if (f.name != "backward") starts.push_back(FormatFixed(base(f), 3));
     }
     std::string tied;
     if (g.tied) {
-      tied = "; " + JoinNames(rates) + " as one scale (x" + FormatFixed(g.tied_scale, 3) + ") of their starts in bounds " + JoinNames(starts) +
+      tied = "; " + JoinNames(g.TiedRates()) + " as one scale (x" + FormatFixed(g.tied_scale, 3) + ") of their starts in bounds " + JoinNames(starts) +
              ", too few fit runs to fit each" + (g.tied_backward_kept ? ", backward kept at its start" : "");
     }
     g.cluster.efficiency.source = "fitted by shardsim calibrate --from-runs to the measured step times of the " + std::to_string(g.fit_runs) +

@@ -60,6 +60,14 @@ struct GroupFit {
   // The figures the fit moved (each efficiency acting on some fit run, or when tied the rates'
   // one scale and `backward` if fitted), and whether a converged fit had at least twice as many
   // fit runs: what a preset's default needs, untied (data/fitted_presets.json).
+  // Tied: the rates that moved as one scale (the fitted figures other than `backward`).
+  std::vector<std::string> TiedRates() const {
+    std::vector<std::string> rates;
+    for (const FittedParameter& f : parameters) {
+      if (tied && f.fit_runs > 0 && f.name != "backward") rates.push_back(f.name);
+    }
+    return rates;
+  }
   int64_t FreeParameters() const {
     int64_t free = 0, rates = 0;
     for (const FittedParameter& f : parameters) {
