@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "framework"};
 }
 
@@ -52,6 +52,7 @@ json PlanToJson(const PlanSpec& p) {
   // Written only when set, so plans tied to no framework read as before.
   if (!p.framework.empty()) j["framework"] = p.framework;
   if (p.repeat_kv) j["repeat_kv"] = true;
+  if (p.pipeline_rounds > 1) j["pipeline_rounds"] = p.pipeline_rounds;
   if (p.offload_layers > 0) j["offload_layers"] = p.offload_layers;
   if (!p.grad_reduce_dtype.empty()) j["grad_reduce_dtype"] = p.grad_reduce_dtype;
   if (!p.cross_entropy.empty()) j["cross_entropy"] = p.cross_entropy;
@@ -99,6 +100,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   // Schedule names and layouts are checked against the model by strategies::CheckPlan.
   p.pipeline_schedule = r.StringOr("pipeline_schedule", "1f1b");
   p.virtual_stages = r.IntOr("virtual_stages", 1, 1, 1024);
+  p.pipeline_rounds = r.IntOr("pipeline_rounds", 1, 1, kMaxBatch);
   p.pipeline_layout = r.StringOr("pipeline_layout", "");
   if (r.Has("fsdp_reshard_after_forward")) p.fsdp_reshard_after_forward = r.Bool("fsdp_reshard_after_forward");
   p.recompute = ParseRecompute(r.EnumOr("recompute", "none", PlanFieldChoices("recompute")));

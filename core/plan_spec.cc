@@ -117,6 +117,7 @@ PlanShape DerivePlanShape(const PlanSpec& p) {
   s.batch_replicas = BatchReplicas(p.mesh);
   s.sequences_per_replica = s.batch_replicas > 0 ? p.global_batch_size / s.batch_replicas : 0;
   s.num_microbatches = p.micro_batch_size > 0 ? s.sequences_per_replica / p.micro_batch_size : 0;
+  s.round_microbatches = p.pipeline_rounds > 0 ? s.num_microbatches / p.pipeline_rounds : 0;
   s.tokens_per_step = p.global_batch_size * p.seq_len;
   return s;
 }

@@ -83,6 +83,12 @@ struct PlanSpec {
   // A schedule's name (strategies/schedule.h lists them; CheckPlan rejects others).
   std::string pipeline_schedule = "1f1b";
   int64_t virtual_stages = 1;     // model chunks per pipeline stage (interleaved 1F1B)
+  // Pipeline schedules run one after another in a step, each over an equal share of the
+  // micro-batches, the pipeline drained between them; gradients are reduced and the optimizer
+  // steps once, after the last. 1: one schedule over all micro-batches (Megatron-core, DeepSpeed).
+  // Gradient accumulation in torchtitan, MaxText and NeMo AutoModel calls the schedule once per
+  // accumulation step (their gradient accumulation steps; docs/plan.md).
+  int64_t pipeline_rounds = 1;
   // Which layers each chunk holds, in Megatron-core's syntax (strategies/stage_layout.h); empty:
   // consecutive layers as even as possible.
   std::string pipeline_layout;
@@ -226,6 +232,7 @@ struct PlanShape {
   int64_t batch_replicas = 0;     // data x fsdp x expert: groups that each see their own sequences
   int64_t sequences_per_replica = 0;
   int64_t num_microbatches = 0;   // per replica per step
+  int64_t round_microbatches = 0; // per replica per pipeline schedule (pipeline_rounds of a step)
   int64_t tokens_per_step = 0;
 };
 PlanShape DerivePlanShape(const PlanSpec& plan);

@@ -183,20 +183,22 @@ std::vector<Setting> MaxTextSettings(const ModelSpec& m, const ClusterSpec& c, c
   }
   // ZeRO-1 over data; fsdp (and at ZeRO-3 context and expert) is the weights' own sharding.
   if (p.zero_stage == 1) add("shard_optimizer_over_data", "true");
-  const int64_t devices = p.mesh.Product(), microbatches = Microbatches(p);
+  const int64_t devices = p.mesh.Product(), microbatches = Microbatches(p), rounds = p.mesh.pipeline > 1 ? p.pipeline_rounds : 1;
   if (p.mesh.pipeline > 1) {
     // Layers = stages x layers per stage x repeats; shardsim's gpipe is one repeat, and a plan
     // with more chunks (a gap) is written as MaxText's circular repeats, its closest.
     const int64_t chunks = strategies::ScheduleOf(p).Chunks(p.mesh.pipeline, p.virtual_stages);
     add("num_layers_per_pipeline_stage", I(m.num_layers / (p.mesh.pipeline * chunks)));
     add("num_pipeline_repeats", I(chunks));
-    add("num_pipeline_microbatches", I(microbatches));
+    // utils/gradient_accumulation.py: each accumulation step runs the whole pipeline.
+    add("num_pipeline_microbatches", I(microbatches / rounds));
+    if (rounds > 1) add("gradient_accumulation_steps", I(rounds));
     if (!ReshardAfterForward(p) && (p.mesh.fsdp > 1 || p.zero_stage == 3))
       add("pipeline_fsdp_ag_once", "true");
   } else if (microbatches > 1) {
     add("gradient_accumulation_steps", I(microbatches));
   }
-  const int64_t accumulation = p.mesh.pipeline > 1 ? 1 : microbatches;
+  const int64_t accumulation = p.mesh.pipeline > 1 ? rounds : microbatches;
   add("per_device_batch_size", Number(static_cast<double>(p.global_batch_size) /
                                       static_cast<double>(devices * accumulation)));
   add("max_target_length", I(p.seq_len));
@@ -241,7 +243,8 @@ PlanSpec MaxTextPlan(const SettingReader& r, const ModelSpec& m) {
   p.global_batch_size = std::llround(r.Number("per_device_batch_size", 0) *
                                      static_cast<double>(devices * accumulation));
   const int64_t microbatches =
-      p.mesh.pipeline > 1 ? r.Int("num_pipeline_microbatches", p.mesh.pipeline) : accumulation;
+      p.mesh.pipeline > 1 ? r.Int("num_pipeline_microbatches", p.mesh.pipeline) * accumulation : accumulation;
+  if (p.mesh.pipeline > 1) p.pipeline_rounds = accumulation;
   p.micro_batch_size = p.global_batch_size / (BatchReplicas(p.mesh) * microbatches);
   p.seq_len = r.Int("max_target_length", 0);
   if (r.Int("mtp_num_layers", 0) != m.mtp_layers) {

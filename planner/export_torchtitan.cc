@@ -85,7 +85,9 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
     const std::string_view name = strategies::ScheduleOf(p).framework_names().torchtitan;
     add("parallelism.pipeline_parallel_schedule",
         Quoted(std::string(name.empty() ? "1F1B" : name)));
-    add("parallelism.num_pp_microbatches", I(Microbatches(p)));
+    // trainer.py: gradient_accumulation_steps = tokens per step / (tokens per micro-batch x
+    // num_pp_microbatches x data-parallel degree), each a pp_schedule.step(): the plan's rounds.
+    add("parallelism.num_pp_microbatches", I(DerivePlanShape(p).round_microbatches));
     // An even split is one number with the embedding and head counted as no layers; anything
     // else names each chunk's modules.
     if (const int64_t even = EvenChunkLayers(m, p); even > 0) {
@@ -221,6 +223,12 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
     // Chunks per stage: one for single-stage schedules, else the parts over the ranks.
     p.virtual_stages = schedule->Chunks(p.mesh.pipeline, 2) == 1 ? 1 : positions / p.mesh.pipeline;
     if (!parts.empty()) p.pipeline_layout = LayoutOrEmpty(m, p, parts);
+    // Its gradient accumulation steps, each one schedule of num_pp_microbatches (default 1).
+    const int64_t per_schedule = r.Int("parallelism.num_pp_microbatches", 1);
+    const int64_t microbatches = p.micro_batch_size > 0 ? DerivePlanShape(p).num_microbatches : 0;
+    if (per_schedule <= 0 || microbatches % per_schedule != 0)
+      r.Fail("parallelism.num_pp_microbatches", "must divide the " + I(microbatches) + " micro-batches per data-parallel rank of a step (num_tokens_per_train_step over the data-parallel degree and num_tokens_per_microbatch_per_dp_rank)");
+    p.pipeline_rounds = microbatches / per_schedule;
   }
   return CanonicalSharding(AsFrameworkRuns(Framework::kTorchtitan, m, p));
 }

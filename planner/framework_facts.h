@@ -103,6 +103,9 @@ struct FrameworkFacts {
   OffloadRule offload;
   LayoutRule layout;
   bool microbatches_multiple_of_stages;  // pipeline micro-batches a multiple of the stages
+  // Whether its gradient accumulation under pipeline parallelism runs one schedule per
+  // accumulation step (PlanSpec::pipeline_rounds > 1), rather than one over every micro-batch.
+  bool pipeline_rounds;
   // Overlap per axis in MeshAxis order; pipeline one chunk / interleaved and context ring /
   // all-gather have their own rules below, whatever overlap[kPipeline] / [kContext] say.
   std::array<OverlapRule, kMeshAxisCount> overlap;

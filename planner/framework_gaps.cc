@@ -170,7 +170,11 @@ void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p
                                 : f.framework == Framework::kMaxText    ? names.maxtext
                                                                         : names.deepspeed;
   const int64_t chunks = schedule.Chunks(p.mesh.pipeline, p.virtual_stages);
-  const int64_t microbatches = DerivePlanShape(p).num_microbatches;
+  const int64_t microbatches = DerivePlanShape(p).round_microbatches;  // per schedule
+  if (p.pipeline_rounds > 1 && !f.pipeline_rounds) {
+    gaps.push_back({"/pipeline_rounds", N(p.pipeline_rounds) + " pipeline schedules per step (pipeline_rounds): " + std::string(f.name) +
+                   " runs every micro-batch of a step in one schedule", "pipeline_rounds 1"});
+  }
   if (name.empty()) {
     gaps.push_back({"/pipeline_schedule", "pipeline schedule " + p.pipeline_schedule + ": " + std::string(f.name) +
                    " has no such schedule"});

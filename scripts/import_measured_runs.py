@@ -401,6 +401,12 @@ def plan_of(row, assumed):
             plan["ep_dispatcher"] = "deepep"
             assumed.append("DeepEP dispatch (the row's kernel optimizations): each token sent once per destination node and GPU, "
                            "routed evenly (the page's fake balanced gate) with no group limit")
+        # The table's GA under pipeline parallelism: recipes/llm/train_ft.py calls the schedule's
+        # step() once per accumulation step over LBS sequences; its MoE models reduce gradients
+        # once, after the last (components/moe/fsdp_mixin.py: get_is_optim_step).
+        ga = row["batch"].get("grad_accum_automodel") or 1
+        if par.get("pp", 1) > 1 and ga > 1:
+            plan["pipeline_rounds"] = ga
         framework = "torchtitan"
         assumed.append("PyTorch FSDP2 (NeMo AutoModel) costed as torchtitan")
         if row["model"]["config"].get("model_type") == "nemotron_h":

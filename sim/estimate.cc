@@ -82,7 +82,6 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
     for (int ph = 0; ph < 3; ++ph) duration[static_cast<size_t>(3 * i + ph)] = part_costs[static_cast<size_t>(i)][static_cast<size_t>(ph)].total_s;
   }
   const double p2p = p > 1 ? collectives.Seconds(CollectiveOp::kPermute, {"pipeline"}, program.pipeline_send.comm_bytes) : 0;
-  const strategies::Schedule& schedule = *program.schedule;
   auto [clock, busy] = PlaySchedule(program, duration, p2p, play_every_microbatch, task_lists);
 
   // Step-level work per stage: gradient reduction (hidden under the last micro-batch's backward
@@ -94,7 +93,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   if (per_direction.size() == 1) {
     per_direction[0] = m;
   } else {
-    for (int64_t mb = 0; mb < m; ++mb) ++per_direction[static_cast<size_t>(schedule.DirectionOf(p, mb, m))];
+    for (int64_t mb = 0; mb < m; ++mb) ++per_direction[static_cast<size_t>(strategies::DirectionOf(program, mb, m))];
   }
   std::vector<double> stage_compute(static_cast<size_t>(p), 0), stage_borrowed(static_cast<size_t>(p), 0);
   struct StepCollective {

@@ -42,7 +42,12 @@ SteadyStatePlays PlaysFor(const strategies::StepProgram& program, bool play_ever
   const int64_t v = static_cast<int64_t>(program.stages.front().chunks.size());
   plays.microbatches = program.microbatches;
   plays.scheduled = play_every_microbatch ? program.microbatches : strategies::SteadyStateMicrobatches(p, v, program.microbatches);
-  if (plays.scheduled < plays.microbatches) {
+  const int64_t round = strategies::ScheduleRound(program);
+  if (plays.scheduled < plays.microbatches && round < plays.microbatches) {
+    const int64_t rounds = std::max<int64_t>(2, plays.scheduled / round);
+    plays.scheduled = rounds * round;
+    plays.fewer = rounds / 2 * round;
+  } else if (plays.scheduled < plays.microbatches) {
     // Stages of unequal times repeat over several periods: the shorter play is a whole number of
     // periods (2p micro-batches) shorter, about half as long.
     const int64_t period = 2 * p;
@@ -126,9 +131,10 @@ PlayedSchedule PlaySchedule(const strategies::StepProgram& program, const std::v
   const SteadyStatePlays plays = PlaysFor(program, play_every_microbatch);
   strategies::TaskLists own_lists;
   strategies::TaskLists& lists = task_lists ? *task_lists : own_lists;
-  PlayedSchedule played = Play(lists.Get(schedule, p, plays.scheduled, v), plays.scheduled, path, seconds, send_s, sent_after);
+  auto tasks = [&](int64_t count) -> const strategies::TaskLists::Lists& { return lists.Get(schedule, p, count, strategies::ScheduleRound(program, count), v); };
+  PlayedSchedule played = Play(tasks(plays.scheduled), plays.scheduled, path, seconds, send_s, sent_after);
   if (plays.extended()) {
-    const PlayedSchedule shorter = Play(lists.Get(schedule, p, plays.fewer, v), plays.fewer, path, seconds, send_s, sent_after);
+    const PlayedSchedule shorter = Play(tasks(plays.fewer), plays.fewer, path, seconds, send_s, sent_after);
     for (size_t s = 0; s < played.clock.size(); ++s) {
       played.clock[s] = plays.Extend(played.clock[s], shorter.clock[s]);
       played.busy[s] = plays.Extend(played.busy[s], shorter.busy[s]);

@@ -101,9 +101,9 @@ bool HoldsAttention(const Stage& stage) {
 
 // The largest sum over `stage_index`'s task order of `chunk_bytes[c]` stored by each F of chunk c
 // and freed by its task of phase `release`. The peak is reached once the schedule is in its
-// steady state.
+// steady state, within one schedule (a step's rounds repeat it, the pipeline drained between them).
 double PeakInFlight(const StepProgram& program, int64_t stage_index, const std::vector<double>& chunk_bytes, Phase release, TaskLists* task_lists) {
-  const int64_t played = SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, program.microbatches);
+  const int64_t played = SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, ScheduleRound(program));
   TaskLists own;
   TaskLists& lists = task_lists ? *task_lists : own;
   double peak = 0;
@@ -137,13 +137,15 @@ bool SendsToAnotherStage(const Stage& stage, size_t c) {
 // place (set_local_fwd_input, set_local_bwd_input), kept as long. keep-outputs: every output to
 // the step's end instead (output_chunks before pytorch/pytorch#153383), the head's being its
 // logits at the activations' width, of which the loss counts those in flight. Each chunk counts
-// the micro-batches of its direction (DualPipe's two halves).
+// the micro-batches of its direction (DualPipe's two halves) in one schedule: a step of several
+// rounds calls it once per round (step()), which reuses the buffers and clears the outputs.
 double PipelineBufferBytes(const StepProgram& program, int64_t stage_index, double stage_logits, TaskLists* task_lists) {
   const std::string mode = PipelineBuffersOf(program.plan);
   if (program.layout.stages == 1 || mode == "per-transfer") return 0;
   const Stage& stage = program.stages[static_cast<size_t>(stage_index)];
   std::map<int64_t, double> per_direction;  // micro-batches taking each direction
-  for (int64_t mb = 0; mb < program.microbatches; ++mb) per_direction[DirectionOf(program, mb, program.microbatches)] += 1;
+  const int64_t round = ScheduleRound(program);
+  for (int64_t mb = 0; mb < round; ++mb) per_direction[DirectionOf(program, mb, round)] += 1;
   const double boundary = program.pipeline_send.comm_bytes;  // one micro-batch's stage input or output
   const double kept_input = KeptShare(program.plan.recompute, LayerTensor::kInput, program.model, program.plan);
   const double logit_bytes = ActivationBytes(program.plan.dtype);

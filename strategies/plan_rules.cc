@@ -189,6 +189,13 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                              I(per_replica) + " sequences per replica",
                          List(Divisors(per_replica)), ""};
   }
+  const int64_t microbatches = per_replica / p.micro_batch_size;
+  if (microbatches % p.pipeline_rounds != 0) {
+    return Infeasibility{"pipeline_rounds",
+                         "pipeline_rounds=" + I(p.pipeline_rounds) + " must divide the " + I(microbatches) +
+                             " micro-batches per replica (each round runs an equal share)",
+                         List(Divisors(microbatches)), "a framework's gradient accumulation steps: sequences per replica / (micro-batches per schedule x micro_batch_size)"};
+  }
   return std::nullopt;
 }
 
@@ -200,7 +207,7 @@ std::optional<Infeasibility> CheckPlan(const PlanSpec& p, const ModelSpec& m, in
   if (auto bad = CheckShape(p, m, devices, devices_source)) return bad;
   const Schedule* schedule = FindSchedule(p.pipeline_schedule);
   if (!schedule) return UnknownSchedule(p.pipeline_schedule);
-  if (auto bad = schedule->Check(p, m.num_layers, DerivePlanShape(p).num_microbatches)) return bad;
+  if (auto bad = schedule->Check(p, m.num_layers, DerivePlanShape(p).round_microbatches)) return bad;
   return CheckLayout(m, p);
 }
 

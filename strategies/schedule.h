@@ -91,22 +91,29 @@ const Schedule& ScheduleOf(const PlanSpec& plan);
 // The unknown-name infeasibility for `name`, with the closest known names.
 Infeasibility UnknownSchedule(const std::string& name);
 
-// Every stage's task list for (schedule, stages, micro-batches, chunks), made once and kept: the
-// planner estimates many plans of one pipeline shape (ZeRO stages, recomputation, mesh orders).
+// The task order of `stage` for `microbatches` micro-batches run as schedules of `round` each,
+// one after another (PlanSpec::pipeline_rounds): the schedule's tasks for `round` micro-batches,
+// then the same for the next `round`, and so on. REQUIRES: round divides microbatches.
+std::vector<Task> RoundTasks(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t round, int64_t chunks, int64_t stage);
+
+// Every stage's task list for (schedule, stages, micro-batches, schedule rounds of `round`
+// micro-batches, chunks), made once and kept: the planner estimates many plans of one pipeline
+// shape (ZeRO stages, recomputation, mesh orders).
 class TaskLists {
  public:
   using Lists = std::vector<std::vector<Task>>;
-  // The lists of stages 0 .. stages - 1; valid while this object lives.
-  const Lists& Get(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t chunks);
+  // The lists of stages 0 .. stages - 1 (RoundTasks); valid while this object lives.
+  const Lists& Get(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t round, int64_t chunks);
   // Over stage `stage`'s task order, the counts of micro-batches in flight per chunk (stored by
   // an F, released by the chunk's task of phase `release`) that no other point of the walk
   // exceeds on every chunk: the peak of any non-negative weighting of the counts is at one of
-  // them (the memory model's in-flight peaks, without walking the tasks again).
+  // them (the memory model's in-flight peaks, without walking the tasks again). Over one schedule:
+  // rounds of it repeat its peaks.
   const std::vector<std::vector<int64_t>>& InFlightPeaks(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t chunks,
                                                          int64_t stage, Phase release);
 
  private:
-  std::map<std::tuple<const Schedule*, int64_t, int64_t, int64_t>, Lists> lists_;
+  std::map<std::tuple<const Schedule*, int64_t, int64_t, int64_t, int64_t>, Lists> lists_;
   std::map<std::tuple<const Schedule*, int64_t, int64_t, int64_t, int64_t, int>, std::vector<std::vector<int64_t>>> peaks_;
 };
 

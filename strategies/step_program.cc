@@ -75,13 +75,19 @@ LayerKind LayerKindOf(const ModelSpec& model, int64_t layer) {
   return TransformerLayerKind(IsMoeLayer(model, layer), IsLocalAttentionLayer(model, layer));
 }
 
+int64_t ScheduleRound(const StepProgram& program, int64_t count) {
+  const int64_t m = count < 0 ? program.microbatches : count;
+  return std::min(m, program.microbatches / std::max<int64_t>(1, program.plan.pipeline_rounds));
+}
+
 std::vector<Task> StageTasks(const StepProgram& program, int64_t stage, int64_t microbatches) {
   const int64_t m = microbatches < 0 ? program.microbatches : microbatches;
-  return program.schedule->Tasks(program.layout.stages, m, program.layout.chunks, stage);
+  return RoundTasks(*program.schedule, program.layout.stages, m, ScheduleRound(program, m), program.layout.chunks, stage);
 }
 
 int64_t DirectionOf(const StepProgram& program, int64_t mb, int64_t microbatches) {
-  return program.schedule->DirectionOf(program.layout.stages, mb, microbatches);
+  const int64_t round = ScheduleRound(program, microbatches);
+  return program.schedule->DirectionOf(program.layout.stages, mb % round, round);
 }
 
 Op ComputeOp(std::string name, Phase phase, ComputeKind kind, double flops, double bytes) {

@@ -163,10 +163,14 @@ int64_t OffloadedLayers(const PlanSpec& plan, const Chunk& chunk);
 // decoder layers in order; 0 for the embedding, the head and multi-token-prediction modules).
 std::vector<int64_t> OffloadedPerRun(const PlanSpec& plan, const Chunk& chunk);
 
+// Micro-batches per pipeline schedule when `count` of the program's micro-batches run: its plan's
+// pipeline_rounds' share of the step's, or `count` where that is fewer (a steady-state play of one
+// schedule's first micro-batches). `count` -1: all of them.
+int64_t ScheduleRound(const StepProgram& program, int64_t count = -1);
 // The task order of `stage` over the program's first `microbatches` micro-batches (all of them
-// when -1), as the schedule dictates.
+// when -1), as the schedule dictates, round after round (RoundTasks).
 std::vector<Task> StageTasks(const StepProgram& program, int64_t stage, int64_t microbatches = -1);
-// The direction micro-batch `mb` of `microbatches` takes.
+// The direction micro-batch `mb` of `microbatches` takes (its place in its schedule round).
 int64_t DirectionOf(const StepProgram& program, int64_t mb, int64_t microbatches);
 
 std::string ToString(Stream stream);

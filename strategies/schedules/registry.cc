@@ -48,12 +48,27 @@ Infeasibility UnknownSchedule(const std::string& name) {
                        JoinNames(ScheduleNames()), "shardsim presets lists the schedules"};
 }
 
-const TaskLists::Lists& TaskLists::Get(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t chunks) {
-  const auto key = std::make_tuple(&schedule, stages, microbatches, chunks);
+std::vector<Task> RoundTasks(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t round, int64_t chunks, int64_t stage) {
+  SHARDSIM_CHECK(round > 0 && microbatches % round == 0, "schedule rounds must split the micro-batches evenly");
+  std::vector<Task> tasks = schedule.Tasks(stages, round, chunks, stage);
+  const size_t one = tasks.size();
+  tasks.reserve(one * static_cast<size_t>(microbatches / round));
+  for (int64_t first = round; first < microbatches; first += round) {
+    for (size_t i = 0; i < one; ++i) {
+      Task task = tasks[i];
+      task.microbatch = static_cast<int32_t>(task.microbatch + first);
+      tasks.push_back(task);
+    }
+  }
+  return tasks;
+}
+
+const TaskLists::Lists& TaskLists::Get(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t round, int64_t chunks) {
+  const auto key = std::make_tuple(&schedule, stages, microbatches, round, chunks);
   auto it = lists_.find(key);
   if (it != lists_.end()) return it->second;
   Lists lists(static_cast<size_t>(stages));
-  for (int64_t s = 0; s < stages; ++s) lists[static_cast<size_t>(s)] = schedule.Tasks(stages, microbatches, chunks, s);
+  for (int64_t s = 0; s < stages; ++s) lists[static_cast<size_t>(s)] = RoundTasks(schedule, stages, microbatches, round, chunks, s);
   return lists_.emplace(key, std::move(lists)).first->second;
 }
 
@@ -70,7 +85,7 @@ const std::vector<std::vector<int64_t>>& TaskLists::InFlightPeaks(const Schedule
     }
     return true;
   };
-  for (const Task& task : Get(schedule, stages, microbatches, chunks)[static_cast<size_t>(stage)]) {
+  for (const Task& task : Get(schedule, stages, microbatches, microbatches, chunks)[static_cast<size_t>(stage)]) {
     if (task.phase == Phase::kForward) ++live[static_cast<size_t>(task.chunk)];
     if (task.phase == release) --live[static_cast<size_t>(task.chunk)];
     if (std::any_of(peaks.begin(), peaks.end(), [&](const std::vector<int64_t>& p) { return dominates(p, live); })) continue;
