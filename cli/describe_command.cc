@@ -97,6 +97,7 @@ json PlanReport(const PlanSpec& p) {
           {"batch_replicas", s.batch_replicas},
           {"sequences_per_replica", s.sequences_per_replica},
           {"num_microbatches", s.num_microbatches},
+          {"pipeline_rounds", p.pipeline_rounds},
           {"tokens_per_step", s.tokens_per_step},
           {"valid", true}};
 }
@@ -222,7 +223,8 @@ void PrintPlan(const PlanSpec& p, std::ostream& out) {
   for (size_t i = 0; i < p.mesh_order.size(); ++i) out << (i ? ", " : "") << p.mesh_order[i];
   if (!p.expert_axes.empty()) out << "\n  experts    split over " << JoinNames(ExpertAxes(p), " x ") << " (expert_axes)";
   out << "\n  batch      " << p.global_batch_size << " sequences x " << p.seq_len << " tokens = " << D(static_cast<double>(s.tokens_per_step))
-      << " tokens per step; " << s.batch_replicas << " replicas x " << s.num_microbatches << (s.num_microbatches == 1 ? " micro-batch of " : " micro-batches of ") << p.micro_batch_size << "\n";
+      << " tokens per step; " << s.batch_replicas << " replicas x " << s.num_microbatches << (s.num_microbatches == 1 ? " micro-batch of " : " micro-batches of ") << p.micro_batch_size
+      << (p.pipeline_rounds > 1 ? " in " + std::to_string(p.pipeline_rounds) + " pipeline schedules of " + std::to_string(s.round_microbatches) + " (pipeline_rounds)" : std::string()) << "\n";
   out << "  schedule   " << p.pipeline_schedule << (p.virtual_stages > 1 ? " with " + std::to_string(p.virtual_stages) + " virtual stages" : "")
       << ", ZeRO stage " << p.zero_stage << ", sequence parallel " << (p.sequence_parallel ? "on" : "off") << ", recompute "
       << RecomputeText(p) << ", dtype " << p.dtype << "\n";

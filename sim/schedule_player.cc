@@ -47,6 +47,7 @@ SteadyStatePlays PlaysFor(const strategies::StepProgram& program, bool play_ever
     const int64_t rounds = std::max<int64_t>(2, plays.scheduled / round);
     plays.scheduled = rounds * round;
     plays.fewer = rounds / 2 * round;
+    if (plays.scheduled >= plays.microbatches) plays.scheduled = plays.microbatches, plays.fewer = 0;  // two rounds: play them
   } else if (plays.scheduled < plays.microbatches) {
     // Stages of unequal times repeat over several periods: the shorter play is a whole number of
     // periods (2p micro-batches) shorter, about half as long.

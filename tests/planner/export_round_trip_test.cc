@@ -74,6 +74,7 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
         return differ("layout chunk " + std::to_string(i));
     }
   }
+  if (a.mesh.pipeline > 1 && a.pipeline_rounds != b.pipeline_rounds) return differ("pipeline_rounds");
   if ((a.mesh.fsdp > 1 || a.zero_stage == 3) && ReshardAfterForward(a) != ReshardAfterForward(b))
     return differ("fsdp_reshard_after_forward");
   if (a.recompute != b.recompute) return differ("recompute");
@@ -225,6 +226,8 @@ TEST(ExportRoundTripTest, Torchtitan) {
   p = Plan({{"fsdp", 8}, {"pipeline", 8}}, 512, 8192);
   p.pipeline_layout = "Et*9|(t*10|)*6t*11L";
   cases.push_back({"uneven stages by module_fqns_per_model_part", "llama3-70b", "dgx-h100:64", p});
+  p.pipeline_rounds = 4;  // 64 micro-batches a step: 4 accumulation steps of 16 (num_pp_microbatches)
+  cases.push_back({"gradient accumulation steps, a schedule each", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"fsdp", 8}, {"expert", 8}}, 512, 4096);
   p.zero_stage = 3;
   cases.push_back({"experts over dp_shard", "mixtral-8x7b", "dgx-h100:64", p});
@@ -251,6 +254,8 @@ TEST(ExportRoundTripTest, MaxText) {
   p = Plan({{"pipeline", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
   p.sequence_parallel = true, p.pipeline_schedule = "gpipe", p.micro_batch_size = 2;
   cases.push_back({"GPipe-ordered pipeline, fsdp gathered once", "llama3-70b", "tpu-v5p:8x8x8", p});
+  p.pipeline_rounds = 2;  // gradient_accumulation_steps 2, each through the pipeline
+  cases.push_back({"the same pipeline run twice a step", "llama3-70b", "tpu-v5p:8x8x8", p});
   p = Plan({{"fsdp", 32}, {"context", 4}, {"tensor", 4}}, 256, 65536);
   p.sequence_parallel = true, p.zero_stage = 3, p.fsdp_reshard_after_forward = true;
   cases.push_back({"ring context parallel", "llama3-70b", "tpu-v5p:8x8x8", p});

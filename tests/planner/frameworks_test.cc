@@ -194,6 +194,20 @@ TEST(FrameworksTest, ZeroBubbleOnOneStagePerRank) {
   EXPECT_TRUE(Names(Framework::kMegatronCore, p, "pipeline schedule zbv"));
 }
 
+// Gradient accumulation under pipeline parallelism: torchtitan and MaxText run a schedule per
+// accumulation step; Megatron-core and DeepSpeed one schedule over every micro-batch of a step.
+TEST(FrameworksTest, PipelineRounds) {
+  PlanSpec p = Plan({{"fsdp", 8}, {"pipeline", 8}});
+  p.pipeline_schedule = "gpipe", p.pipeline_rounds = 2;
+  for (Framework f : {Framework::kMegatronCore, Framework::kDeepSpeed}) EXPECT_TRUE(Names(f, p, "2 pipeline schedules per step"));
+  for (Framework f : {Framework::kTorchtitan, Framework::kMaxText}) {
+    for (const FrameworkGap& gap : FrameworkGapsByField(f, Llama(), p)) EXPECT_NE(gap.field, "/pipeline_rounds") << gap.text;
+  }
+  // MaxText's num_pipeline_microbatches is a round's: 64 micro-batches in 16 rounds of 4 on 8 stages.
+  p.pipeline_rounds = 16;
+  EXPECT_TRUE(Names(Framework::kMaxText, p, "4 micro-batches on 8 stages"));
+}
+
 TEST(FrameworksTest, ShardingWithPipelines) {
   PlanSpec p = AsFrameworkRuns(Framework::kDeepSpeed, Llama(), Plan({{"fsdp", 8}, {"pipeline", 8}}));
   EXPECT_TRUE(Names(Framework::kDeepSpeed, p, "fsdp with pipeline parallelism"));

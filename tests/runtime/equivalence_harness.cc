@@ -30,7 +30,14 @@ PlanSpec PlanOf(const Case& c) {
   p.zero_stage = c.zero_stage;
   p.pipeline_layout = c.layout;
   p.recompute = c.recompute;
+  p.pipeline_rounds = c.pipeline_rounds;
   return p;
+}
+
+Case InRounds(Case c, int64_t rounds) {
+  c.name += "_rounds" + std::to_string(rounds);
+  c.pipeline_rounds = rounds;
+  return c;
 }
 
 MeshShape Mesh(int64_t data, int64_t tensor, int64_t pipeline, int64_t context, int64_t fsdp, int64_t expert) {

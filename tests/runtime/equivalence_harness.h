@@ -32,7 +32,10 @@ struct Case {
   std::optional<ModelSpec> model = std::nullopt;  // instead of TestModel() / TestMoeModel()
   int64_t global_batch_size = 8;
   std::string sequence_parallel_inputs = "";  // "keep-gathered": no shard kept, no regather
+  int64_t pipeline_rounds = 1;
 };
+// `c` run as `rounds` pipeline schedules per step (PlanSpec::pipeline_rounds).
+Case InRounds(Case c, int64_t rounds);
 
 // googletest prints a case by its name.
 inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }

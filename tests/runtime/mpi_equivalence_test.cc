@@ -88,6 +88,9 @@ std::vector<Case> Cases() {
       Moe("moe_expert_data_zero1", 2, 2, 1, 1, 1, 1),
       Moe("moe_expert_data_pipeline", 2, 2, 2),
       Moe("moe_expert4_data2", 2, 4),
+      // Schedules drained between the rounds of a step, gradients reduced after the last.
+      InRounds({"pipeline_1f1b", Mesh(1, 1, 2)}, 4),
+      InRounds({"fsdp_pipeline_interleaved", Mesh(1, 1, 2, 1, 2), "interleaved-1f1b", 2}, 2),
   };
 }
 
@@ -245,6 +248,7 @@ TEST(MpiRuntimeTest, TraceKeysAndKindsMatchTheStepProgram) {
       {"tensor_sequence_recompute_full", Mesh(1, 2, 1), "1f1b", 1, true, 0, 1, false, "", Recompute::kFull},
       {"context_pipeline_recompute_selective", Mesh(1, 1, 2, 2), "zb-h1", 1, false, 0, 1, false, "", Recompute::kSelective},
       {"moe_expert_context_recompute_full", Mesh(1, 1, 1, 2, 1, 2), "1f1b", 1, false, 0, 1, true, "", Recompute::kFull},
+      InRounds({"pipeline_zbv", Mesh(1, 1, 2), "zbv"}, 2),
   };
   int ran = 0;
   for (const Case& c : cases) {

@@ -153,6 +153,20 @@ TEST(ValidatePlanTest, BatchSequenceAndSchedule) {
   EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("at least 2 x pipeline = 32"), std::string::npos);
   plan["global_batch_size"] = 128;
   EXPECT_EQ(Rejection(plan, "llama3-8b", 64), "");
+  // Rounds split a replica's micro-batches evenly, and each must suit the schedule.
+  plan = BasePlan();
+  plan["mesh"] = {{"data", 4}, {"pipeline", 16}};
+  plan["global_batch_size"] = 256;  // 64 micro-batches per replica
+  plan["pipeline_rounds"] = 3;
+  const std::string uneven = Rejection(plan, "llama3-8b", 64);
+  EXPECT_NE(uneven.find("p.json:/pipeline_rounds"), std::string::npos) << uneven;
+  EXPECT_NE(uneven.find("must divide the 64 micro-batches"), std::string::npos) << uneven;
+  plan["pipeline_rounds"] = 4;
+  EXPECT_EQ(Rejection(plan, "llama3-8b", 64), "");
+  plan["pipeline_schedule"] = "zbv";
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("at least 2 x pipeline = 32"), std::string::npos);  // 16 a round
+  plan["pipeline_rounds"] = 2;
+  EXPECT_EQ(Rejection(plan, "llama3-8b", 64), "");
   plan = BasePlan();
   plan["mesh_order"] = {"data", "tensor"};
   EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("mesh_order"), std::string::npos);
