@@ -96,9 +96,10 @@ std::string WhyLost(const RankedPlan& best, const RankedPlan& other) {
   if (what == "compute") {
     text += ComputeReason(best, other);
   } else if (what == "pipeline bubble") {
-    const int64_t m = DerivePlanShape(other.plan).num_microbatches;
+    const PlanShape shape = DerivePlanShape(other.plan);
     text += std::to_string(other.plan.mesh.pipeline) + " stages idle " + FormatPercent(o.bubble_s / o.step_time_s) + " of the step with " +
-            std::to_string(m) + " micro-batches per replica (" + other.plan.pipeline_schedule + ")";
+            std::to_string(shape.num_microbatches) + " micro-batches per replica (" + other.plan.pipeline_schedule +
+            (other.plan.pipeline_rounds > 1 ? ", in " + std::to_string(other.plan.pipeline_rounds) + " schedules of " + std::to_string(shape.round_microbatches) : std::string()) + ")";
   } else {
     text += TraceCollective(what.substr(std::string("exposed ").size()), other);
   }

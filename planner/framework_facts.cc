@@ -57,7 +57,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .layout = LayoutRule::kAny,  // --pipeline-model-parallel-layout
         .microbatches_multiple_of_stages = false,
         // schedules.py: forward_backward_pipelining_* runs get_num_microbatches() in one schedule.
-        .pipeline_rounds = false,
+        .pipeline_rounds = RoundsRule::kOneSchedule,
         // --overlap-grad-reduce / --overlap-param-gather (one pair for data and fsdp),
         // --tp-comm-overlap (asserts --sequence-parallel), --moe-shared-expert-overlap (the
         // all-to-all under the shared experts, as shardsim's overlap.expert).
@@ -181,8 +181,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .layout = LayoutRule::kAny,  // parallelism.module_fqns_per_model_part
         .microbatches_multiple_of_stages = false,
         // trainer.py: each of gradient_accumulation_steps calls pp_schedule.step() over
-        // num_pp_microbatches micro-batches.
-        .pipeline_rounds = true,
+        // num_pp_microbatches micro-batches; torch.distributed.pipelining's stage.py reduces FSDP's
+        // gradients at each step()'s last backward (backward_maybe_with_nosync, last_backward).
+        .pipeline_rounds = RoundsRule::kReducedEachRound,
         // FSDP2 prefetches and replicate() buckets under backward; async TP is
         // compile.enable_async_tensor_parallel; pipelining sends asynchronously; no all-to-all
         // overlap in the default MoE.
@@ -298,8 +299,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .layout = LayoutRule::kEqual,
         .microbatches_multiple_of_stages = true,  // num_pipeline_microbatches
         // utils/gradient_accumulation.py: a scan of gradient_accumulation_steps, each through
-        // the pipeline of num_pipeline_microbatches.
-        .pipeline_rounds = true,
+        // the pipeline of num_pipeline_microbatches, each scan step's gradients computed (and
+        // reduced to their shards) before they are added up.
+        .pipeline_rounds = RoundsRule::kReducedEachRound,
         // XLA's scheduler overlaps the data, fsdp, pipeline and context collectives. Tensor: a
         // switch, XLA's continuation fusion of collectives with compute (benchmarks/
         // xla_flags_library.py CF_FOR_ALL_GATHER, "a form of parallelizing compute work with
@@ -391,7 +393,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .layout = LayoutRule::kFrontLoaded,
         .microbatches_multiple_of_stages = false,
         // runtime/pipe/engine.py train_batch: one TrainSchedule over gradient_accumulation_steps.
-        .pipeline_rounds = false,
+        .pipeline_rounds = RoundsRule::kOneSchedule,
         // zero_optimization.overlap_comm (one switch for data and fsdp reductions),
         // tensor_parallel.tp_overlap_comm; PipelineEngine's sends block (runtime/pipe/p2p.py).
         .overlap = {kSw, kSw, kSw, kOff, kOff, kOff},

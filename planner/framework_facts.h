@@ -58,6 +58,13 @@ enum class KeepGathered { kNever, kSwitch, kWithPipelineOnly };
 // more (DeepSpeed's, FrameworkPartLayers).
 enum class LayoutRule { kAny, kEqual, kFrontLoaded };
 
+// How a framework's gradient accumulation runs under pipeline parallelism (PlanSpec::
+// pipeline_rounds): one schedule over every micro-batch of a step (rounds > 1 a gap), or one
+// schedule per accumulation step whose last backward reduces the data-parallel gradients each time
+// (shardsim reduces once per step, after the last round, as NeMo AutoModel's MoE models do: a gap
+// where gradients are reduced over replicas at all).
+enum class RoundsRule { kOneSchedule, kReducedEachRound };
+
 // How a framework picks the dtype of its data-parallel gradient reductions (GradReduceDefault).
 enum class GradReduceRule {
   kFp32,          // always fp32 (torchtitan)
@@ -103,9 +110,7 @@ struct FrameworkFacts {
   OffloadRule offload;
   LayoutRule layout;
   bool microbatches_multiple_of_stages;  // pipeline micro-batches a multiple of the stages
-  // Whether its gradient accumulation under pipeline parallelism runs one schedule per
-  // accumulation step (PlanSpec::pipeline_rounds > 1), rather than one over every micro-batch.
-  bool pipeline_rounds;
+  RoundsRule pipeline_rounds;
   // Overlap per axis in MeshAxis order; pipeline one chunk / interleaved and context ring /
   // all-gather have their own rules below, whatever overlap[kPipeline] / [kContext] say.
   std::array<OverlapRule, kMeshAxisCount> overlap;

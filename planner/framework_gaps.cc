@@ -9,6 +9,7 @@
 #include "core/suggest.h"
 #include "planner/framework_facts.h"
 #include "strategies/context_parallel.h"
+#include "strategies/data_parallel.h"
 #include "strategies/schedule.h"
 #include "strategies/stage_layout.h"
 
@@ -171,9 +172,13 @@ void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p
                                                                         : names.deepspeed;
   const int64_t chunks = schedule.Chunks(p.mesh.pipeline, p.virtual_stages);
   const int64_t microbatches = DerivePlanShape(p).round_microbatches;  // per schedule
-  if (p.pipeline_rounds > 1 && !f.pipeline_rounds) {
+  if (p.pipeline_rounds > 1 && f.pipeline_rounds == RoundsRule::kOneSchedule) {
     gaps.push_back({"/pipeline_rounds", N(p.pipeline_rounds) + " pipeline schedules per step (pipeline_rounds): " + std::string(f.name) +
                    " runs every micro-batch of a step in one schedule", "pipeline_rounds 1"});
+  } else if (p.pipeline_rounds > 1 && (!strategies::ReplicaAxes(p, strategies::ParamKind::kDense).empty() ||
+                                        !strategies::GradShardAxes(p, strategies::ParamKind::kDense).empty())) {
+    gaps.push_back({"/pipeline_rounds", N(p.pipeline_rounds) + " pipeline schedules per step (pipeline_rounds) with gradients reduced once, after the last: " +
+                   std::string(f.name) + " reduces them after each schedule", "pipeline_rounds 1"});
   }
   if (name.empty()) {
     gaps.push_back({"/pipeline_schedule", "pipeline schedule " + p.pipeline_schedule + ": " + std::string(f.name) +

@@ -226,6 +226,7 @@ TEST(ExportRoundTripTest, Torchtitan) {
   p = Plan({{"fsdp", 8}, {"pipeline", 8}}, 512, 8192);
   p.pipeline_layout = "Et*9|(t*10|)*6t*11L";
   cases.push_back({"uneven stages by module_fqns_per_model_part", "llama3-70b", "dgx-h100:64", p});
+  p = Plan({{"tensor", 8}, {"pipeline", 8}}, 64, 8192);  // nothing reduced over replicas
   p.pipeline_rounds = 4;  // 64 micro-batches a step: 4 accumulation steps of 16 (num_pp_microbatches)
   cases.push_back({"gradient accumulation steps, a schedule each", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"fsdp", 8}, {"expert", 8}}, 512, 4096);
@@ -254,8 +255,9 @@ TEST(ExportRoundTripTest, MaxText) {
   p = Plan({{"pipeline", 4}, {"fsdp", 32}, {"tensor", 4}}, 1024, 8192);
   p.sequence_parallel = true, p.pipeline_schedule = "gpipe", p.micro_batch_size = 2;
   cases.push_back({"GPipe-ordered pipeline, fsdp gathered once", "llama3-70b", "tpu-v5p:8x8x8", p});
-  p.pipeline_rounds = 2;  // gradient_accumulation_steps 2, each through the pipeline
-  cases.push_back({"the same pipeline run twice a step", "llama3-70b", "tpu-v5p:8x8x8", p});
+  PlanSpec rounds = Plan({{"pipeline", 4}, {"tensor", 4}}, 32, 8192);  // nothing reduced over replicas
+  rounds.sequence_parallel = true, rounds.pipeline_schedule = "gpipe", rounds.pipeline_rounds = 2;
+  cases.push_back({"a pipeline run twice a step (gradient_accumulation_steps)", "llama3-70b", "tpu-v5p:2x2x4", rounds});
   p = Plan({{"fsdp", 32}, {"context", 4}, {"tensor", 4}}, 256, 65536);
   p.sequence_parallel = true, p.zero_stage = 3, p.fsdp_reshard_after_forward = true;
   cases.push_back({"ring context parallel", "llama3-70b", "tpu-v5p:8x8x8", p});

@@ -195,14 +195,20 @@ TEST(FrameworksTest, ZeroBubbleOnOneStagePerRank) {
 }
 
 // Gradient accumulation under pipeline parallelism: torchtitan and MaxText run a schedule per
-// accumulation step; Megatron-core and DeepSpeed one schedule over every micro-batch of a step.
+// accumulation step, reducing gradients after each (shardsim reduces once, after the last);
+// Megatron-core and DeepSpeed run one schedule over every micro-batch of a step.
 TEST(FrameworksTest, PipelineRounds) {
   PlanSpec p = Plan({{"fsdp", 8}, {"pipeline", 8}});
   p.pipeline_schedule = "gpipe", p.pipeline_rounds = 2;
-  for (Framework f : {Framework::kMegatronCore, Framework::kDeepSpeed}) EXPECT_TRUE(Names(f, p, "2 pipeline schedules per step"));
+  for (Framework f : {Framework::kMegatronCore, Framework::kDeepSpeed}) EXPECT_TRUE(Names(f, p, "runs every micro-batch of a step in one schedule"));
+  for (Framework f : {Framework::kTorchtitan, Framework::kMaxText}) EXPECT_TRUE(Names(f, p, "reduces them after each schedule"));
+  // Without data parallelism nothing is reduced: rounds run as modelled.
+  PlanSpec alone = Plan({{"tensor", 8}, {"pipeline", 8}});
+  alone.global_batch_size = 64, alone.pipeline_schedule = "gpipe", alone.pipeline_rounds = 2;
   for (Framework f : {Framework::kTorchtitan, Framework::kMaxText}) {
-    for (const FrameworkGap& gap : FrameworkGapsByField(f, Llama(), p)) EXPECT_NE(gap.field, "/pipeline_rounds") << gap.text;
+    for (const FrameworkGap& gap : FrameworkGapsByField(f, Llama(), alone)) EXPECT_NE(gap.field, "/pipeline_rounds") << gap.text;
   }
+  EXPECT_TRUE(Names(Framework::kMegatronCore, alone, "runs every micro-batch of a step in one schedule"));
   // MaxText's num_pipeline_microbatches is a round's: 64 micro-batches in 16 rounds of 4 on 8 stages.
   p.pipeline_rounds = 16;
   EXPECT_TRUE(Names(Framework::kMaxText, p, "4 micro-batches on 8 stages"));
