@@ -98,6 +98,7 @@ json PlanReport(const PlanSpec& p) {
           {"sequences_per_replica", s.sequences_per_replica},
           {"num_microbatches", s.num_microbatches},
           {"pipeline_rounds", p.pipeline_rounds},
+          {"round_microbatches", s.round_microbatches},
           {"tokens_per_step", s.tokens_per_step},
           {"valid", true}};
 }

@@ -84,10 +84,12 @@ struct PlanSpec {
   std::string pipeline_schedule = "1f1b";
   int64_t virtual_stages = 1;     // model chunks per pipeline stage (interleaved 1F1B)
   // Pipeline schedules run one after another in a step, each over an equal share of the
-  // micro-batches, the pipeline drained between them; gradients are reduced and the optimizer
-  // steps once, after the last. 1: one schedule over all micro-batches (Megatron-core, DeepSpeed).
-  // Gradient accumulation in torchtitan, MaxText and NeMo AutoModel calls the schedule once per
-  // accumulation step (their gradient accumulation steps; docs/plan.md).
+  // micro-batches: each stage runs a round's tasks after the previous round's, a round's forwards
+  // waiting only for their inputs (GPipe and 1F1B drain in between; V-shaped and bidirectional
+  // schedules overlap one round's drain with the next one's fill). Gradients are reduced and the
+  // optimizer steps once, after the last. 1: one schedule over all micro-batches (Megatron-core,
+  // DeepSpeed). Gradient accumulation in torchtitan, MaxText and NeMo AutoModel calls the schedule
+  // once per accumulation step (docs/cli.md, docs/frameworks.md).
   int64_t pipeline_rounds = 1;
   // Which layers each chunk holds, in Megatron-core's syntax (strategies/stage_layout.h); empty:
   // consecutive layers as even as possible.

@@ -171,14 +171,17 @@ void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p
                                 : f.framework == Framework::kMaxText    ? names.maxtext
                                                                         : names.deepspeed;
   const int64_t chunks = schedule.Chunks(p.mesh.pipeline, p.virtual_stages);
-  const int64_t microbatches = DerivePlanShape(p).round_microbatches;  // per schedule
+  // Per schedule: a round's, where the framework runs rounds; all of them where it runs one.
+  const PlanShape shape = DerivePlanShape(p);
+  const int64_t microbatches = f.pipeline_rounds == RoundsRule::kOneSchedule ? shape.num_microbatches : shape.round_microbatches;
   if (p.pipeline_rounds > 1 && f.pipeline_rounds == RoundsRule::kOneSchedule) {
     gaps.push_back({"/pipeline_rounds", N(p.pipeline_rounds) + " pipeline schedules per step (pipeline_rounds): " + std::string(f.name) +
                    " runs every micro-batch of a step in one schedule", "pipeline_rounds 1"});
   } else if (p.pipeline_rounds > 1 && (!strategies::ReplicaAxes(p, strategies::ParamKind::kDense).empty() ||
                                         !strategies::GradShardAxes(p, strategies::ParamKind::kDense).empty())) {
     gaps.push_back({"/pipeline_rounds", N(p.pipeline_rounds) + " pipeline schedules per step (pipeline_rounds) with gradients reduced once, after the last: " +
-                   std::string(f.name) + " reduces them after each schedule", "pipeline_rounds 1"});
+                   std::string(f.name) + " reduces them after each schedule" +
+                   (f.framework == Framework::kTorchtitan ? " (FSDP resharding, to gather its parameters again for the next)" : ""), "pipeline_rounds 1"});
   }
   if (name.empty()) {
     gaps.push_back({"/pipeline_schedule", "pipeline schedule " + p.pipeline_schedule + ": " + std::string(f.name) +

@@ -407,6 +407,8 @@ def plan_of(row, assumed):
         ga = row["batch"].get("grad_accum_automodel") or 1
         if par.get("pp", 1) > 1 and ga > 1:
             plan["pipeline_rounds"] = ga
+            assumed.append(f"pipeline_rounds {ga}: the table's GA, each accumulation step one pipeline schedule of LBS "
+                           f"{row['batch'].get('local_batch_size')} sequences (recipes/llm/train_ft.py), gradients reduced after the last (fsdp_mixin.py)")
         framework = "torchtitan"
         assumed.append("PyTorch FSDP2 (NeMo AutoModel) costed as torchtitan")
         if row["model"]["config"].get("model_type") == "nemotron_h":

@@ -25,8 +25,8 @@ PipelinePath PathOf(const strategies::StepProgram& program);
 // The micro-batch counts to play: `scheduled` (all of them when the steady state is not worth
 // extending), and `fewer` (0 when scheduled is all of them), a whole number of periods shorter.
 // A step of several schedule rounds (PlanSpec::pipeline_rounds) plays whole rounds, at least two
-// and one: every round after the first adds the same time to each stage (the pipeline drains
-// between them), so extending at the rate between the plays is exact.
+// and one: every round after the first adds the same time to each stage (each round starts as the
+// one before it did), so extending at the rate between the plays is exact.
 struct SteadyStatePlays {
   int64_t microbatches = 0;  // all of them
   int64_t scheduled = 0;

@@ -101,11 +101,20 @@ bool HoldsAttention(const Stage& stage) {
 
 // The largest sum over `stage_index`'s task order of `chunk_bytes[c]` stored by each F of chunk c
 // and freed by its task of phase `release`. The peak is reached once the schedule is in its
-// steady state, within one schedule (a step's rounds repeat it, the pipeline drained between them).
+// steady state, within one schedule (a step's rounds repeat it).
 double PeakInFlight(const StepProgram& program, int64_t stage_index, const std::vector<double>& chunk_bytes, Phase release, TaskLists* task_lists) {
-  const int64_t played = SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, ScheduleRound(program));
+  const int64_t round = ScheduleRound(program);
+  int64_t played = SteadyStateMicrobatches(program.layout.stages, program.layout.chunks, round);
   TaskLists own;
   TaskLists& lists = task_lists ? *task_lists : own;
+  // A stage that holds every played micro-batch at once (GPipe runs all its forwards first) has
+  // not reached its peak: that grows with the round, which is then walked whole.
+  const int64_t directions = program.schedule->Directions(program.layout.stages);
+  if (played < round) {
+    for (const std::vector<int64_t>& counts : lists.InFlightPeaks(*program.schedule, program.layout.stages, played, program.layout.chunks, stage_index, release)) {
+      if (std::any_of(counts.begin(), counts.end(), [&](int64_t n) { return n * directions >= played; })) played = round;
+    }
+  }
   double peak = 0;
   for (const std::vector<int64_t>& counts : lists.InFlightPeaks(*program.schedule, program.layout.stages, played, program.layout.chunks, stage_index, release)) {
     double bytes = 0;

@@ -190,6 +190,11 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                          List(Divisors(per_replica)), ""};
   }
   const int64_t microbatches = per_replica / p.micro_batch_size;
+  if (p.pipeline_rounds > 1 && p.mesh.pipeline == 1) {
+    return Infeasibility{"pipeline_rounds",
+                         "pipeline_rounds=" + I(p.pipeline_rounds) + " without pipeline parallelism (mesh.pipeline 1): there is no schedule to repeat",
+                         "1 without pipeline", "micro-batches on one stage are plain gradient accumulation; leave pipeline_rounds out"};
+  }
   if (microbatches % p.pipeline_rounds != 0) {
     return Infeasibility{"pipeline_rounds",
                          "pipeline_rounds=" + I(p.pipeline_rounds) + " must divide the " + I(microbatches) +
@@ -207,7 +212,21 @@ std::optional<Infeasibility> CheckPlan(const PlanSpec& p, const ModelSpec& m, in
   if (auto bad = CheckShape(p, m, devices, devices_source)) return bad;
   const Schedule* schedule = FindSchedule(p.pipeline_schedule);
   if (!schedule) return UnknownSchedule(p.pipeline_schedule);
-  if (auto bad = schedule->Check(p, m.num_layers, DerivePlanShape(p).round_microbatches)) return bad;
+  const PlanShape shape = DerivePlanShape(p);
+  if (auto bad = schedule->Check(p, m.num_layers, shape.round_microbatches)) {
+    // The step's micro-batches would do; a round's are too few: the rounds are what to change.
+    if (p.pipeline_rounds > 1 && !schedule->Check(p, m.num_layers, shape.num_microbatches)) {
+      std::vector<int64_t> fit;
+      for (int64_t rounds : Divisors(shape.num_microbatches)) {
+        if (!schedule->Check(p, m.num_layers, shape.num_microbatches / rounds)) fit.push_back(rounds);
+      }
+      return Infeasibility{"pipeline_rounds",
+                           "pipeline_rounds=" + I(p.pipeline_rounds) + " leaves " + I(shape.round_microbatches) + " micro-batches per schedule (" +
+                               I(shape.num_microbatches) + " per replica): " + bad->what,
+                           List(fit), "fewer rounds"};
+    }
+    return bad;
+  }
   return CheckLayout(m, p);
 }
 

@@ -88,7 +88,7 @@ std::vector<Case> Cases() {
       Moe("moe_expert_data_zero1", 2, 2, 1, 1, 1, 1),
       Moe("moe_expert_data_pipeline", 2, 2, 2),
       Moe("moe_expert4_data2", 2, 4),
-      // Schedules drained between the rounds of a step, gradients reduced after the last.
+      // Schedules one after another in a step, gradients reduced after the last.
       InRounds({"pipeline_1f1b", Mesh(1, 1, 2)}, 4),
       InRounds({"fsdp_pipeline_interleaved", Mesh(1, 1, 2, 1, 2), "interleaved-1f1b", 2}, 2),
   };

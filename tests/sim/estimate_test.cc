@@ -113,8 +113,8 @@ TEST(EstimateBubbleTest, GpipeAndOneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
   }
 }
 
-// A step of several schedules drains the pipeline after each: every round pays the bubble of
-// its own (p - 1) fill and drain, and a stage holds no more micro-batches than a round has.
+// A step of several schedules: under GPipe, 1F1B and ZB-H1 every round pays the bubble of its own
+// (p - 1) fill and drain, and a stage holds no more micro-batches than a round has.
 TEST(EstimateBubbleTest, RoundsRepeatTheBubbleAndBoundWhatIsInFlight) {
   for (std::string s : {"gpipe", "1f1b", "zb-h1"}) {
     const Outcome one = EstimatePlan(UniformModel(), PipelinePlan(4, 16, s), "dgx-h100:8");
