@@ -63,7 +63,6 @@ std::string PlanSummary(const strategies::StepProgram& program) {
   std::string text = DescribeMesh(plan.mesh) + ScheduleInHeader(plan);
   text += ", " + std::to_string(program.microbatches) + (program.microbatches == 1 ? " micro-batch of " : " micro-batches of ") +
           std::to_string(plan.micro_batch_size);
-  if (plan.pipeline_rounds > 1) text += " in " + std::to_string(plan.pipeline_rounds) + " rounds";
   text += ", seq " + std::to_string(plan.seq_len) + ", ZeRO " + std::to_string(plan.zero_stage) +
           ", recompute " + RecomputeText(plan);
   if (plan.sequence_parallel) text += ", sequence parallel";

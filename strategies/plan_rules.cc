@@ -195,11 +195,39 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                          "pipeline_rounds=" + I(p.pipeline_rounds) + " without pipeline parallelism (mesh.pipeline 1): there is no schedule to repeat",
                          "1 without pipeline", "micro-batches on one stage are plain gradient accumulation; leave pipeline_rounds out"};
   }
-  if (microbatches % p.pipeline_rounds != 0) {
+  return std::nullopt;
+}
+
+// The rounds of `microbatches` per replica whose share `schedule` runs.
+std::vector<int64_t> RoundsThatFit(const Schedule& schedule, const PlanSpec& p, int64_t layers, int64_t microbatches) {
+  std::vector<int64_t> fit;
+  for (int64_t rounds : Divisors(microbatches)) {
+    if (!schedule.Check(p, layers, microbatches / rounds)) fit.push_back(rounds);
+  }
+  return fit;
+}
+
+// The plan's pipeline_rounds against its micro-batches and schedule: rounds must split the
+// micro-batches evenly into shares the schedule runs.
+std::optional<Infeasibility> CheckRounds(const Schedule& schedule, const PlanSpec& p, int64_t layers) {
+  const PlanShape shape = DerivePlanShape(p);
+  const auto whole = schedule.Check(p, layers, shape.num_microbatches);
+  if (whole) return whole;  // too few for one schedule: the batch, not the rounds
+  if (shape.num_microbatches % p.pipeline_rounds != 0) {
     return Infeasibility{"pipeline_rounds",
-                         "pipeline_rounds=" + I(p.pipeline_rounds) + " must divide the " + I(microbatches) +
+                         "pipeline_rounds=" + I(p.pipeline_rounds) + " must divide the " + I(shape.num_microbatches) +
                              " micro-batches per replica (each round runs an equal share)",
-                         List(Divisors(microbatches)), "a framework's gradient accumulation steps: sequences per replica / (micro-batches per schedule x micro_batch_size)"};
+                         List(RoundsThatFit(schedule, p, layers, shape.num_microbatches)),
+                         "a framework's gradient accumulation steps: sequences per replica / (micro-batches per schedule x micro_batch_size)"};
+  }
+  if (auto bad = schedule.Check(p, layers, shape.round_microbatches)) {
+    // The schedule's rule speaks of a replica's micro-batches; here they are a round's.
+    std::string rule = bad->what;
+    for (size_t at = rule.find(" per replica"); at != std::string::npos; at = rule.find(" per replica", at)) rule.replace(at, 12, " per schedule");
+    return Infeasibility{"pipeline_rounds",
+                         "pipeline_rounds=" + I(p.pipeline_rounds) + " leaves " + I(shape.round_microbatches) + " of the " + I(shape.num_microbatches) +
+                             " micro-batches per replica to each schedule: " + rule,
+                         List(RoundsThatFit(schedule, p, layers, shape.num_microbatches)), "fewer rounds"};
   }
   return std::nullopt;
 }
@@ -212,21 +240,7 @@ std::optional<Infeasibility> CheckPlan(const PlanSpec& p, const ModelSpec& m, in
   if (auto bad = CheckShape(p, m, devices, devices_source)) return bad;
   const Schedule* schedule = FindSchedule(p.pipeline_schedule);
   if (!schedule) return UnknownSchedule(p.pipeline_schedule);
-  const PlanShape shape = DerivePlanShape(p);
-  if (auto bad = schedule->Check(p, m.num_layers, shape.round_microbatches)) {
-    // The step's micro-batches would do; a round's are too few: the rounds are what to change.
-    if (p.pipeline_rounds > 1 && !schedule->Check(p, m.num_layers, shape.num_microbatches)) {
-      std::vector<int64_t> fit;
-      for (int64_t rounds : Divisors(shape.num_microbatches)) {
-        if (!schedule->Check(p, m.num_layers, shape.num_microbatches / rounds)) fit.push_back(rounds);
-      }
-      return Infeasibility{"pipeline_rounds",
-                           "pipeline_rounds=" + I(p.pipeline_rounds) + " leaves " + I(shape.round_microbatches) + " micro-batches per schedule (" +
-                               I(shape.num_microbatches) + " per replica): " + bad->what,
-                           List(fit), "fewer rounds"};
-    }
-    return bad;
-  }
+  if (auto bad = CheckRounds(*schedule, p, m.num_layers)) return bad;
   return CheckLayout(m, p);
 }
 

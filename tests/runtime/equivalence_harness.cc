@@ -68,6 +68,7 @@ void ExpectMatchesOneRank(const Case& c) {
   reference_plan.zero_stage = 0;
   reference_plan.pipeline_schedule = "1f1b";
   reference_plan.virtual_stages = 1;
+  reference_plan.pipeline_rounds = 1;  // one stage: plain gradient accumulation
   reference_plan.pipeline_layout.clear();
   reference_plan.recompute = Recompute::kNone;
   Trainer reference(model, reference_plan, options, MPI_COMM_SELF, corpus);

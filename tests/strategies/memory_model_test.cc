@@ -63,6 +63,16 @@ TEST(ParameterMemoryTest, OneFOneBHoldsPipelineDepthMicrobatches) {
   EXPECT_NEAR(EstimateMemory(onef).stages[0].activations / layer, 4, 1e-9);   // first stage: p in flight
   EXPECT_NEAR(EstimateMemory(onef).stages[3].activations / layer, 1, 1e-9);   // last stage: one
   EXPECT_NEAR(EstimateMemory(gpipe).stages[0].activations / layer, 16, 1e-9); // GPipe: all m
+  // Past the steady-state play (8 p v + 2 p = 40 micro-batches) GPipe still holds them all, and a
+  // step in rounds holds a round's.
+  p.global_batch_size = 64;
+  EXPECT_NEAR(EstimateMemory(BuildStep(m, p)).stages[0].activations / layer, 64, 1e-9);
+  p.pipeline_rounds = 4;
+  EXPECT_NEAR(EstimateMemory(BuildStep(m, p)).stages[0].activations / layer, 16, 1e-9);
+  p.pipeline_schedule = "1f1b";
+  EXPECT_NEAR(EstimateMemory(BuildStep(m, p)).stages[0].activations / layer, 4, 1e-9);
+  p.pipeline_rounds = 32;  // 2 a round: fewer than the stages
+  EXPECT_NEAR(EstimateMemory(BuildStep(m, p)).stages[0].activations / layer, 2, 1e-9);
 }
 
 // pipeline_buffers, from torch.distributed.pipelining's stage.py: per micro-batch, a receive

@@ -163,10 +163,23 @@ TEST(ValidatePlanTest, BatchSequenceAndSchedule) {
   EXPECT_NE(uneven.find("must divide the 64 micro-batches"), std::string::npos) << uneven;
   plan["pipeline_rounds"] = 4;
   EXPECT_EQ(Rejection(plan, "llama3-8b", 64), "");
-  plan["pipeline_schedule"] = "zbv";
-  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("at least 2 x pipeline = 32"), std::string::npos);  // 16 a round
+  plan["pipeline_schedule"] = "zbv";  // 16 a round; zbv wants 2 x pipeline = 32 per schedule
+  const std::string short_round = Rejection(plan, "llama3-8b", 64);
+  EXPECT_NE(short_round.find("p.json:/pipeline_rounds"), std::string::npos) << short_round;
+  EXPECT_NE(short_round.find("leaves 16 of the 64 micro-batches per replica to each schedule"), std::string::npos) << short_round;
+  EXPECT_NE(short_round.find("at least 2 x pipeline = 32 micro-batches per schedule"), std::string::npos) << short_round;
+  EXPECT_NE(short_round.find("valid: 1, 2 "), std::string::npos) << short_round;  // the rounds zbv runs
+  plan["pipeline_rounds"] = 3;  // not a divisor: the valid ones are those the schedule runs
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("valid: 1, 2 "), std::string::npos) << Rejection(plan, "llama3-8b", 64);
   plan["pipeline_rounds"] = 2;
   EXPECT_EQ(Rejection(plan, "llama3-8b", 64), "");
+  plan["global_batch_size"] = 32;  // 8 per replica: too few for one schedule, the batch is the field
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("p.json:/global_batch_size"), std::string::npos) << Rejection(plan, "llama3-8b", 64);
+  // Without a pipeline there is no schedule to repeat.
+  plan = BasePlan();
+  plan["pipeline_rounds"] = 2;
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("p.json:/pipeline_rounds: pipeline_rounds=2 without pipeline parallelism"), std::string::npos)
+      << Rejection(plan, "llama3-8b", 64);
   plan = BasePlan();
   plan["mesh_order"] = {"data", "tensor"};
   EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("mesh_order"), std::string::npos);
