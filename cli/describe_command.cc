@@ -225,7 +225,7 @@ void PrintPlan(const PlanSpec& p, std::ostream& out) {
   if (!p.expert_axes.empty()) out << "\n  experts    split over " << JoinNames(ExpertAxes(p), " x ") << " (expert_axes)";
   out << "\n  batch      " << p.global_batch_size << " sequences x " << p.seq_len << " tokens = " << D(static_cast<double>(s.tokens_per_step))
       << " tokens per step; " << s.batch_replicas << " replicas x " << s.num_microbatches << (s.num_microbatches == 1 ? " micro-batch of " : " micro-batches of ") << p.micro_batch_size
-      << (p.pipeline_rounds > 1 ? " in " + std::to_string(p.pipeline_rounds) + " pipeline schedules of " + std::to_string(s.round_microbatches) + " (pipeline_rounds)" : std::string()) << "\n";
+      << RoundsPhrase(p) << "\n";
   out << "  schedule   " << p.pipeline_schedule << (p.virtual_stages > 1 ? " with " + std::to_string(p.virtual_stages) + " virtual stages" : "")
       << ", ZeRO stage " << p.zero_stage << ", sequence parallel " << (p.sequence_parallel ? "on" : "off") << ", recompute "
       << RecomputeText(p) << ", dtype " << p.dtype << "\n";

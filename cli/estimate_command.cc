@@ -94,8 +94,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   out << "  step        " << FormatSeconds(r.step_time_s) << " for " << FormatCount(static_cast<double>(shape.tokens_per_step)) << " tokens ("
       << shape.num_microbatches << (shape.num_microbatches == 1 ? " micro-batch of " : " micro-batches of ") << plan.micro_batch_size << " per replica"
-      << (plan.pipeline_rounds > 1 ? " in " + std::to_string(plan.pipeline_rounds) + " pipeline schedules of " + std::to_string(shape.round_microbatches) : std::string())
-      << "): " << FormatCount(r.tokens_per_s)
+      << RoundsPhrase(plan) << "): " << FormatCount(r.tokens_per_s)
       << " tokens/s\n";
   if (run) out << "  training    " << DescribeTrainingRun(*run) << "\n";
   // Attention runs in 16 bits under FP8 recipes, at the plan's own dtype otherwise (sim::RooflineOf).

@@ -122,6 +122,11 @@ PlanShape DerivePlanShape(const PlanSpec& p) {
   return s;
 }
 
+std::string RoundsPhrase(const PlanSpec& p) {
+  if (p.pipeline_rounds <= 1) return "";
+  return " in " + std::to_string(p.pipeline_rounds) + " pipeline schedules of " + std::to_string(DerivePlanShape(p).round_microbatches);
+}
+
 std::string ToString(Recompute r) {
   switch (r) {
     case Recompute::kNone: return "none";

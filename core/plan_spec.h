@@ -238,6 +238,9 @@ struct PlanShape {
   int64_t tokens_per_step = 0;
 };
 PlanShape DerivePlanShape(const PlanSpec& plan);
+// " in R pipeline schedules of M" (pipeline_rounds and a round's micro-batches per replica), or ""
+// for one schedule: what every text that counts a step's micro-batches appends.
+std::string RoundsPhrase(const PlanSpec& plan);
 
 // Bytes per element of what data-parallel collectives move: parameters are gathered at the
 // compute width (4 bytes for fp32 plans, else 2), or Fp8ElementBytes under param_gather_dtype

@@ -96,10 +96,9 @@ std::string WhyLost(const RankedPlan& best, const RankedPlan& other) {
   if (what == "compute") {
     text += ComputeReason(best, other);
   } else if (what == "pipeline bubble") {
-    const PlanShape shape = DerivePlanShape(other.plan);
     text += std::to_string(other.plan.mesh.pipeline) + " stages idle " + FormatPercent(o.bubble_s / o.step_time_s) + " of the step with " +
-            std::to_string(shape.num_microbatches) + " micro-batches per replica (" + other.plan.pipeline_schedule +
-            (other.plan.pipeline_rounds > 1 ? ", in " + std::to_string(other.plan.pipeline_rounds) + " schedules of " + std::to_string(shape.round_microbatches) : std::string()) + ")";
+            std::to_string(DerivePlanShape(other.plan).num_microbatches) + " micro-batches per replica" + RoundsPhrase(other.plan) + " (" +
+            other.plan.pipeline_schedule + ")";
   } else {
     text += TraceCollective(what.substr(std::string("exposed ").size()), other);
   }

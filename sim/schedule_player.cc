@@ -122,20 +122,16 @@ PlayedSchedule Play(const strategies::TaskLists::Lists& stage_tasks, int64_t cou
 
 PlayedSchedule PlaySchedule(const strategies::StepProgram& program, const std::vector<double>& seconds, double send_s, bool play_every_microbatch,
                             strategies::TaskLists* task_lists) {
-  const strategies::Schedule& schedule = *program.schedule;
-  const int64_t p = static_cast<int64_t>(program.stages.size());
-  const int64_t v = static_cast<int64_t>(program.stages.front().chunks.size());
   const PipelinePath path = PathOf(program);
   // The input gradient leaves a stage when its whole backward is done, except in zero-bubble
   // schedules, which send it after B and run W later.
-  const int sent_after = schedule.SplitsBackward() ? 1 : 2;
+  const int sent_after = program.schedule->SplitsBackward() ? 1 : 2;
   const SteadyStatePlays plays = PlaysFor(program, play_every_microbatch);
   strategies::TaskLists own_lists;
   strategies::TaskLists& lists = task_lists ? *task_lists : own_lists;
-  auto tasks = [&](int64_t count) -> const strategies::TaskLists::Lists& { return lists.Get(schedule, p, count, strategies::ScheduleRound(program, count), v); };
-  PlayedSchedule played = Play(tasks(plays.scheduled), plays.scheduled, path, seconds, send_s, sent_after);
+  PlayedSchedule played = Play(lists.Get(program, plays.scheduled), plays.scheduled, path, seconds, send_s, sent_after);
   if (plays.extended()) {
-    const PlayedSchedule shorter = Play(tasks(plays.fewer), plays.fewer, path, seconds, send_s, sent_after);
+    const PlayedSchedule shorter = Play(lists.Get(program, plays.fewer), plays.fewer, path, seconds, send_s, sent_after);
     for (size_t s = 0; s < played.clock.size(); ++s) {
       played.clock[s] = plays.Extend(played.clock[s], shorter.clock[s]);
       played.busy[s] = plays.Extend(played.busy[s], shorter.busy[s]);

@@ -53,8 +53,7 @@ class StepEngine {
     BuildPlatform();
     mutex_ = sg4::Mutex::create();
     ports_ = std::make_unique<FlowPorts>(host_, setup_.hosts, mutex_, direct_flows_);
-    const auto& lists = task_lists_.Get(*program_.schedule, static_cast<int64_t>(program_.stages.size()), count_, strategies::ScheduleRound(program_, count_),
-                                        static_cast<int64_t>(program_.stages.front().chunks.size()));
+    const auto& lists = task_lists_.Get(program_, count_);
     tasks_ = &lists;
     // Progress counts layers of tasks, the unit the compute actors advance by.
     for (const ActorSet& set : setup_.sets) {

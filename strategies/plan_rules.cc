@@ -189,7 +189,6 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                              I(per_replica) + " sequences per replica",
                          List(Divisors(per_replica)), ""};
   }
-  const int64_t microbatches = per_replica / p.micro_batch_size;
   if (p.pipeline_rounds > 1 && p.mesh.pipeline == 1) {
     return Infeasibility{"pipeline_rounds",
                          "pipeline_rounds=" + I(p.pipeline_rounds) + " without pipeline parallelism (mesh.pipeline 1): there is no schedule to repeat",
@@ -221,12 +220,9 @@ std::optional<Infeasibility> CheckRounds(const Schedule& schedule, const PlanSpe
                          "a framework's gradient accumulation steps: sequences per replica / (micro-batches per schedule x micro_batch_size)"};
   }
   if (auto bad = schedule.Check(p, layers, shape.round_microbatches)) {
-    // The schedule's rule speaks of a replica's micro-batches; here they are a round's.
-    std::string rule = bad->what;
-    for (size_t at = rule.find(" per replica"); at != std::string::npos; at = rule.find(" per replica", at)) rule.replace(at, 12, " per schedule");
     return Infeasibility{"pipeline_rounds",
                          "pipeline_rounds=" + I(p.pipeline_rounds) + " leaves " + I(shape.round_microbatches) + " of the " + I(shape.num_microbatches) +
-                             " micro-batches per replica to each schedule: " + rule,
+                             " micro-batches per replica to each schedule: " + bad->what,
                          List(RoundsThatFit(schedule, p, layers, shape.num_microbatches)), "fewer rounds"};
   }
   return std::nullopt;

@@ -104,6 +104,8 @@ class TaskLists {
   using Lists = std::vector<std::vector<Task>>;
   // The lists of stages 0 .. stages - 1 (RoundTasks); valid while this object lives.
   const Lists& Get(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t round, int64_t chunks);
+  // The program's lists over its first `count` micro-batches, in its schedule rounds (ScheduleRound).
+  const Lists& Get(const StepProgram& program, int64_t count);
   // Over stage `stage`'s task order, the counts of micro-batches in flight per chunk (stored by
   // an F, released by the chunk's task of phase `release`) that no other point of the walk
   // exceeds on every chunk: the peak of any non-negative weighting of the counts is at one of

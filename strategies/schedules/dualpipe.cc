@@ -41,7 +41,7 @@ class DualPipe final : public Schedule {
     }
     if (p > 1 && (m % 2 != 0 || m < 2 * p)) {
       return Infeasibility{"global_batch_size",
-                           "dualpipe needs an even number of micro-batches per replica, at least 2 x pipeline = " +
+                           "dualpipe needs an even number of micro-batches per schedule, at least 2 x pipeline = " +
                                std::to_string(2 * p) + ", got " + std::to_string(m),
                            "an even count >= " + std::to_string(2 * p),
                            "DualPipe feeds half the micro-batches from each end of the pipeline"};

@@ -52,7 +52,7 @@ class Interleaved final : public Schedule {
       return Infeasibility{
           "global_batch_size",
           "interleaved-1f1b needs the " + std::to_string(microbatches) +
-              " micro-batches per replica to be a multiple of pipeline=" + std::to_string(p),
+              " micro-batches per schedule to be a multiple of pipeline=" + std::to_string(p),
           "micro-batches a multiple of " + std::to_string(p),
           "change global_batch_size or micro_batch_size"};
     }

@@ -72,6 +72,10 @@ const TaskLists::Lists& TaskLists::Get(const Schedule& schedule, int64_t stages,
   return lists_.emplace(key, std::move(lists)).first->second;
 }
 
+const TaskLists::Lists& TaskLists::Get(const StepProgram& program, int64_t count) {
+  return Get(*program.schedule, program.layout.stages, count, ScheduleRound(program, count), program.layout.chunks);
+}
+
 const std::vector<std::vector<int64_t>>& TaskLists::InFlightPeaks(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t chunks,
                                                                   int64_t stage, Phase release) {
   const auto key = std::make_tuple(&schedule, stages, microbatches, chunks, stage, static_cast<int>(release));

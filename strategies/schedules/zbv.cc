@@ -35,7 +35,7 @@ class ZeroBubbleV final : public Schedule {
     if (p > 1 && m < 2 * p) {
       return Infeasibility{"global_batch_size",
                            "zbv needs at least 2 x pipeline = " + std::to_string(2 * p) +
-                               " micro-batches per replica, got " + std::to_string(m),
+                               " micro-batches per schedule, got " + std::to_string(m),
                            "micro-batches >= " + std::to_string(2 * p),
                            "raise global_batch_size or lower micro_batch_size"};
     }
