@@ -200,36 +200,54 @@ def dtype_of(row):
     return "fp8" if p.startswith("fp8") else "bf16"
 
 
-# Expert parallelism of AutoModel's benchmark rows whose table leaves EP blank: ep_size in the
-# configuration each row cites (docs/performance-summary.mdx lists them) at the commit the rows
-# cite (NVIDIA-NeMo/Automodel@36044ad); their "Kernel Optimizations" name DeepEP, an expert-parallel
-# dispatcher.
-AUTOMODEL_EP = {
-    "automodel-h100-gpt_oss_20b-8gpu": ("examples/llm_benchmark/gpt_oss/gptoss_20b_te_deepep.yaml", 8),
-    "automodel-h100-gpt_oss_120b-64gpu": ("examples/llm_benchmark/gpt_oss/gptoss_120b_te_deepep.yaml", 64),
+# The configuration behind each AutoModel row: the benchmark file the page links (or the one beside
+# it for the Nemotron V3 Super / Nano and 1,024-GPU DeepSeek-V3 rows), at the first commit of
+# NVIDIA-NeMo/Automodel where it carries the batch and parallelism the row publishes. The October
+# 2025 rows (docs/performance-summary.md, 89e3a9fd, unchanged since) match the files of 2c236e08
+# (2025-10-08: gpt-oss 120B's GBS 512, PP 1, EP 64 and the 1,024-GPU DeepSeek-V3 file first appear
+# there); Qwen3-30B's row and file both moved to GBS 512 in 8d9bfb90; later rows the files of the
+# commit that published them. The files have moved on since (gpt-oss 20B stopped checkpointing on
+# 2025-11-17, f51c8eac; the 1,024-GPU DeepSeek-V3 file in 2026): the source's commit (36044ad3)
+# is not the runs' configuration.
+AUTOMODEL_CONFIG = {  # row id -> (commit, path)
+    "automodel-h100-deepseek_v3-1024gpu": ("2c236e08", "examples/benchmark/configs/deepseek_v3_te_deepep_1024.yaml"),
+    "automodel-h100-deepseek_v3-256gpu": ("2c236e08", "examples/benchmark/configs/deepseek_v3_te_deepep.yaml"),
+    "automodel-h100-kimi_k2-256gpu": ("2c236e08", "examples/benchmark/configs/kimi_k2_te_deepep.yaml"),
+    "automodel-h100-qwen3_30b_a3b-8gpu": ("8d9bfb90", "examples/benchmark/configs/qwen3_moe_30b_te_deepep.yaml"),
+    "automodel-h100-gpt_oss_20b-8gpu": ("2c236e08", "examples/benchmark/configs/gptoss_20b_te_deepep.yaml"),
+    "automodel-h100-gpt_oss_120b-64gpu": ("2c236e08", "examples/benchmark/configs/gptoss_120b_te_deepep.yaml"),
+    "automodel-h100-nemotron_3_nano-8gpu": ("bb0c0bfb", "examples/benchmark/configs/nemotron_nano_v3_te_deepep.yaml"),
+    "automodel-h100-nemotron_3_super-64gpu": ("c0e4fe1b", "examples/benchmark/configs/nemotron_super_v3_te_deepep.yaml"),
+    "automodel-h100-nemotron_3_ultra-128gpu": ("cb976544", "examples/llm_benchmark/nemotron/nemotron_ultra_v3_te_deepep.yaml"),
+    "automodel-h100-llama31_70b-64gpu": ("2013a4dd", "examples/llm_pretrain/custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml"),
 }
 
-# Activation checkpointing of AutoModel's rows, which the table does not publish: `distributed.
-# activation_checkpointing` in each row's benchmark configuration (examples/llm_benchmark/ at
-# NVIDIA-NeMo/Automodel@36044ad, the rows' commit; the page links one per model, the Nemotron V3
-# Super / Nano and the 1,024-GPU DeepSeek-V3 rows have their own files there): true, false, or
-# None where unset, which means false (components/distributed/config.py). `true` checkpoints whole decoder blocks, keeping only
-# the router's projection and top-k (components/moe/parallelizer.py apply_ac), or each block's
-# attention and MLP for dense models: full recomputation. The configurations' batch sizes have
-# moved from the table's; their checkpointing is what lets the rows fit: without it six of them
-# would need 100-375 GiB per 80 GiB H100 (bf16 weights and Adam state, master_weights below).
-AC_WORDS = {True: "true", False: "false", None: "unset"}
+# Expert parallelism of AutoModel's rows whose table leaves EP blank: `ep_size` in the row's
+# configuration; their "Kernel Optimizations" name DeepEP, an expert-parallel dispatcher.
+AUTOMODEL_EP = {
+    "automodel-h100-gpt_oss_20b-8gpu": 8,
+    "automodel-h100-gpt_oss_120b-64gpu": 64,
+}
+
+# Activation checkpointing of AutoModel's rows, which the table does not publish:
+# `activation_checkpointing` in the row's configuration (above): true or false (unset means false,
+# components/distributed/config.py). `true` checkpoints whole decoder blocks, keeping only the
+# router's projection and top-k (components/moe/parallelizer.py apply_ac), or each block's attention
+# and MLP for dense models: full recomputation. Every row's configuration sets it but gpt-oss 120B's;
+# without it the runs would need 100-375 GiB per 80 GiB H100 (bf16 weights and Adam state,
+# master_weights below).
+AC_WORDS = {True: "true", False: "false"}
 AUTOMODEL_AC = {
-    "automodel-h100-nemotron_3_super-64gpu": ("nemotron/nemotron_super_v3_te_deepep.yaml", True),
-    "automodel-h100-nemotron_3_nano-8gpu": ("nemotron/nemotron_nano_v3_te_deepep.yaml", True),
-    "automodel-h100-nemotron_3_ultra-128gpu": ("nemotron/nemotron_ultra_v3_te_deepep.yaml", True),
-    "automodel-h100-deepseek_v3-1024gpu": ("deepseek/deepseek_v3_te_deepep_1024.yaml", None),
-    "automodel-h100-deepseek_v3-256gpu": ("deepseek/deepseek_v3_te_deepep.yaml", True),
-    "automodel-h100-kimi_k2-256gpu": ("kimi/kimi_k2_te_deepep.yaml", True),
-    "automodel-h100-qwen3_30b_a3b-8gpu": ("qwen/qwen3_moe_30b_te_deepep.yaml", True),
-    "automodel-h100-gpt_oss_20b-8gpu": ("gpt_oss/gptoss_20b_te_deepep.yaml", None),
-    "automodel-h100-gpt_oss_120b-64gpu": ("gpt_oss/gptoss_120b_te_deepep.yaml", False),
-    "automodel-h100-llama31_70b-64gpu": ("llama3_3/custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml", True),
+    "automodel-h100-nemotron_3_super-64gpu": True,
+    "automodel-h100-nemotron_3_nano-8gpu": True,
+    "automodel-h100-nemotron_3_ultra-128gpu": True,
+    "automodel-h100-deepseek_v3-1024gpu": True,
+    "automodel-h100-deepseek_v3-256gpu": True,
+    "automodel-h100-kimi_k2-256gpu": True,
+    "automodel-h100-qwen3_30b_a3b-8gpu": True,
+    "automodel-h100-gpt_oss_20b-8gpu": True,
+    "automodel-h100-gpt_oss_120b-64gpu": False,
+    "automodel-h100-llama31_70b-64gpu": True,
 }
 
 # Megatron-core's tensor-parallel communication overlap (Transformer Engine's userbuffers) in the
@@ -372,17 +390,19 @@ def plan_of(row, assumed):
     elif fam == "nemo_automodel":
         fsdp = par.get("fsdp_published") or dp
         if par.get("ep") is None and row["id"] in AUTOMODEL_EP:
-            yaml, ep = AUTOMODEL_EP[row["id"]]
-            assumed.append(f"expert parallelism {ep}: ep_size in {yaml} at the source's commit (the table leaves EP blank)")
+            ep = AUTOMODEL_EP[row["id"]]
+            commit, yaml = AUTOMODEL_CONFIG[row["id"]]
+            assumed.append(f"expert parallelism {ep}: ep_size in {yaml} at NVIDIA-NeMo/Automodel@{commit}, the row's configuration (the table leaves EP blank)")
         if ep > 1:
             assumed.append(f"expert parallelism {ep} laid over the FSDP ranks: mesh fsdp {fsdp // ep} x expert {ep} (its FSDP2 shards the dense weights over all of these ranks: the expert axis is one of their ZeRO-3 replica axes)")
         mesh.update(fsdp=fsdp // ep, expert=ep, data=dp // fsdp)
         plan["zero_stage"] = 3
         if row["training"]["recompute"] is None and row["id"] in AUTOMODEL_AC:
-            yaml, ac = AUTOMODEL_AC[row["id"]]
+            ac = AUTOMODEL_AC[row["id"]]
+            commit, yaml = AUTOMODEL_CONFIG[row["id"]]
             plan["recompute"] = "full" if ac else "none"
             assumed.append(f"recompute {plan['recompute']}: activation_checkpointing {AC_WORDS[ac]} in "
-                           f"examples/llm_benchmark/{yaml} at the source's commit (not published in the table)")
+                           f"{yaml} at NVIDIA-NeMo/Automodel@{commit}, the row's configuration (not published in the table)")
         else:
             plan["recompute"] = recompute_of(row["training"]["recompute"], assumed, "none", fam)
         # NeMoAutoModelForCausalLM.from_config makes the model in torch_dtype, "auto" meaning

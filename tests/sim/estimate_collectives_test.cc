@@ -1,5 +1,6 @@
 // The estimate's per-collective costs (StepReport::collectives) are the breakdown's exposed
 // communication op by op: summed per stream and collective they give exposed_comm_s exactly.
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -173,7 +174,12 @@ TEST(EstimateCollectivesTest, ContextAllGatherHidesUnderTheLocalBlock) {
   }
   EXPECT_EQ(gathers, 3);
   const SimReport simulated = Simulate(costed.program, cluster, costed.graph, costed.collectives, SimulateOptions{});
-  EXPECT_NEAR(simulated.step.step_time_s / simulated.estimate.step_time_s, 1.0, 0.02);
+  // The engines differ by what contention adds (the simulation's context gathers and all-reduces
+  // share links), not by where the gathers hide.
+  double contended_s = 0;
+  for (const Contention& c : simulated.contention) contended_s += c.simulated_s - c.uncontended_s;
+  EXPECT_LE(std::abs(simulated.step.step_time_s - simulated.estimate.step_time_s), contended_s + 0.005 * simulated.estimate.step_time_s);
+  EXPECT_NEAR(simulated.step.step_time_s / simulated.estimate.step_time_s, 1.0, 0.05);
   EXPECT_EQ(ExposedLabel(simulated.estimate, "context all-gather"), "context K/V all-gather");  // not a parameter gather
 }
 
