@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
 #include "cli/plan_output.h"
+#include "cli/plan_text.h"
 #include "cli/sim_limits.h"
 #include "core/error.h"
 #include "core/run_cost.h"
@@ -74,7 +75,8 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   if (!model.moe) {
     const PlanSpec& fixed = f.constraints.values;
     for (const auto& [field, value, inert] : {std::tuple{"ep_dispatcher", fixed.ep_dispatcher, std::string("alltoall")},
-                                              std::tuple{"ep_dispatch_dtype", fixed.ep_dispatch_dtype, std::string("bf16")}}) {
+                                              std::tuple{"ep_dispatch_dtype", fixed.ep_dispatch_dtype, std::string("bf16")},
+                                              std::tuple{"expert_routing", fixed.expert_routing, std::string("uniform")}}) {
       if (f.constraints.Fixes(field) && value != inert) {
         throw InputError(PlanSource(o.plan, o.overrides) + ":/" + field, std::string(field) + " " + value + " moves tokens to experts, which '" + model.name + "' has none of",
                          inert, std::string("drop ") + field + " for a dense model");
@@ -125,6 +127,17 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
     throw InputError("--framework " + std::string(planner::FrameworkName(*f.framework)),
                      "runs none of the " + std::to_string(f.result.unsupported) + " plans that split this batch over the devices and keep the fixed fields: " + reasons,
                      "", "search without --framework, or change the constraints, device count or batch");
+  }
+  // Not memory either: the plan rules refused every plan the memory bound let through, most
+  // often for a field the user fixed. That field is the input to change.
+  if (f.result.best.empty() && f.result.evaluated == 0 && f.result.unsupported == 0) {
+    for (const planner::SearchResult::Refusal& r : f.result.rule_refusals) {
+      if (!f.constraints.Fixes(r.field)) continue;
+      throw InputError(PlanSource(o.plan, o.overrides) + ":/" + r.field,
+                       "no plan on " + cluster.name + " keeps it: the plan rules refused all " + std::to_string(r.plans) + " plans that fit the memory bound with it" +
+                           (r.plans == f.result.pruned ? "" : " (and others for other fields)") + "; e.g. " + MeshText(r.example) + ": " + r.why.what,
+                       r.why.valid, r.why.hint.empty() ? "change or drop the fixed " + r.field : r.why.hint);
+    }
   }
   // With every mesh axis fixed no other size keeps the mesh: no larger size is searched.
   bool mesh_fixed = true;

@@ -111,7 +111,13 @@ struct Worker {
   std::vector<Miss> misses;
   int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0, over_limit = 0, unsupported = 0;
   std::map<std::string, int64_t> gaps;  // why the framework could not run a plan -> how often
+  std::map<std::string, SearchResult::Refusal> refusals;  // by field: the plan rules' refusals
 };
+
+void Refused(Worker& w, const PlanSpec& plan, const Infeasibility& why) {
+  SearchResult::Refusal& r = w.refusals[why.field];
+  if (r.plans++ == 0) r.field = why.field, r.example = plan, r.why = why;
+}
 
 void Keep(Worker& w, RankedPlan plan, size_t top) {
   AddToFrontier(w.pareto, plan);
@@ -344,8 +350,9 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             // over the host memory (offloaded activations), -1 not evaluated (refused by a rule,
             // a constraint or the framework, or offloading without a host link).
             auto evaluate = [&](PlanSpec candidate) -> int {
-              if (strategies::CheckPlan(candidate, m, DeviceCount(c), c.name) || !fixed.Allows(candidate) ||
-                  (candidate.offload_layers > 0 && HostCopyBytesPerS(c) <= 0)) {
+              const std::optional<Infeasibility> refused = strategies::CheckPlan(candidate, m, DeviceCount(c), c.name);
+              if (refused) Refused(w, candidate, *refused);
+              if (refused || !fixed.Allows(candidate) || (candidate.offload_layers > 0 && HostCopyBytesPerS(c) <= 0)) {
                 ++w.pruned;
                 return -1;
               }
@@ -541,7 +548,13 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   result.layouts = static_cast<int64_t>(reorders.size());
   result.max_memory_bytes = o.max_memory_bytes;
   std::map<std::string, int64_t> gap_counts;
+  std::map<std::string, SearchResult::Refusal> refusals;
   for (Worker& w : workers) {
+    for (auto& [field, r] : w.refusals) {
+      SearchResult::Refusal& all = refusals[field];
+      if (all.plans == 0) all = r;  // workers in job order: the first refused plan stays the example
+      else all.plans += r.plans;
+    }
     result.candidates += w.candidates;
     result.pruned += w.pruned;
     result.dominated += w.dominated;
@@ -553,6 +566,8 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));
   }
   for (const auto& [gap, count] : gap_counts) result.framework_gaps.push_back({gap, count});
+  for (auto& [field, r] : refusals) result.rule_refusals.push_back(std::move(r));
+  std::stable_sort(result.rule_refusals.begin(), result.rule_refusals.end(), [](const auto& a, const auto& b) { return a.plans > b.plans; });
   std::sort(result.framework_gaps.begin(), result.framework_gaps.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   if (result.framework_gaps.size() > 3) result.framework_gaps.resize(3);
   std::vector<RankedPlan> all = ranked();

@@ -74,6 +74,15 @@ struct SearchResult {
   int64_t over_limit = 0;               // of those, over the memory limit (near misses: time not estimated)
   int64_t unsupported = 0;              // dropped unestimated: the framework cannot run them
   std::vector<std::pair<std::string, int64_t>> framework_gaps;  // the commonest reasons, with counts
+  // The plan rules' refusals (strategies::CheckPlan) by field, commonest first: how many plans,
+  // and the first refused plan with its reason.
+  struct Refusal {
+    std::string field;
+    int64_t plans = 0;
+    PlanSpec example;
+    Infeasibility why;
+  };
+  std::vector<Refusal> rule_refusals;
   double max_memory_bytes = 0;          // the memory limit a plan had to fit
   double wall_s = 0;
 };

@@ -174,6 +174,21 @@ TEST_F(CliPlanTest, NothingFitsSaysSoAndHowManyDevices) {
   for (const json& miss : out["nearest_misses"]) EXPECT_GT(miss["needed_bytes_per_device"].get<double>(), out["max_memory_bytes_per_device"].get<double>());
 }
 
+// Fixed fields that no plan rule admits on this cluster: one line naming the field and the rule
+// (exit 2), not "nothing fits in memory"; the memory misses stay for plans the rules admit.
+TEST_F(CliPlanTest, FixedFieldsNoRuleAdmitsNameTheField) {
+  const CliResult r = RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "1M", "--seq-len", "4096",
+                                   "--set", "micro_batch_size=3"});
+  EXPECT_TRUE(IsInputError(r, {"/micro_batch_size", "no plan on dgx-h100:8 keeps it", "must divide", "valid:"}));
+  const CliResult rounds = RunShardsim({"plan", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--global-batch-tokens", "4M", "--seq-len",
+                                        "8192", "--set", "pipeline_rounds=3"});
+  EXPECT_TRUE(IsInputError(rounds, {"/pipeline_rounds"}));
+  // A memory shortfall is still one: the rules admit the plans, memory refuses them.
+  EXPECT_EQ(RunShardsim({"plan", "--model", "llama3-405b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "4M", "--seq-len", "8192", "--set",
+                         "micro_batch_size=1"}).exit_code,
+            3);
+}
+
 // The demo's text fits 120 columns; --wide may not, and spells the layout out.
 TEST_F(CliPlanTest, TextFitsOneHundredTwentyColumns) {
   const std::vector<std::string> demo = {"plan", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--global-batch-tokens", "4M", "--seq-len", "8192",
