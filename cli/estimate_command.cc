@@ -59,7 +59,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   // regular mesh's groups have the same layout).
   std::optional<sim::NetworkRows> rows;
   if (DeduplicatesDispatch(plan)) {
-    rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{LogicalMesh(plan.mesh, plan.mesh_order).Group(0, ExpertAxes(plan))}, DispatchRouting(model));
+    rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{LogicalMesh(plan.mesh, plan.mesh_order).Group(0, ExpertAxes(plan))}, DispatchRouting(model, plan));
   }
   if (o.json) {
     nlohmann::json report = ReportJson(model, cluster, plan, r);
@@ -152,9 +152,11 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   if (rows) {
     const MoeSpec& moe = *model.moe;
-    const std::string routing = "top-" + std::to_string(moe.top_k) + " of " + std::to_string(moe.num_experts) + " experts" +
-                                (moe.groups > 1 ? ", within " + std::to_string(moe.group_top_k) + " of " + std::to_string(moe.groups) + " groups" : std::string()) +
-                                ", balanced routing";
+    const std::string routing =
+        "top-" + std::to_string(moe.top_k) + " of " + std::to_string(moe.num_experts) + " experts" +
+        (plan.expert_routing == "round-robin"
+             ? ", round-robin routing: token t to experts t x " + std::to_string(moe.top_k) + " onwards (expert_routing)"
+             : (moe.groups > 1 ? ", within " + std::to_string(moe.group_top_k) + " of " + std::to_string(moe.groups) + " groups" : std::string()) + ", balanced routing");
     out << "  experts     each token sent once per destination node and device (ep_dispatcher deepep): ";
     if (rows->nodes > 1) {
       out << FormatFixed(rows->deduplicated, 2) << " rows per token leave its node over the network, against " << FormatFixed(rows->copies, 2)

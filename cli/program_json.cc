@@ -20,7 +20,8 @@ json OpJson(const strategies::Op& op) {
     j["overlapped"] = op.overlapped;
     if (op.comm_units > 0) j["comm_units"] = op.comm_units;
     if (op.routing.deduplicated()) {
-      j["routing"] = {{"experts", op.routing.experts}, {"top_k", op.routing.top_k}, {"groups", op.routing.groups}, {"group_top_k", op.routing.group_top_k}};
+      j["routing"] = {{"experts", op.routing.experts}, {"top_k", op.routing.top_k}, {"groups", op.routing.groups}, {"group_top_k", op.routing.group_top_k},
+                      {"round_robin", op.routing.round_robin}};
     }
   } else {
     j["kind"] = strategies::ToString(op.kind);

@@ -119,6 +119,11 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     notes.push_back("ep_dispatcher set to alltoall (was deepep): the runtime's MPI all-to-alls send every routed copy, as the prediction then does");
     plan = LoadPlan(o.plan, overrides);
   }
+  if (plan.expert_routing == "round-robin") {
+    overrides.push_back("expert_routing=null");
+    notes.push_back("expert_routing dropped (was round-robin): the runtime's router picks each token's top-k by score (every routed copy sent, the same rows)");
+    plan = LoadPlan(o.plan, overrides);
+  }
   if (!plan.attention_kernel.empty() && plan.attention_kernel != "flash") {
     overrides.push_back("attention_kernel=null");
     notes.push_back("attention_kernel dropped (was " + plan.attention_kernel + "): the runtime runs its own blockwise attention, costed at the calibrated rate");

@@ -21,8 +21,11 @@ std::string ToString(CollectiveOp op);
 // order, over the group's members; `top_k` of them per token, from its best `group_top_k` of
 // `groups` equal groups (0: no group limit). Empty (experts 0): every routed copy travels on its
 // own, evenly to every member.
+// `round_robin`: instead, token t of a sequence picks experts t·top_k ... t·top_k + top_k - 1
+// (mod experts), the group limit aside (PlanSpec::expert_routing round-robin).
 struct TokenRouting {
   int64_t experts = 0, top_k = 0, groups = 0, group_top_k = 0;
+  bool round_robin = false;
   bool deduplicated() const { return experts > 0; }
   auto operator<=>(const TokenRouting&) const = default;
 };

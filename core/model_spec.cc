@@ -197,11 +197,6 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   return f;
 }
 
-TokenRouting DispatchRouting(const ModelSpec& m) {
-  if (!m.moe) return {};
-  return TokenRouting{m.moe->num_experts, m.moe->top_k, m.moe->groups, m.moe->group_top_k};
-}
-
 double MambaScanFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   if (!m.mamba) return 0;
   const MambaSpec& s = *m.mamba;

@@ -210,9 +210,6 @@ struct FlopsPerToken {
   double causal_training() const { return 3 * (matmul + causal_attention + scan); }
 };
 FlopsPerToken ForwardFlopsPerToken(const ModelSpec& model, int64_t seq_len);
-// What a deduplicating dispatcher's all-to-alls need of the model's routing (its experts, top_k
-// and group limit): the one place the MoE spec becomes a TokenRouting.
-TokenRouting DispatchRouting(const ModelSpec& model);
 // One Mamba-2 mixer's scan FLOPs per token over sequences of `seq_len`, forward (0 without a
 // mamba spec): its chunks hold min(chunk_size, seq_len) tokens.
 double MambaScanFlopsPerToken(const ModelSpec& model, int64_t seq_len);

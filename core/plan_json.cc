@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "saved_input_dtype", "param_gather_dtype", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "param_gather_dtype", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "framework"};
 }
 
@@ -59,6 +59,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.fp8_recipe.empty()) j["fp8_recipe"] = p.fp8_recipe;
   if (!p.ep_dispatch_dtype.empty()) j["ep_dispatch_dtype"] = p.ep_dispatch_dtype;
   if (!p.ep_dispatcher.empty()) j["ep_dispatcher"] = p.ep_dispatcher;
+  if (!p.expert_routing.empty()) j["expert_routing"] = p.expert_routing;
   if (!p.saved_input_dtype.empty()) j["saved_input_dtype"] = p.saved_input_dtype;
   if (!p.param_gather_dtype.empty()) j["param_gather_dtype"] = p.param_gather_dtype;
   if (!p.tensor_gather_dtype.empty()) j["tensor_gather_dtype"] = p.tensor_gather_dtype;
@@ -119,6 +120,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     }
   }
   if (r.Has("ep_dispatcher")) p.ep_dispatcher = r.EnumOr("ep_dispatcher", "alltoall", PlanFieldChoices("ep_dispatcher"));
+  if (r.Has("expert_routing")) p.expert_routing = r.EnumOr("expert_routing", "uniform", PlanFieldChoices("expert_routing"));
   if (r.Has("saved_input_dtype")) {
     p.saved_input_dtype = r.EnumOr("saved_input_dtype", "bf16", PlanFieldChoices("saved_input_dtype"));
     if (p.saved_input_dtype == "fp8" && p.dtype != "fp8") {
@@ -215,6 +217,7 @@ std::vector<std::string> PlanFieldChoices(const std::string& key) {
   if (key == "fp8_recipe") return Fp8RecipeNames();
   if (key == "ep_dispatch_dtype") return EpDispatchDtypeNames();
   if (key == "ep_dispatcher") return EpDispatcherNames();
+  if (key == "expert_routing") return ExpertRoutingNames();
   if (key == "saved_input_dtype") return SavedInputDtypeNames();
   if (key == "param_gather_dtype") return ParamGatherDtypeNames();
   if (key == "tensor_gather_dtype") return TensorGatherDtypeNames();

@@ -294,6 +294,16 @@ const std::vector<std::string>& EpDispatcherNames() {
   return kNames;
 }
 
+const std::vector<std::string>& ExpertRoutingNames() {
+  static const std::vector<std::string> kNames = {"uniform", "round-robin"};
+  return kNames;
+}
+
+TokenRouting DispatchRouting(const ModelSpec& m, const PlanSpec& p) {
+  if (!m.moe) return {};
+  return TokenRouting{m.moe->num_experts, m.moe->top_k, m.moe->groups, m.moe->group_top_k, p.expert_routing == "round-robin"};
+}
+
 std::string Fp8RecipeOf(const PlanSpec& p) {
   if (p.dtype != "fp8") return "";
   return p.fp8_recipe.empty() ? "tensorwise" : p.fp8_recipe;

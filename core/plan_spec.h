@@ -129,6 +129,14 @@ struct PlanSpec {
   // Megatron-core's flex dispatcher, torchtitan's deepep backend). Empty: alltoall. See
   // DeduplicatesDispatch and sim/routed_all_to_all.h.
   std::string ep_dispatcher;
+  // Which experts the router picks, as far as the expert all-to-alls care: "uniform" (a balanced
+  // router's expectation: a token's top_k experts a uniform draw, within the model's group limit)
+  // or "round-robin" (token t's experts t·k ... t·k + k - 1 mod E, whatever the scores: the
+  // benchmarking routers NeMo AutoModel's FakeBalancedGate and torchtitan's
+  // debug.moe_force_load_balance, which keep a token's experts on one or two neighbouring GPUs).
+  // Only a deduplicating dispatcher (ep_dispatcher deepep) sends fewer rows for it. Empty: uniform.
+  // See DispatchRouting.
+  std::string expert_routing;
   // How an fp8 plan stores the inputs its FP8 products keep for their backward: "fp8" (quantised
   // with the recipe's scales, as Transformer Engine's modules do: the QKV and MLP inputs after
   // their norms, one copy per product reading them, the MLP's and the experts' down-projection
@@ -351,6 +359,12 @@ bool DeduplicatesDispatch(const PlanSpec& plan);
 int64_t DispatchKernelUnits(const PlanSpec& plan);
 // ep_dispatcher's values: "alltoall", "deepep".
 const std::vector<std::string>& EpDispatcherNames();
+// expert_routing's values: "uniform", "round-robin".
+const std::vector<std::string>& ExpertRoutingNames();
+// What a deduplicating dispatcher's all-to-alls need of the model's routing (its experts, top_k
+// and group limit) under the plan's expert_routing: the one place the MoE spec becomes a
+// TokenRouting. Empty for a dense model.
+TokenRouting DispatchRouting(const ModelSpec& model, const PlanSpec& plan);
 // Bytes per element of an input an FP8 product keeps for its backward, rows of `row_width`
 // elements: Fp8ElementBytes under saved_input_dtype fp8 (an fp8 plan), else the activations' width.
 double SavedInputBytes(const PlanSpec& plan, int64_t row_width);

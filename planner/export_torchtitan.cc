@@ -15,6 +15,7 @@ constexpr char kConverters[] = "launch.model_converters";
 constexpr char kCommBackend[] = "launch.moe_comm_backend";  // model_registry's argument
 constexpr char kAttnBackend[] = "launch.attn_backend";      // model_registry's argument
 constexpr char kParts[] = "parallelism.module_fqns_per_model_part";
+constexpr char kRoundRobin[] = "debug.moe_force_load_balance";
 
 std::string I(int64_t v) { return std::to_string(v); }
 std::string Py(bool v) { return v ? "True" : "False"; }
@@ -122,6 +123,8 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   if (p.dtype == "fp8") add(kConverters, p.fp8_recipe == "mxfp8" ? "[MXFP8LinearConverter.Config()]" : "[Float8LinearConverter.Config()]");
   // models/common/config_utils.py make_token_dispatcher_config: "deepep" (DeepEPTokenDispatcher).
   if (DeduplicatesDispatch(p)) add(kCommBackend, Quoted("deepep"));
+  // config/configs.py DebugConfig.moe_force_load_balance (FrameworkFacts::round_robin_setting).
+  if (m.moe && p.expert_routing == "round-robin") add(kRoundRobin, "True");
   // models/common/config_utils.py get_attention_config: "flex" (FlexAttention); SDPA otherwise.
   if (AttentionKernelOf(p) == "flex") add(kAttnBackend, Quoted("flex"));
   return s;
@@ -189,6 +192,7 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
       r.Fail(kCommBackend, "'" + backend + "' is not modelled: shardsim models \"standard\" (every routed copy) and \"deepep\"");
     }
   }
+  if (r.Bool(kRoundRobin, false)) p.expert_routing = "round-robin";
   if (r.Has(kAttnBackend)) {
     const std::string backend = r.Text(kAttnBackend);
     if (backend == "flex") {

@@ -111,6 +111,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // transformer_config.py: moe_token_dispatcher_type 'flex' with moe_flex_dispatcher_backend
         // 'deepep' (its default; moe_enable_deepep is the deprecated spelling).
         .deepep_setting = "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep",
+        // --moe-router-force-load-balancing draws random logits (transformer/moe/router.py
+        // apply_random_logits), routed as scores are: uniform routing, not round-robin.
+        .round_robin_setting = "",
         .mamba_layers = true,  // pretrain_mamba.py: --hybrid-layer-pattern (core/ssm/mamba_block.py)
         .moe_latent = true,    // --moe-latent-size (transformer/moe/moe_layer.py fc1_latent_proj)
         // core/parallel_state.py: the expert grid (expert tensor x expert x expert data, order
@@ -223,6 +226,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // models/*/__init__.py model_registry(flavor, moe_comm_backend="deepep"):
         // models/common/token_dispatcher.py DeepEPTokenDispatcher.
         .deepep_setting = "model_registry(..., moe_comm_backend=\"deepep\")",
+        // config/configs.py DebugConfig.moe_force_load_balance: models/common/moe.py
+        // _debug_force_load_balance_routing, arange(tokens x k) % experts.
+        .round_robin_setting = "config.debug.moe_force_load_balance = True",
         .mamba_layers = false,  // its models (llama3, qwen3, deepseek_v3, ...) have no state-space layers
         .moe_latent = false,
         .moe_folding = false,
@@ -338,6 +344,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_param_gather = false,  // weights sharded and gathered in their own dtype
         .fp8_tensor_gather = false,  // in_qdq: XLA's collectives move the compute dtype
         .deepep_setting = "",       // XLA's all-to-all (or ragged all-to-all) sends every routed copy
+        .round_robin_setting = "",  // its routers follow their scores
         .mamba_layers = false,  // decoder blocks of attention and MLPs
         .moe_latent = false,
         .moe_folding = false,
@@ -424,6 +431,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_param_gather = false,
         .fp8_tensor_gather = false,  // no fp8 training
         .deepep_setting = "",  // DeepSpeed-MoE's all-to-all sends every routed copy
+        .round_robin_setting = "",  // its gates follow their scores
         .mamba_layers = false,
         .moe_latent = false,
         .moe_folding = false,

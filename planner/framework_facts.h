@@ -146,6 +146,9 @@ struct FrameworkFacts {
   // The setting that sends each token once per destination node and GPU (PlanSpec::ep_dispatcher
   // deepep); "" where its expert all-to-alls send every routed copy.
   std::string_view deepep_setting;
+  // The setting that routes token t to experts t·k ... t·k + k - 1 whatever the scores
+  // (PlanSpec::expert_routing round-robin); "" where its routers follow their scores.
+  std::string_view round_robin_setting;
   // Whether it trains hybrid models with Mamba-2 mixers (ModelSpec::hybrid_pattern), and routed
   // experts in a latent width (MoeSpec::latent_size).
   bool mamba_layers, moe_latent;

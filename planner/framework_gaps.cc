@@ -117,6 +117,9 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
   } else if (DeduplicatesDispatch(p) && p.ep_dispatch_dtype == "fp8") {
     gaps.push_back({"/ep_dispatch_dtype", "fp8 expert dispatch with ep_dispatcher deepep: " + std::string(f.name) + " quantises the dispatch on another dispatcher only"});
   }
+  if (p.expert_routing == "round-robin" && f.round_robin_setting.empty()) {
+    gaps.push_back({"/expert_routing", "round-robin expert routing (expert_routing): " + std::string(f.name) + "'s routers follow their scores"});
+  }
   if (p.dtype == "fp8" && !p.saved_input_dtype.empty() && !f.saved_input_dtype.empty() && p.saved_input_dtype != f.saved_input_dtype) {
     gaps.push_back({"/saved_input_dtype", "saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
                    std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits")});

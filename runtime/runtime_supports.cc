@@ -43,6 +43,9 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::stri
   if (p.ep_dispatcher == "deepep") {
     refuse("plan:/ep_dispatcher", "a deduplicating expert dispatcher (DeepEP)", "alltoall (its MPI all-to-alls send every routed copy)");
   }
+  if (p.expert_routing == "round-robin") {
+    refuse("plan:/expert_routing", "round-robin expert routing", "uniform (its router picks each token's top-k by score)");
+  }
   if (!p.expert_axes.empty() && p.expert_axes != std::vector<std::string>{"expert"}) {
     refuse("plan:/expert_axes", "experts folded over " + JoinNames(p.expert_axes) + " (MoE parallel folding)",
            "expert_axes unset or [\"expert\"] (the runtime splits experts over its expert axis)");

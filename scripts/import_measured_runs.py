@@ -229,6 +229,16 @@ AUTOMODEL_EP = {
     "automodel-h100-gpt_oss_120b-64gpu": 64,
 }
 
+# AutoModel's MoE rows route with the benchmark gate: `fake_balanced_gate: true` in each row's
+# configuration (above), components/moe/layers.py FakeBalancedGate (its noise 0 by default):
+# token t's experts are arange(tokens x k) % E, t·k ... t·k + k - 1, whatever the scores or the
+# model's group limit (expert_routing round-robin).
+AUTOMODEL_FAKE_GATE = {
+    "automodel-h100-nemotron_3_super-64gpu", "automodel-h100-nemotron_3_nano-8gpu", "automodel-h100-nemotron_3_ultra-128gpu",
+    "automodel-h100-deepseek_v3-1024gpu", "automodel-h100-deepseek_v3-256gpu", "automodel-h100-kimi_k2-256gpu",
+    "automodel-h100-qwen3_30b_a3b-8gpu", "automodel-h100-gpt_oss_20b-8gpu", "automodel-h100-gpt_oss_120b-64gpu",
+}
+
 # Activation checkpointing of AutoModel's rows, which the table does not publish:
 # `activation_checkpointing` in the row's configuration (above): true or false (unset means false,
 # components/distributed/config.py). `true` checkpoints whole decoder blocks, keeping only the
@@ -419,8 +429,12 @@ def plan_of(row, assumed):
         if ep > 1 and "deepep" in (row["training"].get("kernel_optimizations") or "").lower():
             # DeepEP's normal kernels: each token once per destination node and GPU.
             plan["ep_dispatcher"] = "deepep"
-            assumed.append("DeepEP dispatch (the row's kernel optimizations): each token sent once per destination node and GPU, "
-                           "routed evenly (the page's fake balanced gate) with no group limit")
+            assumed.append("DeepEP dispatch (the row's kernel optimizations): each token sent once per destination node and GPU")
+        if row["id"] in AUTOMODEL_FAKE_GATE:
+            commit, yaml = AUTOMODEL_CONFIG[row["id"]]
+            plan["expert_routing"] = "round-robin"
+            assumed.append(f"expert_routing round-robin: fake_balanced_gate true in {yaml} at NVIDIA-NeMo/Automodel@{commit} "
+                           "(components/moe/layers.py FakeBalancedGate: token t to experts t·k ... t·k + k - 1 mod E)")
         # The table's GA under pipeline parallelism: recipes/llm/train_ft.py calls the schedule's
         # step() once per accumulation step over LBS sequences; its MoE models reduce gradients
         # once, after the last (components/moe/fsdp_mixin.py: get_is_optim_step).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -24,7 +25,21 @@ double LogChoose(int64_t n, int64_t r) {
 }  // namespace
 
 double MissProbability(const TokenRouting& r, const std::vector<int64_t>& experts) {
-  SHARDSIM_CHECK(r.experts > 0 && r.top_k > 0, "routing without experts");
+  SHARDSIM_CHECK(r.experts > 0 && r.top_k > 0 && r.top_k <= r.experts, "routing without experts");
+  if (r.round_robin) {
+    // Token t's experts start at t·k mod E: over E / gcd(k, E) tokens the starts run through the
+    // multiples of gcd(k, E) once each, so the share of those windows that avoid `experts`.
+    const int64_t step = std::gcd(r.top_k, r.experts), starts = r.experts / step;
+    std::vector<char> held(static_cast<size_t>(r.experts), 0);
+    for (int64_t e : experts) held[static_cast<size_t>(e)] = 1;
+    int64_t misses = 0;
+    for (int64_t s = 0; s < starts; ++s) {
+      bool hit = false;
+      for (int64_t j = 0; j < r.top_k && !hit; ++j) hit = held[static_cast<size_t>((s * step + j) % r.experts)] != 0;
+      misses += hit ? 0 : 1;
+    }
+    return static_cast<double>(misses) / static_cast<double>(starts);
+  }
   const bool limited = r.groups > 1;
   const int64_t groups = limited ? r.groups : 1, chosen = limited ? r.group_top_k : 1;
   const int64_t per_group = r.experts / groups, pool = chosen * per_group;

@@ -49,7 +49,7 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   layer.Elementwise(ops::kMoePermute, 2 * own_copies * static_cast<double>(rw) * e, 1.0);
   // Under a deduplicating dispatcher (deepep) the all-to-alls carry each token once per node and
   // GPU its experts sit on: the cost layer lays the rows out from the routing.
-  const TokenRouting routing = DeduplicatesDispatch(plan) ? DispatchRouting(m) : TokenRouting{};
+  const TokenRouting routing = DeduplicatesDispatch(plan) ? DispatchRouting(m, plan) : TokenRouting{};
   // DeepEP's kernels run on SMs of their own, which the compute they overlap goes without.
   const int64_t comm_units = DispatchKernelUnits(plan);
   const std::vector<std::string> expert_axes = ExpertAxes(plan);

@@ -136,6 +136,10 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
     return Infeasibility{"ep_dispatcher", "ep_dispatcher deepep dispatches tokens to experts, which '" + m.name + "' has none of", "alltoall, or deepep with an MoE model",
                          "drop ep_dispatcher: '" + m.name + "' is dense"};
   }
+  if (p.expert_routing == "round-robin" && !m.moe) {
+    return Infeasibility{"expert_routing", "expert_routing round-robin routes tokens to experts, which '" + m.name + "' has none of",
+                         "uniform, or round-robin with an MoE model", "drop expert_routing: '" + m.name + "' is dense"};
+  }
   if (p.dtype == "fp32" && !p.master_weights.empty() && p.master_weights != "fp32") {
     return Infeasibility{"master_weights", "master_weights " + p.master_weights + " with dtype fp32", "fp32 (fp32 training holds fp32 weights, the master itself)",
                          "set master_weights to fp32 or drop it"};

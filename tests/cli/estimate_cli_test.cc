@@ -415,6 +415,37 @@ TEST(CliEstimateTest, DeepEpDispatcherIsCheckedAndSendsLess) {
                            {"ep_dispatcher", "none of"}));
 }
 
+// Round-robin routing (expert_routing): a token's experts on neighbouring GPUs, so the
+// deduplicating dispatcher sends fewer rows over the network and the step is shorter; the
+// all-to-all that sends every copy costs the same; bad values and dense models refused.
+TEST(CliEstimateTest, RoundRobinRoutingSendsFewerRows) {
+  const std::vector<std::string> moe = {"estimate", "--model", "deepseek-v3", "--cluster", "dgx-h100:64", "--set", "mesh.expert=64", "--set",
+                                        "global_batch_size=64", "--set", "seq_len=2048", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = moe;
+    args.insert(args.end(), extra.begin(), extra.end());
+    json out;
+    EXPECT_TRUE(IsJsonSuccess(RunShardsim(args), &out));
+    return out;
+  };
+  const json uniform = with({"--set", "ep_dispatcher=deepep"});
+  const json round_robin = with({"--set", "ep_dispatcher=deepep", "--set", "expert_routing=round-robin"});
+  EXPECT_NEAR(round_robin["expert_dispatch"]["network_rows_per_token"].get<double>(), 7.0 / 8, 1e-9);  // one node a token, 7 in 8 not its own
+  EXPECT_GT(uniform["expert_dispatch"]["network_rows_per_token"].get<double>(), 2);  // 4 of 8 groups (node-limited)
+  EXPECT_LT(round_robin["step_time_s"].get<double>(), uniform["step_time_s"].get<double>());
+  EXPECT_DOUBLE_EQ(with({"--set", "expert_routing=round-robin"})["step_time_s"].get<double>(), with({})["step_time_s"].get<double>());
+  const CliResult text = RunShardsim({"estimate", "--model", "deepseek-v3", "--cluster", "dgx-h100:64", "--set", "mesh.expert=64", "--set", "global_batch_size=64",
+                                      "--set", "seq_len=2048", "--set", "ep_dispatcher=deepep", "--set", "expert_routing=round-robin"});
+  EXPECT_NE(text.out.find("round-robin routing"), std::string::npos) << text.out;
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "deepseek-v3", "--cluster", "dgx-h100:64", "--set", "mesh.expert=64", "--set",
+                                        "global_batch_size=64", "--set", "seq_len=2048", "--set", "expert_routing=roundrobin"}),
+                           {"expert_routing", "uniform, round-robin"}));
+  EXPECT_TRUE(IsInputError(EstimateLlama8bWith({"--set", "expert_routing=round-robin"}), {"expert_routing", "dense"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "1M", "--seq-len", "4096",
+                                        "--set", "expert_routing=round-robin"}),
+                           {"expert_routing", "none of"}));
+}
+
 // A hybrid model estimates end to end (its mixers' scan in the breakdown), and a pattern that does
 // not match its layers is one line naming the field.
 TEST(CliEstimateTest, HybridMambaModel) {

@@ -234,6 +234,8 @@ TEST(ExportRoundTripTest, Torchtitan) {
   cases.push_back({"experts over dp_shard", "mixtral-8x7b", "dgx-h100:64", p});
   p.ep_dispatcher = "deepep";
   cases.push_back({"the same, DeepEP's dispatcher", "mixtral-8x7b", "dgx-h100:64", p});
+  p.expert_routing = "round-robin";
+  cases.push_back({"the same, routed round-robin (debug.moe_force_load_balance)", "mixtral-8x7b", "dgx-h100:64", p});
   RoundTrip(Framework::kTorchtitan, cases);
 }
 

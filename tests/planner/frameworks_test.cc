@@ -289,6 +289,13 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kDeepSpeed, deepep, "send every routed copy", mixtral));
   deepep.dtype = "fp8", deepep.fp8_recipe = "mxfp8", deepep.ep_dispatch_dtype = "fp8";
   EXPECT_TRUE(Names(Framework::kMegatronCore, deepep, "fp8 expert dispatch with ep_dispatcher deepep", mixtral));
+  // Round-robin routing: torchtitan's debug.moe_force_load_balance; Megatron-core's
+  // --moe-router-force-load-balancing draws random scores instead (uniform routing).
+  PlanSpec round_robin = Plan({{"expert", 8}, {"fsdp", 8}});
+  round_robin.zero_stage = 3, round_robin.expert_routing = "round-robin";
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, mixtral, round_robin).empty());
+  EXPECT_TRUE(Names(Framework::kMegatronCore, round_robin, "round-robin expert routing (expert_routing)", mixtral));
+  EXPECT_TRUE(Names(Framework::kMaxText, round_robin, "follow their scores", mixtral));
   // FP8 products' saved inputs: Transformer Engine keeps them in FP8, torchao and flax in 16 bits;
   // an fp8 plan that sets none gets its framework's.
   PlanSpec saved = Plan({{"fsdp", 8}});

@@ -171,6 +171,15 @@ TEST(MpiRuntimeTest, LossFallsAndUnsupportedAxesAreRefused) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.where(), "plan:/ep_dispatcher");
   }
+  // So is round-robin routing (its router picks by score).
+  PlanSpec round_robin = plan;
+  round_robin.expert_routing = "round-robin";
+  try {
+    Trainer refused(moe, round_robin, TrainOptions{}, MPI_COMM_WORLD, corpus);
+    ADD_FAILURE() << "round-robin routing accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "plan:/expert_routing");
+  }
   // MoE parallel folding is estimated, not run (the runtime splits experts over its expert axis).
   PlanSpec folded = plan;
   folded.expert_axes = {"context"};

@@ -80,6 +80,58 @@ double Sent(const Schedule& s, const std::function<bool(int32_t, int32_t)>& whic
   return sent;
 }
 
+// Round-robin routing (AutoModel's FakeBalancedGate, torchtitan's debug.moe_force_load_balance):
+// token t of a long sequence picks experts t·k ... t·k + k - 1 mod E; the miss chance is the
+// share of tokens whose window avoids the set, counted over every token of 4 E of them.
+TEST(RoutedAllToAllTest, RoundRobinMissProbabilityCountsTheTokens) {
+  const std::vector<std::pair<int64_t, int64_t>> cases = {{256, 8}, {512, 22}, {128, 6}, {32, 4}, {384, 8}, {12, 5}};
+  for (const auto& [experts, k] : cases) {
+    TokenRouting r{experts, k, 8, 4};  // the group limit plays no part
+    r.round_robin = true;
+    for (int64_t first : {int64_t{0}, int64_t{3}, experts / 2}) {
+      for (int64_t size : {int64_t{1}, int64_t{4}, experts / 8}) {
+        std::vector<int64_t> set;
+        for (int64_t e = first; e < first + size; ++e) set.push_back(e % experts);
+        const int64_t tokens = 4 * experts;
+        int64_t missed = 0;
+        for (int64_t t = 0; t < tokens; ++t) {
+          bool hit = false;
+          for (int64_t j = 0; j < k; ++j) hit = hit || std::count(set.begin(), set.end(), (t * k + j) % experts) > 0;
+          missed += hit ? 0 : 1;
+        }
+        EXPECT_NEAR(MissProbability(r, set), static_cast<double>(missed) / static_cast<double>(tokens), 1e-12)
+            << "E=" << experts << " k=" << k << " experts " << first << ".." << first + size - 1;
+      }
+    }
+  }
+}
+
+// DeepSeek-V3's 256 experts over 64 GPUs in 8 nodes, 4 a GPU: round-robin puts a token's 8
+// experts on two neighbouring GPUs of one node, so 7/8 of the tokens leave their node once, against
+// 4.6 rows a token under uniform routing.
+TEST(RoutedAllToAllTest, RoundRobinRoutingSendsATokenToOneNode) {
+  const auto cluster = MakeCluster("dgx-h100:64");
+  TokenRouting round_robin{256, 8, 0, 0};
+  round_robin.round_robin = true;
+  const auto rows = NetworkRowsPerToken(cluster, FirstDevices(64), round_robin);
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_NEAR(rows->deduplicated, 7.0 / 8, 1e-12);
+  const auto uniform = NetworkRowsPerToken(cluster, FirstDevices(64), TokenRouting{256, 8, 0, 0});
+  ASSERT_TRUE(uniform.has_value());
+  EXPECT_GT(uniform->deduplicated, 4);
+  EXPECT_NEAR(rows->copies, uniform->copies, 1e-12);  // every routed copy: the same either way
+  // Within the node: a token reaches the two GPUs holding its window, its sender's among them 1 in 32.
+  std::string why;
+  const auto s = RoutedAllToAll(cluster, FirstDevices(64), round_robin, &why);
+  ASSERT_TRUE(s.has_value()) << why;
+  auto node = [](int32_t m) { return m / 8; };
+  const double within = Sent(*s, [&](int32_t a, int32_t b) { return node(a) == node(b); }) / 64;
+  // NVLink rows a token, per member: each of the 8 nodes holds its window 1 time in 8, on 2 GPUs,
+  // one of them the sender (own node) or the receiving peer (others) 1 time in 4: (2 - 1/4) / 8 per
+  // node.
+  EXPECT_NEAR(within * 8, 8 * (2 - 0.25) / 8, 1e-12);
+}
+
 // One expert per token: nothing to deduplicate, so the network and NVLink carry what the plain
 // all-to-all's do (each member's (n - r) / n of its rows leave its node, and (r - 1) / n stay
 // in it, which forwarding adds (nodes - 1) x to).
