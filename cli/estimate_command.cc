@@ -155,7 +155,8 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     const std::string routing =
         "top-" + std::to_string(moe.top_k) + " of " + std::to_string(moe.num_experts) + " experts" +
         (plan.expert_routing == "round-robin"
-             ? ", round-robin routing: token t to experts t x " + std::to_string(moe.top_k) + " onwards (expert_routing)"
+             ? ", round-robin routing: token t to experts " + std::to_string(moe.top_k) + "t ... " + std::to_string(moe.top_k) + "t + " +
+                   std::to_string(moe.top_k - 1) + " mod " + std::to_string(moe.num_experts) + " (expert_routing)"
              : (moe.groups > 1 ? ", within " + std::to_string(moe.group_top_k) + " of " + std::to_string(moe.groups) + " groups" : std::string()) + ", balanced routing");
     out << "  experts     each token sent once per destination node and device (ep_dispatcher deepep): ";
     if (rows->nodes > 1) {

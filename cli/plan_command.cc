@@ -130,14 +130,15 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   }
   // Not memory either: the plan rules refused every plan the memory bound let through, most
   // often for a field the user fixed. That field is the input to change.
-  if (f.result.best.empty() && f.result.evaluated == 0 && f.result.unsupported == 0) {
-    for (const planner::SearchResult::Refusal& r : f.result.rule_refusals) {
-      if (!f.constraints.Fixes(r.field)) continue;
-      throw InputError(PlanSource(o.plan, o.overrides) + ":/" + r.field,
-                       "no plan on " + cluster.name + " keeps it: the plan rules refused all " + std::to_string(r.plans) + " plans that fit the memory bound with it" +
-                           (r.plans == f.result.pruned ? "" : " (and others for other fields)") + "; e.g. " + MeshText(r.example) + ": " + r.why.what,
-                       r.why.valid, r.why.hint.empty() ? "change or drop the fixed " + r.field : r.why.hint);
-    }
+  if (const planner::SearchResult::Refusal* r = planner::FixedFieldRefusal(f.result, f.constraints)) {
+    const int64_t others = planner::RuleRefusals(f.result) - r->plans;
+    std::string examples;
+    for (size_t i = 0; i < r->examples.size() && i < 2; ++i) examples += (i ? "; " : "") + MeshText(r->examples[i].plan) + ": " + r->examples[i].why.what;
+    const Infeasibility& why = r->examples.front().why;
+    throw InputError(PlanSource(o.plan, o.overrides) + ":/" + r->field,
+                     "no plan on " + cluster.name + " keeps it: the plan rules refused " + std::to_string(r->plans) + " plans for it" +
+                         (others > 0 ? " and " + std::to_string(others) + " for other fields" : "") + ", and no other plan was left; e.g. " + examples,
+                     why.valid, why.hint.empty() ? "change or drop the fixed " + r->field : why.hint);
   }
   // With every mesh axis fixed no other size keeps the mesh: no larger size is searched.
   bool mesh_fixed = true;

@@ -133,7 +133,7 @@ struct PlanSpec {
   // router's expectation: a token's top_k experts a uniform draw, within the model's group limit)
   // or "round-robin" (token t's experts t·k ... t·k + k - 1 mod E, whatever the scores: the
   // benchmarking routers NeMo AutoModel's FakeBalancedGate and torchtitan's
-  // debug.moe_force_load_balance, which keep a token's experts on one or two neighbouring GPUs).
+  // debug.moe_force_load_balance, which keep a token's experts on a few neighbouring GPUs).
   // Only a deduplicating dispatcher (ep_dispatcher deepep) sends fewer rows for it. Empty: uniform.
   // See DispatchRouting.
   std::string expert_routing;

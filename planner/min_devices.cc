@@ -44,6 +44,7 @@ SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, 
     }
     return fit;
   }
+  std::string blocked;  // the last size whose plans a fixed field's rule refused, and why
   SearchOptions o = options;
   o.top = 1;
   o.progress = nullptr;
@@ -60,6 +61,10 @@ SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, 
     fit.tried.push_back(preset);
     try {
       const SearchResult result = Search(model, larger, o);
+      const SearchResult::Refusal* r = FixedFieldRefusal(result, o.constraints);
+      if (r != nullptr && blocked.empty()) {
+        blocked = "at " + preset + " the plan rules refused every plan for the fixed " + r->field + " (e.g. " + r->examples.front().why.what + ")";
+      }
       if (result.best.empty()) return false;
       if (!fit.found || DeviceCount(larger) < fit.devices) {
         fit.found = true, fit.cluster = preset, fit.spec = larger, fit.devices = DeviceCount(larger), fit.plan = result.best.front();
@@ -95,7 +100,7 @@ SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, 
     if (!fits(size)) last_miss = size;
   }
   if (!fit.found) {
-    fit.why_not = grew ? "no plan fits up to " + fit.tried.back() : "the system comes in no larger size";
+    fit.why_not = grew ? "no plan fits up to " + fit.tried.back() + (blocked.empty() ? "" : "; " + blocked) : "the system comes in no larger size";
     return fit;
   }
   // Switched systems come in whole nodes: bisect the node counts between the last miss and the fit.

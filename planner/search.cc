@@ -116,7 +116,15 @@ struct Worker {
 
 void Refused(Worker& w, const PlanSpec& plan, const Infeasibility& why) {
   SearchResult::Refusal& r = w.refusals[why.field];
-  if (r.plans++ == 0) r.field = why.field, r.example = plan, r.why = why;
+  r.field = why.field;
+  ++r.plans;
+  for (SearchResult::Example& e : r.examples) {
+    if (e.why.hint == why.hint) {
+      ++e.plans;
+      return;
+    }
+  }
+  r.examples.push_back({plan, why, 1});
 }
 
 void Keep(Worker& w, RankedPlan plan, size_t top) {
@@ -195,7 +203,7 @@ std::vector<std::pair<std::string, int64_t>> Schedules(const MeshShape& mesh, co
   for (const auto& [schedule, v] : schedules) {
     if ((name.empty() || schedule == name) && (!fixed.Fixes("virtual_stages") || v == base.virtual_stages)) kept.push_back({schedule, v});
   }
-  if (kept.empty() && !name.empty()) kept.push_back({name, base.virtual_stages});  // CheckPlan says why not
+  if (kept.empty()) kept.push_back({name.empty() ? schedules.front().first : name, base.virtual_stages});  // CheckPlan says why not
   return kept;
 }
 
@@ -552,8 +560,16 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   for (Worker& w : workers) {
     for (auto& [field, r] : w.refusals) {
       SearchResult::Refusal& all = refusals[field];
-      if (all.plans == 0) all = r;  // workers in job order: the first refused plan stays the example
-      else all.plans += r.plans;
+      all.field = field;
+      all.plans += r.plans;
+      for (SearchResult::Example& e : r.examples) {  // workers in job order: the first refused plan stays each rule's example
+        auto same = std::find_if(all.examples.begin(), all.examples.end(), [&](const SearchResult::Example& a) { return a.why.hint == e.why.hint; });
+        if (same == all.examples.end()) {
+          all.examples.push_back(std::move(e));
+        } else {
+          same->plans += e.plans;
+        }
+      }
     }
     result.candidates += w.candidates;
     result.pruned += w.pruned;
@@ -566,7 +582,10 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));
   }
   for (const auto& [gap, count] : gap_counts) result.framework_gaps.push_back({gap, count});
-  for (auto& [field, r] : refusals) result.rule_refusals.push_back(std::move(r));
+  for (auto& [field, r] : refusals) {
+    std::stable_sort(r.examples.begin(), r.examples.end(), [](const auto& a, const auto& b) { return a.plans > b.plans; });
+    result.rule_refusals.push_back(std::move(r));
+  }
   std::stable_sort(result.rule_refusals.begin(), result.rule_refusals.end(), [](const auto& a, const auto& b) { return a.plans > b.plans; });
   std::sort(result.framework_gaps.begin(), result.framework_gaps.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   if (result.framework_gaps.size() > 3) result.framework_gaps.resize(3);
@@ -599,6 +618,20 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   if (result.nearest_misses.size() > 5) result.nearest_misses.resize(5);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+const SearchResult::Refusal* FixedFieldRefusal(const SearchResult& result, const PlanConstraints& constraints) {
+  if (!result.best.empty() || result.evaluated > 0 || result.unsupported > 0) return nullptr;
+  for (const SearchResult::Refusal& r : result.rule_refusals) {
+    if (constraints.Fixes(r.field) && !r.examples.empty()) return &r;
+  }
+  return nullptr;
+}
+
+int64_t RuleRefusals(const SearchResult& result) {
+  int64_t plans = 0;
+  for (const SearchResult::Refusal& r : result.rule_refusals) plans += r.plans;
+  return plans;
 }
 
 }  // namespace shardsim::planner

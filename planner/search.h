@@ -75,12 +75,16 @@ struct SearchResult {
   int64_t unsupported = 0;              // dropped unestimated: the framework cannot run them
   std::vector<std::pair<std::string, int64_t>> framework_gaps;  // the commonest reasons, with counts
   // The plan rules' refusals (strategies::CheckPlan) by field, commonest first: how many plans,
-  // and the first refused plan with its reason.
+  // and by rule (its hint) how many and the first refused plan with its reason, commonest first.
+  struct Example {
+    PlanSpec plan;
+    Infeasibility why;
+    int64_t plans = 0;
+  };
   struct Refusal {
     std::string field;
     int64_t plans = 0;
-    PlanSpec example;
-    Infeasibility why;
+    std::vector<Example> examples;
   };
   std::vector<Refusal> rule_refusals;
   double max_memory_bytes = 0;          // the memory limit a plan had to fit
@@ -93,6 +97,13 @@ struct SearchResult {
 // into sequences of seq_len, seq_len is out of range for the model, or no mesh keeps the
 // constraints. An empty `best` means nothing fits: see nearest_misses.
 SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options);
+
+// Where no plan was judged on memory because the plan rules refused every one the memory bound let
+// through, the refusals of the commonest field the constraints fix (the input to change); else
+// none.
+const SearchResult::Refusal* FixedFieldRefusal(const SearchResult& result, const PlanConstraints& constraints);
+// The plan rules' refusals over all fields.
+int64_t RuleRefusals(const SearchResult& result);
 
 // "data x tensor x pipeline" (the axes of size > 1), or "single device", with the plan's expert
 // fold where it sets one (ExpertAxesNote).

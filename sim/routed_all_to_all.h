@@ -9,9 +9,9 @@
 // uniformly drawn subset of its group_top_k groups' experts, those groups a uniformly drawn subset
 // of all (no group limit: one group). A router that favours groups it then fills several experts
 // of sends fewer rows than this; the expectation is of rows, not of the slowest rank's. Under
-// round-robin routing (TokenRouting::round_robin) a token's experts are k neighbouring ones, on
-// one or two GPUs of one node mostly: each source sends tokens of every position, so the same
-// per-destination expectations hold.
+// round-robin routing (TokenRouting::round_robin) a token's experts are k neighbouring ones, on a
+// few neighbouring GPUs, mostly of one node: each source sends tokens of every position, so the
+// same per-destination expectations hold.
 #pragma once
 
 #include <optional>

@@ -183,6 +183,18 @@ TEST_F(CliPlanTest, FixedFieldsNoRuleAdmitsNameTheField) {
   const CliResult rounds = RunShardsim({"plan", "--model", "llama3-70b", "--cluster", "dgx-h100:64", "--global-batch-tokens", "4M", "--seq-len",
                                         "8192", "--set", "pipeline_rounds=3"});
   EXPECT_TRUE(IsInputError(rounds, {"/pipeline_rounds"}));
+  // A fixed chunk count no schedule of any mesh runs: the rule, not memory.
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "1M", "--seq-len", "4096",
+                                        "--set", "virtual_stages=3"}),
+                           {"/virtual_stages", "refused", "valid:"}));
+  // Where memory refuses the plans here and the rules refuse the fixed field at every larger size,
+  // the search for a larger size says so.
+  const CliResult larger = RunShardsim({"plan", "--model", "llama3-405b", "--cluster", "dgx-h100:64", "--global-batch-tokens", "1M", "--seq-len", "4096",
+                                        "--set", "micro_batch_size=3", "--json"});
+  EXPECT_EQ(larger.exit_code, 3) << larger.err;
+  EXPECT_NE(json::parse(larger.out)["smallest_fit"]["why_not"].get<std::string>().find("the plan rules refused every plan for the fixed micro_batch_size"),
+            std::string::npos)
+      << larger.out;
   // A memory shortfall is still one: the rules admit the plans, memory refuses them.
   EXPECT_EQ(RunShardsim({"plan", "--model", "llama3-405b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "4M", "--seq-len", "8192", "--set",
                          "micro_batch_size=1"}).exit_code,
