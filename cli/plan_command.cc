@@ -130,8 +130,8 @@ int RunPlan(const PlanOptions& o, std::ostream& out) {
   }
   // Not memory either: the plan rules refused every plan the memory bound let through, most
   // often for a field the user fixed. That field is the input to change.
-  if (const planner::SearchResult::Refusal* r = planner::FixedFieldRefusal(f.result, f.constraints)) {
-    const int64_t others = planner::RuleRefusals(f.result) - r->plans;
+  if (const planner::RuleRefusal* r = planner::FixedFieldRefusal(f.result, f.constraints)) {
+    const int64_t others = planner::RefusedPlans(f.result.rule_refusals) - r->plans;
     std::string examples;
     for (size_t i = 0; i < r->examples.size() && i < 2; ++i) examples += (i ? "; " : "") + MeshText(r->examples[i].plan) + ": " + r->examples[i].why.what;
     const Infeasibility& why = r->examples.front().why;

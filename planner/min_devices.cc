@@ -61,7 +61,7 @@ SmallestFit FindSmallestFit(const ModelSpec& model, const ClusterSpec& cluster, 
     fit.tried.push_back(preset);
     try {
       const SearchResult result = Search(model, larger, o);
-      const SearchResult::Refusal* r = FixedFieldRefusal(result, o.constraints);
+      const RuleRefusal* r = FixedFieldRefusal(result, o.constraints);
       if (r != nullptr && blocked.empty()) {
         blocked = "at " + preset + " the plan rules refused every plan for the fixed " + r->field + " (e.g. " + r->examples.front().why.what + ")";
       }

@@ -111,21 +111,8 @@ struct Worker {
   std::vector<Miss> misses;
   int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0, over_limit = 0, unsupported = 0;
   std::map<std::string, int64_t> gaps;  // why the framework could not run a plan -> how often
-  std::map<std::string, SearchResult::Refusal> refusals;  // by field: the plan rules' refusals
+  RuleRefusalTally refusals;  // the plan rules' refusals
 };
-
-void Refused(Worker& w, const PlanSpec& plan, const Infeasibility& why) {
-  SearchResult::Refusal& r = w.refusals[why.field];
-  r.field = why.field;
-  ++r.plans;
-  for (SearchResult::Example& e : r.examples) {
-    if (e.why.hint == why.hint) {
-      ++e.plans;
-      return;
-    }
-  }
-  r.examples.push_back({plan, why, 1});
-}
 
 void Keep(Worker& w, RankedPlan plan, size_t top) {
   AddToFrontier(w.pareto, plan);
@@ -359,7 +346,7 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
             // a constraint or the framework, or offloading without a host link).
             auto evaluate = [&](PlanSpec candidate) -> int {
               const std::optional<Infeasibility> refused = strategies::CheckPlan(candidate, m, DeviceCount(c), c.name);
-              if (refused) Refused(w, candidate, *refused);
+              if (refused) w.refusals.Add(candidate, *refused);
               if (refused || !fixed.Allows(candidate) || (candidate.offload_layers > 0 && HostCopyBytesPerS(c) <= 0)) {
                 ++w.pruned;
                 return -1;
@@ -556,21 +543,9 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   result.layouts = static_cast<int64_t>(reorders.size());
   result.max_memory_bytes = o.max_memory_bytes;
   std::map<std::string, int64_t> gap_counts;
-  std::map<std::string, SearchResult::Refusal> refusals;
+  RuleRefusalTally refusals;
   for (Worker& w : workers) {
-    for (auto& [field, r] : w.refusals) {
-      SearchResult::Refusal& all = refusals[field];
-      all.field = field;
-      all.plans += r.plans;
-      for (SearchResult::Example& e : r.examples) {  // workers in job order: the first refused plan stays each rule's example
-        auto same = std::find_if(all.examples.begin(), all.examples.end(), [&](const SearchResult::Example& a) { return a.why.hint == e.why.hint; });
-        if (same == all.examples.end()) {
-          all.examples.push_back(std::move(e));
-        } else {
-          same->plans += e.plans;
-        }
-      }
-    }
+    refusals.Merge(std::move(w.refusals));  // in job order
     result.candidates += w.candidates;
     result.pruned += w.pruned;
     result.dominated += w.dominated;
@@ -582,11 +557,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));
   }
   for (const auto& [gap, count] : gap_counts) result.framework_gaps.push_back({gap, count});
-  for (auto& [field, r] : refusals) {
-    std::stable_sort(r.examples.begin(), r.examples.end(), [](const auto& a, const auto& b) { return a.plans > b.plans; });
-    result.rule_refusals.push_back(std::move(r));
-  }
-  std::stable_sort(result.rule_refusals.begin(), result.rule_refusals.end(), [](const auto& a, const auto& b) { return a.plans > b.plans; });
+  result.rule_refusals = std::move(refusals).Ranked();
   std::sort(result.framework_gaps.begin(), result.framework_gaps.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   if (result.framework_gaps.size() > 3) result.framework_gaps.resize(3);
   std::vector<RankedPlan> all = ranked();
@@ -620,18 +591,8 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   return result;
 }
 
-const SearchResult::Refusal* FixedFieldRefusal(const SearchResult& result, const PlanConstraints& constraints) {
-  if (!result.best.empty() || result.evaluated > 0 || result.unsupported > 0) return nullptr;
-  for (const SearchResult::Refusal& r : result.rule_refusals) {
-    if (constraints.Fixes(r.field) && !r.examples.empty()) return &r;
-  }
-  return nullptr;
-}
-
-int64_t RuleRefusals(const SearchResult& result) {
-  int64_t plans = 0;
-  for (const SearchResult::Refusal& r : result.rule_refusals) plans += r.plans;
-  return plans;
+const RuleRefusal* FixedFieldRefusal(const SearchResult& r, const PlanConstraints& constraints) {
+  return r.best.empty() && r.evaluated == 0 && r.unsupported == 0 ? CommonestFixed(r.rule_refusals, constraints) : nullptr;
 }
 
 }  // namespace shardsim::planner

@@ -14,6 +14,7 @@
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
 #include "planner/constraints.h"
+#include "planner/rule_refusals.h"
 #include "planner/frameworks.h"
 #include "sim/estimate.h"
 
@@ -74,19 +75,7 @@ struct SearchResult {
   int64_t over_limit = 0;               // of those, over the memory limit (near misses: time not estimated)
   int64_t unsupported = 0;              // dropped unestimated: the framework cannot run them
   std::vector<std::pair<std::string, int64_t>> framework_gaps;  // the commonest reasons, with counts
-  // The plan rules' refusals (strategies::CheckPlan) by field, commonest first: how many plans,
-  // and by rule (its hint) how many and the first refused plan with its reason, commonest first.
-  struct Example {
-    PlanSpec plan;
-    Infeasibility why;
-    int64_t plans = 0;
-  };
-  struct Refusal {
-    std::string field;
-    int64_t plans = 0;
-    std::vector<Example> examples;
-  };
-  std::vector<Refusal> rule_refusals;
+  std::vector<RuleRefusal> rule_refusals;  // the plan rules' refusals by field, commonest first
   double max_memory_bytes = 0;          // the memory limit a plan had to fit
   double wall_s = 0;
 };
@@ -101,9 +90,7 @@ SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster, const Se
 // Where no plan was judged on memory because the plan rules refused every one the memory bound let
 // through, the refusals of the commonest field the constraints fix (the input to change); else
 // none.
-const SearchResult::Refusal* FixedFieldRefusal(const SearchResult& result, const PlanConstraints& constraints);
-// The plan rules' refusals over all fields.
-int64_t RuleRefusals(const SearchResult& result);
+const RuleRefusal* FixedFieldRefusal(const SearchResult& result, const PlanConstraints& constraints);
 
 // "data x tensor x pipeline" (the axes of size > 1), or "single device", with the plan's expert
 // fold where it sets one (ExpertAxesNote).
