@@ -55,22 +55,13 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
 
   std::optional<TrainingRun> run;
   if (o.train_tokens > 0) run = CostOfTraining(o.train_tokens, r.tokens_per_s, plan.mesh.Product(), o.price_per_device_hour);
-  // A deduplicating dispatcher's rows per token over the network, for the first expert group (a
-  // regular mesh's groups have the same layout).
-  std::optional<sim::NetworkRows> rows;
-  if (DeduplicatesDispatch(plan)) {
-    rows = sim::NetworkRowsPerToken(graph, sim::DeviceGroup{LogicalMesh(plan.mesh, plan.mesh_order).Group(0, ExpertAxes(plan))}, DispatchRouting(model, plan));
-  }
   if (o.json) {
     nlohmann::json report = ReportJson(model, cluster, plan, r);
     if (run) report["training_run"] = TrainingRunJson(*run);
-    if (rows) {
-      report["expert_dispatch"] = {{"network_rows_per_token", rows->deduplicated}, {"routed_copies_per_token", rows->copies}, {"nodes", rows->nodes},
-                                   {"devices_per_node", rows->per_node}};
-    }
     out << report.dump(2) << "\n";
     return 0;
   }
+  const std::optional<sim::NetworkRows> rows = DispatchRows(graph, model, plan);
   const PlanShape shape = DerivePlanShape(plan);
   out << "Estimate (analytic): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ScheduleInHeader(plan) << ", ZeRO "
       << plan.zero_stage << ", recompute " << RecomputeText(plan) << (plan.sequence_parallel ? ", sequence parallel" : "")

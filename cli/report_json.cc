@@ -1,10 +1,16 @@
 #include "cli/report_json.h"
 
 #include "core/cluster_json.h"
+#include "core/mesh.h"
 #include "core/plan_json.h"
 #include "planner/frameworks.h"
 
 namespace shardsim::cli {
+
+std::optional<sim::NetworkRows> DispatchRows(const topologies::Cluster& graph, const ModelSpec& model, const PlanSpec& plan) {
+  if (!DeduplicatesDispatch(plan)) return std::nullopt;
+  return sim::NetworkRowsPerToken(graph, sim::DeviceGroup{LogicalMesh(plan.mesh, plan.mesh_order).Group(0, ExpertAxes(plan))}, DispatchRouting(model, plan));
+}
 
 nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan, const sim::StepReport& r) {
   nlohmann::json exposed = nlohmann::json::object();
@@ -71,6 +77,12 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
   if (!plan.framework.empty()) {
     const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), model, plan.seq_len, r.mfu_palm);
     if (own) j["framework_mfu"] = {{"framework", plan.framework}, {"mfu", own->mfu}, {"count", own->count}, {"source", own->source}};
+  }
+  if (DeduplicatesDispatch(plan)) {
+    if (const auto rows = DispatchRows(topologies::Cluster(cluster), model, plan)) {
+      j["expert_dispatch"] = {{"network_rows_per_token", rows->deduplicated}, {"routed_copies_per_token", rows->copies}, {"nodes", rows->nodes},
+                              {"devices_per_node", rows->per_node}};
+    }
   }
   return j;
 }

@@ -76,5 +76,22 @@ TEST(CliEstimateTest, RoundRobinRoutingSendsFewerRows) {
                            {"expert_routing", "none of"}));
 }
 
+// `plan --json` reports each plan's dispatch rows as `estimate --json` does for the same plan.
+TEST(CliEstimateTest, PlanReportsTheDispatchRowsEstimateDoes) {
+  json planned;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "1M", "--seq-len", "4096", "--set",
+                                         "ep_dispatcher=deepep", "--set", "mesh.expert=8", "--top", "2", "--json"}),
+                            &planned));
+  ASSERT_FALSE(planned["plans"].empty());
+  const TempDir dir;
+  for (const json& p : planned["plans"]) {
+    ASSERT_TRUE(p.contains("expert_dispatch")) << p["plan"].dump();
+    json estimated;
+    ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100:16", "--plan", dir.Write("p.json", p["plan"].dump()), "--json"}),
+                              &estimated));
+    EXPECT_EQ(p["expert_dispatch"], estimated["expert_dispatch"]);
+  }
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test
