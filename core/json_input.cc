@@ -380,8 +380,10 @@ std::string JsonReader::Enum(std::string_view key, const std::vector<std::string
   for (const std::string& a : allowed) {
     if (a == value) return value;
   }
-  Fail(key, "unknown value '" + value + "'" + (DidYouMean(value, allowed).empty() ? "" : "; " + DidYouMean(value, allowed)),
-       JoinNames(allowed));
+  // A near spelling is its own hint; otherwise point to where the field is described.
+  const std::string near = DidYouMean(value, allowed);
+  Fail(key, "unknown value '" + value + "'" + (near.empty() ? "" : "; " + near), JoinNames(allowed),
+       near.empty() ? "docs/cli.md describes each field and what its values do" : "");
 }
 
 std::string JsonReader::EnumOr(std::string_view key, std::string fallback, const std::vector<std::string>& allowed) {

@@ -127,6 +127,26 @@ TEST(JsonReaderTest, MissingKeyNamesWhatIsValid) {
   EXPECT_EQ(valid_of([&] { r.Number("x", 0, 1); }), "0 to 1");
 }
 
+// An unknown enum value: a near spelling is its hint; a value near none points to the docs.
+TEST(JsonReaderTest, UnknownEnumValueCarriesAHint) {
+  const json j = {{"near", "bf61"}, {"far", "zzzz"}};
+  JsonReader r(j, "p.json");
+  auto error_of = [](const std::function<void()>& read) {
+    try {
+      read();
+    } catch (const InputError& e) {
+      return std::make_pair(e.problem(), e.hint());
+    }
+    return std::make_pair(std::string("(no error)"), std::string());
+  };
+  const auto [near_problem, near_hint] = error_of([&] { r.Enum("near", {"bf16", "fp8"}); });
+  EXPECT_NE(near_problem.find("did you mean 'bf16'"), std::string::npos) << near_problem;
+  EXPECT_TRUE(near_hint.empty()) << near_hint;
+  const auto [far_problem, far_hint] = error_of([&] { r.Enum("far", {"bf16", "fp8"}); });
+  EXPECT_EQ(far_problem.find("did you mean"), std::string::npos) << far_problem;
+  EXPECT_NE(far_hint.find("docs/cli.md"), std::string::npos) << far_hint;
+}
+
 TEST(JsonReaderTest, NotAnObject) { EXPECT_THROW(JsonReader(json::array(), "x.json"), InputError); }
 
 }  // namespace
