@@ -174,6 +174,24 @@ TEST_F(CliPlanTest, NothingFitsSaysSoAndHowManyDevices) {
   for (const json& miss : out["nearest_misses"]) EXPECT_GT(miss["needed_bytes_per_device"].get<double>(), out["max_memory_bytes_per_device"].get<double>());
 }
 
+// A fixed schedule asks for pipeline stages: where the fixed axes leave no room for them, the
+// error names the schedule (the axes alone would run); where the axes alone fail, the axes.
+TEST_F(CliPlanTest, FixedScheduleWithoutRoomForStagesNamesTheSchedule) {
+  const std::vector<std::string> base = {"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "1M", "--seq-len", "4096"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "pipeline_schedule=1f1b", "--set", "mesh.data=8"}),
+                           {"--set pipeline_schedule=1f1b", "mesh.pipeline > 1", "mesh.data=8", "hint: leave pipeline_schedule=1f1b out"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "virtual_stages=2", "--set", "mesh.tensor=8"}), {"--set virtual_stages=2", "mesh.tensor=8"}));
+  const CliResult axes = with({"--set", "pipeline_schedule=1f1b", "--set", "mesh.tensor=3"});
+  EXPECT_TRUE(IsInputError(axes, {"--set mesh.tensor=3", "no mesh"}));
+  EXPECT_EQ(axes.err.find("pipeline_schedule"), std::string::npos) << axes.err;
+  EXPECT_EQ(with({"--set", "pipeline_schedule=1f1b", "--set", "mesh.data=2"}).exit_code, 0);
+}
+
 // Fixed fields that no plan rule admits on this cluster: one line naming the field and the rule
 // (exit 2), not "nothing fits in memory"; the memory misses stay for plans the rules admit.
 TEST_F(CliPlanTest, FixedFieldsNoRuleAdmitsNameTheField) {
