@@ -208,6 +208,26 @@ ModelSpec NemotronH(JsonReader& r, const std::string& name) {
     m.moe->latent_size = r.IntOr("moe_latent_size", 0, 0, kMaxModelWidth);
     ReadRoutingGroups(r, *m.moe);
   }
+  // Multi-token-prediction modules: num_nextn_predict_layers of the layers mtp_hybrid_override_pattern
+  // ("*E") or mtp_layers_block_type (["attention", "moe"]) names (NeMo AutoModel's nemotron_v3
+  // mtp.py reads either; without one, it trains none); mtp_use_repeated_layer shares one module's
+  // weights.
+  const int64_t mtp = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
+  if (r.Has("mtp_hybrid_override_pattern")) {
+    m.mtp_pattern = r.String("mtp_hybrid_override_pattern");
+  } else if (r.Has("mtp_layers_block_type")) {
+    for (const std::string& type : r.StringList("mtp_layers_block_type")) {
+      const char c = type == "mamba" ? kHybridMamba : type == "attention" ? kHybridAttention : type == "moe" ? kHybridMoe : type == "mlp" ? kHybridMlp : '?';
+      if (c == '?') r.Fail("mtp_layers_block_type", "unknown layer type '" + type + "'", "mamba, attention, moe, mlp");
+      m.mtp_pattern += c;
+    }
+  }
+  if (mtp > 0 && !m.mtp_pattern.empty()) {
+    m.mtp_layers = mtp;
+    m.mtp_shared_weights = r.BoolOr("mtp_use_repeated_layer", false);
+  } else {
+    m.mtp_pattern.clear();
+  }
   return m;
 }
 
@@ -228,7 +248,9 @@ ModelFieldNames HfFieldNames(const std::string& type, JsonReader& r) {
                            {"sliding_window/global_every", "layer_types"}, {"mamba/num_heads", "mamba_num_heads"}, {"mamba/head_dim", "mamba_head_dim"},
                            {"mamba/state_size", "ssm_state_size"}, {"mamba/groups", spelt("n_groups", "mamba_n_groups")},
                            {"mamba/conv_kernel", spelt("conv_kernel", "mamba_d_conv")}, {"mamba/chunk_size", spelt("chunk_size", "mamba_chunk_size")},
-                           {"hybrid_pattern", r.Has("hybrid_override_pattern") ? "hybrid_override_pattern" : "layers_block_type"}};
+                           {"hybrid_pattern", r.Has("hybrid_override_pattern") ? "hybrid_override_pattern" : "layers_block_type"},
+                           {"mtp_pattern", r.Has("mtp_hybrid_override_pattern") ? "mtp_hybrid_override_pattern" : "mtp_layers_block_type"},
+                           {"mtp_shared_weights", "mtp_use_repeated_layer"}};
   for (const char* mla : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) names[std::string("mla/") + mla] = mla;
   if (type == "mixtral" || type == "gpt_oss") {
     names["moe/num_experts"] = names["moe"] = "num_local_experts";
@@ -256,10 +278,9 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
   ModelSpec m;
   if (type == "nemotron_h") {
     m = NemotronH(r, name);
-    // Multi-token-prediction layers (num_nextn_predict_layers) are not modelled in hybrid models.
     const int64_t mtp = r.IntOr("num_nextn_predict_layers", 0, 0, kMaxMtpLayers);
     m.source = "Hugging Face config.json (" + where + ", model_type nemotron_h" +
-               (mtp > 0 ? "; its " + std::to_string(mtp) + " multi-token-prediction layer(s) left out" : std::string()) + ")";
+               (mtp > 0 && m.mtp_layers == 0 ? "; its " + std::to_string(mtp) + " multi-token-prediction layer(s) left out: no mtp_hybrid_override_pattern or mtp_layers_block_type names their layers" : std::string()) + ")";
     ValidateModel(m, where + ":", HfFieldNames(type, r));
     return m;
   }

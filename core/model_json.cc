@@ -54,6 +54,8 @@ json ModelToJson(const ModelSpec& m) {
     j["sliding_window"] = nullptr;
   }
   j["mtp_layers"] = m.mtp_layers;
+  if (!m.mtp_pattern.empty()) j["mtp_pattern"] = m.mtp_pattern;
+  if (m.mtp_shared_weights) j["mtp_shared_weights"] = true;
   if (IsHybrid(m)) j["hybrid_pattern"] = m.hybrid_pattern;
   if (m.mamba) {
     j["mamba"] = {{"num_heads", m.mamba->num_heads},   {"head_dim", m.mamba->head_dim},       {"state_size", m.mamba->state_size},
@@ -127,6 +129,8 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
     m.sliding_window = w;
   }
   m.mtp_layers = r.IntOr("mtp_layers", 0, 0, kMaxMtpLayers);
+  m.mtp_pattern = r.StringOr("mtp_pattern", "");
+  m.mtp_shared_weights = r.BoolOr("mtp_shared_weights", false);
   if (auto mamba = r.Object("mamba")) {
     MambaSpec s;
     s.num_heads = mamba->Int("num_heads", 1, kMaxModelHeads);

@@ -105,6 +105,13 @@ int64_t NumMoeLayers(const ModelSpec& model) {
 
 bool MtpLayerIsMoe(const ModelSpec& model) { return IsMoeLayer(model, model.num_layers); }
 
+std::string MtpBlocks(const ModelSpec& model) {
+  if (IsHybrid(model)) return model.mtp_pattern;
+  return std::string{kHybridAttention, MtpLayerIsMoe(model) ? kHybridMoe : kHybridMlp};
+}
+
+int64_t MtpWeightCopies(const ModelSpec& model) { return model.mtp_shared_weights && model.mtp_layers > 0 ? 1 : model.mtp_layers; }
+
 bool IsLocalAttentionLayer(const ModelSpec& model, int64_t layer) {
   if (!model.sliding_window) return false;
   const int64_t every = model.sliding_window->global_every;
@@ -154,21 +161,32 @@ ParamCounts CountParams(const ModelSpec& m) {
   p.total = c.Add(shared, p.routed_experts);
   p.active = c.Add(shared, active_experts);
   if (m.mtp_layers > 0) {
-    // Per module: the two input norms, the 2D -> D projection, the layer (attention, its two
-    // norms, its MLP or experts) and the head's own norm.
+    // Per module: the two input norms, the 2D -> D projection, its layers (each block with its
+    // pre-norm: attention, MLP, experts or a Mamba-2 mixer) and the head's own norm.
     const int64_t entry = c.Add(c.Mul(3, NormParams(m)), c.Mul(2, m.hidden_size, m.hidden_size));
-    int64_t all = c.Add(c.Add(entry, p.per_layer_attention), c.Mul(2, NormParams(m))), active = all;
-    if (MtpLayerIsMoe(m)) {
-      const int64_t expert = MlpParams(m, m.moe->expert_ffn_hidden_size, c, RoutedWidth(m));
-      const int64_t shared_and_router = c.Add(c.Mul(m.moe->num_shared_experts, MlpParams(m, m.moe->expert_ffn_hidden_size, c)), RouterParams(m, c));
-      all = c.Add(all, c.Add(shared_and_router, c.Mul(m.moe->num_experts, expert)));
-      active = c.Add(active, c.Add(shared_and_router, c.Mul(m.moe->top_k, expert)));
-    } else {
-      all = c.Add(all, MlpParams(m, m.ffn_hidden_size, c));
-      active = all;
+    int64_t all = entry, active = entry, matmul = c.Mul(2, m.hidden_size, m.hidden_size);
+    for (const char block : MtpBlocks(m)) {
+      int64_t block_all = 0, block_active = 0, block_matmul = 0;
+      if (block == kHybridAttention) {
+        block_all = block_active = block_matmul = p.per_layer_attention;
+      } else if (block == kHybridMlp) {
+        block_all = block_active = block_matmul = MlpParams(m, m.ffn_hidden_size, c);
+      } else if (block == kHybridMoe) {
+        const int64_t expert = MlpParams(m, m.moe->expert_ffn_hidden_size, c, RoutedWidth(m));
+        const int64_t shared_and_router = c.Add(c.Mul(m.moe->num_shared_experts, MlpParams(m, m.moe->expert_ffn_hidden_size, c)), RouterParams(m, c));
+        block_all = c.Add(shared_and_router, c.Mul(m.moe->num_experts, expert));
+        block_active = block_matmul = c.Add(shared_and_router, c.Mul(m.moe->top_k, expert));
+      } else {  // kHybridMamba
+        block_all = block_active = mixer.all;
+        block_matmul = mixer.matmul;
+      }
+      all = c.Add(all, c.Add(block_all, NormParams(m)));
+      active = c.Add(active, c.Add(block_active, NormParams(m)));
+      matmul = c.Add(matmul, block_matmul);
     }
-    p.mtp = c.Mul(m.mtp_layers, all);
+    p.mtp = c.Mul(MtpWeightCopies(m), all);
     p.mtp_active = c.Mul(m.mtp_layers, active);
+    p.mtp_matmul = c.Mul(m.mtp_layers, matmul);
   }
   return p;
 }
@@ -184,16 +202,20 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   if (m.tied_embeddings) f.matmul += head;
   // Each multi-token-prediction module: its own products (norms aside) and the shared head again.
   const double mtp = static_cast<double>(m.mtp_layers);
-  if (m.mtp_layers > 0) f.matmul += 2.0 * static_cast<double>(p.mtp_active - m.mtp_layers * 5 * NormParams(m)) + mtp * head;
+  if (m.mtp_layers > 0) f.matmul += 2.0 * static_cast<double>(p.mtp_matmul) + mtp * head;
   const double qk_dim = m.mla ? static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim)
                               : static_cast<double>(m.head_dim);
   const double v_dim = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim);
   const double per_key = 2.0 * static_cast<double>(m.num_heads) * (qk_dim + v_dim);
   const double attention_layers = static_cast<double>(NumHybridLayers(m, kHybridAttention));
   const double local = static_cast<double>(NumLocalAttentionLayers(m)), global = attention_layers - local;
-  f.attention = per_key * static_cast<double>(seq_len) * (attention_layers + mtp);
-  f.scan = static_cast<double>(NumHybridLayers(m, kHybridMamba)) * MambaScanFlopsPerToken(m, seq_len);
-  f.causal_attention = per_key * ((global + mtp) * CausalKeysPerQuery(m, false, seq_len) + local * CausalKeysPerQuery(m, true, seq_len));
+  // The modules' attention layers attend globally; their Mamba-2 mixers scan as the model's do.
+  const std::string blocks = MtpBlocks(m);
+  const double mtp_attention = mtp * static_cast<double>(std::count(blocks.begin(), blocks.end(), kHybridAttention));
+  const double mtp_mamba = mtp * static_cast<double>(std::count(blocks.begin(), blocks.end(), kHybridMamba));
+  f.attention = per_key * static_cast<double>(seq_len) * (attention_layers + mtp_attention);
+  f.scan = (static_cast<double>(NumHybridLayers(m, kHybridMamba)) + mtp_mamba) * MambaScanFlopsPerToken(m, seq_len);
+  f.causal_attention = per_key * ((global + mtp_attention) * CausalKeysPerQuery(m, false, seq_len) + local * CausalKeysPerQuery(m, true, seq_len));
   return f;
 }
 

@@ -114,6 +114,14 @@ struct ModelSpec {
   // pattern gives the layer after the last, global attention) and the shared output head with
   // its own norm and loss. They train with the model and are dropped for inference.
   int64_t mtp_layers = 0;
+  // A hybrid model's module layers, one hybrid symbol each (Megatron-core's
+  // --mtp-hybrid-override-pattern, NemotronH's mtp_hybrid_override_pattern: "*E", attention then
+  // experts, for Nemotron 3 Super and Ultra); empty for other models, whose module runs one
+  // transformer layer. See MtpBlocks.
+  std::string mtp_pattern;
+  // One module's weights serve every depth (Megatron-core's --mtp-use-repeated-layer, AutoModel's
+  // mtp_use_repeated_layer): the modules' work is mtp_layers modules', their parameters one's.
+  bool mtp_shared_weights = false;
   // A hybrid model's layers (Megatron-core's --hybrid-layer-pattern, nemotron_h's
   // hybrid_override_pattern): one character per layer, 'M' a Mamba-2 mixer, '*' attention, '-'
   // an MLP, 'E' a mixture of experts, each with its own pre-norm and residual. Empty: every layer
@@ -154,6 +162,11 @@ int64_t NumMoeLayers(const ModelSpec& model);
 // True when the multi-token-prediction modules' layer is MoE: the layer pattern continued past the
 // model's last layer (DeepSeek-V3's is).
 bool MtpLayerIsMoe(const ModelSpec& model);
+// A multi-token-prediction module's layers in hybrid symbols: a hybrid model's mtp_pattern, else
+// attention then the MLP or experts of the layer pattern continued ("*-" or "*E").
+std::string MtpBlocks(const ModelSpec& model);
+// The modules whose weights the model holds: 1 with mtp_shared_weights, else mtp_layers.
+int64_t MtpWeightCopies(const ModelSpec& model);
 // True when layer `layer` (0-based) attends over a sliding window (SlidingWindowSpec).
 bool IsLocalAttentionLayer(const ModelSpec& model, int64_t layer);
 int64_t NumLocalAttentionLayers(const ModelSpec& model);
@@ -184,6 +197,7 @@ struct ParamCounts {
   // main model, its MTP module apart.
   int64_t mtp = 0;
   int64_t mtp_active = 0;
+  int64_t mtp_matmul = 0;  // of mtp_active, the weights products read (norms and Mamba-2 scan parameters aside)
 };
 ParamCounts CountParams(const ModelSpec& model);
 

@@ -67,6 +67,10 @@ void ValidateHybrid(const ModelSpec& m, const Fields& f) {
   const std::string pattern = f.Path("hybrid_pattern");
   if (!IsHybrid(m)) {
     if (m.mamba) throw InputError(f.Path("mamba"), "a mamba spec without hybrid_pattern", "a hybrid_pattern with 'M' layers", "say which layers are Mamba-2 mixers");
+    if (!m.mtp_pattern.empty()) {
+      throw InputError(f.Path("mtp_pattern"), "an mtp_pattern without hybrid_pattern", "leave it out: a transformer model's module runs one layer of its own kind",
+                       "mtp_pattern names a hybrid model's module layers");
+    }
     return;
   }
   const size_t bad = m.hybrid_pattern.find_first_not_of("M*-E");
@@ -93,7 +97,24 @@ void ValidateHybrid(const ModelSpec& m, const Fields& f) {
   };
   unsupported(m.mla.has_value(), "mla", "multi-head latent attention");
   unsupported(m.sliding_window.has_value(), "sliding_window", "sliding-window attention");
-  unsupported(m.mtp_layers > 0, "mtp_layers", "multi-token prediction");
+  // A hybrid model's multi-token-prediction modules name their layers.
+  if (m.mtp_layers > 0 && m.mtp_pattern.empty()) {
+    throw InputError(f.Path("mtp_pattern"), "a hybrid model's multi-token-prediction modules need their layers", "hybrid symbols, e.g. \"*E\"",
+                     "Megatron-core's --mtp-hybrid-override-pattern (Nemotron 3 Super and Ultra: *E)");
+  }
+  if (!m.mtp_pattern.empty()) {
+    const std::string field = f.Path("mtp_pattern");
+    const size_t bad_block = m.mtp_pattern.find_first_not_of("M*-E");
+    if (bad_block != std::string::npos) {
+      throw InputError(field, std::string("layer ") + std::to_string(bad_block) + " is '" + m.mtp_pattern[bad_block] + "'",
+                       "M (Mamba-2), * (attention), - (MLP), E (mixture of experts)", "the module's layers in hybrid_pattern's symbols");
+    }
+    if (m.mtp_pattern.find(kHybridMoe) != std::string::npos && !m.moe) throw InputError(field, "an 'E' layer but no moe spec", "layers the model has", "add the experts' sizes");
+    if (m.mtp_pattern.find(kHybridMamba) != std::string::npos && !m.mamba) throw InputError(field, "an 'M' layer but no mamba spec", "layers the model has", "add the mixer's sizes");
+    if (m.mtp_pattern.find(kHybridMlp) != std::string::npos) RequirePositive(m.ffn_hidden_size, f, "ffn_hidden_size");
+    if (m.mtp_layers == 0) throw InputError(field, "a pattern without modules (mtp_layers 0)", "mtp_layers 1 or more", "or leave mtp_pattern out");
+    if (m.mtp_pattern.size() > 16) throw InputError(field, "has " + std::to_string(m.mtp_pattern.size()) + " layers", "1 to 16 layers", "check for a typo");
+  }
   unsupported(m.dropout, "dropout", "dropout");
   if (m.mamba) {
     const MambaSpec& s = *m.mamba;
@@ -151,6 +172,9 @@ void ValidateModel(const ModelSpec& m, const std::string& where, const ModelFiel
       RequirePositive(value, f, field);
     }
     if (m.mla->q_lora_rank < 0) throw InputError(f.Path("mla/q_lora_rank"), "must not be negative", "0 (no query compression) or more");
+  }
+  if (m.mtp_shared_weights && m.mtp_layers == 0) {
+    throw InputError(f.Path("mtp_shared_weights"), "shared weights without modules (mtp_layers 0)", "false, or mtp_layers 1 or more", "or leave it out");
   }
   if (m.mtp_layers < 0 || m.mtp_layers > kMaxMtpLayers) {
     throw InputError(f.Path("mtp_layers"), f.Is("mtp_layers", m.mtp_layers) + " is out of range", "0 to " + std::to_string(kMaxMtpLayers),

@@ -101,7 +101,12 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
   }
   // The model's multi-token-prediction modules, which its layout places (m) and Megatron-core
   // checks against this count.
-  if (m.mtp_layers > 0) add("--mtp-num-layers", I(m.mtp_layers));
+  // A hybrid model's module names its layers; shared weights run one module at every depth.
+  if (m.mtp_layers > 0) {
+    add("--mtp-num-layers", I(m.mtp_layers));
+    if (IsHybrid(m)) add("--mtp-hybrid-override-pattern", "\"" + m.mtp_pattern + "\"");
+    if (m.mtp_shared_weights) add("--mtp-use-repeated-layer");
+  }
   if (p.sequence_parallel && p.mesh.tensor > 1) add("--sequence-parallel");
   // Megatron's own reduction dtype (GradReduceDefault) flipped by its one flag where the plan
   // reduces at the other width (framework_facts.cc: --grad-reduce-in-bf16 from fp32,
@@ -265,6 +270,14 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
     r.Fail("--mtp-num-layers", "does not match the model's " + I(m.mtp_layers) +
                                    " multi-token-prediction modules (mtp_layers): set it to that, or give a model JSON whose mtp_layers matches "
                                    "(shardsim describe --model " + m.name + " --write-model F writes one to edit)");
+  }
+  if (m.mtp_layers > 0 && IsHybrid(m) && r.Text("--mtp-hybrid-override-pattern") != m.mtp_pattern) {
+    r.Fail("--mtp-hybrid-override-pattern", "is not the model's mtp_pattern " + m.mtp_pattern);
+  }
+  if (r.Has("--mtp-use-repeated-layer") != m.mtp_shared_weights) {
+    r.Fail("--mtp-use-repeated-layer", std::string(m.mtp_shared_weights ? "is missing, but the model's" : "is set, but the model's") +
+                                           " multi-token-prediction modules " + (m.mtp_shared_weights ? "share" : "do not share") +
+                                           " one module's weights (mtp_shared_weights): give a model JSON that says what the run trains");
   }
   p.micro_batch_size = r.Int("--micro-batch-size", 1);
   p.global_batch_size = r.Int("--global-batch-size", 0);

@@ -135,6 +135,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // product each, so no region's collective is left out.
         .tensor_overlap_scope = "all",
         .mtp_setting = "--mtp-num-layers",
+        // transformer_config.py mtp_use_repeated_layer: one MTP layer object called at every depth.
+        .mtp_shared_setting = "--mtp-use-repeated-layer",
         .flex_attention_setting = "",  // --attention-backend: flash, fused, unfused, local (Transformer Engine's)
         // --bf16: the distributed optimizer keeps fp32 main parameters beside the model's bf16
         // ones (optimizer/distrib_optimizer.py, main_params_dtype fp32 by default), Adam's state

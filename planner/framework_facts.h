@@ -170,6 +170,9 @@ struct FrameworkFacts {
   // The setting that trains multi-token-prediction modules (ModelSpec::mtp_layers); "" where its
   // configuration cannot.
   std::string_view mtp_setting;
+  // The setting that runs one module's weights at every depth (ModelSpec::mtp_shared_weights); ""
+  // where each module holds its own.
+  std::string_view mtp_shared_setting;
   // The setting that runs PyTorch's FlexAttention (PlanSpec::attention_kernel flex); "" where it
   // runs its fused kernels only.
   std::string_view flex_attention_setting;

@@ -379,6 +379,9 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (m.mtp_layers > 0 && f.mtp_setting.empty()) {
     gaps.push_back({"", "multi-token prediction (" + std::to_string(m.mtp_layers) + " module" + (m.mtp_layers > 1 ? "s" : "") + " of '" + m.name +
                    "'): " + std::string(f.name) + "'s configuration trains none (a model JSON with mtp_layers 0 estimates what it runs)"});
+  } else if (m.mtp_shared_weights && f.mtp_shared_setting.empty()) {
+    gaps.push_back({"", "multi-token-prediction modules sharing one module's weights (mtp_shared_weights): " + std::string(f.name) +
+                   "'s modules each hold their own"});
   }
   ShardingGaps(f, p, s, gaps);
   PipelineGaps(f, m, p, gaps);

@@ -60,3 +60,12 @@ AUTOMODEL_AC = {
     "automodel-h100-gpt_oss_120b-64gpu": False,
     "automodel-h100-llama31_70b-64gpu": True,
 }
+
+# Multi-token prediction in AutoModel's rows: only the Nemotron 3 Ultra configuration trains it
+# (num_nextn_predict_layers 2, mtp_use_repeated_layer true: one physical module run at both depths,
+# its layers Ultra's mtp_layers_block_type ["attention", "moe"], components/models/nemotron_v3/
+# mtp.py). The other rows' commits have no MTP code for their models (components/models at
+# 2c236e08, bb0c0bfb, c0e4fe1b).
+AUTOMODEL_MTP = {  # row id -> (modules, layers in hybrid symbols, one module's weights shared)
+    "automodel-h100-nemotron_3_ultra-128gpu": (2, "*E", True),
+}

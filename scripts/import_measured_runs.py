@@ -200,7 +200,7 @@ def dtype_of(row):
     return "fp8" if p.startswith("fp8") else "bf16"
 
 
-from automodel_configs import AC_WORDS, AUTOMODEL_AC, AUTOMODEL_CONFIG, AUTOMODEL_EP, AUTOMODEL_FAKE_GATE  # noqa: E402
+from automodel_configs import AC_WORDS, AUTOMODEL_AC, AUTOMODEL_CONFIG, AUTOMODEL_EP, AUTOMODEL_FAKE_GATE, AUTOMODEL_MTP  # noqa: E402
 
 # Megatron-core's tensor-parallel communication overlap (Transformer Engine's userbuffers) in the
 # configurations behind NeMo's performance summaries. 24.07: ub_tp_comm_overlap in
@@ -389,7 +389,14 @@ def plan_of(row, assumed):
         assumed.append("PyTorch FSDP2 (NeMo AutoModel) costed as torchtitan")
         if row["model"]["config"].get("model_type") == "nemotron_h":
             assumed.append("AutoModel's own Nemotron-H model code: torchtitan trains no Mamba layers (a gap its profile names), its other behaviours cost the run")
-            if NEMOTRON_H[row["model"]["arch_key"]]["moe"].get("latent_size"):
+            if row["id"] in AUTOMODEL_MTP:
+                modules, layers, shared = AUTOMODEL_MTP[row["id"]]
+                commit, yaml = AUTOMODEL_CONFIG[row["id"]]
+                assumed.append(f"{modules} multi-token-prediction modules of layers {layers}"
+                               f"{', one module' + chr(39) + 's weights at every depth' if shared else ''}: num_nextn_predict_layers {modules}"
+                               f"{' and mtp_use_repeated_layer true' if shared else ''} in {yaml} at NVIDIA-NeMo/Automodel@{commit} "
+                               "(components/models/nemotron_v3/mtp.py)")
+            elif NEMOTRON_H[row["model"]["arch_key"]]["moe"].get("latent_size"):
                 assumed.append("no multi-token-prediction layers trained (not published)")
     else:  # NeMo (Megatron-core)
         e = ep
@@ -510,6 +517,13 @@ def main(src, dst):
             if row.get("flags"):
                 raise Skip("flagged by the collector: " + "; ".join(row["flags"]))
             model = model_of(row)
+            if row["id"] in AUTOMODEL_MTP:  # the modules the row's configuration trains (plan_of says so)
+                modules, layers, shared = AUTOMODEL_MTP[row["id"]]
+                model.update(mtp_layers=modules, mtp_pattern=layers,
+                             source=model["source"].replace("; its multi-token-prediction layers left out", "") +
+                             "; its multi-token-prediction modules as the run's configuration trains them (see assumed)")
+                if shared:
+                    model["mtp_shared_weights"] = True
             cluster = cluster_of(row)
             plan, framework = plan_of(row, assumed)
             measured = measured_of(row)

@@ -1,5 +1,7 @@
 #include "strategies/build_step.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "strategies/data_parallel.h"
 #include "strategies/expert_parallel.h"
@@ -109,12 +111,14 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
       n += static_cast<double>(count) * MlaDownParams(m);
       if (!sequence_parallel) continue;
       // A transformer layer's two norms (a hybrid layer's one; a Mamba-2 mixer's gated norm is
-      // split over tensor with its heads), a multi-token-prediction module's layer and its three
-      // norms of width D.
+      // split over tensor with its heads), a multi-token-prediction module's layer (a hybrid
+      // model's: one per block) and its three norms of width D.
       const LayerBlocks blocks = BlocksOf(kind);
-      const double layer_norms = mtp || blocks.transformer() ? 2 * norm + biases : norm;
+      const std::string mtp_blocks = mtp ? MtpBlocks(m) : std::string();
+      const double layer_norms = mtp && IsHybrid(m) ? static_cast<double>(mtp_blocks.size()) * norm : mtp || blocks.transformer() ? 2 * norm + biases : norm;
       n += static_cast<double>(count) * (layer_norms + (mtp ? 3 * d : 0));
-      if (IsMoeKind(kind) || (mtp && MtpLayerIsMoe(m))) n += static_cast<double>(count) * d * static_cast<double>(m.moe->num_experts + 2 * m.moe->latent_size);
+      const auto routers = mtp ? std::count(mtp_blocks.begin(), mtp_blocks.end(), kHybridMoe) : IsMoeKind(kind) ? 1 : 0;
+      if (routers > 0) n += static_cast<double>(count * routers) * d * static_cast<double>(m.moe->num_experts + 2 * m.moe->latent_size);
     }
   }
   if (!sequence_parallel) return n;
@@ -161,10 +165,19 @@ LayerProgram TransformerLayer(const ModelSpec& m, const PlanSpec& p, LayerKind k
   return layer;
 }
 
-// One multi-token-prediction module's parameters on one device: its layer's, the 2D -> D
-// projection split over tensor and three norms (the two inputs', the head's).
+// One multi-token-prediction module's parameters on one device: its layer's (a hybrid model's
+// blocks', each with its pre-norm), the 2D -> D projection split over tensor and three norms (the
+// two inputs', the head's).
 LayerParams MtpParamsOf(const ModelSpec& m, const PlanSpec& p) {
-  LayerParams lp = ParamsOf(m, p, MtpLayerIsMoe(m));
+  LayerParams lp;
+  if (IsHybrid(m)) {
+    for (const char block : m.mtp_pattern) {
+      const LayerParams b = ParamsOfKind(m, p, HybridBlockKind(block));
+      lp.dense += b.dense, lp.expert += b.expert;
+    }
+  } else {
+    lp = ParamsOf(m, p, MtpLayerIsMoe(m));
+  }
   const double d = static_cast<double>(m.hidden_size);
   lp.dense += 2 * d * d / static_cast<double>(p.mesh.tensor) + 3 * d;
   return lp;
@@ -176,11 +189,11 @@ LayerProgram MtpModule(const ModelSpec& m, const PlanSpec& p) {
   auto build = [&m, &p](bool with_head) {
     LayerBuilder builder(LayerKind::kMtp, ShapeOf(p));
     AppendMtpEntry(builder, m, p);
-    AppendAttentionBlock(builder, m, p);
-    if (MtpLayerIsMoe(m)) {
-      AppendMoeBlock(builder, m, p);
-    } else {
-      AppendMlpBlock(builder, m, p, m.ffn_hidden_size, ops::kMlp);
+    for (const char block : MtpBlocks(m)) {
+      if (block == kHybridMamba) AppendMambaBlock(builder, m, p);
+      if (block == kHybridAttention) AppendAttentionBlock(builder, m, p);
+      if (block == kHybridMoe) AppendMoeBlock(builder, m, p);
+      if (block == kHybridMlp) AppendMlpBlock(builder, m, p, m.ffn_hidden_size, ops::kMlp);
     }
     if (with_head) AppendHead(builder, m, p);
     return builder.Build();
@@ -337,9 +350,11 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
       }
       // The multi-token-prediction modules after the decoder layers, where the layout puts them
       // (beside the head by default). Each runs the shared head and its loss in its own program.
+      // Shared weights (mtp_shared_weights): one module's, however many run.
       for (int64_t k = 0; k < chunk.layout.mtp; ++k) append(LayerKind::kMtp);
-      dense += static_cast<double>(chunk.layout.mtp) * mtp_module.dense;
-      expert += static_cast<double>(chunk.layout.mtp) * mtp_module.expert;
+      const double mtp_weights = static_cast<double>(m.mtp_shared_weights ? std::min<int64_t>(1, chunk.layout.mtp) : chunk.layout.mtp);
+      dense += mtp_weights * mtp_module.dense;
+      expert += mtp_weights * mtp_module.expert;
       if (chunk.layout.head) {
         append(LayerKind::kHead);
         holds_head = true;

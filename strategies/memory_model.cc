@@ -76,7 +76,10 @@ double MtpActivationBytes(const ModelSpec& m, const PlanSpec& p, int64_t tokens)
   const double inputs = 2 * static_cast<double>(m.hidden_size) * a / sp;  // previous depth's hidden state, next token's embedding
   // Full recomputation reruns the entry from its inputs; the other sets keep its concatenation.
   const double entry = p.recompute == Recompute::kFull ? inputs : 2 * inputs;
-  return LayerActivationBytes(m, p, tokens, MtpLayerIsMoe(m)) + static_cast<double>(tokens) * entry;
+  if (!IsHybrid(m)) return LayerActivationBytes(m, p, tokens, MtpLayerIsMoe(m)) + static_cast<double>(tokens) * entry;
+  double layers = 0;  // a hybrid model's module: its blocks', each as the model's layer of that kind keeps
+  for (const char block : m.mtp_pattern) layers += LayerKindActivationBytes(m, p, tokens, HybridBlockKind(block));
+  return layers + static_cast<double>(tokens) * entry;
 }
 
 double ExpertRowActivationBytes(const ModelSpec& m, const PlanSpec& p) {

@@ -63,15 +63,17 @@ std::string ToString(LayerKind kind) {
   return "dense";
 }
 
-LayerKind LayerKindOf(const ModelSpec& model, int64_t layer) {
-  if (IsHybrid(model)) {
-    switch (model.hybrid_pattern[static_cast<size_t>(layer)]) {
-      case kHybridMamba: return LayerKind::kMamba;
-      case kHybridAttention: return LayerKind::kAttentionOnly;
-      case kHybridMlp: return LayerKind::kMlpOnly;
-      default: return LayerKind::kMoeOnly;
-    }
+LayerKind HybridBlockKind(char symbol) {
+  switch (symbol) {
+    case kHybridMamba: return LayerKind::kMamba;
+    case kHybridAttention: return LayerKind::kAttentionOnly;
+    case kHybridMlp: return LayerKind::kMlpOnly;
+    default: return LayerKind::kMoeOnly;
   }
+}
+
+LayerKind LayerKindOf(const ModelSpec& model, int64_t layer) {
+  if (IsHybrid(model)) return HybridBlockKind(model.hybrid_pattern[static_cast<size_t>(layer)]);
   return TransformerLayerKind(IsMoeLayer(model, layer), IsLocalAttentionLayer(model, layer));
 }
 

@@ -107,6 +107,8 @@ constexpr LayerKind TransformerLayerKind(bool moe, bool local) {
 }
 // The kind of the model's decoder layer `layer` (0-based).
 LayerKind LayerKindOf(const ModelSpec& model, int64_t layer);
+// The hybrid layer kind of a hybrid symbol (ModelSpec::hybrid_pattern, mtp_pattern).
+LayerKind HybridBlockKind(char symbol);
 
 // The ops of one layer for one micro-batch, all phases, in issue order within each phase.
 struct LayerProgram {

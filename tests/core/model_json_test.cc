@@ -131,9 +131,31 @@ TEST(HfConfigTest, NemotronHMatchesNanoPreset) {
     listed["layers_block_type"].push_back(c == 'M' ? "linear_attention" : c == '*' ? "attention" : c == 'E' ? "moe" : "mlp");
   }
   EXPECT_EQ(ModelFromHfConfig(listed, "config.json", preset.name).hybrid_pattern, preset.hybrid_pattern);
+  // Multi-token prediction: left out (and said so) where no pattern names the modules' layers;
+  // the pattern string or the block-type list, and the repeated layer, where one does.
   json mtp = config;
-  mtp["num_nextn_predict_layers"] = 1;
-  EXPECT_NE(ModelFromHfConfig(mtp, "config.json", preset.name).source.find("1 multi-token-prediction layer(s) left out"), std::string::npos);
+  mtp["num_nextn_predict_layers"] = 2;
+  EXPECT_NE(ModelFromHfConfig(mtp, "config.json", preset.name).source.find("2 multi-token-prediction layer(s) left out"), std::string::npos);
+  mtp["mtp_hybrid_override_pattern"] = "*E";
+  const ModelSpec with_mtp = ModelFromHfConfig(mtp, "config.json", preset.name);
+  EXPECT_EQ(with_mtp.mtp_layers, 2);
+  EXPECT_EQ(with_mtp.mtp_pattern, "*E");
+  EXPECT_FALSE(with_mtp.mtp_shared_weights);
+  mtp.erase("mtp_hybrid_override_pattern");
+  mtp["mtp_layers_block_type"] = {"attention", "moe"};
+  mtp["mtp_use_repeated_layer"] = true;
+  const ModelSpec listed_mtp = ModelFromHfConfig(mtp, "config.json", preset.name);
+  EXPECT_EQ(listed_mtp.mtp_pattern, "*E");
+  EXPECT_TRUE(listed_mtp.mtp_shared_weights);
+  EXPECT_EQ(ModelFromJson(ModelToJson(listed_mtp), "m.json"), listed_mtp);  // the model JSON keeps both
+  mtp.erase("mtp_layers_block_type");
+  mtp["mtp_hybrid_override_pattern"] = "*X";
+  try {
+    ModelFromHfConfig(mtp, "config.json", preset.name);
+    ADD_FAILURE() << "an unknown MTP layer symbol";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "config.json:/mtp_hybrid_override_pattern");
+  }
   // Errors name the config's own fields.
   for (const auto& [key, value, field] : {std::tuple{"mlp_hidden_act", json("silu"), "mlp_hidden_act"}, std::tuple{"num_hidden_layers", json(40), "num_hidden_layers"},
                                           std::tuple{"layers_block_type", json::array({"mamba", "conv"}), "layers_block_type"}}) {

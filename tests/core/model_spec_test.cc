@@ -210,13 +210,54 @@ TEST(HybridModelTest, RejectsInconsistentPatterns) {
   m.mamba->groups = 7;
   EXPECT_EQ(where(m), "m.json:/mamba/groups");
   m = good;
-  m.mtp_layers = 1;
-  EXPECT_EQ(where(m), "m.json:/mtp_layers");
+  m.mtp_layers = 1;  // a hybrid model's modules name their layers
+  EXPECT_EQ(where(m), "m.json:/mtp_pattern");
+  m.mtp_pattern = "*X";
+  EXPECT_EQ(where(m), "m.json:/mtp_pattern");
+  m.mtp_pattern = "*E";
+  EXPECT_EQ(where(m), "accepted");
+  m.mtp_layers = 0;
+  EXPECT_EQ(where(m), "m.json:/mtp_pattern");  // a pattern without modules
+  m = good;
+  m.mtp_shared_weights = true;
+  EXPECT_EQ(where(m), "m.json:/mtp_shared_weights");
   m = good;
   m.hybrid_pattern.clear();
   m.moe.reset();
   m.ffn_hidden_size = 64;
   EXPECT_EQ(where(m), "m.json:/mamba");  // a mixer spec without a pattern
+}
+
+// A hybrid model's multi-token-prediction modules: their layers from mtp_pattern, counted per
+// module; shared weights hold one module's parameters and still run every depth's work.
+TEST(HybridModelTest, MtpModulesCountTheirPatternsLayers) {
+  ModelSpec m = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
+  const ParamCounts base = CountParams(m);
+  const FlopsPerToken base_flops = ForwardFlopsPerToken(m, 4096);
+  m.mtp_layers = 2;
+  m.mtp_pattern = "*E";
+  ValidateModel(m, "m.json:");
+  const ParamCounts two = CountParams(m);
+  EXPECT_EQ(two.total, base.total);  // beside the model's own
+  const double d = static_cast<double>(m.hidden_size);
+  // One module: the entry (2D -> D and three norms), attention and experts each with a pre-norm.
+  const int64_t experts = base.routed_experts / NumMoeLayers(m) + base.shared_experts / NumMoeLayers(m) + base.router / NumMoeLayers(m);
+  const int64_t module = 2 * m.hidden_size * m.hidden_size + 5 * m.hidden_size + base.per_layer_attention + experts;
+  EXPECT_EQ(two.mtp, 2 * module);
+  m.mtp_shared_weights = true;
+  const ParamCounts shared = CountParams(m);
+  EXPECT_EQ(shared.mtp, module);
+  EXPECT_EQ(shared.mtp_active, two.mtp_active);
+  // Each depth: the entry's and layers' products, the head again and one more global attention.
+  const FlopsPerToken flops = ForwardFlopsPerToken(m, 4096);
+  const double head = 2 * static_cast<double>(m.vocab_size) * d;
+  const double per_module_active = static_cast<double>(two.mtp_active) / 2 - 5 * d;
+  EXPECT_NEAR(flops.matmul - base_flops.matmul, 2 * (2 * per_module_active + head), 1e-6 * flops.matmul);
+  const double attention_layers = static_cast<double>(NumHybridLayers(m, kHybridAttention));
+  EXPECT_NEAR(flops.attention / base_flops.attention, (attention_layers + 2) / attention_layers, 1e-12);
+  EXPECT_DOUBLE_EQ(flops.scan, base_flops.scan);  // no Mamba-2 mixer in the modules
+  m.mtp_pattern = "M*E";
+  EXPECT_GT(ForwardFlopsPerToken(m, 4096).scan, base_flops.scan);
 }
 
 TEST(ValidateModelTest, RejectsInconsistentSpecs) {

@@ -351,6 +351,18 @@ TEST(ExportRoundTripTest, DispatchersAndHybridSegmentsThatDoNotReadBack) {
   EXPECT_TRUE(refused(megatron, h, "--hybrid-layer-pattern", "\"" + reordered.substr(0, 26) + "|" + reordered.substr(26) + "\"", nano));
   EXPECT_TRUE(refused(megatron, h, "--hybrid-layer-pattern", "\"" + nano.hybrid_pattern.substr(0, 20) + "|" + nano.hybrid_pattern.substr(20, 20) + "|" +
                                                                  nano.hybrid_pattern.substr(40) + "\"", nano));
+  // A hybrid model's modules: their layers and the repeated layer travel, and read back only onto
+  // the model that has them.
+  ModelSpec mtp = nano;
+  mtp.mtp_layers = 2, mtp.mtp_pattern = "*E", mtp.mtp_shared_weights = true;
+  const Export with_mtp = ExportPlan(mtp, h100, AsFrameworkRuns(Framework::kMegatronCore, mtp, piped), megatron);
+  EXPECT_NE(with_mtp.text.find("--mtp-hybrid-override-pattern \"*E\""), std::string::npos) << with_mtp.text;
+  EXPECT_NE(with_mtp.text.find("--mtp-use-repeated-layer"), std::string::npos) << with_mtp.text;
+  EXPECT_NO_THROW(PlanFromExport(megatron, with_mtp.settings, mtp));
+  EXPECT_TRUE(refused(megatron, with_mtp, "--mtp-hybrid-override-pattern", "\"*-\"", mtp));
+  ModelSpec own_weights = mtp;
+  own_weights.mtp_shared_weights = false;
+  EXPECT_TRUE(refused(megatron, with_mtp, "--mtp-use-repeated-layer", "", own_weights));
 }
 
 TEST(ExportRoundTripTest, DeepSpeed) {

@@ -240,6 +240,7 @@ TEST(ExportTest, UnevenStages) {
   const Export with_mtp = ExportPlan(mtp, ParseClusterPreset("hgx-h800:2048", "--cluster"), d, ExportTarget::kMegatron);
   EXPECT_NE(with_mtp.text.find("--pipeline-model-parallel-layout \"Et*3|t*3|(t*4|)*13t*3mL\""), std::string::npos) << with_mtp.text;
   EXPECT_NE(with_mtp.text.find("--mtp-num-layers 1"), std::string::npos) << with_mtp.text;
+  EXPECT_EQ(with_mtp.text.find("--mtp-use-repeated-layer"), std::string::npos) << with_mtp.text;
   // A plan's own pipeline_layout passes through as written.
   PlanSpec own = p;
   own.pipeline_schedule = "interleaved-1f1b";

@@ -421,6 +421,11 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kDeepSpeed, plain, "multi-token prediction", mtp));
   EXPECT_FALSE(Names(Framework::kMaxText, plain, "multi-token prediction", mtp));
   EXPECT_FALSE(Names(Framework::kMegatronCore, plain, "multi-token prediction", mtp));
+  // One module's weights at every depth: Megatron-core's repeated layer; MaxText's modules each
+  // hold their own.
+  mtp.mtp_layers = 2, mtp.mtp_shared_weights = true;
+  EXPECT_TRUE(Names(Framework::kMaxText, plain, "sharing one module's weights (mtp_shared_weights)", mtp));
+  EXPECT_FALSE(Names(Framework::kMegatronCore, plain, "mtp_shared_weights", mtp));
 }
 
 TEST(FrameworksTest, RecomputeDtypeAttentionOrder) {

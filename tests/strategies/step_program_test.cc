@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/error.h"
@@ -74,6 +75,36 @@ TEST(StepProgramTest, FlopsAddUpToSixNPlusAttention) {
   p.flash_attention = false;
   const StepProgram unfused = BuildStep(oss, p);
   EXPECT_NEAR(ProgramFlops(unfused) / unfused.palm_flops_per_step, 1.0, 1e-3);
+}
+
+// A hybrid model's multi-token-prediction modules run their pattern's layers: the program's FLOPs
+// are the model's count with them; shared weights hold one module's parameters for both depths.
+TEST(StepProgramTest, HybridMtpModulesRunTheirPattern) {
+  ModelSpec m = FindModelPreset("nemotron-3-nano-30b-a3b")->spec;
+  PlanSpec p = Plan(4, 1, 1, 32, 4096);  // one stage: no embedding copy beside the modules
+  p.recompute = Recompute::kFull;
+  const StepProgram base = BuildStep(m, p);
+  m.mtp_layers = 2;
+  m.mtp_pattern = "*E";
+  const StepProgram own = BuildStep(m, p);
+  EXPECT_NEAR(ProgramFlops(own) / own.model_flops_per_step, 1.0, 1e-5);
+  EXPECT_GT(own.model_flops_per_step, 1.01 * base.model_flops_per_step);
+  const LayerProgram& module = own.Layer(LayerKind::kMtp);
+  auto has = [&module](std::string_view name) {
+    return std::any_of(module.ops.begin(), module.ops.end(), [&](const Op& op) { return op.name.find(name) != std::string::npos; });
+  };
+  EXPECT_TRUE(has("qkv"));
+  EXPECT_TRUE(has("experts"));
+  EXPECT_FALSE(has("mamba"));
+  const auto& last = own.stages.back().chunks.back().layers;
+  ASSERT_GE(last.size(), 2u);
+  EXPECT_EQ(last[last.size() - 2], (std::pair<LayerKind, int64_t>{LayerKind::kMtp, 2}));
+  m.mtp_shared_weights = true;
+  const StepProgram shared = BuildStep(m, p);
+  EXPECT_DOUBLE_EQ(shared.model_flops_per_step, own.model_flops_per_step);
+  const double module_params = own.stages.back().params() - shared.stages.back().params();
+  EXPECT_GT(module_params, 0);
+  EXPECT_NEAR(shared.stages.back().params() - base.stages.back().params(), module_params, 1e-6 * module_params);
 }
 
 TEST(StepProgramTest, TensorParallelIssuesTwoAllReducesEachWay) {
