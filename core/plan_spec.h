@@ -177,7 +177,8 @@ struct PlanSpec {
   // torch.distributed.pipelining's stage.py, which torchtitan runs) or "keep-outputs" (the same,
   // and every micro-batch's output kept to the end of the step: torch.distributed.pipelining
   // before pytorch/pytorch#153383 of 2025-05, as torchtitan ran in 2024; the last stage keeps
-  // every micro-batch's logits). Empty: per-transfer unless a framework profile sets its own
+  // every micro-batch's logits; and each input buffer's gradient left in its .grad to the next
+  // step, as before pytorch/pytorch#164329 of 2025-10). Empty: per-transfer unless a framework profile sets its own
   // (planner::AsFrameworkRuns). See PipelineBuffersOf.
   std::string pipeline_buffers;
   // Which tensor-parallel collectives overlap.tensor hides under their products: "all" (each

@@ -480,7 +480,8 @@ def plan_of(row, assumed):
             # end of the step (stage.py output_chunks) until pytorch/pytorch#153383 (2025-05).
             plan["pipeline_buffers"] = "keep-outputs"
             assumed.append("pipeline_buffers keep-outputs: torch.distributed.pipelining before pytorch/pytorch#153383 (2025-05) "
-                           "kept every micro-batch's stage output, the last stage's logits, to the end of the step")
+                           "kept every micro-batch's stage output, the last stage's logits, to the end of the step "
+                           "(and, before #164329, each input buffer's gradient to the next step)")
     if mbs is None:
         raise Skip("micro-batch size not published")
     plan["micro_batch_size"] = mbs

@@ -148,7 +148,9 @@ bool SendsToAnotherStage(const Stage& stage, size_t c) {
 // previous chunk's output and the next chunk's input gradient in those buffers'
 // place (set_local_fwd_input, set_local_bwd_input), kept as long. keep-outputs: every output to
 // the step's end instead (output_chunks before pytorch/pytorch#153383), the head's being its
-// logits at the activations' width, of which the loss counts those in flight. Each chunk counts
+// logits at the activations' width, of which the loss counts those in flight, and each input
+// buffer's gradient, which stage_backward left in its .grad to the next step (before
+// pytorch/pytorch#164329, October 2025: the same torch). Each chunk counts
 // the micro-batches of its direction (DualPipe's two halves) in one schedule: a step of several
 // rounds calls it once per round (step()), which reuses the buffers and clears the outputs.
 double PipelineBufferBytes(const StepProgram& program, int64_t stage_index, double stage_logits, TaskLists* task_lists) {
@@ -177,7 +179,10 @@ double PipelineBufferBytes(const StepProgram& program, int64_t stage_index, doub
   }
   bytes -= PeakInFlight(program, stage_index, inputs, Phase::kBackwardWeight, task_lists);
   if (mode == "keep-outputs") {
-    for (size_t c = 0; c < stage.chunks.size(); ++c) bytes += n[c] * (outputs[c] + logits[c]);
+    for (size_t c = 0; c < stage.chunks.size(); ++c) {
+      const double input_grad = stage.chunks[c].layout.embedding ? 0 : boundary;
+      bytes += n[c] * (outputs[c] + logits[c] + input_grad);
+    }
     bytes -= PeakInFlight(program, stage_index, logits, Phase::kBackwardInput, task_lists);
   } else {
     bytes += PeakInFlight(program, stage_index, outputs, Phase::kBackwardInput, task_lists);
