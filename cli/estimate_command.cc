@@ -23,6 +23,7 @@
 #include "sim/routed_all_to_all.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
+#include "strategies/elementwise_kernels.h"
 #include "strategies/memory_model.h"
 #include "strategies/state_bytes.h"
 #include "strategies/stage_layout.h"
@@ -184,6 +185,14 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     out << "  loss        " << plan.cross_entropy << " cross-entropy: " << FormatFixed(loss.held, 0) << " B per logit held to the backward"
         << (loss.backward > 0 ? ", " + FormatFixed(loss.backward, 0) + " more in it" : "") << " (cross_entropy"
         << from(written.cross_entropy) << ")\n";
+  }
+  if (plan.elementwise_kernels.starts_with("eager")) {
+    const strategies::ElementwisePasses norm = strategies::NormPasses(model, plan, ComputeElementBytes(plan));
+    const strategies::ElementwisePasses act = strategies::ActivationPasses(model, plan, ComputeElementBytes(plan));
+    out << "  elementwise " << plan.elementwise_kernels << " PyTorch kernels (elementwise_kernels" << from(written.elementwise_kernels) << "): norms move " << FormatFixed(norm.forward, 0)
+        << " and " << FormatFixed(norm.backward, 0) << " passes over their input (forward, backward; fused: 2 and 4), activations "
+        << FormatFixed(act.forward, 0) << " and " << FormatFixed(act.backward, 0) << (model.position == PositionKind::kRope ? ", rotary embeddings their own kernels" : "")
+        << " (torchtitan's uncompiled llama, strategies/elementwise_kernels.h)\n";
   }
   if (plan.mesh.pipeline > 1 && PipelineBuffersOf(plan) != "per-transfer") {
     const bool keeps = PipelineBuffersOf(plan) == "keep-outputs";

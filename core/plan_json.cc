@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "param_gather_dtype", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "elementwise_kernels", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "param_gather_dtype", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "framework"};
 }
 
@@ -56,6 +56,7 @@ json PlanToJson(const PlanSpec& p) {
   if (p.offload_layers > 0) j["offload_layers"] = p.offload_layers;
   if (!p.grad_reduce_dtype.empty()) j["grad_reduce_dtype"] = p.grad_reduce_dtype;
   if (!p.cross_entropy.empty()) j["cross_entropy"] = p.cross_entropy;
+  if (!p.elementwise_kernels.empty()) j["elementwise_kernels"] = p.elementwise_kernels;
   if (!p.fp8_recipe.empty()) j["fp8_recipe"] = p.fp8_recipe;
   if (!p.ep_dispatch_dtype.empty()) j["ep_dispatch_dtype"] = p.ep_dispatch_dtype;
   if (!p.ep_dispatcher.empty()) j["ep_dispatcher"] = p.ep_dispatcher;
@@ -108,6 +109,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.dtype = r.EnumOr("dtype", "bf16", PlanFieldChoices("dtype"));
   if (r.Has("grad_reduce_dtype")) p.grad_reduce_dtype = r.EnumOr("grad_reduce_dtype", "bf16", PlanFieldChoices("grad_reduce_dtype"));
   if (r.Has("cross_entropy")) p.cross_entropy = r.EnumOr("cross_entropy", "fused", PlanFieldChoices("cross_entropy"));
+  if (r.Has("elementwise_kernels")) p.elementwise_kernels = r.EnumOr("elementwise_kernels", "fused", PlanFieldChoices("elementwise_kernels"));
   if (r.Has("fp8_recipe")) {
     p.fp8_recipe = r.EnumOr("fp8_recipe", "tensorwise", PlanFieldChoices("fp8_recipe"));
     if (p.dtype != "fp8") r.Fail("fp8_recipe", "fp8_recipe " + p.fp8_recipe + " with dtype " + p.dtype, "dtype fp8", "set dtype to fp8 or drop fp8_recipe");
@@ -214,6 +216,7 @@ std::vector<std::string> PlanFieldChoices(const std::string& key) {
   if (key == "recompute") return RecomputeNames();
   if (key == "grad_reduce_dtype") return GradReduceDtypeNames();
   if (key == "cross_entropy") return CrossEntropyNames();
+  if (key == "elementwise_kernels") return ElementwiseKernelsNames();
   if (key == "fp8_recipe") return Fp8RecipeNames();
   if (key == "ep_dispatch_dtype") return EpDispatchDtypeNames();
   if (key == "ep_dispatcher") return EpDispatcherNames();

@@ -150,6 +150,8 @@ const std::vector<std::string>& Fp8RecipeNames() {
 
 std::string CrossEntropyOf(const PlanSpec& p) { return p.cross_entropy.empty() ? "fused" : p.cross_entropy; }
 
+std::string ElementwiseKernelsOf(const PlanSpec& p) { return p.elementwise_kernels.empty() ? "fused" : p.elementwise_kernels; }
+
 double EpDispatchBytes(const PlanSpec& p, int64_t row_width) {
   return p.ep_dispatch_dtype == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
 }
@@ -311,6 +313,11 @@ std::string Fp8RecipeOf(const PlanSpec& p) {
 
 const std::vector<std::string>& CrossEntropyNames() {
   static const std::vector<std::string> kNames = {"fused", "eager"};
+  return kNames;
+}
+
+const std::vector<std::string>& ElementwiseKernelsNames() {
+  static const std::vector<std::string> kNames = {"fused", "eager", "eager-fused-norm"};
   return kNames;
 }
 

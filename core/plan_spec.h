@@ -109,6 +109,14 @@ struct PlanSpec {
   // F.cross_entropy over an fp32 copy of the logits). Empty: fused unless a framework profile sets
   // its default (planner::AsFrameworkRuns). See CrossEntropyNames.
   std::string cross_entropy;
+  // How the norms, gated activations and rotary embeddings run: "fused" (one kernel each:
+  // Transformer Engine's, XLA's, or a torch.compile'd model) or "eager" (PyTorch primitives as
+  // torchtitan's uncompiled llama writes them: RMSNorm as float/pow/mean/rsqrt/mul/type_as/mul,
+  // SwiGLU as silu then mul, RoPE through complex views; strategies/elementwise_kernels.h) or
+  // "eager-fused-norm" (the same with one Triton kernel per RMSNorm: torchtitan's norm_type
+  // fused_rmsnorm until #826 of 2025-02). Empty: fused unless a framework profile sets its
+  // default (planner::AsFrameworkRuns).
+  std::string elementwise_kernels;
   // An fp8 plan's scaling recipe: "tensorwise" (one scale per tensor: Transformer Engine's delayed
   // or current scaling, torchao's default), "rowwise" (torchao), "blockwise" (1x128 / 128x128
   // tiles, DeepSeek-V3; Transformer Engine's Float8BlockScaling) or "mxfp8" (32-element blocks,
@@ -321,6 +329,8 @@ double GradReduceBytes(const PlanSpec& plan);
 const std::vector<std::string>& GradReduceDtypeNames();
 // cross_entropy's values: "fused", "eager".
 const std::vector<std::string>& CrossEntropyNames();
+// elementwise_kernels' values: "fused", "eager", "eager-fused-norm".
+const std::vector<std::string>& ElementwiseKernelsNames();
 // fp8_recipe's values: "tensorwise", "rowwise", "blockwise", "mxfp8".
 const std::vector<std::string>& Fp8RecipeNames();
 
@@ -328,6 +338,8 @@ const std::vector<std::string>& Fp8RecipeNames();
 // planner::AsFrameworkRuns): the loss "fused"; an fp8 plan's recipe "tensorwise" ("" for other
 // dtypes). The one home of both defaults for the memory model, the costs and the exports.
 std::string CrossEntropyOf(const PlanSpec& plan);
+// elementwise_kernels in effect: "fused" where the plan leaves it unset.
+std::string ElementwiseKernelsOf(const PlanSpec& plan);
 std::string Fp8RecipeOf(const PlanSpec& plan);
 
 // The scales an FP8 recipe adds to a quantised tensor, in bytes: an fp32 scale per row for

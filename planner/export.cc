@@ -75,6 +75,7 @@ Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const Plan
   // framework's own defaults.
   PlanSpec estimated = plan;
   estimated.cross_entropy = CrossEntropyOf(plan);
+  estimated.elementwise_kernels = ElementwiseKernelsOf(plan);
   estimated.fp8_recipe = Fp8RecipeOf(plan);  // likewise the recipe
   const PlanSpec p = CanonicalSharding(estimated);
   Export e;

@@ -103,12 +103,13 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
     add("parallelism.fsdp_reshard_after_forward",
         Quoted(ReshardAfterForward(p) ? "always" : "never"));
   }
-  // configs.py CompileConfig: async TP requires compiling the model; a fused loss is the compiled
-  // one (components/loss.py _maybe_compile).
+  // configs.py CompileConfig: fused elementwise kernels are the compiled model's, and async TP
+  // requires compiling it; a fused loss is the compiled one (components/loss.py _maybe_compile).
   const bool async_tp = p.mesh.tensor > 1 && p.overlap.tensor, fused_loss = CrossEntropyOf(p) == "fused";
-  if (async_tp || fused_loss) {
+  const bool compiled_model = async_tp || ElementwiseKernelsOf(p) == "fused";
+  if (compiled_model || fused_loss) {
     add("compile.enable", "True");
-    add("compile.components", async_tp && fused_loss ? "[\"model\", \"loss\"]" : async_tp ? "[\"model\"]" : "[\"loss\"]");
+    add("compile.components", compiled_model && fused_loss ? "[\"model\", \"loss\"]" : compiled_model ? "[\"model\"]" : "[\"loss\"]");
   }
   if (async_tp) add("compile.enable_async_tensor_parallel", "True");
   add("activation_checkpoint", p.recompute == Recompute::kNone   ? "None"
@@ -203,8 +204,10 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
   }
   p.overlap.tensor = r.Bool("compile.enable_async_tensor_parallel", false);
   // CompileConfig.components defaults to ["model", "loss"].
-  const bool compiled_loss = r.Bool("compile.enable", false) && r.Get("compile.components", "[\"model\", \"loss\"]").find("\"loss\"") != std::string::npos;
+  const std::string components = r.Get("compile.components", "[\"model\", \"loss\"]");
+  const bool compiled_loss = r.Bool("compile.enable", false) && components.find("\"loss\"") != std::string::npos;
   p.cross_entropy = compiled_loss ? "fused" : "eager";
+  p.elementwise_kernels = r.Bool("compile.enable", false) && components.find("\"model\"") != std::string::npos ? "fused" : "eager";
   if (p.mesh.pipeline > 1) {
     const std::string name = r.Text("parallelism.pipeline_parallel_schedule", "\"1F1B\"");
     const strategies::Schedule* schedule = nullptr;

@@ -86,6 +86,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_cross_entropy = true,
         .eager_cross_entropy = false,
         .cross_entropy_default = "fused",
+        // Transformer Engine's (or Apex's) fused norm, SwiGLU and RoPE kernels.
+        .fused_elementwise = true,
+        .eager_elementwise = false,
+        .elementwise_default = "fused",
         // core/enums.py Fp8Recipe: delayed and tensorwise (per-tensor scales), blockwise,
         // mxfp8 (--fp8-recipe; delayed by default).
         .fp8_recipes = {true, false, true, true},
@@ -211,6 +215,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_cross_entropy = true,
         .eager_cross_entropy = true,
         .cross_entropy_default = "eager",
+        // models/llama3/model: RMSNorm, SwiGLU and RoPE in PyTorch primitives, fused only where
+        // compile.enable and "model" in compile.components (compile.enable defaults to False).
+        .fused_elementwise = true,
+        .eager_elementwise = true,
+        .elementwise_default = "eager",
         // components/quantization/float8.py Float8LinearConverter: recipe_name "rowwise" (or
         // "rowwise_with_gw_hp"), per-tensor scaling gone; mx.py MXFP8LinearConverter: mxfp8.
         .fp8_recipes = {false, true, false, true},
@@ -336,6 +345,10 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_cross_entropy = true,
         .eager_cross_entropy = false,
         .cross_entropy_default = "fused",
+        // XLA fuses the elementwise work into its neighbours.
+        .fused_elementwise = true,
+        .eager_elementwise = false,
+        .elementwise_default = "fused",
         // base.yml quantization "fp8": per-tensor scales (shardsim's reading).
         .fp8_recipes = {true, false, false, false},
         .fp8_recipe_default = "tensorwise",
@@ -426,6 +439,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_cross_entropy = false,
         .eager_cross_entropy = true,
         .cross_entropy_default = "eager",
+        // The user's model as written or compiled (or with kernel injection): its configuration
+        // does not say; costed fused unless the plan says eager.
+        .fused_elementwise = true,
+        .eager_elementwise = true,
+        .elementwise_default = "fused",
         .fp8_recipes = {false, false, false, false},  // no fp8 training
         .fp8_recipe_default = "",
         .fp8_dispatch_recipe = "",

@@ -127,6 +127,10 @@ struct FrameworkFacts {
   // The losses it computes (PlanSpec::cross_entropy), and the one a plan that sets none gets.
   bool fused_cross_entropy, eager_cross_entropy;
   std::string_view cross_entropy_default;
+  // The elementwise kernels it runs (PlanSpec::elementwise_kernels), and the ones a plan that sets
+  // none gets.
+  bool fused_elementwise, eager_elementwise;
+  std::string_view elementwise_default;
   // FP8 scaling recipes (PlanSpec::fp8_recipe) in Fp8RecipeNames' order (tensorwise, rowwise,
   // blockwise, mxfp8), and the one an fp8 plan that sets none gets ("" without fp8).
   std::array<bool, 4> fp8_recipes;

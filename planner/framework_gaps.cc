@@ -91,6 +91,17 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
       gaps.push_back({"/grad_reduce_dtype", "grad_reduce_dtype " + p.grad_reduce_dtype + ": " + std::string(f.name) + " reduces this plan's gradients in " + can});
     }
   }
+  if (p.elementwise_kernels == "eager-fused-norm") {
+    // torchtitan's norm_type fused_rmsnorm, removed in #826 (2025-02); no profile runs it now.
+    gaps.push_back({"/elementwise_kernels", "eager kernels beside a fused RMSNorm (elementwise_kernels eager-fused-norm): " + std::string(f.name) +
+                   (f.framework == Framework::kTorchtitan ? " removed its fused_rmsnorm in #826 (2025-02)" : " has no such mode")});
+  } else if ((p.elementwise_kernels == "fused" && !f.fused_elementwise) || (p.elementwise_kernels == "eager" && !f.eager_elementwise)) {
+    gaps.push_back({"/elementwise_kernels", p.elementwise_kernels + " elementwise kernels: " + std::string(f.name) + " runs its norms, activations and rotary embeddings " +
+                   (f.fused_elementwise ? "fused" : "eagerly")});
+  } else if (f.framework == Framework::kTorchtitan && p.elementwise_kernels == "eager" && p.mesh.tensor > 1 && p.overlap.tensor) {
+    // configs.py: enable_async_tensor_parallel requires compile.enable with "model" compiled.
+    gaps.push_back({"/elementwise_kernels", "eager elementwise kernels beside async tensor parallelism (overlap.tensor): torchtitan compiles the model for it"});
+  }
   if ((p.cross_entropy == "fused" && !f.fused_cross_entropy) || (p.cross_entropy == "eager" && !f.eager_cross_entropy)) {
     gaps.push_back({"/cross_entropy", p.cross_entropy + " cross-entropy: " + std::string(f.name) + " computes the loss " +
                    (f.fused_cross_entropy ? "fused" : "eagerly, over an fp32 copy of the logits")});

@@ -94,6 +94,10 @@ PlanSpec AsFrameworkRuns(Framework framework, const ModelSpec& model, const Plan
   // An unset reduction dtype is the framework's; a set one stays (FrameworkGaps judges it).
   if (p.grad_reduce_dtype.empty()) p.grad_reduce_dtype = GradReduceDefault(facts, p);
   if (p.cross_entropy.empty()) p.cross_entropy = std::string(facts.cross_entropy_default);
+  // Async tensor parallelism compiles the model (torchtitan's configs.py), so its kernels are fused.
+  if (p.elementwise_kernels.empty()) {
+    p.elementwise_kernels = p.mesh.tensor > 1 && p.overlap.tensor && facts.fused_elementwise ? "fused" : std::string(facts.elementwise_default);
+  }
   if (p.dtype == "fp8" && p.fp8_recipe.empty()) p.fp8_recipe = std::string(facts.fp8_recipe_default);
   if (p.dtype == "fp8" && p.saved_input_dtype.empty()) p.saved_input_dtype = std::string(facts.saved_input_dtype);
   if (p.dtype == "fp8" && p.tensor_gather_dtype.empty() && GathersSequence(p)) {

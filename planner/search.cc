@@ -301,6 +301,8 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
                 // A fused loss keeps less than an eager one for the same time: where the framework
                 // computes both (torchtitan compiles its loss on request), the search asks for it.
                 if (candidate.cross_entropy.empty() && FactsOf(*o.framework).fused_cross_entropy) candidate.cross_entropy = "fused";
+                // Likewise fused elementwise kernels (torchtitan compiles its model on request).
+                if (candidate.elementwise_kernels.empty() && FactsOf(*o.framework).fused_elementwise) candidate.elementwise_kernels = "fused";
                 // As the framework runs it (the overlaps and FSDP behaviour it fixes), or not at all.
                 candidate = AsFrameworkRuns(*o.framework, m, candidate);
                 candidate.framework = std::string(FrameworkName(*o.framework));

@@ -43,6 +43,9 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::stri
   if (p.ep_dispatcher == "deepep") {
     refuse("plan:/ep_dispatcher", "a deduplicating expert dispatcher (DeepEP)", "alltoall (its MPI all-to-alls send every routed copy)");
   }
+  if (p.elementwise_kernels.starts_with("eager")) {
+    refuse("plan:/elementwise_kernels", p.elementwise_kernels + " elementwise kernels (PyTorch primitives' extra memory traffic)", "fused (its own kernels read and write each tensor once)");
+  }
   if (p.expert_routing == "round-robin") {
     refuse("plan:/expert_routing", "round-robin expert routing", "uniform (its router picks each token's top-k by score)");
   }

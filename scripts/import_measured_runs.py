@@ -185,6 +185,13 @@ def recompute_of(text, assumed, default, family):
 MONTHS = {m: i + 1 for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"])}
 
 
+# torchtitan's norm_type in the train config of the A100 table's runs (docs/performance.md, added in
+# 395a52627 and 1ea476e9f, April 2024; train_configs/*.toml there): a Triton kernel per RMSNorm
+# (fused_rmsnorm) for Llama 3 8B and Llama 2 13B, PyTorch primitives (rmsnorm) for the 70B models.
+# Uncompiled (compile = false in each), their activations and rotary embeddings ran eagerly.
+TORCHTITAN_A100_NORM = {"llama3_8b": "fused_rmsnorm", "llama2_13b": "fused_rmsnorm", "llama3_70b": "rmsnorm", "llama2_70b": "rmsnorm"}
+
+
 def run_date(row):
     """The (year, month) the source's reference gives for the run ("...; Dec 2024)")."""
     m = re.search(r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* (\d{4})\)?$", row["source"]["ref"])
@@ -307,6 +314,19 @@ def plan_of(row, assumed):
         plan["cross_entropy"] = "fused" if compiled else "eager"
         assumed.append(f"loss {plan['cross_entropy']}: torch.compile {'on' if row['training'].get('torch_compile') else 'off'} "
                        f"at torchtitan of {year}-{month:02d}, which compiles the loss with the model from 2025-04")
+        # Compiled, the model's norms, SwiGLU and rotary embeddings are fused; uncompiled, they run
+        # as PyTorch primitives (models/llama/model.py, norms.py RMSNorm), but for a fused_rmsnorm config.
+        if row["training"].get("torch_compile"):
+            plan["elementwise_kernels"] = "fused"
+        elif row["model"]["arch_key"] in TORCHTITAN_A100_NORM and "A100" in row["hardware"]["chip"]:
+            norm = TORCHTITAN_A100_NORM[row["model"]["arch_key"]]
+            plan["elementwise_kernels"] = "eager-fused-norm" if norm == "fused_rmsnorm" else "eager"
+            assumed.append(f"elementwise_kernels {plan['elementwise_kernels']}: uncompiled (compile = false) with norm_type {norm} in the "
+                           "train config of the April 2024 A100 table (1ea476e9f, 395a52627)")
+        else:
+            plan["elementwise_kernels"] = "eager"
+            assumed.append("elementwise_kernels eager: torch.compile off, so its RMSNorm, SwiGLU and rotary embeddings run as PyTorch "
+                           "primitives (norm_type rmsnorm in the train config of the run's date)")
         # Its Llama attention repeated each K/V head to its query heads before SDPA
         # (models/llama/model.py repeat_kv at 9dec370) until #2259 of 2026-01.
         config = row["model"]["config"]
@@ -387,6 +407,8 @@ def plan_of(row, assumed):
                            f"{row['batch'].get('local_batch_size')} sequences (recipes/llm/train_ft.py), gradients reduced after the last (fsdp_mixin.py)")
         framework = "torchtitan"
         assumed.append("PyTorch FSDP2 (NeMo AutoModel) costed as torchtitan")
+        plan["elementwise_kernels"] = "fused"
+        assumed.append("elementwise_kernels fused: Transformer Engine's norms and attention (backend rms_norm and attn te in the row's configuration)")
         if row["model"]["config"].get("model_type") == "nemotron_h":
             assumed.append("AutoModel's own Nemotron-H model code: torchtitan trains no Mamba layers (a gap its profile names), its other behaviours cost the run")
             if row["id"] in AUTOMODEL_MTP:

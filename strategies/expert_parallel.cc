@@ -1,5 +1,7 @@
 #include "strategies/expert_parallel.h"
 
+#include "strategies/elementwise_kernels.h"
+
 #include "strategies/op_names.h"
 #include "strategies/tensor_parallel.h"
 
@@ -13,7 +15,8 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   // The tokens this rank routes: its sequence shard under sequence parallelism (the norm, the
   // router, the latent projections and the combine's weighted sum run on it), else all of them.
   const int64_t own_tokens = s.sequence_parallel ? TensorShard(s.tokens, t) : s.tokens;
-  layer.Elementwise(ops::kMoeNorm, 2 * static_cast<double>(own_tokens) * static_cast<double>(d) * e);
+  const ElementwisePasses norm = NormPasses(m, plan, e);
+  layer.Elementwise(ops::kMoeNorm, norm.forward * static_cast<double>(own_tokens) * static_cast<double>(d) * e, norm.BackwardFactor());
   if (moe.num_shared_experts > 0) {
     AppendMlpBlock(layer, m, plan, moe.num_shared_experts * moe.expert_ffn_hidden_size, ops::kSharedExpert, /*standalone=*/false);
   }
@@ -74,7 +77,8 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   // The received rows sorted by local expert, and back after the products (each read and written).
   layer.Elementwise(ops::kExpertsSort, 2 * rows_bytes, 1.0);
   layer.Matmul(ops::kExpertsUp, rows, rw, (gated ? 2 : 1) * local);
-  layer.Elementwise(ops::kExpertsActivation, static_cast<double>(rows) * static_cast<double>(local) * e * (gated ? 3 : 2));
+  const ElementwisePasses activation = ActivationPasses(m, plan, e);
+  layer.Elementwise(ops::kExpertsActivation, static_cast<double>(rows) * static_cast<double>(local) * e * activation.forward, activation.BackwardFactor());
   layer.Matmul(ops::kExpertsDown, rows, local, rw);
   layer.Elementwise(ops::kExpertsUnsort, 2 * rows_bytes, 1.0);
   if (te > 1) {

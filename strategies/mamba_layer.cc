@@ -1,5 +1,7 @@
 #include "strategies/mamba_layer.h"
 
+#include "strategies/elementwise_kernels.h"
+
 #include "strategies/op_names.h"
 #include "strategies/tensor_parallel.h"
 
@@ -15,7 +17,8 @@ void AppendMambaBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& p
   const MambaWidths w = MambaWidthsOf(m, plan.mesh.tensor);
   const double tokens = static_cast<double>(s.tokens), e = s.element_bytes, d = static_cast<double>(m.hidden_size);
   const double shard = tokens / (s.sequence_parallel ? static_cast<double>(s.tensor) : 1.0);
-  layer.Elementwise(ops::BlockNorm(ops::kMamba), 2 * shard * d * e);
+  const ElementwisePasses norm = NormPasses(m, plan, e);
+  layer.Elementwise(ops::BlockNorm(ops::kMamba), norm.forward * shard * d * e, norm.BackwardFactor());
   AppendTensorEnter(layer, plan, ops::TensorEnter(ops::kMamba), m.hidden_size, /*several_products=*/false, /*fp8_products=*/true);
   AppendTensorRegather(layer, plan, ops::TensorEnter(ops::kMamba), m.hidden_size, /*fp8_products=*/true);
   layer.Matmul(ops::kMambaIn, s.tokens, m.hidden_size, w.in_proj());

@@ -10,6 +10,8 @@ namespace shardsim::strategies::ops {
 
 // Attention block (tensor_parallel.cc).
 inline constexpr std::string_view kAttentionNorm = "attention_norm";
+// Eager rotary embedding's own kernels (elementwise_kernels eager); fused, none.
+inline constexpr std::string_view kRope = "rope";
 inline constexpr std::string_view kTensorEnterAttention = "tp_enter_attention";
 inline constexpr std::string_view kQkv = "qkv";
 inline constexpr std::string_view kQ = "q", kQDown = "q_down", kQUp = "q_up", kKvDown = "kv_down",

@@ -1,5 +1,7 @@
 #include "strategies/tensor_parallel.h"
 
+#include "strategies/elementwise_kernels.h"
+
 #include "strategies/context_parallel.h"
 #include "strategies/op_names.h"
 
@@ -90,7 +92,8 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   const LayerShape& s = layer.shape();
   const int64_t t = plan.mesh.tensor, d = m.hidden_size, tokens = s.tokens;
   const int64_t heads = Div(m.num_heads, t), kv_heads = Div(m.num_kv_heads, t);
-  layer.Elementwise(ops::kAttentionNorm, 2 * ActivationBytes(s, d));
+  const ElementwisePasses norm = NormPasses(m, plan, s.element_bytes);
+  layer.Elementwise(ops::kAttentionNorm, norm.forward * ActivationBytes(s, d), norm.BackwardFactor());
   // Attention reads its input with several products (Q, K and V, or MLA's down projections).
   AppendTensorEnter(layer, plan, ops::kTensorEnterAttention, d, /*several_products=*/true, /*fp8_products=*/true);
   AppendTensorRegather(layer, plan, ops::kTensorEnterAttention, d, /*fp8_products=*/true);
@@ -112,6 +115,13 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
     layer.Matmul(ops::kKvUp, tokens, a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim));
   } else {
     layer.Matmul(ops::kQkv, tokens, d, (heads + 2 * kv_heads) * m.head_dim);
+  }
+  // Eager rotary embedding: its own kernels over Q and K (MLA's rotary part of Q and the shared
+  // key part); fused, it rides in the neighbouring kernels and is not costed apart.
+  if (m.position == PositionKind::kRope && ElementwiseKernelsOf(plan).starts_with("eager")) {
+    const ElementwisePasses rope = RopePasses(plan, s.element_bytes);
+    const double rotated = m.mla ? static_cast<double>((heads + 1) * m.mla->qk_rope_head_dim) : static_cast<double>((heads + kv_heads) * m.head_dim);
+    layer.Elementwise(ops::kRope, rope.forward * static_cast<double>(tokens) * rotated * s.element_bytes, rope.BackwardFactor());
   }
   AppendRingAttentionTransfers(layer, plan, kv_width);
   // QK^T and AV cost 2 x tokens x S x heads x (Kqk + Kv). A blockwise (flash) kernel skips the
@@ -138,7 +148,10 @@ void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const int64_t t = plan.mesh.tensor, d = m.hidden_size, tokens = s.tokens;
   const int64_t local = Div(width, t);
   const bool gated = m.mlp == MlpKind::kSwiGlu;
-  if (standalone) layer.Elementwise(ops::BlockNorm(name), 2 * ActivationBytes(s, d));
+  if (standalone) {
+    const ElementwisePasses norm = NormPasses(m, plan, s.element_bytes);
+    layer.Elementwise(ops::BlockNorm(name), norm.forward * ActivationBytes(s, d), norm.BackwardFactor());
+  }
   // Gate and up read the input, and beside routed experts the router does too.
   // A dense MLP's products are FP8 ones; an MoE layer's input, which its router reads too, is
   // gathered at 16 bits.
@@ -147,7 +160,9 @@ void AppendMlpBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   if (standalone) AppendTensorRegather(layer, plan, ops::TensorEnter(name), d, /*fp8_products=*/true);
   layer.Matmul(ops::BlockUp(name), tokens, d, (gated ? 2 : 1) * local);
   // SwiGLU reads gate and up and writes their product; GELU reads and writes one tensor.
-  layer.Elementwise(ops::BlockActivation(name), static_cast<double>(tokens) * static_cast<double>(local) * s.element_bytes * (gated ? 3 : 2));
+  const ElementwisePasses activation = ActivationPasses(m, plan, s.element_bytes);
+  layer.Elementwise(ops::BlockActivation(name), static_cast<double>(tokens) * static_cast<double>(local) * s.element_bytes * activation.forward,
+                    activation.BackwardFactor());
   layer.Matmul(ops::BlockDown(name), tokens, local, d);
   AppendTensorExit(layer, plan, ops::TensorExit(name), d, /*fp8_products=*/standalone);
   if (standalone) layer.Elementwise(ops::BlockResidual(name), 3 * ActivationBytes(s, d));
@@ -168,7 +183,8 @@ void AppendMtpEntry(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const LayerShape& s = layer.shape();
   const int64_t d = m.hidden_size;
   // The next tokens' embedding rows looked up (written once), then both inputs normed.
-  layer.Elementwise(ops::kMtpNorms, (1 + 2 * 2) * ActivationBytes(s, d));
+  const ElementwisePasses norm = NormPasses(m, plan, s.element_bytes);
+  layer.Elementwise(ops::kMtpNorms, (1 + 2 * norm.forward) * ActivationBytes(s, d), (2 + 2 * norm.backward) / (1 + 2 * norm.forward));
   AppendTensorEnter(layer, plan, ops::kTensorEnterMtp, 2 * d);
   layer.Matmul(ops::kMtpProjection, s.tokens, Div(2 * d, plan.mesh.tensor), d);
   AppendTensorExit(layer, plan, ops::kTensorExitMtp, d);
@@ -177,7 +193,8 @@ void AppendMtpEntry(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
 void AppendHead(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
   const LayerShape& s = layer.shape();
   const int64_t t = plan.mesh.tensor;
-  layer.Elementwise(ops::kFinalNorm, 2 * ActivationBytes(s, m.hidden_size));
+  const ElementwisePasses norm = NormPasses(m, plan, s.element_bytes);
+  layer.Elementwise(ops::kFinalNorm, norm.forward * ActivationBytes(s, m.hidden_size), norm.BackwardFactor());
   AppendTensorEnter(layer, plan, ops::kTensorEnterHead, m.hidden_size);
   AppendTensorRegather(layer, plan, ops::kTensorEnterHead, m.hidden_size);
   layer.Matmul(ops::kLogits, s.tokens, m.hidden_size, Div(m.vocab_size, t));

@@ -72,5 +72,33 @@ TEST(CliEstimateTest, BackwardShareSlowsTheGradientPasses) {
   EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8"}), {"efficiency/backward"}));
 }
 
+// Eager elementwise kernels (torchtitan's uncompiled llama): a slower step with the same FLOPs,
+// said in the text; a bad value names the field and its values; with --framework torchtitan the
+// plan asks for the compiled model (fused) and the export compiles it.
+TEST(CliEstimateTest, EagerElementwiseKernelsCostTheirTraffic) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "grand-teton-h100:8", "--set", "mesh.fsdp=8", "--set", "zero_stage=3",
+                                         "--set", "global_batch_size=16", "--set", "seq_len=8192", "--set", "micro_batch_size=2"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  json fused, eager;
+  ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &fused));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "elementwise_kernels=eager", "--json"}), &eager));
+  EXPECT_GT(eager["step_time_s"].get<double>(), 1.05 * fused["step_time_s"].get<double>());
+  EXPECT_DOUBLE_EQ(eager["model_flops_per_step"].get<double>(), fused["model_flops_per_step"].get<double>());
+  const CliResult text = with({"--set", "elementwise_kernels=eager-fused-norm"});
+  EXPECT_NE(text.out.find("elementwise eager-fused-norm PyTorch kernels"), std::string::npos) << text.out;
+  EXPECT_TRUE(IsInputError(with({"--set", "elementwise_kernels=compiled"}), {"elementwise_kernels", "fused, eager, eager-fused-norm"}));
+  json planned;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--global-batch-tokens", "1M", "--seq-len", "4096",
+                                         "--framework", "torchtitan", "--export", "torchtitan", "--top", "1", "--json"}),
+                            &planned));
+  EXPECT_EQ(planned["plans"][0]["plan"]["elementwise_kernels"], "fused");
+  const std::string exported = planned["plans"][0]["export"]["text"].get<std::string>();
+  EXPECT_NE(exported.find("config.compile.components = [\"model\""), std::string::npos) << exported;
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -80,6 +80,10 @@ TEST_F(ValidateCliTest, BadInputIsOneLine) {
   EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-moe", "--cluster", "dgx-h100:8", "--set", "mesh.expert=2", "--set",
                                         "ep_dispatcher=deepep", "--set", "global_batch_size=4", "--set", "seq_len=64"}),
                            {"dgx-h100:8", "calibrate"}));
+  // And eager elementwise kernels (the runtime's own read and write each tensor once).
+  EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-dense", "--cluster", "dgx-h100:8", "--set", "mesh.data=2", "--set",
+                                        "elementwise_kernels=eager", "--set", "global_batch_size=4", "--set", "seq_len=64"}),
+                           {"dgx-h100:8", "calibrate"}));
   // And round-robin routing (the runtime's router picks by score).
   EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--model", "tiny-moe", "--cluster", "dgx-h100:8", "--set", "mesh.expert=2", "--set",
                                         "expert_routing=round-robin", "--set", "global_batch_size=4", "--set", "seq_len=64"}),

@@ -207,6 +207,8 @@ TEST(ExportRoundTripTest, Torchtitan) {
   cases.push_back({"HSDP, per-op selective recomputation", "llama3-70b", "dgx-h100:64", p});
   p.cross_entropy = "fused";
   cases.push_back({"HSDP, compiled loss", "llama3-70b", "dgx-h100:64", p});
+  p.elementwise_kernels = "fused";
+  cases.push_back({"HSDP, compiled model and loss", "llama3-70b", "dgx-h100:64", p});
   p.attention_kernel = "flex";
   cases.push_back({"HSDP, FlexAttention", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"fsdp", 8}, {"tensor", 8}}, 512, 8192);

@@ -426,6 +426,21 @@ TEST(FrameworksTest, TensorContextExpert) {
   mtp.mtp_layers = 2, mtp.mtp_shared_weights = true;
   EXPECT_TRUE(Names(Framework::kMaxText, plain, "sharing one module's weights (mtp_shared_weights)", mtp));
   EXPECT_FALSE(Names(Framework::kMegatronCore, plain, "mtp_shared_weights", mtp));
+  // Elementwise kernels: Megatron-core's and MaxText's are fused; torchtitan runs both, but no
+  // longer a fused RMSNorm beside eager kernels; async TP compiles torchtitan's model.
+  PlanSpec eager = plain;
+  eager.elementwise_kernels = "eager";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, eager, "eager elementwise kernels"));
+  EXPECT_TRUE(Names(Framework::kMaxText, eager, "eager elementwise kernels"));
+  EXPECT_FALSE(Names(Framework::kTorchtitan, eager, "elementwise kernels"));
+  eager.elementwise_kernels = "eager-fused-norm";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, eager, "removed its fused_rmsnorm"));
+  PlanSpec async = Plan({{"fsdp", 8}, {"tensor", 8}});
+  async.sequence_parallel = true, async.overlap.tensor = true;
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, FindModelPreset("llama3-70b")->spec, async).elementwise_kernels, "fused");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, FindModelPreset("llama3-70b")->spec, plain).elementwise_kernels, "eager");
+  async.elementwise_kernels = "eager";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, async, "compiles the model for it"));
 }
 
 TEST(FrameworksTest, RecomputeDtypeAttentionOrder) {

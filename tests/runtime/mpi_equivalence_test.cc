@@ -171,6 +171,15 @@ TEST(MpiRuntimeTest, LossFallsAndUnsupportedAxesAreRefused) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.where(), "plan:/ep_dispatcher");
   }
+  // So are eager elementwise kernels (its own read and write each tensor once).
+  PlanSpec eager = plan;
+  eager.elementwise_kernels = "eager";
+  try {
+    Trainer refused(moe, eager, TrainOptions{}, MPI_COMM_WORLD, corpus);
+    ADD_FAILURE() << "eager elementwise kernels accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "plan:/elementwise_kernels");
+  }
   // So is round-robin routing (its router picks by score).
   PlanSpec round_robin = plan;
   round_robin.expert_routing = "round-robin";

@@ -1,0 +1,45 @@
+#include "strategies/elementwise_kernels.h"
+
+namespace shardsim::strategies {
+namespace {
+
+constexpr double kFp32 = 4;  // the width eager code upcasts to
+
+// Eager activations and rotary embeddings ("eager", "eager-fused-norm"), and eager norms ("eager").
+bool Eager(const PlanSpec& plan) { return ElementwiseKernelsOf(plan).starts_with("eager"); }
+bool EagerNorms(const PlanSpec& plan) { return ElementwiseKernelsOf(plan) == "eager"; }
+
+}  // namespace
+
+ElementwisePasses NormPasses(const ModelSpec& model, const PlanSpec& plan, double e) {
+  if (!EagerNorms(plan) || model.norm != NormKind::kRmsNorm) return {2, 4};
+  const double f = kFp32;
+  // x.float() and type_as: a copy each way where the activations are narrower than fp32.
+  const double casts = e < f ? 2 * (e + f) : 0;
+  // Forward: pow(2) (2f), mean (f), x * rsqrt (2f), then the weight's product (2e).
+  const double forward = casts + 5 * f + 2 * e;
+  // Backward: the weight's product (its input gradient 2e, the weight's gradient: the product's
+  // 3e and its reduction e), x * rsqrt (6f: both gradients and a reduction), mean's expansion (f),
+  // pow's (3f) and the two gradients of x summed (3f), and the casts back.
+  const double backward = casts + 6 * e + 13 * f;
+  return {forward / e, backward / e};
+}
+
+ElementwisePasses ActivationPasses(const ModelSpec& model, const PlanSpec& plan, double e) {
+  (void)e;
+  if (model.mlp != MlpKind::kSwiGlu) return {2, 4};
+  if (!Eager(plan)) return {3, 6};
+  // silu(gate) (read, write), then its product with up (two reads, a write); backward: the
+  // product's two gradients (three passes each) and silu's (three).
+  return {5, 9};
+}
+
+ElementwisePasses RopePasses(const PlanSpec& plan, double e) {
+  if (!Eager(plan)) return {2, 2};
+  const double f = kFp32;
+  // x.float() (e + f), the complex product (2f), type_as (f + e); the backward the same in reverse.
+  const double passes = (e < f ? 2 * (e + f) : 0) + 2 * f;
+  return {passes / e, passes / e};
+}
+
+}  // namespace shardsim::strategies
