@@ -142,7 +142,7 @@ void PrintModel(const ModelSpec& m, int64_t seq_len, std::ostream& out) {
     const std::string layer = IsHybrid(m) ? "layers " + m.mtp_pattern : std::string(MtpLayerIsMoe(m) ? "MoE" : "dense") + " layer";
     out << "             and " << m.mtp_layers << " multi-token-prediction module" << (m.mtp_layers > 1 ? "s" : "") << " beside them: " << D(c.mtp)
         << (m.mtp_shared_weights && m.mtp_layers > 1 ? " (one module's weights, shared by every depth)" : "") << ", " << D(c.mtp_active)
-        << " per token (the " << layer << ", the 2D -> D projection, norms; embedding and head shared)\n";
+        << " per token over the " << (m.mtp_layers > 1 ? "depths" : "module") << " (the " << layer << ", the 2D -> D projection, norms; embedding and head shared)\n";
   }
   out << "             embedding " << D(c.embedding) << ", attention " << D(c.attention) << ", dense MLP " << D(c.dense_mlp);
   if (m.moe) {

@@ -186,13 +186,28 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (loss.backward > 0 ? ", " + FormatFixed(loss.backward, 0) + " more in it" : "") << " (cross_entropy"
         << from(written.cross_entropy) << ")\n";
   }
+  if (model.mtp_layers > 0) {
+    out << "  mtp         " << model.mtp_layers << " multi-token-prediction module" << (model.mtp_layers > 1 ? "s" : "") << " (layers " << MtpBlocks(model)
+        << (model.mtp_shared_weights && model.mtp_layers > 1 ? ", one module's weights at every depth" : "")
+        << "), each with the output head and its loss, beside the head unless the layout says otherwise (the model's mtp_layers)\n";
+  }
   if (plan.elementwise_kernels.starts_with("eager")) {
     const strategies::ElementwisePasses norm = strategies::NormPasses(model, plan, ComputeElementBytes(plan));
     const strategies::ElementwisePasses act = strategies::ActivationPasses(model, plan, ComputeElementBytes(plan));
-    out << "  elementwise " << plan.elementwise_kernels << " PyTorch kernels (elementwise_kernels" << from(written.elementwise_kernels) << "): norms move " << FormatFixed(norm.forward, 0)
-        << " and " << FormatFixed(norm.backward, 0) << " passes over their input (forward, backward; fused: 2 and 4), activations "
-        << FormatFixed(act.forward, 0) << " and " << FormatFixed(act.backward, 0) << (model.position == PositionKind::kRope ? ", rotary embeddings their own kernels" : "")
-        << " (torchtitan's uncompiled llama, strategies/elementwise_kernels.h)\n";
+    const PlanSpec fused_plan = [&] { PlanSpec f = plan; f.elementwise_kernels = "fused"; return f; }();
+    const strategies::ElementwisePasses fused_act = strategies::ActivationPasses(model, fused_plan, ComputeElementBytes(plan));
+    auto passes = [](const strategies::ElementwisePasses& own, const strategies::ElementwisePasses& fused) {
+      return own.forward == fused.forward && own.backward == fused.backward
+                 ? "one kernel each, as fused"
+                 : FormatFixed(own.forward, 0) + " and " + FormatFixed(own.backward, 0) + " passes (fused: " + FormatFixed(fused.forward, 0) + " and " + FormatFixed(fused.backward, 0) + ")";
+    };
+    out << "  elementwise " << plan.elementwise_kernels << " PyTorch kernels (elementwise_kernels" << from(written.elementwise_kernels)
+        << "), bytes moved over the tensor each reads, forward and backward: norms " << passes(norm, {2, 4}) << ", activations " << passes(act, fused_act);
+    if (model.position == PositionKind::kRope) {
+      const strategies::ElementwisePasses rope = strategies::RopePasses(plan, ComputeElementBytes(plan));
+      out << ", rotary embeddings " << FormatFixed(rope.forward, 0) << " and " << FormatFixed(rope.backward, 0) << " passes over Q and K (fused: in the neighbouring kernels)";
+    }
+    out << " (torchtitan's uncompiled llama; strategies/elementwise_kernels.h)\n";
   }
   if (plan.mesh.pipeline > 1 && PipelineBuffersOf(plan) != "per-transfer") {
     const bool keeps = PipelineBuffersOf(plan) == "keep-outputs";

@@ -201,6 +201,7 @@ json ClusterToJson(const ClusterSpec& c) {
 
 ClusterSpec ClusterFromJson(const json& value, const std::string& where) {
   JsonReader r(value, where);
+  r.SetFieldDocs("shardsim describe --cluster dgx-h100:8 --write-cluster F writes a cluster JSON to compare with");
   ClusterSpec c;
   c.name = r.StringOr("name", where);
   c.system = r.StringOr("system", "custom");

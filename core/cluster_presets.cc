@@ -47,7 +47,7 @@ std::optional<EfficiencySpec> FittedEfficiency(const std::string& system) {
   EfficiencySpec e = EfficiencyFromJson(own);
   (void)own.String("runs");
   own.Finish();
-  e.source = std::string(kFittedPrefix) + " (" + system + "; ,efficiency=catalogue for data/hardware.json's): " + e.source;
+  e.source = std::string(kFittedPrefix) + " (" + system + "; the preset with ,efficiency=catalogue takes data/hardware.json's): " + e.source;
   return e;
 }
 

@@ -380,10 +380,9 @@ std::string JsonReader::Enum(std::string_view key, const std::vector<std::string
   for (const std::string& a : allowed) {
     if (a == value) return value;
   }
-  // A near spelling is its own hint; otherwise point to where the field is described.
+  // A near spelling is its own hint; otherwise where the input's fields are described.
   const std::string near = DidYouMean(value, allowed);
-  Fail(key, "unknown value '" + value + "'" + (near.empty() ? "" : "; " + near), JoinNames(allowed),
-       near.empty() ? "docs/cli.md describes each field and what its values do" : "");
+  Fail(key, "unknown value '" + value + "'" + (near.empty() ? "" : "; " + near), JoinNames(allowed), near.empty() ? docs_ : "");
 }
 
 std::string JsonReader::EnumOr(std::string_view key, std::string fallback, const std::vector<std::string>& allowed) {
@@ -423,7 +422,9 @@ std::vector<int64_t> JsonReader::IntList(std::string_view key, int64_t min, int6
 std::optional<JsonReader> JsonReader::Object(std::string_view key) {
   const json& v = Get(key);
   if (v.is_null()) return std::nullopt;
-  return JsonReader(v, where_, pointer_ + "/" + std::string(key));
+  JsonReader child(v, where_, pointer_ + "/" + std::string(key));
+  child.docs_ = docs_;
+  return child;
 }
 
 const json& JsonReader::Raw(std::string_view key) { return Required(key); }

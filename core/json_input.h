@@ -57,6 +57,9 @@ class JsonReader {
 
   // Throws InputError for the first key that no accessor named.
   void Finish() const;
+  // Where this input's fields are described: the hint of an unknown enum value with no near
+  // spelling (nested objects inherit it).
+  void SetFieldDocs(std::string docs) { docs_ = std::move(docs); }
 
   // Error helpers naming a key of this object.
   [[noreturn]] void Fail(std::string_view key, const std::string& what, const std::string& valid = "",
@@ -72,6 +75,7 @@ class JsonReader {
   std::string where_;
   std::string pointer_;
   std::set<std::string, std::less<>> known_;
+  std::string docs_;
 };
 
 }  // namespace shardsim

@@ -67,6 +67,7 @@ json ModelToJson(const ModelSpec& m) {
 
 ModelSpec ModelFromJson(const json& value, const std::string& where) {
   JsonReader r(value, where);
+  r.SetFieldDocs("shardsim describe --model llama3-8b --write-model F writes a model JSON to compare with");
   ModelSpec m;
   m.name = r.String("name");
   if (m.name.empty()) r.Fail("name", "name must not be empty", "a short name such as 'my-7b'");

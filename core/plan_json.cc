@@ -75,6 +75,7 @@ json PlanToJson(const PlanSpec& p) {
 
 PlanSpec PlanFromJson(const json& value, const std::string& where) {
   JsonReader r(value, where);
+  r.SetFieldDocs("docs/cli.md, Plan JSON, describes each field and its values");
   PlanSpec p;
   auto mesh = r.Object("mesh");
   if (!mesh) r.Fail("mesh", "missing required key 'mesh'", "an object of axis sizes, e.g. {\"data\": 8, \"tensor\": 8}");

@@ -40,6 +40,7 @@ bool PlanConstraints::Allows(const PlanSpec& plan) const {
 
 PlanConstraints ConstraintsFromJson(const json& plan, const std::string& where) {
   PlanConstraints c;
+  c.source = where;
   if (!plan.is_object()) return c;
   for (const auto& [key, value] : plan.items()) {
     if ((key == "mesh" || key == "overlap") && value.is_object()) {

@@ -15,6 +15,7 @@ namespace shardsim::planner {
 struct PlanConstraints {
   PlanSpec values;                 // the fixed fields' values; the others are PlanSpec's defaults
   std::vector<std::string> fixed;  // their keys as --set names them: "mesh.tensor", "dtype", ...
+  std::string source;              // where they come from (core/inputs.h PlanSource), for errors
   bool Fixes(std::string_view key) const;
   bool FixesAxis(MeshAxis axis) const;
   // Whether `plan` keeps every fixed field.

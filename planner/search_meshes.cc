@@ -63,6 +63,9 @@ std::vector<MeshShape> Meshes(const ModelSpec& m, const ClusterSpec& c, const Pl
 }
 
 void ThrowNoMesh(const ModelSpec& m, const ClusterSpec& c, const PlanConstraints& fixed, int64_t sequences, int64_t seq_len) {
+  // The fields as the user gave them: `--set` flags, or the plan file's (and its --set) keys.
+  const bool from_flags = fixed.source.empty() || fixed.source == "plan (from --set)";
+  auto where = [&](const std::string& fields, const std::string& key) { return from_flags ? "--set " + fields : fixed.source + ":/" + key; };
   std::string fixed_axes;
   for (const MeshAxisFacts& axis : kMeshAxes) {
     if (fixed.FixesAxis(axis.axis)) fixed_axes += std::string(fixed_axes.empty() ? "" : ", ") + "mesh." + std::string(axis.name) + "=" + std::to_string(fixed.values.mesh.Size(axis.axis));
@@ -79,14 +82,14 @@ void ThrowNoMesh(const ModelSpec& m, const ClusterSpec& c, const PlanConstraints
   PlanConstraints unstaged = fixed;
   std::erase_if(unstaged.fixed, [](const std::string& key) { return key == "pipeline_schedule" || key == "virtual_stages"; });
   if (!staging.empty() && !fixed_axes.empty() && !Meshes(m, c, unstaged, sequences, seq_len).empty()) {
-    throw InputError("--set " + staging, "needs pipeline stages (mesh.pipeline > 1), and no mesh of the " + std::to_string(DeviceCount(c)) + " devices of " +
+    throw InputError(where(staging, fixed.Fixes("pipeline_schedule") ? "pipeline_schedule" : "virtual_stages"), staging + " needs pipeline stages (mesh.pipeline > 1), and no mesh of the " + std::to_string(DeviceCount(c)) + " devices of " +
                                              c.name + " with " + fixed_axes + " and pipeline stages runs " + m.name + " with " + std::to_string(sequences) +
                                              " sequences of " + std::to_string(seq_len),
                      "a pipeline degree that divides what the fixed axes leave of the devices",
                      "leave " + staging + " out, or fix smaller axes so that pipeline stages fit");
   }
   if (!fixed_axes.empty()) {
-    throw InputError("--set " + fixed_axes, "no mesh of the " + std::to_string(DeviceCount(c)) + " devices of " + c.name + " with " + fixed_axes +
+    throw InputError(where(fixed_axes, "mesh"), "no mesh of the " + std::to_string(DeviceCount(c)) + " devices of " + c.name + " with " + fixed_axes +
                                                 " runs " + m.name + " with " + std::to_string(sequences) + " sequences of " + std::to_string(seq_len),
                      "fixed degrees whose product divides the devices and that the model divides",
                      "try 'shardsim estimate' with the full mesh to see which rule it breaks");

@@ -27,6 +27,9 @@ ElementwisePasses NormPasses(const ModelSpec& model, const PlanSpec& plan, doubl
 
 ElementwisePasses ActivationPasses(const ModelSpec& model, const PlanSpec& plan, double e) {
   (void)e;
+  // Squared ReLU eagerly: relu then its square, two kernels each way (read, write; backward read
+  // two, write one).
+  if (model.mlp == MlpKind::kRelu2) return Eager(plan) ? ElementwisePasses{4, 6} : ElementwisePasses{2, 4};
   if (model.mlp != MlpKind::kSwiGlu) return {2, 4};
   if (!Eager(plan)) return {3, 6};
   // silu(gate) (read, write), then its product with up (two reads, a write); backward: the

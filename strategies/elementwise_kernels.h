@@ -26,8 +26,8 @@ struct ElementwisePasses {
 ElementwisePasses NormPasses(const ModelSpec& model, const PlanSpec& plan, double element_bytes);
 
 // A gated (SwiGLU) activation per byte of its output: fused reads gate and up and writes their
-// product (3, backward 6); eager silu then mul (5, backward 9). Other activations run one native
-// kernel either way (2, backward 4).
+// product (3, backward 6); eager silu then mul (5, backward 9). Squared ReLU eagerly relu then
+// its square (4, backward 6; fused 2 and 4); GELU one native kernel either way (2, backward 4).
 ElementwisePasses ActivationPasses(const ModelSpec& model, const PlanSpec& plan, double element_bytes);
 
 // Rotary embedding per byte of Q and K: fused reads and writes each (2, backward 2); eager

@@ -43,7 +43,7 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheCatalogue
   ASSERT_TRUE(fitted.contains("dgx-h100"));
   const json h100 = EfficiencyOf("dgx-h100:8");
   ExpectSameFigures(h100, fitted["dgx-h100"]["efficiency"], "dgx-h100:8");
-  EXPECT_NE(h100["source"].get<std::string>().find("fitted to published runs in data/fitted_presets.json (dgx-h100; ,efficiency=catalogue"), std::string::npos) << h100.dump();
+  EXPECT_NE(h100["source"].get<std::string>().find("fitted to published runs in data/fitted_presets.json (dgx-h100; the preset with ,efficiency=catalogue"), std::string::npos) << h100.dump();
   // The options keep their meaning beside it.
   ExpectSameFigures(EfficiencyOf("dgx-h100:16,oversubscription=2,efficiency=catalogue"), hardware["dgx-h100"]["efficiency"], "catalogue");
   // A system the runs do not determine keeps the catalogue's figures, and cannot ask for fitted ones.

@@ -190,6 +190,11 @@ TEST_F(CliPlanTest, FixedScheduleWithoutRoomForStagesNamesTheSchedule) {
   EXPECT_TRUE(IsInputError(axes, {"--set mesh.tensor=3", "no mesh"}));
   EXPECT_EQ(axes.err.find("pipeline_schedule"), std::string::npos) << axes.err;
   EXPECT_EQ(with({"--set", "pipeline_schedule=1f1b", "--set", "mesh.data=2"}).exit_code, 0);
+  // From a plan file, the file's field is named.
+  const TempDir dir;
+  std::vector<std::string> from_file = base;
+  from_file.insert(from_file.end(), {"--plan", dir.Write("p.json", R"({"pipeline_schedule": "1f1b", "mesh": {"data": 8}})")});
+  EXPECT_TRUE(IsInputError(RunShardsim(from_file), {"p.json:/pipeline_schedule", "needs pipeline stages"}));
 }
 
 // Fixed fields that no plan rule admits on this cluster: one line naming the field and the rule

@@ -131,6 +131,7 @@ TEST(JsonReaderTest, MissingKeyNamesWhatIsValid) {
 TEST(JsonReaderTest, UnknownEnumValueCarriesAHint) {
   const json j = {{"near", "bf61"}, {"far", "zzzz"}};
   JsonReader r(j, "p.json");
+  r.SetFieldDocs("docs/cli.md, Plan JSON");
   auto error_of = [](const std::function<void()>& read) {
     try {
       read();

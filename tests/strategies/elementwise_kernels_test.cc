@@ -43,6 +43,9 @@ TEST(ElementwiseKernelsTest, EagerKernelsMoveWhatTheirPrimitivesMove) {
   gpt.norm = NormKind::kLayerNorm, gpt.mlp = MlpKind::kGelu;
   EXPECT_DOUBLE_EQ(NormPasses(gpt, With("eager"), 2).forward, 2);
   EXPECT_DOUBLE_EQ(ActivationPasses(gpt, With("eager"), 2).forward, 2);
+  gpt.mlp = MlpKind::kRelu2;  // relu, then its square: two kernels
+  EXPECT_DOUBLE_EQ(ActivationPasses(gpt, With("eager"), 2).forward, 4);
+  EXPECT_DOUBLE_EQ(ActivationPasses(gpt, With("fused"), 2).forward, 2);
 }
 
 // In the program: eager norms and activations move more bytes, the rotary embedding runs its own
