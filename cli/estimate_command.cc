@@ -191,7 +191,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (model.mtp_shared_weights && model.mtp_layers > 1 ? ", one module's weights at every depth" : "")
         << "), each with the output head and its loss, beside the head unless the layout says otherwise (the model's mtp_layers)\n";
   }
-  if (plan.elementwise_kernels.starts_with("eager")) {
+  if (EagerElementwise(plan)) {
     const strategies::ElementwisePasses norm = strategies::NormPasses(model, plan, ComputeElementBytes(plan));
     const strategies::ElementwisePasses act = strategies::ActivationPasses(model, plan, ComputeElementBytes(plan));
     const PlanSpec fused_plan = [&] { PlanSpec f = plan; f.elementwise_kernels = "fused"; return f; }();

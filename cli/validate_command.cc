@@ -119,7 +119,7 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     notes.push_back("ep_dispatcher set to alltoall (was deepep): the runtime's MPI all-to-alls send every routed copy, as the prediction then does");
     plan = LoadPlan(o.plan, overrides);
   }
-  if (plan.elementwise_kernels.starts_with("eager")) {
+  if (EagerElementwise(plan)) {
     overrides.push_back("elementwise_kernels=null");
     notes.push_back("elementwise_kernels dropped (was " + plan.elementwise_kernels + "): the runtime's own kernels read and write each tensor once, as the prediction then costs them");
     plan = LoadPlan(o.plan, overrides);

@@ -152,6 +152,10 @@ std::string CrossEntropyOf(const PlanSpec& p) { return p.cross_entropy.empty() ?
 
 std::string ElementwiseKernelsOf(const PlanSpec& p) { return p.elementwise_kernels.empty() ? "fused" : p.elementwise_kernels; }
 
+bool EagerElementwise(const PlanSpec& p) { return p.elementwise_kernels == "eager" || p.elementwise_kernels == "eager-fused-norm"; }
+
+bool EagerNorms(const PlanSpec& p) { return p.elementwise_kernels == "eager"; }
+
 double EpDispatchBytes(const PlanSpec& p, int64_t row_width) {
   return p.ep_dispatch_dtype == "fp8" ? Fp8ElementBytes(p, row_width) : ComputeElementBytes(p);
 }

@@ -340,6 +340,10 @@ const std::vector<std::string>& Fp8RecipeNames();
 std::string CrossEntropyOf(const PlanSpec& plan);
 // elementwise_kernels in effect: "fused" where the plan leaves it unset.
 std::string ElementwiseKernelsOf(const PlanSpec& plan);
+// Whether its activations and rotary embeddings run as PyTorch primitives ("eager",
+// "eager-fused-norm"), and its RMSNorms too ("eager").
+bool EagerElementwise(const PlanSpec& plan);
+bool EagerNorms(const PlanSpec& plan);
 std::string Fp8RecipeOf(const PlanSpec& plan);
 
 // The scales an FP8 recipe adds to a quantised tensor, in bytes: an fp32 scale per row for

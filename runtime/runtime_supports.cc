@@ -43,7 +43,7 @@ void CheckRuntimeSupports(const ModelSpec& m, const PlanSpec& p, const std::stri
   if (p.ep_dispatcher == "deepep") {
     refuse("plan:/ep_dispatcher", "a deduplicating expert dispatcher (DeepEP)", "alltoall (its MPI all-to-alls send every routed copy)");
   }
-  if (p.elementwise_kernels.starts_with("eager")) {
+  if (EagerElementwise(p)) {
     refuse("plan:/elementwise_kernels", p.elementwise_kernels + " elementwise kernels (PyTorch primitives' extra memory traffic)", "fused (its own kernels read and write each tensor once)");
   }
   if (p.expert_routing == "round-robin") {

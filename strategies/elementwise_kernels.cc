@@ -5,10 +5,6 @@ namespace {
 
 constexpr double kFp32 = 4;  // the width eager code upcasts to
 
-// Eager activations and rotary embeddings ("eager", "eager-fused-norm"), and eager norms ("eager").
-bool Eager(const PlanSpec& plan) { return ElementwiseKernelsOf(plan).starts_with("eager"); }
-bool EagerNorms(const PlanSpec& plan) { return ElementwiseKernelsOf(plan) == "eager"; }
-
 }  // namespace
 
 ElementwisePasses NormPasses(const ModelSpec& model, const PlanSpec& plan, double e) {
@@ -29,16 +25,16 @@ ElementwisePasses ActivationPasses(const ModelSpec& model, const PlanSpec& plan,
   (void)e;
   // Squared ReLU eagerly: relu then its square, two kernels each way (read, write; backward read
   // two, write one).
-  if (model.mlp == MlpKind::kRelu2) return Eager(plan) ? ElementwisePasses{4, 6} : ElementwisePasses{2, 4};
+  if (model.mlp == MlpKind::kRelu2) return EagerElementwise(plan) ? ElementwisePasses{4, 6} : ElementwisePasses{2, 4};
   if (model.mlp != MlpKind::kSwiGlu) return {2, 4};
-  if (!Eager(plan)) return {3, 6};
+  if (!EagerElementwise(plan)) return {3, 6};
   // silu(gate) (read, write), then its product with up (two reads, a write); backward: the
   // product's two gradients (three passes each) and silu's (three).
   return {5, 9};
 }
 
 ElementwisePasses RopePasses(const PlanSpec& plan, double e) {
-  if (!Eager(plan)) return {2, 2};
+  if (!EagerElementwise(plan)) return {2, 2};
   const double f = kFp32;
   // x.float() (e + f), the complex product (2f), type_as (f + e); the backward the same in reverse.
   const double passes = (e < f ? 2 * (e + f) : 0) + 2 * f;

@@ -118,7 +118,7 @@ void AppendAttentionBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpe
   }
   // Eager rotary embedding: its own kernels over Q and K (MLA's rotary part of Q and the shared
   // key part); fused, it rides in the neighbouring kernels and is not costed apart.
-  if (m.position == PositionKind::kRope && ElementwiseKernelsOf(plan).starts_with("eager")) {
+  if (m.position == PositionKind::kRope && EagerElementwise(plan)) {
     const ElementwisePasses rope = RopePasses(plan, s.element_bytes);
     const double rotated = m.mla ? static_cast<double>((heads + 1) * m.mla->qk_rope_head_dim) : static_cast<double>((heads + kv_heads) * m.head_dim);
     layer.Elementwise(ops::kRope, rope.forward * static_cast<double>(tokens) * rotated * s.element_bytes, rope.BackwardFactor());
