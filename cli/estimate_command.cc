@@ -194,15 +194,14 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (EagerElementwise(plan)) {
     const strategies::ElementwisePasses norm = strategies::NormPasses(model, plan, ComputeElementBytes(plan));
     const strategies::ElementwisePasses act = strategies::ActivationPasses(model, plan, ComputeElementBytes(plan));
-    const PlanSpec fused_plan = [&] { PlanSpec f = plan; f.elementwise_kernels = "fused"; return f; }();
-    const strategies::ElementwisePasses fused_act = strategies::ActivationPasses(model, fused_plan, ComputeElementBytes(plan));
     auto passes = [](const strategies::ElementwisePasses& own, const strategies::ElementwisePasses& fused) {
       return own.forward == fused.forward && own.backward == fused.backward
                  ? "one kernel each, as fused"
                  : FormatFixed(own.forward, 0) + " and " + FormatFixed(own.backward, 0) + " passes (fused: " + FormatFixed(fused.forward, 0) + " and " + FormatFixed(fused.backward, 0) + ")";
     };
     out << "  elementwise " << plan.elementwise_kernels << " PyTorch kernels (elementwise_kernels" << from(written.elementwise_kernels)
-        << "), bytes moved over the tensor each reads, forward and backward: norms " << passes(norm, {2, 4}) << ", activations " << passes(act, fused_act);
+        << "), bytes moved over the tensor each reads, forward and backward: norms " << passes(norm, strategies::FusedNormPasses(model))
+        << ", activations " << passes(act, strategies::FusedActivationPasses(model));
     if (model.position == PositionKind::kRope) {
       const strategies::ElementwisePasses rope = strategies::RopePasses(plan, ComputeElementBytes(plan));
       out << ", rotary embeddings " << FormatFixed(rope.forward, 0) << " and " << FormatFixed(rope.backward, 0) << " passes over Q and K (fused: in the neighbouring kernels)";

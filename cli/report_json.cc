@@ -78,7 +78,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
     const auto own = planner::MfuAsFrameworkCounts(planner::ParseFramework(plan.framework, "plan: framework"), model, plan.seq_len, r.mfu_palm);
     if (own) j["framework_mfu"] = {{"framework", plan.framework}, {"mfu", own->mfu}, {"count", own->count}, {"source", own->source}};
   }
-  if (DeduplicatesDispatch(plan)) {
+  if (DeduplicatesDispatch(plan)) {  // checked first: only then is the cluster's graph built
     if (const auto rows = DispatchRows(topologies::Cluster(cluster), model, plan)) {
       j["expert_dispatch"] = {{"network_rows_per_token", rows->deduplicated}, {"routed_copies_per_token", rows->copies}, {"nodes", rows->nodes},
                               {"devices_per_node", rows->per_node}};

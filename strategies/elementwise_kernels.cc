@@ -5,10 +5,8 @@ namespace {
 
 constexpr double kFp32 = 4;  // the width eager code upcasts to
 
-}  // namespace
-
-ElementwisePasses NormPasses(const ModelSpec& model, const PlanSpec& plan, double e) {
-  if (!EagerNorms(plan) || model.norm != NormKind::kRmsNorm) return {2, 4};
+ElementwisePasses Norm(const ModelSpec& model, bool eager, double e) {
+  if (!eager || model.norm != NormKind::kRmsNorm) return {2, 4};
   const double f = kFp32;
   // x.float() and type_as: a copy each way where the activations are narrower than fp32.
   const double casts = e < f ? 2 * (e + f) : 0;
@@ -21,17 +19,26 @@ ElementwisePasses NormPasses(const ModelSpec& model, const PlanSpec& plan, doubl
   return {forward / e, backward / e};
 }
 
-ElementwisePasses ActivationPasses(const ModelSpec& model, const PlanSpec& plan, double e) {
-  (void)e;
+ElementwisePasses Activation(const ModelSpec& model, bool eager) {
   // Squared ReLU eagerly: relu then its square, two kernels each way (read, write; backward read
   // two, write one).
-  if (model.mlp == MlpKind::kRelu2) return EagerElementwise(plan) ? ElementwisePasses{4, 6} : ElementwisePasses{2, 4};
+  if (model.mlp == MlpKind::kRelu2) return eager ? ElementwisePasses{4, 6} : ElementwisePasses{2, 4};
   if (model.mlp != MlpKind::kSwiGlu) return {2, 4};
-  if (!EagerElementwise(plan)) return {3, 6};
+  if (!eager) return {3, 6};
   // silu(gate) (read, write), then its product with up (two reads, a write); backward: the
   // product's two gradients (three passes each) and silu's (three).
   return {5, 9};
 }
+
+}  // namespace
+
+ElementwisePasses NormPasses(const ModelSpec& model, const PlanSpec& plan, double e) { return Norm(model, EagerNorms(plan), e); }
+
+ElementwisePasses ActivationPasses(const ModelSpec& model, const PlanSpec& plan, double) { return Activation(model, EagerElementwise(plan)); }
+
+ElementwisePasses FusedNormPasses(const ModelSpec& model) { return Norm(model, false, 2); }
+
+ElementwisePasses FusedActivationPasses(const ModelSpec& model) { return Activation(model, false); }
 
 ElementwisePasses RopePasses(const PlanSpec& plan, double e) {
   if (!EagerElementwise(plan)) return {2, 2};

@@ -34,4 +34,8 @@ ElementwisePasses ActivationPasses(const ModelSpec& model, const PlanSpec& plan,
 // through complex views (x.float(), the complex product, type_as): 10 at bf16, backward 10.
 ElementwisePasses RopePasses(const PlanSpec& plan, double element_bytes);
 
+// The fused kernels' passes whatever the plan says: what the eager ones are set against.
+ElementwisePasses FusedNormPasses(const ModelSpec& model);
+ElementwisePasses FusedActivationPasses(const ModelSpec& model);
+
 }  // namespace shardsim::strategies

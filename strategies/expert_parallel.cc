@@ -1,7 +1,6 @@
 #include "strategies/expert_parallel.h"
 
 #include "strategies/elementwise_kernels.h"
-
 #include "strategies/op_names.h"
 #include "strategies/tensor_parallel.h"
 

@@ -1,8 +1,7 @@
 #include "strategies/tensor_parallel.h"
 
-#include "strategies/elementwise_kernels.h"
-
 #include "strategies/context_parallel.h"
+#include "strategies/elementwise_kernels.h"
 #include "strategies/op_names.h"
 
 namespace shardsim::strategies {
