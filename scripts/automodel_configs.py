@@ -69,3 +69,33 @@ AUTOMODEL_AC = {
 AUTOMODEL_MTP = {  # row id -> (modules, layers in hybrid symbols, one module's weights shared)
     "automodel-h100-nemotron_3_ultra-128gpu": (2, "*E", True),
 }
+
+# Pipeline stages of AutoModel's pipelined rows: `layers_per_stage` in the row's configuration
+# (above). components/distributed/pipelining/functional.py at the rows' commits makes
+# ceil(layers / layers_per_stage) + 1 stages, rounded down to a multiple of PP
+# (round_virtual_stages_to_pp_multiple: down), each rank holding every PP-th stage ("loop"), and
+# splits the decoder layers in order, the first layers % stages stages one layer more, the
+# embedding on the first stage, the final norm and head on the last
+# (generate_hf_model_fqn_per_model_part). The 1,024-GPU DeepSeek-V3 file sets 4 (16 stages: 4 a
+# rank) where the table prints VP 8, the 256-GPU one's 2 (32 stages: 8 a rank).
+AUTOMODEL_LAYERS_PER_STAGE = {
+    "automodel-h100-deepseek_v3-1024gpu": 4,
+    "automodel-h100-deepseek_v3-256gpu": 2,
+    "automodel-h100-kimi_k2-256gpu": 2,
+}
+
+
+def automodel_pipeline(row_id, layers, pp):
+    """(chunks per rank, pipeline_layout, assumption) of an AutoModel pipelined row, or None."""
+    per_stage = AUTOMODEL_LAYERS_PER_STAGE.get(row_id)
+    if per_stage is None:
+        return None
+    stages = -(-layers // per_stage) + 1
+    stages -= stages % pp
+    base, extra = divmod(layers, stages)
+    chunks = [("E" if i == 0 else "") + f"t*{base + (i < extra)}" + ("L" if i == stages - 1 else "") for i in range(stages)]
+    commit, yaml = AUTOMODEL_CONFIG[row_id]
+    note = (f"{stages // pp} chunks per stage and AutoModel's layer split (first stages one layer more): layers_per_stage "
+            f"{per_stage} in {yaml} at NVIDIA-NeMo/Automodel@{commit} makes {stages} stages of {layers} layers "
+            "(components/distributed/pipelining/functional.py)")
+    return stages // pp, "|".join(chunks), note

@@ -207,7 +207,7 @@ def dtype_of(row):
     return "fp8" if p.startswith("fp8") else "bf16"
 
 
-from automodel_configs import AC_WORDS, AUTOMODEL_AC, AUTOMODEL_CONFIG, AUTOMODEL_EP, AUTOMODEL_FAKE_GATE, AUTOMODEL_MTP  # noqa: E402
+from automodel_configs import AC_WORDS, AUTOMODEL_AC, AUTOMODEL_CONFIG, AUTOMODEL_EP, AUTOMODEL_FAKE_GATE, AUTOMODEL_MTP, automodel_pipeline  # noqa: E402
 
 # Megatron-core's tensor-parallel communication overlap (Transformer Engine's userbuffers) in the
 # configurations behind NeMo's performance summaries. 24.07: ub_tp_comm_overlap in
@@ -490,6 +490,10 @@ def plan_of(row, assumed):
                 vp = 2
                 assumed.append("interleaved 1F1B with 2 chunks per stage (chunks not published)")
             plan["virtual_stages"] = vp
+            split = automodel_pipeline(row["id"], row["model"]["config"]["num_hidden_layers"], pp) if fam == "nemo_automodel" else None
+            if split:
+                plan["virtual_stages"], plan["pipeline_layout"], note = split
+                assumed.append(note)
         else:
             plan["pipeline_schedule"] = "1f1b"
         if mbs is None:
