@@ -40,7 +40,8 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
                                {"size", s.size_syntax},
                                {"example", s.example},
                                {"options", s.options},
-                               {"efficiency", s.fitted ? "fitted" : "catalogue"}});
+                               {"efficiency", s.fitted ? "fitted" : "catalogue"},
+                               {"fitted_from", s.fitted_from}});
     }
     j["pipeline_schedules"] = strategies::ScheduleNames();
     j["pipeline_schedule_details"] = nlohmann::json::array();
@@ -71,7 +72,7 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
   cluster_table.Print(out, "  ");
   std::vector<std::string> fitted;
   for (const SystemInfo& s : systems) {
-    if (s.fitted) fitted.push_back(s.name);
+    if (s.fitted) fitted.push_back(s.fitted_from.empty() ? s.name : s.name + " (" + s.fitted_from + "'s compute figures)");
   }
   out << "  efficiencies: fitted to published runs (data/fitted_presets.json, docs/accuracy.md) on " << JoinNames(fitted, ", ")
       << "; the catalogue's (data/hardware.json) on the others and with ,efficiency=catalogue\n";

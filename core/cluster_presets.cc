@@ -3,6 +3,7 @@
 #include <limits>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -38,16 +39,38 @@ constexpr const char* kCatalogue = "catalogue";
 // The start of the efficiencies' `source` of a preset at its fitted figures.
 constexpr const char* kFittedPrefix = "a preset's default efficiencies, fitted to published runs in data/fitted_presets.json";
 
-// `system`'s fitted efficiencies (data/fitted_presets.json), their source saying so; nullopt where
-// it has none.
+// The system whose fitted figures `system` takes (data/hardware.json's `fitted_from`: a system of
+// the same compute, die, clocks and tensor cores), with why; nullopt where it has its own or none.
+std::optional<std::pair<std::string, std::string>> FittedFrom(const std::string& system) {
+  const json systems = Catalogue().at("systems");
+  if (!systems.contains(system) || !systems.at(system).contains("fitted_from")) return std::nullopt;
+  JsonReader entry(systems.at(system), "hardware catalogue", "/systems/" + system);
+  JsonReader from = *entry.Object("fitted_from");
+  std::pair<std::string, std::string> donor{from.String("system"), from.String("source")};
+  from.Finish();
+  return donor;
+}
+
+// `system`'s fitted efficiencies (data/fitted_presets.json), their source saying so: its own fit, or
+// the compute figures of the system it names in `fitted_from` beside its own HBM figure; nullopt
+// where it has neither.
 std::optional<EfficiencySpec> FittedEfficiency(const std::string& system) {
   const json fitted = FittedPresets();
-  if (!fitted.contains(system)) return std::nullopt;
-  JsonReader own(fitted.at(system), "fitted presets", "/systems/" + system);
+  const std::optional<std::pair<std::string, std::string>> from = fitted.contains(system) ? std::nullopt : FittedFrom(system);
+  const std::string donor = from ? from->first : system;
+  if (!fitted.contains(donor)) return std::nullopt;
+  JsonReader own(fitted.at(donor), "fitted presets", "/systems/" + donor);
   EfficiencySpec e = EfficiencyFromJson(own);
   (void)own.String("runs");
   own.Finish();
-  e.source = std::string(kFittedPrefix) + " (" + system + "; the preset with ,efficiency=catalogue takes data/hardware.json's): " + e.source;
+  std::string carried;
+  if (from) {
+    const json catalogue = Catalogue();
+    JsonReader entry(catalogue.at("systems").at(system), "hardware catalogue", "/systems/" + system);
+    e.hbm = EfficiencyFromJson(entry).hbm;
+    carried = ", its compute figures carried to " + system + " (" + from->second + "; hbm " + FormatFixed(e.hbm, 2) + " kept from the catalogue)";
+  }
+  e.source = std::string(kFittedPrefix) + " (" + donor + carried + "; the preset with ,efficiency=catalogue takes data/hardware.json's): " + e.source;
   return e;
 }
 
@@ -205,6 +228,7 @@ std::vector<SystemInfo> ClusterSystems() {
     const std::string kind = s.at("kind").get<std::string>();
     info.options = OptionsFor(kind);
     info.fitted = HasFittedEfficiencies(info.name);
+    info.fitted_from = FittedFromSystem(info.name);
     if (kind == "torus") {
       const int64_t rank = s.at("torus").at("rank").get<int64_t>();
       info.size_syntax = rank == 3 ? "AxBxC (chips per axis)" : "AxB (chips per axis)";
@@ -222,7 +246,12 @@ std::vector<SystemInfo> ClusterSystems() {
   return systems;
 }
 
-bool HasFittedEfficiencies(const std::string& system) { return FittedPresets().contains(system); }
+bool HasFittedEfficiencies(const std::string& system) { return FittedEfficiency(system).has_value(); }
+
+std::string FittedFromSystem(const std::string& system) {
+  const std::optional<std::pair<std::string, std::string>> from = FittedPresets().contains(system) ? std::nullopt : FittedFrom(system);
+  return from && HasFittedEfficiencies(system) ? from->first : "";
+}
 
 std::string WithCatalogueEfficiencies(const std::string& preset) {
   return HasFittedEfficiencies(SystemOf(preset)) ? preset + ",efficiency=" + kCatalogue : preset;
@@ -234,7 +263,11 @@ bool UsesFittedEfficiencies(const ClusterSpec& cluster) {
 }
 
 std::string EfficiencyOrigin(const ClusterSpec& cluster) {
-  if (UsesFittedEfficiencies(cluster)) return "fitted to published runs (data/fitted_presets.json)";
+  if (UsesFittedEfficiencies(cluster)) {
+    const std::string donor = FittedFromSystem(cluster.system);
+    return donor.empty() ? "fitted to published runs (data/fitted_presets.json)"
+                         : donor + "'s fit to published runs (data/fitted_presets.json), the same compute";
+  }
   const json catalogue = Catalogue().at("systems");
   if (catalogue.contains(cluster.system)) {
     JsonReader entry(catalogue.at(cluster.system), "hardware catalogue", "/systems/" + cluster.system);

@@ -17,6 +17,7 @@ struct SystemInfo {
   std::string example;      // "dgx-h100:64"
   std::vector<std::string> options;  // accepted ",key=value" options
   bool fitted = false;  // its efficiencies are fitted to published runs (data/fitted_presets.json)
+  std::string fitted_from;  // the system whose fitted compute figures it takes (data/hardware.json fitted_from); empty: its own
 };
 
 // The systems of the catalogue, in catalogue order.
@@ -30,6 +31,9 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
 // Whether `system`'s presets default to efficiencies fitted to published runs
 // (data/fitted_presets.json).
 bool HasFittedEfficiencies(const std::string& system);
+// The system whose fitted compute figures `system`'s presets take (data/hardware.json's
+// `fitted_from`), or "" where they are its own or it has none.
+std::string FittedFromSystem(const std::string& system);
 
 // `preset` at the catalogue's efficiencies (data/hardware.json): ",efficiency=catalogue" added where
 // its system has fitted ones (a later option wins over an earlier one).

@@ -85,7 +85,7 @@ AUTOMODEL_LAYERS_PER_STAGE = {
 }
 
 
-def automodel_pipeline(row_id, layers, pp):
+def automodel_pipeline(row_id, layers, pp, table_vp):
     """(chunks per rank, pipeline_layout, assumption) of an AutoModel pipelined row, or None."""
     per_stage = AUTOMODEL_LAYERS_PER_STAGE.get(row_id)
     if per_stage is None:
@@ -97,5 +97,5 @@ def automodel_pipeline(row_id, layers, pp):
     commit, yaml = AUTOMODEL_CONFIG[row_id]
     note = (f"{stages // pp} chunks per stage and AutoModel's layer split (first stages one layer more): layers_per_stage "
             f"{per_stage} in {yaml} at NVIDIA-NeMo/Automodel@{commit} makes {stages} stages of {layers} layers "
-            "(components/distributed/pipelining/functional.py)")
+            "(components/distributed/pipelining/functional.py)" + (f"; the table prints VP {table_vp}" if table_vp != stages // pp else ""))
     return stages // pp, "|".join(chunks), note

@@ -490,7 +490,7 @@ def plan_of(row, assumed):
                 vp = 2
                 assumed.append("interleaved 1F1B with 2 chunks per stage (chunks not published)")
             plan["virtual_stages"] = vp
-            split = automodel_pipeline(row["id"], row["model"]["config"]["num_hidden_layers"], pp) if fam == "nemo_automodel" else None
+            split = automodel_pipeline(row["id"], row["model"]["config"]["num_hidden_layers"], pp, vp) if fam == "nemo_automodel" else None
             if split:
                 plan["virtual_stages"], plan["pipeline_layout"], note = split
                 assumed.append(note)

@@ -46,6 +46,17 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheCatalogue
   EXPECT_NE(h100["source"].get<std::string>().find("fitted to published runs in data/fitted_presets.json (dgx-h100; the preset with ,efficiency=catalogue"), std::string::npos) << h100.dump();
   // The options keep their meaning beside it.
   ExpectSameFigures(EfficiencyOf("dgx-h100:16,oversubscription=2,efficiency=catalogue"), hardware["dgx-h100"]["efficiency"], "catalogue");
+  // A system of another's compute (data/hardware.json fitted_from) takes its fitted figures beside
+  // its own HBM figure, saying so; the catalogue's on request.
+  ASSERT_FALSE(fitted.contains("dgx-h200"));
+  ASSERT_EQ(hardware["dgx-h200"]["fitted_from"]["system"], "dgx-h100");
+  json carried = fitted["dgx-h100"]["efficiency"];
+  carried["hbm"] = hardware["dgx-h200"]["efficiency"]["hbm"];
+  ASSERT_NE(carried["hbm"], fitted["dgx-h100"]["efficiency"]["hbm"]);
+  const json h200 = EfficiencyOf("dgx-h200:16");
+  ExpectSameFigures(h200, carried, "dgx-h200:16");
+  EXPECT_NE(h200["source"].get<std::string>().find("(dgx-h100, its compute figures carried to dgx-h200 (the same GH100 compute"), std::string::npos) << h200.dump();
+  ExpectSameFigures(EfficiencyOf("dgx-h200:16,efficiency=catalogue"), hardware["dgx-h200"]["efficiency"], "dgx-h200 catalogue");
   // A system the runs do not determine keeps the catalogue's figures, and cannot ask for fitted ones.
   ASSERT_FALSE(fitted.contains("tpu-v5e"));
   ExpectSameFigures(EfficiencyOf("tpu-v5e:16x16"), hardware["tpu-v5e"]["efficiency"], "tpu-v5e");
@@ -68,10 +79,14 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheCatalogue
     const CliResult r = RunShardsim({"plan", "--model", "llama3-8b", "--cluster", cluster, "--global-batch-tokens", "1M", "--seq-len", "4096"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     const size_t at = r.out.find("efficiencies: ");
-    return at == std::string::npos ? std::string() : r.out.substr(at, r.out.find(';', at) - at);
+    std::string line = at == std::string::npos ? std::string() : r.out.substr(at, r.out.find(';', at) - at);
+    for (size_t wrap = line.find("\n    "); wrap != std::string::npos; wrap = line.find("\n    ")) line.replace(wrap, 5, " ");  // the text wraps
+    return line;
   };
   EXPECT_EQ(efficiencies_line("dgx-h100:8"), "efficiencies: fitted to published runs (data/fitted_presets.json), or ,efficiency=catalogue for the catalogue's");
   EXPECT_EQ(efficiencies_line("dgx-h100:8,efficiency=catalogue"), "efficiencies: the catalogue's (data/hardware.json)");
+  EXPECT_EQ(efficiencies_line("dgx-h200:8"),
+            "efficiencies: dgx-h100's fit to published runs (data/fitted_presets.json), the same compute, or ,efficiency=catalogue for the catalogue's");
   json own = ReadJson(file);
   own["efficiency"]["matmul"] = 0.5;
   EXPECT_EQ(efficiencies_line(WriteJson("own.cluster.json", own)), "efficiencies: the cluster file's own (its efficiency.source)");
@@ -80,12 +95,18 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheCatalogue
   // The presets list says which systems run at fitted figures.
   json presets;
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"presets", "--json"}), &presets));
-  for (const json& c : presets["clusters"]) EXPECT_EQ(c["efficiency"] == "fitted", fitted.contains(c["name"].get<std::string>())) << c.dump();
+  for (const json& c : presets["clusters"]) {
+    const json& own = hardware[c["name"].get<std::string>()];
+    const std::string from = own.contains("fitted_from") ? own["fitted_from"]["system"].get<std::string>() : "";
+    EXPECT_EQ(c["efficiency"] == "fitted", fitted.contains(c["name"].get<std::string>()) || fitted.contains(from)) << c.dump();
+    EXPECT_EQ(c["fitted_from"], fitted.contains(from) ? from : "") << c.dump();
+  }
   const CliResult text = RunShardsim({"presets"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   const size_t line = text.out.find("efficiencies: fitted to published runs (data/fitted_presets.json, docs/accuracy.md) on ");
   ASSERT_NE(line, std::string::npos) << text.out;
   EXPECT_NE(text.out.substr(line, text.out.find('\n', line) - line).find("dgx-h100"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.substr(line, text.out.find('\n', line) - line).find("dgx-h200 (dgx-h100's compute figures)"), std::string::npos) << text.out;
 }
 
 // The shipped figures are a fresh fit from the catalogue's figures: each group named after a

@@ -46,6 +46,25 @@ TEST(ClusterPresetsTest, GpuNodes) {
   EXPECT_FALSE(ParseClusterPreset("dgx-a100:16", "--cluster").topology.nvls);
 }
 
+// A system taking another's fitted compute figures (data/hardware.json fitted_from) has that
+// system's compute: the same peaks and compute units, a system with figures of its own.
+TEST(ClusterPresetsTest, FittedFromNamesASystemOfTheSameCompute) {
+  int carried = 0;
+  for (const SystemInfo& s : ClusterSystems()) {
+    if (s.fitted_from.empty()) continue;
+    ++carried;
+    EXPECT_TRUE(s.fitted) << s.name;
+    EXPECT_TRUE(FittedFromSystem(s.fitted_from).empty()) << s.name << " takes figures carried from elsewhere";
+    const ClusterSpec own = ParseClusterPreset(s.example, "--cluster");
+    const ClusterSpec from = ParseClusterPreset(s.fitted_from + ":8", "--cluster");
+    EXPECT_EQ(own.chip.peak_flop_per_s, from.chip.peak_flop_per_s) << s.name;
+    EXPECT_EQ(own.chip.compute_units, from.chip.compute_units) << s.name;
+    EXPECT_EQ(own.efficiency.matmul, from.efficiency.matmul) << s.name;
+    EXPECT_EQ(own.efficiency.backward, from.efficiency.backward) << s.name;
+  }
+  EXPECT_GE(carried, 1);
+}
+
 // Blackwell Ultra: the catalogue's figures, each from the sources its entries name.
 TEST(ClusterPresetsTest, BlackwellUltraSystems) {
   const ClusterSpec b300 = ParseClusterPreset("dgx-b300:16", "--cluster");
