@@ -125,12 +125,13 @@ def cluster_of(row):
     h = row["hardware"]
     n = h["num_devices"]
     chip = h["chip"]
-    if "TPU v5e" in chip:
-        # MaxText's v5e tables: slices of 256 chips (a v5e pod, 16 x 16), joined by DCN.
+    if "TPU v5e" in chip or "TPU v6e" in chip or "Trillium" in chip:
+        # MaxText's v5e tables: slices of 256 chips (a pod, 16 x 16), joined by DCN; v6e's likewise.
+        system = "tpu-v5e" if "v5e" in chip else "tpu-v6e"
         slices = row["parallelism"].get("dcn_data_parallelism") or 1
         if n // slices != 256:
-            raise Skip(f"no torus shape for {n // slices} v5e chips per slice")
-        return "tpu-v5e:16x16" + (f",slices={slices}" if slices > 1 else "")
+            raise Skip(f"no torus shape for {n // slices} {system[4:]} chips per slice")
+        return f"{system}:16x16" + (f",slices={slices}" if slices > 1 else "")
     if "TPU v5p" in chip or "TPU v4" in chip:
         system = "tpu-v5p" if "v5p" in chip else "tpu-v4"
         slices = row["parallelism"].get("dcn_data_parallelism") or 1
@@ -139,12 +140,14 @@ def cluster_of(row):
         if per not in shapes:
             raise Skip(f"no torus shape for {per} chips per slice")
         return f"{system}:{shapes[per]}" + (f",slices={slices}" if slices > 1 else "")
-    if "GB200" in chip:
+    if re.search(r"GB[23]00", chip):
         # NeMo's GB200 jobs use 64 of each NVL72 rack's 72 GPUs beyond one rack (an assumption:
-        # the pages give the GPU count only).
-        return f"gb200-nvl72:{n}" + (",domain=64" if n > 72 else "")
-    if "B200" in chip:
-        return f"dgx-b200:{n}"
+        # the pages give the GPU count only); GB300's likewise.
+        return f"gb{re.search(r'GB([23]00)', chip).group(1)}-nvl72:{n}" + (",domain=64" if n > 72 else "")
+    if re.search(r"B[23]00", chip):
+        return f"dgx-b{re.search(r'B([23]00)', chip).group(1)}:{n}"
+    if "H800" in chip:
+        return f"hgx-h800:{n}"
     if "H200" in chip:
         return f"dgx-h200:{n}"
     if "H100" in chip and "HBM2e" in chip:
