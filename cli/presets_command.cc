@@ -41,7 +41,7 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
                                {"example", s.example},
                                {"options", s.options},
                                {"efficiency", s.fitted ? "fitted" : "catalogue"},
-                               {"fitted_from", s.fitted_from}});
+                               {"fitted_from", s.fitted_from.empty() ? nlohmann::json() : nlohmann::json(s.fitted_from)}});
     }
     j["pipeline_schedules"] = strategies::ScheduleNames();
     j["pipeline_schedule_details"] = nlohmann::json::array();
@@ -74,7 +74,7 @@ int RunPresets(const PresetsOptions& options, std::ostream& out) {
   for (const SystemInfo& s : systems) {
     if (s.fitted) fitted.push_back(s.fitted_from.empty() ? s.name : s.name + " (" + s.fitted_from + "'s compute figures)");
   }
-  out << "  efficiencies: fitted to published runs (data/fitted_presets.json, docs/accuracy.md) on " << JoinNames(fitted, ", ")
+  out << "  efficiencies: fitted to published runs (data/fitted_presets.json, docs/calibrate_runs.md) on " << JoinNames(fitted, ", ")
       << "; the catalogue's (data/hardware.json) on the others and with ,efficiency=catalogue\n";
   out << "\nPipeline schedules (plan field pipeline_schedule)\n";
   TextTable schedule_table({"name", "what"});

@@ -3,7 +3,6 @@
 #include <limits>
 #include <optional>
 #include <thread>
-#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -39,40 +38,57 @@ constexpr const char* kCatalogue = "catalogue";
 // The start of the efficiencies' `source` of a preset at its fitted figures.
 constexpr const char* kFittedPrefix = "a preset's default efficiencies, fitted to published runs in data/fitted_presets.json";
 
-// The system whose fitted figures `system` takes (data/hardware.json's `fitted_from`: a system of
-// the same compute, die, clocks and tensor cores), with why; nullopt where it has its own or none.
-std::optional<std::pair<std::string, std::string>> FittedFrom(const std::string& system) {
-  const json systems = Catalogue().at("systems");
+// Where `system`'s fitted figures live: itself, where data/fitted_presets.json has it; else the
+// system its catalogue entry names in `fitted_from` (one of the same compute: die, clocks, tensor
+// cores), where that has some, with why (`carried`). nullopt: it has none.
+struct FittedHome {
+  std::string system;
+  std::string carried;  // fitted_from's source; empty: its own fit
+};
+std::optional<FittedHome> FittedHomeOf(const std::string& system, const json& fitted, const json& catalogue) {
+  if (fitted.contains(system)) return FittedHome{system, ""};
+  const json& systems = catalogue.at("systems");
   if (!systems.contains(system) || !systems.at(system).contains("fitted_from")) return std::nullopt;
   JsonReader entry(systems.at(system), "hardware catalogue", "/systems/" + system);
   JsonReader from = *entry.Object("fitted_from");
-  std::pair<std::string, std::string> donor{from.String("system"), from.String("source")};
+  FittedHome home{from.String("system"), from.String("source")};
   from.Finish();
-  return donor;
+  if (!fitted.contains(home.system)) return std::nullopt;
+  return home;
+}
+
+// A fit's source without its closing "; hbm X kept from the catalogue": a system that takes another
+// system's fit keeps its own HBM figure, which its source names instead.
+std::string WithoutHbmClause(const std::string& source) {
+  const size_t at = source.rfind("; hbm ");
+  return at != std::string::npos && source.find("kept from the catalogue", at) != std::string::npos ? source.substr(0, at) : source;
 }
 
 // `system`'s fitted efficiencies (data/fitted_presets.json), their source saying so: its own fit, or
 // the compute figures of the system it names in `fitted_from` beside its own HBM figure; nullopt
 // where it has neither.
 std::optional<EfficiencySpec> FittedEfficiency(const std::string& system) {
-  const json fitted = FittedPresets();
-  const std::optional<std::pair<std::string, std::string>> from = fitted.contains(system) ? std::nullopt : FittedFrom(system);
-  const std::string donor = from ? from->first : system;
-  if (!fitted.contains(donor)) return std::nullopt;
-  JsonReader own(fitted.at(donor), "fitted presets", "/systems/" + donor);
+  const json fitted = FittedPresets(), catalogue = Catalogue();
+  const std::optional<FittedHome> home = FittedHomeOf(system, fitted, catalogue);
+  if (!home) return std::nullopt;
+  JsonReader own(fitted.at(home->system), "fitted presets", "/systems/" + home->system);
   EfficiencySpec e = EfficiencyFromJson(own);
   (void)own.String("runs");
   own.Finish();
-  std::string carried;
-  if (from) {
-    const json catalogue = Catalogue();
-    JsonReader entry(catalogue.at("systems").at(system), "hardware catalogue", "/systems/" + system);
-    e.hbm = EfficiencyFromJson(entry).hbm;
-    carried = ", its compute figures carried to " + system + " (" + from->second + "; hbm " + FormatFixed(e.hbm, 2) + " kept from the catalogue)";
+  const std::string catalogue_note = "the preset with ,efficiency=catalogue takes data/hardware.json's";
+  if (home->carried.empty()) {
+    e.source = std::string(kFittedPrefix) + " (" + system + "; " + catalogue_note + "): " + e.source;
+    return e;
   }
-  e.source = std::string(kFittedPrefix) + " (" + donor + carried + "; the preset with ,efficiency=catalogue takes data/hardware.json's): " + e.source;
+  JsonReader entry(catalogue.at("systems").at(system), "hardware catalogue", "/systems/" + system);
+  e.hbm = EfficiencyFromJson(entry).hbm;
+  e.source = std::string(kFittedPrefix) + ": " + home->system + "'s, carried to " + system + " (data/hardware.json fitted_from: " + home->carried +
+             "), its hbm " + FormatFixed(e.hbm, 2) + " its own catalogue figure; " + catalogue_note + ". " + home->system + "'s fit: " +
+             WithoutHbmClause(e.source);
   return e;
 }
+
+std::vector<std::string> SystemNames(const json& catalogue);
 
 // The efficiencies a preset runs at: its system's fitted figures (data/fitted_presets.json) where
 // it has some, else, or with `efficiency=catalogue`, the catalogue's (data/hardware.json).
@@ -93,10 +109,12 @@ EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, co
   if (choice == kCatalogue) return catalogue;
   if (!has_fitted) {
     if (!options.count("efficiency")) return catalogue;
-    const json all = FittedPresets();
     std::vector<std::string> with;
-    for (const auto& item : all.items()) with.push_back(item.key());
-    throw InputError(where, system + " has no fitted efficiencies (the published runs do not determine them; docs/accuracy.md)", "catalogue here; fitted on " + JoinNames(with),
+    for (const std::string& name : SystemNames(Catalogue())) {
+      if (HasFittedEfficiencies(name)) with.push_back(name);
+    }
+    throw InputError(where, system + " has no fitted efficiencies (the published runs do not determine them; docs/calibrate_runs.md)",
+                     "catalogue here; fitted on " + JoinNames(with),
                      "drop ,efficiency=fitted, or fit your own runs with 'shardsim calibrate --from-runs'");
   }
   return *fitted;
@@ -246,11 +264,11 @@ std::vector<SystemInfo> ClusterSystems() {
   return systems;
 }
 
-bool HasFittedEfficiencies(const std::string& system) { return FittedEfficiency(system).has_value(); }
+bool HasFittedEfficiencies(const std::string& system) { return FittedHomeOf(system, FittedPresets(), Catalogue()).has_value(); }
 
 std::string FittedFromSystem(const std::string& system) {
-  const std::optional<std::pair<std::string, std::string>> from = FittedPresets().contains(system) ? std::nullopt : FittedFrom(system);
-  return from && HasFittedEfficiencies(system) ? from->first : "";
+  const std::optional<FittedHome> home = FittedHomeOf(system, FittedPresets(), Catalogue());
+  return home && !home->carried.empty() ? home->system : "";
 }
 
 std::string WithCatalogueEfficiencies(const std::string& preset) {
@@ -266,7 +284,8 @@ std::string EfficiencyOrigin(const ClusterSpec& cluster) {
   if (UsesFittedEfficiencies(cluster)) {
     const std::string donor = FittedFromSystem(cluster.system);
     return donor.empty() ? "fitted to published runs (data/fitted_presets.json)"
-                         : donor + "'s fit to published runs (data/fitted_presets.json), the same compute";
+                         : donor + "'s fit to published runs (data/fitted_presets.json, the same compute), hbm " +
+                               FormatFixed(cluster.efficiency.hbm, 2) + " " + cluster.system + "'s own";
   }
   const json catalogue = Catalogue().at("systems");
   if (catalogue.contains(cluster.system)) {

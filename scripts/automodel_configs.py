@@ -85,17 +85,21 @@ AUTOMODEL_LAYERS_PER_STAGE = {
 }
 
 
-def automodel_pipeline(row_id, layers, pp, table_vp):
-    """(chunks per rank, pipeline_layout, assumption) of an AutoModel pipelined row, or None."""
+def automodel_pipeline(row_id, layers, pp, table_vp, plan, assumed):
+    """Sets an AutoModel pipelined row's virtual_stages (stages per pipeline rank) and
+    pipeline_layout from its configuration, with the assumption; nothing for the other rows."""
     per_stage = AUTOMODEL_LAYERS_PER_STAGE.get(row_id)
     if per_stage is None:
-        return None
+        return
     stages = -(-layers // per_stage) + 1
     stages -= stages % pp
+    # AutoModel's own checks (functional.py): a multi-stage schedule, no stage without a layer.
+    assert stages // pp >= 2 and stages <= layers, f"{row_id}: {stages} stages of {layers} layers over PP {pp}"
     base, extra = divmod(layers, stages)
     chunks = [("E" if i == 0 else "") + f"t*{base + (i < extra)}" + ("L" if i == stages - 1 else "") for i in range(stages)]
     commit, yaml = AUTOMODEL_CONFIG[row_id]
-    note = (f"{stages // pp} chunks per stage and AutoModel's layer split (first stages one layer more): layers_per_stage "
+    note = (f"{stages // pp} stages per pipeline rank and AutoModel's layer split (first stages one layer more): layers_per_stage "
             f"{per_stage} in {yaml} at NVIDIA-NeMo/Automodel@{commit} makes {stages} stages of {layers} layers "
             "(components/distributed/pipelining/functional.py)" + (f"; the table prints VP {table_vp}" if table_vp != stages // pp else ""))
-    return stages // pp, "|".join(chunks), note
+    plan["virtual_stages"], plan["pipeline_layout"] = stages // pp, "|".join(chunks)
+    assumed.append(note)

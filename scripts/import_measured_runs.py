@@ -142,8 +142,10 @@ def cluster_of(row):
         return f"{system}:{shapes[per]}" + (f",slices={slices}" if slices > 1 else "")
     if re.search(r"GB[23]00", chip):
         # NeMo's GB200 jobs use 64 of each NVL72 rack's 72 GPUs beyond one rack (an assumption:
-        # the pages give the GPU count only); GB300's likewise.
-        return f"gb{re.search(r'GB([23]00)', chip).group(1)}-nvl72:{n}" + (",domain=64" if n > 72 else "")
+        # the pages give the GPU count only); GB300's likewise; whole racks where 64 does not divide.
+        if n > 72 and n % 64 and n % 72:
+            raise Skip(f"{n} GPUs are neither racks of 64 nor of 72")
+        return f"gb{re.search(r'GB([23]00)', chip).group(1)}-nvl72:{n}" + (",domain=64" if n > 72 and n % 64 == 0 else "")
     if re.search(r"B[23]00", chip):
         return f"dgx-b{re.search(r'B([23]00)', chip).group(1)}:{n}"
     if "H800" in chip:
@@ -493,10 +495,8 @@ def plan_of(row, assumed):
                 vp = 2
                 assumed.append("interleaved 1F1B with 2 chunks per stage (chunks not published)")
             plan["virtual_stages"] = vp
-            split = automodel_pipeline(row["id"], row["model"]["config"]["num_hidden_layers"], pp, vp) if fam == "nemo_automodel" else None
-            if split:
-                plan["virtual_stages"], plan["pipeline_layout"], note = split
-                assumed.append(note)
+            if fam == "nemo_automodel":
+                automodel_pipeline(row["id"], row["model"]["config"]["num_hidden_layers"], pp, vp, plan, assumed)
         else:
             plan["pipeline_schedule"] = "1f1b"
         if mbs is None:

@@ -55,13 +55,16 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheCatalogue
   ASSERT_NE(carried["hbm"], fitted["dgx-h100"]["efficiency"]["hbm"]);
   const json h200 = EfficiencyOf("dgx-h200:16");
   ExpectSameFigures(h200, carried, "dgx-h200:16");
-  EXPECT_NE(h200["source"].get<std::string>().find("(dgx-h100, its compute figures carried to dgx-h200 (the same GH100 compute"), std::string::npos) << h200.dump();
+  const std::string h200_source = h200["source"];
+  EXPECT_NE(h200_source.find("dgx-h100's, carried to dgx-h200 (data/hardware.json fitted_from: the same GH100"), std::string::npos) << h200_source;
+  EXPECT_NE(h200_source.find("its hbm 0.89 its own catalogue figure"), std::string::npos) << h200_source;
+  EXPECT_EQ(h200_source.find("kept from the catalogue"), std::string::npos) << h200_source;  // dgx-h100's own hbm clause dropped
   ExpectSameFigures(EfficiencyOf("dgx-h200:16,efficiency=catalogue"), hardware["dgx-h200"]["efficiency"], "dgx-h200 catalogue");
   // A system the runs do not determine keeps the catalogue's figures, and cannot ask for fitted ones.
   ASSERT_FALSE(fitted.contains("tpu-v5e"));
   ExpectSameFigures(EfficiencyOf("tpu-v5e:16x16"), hardware["tpu-v5e"]["efficiency"], "tpu-v5e");
   EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "tpu-v5e:16x16,efficiency=fitted"}),
-                           {"tpu-v5e has no fitted efficiencies", "catalogue here; fitted on ", "dgx-h100", "calibrate --from-runs"}));
+                           {"tpu-v5e has no fitted efficiencies", "catalogue here; fitted on ", "dgx-h100", "dgx-h200", "calibrate --from-runs"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "dgx-h100:8,efficiency=fast"}),
                            {"efficiency 'fast' is not fitted or catalogue", "fitted (the default here", "e.g. dgx-h100:8,efficiency=catalogue"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", "tpu-v5e:16x16,efficiency=catalog"}),
@@ -86,7 +89,8 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheCatalogue
   EXPECT_EQ(efficiencies_line("dgx-h100:8"), "efficiencies: fitted to published runs (data/fitted_presets.json), or ,efficiency=catalogue for the catalogue's");
   EXPECT_EQ(efficiencies_line("dgx-h100:8,efficiency=catalogue"), "efficiencies: the catalogue's (data/hardware.json)");
   EXPECT_EQ(efficiencies_line("dgx-h200:8"),
-            "efficiencies: dgx-h100's fit to published runs (data/fitted_presets.json), the same compute, or ,efficiency=catalogue for the catalogue's");
+            "efficiencies: dgx-h100's fit to published runs (data/fitted_presets.json, the same compute), hbm 0.89 dgx-h200's own, or "
+            ",efficiency=catalogue for the catalogue's");
   json own = ReadJson(file);
   own["efficiency"]["matmul"] = 0.5;
   EXPECT_EQ(efficiencies_line(WriteJson("own.cluster.json", own)), "efficiencies: the cluster file's own (its efficiency.source)");
@@ -99,11 +103,11 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheCatalogue
     const json& own = hardware[c["name"].get<std::string>()];
     const std::string from = own.contains("fitted_from") ? own["fitted_from"]["system"].get<std::string>() : "";
     EXPECT_EQ(c["efficiency"] == "fitted", fitted.contains(c["name"].get<std::string>()) || fitted.contains(from)) << c.dump();
-    EXPECT_EQ(c["fitted_from"], fitted.contains(from) ? from : "") << c.dump();
+    EXPECT_EQ(c["fitted_from"], fitted.contains(from) ? json(from) : json()) << c.dump();
   }
   const CliResult text = RunShardsim({"presets"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  const size_t line = text.out.find("efficiencies: fitted to published runs (data/fitted_presets.json, docs/accuracy.md) on ");
+  const size_t line = text.out.find("efficiencies: fitted to published runs (data/fitted_presets.json, docs/calibrate_runs.md) on ");
   ASSERT_NE(line, std::string::npos) << text.out;
   EXPECT_NE(text.out.substr(line, text.out.find('\n', line) - line).find("dgx-h100"), std::string::npos) << text.out;
   EXPECT_NE(text.out.substr(line, text.out.find('\n', line) - line).find("dgx-h200 (dgx-h100's compute figures)"), std::string::npos) << text.out;
