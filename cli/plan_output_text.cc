@@ -98,7 +98,10 @@ void PrintHeader(const PlanFindings& f, const Writer& w) {
   w.Line("memory limit: " + FormatBinaryBytes(r.max_memory_bytes) + " per device, " + FormatPercent(r.max_memory_bytes / hbm) + " of the " +
              FormatBinaryBytes(hbm) + " of HBM" + (f.options.max_memory.empty() ? " (the default, leaving room for fragmentation and buffers; --max-memory)" : " (--max-memory)"),
          "  ");
-  w.Line("efficiencies: " + EfficiencyOrigin(f.cluster) + (UsesFittedEfficiencies(f.cluster) ? ", or ,efficiency=catalogue for the catalogue's" : "") + "; matmul " + FormatFixed(f.cluster.efficiency.matmul, 3) + ", attention " +
+  // Only a preset takes ,efficiency=catalogue (a cluster file keeps its own figures).
+  const bool preset = LooksLikeClusterPreset(f.options.cluster);
+  w.Line("efficiencies: " + EfficiencyOrigin(f.cluster) + (UsesFittedEfficiencies(f.cluster) && preset ? ", or ,efficiency=catalogue for the catalogue's" : "") +
+             "; matmul " + FormatFixed(f.cluster.efficiency.matmul, 3) + ", attention " +
              FormatFixed(f.cluster.efficiency.Attention(), 3) +
              (f.cluster.efficiency.backward != 1 ? ", backward passes at " + FormatFixed(f.cluster.efficiency.backward, 3) + " of those rates" : std::string()),
          "  ");

@@ -91,6 +91,7 @@ TEST_F(CliFittedPresetsTest, PresetsRunAtTheirSystemsFittedFiguresOrTheCatalogue
   EXPECT_EQ(efficiencies_line("dgx-h200:8"),
             "efficiencies: dgx-h100's fit to published runs (data/fitted_presets.json, the same compute), hbm 0.89 dgx-h200's own, or "
             ",efficiency=catalogue for the catalogue's");
+  EXPECT_EQ(efficiencies_line(file + ":16"), "efficiencies: fitted to published runs (data/fitted_presets.json)");  // a file keeps its figures
   json own = ReadJson(file);
   own["efficiency"]["matmul"] = 0.5;
   EXPECT_EQ(efficiencies_line(WriteJson("own.cluster.json", own)), "efficiencies: the cluster file's own (its efficiency.source)");
