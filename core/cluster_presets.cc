@@ -66,9 +66,8 @@ std::string WithoutHbmClause(const std::string& source) {
 
 // `system`'s fitted efficiencies (data/fitted_presets.json), their source saying so: its own fit, or
 // the compute figures of the system it names in `fitted_from` beside its own HBM figure; nullopt
-// where it has neither.
-std::optional<EfficiencySpec> FittedEfficiency(const std::string& system) {
-  const json fitted = FittedPresets(), catalogue = Catalogue();
+// where it has neither. `fitted` and `catalogue`: the two files, parsed.
+std::optional<EfficiencySpec> FittedEfficiency(const std::string& system, const json& fitted, const json& catalogue) {
   const std::optional<FittedHome> home = FittedHomeOf(system, fitted, catalogue);
   if (!home) return std::nullopt;
   JsonReader own(fitted.at(home->system), "fitted presets", "/systems/" + home->system);
@@ -93,10 +92,12 @@ std::vector<std::string> SystemNames(const json& catalogue);
 // The efficiencies a preset runs at: its system's fitted figures (data/fitted_presets.json) where
 // it has some, else, or with `efficiency=catalogue`, the catalogue's (data/hardware.json).
 // `head` is the preset's SYSTEM:SIZE, for the hint.
-EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, const std::string& head,
+// `catalogue_json`: data/hardware.json, parsed.
+EfficiencySpec PresetEfficiency(JsonReader& entry, const json& catalogue_json, const std::string& system, const std::string& head,
                                 const std::map<std::string, std::string>& options, const std::string& where) {
   const EfficiencySpec catalogue = EfficiencyFromJson(entry);
-  const std::optional<EfficiencySpec> fitted = FittedEfficiency(system);
+  const json fitted_json = FittedPresets();
+  const std::optional<EfficiencySpec> fitted = FittedEfficiency(system, fitted_json, catalogue_json);
   const bool has_fitted = fitted.has_value();
   const std::string choice = options.count("efficiency") ? options.at("efficiency") : kFitted;
   if (choice != kFitted && choice != kCatalogue) {
@@ -110,8 +111,8 @@ EfficiencySpec PresetEfficiency(JsonReader& entry, const std::string& system, co
   if (!has_fitted) {
     if (!options.count("efficiency")) return catalogue;
     std::vector<std::string> with;
-    for (const std::string& name : SystemNames(Catalogue())) {
-      if (HasFittedEfficiencies(name)) with.push_back(name);
+    for (const std::string& name : SystemNames(catalogue_json)) {
+      if (FittedHomeOf(name, fitted_json, catalogue_json)) with.push_back(name);
     }
     throw InputError(where, system + " has no fitted efficiencies (the published runs do not determine them; docs/calibrate_runs.md)",
                      "catalogue here; fitted on " + JoinNames(with),
@@ -236,7 +237,7 @@ TorusRules ReadTorusRules(JsonReader& system) {
 }  // namespace
 
 std::vector<SystemInfo> ClusterSystems() {
-  const json catalogue = Catalogue();
+  const json catalogue = Catalogue(), fitted = FittedPresets();
   std::vector<SystemInfo> systems;
   for (const auto& item : catalogue.at("systems").items()) {
     const json& s = item.value();
@@ -245,8 +246,9 @@ std::vector<SystemInfo> ClusterSystems() {
     info.description = s.at("description").get<std::string>();
     const std::string kind = s.at("kind").get<std::string>();
     info.options = OptionsFor(kind);
-    info.fitted = HasFittedEfficiencies(info.name);
-    info.fitted_from = FittedFromSystem(info.name);
+    const std::optional<FittedHome> home = FittedHomeOf(info.name, fitted, catalogue);
+    info.fitted = home.has_value();
+    if (home && !home->carried.empty()) info.fitted_from = home->system;
     if (kind == "torus") {
       const int64_t rank = s.at("torus").at("rank").get<int64_t>();
       info.size_syntax = rank == 3 ? "AxBxC (chips per axis)" : "AxB (chips per axis)";
@@ -276,7 +278,7 @@ std::string WithCatalogueEfficiencies(const std::string& preset) {
 }
 
 bool UsesFittedEfficiencies(const ClusterSpec& cluster) {
-  const std::optional<EfficiencySpec> fitted = FittedEfficiency(cluster.system);
+  const std::optional<EfficiencySpec> fitted = FittedEfficiency(cluster.system, FittedPresets(), Catalogue());
   return fitted && *fitted == cluster.efficiency;
 }
 
@@ -329,7 +331,7 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
   c.links = LinksFromJson(entry);
   const std::map<std::string, std::string> options =
       comma == std::string::npos ? std::map<std::string, std::string>{} : ParseOptions(option_text, OptionsFor(kind), where);
-  c.efficiency = PresetEfficiency(entry, system, head, options, where);
+  c.efficiency = PresetEfficiency(entry, catalogue, system, head, options, where);
 
   if (kind == "torus") {
     const TorusRules rules = ReadTorusRules(entry);

@@ -140,14 +140,14 @@ def cluster_of(row):
         if per not in shapes:
             raise Skip(f"no torus shape for {per} chips per slice")
         return f"{system}:{shapes[per]}" + (f",slices={slices}" if slices > 1 else "")
-    if re.search(r"GB[23]00", chip):
+    if rack := re.search(r"GB([23]00)", chip):
         # NeMo's GB200 jobs use 64 of each NVL72 rack's 72 GPUs beyond one rack (an assumption:
         # the pages give the GPU count only); GB300's likewise; whole racks where 64 does not divide.
         if n > 72 and n % 64 and n % 72:
             raise Skip(f"{n} GPUs are neither racks of 64 nor of 72")
-        return f"gb{re.search(r'GB([23]00)', chip).group(1)}-nvl72:{n}" + (",domain=64" if n > 72 and n % 64 == 0 else "")
-    if re.search(r"B[23]00", chip):
-        return f"dgx-b{re.search(r'B([23]00)', chip).group(1)}:{n}"
+        return f"gb{rack.group(1)}-nvl72:{n}" + (",domain=64" if n > 72 and n % 64 == 0 else "")
+    if blackwell := re.search(r"B([23]00)", chip):
+        return f"dgx-b{blackwell.group(1)}:{n}"
     if "H800" in chip:
         return f"hgx-h800:{n}"
     if "H200" in chip:
