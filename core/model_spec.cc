@@ -219,6 +219,12 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   return f;
 }
 
+double MambaGroupScanFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
+  if (!m.mamba) return 0;
+  const MambaSpec& s = *m.mamba;
+  return 2 * static_cast<double>(std::min(s.chunk_size, seq_len)) * static_cast<double>(s.state_size);
+}
+
 double MambaScanFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   if (!m.mamba) return 0;
   const MambaSpec& s = *m.mamba;
@@ -227,7 +233,7 @@ double MambaScanFlopsPerToken(const ModelSpec& m, int64_t seq_len) {
   // Per token: the diagonal blocks' C B^T per group (2QN) and their product with X per head
   // (2QP); the chunk states B^T X and their read-out C h per head (2NP each). The convolution's
   // 2K per channel is left out (under 0.2% of the mixer).
-  return 2 * q * n * g + h * (2 * q * p + 4 * n * p);
+  return MambaGroupScanFlopsPerToken(m, seq_len) * g + h * (2 * q * p + 4 * n * p);
 }
 
 

@@ -227,6 +227,9 @@ FlopsPerToken ForwardFlopsPerToken(const ModelSpec& model, int64_t seq_len);
 // One Mamba-2 mixer's scan FLOPs per token over sequences of `seq_len`, forward (0 without a
 // mamba spec): its chunks hold min(chunk_size, seq_len) tokens.
 double MambaScanFlopsPerToken(const ModelSpec& model, int64_t seq_len);
+// Of it, one group's share: C B^T within its chunk, 2·min(chunk_size, seq_len)·state_size (what
+// a copy of a group's state costs where context parallelism repeats it).
+double MambaGroupScanFlopsPerToken(const ModelSpec& model, int64_t seq_len);
 
 // Names for enums, as they appear in JSON.
 std::string ToString(MlpKind kind);

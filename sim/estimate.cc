@@ -15,9 +15,11 @@ using strategies::StepProgram;
 
 std::string ExposedLabel(const StepReport& report, const std::string& kind) {
   std::vector<bool> used(kMeshAxisCount, false);
+  bool all_to_all = false;
   for (const CollectiveCost& c : report.collectives) {
     if (KindName(c.stream, c.collective) != kind) continue;
     for (const std::string& axis : c.axes) used[static_cast<size_t>(AxisFacts(axis).axis)] = true;
+    all_to_all = c.collective == CollectiveOp::kAllToAll;
   }
   std::string axes;
   for (const MeshAxisFacts& axis : kMeshAxes) {
@@ -31,8 +33,9 @@ std::string ExposedLabel(const StepReport& report, const std::string& kind) {
   const MeshAxisFacts* stream = FindMeshAxis(kind.substr(0, space));
   if (stream && stream->axis == MeshAxis::kExpert) return axes == stream->name ? kind : kind + " over " + axes;
   // The context stream carries the attention's K/V (and dK/dV), not parameters gathered over the
-  // context ranks (those are the data stream's, over "context" too).
-  if (stream && stream->axis == MeshAxis::kContext) return axes + " K/V" + kind.substr(space);
+  // context ranks (those are the data stream's, over "context" too), and the Mamba-2 mixers'
+  // all-to-alls between tokens and heads.
+  if (stream && stream->axis == MeshAxis::kContext) return axes + (all_to_all ? " Mamba" : " K/V") + kind.substr(space);
   return axes + kind.substr(space);
 }
 

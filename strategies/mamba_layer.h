@@ -3,7 +3,9 @@
 // Tensor parallelism splits the mixer by heads and groups: the input projection (z, x, B, C, dt)
 // column-parallel, the convolution, the scan and the gated norm on each rank's heads, the output
 // projection row-parallel, with the same f / g collectives as an attention block (and sequence
-// parallelism's gathers); heads and groups must divide over tensor (plan_rules.cc).
+// parallelism's gathers); heads and groups must divide over tensor (plan_rules.cc). Context
+// parallelism is Megatron-core's all-to-all kind: the scan over whole sequences of a share of
+// the heads (AppendMambaBlock).
 #pragma once
 
 #include "core/model_spec.h"
@@ -12,23 +14,26 @@
 
 namespace shardsim::strategies {
 
-// The widths one tensor rank holds of a Mamba-2 mixer, per token.
+// The widths one tensor rank holds of a Mamba-2 mixer, per token; over `context` ranks, those it
+// scans (B and C repeated where the groups per tensor rank are fewer than the context ranks).
 struct MambaWidths {
   int64_t inner = 0;    // d_inner / t: x, z, y
-  int64_t bc = 0;       // 2 G N / t: B and C
+  int64_t bc = 0;       // 2 G N / t (2 N max(G / t, context)): B and C
   int64_t heads = 0;    // H / t: dt
   int64_t in_proj() const { return 2 * inner + bc + heads; }  // z, x, B, C, dt
   int64_t conv() const { return inner + bc; }                 // x, B, C
 };
-MambaWidths MambaWidthsOf(const ModelSpec& model, int64_t tensor);
+MambaWidths MambaWidthsOf(const ModelSpec& model, int64_t tensor, int64_t context = 1);
 
 // Norm, input projection, convolution, scan, gated norm, output projection and residual.
 void AppendMambaBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
 
 // Bytes per token one device keeps of a Mamba-2 mixer for its backward, beside the layer input:
 // the norm's output (the input projection's input: the sequence shard under sequence parallelism,
-// whole where the plan keeps gathered inputs), the projection's output (z, x, B, C, dt), the
-// scan's output and the gated norm's output (the output projection's input). The convolution's
+// whole where the plan keeps gathered inputs), the projection's output (z, x, B, C, dt; over the
+// heads, with B and C's copies, under context parallelism), the scan's output (and, under context
+// parallelism, its all-to-all's, the gated norm's input) and the gated norm's output (the output
+// projection's input). The convolution's
 // output is rebuilt from the projection's in the backward (Megatron-core's memory-efficient path,
 // mamba_ssm's mamba_split_conv1d_scan_combined, which saves zxbcdt and the scan's output).
 double MambaActivationBytesPerToken(const ModelSpec& model, const PlanSpec& plan);

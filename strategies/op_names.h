@@ -48,6 +48,9 @@ inline bool IsRegather(std::string_view name) { return name.find("_regather") !=
 inline constexpr std::string_view kMamba = "mamba";
 inline constexpr std::string_view kMambaIn = "mamba_in", kMambaConv = "mamba_conv", kSsd = "ssd", kMambaGatedNorm = "mamba_gated_norm",
                                   kMambaOut = "mamba_out";
+// Context parallelism's all-to-alls around the scan (to the heads' whole sequences, back to the
+// tokens) and their layout copies.
+inline constexpr std::string_view kMambaToHeads = "mamba_to_heads", kMambaToSequence = "mamba_to_sequence", kMambaContextLayout = "mamba_context_layout";
 
 // Context parallelism (context_parallel.cc): ring K/V passes and the dK/dV trip home.
 inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv",

@@ -59,8 +59,19 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                          "Megatron-core splits a mixer's heads and B/C groups across the tensor axis (mamba_mixer.py)"};
   }
   if (NumHybridLayers(m, kHybridMamba) > 0 && mesh.context > 1) {
-    return Infeasibility{"mesh/context", "context=" + I(mesh.context) + " splits the sequences of '" + m.name + "', whose Mamba-2 mixers scan them whole: context parallelism over a scan is not modelled",
-                         "1", "shard the sequence over tensor with sequence_parallel, or the batch over data/fsdp"};
+    // Megatron-core's all-to-all context parallelism (core/ssm/mamba_context_parallel.py): each
+    // context rank scans whole sequences over a share of the tensor rank's heads, and takes a
+    // share of its B/C groups or, where they are fewer than the context ranks, a copy of one.
+    const int64_t heads = m.mamba->num_heads / mesh.tensor, groups = m.mamba->groups / mesh.tensor;
+    if (heads % mesh.context != 0 || (groups % mesh.context != 0 && mesh.context % groups != 0)) {
+      std::vector<int64_t> valid;
+      for (int64_t c : Divisors(heads)) {
+        if (groups % c == 0 || c % groups == 0) valid.push_back(c);
+      }
+      return Infeasibility{"mesh/context", "context=" + I(mesh.context) + " must divide the Mamba-2 mixers' heads per tensor rank (" + I(heads) +
+                                               ") and divide or be a multiple of their groups per tensor rank (" + I(groups) + ")",
+                           List(valid), "Megatron-core's Mamba context parallelism gives each context rank whole sequences of its share of the heads (mamba_context_parallel.py)"};
+    }
   }
   if (IsHybrid(m) && p.recompute != Recompute::kNone && p.recompute != Recompute::kFull && p.recompute != Recompute::kSelective) {
     return Infeasibility{"recompute", "recompute " + ToString(p.recompute) + " on the hybrid model '" + m.name + "' is not modelled", "none, selective or full",

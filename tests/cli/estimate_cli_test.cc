@@ -403,10 +403,15 @@ TEST(CliEstimateTest, HybridMambaModel) {
   EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", bad, "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set", "global_batch_size=8",
                                         "--set", "seq_len=512"}),
                            {"hybrid_pattern", "num_layers=3"}));
-  // Context parallelism over a scan is refused, naming the axis.
-  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "nemotron-3-nano-30b-a3b", "--cluster", "dgx-h100:8", "--set", "mesh.context=8", "--set",
-                                        "global_batch_size=8", "--set", "seq_len=4096"}),
-                           {"mesh/context", "Mamba-2"}));
+  // Context parallelism over the mixers: their all-to-alls named as such; over more ranks than a
+  // tensor rank's heads, refused naming the axis and the sizes that work.
+  const std::string context = RunShardsim({"estimate", "--model", "nemotron-3-nano-30b-a3b", "--cluster", "dgx-h100:8", "--set", "mesh.context=8", "--set",
+                                           "global_batch_size=8", "--set", "seq_len=4096"})
+                                  .out;
+  EXPECT_NE(context.find("exposed context Mamba all-to-all"), std::string::npos) << context;
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "nemotron-3-nano-30b-a3b", "--cluster", "dgx-h100:128", "--set", "mesh.context=64", "--set",
+                                        "mesh.tensor=2", "--set", "sequence_parallel=true", "--set", "global_batch_size=8", "--set", "seq_len=4096"}),
+                           {"mesh/context", "Mamba-2", "1, 2, 4, 8, 16, 32"}));
 }
 
 // Sequence-parallel inputs kept gathered hold more activations and drop the backward's gathers;

@@ -94,6 +94,41 @@ TEST(HybridLayersTest, MixerActivations) {
   EXPECT_NEAR(attention + experts - 2 * tokens * d, LayerActivationBytes(Nano(), p, 4096, true) - 2 * tokens * d, 1);
 }
 
+// Over context ranks (Megatron-core's mamba_context_parallel.py) a mixer sends z, x, B, C and dt
+// from its tokens to whole sequences of its share of the heads and the scan's output back (and
+// their gradients the other way), scans as many (token, channel) pairs as without, plus each
+// copy of a group where the groups are fewer than the context ranks, and keeps the scan's output
+// in both layouts.
+TEST(HybridLayersTest, MixerOverContext) {
+  const double inner = 4096, heads = 64, d = 2688, n = 128, tokens = 2048;  // 4096-token sequences over 2 ranks
+  PlanSpec p = Plan(1, 1, 1, 8, 4096);
+  p.mesh.context = 2;
+  const LayerProgram mixer = BuildStep(Nano(), p).Layer(LayerKind::kMamba);
+  const Op* to_heads = Find(mixer, ops::kMambaToHeads);
+  const Op* to_sequence = Find(mixer, ops::kMambaToSequence);
+  ASSERT_NE(to_heads, nullptr);
+  ASSERT_NE(to_sequence, nullptr);
+  EXPECT_EQ(to_heads->collective, CollectiveOp::kAllToAll);
+  EXPECT_EQ(to_heads->stream, Stream::kContext);
+  EXPECT_EQ(to_heads->axes, std::vector<std::string>{"context"});
+  EXPECT_DOUBLE_EQ(to_heads->comm_bytes, 2 * tokens * (2 * inner + 2 * 8 * n + heads));
+  EXPECT_DOUBLE_EQ(to_sequence->comm_bytes, 2 * tokens * inner);
+  EXPECT_NE(Find(mixer, ops::Grad(ops::kMambaToHeads), Phase::kBackwardInput), nullptr);
+  EXPECT_NE(Find(mixer, ops::Grad(ops::kMambaToSequence), Phase::kBackwardInput), nullptr);
+  EXPECT_DOUBLE_EQ(Find(mixer, ops::kSsd)->flops, tokens * MambaScanFlopsPerToken(Nano(), 4096));
+  EXPECT_DOUBLE_EQ(LayerKindActivationBytes(Nano(), p, 2048, LayerKind::kMamba), 2 * tokens * (d + d + (2 * inner + 2 * 8 * n + heads) + 3 * inner));
+  // 16 ranks over 8 groups: each group's B and C twice, its C B^T computed twice.
+  p.mesh.context = 16;
+  const LayerProgram copies = BuildStep(Nano(), p).Layer(LayerKind::kMamba);
+  const double few = 4096.0 / 16;
+  EXPECT_DOUBLE_EQ(Find(copies, ops::kMambaToHeads)->comm_bytes, 2 * few * (2 * inner + 2 * 16 * n + heads));
+  EXPECT_DOUBLE_EQ(Find(copies, ops::kSsd)->flops, few * (MambaScanFlopsPerToken(Nano(), 4096) + 8 * MambaGroupScanFlopsPerToken(Nano(), 4096)));
+  EXPECT_DOUBLE_EQ(MambaGroupScanFlopsPerToken(Nano(), 4096), 2.0 * 128 * 128);
+  // Without context parallelism none of it.
+  p.mesh.context = 1;
+  EXPECT_EQ(Find(BuildStep(Nano(), p).Layer(LayerKind::kMamba), ops::kMambaToHeads), nullptr);
+}
+
 // LatentMoE (Nemotron 3 Super, Ultra): the routed experts read and write the latent width, their
 // rows travel at it, and two projections (replicated over tensor) move between it and D; the
 // shared experts keep D.
@@ -125,8 +160,8 @@ std::string Rejected(const PlanSpec& p) {
   return bad ? bad->field : "";
 }
 
-// Mixers split by heads and groups (tensor must divide both), scan whole sequences (no context
-// parallelism) and recompute as Megatron-core does (none, selective, full).
+// Mixers split by heads and groups (tensor must divide both), over context by heads (and groups
+// or their copies), and recompute as Megatron-core does (none, selective, full).
 TEST(HybridLayersTest, PlanRules) {
   EXPECT_EQ(Rejected(Plan(8, 1, 1, 8, 4096)), "");
   // Attention allows tensor 4 (32 heads, 8 K/V heads); two groups of B and C do not.
@@ -138,9 +173,24 @@ TEST(HybridLayersTest, PlanRules) {
   EXPECT_EQ(bad->field, "mesh/tensor");
   EXPECT_NE(bad->what.find("Mamba-2"), std::string::npos) << bad->what;
   EXPECT_FALSE(CheckPlan(Plan(1, 2, 1, 8, 4096), two_groups, 2, "cluster").has_value());
+  // Context parallelism gives each context rank whole sequences of its share of the heads, and
+  // of the groups or a copy of one: the heads must divide, the groups divide or be divided.
   PlanSpec context = Plan(1, 1, 1, 8, 4096);
   context.mesh.context = 2;
-  EXPECT_EQ(Rejected(context), "mesh/context");
+  EXPECT_EQ(Rejected(context), "");
+  context.mesh.context = 16;  // 64 heads; 8 groups, each copied twice
+  EXPECT_EQ(Rejected(context), "");
+  ModelSpec six_groups = Nano();
+  six_groups.mamba->num_heads = 48, six_groups.mamba->groups = 6;
+  context.mesh.context = 4;  // divides the 48 heads, neither divides nor is divided by the 6 groups
+  const auto groups = CheckPlan(context, six_groups, 4, "cluster");
+  ASSERT_TRUE(groups.has_value());
+  EXPECT_EQ(groups->field, "mesh/context");
+  EXPECT_EQ(groups->valid, "1, 2, 3, 6, 12, 24, 48") << groups->what;
+  context.mesh.context = 6;
+  context.seq_len = 6144;  // whole tokens per context rank
+  const auto six = CheckPlan(context, six_groups, 6, "cluster");
+  EXPECT_FALSE(six.has_value()) << six->field << ": " << six->what;
   PlanSpec op = Plan(1, 1, 1, 8, 4096);
   op.recompute = Recompute::kSelectiveOp;
   EXPECT_EQ(Rejected(op), "recompute");
