@@ -21,5 +21,7 @@ run --model deepseek-v3 --cluster hgx-h800:2048 --global-batch-tokens 60M --seq-
 run --model llama3-405b --cluster dgx-h100:16384 --global-batch-tokens 16M --seq-len 8192 --framework megatron-core
 run --model deepseek-v3 --cluster hgx-h800:2048 --global-batch-tokens 60M --seq-len 4096 --framework torchtitan
 run --model llama3-70b --cluster tpu-v5p:16x16x24 --global-batch-tokens 24M --seq-len 8192 --framework maxtext
+# A hybrid (Mamba-2) model over long sequences: context parallelism over its mixers searched too.
+run --model nemotron-3-nano-30b-a3b --cluster dgx-h100:1024 --global-batch-tokens 32M --seq-len 131072 --framework megatron-core
 # Nothing fits: the search, then larger sizes of the system until one fits.
 run --model llama3-405b --cluster dgx-h100:8 --global-batch-tokens 4M --seq-len 8192
