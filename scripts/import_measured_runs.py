@@ -3,7 +3,7 @@
 configuration and source) into shardsim's runs format (docs/accuracy.md): per run a shardsim model
 JSON, a cluster preset, a plan JSON, the measured step time, the source and every assumption made
 to fill what the source does not publish. The same rules apply to every row of a source; rows
-shardsim cannot express yet are listed under "skipped" with the reason.
+shardsim cannot express yet, or not in that row format, are listed under "skipped" with the reason.
 
 The split: within each (source family, chip) group, rows sorted by id alternate between "fit"
 (used by `shardsim calibrate --from-runs` to fit efficiencies) and "test" (only predicted); rows of
@@ -13,11 +13,7 @@ collected for shardsim to check its predictions on systems and runs nothing was 
 
 Usage: scripts/import_measured_runs.py SHARED/measured_runs.json tests/data/measured_runs.json
 """
-import glob
-import json
-import os
-import re
-import sys
+import glob, json, os, re, sys
 
 BASE_MAXTEXT = dict(num_layers=16, hidden_size=2560, num_heads=8, head_dim=256, ffn_hidden_size=8192, vocab_size=32768)
 
@@ -523,6 +519,8 @@ def plan_of(row, assumed):
 def measured_of(row):
     m, b, n = row["metrics"], row["batch"], row["hardware"]["num_devices"]
     tokens = b["gbs"] * b["seq_len"]
+    if any(not isinstance(m.get(k), (int, float, type(None))) or (m.get(k) or 0) < 0 for k in ("step_time_s", "tokens_per_sec_per_gpu", "tokens_per_sec_per_chip_derived")):
+        raise Skip("a negative or non-numeric step time or throughput")
     if m.get("step_time_s"):
         return {"step_time_s": m["step_time_s"], "what": "time per global step (published)"}
     if m.get("tokens_per_sec_per_gpu"):
@@ -534,13 +532,11 @@ def measured_of(row):
 
 
 def main(src, dst):
-    rows = json.load(open(src))
-    beyond = set()
+    rows, beyond, runs, skipped = json.load(open(src)), set(), [], []
     for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs_beyond_shared", "*.json"))):
         extra = json.load(open(path))["runs"]
         beyond.update(r["id"] for r in extra)
         rows = rows + extra
-    runs, skipped = [], []
     for row in rows:
         assumed = []
         try:
@@ -556,14 +552,16 @@ def main(src, dst):
                     model["mtp_shared_weights"] = True
             cluster = cluster_of(row)
             plan, framework = plan_of(row, assumed)
-            measured = measured_of(row)
+            run = {"id": row["id"], "source_family": row["source_family"], "source": row["source"]["ref"],
+                   "model": model, "cluster": cluster, "plan": plan, "framework": framework,
+                   "published_precision": row["training"]["precision_as_published"], "measured": measured_of(row), "assumed": assumed,
+                   "_type": row["model"]["config"].get("model_type"), "_beyond": row["id"] in beyond}
         except Skip as e:
             skipped.append({"id": row["id"], "why": str(e)})
             continue
-        run = {"id": row["id"], "source_family": row["source_family"], "source": row["source"]["ref"],
-               "model": model, "cluster": cluster, "plan": plan, "framework": framework,
-               "published_precision": row["training"]["precision_as_published"], "measured": measured, "assumed": assumed,
-               "_type": row["model"]["config"].get("model_type"), "_beyond": row["id"] in beyond}
+        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:  # a row not in the collected format
+            skipped.append({"id": str(row.get("id", "?")) if isinstance(row, dict) else "?", "why": f"malformed row: {type(e).__name__} {e}"})
+            continue
         if row["metrics"].get("peak_memory_gib"):
             run["peak_memory_gib"] = row["metrics"]["peak_memory_gib"]
             run["memory_metric"] = row["metrics"].get("memory_metric", "")
