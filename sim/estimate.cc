@@ -15,12 +15,14 @@ using strategies::StepProgram;
 
 std::string ExposedLabel(const StepReport& report, const std::string& kind) {
   std::vector<bool> used(kMeshAxisCount, false);
-  bool all_to_all = false;
+  bool any = false, mamba = true;  // whether the kind's collectives are all the Mamba-2 mixers' (context parallelism's all-to-alls)
   for (const CollectiveCost& c : report.collectives) {
     if (KindName(c.stream, c.collective) != kind) continue;
     for (const std::string& axis : c.axes) used[static_cast<size_t>(AxisFacts(axis).axis)] = true;
-    all_to_all = c.collective == CollectiveOp::kAllToAll;
+    any = true;
+    mamba = mamba && c.layer == strategies::ToString(strategies::LayerKind::kMamba);
   }
+  mamba = mamba && any;
   std::string axes;
   for (const MeshAxisFacts& axis : kMeshAxes) {
     if (used[static_cast<size_t>(axis.axis)]) axes += (axes.empty() ? "" : "/") + std::string(axis.name);
@@ -34,8 +36,8 @@ std::string ExposedLabel(const StepReport& report, const std::string& kind) {
   if (stream && stream->axis == MeshAxis::kExpert) return axes == stream->name ? kind : kind + " over " + axes;
   // The context stream carries the attention's K/V (and dK/dV), not parameters gathered over the
   // context ranks (those are the data stream's, over "context" too), and the Mamba-2 mixers'
-  // all-to-alls between tokens and heads.
-  if (stream && stream->axis == MeshAxis::kContext) return axes + (all_to_all ? " Mamba" : " K/V") + kind.substr(space);
+  // all-to-alls between tokens and heads, named as the expert stream's are.
+  if (stream && stream->axis == MeshAxis::kContext) return mamba ? "Mamba" + kind.substr(space) + " over " + axes : axes + " K/V" + kind.substr(space);
   return axes + kind.substr(space);
 }
 

@@ -78,7 +78,8 @@ std::string WhatLimits(const StepReport& report, bool with_share = false);
 // replaced by the axes that kind's collectives in `report` run over; the kind when it has none.
 // The expert stream's keep its name, with the axes after it where they are not the expert axis
 // alone ("expert all-to-all over context/expert", "expert all-reduce over tensor"); the context
-// stream's say K/V ("context K/V all-gather").
+// stream's say K/V ("context K/V all-gather"), or Mamba for the Mamba-2 mixers' all-to-alls
+// ("Mamba all-to-all over context").
 std::string ExposedLabel(const StepReport& report, const std::string& kind);
 
 // `program` as `cluster` runs it: its overlapped collectives blocking where a calibration measured

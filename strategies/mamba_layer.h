@@ -14,16 +14,21 @@
 
 namespace shardsim::strategies {
 
-// The widths one tensor rank holds of a Mamba-2 mixer, per token; over `context` ranks, those it
-// scans (B and C repeated where the groups per tensor rank are fewer than the context ranks).
+// The widths one tensor rank holds of a Mamba-2 mixer, per token.
 struct MambaWidths {
   int64_t inner = 0;    // d_inner / t: x, z, y
-  int64_t bc = 0;       // 2 G N / t (2 N max(G / t, context)): B and C
+  int64_t bc = 0;       // 2 G N / t: B and C
   int64_t heads = 0;    // H / t: dt
   int64_t in_proj() const { return 2 * inner + bc + heads; }  // z, x, B, C, dt
   int64_t conv() const { return inner + bc; }                 // x, B, C
 };
-MambaWidths MambaWidthsOf(const ModelSpec& model, int64_t tensor, int64_t context = 1);
+MambaWidths MambaWidthsOf(const ModelSpec& model, int64_t tensor);
+// Over `context` ranks (Megatron-core's core/ssm/mamba_context_parallel.py): the groups of B and C
+// a tensor rank's context ranks scan together, max(G / t, context): G / t where each context rank
+// takes a share of them, else each takes one, the group repeated on context / (G / t) ranks
+// (group_repeat_count); and the widths per local token it sends to them, B and C with those copies.
+int64_t MambaScannedGroups(const ModelSpec& model, int64_t tensor, int64_t context);
+MambaWidths MambaScannedWidthsOf(const ModelSpec& model, int64_t tensor, int64_t context);
 
 // Norm, input projection, convolution, scan, gated norm, output projection and residual.
 void AppendMambaBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpec& plan);
@@ -31,9 +36,10 @@ void AppendMambaBlock(LayerBuilder& layer, const ModelSpec& model, const PlanSpe
 // Bytes per token one device keeps of a Mamba-2 mixer for its backward, beside the layer input:
 // the norm's output (the input projection's input: the sequence shard under sequence parallelism,
 // whole where the plan keeps gathered inputs), the projection's output (z, x, B, C, dt; over the
-// heads, with B and C's copies, under context parallelism), the scan's output (and, under context
-// parallelism, its all-to-all's, the gated norm's input) and the gated norm's output (the output
-// projection's input). The convolution's
+// heads, with B and C's copies, under context parallelism), the scan kernel's output before its
+// z gate, the gated output (the RMSNorm's input) and the norm's output (the output projection's
+// input): Megatron-core's memory-efficient path calls the kernel without the norm and normalises
+// after (mamba_mixer.py _ssm_training), under context parallelism after the all-to-all back. The convolution's
 // output is rebuilt from the projection's in the backward (Megatron-core's memory-efficient path,
 // mamba_ssm's mamba_split_conv1d_scan_combined, which saves zxbcdt and the scan's output).
 double MambaActivationBytesPerToken(const ModelSpec& model, const PlanSpec& plan);

@@ -48,9 +48,14 @@ inline bool IsRegather(std::string_view name) { return name.find("_regather") !=
 inline constexpr std::string_view kMamba = "mamba";
 inline constexpr std::string_view kMambaIn = "mamba_in", kMambaConv = "mamba_conv", kSsd = "ssd", kMambaGatedNorm = "mamba_gated_norm",
                                   kMambaOut = "mamba_out";
-// Context parallelism's all-to-alls around the scan (to the heads' whole sequences, back to the
-// tokens) and their layout copies.
-inline constexpr std::string_view kMambaToHeads = "mamba_to_heads", kMambaToSequence = "mamba_to_sequence", kMambaContextLayout = "mamba_context_layout";
+// Context parallelism's all-to-alls around the scan, one per tensor as Megatron-core sends them:
+// z and x, B and C, dt to the heads' whole sequences, y back to the tokens; and their layout copies.
+inline constexpr std::string_view kMambaZxToHeads = "mamba_zx_to_heads", kMambaBcToHeads = "mamba_bc_to_heads", kMambaDtToHeads = "mamba_dt_to_heads",
+                                  kMambaToSequence = "mamba_y_to_sequence", kMambaContextLayout = "mamba_context_layout";
+// Whether `name` is one of those all-to-alls (a forward op's name).
+constexpr bool IsMambaContextExchange(std::string_view name) {
+  return name == kMambaZxToHeads || name == kMambaBcToHeads || name == kMambaDtToHeads || name == kMambaToSequence;
+}
 
 // Context parallelism (context_parallel.cc): ring K/V passes and the dK/dV trip home.
 inline constexpr std::string_view kContextKv = "cp_kv", kContextDkv = "cp_dkv",

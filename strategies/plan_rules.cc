@@ -70,7 +70,7 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
       }
       return Infeasibility{"mesh/context", "context=" + I(mesh.context) + " must divide the Mamba-2 mixers' heads per tensor rank (" + I(heads) +
                                                ") and divide or be a multiple of their groups per tensor rank (" + I(groups) + ")",
-                           List(valid), "Megatron-core's Mamba context parallelism gives each context rank whole sequences of its share of the heads (mamba_context_parallel.py)"};
+                           List(valid), "pick one of these and give the rest of the ranks to data or fsdp: Megatron-core's Mamba context parallelism gives each context rank whole sequences of its share of the heads (mamba_context_parallel.py)"};
     }
   }
   if (IsHybrid(m) && p.recompute != Recompute::kNone && p.recompute != Recompute::kFull && p.recompute != Recompute::kSelective) {

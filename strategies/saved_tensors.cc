@@ -275,7 +275,7 @@ Rerun RerunOf(Recompute mode, const Op& op, const ModelSpec& m, const PlanSpec& 
   // Data-parallel parameter gathers are not redone: the gathered weights serve the backward.
   if (op.stream == Stream::kData) return {};
   const bool attention_core = (op.stream == Stream::kCompute && (op.kind == ComputeKind::kAttention || op.name == ops::kAttentionScores)) ||
-                              op.stream == Stream::kContext;
+                              (op.stream == Stream::kContext && !ops::IsMambaContextExchange(op.name));
   const bool routed_experts = op.name == ops::kExpertsUp || op.name == ops::kExpertsDown;
   auto whole = [](bool rerun) { return Rerun{.share = rerun ? 1.0 : 0.0}; };
   switch (mode) {

@@ -408,7 +408,7 @@ TEST(CliEstimateTest, HybridMambaModel) {
   const std::string context = RunShardsim({"estimate", "--model", "nemotron-3-nano-30b-a3b", "--cluster", "dgx-h100:8", "--set", "mesh.context=8", "--set",
                                            "global_batch_size=8", "--set", "seq_len=4096"})
                                   .out;
-  EXPECT_NE(context.find("exposed context Mamba all-to-all"), std::string::npos) << context;
+  EXPECT_NE(context.find("exposed Mamba all-to-all over context"), std::string::npos) << context;
   // The simulator plays the same all-to-alls over the context ranks' links.
   nlohmann::json simulated;
   ASSERT_TRUE(IsJsonSuccess(RunShardsim({"simulate", "--model", "nemotron-3-nano-30b-a3b", "--cluster", "dgx-h100:8", "--set", "mesh.context=8", "--set",
@@ -419,7 +419,7 @@ TEST(CliEstimateTest, HybridMambaModel) {
   for (const auto& c : simulated["collectives"]) {
     if (c["layer"] == "mamba" && c["collective"] == "all-to-all" && c["axes"] == nlohmann::json::array({"context"})) ++mixer_all_to_alls;
   }
-  EXPECT_EQ(mixer_all_to_alls, 4);  // to the heads and back, forward and backward
+  EXPECT_EQ(mixer_all_to_alls, 12);  // z, x, B, C and dt to the heads and y back, forward and backward
   EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "nemotron-3-nano-30b-a3b", "--cluster", "dgx-h100:128", "--set", "mesh.context=64", "--set",
                                         "mesh.tensor=2", "--set", "sequence_parallel=true", "--set", "global_batch_size=8", "--set", "seq_len=4096"}),
                            {"mesh/context", "Mamba-2", "1, 2, 4, 8, 16, 32"}));

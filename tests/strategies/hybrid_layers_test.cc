@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/model_presets.h"
@@ -72,14 +73,15 @@ TEST(HybridLayersTest, MixerSplitsOverTensor) {
   EXPECT_NE(Find(mixer, ops::Grad(ops::Regather(ops::TensorEnter(ops::kMamba))), Phase::kBackwardInput), nullptr);
 }
 
-// What a mixer keeps: its input and norm output (D each), the projection's output, the
-// convolution's, the scan's and the gated norm's; full recomputation its input only; Megatron's
-// selective recomputation leaves it whole.
+// What a mixer keeps: its input and norm output (D each), the projection's output, the scan
+// kernel's output before its gate, the gated output and the RMSNorm's (Megatron-core's
+// memory-efficient path); full recomputation its input only; Megatron's selective recomputation
+// leaves it whole.
 TEST(HybridLayersTest, MixerActivations) {
   PlanSpec p = Plan(1, 1, 1, 8, 4096);
   const double d = 2688, inner = 4096, bc = 2 * 8 * 128, heads = 64, tokens = 4096;
   const double kept = LayerKindActivationBytes(Nano(), p, 4096, LayerKind::kMamba);
-  EXPECT_DOUBLE_EQ(kept, 2 * tokens * (d + d + (2 * inner + bc + heads) + 2 * inner));
+  EXPECT_DOUBLE_EQ(kept, 2 * tokens * (d + d + (2 * inner + bc + heads) + 3 * inner));
   p.recompute = Recompute::kSelective;
   EXPECT_DOUBLE_EQ(LayerKindActivationBytes(Nano(), p, 4096, LayerKind::kMamba), kept);
   p.recompute = Recompute::kFull;
@@ -95,38 +97,70 @@ TEST(HybridLayersTest, MixerActivations) {
 }
 
 // Over context ranks (Megatron-core's mamba_context_parallel.py) a mixer sends z, x, B, C and dt
-// from its tokens to whole sequences of its share of the heads and the scan's output back (and
-// their gradients the other way), scans as many (token, channel) pairs as without, plus each
-// copy of a group where the groups are fewer than the context ranks, and keeps the scan's output
-// in both layouts.
+// (five all-to-alls) from its tokens to whole sequences of its share of the heads and the scan's
+// output back (and their gradients the other way), scans as many (token, channel) pairs as
+// without, plus each copy of a group where the groups are fewer than the context ranks, and keeps
+// what it keeps without, B and C's copies aside.
 TEST(HybridLayersTest, MixerOverContext) {
   const double inner = 4096, heads = 64, d = 2688, n = 128, tokens = 2048;  // 4096-token sequences over 2 ranks
   PlanSpec p = Plan(1, 1, 1, 8, 4096);
   p.mesh.context = 2;
   const LayerProgram mixer = BuildStep(Nano(), p).Layer(LayerKind::kMamba);
-  const Op* to_heads = Find(mixer, ops::kMambaToHeads);
-  const Op* to_sequence = Find(mixer, ops::kMambaToSequence);
-  ASSERT_NE(to_heads, nullptr);
-  ASSERT_NE(to_sequence, nullptr);
-  EXPECT_EQ(to_heads->collective, CollectiveOp::kAllToAll);
-  EXPECT_EQ(to_heads->stream, Stream::kContext);
-  EXPECT_EQ(to_heads->axes, std::vector<std::string>{"context"});
-  EXPECT_DOUBLE_EQ(to_heads->comm_bytes, 2 * tokens * (2 * inner + 2 * 8 * n + heads));
-  EXPECT_DOUBLE_EQ(to_sequence->comm_bytes, 2 * tokens * inner);
-  EXPECT_NE(Find(mixer, ops::Grad(ops::kMambaToHeads), Phase::kBackwardInput), nullptr);
-  EXPECT_NE(Find(mixer, ops::Grad(ops::kMambaToSequence), Phase::kBackwardInput), nullptr);
+  // (name, bytes per all-to-all, how many): z and x, B and C, dt, y.
+  const std::vector<std::tuple<std::string_view, double, int>> exchanges = {
+      {ops::kMambaZxToHeads, 2 * tokens * inner, 2}, {ops::kMambaBcToHeads, 2 * tokens * 8 * n, 2}, {ops::kMambaDtToHeads, 2 * tokens * heads, 1},
+      {ops::kMambaToSequence, 2 * tokens * inner, 1}};
+  for (const auto& [name, bytes, count] : exchanges) {
+    int forward = 0, backward = 0;
+    for (const Op& op : mixer.ops) {
+      if (op.name == name && op.phase == Phase::kForward) {
+        ++forward;
+        EXPECT_EQ(op.collective, CollectiveOp::kAllToAll);
+        EXPECT_EQ(op.stream, Stream::kContext);
+        EXPECT_EQ(op.axes, std::vector<std::string>{"context"});
+        EXPECT_DOUBLE_EQ(op.comm_bytes, bytes) << name;
+      }
+      if (op.name == ops::Grad(name) && op.phase == Phase::kBackwardInput) ++backward;
+    }
+    EXPECT_EQ(forward, count) << name;
+    EXPECT_EQ(backward, count) << name;
+  }
   EXPECT_DOUBLE_EQ(Find(mixer, ops::kSsd)->flops, tokens * MambaScanFlopsPerToken(Nano(), 4096));
   EXPECT_DOUBLE_EQ(LayerKindActivationBytes(Nano(), p, 2048, LayerKind::kMamba), 2 * tokens * (d + d + (2 * inner + 2 * 8 * n + heads) + 3 * inner));
-  // 16 ranks over 8 groups: each group's B and C twice, its C B^T computed twice.
+  // 16 ranks over 8 groups: each group's B and C on two ranks, its C B^T computed twice.
   p.mesh.context = 16;
   const LayerProgram copies = BuildStep(Nano(), p).Layer(LayerKind::kMamba);
   const double few = 4096.0 / 16;
-  EXPECT_DOUBLE_EQ(Find(copies, ops::kMambaToHeads)->comm_bytes, 2 * few * (2 * inner + 2 * 16 * n + heads));
+  EXPECT_DOUBLE_EQ(Find(copies, ops::kMambaBcToHeads)->comm_bytes, 2 * few * 16 * n);
   EXPECT_DOUBLE_EQ(Find(copies, ops::kSsd)->flops, few * (MambaScanFlopsPerToken(Nano(), 4096) + 8 * MambaGroupScanFlopsPerToken(Nano(), 4096)));
   EXPECT_DOUBLE_EQ(MambaGroupScanFlopsPerToken(Nano(), 4096), 2.0 * 128 * 128);
+  // Over tensor 2 as well: 32 heads and 4 groups per tensor rank; 8 context ranks copy each group
+  // twice.
+  p.mesh.tensor = 2, p.mesh.context = 8, p.sequence_parallel = true;
+  const LayerProgram both = BuildStep(Nano(), p).Layer(LayerKind::kMamba);
+  const double share = 4096.0 / 8;
+  EXPECT_EQ(MambaScannedGroups(Nano(), 2, 8), 8);
+  EXPECT_DOUBLE_EQ(Find(both, ops::kMambaZxToHeads)->comm_bytes, 2 * share * inner / 2);
+  EXPECT_DOUBLE_EQ(Find(both, ops::kMambaBcToHeads)->comm_bytes, 2 * share * 8 * n);
+  EXPECT_DOUBLE_EQ(Find(both, ops::kMambaDtToHeads)->comm_bytes, 2 * share * heads / 2);
+  EXPECT_DOUBLE_EQ(Find(both, ops::kSsd)->flops, share * (MambaScanFlopsPerToken(Nano(), 4096) / 2 + 4 * MambaGroupScanFlopsPerToken(Nano(), 4096)));
+  // Recomputation: full replays the all-to-alls with the mixer; selective (the attention core
+  // alone) replays none of them, while the attention's own context exchange is replayed.
+  auto replayed = [&](Recompute mode, LayerKind kind, bool mamba) {
+    p.recompute = mode;
+    const LayerProgram layer = BuildStep(Nano(), p).Layer(kind);
+    int replays = 0;
+    for (const Op& op : layer.ops) {
+      if (op.phase == Phase::kRecompute && op.stream == Stream::kContext) replays += mamba == (op.name.rfind("mamba", 0) == 0);
+    }
+    return replays;
+  };
+  EXPECT_EQ(replayed(Recompute::kFull, LayerKind::kMamba, true), 6);
+  EXPECT_EQ(replayed(Recompute::kSelective, LayerKind::kMamba, true), 0);
+  EXPECT_GT(replayed(Recompute::kSelective, LayerKind::kAttentionOnly, false), 0);
   // Without context parallelism none of it.
-  p.mesh.context = 1;
-  EXPECT_EQ(Find(BuildStep(Nano(), p).Layer(LayerKind::kMamba), ops::kMambaToHeads), nullptr);
+  p.mesh.context = 1, p.recompute = Recompute::kNone;
+  EXPECT_EQ(Find(BuildStep(Nano(), p).Layer(LayerKind::kMamba), ops::kMambaZxToHeads), nullptr);
 }
 
 // LatentMoE (Nemotron 3 Super, Ultra): the routed experts read and write the latent width, their
