@@ -60,6 +60,7 @@ json PlanFindingsJson(const PlanFindings& f) {
          {"search",
           {{"meshes", r.meshes},
            {"layouts", r.layouts},
+           {"balanced_layouts", r.balanced},
            {"candidates", r.candidates},
            {"pruned", r.pruned},
            {"dominated", r.dominated},

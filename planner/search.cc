@@ -1,5 +1,7 @@
 #include "planner/search.h"
 
+#include "planner/balanced_layout.h"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -13,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "planner/balanced_layout.h"
 #include "planner/explain.h"
 #include "planner/framework_facts.h"
 #include "planner/mesh_orders.h"
@@ -93,6 +96,10 @@ void Keep(Worker& w, RankedPlan plan, size_t top) {
 struct Job {
   MeshShape mesh;
   std::vector<std::string> order;
+  // The last rung: this mesh, layout and expert fold again with each plan's stages balanced
+  // (BalancedLayout) instead of the default split.
+  bool balanced = false;
+  std::vector<std::string> fold;
 };
 
 // The values of an enumerated field the search tries: the fixed one, or `searched`.
@@ -156,7 +163,7 @@ bool FrameworkCouldRun(const ModelSpec& m, const ClusterSpec& c, const SearchOpt
 
 
 void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
-                const PlanSpec& base, Worker& w);
+                const PlanSpec& base, Worker& w, bool balanced);
 
 // How far `plan` is from running: a broken plan rule counts more than all framework gaps, then
 // the framework's gaps (none without a framework).
@@ -202,16 +209,17 @@ std::vector<std::vector<std::string>> Folds(const ModelSpec& m, const ClusterSpe
 void SearchMesh(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
                 const Job& job, Worker& w) {
   const PlanSpec base = BasePlan(c, o, job);
-  for (const std::vector<std::string>& fold : Folds(m, c, o, base)) {
+  const std::vector<std::vector<std::string>> folds = job.balanced ? std::vector<std::vector<std::string>>{job.fold} : Folds(m, c, o, base);
+  for (const std::vector<std::string>& fold : folds) {
     PlanSpec folded = base;
     folded.expert_axes = fold;
-    SearchFold(m, c, graph, shared, o, folded, w);
+    SearchFold(m, c, graph, shared, o, folded, w, job.balanced);
   }
 }
 
 // Every plan of one mesh, layout and expert fold (`base`).
 void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Cluster& graph, sim::SharedGroupCollectives& shared, const SearchOptions& o,
-                const PlanSpec& base, Worker& w) {
+                const PlanSpec& base, Worker& w, bool balanced) {
   const PlanConstraints& fixed = o.constraints;
   const MeshShape& mesh = base.mesh;
   const std::string family = Family(base);
@@ -314,6 +322,14 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
                 if (!gaps.empty() || !fixed.Allows(candidate)) {
                   ++w.unsupported;
                   for (const std::string& gap : gaps) ++w.gaps[gap];
+                  return -1;
+                }
+              }
+              if (balanced) {
+                // The balanced rung: the plan again with its stages balanced, where that differs.
+                candidate.pipeline_layout = BalancedLayout(m, candidate, c, collectives);
+                if (candidate.pipeline_layout.empty()) {
+                  ++w.pruned;
                   return -1;
                 }
               }
@@ -471,9 +487,32 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   }
   RunJobs(m, c, graph, shared, o, reorders, workers, static_cast<int64_t>(jobs.size()), static_cast<int64_t>(jobs.size() + reorders.size()));
 
+  // Last, the leading pipelined plans' meshes (in their layouts and folds) with balanced stages,
+  // where the layout is free: not fixed, and the framework (if named) runs any layout.
+  std::vector<Job> balanced;
+  if (!o.constraints.Fixes("pipeline_layout") && (!o.framework || FactsOf(*o.framework).layout == LayoutRule::kAny)) {
+    const std::vector<RankedPlan> leading = ranked();
+    std::map<std::string, bool> family_seen;
+    size_t outcomes = 0;
+    for (size_t i = 0; i < leading.size() && balanced.size() < 8; ++i) {
+      const bool new_outcome = i == 0 || !SameOutcome(leading[i - 1], leading[i]);
+      outcomes += new_outcome ? 1 : 0;
+      const PlanSpec& plan = leading[i].plan;
+      if (plan.mesh.pipeline < 2 || !plan.pipeline_layout.empty() || (outcomes > o.top && family_seen[leading[i].family])) continue;
+      family_seen[leading[i].family] = true;
+      const Job job{plan.mesh, plan.mesh_order, true, plan.expert_axes};
+      const bool seen = std::any_of(balanced.begin(), balanced.end(),
+                                    [&](const Job& b) { return b.mesh == job.mesh && b.order == job.order && b.fold == job.fold; });
+      if (!seen) balanced.push_back(job);
+    }
+  }
+  const int64_t before = static_cast<int64_t>(jobs.size() + reorders.size());
+  RunJobs(m, c, graph, shared, o, balanced, workers, before, before + static_cast<int64_t>(balanced.size()));
+
   SearchResult result;
   result.meshes = static_cast<int64_t>(meshes.size());
   result.layouts = static_cast<int64_t>(reorders.size());
+  result.balanced = static_cast<int64_t>(balanced.size());
   result.max_memory_bytes = o.max_memory_bytes;
   std::map<std::string, int64_t> gap_counts;
   RuleRefusalTally refusals;

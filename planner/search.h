@@ -67,6 +67,7 @@ struct SearchResult {
   std::vector<RankedPlan> pareto;
   int64_t meshes = 0;                   // mesh factorisations considered (in the default mesh_order)
   int64_t layouts = 0;                  // other mesh_orders tried for the leading meshes
+  int64_t balanced = 0;                 // leading pipelined meshes tried again with balanced stages (BalancedLayout)
   int64_t candidates = 0;               // plans enumerated
   int64_t pruned = 0;                   // rejected before estimating (divisibility; a memory bound prunes a
                                         // mesh and ZeRO stage at once, counted as one)
@@ -82,7 +83,8 @@ struct SearchResult {
 
 // Searches the plans of `model` on `cluster` that keep the constraints (and that the framework
 // runs): every mesh in the default mesh_order, then other layouts (OtherOrders) of the meshes of
-// the leading plans and of each family's best. Throws InputError when the batch does not split
+// the leading plans and of each family's best, then the leading pipelined plans' meshes with
+// their stages balanced (BalancedLayout) where the layout is free. Throws InputError when the batch does not split
 // into sequences of seq_len, seq_len is out of range for the model, or no mesh keeps the
 // constraints. An empty `best` means nothing fits: see nearest_misses.
 SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options);

@@ -355,10 +355,10 @@ std::string LayoutText(const StageLayout& layout) {
   return CollapseRuns(segments);
 }
 
-std::string PartLayersText(const std::vector<int64_t>& layers) {
+std::string PartLayersText(const std::vector<int64_t>& layers, int64_t mtp) {
   std::vector<std::string> segments;
   for (size_t i = 0; i < layers.size(); ++i) {
-    segments.push_back((i == 0 ? "E" : "") + Repeated('t', layers[i]) + (i + 1 == layers.size() ? "L" : ""));
+    segments.push_back((i == 0 ? "E" : "") + Repeated('t', layers[i]) + (i + 1 == layers.size() ? Repeated('m', mtp) + "L" : ""));
   }
   return CollapseRuns(segments);
 }

@@ -62,8 +62,9 @@ StageLayout LayOut(const ModelSpec& model, const PlanSpec& plan);
 std::string LayoutText(const StageLayout& layout);
 
 // The layout of one chunk per part, in pipeline order, holding `layers` decoder layers each, the
-// embedding with the first and the loss with the last: {16, 16, 16, 15} is "Et*16|(t*16|)*2t*15L".
-std::string PartLayersText(const std::vector<int64_t>& layers);
+// embedding with the first and the loss with the last, after `mtp` multi-token-prediction
+// modules: {16, 16, 16, 15} is "Et*16|(t*16|)*2t*15L", with one module "Et*16|(t*16|)*2t*15mL".
+std::string PartLayersText(const std::vector<int64_t>& layers, int64_t mtp = 0);
 
 // "7, 8 x 14, 7": the decoder layers per position, runs collapsed.
 std::string DescribePartLayers(const StageLayout& layout);

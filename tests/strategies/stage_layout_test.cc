@@ -125,6 +125,8 @@ TEST(StageLayoutTest, PartLayersText) {
   EXPECT_EQ(PartLayersText({16, 16, 16, 15}), "Et*16|(t*16|)*2t*15L");
   EXPECT_EQ(PartLayersText({14, 14, 13, 13, 13, 13}), "Et*14|t*14|(t*13|)*3t*13L");
   EXPECT_EQ(PartLayersText({1}), "EtL");
+  EXPECT_EQ(PartLayersText({16, 16, 16, 15}, 1), "Et*16|(t*16|)*2t*15mL");
+  EXPECT_EQ(PartLayersText({2, 1}, 2), "Et*2|tm*2L");
   const ModelSpec m = Model("llama3-405b");  // 126 layers
   const PlanSpec written = Pipelined(8, "1f1b", 1, PartLayersText({16, 16, 16, 16, 16, 16, 15, 15}));
   ASSERT_FALSE(CheckLayout(m, written)) << CheckLayout(m, written)->what;
