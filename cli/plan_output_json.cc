@@ -60,7 +60,7 @@ json PlanFindingsJson(const PlanFindings& f) {
          {"search",
           {{"meshes", r.meshes},
            {"layouts", r.layouts},
-           {"balanced_layouts", r.balanced},
+           {"balanced_stage_meshes", r.balanced},
            {"candidates", r.candidates},
            {"pruned", r.pruned},
            {"dominated", r.dominated},

@@ -107,7 +107,7 @@ void PrintHeader(const PlanFindings& f, const Writer& w) {
          "  ");
   const double rate = r.wall_s > 0 ? static_cast<double>(r.evaluated) / r.wall_s : 0;
   w.Line("searched " + std::to_string(r.meshes) + " meshes and " + std::to_string(r.layouts) + " other layouts of the leading ones" +
-             (r.balanced > 0 ? " (and " + std::to_string(r.balanced) + " with balanced stages)" : std::string()) + ", " +
+             (r.balanced > 0 ? " (" + std::to_string(r.balanced) + " of them again with balanced stages)" : std::string()) + ", " +
              std::to_string(r.candidates) + " plans: " + std::to_string(r.evaluated - r.over_limit) + " estimated, " + std::to_string(r.over_limit) +
              " over the memory limit, " + std::to_string(r.pruned) + " pruned, " +
              std::to_string(r.dominated) + " dominated, in " + FormatSeconds(r.wall_s) + " (" + FormatCount(rate) + " plans/s estimated or judged over the limit)",
@@ -188,11 +188,13 @@ void PrintPlans(const PlanFindings& f, const Writer& w) {
   for (const auto* list : {&r.best, &r.pareto, &r.family_best}) {
     for (const planner::RankedPlan& p : *list) folds = folds || !p.plan.expert_axes.empty();
   }
-  bool laid_out = false;
-  for (const planner::RankedPlan& p : r.best) laid_out = laid_out || !p.plan.pipeline_layout.empty();
+  bool laid_out = false;  // a plan of the tables with its own stage split
+  for (const auto* list : {&r.best, &r.pareto, &r.family_best}) {
+    for (const planner::RankedPlan& p : *list) laid_out = laid_out || !p.plan.pipeline_layout.empty();
+  }
   w.Line(MeshLegend(folds) + ". ZeRO: the stage and the replica axes it acts on (1 (d): ZeRO-1 over data; 0 (d): replicated over data; -: no replica axis; rg / kg: sharded parameters re-gathered for "
              "the backward / kept gathered, not the default for this pipeline depth)." +
-             (laid_out ? std::string(" +layout: stages split otherwise than the default (the plan's pipeline_layout: balanced by the search, the framework's own split, or fixed by --set).") : std::string()) +
+             (laid_out ? std::string(" +split: the decoder layers split over the stages otherwise than by default (the plan's pipeline_layout: balanced by the search, the framework's own split, or fixed by --set; the best plan's is shown below).") : std::string()) +
              " dtype " + r.best.front().plan.dtype + ".",
          "  ", "  ");
   if (f.options.train_tokens > 0) {

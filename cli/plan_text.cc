@@ -57,7 +57,7 @@ std::string RecomputeText(const PlanSpec& plan) {
 std::string ScheduleName(const PlanSpec& p) {
   if (p.mesh.pipeline == 1) return "-";
   return p.pipeline_schedule + (p.virtual_stages > 1 ? " v=" + std::to_string(p.virtual_stages) : "") +
-         (p.pipeline_rounds > 1 ? " rounds=" + std::to_string(p.pipeline_rounds) : "") + (p.pipeline_layout.empty() ? "" : " +layout");
+         (p.pipeline_rounds > 1 ? " rounds=" + std::to_string(p.pipeline_rounds) : "") + (p.pipeline_layout.empty() ? "" : " +split");
 }
 
 }  // namespace shardsim::cli

@@ -24,7 +24,7 @@ std::string ZeroText(const PlanSpec& plan);
 // "none +offload 95 layers" (PlanSpec::offload_layers).
 std::string RecomputeText(const PlanSpec& plan);
 
-// "1f1b", "interleaved-1f1b v=2", "1f1b +layout" (stages split otherwise than the default: the
+// "1f1b", "interleaved-1f1b v=2", "1f1b +split" (stages split otherwise than the default: the
 // plan's pipeline_layout), or "-" without pipeline parallelism.
 std::string ScheduleName(const PlanSpec& plan);
 // What a header line names after the mesh: ", 1f1b", ", interleaved-1f1b v=2", nothing without

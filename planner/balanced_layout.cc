@@ -18,7 +18,8 @@ std::vector<int64_t> BalancedPartLayers(const std::vector<double>& costs, int64_
   // Part p holding layers [j, i): its cost, the ends' own work included.
   auto part = [&](size_t p, size_t j, size_t i) { return prefix[i] - prefix[j] + (p == 0 ? first : 0) + (p + 1 == parts ? last : 0); };
   const double inf = std::numeric_limits<double>::infinity();
-  // First the least costliest part (worst[p][i]: the first i layers in p + 1 parts) ...
+  // First the costliest part as cheap as it can be (worst[p][i]: the first i layers in p + 1
+  // parts) ...
   std::vector<std::vector<double>> worst(parts, std::vector<double>(n + 1, inf));
   for (size_t i = 1; i <= n; ++i) worst[0][i] = part(0, 0, i);
   for (size_t p = 1; p < parts; ++p) {
@@ -26,7 +27,7 @@ std::vector<int64_t> BalancedPartLayers(const std::vector<double>& costs, int64_
       for (size_t j = p; j < i; ++j) worst[p][i] = std::min(worst[p][i], std::max(worst[p - 1][j], part(p, j, i)));
     }
   }
-  const double bound = worst[parts - 1][n] * (1 + 1e-12);
+  const double bound = worst[parts - 1][n] * (1 + 1e-9);
   // ... then, of the cuts that keep every part within it, the evenest (least sum of squares), so
   // that the parts the costliest one does not constrain are not left lopsided.
   std::vector<std::vector<double>> squares(parts, std::vector<double>(n + 1, inf));
@@ -39,8 +40,10 @@ std::vector<int64_t> BalancedPartLayers(const std::vector<double>& costs, int64_
       for (size_t j = p; j < i; ++j) {
         const double c = part(p, j, i);
         if (c > bound || squares[p - 1][j] == inf) continue;
+        // Costs are sums of floating-point seconds: totals within a relative 1e-9 are ties,
+        // which the earliest cut (the later parts taking the extra layers) wins.
         const double total = squares[p - 1][j] + c * c;
-        if (total < squares[p][i]) squares[p][i] = total, cut[p][i] = j;
+        if (total < squares[p][i] * (1 - 1e-9)) squares[p][i] = total, cut[p][i] = j;
       }
     }
   }

@@ -185,7 +185,7 @@ std::vector<ChunkParts> PathParts(const ModelSpec& model, const PlanSpec& plan) 
   std::vector<ChunkParts> parts;
   for (const auto& [stage, chunk] : layout.paths.front()) {
     const strategies::ChunkLayout& c = layout.Chunk(stage, chunk);
-    parts.push_back({c.embedding, c.head, c.first_layer, c.layers});
+    parts.push_back({c.embedding, c.head, c.first_layer, c.layers, c.mtp});
   }
   return parts;
 }
@@ -196,7 +196,7 @@ std::string LayoutOrEmpty(const ModelSpec& model, const PlanSpec& plan,
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i > 0) text += "|";
     if (parts[i].embedding) text += "E";
-    text += std::string(static_cast<size_t>(parts[i].layers), 't');
+    text += std::string(static_cast<size_t>(parts[i].layers), 't') + std::string(static_cast<size_t>(parts[i].mtp), 'm');
     if (parts[i].head) text += "L";
   }
   PlanSpec by_default = plan;
@@ -206,7 +206,7 @@ std::string LayoutOrEmpty(const ModelSpec& model, const PlanSpec& plan,
   bool same = default_parts.size() == parts.size();
   for (size_t i = 0; same && i < parts.size(); ++i) {
     same = default_parts[i].embedding == parts[i].embedding &&
-           default_parts[i].head == parts[i].head && default_parts[i].layers == parts[i].layers;
+           default_parts[i].head == parts[i].head && default_parts[i].layers == parts[i].layers && default_parts[i].mtp == parts[i].mtp;
   }
   return same ? "" : text;
 }

@@ -42,9 +42,10 @@ PlanSpec EmptyPlan(const FrameworkFacts& facts);
 struct ChunkParts {
   bool embedding = false, head = false;
   int64_t first_layer = 0, layers = 0;
+  int64_t mtp = 0;  // multi-token-prediction modules, after its decoder layers
 };
 std::vector<ChunkParts> PathParts(const ModelSpec& model, const PlanSpec& plan);
-// `parts` in Megatron-core's layout syntax ("Ettt|ttt|ttL"); "" when `plan` (with its mesh,
+// `parts` in Megatron-core's layout syntax ("Ettt|ttt|ttmL"); "" when `plan` (with its mesh,
 // schedule and virtual_stages set) lays the model out so by default.
 std::string LayoutOrEmpty(const ModelSpec& model, const PlanSpec& plan,
                           const std::vector<ChunkParts>& parts);

@@ -227,7 +227,7 @@ void PipelineGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p
     PlanSpec own = p;
     own.pipeline_layout.clear();
     const std::vector<int64_t> layers = FrameworkPartLayers(f, m, own);
-    if (!layers.empty()) own.pipeline_layout = strategies::PartLayersText(layers);
+    if (!layers.empty()) own.pipeline_layout = strategies::PartLayersText(layers, m.mtp_layers);
     if (!strategies::CheckLayout(m, own)) {
       const strategies::StageLayout asked = strategies::LayOut(m, p), runs = strategies::LayOut(m, own);
       if (PartLayers(asked) != PartLayers(runs)) {

@@ -111,7 +111,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const ModelSpec& model, const Plan
   if (p.master_weights.empty() && p.dtype != "fp32") p.master_weights = std::string(facts.master_weights);
   if (p.pipeline_layout.empty()) {
     const std::vector<int64_t> layers = FrameworkPartLayers(facts, model, p);
-    if (!layers.empty()) p.pipeline_layout = strategies::PartLayersText(layers);
+    if (!layers.empty()) p.pipeline_layout = strategies::PartLayersText(layers, model.mtp_layers);
   }
   return p;
 }

@@ -1,6 +1,5 @@
 #include "planner/search.h"
 
-#include "planner/balanced_layout.h"
 
 #include <algorithm>
 #include <array>
@@ -325,8 +324,10 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
                   return -1;
                 }
               }
+              // The balanced rung: the plan again with its stages balanced, where that differs from
+              // the default split (its twin, which the first rung estimated).
+              const PlanSpec twin = candidate;
               if (balanced) {
-                // The balanced rung: the plan again with its stages balanced, where that differs.
                 candidate.pipeline_layout = BalancedLayout(m, candidate, c, collectives);
                 if (candidate.pipeline_layout.empty()) {
                   ++w.pruned;
@@ -358,6 +359,14 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               }
               sim::StepReport report = sim::Estimate(program, c, collectives, false, &task_lists, &memory);
               layers.Recycle(std::move(program));
+              if (balanced) {
+                // Kept only where faster than its twin (balanced by the layers' work, it can lose
+                // to the schedule's own fill and drain).
+                strategies::StepProgram default_split = strategies::BuildStep(m, twin, &task_lists, &layers);
+                const double twin_s = sim::Estimate(default_split, c, collectives, false, &task_lists).step_time_s;
+                layers.Recycle(std::move(default_split));
+                if (report.step_time_s >= twin_s) return 1;  // estimated, fits, not kept
+              }
               Keep(w, {candidate, std::move(report), family, "", {}}, o.top);
               return 1;
             };

@@ -519,8 +519,9 @@ def plan_of(row, assumed):
 def measured_of(row):
     m, b, n = row["metrics"], row["batch"], row["hardware"]["num_devices"]
     tokens = b["gbs"] * b["seq_len"]
-    if any(not isinstance(m.get(k), (int, float, type(None))) or (m.get(k) or 0) < 0 for k in ("step_time_s", "tokens_per_sec_per_gpu", "tokens_per_sec_per_chip_derived")):
-        raise Skip("a negative or non-numeric step time or throughput")
+    if any(m.get(k) is not None and (not isinstance(m[k], (int, float)) or not 0 <= m[k] < float("inf"))
+           for k in ("step_time_s", "tokens_per_sec_per_gpu", "tokens_per_sec_per_chip_derived")):
+        raise Skip("a negative, infinite, NaN or non-numeric step time or throughput")
     if m.get("step_time_s"):
         return {"step_time_s": m["step_time_s"], "what": "time per global step (published)"}
     if m.get("tokens_per_sec_per_gpu"):

@@ -22,7 +22,7 @@ check("fixture-other-source" in runs, "a row of a source the importer has no rul
 check(runs.get("fixture-torchtitan-on-b300", {}).get("cluster", "").startswith("dgx-b300:"), "a B300 row maps to dgx-b300")
 for rid, reason in {"fixture-unknown-chip": "no preset for chip 'AMD Instinct MI300X'", "fixture-no-hardware": "malformed row: KeyError 'hardware'",
                     "fixture-null-batch": "malformed row: TypeError", "fixture-text-tp": "malformed row: TypeError",
-                    "fixture-negative-throughput": "a negative or non-numeric step time or throughput",
+                    "fixture-negative-throughput": "a negative, infinite, NaN or non-numeric step time or throughput",
                     "fixture-no-throughput": "no throughput or step time published"}.items():
     check(reason in why.get(rid, ""), f"{rid} skipped for '{reason}', got {why.get(rid)!r}")
 PY

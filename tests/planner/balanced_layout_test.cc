@@ -32,6 +32,13 @@ TEST(BalancedLayoutTest, PartitionMinimisesTheCostliestPart) {
   // Cheaper first layers (DeepSeek-V3's dense ones among MoE layers): more of them in a part.
   EXPECT_EQ(BalancedPartLayers({0.5, 0.5, 0.5, 1, 1, 1, 1, 1}, 2, 0, 0), (std::vector<int64_t>{5, 3}));
   EXPECT_EQ(BalancedPartLayers({3}, 1, 1, 1), (std::vector<int64_t>{1}));
+  // Equal costs that floating point does not add exactly tie all the same: 61 layers on 16
+  // positions, the three short ones first.
+  std::vector<int64_t> expected(16, 4);
+  expected[0] = expected[1] = expected[2] = 3;
+  EXPECT_EQ(BalancedPartLayers(std::vector<double>(61, 1.0), 16, 0, 0), expected);
+  EXPECT_EQ(BalancedPartLayers(std::vector<double>(61, 0.1), 16, 0, 0), expected);
+  EXPECT_EQ(BalancedPartLayers(std::vector<double>(61, 0.0173), 16, 0, 0), expected);
 }
 
 // A model with a multi-token-prediction module: its stage (the head's) gets fewer decoder layers,
@@ -72,7 +79,7 @@ PlanConstraints Fixed(const std::vector<std::string>& assignments) {
 }
 
 // The search tries the leading pipelined plans with balanced stages and keeps what wins; not for
-// a framework that splits its stages its own way (MaxText: equal stages).
+// a fixed split, nor a framework that splits its stages its own way.
 TEST(BalancedLayoutTest, TheSearchTriesBalancedStages) {
   ModelSpec model = FindModelPreset("llama3-8b")->spec;
   model.mtp_layers = 1;
@@ -84,8 +91,17 @@ TEST(BalancedLayoutTest, TheSearchTriesBalancedStages) {
   EXPECT_GT(result.balanced, 0);
   ASSERT_FALSE(result.best.empty());
   EXPECT_NE(result.best.front().plan.pipeline_layout.find("mL"), std::string::npos) << result.best.front().plan.pipeline_layout;
-  o.framework = Framework::kMaxText;
-  EXPECT_EQ(Search(model, cluster, o).balanced, 0);
+  // Off where the stages' split is fixed, and for a framework that splits them its own way
+  // (DeepSpeed's partition_balanced; a model it runs, without the MTP module).
+  SearchOptions fixed = o;
+  fixed.constraints = Fixed({"mesh.pipeline=4", "pipeline_layout="});
+  EXPECT_EQ(Search(model, cluster, fixed).balanced, 0);
+  const ModelSpec plain = FindModelPreset("llama3-8b")->spec;
+  EXPECT_GT(Search(plain, cluster, o).balanced, 0);
+  o.framework = Framework::kDeepSpeed;
+  const SearchResult deepspeed = Search(plain, cluster, o);
+  EXPECT_FALSE(deepspeed.best.empty());
+  EXPECT_EQ(deepspeed.balanced, 0);
 }
 
 }  // namespace

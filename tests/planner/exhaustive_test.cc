@@ -10,8 +10,12 @@
 #include <functional>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "core/cluster_presets.h"
 #include "core/model_presets.h"
+#include "core/plan_json.h"
+#include "planner/constraints.h"
 #include "planner/search.h"
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
@@ -141,7 +145,13 @@ void ExpectSearchFindsTheBest(const char* model_name, const char* cluster_name, 
   o.global_batch_tokens = sequences * seq_len;
   o.seq_len = seq_len;
   o.threads = 2;
+  // The brute force splits the stages by default only: so does the search here (its balanced
+  // stages rung off, as a fixed pipeline_layout turns it off).
+  nlohmann::json fixed = nlohmann::json::object();
+  ApplyPlanOverride(fixed, "pipeline_layout=");
+  o.constraints = ConstraintsFromJson(fixed, "plan (from --set)");
   const SearchResult r = Search(model, cluster, o);
+  EXPECT_EQ(r.balanced, 0);
   ASSERT_GT(brute.estimated, 1000) << "the space is not the one meant";
   std::printf("%s on %s: brute force estimated %lld plans, the search %lld\n", model_name, cluster_name, static_cast<long long>(brute.estimated),
               static_cast<long long>(r.evaluated));

@@ -23,6 +23,7 @@ namespace {
 struct Case {
   std::string name, model, cluster;
   PlanSpec plan;
+  int64_t mtp_layers = 0;  // the preset with that many multi-token-prediction modules
 };
 
 PlanSpec Plan(std::initializer_list<std::pair<const char*, int64_t>> axes, int64_t global_batch,
@@ -105,7 +106,8 @@ double StepTime(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p) {
 void RoundTrip(Framework framework, const std::vector<Case>& cases) {
   for (const Case& k : cases) {
     SCOPED_TRACE(std::string(FrameworkName(framework)) + ": " + k.name);
-    const ModelSpec model = FindModelPreset(k.model)->spec;
+    ModelSpec model = FindModelPreset(k.model)->spec;
+    model.mtp_layers = k.mtp_layers;
     const ClusterSpec cluster = ParseClusterPreset(k.cluster, "--cluster");
     const PlanSpec plan = AsFrameworkRuns(framework, model, k.plan);
     ASSERT_FALSE(strategies::CheckPlan(plan, model, DeviceCount(cluster), k.cluster))
@@ -166,6 +168,11 @@ TEST(ExportRoundTripTest, MegatronCore) {
   cases.push_back({"the same, MXFP8 with the dispatch in MXFP8", "deepseek-v3", "dgx-b200:2048", p});
   p.param_gather_dtype = "fp8";
   cases.push_back({"the same, its weights gathered in MXFP8", "deepseek-v3", "dgx-b200:2048", p});
+  // With its multi-token-prediction module, on stages the search balances (planner/balanced_layout.h):
+  // the module travels as the layout's `m` and --mtp-num-layers.
+  p = Plan({{"data", 2}, {"pipeline", 16}, {"expert", 64}}, 15360, 4096);
+  p.zero_stage = 1, p.pipeline_layout = "Et*4|(t*4|)*14tmL";
+  cases.push_back({"DeepSeek-V3 with its MTP module on balanced stages", "deepseek-v3", "hgx-h800:2048", p, 1});
   p = Plan({{"data", 2}, {"pipeline", 16}, {"expert", 64}}, 15360, 4096);
   p.zero_stage = 1, p.ep_dispatcher = "deepep";
   cases.push_back({"DeepSeek-V3 with DeepEP's flex dispatcher", "deepseek-v3", "hgx-h800:2048", p});
