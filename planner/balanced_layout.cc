@@ -58,7 +58,7 @@ std::vector<int64_t> BalancedPartLayers(const std::vector<double>& costs, int64_
 }
 
 std::string BalancedLayout(const ModelSpec& m, const PlanSpec& p, const ClusterSpec& c, sim::AxisCollectives& collectives) {
-  if (!p.pipeline_layout.empty() || p.mesh.pipeline < 2 || IsHybrid(m)) return "";
+  if (!p.pipeline_layout.empty() || p.mesh.pipeline < 2) return "";
   if (strategies::ScheduleOf(p).Directions(p.mesh.pipeline) != 1) return "";
   const strategies::StepProgram program = strategies::BuildStep(m, p);
   const int64_t positions = program.layout.positions();

@@ -3,7 +3,8 @@
 // position as many decoder layers as it can, the ends one fewer where the layers do not divide;
 // but the first position also runs the embedding and the last the final norm, the output head,
 // the loss and any multi-token-prediction modules, and a model's layers need not cost the same
-// (dense and MoE layers, local and global attention). Megatron-core users
+// (dense and MoE layers, local and global attention, a hybrid model's Mamba-2, attention and
+// expert blocks). Megatron-core users
 // balance with `--pipeline-model-parallel-layout` (or `--account-for-embedding-in-pipeline-split`
 // and `--account-for-loss-in-pipeline-split`, which count each as one layer); torchtitan's with
 // `module_fqns_per_model_part`.
@@ -24,8 +25,7 @@ namespace shardsim::planner {
 // micro-batches' path hold consecutive decoder layers (at least one each: the head and its
 // modules never get a stage of their own) so that the costliest position's work per micro-batch (forward and backward, as the estimate costs each layer kind,
 // the embedding, the head and its modules on this cluster) is least; "" where the plan sets a
-// layout, its schedule runs two directions (the V-shaped ones), a hybrid model (its layout names
-// its blocks), or the balanced layout is the default one.
+// layout, its schedule runs two directions (DualPipe), or the balanced layout is the default one.
 std::string BalancedLayout(const ModelSpec& model, const PlanSpec& plan, const ClusterSpec& cluster, sim::AxisCollectives& collectives);
 
 // The partition behind it: `costs[l]` decoder layer l's, `first` and `last` the ends' own work;
