@@ -10,6 +10,7 @@
 
 namespace shardsim::planner {
 
+
 std::vector<int64_t> BalancedPartLayers(const std::vector<double>& costs, int64_t positions, double first, double last) {
   const size_t n = costs.size(), parts = static_cast<size_t>(positions);
   SHARDSIM_CHECK(positions >= 1 && parts <= n, "BalancedPartLayers needs 1 <= positions <= layers");
@@ -57,10 +58,20 @@ std::vector<int64_t> BalancedPartLayers(const std::vector<double>& costs, int64_
   return layers;
 }
 
+namespace {
+// Whether `p` has stages to balance: pipelined, its split not its own, one direction.
+bool Balanceable(const PlanSpec& p) {
+  return p.pipeline_layout.empty() && p.mesh.pipeline > 1 && strategies::ScheduleOf(p).Directions(p.mesh.pipeline) == 1;
+}
+}  // namespace
+
 std::string BalancedLayout(const ModelSpec& m, const PlanSpec& p, const ClusterSpec& c, sim::AxisCollectives& collectives) {
-  if (!p.pipeline_layout.empty() || p.mesh.pipeline < 2) return "";
-  if (strategies::ScheduleOf(p).Directions(p.mesh.pipeline) != 1) return "";
-  const strategies::StepProgram program = strategies::BuildStep(m, p);
+  return Balanceable(p) ? BalancedLayout(m, strategies::BuildStep(m, p), c, collectives) : "";
+}
+
+std::string BalancedLayout(const ModelSpec& m, const strategies::StepProgram& program, const ClusterSpec& c, sim::AxisCollectives& collectives) {
+  const PlanSpec& p = program.plan;
+  if (!Balanceable(p)) return "";
   const int64_t positions = program.layout.positions();
   if (positions > m.num_layers) return "";
   const sim::Roofline roofline = sim::RooflineOf(c, p.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(p), AttentionKernelOf(p));

@@ -18,6 +18,7 @@
 #include "core/model_spec.h"
 #include "core/plan_spec.h"
 #include "sim/op_cost.h"
+#include "strategies/step_program.h"
 
 namespace shardsim::planner {
 
@@ -27,6 +28,9 @@ namespace shardsim::planner {
 // the embedding, the head and its modules on this cluster) is least; "" where the plan sets a
 // layout, its schedule runs two directions (DualPipe), or the balanced layout is the default one.
 std::string BalancedLayout(const ModelSpec& model, const PlanSpec& plan, const ClusterSpec& cluster, sim::AxisCollectives& collectives);
+// The same from the plan's program on the default split, already built (the search estimates it too).
+std::string BalancedLayout(const ModelSpec& model, const strategies::StepProgram& default_split, const ClusterSpec& cluster,
+                           sim::AxisCollectives& collectives);
 
 // The partition behind it: `costs[l]` decoder layer l's, `first` and `last` the ends' own work;
 // the layers per position (each at least one) that make the costliest position's total as small

@@ -1,10 +1,10 @@
 #include "planner/search.h"
 
-
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -326,10 +326,12 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               }
               // The balanced rung: the plan again with its stages balanced, where that differs from
               // the default split (its twin, which the first rung estimated).
-              const PlanSpec twin = candidate;
+              std::optional<strategies::StepProgram> twin;
               if (balanced) {
-                candidate.pipeline_layout = BalancedLayout(m, candidate, c, collectives);
+                twin = strategies::BuildStep(m, candidate, &task_lists, &layers);
+                candidate.pipeline_layout = BalancedLayout(m, *twin, c, collectives);
                 if (candidate.pipeline_layout.empty()) {
+                  layers.Recycle(std::move(*twin));
                   ++w.pruned;
                   return -1;
                 }
@@ -362,9 +364,8 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               if (balanced) {
                 // Kept only where faster than its twin (balanced by the layers' work, it can lose
                 // to the schedule's own fill and drain).
-                strategies::StepProgram default_split = strategies::BuildStep(m, twin, &task_lists, &layers);
-                const double twin_s = sim::Estimate(default_split, c, collectives, false, &task_lists).step_time_s;
-                layers.Recycle(std::move(default_split));
+                const double twin_s = sim::Estimate(*twin, c, collectives, false, &task_lists).step_time_s;
+                layers.Recycle(std::move(*twin));
                 if (report.step_time_s >= twin_s) return 1;  // estimated, fits, not kept
               }
               Keep(w, {candidate, std::move(report), family, "", {}}, o.top);
@@ -442,6 +443,24 @@ std::string Family(const PlanSpec& plan) {
   return family + ExpertAxesNote(plan);
 }
 
+// The leading plans of `ranked` (best first) that `wanted` keeps: those of the best `top` distinct
+// outcomes, then the best of each other family. The later rungs (other mesh layouts, balanced
+// stages) take their meshes from these.
+namespace {
+std::vector<const RankedPlan*> Leading(const std::vector<RankedPlan>& ranked, size_t top, const std::function<bool(const PlanSpec&)>& wanted) {
+  std::vector<const RankedPlan*> out;
+  std::map<std::string, bool> family_seen;
+  size_t outcomes = 0;
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    outcomes += i == 0 || !SameOutcome(ranked[i - 1], ranked[i]) ? 1 : 0;
+    if (!wanted(ranked[i].plan) || (outcomes > top && family_seen[ranked[i].family])) continue;
+    family_seen[ranked[i].family] = true;
+    out.push_back(&ranked[i]);
+  }
+  return out;
+}
+}  // namespace
+
 SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   SearchOptions o = options;
@@ -481,14 +500,8 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   if (!order_fixed) {
     const std::vector<RankedPlan> leading = ranked();
     std::vector<MeshShape> chosen;
-    std::map<std::string, bool> family_seen;
-    size_t outcomes = 0;
-    for (size_t i = 0; i < leading.size() && chosen.size() < 8; ++i) {
-      const bool new_outcome = i == 0 || !SameOutcome(leading[i - 1], leading[i]);
-      outcomes += new_outcome ? 1 : 0;
-      if (outcomes > o.top && family_seen[leading[i].family]) continue;
-      family_seen[leading[i].family] = true;
-      if (std::find(chosen.begin(), chosen.end(), leading[i].plan.mesh) == chosen.end()) chosen.push_back(leading[i].plan.mesh);
+    for (const RankedPlan* p : Leading(leading, o.top, [](const PlanSpec&) { return true; })) {
+      if (chosen.size() < 8 && std::find(chosen.begin(), chosen.end(), p->plan.mesh) == chosen.end()) chosen.push_back(p->plan.mesh);
     }
     for (const MeshShape& mesh : chosen) {
       for (const auto& other : OtherOrders(mesh)) reorders.push_back({mesh, other});
@@ -500,19 +513,13 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
   // where the layout is free: not fixed, and the framework (if named) runs any layout.
   std::vector<Job> balanced;
   if (!o.constraints.Fixes("pipeline_layout") && (!o.framework || FactsOf(*o.framework).layout == LayoutRule::kAny)) {
+    const auto pipelined = [](const PlanSpec& plan) { return plan.mesh.pipeline > 1 && plan.pipeline_layout.empty(); };
     const std::vector<RankedPlan> leading = ranked();
-    std::map<std::string, bool> family_seen;
-    size_t outcomes = 0;
-    for (size_t i = 0; i < leading.size() && balanced.size() < 8; ++i) {
-      const bool new_outcome = i == 0 || !SameOutcome(leading[i - 1], leading[i]);
-      outcomes += new_outcome ? 1 : 0;
-      const PlanSpec& plan = leading[i].plan;
-      if (plan.mesh.pipeline < 2 || !plan.pipeline_layout.empty() || (outcomes > o.top && family_seen[leading[i].family])) continue;
-      family_seen[leading[i].family] = true;
-      const Job job{plan.mesh, plan.mesh_order, true, plan.expert_axes};
+    for (const RankedPlan* p : Leading(leading, o.top, pipelined)) {
+      const Job job{p->plan.mesh, p->plan.mesh_order, true, p->plan.expert_axes};
       const bool seen = std::any_of(balanced.begin(), balanced.end(),
                                     [&](const Job& b) { return b.mesh == job.mesh && b.order == job.order && b.fold == job.fold; });
-      if (!seen) balanced.push_back(job);
+      if (!seen && balanced.size() < 8) balanced.push_back(job);
     }
   }
   const int64_t before = static_cast<int64_t>(jobs.size() + reorders.size());
