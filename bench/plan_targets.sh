@@ -25,3 +25,6 @@ run --model llama3-70b --cluster tpu-v5p:16x16x24 --global-batch-tokens 24M --se
 run --model nemotron-3-nano-30b-a3b --cluster dgx-h100:1024 --global-batch-tokens 32M --seq-len 131072 --framework megatron-core
 # Nothing fits: the search, then larger sizes of the system until one fits.
 run --model llama3-405b --cluster dgx-h100:8 --global-batch-tokens 4M --seq-len 8192
+# A fixed micro-batch of one over 2^30 sequences (64M micro-batches per replica): no plan's cost
+# grows with the count (DualPipe's directions are counted, not visited).
+run --model llama3-8b --cluster dgx-h100:16 --global-batch-tokens 1G --seq-len 1 --set micro_batch_size=1

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 
@@ -14,6 +15,7 @@
 #include "cli/batch_flags.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
+#include "cli/parse_errors.h"
 #include "core/error.h"
 #include "core/suggest.h"
 #include "core/units.h"
@@ -57,35 +59,25 @@ CLI::Validator PositiveUpTo(double max, const std::string& unit) {
       "(0, " + std::string(bound) + "]");
 }
 
+// An output named for another format than the one written (FILE.png for an SVG); a name
+// without an extension (/dev/stdout) is taken as it is.
+CLI::Validator NamedAs(const std::string& extension) {
+  return Parses(
+      [extension](const std::string& text) {
+        const std::string given = std::filesystem::path(text).extension().string();
+        if (!given.empty() && given != extension) {
+          throw InputError("", "'" + text + "' is named " + given + " but is written as " + extension.substr(1), "a path ending in " + extension,
+                           "name it FILE" + extension);
+        }
+      },
+      "FILE" + extension);
+}
+
 CLI::Validator TokensPerStep() {
   return Parses([](const std::string& text) { ParseTokensPerStep(text, ""); }, "TOKENS");
 }
 CLI::Validator TokenBudget() {
   return Parses([](const std::string& text) { ParseTokenCount(text, ""); }, "TOKENS");
-}
-
-// The one line for a command line CLI11 refused. Of the arguments it left over, an option the
-// subcommand does not have is named with the closest it has and its options; otherwise CLI11's own
-// words. Both name the subcommand's help.
-std::string ParseErrorLine(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
-  std::string message = e.what();
-  std::replace(message.begin(), message.end(), '\n', ' ');
-  const std::string sub = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
-  const std::string help = sub.empty() ? "shardsim --help" : "shardsim " + sub + " --help";
-  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && !sub.empty()) {
-    std::vector<std::string> known;
-    for (const CLI::Option* opt : app.get_subcommand(sub)->get_options()) {
-      for (const std::string& name : opt->get_lnames()) known.push_back("--" + name);
-    }
-    for (std::string arg : app.remaining(true)) {
-      if (arg.size() < 3 || arg.rfind("--", 0) != 0) continue;  // options only, as CLI11 left them over
-      arg = arg.substr(0, arg.find('='));
-      if (std::find(known.begin(), known.end(), arg) != known.end()) continue;
-      const std::string suggestion = DidYouMean(arg, known);
-      return InputError(sub, "unknown option '" + arg + "'" + (suggestion.empty() ? "" : "; " + suggestion), JoinNames(known), "run '" + help + "'").what();
-    }
-  }
-  return message + " (hint: run '" + help + "')";
 }
 
 // An option given an empty value ("--from-runs ''", a shell variable left unset) names nothing:
@@ -115,13 +107,15 @@ void AddSimLimitFlags(CLI::App* sub, double& seconds, std::string& memory, const
 
 // --max-memory: a fraction of HBM in (0, 1] ("0.85") or a size ("70GiB", ParseByteSize).
 // --train-tokens and --price-per-device-hour (estimate and plan): the whole run (core/run_cost.h).
-void AddTrainingRunFlags(CLI::App* sub, std::string& tokens, double& price) {
+// Returns --train-tokens's option.
+CLI::Option* AddTrainingRunFlags(CLI::App* sub, std::string& tokens, double& price) {
   CLI::Option* tokens_opt =
       sub->add_option("--train-tokens", tokens, "the whole run: time and device-hours to train on this many tokens, e.g. 15T (x1000^4), 2.5T, 300B")
           ->check(TokenBudget());
   sub->add_option("--price-per-device-hour", price, "with --train-tokens: the run's cost at this price (in its currency)")
       ->check(PositiveUpTo(1e9, ""))
       ->needs(tokens_opt);
+  return tokens_opt;
 }
 
 // --global-batch-tokens and --seq-len, for the subcommands that read a plan (cli/batch_flags.h).
@@ -188,8 +182,9 @@ int Run(int argc, char** argv) {
   CLI::App* estimate_cmd = app.add_subcommand("estimate", "analytic prediction of one training step: time, MFU, memory, breakdown");
   AddInputs(estimate_cmd, estimate, true, true);
   AddBatchFlags(estimate_cmd, estimate_batch);
-  estimate_cmd->add_flag("--dump-program", estimate.dump_program, "print the step program instead of the estimate (deterministic text; one JSON object with --json)");
-  AddTrainingRunFlags(estimate_cmd, estimate_train_tokens, estimate.price_per_device_hour);
+  CLI::Option* dump_opt =
+      estimate_cmd->add_flag("--dump-program", estimate.dump_program, "print the step program instead of the estimate (deterministic text; one JSON object with --json)");
+  dump_opt->excludes(AddTrainingRunFlags(estimate_cmd, estimate_train_tokens, estimate.price_per_device_hour));
 
   PlanOptions plan;
   std::string batch_tokens;
@@ -207,7 +202,7 @@ int Run(int argc, char** argv) {
       ->check(Parses([](const std::string& text) { ParseMemoryLimit(text, 1, ""); }, "FRACTION|SIZE"));
   plan_cmd->add_flag("--wide", plan.wide, "print every column uncut (wider than 120 columns)");
   AddTrainingRunFlags(plan_cmd, plan_train_tokens, plan.price_per_device_hour);
-  plan_cmd->add_option("--plot", plan.plot, "write the Pareto view (tokens/s against memory per device) as an SVG file");
+  plan_cmd->add_option("--plot", plan.plot, "write the Pareto view (tokens/s against memory per device) as an SVG file")->check(NamedAs(".svg"));
   CLI::Option* refine_opt =
       plan_cmd->add_option("--refine", plan.refine, "simulate the top K plans on SimGrid, rank them by the simulation and say why the predictions differ")
           ->check(CLI::Range(int64_t{1}, int64_t{50}));
@@ -237,11 +232,12 @@ int Run(int argc, char** argv) {
       ->check(Parses([](const std::string& text) { ParseInteger(text, "--seed", 0, std::numeric_limits<int64_t>::max()); }, "0 to 2^63-1"));
   run_cmd->add_option("--lr", run.lr, "AdamW learning rate (default 1e-3)");
   run_cmd->add_option("--corpus", run.corpus, "train on this text file instead of the shipped corpus");
-  run_cmd->add_option("--checkpoint", run.checkpoint, "write a sharded checkpoint into this folder after the last step");
+  CLI::Option* checkpoint_opt = run_cmd->add_option("--checkpoint", run.checkpoint, "write a sharded checkpoint into this folder after the last step");
   run_cmd->add_option("--checkpoint-every", run.checkpoint_every, "... and every N steps, each save replacing the last only once complete")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->needs(checkpoint_opt);
   run_cmd->add_option("--resume", run.resume, "continue from the checkpoint in this folder (same model and plan)");
-  run_cmd->add_option("--plot", run.plot, "write the loss per step as an SVG, with the --compare runs overlaid");
+  run_cmd->add_option("--plot", run.plot, "write the loss per step as an SVG, with the --compare runs overlaid")->check(NamedAs(".svg"));
   run_cmd->add_option("--compare", run.compare, "a report of an earlier run (shardsim run --json > FILE) to overlay on --plot; repeatable; without --model, plots these only");
   run_cmd->add_flag("--many-ranks", run.many_ranks, "allow more than 16 ranks per core of this machine");
   run_cmd->add_flag("--skip-memory-check", run.skip_memory_check, "launch even when the plan's memory exceeds what this machine has free");
@@ -271,6 +267,8 @@ int Run(int argc, char** argv) {
   validate_cmd->add_option("--hostfile", validate.hostfile, "run (and calibrate) over these hosts (docs/multi_host.md)");
   validate_cmd->add_option("--report", validate.report, "write a self-contained HTML page of the comparison");
   validate_cmd->add_option("--steps", validate.steps, "training steps (default 6; the first is warm-up)");
+  validate_cmd->add_flag("--many-ranks", validate.many_ranks, "allow more than 16 ranks per core of this machine");
+  validate_cmd->add_flag("--skip-memory-check", validate.skip_memory_check, "launch even when the plan's memory exceeds what this machine has free");
   validate_cmd->add_option("--keep", validate.keep, "keep the runtime's report, trace and calibration in this folder");
   AddSimLimitFlags(validate_cmd, validate.max_seconds, validate.max_host_memory, "");
 

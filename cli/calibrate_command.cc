@@ -42,8 +42,9 @@ int CalibrateGpu(const CalibrateOptions& o) {
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::filesystem::path gpu = self.parent_path() / "shardsim-gpu";
   if (ec || access(gpu.c_str(), X_OK) != 0) {
-    throw InputError("--device cuda", "this build has no shardsim-gpu (no CUDA compiler was found when it was configured)", "cpu",
-                     "rebuild where nvcc is installed (docs/gpu.md)");
+    throw InputError("--device cuda", "cannot find shardsim-gpu next to " + (ec ? std::string("this program") : self.string()) +
+                                          " (a build makes it only where CUDA's compiler was found when it was configured)",
+                     "cpu, or cuda with shardsim-gpu beside shardsim", "keep build/bin's programs together, or rebuild where nvcc is installed (docs/gpu.md)");
   }
   CheckOutputWritable(o.out, "--out");
   std::vector<std::string> args = {gpu.string(), "calibrate", "--out", o.out};

@@ -2,6 +2,7 @@
 // step times (validation/runs_fit.h), prints every run predicted against measured, the error
 // statistics of the fit and the test runs per source and group, and the memory model against
 // published peaks; writes the fitted clusters.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -148,8 +149,12 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
   // A run made with a framework shardsim profiles is costed as that framework runs it: the
   // overlaps and FSDP behaviour it fixes, its gradient-reduction dtype where the run leaves it
   // unset (docs/frameworks.md). Other frameworks' runs keep their plans as written.
+  std::vector<std::string> unprofiled;  // framework names given as provenance only
   for (validation::PublishedRun& r : runs) {
-    if (CanonicalFrameworkName(r.framework).empty()) continue;
+    if (CanonicalFrameworkName(r.framework).empty()) {
+      if (!r.framework.empty() && std::find(unprofiled.begin(), unprofiled.end(), r.framework) == unprofiled.end()) unprofiled.push_back(r.framework);
+      continue;
+    }
     r.plan = planner::AsFrameworkRuns(planner::ParseFramework(r.framework, o.from_runs + ": run " + r.id + "/framework"), r.model, r.plan);
   }
   CheckOutputs(o, runs);
@@ -163,6 +168,9 @@ int RunCalibrateFromRuns(const CalibrateOptions& o, std::ostream& out) {
   }
   out << (o.no_fit ? "Predicted " : "Calibrated from ") << runs.size() << " measured runs in " << o.from_runs << " (" << summary.fit.runs << " fit, "
       << summary.test.runs << " test, as the file's split says); error = predicted / measured step time - 1\n";
+  if (!unprofiled.empty()) {
+    out << "Frameworks named as provenance only (no profile: those runs are costed as their plans say): " << JoinNames(unprofiled) << "\n";
+  }
   for (const GroupFit& g : fits) PrintGroup(g, !o.no_fit, out);
   out << "\nAccuracy on the test runs" << (o.no_fit ? "" : " (not fitted on)") << "\n";
   PrintStats("source", summary.test_by_source, summary.test, out);

@@ -36,9 +36,11 @@ Groups ResolveGroups(const CollectiveOptions& o, const topologies::Cluster& clus
     if (o.devices > devices) {
       throw InputError("--devices " + std::to_string(o.devices), "the group is larger than the cluster (" + cluster.spec().name + " has " +
                                                                       std::to_string(devices) + " devices)",
-                       "1 to " + std::to_string(devices), "use a larger cluster or fewer devices");
+                       "2 to " + std::to_string(devices), "use a larger cluster or fewer devices");
     }
-    if (o.devices < 2) throw InputError("--devices 1", "a group of one device has nothing to communicate", "2 to " + std::to_string(devices));
+    if (o.devices < 2) {
+      throw InputError("--devices 1", "a group of one device has nothing to communicate", "2 to " + std::to_string(devices), "a group of two or more");
+    }
     sim::DeviceGroup g;
     for (int64_t d = 0; d < o.devices; ++d) g.devices.push_back(d);
     groups.all.push_back(g);

@@ -134,6 +134,8 @@ struct ValidateOptions : Inputs {
   std::string report;    // write an HTML page
   std::string keep;      // keep the runtime's report, trace and the calibration in this folder
   int64_t steps = 6;     // training steps run (the first is warm-up, left out of the op diff)
+  bool many_ranks = false;         // --many-ranks, as run's
+  bool skip_memory_check = false;  // --skip-memory-check, as run's
   double max_seconds = 0;       // wall-time limit of the simulation (0: the default, 600 s)
   std::string max_host_memory;  // memory limit of the simulation (empty: half of MemAvailable)
 };

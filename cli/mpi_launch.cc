@@ -80,16 +80,21 @@ Hostfile ReadHostfile(const std::string& path) {
     std::istringstream words(line);
     std::string host, word;
     if (!(words >> host)) continue;
-    int64_t slots = 1;
+    int64_t slots = 1, most = 0;  // most: max_slots, 0 when not given
+    const std::string where = "--hostfile " + path + ":" + std::to_string(number);
     while (words >> word) {
-      const std::string where = "--hostfile " + path + ":" + std::to_string(number);
       const bool max_slots = word.rfind("max_slots=", 0) == 0 || word.rfind("max-slots=", 0) == 0;
       if (word.rfind("slots=", 0) != 0 && !max_slots) {
         throw InputError(where, "unknown word '" + word + "'", "HOST slots=N [max_slots=M]", "see docs/multi_host.md");
       }
       // At most 2^20 slots a host: their sum cannot overflow, and no machine has more cores.
       const int64_t value = ParseInteger(word.substr(word.find('=') + 1), where + " " + word, 1, int64_t{1} << 20);
-      if (!max_slots) slots = value;
+      (max_slots ? most : slots) = value;
+    }
+    // Open MPI refuses a host whose max_slots is below its slots (a bad parameter, after launch).
+    if (most > 0 && most < slots) {
+      throw InputError(where, "max_slots=" + std::to_string(most) + " is below slots=" + std::to_string(slots), "max_slots at least slots",
+                       "raise max_slots or lower slots");
     }
     h.hosts.push_back(host);
     h.slots.push_back(slots);
@@ -111,7 +116,8 @@ int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, c
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::filesystem::path runtime = self.parent_path() / "shardsim-runtime";
   if (ec || access(runtime.c_str(), X_OK) != 0) {
-    throw InputError("shardsim-runtime", "cannot find it next to " + self.string(), "", "build it: make build (it is build/bin/shardsim-runtime)");
+    throw InputError("shardsim-runtime", "cannot find it next to " + self.string(), "shardsim-runtime beside shardsim",
+                     "build it (make build: build/bin/shardsim-runtime), and keep build/bin's programs together");
   }
   const std::string mpirun = FindOnPath("mpirun");
   if (mpirun.empty()) throw InputError("mpirun", "is not on PATH", "", "install OpenMPI: apt-get install openmpi-bin");

@@ -120,9 +120,10 @@ int RunRun(const RunOptions& o, std::ostream& out) {
     return 0;
   }
   if (o.model.empty() || (o.plan.empty() && o.overrides.empty())) {
-    throw InputError("run", "needs --model and --plan", "", "e.g. shardsim run --model tiny-dense --plan examples/tiny-dense-data2.plan.json");
+    throw InputError("run", "needs --model and a plan", "--model M with --plan FILE and/or --set key=value",
+                     "e.g. shardsim run --model tiny-dense --set mesh.data=2 --set global_batch_size=8 --set seq_len=256");
   }
-  if (o.steps < 1) throw InputError("--steps", std::to_string(o.steps), "1 or more");
+  if (o.steps < 1) throw InputError("--steps", std::to_string(o.steps), "1 or more", "the training steps to run (default 10)");
   CheckLearningRate(o.lr, "--lr");
   CheckSeed(o.seed, "--seed");
   if (o.timeout_s != 0 && !(o.timeout_s > 0 && o.timeout_s <= kMaxRunTimeoutS)) {
@@ -136,6 +137,11 @@ int RunRun(const RunOptions& o, std::ostream& out) {
   // On the GPU the plan's memory is the device's, not this machine's (shardsim-gpu info says how much).
   CheckRunFitsThisMachine(model, plan, ranks,
                           {.hostfile = !o.hostfile.empty(), .many_ranks = o.many_ranks, .skip_memory = o.skip_memory_check || o.device == "cuda"});
+  if (!o.corpus.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(o.corpus, ec)) throw InputError("--corpus " + o.corpus, "is a directory", "a text file", "name a file inside it");
+    if (!std::filesystem::exists(o.corpus, ec)) throw InputError("--corpus " + o.corpus, "file not found", "a text file", "check the path");
+  }
   // Outputs are checked now, not after training.
   if (!o.trace.empty()) CheckOutputWritable(o.trace, "--trace");
   std::vector<std::string> args;

@@ -104,7 +104,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
   }
   out << "Simulation (SimGrid): " << model.name << " on " << cluster.name << ", " << DescribeMesh(plan.mesh) << ScheduleInHeader(plan) << ", ZeRO " << plan.zero_stage
       << ExpertAxesNote(plan) << "\n";
-  out << "  step        " << FormatSeconds(r.step.step_time_s) << " simulated, " << FormatSeconds(estimate.step_time_s) << " estimated ("
+  out << "  step        " << FormatSecondsSpan(r.step.step_time_s) << " simulated, " << FormatSecondsSpan(estimate.step_time_s) << " estimated ("
       << FormatPercent(r.step.step_time_s / estimate.step_time_s - 1) << " apart): " << FormatCount(r.step.tokens_per_s) << " tokens/s, MFU "
       << FormatPercent(r.step.mfu) << " of " << FormatSI(r.step.peak_flop_per_s, "FLOP/s") << " " << plan.dtype << " peak (cluster spec)\n";
   out << "  time        on stage " << r.step.critical_stage << " (the slowest): compute " << FormatSeconds(r.step.compute_s) << ", bubble "

@@ -159,7 +159,7 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
   const int64_t ranks = plan.mesh.Product();
   strategies::ValidatePlan(plan, model, ranks, "the plan's mesh", PlanSource(o.plan, overrides) + ":");
   if (!o.hostfile.empty()) CheckHostfileHolds(o.hostfile, ranks);
-  CheckRunFitsThisMachine(model, plan, ranks, {.hostfile = !o.hostfile.empty()});
+  CheckRunFitsThisMachine(model, plan, ranks, {.hostfile = !o.hostfile.empty(), .many_ranks = o.many_ranks, .skip_memory = o.skip_memory_check});
   // The report is written after minutes of calibration and running: check it can be, first.
   if (!o.report.empty()) CheckOutputWritable(o.report, "--report");
   // A given cluster is checked before anything is made or launched.

@@ -206,7 +206,12 @@ ClusterSpec ClusterFromJson(const json& value, const std::string& where) {
   c.name = r.StringOr("name", where);
   c.system = r.StringOr("system", "custom");
   auto chip = r.Object("chip");
-  if (!chip) r.Fail("chip", "missing required key 'chip'");
+  if (!chip) {
+    // A model JSON or a Hugging Face config.json given where a cluster goes.
+    const bool model = value.is_object() && (value.contains("num_layers") || value.contains("num_hidden_layers"));
+    r.Fail("chip", model ? "missing required key 'chip': this is a model file, not a cluster" : "missing required key 'chip'",
+           "a cluster JSON: name, system, chip, topology, links, efficiency", "shardsim describe --cluster dgx-h100:8 --write-cluster F writes one to start from");
+  }
   c.chip = ChipFromJson(*chip);
   chip->Finish();
   auto topology = r.Object("topology");

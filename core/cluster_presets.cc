@@ -208,7 +208,7 @@ std::map<std::string, std::string> ParseOptions(const std::string& text, const s
     if (!known) {
       const std::string suggestion = DidYouMean(key, allowed);
       throw InputError(where, "unknown option '" + key + "'" + (suggestion.empty() ? "" : "; " + suggestion),
-                       allowed.empty() ? "this system takes no options" : JoinNames(allowed));
+                       allowed.empty() ? "this system takes no options" : JoinNames(allowed), "shardsim presets lists each system's options");
     }
     options[key] = item.substr(eq + 1);
   }
@@ -391,7 +391,7 @@ ClusterSpec ParseClusterPreset(const std::string& text, const std::string& where
     if (options.count("fabric")) {
       const std::string& fabric = options.at("fabric");
       if (fabric != "fat-tree" && fabric != "rail-optimized") {
-        throw InputError(where, "unknown fabric '" + fabric + "'", "fat-tree, rail-optimized");
+        throw InputError(where, "unknown fabric '" + fabric + "'", "fat-tree, rail-optimized", "a GPU system's scale-out network; TPU systems have none to choose");
       }
       c.topology.fabric = fabric;
     }

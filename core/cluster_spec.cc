@@ -107,7 +107,7 @@ void ValidateCluster(const ClusterSpec& c, const std::string& where) {
     if (t.devices_per_node < 1) throw InputError(tw + "/devices_per_node", "must be positive", "e.g. 8 or 72");
     if (t.nodes < 1) throw InputError(tw + "/nodes", "must be positive", "1 or more");
     if (t.fabric != "fat-tree" && t.fabric != "rail-optimized") {
-      throw InputError(tw + "/fabric", "unknown fabric '" + t.fabric + "'", "fat-tree, rail-optimized");
+      throw InputError(tw + "/fabric", "unknown fabric '" + t.fabric + "'", "fat-tree, rail-optimized", "the scale-out network of a switched topology");
     }
     if (t.leaf_ports < 1) throw InputError(tw + "/leaf_ports", "must be positive", "e.g. 32 (a 64-port switch, half down)");
     if (!(t.oversubscription >= 1)) throw InputError(tw + "/oversubscription", "must be at least 1", "1 (non-blocking) or more");

@@ -43,14 +43,26 @@ std::string HfModelName(const nlohmann::json& config, const std::string& path) {
 }
 
 // The JSON file `path` given after `flag`; an error about the file itself (missing, a folder,
-// unreadable) names the flag, as errors about what is in it name the file's fields.
-nlohmann::json ReadFlagFile(const std::string& flag, const std::string& path) {
+// unreadable) names the flag and what the flag takes (`valid`), as errors about what is in it name
+// the file's fields.
+nlohmann::json ReadFlagFile(const std::string& flag, const std::string& path, const std::string& valid) {
   try {
     return ReadJsonFile(path);
   } catch (const InputError& e) {
-    if (e.where() == path) throw e.WithPrefix(flag + " ");
+    if (e.where() == path) throw InputError(flag + " " + path, e.problem(), e.valid().empty() ? valid : e.valid(), e.hint());
     throw;
   }
+}
+
+std::string ModelFlagValues() { return "a preset (" + JoinNames(ModelPresetNames()) + ") or a shardsim model JSON or Hugging Face config.json"; }
+constexpr const char* kClusterFlagValues = "a preset SYSTEM:SIZE (shardsim presets) or a cluster JSON";
+
+// A Hugging Face config.json without its model_type reads as no model JSON either (it has no
+// name): said as what it is.
+void CheckNotUntypedHfConfig(const nlohmann::json& value, const std::string& path) {
+  if (!value.is_object() || value.contains("name") || value.contains("model_type") || !value.contains("num_hidden_layers")) return;
+  throw InputError(path + ":/model_type", "missing: the file has a Hugging Face config's num_hidden_layers but no model_type (nor a shardsim model's name)",
+                   JoinNames(HfModelTypes()), "add the architecture's \"model_type\", or write a shardsim model JSON (shardsim describe --model llama3-8b --write-model F)");
 }
 
 }  // namespace
@@ -63,7 +75,8 @@ ModelSpec LoadModel(const std::string& arg) {
     throw InputError("--model", "unknown model preset '" + arg + "'" + (s.empty() ? "" : "; " + s), JoinNames(ModelPresetNames()),
                      "or give the path of a shardsim model JSON or a Hugging Face config.json");
   }
-  const nlohmann::json value = ReadFlagFile("--model", arg);
+  const nlohmann::json value = ReadFlagFile("--model", arg, ModelFlagValues());
+  CheckNotUntypedHfConfig(value, arg);
   if (IsHfConfig(value)) return ModelFromHfConfig(value, arg, HfModelName(value, arg));
   return ModelFromJson(value, arg);
 }
@@ -91,7 +104,7 @@ std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
   const std::string& path = split->path;
   const std::string& size = split->size;
   if (!Exists(path)) throw InputError("--cluster " + arg, "no file " + path, "FILE.json:SIZE naming a cluster file", "check the path");
-  const ClusterSpec file = ClusterFromJson(ReadFlagFile("--cluster", path), path);
+  const ClusterSpec file = ClusterFromJson(ReadFlagFile("--cluster", path, kClusterFlagValues), path);
   if (!LooksLikeClusterPreset(file.system)) {
     throw InputError("--cluster " + arg, path + "'s system '" + file.system + "' is no catalogue system to resize", "FILE.json:SIZE for a file whose system is a preset's (dgx-h100, tpu-v5p, ...)",
                      "give the file alone, at its own size, or edit its topology");
@@ -127,6 +140,21 @@ std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
   return resized;
 }
 
+// A cluster file named as a preset ("dgx-h100:64", as describe --write-cluster names it) whose
+// topology was edited to another size: every message would name the preset's size.
+void CheckNameMatchesTopology(const ClusterSpec& file, const std::string& path) {
+  if (!LooksLikeClusterPreset(file.name)) return;
+  int64_t named = 0;
+  try {
+    named = DeviceCount(ParseClusterPreset(file.name, path + ":/name"));
+  } catch (const InputError&) {
+    return;  // a name, not a preset's spec
+  }
+  if (named == DeviceCount(file)) return;
+  throw InputError(path + ":/name", "'" + file.name + "' names " + std::to_string(named) + " devices but the file's topology holds " + std::to_string(DeviceCount(file)),
+                   "a name that agrees with the topology, or one that names no preset", "rename the cluster (e.g. '" + file.system + "-custom') or undo the topology's edit");
+}
+
 }  // namespace
 
 ClusterSpec LoadCluster(const std::string& arg) {
@@ -134,7 +162,9 @@ ClusterSpec LoadCluster(const std::string& arg) {
   if (LooksLikeClusterPreset(arg)) return ParseClusterPreset(arg, "--cluster " + arg);
   if (std::optional<ClusterSpec> resized = ResizedClusterFile(arg)) return *resized;
   if (Exists(arg) || arg.find('/') != std::string::npos || arg.ends_with(".json")) {
-    return ClusterFromJson(ReadFlagFile("--cluster", arg), arg);
+    ClusterSpec file = ClusterFromJson(ReadFlagFile("--cluster", arg, kClusterFlagValues), arg);
+    CheckNameMatchesTopology(file, arg);
+    return file;
   }
   return ParseClusterPreset(arg, "--cluster " + arg);  // not a file: report it as an unknown preset
 }
@@ -173,7 +203,7 @@ std::string PlanSource(const std::string& path, const std::vector<std::string>& 
 nlohmann::json LoadPlanJson(const std::string& path, const std::vector<std::string>& overrides) {
   nlohmann::json value = nlohmann::json::object();
   if (!path.empty()) {
-    value = ReadFlagFile("--plan", path);
+    value = ReadFlagFile("--plan", path, "a plan JSON file (examples/*.plan.json)");
   }
   if (!value.is_object()) {
     throw InputError(path + ":/", "expected a JSON object, got " + JsonTypeName(value), "a plan object {\"mesh\": {...}, ...}");

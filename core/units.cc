@@ -205,6 +205,10 @@ std::string FormatDuration(double seconds) {
   return FormatSeconds(seconds);
 }
 
+std::string FormatSecondsSpan(double seconds) {
+  return FormatSeconds(seconds) + (std::fabs(seconds) >= 7200 ? " (" + FormatDuration(seconds) + ")" : "");
+}
+
 int64_t CheckedMul(int64_t a, int64_t b, const std::string& where) {
   int64_t result = 0;
   if (__builtin_mul_overflow(a, b, &result)) {

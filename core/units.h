@@ -46,6 +46,8 @@ std::string FormatSeconds(double seconds);
 // Long spans as people say them: "45 s", "12.5 minutes", "7.2 hours", "41.3 days", "3.1 years"
 // (a unit once the span is at least two of it; shorter than two minutes as FormatSeconds).
 std::string FormatDuration(double seconds);
+// FormatSeconds, and where that is two hours or more FormatDuration beside it: "7380 s (2.05 hours)".
+std::string FormatSecondsSpan(double seconds);
 
 // Checked 64-bit arithmetic for counts derived from user input (sizes multiply quickly).
 // Throws InputError(where, "... overflows ...") when the result does not fit in int64.

@@ -58,6 +58,7 @@ struct Worker {
   std::vector<RankedPlan> pareto;  // not beaten on both throughput and memory
   std::vector<Miss> misses;
   int64_t candidates = 0, pruned = 0, dominated = 0, evaluated = 0, over_limit = 0, unsupported = 0;
+  int64_t capped_microbatch = 0;  // SearchResult's
   std::map<std::string, int64_t> gaps;  // why the framework could not run a plan -> how often
   RuleRefusalTally refusals;  // the plan rules' refusals
 };
@@ -245,9 +246,10 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
       continue;
     }
     // Micro-batches of 1 to 8 sequences; larger when a replica would otherwise run more than
-    // 4096 micro-batches a step (the schedule's event simulation grows with them).
+    // kMaxSearchedMicrobatches a step.
     int64_t smallest = 1;
-    while (per_replica / smallest > 4096) smallest *= 2;
+    while (per_replica / smallest > kMaxSearchedMicrobatches) smallest *= 2;
+    if (smallest > 1 && !fixed.Fixes("micro_batch_size")) w.capped_microbatch = std::max(w.capped_microbatch, smallest);
     std::vector<int64_t> sizes;
     for (int64_t mbs = smallest; mbs <= std::max<int64_t>(8, smallest) && mbs <= per_replica; mbs *= 2) {
       if (per_replica % mbs == 0) sizes.push_back(mbs);
@@ -540,6 +542,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     result.evaluated += w.evaluated;
     result.over_limit += w.over_limit;
     result.unsupported += w.unsupported;
+    result.capped_microbatch = std::max(result.capped_microbatch, w.capped_microbatch);
     for (const auto& [gap, count] : w.gaps) gap_counts[gap] += count;
     for (const RankedPlan& p : w.pareto) AddToFrontier(result.pareto, p);
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));

@@ -78,8 +78,15 @@ struct SearchResult {
   std::vector<std::pair<std::string, int64_t>> framework_gaps;  // the commonest reasons, with counts
   std::vector<RuleRefusal> rule_refusals;  // the plan rules' refusals by field, commonest first
   double max_memory_bytes = 0;          // the memory limit a plan had to fit
+  // The largest micro-batch (sequences) the search's cap of kMaxSearchedMicrobatches a replica
+  // made its smallest somewhere (0: the cap bound nowhere, or the plan fixes micro_batch_size).
+  int64_t capped_microbatch = 0;
   double wall_s = 0;
 };
+
+// The most micro-batches a replica runs in a step in the plans the search builds (the schedule's
+// event simulation grows with them): micro-batches grow past 8 sequences to stay under it.
+inline constexpr int64_t kMaxSearchedMicrobatches = 4096;
 
 // Searches the plans of `model` on `cluster` that keep the constraints (and that the framework
 // runs): every mesh in the default mesh_order, then other layouts (OtherOrders) of the meshes of

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -137,6 +138,8 @@ int RunTrainCommand(const TrainCommandOptions& a) {
   if (a.steps < 1) throw InputError("--steps", std::to_string(a.steps), "1 or more");
   std::string text(ShippedCorpus());
   if (!a.corpus.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(a.corpus, ec)) throw InputError("--corpus " + a.corpus, "is a directory", "a text file", "name a file inside it");
     std::ifstream in(a.corpus, std::ios::binary);
     if (!in) throw InputError("--corpus " + a.corpus, "cannot be read", "a text file", "check the path");
     std::ostringstream all;

@@ -94,12 +94,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   const int64_t devices = plan.mesh.Product();
   std::vector<ExposedByKind> stage_exposed(static_cast<size_t>(p));
   // Micro-batches per direction (DualPipe splits them over two).
-  std::vector<int64_t> per_direction(program.layout.paths.size(), 0);
-  if (per_direction.size() == 1) {
-    per_direction[0] = m;
-  } else {
-    for (int64_t mb = 0; mb < m; ++mb) ++per_direction[static_cast<size_t>(strategies::DirectionOf(program, mb, m))];
-  }
+  const std::vector<int64_t> per_direction = strategies::MicrobatchesPerDirection(program, m);
   std::vector<double> stage_compute(static_cast<size_t>(p), 0), stage_borrowed(static_cast<size_t>(p), 0);
   struct StepCollective {
     const Op* op;

@@ -157,9 +157,8 @@ double PipelineBufferBytes(const StepProgram& program, int64_t stage_index, doub
   const std::string mode = PipelineBuffersOf(program.plan);
   if (program.layout.stages == 1 || mode == "per-transfer") return 0;
   const Stage& stage = program.stages[static_cast<size_t>(stage_index)];
-  std::map<int64_t, double> per_direction;  // micro-batches taking each direction
-  const int64_t round = ScheduleRound(program);
-  for (int64_t mb = 0; mb < round; ++mb) per_direction[DirectionOf(program, mb, round)] += 1;
+  // Micro-batches taking each direction, in one schedule.
+  const std::vector<int64_t> per_direction = MicrobatchesPerDirection(program, ScheduleRound(program));
   const double boundary = program.pipeline_send.comm_bytes;  // one micro-batch's stage input or output
   const double kept_input = KeptShare(program.plan.recompute, LayerTensor::kInput, program.model, program.plan);
   const double logit_bytes = ActivationBytes(program.plan.dtype);
@@ -168,7 +167,7 @@ double PipelineBufferBytes(const StepProgram& program, int64_t stage_index, doub
   std::vector<double> n(stage.chunks.size(), 0);
   for (size_t c = 0; c < stage.chunks.size(); ++c) {
     const ChunkLayout& chunk = stage.chunks[c].layout;
-    n[c] = per_direction[chunk.direction];
+    n[c] = static_cast<double>(per_direction[static_cast<size_t>(chunk.direction)]);
     if (!chunk.embedding) {
       bytes += n[c] * boundary;
       inputs[c] = kept_input * boundary;

@@ -54,6 +54,9 @@ class Schedule {
   virtual int64_t DirectionOf(int64_t /*stages*/, int64_t /*mb*/, int64_t /*microbatches*/) const {
     return 0;
   }
+  // How many of the first `count` micro-batches of `microbatches` take each direction (DirectionOf,
+  // counted without visiting each).
+  virtual std::vector<int64_t> DirectionCounts(int64_t /*stages*/, int64_t count, int64_t /*microbatches*/) const { return {count}; }
   // Where chunk `chunk` of `stage` sits. Default: Megatron's interleaving, chunk c of stage s at
   // position c x stages + s.
   virtual ChunkPlace Place(int64_t stages, int64_t /*chunks*/, int64_t stage, int64_t chunk) const {

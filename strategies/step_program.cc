@@ -92,6 +92,18 @@ int64_t DirectionOf(const StepProgram& program, int64_t mb, int64_t microbatches
   return program.schedule->DirectionOf(program.layout.stages, mb % round, round);
 }
 
+std::vector<int64_t> MicrobatchesPerDirection(const StepProgram& program, int64_t microbatches) {
+  const int64_t round = ScheduleRound(program, microbatches);
+  std::vector<int64_t> counts(std::max<size_t>(1, program.layout.paths.size()), 0);
+  const int64_t stages = program.layout.stages;
+  auto add = [&](const std::vector<int64_t>& part, int64_t times) {
+    for (size_t d = 0; d < part.size() && d < counts.size(); ++d) counts[d] += part[d] * times;
+  };
+  add(program.schedule->DirectionCounts(stages, round, round), microbatches / round);
+  if (microbatches % round != 0) add(program.schedule->DirectionCounts(stages, microbatches % round, round), 1);
+  return counts;
+}
+
 Op ComputeOp(std::string name, Phase phase, ComputeKind kind, double flops, double bytes) {
   Op op;
   op.name = std::move(name);

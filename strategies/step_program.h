@@ -174,6 +174,9 @@ int64_t ScheduleRound(const StepProgram& program, int64_t count = -1);
 std::vector<Task> StageTasks(const StepProgram& program, int64_t stage, int64_t microbatches = -1);
 // The direction micro-batch `mb` of `microbatches` takes (its place in its schedule round).
 int64_t DirectionOf(const StepProgram& program, int64_t mb, int64_t microbatches);
+// How many of the program's first `microbatches` micro-batches take each of its paths' directions
+// (DirectionOf of each, summed over whole rounds and the part of one: no visit per micro-batch).
+std::vector<int64_t> MicrobatchesPerDirection(const StepProgram& program, int64_t microbatches);
 
 std::string ToString(Stream stream);
 std::string ToString(Phase phase);

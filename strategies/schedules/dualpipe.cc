@@ -23,6 +23,11 @@ class DualPipe final : public Schedule {
   int64_t DirectionOf(int64_t stages, int64_t mb, int64_t m) const override {
     return stages > 1 && mb >= m / 2 ? 1 : 0;
   }
+  std::vector<int64_t> DirectionCounts(int64_t stages, int64_t count, int64_t m) const override {
+    if (stages <= 1) return {count};
+    const int64_t first = std::min(count, m / 2);
+    return {first, count - first};
+  }
   ChunkPlace Place(int64_t stages, int64_t, int64_t stage, int64_t chunk) const override {
     return chunk == 0 ? ChunkPlace{0, stage} : ChunkPlace{1, stages - 1 - stage};
   }

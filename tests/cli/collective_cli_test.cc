@@ -59,7 +59,7 @@ TEST(CliCollectiveTest, BadInputIsNamed) {
   };
   EXPECT_TRUE(IsInputError(run({"--op", "all-reduse", "--devices", "8"}), {"--op", "did you mean 'all-reduce'"}));
   EXPECT_TRUE(IsInputError(run({"--op", "all-reduce", "--devices", "8", "--algorithm", "rng"}), {"--algorithm", "did you mean 'ring'"}));
-  EXPECT_TRUE(IsInputError(run({"--op", "all-reduce", "--devices", "32"}), {"--devices 32", "larger than the cluster", "1 to 16"}));
+  EXPECT_TRUE(IsInputError(run({"--op", "all-reduce", "--devices", "32"}), {"--devices 32", "larger than the cluster", "2 to 16"}));
   EXPECT_TRUE(IsInputError(run({"--op", "all-reduce", "--mesh", "data=2,tensor=8", "--axes", "expert"}), {"--axes", "'expert' is not in the mesh"}));
   EXPECT_TRUE(IsInputError(run({"--op", "all-reduce", "--mesh", "data=4,tensor=8", "--axes", "tensor"}), {"--mesh", "32 devices", "16"}));
   EXPECT_TRUE(IsInputError(run({"--op", "all-reduce"}), {"no group given", "--devices"}));

@@ -1,10 +1,12 @@
 // Command-line mistakes a user makes first, each one line naming what is wrong: a mistyped
 // option with the closest the subcommand has, a mistyped name before a missing plan, a dtype the
 // chip cannot train in with the ones it can, token counts whose suffixes differ between flags.
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/cli/cli_test_util.h"
 
@@ -46,6 +48,60 @@ TEST(CommandLineErrorsTest, TooFewTrainingTokensAreCountedExactly) {
   EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set", "global_batch_size=8",
                                         "--set", "seq_len=4096", "--train-tokens", "0.5"}),
                            {"0.5 tokens is less than one step's 32768"}));
+}
+
+// What CLI11 refuses is said in the project's form: the flag, what is wrong, what is valid.
+TEST(CommandLineErrorsTest, CommandLineRefusalsSayWhatIsValid) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "llama3-8b", "--seq-len", "4k"}), {"--seq-len: '4k' is not a number", "valid: 1 to 1073741824"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--top", "0"}), {"--top: '0' is out of range", "valid: 1 to"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--global-batch-tokens", "1M", "--global-batch-tokens", "2M"}),
+                           {"--global-batch-tokens: given 2 times", "valid: once"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({}), {"no subcommand given", "valid: presets, describe", "shardsim --help"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"presets", "extra"}), {"presets: unexpected argument 'extra'", "valid: the options --help, --json"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--seq-len"}), {"--seq-len: needs a value", "valid: a whole number from 1 to 1073741824"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--device", "cud"}), {"--device: 'cud' is not one of them", "'cuda'", "valid: cpu, cuda"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--checkpoint-every", "1"}), {"--checkpoint-every: needs --checkpoint", "valid:"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--dump-program", "--train-tokens", "1T"}), {"--dump-program: not with --train-tokens", "valid:"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--plot", "p.png"}), {"--plot", "'p.png' is named .png but is written as svg", "valid: a path ending in .svg"}));
+  // validate takes run's two launch overrides its refusals name.
+  EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--skip-memory-check", "--many-ranks"}), {"validate: needs"}));
+}
+
+TEST_F(CliTest, FilesThatAreNotWhatTheFlagTakesAreNamedAsSuch) {
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", PathOf("none/config.json")}), {"file not found", "valid: a preset (", "Hugging Face config.json"}));
+  const std::string hf = WriteJson("config.json", {{"num_hidden_layers", 2}, {"hidden_size", 64}});
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model", hf}), {"/model_type: missing", "valid: llama, mistral"}));
+  const std::string model = PathOf("model.json");
+  ASSERT_EQ(RunShardsim({"describe", "--model", "tiny-dense", "--write-model", model}).exit_code, 0);
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", model}), {"/chip: missing required key 'chip': this is a model file", "valid: a cluster JSON"}));
+  // A preset's name on a topology edited to another size.
+  const std::string cluster = PathOf("cluster.json");
+  ASSERT_EQ(RunShardsim({"describe", "--cluster", "dgx-h100:64", "--write-cluster", cluster}).exit_code, 0);
+  nlohmann::json edited = nlohmann::json::parse(std::ifstream(cluster));
+  edited["topology"]["devices_per_node"] = 3;
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--cluster", WriteJson("edited.json", edited)}),
+                           {"/name: 'dgx-h100:64' names 64 devices but the file's topology holds 24", "rename"}));
+  EXPECT_EQ(RunShardsim({"describe", "--cluster", cluster}).exit_code, 0);
+  const std::string hosts = Write("hosts.txt", "localhost slots=2 max_slots=1\n");
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--set", "mesh.data=2", "--set", "global_batch_size=8", "--set", "seq_len=256",
+                                        "--hostfile", hosts}),
+                           {"hosts.txt:1: max_slots=1 is below slots=2", "valid: max_slots at least slots"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--set", "mesh.data=2", "--set", "global_batch_size=8", "--set", "seq_len=256",
+                                        "--corpus", dir_.path().string()}),
+                           {"--corpus", "is a directory", "valid: a text file"}));
+}
+
+// A dump of every pipeline task is bounded (docs/cli.md, Limits); the estimate itself is not.
+TEST(CommandLineErrorsTest, AStepProgramDumpIsBoundedBeforeItIsMade) {
+  const std::vector<std::string> plan = {"--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.pipeline=2", "--set", "mesh.data=4",
+                                         "--set", "global_batch_size=4000000", "--set", "seq_len=1"};
+  std::vector<std::string> dump = {"estimate", "--dump-program", "--json"};
+  dump.insert(dump.end(), plan.begin(), plan.end());
+  EXPECT_TRUE(IsInputError(RunShardsim(dump), {"--dump-program: the program has 4 M pipeline tasks", "2 stages x 1000000 micro-batches", "valid: at most 1.049 M"}));
+  std::vector<std::string> estimate = {"estimate"};
+  estimate.insert(estimate.end(), plan.begin(), plan.end());
+  const CliResult r = RunShardsim(estimate);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace

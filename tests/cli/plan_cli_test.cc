@@ -174,6 +174,20 @@ TEST_F(CliPlanTest, NothingFitsSaysSoAndHowManyDevices) {
   for (const json& miss : out["nearest_misses"]) EXPECT_GT(miss["needed_bytes_per_device"].get<double>(), out["max_memory_bytes_per_device"].get<double>());
 }
 
+// A batch of so many sequences that the search's cap on micro-batches makes them too large to fit
+// says so; fixing a smaller micro-batch searches it (quickly: no work per micro-batch).
+TEST_F(CliPlanTest, TheMicroBatchCapIsNamedWhereItLeavesNothing) {
+  const std::vector<std::string> args = {"plan", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--global-batch-tokens", "1T", "--seq-len", "1"};
+  const CliResult capped = RunShardsim(args);
+  EXPECT_EQ(capped.exit_code, 3) << capped.err;
+  EXPECT_NE(capped.out.find("at most 4096 micro-batches a replica a step"), std::string::npos) << capped.out;
+  std::vector<std::string> fixed = args;
+  fixed.insert(fixed.end(), {"--set", "micro_batch_size=1", "--json"});
+  json out;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(fixed), &out));
+  EXPECT_EQ(out["plans"][0]["plan"]["micro_batch_size"].get<int64_t>(), 1);
+}
+
 // A fixed schedule asks for pipeline stages: where the fixed axes leave no room for them, the
 // error names the schedule (the axes alone would run); where the axes alone fail, the axes.
 TEST_F(CliPlanTest, FixedScheduleWithoutRoomForStagesNamesTheSchedule) {
@@ -315,7 +329,7 @@ TEST_F(CliPlanTest, RefineTakesTheSimulationLimits) {
   EXPECT_NE(out["refine_failed"][0]["error"].get<std::string>().find("--max-seconds"), std::string::npos) << out.dump();
   const CliResult alone = RunShardsim(SmallPlan({"--max-seconds", "5"}));
   EXPECT_EQ(alone.exit_code, 2);
-  EXPECT_NE(alone.err.find("--max-seconds requires --refine"), std::string::npos) << alone.err;
+  EXPECT_NE(alone.err.find("--max-seconds: needs --refine"), std::string::npos) << alone.err;
 }
 
 TEST_F(CliPlanTest, RefineTableHasOneRowPerPlan) {

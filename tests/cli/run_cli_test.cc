@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -131,7 +132,11 @@ TEST_F(RunCliTest, PlotOverlaysTheRunWithEarlierOnes) {
   EXPECT_TRUE(IsInputError(RunShardsim({"run", "--plot", PathOf("x.svg"), "--compare", PathOf("missing.json")}), {"missing.json"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", two, "--plot", "/nonexistent/x.svg"}), {"--plot"}));
   // The plot may not replace a compared report; reports of another model are not compared.
-  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--plot", reference, "--compare", reference}), {"--plot", "would replace it"}));
+  // (a report named without an extension: one named .json is no SVG name to begin with)
+  const std::string bare = PathOf("one_rank_report");
+  std::filesystem::copy_file(reference, bare);
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--plot", bare, "--compare", bare}), {"--plot", "would replace it"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--plot", reference, "--compare", reference}), {"--plot", "is named .json but is written as svg"}));
   json other = json::parse(first.out);
   other["model"] = "tiny-moe";
   const std::string moe = PathOf("moe.json");

@@ -236,11 +236,16 @@ TEST_F(RunFaultTest, ValuesOutOfRangeAreRefusedBeforeLaunching) {
 }
 
 TEST_F(RunFaultTest, RuntimeArgumentErrorsAreOneLine) {
-  const CliResult r = RunShardsim({"run", "--model", "tiny-dense", "--plan", Write("p.json", R"({"mesh": {"data": 2}, "global_batch_size": 4, "seq_len": 64})"),
-                                   "--steps", "1", "--corpus", PathOf("missing.txt")});
+  // A corpus the runtime reads and finds too short for the sequences: its one line passed on.
+  const std::string plan = Write("p.json", R"({"mesh": {"data": 2}, "global_batch_size": 4, "seq_len": 64})");
+  const CliResult r = RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "1", "--corpus", Write("short.txt", "too short")});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("shardsim-runtime: error: --corpus"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("too few for sequences of 64"), std::string::npos) << r.err;
+  // A missing one is refused before anything is launched.
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--plan", plan, "--steps", "1", "--corpus", PathOf("missing.txt")}),
+                           {"--corpus", "missing.txt: file not found"}));
 }
 
 // Faults mid-run (a rank killed by SIGKILL, shardsim sent SIGTERM) leave the last complete

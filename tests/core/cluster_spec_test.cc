@@ -247,7 +247,7 @@ TEST(ClusterInputsTest, ClusterSizeOfKeepsWhatWasGiven) {
     EXPECT_FALSE(ClusterSizeOf(path, LoadCluster(path)).has_value()) << name;
   }
   // A file not named .json: FILE.json:SIZE cannot name it.
-  fitted.name = "tpu-v5p:8x8x8";
+  fitted.name = "tpu-v5p:8x8x8,slices=2";
   const std::string bare = testing::TempDir() + "/size_of_fitted_cluster";
   std::ofstream(bare) << ClusterToJson(fitted).dump();
   EXPECT_FALSE(ClusterSizeOf(bare, LoadCluster(bare)).has_value());
@@ -255,6 +255,17 @@ TEST(ClusterInputsTest, ClusterSizeOfKeepsWhatWasGiven) {
   fitted.system = "custom";
   EXPECT_FALSE(ClusterSizeOf(path, fitted).has_value());
   EXPECT_FALSE(ClusterSizeOf("local", ParseClusterPreset("local", "--cluster")).has_value());
+  // A preset's name on a topology of another size is refused, naming the file's /name.
+  fitted.system = "tpu-v5p";
+  fitted.name = "tpu-v5p:8x8x8";
+  std::ofstream(path) << ClusterToJson(fitted).dump();
+  try {
+    LoadCluster(path);
+    ADD_FAILURE() << "a name of 512 chips on a topology of 1024 was taken";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), path + ":/name");
+    EXPECT_NE(std::string(e.what()).find("names 512 devices but the file's topology holds 1024"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

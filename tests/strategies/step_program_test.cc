@@ -384,6 +384,18 @@ TEST(StepProgramTest, DualPipeRunsBothDirections) {
   }
   EXPECT_EQ(down, 8);
   EXPECT_EQ(up, 8);
+  // The directions' counts, summed without a visit per micro-batch, are the visits' (whole
+  // schedules and part of one, in rounds).
+  for (int64_t rounds : {1, 2, 4}) {
+    PlanSpec r = p;
+    r.pipeline_rounds = rounds;
+    const StepProgram program = BuildStep(m, r);
+    for (int64_t count : {int64_t{1}, int64_t{3}, program.microbatches / 2 + 1, program.microbatches}) {
+      std::vector<int64_t> visited(2, 0);
+      for (int64_t mb = 0; mb < count; ++mb) ++visited[static_cast<size_t>(DirectionOf(program, mb, count))];
+      EXPECT_EQ(MicrobatchesPerDirection(program, count), visited) << rounds << " rounds, " << count << " micro-batches";
+    }
+  }
 }
 
 std::vector<const Op*> StepCollectives(const StepProgram& program, size_t stage) {
