@@ -2,6 +2,7 @@
 #include "cli/app.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -64,7 +65,8 @@ CLI::Validator PositiveUpTo(double max, const std::string& unit) {
 CLI::Validator NamedAs(const std::string& extension) {
   return Parses(
       [extension](const std::string& text) {
-        const std::string given = std::filesystem::path(text).extension().string();
+        std::string given = std::filesystem::path(text).extension().string();
+        std::transform(given.begin(), given.end(), given.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
         if (!given.empty() && given != extension) {
           throw InputError("", "'" + text + "' is named " + given + " but is written as " + extension.substr(1), "a path ending in " + extension,
                            "name it FILE" + extension);
@@ -165,7 +167,7 @@ int Run(int argc, char** argv) {
   collective_cmd->add_option("--op", collective.op, "all-gather, reduce-scatter, all-reduce, all-to-all, broadcast or permute");
   collective_cmd->add_option("--bytes", collective.bytes, "sizes, e.g. 8,1M,1G (K, M, G, T: x1024; KB, MB, GB: x1000)");
   collective_cmd->add_option("--devices", collective.devices, "the group: the first N devices in the cluster's device order")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 24));
   collective_cmd->add_option("--mesh", collective.mesh, "the group(s): a mesh over all devices, e.g. data=8,tensor=8 ...");
   collective_cmd->add_option("--axes", collective.axes, "... and the axes each group runs along, e.g. tensor or data,fsdp");
   collective_cmd->add_option("--algorithm", collective.algorithm, "auto (default), ring, bidirectional-ring, torus, hierarchical, tree, nvls, sharp, direct");
@@ -234,7 +236,7 @@ int Run(int argc, char** argv) {
   run_cmd->add_option("--corpus", run.corpus, "train on this text file instead of the shipped corpus");
   CLI::Option* checkpoint_opt = run_cmd->add_option("--checkpoint", run.checkpoint, "write a sharded checkpoint into this folder after the last step");
   run_cmd->add_option("--checkpoint-every", run.checkpoint_every, "... and every N steps, each save replacing the last only once complete")
-      ->check(CLI::NonNegativeNumber)
+      ->check(Parses([](const std::string& text) { ParseInteger(text, "", 0, std::numeric_limits<int32_t>::max()); }, "0 or more"))
       ->needs(checkpoint_opt);
   run_cmd->add_option("--resume", run.resume, "continue from the checkpoint in this folder (same model and plan)");
   run_cmd->add_option("--plot", run.plot, "write the loss per step as an SVG, with the --compare runs overlaid")->check(NamedAs(".svg"));

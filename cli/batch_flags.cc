@@ -50,7 +50,7 @@ void ApplyBatchFlags(const BatchFlags& flags, Inputs& inputs) {
     const int64_t tokens = ParseTokensPerStep(flags.global_batch_tokens, "--global-batch-tokens");
     const int64_t seq_len = flags.seq_len != 0 ? flags.seq_len : PlanSeqLen(inputs);
     if (seq_len < 1) {
-      throw InputError("--global-batch-tokens", "needs a sequence length to count sequences", "", "add --seq-len S (or seq_len in the plan)");
+      throw InputError("--global-batch-tokens", "needs a sequence length to count sequences", "--seq-len S beside it, or seq_len in the plan", "add --seq-len S (or seq_len in the plan)");
     }
     if (tokens % seq_len != 0) {
       const int64_t below = tokens / seq_len * seq_len, above = below + seq_len;

@@ -37,7 +37,7 @@ namespace {
 
 // The GPU is measured by shardsim-gpu (cuda/), built next to this program where nvcc was found.
 int CalibrateGpu(const CalibrateOptions& o) {
-  if (!o.hostfile.empty()) throw InputError("--hostfile", "not with --device cuda", "", "run shardsim calibrate --device cuda on each GPU machine");
+  if (!o.hostfile.empty()) throw InputError("--hostfile", "not with --device cuda", "--hostfile with --device cpu", "run shardsim calibrate --device cuda on each GPU machine");
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::filesystem::path gpu = self.parent_path() / "shardsim-gpu";
@@ -58,12 +58,12 @@ int CalibrateGpu(const CalibrateOptions& o) {
 int RunCalibrate(const CalibrateOptions& options, std::ostream& out) {
   if (!options.out_dir.empty() || options.no_fit || options.catalogue) {
     const std::string flag = options.no_fit ? "--no-fit" : options.catalogue ? "--catalogue" : "--out-dir";
-    throw InputError(flag, "only with --from-runs", "", "calibrate --from-runs runs.json " + flag + (flag == "--out-dir" ? " DIR" : ""));
+    throw InputError(flag, "only with --from-runs", "with --from-runs FILE", "calibrate --from-runs runs.json " + flag + (flag == "--out-dir" ? " DIR" : ""));
   }
   CalibrateOptions o = options;
   if (o.out.empty()) o.out = "cluster.json";
   if (o.device == "cuda") return CalibrateGpu(o);
-  if (o.repeats < 1 || o.repeats > 20) throw InputError("--repeats", std::to_string(o.repeats), "1 to 20");
+  if (o.repeats < 1 || o.repeats > 20) throw InputError("--repeats", std::to_string(o.repeats) + " measurements", "1 to 20", "the default, 3, reports their spread");
   const CalibrationJob job = CalibrationJobFor(o.hostfile);
   // Checked before the measurement, without creating the file: shardsim-runtime writes it at the
   // end (core/output_file.h), so a failed calibration leaves no empty or partial cluster JSON.

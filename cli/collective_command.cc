@@ -29,7 +29,7 @@ struct Groups {
 Groups ResolveGroups(const CollectiveOptions& o, const topologies::Cluster& cluster) {
   const int64_t devices = cluster.num_devices();
   if (o.devices > 0 && (!o.mesh.empty() || !o.axes.empty())) {
-    throw InputError("--devices", "give either --devices N or --mesh SPEC --axes A, not both", "", "--devices takes the first N devices");
+    throw InputError("--devices", "give either --devices N or --mesh SPEC --axes A, not both", "one of them", "--devices takes the first N devices");
   }
   Groups groups;
   if (o.devices > 0) {
@@ -120,7 +120,7 @@ std::string Rate(double bytes_per_s) {
 }  // namespace
 
 int RunCollective(const CollectiveOptions& o, std::ostream& out) {
-  if (o.cluster.empty()) throw InputError("collective", "needs --cluster", "", "e.g. --cluster dgx-h100:8");
+  if (o.cluster.empty()) throw InputError("collective", "needs --cluster", "--cluster C (shardsim presets)", "e.g. --cluster dgx-h100:8");
   if (o.op.empty()) throw InputError("collective", "needs --op", JoinNames(sim::CollectiveOpNames()));
   if (o.bytes.empty()) throw InputError("collective", "needs --bytes", "sizes such as 8,1M,1G");
   const sim::CollectiveOp op = sim::ParseCollectiveOp(o.op, "--op");

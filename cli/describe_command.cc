@@ -257,9 +257,9 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
   std::optional<std::vector<topologies::AxisLinks>> axes;
   std::string mesh_text;
   if (!o.mesh.empty() || plan) {
-    if (!cluster) throw InputError("--mesh " + o.mesh, "needs --cluster", "", "add --cluster C");
+    if (!cluster) throw InputError("--mesh " + o.mesh, "needs --cluster", "--mesh with --cluster", "add --cluster C");
     MeshShape shape = plan ? plan->mesh : ParseMeshSpec(o.mesh, "--mesh " + o.mesh);
-    if (!o.mesh.empty() && plan) throw InputError("--mesh " + o.mesh, "give either --mesh or a plan, not both", "", "drop --mesh; the plan's mesh is shown");
+    if (!o.mesh.empty() && plan) throw InputError("--mesh " + o.mesh, "give either --mesh or a plan, not both", "one of them", "drop --mesh; the plan's mesh is shown");
     if (shape.Product() != DeviceCount(*cluster)) {
       throw InputError("--mesh " + o.mesh, "mesh " + DescribeMesh(shape) + " has " + std::to_string(shape.Product()) + " devices but " +
                                              cluster->name + " has " + std::to_string(DeviceCount(*cluster)),
@@ -271,9 +271,9 @@ int RunDescribe(const DescribeOptions& o, std::ostream& out) {
   }
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : plan ? plan->seq_len : model ? model->max_seq_len : 0;
 
-  if (!model && !o.write_model.empty()) throw InputError("--write-model", "needs --model", "", "add --model M");
-  if (!cluster && !o.write_cluster.empty()) throw InputError("--write-cluster", "needs --cluster", "", "add --cluster C");
-  if (!plan && !o.write_plan.empty()) throw InputError("--write-plan", "needs --plan or --set", "", "add --plan P");
+  if (!model && !o.write_model.empty()) throw InputError("--write-model", "needs --model", "--write-model with --model", "add --model M");
+  if (!cluster && !o.write_cluster.empty()) throw InputError("--write-cluster", "needs --cluster", "--write-cluster with --cluster", "add --cluster C");
+  if (!plan && !o.write_plan.empty()) throw InputError("--write-plan", "needs --plan or --set", "--write-plan with a plan", "add --plan P");
   // Every output is checked before any is written, so a bad one leaves the others unwritten too.
   const std::pair<const std::string&, const char*> outputs[] = {
       {o.write_model, "--write-model"}, {o.write_cluster, "--write-cluster"}, {o.write_plan, "--write-plan"}};

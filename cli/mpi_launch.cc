@@ -120,7 +120,7 @@ int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, c
                      "build it (make build: build/bin/shardsim-runtime), and keep build/bin's programs together");
   }
   const std::string mpirun = FindOnPath("mpirun");
-  if (mpirun.empty()) throw InputError("mpirun", "is not on PATH", "", "install OpenMPI: apt-get install openmpi-bin");
+  if (mpirun.empty()) throw InputError("mpirun", "is not on PATH", "Open MPI's mpirun on PATH", "install OpenMPI: apt-get install openmpi-bin");
   std::vector<std::string> args = {mpirun, "-n", std::to_string(ranks)};
   if (!hostfile.empty()) {
     CheckHostfileHolds(hostfile, ranks);

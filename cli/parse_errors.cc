@@ -29,6 +29,26 @@ bool IsNumber(const std::string& text) {
   return !text.empty() && end == text.c_str() + text.size();
 }
 
+bool IsWholeNumber(const std::string& text) {
+  const size_t digits = text.rfind('-', 0) == 0 ? 1 : 0;
+  return text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos;
+}
+
+// "'V' is out of range" for a number of the right kind, else what it is not.
+std::string RangeProblem(const std::string& value, const std::string& low, const std::string& high) {
+  const bool whole = IsWholeNumber(low) && IsWholeNumber(high);
+  if (whole ? IsWholeNumber(value) : IsNumber(value)) return "'" + value + "' is out of range";
+  return "'" + value + "' is not " + (whole ? "a whole number" : "a number");
+}
+
+// What option `name` of `command` takes, from its type (ValueKind) or, for text, its help line.
+std::string ValueOf(const CLI::App* command, const std::string& name, const std::string& type) {
+  const std::string kind = ValueKind(type);
+  if (kind != "a value" || command == nullptr) return kind;
+  const CLI::Option* opt = command->get_option_no_throw(name);
+  return opt != nullptr && !opt->get_description().empty() ? opt->get_description() : kind;
+}
+
 // The options of `sub` ("--model", ...), as a user types them.
 std::vector<std::string> OptionNames(const CLI::App& sub) {
   std::vector<std::string> known;
@@ -48,14 +68,18 @@ std::string ParseErrorLine(CLI::App& app, const CLI::ParseError& e, int argc, ch
   const CLI::App* command = sub.empty() ? nullptr : app.get_subcommand(sub);
   const std::vector<std::string> known = command ? OptionNames(*command) : std::vector<std::string>{};
   std::smatch m;
-  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr || message == "A subcommand is required") {
+    // Options the command line's own level has, where no subcommand came first.
+    const std::vector<std::string> options = command ? known : OptionNames(app);
     for (std::string arg : app.remaining(true)) {
-      if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
+      if (arg.size() > 1 && arg[0] == '-' && !IsNumber(arg)) {  // an option; "-1" is a value
         arg = arg.substr(0, arg.find('='));
-        if (std::find(known.begin(), known.end(), arg) != known.end()) continue;
-        const std::string suggestion = DidYouMean(arg, known);
-        return InputError(sub, "unknown option '" + arg + "'" + (suggestion.empty() ? "" : "; " + suggestion), JoinNames(known), help).what();
+        if (std::find(options.begin(), options.end(), arg) != options.end()) continue;
+        const std::string suggestion = DidYouMean(arg, options);
+        return InputError(sub, "unknown option '" + arg + "'" + (suggestion.empty() ? "" : "; " + suggestion),
+                          command ? JoinNames(options) : "a subcommand first, then its options", help).what();
       }
+      if (message == "A subcommand is required") break;
       return InputError(sub.empty() ? "shardsim" : sub, "unexpected argument '" + arg + "'", known.empty() ? "a subcommand" : "the options " + JoinNames(known),
                         "a value goes right after its option (--model llama3-8b); " + help)
           .what();
@@ -70,11 +94,20 @@ std::string ParseErrorLine(CLI::App& app, const CLI::ParseError& e, int argc, ch
     return InputError(m[1], "given " + m[3].str() + " times", m[2] == "1" ? "once" : "at most " + m[2].str() + " times", "keep the one you mean").what();
   }
   if (std::regex_match(message, m, std::regex(R"((\S+): \d+ required (.+) missing)"))) {
-    return InputError(m[1], "needs a value", ValueKind(m[2]), "put the value right after it (" + m[1].str() + " VALUE)").what();
+    return InputError(m[1], "needs a value", ValueOf(command, m[1], m[2]), "put the value right after it (" + m[1].str() + " VALUE)").what();
   }
   if (std::regex_match(message, m, std::regex(R"((\S+): Value (.*) not in range (.+) to (.+))"))) {
-    const std::string value = m[2];
-    return InputError(m[1], "'" + value + "' is " + (IsNumber(value) ? "out of range" : "not a number"), m[3].str() + " to " + m[4].str(), help).what();
+    return InputError(m[1], RangeProblem(m[2], m[3], m[4]), m[3].str() + " to " + m[4].str(), help).what();
+  }
+  // A value CLI11 could not read as the option's type ("--steps abc").
+  if (std::regex_match(message, m, std::regex(R"(Could not convert: (\S+) = (.*))"))) {
+    const CLI::Option* opt = command ? command->get_option_no_throw(m[1]) : nullptr;
+    if (opt != nullptr && opt->get_expected_max() == 0) return InputError(m[1], "is a switch and takes no value", m[1].str() + " alone", "leave the value out").what();
+    const std::string kind = opt ? ValueKind(opt->get_type_name()) : "a value of its kind";
+    return InputError(m[1], "'" + m[2].str() + "' is not " + kind, kind, help).what();
+  }
+  if (std::regex_match(message, m, std::regex(R"((\S+): Should be true/false or a number)"))) {
+    return InputError(m[1], "is a switch and takes no value", m[1].str() + " alone", "leave the value out").what();
   }
   if (std::regex_match(message, m, std::regex(R"((\S+): (.*) not in \{(.*)\})"))) {
     std::vector<std::string> values;

@@ -53,7 +53,7 @@ void ResolveBatch(const PlanOptions& o, const planner::PlanConstraints& fixed, i
 }  // namespace
 
 int RunPlan(const PlanOptions& o, std::ostream& out) {
-  if (o.model.empty() || o.cluster.empty()) throw InputError("plan", "needs --model and --cluster", "", "e.g. --model llama3-8b --cluster dgx-h100:64");
+  if (o.model.empty() || o.cluster.empty()) throw InputError("plan", "needs --model and --cluster", "--model M --cluster C (shardsim presets lists both)", "e.g. --model llama3-8b --cluster dgx-h100:64");
   const ModelSpec model = LoadModel(o.model);
   const ClusterSpec cluster = LoadCluster(o.cluster);
   PlanFindings f(model, cluster, o);

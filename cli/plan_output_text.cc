@@ -123,8 +123,8 @@ void PrintNothingFits(const PlanFindings& f, const Writer& w) {
            std::to_string(r.unsupported) + " that split this batch over these devices. Try another device count or batch, or search without --framework.");
   }
   if (r.capped_microbatch > 0) {
-    w.Line("The search runs at most " + std::to_string(planner::kMaxSearchedMicrobatches) + " micro-batches a replica a step, so this batch made micro-batches of " +
-           std::to_string(r.capped_microbatch) + " sequences or more; fix a smaller one with --set micro_batch_size=N to search it, or use a smaller batch.");
+    w.Line("The search runs at most " + std::to_string(planner::kMaxSearchedMicrobatches) + " micro-batches a replica a step: on the meshes that cap bound, " +
+           "micro-batches of " + std::to_string(r.capped_microbatch) + " sequences or more; fix a smaller one with --set micro_batch_size=N to search it, or use a smaller batch.");
   }
   if (f.smallest) {
     const planner::SmallestFit& s = *f.smallest;

@@ -106,7 +106,7 @@ void PrintRunLines(const nlohmann::json& report, bool shown, std::ostream& out) 
                                     : CpuMedianLine(median, rate, report.at("blas").get<std::string>()))
       << "\n";
 } catch (const nlohmann::json::exception& e) {
-  throw InputError("shardsim-runtime's report", std::string("lacks a field of its text lines: ") + e.what(), "", "a report of this build's runtime");
+  throw InputError("shardsim-runtime's report", std::string("lacks a field of its text lines: ") + e.what(), "the report this build's runtime writes", "run shardsim-runtime from the same build as shardsim");
 }
 
 }  // namespace
@@ -123,7 +123,7 @@ int RunRun(const RunOptions& o, std::ostream& out) {
     throw InputError("run", "needs --model and a plan", "--model M with --plan FILE and/or --set key=value",
                      "e.g. shardsim run --model tiny-dense --set mesh.data=2 --set global_batch_size=8 --set seq_len=256");
   }
-  if (o.steps < 1) throw InputError("--steps", std::to_string(o.steps), "1 or more", "the training steps to run (default 10)");
+  if (o.steps < 1) throw InputError("--steps", std::to_string(o.steps) + " steps", "1 or more", "leave it out for 10");
   CheckLearningRate(o.lr, "--lr");
   CheckSeed(o.seed, "--seed");
   if (o.timeout_s != 0 && !(o.timeout_s > 0 && o.timeout_s <= kMaxRunTimeoutS)) {

@@ -51,7 +51,7 @@ std::vector<std::string> ValuesTheFrameworkRuns(planner::Framework framework, co
 }  // namespace
 
 StepInputs LoadStepInputs(const Inputs& o, const std::string& command) {
-  if (o.model.empty() || o.cluster.empty()) throw InputError(command, "needs --model and --cluster", "", "e.g. --model llama3-8b --cluster dgx-h100:8");
+  if (o.model.empty() || o.cluster.empty()) throw InputError(command, "needs --model and --cluster", "--model M --cluster C (shardsim presets lists both)", "e.g. --model llama3-8b --cluster dgx-h100:8");
   // The model and cluster first: a mistyped name is said before a missing plan.
   ModelSpec model = LoadModel(o.model);
   ClusterSpec cluster = LoadCluster(o.cluster);

@@ -38,7 +38,7 @@ std::string WorkDir(const std::string& keep) {
     return keep;
   }
   std::string pattern = (std::filesystem::temp_directory_path() / "shardsim-validate-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) throw InputError("validate", "cannot make a temporary folder", "", "check TMPDIR");
+  if (mkdtemp(pattern.data()) == nullptr) throw InputError("validate", "cannot make a temporary folder", "a writable TMPDIR (or /tmp)", "check TMPDIR");
   return pattern;
 }
 
@@ -95,7 +95,7 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     throw InputError("validate", "needs --model and a plan (--plan FILE and/or --set key=value)", "",
                      "e.g. shardsim validate --model tiny-dense --set mesh.data=2 --set global_batch_size=8 --set seq_len=256");
   }
-  if (o.steps < 2 || o.steps > 1000) throw InputError("--steps", std::to_string(o.steps), "2 to 1000 (the first is warm-up)");
+  if (o.steps < 2 || o.steps > 1000) throw InputError("--steps", std::to_string(o.steps) + " steps", "2 to 1000 (the first is warm-up)", "the default, 6, compares five steps");
   std::vector<std::string> overrides = o.overrides;
   std::vector<std::string> notes;
   PlanSpec plan = LoadPlan(o.plan, overrides);

@@ -143,7 +143,8 @@ std::optional<ClusterSpec> ResizedClusterFile(const std::string& arg) {
 // A cluster file named as a preset ("dgx-h100:64", as describe --write-cluster names it) whose
 // topology was edited to another size: every message would name the preset's size.
 void CheckNameMatchesTopology(const ClusterSpec& file, const std::string& path) {
-  if (!LooksLikeClusterPreset(file.name)) return;
+  // A name without a size ("local": this machine's cores) names no fixed count.
+  if (!LooksLikeClusterPreset(file.name) || file.name.find(':') == std::string::npos) return;
   int64_t named = 0;
   try {
     named = DeviceCount(ParseClusterPreset(file.name, path + ":/name"));

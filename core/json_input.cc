@@ -268,7 +268,8 @@ JsonReader::JsonReader(const json& value, std::string where, std::string pointer
     : value_(value), where_(std::move(where)), pointer_(std::move(pointer)) {
   if (!value_.is_object()) {
     throw InputError(where_ + ":" + (pointer_.empty() ? "/" : pointer_),
-                     "expected a JSON object, got " + JsonTypeName(value_), "an object {\"key\": value, ...}");
+                     "expected a JSON object, got " + JsonTypeName(value_), "an object {\"key\": value, ...}",
+                     "the docs of the flag that read it (docs/cli.md) show the object's keys");
   }
 }
 

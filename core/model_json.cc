@@ -68,6 +68,10 @@ json ModelToJson(const ModelSpec& m) {
 ModelSpec ModelFromJson(const json& value, const std::string& where) {
   JsonReader r(value, where);
   r.SetFieldDocs("shardsim describe --model llama3-8b --write-model F writes a model JSON to compare with");
+  if (value.is_object() && value.contains("chip") && value.contains("topology") && !value.contains("num_layers")) {
+    r.Fail("num_layers", "missing: this is a cluster file, not a model", "a model JSON: name, num_layers, hidden_size, num_heads, ...",
+           "shardsim describe --model llama3-8b --write-model F writes one to start from");
+  }
   ModelSpec m;
   m.name = r.String("name");
   if (m.name.empty()) r.Fail("name", "name must not be empty", "a short name such as 'my-7b'");

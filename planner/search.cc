@@ -249,7 +249,7 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
     // kMaxSearchedMicrobatches a step.
     int64_t smallest = 1;
     while (per_replica / smallest > kMaxSearchedMicrobatches) smallest *= 2;
-    if (smallest > 1 && !fixed.Fixes("micro_batch_size")) w.capped_microbatch = std::max(w.capped_microbatch, smallest);
+    if (smallest > 1 && !fixed.Fixes("micro_batch_size")) w.capped_microbatch = w.capped_microbatch > 0 ? std::min(w.capped_microbatch, smallest) : smallest;
     std::vector<int64_t> sizes;
     for (int64_t mbs = smallest; mbs <= std::max<int64_t>(8, smallest) && mbs <= per_replica; mbs *= 2) {
       if (per_replica % mbs == 0) sizes.push_back(mbs);
@@ -542,7 +542,7 @@ SearchResult Search(const ModelSpec& m, const ClusterSpec& c, const SearchOption
     result.evaluated += w.evaluated;
     result.over_limit += w.over_limit;
     result.unsupported += w.unsupported;
-    result.capped_microbatch = std::max(result.capped_microbatch, w.capped_microbatch);
+    if (w.capped_microbatch > 0) result.capped_microbatch = result.capped_microbatch > 0 ? std::min(result.capped_microbatch, w.capped_microbatch) : w.capped_microbatch;
     for (const auto& [gap, count] : w.gaps) gap_counts[gap] += count;
     for (const RankedPlan& p : w.pareto) AddToFrontier(result.pareto, p);
     for (Miss& miss : w.misses) result.nearest_misses.push_back(std::move(miss));

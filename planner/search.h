@@ -78,8 +78,8 @@ struct SearchResult {
   std::vector<std::pair<std::string, int64_t>> framework_gaps;  // the commonest reasons, with counts
   std::vector<RuleRefusal> rule_refusals;  // the plan rules' refusals by field, commonest first
   double max_memory_bytes = 0;          // the memory limit a plan had to fit
-  // The largest micro-batch (sequences) the search's cap of kMaxSearchedMicrobatches a replica
-  // made its smallest somewhere (0: the cap bound nowhere, or the plan fixes micro_batch_size).
+  // The least micro-batch (sequences) the search's cap of kMaxSearchedMicrobatches a replica made
+  // the smallest tried, over the meshes it bound (0: it bound none, or the plan fixes micro_batch_size).
   int64_t capped_microbatch = 0;
   double wall_s = 0;
 };

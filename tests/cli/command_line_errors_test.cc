@@ -52,7 +52,7 @@ TEST(CommandLineErrorsTest, TooFewTrainingTokensAreCountedExactly) {
 
 // What CLI11 refuses is said in the project's form: the flag, what is wrong, what is valid.
 TEST(CommandLineErrorsTest, CommandLineRefusalsSayWhatIsValid) {
-  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "llama3-8b", "--seq-len", "4k"}), {"--seq-len: '4k' is not a number", "valid: 1 to 1073741824"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--model", "llama3-8b", "--seq-len", "4k"}), {"--seq-len: '4k' is not a whole number", "valid: 1 to 1073741824"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--top", "0"}), {"--top: '0' is out of range", "valid: 1 to"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--global-batch-tokens", "1M", "--global-batch-tokens", "2M"}),
                            {"--global-batch-tokens: given 2 times", "valid: once"}));
@@ -63,6 +63,12 @@ TEST(CommandLineErrorsTest, CommandLineRefusalsSayWhatIsValid) {
   EXPECT_TRUE(IsInputError(RunShardsim({"run", "--model", "tiny-dense", "--checkpoint-every", "1"}), {"--checkpoint-every: needs --checkpoint", "valid:"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--dump-program", "--train-tokens", "1T"}), {"--dump-program: not with --train-tokens", "valid:"}));
   EXPECT_TRUE(IsInputError(RunShardsim({"plan", "--plot", "p.png"}), {"--plot", "'p.png' is named .png but is written as svg", "valid: a path ending in .svg"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "--seq-len", "1e3"}), {"--seq-len: '1e3' is not a whole number", "valid: 1 to"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--steps", "abc"}), {"--steps: 'abc' is not a whole number"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"run", "--checkpoint", "x", "--checkpoint-every", "-1"}), {"--checkpoint-every", "valid: 0 to 2147483647"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"--bogus", "estimate"}), {"unknown option '--bogus'", "valid: a subcommand first"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"estimate", "-m", "x"}), {"estimate: unknown option '-m'", "valid: --help, --model"}));
+  EXPECT_TRUE(IsInputError(RunShardsim({"describe", "--model"}), {"--model: needs a value", "valid: model: a preset"}));
   // validate takes run's two launch overrides its refusals name.
   EXPECT_TRUE(IsInputError(RunShardsim({"validate", "--skip-memory-check", "--many-ranks"}), {"validate: needs"}));
 }
@@ -97,7 +103,7 @@ TEST(CommandLineErrorsTest, AStepProgramDumpIsBoundedBeforeItIsMade) {
                                          "--set", "global_batch_size=4000000", "--set", "seq_len=1"};
   std::vector<std::string> dump = {"estimate", "--dump-program", "--json"};
   dump.insert(dump.end(), plan.begin(), plan.end());
-  EXPECT_TRUE(IsInputError(RunShardsim(dump), {"--dump-program: the program has 4 M pipeline tasks", "2 stages x 1000000 micro-batches", "valid: at most 1.049 M"}));
+  EXPECT_TRUE(IsInputError(RunShardsim(dump), {"--dump-program: the program has 6 M pipeline tasks", "2 stage(s) x 1000000 micro-batches", "valid: at most 1.049 M"}));
   std::vector<std::string> estimate = {"estimate"};
   estimate.insert(estimate.end(), plan.begin(), plan.end());
   const CliResult r = RunShardsim(estimate);
