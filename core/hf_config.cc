@@ -98,7 +98,7 @@ ModelSpec GptNeoX(JsonReader& r, const std::string& name) {
 MoeSpec LocalExpertsEveryLayer(JsonReader& r, int64_t width) {
   const int64_t experts = r.Int("num_local_experts", 1, kMaxModelExperts);
   return MoeSpec{.num_experts = experts,
-                 .top_k = r.Int("num_experts_per_tok", 1, experts),
+                 .top_k = r.Int("num_experts_per_tok", 1, std::min(kMaxModelTopK, experts)),
                  .num_shared_experts = 0,
                  .expert_ffn_hidden_size = width,
                  .first_dense_layers = 0,
@@ -204,7 +204,7 @@ ModelSpec NemotronH(JsonReader& r, const std::string& name) {
       r.Fail("moe_shared_expert_intermediate_size", "the shared experts' " + std::to_string(shared) + " columns are not a whole number of routed experts' " + std::to_string(width),
              "a multiple of moe_intermediate_size", "write the model as a shardsim model JSON (num_shared_experts counts experts of expert_ffn_hidden_size)");
     }
-    m.moe = MoeSpec{.num_experts = experts, .top_k = r.Int("num_experts_per_tok", 1, experts), .num_shared_experts = shared / width, .expert_ffn_hidden_size = width};
+    m.moe = MoeSpec{.num_experts = experts, .top_k = r.Int("num_experts_per_tok", 1, std::min(kMaxModelTopK, experts)), .num_shared_experts = shared / width, .expert_ffn_hidden_size = width};
     m.moe->latent_size = r.IntOr("moe_latent_size", 0, 0, kMaxModelWidth);
     ReadRoutingGroups(r, *m.moe);
   }
@@ -321,7 +321,7 @@ ModelSpec ModelFromHfConfig(const json& value, const std::string& where, const s
     if (r.Has("n_routed_experts")) {
       const int64_t experts = r.Int("n_routed_experts", 1, kMaxModelExperts);
       m.moe = MoeSpec{.num_experts = experts,
-                      .top_k = r.Int("num_experts_per_tok", 1, experts),
+                      .top_k = r.Int("num_experts_per_tok", 1, std::min(kMaxModelTopK, experts)),
                       .num_shared_experts = r.IntOr("n_shared_experts", 0, 0, kMaxModelExperts),
                       .expert_ffn_hidden_size = r.Int("moe_intermediate_size", 1, kMaxModelWidth),
                       .first_dense_layers = r.IntOr("first_k_dense_replace", 0, 0, m.num_layers - 1),

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "core/model_json.h"
 
 #include <nlohmann/json.hpp>
@@ -99,7 +100,7 @@ ModelSpec ModelFromJson(const json& value, const std::string& where) {
   if (auto moe = r.Object("moe")) {
     MoeSpec e;
     e.num_experts = moe->Int("num_experts", 1, kMaxModelExperts);
-    e.top_k = moe->Int("top_k", 1, kMaxModelExperts);
+    e.top_k = moe->Int("top_k", 1, std::min(kMaxModelTopK, e.num_experts));
     e.num_shared_experts = moe->IntOr("num_shared_experts", 0, 0, kMaxModelExperts);
     e.expert_ffn_hidden_size = moe->Int("expert_ffn_hidden_size", 1, kMaxModelWidth);
     e.first_dense_layers = moe->IntOr("first_dense_layers", 0, 0, kMaxModelLayers);

@@ -20,7 +20,10 @@ inline constexpr int64_t kMaxModelWidth = int64_t{1} << 24;    // hidden, MLP, r
 inline constexpr int64_t kMaxModelHeads = int64_t{1} << 16;    // head counts and head dims
 inline constexpr int64_t kMaxModelVocab = int64_t{1} << 26;
 inline constexpr int64_t kMaxModelSeqLen = int64_t{1} << 30;
-inline constexpr int64_t kMaxModelExperts = int64_t{1} << 20;
+// Routed experts and experts per token: the dispatch model's miss probabilities cost experts x
+// top_k (sim/routed_all_to_all.cc); today's models hold hundreds and route a few each.
+inline constexpr int64_t kMaxModelExperts = int64_t{1} << 14;
+inline constexpr int64_t kMaxModelTopK = 1024;
 inline constexpr int64_t kMaxMtpLayers = 64;  // multi-token-prediction depth (DeepSeek-V3 trains 1)
 
 // GELU and squared-ReLU MLPs: 2 matrices (up, down); SwiGLU: 3 (gate, up, down).

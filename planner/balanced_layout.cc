@@ -66,14 +66,14 @@ bool Balanceable(const PlanSpec& p) {
 }  // namespace
 
 std::string BalancedLayout(const ModelSpec& m, const PlanSpec& p, const ClusterSpec& c, sim::AxisCollectives& collectives) {
-  return Balanceable(p) ? BalancedLayout(m, strategies::BuildStep(m, p), c, collectives) : "";
+  return Balanceable(p) && m.num_layers <= kMaxBalancedLayers ? BalancedLayout(m, strategies::BuildStep(m, p), c, collectives) : "";
 }
 
 std::string BalancedLayout(const ModelSpec& m, const strategies::StepProgram& program, const ClusterSpec& c, sim::AxisCollectives& collectives) {
   const PlanSpec& p = program.plan;
   if (!Balanceable(p)) return "";
   const int64_t positions = program.layout.positions();
-  if (positions > m.num_layers) return "";
+  if (positions > m.num_layers || m.num_layers > kMaxBalancedLayers) return "";
   const sim::Roofline roofline = sim::RooflineOf(c, p.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(p), AttentionKernelOf(p));
   const sim::ProgramCosts costs = sim::CostProgram(program, roofline, collectives);
   // A micro-batch's work in one layer of `kind`: its forward, input and weight gradients (with

@@ -234,6 +234,16 @@ std::optional<Infeasibility> CheckRounds(const Schedule& schedule, const PlanSpe
                          List(RoundsThatFit(schedule, p, layers, shape.num_microbatches)),
                          "a framework's gradient accumulation steps: sequences per replica / (micro-batches per schedule x micro_batch_size)"};
   }
+  // Walked task by task (kMaxWalkedRound): bounded, as every command's work is (docs/cli.md, Limits).
+  if (p.mesh.pipeline > 1 && (p.pipeline_rounds > 1 || schedule.HoldsWholeRound()) && shape.round_microbatches > kMaxWalkedRound) {
+    return Infeasibility{p.pipeline_rounds > 1 ? "pipeline_rounds" : "pipeline_schedule",
+                         I(shape.round_microbatches) + " micro-batches per replica in each " + p.pipeline_schedule + " schedule" +
+                             (p.pipeline_rounds > 1 ? " of the " + I(p.pipeline_rounds) + " rounds" : "") +
+                             ": more than the estimate walks one by one where it cannot extend a steady state",
+                         "at most " + I(kMaxWalkedRound) + " a schedule (more rounds, a larger micro_batch_size or a smaller batch)",
+                         p.pipeline_rounds > 1 ? "more rounds, or one schedule over them all (pipeline_rounds 1), which is costed at any count"
+                                               : "1F1B holds p micro-batches where GPipe holds them all, and is costed at any count"};
+  }
   if (auto bad = schedule.Check(p, layers, shape.round_microbatches)) {
     return Infeasibility{"pipeline_rounds",
                          "pipeline_rounds=" + I(p.pipeline_rounds) + " leaves " + I(shape.round_microbatches) + " of the " + I(shape.num_microbatches) +

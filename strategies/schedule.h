@@ -65,6 +65,9 @@ class Schedule {
   // Whether the input gradient leaves a stage after its B task, the weight gradients (W) coming
   // later (zero-bubble schedules); otherwise after B and W together.
   virtual bool SplitsBackward() const = 0;
+  // Whether a stage holds every micro-batch of a schedule at its peak (GPipe): the memory model
+  // then walks the whole schedule, not a steady state's few periods (kMaxWalkedRound bounds it).
+  virtual bool HoldsWholeRound() const { return false; }
 
   // Why this schedule cannot run `plan` with `microbatches` per replica on `layers` decoder
   // layers, or nothing. Only the schedule's own rules (stage counts, micro-batch counts, chunks).
@@ -93,6 +96,11 @@ const Schedule* FindSchedule(std::string_view name);
 const Schedule& ScheduleOf(const PlanSpec& plan);
 // The unknown-name infeasibility for `name`, with the closest known names.
 Infeasibility UnknownSchedule(const std::string& name);
+
+// The most micro-batches per schedule the estimate walks task by task where it cannot extend a
+// steady state: a schedule that holds them all (HoldsWholeRound), or a step of several rounds,
+// of which two are played whole (sim/schedule_player.h). Past it a plan is refused (plan_rules).
+inline constexpr int64_t kMaxWalkedRound = int64_t{1} << 16;
 
 // The task order of `stage` for `microbatches` micro-batches run as schedules of `round` each,
 // one after another (PlanSpec::pipeline_rounds): the schedule's tasks for `round` micro-batches,

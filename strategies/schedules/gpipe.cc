@@ -11,6 +11,7 @@ class Gpipe final : public OneChunkSchedule {
     return "all forwards, then all backwards (Huang et al. 2019)";
   }
   bool SplitsBackward() const override { return false; }
+  bool HoldsWholeRound() const override { return true; }
   std::vector<Task> Tasks(int64_t p, int64_t m, int64_t, int64_t) const override {
     if (p == 1) return OneFOneBTasks(1, m, 0);
     std::vector<Task> tasks;

@@ -68,6 +68,10 @@ TEST(BalancedLayoutTest, TheHeadsStageTakesFewerLayersAndTheStepIsFaster) {
   PlanSpec dualpipe = plan;
   dualpipe.pipeline_schedule = "dualpipe";
   EXPECT_EQ(BalancedLayout(model, dualpipe, cluster, collectives), "");
+  // Nor a model deeper than the partition's bound (it costs positions x layers^2).
+  ModelSpec deep = model;
+  deep.num_layers = kMaxBalancedLayers + 4;
+  EXPECT_EQ(BalancedLayout(deep, plan, cluster, collectives), "");
 }
 
 // A hybrid model's blocks cost unlike amounts (Mamba-2 mixers, attention, experts) and its head

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/model_presets.h"
 #include "core/plan_json.h"
+#include "strategies/schedule.h"
 
 namespace shardsim::strategies {
 namespace {
@@ -175,6 +176,21 @@ TEST(ValidatePlanTest, BatchSequenceAndSchedule) {
   EXPECT_EQ(Rejection(plan, "llama3-8b", 64), "");
   plan["global_batch_size"] = 32;  // 8 per replica: too few for one schedule, the batch is the field
   EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("p.json:/global_batch_size"), std::string::npos) << Rejection(plan, "llama3-8b", 64);
+  // A schedule the estimate walks whole (each of several rounds, or GPipe's) is bounded
+  // (kMaxWalkedRound); one schedule of 1F1B over as many is costed at any count.
+  plan = BasePlan();
+  plan["mesh"] = {{"data", 4}, {"pipeline", 16}};
+  plan["seq_len"] = 1;
+  plan["global_batch_size"] = 4 * 2 * (kMaxWalkedRound + 1);  // rounds of 65,537 per replica
+  plan["pipeline_rounds"] = 2;
+  const std::string walked = Rejection(plan, "llama3-8b", 64);
+  EXPECT_NE(walked.find("p.json:/pipeline_rounds: 65537 micro-batches per replica in each 1f1b schedule of the 2 rounds"), std::string::npos) << walked;
+  EXPECT_NE(walked.find("valid: at most 65536 a schedule"), std::string::npos) << walked;
+  plan["pipeline_rounds"] = 1;
+  EXPECT_EQ(Rejection(plan, "llama3-8b", 64), "");
+  plan["pipeline_schedule"] = "gpipe";
+  EXPECT_NE(Rejection(plan, "llama3-8b", 64).find("p.json:/pipeline_schedule: 131074 micro-batches per replica in each gpipe schedule"), std::string::npos)
+      << Rejection(plan, "llama3-8b", 64);
   // Without a pipeline there is no schedule to repeat.
   plan = BasePlan();
   plan["pipeline_rounds"] = 2;
