@@ -38,20 +38,31 @@ std::string FindOnPath(const std::string& name) {
 }
 
 // The folder the ranks on this machine post their status in (core/rank_status.h), named to them
-// by the environment, removed with everything in it when the launch ends however it ends.
-struct StatusFolder {
+// by the environment, removed with everything in it when the launch ends however it ends. A launch
+// on this machine alone also keeps OpenMPI's session directory in it: launches sharing the default
+// one (/tmp/ompi.HOST.UID) race, one ending and removing it while another starts in it, and the
+// starting one fails with "A call to mkdir was unable to create the desired directory ... File
+// exists" (OpenMPI 4.1, open-mpi/ompi#8510; seen here with two runs at once). A user's own
+// OMPI_MCA_orte_tmpdir_base is kept; with a hostfile the other hosts' daemons would make the folder
+// on theirs and leave it there, so those launches keep OpenMPI's default.
+struct JobFolder {
+  static constexpr const char* kSessionVariable = "OMPI_MCA_orte_tmpdir_base";
   std::string path = (std::filesystem::temp_directory_path() / "shardsim-job-XXXXXX").string();
-  StatusFolder() {
+  bool session_here = false;
+  explicit JobFolder(bool local) {
     if (!mkdtemp(path.data())) path.clear();
     setenv(kRankStatusFolderVariable, path.c_str(), 1);
+    session_here = local && !path.empty() && std::getenv(kSessionVariable) == nullptr;
+    if (session_here) setenv(kSessionVariable, path.c_str(), 1);
   }
-  ~StatusFolder() {
+  ~JobFolder() {
     std::error_code ignored;
     if (!path.empty()) std::filesystem::remove_all(path, ignored);
     unsetenv(kRankStatusFolderVariable);
+    if (session_here) unsetenv(kSessionVariable);
   }
-  StatusFolder(const StatusFolder&) = delete;
-  StatusFolder& operator=(const StatusFolder&) = delete;
+  JobFolder(const JobFolder&) = delete;
+  JobFolder& operator=(const JobFolder&) = delete;
 };
 
 }  // namespace
@@ -136,8 +147,8 @@ int LaunchRuntime(const std::vector<std::string>& runtime_args, int64_t ranks, c
   }
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
   // The ranks on this machine post what they are doing here, so a dead one can be named with its op.
-  const StatusFolder status;
-  const std::string& status_folder = status.path;
+  const JobFolder job_folder(hostfile.empty());
+  const std::string& status_folder = job_folder.path;
   MpirunOutput output;
   const WatchedEnd end = RunWatched(args, stdout_path, [&](const std::string& line) {
     if (output.Take(line)) std::cerr << line << std::endl;

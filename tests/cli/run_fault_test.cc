@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -49,12 +51,21 @@ std::vector<pid_t> JobProcesses(const std::string& token, bool ranks_only) {
   return pids;
 }
 
+// A variable of a process's environment ("" when it has none or it cannot be read).
+std::string EnvironmentOf(pid_t pid, const std::string& name) {
+  const std::string env = ReadAll("/proc/" + std::to_string(pid) + "/environ");
+  for (size_t at = 0; at < env.size();) {
+    const size_t end = std::min(env.find('\0', at), env.size());
+    if (env.compare(at, name.size() + 1, name + "=") == 0) return env.substr(at + name.size() + 1, end - at - name.size() - 1);
+    at = end + 1;
+  }
+  return "";
+}
+
 // A rank's world rank, from the environment mpirun gave it (-1 when unreadable).
 int WorldRankOf(pid_t pid) {
-  const std::string env = ReadAll("/proc/" + std::to_string(pid) + "/environ");
-  const std::string key = std::string("OMPI_COMM_WORLD_RANK=");
-  const size_t at = env.find(key);
-  return at == std::string::npos ? -1 : std::stoi(env.substr(at + key.size()));
+  const std::string rank = EnvironmentOf(pid, "OMPI_COMM_WORLD_RANK");
+  return rank.empty() ? -1 : std::stoi(rank);
 }
 
 // `shardsim run` started in the background, its stdout and stderr going to files.
@@ -152,6 +163,30 @@ TEST_F(RunFaultTest, AKilledRankIsNamedWithTheOpItWasIn) {
   EXPECT_NE(r.err.find("shardsim: error: rank 1 (node "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("killed by signal 9 (Killed) during step "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(", op "), std::string::npos) << r.err;
+  EXPECT_TRUE(NothingLeft(seed_));
+}
+
+// OpenMPI's session directory is the job's own folder (cli/mpi_launch.cc, JobFolder): launches
+// sharing the default one race when one ends as another starts. It goes when the job ends.
+TEST_F(RunFaultTest, OpenMpisSessionIsTheJobsOwnFolderAndGoesWithIt) {
+  if (std::getenv("OMPI_MCA_orte_tmpdir_base") != nullptr) GTEST_SKIP() << "OMPI_MCA_orte_tmpdir_base is set here: the user's own is kept";
+  Job job(LongRun(), dir_);
+  ASSERT_TRUE(job.WaitFor("step   1", 60)) << ReadAll(PathOf("job.err"));
+  const std::vector<pid_t> ranks = JobProcesses(seed_, true);
+  ASSERT_FALSE(ranks.empty());
+  const std::string session = EnvironmentOf(ranks.front(), "OMPI_MCA_orte_tmpdir_base");
+  EXPECT_FALSE(session.empty());
+  EXPECT_EQ(session, EnvironmentOf(ranks.front(), "SHARDSIM_STATUS_DIR"));
+  bool openmpi_in_it = false;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(session, ec)) {
+    openmpi_in_it = openmpi_in_it || entry.path().filename().string().rfind("ompi.", 0) == 0;
+  }
+  EXPECT_TRUE(openmpi_in_it) << session;
+  kill(job.pid(), SIGTERM);
+  const CliResult r = job.Finish(30);
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(session)) << session;
   EXPECT_TRUE(NothingLeft(seed_));
 }
 
