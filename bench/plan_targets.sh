@@ -31,3 +31,16 @@ run --model llama3-8b --cluster dgx-h100:16 --global-batch-tokens 1G --seq-len 1
 # Two schedule rounds, each walked whole (pipeline_rounds): plans whose rounds exceed 65,536
 # micro-batches are refused, the rest estimated (was 18.7 s and 3.7 GB before the bound).
 run --model llama3-8b --cluster dgx-h100:16 --global-batch-tokens 1M --seq-len 1 --set micro_batch_size=1 --set pipeline_rounds=2
+# One estimate of a very deep interleaved pipeline (256 stages x 8 chunks, 2,048 layers) over
+# 32,768 micro-batches: the memory model's in-flight peaks over 16,384 of them per stage (was 83 s).
+model=$(mktemp --suffix=.json)
+trap 'rm -f "$model"' EXIT
+cat > "$model" <<'JSON'
+{"name": "deep-2048", "num_layers": 2048, "hidden_size": 1024, "num_heads": 8, "num_kv_heads": 8, "head_dim": 128,
+ "ffn_hidden_size": 4096, "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "vocab_size": 32000, "max_seq_len": 4096}
+JSON
+start=$(date +%s.%N)
+"$bin" estimate --model "$model" --cluster dgx-h100:256 --set mesh.pipeline=256 --set pipeline_schedule=interleaved-1f1b \
+  --set virtual_stages=8 --set global_batch_size=32768 --seq-len 4096 --set micro_batch_size=1 > /dev/null
+end=$(date +%s.%N)
+printf '%-70s wall %6.2f s\n' "estimate: interleaved-1f1b, 256 stages x 8 chunks, 32,768 micro-batches" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"

@@ -105,6 +105,48 @@ TEST(PipelineScheduleTest, ZeroBubbleVIsValidForEveryShape) {
   }
 }
 
+// TaskLists::InFlightPeaks keeps only the ends of runs of forwards, each once: its peaks must be
+// the frontier of every point of the walk (the counts after each task that no other point exceeds
+// on every chunk), for every schedule, stage and releasing phase.
+TEST(PipelineScheduleTest, InFlightPeaksAreTheFrontierOfTheWholeWalk) {
+  auto dominates = [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    for (size_t c = 0; c < a.size(); ++c) {
+      if (a[c] < b[c]) return false;
+    }
+    return true;
+  };
+  TaskLists lists;
+  for (const Schedule* schedule : AllSchedules()) {
+    for (int64_t p : {2, 4}) {
+      for (int64_t v : {1, 2}) {
+        for (int64_t m : {2 * p, 4 * p}) {
+          const int64_t chunks = schedule->Chunks(p, v);
+          for (Phase release : {Phase::kBackwardInput, Phase::kBackwardWeight}) {
+            for (int64_t stage = 0; stage < p; ++stage) {
+              std::vector<std::vector<int64_t>> points;
+              std::vector<int64_t> live(static_cast<size_t>(chunks), 0);
+              for (const Task& task : schedule->Tasks(p, m, chunks, stage)) {
+                if (task.phase == Phase::kForward) ++live[static_cast<size_t>(task.chunk)];
+                if (task.phase == release) --live[static_cast<size_t>(task.chunk)];
+                points.push_back(live);
+              }
+              std::vector<std::vector<int64_t>> frontier;
+              for (const auto& a : points) {
+                const bool beaten = std::any_of(points.begin(), points.end(), [&](const auto& b) { return b != a && dominates(b, a); });
+                if (!beaten && std::find(frontier.begin(), frontier.end(), a) == frontier.end()) frontier.push_back(a);
+              }
+              std::vector<std::vector<int64_t>> peaks = lists.InFlightPeaks(*schedule, p, m, chunks, stage, release);
+              std::sort(frontier.begin(), frontier.end());
+              std::sort(peaks.begin(), peaks.end());
+              EXPECT_EQ(peaks, frontier) << schedule->name() << " p=" << p << " v=" << v << " m=" << m << " stage " << stage;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(PipelineScheduleTest, EveryScheduleIsListedOnceByName) {
   const std::vector<std::string> names = ScheduleNames();
   EXPECT_EQ(names, (std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipe"}));
