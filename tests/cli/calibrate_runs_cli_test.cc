@@ -126,7 +126,13 @@ TEST_F(CliCalibrateRunsTest, RunNamesAndEmptyValuesAreChecked) {
   run["framework"] = "megatron-cor";
   refused(run, "framework", "did you mean 'megatron-core'");
   run["framework"] = "composer";  // another framework's name is provenance
-  EXPECT_EQ(RunShardsim({"calibrate", "--from-runs", WriteJson("ok.json", {{"runs", json::array({run})}}), "--no-fit"}).exit_code, 0);
+  const CliResult provenance = RunShardsim({"calibrate", "--from-runs", WriteJson("ok.json", {{"runs", json::array({run})}}), "--no-fit"});
+  EXPECT_EQ(provenance.exit_code, 0);
+  EXPECT_NE(provenance.out.find("Frameworks named as provenance only (no profile: those runs are costed as their plans say): composer"), std::string::npos)
+      << provenance.out;
+  json provenance_json;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"calibrate", "--from-runs", PathOf("ok.json"), "--no-fit", "--json"}), &provenance_json));
+  EXPECT_EQ(provenance_json["provenance_only_frameworks"], json::array({"composer"}));
   run = MeasuredRun("a", 16, 1.1, "test");
   run["peak_memory_gib"] = 5000;
   refused(run, "peak_memory_gib", "out of range");
