@@ -1,5 +1,7 @@
 // The list of pipeline schedules: one line per schedule file in this folder.
 #include <algorithm>
+#include <limits>
+#include <string>
 #include <unordered_set>
 
 #include "core/suggest.h"
@@ -51,6 +53,10 @@ Infeasibility UnknownSchedule(const std::string& name) {
 
 std::vector<Task> RoundTasks(const Schedule& schedule, int64_t stages, int64_t microbatches, int64_t round, int64_t chunks, int64_t stage) {
   SHARDSIM_CHECK(round > 0 && microbatches % round == 0, "schedule rounds must split the micro-batches evenly");
+  // Task holds the micro-batch in 32 bits and the chunk in 16: the walks are bounded far below
+  // (SteadyStateMicrobatches, kMaxWalkedRound; virtual_stages <= 1024), and this says so if not.
+  SHARDSIM_CHECK(microbatches <= std::numeric_limits<int32_t>::max() && chunks <= std::numeric_limits<int16_t>::max(),
+                 "a task list of " + std::to_string(microbatches) + " micro-batches x " + std::to_string(chunks) + " chunks exceeds a Task's fields");
   std::vector<Task> tasks = schedule.Tasks(stages, round, chunks, stage);
   const size_t one = tasks.size();
   tasks.reserve(one * static_cast<size_t>(microbatches / round));
