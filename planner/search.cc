@@ -116,7 +116,9 @@ PlanSpec BasePlan(const ClusterSpec& c, const SearchOptions& o, const Job& job) 
   base.mesh_order = job.order;
   base.seq_len = o.seq_len;
   base.global_batch_size = o.global_batch_tokens / o.seq_len;
-  if (!fixed.Fixes("sequence_parallel")) base.sequence_parallel = job.mesh.tensor > 1;
+  // Sequence parallelism with tensor parallelism, unless the framework runs it off only
+  // (DeepSpeed's AutoTP has none).
+  if (!fixed.Fixes("sequence_parallel")) base.sequence_parallel = job.mesh.tensor > 1 && (!o.framework || FactsOf(*o.framework).sequence_parallel_on);
   if (!fixed.Fixes("flash_attention")) base.flash_attention = o.flash_attention;
   // bf16 where the chip has it (mixed-precision training), else its first listed dtype.
   if (!fixed.Fixes("dtype")) base.dtype = c.chip.peak_flop_per_s.count("bf16") ? "bf16" : c.chip.peak_flop_per_s.begin()->first;

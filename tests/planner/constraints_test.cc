@@ -140,6 +140,21 @@ TEST(ConstraintsTest, FrameworkSearchOnlyFindsWhatItRuns) {
   }
 }
 
+// A framework that runs tensor parallelism without sequence parallelism only (DeepSpeed's AutoTP)
+// gets its tensor plans searched that way: with tensor 2 fixed it finds plans, all without it
+// (the search once set it on with any tensor and found none).
+TEST(ConstraintsTest, TensorPlansOfAFrameworkWithoutSequenceParallelismAreSearched) {
+  SearchOptions o = Options(1 << 20, 4096);
+  o.framework = Framework::kDeepSpeed;
+  o.constraints = Fixed({"mesh.tensor=2"});
+  const SearchResult r = Search(Model("llama3-8b"), ParseClusterPreset("dgx-h100:16", "--cluster"), o);
+  ASSERT_FALSE(r.best.empty());
+  for (const RankedPlan& p : r.best) {
+    EXPECT_EQ(p.plan.mesh.tensor, 2);
+    EXPECT_FALSE(p.plan.sequence_parallel);
+  }
+}
+
 // MoE parallel folding is searched: with tensor 8 fixed, Mixtral's best plans split their
 // experts over the tensor ranks (whole experts per rank), a fold the plan rules accept; a dense
 // model, a fixed empty fold and a framework that does not fold get none; Megatron-core, which
