@@ -19,6 +19,11 @@ json PlanEntry(const PlanFindings& f, const planner::RankedPlan& p, const Cluste
   if (f.target) {
     const planner::Export e = planner::ExportPlan(f.model, cluster, p.plan, *f.target);
     j["export"] = {{"target", f.export_name}, {"text", e.text}, {"not_expressed", e.not_expressed}};
+    if (!e.beside.empty()) {
+      nlohmann::json beside = nlohmann::json::object();
+      for (const planner::Setting& s : e.beside) beside[s.name] = s.value;
+      j["export"]["beside"] = beside;
+    }
   }
   if (f.options.train_tokens > 0) {
     j["training_run"] = TrainingRunJson(CostOfTraining(f.options.train_tokens, p.report.tokens_per_s, DeviceCount(cluster), f.options.price_per_device_hour));

@@ -248,6 +248,11 @@ void PrintExport(const PlanFindings& f, const Writer& w) {
   if (!f.target) return;
   const planner::Export e = planner::ExportPlan(f.model, f.cluster, f.result.best.front().plan, *f.target);
   w.out << "\nThe best plan for " << f.export_name << ":\n" << e.text << "\n";
+  if (!e.beside.empty()) {
+    std::string facts;
+    for (const planner::Setting& s : e.beside) facts += (facts.empty() ? "" : ", ") + s.name + " " + s.value;
+    w.Line("(for the launcher and the training script, not the config above: " + facts + ")", "  ", "    ");
+  }
   for (const std::string& gap : e.not_expressed) w.Line("(not expressed: " + gap + ")", "  ", "    ");
 }
 

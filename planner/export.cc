@@ -98,6 +98,9 @@ Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const Plan
     case Framework::kDeepSpeed:
       e.settings = DeepSpeedSettings(model, p);
       e.text = DeepSpeedText(e.settings);
+      for (const Setting& s : e.settings) {
+        if (s.name.rfind("launch.", 0) == 0) e.beside.push_back({s.name.substr(7), s.value});
+      }
       break;
   }
   return e;

@@ -30,7 +30,8 @@ std::optional<Framework> FrameworkOf(ExportTarget target);
 // ("parallelism.tensor_parallel_degree", "zero_optimization.stage") or a key
 // ("ici_fsdp_parallelism"), with its value as the framework spells it (empty for a flag without a
 // value). Names starting with "launch." are facts the framework's config cannot hold (world size,
-// constructor arguments of the model code); the text shows them as comments.
+// constructor arguments of the model code); the text shows them as comments where its format has
+// them, else Export::beside holds them.
 struct Setting {
   std::string name;
   std::string value;
@@ -42,6 +43,9 @@ struct Export {
   std::vector<std::string>
       not_expressed;              // FrameworkGaps of the plan; for jax, what a mesh leaves out
   std::vector<Setting> settings;  // what `text` renders, in its order (empty for jax)
+  // Launch facts (settings named "launch.", the prefix dropped) that `text` cannot hold as
+  // comments and so leaves out: DeepSpeed's, whose config is strict JSON. Said beside the text.
+  std::vector<Setting> beside;
 };
 
 // The layers of each pipeline stage with runs collapsed, first stage first: "7, 8 x14, 7"

@@ -1,9 +1,9 @@
 // DeepSpeed (deepspeedai/DeepSpeed): a config JSON (deepspeed/runtime/config.py and
 // constants.py: train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps,
 // bf16 / fp16; runtime/zero/config.py: zero_optimization; runtime/tensor_parallel/config.py:
-// tensor_parallel.autotp_size; module_inject/auto_ep_config.py: expert_parallel), plus what the
-// JSON cannot hold: the world size and the PipelineModule's constructor arguments, which live in
-// the training script.
+// tensor_parallel.autotp_size; module_inject/auto_ep_config.py: expert_parallel), and beside it
+// what the JSON cannot hold: the world size and the PipelineModule's constructor arguments, which
+// live in the launcher and the training script (Export::beside).
 #include <nlohmann/json.hpp>
 
 #include "planner/export_settings.h"
@@ -68,20 +68,17 @@ std::vector<Setting> DeepSpeedSettings(const ModelSpec& m, const PlanSpec& p) {
   return s;
 }
 
+// The config alone, strict JSON as DeepSpeed reads it (json.load): the launch facts go beside it.
 std::string DeepSpeedText(const std::vector<Setting>& settings) {
   json config = json::object();
-  std::string notes;
   for (const Setting& s : settings) {
-    if (s.name.rfind("launch.", 0) == 0) {
-      notes += "# " + s.name.substr(7) + ": " + s.value + "\n";
-      continue;
-    }
+    if (s.name.rfind("launch.", 0) == 0) continue;
     std::string pointer = "/" + s.name;
     for (char& c : pointer) c = c == '.' ? '/' : c;
     const json value = json::parse(s.value, nullptr, /*allow_exceptions=*/false);
     config[json::json_pointer(pointer)] = value.is_discarded() ? json(s.value) : value;
   }
-  return config.dump(2) + "\n" + notes;
+  return config.dump(2) + "\n";
 }
 
 PlanSpec DeepSpeedPlan(const SettingReader& r, const ModelSpec& m) {

@@ -188,7 +188,8 @@ TEST(ExportTest, SettingNamesAreTheFrameworks) {
   }
 }
 
-// DeepSpeed's export is a JSON config with the launch facts as comments after it.
+// DeepSpeed's export is a JSON config, strict JSON as DeepSpeed reads it, with the launch facts
+// beside it.
 TEST(ExportTest, DeepSpeedConfig) {
   PlanSpec p;
   p.mesh.data = 4, p.mesh.fsdp = 8, p.mesh.tensor = 2;
@@ -196,8 +197,7 @@ TEST(ExportTest, DeepSpeedConfig) {
   const Export e =
       ExportPlan(FindModelPreset("llama3-70b")->spec,
                  ParseClusterPreset("dgx-h100:64", "--cluster"), p, ExportTarget::kDeepSpeed);
-  const std::string json_text = e.text.substr(0, e.text.find("\n#"));
-  const nlohmann::json j = nlohmann::json::parse(json_text);
+  const nlohmann::json j = nlohmann::json::parse(e.text);
   EXPECT_EQ(j["train_batch_size"], 256);
   EXPECT_EQ(j["train_micro_batch_size_per_gpu"], 2);
   EXPECT_EQ(j["gradient_accumulation_steps"], 4);
@@ -205,7 +205,9 @@ TEST(ExportTest, DeepSpeedConfig) {
   EXPECT_EQ(j["zero_optimization"]["mics_shard_size"], 8);  // fsdp inside, data replicas across
   EXPECT_EQ(j["bf16"]["enabled"], true);
   EXPECT_EQ(j["tensor_parallel"]["autotp_size"], 2);
-  EXPECT_NE(e.text.find("# world_size: 64"), std::string::npos) << e.text;
+  EXPECT_EQ(e.text.find('#'), std::string::npos) << e.text;
+  ASSERT_FALSE(e.beside.empty());
+  EXPECT_EQ(e.beside.front(), (Setting{"world_size", "64"}));
   // Estimated with the default (fused) loss: DeepSpeed's is eager, which the export says.
   ASSERT_EQ(e.not_expressed.size(), 1u);
   EXPECT_NE(e.not_expressed.front().find("fused cross-entropy"), std::string::npos) << e.not_expressed.front();
