@@ -4,6 +4,8 @@
 // tensor_parallel.autotp_size; module_inject/auto_ep_config.py: expert_parallel), and beside it
 // what the JSON cannot hold: the world size and the PipelineModule's constructor arguments, which
 // live in the launcher and the training script (Export::beside).
+#include <numeric>
+
 #include <nlohmann/json.hpp>
 
 #include "planner/export_settings.h"
@@ -30,9 +32,18 @@ std::vector<Setting> DeepSpeedSettings(const ModelSpec& m, const PlanSpec& p) {
   std::vector<Setting> s;
   auto add = [&](const std::string& name, const std::string& value) { s.push_back({name, value}); };
   add(kWorld, I(p.mesh.Product()));
+  // DeepSpeed's data-parallel world is every rank not tensor, pipeline or expert, and it refuses a
+  // config unless train_batch_size = micro-batch x accumulation x that world. A context axis it
+  // does not run (a gap the export names) joins that world, so the batch is split over it too.
+  const int64_t world = p.mesh.Product() / (p.mesh.tensor * p.mesh.pipeline * p.mesh.expert);
+  int64_t micro = p.micro_batch_size, accumulation = Microbatches(p);
+  if (world != p.mesh.data * p.mesh.fsdp && p.global_batch_size % world == 0) {
+    micro = std::gcd(micro, p.global_batch_size / world);
+    accumulation = p.global_batch_size / world / micro;
+  }
   add("train_batch_size", I(p.global_batch_size));
-  add("train_micro_batch_size_per_gpu", I(p.micro_batch_size));
-  add("gradient_accumulation_steps", I(Microbatches(p)));
+  add("train_micro_batch_size_per_gpu", I(micro));
+  add("gradient_accumulation_steps", I(accumulation));
   add(kSeq, I(p.seq_len));
   // ZeRO over every data-parallel rank; fsdp beside `data` replicas below ZeRO-3 is MiCS: ZeRO-3
   // inside groups of mics_shard_size ranks, replicated across them.

@@ -214,6 +214,15 @@ TEST(ExportTest, DeepSpeedConfig) {
   p.cross_entropy = "eager";
   const Export eager = ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset("dgx-h100:64", "--cluster"), p, ExportTarget::kDeepSpeed);
   EXPECT_TRUE(eager.not_expressed.empty()) << eager.not_expressed.front();
+  // A context axis DeepSpeed does not run joins its data-parallel world (64 / tensor 2 = 32
+  // ranks): the batch fields pass its check, train_batch_size = micro x accumulation x 32.
+  PlanSpec context;
+  context.mesh.context = 2, context.mesh.fsdp = 16, context.mesh.tensor = 2;
+  context.global_batch_size = 512, context.seq_len = 8192, context.micro_batch_size = 1;
+  const Export folded = ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset("dgx-h100:64", "--cluster"), context, ExportTarget::kDeepSpeed);
+  const nlohmann::json c = nlohmann::json::parse(folded.text);
+  EXPECT_EQ(c["train_batch_size"].get<int64_t>(), c["train_micro_batch_size_per_gpu"].get<int64_t>() * c["gradient_accumulation_steps"].get<int64_t>() * 32);
+  EXPECT_FALSE(folded.not_expressed.empty());
 }
 
 TEST(ExportTest, TargetNames) {
