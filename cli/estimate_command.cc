@@ -10,6 +10,7 @@
 #include "cli/program_json.h"
 #include "cli/report_json.h"
 #include "cli/step_inputs.h"
+#include "cli/step_text.h"
 #include "cli/text_table.h"
 #include "core/error.h"
 #include "core/inputs.h"
@@ -261,7 +262,9 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   for (const auto& [key, seconds] : r.exposed_comm_s) {
     if (seconds > 0) out << ", exposed " << sim::ExposedLabel(r, key) << " " << FormatSeconds(seconds);
   }
-  out << "\n  limited by  " << sim::WhatLimits(r, true) << "\n";
+  out << "\n";
+  PrintHeaviestStage(r, r, out);
+  out << "  limited by  " << sim::WhatLimits(r, true) << "\n";
   out << "  memory      " << FormatBinaryBytes(peak.total()) << " per device on stage " << r.memory.peak_stage << " of "
       << FormatBinaryBytes(r.hbm_bytes) << " HBM: " << (r.hbm_fits ? "fits" : "DOES NOT FIT") << "\n";
   TextTable table({"params", "grads", "optimizer", "activations", "buffers"});

@@ -68,7 +68,10 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
             {"activations", peak.activations},
             {"buffers", peak.buffers},
             {"pipeline_buffers", peak.pipeline}, {"host_activations", peak.host}}},
-          {"breakdown", {{"compute_s", r.compute_s}, {"compute_borrowed_s", r.compute_borrowed_s}, {"exposed_comm_s", exposed}, {"exposed_comm_labels", labels}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage}}},
+          {"breakdown", {{"compute_s", r.compute_s}, {"compute_borrowed_s", r.compute_borrowed_s}, {"exposed_comm_s", exposed}, {"exposed_comm_labels", labels}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage},
+                         {"heaviest_stage", r.heaviest_stage < 0 ? nlohmann::json(nullptr)
+                                                               : nlohmann::json{{"stage", r.heaviest_stage}, {"compute_s", r.heaviest_compute_s},
+                                                                                {"exposed_comm_s", r.heaviest_exposed_comm_s}}}}},
           {"collectives", collectives},
           {"stage_time_s", r.stage_time_s},
           {"why", r.why}};

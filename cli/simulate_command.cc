@@ -8,6 +8,7 @@
 #include "cli/plan_text.h"
 #include "cli/report_json.h"
 #include "cli/step_inputs.h"
+#include "cli/step_text.h"
 #include "cli/sim_report_html.h"
 #include "cli/sim_trace.h"
 #include "cli/text_table.h"
@@ -112,7 +113,9 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
   for (const auto& [key, seconds] : r.step.exposed_comm_s) {
     if (seconds > 0) out << ", exposed " << sim::ExposedLabel(estimate, key) << " " << FormatSeconds(seconds);
   }
-  out << "\n  limited by  " << sim::WhatLimits(r.step, true) << "\n";
+  out << "\n";
+  PrintHeaviestStage(r.step, estimate, out);
+  out << "  limited by  " << sim::WhatLimits(r.step, true) << "\n";
   for (const sim::Contention& c : r.contention) {
     out << "  contention  " << c.kind << ": " << FormatSeconds(c.simulated_s) << " per step against " << FormatSeconds(c.uncontended_s)
         << " alone (" << FormatPercent(c.simulated_s / c.uncontended_s - 1) << " slower)";

@@ -50,12 +50,48 @@ StepPart LargestPart(const StepReport& report) {
   return part;
 }
 
+StepPart HeaviestStagePart(const StepReport& report) {
+  StepReport heaviest = report;
+  heaviest.compute_s = report.heaviest_compute_s;
+  heaviest.exposed_comm_s = report.heaviest_exposed_comm_s;
+  heaviest.bubble_s = 0;
+  return LargestPart(heaviest);
+}
+
+void NameHeaviestStage(StepReport& report, const std::vector<double>& compute_s, const std::vector<std::map<std::string, double>>& exposed_s) {
+  auto work = [&](size_t s) {
+    double total = compute_s[s];
+    for (const auto& [kind, seconds] : exposed_s[s]) total += seconds;
+    return total;
+  };
+  size_t heaviest = 0;
+  for (size_t s = 1; s < compute_s.size(); ++s) {
+    if (work(s) > work(heaviest)) heaviest = s;
+  }
+  const size_t critical = static_cast<size_t>(report.critical_stage);
+  if (compute_s.empty() || heaviest == critical || work(heaviest) - work(critical) <= 0.01 * report.step_time_s) return;
+  report.heaviest_stage = static_cast<int64_t>(heaviest);
+  report.heaviest_compute_s = compute_s[heaviest];
+  report.heaviest_exposed_comm_s = exposed_s[heaviest];
+}
+
 std::string WhatLimits(const StepReport& report, bool with_share) {
   const StepPart part = LargestPart(report);
   const std::string share = with_share && report.step_time_s > 0
                                 ? " (the step's largest part: " + FormatPercent(part.seconds / report.step_time_s) + " of it)"
                                 : "";
-  return part.what + share +
+  std::string waiting;
+  if (part.what == "pipeline bubble" && report.heaviest_stage >= 0) {
+    const StepPart heaviest = HeaviestStagePart(report);
+    auto work = [](double compute, const std::map<std::string, double>& exposed) {
+      for (const auto& [kind, seconds] : exposed) compute += seconds;
+      return compute;
+    };
+    const double more = work(report.heaviest_compute_s, report.heaviest_exposed_comm_s) - work(report.compute_s, report.exposed_comm_s);
+    waiting = ", stage " + std::to_string(report.heaviest_stage) + " working " + FormatSeconds(more) + " more (its largest part " + heaviest.what + ", " +
+              FormatSeconds(heaviest.seconds) + ")";
+  }
+  return part.what + share + waiting +
          (report.fits ? "" : report.host_fits ? "; does not fit in memory" : "; does not fit in host memory (offloaded activations)");
 }
 
@@ -184,6 +220,11 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   }
   report.bubble_s = std::max(0.0, clock[cs] - busy[cs]);
   report.pipeline_s = clock[cs];
+  {
+    std::vector<std::map<std::string, double>> exposed_by_stage;
+    for (const ExposedByKind& e : stage_exposed) exposed_by_stage.push_back(e.Named());
+    NameHeaviestStage(report, stage_compute, exposed_by_stage);
+  }
 
   // Hardware FLOPs: what the program executes on every device (recomputation, masked attention
   // blocks of an unfused kernel and redundant work included).

@@ -203,6 +203,24 @@ SimReport Simulate(const strategies::StepProgram& given, const ClusterSpec& clus
   ExposedByKind exposed;
   for (size_t i = 0; i < exposed.seconds.size(); ++i) exposed.seconds[i] = extend(ca.exposed.seconds[i], cb.exposed.seconds[i]);
   step.exposed_comm_s = exposed.Named();
+  {
+    // Per stage, its busiest set's compute and exposed seconds by kind (NameHeaviestStage).
+    std::vector<double> stage_compute(static_cast<size_t>(p), 0), stage_work(static_cast<size_t>(p), -1);
+    std::vector<std::map<std::string, double>> stage_exposed(static_cast<size_t>(p));
+    for (size_t s = 0; s < sets; ++s) {
+      const SetResult& a = full.sets[s];
+      const SetResult b = plays.extended() ? few.sets[s] : a;
+      ExposedByKind by_kind;
+      for (size_t i = 0; i < by_kind.seconds.size(); ++i) by_kind.seconds[i] = extend(a.exposed.seconds[i], b.exposed.seconds[i]);
+      const size_t stage = static_cast<size_t>(setup.sets[s].stage);
+      const double work = report.devices[s].compute_s + report.devices[s].exposed_comm_s;
+      if (work <= stage_work[stage]) continue;
+      stage_work[stage] = work;
+      stage_compute[stage] = report.devices[s].compute_s;
+      stage_exposed[stage] = by_kind.Named();
+    }
+    NameHeaviestStage(step, stage_compute, stage_exposed);
+  }
   const double devices = static_cast<double>(program.plan.mesh.Product());
   const double capacity = step.step_time_s * devices * step.peak_flop_per_s;
   step.mfu = step.model_flops_per_step / capacity;

@@ -1,5 +1,6 @@
 // What estimate's report says beside its numbers: a sequence beyond the model's length, the
-// exposed collectives named by the axes they ran over, in the text and the JSON alike.
+// exposed collectives named by the axes they ran over, in the text and the JSON alike, and the
+// heaviest stage where the critical one waits for it.
 #include "tests/cli/cli_test_util.h"
 
 namespace shardsim::cli_test {
@@ -48,6 +49,36 @@ TEST(CliEstimateTest, ExposedCollectivesAreNamedAlikeInTextAndJson) {
   ASSERT_TRUE(labels.contains("data all-reduce")) << labels;
   EXPECT_EQ(labels["data all-reduce"], "context all-reduce");
   for (const auto& [key, label] : labels.items()) EXPECT_NE(text.out.find("exposed " + label.get<std::string>() + " "), std::string::npos) << label << "\n" << text.out;
+}
+
+// DeepSeek-V3 on 16 stages of 1F1B: stage 0 (the embedding and dense layers) ends last, idle most
+// of the step while the MoE stages run their expert all-to-alls. The report names the heaviest
+// stage and that part, in the text's lines and the JSON; a step without stages names none.
+TEST(CliEstimateTest, ABubbleThatIsWaitingForABusierStageNamesIt) {
+  std::vector<std::string> args = {"estimate", "--model", "deepseek-v3", "--cluster", "hgx-h800:2048", "--set", "mesh.pipeline=16", "--set", "mesh.expert=64",
+                                   "--set", "mesh.data=2", "--set", "zero_stage=1", "--set", "pipeline_schedule=1f1b", "--set", "recompute=full",
+                                   "--global-batch-tokens", "60M", "--seq-len", "4096"};
+  const CliResult text = RunShardsim(args);
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
+  args.push_back("--json");
+  json report;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(args), &report));
+  const json& heaviest = report["breakdown"]["heaviest_stage"];
+  ASSERT_TRUE(heaviest.is_object()) << report["breakdown"];
+  const int64_t stage = heaviest["stage"].get<int64_t>();
+  EXPECT_NE(stage, report["breakdown"]["critical_stage"].get<int64_t>());
+  ASSERT_TRUE(heaviest["exposed_comm_s"].contains("expert all-to-all")) << heaviest;
+  EXPECT_GT(heaviest["exposed_comm_s"]["expert all-to-all"].get<double>(), 0.1 * report["step_time_s"].get<double>()) << heaviest;
+  EXPECT_NE(text.out.find("  heaviest    stage " + std::to_string(stage) + ": compute "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("pipeline bubble (the step's largest part: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("), stage " + std::to_string(stage) + " working "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" more (its largest part exposed expert all-to-all communication, "), std::string::npos)
+      << text.out;
+  json dense;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set",
+                                         "global_batch_size=64", "--set", "seq_len=4096", "--json"}),
+                            &dense));
+  EXPECT_TRUE(dense["breakdown"]["heaviest_stage"].is_null()) << dense["breakdown"];
 }
 
 }  // namespace

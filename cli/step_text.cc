@@ -1,0 +1,18 @@
+#include "cli/step_text.h"
+
+#include <string>
+
+#include "core/units.h"
+
+namespace shardsim::cli {
+
+void PrintHeaviestStage(const sim::StepReport& report, const sim::StepReport& labels, std::ostream& out) {
+  if (report.heaviest_stage < 0) return;
+  out << "  heaviest    stage " << report.heaviest_stage << ": compute " << FormatSeconds(report.heaviest_compute_s);
+  for (const auto& [key, seconds] : report.heaviest_exposed_comm_s) {
+    if (seconds > 0) out << ", exposed " << sim::ExposedLabel(labels, key) << " " << FormatSeconds(seconds);
+  }
+  out << " (stage " << report.critical_stage << ", the critical one, waits for it in its bubble)\n";
+}
+
+}  // namespace shardsim::cli
