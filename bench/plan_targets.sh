@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Wall time of `shardsim plan` on the planner's target spaces, with plans evaluated per second.
+# Wall time of `shardsim plan` on the planner's target spaces, with plans evaluated per second,
+# and of one estimate of a very deep pipeline (the per-plan work a plan's schedule costs).
 # Usage: bench/plan_targets.sh [shardsim]
 set -euo pipefail
 bin=${1:-build/bin/shardsim}
@@ -33,8 +34,9 @@ run --model llama3-8b --cluster dgx-h100:16 --global-batch-tokens 1G --seq-len 1
 run --model llama3-8b --cluster dgx-h100:16 --global-batch-tokens 1M --seq-len 1 --set micro_batch_size=1 --set pipeline_rounds=2
 # One estimate of a very deep interleaved pipeline (256 stages x 8 chunks, 2,048 layers) over
 # 32,768 micro-batches: the memory model's in-flight peaks over 16,384 of them per stage (was 83 s).
-model=$(mktemp --suffix=.json)
-trap 'rm -f "$model"' EXIT
+folder=$(mktemp -d)
+trap 'rm -rf "$folder"' EXIT
+model=$folder/deep-2048.json
 cat > "$model" <<'JSON'
 {"name": "deep-2048", "num_layers": 2048, "hidden_size": 1024, "num_heads": 8, "num_kv_heads": 8, "head_dim": 128,
  "ffn_hidden_size": 4096, "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "vocab_size": 32000, "max_seq_len": 4096}

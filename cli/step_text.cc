@@ -8,11 +8,14 @@ namespace shardsim::cli {
 
 void PrintHeaviestStage(const sim::StepReport& report, const sim::StepReport& labels, std::ostream& out) {
   if (report.heaviest_stage < 0) return;
+  double more = report.heaviest_compute_s - report.compute_s;
   out << "  heaviest    stage " << report.heaviest_stage << ": compute " << FormatSeconds(report.heaviest_compute_s);
   for (const auto& [key, seconds] : report.heaviest_exposed_comm_s) {
+    more += seconds;
     if (seconds > 0) out << ", exposed " << sim::ExposedLabel(labels, key) << " " << FormatSeconds(seconds);
   }
-  out << " (stage " << report.critical_stage << ", the critical one, waits for it in its bubble)\n";
+  for (const auto& [key, seconds] : report.exposed_comm_s) more -= seconds;
+  out << ": " << FormatSeconds(more) << " more than stage " << report.critical_stage << ", the critical one, which waits for it in its bubble\n";
 }
 
 }  // namespace shardsim::cli

@@ -98,6 +98,7 @@ Export ExportPlan(const ModelSpec& model, const ClusterSpec& cluster, const Plan
     case Framework::kDeepSpeed:
       e.settings = DeepSpeedSettings(model, p);
       e.text = DeepSpeedText(e.settings);
+      if (const std::string note = DeepSpeedBatchOf(p).note; !note.empty()) e.not_expressed.push_back(note);
       for (const Setting& s : e.settings) {
         if (s.name.rfind("launch.", 0) == 0) e.beside.push_back({s.name.substr(7), s.value});
       }

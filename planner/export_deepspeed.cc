@@ -28,22 +28,34 @@ std::string B(bool v) { return v ? "true" : "false"; }
 
 }  // namespace
 
+DeepSpeedBatch DeepSpeedBatchOf(const PlanSpec& p) {
+  DeepSpeedBatch b{p.micro_batch_size, Microbatches(p), ""};
+  if (p.mesh.context == 1) return b;
+  const int64_t world = BatchReplicas(p.mesh) * p.mesh.context;
+  const std::string ranks = "DeepSpeed's data-parallel world of " + std::to_string(world) + " ranks (the context ranks join it)";
+  if (p.global_batch_size % world != 0) {
+    b.note = "batch: " + std::to_string(p.global_batch_size) + " sequences do not split over " + ranks +
+             ", so DeepSpeed refuses the batch fields (train_batch_size = micro-batch x accumulation x that world)";
+    return b;
+  }
+  const int64_t per_rank = p.global_batch_size / world;
+  b.micro = std::gcd(p.micro_batch_size, per_rank);
+  b.accumulation = per_rank / b.micro;
+  if (b.micro != p.micro_batch_size) {
+    b.note = "micro-batch " + std::to_string(b.micro) + " per rank, not the plan's " + std::to_string(p.micro_batch_size) + ": " +
+             std::to_string(per_rank) + " sequences a step per rank of " + ranks;
+  }
+  return b;
+}
+
 std::vector<Setting> DeepSpeedSettings(const ModelSpec& m, const PlanSpec& p) {
   std::vector<Setting> s;
   auto add = [&](const std::string& name, const std::string& value) { s.push_back({name, value}); };
   add(kWorld, I(p.mesh.Product()));
-  // DeepSpeed's data-parallel world is every rank not tensor, pipeline or expert, and it refuses a
-  // config unless train_batch_size = micro-batch x accumulation x that world. A context axis it
-  // does not run (a gap the export names) joins that world, so the batch is split over it too.
-  const int64_t world = p.mesh.Product() / (p.mesh.tensor * p.mesh.pipeline * p.mesh.expert);
-  int64_t micro = p.micro_batch_size, accumulation = Microbatches(p);
-  if (world != p.mesh.data * p.mesh.fsdp && p.global_batch_size % world == 0) {
-    micro = std::gcd(micro, p.global_batch_size / world);
-    accumulation = p.global_batch_size / world / micro;
-  }
+  const DeepSpeedBatch batch = DeepSpeedBatchOf(p);
   add("train_batch_size", I(p.global_batch_size));
-  add("train_micro_batch_size_per_gpu", I(micro));
-  add("gradient_accumulation_steps", I(accumulation));
+  add("train_micro_batch_size_per_gpu", I(batch.micro));
+  add("gradient_accumulation_steps", I(batch.accumulation));
   add(kSeq, I(p.seq_len));
   // ZeRO over every data-parallel rank; fsdp beside `data` replicas below ZeRO-3 is MiCS: ZeRO-3
   // inside groups of mics_shard_size ranks, replicated across them.

@@ -75,6 +75,15 @@ PlanSpec MaxTextPlan(const SettingReader& settings, const ModelSpec& model);
 
 std::vector<Setting> DeepSpeedSettings(const ModelSpec& model, const PlanSpec& plan);
 std::string DeepSpeedText(const std::vector<Setting>& settings);
+// DeepSpeed's batch fields for `plan`: it refuses a config unless train_batch_size = micro-batch x
+// accumulation x its data-parallel world, every rank not tensor or pipeline (its expert groups lie
+// inside it), so a context axis it does not run (a gap) joins that world. `note`, for
+// not_expressed: where the fields differ from the plan's micro-batch or cannot pass that check.
+struct DeepSpeedBatch {
+  int64_t micro = 1, accumulation = 1;
+  std::string note;
+};
+DeepSpeedBatch DeepSpeedBatchOf(const PlanSpec& plan);
 PlanSpec DeepSpeedPlan(const SettingReader& settings, const ModelSpec& model);
 
 }  // namespace shardsim::planner

@@ -50,14 +50,6 @@ StepPart LargestPart(const StepReport& report) {
   return part;
 }
 
-StepPart HeaviestStagePart(const StepReport& report) {
-  StepReport heaviest = report;
-  heaviest.compute_s = report.heaviest_compute_s;
-  heaviest.exposed_comm_s = report.heaviest_exposed_comm_s;
-  heaviest.bubble_s = 0;
-  return LargestPart(heaviest);
-}
-
 void NameHeaviestStage(StepReport& report, const std::vector<double>& compute_s, const std::vector<std::map<std::string, double>>& exposed_s) {
   auto work = [&](size_t s) {
     double total = compute_s[s];
@@ -80,18 +72,7 @@ std::string WhatLimits(const StepReport& report, bool with_share) {
   const std::string share = with_share && report.step_time_s > 0
                                 ? " (the step's largest part: " + FormatPercent(part.seconds / report.step_time_s) + " of it)"
                                 : "";
-  std::string waiting;
-  if (part.what == "pipeline bubble" && report.heaviest_stage >= 0) {
-    const StepPart heaviest = HeaviestStagePart(report);
-    auto work = [](double compute, const std::map<std::string, double>& exposed) {
-      for (const auto& [kind, seconds] : exposed) compute += seconds;
-      return compute;
-    };
-    const double more = work(report.heaviest_compute_s, report.heaviest_exposed_comm_s) - work(report.compute_s, report.exposed_comm_s);
-    waiting = ", stage " + std::to_string(report.heaviest_stage) + " working " + FormatSeconds(more) + " more (its largest part " + heaviest.what + ", " +
-              FormatSeconds(heaviest.seconds) + ")";
-  }
-  return part.what + share + waiting +
+  return part.what + share +
          (report.fits ? "" : report.host_fits ? "; does not fit in memory" : "; does not fit in host memory (offloaded activations)");
 }
 

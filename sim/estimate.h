@@ -77,14 +77,11 @@ struct StepPart {
   double seconds = 0;
 };
 StepPart LargestPart(const StepReport& report);
-// The heaviest stage's largest part (heaviest_stage >= 0): its compute or an exposed collective kind.
-StepPart HeaviestStagePart(const StepReport& report);
 // Sets heaviest_stage and its parts from each stage's compute and exposed seconds by kind (the
 // critical stage's are the report's own), by the rule heaviest_stage states.
 void NameHeaviestStage(StepReport& report, const std::vector<double>& compute_s, const std::vector<std::map<std::string, double>>& exposed_s);
 // What limits the step, in words: its largest part (with its share of step_time_s, "(the step's
-// largest part: 43% of it)", where `with_share`), and whether it fits (reads fits too). A bubble
-// beside a heavier stage names that stage, how much more it works, and its largest part.
+// largest part: 43% of it)", where `with_share`), and whether it fits (reads fits too).
 std::string WhatLimits(const StepReport& report, bool with_share = false);
 // An exposed kind's name for people ("data all-gather" -> "fsdp all-gather"): the stream's word
 // replaced by the axes that kind's collectives in `report` run over; the kind when it has none.

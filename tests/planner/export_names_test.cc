@@ -1,5 +1,6 @@
 // The exports' setting names and values against the frameworks' own sources, DeepSpeed's JSON,
 // and the export target names.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -214,15 +215,38 @@ TEST(ExportTest, DeepSpeedConfig) {
   p.cross_entropy = "eager";
   const Export eager = ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset("dgx-h100:64", "--cluster"), p, ExportTarget::kDeepSpeed);
   EXPECT_TRUE(eager.not_expressed.empty()) << eager.not_expressed.front();
-  // A context axis DeepSpeed does not run joins its data-parallel world (64 / tensor 2 = 32
-  // ranks): the batch fields pass its check, train_batch_size = micro x accumulation x 32.
-  PlanSpec context;
-  context.mesh.context = 2, context.mesh.fsdp = 16, context.mesh.tensor = 2;
-  context.global_batch_size = 512, context.seq_len = 8192, context.micro_batch_size = 1;
-  const Export folded = ExportPlan(FindModelPreset("llama3-70b")->spec, ParseClusterPreset("dgx-h100:64", "--cluster"), context, ExportTarget::kDeepSpeed);
-  const nlohmann::json c = nlohmann::json::parse(folded.text);
-  EXPECT_EQ(c["train_batch_size"].get<int64_t>(), c["train_micro_batch_size_per_gpu"].get<int64_t>() * c["gradient_accumulation_steps"].get<int64_t>() * 32);
-  EXPECT_FALSE(folded.not_expressed.empty());
+  // A context axis DeepSpeed does not run joins its data-parallel world (every rank not tensor or
+  // pipeline, expert ranks included): the batch fields pass its check, train_batch_size =
+  // micro x accumulation x that world, or the export says why they cannot or what they changed.
+  auto deepspeed = [](const std::string& model, MeshShape mesh, int64_t batch, int64_t micro) {
+    PlanSpec plan;
+    plan.mesh = mesh;
+    plan.global_batch_size = batch, plan.seq_len = 8192, plan.micro_batch_size = micro;
+    const ModelSpec& m = FindModelPreset(model)->spec;
+    const Export e = ExportPlan(m, ParseClusterPreset("dgx-h100:" + std::to_string(mesh.Product()), "--cluster"), plan, ExportTarget::kDeepSpeed);
+    return std::make_pair(e, nlohmann::json::parse(e.text));
+  };
+  auto check = [](const nlohmann::json& c, int64_t world) {
+    return c["train_batch_size"].get<int64_t>() ==
+           c["train_micro_batch_size_per_gpu"].get<int64_t>() * c["gradient_accumulation_steps"].get<int64_t>() * world;
+  };
+  auto says = [](const Export& e, const std::string& words) {
+    return std::any_of(e.not_expressed.begin(), e.not_expressed.end(), [&](const std::string& g) { return g.find(words) != std::string::npos; });
+  };
+  MeshShape cft;
+  cft.context = 2, cft.fsdp = 16, cft.tensor = 2;
+  const auto [folded, c] = deepspeed("llama3-70b", cft, 512, 1);
+  EXPECT_TRUE(check(c, 32)) << c;
+  MeshShape cfe;
+  cfe.context = 2, cfe.fsdp = 8, cfe.expert = 2;
+  const auto [experts, ce] = deepspeed("mixtral-8x7b", cfe, 128, 1);
+  EXPECT_TRUE(check(ce, 32)) << ce;
+  const auto [changed, cc] = deepspeed("llama3-70b", cft, 64, 4);  // 2 sequences a rank: micro-batch 2
+  EXPECT_TRUE(check(cc, 32)) << cc;
+  EXPECT_EQ(cc["train_micro_batch_size_per_gpu"], 2);
+  EXPECT_TRUE(says(changed, "micro-batch 2 per rank, not the plan's 4")) << changed.not_expressed.size();
+  const auto [uneven, cu] = deepspeed("llama3-70b", cft, 48, 1);  // 48 over 32 ranks
+  EXPECT_TRUE(says(uneven, "48 sequences do not split over DeepSpeed's data-parallel world of 32 ranks")) << uneven.not_expressed.size();
 }
 
 TEST(ExportTest, TargetNames) {
