@@ -71,7 +71,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"breakdown", {{"compute_s", r.compute_s}, {"compute_borrowed_s", r.compute_borrowed_s}, {"exposed_comm_s", exposed}, {"exposed_comm_labels", labels}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage},
                          {"heaviest_stage", r.heaviest_stage < 0 ? nlohmann::json(nullptr)
                                                                : nlohmann::json{{"stage", r.heaviest_stage}, {"compute_s", r.heaviest_compute_s},
-                                                                                {"exposed_comm_s", r.heaviest_exposed_comm_s}}}}},
+                                                                                {"exposed_comm_s", r.heaviest_exposed_comm_s}, {"as_heavy", r.heaviest_ties}}}}},
           {"collectives", collectives},
           {"stage_time_s", r.stage_time_s},
           {"why", r.why}};

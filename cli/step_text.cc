@@ -9,7 +9,9 @@ namespace shardsim::cli {
 void PrintHeaviestStage(const sim::StepReport& report, const sim::StepReport& labels, std::ostream& out) {
   if (report.heaviest_stage < 0) return;
   double more = report.heaviest_compute_s - report.compute_s;
-  out << "  heaviest    stage " << report.heaviest_stage << ": compute " << FormatSeconds(report.heaviest_compute_s);
+  out << "  heaviest    stage " << report.heaviest_stage;
+  if (report.heaviest_ties > 0) out << " (and " << report.heaviest_ties << " other" << (report.heaviest_ties > 1 ? "s" : "") << " as heavy)";
+  out << ": compute " << FormatSeconds(report.heaviest_compute_s);
   for (const auto& [key, seconds] : report.heaviest_exposed_comm_s) {
     more += seconds;
     if (seconds > 0) out << ", exposed " << sim::ExposedLabel(labels, key) << " " << FormatSeconds(seconds);

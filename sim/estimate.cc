@@ -63,6 +63,9 @@ void NameHeaviestStage(StepReport& report, const std::vector<double>& compute_s,
   const size_t critical = static_cast<size_t>(report.critical_stage);
   if (compute_s.empty() || heaviest == critical || work(heaviest) - work(critical) <= 0.01 * report.step_time_s) return;
   report.heaviest_stage = static_cast<int64_t>(heaviest);
+  for (size_t s = 0; s < compute_s.size(); ++s) {
+    if (s != heaviest && work(s) >= work(heaviest) - 0.001 * report.step_time_s) ++report.heaviest_ties;
+  }
   report.heaviest_compute_s = compute_s[heaviest];
   report.heaviest_exposed_comm_s = exposed_s[heaviest];
 }

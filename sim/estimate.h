@@ -65,6 +65,7 @@ struct StepReport {
   // critical stage and exceeds its work by over 1% of the step: the critical stage's bubble holds
   // its waiting for that one (an MoE stage's all-to-alls, the head's stage). -1 else.
   int64_t heaviest_stage = -1;
+  int64_t heaviest_ties = 0;  // other stages within 0.1% of the step of its work (the MoE stages alike)
   double heaviest_compute_s = 0;
   std::map<std::string, double> heaviest_exposed_comm_s;
   std::string why;  // what limits the step, in words

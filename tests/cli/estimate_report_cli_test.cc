@@ -1,6 +1,6 @@
 // What estimate's report says beside its numbers: a sequence beyond the model's length, the
 // exposed collectives named by the axes they ran over, in the text and the JSON alike, and the
-// heaviest stage where the critical one waits for it.
+// heaviest stage where the critical one waits for it (estimate's and simulate's).
 #include "tests/cli/cli_test_util.h"
 
 namespace shardsim::cli_test {
@@ -70,7 +70,9 @@ TEST(CliEstimateTest, ABubbleThatIsWaitingForABusierStageNamesIt) {
   EXPECT_NE(stage, report["breakdown"]["critical_stage"].get<int64_t>());
   ASSERT_TRUE(heaviest["exposed_comm_s"].contains("expert all-to-all")) << heaviest;
   EXPECT_GT(heaviest["exposed_comm_s"]["expert all-to-all"].get<double>(), 0.1 * report["step_time_s"].get<double>()) << heaviest;
-  EXPECT_NE(text.out.find("  heaviest    stage " + std::to_string(stage) + ": compute "), std::string::npos) << text.out;
+  // Stages 2 to 14 hold the same MoE layers: one is named, the others counted.
+  EXPECT_EQ(heaviest["as_heavy"].get<int64_t>(), 12) << heaviest;
+  EXPECT_NE(text.out.find("  heaviest    stage " + std::to_string(stage) + " (and 12 others as heavy): compute "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find(" more than stage 0, the critical one, which waits for it in its bubble\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("limited by  pipeline bubble (the step's largest part: "), std::string::npos) << text.out;
   json dense;
@@ -78,6 +80,29 @@ TEST(CliEstimateTest, ABubbleThatIsWaitingForABusierStageNamesIt) {
                                          "global_batch_size=64", "--set", "seq_len=4096", "--json"}),
                             &dense));
   EXPECT_TRUE(dense["breakdown"]["heaviest_stage"].is_null()) << dense["breakdown"];
+}
+
+// simulate names the heaviest stage from the simulated devices as estimate does from its own:
+// 8 stages of Llama 3 8B, the last holding the output head and the loss, stage 0 ending last.
+TEST(CliEstimateTest, SimulateNamesTheHeaviestStageAsEstimateDoes) {
+  std::vector<std::string> args = {"simulate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.pipeline=8", "--set",
+                                   "global_batch_size=64", "--set", "seq_len=4096"};
+  const CliResult text = RunShardsim(args);
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
+  args.push_back("--json");
+  json simulated;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(args), &simulated));
+  args[0] = "estimate";
+  json estimated;
+  ASSERT_TRUE(IsJsonSuccess(RunShardsim(args), &estimated));
+  for (const json* report : {&simulated, &estimated}) {
+    const json& b = (*report)["breakdown"];
+    ASSERT_TRUE(b["heaviest_stage"].is_object()) << b;
+    EXPECT_EQ(b["heaviest_stage"]["stage"], 7) << b;
+    EXPECT_EQ(b["critical_stage"], 0) << b;
+    EXPECT_GT(b["heaviest_stage"]["compute_s"].get<double>(), b["compute_s"].get<double>()) << b;
+  }
+  EXPECT_NE(text.out.find("  heaviest    stage 7: compute "), std::string::npos) << text.out;
 }
 
 }  // namespace
