@@ -222,7 +222,7 @@ TEST(ExportTest, DeepSpeedConfig) {
     PlanSpec plan;
     plan.mesh = mesh;
     plan.global_batch_size = batch, plan.seq_len = 8192, plan.micro_batch_size = micro;
-    const ModelSpec& m = FindModelPreset(model)->spec;
+    const ModelSpec m = FindModelPreset(model)->spec;  // a copy: the preset lookup returns a temporary
     const Export e = ExportPlan(m, ParseClusterPreset("dgx-h100:" + std::to_string(mesh.Product()), "--cluster"), plan, ExportTarget::kDeepSpeed);
     return std::make_pair(e, nlohmann::json::parse(e.text));
   };
