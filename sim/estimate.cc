@@ -50,24 +50,16 @@ StepPart LargestPart(const StepReport& report) {
   return part;
 }
 
-void NameHeaviestStage(StepReport& report, const std::vector<double>& compute_s, const std::vector<std::map<std::string, double>>& exposed_s) {
-  auto work = [&](size_t s) {
-    double total = compute_s[s];
-    for (const auto& [kind, seconds] : exposed_s[s]) total += seconds;
-    return total;
-  };
-  size_t heaviest = 0;
-  for (size_t s = 1; s < compute_s.size(); ++s) {
-    if (work(s) > work(heaviest)) heaviest = s;
-  }
+size_t NameHeaviestStage(StepReport& report, const std::vector<double>& work_s) {
   const size_t critical = static_cast<size_t>(report.critical_stage);
-  if (compute_s.empty() || heaviest == critical || work(heaviest) - work(critical) <= 0.01 * report.step_time_s) return;
+  if (work_s.empty() || critical >= work_s.size()) return critical;
+  const size_t heaviest = static_cast<size_t>(std::max_element(work_s.begin(), work_s.end()) - work_s.begin());
+  if (heaviest == critical || work_s[heaviest] - work_s[critical] <= 0.01 * report.step_time_s) return critical;
   report.heaviest_stage = static_cast<int64_t>(heaviest);
-  for (size_t s = 0; s < compute_s.size(); ++s) {
-    if (s != heaviest && work(s) >= work(heaviest) - 0.001 * report.step_time_s) ++report.heaviest_ties;
+  for (size_t s = 0; s < work_s.size(); ++s) {
+    if (s != heaviest && work_s[s] >= work_s[heaviest] - 0.001 * report.step_time_s) ++report.heaviest_ties;
   }
-  report.heaviest_compute_s = compute_s[heaviest];
-  report.heaviest_exposed_comm_s = exposed_s[heaviest];
+  return heaviest;
 }
 
 std::string WhatLimits(const StepReport& report, bool with_share) {
@@ -205,9 +197,10 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   report.bubble_s = std::max(0.0, clock[cs] - busy[cs]);
   report.pipeline_s = clock[cs];
   {
-    std::vector<std::map<std::string, double>> exposed_by_stage;
-    for (const ExposedByKind& e : stage_exposed) exposed_by_stage.push_back(e.Named());
-    NameHeaviestStage(report, stage_compute, exposed_by_stage);
+    std::vector<double> work(static_cast<size_t>(p));
+    for (size_t s = 0; s < work.size(); ++s) work[s] = stage_compute[s] + stage_exposed[s].Total();
+    const size_t heaviest = NameHeaviestStage(report, work);
+    if (report.heaviest_stage >= 0) report.heaviest_compute_s = stage_compute[heaviest], report.heaviest_exposed_comm_s = stage_exposed[heaviest].Named();
   }
 
   // Hardware FLOPs: what the program executes on every device (recomputation, masked attention

@@ -78,9 +78,10 @@ struct StepPart {
   double seconds = 0;
 };
 StepPart LargestPart(const StepReport& report);
-// Sets heaviest_stage and its parts from each stage's compute and exposed seconds by kind (the
-// critical stage's are the report's own), by the rule heaviest_stage states.
-void NameHeaviestStage(StepReport& report, const std::vector<double>& compute_s, const std::vector<std::map<std::string, double>>& exposed_s);
+// Sets heaviest_stage and heaviest_ties from each stage's work (compute and exposed seconds; the
+// critical stage's too), by the rule heaviest_stage states, and returns the heaviest stage's index
+// (the critical one's where none is named): the caller sets its parts, the one stage named.
+size_t NameHeaviestStage(StepReport& report, const std::vector<double>& work_s);
 // What limits the step, in words: its largest part (with its share of step_time_s, "(the step's
 // largest part: 43% of it)", where `with_share`), and whether it fits (reads fits too).
 std::string WhatLimits(const StepReport& report, bool with_share = false);

@@ -204,22 +204,23 @@ SimReport Simulate(const strategies::StepProgram& given, const ClusterSpec& clus
   for (size_t i = 0; i < exposed.seconds.size(); ++i) exposed.seconds[i] = extend(ca.exposed.seconds[i], cb.exposed.seconds[i]);
   step.exposed_comm_s = exposed.Named();
   {
-    // Per stage, its busiest set's compute and exposed seconds by kind (NameHeaviestStage).
-    std::vector<double> stage_compute(static_cast<size_t>(p), 0), stage_work(static_cast<size_t>(p), -1);
-    std::vector<std::map<std::string, double>> stage_exposed(static_cast<size_t>(p));
+    // Per stage, the work of its busiest set (NameHeaviestStage); the named stage's parts from it.
+    std::vector<double> work(static_cast<size_t>(p), 0);
+    std::vector<size_t> busiest_set(static_cast<size_t>(p), critical);
     for (size_t s = 0; s < sets; ++s) {
-      const SetResult& a = full.sets[s];
-      const SetResult b = plays.extended() ? few.sets[s] : a;
-      ExposedByKind by_kind;
-      for (size_t i = 0; i < by_kind.seconds.size(); ++i) by_kind.seconds[i] = extend(a.exposed.seconds[i], b.exposed.seconds[i]);
       const size_t stage = static_cast<size_t>(setup.sets[s].stage);
-      const double work = report.devices[s].compute_s + report.devices[s].exposed_comm_s;
-      if (work <= stage_work[stage]) continue;
-      stage_work[stage] = work;
-      stage_compute[stage] = report.devices[s].compute_s;
-      stage_exposed[stage] = by_kind.Named();
+      const double set_work = report.devices[s].compute_s + report.devices[s].exposed_comm_s;
+      if (set_work > work[stage]) work[stage] = set_work, busiest_set[stage] = s;
     }
-    NameHeaviestStage(step, stage_compute, stage_exposed);
+    const size_t heaviest = NameHeaviestStage(step, work);
+    if (step.heaviest_stage >= 0) {
+      const size_t s = busiest_set[heaviest];
+      ExposedByKind by_kind;
+      for (size_t i = 0; i < by_kind.seconds.size(); ++i)
+        by_kind.seconds[i] = extend(full.sets[s].exposed.seconds[i], (plays.extended() ? few.sets[s] : full.sets[s]).exposed.seconds[i]);
+      step.heaviest_compute_s = report.devices[s].compute_s;
+      step.heaviest_exposed_comm_s = by_kind.Named();
+    }
   }
   const double devices = static_cast<double>(program.plan.mesh.Product());
   const double capacity = step.step_time_s * devices * step.peak_flop_per_s;
