@@ -1,7 +1,6 @@
 #include "sim/collective_schedule.h"
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 
 #include "core/error.h"
@@ -14,11 +13,15 @@ using topologies::Cluster;
 
 int32_t Mod(int64_t a, int64_t n) { return static_cast<int32_t>(((a % n) + n) % n); }
 
-// Ring neighbours i -> i + direction over members `order`, each flow carrying `fraction`.
-void AddRing(const std::vector<int32_t>& order, int direction, double fraction, std::vector<Flow>& flows) {
-  const int64_t n = static_cast<int64_t>(order.size());
+// Ring neighbours i -> i + direction over the n members first[0], first[stride], ..., each flow
+// carrying `fraction`.
+void AddRing(const int32_t* first, int64_t n, int64_t stride, int direction, double fraction, std::vector<Flow>& flows) {
   if (n < 2) return;
-  for (int64_t i = 0; i < n; ++i) flows.push_back({order[static_cast<size_t>(i)], order[static_cast<size_t>(Mod(i + direction, n))], fraction});
+  for (int64_t i = 0; i < n; ++i) flows.push_back({first[i * stride], first[Mod(i + direction, n) * stride], fraction});
+}
+
+void AddRing(const std::vector<int32_t>& order, int direction, double fraction, std::vector<Flow>& flows) {
+  AddRing(order.data(), static_cast<int64_t>(order.size()), 1, direction, fraction, flows);
 }
 
 std::vector<int32_t> Iota(int64_t n) {
@@ -30,19 +33,83 @@ std::vector<int32_t> Iota(int64_t n) {
 // Rounds a ring of n members needs: N-1 for all-gather / reduce-scatter, 2(N-1) for all-reduce.
 int64_t RingRounds(CollectiveOp op, int64_t n) { return op == CollectiveOp::kAllReduce ? 2 * (n - 1) : n - 1; }
 
-Schedule Ring(CollectiveOp op, int64_t n, bool bidirectional) {
+// The group's members by node (NVLink domain): node k's `local` members, in group order, are
+// members[k * local, (k + 1) * local), nodes in the order of their ids.
+struct NodeLayout {
+  int64_t nodes = 0;
+  int64_t local = 0;
+  std::vector<int32_t> members;
+  const int32_t* Node(int64_t k) const { return members.data() + k * local; }
+};
+
+// The layout, or nullopt with `*why_not` unless the cluster is switched and the group spans 2 or
+// more nodes with the same number (>= 2) of its members in each.
+std::optional<NodeLayout> LayOutByNode(const Cluster& cluster, const DeviceGroup& group, std::string* why_not) {
+  const TopologySpec& t = cluster.spec().topology;
+  if (t.kind != TopologyKind::kSwitched) {
+    *why_not = "the cluster has no NVSwitch nodes";
+    return std::nullopt;
+  }
+  std::vector<std::pair<int64_t, int32_t>> keyed(group.devices.size());  // (node, member)
+  for (size_t i = 0; i < group.devices.size(); ++i) keyed[i] = {NodeOf(t, group.devices[i]), static_cast<int32_t>(i)};
+  if (!std::is_sorted(keyed.begin(), keyed.end())) std::sort(keyed.begin(), keyed.end());  // groups are mostly in node order
+  NodeLayout layout;
+  for (size_t begin = 0, end = 0; begin < keyed.size(); begin = end) {
+    while (end < keyed.size() && keyed[end].first == keyed[begin].first) layout.members.push_back(keyed[end++].second);
+    const int64_t count = static_cast<int64_t>(end - begin);
+    if (layout.nodes++ == 0) layout.local = count;
+    if (count != layout.local) {
+      *why_not = "nodes hold different numbers of the group's devices";
+      return std::nullopt;
+    }
+  }
+  if (layout.nodes < 2 || layout.local < 2) {
+    *why_not = layout.nodes < 2 ? "the group lies inside one node" : "the group has one device per node";
+    return std::nullopt;
+  }
+  return layout;
+}
+
+// NCCL's rings across NVSwitch nodes: one channel per member a node holds (L of them), each
+// entering and leaving every node on its own rail, so every member's NIC carries one channel's
+// share (1/L) and the rest of the ring runs over NVLink. Per round a member sends 1/n of the
+// buffer as a plain ring does: (L-1)/(L n) to the next member of its node, 1/(L n) to the member
+// of the same local index in the next node (`direction` -1 mirrors both).
+void AddChannelRings(const NodeLayout& layout, int direction, double fraction, std::vector<Flow>& flows) {
+  const double l = static_cast<double>(layout.local);
+  for (int64_t k = 0; k < layout.nodes; ++k) {
+    const int32_t* here = layout.Node(k);
+    const int32_t* next = layout.Node(Mod(k + direction, layout.nodes));
+    for (int64_t a = 0; a < layout.local; ++a) {
+      flows.push_back({here[a], here[Mod(a + direction, layout.local)], fraction * (l - 1) / l});
+      flows.push_back({here[a], next[a], fraction / l});
+    }
+  }
+}
+
+// A ring over the group in its order, or, across NVSwitch nodes (`layout`), NCCL's channel
+// rings (AddChannelRings).
+Schedule Ring(CollectiveOp op, int64_t n, bool bidirectional, const std::optional<NodeLayout>& layout) {
   Schedule s{op, bidirectional ? Algorithm::kBidirectionalRing : Algorithm::kRing, n, {}, ""};
   Step step;
   step.rounds = RingRounds(op, n);
   const std::vector<int32_t> order = Iota(n);
-  if (bidirectional) {
-    AddRing(order, +1, 0.5 / static_cast<double>(n), step.flows);
-    AddRing(order, -1, 0.5 / static_cast<double>(n), step.flows);
-  } else {
-    AddRing(order, +1, 1.0 / static_cast<double>(n), step.flows);
+  const double share = (bidirectional ? 0.5 : 1.0) / static_cast<double>(n);
+  for (int direction : bidirectional ? std::vector<int>{+1, -1} : std::vector<int>{+1}) {
+    if (layout) {
+      AddChannelRings(*layout, direction, share, step.flows);
+    } else {
+      AddRing(order, direction, share, step.flows);
+    }
   }
   s.steps.push_back(step);
-  s.description = std::string(bidirectional ? "bidirectional ring" : "ring") + " over " + std::to_string(n) + " devices in group order";
+  const std::string kind = bidirectional ? "bidirectional ring" : "ring";
+  if (layout) {
+    s.description = kind + " over " + std::to_string(n) + " devices in " + std::to_string(layout->local) + " channels, each crossing the " +
+                    std::to_string(layout->nodes) + " nodes on its own NIC (NCCL's rings)";
+  } else {
+    s.description = kind + " over " + std::to_string(n) + " devices in group order";
+  }
   return s;
 }
 
@@ -180,40 +247,21 @@ Schedule Torus(CollectiveOp op, const TorusBox& box) {
 std::optional<Schedule> Hierarchical(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, bool in_network,
                                      std::string* why_not) {
   const TopologySpec& t = cluster.spec().topology;
-  if (t.kind != TopologyKind::kSwitched) {
-    *why_not = "the cluster has no NVSwitch nodes";
-    return std::nullopt;
-  }
-  std::map<int64_t, std::vector<int32_t>> by_node;
-  for (size_t i = 0; i < group.devices.size(); ++i) by_node[NodeOf(t, group.devices[i])].push_back(static_cast<int32_t>(i));
-  const int64_t nodes = static_cast<int64_t>(by_node.size());
-  const int64_t local = static_cast<int64_t>(by_node.begin()->second.size());
-  if (nodes < 2 || local < 2) {
-    *why_not = nodes < 2 ? "the group lies inside one node" : "the group has one device per node";
-    return std::nullopt;
-  }
-  for (const auto& [node, members] : by_node) {
-    if (static_cast<int64_t>(members.size()) != local) {
-      *why_not = "nodes hold different numbers of the group's devices";
-      return std::nullopt;
-    }
-  }
+  const std::optional<NodeLayout> layout = LayOutByNode(cluster, group, why_not);
+  if (!layout) return std::nullopt;
+  const int64_t nodes = layout->nodes, local = layout->local;
   const int64_t n = nodes * local;
   const double g = static_cast<double>(local), m = static_cast<double>(nodes);
   auto inside = [&](double fraction, int64_t rounds) {
     Step step;
     step.rounds = rounds;
-    for (const auto& [node, members] : by_node) AddRing(members, +1, fraction, step.flows);
+    for (int64_t k = 0; k < nodes; ++k) AddRing(layout->Node(k), local, 1, +1, fraction, step.flows);
     return step;
   };
   auto across = [&](double fraction, int64_t rounds) {
     Step step;
     step.rounds = rounds;
-    for (int64_t l = 0; l < local; ++l) {
-      std::vector<int32_t> rail;
-      for (const auto& [node, members] : by_node) rail.push_back(members[static_cast<size_t>(l)]);
-      AddRing(rail, +1, fraction, step.flows);
-    }
+    for (int64_t l = 0; l < local; ++l) AddRing(layout->Node(0) + l, nodes, local, +1, fraction, step.flows);
     return step;
   };
   Schedule s{op, in_network ? Algorithm::kSharp : Algorithm::kHierarchical, n, {}, ""};
@@ -329,8 +377,11 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
         s.steps.push_back(chain);
         return s;
       }
-      return Ring(op, n, false);
-    case Algorithm::kBidirectionalRing: return Ring(op, n, true);
+      [[fallthrough]];
+    case Algorithm::kBidirectionalRing: {
+      std::string unused;  // no channels where the group does not span nodes evenly: a ring in group order
+      return Ring(op, n, algorithm == Algorithm::kBidirectionalRing, LayOutByNode(cluster, group, &unused));
+    }
     case Algorithm::kTorus: {
       auto box = FindBox(cluster, group, why_not);
       if (!box) return std::nullopt;

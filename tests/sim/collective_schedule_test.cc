@@ -41,6 +41,25 @@ TEST(ScheduleTest, RingAndTorusSendTheOptimalBytes) {
   }
 }
 
+// Across NVSwitch nodes a ring runs one channel per member of a node: every member still sends
+// the optimal bytes, 1/L of them to the member of its own local index in the next node (its NIC)
+// and the rest inside its node.
+TEST(ScheduleTest, RingsAcrossNodesSpreadOverEveryNic) {
+  const auto gpus = MakeCluster("dgx-h100:32");
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kBidirectionalRing}) {
+    const Schedule s = Build(gpus, 32, CollectiveOp::kAllReduce, a);
+    for (double sent : SentPerMember(s)) EXPECT_NEAR(sent, 2.0 * 31 / 32, 1e-12) << ToString(a);
+    std::vector<double> across(32, 0);
+    for (const Flow& f : s.steps[0].flows) {
+      if (f.src / 8 != f.dst / 8) {
+        EXPECT_EQ(f.src % 8, f.dst % 8) << "crosses rails";
+        across[static_cast<size_t>(f.src)] += f.fraction * static_cast<double>(s.steps[0].rounds);
+      }
+    }
+    for (double bytes : across) EXPECT_NEAR(bytes, 2.0 * 31 / 32 / 8, 1e-12) << ToString(a);
+  }
+}
+
 TEST(ScheduleTest, FlowsStayInsideTheGroupAndNeverLoop) {
   const auto gpus = MakeCluster("dgx-h100:64");
   for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kAllReduce, CollectiveOp::kAllToAll,
