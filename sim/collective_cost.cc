@@ -62,7 +62,7 @@ CollectiveModel::CollectiveModel(const topologies::Cluster& cluster, const Devic
 }
 
 double CollectiveModel::CostWithChunks(double bytes, int64_t chunks) const {
-  double time = 0;
+  double time = schedule_.launch_s;
   for (size_t i = 0; i < profiles_.size(); ++i) {
     const Step& step = schedule_.steps[i];
     const StepProfile& p = profiles_[i];
@@ -115,7 +115,7 @@ std::vector<CollectiveModel> BuildCollectiveModels(const topologies::Cluster& cl
 namespace {
 
 bool SameCost(const CollectiveModel& a, const CollectiveModel& b) {
-  if (a.profiles().size() != b.profiles().size()) return false;
+  if (a.profiles().size() != b.profiles().size() || a.schedule().launch_s != b.schedule().launch_s) return false;
   for (size_t i = 0; i < a.profiles().size(); ++i) {
     if (a.profiles()[i].latency_s != b.profiles()[i].latency_s || a.profiles()[i].seconds_per_byte != b.profiles()[i].seconds_per_byte ||
         a.schedule().steps[i].rounds != b.schedule().steps[i].rounds || a.schedule().steps[i].pipelined != b.schedule().steps[i].pipelined) {

@@ -357,8 +357,43 @@ std::vector<Algorithm> AlgorithmsFor(CollectiveOp op) {
   return {};
 }
 
+namespace {
+
+// The fixed cost of one call of `algorithm` on a GPU cluster, beyond its rounds' route latencies:
+// NCCL's own latency model (src/graph/tuning.cc at NVIDIA/nccl@b6475625, `baseLat` in us): ring
+// 6.6 and tree 6.8 (the LL protocol, which NCCL picks for small buffers; the hierarchical
+// algorithm's phases and the broadcast chain are rings); NVLS 23 (its whole latency there, one
+// NVLink step). None where NCCL's model puts none (CollNet/SHARP, point-to-point), nor on TPU
+// tori or CPU hosts, where no source gives one (a calibrated host cluster's measured curves
+// carry theirs).
+double LaunchSeconds(const Cluster& cluster, Algorithm algorithm) {
+  if (cluster.spec().topology.kind != TopologyKind::kSwitched) return 0;
+  switch (algorithm) {
+    case Algorithm::kRing:
+    case Algorithm::kBidirectionalRing:
+    case Algorithm::kHierarchical: return 6.6e-6;
+    case Algorithm::kTree: return 6.8e-6;
+    case Algorithm::kNvls: return 23e-6;
+    default: return 0;
+  }
+}
+
+std::optional<Schedule> BuildFlows(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm,
+                                   std::string* why_not, const TokenRouting& routing);
+
+}  // namespace
+
 std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm,
                                       std::string* why_not, const TokenRouting& routing) {
+  std::optional<Schedule> schedule = BuildFlows(cluster, group, op, algorithm, why_not, routing);
+  if (schedule) schedule->launch_s = LaunchSeconds(cluster, algorithm);
+  return schedule;
+}
+
+namespace {
+
+std::optional<Schedule> BuildFlows(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm,
+                                   std::string* why_not, const TokenRouting& routing) {
   SHARDSIM_CHECK(!group.devices.empty(), "empty group");
   const std::vector<Algorithm> valid = AlgorithmsFor(op);
   if (std::find(valid.begin(), valid.end(), algorithm) == valid.end()) {
@@ -407,9 +442,13 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
       // it: V out of each GPU in all, V/N back in) and multicasts the reduced slice (V/N out, V in
       // from all slices): V (N+1)/N each way over every GPU's NVLinks, so busbw = 2(N-1)/(N+1)
       // x the link bandwidth (nccl-tests). The flows i -> i+1 through the switch load exactly that.
+      // Measured, the switch's multimem reductions run below the links' ring rate: 476-480 GB/s
+      // busbw on 8 H100s (NVIDIA/nccl-tests#212, #290), where the rate rings reach (360 GB/s,
+      // about 370 published in #212) gives 560: the flows carry 560/480 of those bytes.
+      constexpr double kNvlsRateShare = 480.0 / 560.0;
       Schedule s{op, algorithm, n, {}, "in-switch reduction and multicast (NVLS) over " + std::to_string(n) + " GPUs"};
       Step step;
-      AddRing(Iota(n), +1, static_cast<double>(n + 1) / static_cast<double>(n), step.flows);
+      AddRing(Iota(n), +1, static_cast<double>(n + 1) / static_cast<double>(n) / kNvlsRateShare, step.flows);
       s.steps.push_back(step);
       return s;
     }
@@ -440,5 +479,7 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
   SHARDSIM_CHECK(false, "BuildSchedule needs a concrete algorithm");
   return std::nullopt;
 }
+
+}  // namespace
 
 }  // namespace shardsim::sim

@@ -33,6 +33,7 @@ struct Schedule {
   int64_t group_size = 0;
   std::vector<Step> steps;
   std::string description;  // "bidirectional ring over 16 devices", ...
+  double launch_s = 0;      // a call's fixed cost before its steps (NCCL's base latency; BuildSchedule)
 };
 
 // The most flows one schedule may hold: 2^24 (16.8M). Every algorithm but the direct all-to-all

@@ -320,8 +320,10 @@ class Preparer {
   std::vector<FlowStep> Resolve(const Op& op, double bytes, const std::vector<std::vector<int64_t>>& groups, int64_t* flows) {
     const auto [algorithm, chunks] = collectives_.Choice(op.collective, op.axes, bytes, op.routing);
     std::vector<FlowStep> steps;
+    double launch = 0;
     for (const std::vector<int64_t>& group : groups) {
       const Schedule& schedule = ScheduleFor(group, op.collective, algorithm, op.routing);
+      launch = std::max(launch, schedule.launch_s);
       if (steps.size() < schedule.steps.size()) steps.resize(schedule.steps.size());
       for (size_t s = 0; s < schedule.steps.size(); ++s) {
         const Step& step = schedule.steps[s];
@@ -341,6 +343,7 @@ class Preparer {
         steps[s].sleep_s = std::max(steps[s].sleep_s, static_cast<double>(rounds - 1) * latency);
       }
     }
+    if (!steps.empty()) steps.front().sleep_s += launch;  // the call's fixed cost first (Schedule::launch_s)
     return steps;
   }
 

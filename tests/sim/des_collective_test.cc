@@ -36,6 +36,7 @@ TEST(DesAgreementTest, MatchesAnalyticWithin2PercentForEveryAlgorithm) {
       {"tpu-v5p:4x4x4", 64, CollectiveOp::kAllReduce, Algorithm::kTorus},
       {"tpu-v5p:4x4x2", 32, CollectiveOp::kReduceScatter, Algorithm::kTorus},
       {"dgx-h100:32", 32, CollectiveOp::kAllReduce, Algorithm::kHierarchical},
+      {"dgx-h100:32", 32, CollectiveOp::kReduceScatter, Algorithm::kRing},  // NCCL's channels over 4 nodes
       {"dgx-h100:32", 32, CollectiveOp::kAllReduce, Algorithm::kTree},
       {"dgx-h100:32", 16, CollectiveOp::kBroadcast, Algorithm::kRing},
       {"dgx-h100:8", 8, CollectiveOp::kAllReduce, Algorithm::kNvls},
