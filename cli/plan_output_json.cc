@@ -7,6 +7,7 @@
 #include "cli/report_json.h"
 #include "core/plan_json.h"
 #include "core/run_cost.h"
+#include "core/units.h"
 
 namespace shardsim::cli {
 namespace {
@@ -46,11 +47,11 @@ json PlanFindingsJson(const PlanFindings& f) {
   }
   json pareto = json::array();
   for (const auto& p : r.pareto) {
-    pareto.push_back({{"plan", PlanToJson(p.plan)}, {"tokens_per_s", p.report.tokens_per_s}, {"peak_bytes_per_device", p.report.memory.peak.total()}});
+    pareto.push_back({{"plan", PlanToJson(p.plan)}, {"tokens_per_s", p.report.tokens_per_s}, {"peak_bytes_per_device", WholeBytes(p.report.memory.peak.total())}});
   }
   json misses = json::array();
   for (const auto& miss : r.nearest_misses) {
-    misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"needed_bytes_per_device", miss.needed_bytes}, {"memory_over_limit", miss.overshoot}, {"estimated", miss.estimated},
+    misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"needed_bytes_per_device", WholeBytes(miss.needed_bytes)}, {"memory_over_limit", miss.overshoot}, {"estimated", miss.estimated},
                       {"host_memory_limit_bytes", miss.host_limit_bytes}});
   }
   const double rate = r.wall_s > 0 ? static_cast<double>(r.evaluated) / r.wall_s : 0;

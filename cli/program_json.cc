@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/plan_json.h"
+#include "core/units.h"
 #include "strategies/schedule.h"
 
 namespace shardsim::cli {
@@ -16,7 +17,7 @@ json OpJson(const strategies::Op& op) {
   if (op.is_comm()) {
     j["collective"] = ToString(op.collective);
     j["axes"] = op.axes;
-    j["bytes"] = op.comm_bytes;
+    j["bytes"] = WholeBytes(op.comm_bytes);
     j["overlapped"] = op.overlapped;
     if (op.comm_units > 0) j["comm_units"] = op.comm_units;
     if (op.routing.deduplicated()) {
@@ -26,7 +27,7 @@ json OpJson(const strategies::Op& op) {
   } else {
     j["kind"] = strategies::ToString(op.kind);
     j["flops"] = op.flops;
-    j["bytes"] = op.bytes;
+    j["bytes"] = WholeBytes(op.bytes);
     j["m"] = op.m;
     j["n"] = op.n;
     j["k"] = op.k;
@@ -76,7 +77,7 @@ json ProgramJson(const strategies::StepProgram& program) {
     stages.push_back({{"stage", static_cast<int64_t>(s)},
                       {"dense_params", stage.dense_params},
                       {"expert_params", stage.expert_params},
-                      {"activation_peak_bytes", stage.activation_peak_bytes},
+                      {"activation_peak_bytes", WholeBytes(stage.activation_peak_bytes)},
                       {"chunks", std::move(chunks)},
                       {"tasks", std::move(tasks)},
                       {"step_ops", OpsJson(stage.step_ops)}});

@@ -3,6 +3,7 @@
 #include "core/cluster_json.h"
 #include "core/mesh.h"
 #include "core/plan_json.h"
+#include "core/units.h"
 #include "planner/frameworks.h"
 
 namespace shardsim::cli {
@@ -26,7 +27,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
                            {"stream", strategies::ToString(c.stream)},
                            {"collective", ToString(c.collective)},
                            {"axes", c.axes},
-                           {"bytes", c.bytes},
+                           {"bytes", WholeBytes(c.bytes)},
                            {"seconds", c.seconds},
                            {"exposed_s", c.exposed_s},
                            {"per_step", c.per_step},
@@ -36,8 +37,9 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
   // maximum over ranks).
   nlohmann::json stages = nlohmann::json::array();
   for (const strategies::MemoryBreakdown& b : r.memory.stages) {
-    stages.push_back({{"bytes_per_device", b.total()}, {"params", b.params}, {"grads", b.grads}, {"optimizer", b.optimizer},
-                      {"activations", b.activations}, {"buffers", b.buffers}, {"pipeline_buffers", b.pipeline}, {"host_activations", b.host}});
+    stages.push_back({{"bytes_per_device", WholeBytes(b.total())}, {"params", WholeBytes(b.params)}, {"grads", WholeBytes(b.grads)},
+                      {"optimizer", WholeBytes(b.optimizer)}, {"activations", WholeBytes(b.activations)}, {"buffers", WholeBytes(b.buffers)},
+                      {"pipeline_buffers", WholeBytes(b.pipeline)}, {"host_activations", WholeBytes(b.host)}});
   }
   nlohmann::json j = {{"engine", "analytic"},
           {"model", model.name},
@@ -55,19 +57,19 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"peak_flop_per_s", r.peak_flop_per_s},
           {"efficiency", EfficiencyToJson(cluster.efficiency)},
           {"fits", r.fits},
-          {"host_bytes", r.host_bytes},
+          {"host_bytes", WholeBytes(r.host_bytes)},
           {"host_fits", r.host_fits},
           {"memory",
-           {{"peak_bytes_per_device", peak.total()},
+           {{"peak_bytes_per_device", WholeBytes(peak.total())},
             {"stages", stages},
-            {"hbm_bytes", r.hbm_bytes},
+            {"hbm_bytes", WholeBytes(r.hbm_bytes)},
             {"peak_stage", r.memory.peak_stage},
-            {"params", peak.params},
-            {"grads", peak.grads},
-            {"optimizer", peak.optimizer},
-            {"activations", peak.activations},
-            {"buffers", peak.buffers},
-            {"pipeline_buffers", peak.pipeline}, {"host_activations", peak.host}}},
+            {"params", WholeBytes(peak.params)},
+            {"grads", WholeBytes(peak.grads)},
+            {"optimizer", WholeBytes(peak.optimizer)},
+            {"activations", WholeBytes(peak.activations)},
+            {"buffers", WholeBytes(peak.buffers)},
+            {"pipeline_buffers", WholeBytes(peak.pipeline)}, {"host_activations", WholeBytes(peak.host)}}},
           {"breakdown", {{"compute_s", r.compute_s}, {"compute_borrowed_s", r.compute_borrowed_s}, {"exposed_comm_s", exposed}, {"exposed_comm_labels", labels}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage},
                          {"heaviest_stage", r.heaviest_stage < 0 ? nlohmann::json(nullptr)
                                                                : nlohmann::json{{"stage", r.heaviest_stage}, {"compute_s", r.heaviest_compute_s},

@@ -6,6 +6,7 @@
 
 #include "cli/sim_view.h"
 #include "core/plan_json.h"
+#include "core/units.h"
 #include "strategies/op_keys.h"
 
 namespace shardsim::cli {
@@ -49,7 +50,7 @@ json EventArgs(const sim::TimelineEvent& e,
     args["kind"] = strategies::ToString(kind->second);
   if (e.is_comm) {
     args.update({{"collective", ToString(e.collective)},
-                 {"bytes", e.bytes},
+                 {"bytes", WholeBytes(e.bytes)},
                  {"group_size", e.group.size()},
                  {"group_ranks", e.group},
                  {"axes", e.axes},

@@ -51,7 +51,7 @@ nlohmann::json SimulationJson(const sim::SimReport& r, const sim::StepReport& es
     }
     devices.push_back({{"rank", d.rank}, {"stage", d.stage}, {"represents", d.represents}, {"busy_s", streams}, {"compute_s", d.compute_s},
                        {"exposed_comm_s", d.exposed_comm_s}, {"bubble_s", d.bubble_s}, {"overlapped_comm_s", d.overlapped_comm_s},
-                       {"compute_utilisation", d.compute_s / r.step.step_time_s}, {"memory_bytes", d.memory_bytes}});
+                       {"compute_utilisation", d.compute_s / r.step.step_time_s}, {"memory_bytes", WholeBytes(d.memory_bytes)}});
   }
   j["devices"] = devices;
   nlohmann::json links = nlohmann::json::array();

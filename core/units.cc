@@ -1,9 +1,11 @@
 #include "core/units.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "core/error.h"
 #include "core/text.h"
@@ -161,6 +163,12 @@ std::string FormatSI(double value, std::string_view unit) {
     }
   }
   return FormatSignificant(value) + " " + std::string(unit);
+}
+
+int64_t WholeBytes(double bytes) {
+  constexpr double kMax = 9.2e18;  // below INT64_MAX (9.22e18), where llround is defined
+  if (!(bytes < kMax)) return std::numeric_limits<int64_t>::max();
+  return std::llround(std::max(bytes, 0.0));
 }
 
 std::string FormatBinaryBytes(double bytes) {

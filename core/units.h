@@ -35,6 +35,9 @@ std::string FormatCount(double count);
 std::string FormatSI(double value, std::string_view unit);
 // "95 GiB" style binary size.
 std::string FormatBinaryBytes(double bytes);
+// A modelled byte count (a product and quotient of doubles, 30380628329.41) as the whole number
+// of bytes output reports: rounded to the nearest byte, at most INT64_MAX.
+int64_t WholeBytes(double bytes);
 // Bytes in GiB (2^30 bytes), the unit memory figures are published in.
 constexpr double BytesToGiB(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 // "45.2%" for 0.452.

@@ -1,6 +1,7 @@
 #include "core/units.h"
 
 #include <gtest/gtest.h>
+#include <limits>
 
 #include "core/error.h"
 
@@ -83,6 +84,13 @@ TEST(CheckedArithmeticTest, OverflowIsAnInputError) {
   EXPECT_EQ(CheckedMul(int64_t{1} << 31, int64_t{1} << 31, "x"), int64_t{1} << 62);
   EXPECT_THROW(CheckedMul(int64_t{1} << 32, int64_t{1} << 32, "x"), InputError);
   EXPECT_THROW(CheckedAdd(INT64_MAX, 1, "x"), InputError);
+}
+
+TEST(WholeBytesTest, RoundsToTheNearestByteWithinInt64) {
+  EXPECT_EQ(WholeBytes(30380628329.411766), 30380628329);
+  EXPECT_EQ(WholeBytes(0.5), 1);
+  EXPECT_EQ(WholeBytes(-3.0), 0);
+  EXPECT_EQ(WholeBytes(1e30), std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace
