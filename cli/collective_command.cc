@@ -95,7 +95,7 @@ json DesJson(const sim::DesReport& des, const topologies::Cluster& cluster) {
           {"messages", des.messages},
           {"peak_rss_bytes", des.peak_rss_bytes},
           {"estimated_wall_s", des.estimate.seconds},
-          {"estimated_peak_bytes", des.estimate.bytes},
+          {"estimated_peak_bytes", WholeBytes(des.estimate.bytes)},
           {"folded", des.folded},
           {"busiest_links_largest_size", busiest}};
 }

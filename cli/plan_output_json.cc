@@ -52,7 +52,7 @@ json PlanFindingsJson(const PlanFindings& f) {
   json misses = json::array();
   for (const auto& miss : r.nearest_misses) {
     misses.push_back({{"plan", PlanToJson(miss.plan)}, {"reason", miss.reason}, {"needed_bytes_per_device", WholeBytes(miss.needed_bytes)}, {"memory_over_limit", miss.overshoot}, {"estimated", miss.estimated},
-                      {"host_memory_limit_bytes", miss.host_limit_bytes}});
+                      {"host_memory_limit_bytes", WholeBytes(miss.host_limit_bytes)}});
   }
   const double rate = r.wall_s > 0 ? static_cast<double>(r.evaluated) / r.wall_s : 0;
   json j{{"fits", !r.best.empty()},
@@ -62,7 +62,7 @@ json PlanFindingsJson(const PlanFindings& f) {
          {"nearest_misses", misses},
          {"fixed", planner::FixedJson(f.constraints)},
          {"framework", f.framework ? json(std::string(planner::FrameworkName(*f.framework))) : json(nullptr)},
-         {"max_memory_bytes_per_device", r.max_memory_bytes},
+         {"max_memory_bytes_per_device", WholeBytes(r.max_memory_bytes)},
          {"search",
           {{"meshes", r.meshes},
            {"layouts", r.layouts},

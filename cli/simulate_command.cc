@@ -42,7 +42,7 @@ nlohmann::json SimulationJson(const sim::SimReport& r, const sim::StepReport& es
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["estimated_flows"] = r.engine_load.flows;
   j["estimated_wall_s"] = r.engine_estimate.seconds;
-  j["estimated_peak_bytes"] = r.engine_estimate.bytes;
+  j["estimated_peak_bytes"] = WholeBytes(r.engine_estimate.bytes);
   nlohmann::json devices = nlohmann::json::array();
   for (const sim::DeviceUse& d : r.devices) {
     nlohmann::json streams;

@@ -19,7 +19,7 @@ using shardsim::ToString;
 
 enum class Algorithm {
   kAuto,               // the fastest applicable one (as NCCL's tuner would pick)
-  kRing,               // one ring in group order
+  kRing,               // one ring in group order; across NVSwitch nodes NCCL's channel rings, one per NIC
   kBidirectionalRing,  // two rings in opposite directions, half the data each
   kTorus,              // a bidirectional ring per physical torus axis, axes in parallel phases
   kHierarchical,       // inside each NVSwitch node, then across nodes, then inside again

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "sim/routed_all_to_all.h"
 
 namespace shardsim::sim {
@@ -387,6 +388,7 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
                                       std::string* why_not, const TokenRouting& routing) {
   std::optional<Schedule> schedule = BuildFlows(cluster, group, op, algorithm, why_not, routing);
   if (schedule) schedule->launch_s = LaunchSeconds(cluster, algorithm);
+  if (schedule && schedule->launch_s > 0) schedule->description += "; " + FormatSeconds(schedule->launch_s) + " a call first (NCCL's base latency)";
   return schedule;
 }
 

@@ -113,7 +113,10 @@ std::vector<std::vector<ResolvedStep>> Resolve(const topologies::Cluster& cluste
       report.messages += static_cast<int64_t>(flows.size());
       steps.push_back(std::move(r));
     }
-    if (!steps.empty()) steps.front().sleep_s += request.schedules.front()->launch_s;  // the call's fixed cost first
+    // The call's fixed cost before its first step that moves anything (a step without flows is
+    // skipped whole, its sleep too).
+    const auto first = std::find_if(steps.begin(), steps.end(), [](const ResolvedStep& r) { return !r.src.empty(); });
+    if (first != steps.end()) first->sleep_s += request.schedules.front()->launch_s;
     std::vector<LinkLoad> busiest;
     for (const auto& [id, entry] : load) busiest.push_back({id, entry.first, static_cast<int64_t>(entry.second.size())});
     std::sort(busiest.begin(), busiest.end(), [](const LinkLoad& a, const LinkLoad& b) {

@@ -172,6 +172,13 @@ TEST_F(CliPlanTest, NothingFitsSaysSoAndHowManyDevices) {
   EXPECT_GT(out["smallest_fit"]["devices"].get<int64_t>(), 8);
   EXPECT_LE(out["smallest_fit"]["plan"]["memory"]["peak_bytes_per_device"].get<double>(), out["max_memory_bytes_per_device"].get<double>());
   for (const json& miss : out["nearest_misses"]) EXPECT_GT(miss["needed_bytes_per_device"].get<double>(), out["max_memory_bytes_per_device"].get<double>());
+  // Bytes are whole numbers.
+  EXPECT_TRUE(out["max_memory_bytes_per_device"].is_number_integer()) << out["max_memory_bytes_per_device"];
+  ASSERT_FALSE(out["nearest_misses"].empty());
+  for (const json& miss : out["nearest_misses"]) {
+    EXPECT_TRUE(miss["needed_bytes_per_device"].is_number_integer()) << miss;
+    EXPECT_TRUE(miss["host_memory_limit_bytes"].is_number_integer()) << miss;
+  }
 }
 
 // A batch of so many sequences that the search's cap on micro-batches makes them too large to fit

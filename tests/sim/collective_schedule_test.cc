@@ -60,6 +60,35 @@ TEST(ScheduleTest, RingsAcrossNodesSpreadOverEveryNic) {
   }
 }
 
+// The channels follow the members' nodes whatever the group's order (here alternating between
+// two nodes, so the two directions of the bidirectional ring cross between the same pair of
+// nodes); a group with unequal numbers of members per node keeps one ring in group order.
+TEST(ScheduleTest, ChannelRingsFollowNodesNotGroupOrder) {
+  const auto gpus = MakeCluster("dgx-h100:24");
+  DeviceGroup alternating;
+  for (int64_t i = 0; i < 8; ++i) alternating.devices.insert(alternating.devices.end(), {8 + i, i});
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kBidirectionalRing}) {
+    std::string why;
+    const auto s = BuildSchedule(gpus, alternating, CollectiveOp::kReduceScatter, a, &why);
+    ASSERT_TRUE(s.has_value()) << why;
+    for (double sent : SentPerMember(*s)) EXPECT_NEAR(sent, 15.0 / 16, 1e-12) << ToString(a);
+    std::vector<double> across(16, 0);
+    for (const Flow& f : s->steps[0].flows) {
+      const int64_t src = alternating.devices[static_cast<size_t>(f.src)], dst = alternating.devices[static_cast<size_t>(f.dst)];
+      if (src / 8 == dst / 8) continue;
+      EXPECT_EQ(src % 8, dst % 8) << "crosses rails";
+      across[static_cast<size_t>(f.src)] += f.fraction * static_cast<double>(s->steps[0].rounds);
+    }
+    for (double bytes : across) EXPECT_NEAR(bytes, 15.0 / 16 / 8, 1e-12) << ToString(a);
+    EXPECT_NE(s->description.find("8 channels"), std::string::npos) << s->description;
+  }
+  std::string why;
+  const auto uneven = BuildSchedule(gpus, FirstDevices(12), CollectiveOp::kReduceScatter, Algorithm::kRing, &why);
+  ASSERT_TRUE(uneven.has_value()) << why;
+  EXPECT_NE(uneven->description.find("in group order"), std::string::npos) << uneven->description;
+  for (double sent : SentPerMember(*uneven)) EXPECT_NEAR(sent, 11.0 / 12, 1e-12);
+}
+
 TEST(ScheduleTest, FlowsStayInsideTheGroupAndNeverLoop) {
   const auto gpus = MakeCluster("dgx-h100:64");
   for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kAllReduce, CollectiveOp::kAllToAll,
