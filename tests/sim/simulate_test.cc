@@ -77,14 +77,7 @@ TEST(Simulate, AgreesWithTheEstimateWhereNoLinkIsShared) {
 // small that its tensor collectives' fixed costs are most of the step simulates as it estimates
 // (a latency dropped or paid twice in the engine would move the ratio by a third or more).
 TEST(Simulate, PaysEachCollectivesFixedCostOnceAsTheEstimateDoes) {
-  ModelSpec tiny = UniformModel();
-  tiny.num_layers = 2;
-  tiny.hidden_size = 256;
-  tiny.num_heads = 8;
-  tiny.num_kv_heads = 8;
-  tiny.head_dim = 32;
-  tiny.ffn_hidden_size = 512;
-  const Both both = RunPlan(tiny, "dgx-h100:8", {"mesh.tensor=8", "seq_len=256", "micro_batch_size=1", "global_batch_size=1"});
+  const Both both = RunPlan(Preset("tiny-dense"), "dgx-h100:4", {"mesh.tensor=4", "seq_len=256", "micro_batch_size=1", "global_batch_size=1"});
   double exposed = 0;
   for (const auto& [kind, seconds] : both.estimated.exposed_comm_s) exposed += seconds;
   EXPECT_GT(exposed, 0.5 * both.estimated.step_time_s) << "the step is not latency-bound";
