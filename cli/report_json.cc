@@ -13,6 +13,18 @@ std::optional<sim::NetworkRows> DispatchRows(const topologies::Cluster& graph, c
   return sim::NetworkRowsPerToken(graph, sim::DeviceGroup{LogicalMesh(plan.mesh, plan.mesh_order).Group(0, ExpertAxes(plan))}, DispatchRouting(model, plan));
 }
 
+namespace {
+
+// One memory breakdown's parts (a stage's, or the peak's), in whole bytes.
+nlohmann::json PartsJson(const strategies::MemoryBreakdown& b) {
+  return {{"params", WholeBytes(b.params)},         {"grads", WholeBytes(b.grads)},
+          {"optimizer", WholeBytes(b.optimizer)},   {"activations", WholeBytes(b.activations)},
+          {"buffers", WholeBytes(b.buffers)},       {"pipeline_buffers", WholeBytes(b.pipeline)},
+          {"host_activations", WholeBytes(b.host)}};
+}
+
+}  // namespace
+
 nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, const PlanSpec& plan, const sim::StepReport& r) {
   nlohmann::json exposed = nlohmann::json::object();
   // Each key as the text names it, by the mesh axes its collectives ran over (sim::ExposedLabel).
@@ -37,10 +49,13 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
   // maximum over ranks).
   nlohmann::json stages = nlohmann::json::array();
   for (const strategies::MemoryBreakdown& b : r.memory.stages) {
-    stages.push_back({{"bytes_per_device", WholeBytes(b.total())}, {"params", WholeBytes(b.params)}, {"grads", WholeBytes(b.grads)},
-                      {"optimizer", WholeBytes(b.optimizer)}, {"activations", WholeBytes(b.activations)}, {"buffers", WholeBytes(b.buffers)},
-                      {"pipeline_buffers", WholeBytes(b.pipeline)}, {"host_activations", WholeBytes(b.host)}});
+    nlohmann::json stage = PartsJson(b);
+    stage["bytes_per_device"] = WholeBytes(b.total());
+    stages.push_back(std::move(stage));
   }
+  nlohmann::json memory = PartsJson(peak);
+  memory.update({{"peak_bytes_per_device", WholeBytes(peak.total())}, {"stages", stages}, {"hbm_bytes", WholeBytes(r.hbm_bytes)},
+                 {"peak_stage", r.memory.peak_stage}});
   nlohmann::json j = {{"engine", "analytic"},
           {"model", model.name},
           {"cluster", cluster.name},
@@ -59,17 +74,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"fits", r.fits},
           {"host_bytes", WholeBytes(r.host_bytes)},
           {"host_fits", r.host_fits},
-          {"memory",
-           {{"peak_bytes_per_device", WholeBytes(peak.total())},
-            {"stages", stages},
-            {"hbm_bytes", WholeBytes(r.hbm_bytes)},
-            {"peak_stage", r.memory.peak_stage},
-            {"params", WholeBytes(peak.params)},
-            {"grads", WholeBytes(peak.grads)},
-            {"optimizer", WholeBytes(peak.optimizer)},
-            {"activations", WholeBytes(peak.activations)},
-            {"buffers", WholeBytes(peak.buffers)},
-            {"pipeline_buffers", WholeBytes(peak.pipeline)}, {"host_activations", WholeBytes(peak.host)}}},
+          {"memory", memory},
           {"breakdown", {{"compute_s", r.compute_s}, {"compute_borrowed_s", r.compute_borrowed_s}, {"exposed_comm_s", exposed}, {"exposed_comm_labels", labels}, {"bubble_s", r.bubble_s}, {"critical_stage", r.critical_stage},
                          {"heaviest_stage", r.heaviest_stage < 0 ? nlohmann::json(nullptr)
                                                                : nlohmann::json{{"stage", r.heaviest_stage}, {"compute_s", r.heaviest_compute_s},

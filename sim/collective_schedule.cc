@@ -94,8 +94,8 @@ Schedule Ring(CollectiveOp op, int64_t n, bool bidirectional, const std::optiona
   Schedule s{op, bidirectional ? Algorithm::kBidirectionalRing : Algorithm::kRing, n, {}, ""};
   Step step;
   step.rounds = RingRounds(op, n);
-  const std::vector<int32_t> order = Iota(n);
   const double share = (bidirectional ? 0.5 : 1.0) / static_cast<double>(n);
+  const std::vector<int32_t> order = layout ? std::vector<int32_t>{} : Iota(n);  // group order, where no channels
   for (int direction : bidirectional ? std::vector<int>{+1, -1} : std::vector<int>{+1}) {
     if (layout) {
       AddChannelRings(*layout, direction, share, step.flows);

@@ -200,7 +200,10 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
     std::vector<double> work(static_cast<size_t>(p));
     for (size_t s = 0; s < work.size(); ++s) work[s] = stage_compute[s] + stage_exposed[s].Total();
     const size_t heaviest = NameHeaviestStage(report, work);
-    if (report.heaviest_stage >= 0) report.heaviest_compute_s = stage_compute[heaviest], report.heaviest_exposed_comm_s = stage_exposed[heaviest].Named();
+    if (report.heaviest_stage >= 0) {
+      report.heaviest_compute_s = stage_compute[heaviest];
+      report.heaviest_exposed_comm_s = stage_exposed[heaviest].Named();
+    }
   }
 
   // Hardware FLOPs: what the program executes on every device (recomputation, masked attention

@@ -210,7 +210,10 @@ SimReport Simulate(const strategies::StepProgram& given, const ClusterSpec& clus
     for (size_t s = 0; s < sets; ++s) {
       const size_t stage = static_cast<size_t>(setup.sets[s].stage);
       const double set_work = report.devices[s].compute_s + report.devices[s].exposed_comm_s;
-      if (set_work > work[stage]) work[stage] = set_work, busiest_set[stage] = s;
+      if (set_work > work[stage]) {
+        work[stage] = set_work;
+        busiest_set[stage] = s;
+      }
     }
     const size_t heaviest = NameHeaviestStage(step, work);
     if (step.heaviest_stage >= 0) {
