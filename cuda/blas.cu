@@ -20,6 +20,8 @@ Blas::Blas() {
   Check(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 }
 
+void Blas::SetStream(cudaStream_t stream) { Check(cublasSetStream(handle_, stream), "cublasSetStream"); }
+
 Blas::~Blas() {
   if (handle_ != nullptr) cublasDestroy(handle_);
 }

@@ -41,6 +41,8 @@ class Blas {
   // C = alpha op(A) op(B) + beta C for `batch` independent products (strided).
   void Gemm(const OutRef& c, const MatRef& a, const MatRef& b, int64_t m, int64_t n, int64_t inner, float alpha,
             float beta, int64_t batch = 1);
+  // The stream the products run on (default: the legacy default stream).
+  void SetStream(cudaStream_t stream);
 
  private:
   cublasHandle_t handle_ = nullptr;

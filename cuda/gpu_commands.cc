@@ -18,6 +18,7 @@
 #include "cuda/flash_attention.h"
 #include "cuda/gpu_calibrate.h"
 #include "cuda/gpu_model.h"
+#include "cuda/sm_share.h"
 
 namespace shardsim::cuda {
 namespace {
@@ -256,6 +257,35 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
       << ", cluster spec)\n";
   out << "device memory in use " << FormatBinaryBytes(used) << " of " << FormatBinaryBytes(static_cast<double>(total_bytes))
       << " (the whole device's, after the first step)\n";
+  return 0;
+}
+
+int RunGpuSmShare(const GpuSmShareOptions& o, std::ostream& out) {
+  for (const auto& [name, v] : {std::pair{"--m", o.m}, std::pair{"--n", o.n}, std::pair{"--k", o.k}}) {
+    if (v < 64 || v > 65536) throw InputError(name, "must be in [64, 65536], got " + std::to_string(v), "a product's dimension", "");
+  }
+  if (o.repeats < 1 || o.repeats > 10000) throw InputError("--repeats", "must be in [1, 10000], got " + std::to_string(o.repeats));
+  if (o.units.empty()) throw InputError("--units", "is empty", "multiprocessors to hold, e.g. 8,16,32", "");
+  RequireDevice();
+  const SmShareResult r = MeasureSmShare({.m = o.m, .n = o.n, .k = o.k, .units = o.units, .repeats = o.repeats});
+  const double flops = 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
+  if (o.json) {
+    json j = {{"device", {{"name", r.device.name}, {"multiprocessors", r.device.multiprocessors}, {"driver", r.device.driver}}},
+              {"m", r.m}, {"n", r.n}, {"k", r.k}, {"dtype", "bf16"}, {"rows", json::array()}};
+    for (const SmShareRow& row : r.rows) {
+      j["rows"].push_back({{"units", row.units}, {"alone_s", row.alone_s}, {"beside_s", row.beside_s},
+                           {"copy_bytes_per_s", row.copy_bytes_per_s}, {"ratio", row.beside_s / row.alone_s}, {"modelled_ratio", row.modelled}});
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << r.device.name << " (" << r.device.multiprocessors << " SMs): a bf16 product " << r.m << " x " << r.n << " x " << r.k
+      << " (cuBLAS, measured) beside a kernel copying device memory on u SMs (one block each), against the simulator's U / (U - u)\n";
+  for (const SmShareRow& row : r.rows) {
+    out << "  u " << row.units << ": alone " << FormatSeconds(row.alone_s) << " (" << FormatSI(flops / row.alone_s, "FLOP/s") << "), beside it "
+        << FormatSeconds(row.beside_s) << " (x" << FormatFixed(row.beside_s / row.alone_s, 3) << ", the copy at "
+        << FormatSI(row.copy_bytes_per_s, "B/s") << "); modelled x" << FormatFixed(row.modelled, 3) << "\n";
+  }
   return 0;
 }
 

@@ -1,10 +1,12 @@
 // The subcommands of shardsim-gpu: `info`, `calibrate` (measure the GPU, write a cluster JSON)
-// and `train` (one rank's training steps on the GPU, timed, model FLOP/s against the peak).
+// `train` (one rank's training steps on the GPU, timed, model FLOP/s against the peak) and
+// `sm-share` (a product beside a kernel holding some multiprocessors: cuda/sm_share.h).
 #pragma once
 
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace shardsim::cuda {
 
@@ -29,8 +31,16 @@ struct GpuTrainOptions {
   bool json = false;
 };
 
+struct GpuSmShareOptions {
+  int64_t m = 8192, n = 8192, k = 8192;
+  std::vector<int64_t> units = {8, 16, 24, 32, 48, 66};
+  int64_t repeats = 20;
+  bool json = false;
+};
+
 int RunGpuInfo(std::ostream& out);
 int RunGpuCalibrate(const GpuCalibrateOptions& options, std::ostream& out);
 int RunGpuTrain(const GpuTrainOptions& options, std::ostream& out);
+int RunGpuSmShare(const GpuSmShareOptions& options, std::ostream& out);
 
 }  // namespace shardsim::cuda

@@ -32,10 +32,19 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--cluster", train.cluster, "preset whose peak MFU is measured against (default: by the device's name)");
   train_cmd->add_option("--seed", train.seed, "initialisation seed (default 1)");
   train_cmd->add_flag("--json", train.json, "print the report as JSON");
+  cuda::GpuSmShareOptions share;
+  CLI::App* share_cmd = app.add_subcommand("sm-share", "time a bf16 product alone and beside a kernel holding u SMs (what overlapped collectives' kernels cost compute)");
+  share_cmd->add_option("--m", share.m, "rows of the product (default 8192)");
+  share_cmd->add_option("--n", share.n, "columns (default 8192)");
+  share_cmd->add_option("--k", share.k, "inner dimension (default 8192)");
+  share_cmd->add_option("--units", share.units, "SMs to hold, each run (default 8,16,24,32,48,66)")->delimiter(',');
+  share_cmd->add_option("--repeats", share.repeats, "products per timing (default 20)");
+  share_cmd->add_flag("--json", share.json, "print the measurements as JSON");
   try {
     app.parse(argc, argv);
     if (info->parsed()) return cuda::RunGpuInfo(std::cout);
     if (calibrate->parsed()) return cuda::RunGpuCalibrate(cal, std::cout);
+    if (share_cmd->parsed()) return cuda::RunGpuSmShare(share, std::cout);
     return cuda::RunGpuTrain(train, std::cout);
   } catch (const CLI::CallForHelp&) {
     std::printf("%s", app.help().c_str());
