@@ -17,6 +17,7 @@
 #include "core/mesh.h"
 #include "core/plan_json.h"
 #include "core/run_cost.h"
+#include "core/suggest.h"
 #include "core/units.h"
 #include "planner/frameworks.h"
 #include "strategies/plan_rules.h"
@@ -255,8 +256,15 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   }
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s);
   if (r.compute_borrowed_s > 0) {
-    out << " (" << FormatSeconds(r.compute_borrowed_s) << " of it lost to the " << DispatchKernelUnits(plan) << " of "
-        << cluster.chip.compute_units << " SMs DeepEP's kernels take while the expert all-to-alls hide under it)";
+    const int64_t deepep = DispatchKernelUnits(plan);
+    const CollectiveUnits& nccl = cluster.chip.collective_units;
+    std::vector<std::string> who;
+    if (nccl != CollectiveUnits{}) {
+      who.push_back("NCCL's thread blocks (" + std::to_string(nccl.in_node) + " inside a node, " + std::to_string(nccl.across_nodes) + " across nodes; cluster spec)");
+    }
+    if (deepep > 0) who.push_back("DeepEP's " + std::to_string(deepep));
+    out << " (" << FormatSeconds(r.compute_borrowed_s) << " of it lost to the SMs of the " << cluster.chip.compute_units
+        << " that hidden collectives' kernels hold: " << JoinNames(who, ", ") << ")";
   }
   out << ", bubble " << FormatSeconds(r.bubble_s);
   for (const auto& [key, seconds] : r.exposed_comm_s) {

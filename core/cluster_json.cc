@@ -1,5 +1,7 @@
 #include "core/cluster_json.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/calibration_json.h"
@@ -20,14 +22,19 @@ const std::vector<std::string>& LinkClasses() {
 }
 
 json ChipToJson(const ChipSpec& c) {
-  return {{"name", c.name},
-          {"peak_flop_per_s", c.peak_flop_per_s},
-          {"hbm_bytes", c.hbm_bytes},
-          {"hbm_bandwidth_bytes_per_s", c.hbm_bandwidth_bytes_per_s},
-          {"matmul_tile", c.matmul_tile},
-          {"compute_units", c.compute_units},
-          {"microscaling", c.microscaling},
-          {"source", c.source}};
+  json j = {{"name", c.name},
+            {"peak_flop_per_s", c.peak_flop_per_s},
+            {"hbm_bytes", c.hbm_bytes},
+            {"hbm_bandwidth_bytes_per_s", c.hbm_bandwidth_bytes_per_s},
+            {"matmul_tile", c.matmul_tile},
+            {"compute_units", c.compute_units},
+            {"microscaling", c.microscaling},
+            {"source", c.source}};
+  const CollectiveUnits& u = c.collective_units;
+  if (u != CollectiveUnits{}) {
+    j["collective_units"] = {{"in_node", u.in_node}, {"across_nodes", u.across_nodes}, {"nvls", u.nvls}, {"source", u.source}};
+  }
+  return j;
 }
 
 json TopologyToJson(const TopologySpec& t) {
@@ -108,6 +115,14 @@ ChipSpec ChipFromJson(JsonReader& r) {
   c.matmul_tile = r.IntOr("matmul_tile", 0, 0, 4096);
   c.compute_units = r.IntOr("compute_units", 0, 0, 1 << 20);
   c.microscaling = r.BoolOr("microscaling", false);
+  if (auto units = r.Object("collective_units")) {
+    const int64_t most = std::max<int64_t>(0, c.compute_units - 1);  // some units must stay for compute
+    c.collective_units.in_node = units->IntOr("in_node", 0, 0, most);
+    c.collective_units.across_nodes = units->IntOr("across_nodes", 0, 0, most);
+    c.collective_units.nvls = units->IntOr("nvls", 0, 0, most);
+    c.collective_units.source = units->StringOr("source", "");
+    units->Finish();
+  }
   c.source = r.StringOr("source", "");
   return c;
 }

@@ -12,6 +12,18 @@
 
 namespace shardsim {
 
+// Compute units (SMs) a collective library's kernel holds on each device while it runs: NCCL
+// launches one thread block per channel, each on an SM of its own that no compute kernel shares
+// meanwhile. By the communicator's scope (its devices in one node, or across nodes) and for NVLS.
+// 0: none given (TPU tori and CPU hosts: their collectives take no compute units here).
+struct CollectiveUnits {
+  int64_t in_node = 0;
+  int64_t across_nodes = 0;
+  int64_t nvls = 0;
+  std::string source;
+  bool operator==(const CollectiveUnits&) const = default;
+};
+
 struct ChipSpec {
   std::string name;
   std::map<std::string, double> peak_flop_per_s;  // dense peak by dtype ("bf16", "fp8", "fp32", ...)
@@ -24,6 +36,7 @@ struct ChipSpec {
   int64_t compute_units = 0;
   // Tensor cores that scale 32-element blocks (MXFP8 / MXFP4: Blackwell): fp8_recipe mxfp8.
   bool microscaling = false;
+  CollectiveUnits collective_units;
   std::string source;
   bool operator==(const ChipSpec&) const = default;
 };

@@ -1,6 +1,7 @@
 #include "sim/collective_schedule.h"
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 
 #include "core/error.h"
@@ -379,6 +380,24 @@ double LaunchSeconds(const Cluster& cluster, Algorithm algorithm) {
   }
 }
 
+// The compute units NCCL's kernel for `algorithm` holds on each device of `group` (one thread
+// block per channel): the chip's count for a communicator inside one node or across nodes
+// (NCCL sizes its channels by the communicator's NVLink and network bandwidth), NVLS's own, and
+// for the point-to-point algorithms (all-to-all, permute) its point-to-point channels, the
+// collective channels rounded up to a power of two (src/graph/paths.cc at NVIDIA/nccl@5067397c).
+// None off switched (GPU) clusters.
+int64_t KernelUnits(const Cluster& cluster, const DeviceGroup& group, Algorithm algorithm) {
+  const ClusterSpec& spec = cluster.spec();
+  if (spec.topology.kind != TopologyKind::kSwitched) return 0;
+  const CollectiveUnits& units = spec.chip.collective_units;
+  if (algorithm == Algorithm::kNvls) return units.nvls;
+  const int64_t first = NodeOf(spec.topology, group.devices.front());
+  const bool across = std::any_of(group.devices.begin(), group.devices.end(), [&](int64_t d) { return NodeOf(spec.topology, d) != first; });
+  const int64_t channels = across ? units.across_nodes : units.in_node;
+  if (algorithm == Algorithm::kDirect) return channels > 0 ? static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(channels))) : 0;
+  return channels;
+}
+
 std::optional<Schedule> BuildFlows(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm,
                                    std::string* why_not, const TokenRouting& routing);
 
@@ -387,8 +406,11 @@ std::optional<Schedule> BuildFlows(const Cluster& cluster, const DeviceGroup& gr
 std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm,
                                       std::string* why_not, const TokenRouting& routing) {
   std::optional<Schedule> schedule = BuildFlows(cluster, group, op, algorithm, why_not, routing);
-  if (schedule) schedule->launch_s = LaunchSeconds(cluster, algorithm);
-  if (schedule && schedule->launch_s > 0) schedule->description += "; " + FormatSeconds(schedule->launch_s) + " a call first (NCCL's base latency)";
+  if (!schedule) return schedule;
+  schedule->launch_s = LaunchSeconds(cluster, algorithm);
+  schedule->units = std::min(KernelUnits(cluster, group, algorithm), std::max<int64_t>(0, cluster.spec().chip.compute_units - 1));
+  if (schedule->launch_s > 0) schedule->description += "; " + FormatSeconds(schedule->launch_s) + " a call first (NCCL's base latency)";
+  if (schedule->units > 0) schedule->description += "; its kernel holds " + std::to_string(schedule->units) + " SMs a device (NCCL's thread blocks)";
   return schedule;
 }
 

@@ -34,6 +34,9 @@ struct Schedule {
   std::vector<Step> steps;
   std::string description;  // "bidirectional ring over 16 devices", ...
   double launch_s = 0;      // a call's fixed cost before its steps (NCCL's base latency; BuildSchedule)
+  // Compute units its kernel holds on each device while it runs (NCCL's channels, one thread
+  // block each: ChipSpec::collective_units; BuildSchedule). 0: none.
+  int64_t units = 0;
 };
 
 // The most flows one schedule may hold: 2^24 (16.8M). Every algorithm but the direct all-to-all

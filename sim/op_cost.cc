@@ -203,6 +203,24 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
   return seconds;
 }
 
+int64_t AxisCollectives::Units(const Op& op) {
+  if (op.stream == Stream::kHost || op.comm_bytes <= 0) return 0;
+  int64_t size = 1;
+  for (const std::string& a : op.axes) size *= plan_.mesh.Size(a);
+  if (size == 1) return 0;
+  const Key key = KeyOf(op.collective, op.axes, op.routing);
+  const auto known = units_.find({key, op.comm_bytes});
+  if (known != units_.end()) return known->second;
+  Seconds(op);  // looks the measured curve up
+  int64_t units = 0;
+  if (curves_.at(key) == nullptr) {
+    const GroupCollective& model = Model(op.collective, op.axes, op.routing);
+    for (const Schedule& s : model.candidates()[model.Fastest(op.comm_bytes).candidate].schedules) units = std::max(units, s.units);
+  }
+  units_[{key, op.comm_bytes}] = units;
+  return units;
+}
+
 double AxisCollectives::BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing) {
   const double seconds = Seconds(op, axes, bytes, routing);
   if (seconds <= 0 || curves_.at(KeyOf(op, axes, routing)) == nullptr) return 0;
@@ -273,12 +291,16 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
       c.hide_under_s = cost.compute_s;
     }
   }
-  // Collectives whose kernels run on compute units (Op::comm_units: DeepEP's SMs) take them from
-  // the compute they hide under, which runs on the rest meanwhile: u of U units for the hidden
-  // h seconds cost that compute's W seconds min(W u / (U - u), h u / U) more (all of W slowed,
-  // or h of it). The time the collective is exposed, nothing runs beside it.
+  // Collectives whose kernels run on compute units (Op::comm_units: DeepEP's SMs; else NCCL's
+  // channels, AxisCollectives::Units) take them from the compute they hide under, which runs on
+  // the rest meanwhile: u of U units for the hidden h seconds cost that compute's W seconds
+  // min(W u / (U - u), h u / U) more (all of W slowed, or h of it). The time the collective is
+  // exposed, nothing runs beside it. A collective overlapped with its own product (a tensor
+  // collective split with its GEMM: Transformer Engine's userbuffers, torch's async TP over
+  // symmetric memory) is not NCCL's and keeps its op's units (none given).
   for (const PhaseCost::Collective& c : cost.collectives) {
-    const int64_t u = c.op->comm_units, units = roofline.units;
+    const int64_t units = roofline.units;
+    const int64_t u = c.op->comm_units > 0 || c.partner >= 0 || !c.op->overlapped ? c.op->comm_units : collectives.Units(*c.op);
     if (!c.op->overlapped || u <= 0 || units <= u || c.op->stream == Stream::kHost) continue;
     const double hidden = std::max(0.0, c.seconds - c.exposed_s), share = static_cast<double>(u);
     cost.borrowed_s += std::min(c.hide_under_s * share / static_cast<double>(units - u), hidden * share / static_cast<double>(units));

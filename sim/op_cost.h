@@ -55,6 +55,10 @@ class AxisCollectives {
   double Seconds(const strategies::Op& op) {
     return op.stream == strategies::Stream::kHost ? HostCopySeconds(op.comm_bytes) : Seconds(op.collective, op.axes, op.comm_bytes, op.routing);
   }
+  // Compute units the kernel of a step program's collective op holds on each device while it
+  // runs: its modelled algorithm's (Schedule::units, the most over the modelled groups); 0 for
+  // host copies, one-device axes and measured curves.
+  int64_t Units(const strategies::Op& op);
   // Seconds to copy `bytes` between a device and its host's memory, one way: the "host" link's
   // latency plus the bytes at its bandwidth x efficiency x links per device. REQUIRES: the
   // cluster has a "host" link class (core/inputs.h CheckPlanOnCluster refuses offloading without).
@@ -84,6 +88,7 @@ class AxisCollectives {
   SharedGroupCollectives* shared_;
   std::map<Key, std::shared_ptr<const GroupCollective>> cache_;
   std::map<std::pair<Key, double>, double> seconds_;  // (key, bytes) -> seconds
+  std::map<std::pair<Key, double>, int64_t> units_;   // (key, bytes) -> the kernel's compute units
   std::map<Key, const CollectiveCurve*> curves_;       // key -> the measured curve, or null (looked up once per key)
   TokenRouting routing_;                               // the deduplicated routing seen, if any
 };

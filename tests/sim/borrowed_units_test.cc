@@ -1,12 +1,13 @@
 // Collectives whose kernels run on the chip's compute units (DeepEP's dispatch and combine, 20
-// SMs) slow the compute they hide under: the estimate counts it per phase, and the simulator
-// plays the same seconds after the phase's compute.
+// SMs; NCCL's collectives, a thread block per channel) slow the compute they hide under: the
+// estimate counts it per phase, and the simulator plays the same seconds after the phase's compute.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "core/inputs.h"
 #include "core/model_presets.h"
+#include "sim/collective_schedule.h"
 #include "sim/estimate.h"
 #include "sim/op_cost.h"
 #include "sim/simulate.h"
@@ -38,7 +39,7 @@ struct Case {
   };
 };
 
-TEST(BorrowedUnitsTest, OnlyDeepEpsHiddenAllToAllsBorrowUnits) {
+TEST(BorrowedUnitsTest, HiddenAllToAllsBorrowTheirKernelsUnits) {
   const Case c;
   const strategies::StepProgram program = strategies::BuildStep(c.model, c.Plan("deepep", true));
   int64_t marked = 0;
@@ -54,10 +55,63 @@ TEST(BorrowedUnitsTest, OnlyDeepEpsHiddenAllToAllsBorrowUnits) {
   EXPECT_GT(hidden.compute_borrowed_s, 0);
   EXPECT_LT(hidden.compute_borrowed_s, hidden.compute_s);
   EXPECT_EQ(c.Estimated(c.Plan("deepep", false)).compute_borrowed_s, 0);   // exposed: nothing runs beside them
-  EXPECT_EQ(c.Estimated(c.Plan("alltoall", true)).compute_borrowed_s, 0);  // NCCL's: not modelled
+  // NCCL's all-to-all over two nodes: its point-to-point channels, 16 thread blocks (the chip's
+  // 16 across nodes, rounded up to a power of two).
+  const StepReport nccl = c.Estimated(c.Plan("alltoall", true));
+  EXPECT_GT(nccl.compute_borrowed_s, 0);
+  EXPECT_EQ(c.Estimated(c.Plan("alltoall", false)).compute_borrowed_s, 0);
   Case no_units;
   no_units.cluster.chip.compute_units = 0;  // a chip without a unit count
   EXPECT_EQ(no_units.Estimated(c.Plan("deepep", true)).compute_borrowed_s, 0);
+  Case no_nccl_units;
+  no_nccl_units.cluster.chip.collective_units = {};  // a chip whose collectives take no units
+  EXPECT_EQ(no_nccl_units.Estimated(c.Plan("alltoall", true)).compute_borrowed_s, 0);
+  EXPECT_EQ(no_nccl_units.Estimated(c.Plan("deepep", true)).compute_borrowed_s, hidden.compute_borrowed_s);
+}
+
+// NCCL's thread blocks by the communicator's scope (ChipSpec::collective_units): a ring inside a
+// DGX H100 node 24, across nodes 16, NVLS 16, the all-to-all 32 inside a node; none on a torus.
+TEST(BorrowedUnitsTest, NcclsKernelsHoldTheirChannelsSms) {
+  const ClusterSpec h100 = LoadCluster("dgx-h100:16");
+  const topologies::Cluster graph(h100);
+  auto units = [&](const std::vector<int64_t>& devices, CollectiveOp op, Algorithm algorithm) {
+    std::string why;
+    const std::optional<Schedule> s = BuildSchedule(graph, {devices}, op, algorithm, &why);
+    EXPECT_TRUE(s.has_value()) << why;
+    return s ? s->units : -1;
+  };
+  const std::vector<int64_t> node{0, 1, 2, 3, 4, 5, 6, 7}, two_nodes{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  EXPECT_EQ(units(node, CollectiveOp::kAllGather, Algorithm::kRing), 24);
+  EXPECT_EQ(units(two_nodes, CollectiveOp::kReduceScatter, Algorithm::kRing), 16);
+  EXPECT_EQ(units(node, CollectiveOp::kAllReduce, Algorithm::kNvls), 16);
+  EXPECT_EQ(units(node, CollectiveOp::kAllToAll, Algorithm::kDirect), 32);
+  EXPECT_EQ(units(two_nodes, CollectiveOp::kAllToAll, Algorithm::kDirect), 16);
+  const topologies::Cluster torus(LoadCluster("tpu-v5p:2x2x2"));
+  std::string why;
+  const std::optional<Schedule> t = BuildSchedule(torus, {{0, 1, 2, 3}}, CollectiveOp::kAllGather, Algorithm::kRing, &why);
+  ASSERT_TRUE(t.has_value()) << why;
+  EXPECT_EQ(t->units, 0);
+}
+
+// A hidden FSDP gather and reduce-scatter on a GPU cluster cost the compute they hide under its
+// SMs (the estimate's borrowed seconds); on a TPU torus nothing.
+TEST(BorrowedUnitsTest, HiddenDataParallelCollectivesBorrowNcclsUnits) {
+  const ModelSpec model = FindModelPreset("llama3-8b")->spec;
+  for (const auto& [name, borrows] : {std::pair{"dgx-h100:16", true}, std::pair{"tpu-v5p:2x2x4", false}}) {
+    const ClusterSpec cluster = LoadCluster(name);
+    const PlanSpec plan = LoadPlan("", {"mesh.fsdp=16", "global_batch_size=16", "seq_len=4096"});
+    strategies::ValidatePlan(plan, model, DeviceCount(cluster), cluster.name, "plan:");
+    const strategies::StepProgram program = strategies::BuildStep(model, plan);
+    const topologies::Cluster graph(cluster);
+    AxisCollectives collectives(graph, plan);
+    const StepReport r = Estimate(program, cluster, collectives);
+    if (borrows) {
+      EXPECT_GT(r.compute_borrowed_s, 0) << name;
+      EXPECT_LT(r.compute_borrowed_s, 0.2 * r.compute_s) << name;  // 16 of 132 SMs: at most 16/116 of the compute
+    } else {
+      EXPECT_EQ(r.compute_borrowed_s, 0) << name;
+    }
+  }
 }
 
 // Per phase: u of U units for the hidden h seconds cost the compute W it hides under
@@ -75,7 +129,7 @@ TEST(BorrowedUnitsTest, EachPhaseLosesWhatItsHiddenKernelsTake) {
     const PhaseCost cost = CostPhase(layer, phase, roofline, b.collectives);
     double expected = 0;
     for (const PhaseCost::Collective& k : cost.collectives) {
-      if (k.op->comm_units == 0) continue;
+      if (k.op->comm_units == 0) continue;  // DeepEP's dispatch and combine, and nothing else here
       expected += std::min(k.hide_under_s * 20 / (units - 20), (k.seconds - k.exposed_s) * 20 / units);
     }
     EXPECT_GT(expected, 0);
