@@ -195,6 +195,12 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     if (plan.param_gather_dtype == "fp8") {
       out << "; weights gathered at " << FormatFixed(ParamGatherBytes(plan), 3) << " B per element, the embedding and head at 16 bits (param_gather_dtype fp8)";
     }
+    const strategies::WeightCastShares casts = strategies::Fp8WeightCastShares(plan, DerivePlanShape(plan).num_microbatches);
+    out << "; each micro-batch casts " << FormatPercent(casts.forward) << " of its weights to FP8 forward and " << FormatPercent(casts.backward_input)
+        << " backward (" << (plan.param_gather_dtype == "fp8" ? "cast on the shard before each gather, param_gather_dtype fp8"
+                                                                 : "fp8_weight_casts " + (plan.fp8_weight_casts.empty() ? std::string("unset: per-microbatch") : plan.fp8_weight_casts) +
+                                                                       from(written.fp8_weight_casts))
+        << ")";
     if (GathersSequence(plan)) {
       out << "; the FP8 products' sequence-parallel inputs and output gradients gathered at " << FormatFixed(TensorGatherBytes(plan, model.hidden_size), 3)
           << " B per element" << (plan.tensor_gather_dtype == "fp8" ? " (the others at 16 bits)" : "") << " (tensor_gather_dtype "

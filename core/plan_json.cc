@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "elementwise_kernels", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "param_gather_dtype", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "elementwise_kernels", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "framework"};
 }
 
@@ -63,6 +63,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.expert_routing.empty()) j["expert_routing"] = p.expert_routing;
   if (!p.saved_input_dtype.empty()) j["saved_input_dtype"] = p.saved_input_dtype;
   if (!p.param_gather_dtype.empty()) j["param_gather_dtype"] = p.param_gather_dtype;
+  if (!p.fp8_weight_casts.empty()) j["fp8_weight_casts"] = p.fp8_weight_casts;
   if (!p.tensor_gather_dtype.empty()) j["tensor_gather_dtype"] = p.tensor_gather_dtype;
   if (!p.sequence_parallel_inputs.empty()) j["sequence_parallel_inputs"] = p.sequence_parallel_inputs;
   if (!p.pipeline_buffers.empty()) j["pipeline_buffers"] = p.pipeline_buffers;
@@ -129,6 +130,13 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     if (p.saved_input_dtype == "fp8" && p.dtype != "fp8") {
       r.Fail("saved_input_dtype", "saved_input_dtype fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products quantise their inputs)",
              "set dtype to fp8 or saved_input_dtype to bf16");
+    }
+  }
+  if (r.Has("fp8_weight_casts")) {
+    p.fp8_weight_casts = r.EnumOr("fp8_weight_casts", "per-microbatch", PlanFieldChoices("fp8_weight_casts"));
+    if (p.dtype != "fp8") {
+      r.Fail("fp8_weight_casts", "fp8_weight_casts with dtype " + p.dtype, "dtype fp8 (only FP8 products cast their weights)",
+             "set dtype to fp8 or drop fp8_weight_casts");
     }
   }
   if (r.Has("tensor_gather_dtype")) {
@@ -225,6 +233,7 @@ std::vector<std::string> PlanFieldChoices(const std::string& key) {
   if (key == "saved_input_dtype") return SavedInputDtypeNames();
   if (key == "param_gather_dtype") return ParamGatherDtypeNames();
   if (key == "tensor_gather_dtype") return TensorGatherDtypeNames();
+  if (key == "fp8_weight_casts") return Fp8WeightCastsNames();
   if (key == "sequence_parallel_inputs") return SequenceParallelInputsNames();
   if (key == "pipeline_buffers") return PipelineBuffersNames();
   if (key == "tensor_overlap_scope") return TensorOverlapScopeNames();

@@ -271,6 +271,10 @@ bool HidesRegionAllGather(const PlanSpec& p, bool fp8_products) {
 std::string PipelineBuffersOf(const PlanSpec& p) { return p.pipeline_buffers.empty() ? "per-transfer" : p.pipeline_buffers; }
 
 const std::vector<std::string>& ParamGatherDtypeNames() { return Bf16OrFp8Names(); }
+const std::vector<std::string>& Fp8WeightCastsNames() {
+  static const std::vector<std::string> kNames = {"per-microbatch", "per-step"};
+  return kNames;
+}
 
 Fp8Scales Fp8ScaleBytes(std::string_view recipe) {
   if (recipe == "rowwise") return {.per_row = 4};

@@ -161,6 +161,16 @@ struct PlanSpec {
   // not with rowwise scaling). The gathered weights are held at this width. Empty: bf16. See
   // ParamGatherBytes.
   std::string param_gather_dtype;
+  // How often an fp8 plan's products cast their 16-bit weights to FP8 (read 16 bits, write 8 and
+  // the scales), where the weights are not gathered in FP8 already: "per-microbatch" (each
+  // forward casts them, and each backward again, as torchao's Float8Linear does: it saves the
+  // 16-bit weight) or "per-step" (the first micro-batch casts them and its FP8 copy, with its
+  // transpose, serves the step's other micro-batches: Transformer Engine's modules under
+  // is_first_microbatch, which Megatron-core's schedules set). Weights gathered in FP8
+  // (param_gather_dtype fp8) are cast on this device's shard before each gather. Empty:
+  // per-microbatch unless a framework profile sets its own (planner::AsFrameworkRuns). See
+  // strategies::WeightCastShares.
+  std::string fp8_weight_casts;
   // The width the sequence-parallel all-gathers of an FP8 product's input move (tensor > 1 with
   // sequence_parallel): the forward's gather of the attention's, the MLP's and the Mamba mixer's
   // normed input, its backward regather, and the backward's gather of the output gradient. "fp8":
@@ -266,6 +276,8 @@ std::string RoundsPhrase(const PlanSpec& plan);
 double ParamGatherBytes(const PlanSpec& plan);
 // param_gather_dtype's values: "bf16", "fp8".
 const std::vector<std::string>& ParamGatherDtypeNames();
+// fp8_weight_casts' values: "per-microbatch", "per-step".
+const std::vector<std::string>& Fp8WeightCastsNames();
 // Whether a sequence-parallel region's products keep its all-gathered input for the backward
 // (sequence_parallel_inputs keep-gathered, with tensor > 1 and sequence parallelism), instead of
 // the sequence shard they gather again.

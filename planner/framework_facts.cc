@@ -103,6 +103,11 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // update_usage(rowwise_usage=False, columnwise_usage=True)); Megatron-core keeps the
         // original where another op saves it already (set_save_original_input).
         .saved_input_dtype = "fp8",
+        // transformer/module.py MegatronModule.set_is_first_microbatch ("TE modules will update
+        // their fp8 parameter cache"), which pipeline_parallel/schedules.py calls at each step's
+        // first micro-batch; Transformer Engine's modules reuse the cached FP8 weight (and its
+        // transpose) while is_first_microbatch is False.
+        .fp8_weight_casts = "per-step",
         // training/arguments.py --fp8-param-gather: FP8 weights, gathered so by the distributed
         // optimizer or FSDP (required); off by default, on in NeMo 2.0's FP8 recipes
         // (recipes/precision/mixed_precision.py, all but blockwise).
@@ -227,6 +232,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_dispatch_recipe = "",  // its expert all-to-alls move the activations as they are
         // torchao float8_linear.py matmul_with_hp_or_float8_args: save_for_backward(input_hp, ...).
         .saved_input_dtype = "bf16",
+        // The same function casts the 16-bit weight in each forward and saves it 16-bit, cast
+        // again in the backward: no cache across micro-batches.
+        .fp8_weight_casts = "per-microbatch",
         // FSDP2's FP8 all-gather was torchao's per-tensor option (Float8LinearConfig
         // enable_fsdp_float8_all_gather); the row-wise converter has none.
         .fp8_param_gather = false,

@@ -141,6 +141,9 @@ struct FrameworkFacts {
   // How its FP8 products keep their inputs for the backward (PlanSpec::saved_input_dtype), the
   // value an fp8 plan that sets none gets: "fp8" or "bf16"; "" without fp8 training.
   std::string_view saved_input_dtype;
+  // How often its FP8 products cast their 16-bit weights (PlanSpec::fp8_weight_casts), the value
+  // an fp8 plan that sets none gets; "" where the profile makes no claim (per-microbatch).
+  std::string_view fp8_weight_casts;
   // Whether it gathers FP8 weights (PlanSpec::param_gather_dtype fp8).
   bool fp8_param_gather;
   // Whether, under each fp8 recipe it runs, its sequence-parallel all-gathers of FP8 products'

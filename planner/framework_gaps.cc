@@ -162,6 +162,11 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
     gaps.push_back({"/tensor_gather_dtype", "tensor_gather_dtype " + p.tensor_gather_dtype + ": " + std::string(f.name) + " gathers its FP8 products' inputs over tensor in " +
                                                 std::string(f.fp8_tensor_gather ? "FP8" : "16 bits")});
   }
+  if (p.dtype == "fp8" && !p.fp8_weight_casts.empty() && !f.fp8_weight_casts.empty() && p.fp8_weight_casts != f.fp8_weight_casts) {
+    gaps.push_back({"/fp8_weight_casts", "fp8_weight_casts " + p.fp8_weight_casts + ": " + std::string(f.name) + " casts its FP8 products' weights " +
+                                             (f.fp8_weight_casts == "per-step" ? "once a step (a cached FP8 copy)" : "in every forward and backward"),
+                    std::string(f.fp8_weight_casts)});
+  }
   if (p.param_gather_dtype == "fp8" && !f.fp8_param_gather) {
     gaps.push_back({"/param_gather_dtype", "FP8 parameter gathers (param_gather_dtype fp8): " + std::string(f.name) + " gathers 16-bit weights"});
   }

@@ -100,6 +100,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const ModelSpec& model, const Plan
   }
   if (p.dtype == "fp8" && p.fp8_recipe.empty()) p.fp8_recipe = std::string(facts.fp8_recipe_default);
   if (p.dtype == "fp8" && p.saved_input_dtype.empty()) p.saved_input_dtype = std::string(facts.saved_input_dtype);
+  if (p.dtype == "fp8" && p.fp8_weight_casts.empty()) p.fp8_weight_casts = std::string(facts.fp8_weight_casts);
   if (p.dtype == "fp8" && p.tensor_gather_dtype.empty() && GathersSequence(p)) {
     p.tensor_gather_dtype = facts.fp8_tensor_gather ? "fp8" : "bf16";
   }

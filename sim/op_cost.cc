@@ -44,9 +44,13 @@ double Roofline::Seconds(const Op& op) const {
   if (op.kind == ComputeKind::kMatmul) {
     const double gemm = std::max(op.flops / (peak_flop_per_s * matmul_efficiency * pass * Quantization(op.m, op.n)), memory);
     if (!fp8_casts) return gemm;
+    // Each operand read at 16 bits and written at 8 with its scales (rows of k), and the
+    // activation's amax read; the [k,n] operand's cast at its share (Op::weight_cast_share: a
+    // weight cast once a step, or on its shard before an FP8 gather).
     const double a = static_cast<double>(op.m) * static_cast<double>(op.k), b = static_cast<double>(op.k) * static_cast<double>(op.n);
-    const double written = (1 + fp8_scales.per_element) * (a + b) + fp8_scales.per_row * static_cast<double>(op.m + op.n);  // rows of k
-    return gemm + (2 * (a + b) + written + 2 * a) / hbm_bytes_per_s;
+    const double cast_a = 2 * a + (1 + fp8_scales.per_element) * a + fp8_scales.per_row * static_cast<double>(op.m) + 2 * a;
+    const double cast_b = 2 * b + (1 + fp8_scales.per_element) * b + fp8_scales.per_row * static_cast<double>(op.n);
+    return gemm + (cast_a + op.weight_cast_share * cast_b) / hbm_bytes_per_s;
   }
   // A Mamba-2 mixer's chunked scan (SSD) runs blockwise tensor-core products as FlashAttention
   // does: costed at the fused attention kernels' share of the 16-bit peak, whatever kernel the

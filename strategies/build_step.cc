@@ -25,6 +25,9 @@ LayerShape ShapeOf(const PlanSpec& p) {
   // FP8 training (Transformer Engine style) runs the GEMMs in fp8 but keeps activations and
   // their communication in 16 bits.
   s.element_bytes = ComputeElementBytes(p);
+  const WeightCastShares casts = Fp8WeightCastShares(p, DerivePlanShape(p).num_microbatches);
+  s.weight_cast_forward = casts.forward;
+  s.weight_cast_backward = casts.backward_input;
   return s;
 }
 

@@ -68,6 +68,20 @@ ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
   return {fsdp * (p.zero_stage >= 3 ? replicas : 1), fsdp * (p.zero_stage >= 2 ? replicas : 1), fsdp * (p.zero_stage >= 1 ? replicas : 1)};
 }
 
+WeightCastShares Fp8WeightCastShares(const PlanSpec& p, int64_t microbatches) {
+  if (p.dtype != "fp8") return {};
+  const double steps = static_cast<double>(std::max<int64_t>(1, microbatches));
+  if (p.param_gather_dtype == "fp8" && GathersParams(p)) {
+    const ShardDegrees d = Sharding(p, ParamKind::kDense);
+    const bool per_layer = !ParamShardAxes(p, ParamKind::kDense).empty() && !KeepsGatheredParams(p);
+    if (per_layer) return {1 / d.params, ReshardAfterForward(p) ? 1 / d.params : 0.0};
+    // The shard each gather moves: fsdp's (kept gathered), or the optimizer's (ZeRO-1/2).
+    return {1 / (std::max(d.params, d.optimizer) * steps), 0.0};
+  }
+  if (p.fp8_weight_casts == "per-step") return {1 / steps, 0.0};
+  return {};
+}
+
 double GatheredParamBytes(const PlanSpec& p, double params, double sixteen_bit) {
   return (params - sixteen_bit) * ParamGatherBytes(p) + sixteen_bit * ComputeElementBytes(p);
 }

@@ -43,6 +43,19 @@ bool KeepsGatheredParams(const PlanSpec& plan);
 // updated shards of ZeRO-1/2 over the replicas (dense or expert parameters).
 bool GathersParams(const PlanSpec& plan);
 
+// The share of an FP8 product's weight cast (PlanSpec::fp8_weight_casts) that each forward and
+// each input-gradient product pays per micro-batch, of `microbatches` a step: weights gathered in
+// FP8 are cast on this device's shard before each gather, 1/P of the weight (P its shard degree,
+// dense parameters'), per micro-batch where fsdp / ZeRO-3 gathers per micro-batch (the
+// backward's too where it regathers, else nothing), once a step where ZeRO-1/2 gathers the
+// updated shards or the weights stay gathered (1/(P x micro-batches), the backward nothing);
+// else per-step casts 1/micro-batches in the forward and nothing in the backward (the cached
+// copy's transpose); else 1 each. 1 each for plans without FP8 products.
+struct WeightCastShares {
+  double forward = 1, backward_input = 1;
+};
+WeightCastShares Fp8WeightCastShares(const PlanSpec& plan, int64_t microbatches);
+
 // How many ways each kind of training state is split, on top of tensor / pipeline / expert.
 struct ShardDegrees {
   double params = 1, grads = 1, optimizer = 1;

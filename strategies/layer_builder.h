@@ -18,6 +18,9 @@ struct LayerShape {
   int64_t tensor = 1;          // t
   bool sequence_parallel = false;
   double element_bytes = 2;    // activations and weights (bf16)
+  // An FP8 product's share of its weight's cast per micro-batch, forward and input gradient
+  // (WeightCastShares).
+  double weight_cast_forward = 1, weight_cast_backward = 1;
 };
 
 class LayerBuilder {

@@ -46,6 +46,10 @@ struct Op {
   double flops = 0;        // hardware FLOPs (2 per multiply-add)
   double bytes = 0;        // HBM bytes read and written
   int64_t m = 0, n = 0, k = 0;  // matmul shape [m,k] x [k,n]
+  // An FP8 matmul's share of the FP8 cast of its [k,n] operand that it pays: the weight's in the
+  // forward and input-gradient products (WeightCastShares), 1 in a weight-gradient product,
+  // whose operands are activations.
+  double weight_cast_share = 1;
   // Communication (other streams):
   CollectiveOp collective = CollectiveOp::kAllReduce;
   std::vector<std::string> axes;  // mesh axes of the group

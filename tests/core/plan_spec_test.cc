@@ -85,6 +85,24 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   EXPECT_TRUE(Refused(unknown, "param_gather_dtype", "fp8"));
 }
 
+// How often FP8 products cast their weights: written only when set and read back; an fp8 plan's
+// field (a bf16 plan is refused naming it), one of the two values.
+TEST(PlanJsonTest, Fp8WeightCastsChecks) {
+  json plan = BasePlan();
+  plan["dtype"] = "fp8";
+  EXPECT_FALSE(PlanToJson(PlanFromJson(plan, "p.json")).contains("fp8_weight_casts"));
+  plan["fp8_weight_casts"] = "per-step";
+  const PlanSpec p = PlanFromJson(plan, "p.json");
+  EXPECT_EQ(p.fp8_weight_casts, "per-step");
+  EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").fp8_weight_casts, "per-step");
+  json bf16 = plan;
+  bf16["dtype"] = "bf16";
+  EXPECT_TRUE(Refused(bf16, "fp8_weight_casts", "dtype fp8"));
+  json unknown = plan;
+  unknown["fp8_weight_casts"] = "per-layer";
+  EXPECT_TRUE(Refused(unknown, "fp8_weight_casts", "per-microbatch, per-step"));
+}
+
 // How weights and Adam's state are held: written only when set and read back; unset, fp32-copy
 // (fp32 for fp32 plans); another value is refused naming the field (which dtypes allow which is a
 // plan rule: strategies/plan_rules.cc).

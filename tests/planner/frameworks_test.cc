@@ -307,6 +307,16 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(Names(Framework::kMegatronCore, saved, "saved_input_dtype bf16: megatron-core keeps its FP8 products' inputs for the backward in FP8"));
   saved.saved_input_dtype = "fp8", saved.fp8_recipe = "rowwise";
   EXPECT_TRUE(Names(Framework::kTorchtitan, saved, "saved_input_dtype fp8: torchtitan keeps its FP8 products' inputs for the backward in 16 bits"));
+  // FP8 weight casts: Transformer Engine under Megatron-core caches them for the step, torchao
+  // casts in every pass; MaxText's profile makes no claim.
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), saved).fp8_weight_casts, "per-step");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kTorchtitan, Llama(), saved).fp8_weight_casts, "per-microbatch");
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, Llama(), saved).fp8_weight_casts, "");
+  PlanSpec casts = saved;
+  casts.fp8_weight_casts = "per-step";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, casts, "fp8_weight_casts per-step: torchtitan casts its FP8 products' weights in every forward and backward"));
+  casts.fp8_weight_casts = "per-microbatch", casts.fp8_recipe = "tensorwise";
+  EXPECT_TRUE(Names(Framework::kMegatronCore, casts, "fp8_weight_casts per-microbatch: megatron-core casts its FP8 products' weights once a step"));
   // Sequence-parallel gathers of FP8 products' inputs: Transformer Engine's move FP8, the others 16
   // bits; an fp8 plan that sets none gets its framework's.
   PlanSpec gather = Plan({{"fsdp", 8}, {"tensor", 8}});

@@ -255,6 +255,22 @@ TEST(MatmulQuantizationTest, TilesAndWaves) {
   EXPECT_DOUBLE_EQ(MatmulQuantization(0, 0, 7, 7), 1.0);
 }
 
+// An FP8 product pays its [k,n] operand's cast (read 16 bits, write 8) at Op::weight_cast_share:
+// a weight cast once a step costs its forward products a quarter of four micro-batches' casts.
+TEST(RooflineTest, Fp8ProductsPayTheirShareOfTheWeightsCast) {
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:8", "--cluster");
+  const Roofline r = RooflineOf(cluster, "fp8");  // tensorwise: no per-element scales
+  strategies::Op op = strategies::ComputeOp("mlp_up", strategies::Phase::kForward, strategies::ComputeKind::kMatmul, 2.0 * 4096 * 4096 * 8192, 0);
+  op.m = 4096, op.k = 4096, op.n = 8192;
+  const double every = r.Seconds(op);
+  op.weight_cast_share = 0.25;
+  const double weight = 4096.0 * 8192, hbm = cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm;
+  EXPECT_NEAR(every - r.Seconds(op), 0.75 * (2 + 1) * weight / hbm, 1e-12);
+  op.weight_cast_share = 0;  // the activation's cast and amax stay
+  EXPECT_NEAR(r.Seconds(op) - 2.0 * 4096 * 4096 * 8192 / (r.peak_flop_per_s * r.matmul_efficiency * r.Quantization(4096, 8192)), (2 + 1 + 2) * 4096.0 * 4096 / hbm,
+              1e-12);
+}
+
 // EfficiencySpec::backward: the gradient passes' products and attention run at that share of the
 // forward rates; forward and recomputed work at the forward rates; memory-bound ops as before.
 TEST(RooflineTest, BackwardPassesRunAtTheirShareOfTheForwardRates) {

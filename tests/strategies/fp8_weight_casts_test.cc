@@ -1,0 +1,65 @@
+// FP8 weight casts (PlanSpec::fp8_weight_casts, param_gather_dtype fp8): the share of a weight's
+// cast each forward and input-gradient product pays per micro-batch, and the ops that carry it.
+#include <gtest/gtest.h>
+
+#include "strategies/build_step.h"
+#include "strategies/data_parallel.h"
+#include "strategies/op_names.h"
+#include "tests/strategies/test_models.h"
+
+namespace shardsim::strategies {
+namespace {
+
+// 8 data ranks, 32 sequences: 4 micro-batches of 1 each.
+PlanSpec Fp8Plan() {
+  PlanSpec p = Plan(8, 1, 1, 32, 1024);
+  p.dtype = "fp8";
+  return p;
+}
+
+TEST(Fp8WeightCastsTest, SharesByWhereTheWeightsComeFrom) {
+  PlanSpec p = Fp8Plan();
+  ASSERT_EQ(DerivePlanShape(p).num_microbatches, 4);
+  WeightCastShares s = Fp8WeightCastShares(p, 4);
+  EXPECT_EQ(s.forward, 1);  // unset: per micro-batch, forward and backward
+  EXPECT_EQ(s.backward_input, 1);
+  p.fp8_weight_casts = "per-step";  // Transformer Engine's cache: the first micro-batch casts
+  s = Fp8WeightCastShares(p, 4);
+  EXPECT_DOUBLE_EQ(s.forward, 0.25);
+  EXPECT_EQ(s.backward_input, 0);
+  // ZeRO-1 gathering FP8 updated shards once a step: 1/8 of the weight, once in 4 micro-batches.
+  p.zero_stage = 1, p.param_gather_dtype = "fp8";
+  s = Fp8WeightCastShares(p, 4);
+  EXPECT_DOUBLE_EQ(s.forward, 1.0 / 32);
+  EXPECT_EQ(s.backward_input, 0);
+  // FSDP gathering FP8 shards before each forward and backward: 1/8 each, every micro-batch.
+  PlanSpec f = Plan(1, 1, 1, 32, 1024);
+  f.mesh.fsdp = 8, f.dtype = "fp8", f.param_gather_dtype = "fp8";
+  s = Fp8WeightCastShares(f, 4);
+  EXPECT_DOUBLE_EQ(s.forward, 1.0 / 8);
+  EXPECT_DOUBLE_EQ(s.backward_input, 1.0 / 8);
+  f.fsdp_reshard_after_forward = false;  // kept gathered for the step: gathered once
+  s = Fp8WeightCastShares(f, 4);
+  EXPECT_DOUBLE_EQ(s.forward, 1.0 / 32);
+  EXPECT_EQ(s.backward_input, 0);
+  PlanSpec bf16 = Plan(8, 1, 1, 32, 1024);
+  bf16.fp8_weight_casts = "per-step";  // no FP8 products: nothing to share
+  EXPECT_EQ(Fp8WeightCastShares(bf16, 4).forward, 1);
+}
+
+TEST(Fp8WeightCastsTest, ForwardAndInputGradientProductsCarryTheShare) {
+  PlanSpec p = Fp8Plan();
+  p.fp8_weight_casts = "per-step";
+  const StepProgram program = BuildStep(GptModel(4, 1024, 16), p);
+  int64_t products = 0;
+  for (const Op& op : program.Layer(LayerKind::kDense).ops) {
+    if (op.kind != ComputeKind::kMatmul || op.is_comm()) continue;
+    ++products;
+    const double expected = op.phase == Phase::kForward ? 0.25 : op.phase == Phase::kBackwardInput ? 0.0 : 1.0;
+    EXPECT_EQ(op.weight_cast_share, expected) << op.name << " " << ToString(op.phase);
+  }
+  EXPECT_GE(products, 12);  // qkv, out, the MLP's two or three, each in three passes
+}
+
+}  // namespace
+}  // namespace shardsim::strategies
