@@ -263,12 +263,9 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   out << "  time        on stage " << r.critical_stage << " (the slowest): compute " << FormatSeconds(r.compute_s);
   if (r.compute_borrowed_s > 0) {
     const int64_t deepep = DispatchKernelUnits(plan);
-    const CollectiveUnits& nccl = cluster.chip.collective_units;
     std::vector<std::string> who;
-    if (nccl != CollectiveUnits{}) {
-      who.push_back("NCCL's thread blocks (" + std::to_string(nccl.in_node) + " inside a node, " + std::to_string(nccl.across_nodes) + " across nodes; cluster spec)");
-    }
-    if (deepep > 0) who.push_back("DeepEP's " + std::to_string(deepep));
+    if (cluster.chip.collective_units != CollectiveUnits{}) who.push_back("NCCL's thread blocks (the cluster spec's collective_units)");
+    if (deepep > 0 && plan.overlap.expert) who.push_back("DeepEP's " + std::to_string(deepep) + " SMs");
     out << " (" << FormatSeconds(r.compute_borrowed_s) << " of it lost to the SMs of the " << cluster.chip.compute_units
         << " that hidden collectives' kernels hold: " << JoinNames(who, ", ") << ")";
   }

@@ -116,7 +116,11 @@ ChipSpec ChipFromJson(JsonReader& r) {
   c.compute_units = r.IntOr("compute_units", 0, 0, 1 << 20);
   c.microscaling = r.BoolOr("microscaling", false);
   if (auto units = r.Object("collective_units")) {
-    const int64_t most = std::max<int64_t>(0, c.compute_units - 1);  // some units must stay for compute
+    if (c.compute_units == 0) {
+      r.Fail("collective_units", "collective_units without compute_units", "a chip that gives compute_units (its SM count)",
+             "add compute_units, or drop collective_units");
+    }
+    const int64_t most = c.compute_units - 1;  // some units must stay for compute
     c.collective_units.in_node = units->IntOr("in_node", 0, 0, most);
     c.collective_units.across_nodes = units->IntOr("across_nodes", 0, 0, most);
     c.collective_units.nvls = units->IntOr("nvls", 0, 0, most);

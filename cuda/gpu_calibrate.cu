@@ -7,6 +7,7 @@
 #include "cuda/blas.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
+#include "cuda/fp8_gemm.h"
 #include "cuda/kernels.h"
 
 namespace shardsim::cuda {
@@ -66,6 +67,12 @@ GemmMeasure MeasureGemm(Blas& blas, const GemmShape& s, DType type) {
   return {s, type == DType::kBf16 ? "bf16" : "fp32", 2.0 * s.m * s.n * s.k / seconds, seconds};
 }
 
+GemmMeasure MeasureFp8Gemm(const GemmShape& s) {
+  Fp8Product product(s.m, s.n, s.k);
+  const double seconds = TimePerCall([&] { product.Run(); });
+  return {s, "fp8", 2.0 * s.m * s.n * s.k / seconds, seconds};
+}
+
 AttentionMeasure MeasureAttention(Blas& blas, AttentionMeasure a) {
   const int64_t q_n = static_cast<int64_t>(a.seq) * a.heads * a.head_dim, kv_n = static_cast<int64_t>(a.seq) * a.kv_heads * a.head_dim;
   DeviceBuffer<float> tmp(q_n);
@@ -113,6 +120,12 @@ GpuCalibration MeasureGpu(const std::vector<GemmShape>& bf16_shapes, const std::
   cal.device = QueryDevice();
   Blas blas;
   for (const GemmShape& s : bf16_shapes) cal.gemms.push_back(MeasureGemm(blas, s, DType::kBf16));
+  // The same shapes in FP8 where the tensor cores run it (cuBLASLt's FP8 needs multiples of 16).
+  if (HasFp8TensorCores()) {
+    for (const GemmShape& s : bf16_shapes) {
+      if (s.m % 16 == 0 && s.n % 16 == 0 && s.k % 16 == 0) cal.gemms.push_back(MeasureFp8Gemm(s));
+    }
+  }
   cal.gemms.push_back(MeasureGemm(blas, {4096, 4096, 4096, "square, fp32 without TF32 (the equivalence path)"}, DType::kF32));
   for (const AttentionMeasure& a : attention_shapes) cal.attention.push_back(MeasureAttention(blas, a));
   cal.hbm_bytes_per_s = MeasureHbm();

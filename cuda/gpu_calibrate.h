@@ -18,7 +18,7 @@ struct GemmShape {
 
 struct GemmMeasure {
   GemmShape shape;
-  std::string dtype;     // "bf16" (fp32 accumulation) or "fp32" (no TF32)
+  std::string dtype;     // "bf16" (fp32 accumulation), "fp32" (no TF32) or "fp8" (E4M3, per-tensor scales, bf16 out)
   double flop_per_s = 0;
   double seconds = 0;    // one product
 };
@@ -42,6 +42,8 @@ struct GpuCalibration {
 std::vector<GemmShape> ModelGemmShapes(int64_t tokens, int64_t hidden, int64_t q_width, int64_t kv_width, int64_t ffn,
                                        int64_t vocab);
 
+// The BF16 products of `bf16_shapes`, the same in FP8 where the device has FP8 tensor cores (those
+// of whole multiples of 16), one FP32 square, the attention kernels and HBM.
 GpuCalibration MeasureGpu(const std::vector<GemmShape>& bf16_shapes, const std::vector<AttentionMeasure>& attention_shapes);
 
 }  // namespace shardsim::cuda

@@ -98,9 +98,15 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
   }
   const GpuCalibration cal = MeasureGpu(shapes, kernels);
 
-  std::vector<double> model_rates;
+  std::vector<double> model_rates, fp8_rates;
   for (size_t i = 0; i < model_shapes; ++i) model_rates.push_back(cal.gemms[i].flop_per_s);
+  for (const GemmMeasure& g : cal.gemms) {
+    if (g.dtype == "fp8" && g.shape.what != "square") fp8_rates.push_back(g.flop_per_s);
+  }
   const double matmul = Median(model_rates) / peak;
+  // FP8 products against the chip's FP8 peak, where both are to hand.
+  const auto fp8_peak = cluster.chip.peak_flop_per_s.find("fp8");
+  const double fp8_matmul = fp8_rates.empty() || fp8_peak == cluster.chip.peak_flop_per_s.end() ? 0 : Median(fp8_rates) / fp8_peak->second;
   const AttentionMeasure& a = *std::max_element(cal.attention.begin(), cal.attention.end(), [](const AttentionMeasure& x, const AttentionMeasure& y) {
     return x.training_flop_per_s < y.training_flop_per_s;
   });
@@ -108,10 +114,13 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
   const double hbm = cal.hbm_bytes_per_s / cluster.chip.hbm_bandwidth_bytes_per_s;
   const std::string provenance = "measured by shardsim-gpu calibrate on one " + device.name + " (CUDA driver " + device.driver +
                                  "): matmul = median bf16 cuBLAS rate over " + o.model + "'s " + std::to_string(model_shapes) +
-                                 " layer products at " + std::to_string(o.tokens) + " tokens; attention = the " +
+                                 " layer products at " + std::to_string(o.tokens) + " tokens" +
+                                 (fp8_matmul > 0 ? "; fp8_matmul = the same products' median rate in FP8 (cuBLASLt, E4M3, per-tensor scales)" : "") +
+                                 "; attention = the " +
                                  (a.fused ? "fused" : "tiled") + " attention's forward+backward at S=" + std::to_string(o.seq_len) +
                                  " (the faster kernel); hbm = a device-to-device copy";
   cluster.efficiency.matmul = std::min(1.0, matmul);
+  if (fp8_matmul > 0) cluster.efficiency.fp8_matmul = std::min(1.0, fp8_matmul);
   cluster.efficiency.attention = std::min(1.0, attention_eff);
   cluster.efficiency.hbm = std::min(1.0, hbm);
   // The measured attention is a forward+backward rate and the products' rates hold for every pass:
@@ -140,10 +149,11 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
     out << device.name << " (" << device.multiprocessors << " SMs, " << FormatBinaryBytes(static_cast<double>(device.memory_bytes))
         << "), against " << cluster.name << "'s " << FormatSI(peak, "FLOP/s") << " bf16 peak and "
         << FormatSI(cluster.chip.hbm_bandwidth_bytes_per_s, "B/s") << " HBM (cluster spec)\n";
-    out << "matrix products (M x N x K, row-major, cuBLAS, fp32 accumulation):\n";
+    out << "matrix products (M x N x K, row-major, cuBLAS; fp8 on cuBLASLt; fp32 accumulation):\n";
     for (const GemmMeasure& g : cal.gemms) {
+      const bool fp8 = g.dtype == "fp8" && fp8_peak != cluster.chip.peak_flop_per_s.end();
       out << "  " << g.dtype << "  " << Shape(g.shape) << "  " << FormatSI(g.flop_per_s, "FLOP/s") << "  "
-          << FormatPercent(g.flop_per_s / peak) << " of the bf16 peak  (" << g.shape.what << ")\n";
+          << FormatPercent(g.flop_per_s / (fp8 ? fp8_peak->second : peak)) << " of the " << (fp8 ? "fp8" : "bf16") << " peak  (" << g.shape.what << ")\n";
     }
     for (const AttentionMeasure& m : cal.attention) {
       out << "attention, " << (m.fused ? "fused kernels" : "tiled products") << " (bf16, causal, S=" << m.seq << ", " << m.heads << " heads, "
@@ -152,7 +162,8 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
           << FormatSeconds(m.training_s) << ")\n";
     }
     out << "HBM: device-to-device copy " << FormatSI(cal.hbm_bytes_per_s, "B/s") << " (bytes read + written)\n";
-    out << "efficiencies: matmul " << FormatPercent(matmul) << ", attention " << FormatPercent(attention_eff) << ", hbm " << FormatPercent(hbm)
+    out << "efficiencies: matmul " << FormatPercent(matmul) << (fp8_matmul > 0 ? ", fp8_matmul " + FormatPercent(fp8_matmul) : std::string())
+        << ", attention " << FormatPercent(attention_eff) << ", hbm " << FormatPercent(hbm)
         << " (catalogue: matmul " << FormatPercent(LoadCluster(cluster.name).efficiency.matmul) << ")\n";
   }
   if (!o.out.empty()) {
@@ -260,16 +271,20 @@ int RunGpuTrain(const GpuTrainOptions& o, std::ostream& out) {
   return 0;
 }
 
-int RunGpuSmShare(const GpuSmShareOptions& o, std::ostream& out) {
+int RunGpuSmShare(const GpuSmShareOptions& options, std::ostream& out) {
+  const SmShareOptions& o = options.measure;
   for (const auto& [name, v] : {std::pair{"--m", o.m}, std::pair{"--n", o.n}, std::pair{"--k", o.k}}) {
     if (v < 64 || v > 65536) throw InputError(name, "must be in [64, 65536], got " + std::to_string(v), "a product's dimension", "");
   }
   if (o.repeats < 1 || o.repeats > 10000) throw InputError("--repeats", "must be in [1, 10000], got " + std::to_string(o.repeats));
   if (o.units.empty()) throw InputError("--units", "is empty", "multiprocessors to hold, e.g. 8,16,32", "");
+  for (int64_t u : o.units) {
+    if (u < 1) throw InputError("--units", "must each be at least 1, got " + std::to_string(u), "multiprocessors to hold, fewer than the GPU's", "");
+  }
   RequireDevice();
-  const SmShareResult r = MeasureSmShare({.m = o.m, .n = o.n, .k = o.k, .units = o.units, .repeats = o.repeats});
+  const SmShareResult r = MeasureSmShare(o);
   const double flops = 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
-  if (o.json) {
+  if (options.json) {
     json j = {{"device", {{"name", r.device.name}, {"multiprocessors", r.device.multiprocessors}, {"driver", r.device.driver}}},
               {"m", r.m}, {"n", r.n}, {"k", r.k}, {"dtype", "bf16"}, {"rows", json::array()}};
     for (const SmShareRow& row : r.rows) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/sm_share.h"
+
 namespace shardsim::cuda {
 
 struct GpuCalibrateOptions {
@@ -32,9 +34,7 @@ struct GpuTrainOptions {
 };
 
 struct GpuSmShareOptions {
-  int64_t m = 8192, n = 8192, k = 8192;
-  std::vector<int64_t> units = {8, 16, 24, 32, 48, 66};
-  int64_t repeats = 20;
+  SmShareOptions measure;  // the product, the units held, the repeats (cuda/sm_share.h)
   bool json = false;
 };
 

@@ -34,11 +34,11 @@ int main(int argc, char** argv) {
   train_cmd->add_flag("--json", train.json, "print the report as JSON");
   cuda::GpuSmShareOptions share;
   CLI::App* share_cmd = app.add_subcommand("sm-share", "time a bf16 product alone and beside a kernel holding u SMs (what overlapped collectives' kernels cost compute)");
-  share_cmd->add_option("--m", share.m, "rows of the product (default 8192)");
-  share_cmd->add_option("--n", share.n, "columns (default 8192)");
-  share_cmd->add_option("--k", share.k, "inner dimension (default 8192)");
-  share_cmd->add_option("--units", share.units, "SMs to hold, each run (default 8,16,24,32,48,66)")->delimiter(',');
-  share_cmd->add_option("--repeats", share.repeats, "products per timing (default 20)");
+  share_cmd->add_option("--m", share.measure.m, "rows of the product")->capture_default_str();
+  share_cmd->add_option("--n", share.measure.n, "columns")->capture_default_str();
+  share_cmd->add_option("--k", share.measure.k, "inner dimension")->capture_default_str();
+  share_cmd->add_option("--units", share.measure.units, "SMs to hold, each run")->delimiter(',')->capture_default_str();
+  share_cmd->add_option("--repeats", share.measure.repeats, "products per timing")->capture_default_str();
   share_cmd->add_flag("--json", share.json, "print the measurements as JSON");
   try {
     app.parse(argc, argv);

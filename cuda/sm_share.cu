@@ -143,11 +143,11 @@ SmShareResult MeasureSmShare(const SmShareOptions& o) {
       }
       std::this_thread::yield();
     }
-    const auto held = std::chrono::steady_clock::now();
     const double seconds = products();
     flags[0] = 1;
     Check(cudaStreamSynchronize(hold_stream), "cudaStreamSynchronize");
-    const double window = std::chrono::duration<double>(std::chrono::steady_clock::now() - held).count();
+    // From the launch: the blocks copied from their start (a launch's latency included).
+    const double window = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     unsigned long long bytes = 0;
     Check(cudaMemcpy(&bytes, copied.data(), sizeof(bytes), cudaMemcpyDeviceToHost), "cudaMemcpy");
     *copy_rate = static_cast<double>(bytes) / window;

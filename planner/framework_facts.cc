@@ -103,10 +103,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // update_usage(rowwise_usage=False, columnwise_usage=True)); Megatron-core keeps the
         // original where another op saves it already (set_save_original_input).
         .saved_input_dtype = "fp8",
-        // transformer/module.py MegatronModule.set_is_first_microbatch ("TE modules will update
-        // their fp8 parameter cache"), which pipeline_parallel/schedules.py calls at each step's
-        // first micro-batch; Transformer Engine's modules reuse the cached FP8 weight (and its
-        // transpose) while is_first_microbatch is False.
+        // transformer/module.py set_is_first_microbatch, called at each step's first micro-batch:
+        // Transformer Engine's modules keep the FP8 weight (and its transpose) for the others.
         .fp8_weight_casts = "per-step",
         // training/arguments.py --fp8-param-gather: FP8 weights, gathered so by the distributed
         // optimizer or FSDP (required); off by default, on in NeMo 2.0's FP8 recipes
@@ -232,8 +230,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fp8_dispatch_recipe = "",  // its expert all-to-alls move the activations as they are
         // torchao float8_linear.py matmul_with_hp_or_float8_args: save_for_backward(input_hp, ...).
         .saved_input_dtype = "bf16",
-        // The same function casts the 16-bit weight in each forward and saves it 16-bit, cast
-        // again in the backward: no cache across micro-batches.
+        // It casts the 16-bit weight in each forward, and again in the backward (no cache).
         .fp8_weight_casts = "per-microbatch",
         // FSDP2's FP8 all-gather was torchao's per-tensor option (Float8LinearConfig
         // enable_fsdp_float8_all_gather); the row-wise converter has none.
@@ -493,6 +490,13 @@ bool DataNextToFsdp(const PlanSpec& p) {
   return false;
 }
 
+// Megatron's DDP and distributed optimizer under 16-bit training (not Megatron-FSDP, which
+// reduces in the parameters' dtype).
+bool MegatronDdp(const PlanSpec& p) {
+  const DataParallelSharding s = ShardingOf(p);
+  return s.fsdp == 1 && s.zero < 2 && p.dtype != "fp32";
+}
+
 }  // namespace
 
 DataParallelSharding ShardingOf(const PlanSpec& p) {
@@ -513,17 +517,6 @@ PlanSpec CanonicalSharding(const PlanSpec& plan) {
   p.mesh.data = s.data, p.mesh.fsdp = s.fsdp, p.zero_stage = s.zero;
   return p;
 }
-
-namespace {
-
-// Megatron's DDP and distributed optimizer under 16-bit training (not Megatron-FSDP, which
-// reduces in the parameters' dtype).
-bool MegatronDdp(const PlanSpec& p) {
-  const DataParallelSharding s = ShardingOf(p);
-  return s.fsdp == 1 && s.zero < 2 && p.dtype != "fp32";
-}
-
-}  // namespace
 
 std::string GradReduceDefault(const FrameworkFacts& f, const PlanSpec& p) {
   if (f.grad_reduce == GradReduceRule::kFp32) return "fp32";

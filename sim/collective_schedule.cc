@@ -380,13 +380,15 @@ double LaunchSeconds(const Cluster& cluster, Algorithm algorithm) {
   }
 }
 
-// The compute units NCCL's kernel for `algorithm` holds on each device of `group` (one thread
-// block per channel): the chip's count for a communicator inside one node or across nodes
-// (NCCL sizes its channels by the communicator's NVLink and network bandwidth), NVLS's own, and
-// for the point-to-point algorithms (all-to-all, permute) its point-to-point channels, the
-// collective channels rounded up to a power of two (src/graph/paths.cc at NVIDIA/nccl@5067397c).
-// None off switched (GPU) clusters.
-int64_t KernelUnits(const Cluster& cluster, const DeviceGroup& group, Algorithm algorithm) {
+// The compute units NCCL's kernel for `op` by `algorithm` holds on each device of `group` (one
+// thread block per channel): the chip's count for a communicator inside one node or across nodes
+// (NCCL sizes its channels by the communicator's NVLink and network bandwidth), NVLS's own; the
+// all-to-all spreads over its point-to-point channels, the collective channels rounded up to a
+// power of two (src/graph/paths.cc at NVIDIA/nccl@5067397c); a permute sends to one peer on that
+// peer's channels: 2 to a peer across the network (NCCL_NCHANNELS_PER_NET_PEER's default), inside
+// a node the point-to-point channels over the group (enqueue.cc halves a peer's channels until
+// they times the ranks fit the point-to-point channels). None off switched (GPU) clusters.
+int64_t KernelUnits(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm) {
   const ClusterSpec& spec = cluster.spec();
   if (spec.topology.kind != TopologyKind::kSwitched) return 0;
   const CollectiveUnits& units = spec.chip.collective_units;
@@ -394,8 +396,11 @@ int64_t KernelUnits(const Cluster& cluster, const DeviceGroup& group, Algorithm 
   const int64_t first = NodeOf(spec.topology, group.devices.front());
   const bool across = std::any_of(group.devices.begin(), group.devices.end(), [&](int64_t d) { return NodeOf(spec.topology, d) != first; });
   const int64_t channels = across ? units.across_nodes : units.in_node;
-  if (algorithm == Algorithm::kDirect) return channels > 0 ? static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(channels))) : 0;
-  return channels;
+  if (algorithm != Algorithm::kDirect || channels <= 0) return channels;
+  const int64_t p2p = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(channels)));
+  if (op != CollectiveOp::kPermute) return p2p;
+  if (across) return std::min<int64_t>(2, p2p);
+  return std::max<int64_t>(1, p2p / static_cast<int64_t>(std::bit_ceil(group.devices.size())));
 }
 
 std::optional<Schedule> BuildFlows(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm,
@@ -408,7 +413,7 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
   std::optional<Schedule> schedule = BuildFlows(cluster, group, op, algorithm, why_not, routing);
   if (!schedule) return schedule;
   schedule->launch_s = LaunchSeconds(cluster, algorithm);
-  schedule->units = std::min(KernelUnits(cluster, group, algorithm), std::max<int64_t>(0, cluster.spec().chip.compute_units - 1));
+  schedule->units = KernelUnits(cluster, group, op, algorithm);
   if (schedule->launch_s > 0) schedule->description += "; " + FormatSeconds(schedule->launch_s) + " a call first (NCCL's base latency)";
   if (schedule->units > 0) schedule->description += "; its kernel holds " + std::to_string(schedule->units) + " SMs a device (NCCL's thread blocks)";
   return schedule;

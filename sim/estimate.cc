@@ -145,7 +145,11 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
       const double seconds = collectives.Seconds(op);
       const double exposed = op.overlapped ? std::max(seconds / static_cast<double>(std::max<int64_t>(1, layers)), seconds - last_backward) : seconds;
       step_collectives[static_cast<size_t>(s)].push_back({&op, seconds, exposed, op.overlapped ? last_backward : 0.0});
-      tail += exposed;
+      // Hidden under the last backward, its kernel's units slow that backward (BorrowedSeconds).
+      const double borrowed = op.overlapped ? BorrowedSeconds(collectives.Units(op), roofline.units, last_backward, seconds - exposed) : 0.0;
+      stage_compute[static_cast<size_t>(s)] += borrowed;
+      stage_borrowed[static_cast<size_t>(s)] += borrowed;
+      tail += exposed + borrowed;
       stage_exposed[static_cast<size_t>(s)][op] += exposed;
     }
     report.stage_time_s.push_back(clock[static_cast<size_t>(s)] + tail);

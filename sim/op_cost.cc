@@ -208,19 +208,17 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
 }
 
 int64_t AxisCollectives::Units(const Op& op) {
-  if (op.stream == Stream::kHost || op.comm_bytes <= 0) return 0;
+  // Only switched (GPU) clusters' schedules hold units (a measured curve is a host cluster's).
+  if (op.stream == Stream::kHost || op.comm_bytes <= 0 || cluster_.spec().topology.kind != TopologyKind::kSwitched) return 0;
   int64_t size = 1;
   for (const std::string& a : op.axes) size *= plan_.mesh.Size(a);
   if (size == 1) return 0;
   const Key key = KeyOf(op.collective, op.axes, op.routing);
   const auto known = units_.find({key, op.comm_bytes});
   if (known != units_.end()) return known->second;
-  Seconds(op);  // looks the measured curve up
   int64_t units = 0;
-  if (curves_.at(key) == nullptr) {
-    const GroupCollective& model = Model(op.collective, op.axes, op.routing);
-    for (const Schedule& s : model.candidates()[model.Fastest(op.comm_bytes).candidate].schedules) units = std::max(units, s.units);
-  }
+  const GroupCollective& model = Model(op.collective, op.axes, op.routing);
+  for (const Schedule& s : model.candidates()[model.Fastest(op.comm_bytes).candidate].schedules) units = std::max(units, s.units);
   units_[{key, op.comm_bytes}] = units;
   return units;
 }
@@ -242,6 +240,12 @@ double AxisCollectives::HostCopySeconds(double bytes) const {
   SHARDSIM_CHECK(rate > 0, "a host copy on a cluster without a host link");
   if (bytes <= 0) return 0;
   return cluster_.spec().links.at("host").latency_s + bytes / rate;
+}
+
+double BorrowedSeconds(int64_t u, int64_t units, double hide_under_s, double hidden_s) {
+  if (u <= 0 || units <= u) return 0;
+  const double share = static_cast<double>(u);
+  return std::min(hide_under_s * share / static_cast<double>(units - u), hidden_s * share / static_cast<double>(units));
 }
 
 PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roofline, AxisCollectives& collectives, bool offloaded) {
@@ -296,18 +300,15 @@ PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roof
     }
   }
   // Collectives whose kernels run on compute units (Op::comm_units: DeepEP's SMs; else NCCL's
-  // channels, AxisCollectives::Units) take them from the compute they hide under, which runs on
-  // the rest meanwhile: u of U units for the hidden h seconds cost that compute's W seconds
-  // min(W u / (U - u), h u / U) more (all of W slowed, or h of it). The time the collective is
-  // exposed, nothing runs beside it. A collective overlapped with its own product (a tensor
-  // collective split with its GEMM: Transformer Engine's userbuffers, torch's async TP over
-  // symmetric memory) is not NCCL's and keeps its op's units (none given).
+  // thread blocks, AxisCollectives::Units) take them from the compute they hide under
+  // (BorrowedSeconds). The time the collective is exposed, nothing runs beside it. A collective
+  // overlapped with its own product (a tensor collective split with its GEMM: Transformer
+  // Engine's userbuffers, torch's async TP over symmetric memory) is not NCCL's and keeps its
+  // op's units (none given).
   for (const PhaseCost::Collective& c : cost.collectives) {
-    const int64_t units = roofline.units;
-    const int64_t u = c.op->comm_units > 0 || c.partner >= 0 || !c.op->overlapped ? c.op->comm_units : collectives.Units(*c.op);
-    if (!c.op->overlapped || u <= 0 || units <= u || c.op->stream == Stream::kHost) continue;
-    const double hidden = std::max(0.0, c.seconds - c.exposed_s), share = static_cast<double>(u);
-    cost.borrowed_s += std::min(c.hide_under_s * share / static_cast<double>(units - u), hidden * share / static_cast<double>(units));
+    if (!c.op->overlapped || c.op->stream == Stream::kHost) continue;
+    const int64_t u = c.op->comm_units > 0 || c.partner >= 0 ? c.op->comm_units : collectives.Units(*c.op);
+    cost.borrowed_s += BorrowedSeconds(u, roofline.units, c.hide_under_s, std::max(0.0, c.seconds - c.exposed_s));
   }
   cost.compute_s += cost.borrowed_s;
   // Host copies (activation offloading) take the copy engines and the host link, which no

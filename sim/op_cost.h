@@ -57,7 +57,7 @@ class AxisCollectives {
   }
   // Compute units the kernel of a step program's collective op holds on each device while it
   // runs: its modelled algorithm's (Schedule::units, the most over the modelled groups); 0 for
-  // host copies, one-device axes and measured curves.
+  // host copies, one-device axes and clusters other than switched (GPU) ones.
   int64_t Units(const strategies::Op& op);
   // Seconds to copy `bytes` between a device and its host's memory, one way: the "host" link's
   // latency plus the bytes at its bandwidth x efficiency x links per device. REQUIRES: the
@@ -176,6 +176,12 @@ struct PhaseCost {
   };
   std::vector<Collective> collectives;
 };
+
+// What compute loses to a collective whose kernel holds `u` of the chip's `units` compute units
+// while it hides under that compute for `hidden_s` seconds: the `hide_under_s` seconds of compute
+// run on the rest meanwhile, min(hide_under_s u / (units - u), hidden_s u / units) more (all of
+// it slowed, or the hidden part's share). 0 without units or with u >= units.
+double BorrowedSeconds(int64_t u, int64_t units, double hide_under_s, double hidden_s);
 
 // The analytic cost of `layer`'s ops in `phase`; without its host copies (Stream::kHost) unless
 // `offloaded` (a layer whose activations the plan offloads, strategies::OffloadedLayers).

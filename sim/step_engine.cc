@@ -490,6 +490,12 @@ class StepEngine {
       if (ph == 0 && after >= 0 && path_.StageOf(after) != stage) SendTo(s, 0, task.chunk, after, mb);
       if (ph == 1 && before >= 0 && path_.StageOf(before) != stage) SendTo(s, 1, task.chunk, before, mb);
     }
+    // The last backward's loss to the buckets' kernels (ActorSet::step_borrowed_s), as compute.
+    if (setup_.sets[s].step_borrowed_s > 0) {
+      sg4::this_actor::execute(setup_.sets[s].step_borrowed_s * kSpeed);
+      ++result_.activities;
+      result_.sets[s].compute_s += setup_.sets[s].step_borrowed_s;
+    }
     for (const auto& [item, op] : buckets) WaitFor(s, item, *op);
     for (size_t i = 0; i < step_ops.size(); ++i) {
       if (step_ops[i].overlapped || (step_ops[i].phase == Phase::kForward && step_ops[i].is_comm())) continue;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -415,6 +416,10 @@ class Preparer {
       const double bytes = op.overlapped ? op.comm_bytes / static_cast<double>(std::max<int64_t>(1, setup_.stage_layers[static_cast<size_t>(set.stage)])) : op.comm_bytes;
       set.step_comm[i] = static_cast<int32_t>(set.comms.size());
       set.comms.push_back(MakeComm(set, op, bytes, true, id));
+      if (op.overlapped) {
+        const double seconds = collectives_.Seconds(op);
+        set.step_borrowed_s += BorrowedSeconds(collectives_.Units(op), setup_.roofline.units, std::numeric_limits<double>::infinity(), seconds);
+      }
     }
     if (pipeline_kind_ < 0) return;
     const int64_t stride = mesh_.Stride("pipeline");

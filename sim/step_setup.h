@@ -67,6 +67,9 @@ struct ActorSet {
   // Per layer kind and program op (index into the layer program's ops): collectives, -1 if none.
   std::array<std::vector<int32_t>, strategies::kLayerKinds> layer_comm;
   std::vector<int32_t> step_comm;       // per step op (blocking ones and overlapped buckets)
+  // What the last backward loses to the overlapped step collectives' kernels (BorrowedSeconds,
+  // all of each collective hidden: the estimate's bound when the backward outlasts it).
+  double step_borrowed_s = 0;
   std::vector<CommPlan> comms;          // all of them
   std::vector<PipeSend> sends;          // per destination stage
 };

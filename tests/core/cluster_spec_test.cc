@@ -176,6 +176,40 @@ TEST(ClusterJsonTest, MissingLinkClassIsNamed) {
   EXPECT_THROW(ClusterFromJson(j, "c.json"), InputError);
 }
 
+// The SMs a collective's kernel holds (chip.collective_units): read and written back with their
+// source, absent where none are given (TPUs); refused without compute_units, at or above them,
+// negative, or with an unknown key, naming the field.
+TEST(ClusterJsonTest, CollectiveUnits) {
+  const ClusterSpec h100 = ParseClusterPreset("dgx-h100:16", "--cluster");
+  EXPECT_EQ(h100.chip.collective_units.in_node, 24);
+  EXPECT_EQ(h100.chip.collective_units.across_nodes, 16);
+  EXPECT_EQ(h100.chip.collective_units.nvls, 16);
+  EXPECT_NE(h100.chip.collective_units.source.find("NVIDIA/nccl"), std::string::npos);
+  EXPECT_EQ(ClusterFromJson(nlohmann::json::parse(ClusterToJson(h100).dump()), "c.json"), h100);
+  EXPECT_FALSE(ClusterToJson(ParseClusterPreset("tpu-v5p:2x2x2", "--cluster"))["chip"].contains("collective_units"));
+  const nlohmann::json good = ClusterToJson(h100);
+  auto refused = [&](nlohmann::json j, const std::string& what) {
+    try {
+      ClusterFromJson(j, "c.json");
+    } catch (const InputError& e) {
+      return e.where().find("collective_units") != std::string::npos && (e.problem() + e.valid()).find(what) != std::string::npos;
+    }
+    return false;
+  };
+  nlohmann::json j = good;
+  j["chip"].erase("compute_units");
+  EXPECT_TRUE(refused(j, "compute_units"));
+  j = good;
+  j["chip"]["collective_units"]["in_node"] = 132;
+  EXPECT_TRUE(refused(j, "131"));
+  j = good;
+  j["chip"]["collective_units"]["nvls"] = -1;
+  EXPECT_TRUE(refused(j, "0"));
+  j = good;
+  j["chip"]["collective_units"]["per_peer"] = 2;
+  EXPECT_TRUE(refused(j, "per_peer"));
+}
+
 // An attention kernel's own efficiency: read, written back, and used for that kernel only (the
 // others take `attention`); flash's figure is `attention` itself, so a "flash" key is refused,
 // as is an unknown kernel or a share above 1.

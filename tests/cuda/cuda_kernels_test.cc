@@ -3,6 +3,7 @@
 // grouped-query heads and a sequence that is not a multiple of the tile. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -12,6 +13,7 @@
 #include "cuda/blas.h"
 #include "cuda/device_buffer.h"
 #include "cuda/device_info.h"
+#include "cuda/fp8_gemm.h"
 #include "cuda/kernels.h"
 #include "runtime/adamw.h"
 #include "runtime/attention.h"
@@ -64,6 +66,29 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuInEveryTransposition) {
       EXPECT_LT(RelativeError(dc.Download(), cpu), 1e-5) << "trans_a " << ta << " trans_b " << tb;
     }
   }
+}
+
+// The FP8 product calibrate times computes the row-major product of its E4M3 inputs (checked
+// against a double-precision product of the same rounded values; bf16 output).
+TEST_F(CudaKernelsTest, Fp8ProductIsTheRowMajorProduct) {
+  if (!HasFp8TensorCores()) GTEST_SKIP() << "no FP8 tensor cores (compute capability below 8.9)";
+  const int64_t m = 48, n = 64, k = 32;
+  Fp8Product product(m, n, k);
+  product.Run();
+  Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  const std::vector<float> out = product.Output();
+  auto rounded = [](int64_t i, uint32_t seed) { return static_cast<double>(static_cast<float>(__nv_fp8_e4m3(Fp8FillValue(i, seed)))); };
+  double worst = 0, scale = 0;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      double want = 0;
+      for (int64_t i = 0; i < k; ++i) want += rounded(r * k + i, 11) * rounded(i * n + c, 12);
+      worst = std::max(worst, std::fabs(out[static_cast<size_t>(r * n + c)] - want));
+      scale = std::max(scale, std::fabs(want));
+    }
+  }
+  EXPECT_LT(worst, 1e-2 * scale);  // bf16's 8 bits of mantissa
+  EXPECT_THROW(Fp8Product(48, 64, 40), CudaError);  // not a multiple of 16
 }
 
 TEST_F(CudaKernelsTest, RmsNormForwardAndBackward) {
