@@ -35,24 +35,23 @@ Fp8Product::Fp8Product(int64_t m, int64_t n, int64_t k) : m_(m), n_(n), k_(k) {
   a_ = DeviceBuffer<__nv_fp8_e4m3>(m * k);
   b_ = DeviceBuffer<__nv_fp8_e4m3>(k * n);
   c_ = DeviceBuffer<__nv_bfloat16>(m * n);
+  d_ = DeviceBuffer<__nv_bfloat16>(m * n);
+  Check(cudaMemset(c_.data(), 0, c_.bytes()), "cudaMemset");
   FillFp8<<<1024, 256>>>(a_.data(), a_.size(), 11);
   FillFp8<<<1024, 256>>>(b_.data(), b_.size(), 12);
   CheckLaunch("FillFp8");
-  scales_ = DeviceBuffer<float>(2);
-  const float ones[2] = {1.0f, 1.0f};  // per-tensor scales, as a recipe passes them
-  Check(cudaMemcpy(scales_.data(), ones, sizeof ones, cudaMemcpyHostToDevice), "cudaMemcpy");
   workspace_ = DeviceBuffer<unsigned char>(static_cast<int64_t>(kWorkspaceBytes));
   CheckLt(cublasLtCreate(&handle_), "cublasLtCreate");
-  // Column-major, cuBLASLt makes D[n,m] = X^T Y with X stored [k,n] and read transposed (FP8's
-  // TN rule) and Y stored [k,m]: the row-major product's FLOPs and bytes.
+  // Column-major, cuBLASLt makes D[n,m] = X^T Y with X the row-major [n,k] W (column-major k x n,
+  // read transposed: FP8's TN rule) and Y the row-major [m,k] x (column-major k x m): D is the
+  // row-major [m,n] x W^T.
   CheckLt(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
   CheckLt(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof transposed), "cublasLtMatmulDescSetAttribute");
   CheckLt(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof plain), "cublasLtMatmulDescSetAttribute");
-  const float* scale_x = scales_.data();
-  const float* scale_y = scales_.data() + 1;
-  CheckLt(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_x, sizeof scale_x), "cublasLtMatmulDescSetAttribute");
-  CheckLt(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_y, sizeof scale_y), "cublasLtMatmulDescSetAttribute");
+  // The per-tensor scales stay at cuBLASLt's default of 1: a recipe's scales multiply the
+  // accumulator in the epilogue, as alpha does, and cost the product nothing (cuBLASLt 13.1 on
+  // the lent H200 refused every product given scale pointers: data/gpu/h200-2026-11-30-fp8).
   CheckLt(cublasLtMatrixLayoutCreate(&la_, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k), "cublasLtMatrixLayoutCreate");
   CheckLt(cublasLtMatrixLayoutCreate(&lb_, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "cublasLtMatrixLayoutCreate");
   CheckLt(cublasLtMatrixLayoutCreate(&lc_, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "cublasLtMatrixLayoutCreate");
@@ -60,13 +59,27 @@ Fp8Product::Fp8Product(int64_t m, int64_t n, int64_t k) : m_(m), n_(n), k_(k) {
   CheckLt(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
   CheckLt(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes, sizeof kWorkspaceBytes),
           "cublasLtMatmulPreferenceSetAttribute");
-  cublasLtMatmulHeuristicResult_t heuristic{};
+  // The heuristic's candidates best first; the first that runs is kept (cuBLASLt does not promise
+  // that its first choice runs).
+  cublasLtMatmulHeuristicResult_t heuristics[16] = {};
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, la_, lb_, lc_, lc_, preference, 1, &heuristic, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, la_, lb_, lc_, lc_, preference, 16, heuristics, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   CheckLt(status, "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) throw CudaError("cuBLASLt offers no FP8 algorithm for " + shape);
-  algo_ = heuristic.algo;
+  cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
+  for (int i = 0; i < found; ++i) {
+    if (heuristics[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    algo_ = heuristics[i].algo;
+    last = Launch();
+    if (last == CUBLAS_STATUS_SUCCESS) return;
+  }
+  throw CudaError("cuBLASLt runs none of its " + std::to_string(found) + " FP8 algorithms for " + shape + " (last: " + cublasGetStatusString(last) + ")");
+}
+
+cublasStatus_t Fp8Product::Launch() {
+  const float alpha = 1.0f, beta = 0.0f;
+  return cublasLtMatmul(handle_, desc_, &alpha, b_.data(), la_, a_.data(), lb_, &beta, c_.data(), lc_, d_.data(), lc_, &algo_, workspace_.data(),
+                        kWorkspaceBytes, nullptr);
 }
 
 Fp8Product::~Fp8Product() {
@@ -78,18 +91,13 @@ Fp8Product::~Fp8Product() {
 }
 
 std::vector<float> Fp8Product::Output() const {
-  std::vector<__nv_bfloat16> raw(static_cast<size_t>(c_.size()));
-  Check(cudaMemcpy(raw.data(), c_.data(), c_.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  std::vector<__nv_bfloat16> raw(static_cast<size_t>(d_.size()));
+  Check(cudaMemcpy(raw.data(), d_.data(), d_.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
   std::vector<float> out(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) out[i] = __bfloat162float(raw[i]);
   return out;
 }
 
-void Fp8Product::Run() {
-  const float alpha = 1.0f, beta = 0.0f;
-  CheckLt(cublasLtMatmul(handle_, desc_, &alpha, b_.data(), la_, a_.data(), lb_, &beta, c_.data(), lc_, c_.data(), lc_, &algo_, workspace_.data(),
-                         kWorkspaceBytes, nullptr),
-          "cublasLtMatmul");
-}
+void Fp8Product::Run() { CheckLt(Launch(), "cublasLtMatmul"); }
 
 }  // namespace shardsim::cuda

@@ -1,5 +1,5 @@
-// FP8 matrix products on cuBLASLt (E4M3 inputs with per-tensor scales, BF16 output, FP32
-// accumulation), as per-tensor FP8 recipes (Transformer Engine's delayed and current scaling,
+// FP8 matrix products on cuBLASLt (E4M3 inputs, BF16 output, FP32 accumulation; per-tensor scales
+// at 1, which cost nothing: the epilogue multiplies by them), as per-tensor FP8 recipes (Transformer Engine's delayed and current scaling,
 // torchao's tensorwise) run their GEMMs: timed by `shardsim-gpu calibrate` beside the BF16 ones.
 // Needs compute capability 8.9 or later (Ada, Hopper, Blackwell).
 #pragma once
@@ -28,7 +28,7 @@ __host__ __device__ inline float Fp8FillValue(int64_t i, uint32_t seed) {
   return static_cast<float>(h & 0xffff) / 16384.0f - 2.0f;
 }
 
-// One [m,k] x [k,n] product of random E4M3 inputs, set up once (buffers, cuBLASLt's descriptors
+// One [m,k] x [k,n] product (x W^T, W stored [n,k]) of random E4M3 inputs, set up once (buffers, cuBLASLt's descriptors
 // and its heuristic's algorithm) and run as often as asked.
 class Fp8Product {
  public:
@@ -39,15 +39,16 @@ class Fp8Product {
   Fp8Product(const Fp8Product&) = delete;
   Fp8Product& operator=(const Fp8Product&) = delete;
   void Run();
-  // The row-major [m,n] output of the last Run, as floats. The inputs are Fp8FillValue's, seeds
-  // 11 (the [m,k] operand) and 12 (the [k,n] one), row-major.
+  // The row-major [m,n] output of the last Run, x W^T, as floats. The inputs are Fp8FillValue's,
+  // row-major: seed 11 the [m,k] x, seed 12 the [n,k] W (FP8's "TN" rule: a linear layer's
+  // weight as it is stored).
   std::vector<float> Output() const;
 
  private:
+  cublasStatus_t Launch();
   int64_t m_, n_, k_;
   DeviceBuffer<__nv_fp8_e4m3> a_, b_;
-  DeviceBuffer<__nv_bfloat16> c_;
-  DeviceBuffer<float> scales_;
+  DeviceBuffer<__nv_bfloat16> c_, d_;  // C (zeros, beta 0) and the output D
   DeviceBuffer<unsigned char> workspace_;
   cublasLtHandle_t handle_ = nullptr;
   cublasLtMatmulDesc_t desc_ = nullptr;

@@ -115,7 +115,7 @@ int RunGpuCalibrate(const GpuCalibrateOptions& o, std::ostream& out) {
   const std::string provenance = "measured by shardsim-gpu calibrate on one " + device.name + " (CUDA driver " + device.driver +
                                  "): matmul = median bf16 cuBLAS rate over " + o.model + "'s " + std::to_string(model_shapes) +
                                  " layer products at " + std::to_string(o.tokens) + " tokens" +
-                                 (fp8_matmul > 0 ? "; fp8_matmul = the same products' median rate in FP8 (cuBLASLt, E4M3, per-tensor scales)" : "") +
+                                 (fp8_matmul > 0 ? "; fp8_matmul = the same products' median rate in FP8 (cuBLASLt, E4M3, bf16 out)" : "") +
                                  "; attention = the " +
                                  (a.fused ? "fused" : "tiled") + " attention's forward+backward at S=" + std::to_string(o.seq_len) +
                                  " (the faster kernel); hbm = a device-to-device copy";

@@ -68,8 +68,9 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuInEveryTransposition) {
   }
 }
 
-// The FP8 product calibrate times computes the row-major product of its E4M3 inputs (checked
-// against a double-precision product of the same rounded values; bf16 output).
+// The FP8 product calibrate times computes x W^T of its E4M3 inputs, row-major, the weight stored
+// [n,k] as a linear layer keeps it (checked against a double-precision product of the same
+// rounded values; bf16 output).
 TEST_F(CudaKernelsTest, Fp8ProductIsTheRowMajorProduct) {
   if (!HasFp8TensorCores()) GTEST_SKIP() << "no FP8 tensor cores (compute capability below 8.9)";
   const int64_t m = 48, n = 64, k = 32;
@@ -77,12 +78,20 @@ TEST_F(CudaKernelsTest, Fp8ProductIsTheRowMajorProduct) {
   product.Run();
   Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   const std::vector<float> out = product.Output();
-  auto rounded = [](int64_t i, uint32_t seed) { return static_cast<double>(static_cast<float>(__nv_fp8_e4m3(Fp8FillValue(i, seed)))); };
+  // E4M3's rounding of the fill value: 3 mantissa bits, to nearest even, normal down to 2^-6.
+  auto rounded = [](int64_t i, uint32_t seed) {
+    const double x = Fp8FillValue(i, seed);
+    if (x == 0) return 0.0;
+    int e = 0;
+    std::frexp(x, &e);
+    const double step = std::ldexp(1.0, std::max(e, -5) - 4);
+    return std::nearbyint(x / step) * step;
+  };
   double worst = 0, scale = 0;
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t c = 0; c < n; ++c) {
       double want = 0;
-      for (int64_t i = 0; i < k; ++i) want += rounded(r * k + i, 11) * rounded(i * n + c, 12);
+      for (int64_t i = 0; i < k; ++i) want += rounded(r * k + i, 11) * rounded(c * k + i, 12);  // the weight stored [n,k]
       worst = std::max(worst, std::fabs(out[static_cast<size_t>(r * n + c)] - want));
       scale = std::max(scale, std::fabs(want));
     }
