@@ -350,6 +350,31 @@ TEST(CliEstimateTest, SavedInputDtypeIsCheckedAndKeepsLess) {
   EXPECT_EQ(kept8["step_time_s"].get<double>(), kept16["step_time_s"].get<double>()) << "a memory setting only";
 }
 
+// FP8 weight casts: the fp8 line says how much of its weights each micro-batch casts and why; a
+// step-long cache (per-step) makes the step faster than casting every pass; a hidden data-parallel
+// reduction's loss to NCCL's SMs is named on the time line.
+TEST(CliEstimateTest, Fp8WeightCastsAndBorrowedSmsAreSaid) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--set", "mesh.data=16",
+                                     "--set", "global_batch_size=64", "--set", "seq_len=4096", "--set", "dtype=fp8"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  const CliResult every = with({}), cached = with({"--set", "fp8_weight_casts=per-step"});
+  ASSERT_EQ(every.exit_code, 0) << every.err;
+  ASSERT_EQ(cached.exit_code, 0) << cached.err;
+  EXPECT_NE(every.out.find("casts 100.0% of its weights to FP8 forward and 100.0% backward (fp8_weight_casts unset: per-microbatch)"), std::string::npos)
+      << every.out;
+  EXPECT_NE(cached.out.find("casts 25.0% of its weights to FP8 forward and 0.0% backward (fp8_weight_casts per-step)"), std::string::npos) << cached.out;
+  EXPECT_NE(every.out.find("lost to the SMs of the 132 that hidden collectives' kernels hold: NCCL's thread blocks"), std::string::npos) << every.out;
+  json a, b;
+  ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &a));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "fp8_weight_casts=per-step", "--json"}), &b));
+  EXPECT_LT(b["step_time_s"].get<double>(), a["step_time_s"].get<double>());
+  EXPECT_GT(a["breakdown"]["compute_borrowed_s"].get<double>(), 0);
+  EXPECT_TRUE(IsInputError(with({"--set", "fp8_weight_casts=once"}), {"fp8_weight_casts", "per-microbatch", "per-step"}));
+}
+
 // FP8 sequence-parallel gathers need an fp8 plan, say so on the fp8 line, and make a
 // tensor-parallel step's gathers cheaper.
 TEST(CliEstimateTest, Fp8TensorGatherIsCheckedAndGathersLess) {
