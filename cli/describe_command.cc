@@ -179,6 +179,15 @@ void PrintCluster(const ClusterSpec& c, std::ostream& out) {
   if (c.topology.host_bytes_per_device > 0) {
     out << "  host       " << FormatSI(static_cast<double>(c.topology.host_bytes_per_device), "B") << " of host memory per device, for offloaded activations (topology source)\n";
   }
+  if (c.chip.compute_units > 0) {
+    out << "  compute    " << c.chip.compute_units << " compute units (SMs, MXUs) per device";
+    const CollectiveUnits& u = c.chip.collective_units;
+    if (u != CollectiveUnits{}) {
+      out << "; a hidden collective's kernel holds " << u.in_node << " of them inside a node, " << u.across_nodes << " across nodes, " << u.nvls
+          << " for NVLS (collective_units: " << u.source << ")";
+    }
+    out << "\n";
+  }
   out << "  chip source " << c.chip.source << "\n";
   TextTable links({"link", "per link, one way", "links/device", "latency", "efficiency", "source"});
   for (const auto& [name, l] : c.links) {
