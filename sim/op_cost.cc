@@ -196,31 +196,35 @@ double AxisCollectives::Seconds(CollectiveOp op, const std::vector<std::string>&
   int64_t size = 1;
   for (const std::string& a : axes) size *= plan_.mesh.Size(a);
   if (size == 1 || bytes <= 0) return 0;
+  return Costed(op, axes, bytes, routing, size).seconds;
+}
+
+const AxisCollectives::Cost& AxisCollectives::Costed(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing,
+                                                     int64_t size) {
   const Key key = KeyOf(op, axes, routing);
-  const auto known = seconds_.find({key, bytes});
-  if (known != seconds_.end()) return known->second;
+  const auto known = costs_.find({key, bytes});
+  if (known != costs_.end()) return known->second;
   auto found = curves_.find(key);
   if (found == curves_.end()) found = curves_.emplace(key, routing.deduplicated() ? nullptr : MeasuredCurve(op, axes, size)).first;
   const CollectiveCurve* curve = found->second;
-  const double seconds = curve ? CurveSeconds(*curve, bytes) : Model(op, axes, routing).Fastest(bytes).estimate.time_s;
-  seconds_[{key, bytes}] = seconds;
-  return seconds;
+  Cost cost;
+  if (curve) {
+    cost.seconds = CurveSeconds(*curve, bytes);
+  } else {
+    const GroupCollective& model = Model(op, axes, routing);
+    const GroupCollective::Choice choice = model.Fastest(bytes);
+    cost.seconds = choice.estimate.time_s;
+    for (const Schedule& s : model.candidates()[choice.candidate].schedules) cost.units = std::max(cost.units, s.units);
+  }
+  return costs_.emplace(std::make_pair(key, bytes), cost).first->second;
 }
 
 int64_t AxisCollectives::Units(const Op& op) {
-  // Only switched (GPU) clusters' schedules hold units (a measured curve is a host cluster's).
-  if (op.stream == Stream::kHost || op.comm_bytes <= 0 || cluster_.spec().topology.kind != TopologyKind::kSwitched) return 0;
+  if (op.stream == Stream::kHost || op.comm_bytes <= 0) return 0;
   int64_t size = 1;
   for (const std::string& a : op.axes) size *= plan_.mesh.Size(a);
   if (size == 1) return 0;
-  const Key key = KeyOf(op.collective, op.axes, op.routing);
-  const auto known = units_.find({key, op.comm_bytes});
-  if (known != units_.end()) return known->second;
-  int64_t units = 0;
-  const GroupCollective& model = Model(op.collective, op.axes, op.routing);
-  for (const Schedule& s : model.candidates()[model.Fastest(op.comm_bytes).candidate].schedules) units = std::max(units, s.units);
-  units_[{key, op.comm_bytes}] = units;
-  return units;
+  return Costed(op.collective, op.axes, op.comm_bytes, op.routing, size).units;
 }
 
 double AxisCollectives::BeyondModelSeconds(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing) {

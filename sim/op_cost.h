@@ -56,8 +56,8 @@ class AxisCollectives {
     return op.stream == strategies::Stream::kHost ? HostCopySeconds(op.comm_bytes) : Seconds(op.collective, op.axes, op.comm_bytes, op.routing);
   }
   // Compute units the kernel of a step program's collective op holds on each device while it
-  // runs: its modelled algorithm's (Schedule::units, the most over the modelled groups); 0 for
-  // host copies, one-device axes and clusters other than switched (GPU) ones.
+  // runs: its modelled algorithm's (Schedule::units, the most over the modelled groups; 0 off
+  // switched (GPU) clusters); 0 for host copies, one-device axes and measured curves.
   int64_t Units(const strategies::Op& op);
   // Seconds to copy `bytes` between a device and its host's memory, one way: the "host" link's
   // latency plus the bytes at its bandwidth x efficiency x links per device. REQUIRES: the
@@ -87,8 +87,14 @@ class AxisCollectives {
   size_t max_modelled_groups_;
   SharedGroupCollectives* shared_;
   std::map<Key, std::shared_ptr<const GroupCollective>> cache_;
-  std::map<std::pair<Key, double>, double> seconds_;  // (key, bytes) -> seconds
-  std::map<std::pair<Key, double>, int64_t> units_;   // (key, bytes) -> the kernel's compute units
+  // A collective's seconds and its kernel's compute units (0 for a measured curve's).
+  struct Cost {
+    double seconds = 0;
+    int64_t units = 0;
+  };
+  // The cost of `op` of `bytes` over `axes` (`size` devices > 1), made on first use and kept.
+  const Cost& Costed(CollectiveOp op, const std::vector<std::string>& axes, double bytes, const TokenRouting& routing, int64_t size);
+  std::map<std::pair<Key, double>, Cost> costs_;  // (key, bytes) -> cost
   std::map<Key, const CollectiveCurve*> curves_;       // key -> the measured curve, or null (looked up once per key)
   TokenRouting routing_;                               // the deduplicated routing seen, if any
 };
