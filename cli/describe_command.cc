@@ -180,11 +180,12 @@ void PrintCluster(const ClusterSpec& c, std::ostream& out) {
     out << "  host       " << FormatSI(static_cast<double>(c.topology.host_bytes_per_device), "B") << " of host memory per device, for offloaded activations (topology source)\n";
   }
   if (c.chip.compute_units > 0) {
-    out << "  compute    " << c.chip.compute_units << " compute units (SMs, MXUs) per device";
+    out << "  compute    " << c.chip.compute_units << " compute units per device";
     const CollectiveUnits& u = c.chip.collective_units;
     if (u != CollectiveUnits{}) {
-      out << "; a hidden collective's kernel holds " << u.in_node << " of them inside a node, " << u.across_nodes << " across nodes, " << u.nvls
-          << " for NVLS (collective_units: " << u.source << ")";
+      out << "; NCCL's collective kernels hold " << u.in_node << " of them inside a node, " << u.across_nodes << " across nodes"
+          << (u.nvls > 0 ? ", " + std::to_string(u.nvls) + " for NVLS" : std::string())
+          << " (all-to-alls and sends: their point-to-point channels; collective_units: " << u.source << ")";
     }
     out << "\n";
   }
@@ -196,9 +197,9 @@ void PrintCluster(const ClusterSpec& c, std::ostream& out) {
     links.AddRow({name, FormatSI(l.bandwidth_bytes_per_s, "B/s"), std::to_string(l.links_per_device), FormatSeconds(l.latency_s), eff, l.source});
   }
   links.Print(out, "  ");
-  char eff[160];
-  std::snprintf(eff, sizeof eff, "matmul %.3f and attention %.3f of peak, backward passes at %.3f of those rates, HBM %.2f of bandwidth",
-                c.efficiency.matmul, c.efficiency.Attention(), c.efficiency.backward, c.efficiency.hbm);
+  char eff[200];
+  std::snprintf(eff, sizeof eff, "matmul %.3f, FP8 matmul %.3f and attention %.3f of peak, backward passes at %.3f of those rates, HBM %.2f of bandwidth",
+                c.efficiency.matmul, c.efficiency.Fp8Matmul(), c.efficiency.Attention(), c.efficiency.backward, c.efficiency.hbm);
   out << "  efficiency " << eff << " (" << c.efficiency.source << ")\n";
 }
 

@@ -46,6 +46,7 @@ class Fp8Product {
 
  private:
   cublasStatus_t Launch();
+  void Release();  // the cuBLASLt objects made so far
   int64_t m_, n_, k_;
   DeviceBuffer<__nv_fp8_e4m3> a_, b_;
   DeviceBuffer<__nv_bfloat16> c_, d_;  // C (zeros, beta 0) and the output D

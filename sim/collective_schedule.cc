@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <numeric>
 
 #include "core/error.h"
@@ -385,9 +386,10 @@ double LaunchSeconds(const Cluster& cluster, Algorithm algorithm) {
 // (NCCL sizes its channels by the communicator's NVLink and network bandwidth), NVLS's own; the
 // all-to-all spreads over its point-to-point channels, the collective channels rounded up to a
 // power of two (src/graph/paths.cc at NVIDIA/nccl@5067397c); a permute sends to one peer on that
-// peer's channels: 2 to a peer across the network (NCCL_NCHANNELS_PER_NET_PEER's default), inside
-// a node the point-to-point channels over the group (enqueue.cc halves a peer's channels until
-// they times the ranks fit the point-to-point channels). None off switched (GPU) clusters.
+// peer's channels: across the network one per 14 GB/s of the NIC (paths.cc ncclTopoGetNchannels,
+// NCCL_P2P_PER_CHANNEL_NET_BW: 4 for 400 Gb/s), inside a node all the point-to-point channels for
+// a large send (enqueue.cc doubles a peer's channels while each carries more than its share).
+// At most all but one of the chip's units. None off switched (GPU) clusters.
 int64_t KernelUnits(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm) {
   const ClusterSpec& spec = cluster.spec();
   if (spec.topology.kind != TopologyKind::kSwitched) return 0;
@@ -398,9 +400,10 @@ int64_t KernelUnits(const Cluster& cluster, const DeviceGroup& group, Collective
   const int64_t channels = across ? units.across_nodes : units.in_node;
   if (algorithm != Algorithm::kDirect || channels <= 0) return channels;
   const int64_t p2p = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(channels)));
-  if (op != CollectiveOp::kPermute) return p2p;
-  if (across) return std::min<int64_t>(2, p2p);
-  return std::max<int64_t>(1, p2p / static_cast<int64_t>(std::bit_ceil(group.devices.size())));
+  if (op != CollectiveOp::kPermute || !across) return p2p;
+  const auto nic = spec.links.find("infiniband");
+  const double nic_bytes_per_s = nic == spec.links.end() ? 0 : nic->second.bandwidth_bytes_per_s * static_cast<double>(nic->second.links_per_device);
+  return std::min<int64_t>(p2p, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(nic_bytes_per_s / 14e9))));
 }
 
 std::optional<Schedule> BuildFlows(const Cluster& cluster, const DeviceGroup& group, CollectiveOp op, Algorithm algorithm,
@@ -413,7 +416,7 @@ std::optional<Schedule> BuildSchedule(const Cluster& cluster, const DeviceGroup&
   std::optional<Schedule> schedule = BuildFlows(cluster, group, op, algorithm, why_not, routing);
   if (!schedule) return schedule;
   schedule->launch_s = LaunchSeconds(cluster, algorithm);
-  schedule->units = KernelUnits(cluster, group, op, algorithm);
+  schedule->units = std::min(KernelUnits(cluster, group, op, algorithm), std::max<int64_t>(0, cluster.spec().chip.compute_units - 1));
   if (schedule->launch_s > 0) schedule->description += "; " + FormatSeconds(schedule->launch_s) + " a call first (NCCL's base latency)";
   if (schedule->units > 0) schedule->description += "; its kernel holds " + std::to_string(schedule->units) + " SMs a device (NCCL's thread blocks)";
   return schedule;

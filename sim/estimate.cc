@@ -143,13 +143,14 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
         continue;
       }
       const double seconds = collectives.Seconds(op);
-      const double exposed = op.overlapped ? std::max(seconds / static_cast<double>(std::max<int64_t>(1, layers)), seconds - last_backward) : seconds;
+      // Hidden under the last backward, its kernel's units slow that backward (OverlappedStepReduction).
+      const StepReduction reduction = op.overlapped ? OverlappedStepReduction(seconds, layers, last_backward, collectives.Units(op), roofline.units)
+                                                    : StepReduction{.exposed_s = seconds};
+      const double exposed = reduction.exposed_s;
       step_collectives[static_cast<size_t>(s)].push_back({&op, seconds, exposed, op.overlapped ? last_backward : 0.0});
-      // Hidden under the last backward, its kernel's units slow that backward (BorrowedSeconds).
-      const double borrowed = op.overlapped ? BorrowedSeconds(collectives.Units(op), roofline.units, last_backward, seconds - exposed) : 0.0;
-      stage_compute[static_cast<size_t>(s)] += borrowed;
-      stage_borrowed[static_cast<size_t>(s)] += borrowed;
-      tail += exposed + borrowed;
+      stage_compute[static_cast<size_t>(s)] += reduction.extra_s;
+      stage_borrowed[static_cast<size_t>(s)] += reduction.extra_s;
+      tail += exposed + reduction.extra_s;
       stage_exposed[static_cast<size_t>(s)][op] += exposed;
     }
     report.stage_time_s.push_back(clock[static_cast<size_t>(s)] + tail);

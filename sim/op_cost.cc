@@ -252,6 +252,17 @@ double BorrowedSeconds(int64_t u, int64_t units, double hide_under_s, double hid
   return std::min(hide_under_s * share / static_cast<double>(units - u), hidden_s * share / static_cast<double>(units));
 }
 
+StepReduction OverlappedStepReduction(double seconds, int64_t layers, double last_backward_s, int64_t u, int64_t units) {
+  StepReduction r;
+  const double last_bucket = seconds / static_cast<double>(std::max<int64_t>(1, layers));
+  r.exposed_s = std::max(last_bucket, seconds - last_backward_s);
+  r.borrowed_s = BorrowedSeconds(u, units, last_backward_s, seconds - r.exposed_s);
+  // The slowed backward ends b later, then its last bucket goes; a reduction that outlasts that
+  // ends as before.
+  r.extra_s = std::max(last_bucket + r.borrowed_s, seconds - last_backward_s) - r.exposed_s;
+  return r;
+}
+
 PhaseCost CostPhase(const LayerProgram& layer, Phase phase, const Roofline& roofline, AxisCollectives& collectives, bool offloaded) {
   PhaseCost cost;
   double overlapped = 0, host = 0;

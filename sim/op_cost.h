@@ -189,6 +189,16 @@ struct PhaseCost {
 // it slowed, or the hidden part's share). 0 without units or with u >= units.
 double BorrowedSeconds(int64_t u, int64_t units, double hide_under_s, double hidden_s);
 
+// A gradient reduction of `seconds` overlapped with a stage's last backward (`last_backward_s`
+// of it, over `layers` buckets) whose kernel holds `u` of `units`: the last bucket's share, or
+// what outlasts the backward, is exposed; the backward loses BorrowedSeconds over the hidden
+// part. `extra_s`: what the loss adds beyond `exposed_s` (none where the reduction outlasts
+// the slowed backward anyway).
+struct StepReduction {
+  double exposed_s = 0, borrowed_s = 0, extra_s = 0;
+};
+StepReduction OverlappedStepReduction(double seconds, int64_t layers, double last_backward_s, int64_t u, int64_t units);
+
 // The analytic cost of `layer`'s ops in `phase`; without its host copies (Stream::kHost) unless
 // `offloaded` (a layer whose activations the plan offloads, strategies::OffloadedLayers).
 PhaseCost CostPhase(const strategies::LayerProgram& layer, strategies::Phase phase, const Roofline& roofline, AxisCollectives& collectives,

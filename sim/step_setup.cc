@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -81,9 +80,14 @@ class Preparer {
       }
     }
     setup_.stage_layers.assign(static_cast<size_t>(p), 0);
+    setup_.stage_last_backward_s.assign(static_cast<size_t>(p), 0);
+    const ProgramCosts costs = CostProgram(program_, setup_.roofline, collectives_);
     for (int64_t s = 0; s < p; ++s) {
-      for (const strategies::Chunk& chunk : program_.stages[static_cast<size_t>(s)].chunks) {
-        for (const auto& [kind, count] : chunk.layers) setup_.stage_layers[static_cast<size_t>(s)] += count;
+      const auto& chunks = program_.stages[static_cast<size_t>(s)].chunks;
+      for (size_t c = 0; c < chunks.size(); ++c) {
+        for (const auto& [kind, count] : chunks[c].layers) setup_.stage_layers[static_cast<size_t>(s)] += count;
+        const auto& slot = costs.slots[costs.Slot(s, static_cast<int64_t>(c))];
+        setup_.stage_last_backward_s[static_cast<size_t>(s)] += slot[1].total_s + slot[2].total_s;
       }
     }
   }
@@ -417,8 +421,10 @@ class Preparer {
       set.step_comm[i] = static_cast<int32_t>(set.comms.size());
       set.comms.push_back(MakeComm(set, op, bytes, true, id));
       if (op.overlapped) {
-        const double seconds = collectives_.Seconds(op);
-        set.step_borrowed_s += BorrowedSeconds(collectives_.Units(op), setup_.roofline.units, std::numeric_limits<double>::infinity(), seconds);
+        const auto stage = static_cast<size_t>(set.stage);
+        set.step_borrowed_s += OverlappedStepReduction(collectives_.Seconds(op), setup_.stage_layers[stage], setup_.stage_last_backward_s[stage],
+                                                       collectives_.Units(op), setup_.roofline.units)
+                                   .borrowed_s;
       }
     }
     if (pipeline_kind_ < 0) return;

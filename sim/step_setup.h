@@ -67,8 +67,8 @@ struct ActorSet {
   // Per layer kind and program op (index into the layer program's ops): collectives, -1 if none.
   std::array<std::vector<int32_t>, strategies::kLayerKinds> layer_comm;
   std::vector<int32_t> step_comm;       // per step op (blocking ones and overlapped buckets)
-  // What the last backward loses to the overlapped step collectives' kernels (BorrowedSeconds,
-  // all of each collective hidden: the estimate's bound when the backward outlasts it).
+  // What the last backward loses to the overlapped step collectives' kernels
+  // (OverlappedStepReduction's borrowed seconds, as the estimate counts them).
   double step_borrowed_s = 0;
   std::vector<CommPlan> comms;          // all of them
   std::vector<PipeSend> sends;          // per destination stage
@@ -90,6 +90,7 @@ struct StepSetup {
   // Per layer kind and phase (F, B, W, R): its actions.
   std::array<std::array<std::vector<Action>, 4>, strategies::kLayerKinds> actions;
   std::vector<int64_t> stage_layers;  // per stage: layer entries (the gradient buckets)
+  std::vector<double> stage_last_backward_s;  // per stage: one micro-batch's backward, all chunks (the estimate's)
   std::vector<std::string> folded, simulated;  // in words
   std::vector<int64_t> hosts;         // every device that sends or receives, and each set's rank
   bool fold = true;

@@ -89,9 +89,10 @@ TEST(BorrowedUnitsTest, NcclsKernelsHoldTheirChannelsSms) {
   EXPECT_EQ(units(node, CollectiveOp::kAllReduce, Algorithm::kNvls), 16);
   EXPECT_EQ(units(node, CollectiveOp::kAllToAll, Algorithm::kDirect), 32);
   EXPECT_EQ(units(two_nodes, CollectiveOp::kAllToAll, Algorithm::kDirect), 16);
-  // A permute sends to one peer on its channels: 2 across the network, 32 / 8 inside a node.
-  EXPECT_EQ(units(two_nodes, CollectiveOp::kPermute, Algorithm::kDirect), 2);
-  EXPECT_EQ(units(node, CollectiveOp::kPermute, Algorithm::kDirect), 4);
+  // A permute sends to one peer on its channels: across the network one per 14 GB/s of the
+  // 50 GB/s NIC, inside a node all 32 point-to-point channels.
+  EXPECT_EQ(units(two_nodes, CollectiveOp::kPermute, Algorithm::kDirect), 4);
+  EXPECT_EQ(units(node, CollectiveOp::kPermute, Algorithm::kDirect), 32);
   const topologies::Cluster torus(LoadCluster("tpu-v5p:2x2x2"));
   std::string why;
   const std::optional<Schedule> t = BuildSchedule(torus, {{0, 1, 2, 3}}, CollectiveOp::kAllGather, Algorithm::kRing, &why);
@@ -116,9 +117,11 @@ TEST(BorrowedUnitsTest, HiddenDataParallelCollectivesBorrowNcclsUnits) {
     if (borrows) {
       EXPECT_GT(r.compute_borrowed_s, 0) << name << " " << axis;
       EXPECT_LT(r.compute_borrowed_s, 0.2 * r.compute_s) << name << " " << axis;  // 16 of 132 SMs: at most 16/116 of the compute
-      // The simulator plays the same loss: it agrees with the estimate.
+      // The simulator plays the same loss: its compute agrees with the estimate's to a fraction of
+      // the loss (which is 1-3% of the step: a step-time check would not see it missing).
       const SimReport simulated = Simulate(program, cluster, graph, collectives, SimulateOptions{});
       EXPECT_NEAR(simulated.step.step_time_s / r.step_time_s, 1.0, 0.05) << name << " " << axis;
+      EXPECT_NEAR(simulated.step.compute_s, r.compute_s, 0.1 * r.compute_borrowed_s) << name << " " << axis;
     } else {
       EXPECT_EQ(r.compute_borrowed_s, 0) << name;
     }
