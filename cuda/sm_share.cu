@@ -10,6 +10,7 @@
 #include "cuda/blas.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
+#include "cuda/kernels.h"
 
 namespace shardsim::cuda {
 namespace {
@@ -99,9 +100,16 @@ SmShareResult MeasureSmShare(const SmShareOptions& o) {
   Check(cudaFuncSetAttribute(HoldUnits, cudaFuncAttributeMaxDynamicSharedMemorySize, shared), "cudaFuncSetAttribute");
   const int threads = 512;
 
+  // Random normal inputs, as calibrate's (tensor cores draw less power on zeros, which would
+  // flatter the rates).
   DeviceBuffer<__nv_bfloat16> a(o.m * o.k), b(o.k * o.n), c(o.m * o.n);
-  Check(cudaMemset(a.data(), 0, a.bytes()), "cudaMemset");
-  Check(cudaMemset(b.data(), 0, b.bytes()), "cudaMemset");
+  {
+    DeviceBuffer<float> a32(a.size()), b32(b.size());
+    FillNormal(a32.data(), a32.size(), 7, 1, 1.0f);
+    FillNormal(b32.data(), b32.size(), 7, 2, 1.0f);
+    Convert(a.data(), a32.data(), a32.size());
+    Convert(b.data(), b32.data(), b32.size());
+  }
   // 8 MiB a block to copy: well beyond the L2, so the copies reach HBM as a collective's do.
   const int64_t per_block = (8 << 20) / static_cast<int64_t>(sizeof(float4));
   DeviceBuffer<float4> src(per_block * units), dst(per_block * units);
