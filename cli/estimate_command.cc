@@ -201,6 +201,10 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
                                                                  : "fp8_weight_casts " + (plan.fp8_weight_casts.empty() ? std::string("unset: per-microbatch") : plan.fp8_weight_casts) +
                                                                        from(written.fp8_weight_casts))
         << ")";
+    if (peak.fp8_weight_cache > 0) {
+      out << "; the cached FP8 weights and their transposes hold " << FormatBinaryBytes(peak.fp8_weight_cache) << " of stage " << r.memory.peak_stage
+          << "'s buffers (" << FormatFixed(strategies::Fp8WeightCacheBytes(plan), 3) << " B per weight, Transformer Engine's weight workspaces)";
+    }
     if (GathersSequence(plan)) {
       out << "; the FP8 products' sequence-parallel inputs and output gradients gathered at " << FormatFixed(TensorGatherBytes(plan, model.hidden_size), 3)
           << " B per element" << (plan.tensor_gather_dtype == "fp8" ? " (the others at 16 bits)" : "") << " (tensor_gather_dtype "

@@ -82,6 +82,11 @@ WeightCastShares Fp8WeightCastShares(const PlanSpec& p, int64_t microbatches) {
   return {};
 }
 
+double Fp8WeightCacheBytes(const PlanSpec& p) {
+  if (p.dtype != "fp8" || p.fp8_weight_casts != "per-step" || p.param_gather_dtype == "fp8") return 0;
+  return 2 * (1 + Fp8WeightScaleBytes(Fp8RecipeOf(p)));
+}
+
 double GatheredParamBytes(const PlanSpec& p, double params, double sixteen_bit) {
   return (params - sixteen_bit) * ParamGatherBytes(p) + sixteen_bit * ComputeElementBytes(p);
 }

@@ -56,6 +56,16 @@ struct WeightCastShares {
 };
 WeightCastShares Fp8WeightCastShares(const PlanSpec& plan, int64_t microbatches);
 
+// Bytes per weight of an FP8 product that per-step casts (fp8_weight_casts per-step) keep from
+// the step's first micro-batch on: the cached FP8 copy and its transpose, each with the recipe's
+// weight scales (Transformer Engine's weight workspace, kept in the module's _fp8_workspaces across
+// steps: at v1.8 module/linear.py casts with_transpose whenever grad is enabled, for Hopper's
+// TN-only FP8 products' input gradient, and module/base.py get_fp8_workspace caches it under
+// "weight" once Megatron-core passes is_first_microbatch). 0 for other plans and where the weights are kept in FP8
+// themselves (param_gather_dtype fp8: Megatron-core's --fp8-param-gather, whose FP8 weights and
+// transpose replace the 16-bit ones).
+double Fp8WeightCacheBytes(const PlanSpec& plan);
+
 // How many ways each kind of training state is split, on top of tensor / pipeline / expert.
 struct ShardDegrees {
   double params = 1, grads = 1, optimizer = 1;

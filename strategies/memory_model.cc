@@ -314,6 +314,11 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     if (has_head) b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, task_lists) + stage_logits * loss.backward;
     b.pipeline = PipelineBufferBytes(program, static_cast<int64_t>(stage_index), stage_logits, task_lists);
     b.buffers += b.pipeline;
+    // The cached FP8 weights: every product's weight on the stage, the dense layers', the experts'
+    // and the multi-token-prediction modules' (the vocabulary matrices run at 16 bits; the norms'
+    // and routers' few weights are counted with them).
+    b.fp8_weight_cache = Fp8WeightCacheBytes(p) * (stage.params() - stage.vocab_params);
+    b.buffers += b.fp8_weight_cache;
     if (!ParamShardAxes(p, ParamKind::kDense).empty()) {
       int64_t layers = 0;
       for (const Chunk& chunk : stage.chunks) {

@@ -63,6 +63,9 @@ struct MemoryBreakdown {
   // pipeline_buffers beyond its layers' activations and the loss's logits in flight (0 under
   // per-transfer).
   double pipeline = 0;
+  // Of `buffers`: the FP8 copies of the products' weights that per-step casts keep
+  // (Fp8WeightCacheBytes; 0 otherwise).
+  double fp8_weight_cache = 0;
   // Host memory (not in total()): the offloaded layers' activations at the stage's peak
   // (PlanSpec::offload_layers).
   double host = 0;

@@ -361,16 +361,16 @@ TEST(CliEstimateTest, Fp8WeightCastsAndBorrowedSmsAreSaid) {
     return RunShardsim(args);
   };
   const CliResult every = with({}), cached = with({"--set", "fp8_weight_casts=per-step"});
-  ASSERT_EQ(every.exit_code, 0) << every.err;
-  ASSERT_EQ(cached.exit_code, 0) << cached.err;
-  EXPECT_NE(every.out.find("casts 100.0% of its weights to FP8 forward and 100.0% backward (fp8_weight_casts unset: per-microbatch)"), std::string::npos)
-      << every.out;
+  ASSERT_TRUE(every.exit_code == 0 && cached.exit_code == 0) << every.err << cached.err;
+  EXPECT_NE(every.out.find("casts 100.0% of its weights to FP8 forward and 100.0% backward (fp8_weight_casts unset: per-microbatch)"), std::string::npos) << every.out;
   EXPECT_NE(cached.out.find("casts 25.0% of its weights to FP8 forward and 0.0% backward (fp8_weight_casts per-step)"), std::string::npos) << cached.out;
   EXPECT_NE(every.out.find("lost to the SMs of the 132 that hidden collectives' kernels hold: NCCL's thread blocks"), std::string::npos) << every.out;
   json a, b;
   ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &a));
   ASSERT_TRUE(IsJsonSuccess(with({"--set", "fp8_weight_casts=per-step", "--json"}), &b));
   EXPECT_LT(b["step_time_s"].get<double>(), a["step_time_s"].get<double>());
+  EXPECT_NE(cached.out.find("the cached FP8 weights and their transposes hold "), std::string::npos) << cached.out;  // 2 B a weight, kept
+  EXPECT_TRUE(a["memory"]["fp8_weight_cache"] == 0 && b["memory"]["fp8_weight_cache"].get<double>() > 0) << a["memory"] << b["memory"];
   EXPECT_GT(a["breakdown"]["compute_borrowed_s"].get<double>(), 0);
   EXPECT_TRUE(IsInputError(with({"--set", "fp8_weight_casts=once"}), {"fp8_weight_casts", "per-microbatch", "per-step"}));
 }

@@ -4,6 +4,7 @@
 
 #include "strategies/build_step.h"
 #include "strategies/data_parallel.h"
+#include "strategies/memory_model.h"
 #include "strategies/op_names.h"
 #include "tests/strategies/test_models.h"
 
@@ -59,6 +60,28 @@ TEST(Fp8WeightCastsTest, ForwardAndInputGradientProductsCarryTheShare) {
     EXPECT_EQ(op.weight_cast_share, expected) << op.name << " " << ToString(op.phase);
   }
   EXPECT_GE(products, 12);  // qkv, out, the MLP's two or three, each in three passes
+}
+
+TEST(Fp8WeightCastsTest, PerStepCastsKeepAnFp8CopyAndItsTranspose) {
+  PlanSpec p = Fp8Plan();
+  EXPECT_EQ(Fp8WeightCacheBytes(p), 0);  // per micro-batch: nothing kept between passes
+  p.fp8_weight_casts = "per-step";
+  EXPECT_EQ(Fp8WeightCacheBytes(p), 2);  // tensorwise: one byte each, a scale per tensor
+  p.fp8_recipe = "mxfp8";
+  EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (1 + 1.0 / 32));  // an 8-bit scale per 32 in each
+  p.fp8_recipe = "tensorwise";
+  PlanSpec native = p;
+  native.zero_stage = 1, native.param_gather_dtype = "fp8";  // the weights are the FP8 copies
+  EXPECT_EQ(Fp8WeightCacheBytes(native), 0);
+  // In memory: every stage's buffers grow by 2 B per weight, the vocabulary matrices apart.
+  PlanSpec each = Fp8Plan();
+  const StepProgram with = BuildStep(GptModel(4, 1024, 16), p), without = BuildStep(GptModel(4, 1024, 16), each);
+  const MemoryBreakdown a = EstimateMemory(with).peak, b = EstimateMemory(without).peak;
+  const Stage& stage = with.stages[0];
+  ASSERT_GT(stage.params() - stage.vocab_params, 0);
+  EXPECT_DOUBLE_EQ(a.fp8_weight_cache, 2 * (stage.params() - stage.vocab_params));
+  EXPECT_EQ(b.fp8_weight_cache, 0);
+  EXPECT_NEAR(a.buffers - b.buffers, a.fp8_weight_cache, 1e-6 * a.buffers);
 }
 
 }  // namespace
