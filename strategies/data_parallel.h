@@ -63,7 +63,8 @@ WeightCastShares Fp8WeightCastShares(const PlanSpec& plan, int64_t microbatches)
 // TN-only FP8 products' input gradient, and module/base.py get_fp8_workspace caches it under
 // "weight" once Megatron-core passes is_first_microbatch). 0 for other plans and where the weights are kept in FP8
 // themselves (param_gather_dtype fp8: Megatron-core's --fp8-param-gather, whose FP8 weights and
-// transpose replace the 16-bit ones).
+// transpose replace the 16-bit ones). Two copies as on Hopper: TE makes no transpose where the
+// GPU runs non-TN FP8 products (Blackwell), so a tensorwise recipe there keeps one (over-counted).
 double Fp8WeightCacheBytes(const PlanSpec& plan);
 
 // How many ways each kind of training state is split, on top of tensor / pipeline / expert.

@@ -351,8 +351,8 @@ TEST(CliEstimateTest, SavedInputDtypeIsCheckedAndKeepsLess) {
 }
 
 // FP8 weight casts: the fp8 line says how much of its weights each micro-batch casts and why; a
-// step-long cache (per-step) makes the step faster than casting every pass; a hidden data-parallel
-// reduction's loss to NCCL's SMs is named on the time line.
+// step-long cache (per-step) makes the step faster than casting every pass and is held in memory;
+// a hidden data-parallel reduction's loss to NCCL's SMs is named on the time line.
 TEST(CliEstimateTest, Fp8WeightCastsAndBorrowedSmsAreSaid) {
   auto with = [](std::vector<std::string> extra) {
     std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:16", "--set", "mesh.data=16",
