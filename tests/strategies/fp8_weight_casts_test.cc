@@ -84,5 +84,24 @@ TEST(Fp8WeightCastsTest, PerStepCastsKeepAnFp8CopyAndItsTranspose) {
   EXPECT_NEAR(a.buffers - b.buffers, a.fp8_weight_cache, 1e-6 * a.buffers);
 }
 
+// Under pipeline and expert parallelism every stage holds the copies of its own products' weights,
+// the routed experts' among them.
+TEST(Fp8WeightCastsTest, EveryStageCachesItsWeightsExpertsIncluded) {
+  const ModelSpec m = FindModelPreset("tiny-moe")->spec;
+  PlanSpec p = Plan(2, 1, 2, 16, 256);
+  p.mesh.expert = 2, p.dtype = "fp8", p.fp8_weight_casts = "per-step";
+  const StepProgram program = BuildStep(m, p);
+  const MemoryReport report = EstimateMemory(program);
+  ASSERT_EQ(report.stages.size(), 2u);
+  for (size_t s = 0; s < report.stages.size(); ++s) {
+    const Stage& stage = program.stages[s];
+    ASSERT_GT(stage.expert_params, 0) << s;
+    EXPECT_DOUBLE_EQ(report.stages[s].fp8_weight_cache, 2 * (stage.dense_params - stage.vocab_params + stage.expert_params)) << s;
+    EXPECT_GT(report.stages[s].fp8_weight_cache, 2 * (stage.dense_params - stage.vocab_params)) << s;
+  }
+  p.fp8_recipe = "blockwise";  // an fp32 scale per 128 x 128 tile in each copy
+  EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (1 + 4.0 / 16384));
+}
+
 }  // namespace
 }  // namespace shardsim::strategies
