@@ -114,7 +114,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   // Attention runs in 16 bits under FP8 recipes, at the plan's own dtype otherwise (sim::RooflineOf).
   const std::string attention_peak = plan.dtype == "fp8" ? "16-bit" : plan.dtype;
   out << "  utilisation MFU " << FormatPercent(r.mfu) << " (PaLM's count: " << FormatPercent(r.mfu_palm) << "), HFU " << FormatPercent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
-      << plan.dtype << " peak per device (cluster spec); matmuls at "
+      << MatmulPeakDtype(plan.dtype, Fp8RecipeOf(plan)) << " peak per device (cluster spec); matmuls at "
       << FormatFixed(plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul, 3) << " of peak, attention at "
       << FormatFixed(cluster.efficiency.Attention(plan.attention_kernel), 3) << " of the " << attention_peak << " peak, "
       << (cluster.efficiency.backward != 1 ? "their backward passes at " + FormatFixed(cluster.efficiency.backward, 3) + " of those rates, " : "") << "HBM at "
@@ -183,7 +183,10 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   if (plan.dtype == "fp8") {
     out << "  fp8         " << Fp8RecipeOf(plan) << " scaling (fp8_recipe"
         << from(written.fp8_recipe)
-        << "): its GEMMs at " << cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) << " of the fp8 peak";
+        << "): its GEMMs at " << FormatFixed(cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)), 3) << " of the " << MatmulPeakDtype(plan.dtype, Fp8RecipeOf(plan)) << " peak";
+    if (Fp8RecipeOf(plan) == "nvfp4" && cluster.efficiency.fp8_matmul_recipes.count("nvfp4") == 0) {
+      out << " (the cluster's FP8 figure: no NVFP4 GEMM efficiency of its own; 4-bit elements with an E4M3 scale per 16, weights per 16 x 16)";
+    }
     if (plan.ep_dispatch_dtype == "fp8") {
       out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, RoutedWidth(model)) << " B per element (ep_dispatch_dtype)";
     }

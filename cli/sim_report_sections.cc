@@ -77,7 +77,7 @@ std::string List(const std::vector<std::string>& items, const std::string& empty
 std::string SummarySection(const sim::SimReport& report, const strategies::StepProgram& program) {
   const sim::StepReport& s = report.step;
   const std::string peak =
-      FormatSI(s.peak_flop_per_s, "FLOP/s") + " " + program.plan.dtype + " per device";
+      FormatSI(s.peak_flop_per_s, "FLOP/s") + " " + MatmulPeakDtype(program.plan.dtype, Fp8RecipeOf(program.plan)) + " per device";
   const int64_t devices = program.plan.mesh.Product();
   std::ostringstream html;
   html << "<h2>Step</h2>\n<div class=\"cards\">\n"

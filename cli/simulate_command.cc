@@ -107,7 +107,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out) {
       << ExpertAxesNote(plan) << "\n";
   out << "  step        " << FormatSecondsSpan(r.step.step_time_s) << " simulated, " << FormatSecondsSpan(estimate.step_time_s) << " estimated ("
       << FormatPercent(r.step.step_time_s / estimate.step_time_s - 1) << " apart): " << FormatCount(r.step.tokens_per_s) << " tokens/s, MFU "
-      << FormatPercent(r.step.mfu) << " of " << FormatSI(r.step.peak_flop_per_s, "FLOP/s") << " " << plan.dtype << " peak (cluster spec)\n";
+      << FormatPercent(r.step.mfu) << " of " << FormatSI(r.step.peak_flop_per_s, "FLOP/s") << " " << MatmulPeakDtype(plan.dtype, Fp8RecipeOf(plan)) << " peak (cluster spec)\n";
   out << "  time        on stage " << r.step.critical_stage << " (the slowest): compute " << FormatSeconds(r.step.compute_s) << ", bubble "
       << FormatSeconds(r.step.bubble_s);
   for (const auto& [key, seconds] : r.step.exposed_comm_s) {

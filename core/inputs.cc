@@ -230,6 +230,11 @@ void CheckPlanOnCluster(const PlanSpec& plan, const ClusterSpec& cluster, const 
     }
     throw InputError(where + ":/dtype", "dtype '" + plan.dtype + "' has no peak on " + cluster.chip.name, have, "set dtype to one the chip lists");
   }
+  if (plan.fp8_recipe == "nvfp4" && (!cluster.chip.microscaling || peaks.count("fp4") == 0)) {
+    throw InputError(where + ":/fp8_recipe", "fp8_recipe nvfp4 on " + cluster.chip.name + ", which has no FP4 tensor cores (no fp4 peak with microscaling)",
+                     "tensorwise, rowwise, blockwise" + std::string(cluster.chip.microscaling ? " or mxfp8" : ""),
+                     "nvfp4 needs a Blackwell system (dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72)");
+  }
   if (plan.fp8_recipe == "mxfp8" && !cluster.chip.microscaling) {
     throw InputError(where + ":/fp8_recipe", "fp8_recipe mxfp8 on " + cluster.chip.name + ", which has no microscaling tensor cores", "tensorwise, rowwise or blockwise",
                      "mxfp8 needs a Blackwell system (dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72)");

@@ -145,7 +145,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
       r.Fail("tensor_gather_dtype", "tensor_gather_dtype fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products read quantised inputs)",
              "set dtype to fp8 or tensor_gather_dtype to bf16");
     } else if (p.tensor_gather_dtype == "fp8" && Fp8RecipeOf(p) == "rowwise") {
-      r.Fail("tensor_gather_dtype", "tensor_gather_dtype fp8 with fp8_recipe rowwise", "fp8_recipe tensorwise, blockwise or mxfp8",
+      r.Fail("tensor_gather_dtype", "tensor_gather_dtype fp8 with fp8_recipe rowwise", "fp8_recipe tensorwise, blockwise, mxfp8 or nvfp4",
              "no framework gathers row-wise scaled inputs in FP8 (torchao's row-wise recipe communicates in high precision): set tensor_gather_dtype to bf16");
     }
   }
@@ -156,7 +156,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
         r.Fail("param_gather_dtype", "param_gather_dtype fp8 with dtype " + p.dtype, "dtype fp8 (FP8 weights are an FP8 recipe's)",
                "set dtype to fp8 or param_gather_dtype to bf16");
       } else if (Fp8RecipeOf(p) == "rowwise") {
-        r.Fail("param_gather_dtype", "param_gather_dtype fp8 with fp8_recipe rowwise", "fp8_recipe tensorwise, blockwise or mxfp8",
+        r.Fail("param_gather_dtype", "param_gather_dtype fp8 with fp8_recipe rowwise", "fp8_recipe tensorwise, blockwise, mxfp8 or nvfp4",
                "no framework gathers row-wise scaled weights in FP8: set param_gather_dtype to bf16");
       }
     }

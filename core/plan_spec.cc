@@ -94,7 +94,9 @@ double ActivationBytes(std::string_view dtype) { return dtype == "fp32" ? 4 : 2;
 double ComputeElementBytes(const PlanSpec& p) { return ActivationBytes(p.dtype); }
 
 double ParamGatherBytes(const PlanSpec& p) {
-  return p.dtype == "fp8" && p.param_gather_dtype == "fp8" ? 1 + Fp8WeightScaleBytes(Fp8RecipeOf(p)) : ComputeElementBytes(p);
+  if (p.dtype != "fp8" || p.param_gather_dtype != "fp8") return ComputeElementBytes(p);
+  const std::string recipe = Fp8RecipeOf(p);
+  return Fp8ScaleBytes(recipe).element + Fp8WeightScaleBytes(recipe);
 }
 
 std::string WeightDtype(const PlanSpec& p) { return p.dtype == "fp8" ? "bf16" : p.dtype; }
@@ -144,8 +146,12 @@ std::string ToString(Recompute r) {
 }
 
 const std::vector<std::string>& Fp8RecipeNames() {
-  static const std::vector<std::string> kNames = {"tensorwise", "rowwise", "blockwise", "mxfp8"};
+  static const std::vector<std::string> kNames = {"tensorwise", "rowwise", "blockwise", "mxfp8", "nvfp4"};
   return kNames;
+}
+
+std::string MatmulPeakDtype(std::string_view dtype, std::string_view fp8_recipe) {
+  return dtype == "fp8" && fp8_recipe == "nvfp4" ? "fp4" : std::string(dtype);
 }
 
 std::string CrossEntropyOf(const PlanSpec& p) { return p.cross_entropy.empty() ? "fused" : p.cross_entropy; }
@@ -280,18 +286,20 @@ Fp8Scales Fp8ScaleBytes(std::string_view recipe) {
   if (recipe == "rowwise") return {.per_row = 4};
   if (recipe == "blockwise") return {.per_element = 4.0 / 128};
   if (recipe == "mxfp8") return {.per_element = 1.0 / 32};
+  if (recipe == "nvfp4") return {.per_element = 1.0 / 16, .element = 0.5};
   return {};
 }
 
 double Fp8WeightScaleBytes(std::string_view recipe) {
   if (recipe == "blockwise") return 4.0 / (128 * 128);
   if (recipe == "mxfp8") return Fp8ScaleBytes(recipe).per_element;  // 1 x 32 blocks, as activations
+  if (recipe == "nvfp4") return 1.0 / (16 * 16);  // one E4M3 scale per 16 x 16 block (NVFP4BlockScaling)
   return 0;
 }
 
 double Fp8ElementBytes(const PlanSpec& p, int64_t row_width) {
   const Fp8Scales scales = Fp8ScaleBytes(Fp8RecipeOf(p));
-  return 1 + scales.per_element + scales.per_row / static_cast<double>(row_width);
+  return scales.element + scales.per_element + scales.per_row / static_cast<double>(row_width);
 }
 
 const std::vector<std::string>& EpDispatchDtypeNames() { return Bf16OrFp8Names(); }

@@ -119,9 +119,12 @@ struct PlanSpec {
   std::string elementwise_kernels;
   // An fp8 plan's scaling recipe: "tensorwise" (one scale per tensor: Transformer Engine's delayed
   // or current scaling, torchao's default), "rowwise" (torchao), "blockwise" (1x128 / 128x128
-  // tiles, DeepSeek-V3; Transformer Engine's Float8BlockScaling) or "mxfp8" (32-element blocks,
-  // Blackwell). Each runs its GEMMs at its own efficiency (EfficiencySpec::Fp8Matmul). Empty:
-  // tensorwise. See Fp8RecipeNames.
+  // tiles, DeepSeek-V3; Transformer Engine's Float8BlockScaling), "mxfp8" (32-element blocks,
+  // Blackwell) or "nvfp4" (4-bit E2M1 elements with an E4M3 scale per 16 and one fp32 scale per
+  // tensor, weights in 16 x 16 blocks: Transformer Engine's NVFP4BlockScaling, Megatron-core's
+  // --fp4-format e2m1, torchtitan's NVFP4LinearConverter; its products run at the chip's fp4
+  // peak, MatmulPeakDtype). Each runs its GEMMs at its own efficiency (EfficiencySpec::Fp8Matmul).
+  // Empty: tensorwise. See Fp8RecipeNames.
   std::string fp8_recipe;
   // The width of the expert all-to-alls that carry rows to the experts (the forward dispatch and
   // the combine's backward): "bf16" (the activations', the default) or "fp8" (fp8 plans: each
@@ -345,6 +348,9 @@ const std::vector<std::string>& CrossEntropyNames();
 const std::vector<std::string>& ElementwiseKernelsNames();
 // fp8_recipe's values: "tensorwise", "rowwise", "blockwise", "mxfp8".
 const std::vector<std::string>& Fp8RecipeNames();
+// The peak_flop_per_s key a plan's layer products run at: the chip's fp4 peak under fp8_recipe
+// nvfp4, else the dtype's. The one home of that choice (the roofline, MFU, the checks).
+std::string MatmulPeakDtype(std::string_view dtype, std::string_view fp8_recipe);
 
 // The values in effect where a plan leaves them unset (a framework profile sets its own first,
 // planner::AsFrameworkRuns): the loss "fused"; an fp8 plan's recipe "tensorwise" ("" for other
@@ -359,10 +365,12 @@ bool EagerNorms(const PlanSpec& plan);
 std::string Fp8RecipeOf(const PlanSpec& plan);
 
 // The scales an FP8 recipe adds to a quantised tensor, in bytes: an fp32 scale per row for
-// rowwise, per 128 elements for blockwise, an 8-bit one per 32 for mxfp8; one per tensor, nothing
-// per row or element, for tensorwise.
+// rowwise, per 128 elements for blockwise, an 8-bit one per 32 for mxfp8, an 8-bit (E4M3) one per
+// 16 for nvfp4; one per tensor, nothing per row or element, for tensorwise. `element`: the
+// quantised element's own bytes, 1 (E4M3 / E5M2), or half a byte for nvfp4's E2M1.
 struct Fp8Scales {
   double per_element = 0, per_row = 0;
+  double element = 1;
 };
 Fp8Scales Fp8ScaleBytes(std::string_view recipe);
 // The scales of a recipe's quantised weights, per element: none for tensorwise, an fp32 one per

@@ -188,7 +188,12 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
   add("--seq-length", I(p.seq_len));
   if (p.dtype == "fp16") add("--fp16");
   if (p.dtype == "bf16" || p.dtype == "fp8") add("--bf16");
-  if (p.dtype == "fp8") {
+  if (p.dtype == "fp8" && Fp8RecipeOf(p) == "nvfp4") {
+    // NVFP4 (transformer_config.py fp4, fp4_recipe, fp4_param), exclusive of the --fp8 flags.
+    add("--fp4-format", "e2m1");
+    add("--fp4-recipe", "nvfp4");
+    if (p.param_gather_dtype == "fp8") add("--fp4-param-gather");
+  } else if (p.dtype == "fp8") {
     add("--fp8-format", "hybrid");
     // core/enums.py Fp8Recipe; row-wise scaling is none of them (a gap): per-tensor is written.
     const std::string recipe = Fp8RecipeOf(p);
@@ -308,11 +313,14 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
   p.recompute = granularity == "full"        ? Recompute::kFull
                 : granularity == "selective" ? Recompute::kSelective
                                              : Recompute::kNone;
-  p.dtype = r.Has("--fp8-format") ? "fp8"
-            : r.Has("--bf16")     ? "bf16"
-            : r.Has("--fp16")     ? "fp16"
-                                  : "fp32";
-  if (p.dtype == "fp8") {
+  p.dtype = r.Has("--fp8-format") || r.Has("--fp4-format") ? "fp8"
+            : r.Has("--bf16")                              ? "bf16"
+            : r.Has("--fp16")                              ? "fp16"
+                                                           : "fp32";
+  if (r.Has("--fp4-format")) {
+    p.fp8_recipe = "nvfp4";  // Fp4Recipe's one recipe (custom quantizers are not modelled)
+    if (r.Has("--fp4-param-gather")) p.param_gather_dtype = "fp8";
+  } else if (p.dtype == "fp8") {
     const std::string recipe = r.Get("--fp8-recipe", "delayed");  // Megatron-core's default
     p.fp8_recipe = recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise";  // delayed and tensorwise scale per tensor
     if (r.Has("--fp8-param-gather")) p.param_gather_dtype = "fp8";

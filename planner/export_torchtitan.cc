@@ -120,8 +120,13 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   add("training.max_context_length", I(p.seq_len));
   add("training.mixed_precision_param", Quoted(p.dtype == "fp32" ? "float32" : "bfloat16"));
   // components/quantization: Float8LinearConverter scales rowwise (its recipe_name's default),
-  // MXFP8LinearConverter in 32-element blocks; per-tensor and blockwise are gaps.
-  if (p.dtype == "fp8") add(kConverters, p.fp8_recipe == "mxfp8" ? "[MXFP8LinearConverter.Config()]" : "[Float8LinearConverter.Config()]");
+  // MXFP8LinearConverter in 32-element blocks, NVFP4LinearConverter in NVFP4 (experimental);
+  // per-tensor and blockwise are gaps.
+  if (p.dtype == "fp8") {
+    add(kConverters, p.fp8_recipe == "mxfp8"   ? "[MXFP8LinearConverter.Config()]"
+                     : p.fp8_recipe == "nvfp4" ? "[NVFP4LinearConverter.Config()]"
+                                               : "[Float8LinearConverter.Config()]");
+  }
   // models/common/config_utils.py make_token_dispatcher_config: "deepep" (DeepEPTokenDispatcher).
   if (DeduplicatesDispatch(p)) add(kCommBackend, Quoted("deepep"));
   // config/configs.py DebugConfig.moe_force_load_balance (FrameworkFacts::round_robin_setting).
@@ -184,7 +189,10 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
             : r.Text("training.mixed_precision_param", "\"bfloat16\"") == "float32"
                 ? "fp32"
                 : "bf16";
-  if (p.dtype == "fp8") p.fp8_recipe = r.Get(kConverters).find("MXFP8") != std::string::npos ? "mxfp8" : "rowwise";
+  if (p.dtype == "fp8") {
+    const std::string converters = r.Get(kConverters);
+    p.fp8_recipe = converters.find("MXFP8") != std::string::npos ? "mxfp8" : converters.find("NVFP4") != std::string::npos ? "nvfp4" : "rowwise";
+  }
   if (r.Has(kCommBackend)) {
     const std::string backend = r.Text(kCommBackend);
     if (backend == "deepep") {

@@ -90,9 +90,9 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_elementwise = true,
         .eager_elementwise = false,
         .elementwise_default = "fused",
-        // core/enums.py Fp8Recipe: delayed and tensorwise (per-tensor scales), blockwise,
-        // mxfp8 (--fp8-recipe; delayed by default).
-        .fp8_recipes = {true, false, true, true},
+        // core/enums.py Fp8Recipe: delayed and tensorwise (per-tensor scales), blockwise, mxfp8
+        // (--fp8-recipe; delayed by default); nvfp4 by --fp4-format e2m1 (Fp4Recipe, TE >= 2.7).
+        .fp8_recipes = {true, false, true, true, true},
         .fp8_recipe_default = "tensorwise",
         // core/transformer/transformer_config.py moe_dispatch_fwd_dtype / moe_combine_bwd_dtype:
         // 'bf16' or 'mxfp8', with the 'ncclep' flex dispatcher only (fused_a2a.py's DeepEP path
@@ -225,7 +225,8 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .elementwise_default = "eager",
         // components/quantization/float8.py Float8LinearConverter: recipe_name "rowwise" (or
         // "rowwise_with_gw_hp"), per-tensor scaling gone; mx.py MXFP8LinearConverter: mxfp8.
-        .fp8_recipes = {false, true, false, true},
+        // nvfp4: components/quantization/nvfp4.py NVFP4LinearConverter (experimental, #3914).
+        .fp8_recipes = {false, true, false, true, true},
         .fp8_recipe_default = "rowwise",
         .fp8_dispatch_recipe = "",  // its expert all-to-alls move the activations as they are
         // torchao float8_linear.py matmul_with_hp_or_float8_args: save_for_backward(input_hp, ...).
@@ -355,7 +356,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .eager_elementwise = false,
         .elementwise_default = "fused",
         // base.yml quantization "fp8": per-tensor scales (shardsim's reading).
-        .fp8_recipes = {true, false, false, false},
+        .fp8_recipes = {true, false, false, false, false},
         .fp8_recipe_default = "tensorwise",
         .fp8_dispatch_recipe = "",
         // flax linen/fp8_ops.py in_qdq: the dot reads quantised-dequantised values in the compute
@@ -449,7 +450,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .fused_elementwise = true,
         .eager_elementwise = true,
         .elementwise_default = "fused",
-        .fp8_recipes = {false, false, false, false},  // no fp8 training
+        .fp8_recipes = {false, false, false, false, false},  // no fp8 training
         .fp8_recipe_default = "",
         .fp8_dispatch_recipe = "",
         .saved_input_dtype = "",

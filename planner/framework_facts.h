@@ -132,8 +132,8 @@ struct FrameworkFacts {
   bool fused_elementwise, eager_elementwise;
   std::string_view elementwise_default;
   // FP8 scaling recipes (PlanSpec::fp8_recipe) in Fp8RecipeNames' order (tensorwise, rowwise,
-  // blockwise, mxfp8), and the one an fp8 plan that sets none gets ("" without fp8).
-  std::array<bool, 4> fp8_recipes;
+  // blockwise, mxfp8, nvfp4), and the one an fp8 plan that sets none gets ("" without fp8).
+  std::array<bool, 5> fp8_recipes;
   std::string_view fp8_recipe_default;
   // The fp8 recipe under which it moves the expert all-to-alls toward the experts in FP8
   // (PlanSpec::ep_dispatch_dtype fp8); "" where it moves them at the activations' width only.

@@ -44,12 +44,13 @@ double Roofline::Seconds(const Op& op) const {
   if (op.kind == ComputeKind::kMatmul) {
     const double gemm = std::max(op.flops / (peak_flop_per_s * matmul_efficiency * pass * Quantization(op.m, op.n)), memory);
     if (!fp8_casts) return gemm;
-    // Each operand read at 16 bits and written at 8 with its scales (rows of k), and the
-    // activation's amax read; the [k,n] operand's cast at its share (Op::weight_cast_share: a
-    // weight cast once a step, or on its shard before an FP8 gather).
+    // Each operand read at 16 bits and written at 8 (4 under nvfp4) with its scales (rows of k),
+    // and the activation's amax read; the [k,n] operand's cast at its share
+    // (Op::weight_cast_share: a weight cast once a step, or on its shard before an FP8 gather).
     const double a = static_cast<double>(op.m) * static_cast<double>(op.k), b = static_cast<double>(op.k) * static_cast<double>(op.n);
-    const double cast_a = 2 * a + (1 + fp8_scales.per_element) * a + fp8_scales.per_row * static_cast<double>(op.m) + 2 * a;
-    const double cast_b = 2 * b + (1 + fp8_scales.per_element) * b + fp8_scales.per_row * static_cast<double>(op.n);
+    const double written = fp8_scales.element + fp8_scales.per_element;
+    const double cast_a = 2 * a + written * a + fp8_scales.per_row * static_cast<double>(op.m) + 2 * a;
+    const double cast_b = 2 * b + written * b + fp8_scales.per_row * static_cast<double>(op.n);
     return gemm + (cast_a + op.weight_cast_share * cast_b) / hbm_bytes_per_s;
   }
   // A Mamba-2 mixer's chunked scan (SSD) runs blockwise tensor-core products as FlashAttention
@@ -63,8 +64,8 @@ double Roofline::Seconds(const Op& op) const {
 
 Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens, const std::string& fp8_recipe,
                     const std::string& attention_kernel) {
-  const auto peak = cluster.chip.peak_flop_per_s.find(dtype);
-  SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + dtype);
+  const auto peak = cluster.chip.peak_flop_per_s.find(MatmulPeakDtype(dtype, fp8_recipe));
+  SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + MatmulPeakDtype(dtype, fp8_recipe));
   const CalibrationSpec* calibration = cluster.calibration.dtype == dtype ? &cluster.calibration : nullptr;
   const bool fp8 = dtype == "fp8";
   // The 16-bit peak attention runs at: bf16's, else fp16's, else (no 16-bit peak) the dtype's.

@@ -84,7 +84,8 @@ WeightCastShares Fp8WeightCastShares(const PlanSpec& p, int64_t microbatches) {
 
 double Fp8WeightCacheBytes(const PlanSpec& p) {
   if (p.dtype != "fp8" || p.fp8_weight_casts != "per-step" || p.param_gather_dtype == "fp8") return 0;
-  return 2 * (1 + Fp8WeightScaleBytes(Fp8RecipeOf(p)));
+  const std::string recipe = Fp8RecipeOf(p);
+  return 2 * (Fp8ScaleBytes(recipe).element + Fp8WeightScaleBytes(recipe));
 }
 
 double GatheredParamBytes(const PlanSpec& p, double params, double sixteen_bit) {

@@ -100,5 +100,29 @@ TEST(CliEstimateTest, EagerElementwiseKernelsCostTheirTraffic) {
   EXPECT_NE(exported.find("config.compile.components = [\"model\""), std::string::npos) << exported;
 }
 
+
+// fp8_recipe nvfp4: refused on a chip without FP4 tensor cores, naming the field and where it runs;
+// on a B200 its products run at the fp4 peak (twice the fp8 one), so the step is faster than under
+// MXFP8 and the text names the peak and that the efficiency is the cluster's FP8 figure; the
+// quantised inputs it keeps are half a byte and the scales.
+TEST(CliEstimateTest, Nvfp4RunsAtTheFp4PeakWhereTheChipHasOne) {
+  auto with = [](const std::string& cluster, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", cluster, "--set", "mesh.fsdp=8", "--set", "global_batch_size=16",
+                                     "--set", "seq_len=8192", "--set", "dtype=fp8"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with("dgx-h100:8", {"--set", "fp8_recipe=nvfp4"}), {"fp8_recipe", "nvfp4", "FP4", "dgx-b200"}));
+  json mx, nv;
+  ASSERT_TRUE(IsJsonSuccess(with("dgx-b200:8", {"--set", "fp8_recipe=mxfp8", "--json"}), &mx));
+  ASSERT_TRUE(IsJsonSuccess(with("dgx-b200:8", {"--set", "fp8_recipe=nvfp4", "--json"}), &nv));
+  EXPECT_DOUBLE_EQ(nv["peak_flop_per_s"].get<double>(), 2 * mx["peak_flop_per_s"].get<double>());
+  EXPECT_LT(nv["step_time_s"].get<double>(), mx["step_time_s"].get<double>());
+  const CliResult text = with("dgx-b200:8", {"--set", "fp8_recipe=nvfp4", "--set", "saved_input_dtype=fp8"});
+  EXPECT_NE(text.out.find("of 9 PFLOP/s fp4 peak per device"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("of the fp4 peak (the cluster's FP8 figure: no NVFP4 GEMM efficiency of its own"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("kept for the backward at 0.56 B per element"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -72,6 +72,12 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 1.0 / 32);
   p.fp8_recipe = "blockwise";
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 4.0 / (128 * 128));  // one scale per 128 x 128 tile
+  p.fp8_recipe = "nvfp4";  // 4-bit elements, an E4M3 scale per 16 x 16 block of the weight
+  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 0.5 + 1.0 / 256);
+  EXPECT_DOUBLE_EQ(Fp8ElementBytes(p, 4096), 0.5 + 1.0 / 16);  // activations: a scale per 16
+  EXPECT_EQ(MatmulPeakDtype(p.dtype, Fp8RecipeOf(p)), "fp4");
+  EXPECT_EQ(MatmulPeakDtype("fp8", "mxfp8"), "fp8");
+  EXPECT_EQ(MatmulPeakDtype("bf16", ""), "bf16");
   p.param_gather_dtype = "bf16";
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 2);
   json bf16 = plan;
@@ -79,7 +85,7 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   EXPECT_TRUE(Refused(bf16, "param_gather_dtype", "dtype fp8"));
   json rowwise = plan;
   rowwise["fp8_recipe"] = "rowwise";
-  EXPECT_TRUE(Refused(rowwise, "param_gather_dtype", "tensorwise, blockwise or mxfp8"));
+  EXPECT_TRUE(Refused(rowwise, "param_gather_dtype", "tensorwise, blockwise, mxfp8 or nvfp4"));
   json unknown = plan;
   unknown["param_gather_dtype"] = "int4";
   EXPECT_TRUE(Refused(unknown, "param_gather_dtype", "fp8"));

@@ -150,6 +150,8 @@ TEST(ExportRoundTripTest, MegatronCore) {
   cases.push_back({"the same, block-wise FP8 scaling", "llama3-70b", "dgx-h100:64", p});
   p.fp8_recipe = "mxfp8";
   cases.push_back({"the same, MXFP8", "llama3-70b", "dgx-b200:64", p});
+  p.fp8_recipe = "nvfp4";  // --fp4-format e2m1 --fp4-recipe nvfp4
+  cases.push_back({"the same, NVFP4", "llama3-70b", "dgx-b200:64", p});
   p = Plan({{"tensor", 4}, {"context", 2}, {"pipeline", 8}}, 256, 16384);
   p.zero_stage = 2, p.context_kv = "all-gather", p.fsdp_reshard_after_forward = true;
   cases.push_back(
@@ -226,6 +228,8 @@ TEST(ExportRoundTripTest, Torchtitan) {
   cases.push_back({"FSDP under Interleaved1F1B, float8 row-wise", "llama3-70b", "dgx-h100:64", p});
   p.fp8_recipe = "mxfp8";
   cases.push_back({"FSDP under Interleaved1F1B, MXFP8", "llama3-70b", "dgx-b200:64", p});
+  p.fp8_recipe = "nvfp4";
+  cases.push_back({"FSDP under Interleaved1F1B, NVFP4", "llama3-70b", "dgx-b200:64", p});
   p = Plan({{"fsdp", 4}, {"context", 2}, {"tensor", 8}}, 256, 32768);
   p.zero_stage = 3, p.context_kv = "all-gather", p.fsdp_reshard_after_forward = false;
   cases.push_back({"context parallel, sharded over dp_shard x cp", "llama3-70b", "dgx-h100:64", p});
