@@ -181,17 +181,19 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     }
   }
   if (plan.dtype == "fp8") {
+    const std::string low = Fp8RecipeOf(plan) == "nvfp4" ? "NVFP4" : "FP8";  // the products' format, as the lines name it
     out << "  fp8         " << Fp8RecipeOf(plan) << " scaling (fp8_recipe"
         << from(written.fp8_recipe)
         << "): its GEMMs at " << FormatFixed(cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)), 3) << " of the " << MatmulPeakDtype(plan.dtype, Fp8RecipeOf(plan)) << " peak";
     if (Fp8RecipeOf(plan) == "nvfp4" && cluster.efficiency.fp8_matmul_recipes.count("nvfp4") == 0) {
-      out << " (the cluster's FP8 figure: no NVFP4 GEMM efficiency of its own; 4-bit elements with an E4M3 scale per 16, weights per 16 x 16)";
+      out << " (the cluster's " << (cluster.efficiency.fp8_matmul > 0 ? "fp8_matmul" : "matmul (16-bit)")
+          << " figure: no NVFP4 GEMM efficiency of its own; 4-bit elements with an E4M3 scale per 16, weights in 16 x 16 blocks)";
     }
     if (plan.ep_dispatch_dtype == "fp8") {
       out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, RoutedWidth(model)) << " B per element (ep_dispatch_dtype)";
     }
     const double saved = SavedInputBytes(plan, model.hidden_size);
-    out << "; the FP8 products' inputs kept for the backward at " << FormatFixed(saved, 2) << " B per element"
+    out << "; the " << low << " products' inputs kept for the backward at " << FormatFixed(saved, 2) << " B per element"
         << (saved < ComputeElementBytes(plan) ? " (the attention output and MoE routers' inputs at 16 bits)" : "") << " (saved_input_dtype "
         << (plan.saved_input_dtype.empty() ? "unset: bf16" : plan.saved_input_dtype)
         << from(written.saved_input_dtype) << ")";
@@ -199,17 +201,17 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       out << "; weights gathered at " << FormatFixed(ParamGatherBytes(plan), 3) << " B per element, the embedding and head at 16 bits (param_gather_dtype fp8)";
     }
     const strategies::WeightCastShares casts = strategies::Fp8WeightCastShares(plan, DerivePlanShape(plan).num_microbatches);
-    out << "; each micro-batch casts " << FormatPercent(casts.forward) << " of its weights to FP8 forward and " << FormatPercent(casts.backward_input)
+    out << "; each micro-batch casts " << FormatPercent(casts.forward) << " of its weights to " << low << " forward and " << FormatPercent(casts.backward_input)
         << " backward (" << (plan.param_gather_dtype == "fp8" ? "cast on the shard before each gather, param_gather_dtype fp8"
                                                                  : "fp8_weight_casts " + (plan.fp8_weight_casts.empty() ? std::string("unset: per-microbatch") : plan.fp8_weight_casts) +
                                                                        from(written.fp8_weight_casts))
         << ")";
     if (peak.fp8_weight_cache > 0) {
-      out << "; the cached FP8 weights and their transposes hold " << FormatBinaryBytes(peak.fp8_weight_cache) << " of stage " << r.memory.peak_stage
+      out << "; the cached " << low << " weights and their transposes hold " << FormatBinaryBytes(peak.fp8_weight_cache) << " of stage " << r.memory.peak_stage
           << "'s buffers (" << FormatFixed(strategies::Fp8WeightCacheBytes(plan), 3) << " B per weight, Transformer Engine's weight workspaces)";
     }
     if (GathersSequence(plan)) {
-      out << "; the FP8 products' sequence-parallel inputs and output gradients gathered at " << FormatFixed(TensorGatherBytes(plan, model.hidden_size), 3)
+      out << "; the " << low << " products' sequence-parallel inputs and output gradients gathered at " << FormatFixed(TensorGatherBytes(plan, model.hidden_size), 3)
           << " B per element" << (plan.tensor_gather_dtype == "fp8" ? " (the others at 16 bits)" : "") << " (tensor_gather_dtype "
           << (plan.tensor_gather_dtype.empty() ? "unset: bf16" : plan.tensor_gather_dtype) << from(written.tensor_gather_dtype) << ")";
     }

@@ -69,7 +69,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
            "model FLOPs = 6 x active matmul parameters x tokens + causal attention (half of PaLM's 12 L H Q T); mfu_palm counts PaLM's full attention term; hfu counts all executed FLOPs"},
           {"model_flops_per_step", r.model_flops_per_step},
           {"hardware_flops_per_step", r.hardware_flops_per_step},
-          {"peak_flop_per_s", r.peak_flop_per_s},
+          {"peak_flop_per_s", r.peak_flop_per_s}, {"peak_dtype", MatmulPeakDtype(plan.dtype, Fp8RecipeOf(plan))},
           {"efficiency", EfficiencyToJson(cluster.efficiency)},
           {"fits", r.fits},
           {"host_bytes", WholeBytes(r.host_bytes)},

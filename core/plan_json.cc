@@ -121,6 +121,9 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     if (p.ep_dispatch_dtype == "fp8" && p.dtype != "fp8") {
       r.Fail("ep_dispatch_dtype", "ep_dispatch_dtype fp8 with dtype " + p.dtype, "dtype fp8 (the experts' FP8 products read the quantised rows)",
              "set dtype to fp8 or ep_dispatch_dtype to bf16");
+    } else if (p.ep_dispatch_dtype == "fp8" && Fp8RecipeOf(p) == "nvfp4") {
+      r.Fail("ep_dispatch_dtype", "ep_dispatch_dtype fp8 with fp8_recipe nvfp4", "fp8_recipe tensorwise, rowwise, blockwise or mxfp8",
+             "no framework dispatches NVFP4 rows (Megatron-core's quantised dispatch is MXFP8): set ep_dispatch_dtype to bf16");
     }
   }
   if (r.Has("ep_dispatcher")) p.ep_dispatcher = r.EnumOr("ep_dispatcher", "alltoall", PlanFieldChoices("ep_dispatcher"));

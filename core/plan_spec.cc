@@ -293,7 +293,9 @@ Fp8Scales Fp8ScaleBytes(std::string_view recipe) {
 double Fp8WeightScaleBytes(std::string_view recipe) {
   if (recipe == "blockwise") return 4.0 / (128 * 128);
   if (recipe == "mxfp8") return Fp8ScaleBytes(recipe).per_element;  // 1 x 32 blocks, as activations
-  if (recipe == "nvfp4") return 1.0 / (16 * 16);  // one E4M3 scale per 16 x 16 block (NVFP4BlockScaling)
+  // 16 x 16 blocks share a value, but each row of 16 stores its E4M3 scale (Transformer Engine's
+  // NVFP4Quantizer.get_scale_shape: one per 16 either way, as the products read them).
+  if (recipe == "nvfp4") return Fp8ScaleBytes(recipe).per_element;
   return 0;
 }
 

@@ -346,7 +346,7 @@ const std::vector<std::string>& GradReduceDtypeNames();
 const std::vector<std::string>& CrossEntropyNames();
 // elementwise_kernels' values: "fused", "eager", "eager-fused-norm".
 const std::vector<std::string>& ElementwiseKernelsNames();
-// fp8_recipe's values: "tensorwise", "rowwise", "blockwise", "mxfp8".
+// fp8_recipe's values: "tensorwise", "rowwise", "blockwise", "mxfp8", "nvfp4".
 const std::vector<std::string>& Fp8RecipeNames();
 // The peak_flop_per_s key a plan's layer products run at: the chip's fp4 peak under fp8_recipe
 // nvfp4, else the dtype's. The one home of that choice (the roofline, MFU, the checks).
@@ -375,10 +375,11 @@ struct Fp8Scales {
 Fp8Scales Fp8ScaleBytes(std::string_view recipe);
 // The scales of a recipe's quantised weights, per element: none for tensorwise, an fp32 one per
 // 128 x 128 tile for blockwise (DeepSeek-V3 section 3.3: activations 1 x 128, weights 128 x 128),
-// an 8-bit one per 32 for mxfp8; rowwise weights are not gathered quantised (0).
+// an 8-bit one per 32 for mxfp8, per 16 for nvfp4 (its 16 x 16 blocks store a scale per row of
+// 16); rowwise weights are not gathered quantised (0).
 double Fp8WeightScaleBytes(std::string_view recipe);
 // Bytes per element of an fp8 plan's quantised tensor with rows of `row_width` elements: one byte
-// plus its recipe's scales. The one home of the FP8 element width (the casts' cost reads
+// (half under nvfp4) plus its recipe's scales. The one home of the FP8 element width (the casts' cost reads
 // Fp8ScaleBytes too).
 double Fp8ElementBytes(const PlanSpec& plan, int64_t row_width);
 // Bytes per element of a row of `row_width` elements in the expert all-to-alls that carry rows to

@@ -120,7 +120,7 @@ TEST(CliEstimateTest, Nvfp4RunsAtTheFp4PeakWhereTheChipHasOne) {
   EXPECT_LT(nv["step_time_s"].get<double>(), mx["step_time_s"].get<double>());
   const CliResult text = with("dgx-b200:8", {"--set", "fp8_recipe=nvfp4", "--set", "saved_input_dtype=fp8"});
   EXPECT_NE(text.out.find("of 9 PFLOP/s fp4 peak per device"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("of the fp4 peak (the cluster's FP8 figure: no NVFP4 GEMM efficiency of its own"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("of the fp4 peak (the cluster's fp8_matmul figure: no NVFP4 GEMM efficiency of its own"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("kept for the backward at 0.56 B per element"), std::string::npos) << text.out;
 }
 

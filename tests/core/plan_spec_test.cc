@@ -72,8 +72,8 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 1.0 / 32);
   p.fp8_recipe = "blockwise";
   EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 1 + 4.0 / (128 * 128));  // one scale per 128 x 128 tile
-  p.fp8_recipe = "nvfp4";  // 4-bit elements, an E4M3 scale per 16 x 16 block of the weight
-  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 0.5 + 1.0 / 256);
+  p.fp8_recipe = "nvfp4";  // 4-bit elements, an E4M3 scale stored per row of 16 (16 x 16 blocks share it)
+  EXPECT_DOUBLE_EQ(ParamGatherBytes(p), 0.5 + 1.0 / 16);
   EXPECT_DOUBLE_EQ(Fp8ElementBytes(p, 4096), 0.5 + 1.0 / 16);  // activations: a scale per 16
   EXPECT_EQ(MatmulPeakDtype(p.dtype, Fp8RecipeOf(p)), "fp4");
   EXPECT_EQ(MatmulPeakDtype("fp8", "mxfp8"), "fp8");
@@ -89,6 +89,9 @@ TEST(PlanJsonTest, Fp8ParamGatherWidthAndChecks) {
   json unknown = plan;
   unknown["param_gather_dtype"] = "int4";
   EXPECT_TRUE(Refused(unknown, "param_gather_dtype", "fp8"));
+  json nvfp4_dispatch = BasePlan();  // no framework dispatches NVFP4 rows
+  nvfp4_dispatch["dtype"] = "fp8", nvfp4_dispatch["fp8_recipe"] = "nvfp4", nvfp4_dispatch["ep_dispatch_dtype"] = "fp8";
+  EXPECT_TRUE(Refused(nvfp4_dispatch, "ep_dispatch_dtype", "tensorwise, rowwise, blockwise or mxfp8"));
 }
 
 // How often FP8 products cast their weights: written only when set and read back; an fp8 plan's

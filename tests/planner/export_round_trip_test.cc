@@ -170,6 +170,8 @@ TEST(ExportRoundTripTest, MegatronCore) {
   cases.push_back({"the same, MXFP8 with the dispatch in MXFP8", "deepseek-v3", "dgx-b200:2048", p});
   p.param_gather_dtype = "fp8";
   cases.push_back({"the same, its weights gathered in MXFP8", "deepseek-v3", "dgx-b200:2048", p});
+  p.fp8_recipe = "nvfp4", p.ep_dispatch_dtype = "bf16";  // --fp4-param-gather
+  cases.push_back({"the same in NVFP4, its weights gathered in NVFP4", "deepseek-v3", "dgx-b200:2048", p});
   // With its multi-token-prediction module, on stages the search balances (planner/balanced_layout.h):
   // the module travels as the layout's `m` and --mtp-num-layers.
   p = Plan({{"data", 2}, {"pipeline", 16}, {"expert", 64}}, 15360, 4096);

@@ -271,6 +271,18 @@ TEST(RooflineTest, Fp8ProductsPayTheirShareOfTheWeightsCast) {
               1e-12);
 }
 
+// NVFP4 products run at the fp4 peak and their casts write half a byte and an E4M3 scale per 16.
+TEST(RooflineTest, Nvfp4ProductsRunAtTheFp4PeakAndCastToHalfABytes) {
+  const ClusterSpec cluster = ParseClusterPreset("dgx-b200:8", "--cluster");
+  const Roofline mx = RooflineOf(cluster, "fp8", 0, "mxfp8"), nv = RooflineOf(cluster, "fp8", 0, "nvfp4");
+  EXPECT_DOUBLE_EQ(nv.peak_flop_per_s, cluster.chip.peak_flop_per_s.at("fp4"));
+  strategies::Op op = strategies::ComputeOp("mlp_up", strategies::Phase::kForward, strategies::ComputeKind::kMatmul, 0, 0);
+  op.m = 4096, op.k = 4096, op.n = 8192;  // no FLOPs: the casts alone
+  const double a = 4096.0 * 4096, b = 4096.0 * 8192, hbm = cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm;
+  EXPECT_NEAR(nv.Seconds(op), ((2 + 0.5 + 1.0 / 16 + 2) * a + (2 + 0.5 + 1.0 / 16) * b) / hbm, 1e-12);
+  EXPECT_NEAR(mx.Seconds(op), ((2 + 1 + 1.0 / 32 + 2) * a + (2 + 1 + 1.0 / 32) * b) / hbm, 1e-12);
+}
+
 // EfficiencySpec::backward: the gradient passes' products and attention run at that share of the
 // forward rates; forward and recomputed work at the forward rates; memory-bound ops as before.
 TEST(RooflineTest, BackwardPassesRunAtTheirShareOfTheForwardRates) {

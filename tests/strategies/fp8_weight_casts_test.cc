@@ -69,8 +69,8 @@ TEST(Fp8WeightCastsTest, PerStepCastsKeepAnFp8CopyAndItsTranspose) {
   EXPECT_EQ(Fp8WeightCacheBytes(p), 2);  // tensorwise: one byte each, a scale per tensor
   p.fp8_recipe = "mxfp8";
   EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (1 + 1.0 / 32));  // an 8-bit scale per 32 in each
-  p.fp8_recipe = "nvfp4";  // half a byte each, an E4M3 scale per 16 x 16 block
-  EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (0.5 + 1.0 / 256));
+  p.fp8_recipe = "nvfp4";  // half a byte each, an E4M3 scale per 16
+  EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (0.5 + 1.0 / 16));
   p.fp8_recipe = "tensorwise";
   PlanSpec native = p;
   native.zero_stage = 1, native.param_gather_dtype = "fp8";  // the weights are the FP8 copies
