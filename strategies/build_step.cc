@@ -28,6 +28,9 @@ LayerShape ShapeOf(const PlanSpec& p) {
   const WeightCastShares casts = Fp8WeightCastShares(p, DerivePlanShape(p).num_microbatches);
   s.weight_cast_forward = casts.forward;
   s.weight_cast_backward = casts.backward_input;
+  const WeightCastShares expert_casts = Fp8WeightCastShares(p, DerivePlanShape(p).num_microbatches, ParamKind::kExpert);
+  s.expert_weight_cast_forward = expert_casts.forward;
+  s.expert_weight_cast_backward = expert_casts.backward_input;
   return s;
 }
 

@@ -68,12 +68,12 @@ ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
   return {fsdp * (p.zero_stage >= 3 ? replicas : 1), fsdp * (p.zero_stage >= 2 ? replicas : 1), fsdp * (p.zero_stage >= 1 ? replicas : 1)};
 }
 
-WeightCastShares Fp8WeightCastShares(const PlanSpec& p, int64_t microbatches) {
+WeightCastShares Fp8WeightCastShares(const PlanSpec& p, int64_t microbatches, ParamKind kind) {
   if (p.dtype != "fp8") return {};
   const double steps = static_cast<double>(std::max<int64_t>(1, microbatches));
   if (p.param_gather_dtype == "fp8" && GathersParams(p)) {
-    const ShardDegrees d = Sharding(p, ParamKind::kDense);
-    const bool per_layer = !ParamShardAxes(p, ParamKind::kDense).empty() && !KeepsGatheredParams(p);
+    const ShardDegrees d = Sharding(p, kind);
+    const bool per_layer = !ParamShardAxes(p, kind).empty() && !KeepsGatheredParams(p);
     if (per_layer) return {1 / d.params, ReshardAfterForward(p) ? 1 / d.params : 0.0};
     // The shard each gather moves: fsdp's (kept gathered), or the optimizer's (ZeRO-1/2).
     return {1 / (std::max(d.params, d.optimizer) * steps), 0.0};

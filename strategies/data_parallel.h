@@ -45,8 +45,8 @@ bool GathersParams(const PlanSpec& plan);
 
 // The share of an FP8 product's weight cast (PlanSpec::fp8_weight_casts) that each forward and
 // each input-gradient product pays per micro-batch, of `microbatches` a step: weights gathered in
-// FP8 are cast on this device's shard before each gather, 1/P of the weight (P its shard degree,
-// dense parameters'), per micro-batch where fsdp / ZeRO-3 gathers per micro-batch (the
+// FP8 are cast on this device's shard before each gather, 1/P of the weight (P its shard degree:
+// the dense parameters', or the routed experts' for `kind` kExpert), per micro-batch where fsdp / ZeRO-3 gathers per micro-batch (the
 // backward's too where it regathers, else nothing), once a step where ZeRO-1/2 gathers the
 // updated shards or the weights stay gathered (1/(P x micro-batches), the backward nothing);
 // else per-step casts 1/micro-batches in the forward and nothing in the backward (the cached
@@ -54,7 +54,7 @@ bool GathersParams(const PlanSpec& plan);
 struct WeightCastShares {
   double forward = 1, backward_input = 1;
 };
-WeightCastShares Fp8WeightCastShares(const PlanSpec& plan, int64_t microbatches);
+WeightCastShares Fp8WeightCastShares(const PlanSpec& plan, int64_t microbatches, ParamKind kind = ParamKind::kDense);
 
 // Bytes per weight of an FP8 product that per-step casts (fp8_weight_casts per-step) keep from
 // the step's first micro-batch on: the cached FP8 copy and its transpose, each with the recipe's

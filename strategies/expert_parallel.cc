@@ -75,10 +75,10 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   const bool gated = m.mlp == MlpKind::kSwiGlu;
   // The received rows sorted by local expert, and back after the products (each read and written).
   layer.Elementwise(ops::kExpertsSort, 2 * rows_bytes, 1.0);
-  layer.Matmul(ops::kExpertsUp, rows, rw, (gated ? 2 : 1) * local);
+  layer.Matmul(ops::kExpertsUp, rows, rw, (gated ? 2 : 1) * local, /*expert_weight=*/true);
   const ElementwisePasses activation = ActivationPasses(m, plan, e);
   layer.Elementwise(ops::kExpertsActivation, static_cast<double>(rows) * static_cast<double>(local) * e * activation.forward, activation.BackwardFactor());
-  layer.Matmul(ops::kExpertsDown, rows, local, rw);
+  layer.Matmul(ops::kExpertsDown, rows, local, rw, /*expert_weight=*/true);
   layer.Elementwise(ops::kExpertsUnsort, 2 * rows_bytes, 1.0);
   if (te > 1) {
     layer.Collective(ops::kTensorExitExperts, Stream::kTensor, {"tensor"}, rows_bytes, CollectiveOp::kReduceScatter, to_experts_t,

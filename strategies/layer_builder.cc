@@ -4,17 +4,17 @@
 
 namespace shardsim::strategies {
 
-void LayerBuilder::Matmul(std::string_view name, int64_t m, int64_t k, int64_t n) {
+void LayerBuilder::Matmul(std::string_view name, int64_t m, int64_t k, int64_t n, bool expert_weight) {
   const double e = shape_.element_bytes;
   const double md = static_cast<double>(m), kd = static_cast<double>(k), nd = static_cast<double>(n);
   Op f = ComputeOp(std::string(name), Phase::kForward, ComputeKind::kMatmul, 2 * md * kd * nd, (md * kd + kd * nd + md * nd) * e);
   f.m = m, f.n = n, f.k = k;
-  f.weight_cast_share = shape_.weight_cast_forward;
+  f.weight_cast_share = expert_weight ? shape_.expert_weight_cast_forward : shape_.weight_cast_forward;
   Op b = f;  // dX[m,k] = dY[m,n] x W^T[n,k]
   b.name = ops::Dgrad(name);
   b.phase = Phase::kBackwardInput;
   b.m = m, b.n = k, b.k = n;
-  b.weight_cast_share = shape_.weight_cast_backward;
+  b.weight_cast_share = expert_weight ? shape_.expert_weight_cast_backward : shape_.weight_cast_backward;
   Op w = f;  // dW[k,n] = X^T[k,m] x dY[m,n]
   w.name = ops::Wgrad(name);
   w.phase = Phase::kBackwardWeight;

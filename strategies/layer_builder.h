@@ -19,8 +19,9 @@ struct LayerShape {
   bool sequence_parallel = false;
   double element_bytes = 2;    // activations and weights (bf16)
   // An FP8 product's share of its weight's cast per micro-batch, forward and input gradient
-  // (WeightCastShares).
+  // (WeightCastShares): the dense weights', and the routed experts' (sharded their own way).
   double weight_cast_forward = 1, weight_cast_backward = 1;
+  double expert_weight_cast_forward = 1, expert_weight_cast_backward = 1;
 };
 
 class LayerBuilder {
@@ -31,7 +32,8 @@ class LayerBuilder {
   LayerKind kind() const { return kind_; }
 
   // out[m, n] = in[m, k] x W[k, n]: forward 2mkn FLOPs; backward input 2mkn, weight 2mkn.
-  void Matmul(std::string_view name, int64_t m, int64_t k, int64_t n);
+  // `expert_weight`: W is a routed expert's (its FP8 cast shares are the experts').
+  void Matmul(std::string_view name, int64_t m, int64_t k, int64_t n, bool expert_weight = false);
   // A memory-bound op reading and writing `bytes` forward, `backward_factor` x that backward.
   void Elementwise(std::string_view name, double bytes, double backward_factor = 2.0);
   // Attention core (QK^T, softmax, AV): `flops` forward, 2x backward; `bytes` of Q, K, V, O.

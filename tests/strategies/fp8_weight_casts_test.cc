@@ -105,5 +105,26 @@ TEST(Fp8WeightCastsTest, EveryStageCachesItsWeightsExpertsIncluded) {
   EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (1 + 4.0 / 16384));
 }
 
+// Routed experts gathered in FP8 are cast on their own shard: over data 8 x expert 8 the dense
+// weights have 64 replicas for ZeRO-1 to shard over, each expert's weights 8, so a rank casts an
+// eighth of its experts once a step and a 64th of its dense weights.
+TEST(Fp8WeightCastsTest, ExpertWeightsTakeTheirOwnShard) {
+  const ModelSpec m = FindModelPreset("tiny-moe")->spec;
+  PlanSpec p = Plan(8, 1, 1, 256, 256);  // 64 replicas of the batch: 4 micro-batches of 1 each
+  p.mesh.expert = 8, p.dtype = "fp8", p.zero_stage = 1, p.param_gather_dtype = "fp8";
+  ASSERT_EQ(DerivePlanShape(p).num_microbatches, 4);
+  EXPECT_DOUBLE_EQ(Fp8WeightCastShares(p, 4).forward, 1.0 / (64 * 4));
+  EXPECT_DOUBLE_EQ(Fp8WeightCastShares(p, 4, ParamKind::kExpert).forward, 1.0 / (8 * 4));
+  const StepProgram program = BuildStep(m, p);
+  int64_t experts = 0;
+  for (const Op& op : program.Layer(LayerKind::kMoe).ops) {
+    if (op.kind != ComputeKind::kMatmul || op.is_comm() || op.phase != Phase::kForward) continue;
+    const bool expert = op.name == ops::kExpertsUp || op.name == ops::kExpertsDown;
+    experts += expert ? 1 : 0;
+    EXPECT_DOUBLE_EQ(op.weight_cast_share, expert ? 1.0 / (8 * 4) : 1.0 / (64 * 4)) << op.name;
+  }
+  EXPECT_EQ(experts, 2);
+}
+
 }  // namespace
 }  // namespace shardsim::strategies
