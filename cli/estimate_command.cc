@@ -206,6 +206,13 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
                                                                  : "fp8_weight_casts " + (plan.fp8_weight_casts.empty() ? std::string("unset: per-microbatch") : plan.fp8_weight_casts) +
                                                                        from(written.fp8_weight_casts))
         << ")";
+    if (model.moe) {
+      const strategies::WeightCastShares experts =
+          strategies::Fp8WeightCastShares(plan, DerivePlanShape(plan).num_microbatches, strategies::ParamKind::kExpert);
+      if (experts.forward != casts.forward || experts.backward_input != casts.backward_input) {
+        out << ", the routed experts " << FormatPercent(experts.forward) << " and " << FormatPercent(experts.backward_input) << " (sharded their own way)";
+      }
+    }
     if (peak.fp8_weight_cache > 0) {
       out << "; the cached " << low << " weights and their transposes hold " << FormatBinaryBytes(peak.fp8_weight_cache) << " of stage " << r.memory.peak_stage
           << "'s buffers (" << FormatFixed(strategies::Fp8WeightCacheBytes(plan), 3) << " B per weight, Transformer Engine's weight workspaces)";

@@ -71,8 +71,9 @@ ShardDegrees Sharding(const PlanSpec& p, ParamKind kind) {
 WeightCastShares Fp8WeightCastShares(const PlanSpec& p, int64_t microbatches, ParamKind kind) {
   if (p.dtype != "fp8") return {};
   const double steps = static_cast<double>(std::max<int64_t>(1, microbatches));
-  if (p.param_gather_dtype == "fp8" && GathersParams(p)) {
-    const ShardDegrees d = Sharding(p, kind);
+  const ShardDegrees d = Sharding(p, kind);
+  // Weights of a kind no gather moves (experts without replicas) are cast as the plan casts.
+  if (p.param_gather_dtype == "fp8" && GathersParams(p) && std::max(d.params, d.optimizer) > 1) {
     const bool per_layer = !ParamShardAxes(p, kind).empty() && !KeepsGatheredParams(p);
     if (per_layer) return {1 / d.params, ReshardAfterForward(p) ? 1 / d.params : 0.0};
     // The shard each gather moves: fsdp's (kept gathered), or the optimizer's (ZeRO-1/2).

@@ -46,7 +46,8 @@ bool GathersParams(const PlanSpec& plan);
 // The share of an FP8 product's weight cast (PlanSpec::fp8_weight_casts) that each forward and
 // each input-gradient product pays per micro-batch, of `microbatches` a step: weights gathered in
 // FP8 are cast on this device's shard before each gather, 1/P of the weight (P its shard degree:
-// the dense parameters', or the routed experts' for `kind` kExpert), per micro-batch where fsdp / ZeRO-3 gathers per micro-batch (the
+// the dense parameters', or the routed experts' for `kind` kExpert; a kind no gather moves, experts
+// without replicas, casts by the rules below), per micro-batch where fsdp / ZeRO-3 gathers per micro-batch (the
 // backward's too where it regathers, else nothing), once a step where ZeRO-1/2 gathers the
 // updated shards or the weights stay gathered (1/(P x micro-batches), the backward nothing);
 // else per-step casts 1/micro-batches in the forward and nothing in the backward (the cached

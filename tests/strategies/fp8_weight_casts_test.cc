@@ -124,6 +124,18 @@ TEST(Fp8WeightCastsTest, ExpertWeightsTakeTheirOwnShard) {
     EXPECT_DOUBLE_EQ(op.weight_cast_share, expert ? 1.0 / (8 * 4) : 1.0 / (64 * 4)) << op.name;
   }
   EXPECT_EQ(experts, 2);
+  // ZeRO-3 gathers each layer's shard before its forward and again before its backward.
+  p.zero_stage = 3;
+  const WeightCastShares dense = Fp8WeightCastShares(p, 4), expert = Fp8WeightCastShares(p, 4, ParamKind::kExpert);
+  EXPECT_DOUBLE_EQ(dense.forward, 1.0 / 64);
+  EXPECT_DOUBLE_EQ(dense.backward_input, 1.0 / 64);
+  EXPECT_DOUBLE_EQ(expert.forward, 1.0 / 8);
+  EXPECT_DOUBLE_EQ(expert.backward_input, 1.0 / 8);
+  // Experts without replicas are not gathered: cast as the plan casts (per micro-batch, unset).
+  PlanSpec whole = p;
+  whole.mesh.data = 1, whole.global_batch_size = 32;
+  EXPECT_EQ(Fp8WeightCastShares(whole, 4, ParamKind::kExpert).forward, 1);
+  EXPECT_EQ(Fp8WeightCastShares(whole, 4, ParamKind::kExpert).backward_input, 1);
 }
 
 }  // namespace
