@@ -94,9 +94,7 @@ double ActivationBytes(std::string_view dtype) { return dtype == "fp32" ? 4 : 2;
 double ComputeElementBytes(const PlanSpec& p) { return ActivationBytes(p.dtype); }
 
 double ParamGatherBytes(const PlanSpec& p) {
-  if (p.dtype != "fp8" || p.param_gather_dtype != "fp8") return ComputeElementBytes(p);
-  const std::string recipe = Fp8RecipeOf(p);
-  return Fp8ScaleBytes(recipe).element + Fp8WeightScaleBytes(recipe);
+  return p.dtype == "fp8" && p.param_gather_dtype == "fp8" ? Fp8WeightBytes(Fp8RecipeOf(p)) : ComputeElementBytes(p);
 }
 
 std::string WeightDtype(const PlanSpec& p) { return p.dtype == "fp8" ? "bf16" : p.dtype; }
@@ -298,6 +296,8 @@ double Fp8WeightScaleBytes(std::string_view recipe) {
   if (recipe == "nvfp4") return Fp8ScaleBytes(recipe).per_element;
   return 0;
 }
+
+double Fp8WeightBytes(std::string_view recipe) { return Fp8ScaleBytes(recipe).element + Fp8WeightScaleBytes(recipe); }
 
 double Fp8ElementBytes(const PlanSpec& p, int64_t row_width) {
   const Fp8Scales scales = Fp8ScaleBytes(Fp8RecipeOf(p));

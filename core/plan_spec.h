@@ -378,6 +378,9 @@ Fp8Scales Fp8ScaleBytes(std::string_view recipe);
 // an 8-bit one per 32 for mxfp8, per 16 for nvfp4 (its 16 x 16 blocks store a scale per row of
 // 16); rowwise weights are not gathered quantised (0).
 double Fp8WeightScaleBytes(std::string_view recipe);
+// Bytes of one quantised weight element under `recipe`: its element and its weight scales (what
+// an FP8 weight gather moves, what each cached copy holds).
+double Fp8WeightBytes(std::string_view recipe);
 // Bytes per element of an fp8 plan's quantised tensor with rows of `row_width` elements: one byte
 // (half under nvfp4) plus its recipe's scales. The one home of the FP8 element width (the casts' cost reads
 // Fp8ScaleBytes too).

@@ -64,10 +64,11 @@ double Roofline::Seconds(const Op& op) const {
 
 Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double tokens, const std::string& fp8_recipe,
                     const std::string& attention_kernel) {
-  const auto peak = cluster.chip.peak_flop_per_s.find(MatmulPeakDtype(dtype, fp8_recipe));
-  SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + MatmulPeakDtype(dtype, fp8_recipe));
+  const std::string peak_dtype = MatmulPeakDtype(dtype, fp8_recipe);
+  const auto peak = cluster.chip.peak_flop_per_s.find(peak_dtype);
+  SHARDSIM_CHECK(peak != cluster.chip.peak_flop_per_s.end(), "dtype without a peak: " + peak_dtype);
   // A calibration's rates were measured at its own dtype: NVFP4 products take none of FP8's.
-  const CalibrationSpec* calibration = cluster.calibration.dtype == MatmulPeakDtype(dtype, fp8_recipe) ? &cluster.calibration : nullptr;
+  const CalibrationSpec* calibration = cluster.calibration.dtype == peak_dtype ? &cluster.calibration : nullptr;
   const bool fp8 = dtype == "fp8";
   // The 16-bit peak attention runs at: bf16's, else fp16's, else (no 16-bit peak) the dtype's.
   double attention_peak = peak->second;

@@ -25,10 +25,11 @@ LayerShape ShapeOf(const PlanSpec& p) {
   // FP8 training (Transformer Engine style) runs the GEMMs in fp8 but keeps activations and
   // their communication in 16 bits.
   s.element_bytes = ComputeElementBytes(p);
-  const WeightCastShares casts = Fp8WeightCastShares(p, DerivePlanShape(p).num_microbatches);
+  const int64_t microbatches = DerivePlanShape(p).num_microbatches;
+  const WeightCastShares casts = Fp8WeightCastShares(p, microbatches);
   s.weight_cast_forward = casts.forward;
   s.weight_cast_backward = casts.backward_input;
-  const WeightCastShares expert_casts = Fp8WeightCastShares(p, DerivePlanShape(p).num_microbatches, ParamKind::kExpert);
+  const WeightCastShares expert_casts = Fp8WeightCastShares(p, microbatches, ParamKind::kExpert);
   s.expert_weight_cast_forward = expert_casts.forward;
   s.expert_weight_cast_backward = expert_casts.backward_input;
   return s;

@@ -85,8 +85,7 @@ WeightCastShares Fp8WeightCastShares(const PlanSpec& p, int64_t microbatches, Pa
 
 double Fp8WeightCacheBytes(const PlanSpec& p) {
   if (p.dtype != "fp8" || p.fp8_weight_casts != "per-step" || p.param_gather_dtype == "fp8") return 0;
-  const std::string recipe = Fp8RecipeOf(p);
-  return 2 * (Fp8ScaleBytes(recipe).element + Fp8WeightScaleBytes(recipe));
+  return 2 * Fp8WeightBytes(Fp8RecipeOf(p));
 }
 
 double GatheredParamBytes(const PlanSpec& p, double params, double sixteen_bit) {
