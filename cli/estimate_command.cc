@@ -230,6 +230,10 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (loss.backward > 0 ? ", " + FormatFixed(loss.backward, 0) + " more in it" : "") << " (cross_entropy"
         << from(written.cross_entropy) << ")\n";
   }
+  if (peak.loss_shared > 0) {
+    out << "  allocator   the loss's buffers and a recomputed layer's share " << FormatBinaryBytes(peak.loss_shared) << " on stage " << r.memory.peak_stage
+        << ", counted once: buffers assigned by liveness (memory_allocator static" << from(written.memory_allocator) << ")\n";
+  }
   if (model.mtp_layers > 0) {
     out << "  mtp         " << model.mtp_layers << " multi-token-prediction module" << (model.mtp_layers > 1 ? "s" : "") << " (layers " << MtpBlocks(model)
         << (model.mtp_shared_weights && model.mtp_layers > 1 ? ", one module's weights at every depth" : "")

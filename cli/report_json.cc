@@ -20,7 +20,8 @@ nlohmann::json PartsJson(const strategies::MemoryBreakdown& b) {
   return {{"params", WholeBytes(b.params)},         {"grads", WholeBytes(b.grads)},
           {"optimizer", WholeBytes(b.optimizer)},   {"activations", WholeBytes(b.activations)},
           {"buffers", WholeBytes(b.buffers)},       {"pipeline_buffers", WholeBytes(b.pipeline)},
-          {"fp8_weight_cache", WholeBytes(b.fp8_weight_cache)}, {"host_activations", WholeBytes(b.host)}};
+          {"fp8_weight_cache", WholeBytes(b.fp8_weight_cache)}, {"host_activations", WholeBytes(b.host)},
+          {"loss_shared", WholeBytes(b.loss_shared)}};
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "elementwise_kernels", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "expert_axes", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "elementwise_kernels", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "memory_allocator", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "framework"};
 }
 
@@ -69,6 +69,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.pipeline_buffers.empty()) j["pipeline_buffers"] = p.pipeline_buffers;
   if (!p.tensor_overlap_scope.empty()) j["tensor_overlap_scope"] = p.tensor_overlap_scope;
   if (!p.master_weights.empty()) j["master_weights"] = p.master_weights;
+  if (!p.memory_allocator.empty()) j["memory_allocator"] = p.memory_allocator;
   if (!p.attention_kernel.empty()) j["attention_kernel"] = p.attention_kernel;
   if (!p.expert_axes.empty()) j["expert_axes"] = p.expert_axes;
   return j;
@@ -186,6 +187,7 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   if (r.Has("pipeline_buffers")) p.pipeline_buffers = r.EnumOr("pipeline_buffers", "per-transfer", PlanFieldChoices("pipeline_buffers"));
   if (r.Has("tensor_overlap_scope")) p.tensor_overlap_scope = r.EnumOr("tensor_overlap_scope", "all", PlanFieldChoices("tensor_overlap_scope"));
   if (r.Has("master_weights")) p.master_weights = r.EnumOr("master_weights", "fp32-copy", PlanFieldChoices("master_weights"));
+  if (r.Has("memory_allocator")) p.memory_allocator = r.EnumOr("memory_allocator", "caching", PlanFieldChoices("memory_allocator"));
   if (auto overlap = r.Object("overlap")) {
     for (const MeshAxisFacts& axis : kMeshAxes) {
       bool& on = p.overlap.Overlaps(axis.axis);
@@ -241,6 +243,7 @@ std::vector<std::string> PlanFieldChoices(const std::string& key) {
   if (key == "pipeline_buffers") return PipelineBuffersNames();
   if (key == "tensor_overlap_scope") return TensorOverlapScopeNames();
   if (key == "master_weights") return MasterWeightsNames();
+  if (key == "memory_allocator") return MemoryAllocatorNames();
   if (key == "attention_kernel") return AttentionKernelNames();
   if (key == "sequence_parallel" || key == "fsdp_reshard_after_forward" || key == "flash_attention" || key == "repeat_kv" || key.rfind("overlap.", 0) == 0) {
     return {"true", "false"};

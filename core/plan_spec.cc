@@ -274,6 +274,13 @@ bool HidesRegionAllGather(const PlanSpec& p, bool fp8_products) {
 
 std::string PipelineBuffersOf(const PlanSpec& p) { return p.pipeline_buffers.empty() ? "per-transfer" : p.pipeline_buffers; }
 
+const std::vector<std::string>& MemoryAllocatorNames() {
+  static const std::vector<std::string> kNames = {"caching", "static"};
+  return kNames;
+}
+
+std::string MemoryAllocatorOf(const PlanSpec& p) { return p.memory_allocator.empty() ? "caching" : p.memory_allocator; }
+
 const std::vector<std::string>& ParamGatherDtypeNames() { return Bf16OrFp8Names(); }
 const std::vector<std::string>& Fp8WeightCastsNames() {
   static const std::vector<std::string> kNames = {"per-microbatch", "per-step"};

@@ -222,6 +222,14 @@ struct PlanSpec {
   // fp32-copy (fp32 for fp32 plans) unless a framework profile sets its own
   // (planner::AsFrameworkRuns). See StateBytesOf (strategies/state_bytes.h).
   std::string master_weights;
+  // How the framework's device memory is allocated, which sets what may share it: "caching" (a
+  // PyTorch caching allocator's reserved memory, the peak torchtitan reports: the loss's buffers
+  // and a recomputed layer's counted side by side, as the published torchtitan peaks show) or
+  // "static" (a compiled program's buffer assignment by liveness, as XLA's is: the loss's buffers,
+  // dead after the output head's backward, and a layer's recomputation, alive only in its own
+  // backward, share memory). Empty: caching unless a framework profile sets its own
+  // (planner::AsFrameworkRuns). See MemoryAllocatorOf and strategies::EstimateMemory.
+  std::string memory_allocator;
   // The mesh axes the routed experts of MoE layers are split over, the expert all-to-alls' group:
   // "expert" (an axis data parallel for the rest, the default), or folded over ranks the dense
   // layers use otherwise, as Megatron-core's MoE parallel folding lays expert parallelism over
@@ -331,6 +339,9 @@ bool HidesRegionAllGather(const PlanSpec& plan, bool fp8_products);
 const std::vector<std::string>& PipelineBuffersNames();
 // The pipeline_buffers in effect: the plan's, or "per-transfer" where it sets none.
 std::string PipelineBuffersOf(const PlanSpec& plan);
+// memory_allocator's values: "caching", "static"; and the one in effect ("caching" where unset).
+const std::vector<std::string>& MemoryAllocatorNames();
+std::string MemoryAllocatorOf(const PlanSpec& plan);
 // The width of activations and of what moves them (4 bytes for fp32 plans, else 2: FP8 recipes
 // keep 16-bit activations); parameters are gathered at it too unless param_gather_dtype is fp8.
 // ActivationBytes is the same by the dtype's name: the one home of the width.

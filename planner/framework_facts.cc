@@ -47,9 +47,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .expert_capacity = true,          // --moe-expert-capacity-factor
         // --recompute-granularity selective (core_attn) / full.
         .recompute = {true, true, true, false, false, false},
-        .bf16 = true,
-        .fp16 = true,
-        .fp8 = true,
+        .bf16 = true, .fp16 = true, .fp8 = true,
         .fp32 = true,               // --bf16, --fp16, --fp8-format hybrid
         .unfused_attention = true,  // --attention-backend unfused
         .repeated_kv = false,       // its attention backends take grouped K/V heads
@@ -149,6 +147,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // ones (optimizer/distrib_optimizer.py, main_params_dtype fp32 by default), Adam's state
         // in fp32, gradients in main_grad buffers at the reduction's width.
         .master_weights = "fp32-copy",
+        .memory_allocator = "caching",  // PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp)
     },
     {
         .framework = Framework::kTorchtitan,
@@ -182,9 +181,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .recompute = {true, false, true, true, false, false},
         // configs.py training.mixed_precision_param bfloat16/float32; float8 through the
         // Float8LinearConverter model converter (components/quantization/float8.py); no fp16.
-        .bf16 = true,
-        .fp16 = false,
-        .fp8 = true,
+        .bf16 = true, .fp16 = false, .fp8 = true,
         .fp32 = true,
         .unfused_attention = false,  // the models' attention backends are sdpa or flex
         // models/common/attention.py: enable_gqa since #2259 (2026-01); before, repeat_kv.
@@ -276,6 +273,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // training.mixed_precision_param (bf16) for compute only (distributed/fsdp.py): the fp32
         // shards are the master, their gradients fp32, AdamW's state fp32.
         .master_weights = "fp32",
+        .memory_allocator = "caching",  // components/metrics.py reports its reserved_bytes.all.peak
     },
     {
         .framework = Framework::kMaxText,
@@ -311,9 +309,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // save_dot_with_context_except_mlp and save_out_proj for the save-* policies.
         .recompute = {true, false, true, false, false, true, true, true, true, true},
         // base.yml dtype bfloat16 / float32; quantization "fp8"; fp16 is not a TPU dtype.
-        .bf16 = true,
-        .fp16 = false,
-        .fp8 = true,
+        .bf16 = true, .fp16 = false, .fp8 = true,
         .fp32 = true,
         .unfused_attention = true,  // attention: dot_product
         .repeated_kv = false,       // its attention ops take grouped K/V heads
@@ -377,6 +373,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // configs/base.yml weight_dtype float32 (dtype bfloat16 is the activations'); optax's
         // adam keeps mu and nu in the parameters' dtype.
         .master_weights = "fp32",
+        .memory_allocator = "static",  // XLA's buffer assignment: buffers by liveness, fixed at compile time
     },
     {
         .framework = Framework::kDeepSpeed,
@@ -409,9 +406,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .expert_capacity = false,
         // activation_checkpointing / pipeline.activation_checkpoint_interval: whole layers.
         .recompute = {true, false, true, false, false, false},
-        .bf16 = true,
-        .fp16 = true,
-        .fp8 = false,
+        .bf16 = true, .fp16 = true, .fp8 = false,
         .fp32 = true,               // bf16.enabled, fp16.enabled
         .unfused_attention = true,  // the model code's attention
         .repeated_kv = true,        // the model code decides (Hugging Face models have repeated K/V)
@@ -472,6 +467,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // (runtime/zero/stage_1_and_2.py single_partition_of_fp32_groups, stage3.py
         // fp32_partitioned_groups_flat), Adam's state in fp32.
         .master_weights = "fp32-copy",
+        .memory_allocator = "caching",  // PyTorch's CUDA caching allocator
     },
 }};
 

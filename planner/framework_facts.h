@@ -186,6 +186,9 @@ struct FrameworkFacts {
   // How it holds weights, gradients and Adam's state (PlanSpec::master_weights): "fp32-copy",
   // "fp32" or "bf16", the value a plan that sets none gets.
   std::string_view master_weights;
+  // How its device memory is allocated (PlanSpec::memory_allocator): "caching" or "static", the
+  // value a plan that sets none gets.
+  std::string_view memory_allocator;
 };
 
 // The row of `framework`.

@@ -158,6 +158,10 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
   if (p.dtype != "fp32" && !p.master_weights.empty() && p.master_weights != f.master_weights) {
     gaps.push_back({"/master_weights", "master_weights " + p.master_weights + ": " + std::string(f.name) + " holds " + MasterWeightsPhrase(f.master_weights)});
   }
+  if (!p.memory_allocator.empty() && p.memory_allocator != f.memory_allocator) {
+    gaps.push_back({"/memory_allocator", "memory_allocator " + p.memory_allocator + ": " + std::string(f.name) + " allocates " +
+                                             (f.memory_allocator == "static" ? "its buffers by liveness at compile time (XLA)" : "through PyTorch's caching allocator")});
+  }
   if (p.dtype == "fp8" && GathersSequence(p) && !p.tensor_gather_dtype.empty() && (p.tensor_gather_dtype == "fp8") != f.fp8_tensor_gather) {
     gaps.push_back({"/tensor_gather_dtype", "tensor_gather_dtype " + p.tensor_gather_dtype + ": " + std::string(f.name) + " gathers its FP8 products' inputs over tensor in " +
                                                 std::string(f.fp8_tensor_gather ? "FP8" : "16 bits")});

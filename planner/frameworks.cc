@@ -110,6 +110,7 @@ PlanSpec AsFrameworkRuns(Framework framework, const ModelSpec& model, const Plan
   if (p.pipeline_buffers.empty() && p.mesh.pipeline > 1) p.pipeline_buffers = std::string(facts.pipeline_buffers);
   if (p.tensor_overlap_scope.empty() && p.mesh.tensor > 1 && p.overlap.tensor) p.tensor_overlap_scope = std::string(facts.tensor_overlap_scope);
   if (p.master_weights.empty() && p.dtype != "fp32") p.master_weights = std::string(facts.master_weights);
+  if (p.memory_allocator.empty()) p.memory_allocator = std::string(facts.memory_allocator);
   if (p.pipeline_layout.empty()) {
     const std::vector<int64_t> layers = FrameworkPartLayers(facts, model, p);
     if (!layers.empty()) p.pipeline_layout = strategies::PartLayersText(layers, model.mtp_layers);

@@ -263,6 +263,7 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     b.grads = bytes.grads * (dense_params / dense.grads + expert_params / expert.grads);
     b.optimizer = bytes.optimizer * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
+    double layer_at_work = 0;  // what one layer's backward holds beyond the stored activations
     if (p.offload_layers > 0) b.host = StageHostActivationPeak(program, static_cast<int64_t>(stage_index), task_lists);
     // A layer being recomputed holds what its recomputation rebuilds, once: all it does not keep
     // (a selective-layer layer rebuilds a whole one). For full recomputation that is the layer's
@@ -282,14 +283,15 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
             if (IsTransformerLayer(kind)) largest = std::max(largest, rebuilt(kind));
           }
         }
-        b.activations += largest;
+        layer_at_work += largest;
       } else {
-        b.activations += rebuilt(TransformerLayerKind(m.moe.has_value(), false));
+        layer_at_work += rebuilt(TransformerLayerKind(m.moe.has_value(), false));
       }
     }
     // K and V from the other context ranks, for one layer's attention at a time (forward or
     // backward): the all-gather's whole sequence, or the ring's next block.
-    if (HoldsAttention(stage)) b.activations += ContextKvBytes(m, p, program.tokens_per_microbatch);
+    if (HoldsAttention(stage)) layer_at_work += ContextKvBytes(m, p, program.tokens_per_microbatch);
+    b.activations += layer_at_work;
     // Buffers: what the loss keeps of the logits where the head is (LossBytesPerLogit), from a
     // micro-batch's F to its B: one micro-batch under 1F1B, all of them under GPipe; and what its
     // backward adds, once; gathered (FSDP / ZeRO-3) parameters of the current and the prefetched
@@ -311,7 +313,19 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
       head_logits[c] = logits * static_cast<double>((chunk.head ? 1 : 0) + chunk.mtp);
       has_head = has_head || head_logits[c] > 0;
     }
-    if (has_head) b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, task_lists) + stage_logits * loss.backward;
+    if (has_head) {
+      b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, task_lists) + stage_logits * loss.backward;
+      // Under a static buffer assignment (memory_allocator static) the micro-batch whose loss
+      // backward runs frees its logits and the loss's temporaries before its layers' backward
+      // rebuilds them: those and the layer at work share memory, counted once. The peak is then
+      // the larger of the two phases, the other micro-batches' logits in flight beside either.
+      if (MemoryAllocatorOf(p) == "static") {
+        double one_microbatch = stage_logits * loss.backward;
+        for (const double held : head_logits) one_microbatch += held;
+        b.loss_shared = std::min(one_microbatch, layer_at_work);
+        b.buffers -= b.loss_shared;
+      }
+    }
     b.pipeline = PipelineBufferBytes(program, static_cast<int64_t>(stage_index), stage_logits, task_lists);
     b.buffers += b.pipeline;
     // The cached FP8 weights: every product's weight on the stage, the dense layers', the experts'

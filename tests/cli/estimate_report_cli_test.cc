@@ -1,6 +1,7 @@
 // What estimate's report says beside its numbers: a sequence beyond the model's length, the
 // exposed collectives named by the axes they ran over, in the text and the JSON alike, and the
-// heaviest stage where the critical one waits for it (estimate's and simulate's).
+// heaviest stage where the critical one waits for it (estimate's and simulate's), and the memory
+// a static allocator lets the loss and a recomputed layer share.
 #include "tests/cli/cli_test_util.h"
 
 namespace shardsim::cli_test {
@@ -103,6 +104,34 @@ TEST(CliEstimateTest, SimulateNamesTheHeaviestStageAsEstimateDoes) {
     EXPECT_GT(b["heaviest_stage"]["compute_s"].get<double>(), b["compute_s"].get<double>()) << b;
   }
   EXPECT_NE(text.out.find("  heaviest    stage 7: compute "), std::string::npos) << text.out;
+}
+
+// memory_allocator static (MaxText's default, XLA's buffer assignment) counts the loss's buffers
+// and a recomputed layer's once: a line says how much, the JSON gives it, the peak drops by it; an
+// unknown value names the field and its values.
+TEST(CliEstimateTest, StaticAllocatorSharesTheLossWithARecomputedLayer) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "tpu-v5p:2x2x2", "--set", "mesh.fsdp=8", "--set", "global_batch_size=8",
+                                         "--set", "seq_len=8192", "--set", "recompute=full"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "memory_allocator=pooled"}), {"memory_allocator", "caching", "static"}));
+  json caching, shared;
+  ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &caching));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "framework=maxtext", "--json"}), &shared));
+  EXPECT_EQ(caching["memory"]["loss_shared"], 0);
+  const double loss_shared = shared["memory"]["loss_shared"].get<double>();
+  EXPECT_GT(loss_shared, 1e9);  // a recomputed layer of llama3-8b over 8192 tokens: over a GB
+  EXPECT_EQ(shared["plan"]["memory_allocator"], "static");
+  EXPECT_NEAR(caching["memory"]["peak_bytes_per_device"].get<double>() - shared["memory"]["peak_bytes_per_device"].get<double>(), loss_shared, 1.0);
+  const CliResult text = with({"--set", "memory_allocator=static"});
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
+  EXPECT_NE(text.out.find("the loss's buffers and a recomputed layer's share"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(memory_allocator static)"), std::string::npos) << text.out;
+  const CliResult cached = with({});
+  EXPECT_EQ(cached.out.find("memory_allocator"), std::string::npos) << cached.out;
 }
 
 }  // namespace

@@ -347,6 +347,18 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), piped).empty());
   piped.pipeline_buffers = "keep-outputs";
   EXPECT_TRUE(Names(Framework::kTorchtitan, piped, "pipeline_buffers keep-outputs: torchtitan's pipeline stages keep a receive buffer per micro-batch"));
+  // Memory allocation: the PyTorch frameworks' caching allocator, XLA's static assignment for
+  // MaxText; a plan that sets none gets its framework's, and the other value is a gap.
+  for (const Framework f : {Framework::kMegatronCore, Framework::kTorchtitan, Framework::kDeepSpeed}) {
+    EXPECT_EQ(AsFrameworkRuns(f, Llama(), sp).memory_allocator, "caching");
+  }
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, Llama(), piped).memory_allocator, "static");
+  PlanSpec allocated = sp;
+  allocated.memory_allocator = "static";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, allocated, "memory_allocator static: torchtitan allocates through PyTorch's caching allocator"));
+  allocated.memory_allocator = "caching";
+  EXPECT_TRUE(Names(Framework::kMaxText, allocated, "memory_allocator caching: maxtext allocates its buffers by liveness at compile time (XLA)"));
+  EXPECT_EQ(AsFrameworkRuns(Framework::kMaxText, Llama(), allocated).memory_allocator, "caching");  // a set one stays
   // Tensor overlap's scope: Megatron-core's userbuffers hide every region's collectives, torch's
   // micro-pipeline TP (torchtitan's async TP) only reductions of one product's output; set only
   // where tensor overlap is on, and the other value named as a gap.

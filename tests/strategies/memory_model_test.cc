@@ -347,6 +347,44 @@ TEST(BufferMemoryTest, EagerCrossEntropyHoldsLogProbabilitiesAndTwoGradients) {
   EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, p)).stages[1].buffers, 8 * logits * (4 + 2));
 }
 
+// Under a static buffer assignment (memory_allocator static: XLA's), the micro-batch whose loss
+// backward runs frees its logits and the loss's temporaries before its layers' backward rebuilds
+// a recomputed layer: the two share memory, the peak the larger, where the stage holds the head.
+// PyTorch's caching allocator (the default) counts them side by side.
+TEST(BufferMemoryTest, StaticAllocatorCountsTheLossAndARecomputedLayerOnce) {
+  ModelSpec m = FindModelPreset("tiny-dense")->spec;
+  for (const int64_t vocab : {int64_t{256}, int64_t{16384}}) {  // the layer's phase larger, then the loss's
+    m.vocab_size = vocab;
+    PlanSpec p = Plan(1, 1, 1, 8, 256);
+    p.recompute = Recompute::kFull;
+    PlanSpec none = p;
+    none.recompute = Recompute::kNone;
+    const double layer = LayerActivationBytes(m, none, 256, false) - LayerActivationBytes(m, p, 256, false);
+    const double loss = 256.0 * static_cast<double>(vocab) * (4 + 2);  // one micro-batch's logits, fp32 beside bf16 (fused)
+    const MemoryBreakdown caching = EstimateMemory(BuildStep(m, p)).stages[0];
+    EXPECT_DOUBLE_EQ(caching.loss_shared, 0);
+    p.memory_allocator = "static";
+    const MemoryBreakdown shared = EstimateMemory(BuildStep(m, p)).stages[0];
+    EXPECT_DOUBLE_EQ(shared.loss_shared, std::min(layer, loss)) << vocab;
+    EXPECT_DOUBLE_EQ(caching.total() - shared.total(), std::min(layer, loss)) << vocab;
+    EXPECT_DOUBLE_EQ(shared.activations, caching.activations);  // the stored activations stay
+    // Pipelined: the stage without the head shares nothing; the head's stage shares one
+    // micro-batch's loss, the others' logits in flight staying (GPipe: all eight).
+    PlanSpec piped = p;
+    piped.mesh.pipeline = 2;
+    piped.pipeline_schedule = "gpipe";
+    const MemoryReport report = EstimateMemory(BuildStep(m, piped));
+    EXPECT_DOUBLE_EQ(report.stages[0].loss_shared, 0);
+    EXPECT_DOUBLE_EQ(report.stages[1].loss_shared, std::min(layer, loss)) << vocab;
+    piped.memory_allocator = "caching";
+    EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, piped)).stages[1].buffers - report.stages[1].buffers, std::min(layer, loss));
+  }
+  m.vocab_size = 256;
+  PlanSpec unrecomputed = Plan(1, 1, 1, 8, 256);  // no layer rebuilt, nothing shared
+  unrecomputed.memory_allocator = "static";
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, unrecomputed)).stages[0].loss_shared, 0);
+}
+
 // Kept in FP8 (Transformer Engine), the inputs of a dense layer's FP8 products shrink from 2 bytes
 // to 1 (tensorwise: one scale per tensor): the QKV and MLP inputs after their norms and the down
 // projection's input; the attention's output (kept 16-bit by the attention itself), the layer's
