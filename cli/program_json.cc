@@ -31,6 +31,7 @@ json OpJson(const strategies::Op& op) {
     j["m"] = op.m;
     j["n"] = op.n;
     j["k"] = op.k;
+    if (op.sixteen_bit) j["sixteen_bit"] = true;
   }
   return j;
 }

@@ -26,13 +26,17 @@ double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n) {
 
 bool Roofline::Calibrated(const Op& op) const {
   if (calibration == nullptr) return false;
-  if (op.kind == ComputeKind::kMatmul) return !calibration->gemm.empty();
+  if (op.kind == ComputeKind::kMatmul) return !calibration->gemm.empty() && !(op.sixteen_bit && fp8_casts);
   return calibration->kernels.count(op.name) > 0;
 }
 
 double Roofline::Seconds(const Op& op) const {
   // Forward and recomputed work at the forward rates, gradients at their share of them.
   const double pass = op.phase == Phase::kBackwardInput || op.phase == Phase::kBackwardWeight ? backward : 1.0;
+  // A 16-bit product of an fp8 plan: neither the FP8 rates (measured or not) nor the casts.
+  if (op.kind == ComputeKind::kMatmul && op.sixteen_bit && fp8_casts) {
+    return std::max(op.flops / (sixteen_bit_flop_per_s * pass * Quantization(op.m, op.n)), op.bytes / hbm_bytes_per_s);
+  }
   if (calibration != nullptr) {
     if (op.kind == ComputeKind::kMatmul && !calibration->gemm.empty()) return op.flops / (GemmFlopPerS(*calibration, op.m, op.n, op.k) * pass);
     const auto kernel = calibration->kernels.find(op.name);
@@ -81,6 +85,7 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
              .matmul_efficiency = fp8 ? cluster.efficiency.Fp8Matmul(fp8_recipe) : cluster.efficiency.matmul,
              .attention_flop_per_s = attention_peak * cluster.efficiency.Attention(attention_kernel),
              .scan_flop_per_s = attention_peak * cluster.efficiency.Attention(),
+             .sixteen_bit_flop_per_s = attention_peak * cluster.efficiency.matmul,
              .fp8_casts = fp8,
              .fp8_scales = fp8 ? Fp8ScaleBytes(fp8_recipe) : Fp8Scales{},  // "" (tensorwise): none
              .hbm_bytes_per_s = cluster.chip.hbm_bandwidth_bytes_per_s * cluster.efficiency.hbm,

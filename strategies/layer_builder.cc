@@ -23,6 +23,14 @@ void LayerBuilder::Matmul(std::string_view name, int64_t m, int64_t k, int64_t n
   pieces_.push_back({{f}, {b}, {w}});
 }
 
+void LayerBuilder::SixteenBitMatmul(std::string_view name, int64_t m, int64_t k, int64_t n) {
+  Matmul(name, m, k, n);
+  Piece& piece = pieces_.back();
+  for (std::vector<Op>* ops : {&piece.forward, &piece.backward_input, &piece.backward_weight}) {
+    for (Op& op : *ops) op.sixteen_bit = true;
+  }
+}
+
 void LayerBuilder::Elementwise(std::string_view name, double bytes, double backward_factor) {
   Op f = ComputeOp(std::string(name), Phase::kForward, ComputeKind::kElementwise, 0, bytes);
   Op b = f;

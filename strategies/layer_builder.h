@@ -34,6 +34,8 @@ class LayerBuilder {
   // out[m, n] = in[m, k] x W[k, n]: forward 2mkn FLOPs; backward input 2mkn, weight 2mkn.
   // `expert_weight`: W is a routed expert's (its FP8 cast shares are the experts').
   void Matmul(std::string_view name, int64_t m, int64_t k, int64_t n, bool expert_weight = false);
+  // The same product run at 16 bits whatever the plan's dtype (Op::sixteen_bit).
+  void SixteenBitMatmul(std::string_view name, int64_t m, int64_t k, int64_t n);
   // A memory-bound op reading and writing `bytes` forward, `backward_factor` x that backward.
   void Elementwise(std::string_view name, double bytes, double backward_factor = 2.0);
   // Attention core (QK^T, softmax, AV): `flops` forward, 2x backward; `bytes` of Q, K, V, O.

@@ -186,7 +186,7 @@ std::string DumpProgram(const StepProgram& program) {
         out << " bytes=" << g(op.comm_bytes) << (op.overlapped ? " overlapped" : "");
       } else {
         out << " " << ToString(op.kind) << " flops=" << g(op.flops) << " bytes=" << g(op.bytes);
-        if (op.kind == ComputeKind::kMatmul) out << " mnk=" << op.m << "x" << op.n << "x" << op.k;
+        if (op.kind == ComputeKind::kMatmul) out << " mnk=" << op.m << "x" << op.n << "x" << op.k << (op.sixteen_bit ? " sixteen_bit" : "");
       }
       out << "\n";
     }

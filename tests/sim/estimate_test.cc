@@ -283,6 +283,44 @@ TEST(RooflineTest, Nvfp4ProductsRunAtTheFp4PeakAndCastToHalfABytes) {
   EXPECT_NEAR(mx.Seconds(op), ((2 + 1 + 1.0 / 32 + 2) * a + (2 + 1 + 1.0 / 32) * b) / hbm, 1e-12);
 }
 
+// The output head's products run at 16 bits in an fp8 plan (Op::sixteen_bit: no framework converts
+// the head): the 16-bit peak at the 16-bit matmul efficiency, no casts, no FP8 GEMM table; the step
+// program marks the head's three products so and no other.
+TEST(RooflineTest, TheHeadsProductsRunAtSixteenBitsInFp8Plans) {
+  ClusterSpec cluster = ParseClusterPreset("dgx-h100:8", "--cluster");
+  const Roofline fp8 = RooflineOf(cluster, "fp8"), bf16 = RooflineOf(cluster, "bf16");
+  strategies::Op op = strategies::ComputeOp("logits", strategies::Phase::kForward, strategies::ComputeKind::kMatmul, 2.0 * 4096 * 4096 * 16384, 0);
+  op.m = 4096, op.k = 4096, op.n = 16384;
+  op.sixteen_bit = true;
+  EXPECT_DOUBLE_EQ(fp8.Seconds(op), bf16.Seconds(op));
+  EXPECT_NEAR(fp8.Seconds(op), op.flops / (cluster.chip.peak_flop_per_s.at("bf16") * cluster.efficiency.matmul * fp8.Quantization(op.m, op.n)), 1e-12);
+  op.sixteen_bit = false;
+  EXPECT_LT(fp8.Seconds(op), bf16.Seconds(op));  // at the fp8 peak, its casts beside
+  // A measured FP8 GEMM table does not cost it.
+  cluster.calibration.dtype = "fp8";
+  cluster.calibration.gemm.m = cluster.calibration.gemm.n = cluster.calibration.gemm.k = {128, 16384};
+  cluster.calibration.gemm.flop_per_s.assign(8, 1e15);
+  const Roofline measured = RooflineOf(cluster, "fp8");
+  EXPECT_TRUE(measured.Calibrated(op));
+  op.sixteen_bit = true;
+  EXPECT_FALSE(measured.Calibrated(op));
+  EXPECT_DOUBLE_EQ(measured.Seconds(op), bf16.Seconds(op));
+  // In the program: the head's forward, input-gradient and weight-gradient products only.
+  PlanSpec plan;
+  plan.mesh.data = 8, plan.global_batch_size = 8, plan.seq_len = 2048, plan.dtype = "fp8";
+  const strategies::StepProgram program = strategies::BuildStep(FindModelPreset("llama3-8b")->spec, plan);
+  int marked = 0;
+  for (const strategies::LayerProgram& layer : program.layer_programs) {
+    for (const strategies::Op& o : layer.ops) {
+      if (!o.sixteen_bit) continue;
+      ++marked;
+      EXPECT_EQ(layer.kind, strategies::LayerKind::kHead) << o.name;
+      EXPECT_EQ(o.kind, strategies::ComputeKind::kMatmul) << o.name;
+    }
+  }
+  EXPECT_EQ(marked, 3);
+}
+
 // EfficiencySpec::backward: the gradient passes' products and attention run at that share of the
 // forward rates; forward and recomputed work at the forward rates; memory-bound ops as before.
 TEST(RooflineTest, BackwardPassesRunAtTheirShareOfTheForwardRates) {
