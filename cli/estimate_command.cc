@@ -189,7 +189,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       out << " (the cluster's " << (cluster.efficiency.fp8_matmul > 0 ? "fp8_matmul" : "matmul (16-bit)")
           << " figure: no NVFP4 GEMM efficiency of its own; 4-bit elements with an E4M3 scale per 16, weights in 16 x 16 blocks)";
     }
-    out << ", the output head's at " << FormatFixed(cluster.efficiency.matmul, 3) << " of the 16-bit peak (no framework converts it)";
+    out << ", the output head's at " << FormatFixed(cluster.efficiency.matmul, 3) << " of the 16-bit peak (none of the profiled frameworks converts it)";
     if (plan.ep_dispatch_dtype == "fp8") {
       out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, RoutedWidth(model)) << " B per element (ep_dispatch_dtype)";
     }
@@ -232,7 +232,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << from(written.cross_entropy) << ")\n";
   }
   if (peak.loss_shared > 0) {
-    out << "  allocator   the loss's buffers and a recomputed layer's share " << FormatBinaryBytes(peak.loss_shared) << " on stage " << r.memory.peak_stage
+    out << "  allocator   the loss's buffers and a layer's backward working set share " << FormatBinaryBytes(peak.loss_shared) << " on stage " << r.memory.peak_stage
         << ", counted once: buffers assigned by liveness (memory_allocator static" << from(written.memory_allocator) << ")\n";
   }
   if (model.mtp_layers > 0) {

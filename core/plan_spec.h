@@ -226,8 +226,8 @@ struct PlanSpec {
   // PyTorch caching allocator's reserved memory, the peak torchtitan reports: the loss's buffers
   // and a recomputed layer's counted side by side, as the published torchtitan peaks show) or
   // "static" (a compiled program's buffer assignment by liveness, as XLA's is: the loss's buffers,
-  // dead after the output head's backward, and a layer's recomputation, alive only in its own
-  // backward, share memory). Empty: caching unless a framework profile sets its own
+  // dead after the output head's backward, and a layer's backward working set (its recomputation,
+  // the context ranks' K/V), alive only in that backward, share memory). Empty: caching unless a framework profile sets its own
   // (planner::AsFrameworkRuns). See MemoryAllocatorOf and strategies::EstimateMemory.
   std::string memory_allocator;
   // The mesh axes the routed experts of MoE layers are split over, the expert all-to-alls' group:

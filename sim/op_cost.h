@@ -117,8 +117,9 @@ struct Roofline {
   // A Mamba-2 mixer's chunked scan (SSD) at the fused attention kernels' share of that peak,
   // whichever kernel the plan's attention runs.
   double scan_flop_per_s = 0;
-  // Products an fp8 plan runs at 16 bits (Op::sixteen_bit): the 16-bit peak attention runs at,
-  // times the cluster's 16-bit matmul efficiency.
+  // Products an fp8 plan runs at 16 bits (Op::sixteen_bit): the 16-bit peak attention runs at
+  // (the dtype's own on a chip that lists no 16-bit peak), times the cluster's 16-bit matmul
+  // efficiency.
   double sixteen_bit_flop_per_s = 0;
   // FP8 weight matmuls cast both operands first (read 16 bits, write 8 and the recipe's scales)
   // and take the amax of the activation for its scale (read 16 bits): memory-bound kernels

@@ -263,7 +263,7 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     b.grads = bytes.grads * (dense_params / dense.grads + expert_params / expert.grads);
     b.optimizer = bytes.optimizer * (dense_params / dense.optimizer + expert_params / expert.optimizer);
     b.activations = stage.activation_peak_bytes;
-    double layer_at_work = 0;  // what one layer's backward holds beyond the stored activations
+    double layer_at_work = 0;  // one layer's backward working set beyond the stored activations
     if (p.offload_layers > 0) b.host = StageHostActivationPeak(program, static_cast<int64_t>(stage_index), task_lists);
     // A layer being recomputed holds what its recomputation rebuilds, once: all it does not keep
     // (a selective-layer layer rebuilds a whole one). For full recomputation that is the layer's
@@ -316,13 +316,13 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     if (has_head) {
       b.buffers += PeakInFlight(program, static_cast<int64_t>(stage_index), head_logits, Phase::kBackwardInput, task_lists) + stage_logits * loss.backward;
       // Under a static buffer assignment (memory_allocator static) the micro-batch whose loss
-      // backward runs frees its logits and the loss's temporaries before its layers' backward
-      // rebuilds them: those and the layer at work share memory, counted once. The peak is then
-      // the larger of the two phases, the other micro-batches' logits in flight beside either.
+      // backward runs frees its logits and the loss's temporaries before a layer's backward
+      // makes its working set (what its recomputation rebuilds, the context ranks' K/V): the two
+      // share memory, counted once. The peak is then the larger of the two phases, the other
+      // micro-batches' logits in flight beside either. One loss's: with multi-token prediction
+      // the main head's buffers are still alive while a module's layer runs its backward.
       if (MemoryAllocatorOf(p) == "static") {
-        double one_microbatch = stage_logits * loss.backward;
-        for (const double held : head_logits) one_microbatch += held;
-        b.loss_shared = std::min(one_microbatch, layer_at_work);
+        b.loss_shared = std::min(logits + stage_logits * loss.backward, layer_at_work);
         b.buffers -= b.loss_shared;
       }
     }

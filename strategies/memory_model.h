@@ -66,8 +66,9 @@ struct MemoryBreakdown {
   // Of `buffers`: the FP8 copies of the products' weights that per-step casts keep
   // (Fp8WeightCacheBytes; 0 otherwise).
   double fp8_weight_cache = 0;
-  // Taken off `buffers`: what the loss's buffers for one micro-batch and a recomputed layer's
-  // share under memory_allocator static (0 under caching, and where the stage has no head).
+  // Taken off `buffers`: what one micro-batch's loss buffers and a layer's backward working set
+  // (what its recomputation rebuilds, the context ranks' K/V) share under memory_allocator static
+  // (0 under caching, and where the stage has no head).
   double loss_shared = 0;
   // Host memory (not in total()): the offloaded layers' activations at the stage's peak
   // (PlanSpec::offload_layers).

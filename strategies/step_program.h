@@ -50,10 +50,11 @@ struct Op {
   // forward and input-gradient products (WeightCastShares), 1 in a weight-gradient product,
   // whose operands are activations.
   double weight_cast_share = 1;
-  // A product that runs at 16 bits in an fp8 plan: at the 16-bit peak and matmul efficiency, with
-  // no FP8 casts (the output head's, which no framework converts: Megatron-core builds it as
-  // tensor_parallel.ColumnParallelLinear, not a Transformer Engine module, unless fp8_output_proj
-  // with MXFP8; torchtitan's Float8 converter skips "output").
+  // A product an fp8 plan runs at 16 bits: at the 16-bit peak and matmul efficiency, with no FP8
+  // casts (the output head's, which none of the profiled frameworks converts: Megatron-core builds
+  // it as tensor_parallel.ColumnParallelLinear, not a Transformer Engine module, unless
+  // fp8_output_proj with MXFP8; torchtitan's Float8 converter skips "output"; MaxText does not
+  // quantize the logits matmul). Set on fp8 plans' ops only.
   bool sixteen_bit = false;
   // Communication (other streams):
   CollectiveOp collective = CollectiveOp::kAllReduce;

@@ -319,6 +319,20 @@ TEST(RooflineTest, TheHeadsProductsRunAtSixteenBitsInFp8Plans) {
     }
   }
   EXPECT_EQ(marked, 3);
+  // A 16-bit plan marks none; a multi-token-prediction module's head is the head's products again.
+  auto count = [](const strategies::StepProgram& p) {
+    int n = 0;
+    for (const strategies::LayerProgram& layer : p.layer_programs) {
+      for (const strategies::Op& o : layer.ops) n += o.sixteen_bit ? 1 : 0;
+    }
+    return n;
+  };
+  PlanSpec sixteen = plan;
+  sixteen.dtype = "bf16";
+  EXPECT_EQ(count(strategies::BuildStep(FindModelPreset("llama3-8b")->spec, sixteen)), 0);
+  ModelSpec mtp = FindModelPreset("llama3-8b")->spec;
+  mtp.mtp_layers = 1;
+  EXPECT_EQ(count(strategies::BuildStep(mtp, plan)), 6);
 }
 
 // EfficiencySpec::backward: the gradient passes' products and attention run at that share of the

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "strategies/build_step.h"
+#include "strategies/context_parallel.h"
 #include "strategies/op_names.h"
 #include "strategies/state_bytes.h"
 #include "tests/strategies/test_models.h"
@@ -383,6 +384,22 @@ TEST(BufferMemoryTest, StaticAllocatorCountsTheLossAndARecomputedLayerOnce) {
   PlanSpec unrecomputed = Plan(1, 1, 1, 8, 256);  // no layer rebuilt, nothing shared
   unrecomputed.memory_allocator = "static";
   EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, unrecomputed)).stages[0].loss_shared, 0);
+  // The context ranks' K/V a layer's backward gathers is its working set too.
+  unrecomputed.mesh.context = 2;
+  const StepProgram context = BuildStep(m, unrecomputed);
+  const double kv = ContextKvBytes(m, unrecomputed, context.tokens_per_microbatch);
+  ASSERT_GT(kv, 0);
+  EXPECT_DOUBLE_EQ(EstimateMemory(context).stages[0].loss_shared, std::min(kv, static_cast<double>(context.tokens_per_microbatch) * 256 * (4 + 2)));
+  // With multi-token prediction one loss's buffers at most (the two losses' together are smaller
+  // than the layer here): the main head's are alive while the module's layer runs its backward.
+  m.mtp_layers = 1;
+  PlanSpec mtp = Plan(1, 1, 1, 8, 256);
+  mtp.recompute = Recompute::kFull;
+  mtp.memory_allocator = "static";
+  PlanSpec kept_none = mtp;
+  kept_none.recompute = Recompute::kNone;
+  ASSERT_GT(LayerActivationBytes(m, kept_none, 256, false) - LayerActivationBytes(m, mtp, 256, false), 2 * 256.0 * 256 * (4 + 2));
+  EXPECT_DOUBLE_EQ(EstimateMemory(BuildStep(m, mtp)).stages[0].loss_shared, 256.0 * 256 * (4 + 2));
 }
 
 // Kept in FP8 (Transformer Engine), the inputs of a dense layer's FP8 products shrink from 2 bytes
