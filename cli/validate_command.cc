@@ -104,7 +104,7 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     overrides.push_back("dtype=fp32");
     std::string dropped;
     // The FP8 recipe's own fields go with it (they need dtype fp8).
-    for (const char* field : {"fp8_recipe", "ep_dispatch_dtype", "saved_input_dtype", "param_gather_dtype", "tensor_gather_dtype"}) {
+    for (const char* field : {"fp8_recipe", "ep_dispatch_dtype", "saved_input_dtype", "wgrad_dtype", "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype"}) {
       overrides.push_back(std::string(field) + "=null");
       if (plan.dtype == "fp8") dropped += std::string(dropped.empty() ? "" : ", ") + field;
     }

@@ -20,7 +20,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
-          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "elementwise_kernels", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "memory_allocator", "expert_axes", "overlap", "ep_capacity_factor",
+          "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "elementwise_kernels", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "wgrad_dtype", "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "memory_allocator", "expert_axes", "overlap", "ep_capacity_factor",
           "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "framework"};
 }
 
@@ -62,6 +62,7 @@ json PlanToJson(const PlanSpec& p) {
   if (!p.ep_dispatcher.empty()) j["ep_dispatcher"] = p.ep_dispatcher;
   if (!p.expert_routing.empty()) j["expert_routing"] = p.expert_routing;
   if (!p.saved_input_dtype.empty()) j["saved_input_dtype"] = p.saved_input_dtype;
+  if (!p.wgrad_dtype.empty()) j["wgrad_dtype"] = p.wgrad_dtype;
   if (!p.param_gather_dtype.empty()) j["param_gather_dtype"] = p.param_gather_dtype;
   if (!p.fp8_weight_casts.empty()) j["fp8_weight_casts"] = p.fp8_weight_casts;
   if (!p.tensor_gather_dtype.empty()) j["tensor_gather_dtype"] = p.tensor_gather_dtype;
@@ -134,6 +135,16 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
     if (p.saved_input_dtype == "fp8" && p.dtype != "fp8") {
       r.Fail("saved_input_dtype", "saved_input_dtype fp8 with dtype " + p.dtype, "dtype fp8 (only FP8 products quantise their inputs)",
              "set dtype to fp8 or saved_input_dtype to bf16");
+    }
+  }
+  if (r.Has("wgrad_dtype")) {
+    p.wgrad_dtype = r.EnumOr("wgrad_dtype", "fp8", PlanFieldChoices("wgrad_dtype"));
+    if (p.wgrad_dtype == "bf16" && p.dtype != "fp8") {
+      r.Fail("wgrad_dtype", "wgrad_dtype bf16 with dtype " + p.dtype, "dtype fp8 (the weight gradients of other plans run at their dtype)",
+             "set dtype to fp8 or drop wgrad_dtype");
+    } else if (p.wgrad_dtype == "bf16" && p.saved_input_dtype == "fp8") {
+      r.Fail("wgrad_dtype", "wgrad_dtype bf16 with saved_input_dtype fp8", "saved_input_dtype bf16 (16-bit weight-gradient products read 16-bit inputs)",
+             "set saved_input_dtype to bf16 or wgrad_dtype to fp8");
     }
   }
   if (r.Has("fp8_weight_casts")) {
@@ -236,6 +247,7 @@ std::vector<std::string> PlanFieldChoices(const std::string& key) {
   if (key == "ep_dispatcher") return EpDispatcherNames();
   if (key == "expert_routing") return ExpertRoutingNames();
   if (key == "saved_input_dtype") return SavedInputDtypeNames();
+  if (key == "wgrad_dtype") return WgradDtypeNames();
   if (key == "param_gather_dtype") return ParamGatherDtypeNames();
   if (key == "tensor_gather_dtype") return TensorGatherDtypeNames();
   if (key == "fp8_weight_casts") return Fp8WeightCastsNames();

@@ -182,6 +182,8 @@ const std::vector<std::string>& Bf16OrFp8Names() {
 }  // namespace
 
 const std::vector<std::string>& SavedInputDtypeNames() { return Bf16OrFp8Names(); }
+const std::vector<std::string>& WgradDtypeNames() { return Bf16OrFp8Names(); }
+bool SixteenBitWgrad(const PlanSpec& p) { return p.dtype == "fp8" && p.wgrad_dtype == "bf16"; }
 const std::vector<std::string>& TensorGatherDtypeNames() { return Bf16OrFp8Names(); }
 
 bool GathersSequence(const PlanSpec& p) { return p.mesh.tensor > 1 && p.sequence_parallel; }

@@ -157,6 +157,13 @@ struct PlanSpec {
   // bf16 unless a framework profile sets its own (planner::AsFrameworkRuns). See SavedInputBytes
   // and strategies/saved_tensors.cc.
   std::string saved_input_dtype;
+  // The dtype of an fp8 plan's weight-gradient products: "fp8" (the default: Transformer Engine's
+  // recipes, torchao's tensorwise and rowwise) or "bf16" (they read the 16-bit inputs and output
+  // gradients and run at the 16-bit peak: Transformer Engine's override_linear_precision wgrad,
+  // which Megatron-core sets from TransformerConfig.fp8_wgrad false; torchao's
+  // rowwise_with_gw_hp recipe). The products then keep their inputs at 16 bits (saved_input_dtype
+  // bf16). Empty: fp8. See SixteenBitWgrad.
+  std::string wgrad_dtype;
   // The width data-parallel parameter all-gathers move (ZeRO >= 1: the distributed optimizer's
   // gather of updated shards, FSDP's gathers before use): "bf16" (the weights' own 16 bits, the
   // default) or "fp8" (fp8 plans: each shard quantised with its recipe's scales before it leaves,
@@ -431,6 +438,10 @@ bool GathersSequence(const PlanSpec& plan);
 const std::vector<std::string>& TensorGatherDtypeNames();
 // saved_input_dtype's values: "bf16", "fp8".
 const std::vector<std::string>& SavedInputDtypeNames();
+// wgrad_dtype's values: "bf16", "fp8"; and whether an fp8 plan's weight-gradient products run at
+// 16 bits (wgrad_dtype bf16 with dtype fp8).
+const std::vector<std::string>& WgradDtypeNames();
+bool SixteenBitWgrad(const PlanSpec& plan);
 
 // The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
 // false with it.

@@ -121,11 +121,15 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   add("training.mixed_precision_param", Quoted(p.dtype == "fp32" ? "float32" : "bfloat16"));
   // components/quantization: Float8LinearConverter scales rowwise (its recipe_name's default),
   // MXFP8LinearConverter in 32-element blocks, NVFP4LinearConverter in NVFP4 (experimental);
-  // per-tensor and blockwise are gaps.
+  // per-tensor and blockwise are gaps. Each converts every Linear unless told otherwise
+  // (utils.py module_filter_fn, mx.py and nvfp4.py convert: an empty fqns list takes all); the
+  // output head stays 16-bit as shardsim costs it (Op::sixteen_bit): Float8's filter_fqns skips
+  // it, the others convert the decoder layers' only.
   if (p.dtype == "fp8") {
-    add(kConverters, p.fp8_recipe == "mxfp8"   ? "[MXFP8LinearConverter.Config()]"
-                     : p.fp8_recipe == "nvfp4" ? "[NVFP4LinearConverter.Config()]"
-                                               : "[Float8LinearConverter.Config()]");
+    add(kConverters, p.fp8_recipe == "mxfp8"   ? "[MXFP8LinearConverter.Config(fqns=[\"layers.\"])]"
+                     : p.fp8_recipe == "nvfp4" ? "[NVFP4LinearConverter.Config(fqns=[\"layers.\"])]"
+                     : SixteenBitWgrad(p)      ? "[Float8LinearConverter.Config(recipe_name=\"rowwise_with_gw_hp\", filter_fqns=[\"output\"])]"
+                                               : "[Float8LinearConverter.Config(filter_fqns=[\"output\"])]");
   }
   // models/common/config_utils.py make_token_dispatcher_config: "deepep" (DeepEPTokenDispatcher).
   if (DeduplicatesDispatch(p)) add(kCommBackend, Quoted("deepep"));
@@ -192,6 +196,8 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
   if (p.dtype == "fp8") {
     const std::string converters = r.Get(kConverters);
     p.fp8_recipe = converters.find("MXFP8") != std::string::npos ? "mxfp8" : converters.find("NVFP4") != std::string::npos ? "nvfp4" : "rowwise";
+    // torchao's rowwise_with_gw_hp recipe: the weight gradients' products in 16 bits.
+    if (converters.find("rowwise_with_gw_hp") != std::string::npos) p.wgrad_dtype = "bf16";
   }
   if (r.Has(kCommBackend)) {
     const std::string backend = r.Text(kCommBackend);

@@ -148,6 +148,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // in fp32, gradients in main_grad buffers at the reduction's width.
         .master_weights = "fp32-copy",
         .memory_allocator = "caching",  // PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp)
+        .wgrad_bf16_recipe = "",  // TransformerConfig.fp8_wgrad (NeMo's fp8_wgrad): no Megatron-LM flag
     },
     {
         .framework = Framework::kTorchtitan,
@@ -274,6 +275,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // shards are the master, their gradients fp32, AdamW's state fp32.
         .master_weights = "fp32",
         .memory_allocator = "caching",  // components/metrics.py reports its reserved_bytes.all.peak
+        .wgrad_bf16_recipe = "rowwise",  // Float8LinearConverter.Config(recipe_name="rowwise_with_gw_hp")
     },
     {
         .framework = Framework::kMaxText,
@@ -374,6 +376,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // adam keeps mu and nu in the parameters' dtype.
         .master_weights = "fp32",
         .memory_allocator = "static",  // XLA's buffer assignment: buffers by liveness, fixed at compile time
+        .wgrad_bf16_recipe = "",
     },
     {
         .framework = Framework::kDeepSpeed,
@@ -468,6 +471,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // fp32_partitioned_groups_flat), Adam's state in fp32.
         .master_weights = "fp32-copy",
         .memory_allocator = "caching",  // PyTorch's CUDA caching allocator
+        .wgrad_bf16_recipe = "",  // no FP8
     },
 }};
 

@@ -189,6 +189,9 @@ struct FrameworkFacts {
   // How its device memory is allocated (PlanSpec::memory_allocator): "caching" or "static", the
   // value a plan that sets none gets.
   std::string_view memory_allocator;
+  // The fp8_recipe under which it runs the weight-gradient products at 16 bits
+  // (PlanSpec::wgrad_dtype bf16); "" where it cannot.
+  std::string_view wgrad_bf16_recipe;
 };
 
 // The row of `framework`.

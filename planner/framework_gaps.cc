@@ -158,6 +158,12 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
   if (p.dtype != "fp32" && !p.master_weights.empty() && p.master_weights != f.master_weights) {
     gaps.push_back({"/master_weights", "master_weights " + p.master_weights + ": " + std::string(f.name) + " holds " + MasterWeightsPhrase(f.master_weights)});
   }
+  if (SixteenBitWgrad(p) && Fp8RecipeOf(p) != f.wgrad_bf16_recipe) {
+    gaps.push_back({"/wgrad_dtype", "wgrad_dtype bf16: " + std::string(f.name) +
+                                        (f.wgrad_bf16_recipe.empty() ? " runs its weight-gradient products in FP8 (no setting keeps them 16-bit)"
+                                                                     : " keeps weight-gradient products 16-bit under fp8_recipe " + std::string(f.wgrad_bf16_recipe) + " only"),
+                    "fp8"});
+  }
   if (!p.memory_allocator.empty() && p.memory_allocator != f.memory_allocator) {
     gaps.push_back({"/memory_allocator", "memory_allocator " + p.memory_allocator + ": " + std::string(f.name) + " allocates " +
                                              (f.memory_allocator == "static" ? "its buffers by liveness at compile time (XLA)" : "through PyTorch's caching allocator")});

@@ -32,6 +32,7 @@ LayerShape ShapeOf(const PlanSpec& p) {
   const WeightCastShares expert_casts = Fp8WeightCastShares(p, microbatches, ParamKind::kExpert);
   s.expert_weight_cast_forward = expert_casts.forward;
   s.expert_weight_cast_backward = expert_casts.backward_input;
+  s.sixteen_bit_wgrad = SixteenBitWgrad(p);
   return s;
 }
 

@@ -20,6 +20,7 @@ void LayerBuilder::Matmul(std::string_view name, int64_t m, int64_t k, int64_t n
   w.phase = Phase::kBackwardWeight;
   w.m = k, w.n = n, w.k = m;
   w.weight_cast_share = 1;
+  w.sixteen_bit = shape_.sixteen_bit_wgrad;
   pieces_.push_back({{f}, {b}, {w}});
 }
 

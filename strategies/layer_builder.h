@@ -22,6 +22,8 @@ struct LayerShape {
   // (WeightCastShares): the dense weights', and the routed experts' (sharded their own way).
   double weight_cast_forward = 1, weight_cast_backward = 1;
   double expert_weight_cast_forward = 1, expert_weight_cast_backward = 1;
+  // Whether the weight-gradient products run at 16 bits in an fp8 plan (SixteenBitWgrad).
+  bool sixteen_bit_wgrad = false;
 };
 
 class LayerBuilder {

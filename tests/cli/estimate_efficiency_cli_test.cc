@@ -124,5 +124,27 @@ TEST(CliEstimateTest, Nvfp4RunsAtTheFp4PeakWhereTheChipHasOne) {
   EXPECT_NE(text.out.find("kept for the backward at 0.56 B per element"), std::string::npos) << text.out;
 }
 
+// wgrad_dtype bf16: an fp8 plan's weight gradients run at 16 bits (a slower step), which the fp8
+// line says; refused with a 16-bit dtype and with FP8 saved inputs, naming the field.
+TEST(CliEstimateTest, WeightGradientsAtSixteenBitsAreCheckedAndSaid) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set", "global_batch_size=8",
+                                     "--set", "seq_len=8192"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunShardsim(args);
+  };
+  EXPECT_TRUE(IsInputError(with({"--set", "wgrad_dtype=bf16"}), {"wgrad_dtype", "dtype fp8"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "saved_input_dtype=fp8", "--set", "wgrad_dtype=bf16"}), {"wgrad_dtype", "saved_input_dtype bf16"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "wgrad_dtype=fp4"}), {"wgrad_dtype", "bf16", "fp8"}));
+  json fp8, mixed;
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--json"}), &fp8));
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--set", "wgrad_dtype=bf16", "--json"}), &mixed));
+  EXPECT_EQ(mixed["plan"]["wgrad_dtype"], "bf16");
+  EXPECT_GT(mixed["step_time_s"].get<double>(), fp8["step_time_s"].get<double>());
+  const CliResult text = with({"--set", "dtype=fp8", "--set", "wgrad_dtype=bf16"});
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
+  EXPECT_NE(text.out.find("and the weight gradients' products there too (wgrad_dtype bf16)"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -54,6 +54,7 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
     return differ("sequence_parallel");
   if (KeepsGatheredSequence(a) != KeepsGatheredSequence(b)) return differ("sequence_parallel_inputs");
   if (ParamGatherBytes(a) != ParamGatherBytes(b)) return differ("param_gather_dtype");
+  if (SixteenBitWgrad(a) != SixteenBitWgrad(b)) return differ("wgrad_dtype");
   if (a.mesh.tensor > 1 && a.sequence_parallel && TensorGatherBytes(a, m.hidden_size) != TensorGatherBytes(b, m.hidden_size)) {
     return differ("tensor_gather_dtype");
   }
@@ -228,6 +229,9 @@ TEST(ExportRoundTripTest, Torchtitan) {
   p = Plan({{"fsdp", 2}, {"tensor", 8}, {"pipeline", 4}}, 512, 8192);
   p.pipeline_schedule = "interleaved-1f1b", p.virtual_stages = 5, p.dtype = "fp8";
   cases.push_back({"FSDP under Interleaved1F1B, float8 row-wise", "llama3-70b", "dgx-h100:64", p});
+  p.wgrad_dtype = "bf16";  // recipe_name="rowwise_with_gw_hp"
+  cases.push_back({"the same, its weight gradients in 16 bits", "llama3-70b", "dgx-h100:64", p});
+  p.wgrad_dtype = "";
   p.fp8_recipe = "mxfp8";
   cases.push_back({"FSDP under Interleaved1F1B, MXFP8", "llama3-70b", "dgx-b200:64", p});
   p.fp8_recipe = "nvfp4";

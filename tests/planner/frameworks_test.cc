@@ -347,6 +347,14 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), piped).empty());
   piped.pipeline_buffers = "keep-outputs";
   EXPECT_TRUE(Names(Framework::kTorchtitan, piped, "pipeline_buffers keep-outputs: torchtitan's pipeline stages keep a receive buffer per micro-batch"));
+  // Weight gradients in 16 bits: torchtitan's rowwise_with_gw_hp recipe, rowwise only; no
+  // Megatron-LM flag keeps them 16-bit.
+  PlanSpec gw = Plan({{"fsdp", 8}});
+  gw.zero_stage = 3, gw.dtype = "fp8", gw.fp8_recipe = "rowwise", gw.wgrad_dtype = "bf16";
+  EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), gw).empty());
+  EXPECT_TRUE(Names(Framework::kMegatronCore, gw, "wgrad_dtype bf16: megatron-core runs its weight-gradient products in FP8"));
+  gw.fp8_recipe = "mxfp8";
+  EXPECT_TRUE(Names(Framework::kTorchtitan, gw, "wgrad_dtype bf16: torchtitan keeps weight-gradient products 16-bit under fp8_recipe rowwise only"));
   // Memory allocation: the PyTorch frameworks' caching allocator, XLA's static assignment for
   // MaxText; a plan that sets none gets its framework's, and the other value is a gap.
   for (const Framework f : {Framework::kMegatronCore, Framework::kTorchtitan, Framework::kDeepSpeed}) {

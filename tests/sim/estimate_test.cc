@@ -335,6 +335,28 @@ TEST(RooflineTest, TheHeadsProductsRunAtSixteenBitsInFp8Plans) {
   EXPECT_EQ(count(strategies::BuildStep(mtp, plan)), 6);
 }
 
+// wgrad_dtype bf16: the weight gradients' products of an fp8 plan run at 16 bits (torchao's
+// rowwise_with_gw_hp, Transformer Engine's override_linear_precision), the others in FP8: a step
+// between the all-FP8 one and the 16-bit one.
+TEST(RooflineTest, WeightGradientsRunAtSixteenBitsUnderWgradDtypeBf16) {
+  PlanSpec plan;
+  plan.mesh.data = 8, plan.global_batch_size = 8, plan.seq_len = 2048, plan.dtype = "fp8";
+  const ModelSpec m = FindModelPreset("llama3-8b")->spec;
+  const Outcome fp8 = EstimatePlan(m, plan, "dgx-h100:8");
+  plan.wgrad_dtype = "bf16";
+  const Outcome mixed = EstimatePlan(m, plan, "dgx-h100:8");
+  for (const strategies::LayerProgram& layer : mixed.program.layer_programs) {
+    for (const strategies::Op& op : layer.ops) {
+      if (op.kind != strategies::ComputeKind::kMatmul || op.is_comm()) continue;
+      EXPECT_EQ(op.sixteen_bit, op.phase == strategies::Phase::kBackwardWeight || layer.kind == strategies::LayerKind::kHead) << op.name;
+    }
+  }
+  plan.dtype = "bf16", plan.wgrad_dtype = "";
+  const Outcome sixteen = EstimatePlan(m, plan, "dgx-h100:8");
+  EXPECT_GT(mixed.report.step_time_s, fp8.report.step_time_s);
+  EXPECT_LT(mixed.report.step_time_s, sixteen.report.step_time_s);
+}
+
 // EfficiencySpec::backward: the gradient passes' products and attention run at that share of the
 // forward rates; forward and recomputed work at the forward rates; memory-bound ops as before.
 TEST(RooflineTest, BackwardPassesRunAtTheirShareOfTheForwardRates) {
