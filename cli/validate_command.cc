@@ -104,9 +104,10 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     overrides.push_back("dtype=fp32");
     std::string dropped;
     // The FP8 recipe's own fields go with it (they need dtype fp8).
+    const nlohmann::json written = PlanToJson(plan);
     for (const char* field : {"fp8_recipe", "ep_dispatch_dtype", "saved_input_dtype", "wgrad_dtype", "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype"}) {
       overrides.push_back(std::string(field) + "=null");
-      if (plan.dtype == "fp8") dropped += std::string(dropped.empty() ? "" : ", ") + field;
+      if (written.contains(field)) dropped += std::string(dropped.empty() ? "" : ", ") + field;
     }
     // fp32 weights are their own master.
     overrides.push_back("master_weights=null");

@@ -123,13 +123,20 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   // MXFP8LinearConverter in 32-element blocks, NVFP4LinearConverter in NVFP4 (experimental);
   // per-tensor and blockwise are gaps. Each converts every Linear unless told otherwise
   // (utils.py module_filter_fn, mx.py and nvfp4.py convert: an empty fqns list takes all); the
-  // output head stays 16-bit as shardsim costs it (Op::sixteen_bit): Float8's filter_fqns skips
-  // it, the others convert the decoder layers' only.
+  // head (lm_head) and the MoE router's gate stay 16-bit as shardsim costs them, as torchtitan's
+  // own FP8 configurations leave them (models/deepseek_v3/config_registry.py: filter_fqns
+  // ["lm_head", "router.gate"], fqns ["attention", "shared_experts", "feed_forward"]); routed
+  // experts take the grouped-experts converter beside it.
   if (p.dtype == "fp8") {
-    add(kConverters, p.fp8_recipe == "mxfp8"   ? "[MXFP8LinearConverter.Config(fqns=[\"layers.\"])]"
-                     : p.fp8_recipe == "nvfp4" ? "[NVFP4LinearConverter.Config(fqns=[\"layers.\"])]"
-                     : SixteenBitWgrad(p)      ? "[Float8LinearConverter.Config(recipe_name=\"rowwise_with_gw_hp\", filter_fqns=[\"output\"])]"
-                                               : "[Float8LinearConverter.Config(filter_fqns=[\"output\"])]");
+    const std::string layers = "fqns=[\"attention\", \"shared_experts\", \"feed_forward\"]";
+    std::string converters = p.fp8_recipe == "mxfp8"   ? "MXFP8LinearConverter.Config(" + layers + ")"
+                             : p.fp8_recipe == "nvfp4" ? "NVFP4LinearConverter.Config(" + layers + ")"
+                                                       : std::string("Float8LinearConverter.Config(") +
+                                                             (SixteenBitWgrad(p) ? "recipe_name=\"rowwise_with_gw_hp\", " : "") + "filter_fqns=[\"lm_head\", \"router.gate\"])";
+    if (m.moe && p.fp8_recipe != "nvfp4") {
+      converters += p.fp8_recipe == "mxfp8" ? ", MXFP8GroupedExpertsConverter.Config(pad_multiple=128)" : ", Float8GroupedExpertsConverter.Config()";
+    }
+    add(kConverters, "[" + converters + "]");
   }
   // models/common/config_utils.py make_token_dispatcher_config: "deepep" (DeepEPTokenDispatcher).
   if (DeduplicatesDispatch(p)) add(kCommBackend, Quoted("deepep"));

@@ -148,7 +148,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // in fp32, gradients in main_grad buffers at the reduction's width.
         .master_weights = "fp32-copy",
         .memory_allocator = "caching",  // PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp)
-        .wgrad_bf16_recipe = "",  // TransformerConfig.fp8_wgrad (NeMo's fp8_wgrad): no Megatron-LM flag
+        .wgrad_bf16_recipe = "tensorwise",  // --fp8-recipe delayed --no-fp8-wgrad (TransformerConfig.fp8_wgrad)
     },
     {
         .framework = Framework::kTorchtitan,

@@ -131,7 +131,9 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
   if (p.expert_routing == "round-robin" && f.round_robin_setting.empty()) {
     gaps.push_back({"/expert_routing", "round-robin expert routing (expert_routing): " + std::string(f.name) + "'s routers follow their scores"});
   }
-  if (p.dtype == "fp8" && !p.saved_input_dtype.empty() && !f.saved_input_dtype.empty() && p.saved_input_dtype != f.saved_input_dtype) {
+  // 16-bit weight-gradient products keep 16-bit inputs in any framework (wgrad_dtype's own gap).
+  const bool sixteen_bit_inputs = SixteenBitWgrad(p) && p.saved_input_dtype == "bf16";
+  if (p.dtype == "fp8" && !p.saved_input_dtype.empty() && !f.saved_input_dtype.empty() && p.saved_input_dtype != f.saved_input_dtype && !sixteen_bit_inputs) {
     gaps.push_back({"/saved_input_dtype", "saved_input_dtype " + p.saved_input_dtype + ": " + std::string(f.name) + " keeps its FP8 products' inputs for the backward in " +
                    std::string(f.saved_input_dtype == "fp8" ? "FP8" : "16 bits")});
   }
@@ -158,11 +160,12 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
   if (p.dtype != "fp32" && !p.master_weights.empty() && p.master_weights != f.master_weights) {
     gaps.push_back({"/master_weights", "master_weights " + p.master_weights + ": " + std::string(f.name) + " holds " + MasterWeightsPhrase(f.master_weights)});
   }
-  if (SixteenBitWgrad(p) && Fp8RecipeOf(p) != f.wgrad_bf16_recipe) {
+  const std::string recipe = p.fp8_recipe.empty() ? std::string(f.fp8_recipe_default) : p.fp8_recipe;
+  if (SixteenBitWgrad(p) && recipe != f.wgrad_bf16_recipe) {
     gaps.push_back({"/wgrad_dtype", "wgrad_dtype bf16: " + std::string(f.name) +
                                         (f.wgrad_bf16_recipe.empty() ? " runs its weight-gradient products in FP8 (no setting keeps them 16-bit)"
                                                                      : " keeps weight-gradient products 16-bit under fp8_recipe " + std::string(f.wgrad_bf16_recipe) + " only"),
-                    "fp8"});
+                    f.wgrad_bf16_recipe.empty() ? "fp8" : "fp8, or fp8_recipe " + std::string(f.wgrad_bf16_recipe)});
   }
   if (!p.memory_allocator.empty() && p.memory_allocator != f.memory_allocator) {
     gaps.push_back({"/memory_allocator", "memory_allocator " + p.memory_allocator + ": " + std::string(f.name) + " allocates " +
@@ -386,6 +389,14 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   const DataParallelSharding s = ShardingOf(p);
   if (NumHybridLayers(m, kHybridMamba) > 0 && !f.mamba_layers) {
     gaps.push_back({"", "Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers"});
+  }
+  // torchtitan's grouped-experts converters (components/quantization: float8.py, mx.py) take no
+  // recipe_name, and NVFP4 has none: its experts would run at 16 bits.
+  if (m.moe && f.framework == Framework::kTorchtitan && SixteenBitWgrad(p)) {
+    gaps.push_back({"/wgrad_dtype", "wgrad_dtype bf16 beside routed experts: torchtitan's grouped-experts converter runs their weight gradients in FP8 whatever the recipe", "fp8"});
+  }
+  if (m.moe && f.framework == Framework::kTorchtitan && p.dtype == "fp8" && p.fp8_recipe == "nvfp4") {
+    gaps.push_back({"/fp8_recipe", "fp8_recipe nvfp4 beside routed experts: torchtitan has no NVFP4 grouped-experts converter (its experts would run at 16 bits)", "rowwise or mxfp8"});
   }
   const std::vector<std::string> expert_axes = ExpertAxes(p);
   if (m.moe && !f.moe_folding && expert_axes.size() > (p.mesh.expert > 1 ? 1u : 0u)) {

@@ -99,6 +99,8 @@ PlanSpec AsFrameworkRuns(Framework framework, const ModelSpec& model, const Plan
     p.elementwise_kernels = p.mesh.tensor > 1 && p.overlap.tensor && facts.fused_elementwise ? "fused" : std::string(facts.elementwise_default);
   }
   if (p.dtype == "fp8" && p.fp8_recipe.empty()) p.fp8_recipe = std::string(facts.fp8_recipe_default);
+  // 16-bit weight-gradient products read 16-bit inputs: the products keep those.
+  if (SixteenBitWgrad(p) && p.saved_input_dtype.empty()) p.saved_input_dtype = "bf16";
   if (p.dtype == "fp8" && p.saved_input_dtype.empty()) p.saved_input_dtype = std::string(facts.saved_input_dtype);
   if (p.dtype == "fp8" && p.fp8_weight_casts.empty()) p.fp8_weight_casts = std::string(facts.fp8_weight_casts);
   if (p.dtype == "fp8" && p.tensor_gather_dtype.empty() && GathersSequence(p)) {
