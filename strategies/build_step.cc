@@ -33,6 +33,7 @@ LayerShape ShapeOf(const PlanSpec& p) {
   s.expert_weight_cast_forward = expert_casts.forward;
   s.expert_weight_cast_backward = expert_casts.backward_input;
   s.sixteen_bit_wgrad = SixteenBitWgrad(p);
+  s.fp8 = p.dtype == "fp8";
   return s;
 }
 

@@ -19,7 +19,10 @@ void AppendMoeBlock(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& pla
   if (moe.num_shared_experts > 0) {
     AppendMlpBlock(layer, m, plan, moe.num_shared_experts * moe.expert_ffn_hidden_size, ops::kSharedExpert, /*standalone=*/false);
   }
-  layer.Matmul(ops::kRouter, own_tokens, d, moe.num_experts);
+  // The router's product stays 16-bit in fp8 plans (Op::sixteen_bit): Megatron-core's TopKRouter
+  // multiplies its own weight outside Transformer Engine (router_gating_linear), torchtitan's FP8
+  // configurations filter "router.gate" (models/deepseek_v3/config_registry.py at b5bcd76c).
+  layer.SixteenBitMatmul(ops::kRouter, own_tokens, d, moe.num_experts);
   // LatentMoE: the routed rows projected to the latent width first (replicated over tensor) and
   // back after the combine.
   const int64_t rw = RoutedWidth(m);

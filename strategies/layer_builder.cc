@@ -26,6 +26,7 @@ void LayerBuilder::Matmul(std::string_view name, int64_t m, int64_t k, int64_t n
 
 void LayerBuilder::SixteenBitMatmul(std::string_view name, int64_t m, int64_t k, int64_t n) {
   Matmul(name, m, k, n);
+  if (!shape_.fp8) return;
   Piece& piece = pieces_.back();
   for (std::vector<Op>* ops : {&piece.forward, &piece.backward_input, &piece.backward_weight}) {
     for (Op& op : *ops) op.sixteen_bit = true;

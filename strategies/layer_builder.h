@@ -24,6 +24,8 @@ struct LayerShape {
   double expert_weight_cast_forward = 1, expert_weight_cast_backward = 1;
   // Whether the weight-gradient products run at 16 bits in an fp8 plan (SixteenBitWgrad).
   bool sixteen_bit_wgrad = false;
+  // Whether the plan's products run in FP8 (dtype fp8), which SixteenBitMatmul's keep out of.
+  bool fp8 = false;
 };
 
 class LayerBuilder {
@@ -36,7 +38,7 @@ class LayerBuilder {
   // out[m, n] = in[m, k] x W[k, n]: forward 2mkn FLOPs; backward input 2mkn, weight 2mkn.
   // `expert_weight`: W is a routed expert's (its FP8 cast shares are the experts').
   void Matmul(std::string_view name, int64_t m, int64_t k, int64_t n, bool expert_weight = false);
-  // The same product run at 16 bits whatever the plan's dtype (Op::sixteen_bit).
+  // The same product kept at 16 bits in an fp8 plan (Op::sixteen_bit; an ordinary product in others).
   void SixteenBitMatmul(std::string_view name, int64_t m, int64_t k, int64_t n);
   // A memory-bound op reading and writing `bytes` forward, `backward_factor` x that backward.
   void Elementwise(std::string_view name, double bytes, double backward_factor = 2.0);

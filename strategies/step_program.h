@@ -54,7 +54,8 @@ struct Op {
   // casts (the output head's, which none of the profiled frameworks converts: Megatron-core builds
   // it as tensor_parallel.ColumnParallelLinear, not a Transformer Engine module, unless
   // fp8_output_proj with MXFP8; torchtitan's Float8 converter skips "output"; MaxText does not
-  // quantize the logits matmul). Set on fp8 plans' ops only.
+  // quantize the logits matmul) and an MoE router's (Megatron-core's router_gating_linear,
+  // torchtitan's "router.gate" filter). Set on fp8 plans' ops only.
   bool sixteen_bit = false;
   // Communication (other streams):
   CollectiveOp collective = CollectiveOp::kAllReduce;

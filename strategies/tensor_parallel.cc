@@ -197,11 +197,7 @@ void AppendHead(LayerBuilder& layer, const ModelSpec& m, const PlanSpec& plan) {
   AppendTensorEnter(layer, plan, ops::kTensorEnterHead, m.hidden_size);
   AppendTensorRegather(layer, plan, ops::kTensorEnterHead, m.hidden_size);
   // None of the profiled frameworks runs the head in FP8 (Op::sixteen_bit).
-  if (plan.dtype == "fp8") {
-    layer.SixteenBitMatmul(ops::kLogits, s.tokens, m.hidden_size, Div(m.vocab_size, t));
-  } else {
-    layer.Matmul(ops::kLogits, s.tokens, m.hidden_size, Div(m.vocab_size, t));
-  }
+  layer.SixteenBitMatmul(ops::kLogits, s.tokens, m.hidden_size, Div(m.vocab_size, t));
   // Softmax cross-entropy in fp32 over the local vocabulary shard: read logits, write
   // probabilities; the backward writes the logit gradients.
   const double logits_fp32 = static_cast<double>(s.tokens) * static_cast<double>(Div(m.vocab_size, t)) * 4;

@@ -12,6 +12,7 @@
 #include "core/model_presets.h"
 #include "sim/op_cost.h"
 #include "strategies/build_step.h"
+#include "strategies/op_names.h"
 #include "strategies/plan_rules.h"
 #include "strategies/schedule.h"
 
@@ -333,6 +334,15 @@ TEST(RooflineTest, TheHeadsProductsRunAtSixteenBitsInFp8Plans) {
   ModelSpec mtp = FindModelPreset("llama3-8b")->spec;
   mtp.mtp_layers = 1;
   EXPECT_EQ(count(strategies::BuildStep(mtp, plan)), 6);
+  // An MoE layer's router stays 16-bit too (its three products), the experts' do not.
+  const strategies::StepProgram moe = strategies::BuildStep(FindModelPreset("mixtral-8x7b")->spec, plan);
+  const std::string router(strategies::ops::kRouter);
+  for (const strategies::Op& o : moe.Layer(strategies::LayerKind::kMoe).ops) {
+    if (o.kind != strategies::ComputeKind::kMatmul || o.is_comm()) continue;
+    const bool is_router = o.name == router || o.name == strategies::ops::Dgrad(router) || o.name == strategies::ops::Wgrad(router);
+    EXPECT_EQ(o.sixteen_bit, is_router) << o.name;
+  }
+  EXPECT_EQ(count(moe), 3 + 3);
 }
 
 // wgrad_dtype bf16: the weight gradients' products of an fp8 plan run at 16 bits (torchao's
