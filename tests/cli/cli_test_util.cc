@@ -33,6 +33,12 @@ std::string Describe(const CliResult& r) {
 
 }  // namespace
 
+CliResult RunShardsimWith(const std::vector<std::string>& base, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = base;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return RunShardsim(args);
+}
+
 CliResult RunShardsim(const std::vector<std::string>& args) {
   CliResult result;
   result.command = SHARDSIM_BIN;

@@ -27,6 +27,8 @@ struct CliResult {
 // longer than a generous guard (minutes, far beyond any normal run) is killed by SIGALRM, so a
 // hang shows up as a failed test rather than a stuck suite.
 CliResult RunShardsim(const std::vector<std::string>& args);
+// RunShardsim over `base` followed by `extra` (a test's fixed command and what each case adds).
+CliResult RunShardsimWith(const std::vector<std::string>& base, const std::vector<std::string>& extra);
 
 // Lines in `text`: '\n'-terminated lines, plus a final unterminated one.
 int CountLines(std::string_view text);

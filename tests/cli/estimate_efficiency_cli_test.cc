@@ -127,12 +127,9 @@ TEST(CliEstimateTest, Nvfp4RunsAtTheFp4PeakWhereTheChipHasOne) {
 // wgrad_dtype bf16: an fp8 plan's weight gradients run at 16 bits (a slower step), which the fp8
 // line says; refused with a 16-bit dtype and with FP8 saved inputs, naming the field.
 TEST(CliEstimateTest, WeightGradientsAtSixteenBitsAreCheckedAndSaid) {
-  auto with = [](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set", "global_batch_size=8",
-                                     "--set", "seq_len=8192"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return RunShardsim(args);
-  };
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set", "global_batch_size=8",
+                                         "--set", "seq_len=8192"};
+  auto with = [&](const std::vector<std::string>& extra) { return RunShardsimWith(base, extra); };
   EXPECT_TRUE(IsInputError(with({"--set", "wgrad_dtype=bf16"}), {"wgrad_dtype", "dtype fp8"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "saved_input_dtype=fp8", "--set", "wgrad_dtype=bf16"}), {"wgrad_dtype", "saved_input_dtype bf16"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "wgrad_dtype=fp4"}), {"wgrad_dtype", "bf16", "fp8"}));

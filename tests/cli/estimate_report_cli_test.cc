@@ -112,11 +112,7 @@ TEST(CliEstimateTest, SimulateNamesTheHeaviestStageAsEstimateDoes) {
 TEST(CliEstimateTest, StaticAllocatorSharesTheLossWithARecomputedLayer) {
   const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "tpu-v5p:2x2x2", "--set", "mesh.fsdp=8", "--set", "global_batch_size=8",
                                          "--set", "seq_len=8192", "--set", "recompute=full"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = base;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return RunShardsim(args);
-  };
+  auto with = [&](const std::vector<std::string>& extra) { return RunShardsimWith(base, extra); };
   EXPECT_TRUE(IsInputError(with({"--set", "memory_allocator=pooled"}), {"memory_allocator", "caching", "static"}));
   json caching, shared;
   ASSERT_TRUE(IsJsonSuccess(with({"--json"}), &caching));
