@@ -190,7 +190,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
           << " figure: no NVFP4 GEMM efficiency of its own; 4-bit elements with an E4M3 scale per 16, weights in 16 x 16 blocks)";
     }
     out << ", the output head's" << (model.moe ? " and the routers'" : "") << " at " << FormatFixed(cluster.efficiency.matmul, 3)
-        << " of the 16-bit peak (none of the profiled frameworks converts them)";
+        << " of the 16-bit peak (none of the profiled frameworks converts " << (model.moe ? "them)" : "it)");
     if (SixteenBitWgrad(plan)) out << ", and the weight gradients' products there too (wgrad_dtype bf16" << from(written.wgrad_dtype) << ")";
     if (plan.ep_dispatch_dtype == "fp8") {
       out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, RoutedWidth(model)) << " B per element (ep_dispatch_dtype)";

@@ -160,8 +160,8 @@ struct PlanSpec {
   // The dtype of an fp8 plan's weight-gradient products: "fp8" (the default: Transformer Engine's
   // recipes, torchao's tensorwise and rowwise) or "bf16" (they read the 16-bit inputs and output
   // gradients and run at the 16-bit peak: Transformer Engine's override_linear_precision wgrad,
-  // which Megatron-core sets from TransformerConfig.fp8_wgrad false under delayed scaling only
-  // (--no-fp8-wgrad); torchao's rowwise_with_gw_hp recipe). The products then keep their inputs
+  // which Megatron-core's --no-fp8-wgrad reached before Transformer Engine 2.0 removed it;
+  // torchao's rowwise_with_gw_hp recipe). The products then keep their inputs
   // at 16 bits (saved_input_dtype bf16, which planner::AsFrameworkRuns sets where unset). Empty:
   // fp8. See SixteenBitWgrad.
   std::string wgrad_dtype;

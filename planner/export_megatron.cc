@@ -197,14 +197,7 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     add("--fp8-format", "hybrid");
     // core/enums.py Fp8Recipe; row-wise scaling is none of them (a gap): per-tensor is written.
     const std::string recipe = Fp8RecipeOf(p);
-    // 16-bit weight gradients: TransformerConfig.fp8_wgrad false (--no-fp8-wgrad), which only
-    // delayed scaling honours (fp8_utils.py: override_linear_precision), per tensor as tensorwise.
-    if (SixteenBitWgrad(p) && recipe == "tensorwise") {
-      add("--fp8-recipe", "delayed");
-      add("--no-fp8-wgrad");
-    } else {
-      add("--fp8-recipe", recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise");
-    }
+    add("--fp8-recipe", recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise");
     // FP8 weights, gathered in FP8 by the distributed optimizer or Megatron FSDP.
     if (p.param_gather_dtype == "fp8") add("--fp8-param-gather");
   }
@@ -330,7 +323,6 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
   } else if (p.dtype == "fp8") {
     const std::string recipe = r.Get("--fp8-recipe", "delayed");  // Megatron-core's default
     p.fp8_recipe = recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise";  // delayed and tensorwise scale per tensor
-    if (recipe == "delayed" && (r.Has("--no-fp8-wgrad") || r.Has("--disable-fp8-wgrad"))) p.wgrad_dtype = "bf16";
     if (r.Has("--fp8-param-gather")) p.param_gather_dtype = "fp8";
   }
   p.flash_attention = r.Get("--attention-backend") != "unfused";

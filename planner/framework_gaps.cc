@@ -395,6 +395,11 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (m.moe && f.framework == Framework::kTorchtitan && SixteenBitWgrad(p)) {
     gaps.push_back({"/wgrad_dtype", "wgrad_dtype bf16 beside routed experts: torchtitan's grouped-experts converter runs their weight gradients in FP8 whatever the recipe", "fp8"});
   }
+  // Their grouped converters swap the experts' token dispatcher for a padded one
+  // (components/quantization/utils.py swap_token_dispatcher), which DeepEP's is not.
+  if (m.moe && f.framework == Framework::kTorchtitan && p.dtype == "fp8" && p.fp8_recipe != "nvfp4" && DeduplicatesDispatch(p)) {
+    gaps.push_back({"/ep_dispatcher", "ep_dispatcher deepep beside FP8 routed experts: torchtitan's grouped-experts converters refuse the DeepEP dispatcher", "alltoall"});
+  }
   if (m.moe && f.framework == Framework::kTorchtitan && p.dtype == "fp8" && p.fp8_recipe == "nvfp4") {
     gaps.push_back({"/fp8_recipe", "fp8_recipe nvfp4 beside routed experts: torchtitan has no NVFP4 grouped-experts converter (its experts would run at 16 bits)", "rowwise or mxfp8"});
   }

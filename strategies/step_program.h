@@ -53,7 +53,7 @@ struct Op {
   // A product an fp8 plan runs at 16 bits: at the 16-bit peak and matmul efficiency, with no FP8
   // casts (the output head's, which none of the profiled frameworks converts: Megatron-core builds
   // it as tensor_parallel.ColumnParallelLinear, not a Transformer Engine module, unless
-  // fp8_output_proj with MXFP8; torchtitan's Float8 converter skips "output"; MaxText does not
+  // fp8_output_proj with MXFP8; torchtitan's FP8 configurations filter "lm_head"; MaxText does not
   // quantize the logits matmul) and an MoE router's (Megatron-core's router_gating_linear,
   // torchtitan's "router.gate" filter). Set on fp8 plans' ops only.
   bool sixteen_bit = false;

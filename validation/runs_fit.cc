@@ -227,14 +227,14 @@ GroupFit FitGroup(const std::string& group, std::vector<Prepared>& prepared, con
       if (f.at_bound) f.relative_error = std::nan("");  // held there, or a tied rate its bound stopped
       Field(g.cluster.efficiency, f.name) = f.value;
       figures.push_back(f.name + " " + FormatFixed(f.value, 3) + " (" + std::to_string(f.fit_runs) + " runs" +
-                        (f.name == "matmul" && fp8_runs > 0 ? ", and the output heads of the " + std::to_string(fp8_runs) + " fp8 runs" : "") + ")");
+                        (f.name == "matmul" && fp8_runs > 0 ? ", and the output heads and routers of the " + std::to_string(fp8_runs) + " fp8 runs" : "") + ")");
       if (f.name != "backward") starts.push_back(FormatFixed(base(f), 3));
     }
     // fp8 runs' output heads run at the 16-bit matmul figure (Op::sixteen_bit); with no 16-bit fit
     // run it is not fitted (the heads alone, a few percent of the work, would not determine it).
     const bool matmul_fitted = std::any_of(g.parameters.begin(), g.parameters.end(), [](const FittedParameter& f) { return f.name == "matmul" && f.fit_runs > 0; });
     if (fp8_runs > 0 && !matmul_fitted) {
-      figures.push_back("the fp8 runs' output heads at matmul " + FormatFixed(g.cluster.efficiency.matmul, 3) + " (not fitted: no 16-bit fit run)");
+      figures.push_back("the fp8 runs' output heads and routers at matmul " + FormatFixed(g.cluster.efficiency.matmul, 3) + " (not fitted: no 16-bit fit run)");
     }
     std::string tied;
     if (g.tied) {

@@ -153,9 +153,6 @@ TEST(ExportRoundTripTest, MegatronCore) {
   cases.push_back({"the same, MXFP8", "llama3-70b", "dgx-b200:64", p});
   p.fp8_recipe = "nvfp4";  // --fp4-format e2m1 --fp4-recipe nvfp4
   cases.push_back({"the same, NVFP4", "llama3-70b", "dgx-b200:64", p});
-  p.fp8_recipe = "tensorwise", p.wgrad_dtype = "bf16";  // --fp8-recipe delayed --no-fp8-wgrad
-  cases.push_back({"the same per tensor, its weight gradients in 16 bits", "llama3-70b", "dgx-h100:64", p});
-  p.wgrad_dtype = "";
   p = Plan({{"tensor", 4}, {"context", 2}, {"pipeline", 8}}, 256, 16384);
   p.zero_stage = 2, p.context_kv = "all-gather", p.fsdp_reshard_after_forward = true;
   cases.push_back(

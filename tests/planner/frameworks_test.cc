@@ -347,18 +347,17 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), piped).empty());
   piped.pipeline_buffers = "keep-outputs";
   EXPECT_TRUE(Names(Framework::kTorchtitan, piped, "pipeline_buffers keep-outputs: torchtitan's pipeline stages keep a receive buffer per micro-batch"));
-  // Weight gradients in 16 bits: torchtitan's rowwise_with_gw_hp recipe (rowwise, its default),
-  // Megatron-core's --no-fp8-wgrad under delayed (per-tensor) scaling; MaxText none. The products
-  // then keep 16-bit inputs, whatever the framework keeps otherwise.
+  // Weight gradients in 16 bits: torchtitan's rowwise_with_gw_hp recipe (rowwise, its default);
+  // Megatron-core's --no-fp8-wgrad reaches no recipe of Transformer Engine 2; MaxText none. The
+  // products then keep 16-bit inputs, whatever the framework keeps otherwise.
   PlanSpec gw = Plan({{"fsdp", 8}});
   gw.zero_stage = 3, gw.dtype = "fp8", gw.wgrad_dtype = "bf16";
   EXPECT_TRUE(FrameworkGaps(Framework::kTorchtitan, Llama(), gw).empty());  // unset recipe: its rowwise
-  EXPECT_TRUE(FrameworkGaps(Framework::kMegatronCore, Llama(), gw).empty());  // unset recipe: its tensorwise
   EXPECT_EQ(AsFrameworkRuns(Framework::kMegatronCore, Llama(), gw).saved_input_dtype, "bf16");
+  EXPECT_TRUE(Names(Framework::kMegatronCore, gw, "wgrad_dtype bf16: megatron-core runs its weight-gradient products in FP8"));
   EXPECT_TRUE(Names(Framework::kMaxText, gw, "wgrad_dtype bf16: maxtext runs its weight-gradient products in FP8"));
   gw.fp8_recipe = "mxfp8";
   EXPECT_TRUE(Names(Framework::kTorchtitan, gw, "wgrad_dtype bf16: torchtitan keeps weight-gradient products 16-bit under fp8_recipe rowwise only"));
-  EXPECT_TRUE(Names(Framework::kMegatronCore, gw, "wgrad_dtype bf16: megatron-core keeps weight-gradient products 16-bit under fp8_recipe tensorwise only"));
   // Routed experts: torchtitan's grouped-experts converters take no recipe, and none is NVFP4.
   gw.fp8_recipe = "rowwise";
   auto names = [&](const PlanSpec& plan, const std::string& words) {
@@ -372,6 +371,12 @@ TEST(FrameworksTest, TensorContextExpert) {
   EXPECT_TRUE(names(gw, "fp8_recipe nvfp4 beside routed experts: torchtitan has no NVFP4 grouped-experts converter"));
   gw.fp8_recipe = "mxfp8";
   EXPECT_FALSE(names(gw, "beside routed experts"));
+  // Nor do they take DeepEP's dispatcher (swap_token_dispatcher).
+  PlanSpec fp8_deepep = Plan({{"fsdp", 1}, {"expert", 8}});
+  fp8_deepep.zero_stage = 3, fp8_deepep.dtype = "fp8", fp8_deepep.ep_dispatcher = "deepep";
+  EXPECT_TRUE(names(fp8_deepep, "ep_dispatcher deepep beside FP8 routed experts"));
+  fp8_deepep.dtype = "bf16";
+  EXPECT_FALSE(names(fp8_deepep, "ep_dispatcher deepep beside FP8"));
   // Memory allocation: the PyTorch frameworks' caching allocator, XLA's static assignment for
   // MaxText; a plan that sets none gets its framework's, and the other value is a gap.
   for (const Framework f : {Framework::kMegatronCore, Framework::kTorchtitan, Framework::kDeepSpeed}) {
