@@ -148,9 +148,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // in fp32, gradients in main_grad buffers at the reduction's width.
         .master_weights = "fp32-copy",
         .memory_allocator = "caching",  // PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp)
-        // --no-fp8-wgrad passes override_linear_precision to DelayedScaling (fp8_utils.py), which
-        // Transformer Engine 2.0 removed: no recipe keeps weight gradients 16-bit.
-        .wgrad_bf16_recipe = "",
+        .wgrad_bf16_recipe = "",  // --no-fp8-wgrad sets DelayedScaling's override_linear_precision, gone in TE 2.0
     },
     {
         .framework = Framework::kTorchtitan,

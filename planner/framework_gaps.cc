@@ -390,18 +390,18 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (NumHybridLayers(m, kHybridMamba) > 0 && !f.mamba_layers) {
     gaps.push_back({"", "Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers"});
   }
-  // torchtitan's grouped-experts converters (components/quantization: float8.py, mx.py) take no
-  // recipe_name, and NVFP4 has none: its experts would run at 16 bits.
-  if (m.moe && f.framework == Framework::kTorchtitan && SixteenBitWgrad(p)) {
-    gaps.push_back({"/wgrad_dtype", "wgrad_dtype bf16 beside routed experts: torchtitan's grouped-experts converter runs their weight gradients in FP8 whatever the recipe", "fp8"});
-  }
-  // Their grouped converters swap the experts' token dispatcher for a padded one
-  // (components/quantization/utils.py swap_token_dispatcher), which DeepEP's is not.
-  if (m.moe && f.framework == Framework::kTorchtitan && p.dtype == "fp8" && p.fp8_recipe != "nvfp4" && DeduplicatesDispatch(p)) {
-    gaps.push_back({"/ep_dispatcher", "ep_dispatcher deepep beside FP8 routed experts: torchtitan's grouped-experts converters refuse the DeepEP dispatcher", "alltoall"});
-  }
-  if (m.moe && f.framework == Framework::kTorchtitan && p.dtype == "fp8" && p.fp8_recipe == "nvfp4") {
-    gaps.push_back({"/fp8_recipe", "fp8_recipe nvfp4 beside routed experts: torchtitan has no NVFP4 grouped-experts converter (its experts would run at 16 bits)", "rowwise or mxfp8"});
+  // torchtitan's FP8 routed experts (components/quantization: float8.py, mx.py): the
+  // grouped-experts converters take no recipe_name, swap the token dispatcher for a padded one
+  // that DeepEP's is not (utils.py swap_token_dispatcher), and none is NVFP4.
+  if (m.moe && f.framework == Framework::kTorchtitan && p.dtype == "fp8") {
+    if (SixteenBitWgrad(p)) {
+      gaps.push_back({"/wgrad_dtype", "wgrad_dtype bf16 beside routed experts: torchtitan's grouped-experts converter runs their weight gradients in FP8 whatever the recipe", "fp8"});
+    }
+    if (p.fp8_recipe == "nvfp4") {
+      gaps.push_back({"/fp8_recipe", "fp8_recipe nvfp4 beside routed experts: torchtitan has no NVFP4 grouped-experts converter (its experts would run at 16 bits)", "rowwise or mxfp8"});
+    } else if (DeduplicatesDispatch(p)) {
+      gaps.push_back({"/ep_dispatcher", "ep_dispatcher deepep beside FP8 routed experts: torchtitan's grouped-experts converters refuse the DeepEP dispatcher", "alltoall"});
+    }
   }
   const std::vector<std::string> expert_axes = ExpertAxes(p);
   if (m.moe && !f.moe_folding && expert_axes.size() > (p.mesh.expert > 1 ? 1u : 0u)) {
