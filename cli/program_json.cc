@@ -47,8 +47,11 @@ json OpsJson(const std::vector<strategies::Op>& ops) {
 json ChunkJson(int64_t index, const strategies::Chunk& chunk) {
   const strategies::ChunkLayout& l = chunk.layout;
   json runs = json::array();
-  for (const auto& [kind, count] : chunk.layers)
-    runs.push_back({{"kind", strategies::ToString(kind)}, {"count", count}});
+  for (const strategies::LayerRun& run : chunk.layers) {
+    json r = {{"kind", strategies::ToString(run.kind)}, {"count", run.count}};
+    if (run.sixteen_bit) r["sixteen_bit"] = true;  // decoder layers an fp8 plan keeps at 16 bits
+    runs.push_back(std::move(r));
+  }
   return {{"chunk", index},         {"direction", l.direction},
           {"position", l.position}, {"embedding", l.embedding},
           {"head", l.head},         {"first_layer", l.first_layer},
@@ -61,7 +64,9 @@ json ProgramJson(const strategies::StepProgram& program) {
   json layers = json::array();
   for (const strategies::LayerProgram& layer : program.layer_programs) {
     if (layer.ops.empty()) continue;
-    layers.push_back({{"kind", strategies::ToString(layer.kind)}, {"ops", OpsJson(layer.ops)}});
+    json l = {{"kind", strategies::ToString(layer.kind)}, {"ops", OpsJson(layer.ops)}};
+    if (layer.sixteen_bit) l["sixteen_bit"] = true;  // the kind's 16-bit twin
+    layers.push_back(std::move(l));
   }
   json stages = json::array();
   for (size_t s = 0; s < program.stages.size(); ++s) {

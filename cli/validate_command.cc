@@ -105,9 +105,9 @@ int RunValidate(const ValidateOptions& o, std::ostream& out) {
     std::string dropped;
     // The FP8 recipe's own fields go with it (they need dtype fp8).
     const nlohmann::json written = PlanToJson(plan);
-    for (const char* field : {"fp8_recipe", "ep_dispatch_dtype", "saved_input_dtype", "wgrad_dtype", "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype"}) {
-      overrides.push_back(std::string(field) + "=null");
-      if (written.contains(field)) dropped += std::string(dropped.empty() ? "" : ", ") + field;
+    for (const std::string& field : Fp8RecipeFields()) {
+      overrides.push_back(field + "=null");
+      if (written.contains(field)) dropped += (dropped.empty() ? "" : ", ") + field;
     }
     // fp32 weights are their own master.
     overrides.push_back("master_weights=null");

@@ -21,7 +21,7 @@ constexpr int64_t kMaxSeq = int64_t{1} << 30;
 std::vector<std::string> TopLevelKeys() {
   return {"mesh", "mesh_order", "global_batch_size", "seq_len", "micro_batch_size", "zero_stage", "sequence_parallel",
           "pipeline_schedule", "virtual_stages", "pipeline_rounds", "pipeline_layout", "fsdp_reshard_after_forward", "recompute", "dtype", "grad_reduce_dtype", "cross_entropy", "elementwise_kernels", "fp8_recipe", "ep_dispatch_dtype", "ep_dispatcher", "expert_routing", "saved_input_dtype", "wgrad_dtype", "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype", "sequence_parallel_inputs", "pipeline_buffers", "tensor_overlap_scope", "master_weights", "memory_allocator", "expert_axes", "overlap", "ep_capacity_factor",
-          "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "framework"};
+          "flash_attention", "attention_kernel", "context_kv", "repeat_kv", "offload_layers", "sixteen_bit_first_layers", "sixteen_bit_last_layers", "framework"};
 }
 
 }  // namespace
@@ -54,6 +54,8 @@ json PlanToJson(const PlanSpec& p) {
   if (p.repeat_kv) j["repeat_kv"] = true;
   if (p.pipeline_rounds > 1) j["pipeline_rounds"] = p.pipeline_rounds;
   if (p.offload_layers > 0) j["offload_layers"] = p.offload_layers;
+  if (p.sixteen_bit_first_layers > 0) j["sixteen_bit_first_layers"] = p.sixteen_bit_first_layers;
+  if (p.sixteen_bit_last_layers > 0) j["sixteen_bit_last_layers"] = p.sixteen_bit_last_layers;
   if (!p.grad_reduce_dtype.empty()) j["grad_reduce_dtype"] = p.grad_reduce_dtype;
   if (!p.cross_entropy.empty()) j["cross_entropy"] = p.cross_entropy;
   if (!p.elementwise_kernels.empty()) j["elementwise_kernels"] = p.elementwise_kernels;
@@ -212,6 +214,15 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.context_kv = r.EnumOr("context_kv", "ring", PlanFieldChoices("context_kv"));
   p.repeat_kv = r.BoolOr("repeat_kv", false);
   p.offload_layers = r.IntOr("offload_layers", 0, 0, 1 << 20);
+  for (const char* field : {"sixteen_bit_first_layers", "sixteen_bit_last_layers"}) {
+    if (!r.Has(field)) continue;
+    int64_t& layers = std::string(field) == "sixteen_bit_first_layers" ? p.sixteen_bit_first_layers : p.sixteen_bit_last_layers;
+    layers = r.IntOr(field, 0, 0, 1 << 20);
+    if (layers > 0 && p.dtype != "fp8") {
+      r.Fail(field, std::string(field) + " with dtype " + p.dtype, "dtype fp8 (other plans run every layer at their dtype)",
+             "set dtype to fp8 or drop " + std::string(field));
+    }
+  }
   // "" (or no key): any framework; "megatron" is read as "megatron-core".
   const std::string framework = r.StringOr("framework", "");
   p.framework = CanonicalFrameworkName(framework);

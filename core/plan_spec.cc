@@ -184,6 +184,29 @@ const std::vector<std::string>& Bf16OrFp8Names() {
 const std::vector<std::string>& SavedInputDtypeNames() { return Bf16OrFp8Names(); }
 const std::vector<std::string>& WgradDtypeNames() { return Bf16OrFp8Names(); }
 bool SixteenBitWgrad(const PlanSpec& p) { return p.dtype == "fp8" && p.wgrad_dtype == "bf16"; }
+
+bool HasSixteenBitLayers(const PlanSpec& p) { return p.dtype == "fp8" && p.sixteen_bit_first_layers + p.sixteen_bit_last_layers > 0; }
+
+bool SixteenBitLayer(const PlanSpec& p, int64_t num_layers, int64_t layer) {
+  return HasSixteenBitLayers(p) && (layer < p.sixteen_bit_first_layers || layer >= num_layers - p.sixteen_bit_last_layers);
+}
+
+const std::vector<std::string>& Fp8RecipeFields() {
+  static const std::vector<std::string> kFields = {"fp8_recipe",       "ep_dispatch_dtype", "saved_input_dtype",       "wgrad_dtype",
+                                                   "param_gather_dtype", "fp8_weight_casts", "tensor_gather_dtype", "sixteen_bit_first_layers",
+                                                   "sixteen_bit_last_layers"};
+  return kFields;
+}
+
+PlanSpec AtSixteenBits(PlanSpec p) {
+  const PlanSpec defaults;
+  p.dtype = "bf16";
+  p.fp8_recipe = defaults.fp8_recipe, p.ep_dispatch_dtype = defaults.ep_dispatch_dtype, p.saved_input_dtype = defaults.saved_input_dtype;
+  p.wgrad_dtype = defaults.wgrad_dtype, p.param_gather_dtype = defaults.param_gather_dtype, p.fp8_weight_casts = defaults.fp8_weight_casts;
+  p.tensor_gather_dtype = defaults.tensor_gather_dtype;
+  p.sixteen_bit_first_layers = defaults.sixteen_bit_first_layers, p.sixteen_bit_last_layers = defaults.sixteen_bit_last_layers;
+  return p;
+}
 const std::vector<std::string>& TensorGatherDtypeNames() { return Bf16OrFp8Names(); }
 
 bool GathersSequence(const PlanSpec& p) { return p.mesh.tensor > 1 && p.sequence_parallel; }

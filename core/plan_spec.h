@@ -268,6 +268,15 @@ struct PlanSpec {
   // --cpu-offloading-num-layers (NeMo's activation_offload_layers), MaxText's *_offloaded
   // remat policies. 0: none.
   int64_t offload_layers = 0;
+  // An fp8 plan's decoder layers kept at 16 bits: this many at the model's start and at its end
+  // (global layer numbers, whatever the pipeline layout) run every product, cast and collective of
+  // theirs at 16 bits and keep no FP8 weights, as Megatron-core's --first-last-layers-bf16 with
+  // --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16 does (NeMo 2.0's current-scaling
+  // recipes set 1 and 1, its Nemotron-H ones 2 and 2; its performance scripts turn it off), and
+  // torchtitan's NVFP4 configurations' bf16 tail (their last 15% of layers). 0: none. See
+  // SixteenBitLayer.
+  int64_t sixteen_bit_first_layers = 0;
+  int64_t sixteen_bit_last_layers = 0;
   // The training framework that must run this plan exactly (one of PlanFrameworkNames(), which
   // planner/frameworks.h turns into its planner::Framework); empty: any framework.
   std::string framework;
@@ -443,6 +452,17 @@ const std::vector<std::string>& SavedInputDtypeNames();
 // 16 bits (wgrad_dtype bf16 with dtype fp8).
 const std::vector<std::string>& WgradDtypeNames();
 bool SixteenBitWgrad(const PlanSpec& plan);
+
+// Whether decoder layer `layer` (0-based) of a model of `num_layers` runs at 16 bits in this fp8
+// plan (sixteen_bit_first_layers, sixteen_bit_last_layers); never outside fp8 plans.
+bool SixteenBitLayer(const PlanSpec& plan, int64_t num_layers, int64_t layer);
+bool HasSixteenBitLayers(const PlanSpec& plan);
+// The fields an FP8 recipe owns, which need dtype fp8: its scaling, what it quantises, the
+// layers it leaves at 16 bits.
+const std::vector<std::string>& Fp8RecipeFields();
+// `plan` at 16 bits: dtype bf16 and the FP8 recipe's fields at their defaults. What a decoder layer
+// the plan keeps at 16 bits runs.
+PlanSpec AtSixteenBits(PlanSpec plan);
 
 // The effective fsdp_reshard_after_forward: the plan's, else true without pipeline parallelism and
 // false with it.

@@ -245,7 +245,7 @@ MoeWeights StageModel::MoePointers(const LayerIds& id, bool gradients) {
 }
 
 const strategies::LayerProgram& StageModel::LayerProgramOf(int64_t layer) const {
-  return program_.Layer(strategies::LayerKindOf(model_, layer));
+  return program_.ProgramOfLayer(layer);
 }
 
 const strategies::Op* StageModel::FindOp(const strategies::LayerProgram& layer, std::string_view name) {

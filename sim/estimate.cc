@@ -121,7 +121,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
     for (int64_t c = 0; c < v; ++c) {
       const auto& cost = part_costs[slot(s, c)];
       last_backward += cost[1].total_s + cost[2].total_s;
-      for (const auto& [kind, count] : stage.chunks[static_cast<size_t>(c)].layers) layers += count;
+      for (const auto& [kind, count, sixteen_bit] : stage.chunks[static_cast<size_t>(c)].layers) layers += count;
     }
     // Every stage runs each (chunk, phase) once per micro-batch of the chunk's direction.
     for (int64_t c = 0; c < v; ++c) {
@@ -167,24 +167,24 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
     const strategies::Stage& stage = program.stages[cs];
     // Layer-program runs per step, and of them the offloaded layers' (their host copies, the
     // other collectives costing the same in either).
-    std::array<double, strategies::kLayerKinds> runs{}, offloaded_runs{};
+    std::array<double, strategies::kLayerPrograms> runs{}, offloaded_runs{};
     for (const strategies::Chunk& chunk : stage.chunks) {
       const double times = static_cast<double>(per_direction[static_cast<size_t>(chunk.layout.direction)]);
       const std::vector<int64_t> offloaded = strategies::OffloadedPerRun(plan, chunk);
       for (size_t run = 0; run < chunk.layers.size(); ++run) {
-        const auto& [kind, count] = chunk.layers[run];
+        const strategies::LayerRun& r = chunk.layers[run];
         const int64_t off = offloaded[run];
-        runs[static_cast<size_t>(kind)] += static_cast<double>(count) * times;
-        offloaded_runs[static_cast<size_t>(kind)] += static_cast<double>(off) * times;
+        runs[r.program()] += static_cast<double>(r.count) * times;
+        offloaded_runs[r.program()] += static_cast<double>(off) * times;
       }
     }
-    auto list = [&](const std::vector<std::array<PhaseCost, 3>>& kind_costs, bool host, const std::array<double, strategies::kLayerKinds>& kind_runs) {
+    auto list = [&](const std::vector<std::array<PhaseCost, 3>>& kind_costs, bool host, const std::array<double, strategies::kLayerPrograms>& kind_runs) {
       for (size_t i = 0; i < kind_costs.size(); ++i) {
         if (kind_runs[i] == 0) continue;
         for (const PhaseCost& cost : kind_costs[i]) {
           for (const PhaseCost::Collective& c : cost.collectives) {
             if ((c.op->stream == strategies::Stream::kHost) != host) continue;
-            report.collectives.push_back({c.op->name, strategies::ToString(program.layer_programs[i].kind), c.op->phase, c.op->stream, c.op->collective,
+            report.collectives.push_back({c.op->name, strategies::ProgramName(program.layer_programs[i].kind, program.layer_programs[i].sixteen_bit), c.op->phase, c.op->stream, c.op->collective,
                                           c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s, c.hide_under_s, kind_runs[i],
                                           c.op->overlapped,
                                           c.partner >= 0 ? program.layer_programs[i].ops[static_cast<size_t>(c.partner)].name : std::string()});

@@ -387,11 +387,11 @@ ProgramCosts CostProgram(const strategies::StepProgram& program, const Roofline&
       const strategies::Chunk& chunk = program.stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(c)];
       const std::vector<int64_t> offloaded = strategies::OffloadedPerRun(program.plan, chunk);
       for (size_t run = 0; run < chunk.layers.size(); ++run) {
-        const auto& [kind, count] = chunk.layers[run];
+        const strategies::LayerRun& r = chunk.layers[run];
         const int64_t off = offloaded[run];
         for (size_t ph = 0; ph < 3; ++ph) {
-          AddCost(cost[ph], costs.layers[static_cast<size_t>(kind)][ph], static_cast<double>(count - off));
-          if (off > 0) AddCost(cost[ph], costs.offloaded_layers[static_cast<size_t>(kind)][ph], static_cast<double>(off));
+          AddCost(cost[ph], costs.layers[r.program()][ph], static_cast<double>(r.count - off));
+          if (off > 0) AddCost(cost[ph], costs.offloaded_layers[r.program()][ph], static_cast<double>(off));
         }
       }
     }

@@ -218,7 +218,7 @@ inline int PhaseIndex(strategies::Phase phase) {
 // Per layer program and phase (F, B with recomputation, W), and per (stage, chunk) slot and
 // phase (its layers' costs summed): what a task costs.
 struct ProgramCosts {
-  std::vector<std::array<PhaseCost, 3>> layers;  // indexed by LayerKind
+  std::vector<std::array<PhaseCost, 3>> layers;  // indexed by strategies::LayerRun::program()
   // The same for a layer whose activations are offloaded (with its host copies); empty without
   // offloading.
   std::vector<std::array<PhaseCost, 3>> offloaded_layers;

@@ -40,7 +40,7 @@ TimelineEvent Name(const RawEvent& raw, const StepSetup& setup) {
   const Op* op = nullptr;
   switch (raw.what) {
     case RawEvent::kLayerOp:
-      op = &program.layer_programs[static_cast<size_t>(raw.layer_kind)].ops[static_cast<size_t>(raw.op)];
+      op = &program.layer_programs[static_cast<size_t>(raw.layer_program)].ops[static_cast<size_t>(raw.op)];
       event.key = strategies::OpKey(set.stage, LayerLabel(raw.label), op->name, raw.microbatch);
       break;
     case RawEvent::kStepOp:

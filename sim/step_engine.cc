@@ -58,7 +58,7 @@ class StepEngine {
     // Progress counts layers of tasks, the unit the compute actors advance by.
     for (const ActorSet& set : setup_.sets) {
       for (const strategies::Task& task : lists[static_cast<size_t>(set.stage)]) {
-        for (const auto& [kind, n] : program_.stages[static_cast<size_t>(set.stage)].chunks[static_cast<size_t>(task.chunk)].layers) total_tasks_ += n;
+        for (const auto& [kind, n, sixteen_bit] : program_.stages[static_cast<size_t>(set.stage)].chunks[static_cast<size_t>(task.chunk)].layers) total_tasks_ += n;
       }
     }
     result_.sets.resize(setup_.sets.size());
@@ -323,14 +323,15 @@ class StepEngine {
   // collective overlapped with its own product (a tensor collective's, a context K/V gather's
   // attention) is posted as its part of that product starts and waited for as the part ends.
   // `offloaded`: the layer's activations are offloaded (strategies::OffloadedLayers), so its host
-  // copies run; other layers of the kind skip them.
-  void RunPhase(size_t s, LayerKind kind, Phase phase, int32_t label, int64_t mb, bool offloaded = false) {
-    const auto& actions = setup_.actions[static_cast<size_t>(kind)][static_cast<size_t>(ActionPhase(phase))];
+  // copies run; other layers of the kind skip them. `program`: the layer program's index
+  // (strategies::LayerRun::program).
+  void RunPhase(size_t s, size_t program, Phase phase, int32_t label, int64_t mb, bool offloaded = false) {
+    const auto& actions = setup_.actions[program][static_cast<size_t>(ActionPhase(phase))];
     if (actions.empty()) return;
-    const auto& ops = program_.layer_programs[static_cast<size_t>(kind)].ops;
-    const auto& comm_of = setup_.sets[s].layer_comm[static_cast<size_t>(kind)];
+    const auto& ops = program_.layer_programs[program].ops;
+    const auto& comm_of = setup_.sets[s].layer_comm[program];
     RawEvent base;
-    base.layer_kind = static_cast<int8_t>(kind);
+    base.layer_program = static_cast<int8_t>(program);
     base.phase = static_cast<int8_t>(phase);
     base.set = static_cast<int32_t>(s);
     base.label = label;
@@ -448,7 +449,7 @@ class StepEngine {
       if (ph == 1 && after >= 0 && path_.StageOf(after) != stage) WaitInput(s, 1, slot, task.chunk, mb);
       const strategies::Chunk& chunk = program_stage.chunks[static_cast<size_t>(task.chunk)];
       struct Layer {
-        LayerKind kind;
+        size_t program;
         int32_t label;
         bool offloaded;
       };
@@ -456,24 +457,24 @@ class StepEngine {
       int32_t next = static_cast<int32_t>(chunk.layout.first_layer);
       const std::vector<int64_t> offload = strategies::OffloadedPerRun(program_.plan, chunk);
       for (size_t run = 0; run < chunk.layers.size(); ++run) {
-        const auto& [kind, n] = chunk.layers[run];
-        for (int64_t i = 0; i < n; ++i) {
+        const strategies::LayerRun& r = chunk.layers[run];
+        for (int64_t i = 0; i < r.count; ++i) {
           const bool offloaded = i < offload[run];
-          layers.push_back({kind, kind == LayerKind::kEmbedding ? -1 : kind == LayerKind::kHead ? -2 : next++, offloaded});
+          layers.push_back({r.program(), r.kind == LayerKind::kEmbedding ? -1 : r.kind == LayerKind::kHead ? -2 : next++, offloaded});
         }
       }
       if (ph != 0) std::reverse(layers.begin(), layers.end());
-      for (const auto& [kind, label, offloaded] : layers) {
+      for (const auto& [program, label, offloaded] : layers) {
         ReportProgress();
         if (ph == 0) {
-          RunPhase(s, kind, Phase::kForward, label, mb, offloaded);
+          RunPhase(s, program, Phase::kForward, label, mb, offloaded);
           continue;
         }
         if (ph == 1) {
-          RunPhase(s, kind, Phase::kRecompute, label, mb, offloaded);
-          RunPhase(s, kind, Phase::kBackwardInput, label, mb, offloaded);
+          RunPhase(s, program, Phase::kRecompute, label, mb, offloaded);
+          RunPhase(s, program, Phase::kBackwardInput, label, mb, offloaded);
         }
-        if (ph == 2 || !split) RunPhase(s, kind, Phase::kBackwardWeight, label, mb, offloaded);
+        if (ph == 2 || !split) RunPhase(s, program, Phase::kBackwardWeight, label, mb, offloaded);
         if (t != last_backward[static_cast<size_t>(task.chunk)]) continue;
         for (size_t i = 0; i < step_ops.size(); ++i) {
           if (!step_ops[i].overlapped || set.step_comm[i] < 0) continue;

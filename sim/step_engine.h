@@ -17,7 +17,7 @@ struct RawEvent {
   enum What : int8_t { kLayerOp, kStepOp, kSend, kReceive } what = kLayerOp;
   int8_t waited = 0;      // 1: the compute stream waiting for this (overlapped) collective
   int8_t stream = 0;      // strategies::Stream
-  int8_t layer_kind = 0;  // kLayerOp: strategies::LayerKind
+  int8_t layer_program = 0;  // kLayerOp: its index in StepProgram::layer_programs (LayerRun::program)
   int8_t phase = 0;       // kLayerOp: strategies::Phase
   int32_t set = 0;
   int32_t op = -1;        // kLayerOp: index in the layer program; kStepOp: in the stage's step ops

@@ -43,13 +43,13 @@ DesLoad StepLoad(const StepSetup& setup, int64_t microbatches, bool timeline, in
     load.actors += 1 + static_cast<int64_t>(strategies::kStreams) + static_cast<int64_t>(set.sends.size());
     const strategies::Stage& stage = program.stages[static_cast<size_t>(set.stage)];
     // Every micro-batch runs each phase of every layer of the stage once.
-    std::array<int64_t, strategies::kLayerKinds> layers{};
+    std::array<int64_t, strategies::kLayerPrograms> layers{};
     for (const strategies::Chunk& chunk : stage.chunks) {
-      for (const auto& [kind, n] : chunk.layers) layers[static_cast<size_t>(kind)] += n;
+      for (const strategies::LayerRun& run : chunk.layers) layers[run.program()] += run.count;
     }
     int64_t largest = 0;
     const int64_t activities_before = load.activities;
-    for (size_t k = 0; k < strategies::kLayerKinds; ++k) {
+    for (size_t k = 0; k < strategies::kLayerPrograms; ++k) {
       const double runs = mb * static_cast<double>(layers[k]);
       for (int32_t comm : set.layer_comm[k]) {
         if (comm >= 0) AddComm(set.comms[static_cast<size_t>(comm)], runs, load, largest);

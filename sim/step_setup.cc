@@ -85,7 +85,7 @@ class Preparer {
     for (int64_t s = 0; s < p; ++s) {
       const auto& chunks = program_.stages[static_cast<size_t>(s)].chunks;
       for (size_t c = 0; c < chunks.size(); ++c) {
-        for (const auto& [kind, count] : chunks[c].layers) setup_.stage_layers[static_cast<size_t>(s)] += count;
+        for (const auto& [kind, count, sixteen_bit] : chunks[c].layers) setup_.stage_layers[static_cast<size_t>(s)] += count;
         const auto& slot = costs.slots[costs.Slot(s, static_cast<int64_t>(c))];
         setup_.stage_last_backward_s[static_cast<size_t>(s)] += slot[1].total_s + slot[2].total_s;
       }

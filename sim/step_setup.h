@@ -65,7 +65,7 @@ struct ActorSet {
   int64_t stage = 0;
   std::vector<int64_t> devices;   // the devices it stands for
   // Per layer kind and program op (index into the layer program's ops): collectives, -1 if none.
-  std::array<std::vector<int32_t>, strategies::kLayerKinds> layer_comm;
+  std::array<std::vector<int32_t>, strategies::kLayerPrograms> layer_comm;  // by layer program
   std::vector<int32_t> step_comm;       // per step op (blocking ones and overlapped buckets)
   // What the last backward loses to the overlapped step collectives' kernels
   // (OverlappedStepReduction's borrowed seconds, as the estimate counts them).
@@ -88,7 +88,7 @@ struct StepSetup {
   std::vector<ActorSet> sets;
   std::vector<int64_t> set_of_rank;   // rank -> actor set (-1 when folded away)
   // Per layer kind and phase (F, B, W, R): its actions.
-  std::array<std::array<std::vector<Action>, 4>, strategies::kLayerKinds> actions;
+  std::array<std::array<std::vector<Action>, 4>, strategies::kLayerPrograms> actions;  // by layer program
   std::vector<int64_t> stage_layers;  // per stage: layer entries (the gradient buckets)
   std::vector<double> stage_last_backward_s;  // per stage: one micro-batch's backward, all chunks (the estimate's)
   std::vector<std::string> folded, simulated;  // in words

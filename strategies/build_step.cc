@@ -114,7 +114,7 @@ double ReplicatedOverTensor(const ModelSpec& m, bool sequence_parallel, const St
   const double norm = (m.norm == NormKind::kLayerNorm ? 2 : 1) * d, biases = m.linear_bias ? 2 * d : 0;
   double n = 0;
   for (const Chunk& chunk : stage.chunks) {
-    for (const auto& [kind, count] : chunk.layers) {
+    for (const auto& [kind, count, sixteen_bit] : chunk.layers) {
       const bool mtp = kind == LayerKind::kMtp;
       if (!IsTransformerLayer(kind) && !mtp) continue;
       n += static_cast<double>(count) * MlaDownParams(m);
@@ -228,9 +228,27 @@ constexpr std::array<LayerKind, kTransformerKinds.size() + 1> kCachedKinds = {
     LayerKind::kAttentionOnly, LayerKind::kMlpOnly, LayerKind::kMoeOnly, LayerKind::kMtp};
 static_assert(kCachedKinds[kTransformerKinds.size()] == LayerKind::kMtp);
 
-LayerProgram CachedKindProgram(const ModelSpec& m, const PlanSpec& p, LayerKind kind) {
+// The program index of cache slot `k` (LayerCache::layers_): kCachedKinds, then the transformer
+// kinds' 16-bit twins.
+size_t CachedProgramIndex(size_t k) {
+  if (k < kCachedKinds.size()) return static_cast<size_t>(kCachedKinds[k]);
+  return LayerRun{.kind = kTransformerKinds[k - kCachedKinds.size()], .sixteen_bit = true}.program();
+}
+
+LayerProgram CachedProgram(const ModelSpec& m, const PlanSpec& p, size_t k) {
+  if (k >= kCachedKinds.size()) {
+    // A decoder layer the fp8 plan keeps at 16 bits; none where it keeps none.
+    const LayerKind kind = kTransformerKinds[k - kCachedKinds.size()];
+    if (!HasSixteenBitLayers(p)) return LayerProgram{.kind = kind, .sixteen_bit = true};
+    LayerProgram twin = TransformerLayer(m, AtSixteenBits(p), kind);
+    twin.sixteen_bit = true;
+    // Its products run at 16 bits in the fp8 plan's roofline (Op::sixteen_bit).
+    for (Op& op : twin.ops) op.sixteen_bit = op.kind == ComputeKind::kMatmul && !op.is_comm();
+    return twin;
+  }
+  const LayerKind kind = kCachedKinds[k];
   if (kind != LayerKind::kMtp) return TransformerLayer(m, p, kind);
-  return m.mtp_layers > 0 ? MtpModule(m, p) : LayerProgram{LayerKind::kMtp, {}};
+  return m.mtp_layers > 0 ? MtpModule(m, p) : LayerProgram{.kind = LayerKind::kMtp};
 }
 
 // `plan` with the fields the layer programs do not read set to their defaults.
@@ -255,16 +273,17 @@ void LayerCache::Prepare(const ModelSpec& model, const PlanSpec& plan) {
 
 void LayerCache::Recycle(StepProgram&& program) {
   if (!valid_ || has_layers_ || WithoutSchedule(program.plan) != plan_) return;
-  for (size_t k = 0; k < layers_.size(); ++k) layers_[k] = std::move(program.layer_programs[static_cast<size_t>(kCachedKinds[k])]);
+  for (size_t k = 0; k < layers_.size(); ++k) layers_[k] = std::move(program.layer_programs[CachedProgramIndex(k)]);
   has_layers_ = true;
 }
 
-const std::vector<Op>& LayerCache::StepOps(const PlanSpec& plan, double dense, double expert, double vocab) {
-  for (const auto& [d, e, v, ops] : step_ops_) {
-    if (d == dense && e == expert && v == vocab) return ops;
+const std::vector<Op>& LayerCache::StepOps(const PlanSpec& plan, const Stage& stage) {
+  const std::array<double, 4> key = {stage.dense_params, stage.expert_params, stage.sixteen_bit_params, stage.sixteen_bit_expert_params};
+  for (const auto& [params, ops] : step_ops_) {
+    if (params == key) return ops;
   }
-  step_ops_.emplace_back(dense, expert, vocab, DataParallelStepOps(plan, dense, expert, vocab));
-  return std::get<3>(step_ops_.back());
+  step_ops_.emplace_back(key, DataParallelStepOps(plan, key[0], key[1], key[2], key[3]));
+  return std::get<1>(step_ops_.back());
 }
 
 StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lists, LayerCache* cache) {
@@ -280,10 +299,7 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   auto& programs = program.layer_programs;
   if (cache) cache->Prepare(m, p);
   const bool cached = cache && cache->has_layers_;
-  for (size_t k = 0; k < kCachedKinds.size(); ++k) {
-    const LayerKind kind = kCachedKinds[k];
-    programs[static_cast<size_t>(kind)] = cached ? std::move(cache->layers_[k]) : CachedKindProgram(m, p, kind);
-  }
+  for (size_t k = 0; k < LayerCache::kPrograms; ++k) programs[CachedProgramIndex(k)] = cached ? std::move(cache->layers_[k]) : CachedProgram(m, p, k);
   if (cached) cache->has_layers_ = false;
   const double t = static_cast<double>(p.mesh.tensor);
   const double vocab_params = static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / t;
@@ -330,16 +346,16 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
   }
   for (int64_t s = 0; s < stages; ++s) {
     Stage& stage = program.stages[static_cast<size_t>(s)];
-    double dense = 0, expert = 0, vocab = 0;
+    double dense = 0, expert = 0, vocab = 0, sixteen_bit_dense = 0, sixteen_bit_expert = 0;
     bool holds_embedding = false, holds_head = false;
     for (int64_t c = 0; c < program.layout.chunks; ++c) {
       Chunk chunk;
       chunk.layout = program.layout.Chunk(s, c);
-      auto append = [&chunk](LayerKind kind) {
-        if (!chunk.layers.empty() && chunk.layers.back().first == kind) {
-          ++chunk.layers.back().second;
+      auto append = [&chunk](LayerKind kind, bool sixteen_bit = false) {
+        if (!chunk.layers.empty() && chunk.layers.back().kind == kind && chunk.layers.back().sixteen_bit == sixteen_bit) {
+          ++chunk.layers.back().count;
         } else {
-          chunk.layers.push_back({kind, 1});
+          chunk.layers.push_back({.kind = kind, .count = 1, .sixteen_bit = sixteen_bit});
         }
       };
       if (chunk.layout.embedding) {
@@ -352,10 +368,12 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
       }
       for (int64_t layer = chunk.layout.first_layer; layer < chunk.layout.first_layer + chunk.layout.layers; ++layer) {
         const LayerKind kind = LayerKindOf(m, layer);
-        append(kind);
+        const bool sixteen_bit = SixteenBitLayer(p, m.num_layers, layer);
+        append(kind, sixteen_bit);
         const LayerParams& lp = layer_params[static_cast<size_t>(kind)];
         dense += lp.dense;
         expert += lp.expert;
+        if (sixteen_bit) sixteen_bit_dense += lp.dense, sixteen_bit_expert += lp.expert;
       }
       // The multi-token-prediction modules after the decoder layers, where the layout puts them
       // (beside the head by default). Each runs the shared head and its loss in its own program.
@@ -381,12 +399,13 @@ StepProgram BuildStep(const ModelSpec& m, const PlanSpec& p, TaskLists* task_lis
     if (s == head_stage && head_copied) synced += 1;
     stage.dense_params = dense;
     stage.expert_params = expert;
-    stage.vocab_params = vocab;
+    stage.sixteen_bit_params = vocab + sixteen_bit_dense;
+    stage.sixteen_bit_expert_params = sixteen_bit_expert;
     // Stages of equal parameters (most of a pipeline) share one derivation.
     if (cache) {
-      stage.step_ops = cache->StepOps(p, dense, expert, vocab);
+      stage.step_ops = cache->StepOps(p, stage);
     } else {
-      stage.step_ops = DataParallelStepOps(p, dense, expert, vocab);
+      stage.step_ops = DataParallelStepOps(p, dense, expert, stage.sixteen_bit_params, sixteen_bit_expert);
     }
     // Sequence parallelism: the weights replicated over tensor (norms, the MoE router, learned
     // positions) see a share of the tokens on each tensor rank, so their gradients are summed

@@ -26,15 +26,18 @@ class LayerCache {
   // Empties the cache unless it holds what `plan` shares with its plan. REQUIRES: the same
   // `model` object every time (checked).
   void Prepare(const ModelSpec& model, const PlanSpec& plan);
-  const std::vector<Op>& StepOps(const PlanSpec& plan, double dense, double expert, double vocab);
+  const std::vector<Op>& StepOps(const PlanSpec& plan, const Stage& stage);
 
   const ModelSpec* model_ = nullptr;
   PlanSpec plan_;  // with the default schedule and one virtual stage
   bool valid_ = false, has_layers_ = false;
   // The programs of kTransformerKinds and the multi-token-prediction module (kCachedKinds in
-  // build_step.cc): each depends on the plan but not on its schedule.
-  std::array<LayerProgram, kTransformerKinds.size() + 1> layers_;
-  std::vector<std::tuple<double, double, double, std::vector<Op>>> step_ops_;  // (dense, expert, vocab params) -> ops
+  // build_step.cc), then the transformer kinds' 16-bit twins: each depends on the plan but not
+  // on its schedule.
+  static constexpr size_t kPrograms = 2 * kTransformerKinds.size() + 1;
+  std::array<LayerProgram, kPrograms> layers_;
+  // (dense, expert, their 16-bit params) -> ops
+  std::vector<std::tuple<std::array<double, 4>, std::vector<Op>>> step_ops_;
 };
 
 // Builds one training step. REQUIRES: ValidatePlan(plan, model, plan.mesh.Product(), ...) passed.

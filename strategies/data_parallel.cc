@@ -92,10 +92,11 @@ double GatheredParamBytes(const PlanSpec& p, double params, double sixteen_bit) 
   return (params - sixteen_bit) * ParamGatherBytes(p) + sixteen_bit * ComputeElementBytes(p);
 }
 
-std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, double expert_params, double vocab_params) {
+std::vector<Op> DataParallelStepOps(const PlanSpec& p, double dense_params, double expert_params, double sixteen_bit_dense, double sixteen_bit_expert) {
   std::vector<Op> ops;
   const std::vector<std::tuple<std::string, double, ParamKind, double>> kinds = {
-      {std::string(ops::kDense), dense_params, ParamKind::kDense, vocab_params}, {std::string(ops::kExpert), expert_params, ParamKind::kExpert, 0.0}};
+      {std::string(ops::kDense), dense_params, ParamKind::kDense, sixteen_bit_dense},
+      {std::string(ops::kExpert), expert_params, ParamKind::kExpert, sixteen_bit_expert}};
   double optimizer_params = 0;
   for (const auto& [name, params, kind, vocab] : kinds) {
     optimizer_params += params / Sharding(p, kind).optimizer;

@@ -74,15 +74,16 @@ struct ShardDegrees {
 };
 ShardDegrees Sharding(const PlanSpec& plan, ParamKind kind);
 
-// Bytes an all-gather of `params` parameters moves, `sixteen_bit` of them vocabulary matrices
-// (embedding, output head): those at the compute width, the rest at ParamGatherBytes (FP8 under
+// Bytes an all-gather of `params` parameters moves, `sixteen_bit` of them weights no FP8 recipe
+// casts (vocabulary matrices, decoder layers kept at 16 bits): those at the compute width, the rest at ParamGatherBytes (FP8 under
 // param_gather_dtype fp8; the norms' and routers' few weights counted with them).
 double GatheredParamBytes(const PlanSpec& plan, double params, double sixteen_bit);
 
-// Step-level ops of a stage holding `dense_params` (`vocab_params` of them vocabulary matrices)
-// and `expert_params` (after tensor, pipeline and expert sharding): gradient reduction over the
-// replica axes, the parameter all-gather of ZeRO-1/2, and the optimizer.
-std::vector<Op> DataParallelStepOps(const PlanSpec& plan, double dense_params, double expert_params, double vocab_params);
+// Step-level ops of a stage holding `dense_params` and `expert_params` (after tensor, pipeline and
+// expert sharding; `sixteen_bit_dense` and `sixteen_bit_expert` of them weights no FP8 recipe
+// casts: Stage::sixteen_bit_params): gradient reduction over the replica axes, the parameter
+// all-gather of ZeRO-1/2, and the optimizer.
+std::vector<Op> DataParallelStepOps(const PlanSpec& plan, double dense_params, double expert_params, double sixteen_bit_dense, double sixteen_bit_expert = 0);
 
 // Per-layer gathers and reduce-scatter of a layer holding `dense_params` + `expert_params`
 // (`vocab_params` of the dense ones vocabulary matrices) when parameters are sharded (fsdp > 1 or

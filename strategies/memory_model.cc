@@ -95,7 +95,7 @@ namespace {
 // multi-token-prediction modules).
 bool HoldsAttention(const Stage& stage) {
   for (const Chunk& chunk : stage.chunks) {
-    for (const auto& [kind, count] : chunk.layers) {
+    for (const auto& [kind, count, sixteen_bit] : chunk.layers) {
       if (count > 0 && (BlocksOf(kind).attention || kind == LayerKind::kMtp)) return true;
     }
   }
@@ -205,6 +205,7 @@ struct ChunkActivations {
   double at_work = 0;
 };
 ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
+  const PlanSpec sixteen_bit_plan = AtSixteenBits(program.plan);  // what a 16-bit layer keeps
   ChunkActivations out;
   out.device.assign(stage.chunks.size(), 0);
   out.host.assign(stage.chunks.size(), 0);
@@ -213,9 +214,9 @@ ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
     const std::vector<int64_t> offloaded = OffloadedPerRun(program.plan, stage.chunks[c]);
     double largest = 0;  // one offloaded layer's, the largest
     for (size_t run = 0; run < stage.chunks[c].layers.size(); ++run) {
-      const auto& [kind, count] = stage.chunks[c].layers[run];
+      const auto& [kind, count, sixteen_bit] = stage.chunks[c].layers[run];
       if (IsTransformerLayer(kind)) {
-        const double layer = LayerKindActivationBytes(program.model, program.plan, program.tokens_per_microbatch, kind);
+        const double layer = LayerKindActivationBytes(program.model, sixteen_bit ? sixteen_bit_plan : program.plan, program.tokens_per_microbatch, kind);
         const int64_t off = offloaded[run];
         out.device[c] += static_cast<double>(count - off) * layer;
         out.host[c] += static_cast<double>(off) * layer;
@@ -269,24 +270,22 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     // (a selective-layer layer rebuilds a whole one). For full recomputation that is the layer's
     // activations less its input, which the stored activations count already.
     if (p.recompute != Recompute::kNone && !stage.chunks.empty()) {
-      PlanSpec none = p, kept = p;
-      none.recompute = Recompute::kNone;
-      if (p.recompute == Recompute::kSelectiveLayer) kept.recompute = Recompute::kFull;
-      auto rebuilt = [&](LayerKind kind) {
+      auto rebuilt = [&](LayerKind kind, bool sixteen_bit) {
+        PlanSpec none = sixteen_bit ? AtSixteenBits(p) : p, kept = none;
+        none.recompute = Recompute::kNone;
+        if (p.recompute == Recompute::kSelectiveLayer) kept.recompute = Recompute::kFull;
         return LayerKindActivationBytes(m, none, program.tokens_per_microbatch, kind) - LayerKindActivationBytes(m, kept, program.tokens_per_microbatch, kind);
       };
-      if (IsHybrid(m)) {
-        // A hybrid model's layers differ: the largest the stage recomputes.
-        double largest = 0;
-        for (const Chunk& chunk : stage.chunks) {
-          for (const auto& [kind, count] : chunk.layers) {
-            if (IsTransformerLayer(kind)) largest = std::max(largest, rebuilt(kind));
-          }
+      // A hybrid model's layers differ, and a layer kept at 16 bits may keep more: the largest
+      // the stage recomputes.
+      double largest = 0;
+      for (const Chunk& chunk : stage.chunks) {
+        for (const auto& [kind, count, sixteen_bit] : chunk.layers) {
+          if (IsTransformerLayer(kind) && (IsHybrid(m) || sixteen_bit)) largest = std::max(largest, rebuilt(kind, sixteen_bit));
         }
-        layer_at_work += largest;
-      } else {
-        layer_at_work += rebuilt(TransformerLayerKind(m.moe.has_value(), false));
       }
+      if (!IsHybrid(m)) largest = std::max(largest, rebuilt(TransformerLayerKind(m.moe.has_value(), false), false));
+      layer_at_work += largest;
     }
     // K and V from the other context ranks, for one layer's attention at a time (forward or
     // backward): the all-gather's whole sequence, or the ring's next block.
@@ -331,12 +330,12 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     // The cached FP8 weights: every product's weight on the stage, the dense layers', the experts'
     // and the multi-token-prediction modules' (the vocabulary matrices run at 16 bits; the norms'
     // and routers' few weights are counted with them).
-    b.fp8_weight_cache = Fp8WeightCacheBytes(p) * (stage.params() - stage.vocab_params);
+    b.fp8_weight_cache = Fp8WeightCacheBytes(p) * (stage.params() - stage.sixteen_bit_weights());
     b.buffers += b.fp8_weight_cache;
     if (!ParamShardAxes(p, ParamKind::kDense).empty()) {
       int64_t layers = 0;
       for (const Chunk& chunk : stage.chunks) {
-        for (const auto& [kind, count] : chunk.layers) layers += count;
+        for (const auto& [kind, count, sixteen_bit] : chunk.layers) layers += count;
       }
       // Resharding after forward keeps the current and the prefetched layer gathered; keeping
       // the gathered parameters until the last backward (FSDP2's reshard_after_forward=False,
@@ -347,9 +346,9 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
       if (KeepsGatheredParams(p)) {
         const double unsharded_grads = program.microbatches > 1 ? GradReduceBytes(p) : ComputeElementBytes(p);
         // gathered weights (at the gather's width), unsharded gradients
-        b.buffers += GatheredParamBytes(p, stage.params(), stage.vocab_params) + unsharded_grads * stage.params();
+        b.buffers += GatheredParamBytes(p, stage.params(), stage.sixteen_bit_weights()) + unsharded_grads * stage.params();
       } else if (layers > 0) {
-        b.buffers += 2 * GatheredParamBytes(p, stage.params(), stage.vocab_params) / static_cast<double>(layers);
+        b.buffers += 2 * GatheredParamBytes(p, stage.params(), stage.sixteen_bit_weights()) / static_cast<double>(layers);
       }
     }
     report.stages.push_back(b);

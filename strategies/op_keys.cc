@@ -47,12 +47,12 @@ std::vector<KeyedOp> StageOps(const StepProgram& program, int64_t s) {
     // its module layer 61).
     std::vector<std::pair<const LayerProgram*, std::string>> layers;
     int64_t next = chunk.layout.first_layer;
-    for (const auto& [kind, count] : chunk.layers) {
-      for (int64_t i = 0; i < count; ++i) {
-        const std::string label = kind == LayerKind::kEmbedding ? std::string(kEmbeddingLayer)
-                                  : kind == LayerKind::kHead    ? std::string(kHeadLayer)
-                                                                : DecoderLayer(next++);
-        layers.push_back({&program.Layer(kind), label});
+    for (const LayerRun& run : chunk.layers) {
+      for (int64_t i = 0; i < run.count; ++i) {
+        const std::string label = run.kind == LayerKind::kEmbedding ? std::string(kEmbeddingLayer)
+                                  : run.kind == LayerKind::kHead    ? std::string(kHeadLayer)
+                                                                    : DecoderLayer(next++);
+        layers.push_back({&program.Layer(run), label});
       }
     }
     const bool forward = task.phase == Phase::kForward;

@@ -167,6 +167,11 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
     return Infeasibility{"offload_layers", "offload_layers=" + I(p.offload_layers) + " is more than the " + I(m.num_layers) + " decoder layers of '" + m.name + "'",
                          "0 to " + I(m.num_layers), "offload_layers counts the first decoder layers of each model chunk"};
   }
+  if (HasSixteenBitLayers(p) && p.sixteen_bit_first_layers + p.sixteen_bit_last_layers >= m.num_layers) {
+    return Infeasibility{"sixteen_bit_first_layers", "sixteen_bit_first_layers=" + I(p.sixteen_bit_first_layers) + " and sixteen_bit_last_layers=" + I(p.sixteen_bit_last_layers) +
+                             " keep all " + I(m.num_layers) + " decoder layers of '" + m.name + "' at 16 bits",
+                         "together at most " + I(m.num_layers - 1), "to train every layer at 16 bits set dtype to bf16"};
+  }
   if (p.tensor_gather_dtype == "fp8" && !GathersSequence(p)) {
     return Infeasibility{"tensor_gather_dtype", "tensor_gather_dtype fp8 narrows the sequence-parallel all-gathers, which this plan does not run (tensor=" + I(mesh.tensor) +
                              (p.sequence_parallel ? "" : ", no sequence_parallel") + ")",

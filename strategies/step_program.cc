@@ -72,6 +72,12 @@ LayerKind HybridBlockKind(char symbol) {
   }
 }
 
+std::string ProgramName(LayerKind kind, bool sixteen_bit) { return ToString(kind) + (sixteen_bit ? "-16bit" : ""); }
+
+const LayerProgram& StepProgram::ProgramOfLayer(int64_t layer) const {
+  return Layer(LayerRun{.kind = LayerKindOf(model, layer), .sixteen_bit = SixteenBitLayer(plan, model.num_layers, layer)});
+}
+
 LayerKind LayerKindOf(const ModelSpec& model, int64_t layer) {
   if (IsHybrid(model)) return HybridBlockKind(model.hybrid_pattern[static_cast<size_t>(layer)]);
   return TransformerLayerKind(IsMoeLayer(model, layer), IsLocalAttentionLayer(model, layer));
@@ -177,7 +183,7 @@ std::string DumpProgram(const StepProgram& program) {
       << " tokens_per_microbatch=" << program.tokens_per_microbatch << " model_flops=" << g(program.model_flops_per_step) << "\n";
   for (const LayerProgram& layer : program.layer_programs) {
     if (layer.ops.empty()) continue;
-    out << "layer " << ToString(layer.kind) << "\n";
+    out << "layer " << ProgramName(layer.kind, layer.sixteen_bit) << "\n";
     for (const Op& op : layer.ops) {
       out << "  " << ToString(op.phase) << " " << ToString(op.stream) << " " << op.name;
       if (op.is_comm()) {
@@ -197,7 +203,7 @@ std::string DumpProgram(const StepProgram& program) {
     for (size_t c = 0; c < stage.chunks.size(); ++c) {
       const ChunkLayout& l = stage.chunks[c].layout;
       out << "  chunk " << c << " direction=" << l.direction << " position=" << l.position << " layers=" << l.first_layer << "+" << l.layers << ":";
-      for (const auto& [kind, count] : stage.chunks[c].layers) out << " " << ToString(kind) << "x" << count;
+      for (const LayerRun& run : stage.chunks[c].layers) out << " " << ProgramName(run.kind, run.sixteen_bit) << "x" << run.count;
       out << "\n";
     }
     out << "  tasks:";
@@ -212,7 +218,7 @@ std::string DumpProgram(const StepProgram& program) {
 
 int64_t OffloadedLayers(const PlanSpec& plan, const Chunk& chunk) {
   int64_t layers = 0;
-  for (const auto& [kind, count] : chunk.layers) layers += IsTransformerLayer(kind) ? count : 0;
+  for (const auto& [kind, count, sixteen_bit] : chunk.layers) layers += IsTransformerLayer(kind) ? count : 0;
   return std::min(plan.offload_layers, layers);
 }
 
@@ -220,7 +226,7 @@ std::vector<int64_t> OffloadedPerRun(const PlanSpec& plan, const Chunk& chunk) {
   int64_t left = OffloadedLayers(plan, chunk);
   std::vector<int64_t> runs;
   runs.reserve(chunk.layers.size());
-  for (const auto& [kind, count] : chunk.layers) {
+  for (const auto& [kind, count, sixteen_bit] : chunk.layers) {
     const int64_t off = IsTransformerLayer(kind) ? std::min(left, count) : 0;
     left -= off;
     runs.push_back(off);

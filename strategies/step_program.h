@@ -121,11 +121,18 @@ LayerKind LayerKindOf(const ModelSpec& model, int64_t layer);
 // The hybrid layer kind of a hybrid symbol (ModelSpec::hybrid_pattern, mtp_pattern).
 LayerKind HybridBlockKind(char symbol);
 
+// The layer programs: one per kind, then each decoder kind's 16-bit twin, which an fp8 plan's
+// decoder layers kept at 16 bits run (PlanSpec::sixteen_bit_first_layers, _last_layers).
+inline constexpr int kLayerPrograms = 2 * kLayerKinds;
+
 // The ops of one layer for one micro-batch, all phases, in issue order within each phase.
 struct LayerProgram {
   LayerKind kind = LayerKind::kDense;
-  std::vector<Op> ops;  // empty for a kind the model lacks (MoE in a dense model)
+  bool sixteen_bit = false;  // the kind's 16-bit twin in an fp8 plan
+  std::vector<Op> ops;       // empty for a kind the model lacks (MoE in a dense model)
 };
+// A layer program's name in reports: its kind's (ToString), "-16bit" after a 16-bit twin's.
+std::string ProgramName(LayerKind kind, bool sixteen_bit);
 
 // A pipeline task: one micro-batch through one model chunk of a stage, one phase.
 // Eight bytes: schedules of thousands of micro-batches over many stages are built per plan.
@@ -135,17 +142,30 @@ struct Task {
   Phase phase = Phase::kForward;
 };
 
+// `count` layers in a row that run one layer program.
+struct LayerRun {
+  LayerKind kind = LayerKind::kDense;
+  int64_t count = 0;
+  bool sixteen_bit = false;  // decoder layers an fp8 plan keeps at 16 bits
+  // Its program's index in StepProgram::layer_programs.
+  size_t program() const { return static_cast<size_t>(kind) + (sixteen_bit ? static_cast<size_t>(kLayerKinds) : 0); }
+  bool operator==(const LayerRun&) const = default;
+};
+
 struct Chunk {
   ChunkLayout layout;  // where it sits and which layers it holds (stage_layout.h)
-  // The layer programs it runs, in execution order: (kind, how many in a row).
-  std::vector<std::pair<LayerKind, int64_t>> layers;
+  // The layer programs it runs, in execution order, as runs of one program.
+  std::vector<LayerRun> layers;
 };
 
 struct Stage {
   std::vector<Chunk> chunks;  // the schedule's chunks per stage
   double dense_params = 0;    // parameters held after tensor / pipeline sharding, replicated over expert
   double expert_params = 0;   // routed experts' parameters held (after expert sharding)
-  double vocab_params = 0;    // of dense_params: the embedding tables, the head and their copies (16-bit weights under any recipe)
+  // Of dense_params and expert_params, the weights no FP8 recipe casts: the embedding tables, the
+  // head and their copies, and the decoder layers an fp8 plan keeps at 16 bits.
+  double sixteen_bit_params = 0, sixteen_bit_expert_params = 0;
+  double sixteen_bit_weights() const { return sixteen_bit_params + sixteen_bit_expert_params; }
   double params() const { return dense_params + expert_params; }
   double activation_peak_bytes = 0;  // stored activations at the schedule's peak (memory model)
   std::vector<Op> step_ops;   // once per step: gradient reduction, parameter gathers, optimizer
@@ -157,7 +177,7 @@ struct StepProgram {
   const Schedule* schedule = nullptr;  // the plan's pipeline schedule
   int64_t microbatches = 0;            // per data-parallel replica
   int64_t tokens_per_microbatch = 0;   // per device, after context parallelism
-  std::array<LayerProgram, kLayerKinds> layer_programs;  // indexed by LayerKind
+  std::array<LayerProgram, kLayerPrograms> layer_programs;  // indexed by LayerRun::program()
   std::vector<Stage> stages;           // one per pipeline rank
   StageLayout layout;                  // the same chunks, as the layout decided them
   Op pipeline_send;                    // activation (forward) / gradient (backward) between stages
@@ -167,6 +187,9 @@ struct StepProgram {
   double palm_flops_per_step = 0;
 
   const LayerProgram& Layer(LayerKind kind) const { return layer_programs[static_cast<size_t>(kind)]; }
+  const LayerProgram& Layer(const LayerRun& run) const { return layer_programs[run.program()]; }
+  // The program the model's decoder layer `layer` (0-based) runs.
+  const LayerProgram& ProgramOfLayer(int64_t layer) const;
 };
 
 // Decoder layers of `chunk` whose kept activations the plan offloads to host memory

@@ -80,8 +80,8 @@ TEST(Fp8WeightCastsTest, PerStepCastsKeepAnFp8CopyAndItsTranspose) {
   const StepProgram with = BuildStep(GptModel(4, 1024, 16), p), without = BuildStep(GptModel(4, 1024, 16), each);
   const MemoryBreakdown a = EstimateMemory(with).peak, b = EstimateMemory(without).peak;
   const Stage& stage = with.stages[0];
-  ASSERT_GT(stage.params() - stage.vocab_params, 0);
-  EXPECT_DOUBLE_EQ(a.fp8_weight_cache, 2 * (stage.params() - stage.vocab_params));
+  ASSERT_GT(stage.params() - stage.sixteen_bit_params, 0);
+  EXPECT_DOUBLE_EQ(a.fp8_weight_cache, 2 * (stage.params() - stage.sixteen_bit_params));
   EXPECT_EQ(b.fp8_weight_cache, 0);
   EXPECT_NEAR(a.buffers - b.buffers, a.fp8_weight_cache, 1e-6 * a.buffers);
 }
@@ -98,8 +98,8 @@ TEST(Fp8WeightCastsTest, EveryStageCachesItsWeightsExpertsIncluded) {
   for (size_t s = 0; s < report.stages.size(); ++s) {
     const Stage& stage = program.stages[s];
     ASSERT_GT(stage.expert_params, 0) << s;
-    EXPECT_DOUBLE_EQ(report.stages[s].fp8_weight_cache, 2 * (stage.dense_params - stage.vocab_params + stage.expert_params)) << s;
-    EXPECT_GT(report.stages[s].fp8_weight_cache, 2 * (stage.dense_params - stage.vocab_params)) << s;
+    EXPECT_DOUBLE_EQ(report.stages[s].fp8_weight_cache, 2 * (stage.dense_params - stage.sixteen_bit_params + stage.expert_params)) << s;
+    EXPECT_GT(report.stages[s].fp8_weight_cache, 2 * (stage.dense_params - stage.sixteen_bit_params)) << s;
   }
   p.fp8_recipe = "blockwise";  // an fp32 scale per 128 x 128 tile in each copy
   EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (1 + 4.0 / 16384));

@@ -33,7 +33,7 @@ const Op* Find(const LayerProgram& layer, std::string_view name, Phase phase = P
 TEST(HybridLayersTest, StageRunsThePatternsKindsAndHoldsTheModel) {
   const StepProgram program = BuildStep(Nano(), Plan(1, 1, 1, 8, 4096));
   std::map<LayerKind, int64_t> kinds;
-  for (const auto& [kind, count] : program.stages[0].chunks[0].layers) kinds[kind] += count;
+  for (const auto& [kind, count, sixteen_bit] : program.stages[0].chunks[0].layers) kinds[kind] += count;
   EXPECT_EQ(kinds[LayerKind::kMamba], 23);
   EXPECT_EQ(kinds[LayerKind::kMoeOnly], 23);
   EXPECT_EQ(kinds[LayerKind::kAttentionOnly], 6);

@@ -178,13 +178,13 @@ TEST(BufferMemoryTest, Fp8GatheredWeightsHoldAndMoveOneByte) {
   };
   const StepProgram program = BuildStep(m, p);
   const Stage& first = program.stages[0];
-  EXPECT_GT(first.vocab_params, 0);
-  EXPECT_EQ(program.stages[1].vocab_params, 0);
+  EXPECT_GT(first.sixteen_bit_params, 0);
+  EXPECT_EQ(program.stages[1].sixteen_bit_params, 0);
   const auto [held16, moved16] = at("bf16", 0);
   const auto [held8, moved8] = at("fp8", 0);
-  EXPECT_NEAR(held16 - held8, first.params() - first.vocab_params, 1);
-  EXPECT_NEAR(moved16 - moved8, first.params() - first.vocab_params, 1);
-  EXPECT_NEAR(moved8, (first.params() - first.vocab_params) * 1 + first.vocab_params * 2, 1);
+  EXPECT_NEAR(held16 - held8, first.params() - first.sixteen_bit_params, 1);
+  EXPECT_NEAR(moved16 - moved8, first.params() - first.sixteen_bit_params, 1);
+  EXPECT_NEAR(moved8, (first.params() - first.sixteen_bit_params) * 1 + first.sixteen_bit_params * 2, 1);
   p.fsdp_reshard_after_forward = true;
   const auto [layers16, layer_moved16] = at("bf16", 1);
   const auto [layers8, layer_moved8] = at("fp8", 1);

@@ -24,7 +24,7 @@ double ProgramFlops(const StepProgram& program) {
   for (size_t s = 0; s < program.stages.size(); ++s) {
     const Stage& stage = program.stages[s];
     for (const Task& task : StageTasks(program, static_cast<int64_t>(s))) {
-      for (const auto& [kind, count] : stage.chunks[static_cast<size_t>(task.chunk)].layers) {
+      for (const auto& [kind, count, sixteen_bit] : stage.chunks[static_cast<size_t>(task.chunk)].layers) {
         per_pipeline += static_cast<double>(count) * PhaseFlops(program.Layer(kind), task.phase);
       }
     }
@@ -59,8 +59,8 @@ TEST(StepProgramTest, FlopsAddUpToSixNPlusAttention) {
     EXPECT_GT(program.model_flops_per_step, 1.01 * base.model_flops_per_step);
     const auto& last = program.stages.back().chunks.back().layers;
     ASSERT_GE(last.size(), 2u);
-    EXPECT_EQ(last[last.size() - 2], (std::pair<LayerKind, int64_t>{LayerKind::kMtp, 1}));  // after the layers, before the head
-    EXPECT_EQ(last.back().first, LayerKind::kHead);
+    EXPECT_EQ(last[last.size() - 2], (LayerRun{.kind = LayerKind::kMtp, .count = 1}));  // after the layers, before the head
+    EXPECT_EQ(last.back().kind, LayerKind::kHead);
     EXPECT_GT(program.stages.back().params(), program.stages.front().params());
   }
   // gpt-oss: local layers over a 128-token window alternating with global ones. A blockwise
@@ -98,7 +98,7 @@ TEST(StepProgramTest, HybridMtpModulesRunTheirPattern) {
   EXPECT_FALSE(has("mamba"));
   const auto& last = own.stages.back().chunks.back().layers;
   ASSERT_GE(last.size(), 2u);
-  EXPECT_EQ(last[last.size() - 2], (std::pair<LayerKind, int64_t>{LayerKind::kMtp, 2}));
+  EXPECT_EQ(last[last.size() - 2], (LayerRun{.kind = LayerKind::kMtp, .count = 2}));
   m.mtp_shared_weights = true;
   const StepProgram shared = BuildStep(m, p);
   EXPECT_DOUBLE_EQ(shared.model_flops_per_step, own.model_flops_per_step);
@@ -467,7 +467,7 @@ TEST(StepProgramTest, UnevenStagesHoldOneLayerLessAtTheEnds) {
   int64_t total = 0;
   for (size_t s = 0; s < program.stages.size(); ++s) {
     int64_t layers = 0;
-    for (const auto& [kind, count] : program.stages[s].chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;
+    for (const auto& [kind, count, sixteen_bit] : program.stages[s].chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;
     EXPECT_EQ(layers, s == 0 || s == 15 ? 7 : 8) << "stage " << s;
     total += layers;
   }
@@ -500,7 +500,7 @@ TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
   EXPECT_EQ(program.layer_programs.size(), 11u);
   int64_t layers = 0;
   for (const Stage& stage : program.stages) {
-    for (const auto& [kind, count] : stage.chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;
+    for (const auto& [kind, count, sixteen_bit] : stage.chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;
   }
   EXPECT_EQ(layers, 126);
 }
@@ -515,8 +515,8 @@ TEST(StepProgramTest, LocalLayersAreTheirOwnKind) {
   EXPECT_TRUE(program.Layer(LayerKind::kMoeLocal).ops.empty());
   for (const Stage& stage : program.stages) {
     std::vector<std::pair<LayerKind, int64_t>> layers;
-    for (const auto& entry : stage.chunks[0].layers) {
-      if (IsTransformerLayer(entry.first)) layers.push_back(entry);
+    for (const LayerRun& run : stage.chunks[0].layers) {
+      if (IsTransformerLayer(run.kind)) layers.push_back({run.kind, run.count});
     }
     // Eight layers per stage: three local, one global, twice.
     const std::vector<std::pair<LayerKind, int64_t>> expected = {
