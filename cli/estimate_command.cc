@@ -192,6 +192,18 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
     out << ", the output head's" << (model.moe ? " and the routers'" : "") << " at " << FormatFixed(cluster.efficiency.matmul, 3)
         << " of the 16-bit peak (none of the profiled frameworks converts " << (model.moe ? "them)" : "it)");
     if (SixteenBitWgrad(plan)) out << ", and the weight gradients' products there too (wgrad_dtype bf16" << from(written.wgrad_dtype) << ")";
+    if (HasSixteenBitLayers(plan)) {
+      // Which decoder layers: the first and the last ones, numbered from 0.
+      auto span = [](int64_t from_layer, int64_t count) {
+        return count == 1 ? "layer " + std::to_string(from_layer) : "layers " + std::to_string(from_layer) + "-" + std::to_string(from_layer + count - 1);
+      };
+      std::vector<std::string> kept;
+      if (plan.sixteen_bit_first_layers > 0) kept.push_back(span(0, plan.sixteen_bit_first_layers) + " (sixteen_bit_first_layers)");
+      if (plan.sixteen_bit_last_layers > 0) {
+        kept.push_back(span(model.num_layers - plan.sixteen_bit_last_layers, plan.sixteen_bit_last_layers) + " (sixteen_bit_last_layers)");
+      }
+      out << "; decoder " << kept.front() << (kept.size() > 1 ? " and " + kept.back() : "") << " run at 16 bits (their products at the 16-bit peak with no FP8 casts or weights, their gathers, dispatch and kept inputs at 16 bits)";
+    }
     if (plan.ep_dispatch_dtype == "fp8") {
       out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, RoutedWidth(model)) << " B per element (ep_dispatch_dtype)";
     }

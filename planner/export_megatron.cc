@@ -201,6 +201,14 @@ std::vector<Setting> MegatronSettings(const ModelSpec& m, const PlanSpec& p) {
     // FP8 weights, gathered in FP8 by the distributed optimizer or Megatron FSDP.
     if (p.param_gather_dtype == "fp8") add("--fp8-param-gather");
   }
+  // fp8_utils.py / fp4_utils.py: global layer numbers below the first count or in the last one
+  // run outside the FP8 (FP4) context, their weights made outside fp8_model_init. Both counts
+  // written: each defaults to 1.
+  if (HasSixteenBitLayers(p)) {
+    add("--first-last-layers-bf16");
+    add("--num-layers-at-start-in-bf16", I(p.sixteen_bit_first_layers));
+    add("--num-layers-at-end-in-bf16", I(p.sixteen_bit_last_layers));
+  }
   return s;
 }
 
@@ -324,6 +332,10 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
     const std::string recipe = r.Get("--fp8-recipe", "delayed");  // Megatron-core's default
     p.fp8_recipe = recipe == "blockwise" || recipe == "mxfp8" ? recipe : "tensorwise";  // delayed and tensorwise scale per tensor
     if (r.Has("--fp8-param-gather")) p.param_gather_dtype = "fp8";
+  }
+  if (p.dtype == "fp8" && r.Has("--first-last-layers-bf16")) {
+    p.sixteen_bit_first_layers = r.Int("--num-layers-at-start-in-bf16", 1);  // transformer_config.py's defaults
+    p.sixteen_bit_last_layers = r.Int("--num-layers-at-end-in-bf16", 1);
   }
   p.flash_attention = r.Get("--attention-backend") != "unfused";
   if (p.ep_dispatch_dtype == "fp8" && p.fp8_recipe != "mxfp8") {

@@ -68,6 +68,37 @@ std::vector<ChunkParts> ReadParts(const SettingReader& r, const std::string& tex
   return parts;
 }
 
+// Decoder layers [first, end) as converter fqns, each "layers.N." (the trailing dot keeps
+// layers.1 from matching layers.10: nvfp4.py nvfp4_bf16_tail_fqns).
+std::string LayerFqns(int64_t first, int64_t end) { return "[f\"layers.{i}.\" for i in range(" + I(first) + ", " + I(end) + ")]"; }
+
+// The 16-bit decoder layers a converter expression names (LayerFqns' ranges): as filter_fqns, the
+// 16-bit ones (Float8LinearConverter); as fqns, the converted ones (MXFP8, NVFP4).
+void ReadSixteenBitLayers(const SettingReader& r, const std::string& converters, const ModelSpec& m, PlanSpec& p) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (size_t at = converters.find("range("); at != std::string::npos; at = converters.find("range(", at + 1)) {
+    const size_t comma = converters.find(',', at);
+    if (comma == std::string::npos) r.Fail(kConverters, "expected range(first, end) in the layers' fqns");
+    ranges.push_back({std::atoll(converters.c_str() + at + 6), std::atoll(converters.c_str() + comma + 1)});
+  }
+  if (ranges.empty() && converters.find("layers.") != std::string::npos) {
+    r.Fail(kConverters, "name decoder layers as [f\"layers.{i}.\" for i in range(first, end)] (shardsim reads the first and last layers kept at 16 bits)");
+  }
+  const int64_t layers = m.num_layers;
+  const bool converted = converters.find("filter_fqns") == std::string::npos;  // fqns list the converted layers
+  for (const auto& [first, end] : ranges) {
+    if (converted && ranges.size() == 1) {
+      p.sixteen_bit_first_layers = first, p.sixteen_bit_last_layers = layers - end;
+    } else if (!converted && first == 0) {
+      p.sixteen_bit_first_layers = end;
+    } else if (!converted && end == layers) {
+      p.sixteen_bit_last_layers = layers - first;
+    } else {
+      r.Fail(kConverters, "16-bit layers range(" + I(first) + ", " + I(end) + ") are neither the first nor the last of the " + I(layers) + " decoder layers");
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
@@ -127,12 +158,18 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   // own FP8 configurations leave them (models/deepseek_v3/config_registry.py: filter_fqns
   // ["lm_head", "router.gate"], fqns ["attention", "shared_experts", "feed_forward"]); routed
   // experts take the grouped-experts converter beside it.
+  // Decoder layers kept at 16 bits: left out by name (Float8's filter_fqns), or the converted
+  // ones named (MXFP8's and NVFP4's fqns, as torchtitan's NVFP4 configurations keep a bf16 tail).
   if (p.dtype == "fp8") {
-    const std::string layers = "fqns=[\"attention\", \"shared_experts\", \"feed_forward\"]";
+    const int64_t first = p.sixteen_bit_first_layers, end = m.num_layers - p.sixteen_bit_last_layers;
+    const std::string layers = HasSixteenBitLayers(p) ? "fqns=" + LayerFqns(first, end) : "fqns=[\"attention\", \"shared_experts\", \"feed_forward\"]";
+    std::string filter = "[\"lm_head\", \"router.gate\"]";
+    if (HasSixteenBitLayers(p) && first > 0) filter += " + " + LayerFqns(0, first);
+    if (HasSixteenBitLayers(p) && end < m.num_layers) filter += " + " + LayerFqns(end, m.num_layers);
     std::string converters = p.fp8_recipe == "mxfp8"   ? "MXFP8LinearConverter.Config(" + layers + ")"
                              : p.fp8_recipe == "nvfp4" ? "NVFP4LinearConverter.Config(" + layers + ")"
                                                        : std::string("Float8LinearConverter.Config(") +
-                                                             (SixteenBitWgrad(p) ? "recipe_name=\"rowwise_with_gw_hp\", " : "") + "filter_fqns=[\"lm_head\", \"router.gate\"])";
+                                                             (SixteenBitWgrad(p) ? "recipe_name=\"rowwise_with_gw_hp\", " : "") + "filter_fqns=" + filter + ")";
     if (m.moe && p.fp8_recipe != "nvfp4") {
       converters += p.fp8_recipe == "mxfp8" ? ", MXFP8GroupedExpertsConverter.Config(pad_multiple=128)" : ", Float8GroupedExpertsConverter.Config()";
     }
@@ -205,6 +242,7 @@ PlanSpec TorchtitanPlan(const SettingReader& r, const ModelSpec& m) {
     p.fp8_recipe = converters.find("MXFP8") != std::string::npos ? "mxfp8" : converters.find("NVFP4") != std::string::npos ? "nvfp4" : "rowwise";
     // torchao's rowwise_with_gw_hp recipe: the weight gradients' products in 16 bits.
     if (converters.find("rowwise_with_gw_hp") != std::string::npos) p.wgrad_dtype = "bf16";
+    ReadSixteenBitLayers(r, converters, m, p);
   }
   if (r.Has(kCommBackend)) {
     const std::string backend = r.Text(kCommBackend);

@@ -149,6 +149,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .master_weights = "fp32-copy",
         .memory_allocator = "caching",  // PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp)
         .wgrad_bf16_recipe = "",  // --no-fp8-wgrad sets DelayedScaling's override_linear_precision, gone in TE 2.0
+        .sixteen_bit_layers_setting = "--first-last-layers-bf16",  // fp8_utils.py is_first_last_bf16_layer (global layer numbers)
     },
     {
         .framework = Framework::kTorchtitan,
@@ -276,6 +277,7 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         .master_weights = "fp32",
         .memory_allocator = "caching",  // components/metrics.py reports its reserved_bytes.all.peak
         .wgrad_bf16_recipe = "rowwise",  // Float8LinearConverter.Config(recipe_name="rowwise_with_gw_hp")
+        .sixteen_bit_layers_setting = "the converters' fqns",  // quantization/nvfp4.py nvfp4_bf16_tail_fqns: "layers.N." per layer
     },
     {
         .framework = Framework::kMaxText,
@@ -376,7 +378,6 @@ constexpr std::array<FrameworkFacts, 4> kFrameworks = {{
         // adam keeps mu and nu in the parameters' dtype.
         .master_weights = "fp32",
         .memory_allocator = "static",  // XLA's buffer assignment: buffers by liveness, fixed at compile time
-        .wgrad_bf16_recipe = "",
     },
     {
         .framework = Framework::kDeepSpeed,

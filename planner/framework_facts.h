@@ -192,6 +192,9 @@ struct FrameworkFacts {
   // The fp8_recipe under which it runs the weight-gradient products at 16 bits
   // (PlanSpec::wgrad_dtype bf16); "" where it cannot.
   std::string_view wgrad_bf16_recipe;
+  // The setting that keeps an fp8 plan's first and last decoder layers at 16 bits
+  // (PlanSpec::sixteen_bit_first_layers, _last_layers); "" where none does.
+  std::string_view sixteen_bit_layers_setting;
 };
 
 // The row of `framework`.

@@ -167,6 +167,11 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
                                                                      : " keeps weight-gradient products 16-bit under fp8_recipe " + std::string(f.wgrad_bf16_recipe) + " only"),
                     f.wgrad_bf16_recipe.empty() ? "fp8" : "fp8, or fp8_recipe " + std::string(f.wgrad_bf16_recipe)});
   }
+  if (HasSixteenBitLayers(p) && f.sixteen_bit_layers_setting.empty()) {
+    gaps.push_back({"/sixteen_bit_first_layers", "decoder layers kept at 16 bits (sixteen_bit_first_layers, sixteen_bit_last_layers): " + std::string(f.name) +
+                                                     " runs every decoder layer at the plan's FP8 recipe (no setting keeps some at 16 bits)",
+                    "0"});
+  }
   if (!p.memory_allocator.empty() && p.memory_allocator != f.memory_allocator) {
     gaps.push_back({"/memory_allocator", "memory_allocator " + p.memory_allocator + ": " + std::string(f.name) + " allocates " +
                                              (f.memory_allocator == "static" ? "its buffers by liveness at compile time (XLA)" : "through PyTorch's caching allocator")});
@@ -390,12 +395,23 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (NumHybridLayers(m, kHybridMamba) > 0 && !f.mamba_layers) {
     gaps.push_back({"", "Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers"});
   }
+  // Megatron-core bounds each count by a pipeline stage's layers (transformer_config.py
+  // __post_init__: num_layers // pipeline_model_parallel_size).
+  const int64_t per_stage = m.num_layers / p.mesh.pipeline;
+  if (f.framework == Framework::kMegatronCore && HasSixteenBitLayers(p) && std::max(p.sixteen_bit_first_layers, p.sixteen_bit_last_layers) > per_stage) {
+    gaps.push_back({p.sixteen_bit_first_layers > per_stage ? "/sixteen_bit_first_layers" : "/sixteen_bit_last_layers",
+                    "more decoder layers kept at 16 bits at one end than a pipeline stage's " + std::to_string(per_stage) + ": megatron-core refuses it",
+                    "0 to " + std::to_string(per_stage) + " at each end"});
+  }
   // torchtitan's FP8 routed experts (components/quantization: float8.py, mx.py): the
   // grouped-experts converters take no recipe_name, swap the token dispatcher for a padded one
   // that DeepEP's is not (utils.py swap_token_dispatcher), and none is NVFP4.
   if (m.moe && f.framework == Framework::kTorchtitan && p.dtype == "fp8") {
     if (SixteenBitWgrad(p)) {
       gaps.push_back({"/wgrad_dtype", "wgrad_dtype bf16 beside routed experts: torchtitan's grouped-experts converter runs their weight gradients in FP8 whatever the recipe", "fp8"});
+    }
+    if (HasSixteenBitLayers(p)) {
+      gaps.push_back({"/sixteen_bit_first_layers", "decoder layers kept at 16 bits beside routed experts: torchtitan's grouped-experts converters convert every layer's experts", "0"});
     }
     if (p.fp8_recipe == "nvfp4") {
       gaps.push_back({"/fp8_recipe", "fp8_recipe nvfp4 beside routed experts: torchtitan has no NVFP4 grouped-experts converter (its experts would run at 16 bits)", "rowwise or mxfp8"});

@@ -143,5 +143,43 @@ TEST(CliEstimateTest, WeightGradientsAtSixteenBitsAreCheckedAndSaid) {
   EXPECT_NE(text.out.find("and the weight gradients' products there too (wgrad_dtype bf16)"), std::string::npos) << text.out;
 }
 
+// Decoder layers kept at 16 bits: refused outside fp8 plans and beyond the model's layers, said on
+// the fp8 line, written back in the plan and marked in the program dump.
+TEST(CliEstimateTest, SixteenBitLayersAreCheckedSaidAndDumped) {
+  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set", "global_batch_size=8",
+                                         "--set", "seq_len=8192"};
+  auto with = [&](const std::vector<std::string>& extra) { return RunShardsimWith(base, extra); };
+  EXPECT_TRUE(IsInputError(with({"--set", "sixteen_bit_first_layers=1"}), {"/sixteen_bit_first_layers", "dtype fp8"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "sixteen_bit_last_layers=32"}), {"sixteen_bit_last_layers=32", "keep all 32 decoder layers", "at most 31"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "sixteen_bit_first_layers=one"}), {"sixteen_bit_first_layers"}));
+  const std::vector<std::string> kept = {"--set", "dtype=fp8", "--set", "sixteen_bit_first_layers=1", "--set", "sixteen_bit_last_layers=2"};
+  json fp8, mixed;
+  ASSERT_TRUE(IsJsonSuccess(with({"--set", "dtype=fp8", "--json"}), &fp8));
+  std::vector<std::string> json_args = kept;
+  json_args.push_back("--json");
+  ASSERT_TRUE(IsJsonSuccess(with(json_args), &mixed));
+  EXPECT_EQ(mixed["plan"]["sixteen_bit_first_layers"], 1);
+  EXPECT_EQ(mixed["plan"]["sixteen_bit_last_layers"], 2);
+  EXPECT_GT(mixed["step_time_s"].get<double>(), fp8["step_time_s"].get<double>());
+  const CliResult text = with(kept);
+  ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
+  EXPECT_NE(text.out.find("decoder layer 0 (sixteen_bit_first_layers) and layers 30-31 (sixteen_bit_last_layers) run at 16 bits"), std::string::npos) << text.out;
+  std::vector<std::string> dump_args = kept;
+  dump_args.insert(dump_args.end(), {"--dump-program", "--json"});
+  json program;
+  ASSERT_TRUE(IsJsonSuccess(with(dump_args), &program));
+  int twins = 0;
+  for (const json& layer : program["layer_programs"]) twins += layer.value("sixteen_bit", false) ? 1 : 0;
+  EXPECT_EQ(twins, 1);
+  const json& runs = program["stages"][0]["chunks"][0]["layer_runs"];
+  ASSERT_EQ(runs.size(), 5u);
+  EXPECT_EQ(runs[1]["count"], 1);
+  EXPECT_EQ(runs[1].value("sixteen_bit", false), true);
+  EXPECT_EQ(runs[2]["count"], 29);
+  EXPECT_EQ(runs[2].value("sixteen_bit", false), false);
+  EXPECT_EQ(runs[3]["count"], 2);
+  EXPECT_EQ(runs[3].value("sixteen_bit", false), true);
+}
+
 }  // namespace
 }  // namespace shardsim::cli_test

@@ -55,6 +55,9 @@ bool SameStep(const ModelSpec& m, const PlanSpec& a, const PlanSpec& b, std::str
   if (KeepsGatheredSequence(a) != KeepsGatheredSequence(b)) return differ("sequence_parallel_inputs");
   if (ParamGatherBytes(a) != ParamGatherBytes(b)) return differ("param_gather_dtype");
   if (SixteenBitWgrad(a) != SixteenBitWgrad(b)) return differ("wgrad_dtype");
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    if (SixteenBitLayer(a, m.num_layers, layer) != SixteenBitLayer(b, m.num_layers, layer)) return differ("16-bit layer " + std::to_string(layer));
+  }
   if (a.mesh.tensor > 1 && a.sequence_parallel && TensorGatherBytes(a, m.hidden_size) != TensorGatherBytes(b, m.hidden_size)) {
     return differ("tensor_gather_dtype");
   }
@@ -153,6 +156,10 @@ TEST(ExportRoundTripTest, MegatronCore) {
   cases.push_back({"the same, MXFP8", "llama3-70b", "dgx-b200:64", p});
   p.fp8_recipe = "nvfp4";  // --fp4-format e2m1 --fp4-recipe nvfp4
   cases.push_back({"the same, NVFP4", "llama3-70b", "dgx-b200:64", p});
+  p.sixteen_bit_first_layers = 2, p.sixteen_bit_last_layers = 1;  // --first-last-layers-bf16
+  cases.push_back({"the same, two first layers and the last in 16 bits", "llama3-70b", "dgx-b200:64", p});
+  p.fp8_recipe = "tensorwise", p.sixteen_bit_first_layers = 1;
+  cases.push_back({"the same at per-tensor current scaling, NeMo's 1 and 1", "llama3-70b", "dgx-h100:64", p});
   p = Plan({{"tensor", 4}, {"context", 2}, {"pipeline", 8}}, 256, 16384);
   p.zero_stage = 2, p.context_kv = "all-gather", p.fsdp_reshard_after_forward = true;
   cases.push_back(
@@ -232,10 +239,16 @@ TEST(ExportRoundTripTest, Torchtitan) {
   p.wgrad_dtype = "bf16";  // recipe_name="rowwise_with_gw_hp"
   cases.push_back({"the same, its weight gradients in 16 bits", "llama3-70b", "dgx-h100:64", p});
   p.wgrad_dtype = "";
+  p.sixteen_bit_first_layers = 1, p.sixteen_bit_last_layers = 2;  // filter_fqns + layers.N.
+  cases.push_back({"the same, its first layer and last two in 16 bits", "llama3-70b", "dgx-h100:64", p});
+  p.sixteen_bit_first_layers = 0, p.sixteen_bit_last_layers = 0;
   p.fp8_recipe = "mxfp8";
   cases.push_back({"FSDP under Interleaved1F1B, MXFP8", "llama3-70b", "dgx-b200:64", p});
   p.fp8_recipe = "nvfp4";
   cases.push_back({"FSDP under Interleaved1F1B, NVFP4", "llama3-70b", "dgx-b200:64", p});
+  p.sixteen_bit_last_layers = 12;  // fqns: the converted layers (nvfp4_bf16_tail_fqns' 15%)
+  cases.push_back({"the same, a 16-bit tail", "llama3-70b", "dgx-b200:64", p});
+  p.sixteen_bit_last_layers = 0;
   p = Plan({{"fsdp", 4}, {"context", 2}, {"tensor", 8}}, 256, 32768);
   p.zero_stage = 3, p.context_kv = "all-gather", p.fsdp_reshard_after_forward = false;
   cases.push_back({"context parallel, sharded over dp_shard x cp", "llama3-70b", "dgx-h100:64", p});

@@ -569,5 +569,26 @@ TEST(FrameworksTest, PlanJsonField) {
   }
 }
 
+// Decoder layers kept at 16 bits: Megatron-core's --first-last-layers-bf16 (each end at most a
+// pipeline stage's layers), torchtitan's converter fqns (not beside routed experts, whose grouped
+// converters take every layer); MaxText and DeepSpeed have no such setting.
+TEST(FrameworksTest, SixteenBitLayers) {
+  PlanSpec p = Plan({{"fsdp", 8}, {"pipeline", 8}});
+  p.zero_stage = 3, p.dtype = "fp8", p.sixteen_bit_first_layers = 1, p.sixteen_bit_last_layers = 1;
+  for (const Framework f : {Framework::kMegatronCore, Framework::kTorchtitan}) {
+    for (const std::string& gap : FrameworkGaps(f, Llama(), p)) EXPECT_EQ(gap.find("16 bits"), std::string::npos) << FrameworkName(f) << ": " << gap;
+  }
+  EXPECT_TRUE(Names(Framework::kMaxText, p, "decoder layers kept at 16 bits (sixteen_bit_first_layers, sixteen_bit_last_layers): maxtext runs every decoder layer"));
+  EXPECT_TRUE(Names(Framework::kDeepSpeed, p, "deepspeed runs every decoder layer at the plan's FP8 recipe"));
+  p.sixteen_bit_last_layers = 11;  // 80 layers over 8 stages: 10 a stage
+  EXPECT_TRUE(Names(Framework::kMegatronCore, p, "more decoder layers kept at 16 bits at one end than a pipeline stage's 10: megatron-core refuses it"));
+  const ModelSpec mixtral = FindModelPreset("mixtral-8x7b")->spec;
+  PlanSpec moe = Plan({{"fsdp", 1}, {"expert", 8}});
+  moe.zero_stage = 3, moe.dtype = "fp8", moe.sixteen_bit_first_layers = 1;
+  EXPECT_TRUE(Names(Framework::kTorchtitan, moe, "decoder layers kept at 16 bits beside routed experts", mixtral));
+  moe.dtype = "bf16", moe.sixteen_bit_first_layers = 0;
+  for (const std::string& gap : FrameworkGaps(Framework::kTorchtitan, mixtral, moe)) EXPECT_EQ(gap.find("16 bits"), std::string::npos) << gap;
+}
+
 }  // namespace
 }  // namespace shardsim::planner
