@@ -76,17 +76,18 @@ std::string BalancedLayout(const ModelSpec& m, const strategies::StepProgram& pr
   if (positions > m.num_layers || m.num_layers > kMaxBalancedLayers) return "";
   const sim::Roofline roofline = sim::RooflineOf(c, p.dtype, static_cast<double>(program.tokens_per_microbatch), Fp8RecipeOf(p), AttentionKernelOf(p));
   const sim::ProgramCosts costs = sim::CostProgram(program, roofline, collectives);
-  // A micro-batch's work in one layer of `kind`: its forward, input and weight gradients (with
-  // its recomputation, where the plan recomputes), exposed collectives included.
-  auto work = [&](strategies::LayerKind kind) {
-    const size_t k = static_cast<size_t>(kind);
+  // A micro-batch's work in one layer of `kind` (its 16-bit twin's, for a layer the plan keeps
+  // at 16 bits): its forward, input and weight gradients (with its recomputation, where the plan
+  // recomputes), exposed collectives included.
+  auto work = [&](strategies::LayerKind kind, bool sixteen_bit = false) {
+    const size_t k = strategies::LayerRun{.kind = kind, .sixteen_bit = sixteen_bit}.program();
     if (k >= costs.layers.size()) return 0.0;
     double seconds = 0;
     for (const sim::PhaseCost& phase : costs.layers[k]) seconds += phase.total_s;
     return seconds;
   };
   std::vector<double> layer_costs;
-  for (int64_t l = 0; l < m.num_layers; ++l) layer_costs.push_back(work(strategies::LayerKindOf(m, l)));
+  for (int64_t l = 0; l < m.num_layers; ++l) layer_costs.push_back(work(strategies::LayerKindOf(m, l), SixteenBitLayer(p, m.num_layers, l)));
   const double first = work(strategies::LayerKind::kEmbedding);
   const double last = work(strategies::LayerKind::kHead) + static_cast<double>(m.mtp_layers) * work(strategies::LayerKind::kMtp);
   const std::vector<int64_t> balanced = BalancedPartLayers(layer_costs, positions, first, last);

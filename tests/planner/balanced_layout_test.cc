@@ -93,6 +93,25 @@ TEST(BalancedLayoutTest, AHybridModelsBlocksAreBalancedByTheirCosts) {
   EXPECT_LT(after, before) << balanced.pipeline_layout;
 }
 
+// An fp8 plan's first layers kept at 16 bits cost more: the first stage takes fewer of them.
+TEST(BalancedLayoutTest, SixteenBitLayersWeighTheirOwnCost) {
+  const ModelSpec model = FindModelPreset("llama3-8b")->spec;
+  const ClusterSpec cluster = ParseClusterPreset("dgx-h100:8", "--cluster");
+  PlanSpec plan;
+  plan.mesh.pipeline = 4, plan.mesh.data = 2, plan.dtype = "fp8", plan.sixteen_bit_first_layers = 6;
+  plan.global_batch_size = 64, plan.seq_len = 4096, plan.micro_batch_size = 1;
+  const topologies::Cluster graph(cluster);
+  sim::AxisCollectives collectives(graph, plan);
+  PlanSpec balanced = plan;
+  balanced.pipeline_layout = BalancedLayout(model, plan, cluster, collectives);
+  ASSERT_FALSE(balanced.pipeline_layout.empty());
+  const strategies::StageLayout laid = strategies::LayOut(model, balanced);
+  EXPECT_LT(laid.Chunk(0, 0).layers, laid.Chunk(1, 0).layers) << balanced.pipeline_layout;
+  const double before = sim::Estimate(strategies::BuildStep(model, plan), cluster, collectives).step_time_s;
+  const double after = sim::Estimate(strategies::BuildStep(model, balanced), cluster, collectives).step_time_s;
+  EXPECT_LT(after, before) << balanced.pipeline_layout;
+}
+
 PlanConstraints Fixed(const std::vector<std::string>& assignments) {
   nlohmann::json plan = nlohmann::json::object();
   for (const std::string& a : assignments) ApplyPlanOverride(plan, a);

@@ -496,8 +496,10 @@ TEST(DataParallelTest, TiedEmbeddingsCountOnce) {
 
 TEST(StepProgramTest, LayersStayFewWhateverTheDepth) {
   const StepProgram program = BuildStep(FindModelPreset("llama3-405b")->spec, Plan(1024, 8, 2, 2048, 8192));
-  // dense, moe (empty), embedding, head, the local kinds, mtp and the hybrid blocks (empty)
-  EXPECT_EQ(program.layer_programs.size(), 11u);
+  // dense, moe (empty), embedding, head, the local kinds, mtp and the hybrid blocks (empty), and
+  // the decoder kinds' 16-bit twins (empty: the plan keeps no layer at 16 bits)
+  EXPECT_EQ(program.layer_programs.size(), 22u);
+  for (size_t k = kLayerKinds; k < program.layer_programs.size(); ++k) EXPECT_TRUE(program.layer_programs[k].ops.empty());
   int64_t layers = 0;
   for (const Stage& stage : program.stages) {
     for (const auto& [kind, count, sixteen_bit] : stage.chunks[0].layers) layers += kind == LayerKind::kDense ? count : 0;
