@@ -202,7 +202,8 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       if (plan.sixteen_bit_last_layers > 0) {
         kept.push_back(span(model.num_layers - plan.sixteen_bit_last_layers, plan.sixteen_bit_last_layers) + " (sixteen_bit_last_layers)");
       }
-      out << "; decoder " << kept.front() << (kept.size() > 1 ? " and " + kept.back() : "") << " run at 16 bits (their products at the 16-bit peak with no FP8 casts or weights, their gathers, dispatch and kept inputs at 16 bits)";
+      out << "; decoder " << kept.front() << (kept.size() > 1 ? " and " + kept.back() : "") << " run at 16 bits (their products at the 16-bit peak with no "
+          << low << " casts or weights, their gathers" << (model.moe ? ", expert dispatch" : "") << " and kept inputs at 16 bits)";
     }
     if (plan.ep_dispatch_dtype == "fp8") {
       out << "; expert rows sent toward the experts at " << EpDispatchBytes(plan, RoutedWidth(model)) << " B per element (ep_dispatch_dtype)";
@@ -213,10 +214,11 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
         << (plan.saved_input_dtype.empty() ? "unset: bf16" : plan.saved_input_dtype)
         << from(written.saved_input_dtype) << ")";
     if (plan.param_gather_dtype == "fp8") {
-      out << "; weights gathered at " << FormatFixed(ParamGatherBytes(plan), 3) << " B per element, the embedding and head at 16 bits (param_gather_dtype fp8)";
+      out << "; weights gathered at " << FormatFixed(ParamGatherBytes(plan), 3) << " B per element, the embedding and head"
+          << (HasSixteenBitLayers(plan) ? ", and the 16-bit layers'," : "") << " at 16 bits (param_gather_dtype fp8)";
     }
     const strategies::WeightCastShares casts = strategies::Fp8WeightCastShares(plan, DerivePlanShape(plan).num_microbatches);
-    out << "; each micro-batch casts " << FormatPercent(casts.forward) << " of its weights to " << low << " forward and " << FormatPercent(casts.backward_input)
+    out << "; each micro-batch casts " << FormatPercent(casts.forward) << " of its " << (HasSixteenBitLayers(plan) ? "other layers' " : "") << "weights to " << low << " forward and " << FormatPercent(casts.backward_input)
         << " backward (" << (plan.param_gather_dtype == "fp8" ? "cast on the shard before each gather, param_gather_dtype fp8"
                                                                  : "fp8_weight_casts " + (plan.fp8_weight_casts.empty() ? std::string("unset: per-microbatch") : plan.fp8_weight_casts) +
                                                                        from(written.fp8_weight_casts))

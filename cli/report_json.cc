@@ -45,6 +45,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
                            {"exposed_s", c.exposed_s},
                            {"per_step", c.per_step},
                            {"exposed_per_step_s", c.exposed_s * c.per_step}});
+    if (c.sixteen_bit) collectives.back()["sixteen_bit"] = true;
   }
   // Each pipeline stage's memory (the peak is the largest; torchtitan's published peaks are the
   // maximum over ranks).

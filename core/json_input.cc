@@ -279,7 +279,8 @@ std::string JsonReader::Where(std::string_view key) const {
 
 void JsonReader::Fail(std::string_view key, const std::string& what, const std::string& valid,
                       const std::string& hint) const {
-  throw InputError(Where(key), what, valid, hint);
+  // Without a hint of its own, where the input's fields are described (SetFieldDocs).
+  throw InputError(Where(key), what, valid, hint.empty() ? docs_ : hint);
 }
 
 const json& JsonReader::Get(std::string_view key) {
@@ -383,7 +384,8 @@ std::string JsonReader::Enum(std::string_view key, const std::vector<std::string
   }
   // A near spelling is its own hint; otherwise where the input's fields are described.
   const std::string near = DidYouMean(value, allowed);
-  Fail(key, "unknown value '" + value + "'" + (near.empty() ? "" : "; " + near), JoinNames(allowed), near.empty() ? docs_ : "");
+  if (!near.empty()) throw InputError(Where(key), "unknown value '" + value + "'; " + near, JoinNames(allowed), "");
+  Fail(key, "unknown value '" + value + "'", JoinNames(allowed), docs_);
 }
 
 std::string JsonReader::EnumOr(std::string_view key, std::string fallback, const std::vector<std::string>& allowed) {

@@ -57,8 +57,8 @@ class JsonReader {
 
   // Throws InputError for the first key that no accessor named.
   void Finish() const;
-  // Where this input's fields are described: the hint of an unknown enum value with no near
-  // spelling (nested objects inherit it).
+  // Where this input's fields are described: the hint of an error that has none of its own (an
+  // unknown enum value with no near spelling, a number out of range; nested objects inherit it).
   void SetFieldDocs(std::string docs) { docs_ = std::move(docs); }
 
   // Error helpers naming a key of this object.

@@ -334,6 +334,10 @@ PlanSpec MegatronPlan(const SettingReader& r, const ModelSpec& m) {
     if (r.Has("--fp8-param-gather")) p.param_gather_dtype = "fp8";
   }
   if (p.dtype == "fp8" && r.Has("--first-last-layers-bf16")) {
+    // transformer_config.py __post_init__ refuses it under delayed scaling, the default recipe.
+    if (!r.Has("--fp4-format") && r.Get("--fp8-recipe", "delayed") == "delayed") {
+      r.Fail("--first-last-layers-bf16", "Megatron-core refuses it under delayed scaling (--fp8-recipe's default): set --fp8-recipe tensorwise, blockwise or mxfp8");
+    }
     p.sixteen_bit_first_layers = r.Int("--num-layers-at-start-in-bf16", 1);  // transformer_config.py's defaults
     p.sixteen_bit_last_layers = r.Int("--num-layers-at-end-in-bf16", 1);
   }

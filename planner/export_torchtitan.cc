@@ -159,10 +159,12 @@ std::vector<Setting> TorchtitanSettings(const ModelSpec& m, const PlanSpec& p) {
   // ["lm_head", "router.gate"], fqns ["attention", "shared_experts", "feed_forward"]); routed
   // experts take the grouped-experts converter beside it.
   // Decoder layers kept at 16 bits: left out by name (Float8's filter_fqns), or the converted
-  // ones named (MXFP8's and NVFP4's fqns, as torchtitan's NVFP4 configurations keep a bf16 tail).
+  // ones named (MXFP8's and NVFP4's fqns, as torchtitan's NVFP4 configurations keep a bf16 tail),
+  // in dense models: naming an MoE layer would convert its router too, and the grouped-experts
+  // converters take every layer's experts anyway (a gap, framework_gaps.cc).
   if (p.dtype == "fp8") {
     const int64_t first = p.sixteen_bit_first_layers, end = m.num_layers - p.sixteen_bit_last_layers;
-    const std::string layers = HasSixteenBitLayers(p) ? "fqns=" + LayerFqns(first, end) : "fqns=[\"attention\", \"shared_experts\", \"feed_forward\"]";
+    const std::string layers = HasSixteenBitLayers(p) && !m.moe ? "fqns=" + LayerFqns(first, end) : "fqns=[\"attention\", \"shared_experts\", \"feed_forward\"]";
     std::string filter = "[\"lm_head\", \"router.gate\"]";
     if (HasSixteenBitLayers(p) && first > 0) filter += " + " + LayerFqns(0, first);
     if (HasSixteenBitLayers(p) && end < m.num_layers) filter += " + " + LayerFqns(end, m.num_layers);

@@ -167,7 +167,7 @@ void ShardingGaps(const FrameworkFacts& f, const PlanSpec& p, const DataParallel
                                                                      : " keeps weight-gradient products 16-bit under fp8_recipe " + std::string(f.wgrad_bf16_recipe) + " only"),
                     f.wgrad_bf16_recipe.empty() ? "fp8" : "fp8, or fp8_recipe " + std::string(f.wgrad_bf16_recipe)});
   }
-  if (HasSixteenBitLayers(p) && f.sixteen_bit_layers_setting.empty()) {
+  if (HasSixteenBitLayers(p) && f.fp8 && f.sixteen_bit_layers_setting.empty()) {
     gaps.push_back({"/sixteen_bit_first_layers", "decoder layers kept at 16 bits (sixteen_bit_first_layers, sixteen_bit_last_layers): " + std::string(f.name) +
                                                      " runs every decoder layer at the plan's FP8 recipe (no setting keeps some at 16 bits)",
                     "0"});
@@ -395,10 +395,11 @@ void AppendGaps(const FrameworkFacts& f, const ModelSpec& m, const PlanSpec& p,
   if (NumHybridLayers(m, kHybridMamba) > 0 && !f.mamba_layers) {
     gaps.push_back({"", "Mamba-2 layers of '" + m.name + "': " + std::string(f.name) + " trains no state-space layers"});
   }
-  // Megatron-core bounds each count by a pipeline stage's layers (transformer_config.py
-  // __post_init__: num_layers // pipeline_model_parallel_size).
+  // Megatron-core bounds each count by a pipeline stage's layers under FP8, not FP4
+  // (transformer_config.py __post_init__, within `if self.fp8`: num_layers //
+  // pipeline_model_parallel_size).
   const int64_t per_stage = m.num_layers / p.mesh.pipeline;
-  if (f.framework == Framework::kMegatronCore && HasSixteenBitLayers(p) && std::max(p.sixteen_bit_first_layers, p.sixteen_bit_last_layers) > per_stage) {
+  if (f.framework == Framework::kMegatronCore && HasSixteenBitLayers(p) && Fp8RecipeOf(p) != "nvfp4" && std::max(p.sixteen_bit_first_layers, p.sixteen_bit_last_layers) > per_stage) {
     gaps.push_back({p.sixteen_bit_first_layers > per_stage ? "/sixteen_bit_first_layers" : "/sixteen_bit_last_layers",
                     "more decoder layers kept at 16 bits at one end than a pipeline stage's " + std::to_string(per_stage) + ": megatron-core refuses it",
                     "0 to " + std::to_string(per_stage) + " at each end"});

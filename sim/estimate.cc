@@ -184,10 +184,11 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
         for (const PhaseCost& cost : kind_costs[i]) {
           for (const PhaseCost::Collective& c : cost.collectives) {
             if ((c.op->stream == strategies::Stream::kHost) != host) continue;
-            report.collectives.push_back({c.op->name, strategies::ProgramName(program.layer_programs[i].kind, program.layer_programs[i].sixteen_bit), c.op->phase, c.op->stream, c.op->collective,
+            report.collectives.push_back({c.op->name, strategies::ToString(program.layer_programs[i].kind), c.op->phase, c.op->stream, c.op->collective,
                                           c.op->axes, c.op->comm_bytes, c.seconds, c.exposed_s, c.hide_under_s, kind_runs[i],
                                           c.op->overlapped,
-                                          c.partner >= 0 ? program.layer_programs[i].ops[static_cast<size_t>(c.partner)].name : std::string()});
+                                          c.partner >= 0 ? program.layer_programs[i].ops[static_cast<size_t>(c.partner)].name : std::string(),
+                                          program.layer_programs[i].sixteen_bit});
           }
         }
       }

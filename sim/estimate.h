@@ -33,6 +33,7 @@ struct CollectiveCost {
   double per_step = 0;      // occurrences per step on the critical stage
   bool overlapped = false;
   std::string hides_under;  // the product it hides under (strategies::OverlapPartner), "" for its phase's compute
+  bool sixteen_bit = false;  // of the layer kind's 16-bit twin (decoder layers an fp8 plan keeps at 16 bits)
 };
 
 struct StepReport {

@@ -205,7 +205,7 @@ struct ChunkActivations {
   double at_work = 0;
 };
 ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
-  const PlanSpec sixteen_bit_plan = AtSixteenBits(program.plan);  // what a 16-bit layer keeps
+  const PlanSpec sixteen_bit_plan = HasSixteenBitLayers(program.plan) ? AtSixteenBits(program.plan) : PlanSpec{};  // what a 16-bit layer keeps
   ChunkActivations out;
   out.device.assign(stage.chunks.size(), 0);
   out.host.assign(stage.chunks.size(), 0);

@@ -168,7 +168,8 @@ std::optional<Infeasibility> CheckShape(const PlanSpec& p, const ModelSpec& m, i
                          "0 to " + I(m.num_layers), "offload_layers counts the first decoder layers of each model chunk"};
   }
   if (HasSixteenBitLayers(p) && p.sixteen_bit_first_layers + p.sixteen_bit_last_layers >= m.num_layers) {
-    return Infeasibility{"sixteen_bit_first_layers", "sixteen_bit_first_layers=" + I(p.sixteen_bit_first_layers) + " and sixteen_bit_last_layers=" + I(p.sixteen_bit_last_layers) +
+    // The field set alone, or the first where both are.
+    return Infeasibility{p.sixteen_bit_first_layers > 0 ? "sixteen_bit_first_layers" : "sixteen_bit_last_layers", "sixteen_bit_first_layers=" + I(p.sixteen_bit_first_layers) + " and sixteen_bit_last_layers=" + I(p.sixteen_bit_last_layers) +
                              " keep all " + I(m.num_layers) + " decoder layers of '" + m.name + "' at 16 bits",
                          "together at most " + I(m.num_layers - 1), "to train every layer at 16 bits set dtype to bf16"};
   }

@@ -112,6 +112,52 @@ TEST(PlanJsonTest, Fp8WeightCastsChecks) {
   EXPECT_TRUE(Refused(unknown, "fp8_weight_casts", "per-microbatch, per-step"));
 }
 
+// An fp8 plan's decoder layers kept at 16 bits: written only when set and read back; refused
+// outside fp8 plans and below 0, with a hint. AtSixteenBits leaves none of the FP8 recipe's fields
+// set (Fp8RecipeFields), the two lists kept in step.
+TEST(PlanJsonTest, SixteenBitLayersAndTheRecipesFields) {
+  json plan = BasePlan();
+  plan["dtype"] = "fp8";
+  EXPECT_FALSE(PlanToJson(PlanFromJson(plan, "p.json")).contains("sixteen_bit_first_layers"));
+  plan["sixteen_bit_first_layers"] = 2, plan["sixteen_bit_last_layers"] = 1;
+  const PlanSpec p = PlanFromJson(plan, "p.json");
+  EXPECT_EQ(p.sixteen_bit_first_layers, 2);
+  EXPECT_EQ(p.sixteen_bit_last_layers, 1);
+  EXPECT_TRUE(SixteenBitLayer(p, 10, 1) && !SixteenBitLayer(p, 10, 2) && !SixteenBitLayer(p, 10, 8) && SixteenBitLayer(p, 10, 9));
+  const PlanSpec back = PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json");
+  EXPECT_EQ(back.sixteen_bit_first_layers, 2);
+  EXPECT_EQ(back.sixteen_bit_last_layers, 1);
+  json bf16 = plan;
+  bf16["dtype"] = "bf16";
+  EXPECT_TRUE(Refused(bf16, "sixteen_bit_first_layers", "dtype fp8"));
+  json negative = plan;
+  negative["sixteen_bit_last_layers"] = -1;
+  try {
+    PlanFromJson(negative, "p.json");
+    ADD_FAILURE() << "accepted -1";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sixteen_bit_last_layers"), std::string::npos);
+    EXPECT_NE(e.hint().find("docs/cli.md"), std::string::npos) << e.what();
+  }
+  // Every field of the recipe set, then none left at 16 bits.
+  json all = plan;
+  all["fp8_recipe"] = "tensorwise", all["ep_dispatch_dtype"] = "fp8", all["saved_input_dtype"] = "fp8", all["param_gather_dtype"] = "fp8";
+  all["fp8_weight_casts"] = "per-step", all["tensor_gather_dtype"] = "fp8";
+  const PlanSpec full = PlanFromJson(all, "p.json");
+  PlanSpec with_wgrad = full;
+  with_wgrad.saved_input_dtype = "", with_wgrad.wgrad_dtype = "bf16";  // wgrad bf16 refuses fp8 saved inputs
+  for (const PlanSpec& fp8 : {full, with_wgrad}) {
+    const json written = PlanToJson(fp8), sixteen = PlanToJson(AtSixteenBits(fp8));
+    EXPECT_EQ(sixteen["dtype"], "bf16");
+    int set = 0;
+    for (const std::string& field : Fp8RecipeFields()) {
+      set += written.contains(field) ? 1 : 0;
+      EXPECT_FALSE(sixteen.contains(field)) << field;
+    }
+    EXPECT_EQ(set, 8);  // all but the one the other excludes
+  }
+}
+
 // How weights and Adam's state are held: written only when set and read back; unset, fp32-copy
 // (fp32 for fp32 plans); another value is refused naming the field (which dtypes allow which is a
 // plan rule: strategies/plan_rules.cc).

@@ -395,6 +395,26 @@ TEST(ExportRoundTripTest, DispatchersAndHybridSegmentsThatDoNotReadBack) {
   ModelSpec own_weights = mtp;
   own_weights.mtp_shared_weights = false;
   EXPECT_TRUE(refused(megatron, with_mtp, "--mtp-use-repeated-layer", "", own_weights));
+  // 16-bit first and last layers under delayed scaling, Megatron-core's default recipe, which
+  // refuses them; torchtitan's 16-bit layers named where they are neither first nor last.
+  const ModelSpec llama = FindModelPreset("llama3-70b")->spec;
+  PlanSpec fp8 = Plan({{"data", 8}, {"tensor", 8}}, 512, 8192);
+  fp8.zero_stage = 1, fp8.dtype = "fp8", fp8.sixteen_bit_first_layers = 1;
+  const Export kept = ExportPlan(llama, h100, AsFrameworkRuns(Framework::kMegatronCore, llama, fp8), megatron);
+  EXPECT_NO_THROW(PlanFromExport(megatron, kept.settings, llama));
+  std::vector<Setting> delayed = kept.settings;
+  for (Setting& s : delayed) {
+    if (s.name == "--fp8-recipe") s.value = "delayed";
+  }
+  try {
+    PlanFromExport(megatron, delayed, llama);
+    ADD_FAILURE() << "read back under delayed scaling";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("--first-last-layers-bf16"), std::string::npos) << error.what();
+  }
+  const Export t16 = ExportPlan(llama, h100, AsFrameworkRuns(Framework::kTorchtitan, llama, fp8), torchtitan);
+  EXPECT_TRUE(refused(torchtitan, t16, "launch.model_converters",
+                      "[Float8LinearConverter.Config(filter_fqns=[\"lm_head\"] + [f\"layers.{i}.\" for i in range(3, 5)])]", llama));
 }
 
 TEST(ExportRoundTripTest, DeepSpeed) {

@@ -579,9 +579,12 @@ TEST(FrameworksTest, SixteenBitLayers) {
     for (const std::string& gap : FrameworkGaps(f, Llama(), p)) EXPECT_EQ(gap.find("16 bits"), std::string::npos) << FrameworkName(f) << ": " << gap;
   }
   EXPECT_TRUE(Names(Framework::kMaxText, p, "decoder layers kept at 16 bits (sixteen_bit_first_layers, sixteen_bit_last_layers): maxtext runs every decoder layer"));
-  EXPECT_TRUE(Names(Framework::kDeepSpeed, p, "deepspeed runs every decoder layer at the plan's FP8 recipe"));
+  // DeepSpeed has no FP8 at all: the dtype's gap, not this one.
+  for (const std::string& gap : FrameworkGaps(Framework::kDeepSpeed, Llama(), p)) EXPECT_EQ(gap.find("16 bits"), std::string::npos) << gap;
   p.sixteen_bit_last_layers = 11;  // 80 layers over 8 stages: 10 a stage
   EXPECT_TRUE(Names(Framework::kMegatronCore, p, "more decoder layers kept at 16 bits at one end than a pipeline stage's 10: megatron-core refuses it"));
+  p.fp8_recipe = "nvfp4";  // checked under FP8 only (transformer_config.py), not under --fp4-format
+  EXPECT_FALSE(Names(Framework::kMegatronCore, p, "than a pipeline stage's"));
   const ModelSpec mixtral = FindModelPreset("mixtral-8x7b")->spec;
   PlanSpec moe = Plan({{"fsdp", 1}, {"expert", 8}});
   moe.zero_stage = 3, moe.dtype = "fp8", moe.sixteen_bit_first_layers = 1;

@@ -138,6 +138,24 @@ TEST(SixteenBitLayers, KeepSixteenBitInputsBesideFp8SavedInputs) {
   EXPECT_EQ(kept.program.stages[1].activation_peak_bytes, fp8.program.stages[1].activation_peak_bytes);
 }
 
+// The report names a twin's collectives by their layer's kind, flagged: a hybrid model's Mamba-2
+// all-to-alls over context are labelled the same with 16-bit layers or without.
+TEST(SixteenBitLayers, TheirCollectivesKeepTheirKindsLabel) {
+  const std::vector<std::string> base = {"mesh.context=8", "global_batch_size=1", "seq_len=32768", "dtype=fp8"};
+  const Outcome fp8 = RunPlan("nemotron-3-nano-30b-a3b", "dgx-h100:8", base);
+  const Outcome kept = RunPlan("nemotron-3-nano-30b-a3b", "dgx-h100:8", With(base, {"sixteen_bit_first_layers=2", "sixteen_bit_last_layers=2"}));
+  ASSERT_FALSE(fp8.estimated.exposed_comm_s.empty());
+  for (const auto& [key, seconds] : fp8.estimated.exposed_comm_s) {
+    EXPECT_EQ(ExposedLabel(kept.estimated, key), ExposedLabel(fp8.estimated, key)) << key;
+  }
+  int flagged = 0;
+  for (const CollectiveCost& c : kept.estimated.collectives) {
+    flagged += c.sixteen_bit ? 1 : 0;
+    EXPECT_EQ(c.layer.find("16"), std::string::npos) << c.layer;
+  }
+  EXPECT_GT(flagged, 0);
+}
+
 TEST(SixteenBitLayers, PlansThatCannotHoldThemAreRefusedNamingTheField) {
   auto refusal = [](const std::vector<std::string>& sets) {
     try {
