@@ -30,6 +30,7 @@ json ChipToJson(const ChipSpec& c) {
             {"compute_units", c.compute_units},
             {"microscaling", c.microscaling},
             {"source", c.source}};
+  if (c.fp8_any_layout) j["fp8_any_layout"] = true;
   const CollectiveUnits& u = c.collective_units;
   if (u != CollectiveUnits{}) {
     j["collective_units"] = {{"in_node", u.in_node}, {"across_nodes", u.across_nodes}, {"nvls", u.nvls}, {"source", u.source}};
@@ -115,6 +116,7 @@ ChipSpec ChipFromJson(JsonReader& r) {
   c.matmul_tile = r.IntOr("matmul_tile", 0, 0, 4096);
   c.compute_units = r.IntOr("compute_units", 0, 0, 1 << 20);
   c.microscaling = r.BoolOr("microscaling", false);
+  c.fp8_any_layout = r.BoolOr("fp8_any_layout", false);
   if (auto units = r.Object("collective_units")) {
     if (c.compute_units == 0) {
       r.Fail("collective_units", "collective_units without compute_units", "a chip that gives compute_units (its SM count)",

@@ -344,7 +344,7 @@ void SearchFold(const ModelSpec& m, const ClusterSpec& c, const topologies::Clus
               ++w.evaluated;
               // Memory first: it needs the program only, and a plan that does not fit is a near
               // miss whatever its time (the estimate's memory is this same model).
-              const strategies::MemoryReport memory = strategies::EstimateMemory(program, &task_lists);
+              const strategies::MemoryReport memory = strategies::EstimateMemory(program, &task_lists, c.chip.fp8_any_layout);
               const double peak = memory.peak.total();
               if (peak > limit) {
                 ++w.over_limit;

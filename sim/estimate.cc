@@ -223,7 +223,7 @@ StepReport Estimate(const StepProgram& given, const ClusterSpec& cluster, AxisCo
   report.hfu = report.hardware_flops_per_step / capacity;
   report.tokens_per_s = static_cast<double>(plan.global_batch_size * plan.seq_len) / report.step_time_s;
 
-  report.memory = memory ? *memory : strategies::EstimateMemory(program, task_lists);
+  report.memory = memory ? *memory : strategies::EstimateMemory(program, task_lists, cluster.chip.fp8_any_layout);
   report.hbm_bytes = static_cast<double>(cluster.chip.hbm_bytes);
   report.host_bytes = static_cast<double>(cluster.topology.host_bytes_per_device);
   double host = 0;

@@ -83,9 +83,10 @@ WeightCastShares Fp8WeightCastShares(const PlanSpec& p, int64_t microbatches, Pa
   return {};
 }
 
-double Fp8WeightCacheBytes(const PlanSpec& p) {
+double Fp8WeightCacheBytes(const PlanSpec& p, bool fp8_any_layout) {
   if (p.dtype != "fp8" || p.fp8_weight_casts != "per-step" || p.param_gather_dtype == "fp8") return 0;
-  return 2 * Fp8WeightBytes(Fp8RecipeOf(p));
+  const std::string recipe = Fp8RecipeOf(p);
+  return (fp8_any_layout && recipe == "tensorwise" ? 1 : 2) * Fp8WeightBytes(recipe);
 }
 
 double GatheredParamBytes(const PlanSpec& p, double params, double sixteen_bit) {

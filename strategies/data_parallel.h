@@ -64,9 +64,12 @@ WeightCastShares Fp8WeightCastShares(const PlanSpec& plan, int64_t microbatches,
 // TN-only FP8 products' input gradient, and module/base.py get_fp8_workspace caches it under
 // "weight" once Megatron-core passes is_first_microbatch). 0 for other plans and where the weights are kept in FP8
 // themselves (param_gather_dtype fp8: Megatron-core's --fp8-param-gather, whose FP8 weights and
-// transpose replace the 16-bit ones). Two copies as on Hopper: TE makes no transpose where the
-// GPU runs non-TN FP8 products (Blackwell), so a tensorwise recipe there keeps one (over-counted).
-double Fp8WeightCacheBytes(const PlanSpec& plan);
+// transpose replace the 16-bit ones). `fp8_any_layout`: the chip runs FP8 products in any
+// layout (ChipSpec::fp8_any_layout, Blackwell), where TE makes no transpose of a per-tensor scaled
+// weight (quantizer.cpp: with_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()),
+// so a tensorwise recipe keeps one copy; block-scaled recipes keep two there too (their scales
+// run along rows in one copy and along columns in the other).
+double Fp8WeightCacheBytes(const PlanSpec& plan, bool fp8_any_layout = false);
 
 // How many ways each kind of training state is split, on top of tensor / pipeline / expert.
 struct ShardDegrees {

@@ -244,7 +244,7 @@ double StageHostActivationPeak(const StepProgram& program, int64_t stage_index, 
   return PeakInFlight(program, stage_index, chunks.host, Phase::kBackwardWeight, task_lists);
 }
 
-MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
+MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists, bool fp8_any_layout) {
   TaskLists own;  // one set of task lists for every stage, when the caller keeps none
   if (!task_lists) task_lists = &own;
   const ModelSpec& m = program.model;
@@ -330,7 +330,7 @@ MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists) {
     // The cached FP8 weights: every product's weight on the stage, the dense layers', the experts'
     // and the multi-token-prediction modules' (the vocabulary matrices run at 16 bits; the norms'
     // and routers' few weights are counted with them).
-    b.fp8_weight_cache = Fp8WeightCacheBytes(p) * (stage.params() - stage.sixteen_bit_weights());
+    b.fp8_weight_cache = Fp8WeightCacheBytes(p, fp8_any_layout) * (stage.params() - stage.sixteen_bit_weights());
     b.buffers += b.fp8_weight_cache;
     if (!ParamShardAxes(p, ParamKind::kDense).empty()) {
       int64_t layers = 0;

@@ -92,7 +92,8 @@ double StageActivationPeak(const StepProgram& program, int64_t stage, TaskLists*
 double StageHostActivationPeak(const StepProgram& program, int64_t stage, TaskLists* task_lists = nullptr);
 
 // Memory of every stage of `program`. In-flight micro-batches come from each stage's task order
-// (an F stores a chunk's activations, its W releases them). `task_lists` as above.
-MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists = nullptr);
+// (an F stores a chunk's activations, its W releases them). `task_lists` as above;
+// `fp8_any_layout`: the chip's (ChipSpec::fp8_any_layout), for the cached FP8 weights.
+MemoryReport EstimateMemory(const StepProgram& program, TaskLists* task_lists = nullptr, bool fp8_any_layout = false);
 
 }  // namespace shardsim::strategies

@@ -71,7 +71,13 @@ TEST(Fp8WeightCastsTest, PerStepCastsKeepAnFp8CopyAndItsTranspose) {
   EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (1 + 1.0 / 32));  // an 8-bit scale per 32 in each
   p.fp8_recipe = "nvfp4";  // half a byte each, an E4M3 scale per 16
   EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (0.5 + 1.0 / 16));
+  // Where FP8 products take any layout (Blackwell), a per-tensor weight keeps no transpose; block
+  // scaled ones keep both copies (their scales run along rows in one, columns in the other).
+  EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p, true), 2 * (0.5 + 1.0 / 16));
+  p.fp8_recipe = "mxfp8";
+  EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p, true), 2 * (1 + 1.0 / 32));
   p.fp8_recipe = "tensorwise";
+  EXPECT_EQ(Fp8WeightCacheBytes(p, true), 1);
   PlanSpec native = p;
   native.zero_stage = 1, native.param_gather_dtype = "fp8";  // the weights are the FP8 copies
   EXPECT_EQ(Fp8WeightCacheBytes(native), 0);
@@ -84,6 +90,8 @@ TEST(Fp8WeightCastsTest, PerStepCastsKeepAnFp8CopyAndItsTranspose) {
   EXPECT_DOUBLE_EQ(a.fp8_weight_cache, 2 * (stage.params() - stage.sixteen_bit_params));
   EXPECT_EQ(b.fp8_weight_cache, 0);
   EXPECT_NEAR(a.buffers - b.buffers, a.fp8_weight_cache, 1e-6 * a.buffers);
+  // On a chip whose FP8 products take any layout, one byte per weight.
+  EXPECT_DOUBLE_EQ(EstimateMemory(with, nullptr, true).peak.fp8_weight_cache, a.fp8_weight_cache / 2);
 }
 
 // Under pipeline and expert parallelism every stage holds the copies of its own products' weights,
