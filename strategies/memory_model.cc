@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "strategies/context_parallel.h"
 #include "strategies/data_parallel.h"
@@ -205,7 +206,8 @@ struct ChunkActivations {
   double at_work = 0;
 };
 ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
-  const PlanSpec sixteen_bit_plan = HasSixteenBitLayers(program.plan) ? AtSixteenBits(program.plan) : PlanSpec{};  // what a 16-bit layer keeps
+  std::optional<PlanSpec> sixteen_bit_plan;  // what a 16-bit layer keeps, made where one runs
+  if (HasSixteenBitLayers(program.plan)) sixteen_bit_plan = AtSixteenBits(program.plan);
   ChunkActivations out;
   out.device.assign(stage.chunks.size(), 0);
   out.host.assign(stage.chunks.size(), 0);
@@ -216,7 +218,7 @@ ChunkActivations ActivationsOf(const StepProgram& program, const Stage& stage) {
     for (size_t run = 0; run < stage.chunks[c].layers.size(); ++run) {
       const auto& [kind, count, sixteen_bit] = stage.chunks[c].layers[run];
       if (IsTransformerLayer(kind)) {
-        const double layer = LayerKindActivationBytes(program.model, sixteen_bit ? sixteen_bit_plan : program.plan, program.tokens_per_microbatch, kind);
+        const double layer = LayerKindActivationBytes(program.model, sixteen_bit ? *sixteen_bit_plan : program.plan, program.tokens_per_microbatch, kind);
         const int64_t off = offloaded[run];
         out.device[c] += static_cast<double>(count - off) * layer;
         out.host[c] += static_cast<double>(off) * layer;
