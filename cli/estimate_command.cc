@@ -235,7 +235,7 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
       const bool one_copy = per_weight < strategies::Fp8WeightCacheBytes(plan);
       out << "; the cached " << low << " weights" << (one_copy ? "" : " and their transposes") << " hold " << FormatBinaryBytes(peak.fp8_weight_cache) << " of stage "
           << r.memory.peak_stage << "'s buffers (" << FormatFixed(per_weight, 3) << " B per weight, Transformer Engine's weight workspaces"
-          << (one_copy ? "; no transpose: " + cluster.chip.name + " runs FP8 products in any layout, the cluster spec's fp8_any_layout" : "") << ")";
+          << (one_copy ? "; no transpose, as the chip runs FP8 products in any layout: the cluster spec's fp8_any_layout" : "") << ")";
     }
     if (GathersSequence(plan)) {
       out << "; the " << low << " products' sequence-parallel inputs and output gradients gathered at " << FormatFixed(TensorGatherBytes(plan, model.hidden_size), 3)

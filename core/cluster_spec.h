@@ -36,7 +36,8 @@ struct ChipSpec {
   int64_t compute_units = 0;
   // Tensor cores that scale 32-element blocks (MXFP8 / MXFP4: Blackwell): fp8_recipe mxfp8.
   bool microscaling = false;
-  // FP8 GEMMs in any operand layout, not only TN (Blackwell, compute capability 10.x): Transformer
+  // FP8 GEMMs in any operand layout, not only TN (B200 / B300, compute capability 10.0 to 11.x, not
+  // the 12.x RTX Blackwell parts): Transformer
   // Engine then keeps one copy of a per-tensor scaled FP8 weight, no transpose
   // (strategies::Fp8WeightCacheBytes).
   bool fp8_any_layout = false;

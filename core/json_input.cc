@@ -385,7 +385,7 @@ std::string JsonReader::Enum(std::string_view key, const std::vector<std::string
   // A near spelling is its own hint; otherwise where the input's fields are described.
   const std::string near = DidYouMean(value, allowed);
   if (!near.empty()) throw InputError(Where(key), "unknown value '" + value + "'; " + near, JoinNames(allowed), "");
-  Fail(key, "unknown value '" + value + "'", JoinNames(allowed), docs_);
+  Fail(key, "unknown value '" + value + "'", JoinNames(allowed));
 }
 
 std::string JsonReader::EnumOr(std::string_view key, std::string fallback, const std::vector<std::string>& allowed) {

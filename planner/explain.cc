@@ -50,7 +50,9 @@ std::string TraceCollective(const std::string& key, const RankedPlan& other) {
   // and the multi-token-prediction modules.
   const bool per_layer = worst->layer != "embedding" && worst->layer != "head" && worst->layer != "mtp";
   std::string text = ToString(worst->collective) + " of " + FormatBinaryBytes(worst->bytes) +
-                     (per_layer ? " per " + worst->layer + " layer and micro-batch" : " for the " + worst->layer + " per micro-batch") + " over " +
+                     (per_layer ? " per " + std::string(worst->sixteen_bit ? "16-bit " : "") + worst->layer + " layer and micro-batch"
+                                : " for the " + worst->layer + " per micro-batch") +
+                     " over " +
                      AxesText(other.plan, worst->axes) + " takes " + FormatSeconds(worst->seconds);
   if (!worst->overlapped) return text + ", not overlapped with compute";
   if (!worst->hides_under.empty()) {

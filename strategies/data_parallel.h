@@ -67,8 +67,8 @@ WeightCastShares Fp8WeightCastShares(const PlanSpec& plan, int64_t microbatches,
 // transpose replace the 16-bit ones). `fp8_any_layout`: the chip runs FP8 products in any
 // layout (ChipSpec::fp8_any_layout, Blackwell), where TE makes no transpose of a per-tensor scaled
 // weight (quantizer.cpp: with_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()),
-// so a tensorwise recipe keeps one copy; block-scaled recipes keep two there too (their scales
-// run along rows in one copy and along columns in the other).
+// so a tensorwise recipe keeps one copy; block-scaled recipes keep two there too (their GEMMs run
+// TN only, so their quantizers make the column-wise copy whatever the chip).
 double Fp8WeightCacheBytes(const PlanSpec& plan, bool fp8_any_layout = false);
 
 // How many ways each kind of training state is split, on top of tensor / pipeline / expert.

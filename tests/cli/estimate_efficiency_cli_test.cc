@@ -150,7 +150,7 @@ TEST(CliEstimateTest, SixteenBitLayersAreCheckedSaidAndDumped) {
                                          "--set", "seq_len=8192"};
   auto with = [&](const std::vector<std::string>& extra) { return RunShardsimWith(base, extra); };
   EXPECT_TRUE(IsInputError(with({"--set", "sixteen_bit_first_layers=1"}), {"/sixteen_bit_first_layers", "dtype fp8"}));
-  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "sixteen_bit_last_layers=32"}), {"sixteen_bit_last_layers=32", "keep all 32 decoder layers", "at most 31"}));
+  EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "sixteen_bit_last_layers=32"}), {"/sixteen_bit_last_layers:", "keep all 32 decoder layers", "at most 31"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "sixteen_bit_first_layers=one"}), {"sixteen_bit_first_layers"}));
   const std::vector<std::string> kept = {"--set", "dtype=fp8", "--set", "sixteen_bit_first_layers=1", "--set", "sixteen_bit_last_layers=2"};
   json fp8, mixed;
@@ -164,6 +164,14 @@ TEST(CliEstimateTest, SixteenBitLayersAreCheckedSaidAndDumped) {
   const CliResult text = with(kept);
   ASSERT_TRUE(text.exited && text.exit_code == 0) << text.err;
   EXPECT_NE(text.out.find("decoder layer 0 (sixteen_bit_first_layers) and layers 30-31 (sixteen_bit_last_layers) run at 16 bits"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("expert dispatch"), std::string::npos) << "a dense model";
+  // FP8 weight gathers: the 16-bit layers' at 16 bits, the casts the other layers'.
+  std::vector<std::string> gathered = kept;
+  gathered.insert(gathered.end(), {"--set", "zero_stage=3", "--set", "param_gather_dtype=fp8"});
+  const CliResult gathers = with(gathered);
+  ASSERT_TRUE(gathers.exited && gathers.exit_code == 0) << gathers.err;
+  EXPECT_NE(gathers.out.find("the embedding and head, and the 16-bit layers', at 16 bits"), std::string::npos) << gathers.out;
+  EXPECT_NE(gathers.out.find("of its other layers' weights to FP8"), std::string::npos) << gathers.out;
   std::vector<std::string> dump_args = kept;
   dump_args.insert(dump_args.end(), {"--dump-program", "--json"});
   json program;
@@ -179,6 +187,29 @@ TEST(CliEstimateTest, SixteenBitLayersAreCheckedSaidAndDumped) {
   EXPECT_EQ(runs[2].value("sixteen_bit", false), false);
   EXPECT_EQ(runs[3]["count"], 2);
   EXPECT_EQ(runs[3].value("sixteen_bit", false), true);
+}
+
+// Transformer Engine's per-step FP8 weight cache: a weight and its transpose on Hopper, the weight
+// alone under tensorwise scaling where the chip runs FP8 products in any layout (Blackwell's
+// fp8_any_layout); block-scaled recipes keep both copies there too.
+TEST(CliEstimateTest, BlackwellCachesOneCopyOfATensorwiseFp8Weight) {
+  auto cache = [](const std::string& cluster, const std::string& recipe, std::string* text = nullptr) {
+    const std::vector<std::string> args = {"estimate", "--model", "llama3-8b", "--cluster", cluster, "--set", "mesh.data=8", "--set", "global_batch_size=8",
+                                           "--set", "seq_len=4096", "--set", "dtype=fp8", "--set", "fp8_weight_casts=per-step", "--set", "fp8_recipe=" + recipe};
+    json out;
+    EXPECT_TRUE(IsJsonSuccess(RunShardsimWith(args, {"--json"}), &out));
+    if (text) *text = RunShardsimWith(args, {}).out;
+    return out["memory"]["fp8_weight_cache"].get<double>();
+  };
+  std::string hopper, blackwell;
+  const double h100 = cache("dgx-h100:8", "tensorwise", &hopper), b200 = cache("dgx-b200:8", "tensorwise", &blackwell);
+  ASSERT_GT(h100, 0);
+  EXPECT_DOUBLE_EQ(b200, h100 / 2);
+  EXPECT_NE(blackwell.find("the cached FP8 weights hold"), std::string::npos) << blackwell;
+  EXPECT_NE(blackwell.find("1.000 B per weight"), std::string::npos) << blackwell;
+  EXPECT_NE(blackwell.find("no transpose, as the chip runs FP8 products in any layout"), std::string::npos) << blackwell;
+  EXPECT_NE(hopper.find("the cached FP8 weights and their transposes hold"), std::string::npos) << hopper;
+  EXPECT_DOUBLE_EQ(cache("dgx-b200:8", "blockwise"), cache("dgx-h100:8", "blockwise"));
 }
 
 }  // namespace

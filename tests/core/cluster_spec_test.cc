@@ -80,6 +80,21 @@ TEST(ClusterPresetsTest, BlackwellUltraSystems) {
   EXPECT_NE(gb300.efficiency.source.find("not measured on GB300"), std::string::npos);
 }
 
+// FP8 products in any layout: the Blackwell systems' chips (B200, B300 and their GB variants), no
+// other; written to a cluster JSON only where set, read back.
+TEST(ClusterPresetsTest, Fp8AnyLayoutOnBlackwellChipsOnly) {
+  for (const SystemInfo& s : ClusterSystems()) {
+    const ClusterSpec c = ParseClusterPreset(s.example, "--cluster");
+    const bool blackwell = c.chip.name.rfind("B200", 0) == 0 || c.chip.name.rfind("B300", 0) == 0;
+    EXPECT_EQ(c.chip.fp8_any_layout, blackwell) << s.example << " " << c.chip.name;
+    EXPECT_EQ(ClusterToJson(c)["chip"].contains("fp8_any_layout"), blackwell) << s.example;
+    if (blackwell) EXPECT_NE(c.chip.source.find("is_non_tn_fp8_gemm_supported"), std::string::npos) << s.example;
+  }
+  nlohmann::json j = ClusterToJson(ParseClusterPreset("dgx-b200:8", "--cluster"));
+  j["chip"]["fp8_any_layout"] = "yes";
+  EXPECT_THROW(ClusterFromJson(j, "c.json"), InputError);
+}
+
 TEST(ClusterPresetsTest, TorusWraparoundFollowsSliceShape) {
   const ClusterSpec cube = ParseClusterPreset("tpu-v5p:16x16x16", "--cluster");
   EXPECT_EQ(DeviceCount(cube), 4096);

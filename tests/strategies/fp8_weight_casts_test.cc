@@ -72,7 +72,7 @@ TEST(Fp8WeightCastsTest, PerStepCastsKeepAnFp8CopyAndItsTranspose) {
   p.fp8_recipe = "nvfp4";  // half a byte each, an E4M3 scale per 16
   EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p), 2 * (0.5 + 1.0 / 16));
   // Where FP8 products take any layout (Blackwell), a per-tensor weight keeps no transpose; block
-  // scaled ones keep both copies (their scales run along rows in one, columns in the other).
+  // scaled ones keep both copies (their GEMMs run TN only).
   EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p, true), 2 * (0.5 + 1.0 / 16));
   p.fp8_recipe = "mxfp8";
   EXPECT_DOUBLE_EQ(Fp8WeightCacheBytes(p, true), 2 * (1 + 1.0 / 32));
