@@ -214,15 +214,14 @@ PlanSpec PlanFromJson(const json& value, const std::string& where) {
   p.context_kv = r.EnumOr("context_kv", "ring", PlanFieldChoices("context_kv"));
   p.repeat_kv = r.BoolOr("repeat_kv", false);
   p.offload_layers = r.IntOr("offload_layers", 0, 0, 1 << 20);
-  for (const char* field : {"sixteen_bit_first_layers", "sixteen_bit_last_layers"}) {
-    if (!r.Has(field)) continue;
-    int64_t& layers = std::string(field) == "sixteen_bit_first_layers" ? p.sixteen_bit_first_layers : p.sixteen_bit_last_layers;
+  auto sixteen_bit_layers = [&](const std::string& field, int64_t& layers) {
     layers = r.IntOr(field, 0, 0, 1 << 20);
     if (layers > 0 && p.dtype != "fp8") {
-      r.Fail(field, std::string(field) + " with dtype " + p.dtype, "dtype fp8 (other plans run every layer at their dtype)",
-             "set dtype to fp8 or drop " + std::string(field));
+      r.Fail(field, field + " with dtype " + p.dtype, "dtype fp8 (other plans run every layer at their dtype)", "set dtype to fp8 or drop " + field);
     }
-  }
+  };
+  sixteen_bit_layers("sixteen_bit_first_layers", p.sixteen_bit_first_layers);
+  sixteen_bit_layers("sixteen_bit_last_layers", p.sixteen_bit_last_layers);
   // "" (or no key): any framework; "megatron" is read as "megatron-core".
   const std::string framework = r.StringOr("framework", "");
   p.framework = CanonicalFrameworkName(framework);

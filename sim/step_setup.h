@@ -64,8 +64,9 @@ struct ActorSet {
   int64_t rank = 0;               // the device whose host its actors run on
   int64_t stage = 0;
   std::vector<int64_t> devices;   // the devices it stands for
-  // Per layer kind and program op (index into the layer program's ops): collectives, -1 if none.
-  std::array<std::vector<int32_t>, strategies::kLayerPrograms> layer_comm;  // by layer program
+  // Per layer program (strategies::LayerRun::program) and op (index into its ops): collectives,
+  // -1 if none.
+  std::array<std::vector<int32_t>, strategies::kLayerPrograms> layer_comm;
   std::vector<int32_t> step_comm;       // per step op (blocking ones and overlapped buckets)
   // What the last backward loses to the overlapped step collectives' kernels
   // (OverlappedStepReduction's borrowed seconds, as the estimate counts them).
@@ -87,8 +88,8 @@ struct StepSetup {
   std::vector<CommKind> kinds;
   std::vector<ActorSet> sets;
   std::vector<int64_t> set_of_rank;   // rank -> actor set (-1 when folded away)
-  // Per layer kind and phase (F, B, W, R): its actions.
-  std::array<std::array<std::vector<Action>, 4>, strategies::kLayerPrograms> actions;  // by layer program
+  // Per layer program (strategies::LayerRun::program) and phase (F, B, W, R): its actions.
+  std::array<std::array<std::vector<Action>, 4>, strategies::kLayerPrograms> actions;
   std::vector<int64_t> stage_layers;  // per stage: layer entries (the gradient buckets)
   std::vector<double> stage_last_backward_s;  // per stage: one micro-batch's backward, all chunks (the estimate's)
   std::vector<std::string> folded, simulated;  // in words

@@ -124,12 +124,17 @@ TEST(CliEstimateTest, Nvfp4RunsAtTheFp4PeakWhereTheChipHasOne) {
   EXPECT_NE(text.out.find("kept for the backward at 0.56 B per element"), std::string::npos) << text.out;
 }
 
+// `estimate` of Llama 3 8B over fsdp 8 on dgx-h100:8 (8K tokens a device) with `extra` arguments.
+CliResult EstimateLlama8bFsdp8(const std::vector<std::string>& extra) {
+  return RunShardsimWith({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set", "global_batch_size=8", "--set",
+                          "seq_len=8192"},
+                         extra);
+}
+
 // wgrad_dtype bf16: an fp8 plan's weight gradients run at 16 bits (a slower step), which the fp8
 // line says; refused with a 16-bit dtype and with FP8 saved inputs, naming the field.
 TEST(CliEstimateTest, WeightGradientsAtSixteenBitsAreCheckedAndSaid) {
-  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set", "global_batch_size=8",
-                                         "--set", "seq_len=8192"};
-  auto with = [&](const std::vector<std::string>& extra) { return RunShardsimWith(base, extra); };
+  const auto with = EstimateLlama8bFsdp8;
   EXPECT_TRUE(IsInputError(with({"--set", "wgrad_dtype=bf16"}), {"wgrad_dtype", "dtype fp8"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "saved_input_dtype=fp8", "--set", "wgrad_dtype=bf16"}), {"wgrad_dtype", "saved_input_dtype bf16"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "wgrad_dtype=fp4"}), {"wgrad_dtype", "bf16", "fp8"}));
@@ -146,9 +151,7 @@ TEST(CliEstimateTest, WeightGradientsAtSixteenBitsAreCheckedAndSaid) {
 // Decoder layers kept at 16 bits: refused outside fp8 plans and beyond the model's layers, said on
 // the fp8 line, written back in the plan and marked in the program dump.
 TEST(CliEstimateTest, SixteenBitLayersAreCheckedSaidAndDumped) {
-  const std::vector<std::string> base = {"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.fsdp=8", "--set", "global_batch_size=8",
-                                         "--set", "seq_len=8192"};
-  auto with = [&](const std::vector<std::string>& extra) { return RunShardsimWith(base, extra); };
+  const auto with = EstimateLlama8bFsdp8;
   EXPECT_TRUE(IsInputError(with({"--set", "sixteen_bit_first_layers=1"}), {"/sixteen_bit_first_layers", "dtype fp8"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "sixteen_bit_last_layers=32"}), {"/sixteen_bit_last_layers:", "keep all 32 decoder layers", "at most 31"}));
   EXPECT_TRUE(IsInputError(with({"--set", "dtype=fp8", "--set", "sixteen_bit_first_layers=one"}), {"sixteen_bit_first_layers"}));
