@@ -360,6 +360,16 @@ std::vector<Algorithm> AlgorithmsFor(CollectiveOp op) {
   return {};
 }
 
+std::vector<Algorithm> AutoAlgorithmsFor(const Cluster& cluster, CollectiveOp op) {
+  std::vector<Algorithm> algorithms = AlgorithmsFor(op);
+  // NCCL (src/graph/tuning.cc at NVIDIA/nccl@b6475625, ncclTopoTuneModel) runs all-reduce as a
+  // ring, a tree, NVLS or CollNet (SHARP) and all-gather and reduce-scatter as a ring, NVLS or
+  // CollNet: never the two-level ring `hierarchical` builds, whose fewer rounds would hide a
+  // large group's ring latency that NCCL pays.
+  if (cluster.spec().topology.kind == TopologyKind::kSwitched) std::erase(algorithms, Algorithm::kHierarchical);
+  return algorithms;
+}
+
 namespace {
 
 // The fixed cost of one call of `algorithm` on a GPU cluster, beyond its rounds' route latencies:

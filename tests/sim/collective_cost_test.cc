@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "tests/sim/collective_test_util.h"
 
@@ -86,6 +88,28 @@ TEST(NvswitchTest, RingAcrossNodesCrossesOnEveryNic) {
   for (int64_t node = 0; node < 8; ++node) rail.devices.push_back(node * 8);
   const double per_nic = Seconds(cluster, rail, CollectiveOp::kReduceScatter, Algorithm::kRing, bytes);
   EXPECT_NEAR(bytes / per_nic * BusBandwidthFactor(CollectiveOp::kReduceScatter, 8) / (50e9 * 0.9), 1.0, 0.02);
+}
+
+// NCCL never runs the two-level ring: `auto` on a GPU cluster pays a ring's 511 rounds for a small
+// reduce-scatter over 64 nodes, where the two-level ring would pay 70 (7 inside, 63 across); the
+// algorithm still runs on request, and on a torus `auto` keeps every algorithm it had.
+TEST(NvswitchTest, AutoPicksOnlyWhatNcclRuns) {
+  const auto cluster = MakeCluster("dgx-h100:512");
+  const DeviceGroup all = FirstDevices(512);
+  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kAllReduce}) {
+    const auto models = BuildCollectiveModels(cluster, all, op, Algorithm::kAuto, "test");
+    for (const CollectiveModel& m : models) EXPECT_NE(m.schedule().algorithm, Algorithm::kHierarchical) << ToString(op);
+    const auto offered = AutoAlgorithmsFor(cluster, op);
+    EXPECT_EQ(std::count(offered.begin(), offered.end(), Algorithm::kHierarchical), 0) << ToString(op);
+  }
+  const double bytes = 1 << 20;
+  const double hierarchical = Seconds(cluster, all, CollectiveOp::kReduceScatter, Algorithm::kHierarchical, bytes);
+  const auto models = BuildCollectiveModels(cluster, all, CollectiveOp::kReduceScatter, Algorithm::kAuto, "test");
+  const double automatic = Fastest(models, bytes).second.time_s;
+  EXPECT_GT(automatic, 5 * hierarchical);  // latency-bound: 511 rounds against 70
+  EXPECT_EQ(automatic, Seconds(cluster, all, CollectiveOp::kReduceScatter, Algorithm::kRing, bytes));
+  const auto torus = MakeCluster("tpu-v5p:8x8x8");
+  EXPECT_EQ(AutoAlgorithmsFor(torus, CollectiveOp::kAllGather), AlgorithmsFor(CollectiveOp::kAllGather));
 }
 
 TEST(NvswitchTest, NvlsBeatsRingWhereTheSwitchHasIt) {
