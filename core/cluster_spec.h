@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/calibration.h"
@@ -57,6 +58,11 @@ struct LinkSpec {
 };
 
 // Fractions of the chip's peaks that real kernels reach.
+// The attention "kernel" of a plan without blockwise attention (flash_attention false): batched
+// QK^T and AV products (cuBLAS's, XLA's dot products) around a separate softmax, which run at the
+// matmul share, not at a fused kernel's (EfficiencySpec::Attention).
+inline constexpr std::string_view kUnfusedAttention = "unfused";
+
 struct EfficiencySpec {
   double matmul = 1;  // of peak FLOP/s, for large matmuls
   double hbm = 1;     // of HBM bandwidth, for memory-bound ops
@@ -81,7 +87,10 @@ struct EfficiencySpec {
   // accumulation, the kernels' own backward), not told apart.
   double backward = 1;
   std::string source;
-  double Attention(const std::string& kernel = "") const { return OwnOr(attention_kernels, kernel, attention > 0 ? attention : matmul); }
+  double Attention(const std::string& kernel = "") const {
+    if (kernel == kUnfusedAttention) return matmul;
+    return OwnOr(attention_kernels, kernel, attention > 0 ? attention : matmul);
+  }
   double Fp8Matmul(const std::string& recipe = "") const { return OwnOr(fp8_matmul_recipes, recipe, fp8_matmul > 0 ? fp8_matmul : matmul); }
   bool operator==(const EfficiencySpec&) const = default;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/cluster_spec.h"
 #include "core/error.h"
 #include "core/suggest.h"
 #include "core/text.h"
@@ -265,7 +266,10 @@ const std::vector<std::string>& AttentionKernelNames() {
   return kNames;
 }
 
-std::string AttentionKernelOf(const PlanSpec& p) { return p.attention_kernel.empty() ? "flash" : p.attention_kernel; }
+std::string AttentionKernelOf(const PlanSpec& p) {
+  if (!p.flash_attention) return std::string(kUnfusedAttention);
+  return p.attention_kernel.empty() ? "flash" : p.attention_kernel;
+}
 
 const std::vector<std::string>& MasterWeightsNames() {
   static const std::vector<std::string> kNames = {"fp32-copy", "fp32", "bf16"};

@@ -328,7 +328,8 @@ int64_t ExpertTensorDegree(const PlanSpec& plan);
 const std::vector<std::string>& ExpertAxisNames();
 // attention_kernel's values: "flash", "triton", "flex".
 const std::vector<std::string>& AttentionKernelNames();
-// The attention kernel in effect: the plan's, else "flash".
+// The attention kernel in effect: the plan's, else "flash"; "unfused" (kUnfusedAttention) where
+// flash_attention is off.
 std::string AttentionKernelOf(const PlanSpec& plan);
 // master_weights' values: "fp32-copy", "fp32", "bf16".
 const std::vector<std::string>& MasterWeightsNames();

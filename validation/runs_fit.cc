@@ -67,9 +67,9 @@ constexpr std::string_view kRecipePrefix = "fp8_matmul.", kKernelPrefix = "atten
 std::string RecipeOf(const std::string& name) { return After(name, kRecipePrefix); }
 std::string KernelOf(const std::string& name) { return After(name, kKernelPrefix); }
 // A plan's recipe and kernel as the efficiencies name them: tensorwise is fp8_matmul's own,
-// flash attention's.
+// flash attention's; unfused attention has none (its products run at the matmul share).
 std::string RecipeOf(const PlanSpec& plan) { return Own(Fp8RecipeOf(plan), "tensorwise"); }
-std::string KernelOf(const PlanSpec& plan) { return Own(AttentionKernelOf(plan), "flash"); }
+std::string KernelOf(const PlanSpec& plan) { return plan.flash_attention ? Own(AttentionKernelOf(plan), "flash") : ""; }
 
 double& Field(EfficiencySpec& e, const std::string& name) {
   if (name == "matmul") return e.matmul;
@@ -95,7 +95,7 @@ bool Acts(const std::string& name, const PlanSpec& plan) {
   if (const std::string recipe = RecipeOf(name); !recipe.empty()) return RecipeOf(plan) == recipe;
   if (name == "matmul") return plan.dtype != "fp8";
   if (const std::string kernel = KernelOf(name); !kernel.empty()) return KernelOf(plan) == kernel;
-  return KernelOf(plan).empty();  // attention: the flash kernels'; a fitted kernel's runs are its own
+  return plan.flash_attention && KernelOf(plan).empty();  // attention: the flash kernels'; a fitted kernel's runs are its own
 }
 
 // A recipe's or kernel's own parameter that no fit run uses: it runs at what it falls back to

@@ -37,6 +37,29 @@ TEST(CliEstimateTest, AttentionKernelRunsAtItsOwnEfficiency) {
   EXPECT_NE(with({"--set", "attention_kernel=flex"}).out.find("no figure of its own in the cluster"), std::string::npos);
 }
 
+// Without blockwise attention (flash_attention false) QK^T and AV are batched products around a
+// separate softmax: they run at the matmul share whatever the cluster's attention figures say, and
+// the utilisation line says so.
+TEST(CliEstimateTest, UnfusedAttentionRunsAtTheMatmulShare) {
+  const std::string path = ::testing::TempDir() + "/unfused.cluster.json";
+  ASSERT_EQ(RunShardsim({"describe", "--cluster", "dgx-h100:8", "--write-cluster", path}).exit_code, 0);
+  json cluster = json::parse(std::ifstream(path));
+  auto step = [&](double attention, const std::string& flash) {
+    cluster["efficiency"]["attention"] = attention;
+    std::ofstream(path) << cluster.dump();
+    json out;
+    EXPECT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8", "--set", "global_batch_size=8",
+                                           "--set", "seq_len=4096", "--set", "flash_attention=" + flash, "--json"}),
+                              &out));
+    return out["step_time_s"].get<double>();
+  };
+  EXPECT_DOUBLE_EQ(step(0.2, "false"), step(0.6, "false"));
+  EXPECT_GT(step(0.2, "true"), step(0.6, "true") * 1.05);
+  const CliResult text = RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set",
+                                      "global_batch_size=8", "--set", "seq_len=4096", "--set", "flash_attention=false"});
+  EXPECT_NE(text.out.find("attention (unfused: batched products at the matmul share; flash_attention false) at"), std::string::npos) << text.out;
+}
+
 // A cluster's efficiency.backward slows the gradient passes only: a plan that recomputes (one
 // more forward) slows by less, in proportion, than one that does not; the utilisation line says
 // the share; a share out of (0, 1] is one line naming the field.

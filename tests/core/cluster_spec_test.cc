@@ -236,6 +236,7 @@ TEST(ClusterJsonTest, AttentionKernelEfficiencies) {
   EXPECT_DOUBLE_EQ(c.efficiency.Attention("triton"), 0.2);
   EXPECT_DOUBLE_EQ(c.efficiency.Attention("flex"), 0.5);
   EXPECT_DOUBLE_EQ(c.efficiency.Attention(), 0.5);
+  EXPECT_DOUBLE_EQ(c.efficiency.Attention(std::string(kUnfusedAttention)), c.efficiency.matmul);  // batched products
   EXPECT_EQ(ClusterFromJson(nlohmann::json::parse(ClusterToJson(c).dump()), "c.json"), c);
   for (const nlohmann::json& bad : {nlohmann::json{{"flash", 0.4}}, nlohmann::json{{"xformers", 0.4}}, nlohmann::json{{"triton", 1.5}}}) {
     j["efficiency"]["attention_kernels"] = bad;

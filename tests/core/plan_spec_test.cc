@@ -180,7 +180,7 @@ TEST(PlanJsonTest, MasterWeights) {
   EXPECT_TRUE(Refused(unknown, "master_weights", "fp32-copy, fp32, bf16"));
 }
 
-// The attention kernel: unset is flash, a set one round-trips; another value is refused naming the
+// The attention kernel: unset is flash (unfused without flash_attention), a set one round-trips; another value is refused naming the
 // field and the valid ones (that it needs flash_attention is a plan rule).
 TEST(PlanJsonTest, AttentionKernel) {
   json plan = BasePlan();
@@ -189,6 +189,9 @@ TEST(PlanJsonTest, AttentionKernel) {
   const PlanSpec p = PlanFromJson(plan, "p.json");
   EXPECT_EQ(AttentionKernelOf(p), "triton");
   EXPECT_EQ(PlanFromJson(json::parse(PlanToJson(p).dump()), "p.json").attention_kernel, "triton");
+  json unfused = BasePlan();
+  unfused["flash_attention"] = false;
+  EXPECT_EQ(AttentionKernelOf(PlanFromJson(unfused, "p.json")), "unfused");
   json unknown = plan;
   unknown["attention_kernel"] = "xformers";
   EXPECT_TRUE(Refused(unknown, "attention_kernel", "flash, triton, flex"));

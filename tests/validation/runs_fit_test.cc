@@ -330,5 +330,36 @@ TEST(RunsFitTest, EachAttentionKernelHasItsOwnEfficiency) {
   EXPECT_FALSE(back.efficiency.attention_kernels.count("flex"));
 }
 
+// Unfused attention (flash_attention false) runs its products at the matmul share: its runs are
+// not the attention efficiency's (it acts on the flash runs only), get no kernel parameter of their
+// own, and still fit their matmul share.
+TEST(RunsFitTest, UnfusedAttentionRunsAreTheMatmulShares) {
+  ClusterSpec truth = LoadCluster("dgx-h100:8");
+  truth.efficiency.matmul = 0.6;
+  truth.efficiency.attention = 0.3;
+  const std::string truth_path = WriteTemp("unfused.cluster.json", ClusterToJson(truth));
+  json list = json::array();
+  for (int64_t seq : {2048, 4096, 8192}) {
+    for (bool flash : {true, false}) {
+      json run = RunJson(std::string(flash ? "flash" : "unfused") + std::to_string(seq), seq, truth_path);
+      run["plan"]["flash_attention"] = flash;
+      list.push_back(run);
+    }
+  }
+  std::vector<PublishedRun> runs = TimedOnTheirCluster(WriteTemp("unfused.json", {{"runs", list}}));
+  const std::vector<GroupFit> fitted = FitRuns(runs, {.fit = true, .source_path = "generated"});
+  for (const FittedParameter& p : fitted[0].parameters) {
+    EXPECT_EQ(p.name.find("unfused"), std::string::npos) << p.name;
+    if (p.name == "attention") {
+      EXPECT_EQ(p.fit_runs, 3);  // the flash runs
+    }
+    if (p.name == "matmul") {
+      EXPECT_EQ(p.fit_runs, 6);
+      EXPECT_NEAR(p.value, 0.6, 0.02);
+    }
+  }
+  for (const RunResult& r : fitted[0].results) EXPECT_NEAR(r.error, 0, 0.02) << r.run->id;
+}
+
 }  // namespace
 }  // namespace shardsim::validation
