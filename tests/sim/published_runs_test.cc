@@ -1,6 +1,8 @@
 // Each published, measured run of tests/data/published_runs.json (Narayanan et al. 2021 Table 1;
 // Korthikanti et al. 2022 Table 5 and section 6) against the analytic estimate of the same
-// configuration: each within 15% of the measured throughput, the median under 10%.
+// configuration: each within 10% of the measured throughput (issue 15's bar for the rows used so
+// far; at 7ed5b47 the farthest are Narayanan's 76.1B, +9.1%, and Korthikanti's 175B, -7.0%), the
+// median under 10%.
 // What the papers leave out is filled the same way for every row: Megatron's GPT (learned
 // positions, LayerNorm, GELU MLP of 4h, biases, dropout, vocabulary 51200, tied embeddings);
 // the unfused attention of 2021-22 (no flash attention); DGX A100 nodes; Narayanan's runs use
@@ -55,9 +57,9 @@ Comparison Compare(const json& row) {
 
 class PublishedRunTest : public ::testing::TestWithParam<json> {};
 
-TEST_P(PublishedRunTest, WithinFifteenPercent) {
+TEST_P(PublishedRunTest, WithinTenPercent) {
   const Comparison c = Compare(GetParam());
-  EXPECT_LT(std::abs(c.ThroughputError()), 0.15) << GetParam()["id"] << ": predicted " << c.predicted << ", measured " << c.measured;
+  EXPECT_LT(std::abs(c.ThroughputError()), 0.10) << GetParam()["id"] << ": predicted " << c.predicted << ", measured " << c.measured;
 }
 
 INSTANTIATE_TEST_SUITE_P(Rows, PublishedRunTest, ::testing::ValuesIn(Rows()),
