@@ -115,9 +115,9 @@ int RunEstimate(const EstimateOptions& o, std::ostream& out) {
   const std::string attention_peak = plan.dtype == "fp8" ? "16-bit" : plan.dtype;
   out << "  utilisation MFU " << FormatPercent(r.mfu) << " (PaLM's count: " << FormatPercent(r.mfu_palm) << "), HFU " << FormatPercent(r.hfu) << " of " << FormatSI(r.peak_flop_per_s, "FLOP/s") << " "
       << MatmulPeakDtype(plan.dtype, Fp8RecipeOf(plan)) << " peak per device (cluster spec); matmuls at "
-      << FormatFixed(plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul, 3) << " of peak, attention"
-      << (plan.flash_attention ? "" : " (unfused: batched products at the matmul share; flash_attention false)") << " at "
-      << FormatFixed(cluster.efficiency.Attention(AttentionKernelOf(plan)), 3) << " of the " << attention_peak << " peak, "
+      << FormatFixed(plan.dtype == "fp8" ? cluster.efficiency.Fp8Matmul(Fp8RecipeOf(plan)) : cluster.efficiency.matmul, 3) << " of peak, attention at "
+      << FormatFixed(cluster.efficiency.Attention(AttentionKernelOf(plan)), 3) << " of the " << attention_peak << " peak"
+      << (plan.flash_attention ? "" : " (unfused, flash_attention false: batched products at the " + attention_peak + " matmul share)") << ", "
       << (cluster.efficiency.backward != 1 ? "their backward passes at " + FormatFixed(cluster.efficiency.backward, 3) + " of those rates, " : "") << "HBM at "
       << FormatFixed(cluster.efficiency.hbm, 2) << " (" << cluster.efficiency.source << ")\n";
   if (!plan.framework.empty()) {

@@ -100,9 +100,13 @@ void PrintHeader(const PlanFindings& f, const Writer& w) {
          "  ");
   // Only a preset takes ,efficiency=catalogue (a cluster file keeps its own figures).
   const bool preset = LooksLikeClusterPreset(f.options.cluster);
+  // The attention figure the plans ran at: their kernel's (all share the search's), the flash
+  // kernels' where nothing was found.
+  const std::string kernel = f.result.best.empty() ? "" : AttentionKernelOf(f.result.best.front().plan);
   w.Line("efficiencies: " + EfficiencyOrigin(f.cluster) + (UsesFittedEfficiencies(f.cluster) && preset ? ", or ,efficiency=catalogue for the catalogue's" : "") +
              "; matmul " + FormatFixed(f.cluster.efficiency.matmul, 3) + ", attention " +
-             FormatFixed(f.cluster.efficiency.Attention(), 3) +
+             (kernel == kUnfusedAttention ? std::string("(unfused: batched products at the matmul share) ") : std::string()) +
+             FormatFixed(f.cluster.efficiency.Attention(kernel), 3) +
              (f.cluster.efficiency.backward != 1 ? ", backward passes at " + FormatFixed(f.cluster.efficiency.backward, 3) + " of those rates" : std::string()),
          "  ");
   const double rate = r.wall_s > 0 ? static_cast<double>(r.evaluated) / r.wall_s : 0;

@@ -73,6 +73,7 @@ nlohmann::json ReportJson(const ModelSpec& model, const ClusterSpec& cluster, co
           {"hardware_flops_per_step", r.hardware_flops_per_step},
           {"peak_flop_per_s", r.peak_flop_per_s}, {"peak_dtype", MatmulPeakDtype(plan.dtype, Fp8RecipeOf(plan))},
           {"efficiency", EfficiencyToJson(cluster.efficiency)},
+          {"attention_efficiency", cluster.efficiency.Attention(AttentionKernelOf(plan))},
           {"fits", r.fits},
           {"host_bytes", WholeBytes(r.host_bytes)},
           {"host_fits", r.host_fits},

@@ -57,12 +57,12 @@ struct LinkSpec {
   bool operator==(const LinkSpec&) const = default;
 };
 
-// Fractions of the chip's peaks that real kernels reach.
 // The attention "kernel" of a plan without blockwise attention (flash_attention false): batched
 // QK^T and AV products (cuBLAS's, XLA's dot products) around a separate softmax, which run at the
 // matmul share, not at a fused kernel's (EfficiencySpec::Attention).
 inline constexpr std::string_view kUnfusedAttention = "unfused";
 
+// Fractions of the chip's peaks that real kernels reach.
 struct EfficiencySpec {
   double matmul = 1;  // of peak FLOP/s, for large matmuls
   double hbm = 1;     // of HBM bandwidth, for memory-bound ops

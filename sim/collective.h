@@ -18,11 +18,11 @@ using shardsim::CollectiveOpNames;
 using shardsim::ToString;
 
 enum class Algorithm {
-  kAuto,               // the fastest applicable one (as NCCL's tuner would pick)
+  kAuto,               // the fastest applicable one of AutoAlgorithmsFor's (never kHierarchical)
   kRing,               // one ring in group order; across NVSwitch nodes NCCL's channel rings, one per NIC
   kBidirectionalRing,  // two rings in opposite directions, half the data each
   kTorus,              // a bidirectional ring per physical torus axis, axes in parallel phases
-  kHierarchical,       // inside each NVSwitch node, then across nodes, then inside again
+  kHierarchical,       // inside each NVSwitch node, then across nodes, then inside again (on request only)
   kTree,               // NCCL's double binary tree (broadcast: one binary tree), pipelined
   kNvls,               // in-switch reduction and multicast (NVLink SHARP), inside one node
   kSharp,              // hierarchical, with the across-node all-reduce done in the InfiniBand switches

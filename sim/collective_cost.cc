@@ -104,7 +104,7 @@ std::vector<CollectiveModel> BuildCollectiveModels(const topologies::Cluster& cl
     models.emplace_back(cluster, group, std::move(*schedule));
     return models;
   }
-  for (Algorithm a : AutoAlgorithmsFor(cluster, op)) {
+  for (Algorithm a : AutoAlgorithmsFor(op)) {
     std::string why_not;
     if (auto schedule = BuildSchedule(cluster, group, op, a, &why_not)) models.emplace_back(cluster, group, std::move(*schedule));
   }
@@ -142,7 +142,7 @@ GroupCollective::GroupCollective(const topologies::Cluster& cluster, const std::
   for (size_t g = 0; g < groups.size(); g += step) modelled.push_back(g);
   if (modelled.back() != groups.size() - 1) modelled.push_back(groups.size() - 1);
 
-  const std::vector<Algorithm> wanted = algorithm == Algorithm::kAuto ? AutoAlgorithmsFor(cluster, op) : std::vector<Algorithm>{algorithm};
+  const std::vector<Algorithm> wanted = algorithm == Algorithm::kAuto ? AutoAlgorithmsFor(op) : std::vector<Algorithm>{algorithm};
   std::vector<double> scratch;  // the models' link loads, one zero per link between uses
   std::string first_reason;
   for (Algorithm a : wanted) {

@@ -44,7 +44,8 @@ class CollectiveModel {
   bool pipelined_ = false;
 };
 
-// The model for `algorithm` (or, with kAuto, one model per applicable algorithm). Throws
+// The model for `algorithm` (or, with kAuto, one model per applicable algorithm of
+// AutoAlgorithmsFor's). Throws
 // InputError(where, ...) naming why when a requested algorithm cannot run on the group.
 std::vector<CollectiveModel> BuildCollectiveModels(const topologies::Cluster& cluster, const DeviceGroup& group,
                                                    CollectiveOp op, Algorithm algorithm, const std::string& where);
@@ -53,7 +54,7 @@ std::vector<CollectiveModel> BuildCollectiveModels(const topologies::Cluster& cl
 std::pair<size_t, CollectiveEstimate> Fastest(const std::vector<CollectiveModel>& models, double bytes);
 
 // A collective over a mesh axis runs on all the axis's groups at once. This holds, for each
-// algorithm that can run on every group (or the one requested), its schedule per group and its
+// algorithm of AutoAlgorithmsFor's that can run on every group (or the one requested), its schedule per group and its
 // analytic model on up to `max_modelled_groups` groups spread evenly (routing every group of a
 // large mesh would cost more than it tells); an algorithm's time is its slowest modelled group.
 class GroupCollective {

@@ -288,7 +288,7 @@ std::optional<Schedule> Hierarchical(const Cluster& cluster, const DeviceGroup& 
     default: *why_not = "hierarchical runs all-reduce, all-gather and reduce-scatter"; return std::nullopt;
   }
   s.description = "ring inside each of " + std::to_string(nodes) + " nodes (" + std::to_string(local) +
-                  " devices), ring across nodes per local index";
+                  " devices), ring across nodes per local index (not an algorithm NCCL runs: auto never picks it)";
   return s;
 }
 
@@ -360,13 +360,13 @@ std::vector<Algorithm> AlgorithmsFor(CollectiveOp op) {
   return {};
 }
 
-std::vector<Algorithm> AutoAlgorithmsFor(const Cluster& cluster, CollectiveOp op) {
+std::vector<Algorithm> AutoAlgorithmsFor(CollectiveOp op) {
   std::vector<Algorithm> algorithms = AlgorithmsFor(op);
   // NCCL (src/graph/tuning.cc at NVIDIA/nccl@b6475625, ncclTopoTuneModel) runs all-reduce as a
   // ring, a tree, NVLS or CollNet (SHARP) and all-gather and reduce-scatter as a ring, NVLS or
   // CollNet: never the two-level ring `hierarchical` builds, whose fewer rounds would hide a
   // large group's ring latency that NCCL pays.
-  if (cluster.spec().topology.kind == TopologyKind::kSwitched) std::erase(algorithms, Algorithm::kHierarchical);
+  std::erase(algorithms, Algorithm::kHierarchical);
   return algorithms;
 }
 

@@ -49,11 +49,11 @@ inline constexpr int64_t kMaxScheduleFlows = int64_t{1} << 24;
 // more than kMaxScheduleFlows flows (checked before anything is built).
 void CheckScheduleSize(CollectiveOp op, int64_t group_size, const std::string& where);
 
-// The algorithms that implement `op` (any of them on request), in the order `auto` tries them.
+// The algorithms that implement `op`, any of them on request.
 std::vector<Algorithm> AlgorithmsFor(CollectiveOp op);
-// The ones `auto` picks among on `cluster`: AlgorithmsFor's, less those its collective library
-// never runs there.
-std::vector<Algorithm> AutoAlgorithmsFor(const topologies::Cluster& cluster, CollectiveOp op);
+// The ones `auto` picks among, in the order it tries them: AlgorithmsFor's less `hierarchical`,
+// which no collective library runs (it builds on NVSwitch clusters only, where NCCL never does).
+std::vector<Algorithm> AutoAlgorithmsFor(CollectiveOp op);
 
 // Builds the schedule of `algorithm` (not kAuto) for `op` over `group` on `cluster`, or nullopt
 // with `*why_not` saying why it cannot run there (for example "the group is not a box of the

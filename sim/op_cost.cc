@@ -24,10 +24,22 @@ double MatmulQuantization(int64_t tile, int64_t units, int64_t m, int64_t n) {
   return tile_use * static_cast<double>(tiles) / static_cast<double>(waves * units);
 }
 
+namespace {
+
+// A calibration's rate measured for `op`'s kernel, if it costs it (an unfused attention's products
+// are not the measured blockwise kernel).
+const KernelRate* MeasuredKernel(const CalibrationSpec* calibration, const Op& op, bool unfused_attention) {
+  if (calibration == nullptr || (unfused_attention && op.kind == ComputeKind::kAttention)) return nullptr;
+  const auto kernel = calibration->kernels.find(op.name);
+  return kernel == calibration->kernels.end() ? nullptr : &kernel->second;
+}
+
+}  // namespace
+
 bool Roofline::Calibrated(const Op& op) const {
   if (calibration == nullptr) return false;
   if (op.kind == ComputeKind::kMatmul) return !calibration->gemm.empty() && !(op.sixteen_bit && fp8_casts);
-  return calibration->kernels.count(op.name) > 0;
+  return MeasuredKernel(calibration, op, unfused_attention) != nullptr;
 }
 
 double Roofline::Seconds(const Op& op) const {
@@ -39,9 +51,8 @@ double Roofline::Seconds(const Op& op) const {
   }
   if (calibration != nullptr) {
     if (op.kind == ComputeKind::kMatmul && !calibration->gemm.empty()) return op.flops / (GemmFlopPerS(*calibration, op.m, op.n, op.k) * pass);
-    const auto kernel = calibration->kernels.find(op.name);
-    if (kernel != calibration->kernels.end()) {
-      return (kernel->second.per_flop ? op.flops : op.bytes) / KernelRateAt(kernel->second, tokens);
+    if (const KernelRate* kernel = MeasuredKernel(calibration, op, unfused_attention)) {
+      return (kernel->per_flop ? op.flops : op.bytes) / KernelRateAt(*kernel, tokens);
     }
   }
   const double memory = op.bytes / hbm_bytes_per_s;
@@ -84,6 +95,7 @@ Roofline RooflineOf(const ClusterSpec& cluster, const std::string& dtype, double
   Roofline r{.peak_flop_per_s = peak->second,
              .matmul_efficiency = fp8 ? cluster.efficiency.Fp8Matmul(fp8_recipe) : cluster.efficiency.matmul,
              .attention_flop_per_s = attention_peak * cluster.efficiency.Attention(attention_kernel),
+             .unfused_attention = attention_kernel == kUnfusedAttention,
              .scan_flop_per_s = attention_peak * cluster.efficiency.Attention(),
              .sixteen_bit_flop_per_s = attention_peak * cluster.efficiency.matmul,
              .fp8_casts = fp8,

@@ -114,6 +114,9 @@ struct Roofline {
   // DotProductAttention in BF16 unless fp8_dpa is set; torchao's Float8Linear converts only
   // linear layers), at its kernel's share of that peak.
   double attention_flop_per_s = 0;  // peak x efficiency
+  // Unfused attention (kUnfusedAttention): batched products at the matmul share, which a
+  // calibration's measured (blockwise) attention kernel rate does not cost.
+  bool unfused_attention = false;
   // A Mamba-2 mixer's chunked scan (SSD) at the fused attention kernels' share of that peak,
   // whichever kernel the plan's attention runs.
   double scan_flop_per_s = 0;

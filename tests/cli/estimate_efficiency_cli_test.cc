@@ -38,8 +38,8 @@ TEST(CliEstimateTest, AttentionKernelRunsAtItsOwnEfficiency) {
 }
 
 // Without blockwise attention (flash_attention false) QK^T and AV are batched products around a
-// separate softmax: they run at the matmul share whatever the cluster's attention figures say, and
-// the utilisation line says so.
+// separate softmax: they run at the matmul share whatever the cluster's attention figures say; the
+// utilisation line and the report's attention_efficiency say so.
 TEST(CliEstimateTest, UnfusedAttentionRunsAtTheMatmulShare) {
   const std::string path = ::testing::TempDir() + "/unfused.cluster.json";
   ASSERT_EQ(RunShardsim({"describe", "--cluster", "dgx-h100:8", "--write-cluster", path}).exit_code, 0);
@@ -51,13 +51,15 @@ TEST(CliEstimateTest, UnfusedAttentionRunsAtTheMatmulShare) {
     EXPECT_TRUE(IsJsonSuccess(RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", path, "--set", "mesh.data=8", "--set", "global_batch_size=8",
                                            "--set", "seq_len=4096", "--set", "flash_attention=" + flash, "--json"}),
                               &out));
+    // The report names the share the attention ran at.
+    EXPECT_DOUBLE_EQ(out["attention_efficiency"].get<double>(), flash == "true" ? attention : out["efficiency"]["matmul"].get<double>());
     return out["step_time_s"].get<double>();
   };
   EXPECT_DOUBLE_EQ(step(0.2, "false"), step(0.6, "false"));
   EXPECT_GT(step(0.2, "true"), step(0.6, "true") * 1.05);
   const CliResult text = RunShardsim({"estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:8", "--set", "mesh.data=8", "--set",
                                       "global_batch_size=8", "--set", "seq_len=4096", "--set", "flash_attention=false"});
-  EXPECT_NE(text.out.find("attention (unfused: batched products at the matmul share; flash_attention false) at"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("of the bf16 peak (unfused, flash_attention false: batched products at the bf16 matmul share)"), std::string::npos) << text.out;
 }
 
 // A cluster's efficiency.backward slows the gradient passes only: a plan that recomputes (one

@@ -55,6 +55,13 @@ TEST(CalibratedCostTest, OpsCoveredByTheCalibrationUseItsRates) {
   ClusterSpec bf16 = c;
   bf16.chip.peak_flop_per_s["bf16"] = 1e12;
   EXPECT_FALSE(RooflineOf(bf16, "bf16").Calibrated(matmul));
+  // Unfused attention's batched products are not the measured blockwise kernel: the roofline at
+  // the matmul share costs them.
+  const Roofline unfused = RooflineOf(c, "fp32", 256, "", std::string(kUnfusedAttention));
+  EXPECT_FALSE(unfused.Calibrated(attention));
+  EXPECT_DOUBLE_EQ(unfused.Seconds(attention),
+                   std::max(1e9 / (c.chip.peak_flop_per_s.at("fp32") * c.efficiency.matmul), 1e6 / unfused.hbm_bytes_per_s));
+  EXPECT_TRUE(unfused.Calibrated(norm));
 }
 
 TEST(CalibratedCostTest, FasterMeasuredGemmsShortenTheEstimate) {

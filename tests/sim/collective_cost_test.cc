@@ -92,14 +92,14 @@ TEST(NvswitchTest, RingAcrossNodesCrossesOnEveryNic) {
 
 // NCCL never runs the two-level ring: `auto` on a GPU cluster pays a ring's 511 rounds for a small
 // reduce-scatter over 64 nodes, where the two-level ring would pay 70 (7 inside, 63 across); the
-// algorithm still runs on request, and on a torus `auto` keeps every algorithm it had.
+// algorithm still runs on request.
 TEST(NvswitchTest, AutoPicksOnlyWhatNcclRuns) {
   const auto cluster = MakeCluster("dgx-h100:512");
   const DeviceGroup all = FirstDevices(512);
   for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kAllReduce}) {
     const auto models = BuildCollectiveModels(cluster, all, op, Algorithm::kAuto, "test");
     for (const CollectiveModel& m : models) EXPECT_NE(m.schedule().algorithm, Algorithm::kHierarchical) << ToString(op);
-    const auto offered = AutoAlgorithmsFor(cluster, op);
+    const auto offered = AutoAlgorithmsFor(op);
     EXPECT_EQ(std::count(offered.begin(), offered.end(), Algorithm::kHierarchical), 0) << ToString(op);
   }
   const double bytes = 1 << 20;
@@ -108,8 +108,9 @@ TEST(NvswitchTest, AutoPicksOnlyWhatNcclRuns) {
   const double automatic = Fastest(models, bytes).second.time_s;
   EXPECT_GT(automatic, 5 * hierarchical);  // latency-bound: 511 rounds against 70
   EXPECT_EQ(automatic, Seconds(cluster, all, CollectiveOp::kReduceScatter, Algorithm::kRing, bytes));
-  const auto torus = MakeCluster("tpu-v5p:8x8x8");
-  EXPECT_EQ(AutoAlgorithmsFor(torus, CollectiveOp::kAllGather), AlgorithmsFor(CollectiveOp::kAllGather));
+  // The estimate's path (every group of an axis at once) picks the same.
+  const GroupCollective axis(cluster, {all}, CollectiveOp::kReduceScatter, Algorithm::kAuto, "test", 64, false, {});
+  EXPECT_EQ(axis.Fastest(bytes).estimate.time_s, automatic);
 }
 
 TEST(NvswitchTest, NvlsBeatsRingWhereTheSwitchHasIt) {
