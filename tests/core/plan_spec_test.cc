@@ -180,8 +180,9 @@ TEST(PlanJsonTest, MasterWeights) {
   EXPECT_TRUE(Refused(unknown, "master_weights", "fp32-copy, fp32, bf16"));
 }
 
-// The attention kernel: unset is flash (unfused without flash_attention), a set one round-trips; another value is refused naming the
-// field and the valid ones (that it needs flash_attention is a plan rule).
+// The attention kernel: unset is flash (unfused without flash_attention), a set one round-trips;
+// another value is refused naming the field and the valid ones (that it needs flash_attention is a
+// plan rule).
 TEST(PlanJsonTest, AttentionKernel) {
   json plan = BasePlan();
   EXPECT_EQ(AttentionKernelOf(PlanFromJson(plan, "p.json")), "flash");

@@ -348,16 +348,21 @@ TEST(RunsFitTest, UnfusedAttentionRunsAreTheMatmulShares) {
   }
   std::vector<PublishedRun> runs = TimedOnTheirCluster(WriteTemp("unfused.json", {{"runs", list}}));
   const std::vector<GroupFit> fitted = FitRuns(runs, {.fit = true, .source_path = "generated"});
+  bool attention = false, matmul = false;
   for (const FittedParameter& p : fitted[0].parameters) {
     EXPECT_EQ(p.name.find("unfused"), std::string::npos) << p.name;
     if (p.name == "attention") {
+      attention = true;
       EXPECT_EQ(p.fit_runs, 3);  // the flash runs
+      EXPECT_NEAR(p.value, 0.3, 0.03);
     }
     if (p.name == "matmul") {
+      matmul = true;
       EXPECT_EQ(p.fit_runs, 6);
       EXPECT_NEAR(p.value, 0.6, 0.02);
     }
   }
+  EXPECT_TRUE(attention && matmul);
   for (const RunResult& r : fitted[0].results) EXPECT_NEAR(r.error, 0, 0.02) << r.run->id;
 }
 
