@@ -312,7 +312,48 @@ void AddTreeEdges(int64_t n, bool mirrored, bool upward, double fraction, std::v
   }
 }
 
-Schedule Tree(CollectiveOp op, int64_t n) {
+// NCCL's all-reduce tree across NVSwitch nodes (`layout`): per channel (one per member a node
+// holds, each 1/L of the buffer) a chain through the node's members ending at the channel's own
+// member, which alone crosses the network: to its node's parent and children in a binary tree
+// over the nodes and in its mirror, half the channel's bytes each (NCCL's double binary tree, one
+// tree node per machine: src/graph/trees.cc, ncclGetDtree). Reduce up and broadcast down run at
+// once, pipelined, over the chain's L-1 hops and the node tree's depth each way.
+Schedule NodeTree(const NodeLayout& layout, int64_t n) {
+  Schedule s{CollectiveOp::kAllReduce, Algorithm::kTree, n, {}, ""};
+  const int64_t depth = std::max<int64_t>(1, TreeDepth(layout.nodes));
+  const double f = 1.0 / static_cast<double>(layout.local);
+  Step step{{}, 2 * (layout.local - 1 + depth), true};
+  for (int64_t c = 0; c < layout.local; ++c) {
+    for (int64_t k = 0; k < layout.nodes; ++k) {
+      const int32_t* node = layout.Node(k);
+      for (int64_t j = 0; j + 1 < layout.local; ++j) {  // the chain c, c+1, ..., ending at c
+        const int32_t nearer = node[Mod(c + j, layout.local)], farther = node[Mod(c + j + 1, layout.local)];
+        step.flows.push_back({farther, nearer, f});
+        step.flows.push_back({nearer, farther, f});
+      }
+    }
+    for (bool mirrored : {false, true}) {
+      for (int64_t i = 1; i < layout.nodes; ++i) {
+        int64_t child = i, parent = (i - 1) / 2;
+        if (mirrored) {
+          child = layout.nodes - 1 - child;
+          parent = layout.nodes - 1 - parent;
+        }
+        const int32_t below = layout.Node(child)[c], above = layout.Node(parent)[c];
+        step.flows.push_back({below, above, f / 2});
+        step.flows.push_back({above, below, f / 2});
+      }
+    }
+  }
+  s.steps = {step};
+  s.description = "double binary tree over " + std::to_string(layout.nodes) + " nodes (depth " + std::to_string(depth) + ") in " +
+                  std::to_string(layout.local) + " channels, each a chain through a node's " + std::to_string(layout.local) +
+                  " devices to its own NIC; reduce and broadcast pipelined at once (NCCL's trees)";
+  return s;
+}
+
+Schedule Tree(CollectiveOp op, int64_t n, const std::optional<NodeLayout>& layout) {
+  if (op == CollectiveOp::kAllReduce && layout) return NodeTree(*layout, n);
   Schedule s{op, Algorithm::kTree, n, {}, ""};
   const int64_t depth = std::max<int64_t>(1, TreeDepth(n));
   if (op == CollectiveOp::kAllReduce) {
@@ -363,10 +404,11 @@ std::vector<Algorithm> AlgorithmsFor(CollectiveOp op) {
 std::vector<Algorithm> AutoAlgorithmsFor(CollectiveOp op) {
   std::vector<Algorithm> algorithms = AlgorithmsFor(op);
   // NCCL (src/graph/tuning.cc at NVIDIA/nccl@b6475625, ncclTopoTuneModel) runs all-reduce as a
-  // ring, a tree, NVLS or CollNet (SHARP) and all-gather and reduce-scatter as a ring, NVLS or
-  // CollNet: never the two-level ring `hierarchical` builds, whose fewer rounds would hide a
-  // large group's ring latency that NCCL pays.
+  // ring, a tree, NVLS or CollNet (SHARP), all-gather and reduce-scatter as a ring, NVLS or
+  // CollNet and broadcast as a ring (its chain): never the two-level ring `hierarchical` builds,
+  // whose fewer rounds would hide a large group's ring latency that NCCL pays, nor a broadcast tree.
   std::erase(algorithms, Algorithm::kHierarchical);
+  if (op == CollectiveOp::kBroadcast) std::erase(algorithms, Algorithm::kTree);
   return algorithms;
 }
 
@@ -466,7 +508,10 @@ std::optional<Schedule> BuildFlows(const Cluster& cluster, const DeviceGroup& gr
     }
     case Algorithm::kHierarchical: return Hierarchical(cluster, group, op, false, why_not);
     case Algorithm::kSharp: return Hierarchical(cluster, group, op, true, why_not);
-    case Algorithm::kTree: return Tree(op, n);
+    case Algorithm::kTree: {
+      std::string unused;  // no channels where the group does not span nodes evenly: a tree in group order
+      return Tree(op, n, LayOutByNode(cluster, group, &unused));
+    }
     case Algorithm::kNvls: {
       const TopologySpec& t = cluster.spec().topology;
       if (t.kind != TopologyKind::kSwitched || !t.nvls) {

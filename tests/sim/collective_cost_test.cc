@@ -102,6 +102,11 @@ TEST(NvswitchTest, AutoPicksOnlyWhatNcclRuns) {
     const auto offered = AutoAlgorithmsFor(op);
     EXPECT_EQ(std::count(offered.begin(), offered.end(), Algorithm::kHierarchical), 0) << ToString(op);
   }
+  // A broadcast goes down a ring's chain, never a tree (a tree still runs on request).
+  for (const CollectiveModel& m : BuildCollectiveModels(cluster, all, CollectiveOp::kBroadcast, Algorithm::kAuto, "test")) {
+    EXPECT_EQ(m.schedule().algorithm, Algorithm::kRing);
+  }
+  EXPECT_GT(Seconds(cluster, all, CollectiveOp::kBroadcast, Algorithm::kTree, 1 << 20), 0);
   const double bytes = 1 << 20;
   const double hierarchical = Seconds(cluster, all, CollectiveOp::kReduceScatter, Algorithm::kHierarchical, bytes);
   const auto models = BuildCollectiveModels(cluster, all, CollectiveOp::kReduceScatter, Algorithm::kAuto, "test");
@@ -146,11 +151,36 @@ TEST(NvswitchTest, SharpHalvesTheAcrossNodeTrafficWhereEnabled) {
   EXPECT_NEAR(in_network / (inside + 5e-6 + kGiB / 8 / 45e9), 1.0, 1e-6);
 }
 
-TEST(TreeTest, TreeWinsSmallRingWinsLarge) {
-  const auto cluster = MakeCluster("dgx-h100:1024");
-  const auto models = BuildCollectiveModels(cluster, FirstDevices(1024), CollectiveOp::kAllReduce, Algorithm::kAuto, "test");
-  EXPECT_EQ(models[Fastest(models, 1024).first].schedule().algorithm, Algorithm::kTree);
-  EXPECT_NE(models[Fastest(models, 4 * kGiB).first].schedule().algorithm, Algorithm::kTree);
+TEST(TreeTest, AcrossNodesEachChannelCrossesTheNetworkOnItsOwnNic) {
+  // 64 nodes of 8: per channel (1/8 of the buffer) a chain through a node's 8 GPUs to the
+  // channel's own one, which sends to and receives from its node's parent and two children in one
+  // tree (half the channel's bytes each way) and its parent in the mirror, where it is a leaf:
+  // 2/8 of the buffer each way through every NIC, as the channel rings carry (NCCL's trees).
+  const auto cluster = MakeCluster("dgx-h100:512");
+  const CollectiveModel tree(cluster, FirstDevices(512), *[&] {
+    std::string why_not;
+    return BuildSchedule(cluster, FirstDevices(512), CollectiveOp::kAllReduce, Algorithm::kTree, &why_not);
+  }());
+  ASSERT_EQ(tree.schedule().steps.size(), 1u);
+  EXPECT_EQ(tree.schedule().steps[0].rounds, 2 * (7 + 6));  // up and down: the chain's 7 hops, 6 levels of 64 nodes
+  EXPECT_NEAR(tree.profiles()[0].seconds_per_byte * 50e9 * 0.9, 2.0 / 8, 1e-9);
+  // So large buffers take the rings' time, give or take their latencies; a mid-sized one pays 26
+  // rounds where the ring pays 1,022.
+  const double ring = Seconds(cluster, FirstDevices(512), CollectiveOp::kAllReduce, Algorithm::kRing, 64 * kGiB);
+  EXPECT_NEAR(tree.Cost(64 * kGiB).time_s / ring, 1.0, 0.03);
+  const auto models = BuildCollectiveModels(cluster, FirstDevices(512), CollectiveOp::kAllReduce, Algorithm::kAuto, "test");
+  EXPECT_EQ(models[Fastest(models, 16 << 20).first].schedule().algorithm, Algorithm::kTree);
+  EXPECT_LT(tree.Cost(16 << 20).time_s, 0.2 * Seconds(cluster, FirstDevices(512), CollectiveOp::kAllReduce, Algorithm::kRing, 16 << 20));
+}
+
+TEST(TreeTest, InsideANodeOrOffSwitchesTheTreeIsOverTheGroup) {
+  std::string why_not;
+  const auto one_node = BuildSchedule(MakeCluster("dgx-h100:8"), FirstDevices(8), CollectiveOp::kAllReduce, Algorithm::kTree, &why_not);
+  ASSERT_TRUE(one_node);
+  EXPECT_EQ(one_node->steps.size(), 2u);  // reduce up, then broadcast down the double binary tree over the 8
+  const auto torus = BuildSchedule(MakeCluster("tpu-v5p:4x4x4"), FirstDevices(64), CollectiveOp::kAllReduce, Algorithm::kTree, &why_not);
+  ASSERT_TRUE(torus);
+  EXPECT_EQ(torus->steps.size(), 2u);
 }
 
 TEST(AllToAllTest, SwitchAllToAllIsNicBound) {
