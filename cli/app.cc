@@ -170,7 +170,7 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 24));
   collective_cmd->add_option("--mesh", collective.mesh, "the group(s): a mesh over all devices, e.g. data=8,tensor=8 ...");
   collective_cmd->add_option("--axes", collective.axes, "... and the axes each group runs along, e.g. tensor or data,fsdp");
-  collective_cmd->add_option("--algorithm", collective.algorithm, "auto (default: the fastest NCCL would run: not hierarchical, nor tree for a broadcast), ring, bidirectional-ring, torus, hierarchical, tree, nvls, sharp, direct");
+  collective_cmd->add_option("--algorithm", collective.algorithm, "auto (default: the fastest of those but hierarchical), ring, bidirectional-ring, torus, hierarchical, tree, nvls, sharp, direct");
   collective_cmd->add_option("--engine", collective.engine, "analytic (default) or des (SimGrid, every group at once)");
   collective_cmd->add_option("--max-seconds", collective.max_seconds, "--engine des: wall-time limit of the simulation in seconds (default 600)")
       ->check(PositiveUpTo(86400, " s"));

@@ -292,7 +292,8 @@ std::optional<Schedule> Hierarchical(const Cluster& cluster, const DeviceGroup& 
   return s;
 }
 
-// --- trees (NCCL's double binary tree): heap-ordered binary tree over the members, and its mirror.
+// --- trees (NCCL's double binary tree): over the nodes with a chain inside each (NodeTree), or a
+// heap-ordered binary tree over the members and its mirror.
 
 int64_t TreeDepth(int64_t n) {
   int64_t depth = 0;
@@ -326,7 +327,7 @@ Schedule NodeTree(const NodeLayout& layout, int64_t n) {
   for (int64_t c = 0; c < layout.local; ++c) {
     for (int64_t k = 0; k < layout.nodes; ++k) {
       const int32_t* node = layout.Node(k);
-      for (int64_t j = 0; j + 1 < layout.local; ++j) {  // the chain c, c+1, ..., ending at c
+      for (int64_t j = 0; j + 1 < layout.local; ++j) {  // the chain c-1, ..., c+1, c (mod L), ending at c
         const int32_t nearer = node[Mod(c + j, layout.local)], farther = node[Mod(c + j + 1, layout.local)];
         step.flows.push_back({farther, nearer, f});
         step.flows.push_back({nearer, farther, f});
@@ -405,10 +406,9 @@ std::vector<Algorithm> AutoAlgorithmsFor(CollectiveOp op) {
   std::vector<Algorithm> algorithms = AlgorithmsFor(op);
   // NCCL (src/graph/tuning.cc at NVIDIA/nccl@b6475625, ncclTopoTuneModel) runs all-reduce as a
   // ring, a tree, NVLS or CollNet (SHARP), all-gather and reduce-scatter as a ring, NVLS or
-  // CollNet and broadcast as a ring (its chain): never the two-level ring `hierarchical` builds,
-  // whose fewer rounds would hide a large group's ring latency that NCCL pays, nor a broadcast tree.
+  // CollNet: never the two-level ring `hierarchical` builds, whose fewer rounds would hide a
+  // large group's ring latency that NCCL pays.
   std::erase(algorithms, Algorithm::kHierarchical);
-  if (op == CollectiveOp::kBroadcast) std::erase(algorithms, Algorithm::kTree);
   return algorithms;
 }
 

@@ -52,8 +52,7 @@ void CheckScheduleSize(CollectiveOp op, int64_t group_size, const std::string& w
 // The algorithms that implement `op`, any of them on request.
 std::vector<Algorithm> AlgorithmsFor(CollectiveOp op);
 // The ones `auto` picks among, in the order it tries them: AlgorithmsFor's less `hierarchical`,
-// which no collective library runs (it builds on NVSwitch clusters only, where NCCL never does),
-// and less a broadcast's tree (NCCL broadcasts along a ring's chain only).
+// which no collective library runs (it builds on NVSwitch clusters only, where NCCL never does).
 std::vector<Algorithm> AutoAlgorithmsFor(CollectiveOp op);
 
 // Builds the schedule of `algorithm` (not kAuto) for `op` over `group` on `cluster`, or nullopt
